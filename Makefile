@@ -1,0 +1,104 @@
+# tessera build. `make` builds everything; `make run` runs the demo; `make test` runs every
+# test and ends with "N passed, N failed"; `make asan` runs the same tests under
+# AddressSanitizer and UBSan. Missing Debian packages are installed when run as root.
+
+CC      ?= gcc
+PKGS    := libmicrohttpd libcjson libcurl
+BUILD   ?= build
+CSTD    := -std=c11 -D_GNU_SOURCE
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
+OPT     ?= -O2 -g
+SAN     ?=
+DEPFLAGS = -MMD -MP
+
+# pkg-config is asked only after the dependency check has run (see $(BUILD)/.deps).
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# jemalloc replaces malloc; sanitizer builds keep the sanitizer's allocator instead.
+ifeq ($(SAN),)
+MALLOC_LIBS = $(shell pkg-config --libs jemalloc 2>/dev/null)
+endif
+
+CFLAGS  := $(CSTD) $(WARN) $(OPT) $(SAN) -I. $(EXTRA_CFLAGS)
+LDLIBS   = $(PKG_LIBS) $(MALLOC_LIBS) -lm -lpthread
+
+MODEL_SRC  := $(wildcard model/*.c)
+POLICY_SRC := $(wildcard policy/*.c)
+SIM_SRC    := $(wildcard sim/*.c)
+TEST_SRC   := $(wildcard tests/unit/*.c)
+GEN_SRC    := $(BUILD)/gen/catalog_data.c
+
+LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(MODEL_SRC) $(POLICY_SRC)) $(BUILD)/gen/catalog_data.o
+SIM_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(SIM_SRC)) $(BUILD)/gen/demo_cluster_data.o $(BUILD)/gen/demo_pods_data.o
+TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
+
+SIM_BIN  := $(BUILD)/tessera-sim
+TEST_BIN := $(BUILD)/tessera-tests
+
+.PHONY: all run test asan clean deps
+all: $(SIM_BIN) $(TEST_BIN)
+
+deps: $(BUILD)/.deps
+$(BUILD)/.deps: scripts/deps.sh
+	@mkdir -p $(BUILD)
+	@sh scripts/deps.sh
+	@touch $@
+
+# V=1 shows the full commands.
+Q := $(if $(V),,@)
+
+$(BUILD)/%.o: %.c $(BUILD)/.deps
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS) $(PKG_CFLAGS) $(DEPFLAGS) -c $< -o $@
+
+# Data files are compiled in (as NUL-terminated byte arrays), so the binaries never
+# read the data directory at run time. $(call embed,json-file,symbol)
+define embed
+	@mkdir -p $(dir $@)
+	@{ echo '/* generated from $(1) by the Makefile; do not edit */'; \
+	   echo '#include <stddef.h>'; \
+	   echo 'const unsigned char $(2)[] = {'; \
+	   od -An -v -tx1 $(1) | sed 's/ *\([0-9a-f][0-9a-f]\)/0x\1,/g'; \
+	   echo '0x00};'; \
+	   echo 'const size_t $(2)_len = sizeof($(2)) - 1;'; } > $@
+endef
+
+$(BUILD)/gen/catalog_data.c: data/gpus.json
+	$(call embed,$<,model_catalog_json)
+$(BUILD)/gen/demo_cluster_data.c: data/demo-cluster.json
+	$(call embed,$<,sim_demo_cluster_json)
+$(BUILD)/gen/demo_pods_data.c: data/demo-pods.json
+	$(call embed,$<,sim_demo_pods_json)
+
+$(BUILD)/gen/%.o: $(BUILD)/gen/%.c
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libtessera.a: $(LIB_OBJ)
+	@rm -f $@
+	$(Q)ar rcs $@ $^
+
+$(SIM_BIN): $(SIM_OBJ) $(BUILD)/libtessera.a
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) -o $@ $(SIM_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
+
+$(TEST_BIN): $(TEST_OBJ) $(BUILD)/libtessera.a
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
+
+run: $(SIM_BIN)
+	$(SIM_BIN) demo
+
+test: $(TEST_BIN)
+	@$(TEST_BIN)
+
+asan:
+	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g" \
+	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+	    build-asan/tessera-tests
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 build-asan/tessera-tests
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

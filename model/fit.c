@@ -1,0 +1,646 @@
+/* fit.c -- feasible assignments of a request on a node, and applying or undoing one.
+ *
+ * A request reaches GPUs by one or more routes: a whole GPU, a soft share of an
+ * unshared GPU, a time-slice/MPS replica, or a MIG instance. Which routes a request may
+ * take is decided here once (route_plan), from its kind, its isolation and how the
+ * node's device plugin advertises its GPUs; everything else is enumeration in a fixed
+ * order plus bookkeeping. model_assign trusts nothing it is given.
+ */
+#include "model/fit.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ---------------------------------------------------------------- routes ---- */
+
+typedef struct route_plan {
+    bool whole;            /* exclusive WHOLE-mode GPUs */
+    bool soft;             /* fraction on a WHOLE-mode GPU */
+    bool timeslice, mps;   /* one replica per GPU */
+    bool mig;              /* MIG instances */
+    bool mig_any_profile;  /* MIG single strategy: nvidia.com/gpu is whichever slice the node has */
+} route_plan;
+
+/* Why a route is closed on this node, for the message when nothing fits. */
+static route_plan route_plan_for(const model_node *n, const model_request *r, char *hint, size_t hintlen) {
+    route_plan p = {0};
+    model_isolation iso = r->isolation;
+    hint[0] = 0;
+    switch (r->kind) {
+    case MODEL_REQ_WHOLE:
+        p.whole = iso == MODEL_ISO_DEFAULT || iso == MODEL_ISO_ANY;
+        /* With renameByDefault the replicas are nvidia.com/gpu.shared, so a pod asking
+         * for nvidia.com/gpu cannot be handed one by the device plugin. */
+        if (!n->shared_renamed) {
+            p.timeslice = iso == MODEL_ISO_ANY || iso == MODEL_ISO_TIMESLICE;
+            p.mps = iso == MODEL_ISO_ANY || iso == MODEL_ISO_MPS;
+        }
+        if (n->mig_strategy == MODEL_MIG_SINGLE && (iso == MODEL_ISO_ANY || iso == MODEL_ISO_MIG)) {
+            p.mig = true;
+            p.mig_any_profile = true;
+        }
+        if (iso == MODEL_ISO_DEFAULT && n->sharing != MODEL_GPU_WHOLE && !n->shared_renamed)
+            snprintf(hint, hintlen,
+                     "GPUs here are %s (%d replicas each): nvidia.com/gpu buys a replica, not a GPU; "
+                     "add tessera.io/isolation: %s (or any) to accept a replica",
+                     n->sharing == MODEL_GPU_MPS ? "shared by MPS" : "time-sliced", n->replicas,
+                     n->sharing == MODEL_GPU_MPS ? "mps" : "timeslice");
+        else if (iso == MODEL_ISO_DEFAULT && n->mig_strategy == MODEL_MIG_SINGLE)
+            snprintf(hint, hintlen,
+                     "MIG single strategy: nvidia.com/gpu here is a MIG slice (%s), not a GPU; "
+                     "add tessera.io/isolation: mig (or any) to accept a slice",
+                     n->product_label);
+        else if ((iso == MODEL_ISO_TIMESLICE || iso == MODEL_ISO_MPS) && n->shared_renamed)
+            snprintf(hint, hintlen, "replicas here are advertised as nvidia.com/gpu.shared; ask for that resource");
+        break;
+    case MODEL_REQ_SHARED:
+        if (n->shared_renamed) {
+            p.timeslice = iso != MODEL_ISO_MPS;
+            p.mps = iso != MODEL_ISO_TIMESLICE;
+        } else if (n->sharing != MODEL_GPU_WHOLE) {
+            snprintf(hint, hintlen,
+                     "replicas here are advertised as nvidia.com/gpu (renameByDefault is off); ask for "
+                     "nvidia.com/gpu with tessera.io/isolation: %s",
+                     n->sharing == MODEL_GPU_MPS ? "mps" : "timeslice");
+        }
+        break;
+    case MODEL_REQ_FRACTION:
+        p.soft = iso == MODEL_ISO_DEFAULT || iso == MODEL_ISO_ANY;
+        p.timeslice = iso == MODEL_ISO_ANY || iso == MODEL_ISO_TIMESLICE;
+        p.mps = iso == MODEL_ISO_ANY || iso == MODEL_ISO_MPS;
+        p.mig = iso == MODEL_ISO_ANY || iso == MODEL_ISO_MIG;
+        break;
+    case MODEL_REQ_MIG:
+        if (n->mig_strategy == MODEL_MIG_SINGLE)
+            snprintf(hint, hintlen,
+                     "MIG single strategy advertises slices as nvidia.com/gpu; ask for nvidia.com/gpu with "
+                     "tessera.io/isolation: mig");
+        else
+            p.mig = true;
+        break;
+    case MODEL_REQ_NONE:
+        break;
+    }
+    return p;
+}
+
+/* ------------------------------------------------------------- amounts ---- */
+
+static int ceil_div(long long a, long long b) { return (int)((a + b - 1) / b); }
+
+/* Memory a fraction needs on a GPU of this capacity. A fraction that names only
+ * compute gets memory in the same proportion, so that no share is memory-less. */
+static int fraction_memory(const model_request *r, int capacity) {
+    if (r->memory_mib > 0) return r->memory_mib;
+    if (r->memory_permille > 0) return ceil_div((long long)r->memory_permille * capacity, 1000);
+    if (r->compute_permille > 0) return ceil_div((long long)r->compute_permille * capacity, 1000);
+    return 0;
+}
+
+static int mig_profile_memory(const model_gpu *g, const model_mig_profile *pr) {
+    if (pr->memory_mib > 0) return pr->memory_mib;
+    int slices = g->product->mig_memory_slices > 0 ? g->product->mig_memory_slices : 8;
+    return (int)((long long)g->memory_mib * pr->memory_slices / slices);
+}
+
+static int mig_profile_compute(const model_gpu *g, const model_mig_profile *pr) {
+    int slices = g->product->mig_compute_slices > 0 ? g->product->mig_compute_slices : 7;
+    return 1000 * pr->compute_slices / slices;
+}
+
+static int lowest_free_replica(const model_gpu *g) {
+    for (int i = 0; i < g->replicas && i < MODEL_MAX_REPLICAS; i++)
+        if (!(g->replica_used[i / 64] & (1ull << (i % 64)))) return i;
+    return -1;
+}
+
+/* What one replica costs: MPS clients are pinned to memory/replicas and
+ * 100/replicas % of threads whatever they ask; a time-slice replica costs what the
+ * pod declares, or an equal share when it declares nothing. */
+static void replica_charge(const model_gpu *g, const model_request *r, int *memory, int *compute) {
+    if (g->mode == MODEL_GPU_MPS) {
+        *memory = g->mps_memory_limit_mib;
+        *compute = g->mps_thread_permille;
+        return;
+    }
+    int m = r->kind == MODEL_REQ_WHOLE ? 0 : fraction_memory(r, g->memory_mib);
+    *memory = m > 0 ? m : g->memory_mib / g->replicas;
+    *compute = r->compute_permille > 0 ? r->compute_permille : 1000 / g->replicas;
+}
+
+/* ---------------------------------------------------------- enumeration ---- */
+
+/* 16 GPUs x (8 idle instances + 7 profiles x 7 starts) stays under this. */
+#define MAX_CANDIDATES 1024
+
+typedef struct fit_stats {
+    int gpus_model_ok;    /* GPUs whose product the request allows */
+    int gpus_route_ok;    /* ... and in a mode some route may use */
+    int gpus_with_room;   /* ... and offering at least one candidate */
+    int best_free_mem, best_free_compute, best_gpu;
+    int idle_instances;   /* MIG: idle instances of a usable profile */
+    int profile_missing;  /* MIG: GPUs whose product lacks the profile */
+} fit_stats;
+
+typedef struct fit_run {
+    const model_node *n;
+    const model_request *r;
+    model_assignment *out;
+    int max, found;
+    model_assignment cur;
+    model_mig_layout layout[MODEL_MAX_GPUS]; /* MIG GPUs: instances plus those chosen so far */
+    bool gpu_used[MODEL_MAX_GPUS];
+    fit_stats st;
+    int ncand;
+    model_grant cand[MAX_CANDIDATES];        /* last: only the used prefix is ever touched */
+} fit_run;
+
+static void add_candidate(fit_run *f, model_grant g) {
+    if (f->ncand < MAX_CANDIDATES) f->cand[f->ncand++] = g;
+}
+
+static model_grant grant_blank(int gpu) {
+    model_grant g;
+    memset(&g, 0, sizeof g);
+    g.gpu = (int8_t)gpu;
+    g.mig_inst = g.mig_profile = g.mig_start = -1;
+    g.replica = -1;
+    return g;
+}
+
+static bool product_allows(const model_gpu_product *p, const model_node *n, const model_request *r) {
+    if (r->nmodels == 0) return true;
+    for (int i = 0; i < r->nmodels; i++) {
+        const char *m = r->models[i];
+        if (!strcasecmp(m, p->product) || !strcasecmp(m, p->model_id)) return true;
+        /* Accept the label as written too, so "Tesla-T4-SHARED" or a pre-R470 name works. */
+        if (n->product_label[0] && !strcasecmp(m, n->product_label)) return true;
+    }
+    return false;
+}
+
+bool model_fit_product_allowed(const model_node *n, const model_request *r) {
+    for (int i = 0; i < n->ngpus; i++)
+        if (product_allows(n->gpus[i].product, n, r)) return true;
+    return false;
+}
+
+static void note_room(fit_run *f, const model_gpu *g) {
+    int mem = model_gpu_free_memory(g), comp = model_gpu_free_compute(g);
+    if (mem > f->st.best_free_mem || (mem == f->st.best_free_mem && comp > f->st.best_free_compute)) {
+        f->st.best_free_mem = mem;
+        f->st.best_free_compute = comp;
+        f->st.best_gpu = g->index;
+    }
+}
+
+/* MIG candidates on one GPU: idle instances of a usable profile, then (dynamic GPUs)
+ * each legal free start of each usable profile. */
+static bool mig_profile_usable(const fit_run *f, const model_gpu *g, int pi, bool creating) {
+    const model_request *r = f->r;
+    const model_mig_profile *pr = &g->product->profiles[pi];
+    if (r->kind == MODEL_REQ_MIG) return !strcmp(pr->name, r->mig_profile);
+    if (r->kind == MODEL_REQ_WHOLE) return true; /* single strategy: whatever slice is there */
+    /* a fraction maps onto any profile that holds it; media engines are not made for it */
+    if (creating && pr->media) return false;
+    return mig_profile_memory(g, pr) >= fraction_memory(r, g->memory_mib) &&
+           mig_profile_compute(g, pr) >= r->compute_permille;
+}
+
+static int gen_mig(fit_run *f, int gi) {
+    const model_gpu *g = &f->n->gpus[gi];
+    int before = f->ncand;
+    if (f->r->kind == MODEL_REQ_MIG && model_product_profile_index(g->product, f->r->mig_profile) < 0) {
+        f->st.profile_missing++;
+        return 0;
+    }
+    for (int k = 0; k < g->ninst; k++) {
+        const model_mig_instance *in = &g->inst[k];
+        if (in->holder >= 0 || !mig_profile_usable(f, g, in->profile, false)) continue;
+        model_grant c = grant_blank(gi);
+        c.mig_inst = (int8_t)k;
+        c.mig_profile = in->profile;
+        c.mig_start = in->start;
+        c.memory_mib = mig_profile_memory(g, &g->product->profiles[in->profile]);
+        c.compute_permille = (int16_t)mig_profile_compute(g, &g->product->profiles[in->profile]);
+        add_candidate(f, c);
+        f->st.idle_instances++;
+    }
+    if (g->mig_dynamic) {
+        for (int pi = 0; pi < g->product->nprofiles; pi++) {
+            if (!mig_profile_usable(f, g, pi, true)) continue;
+            uint8_t starts = model_mig_free_starts(g->product, &f->layout[gi], pi);
+            for (int s = 0; s < MODEL_MIG_MAX_SLICES; s++) {
+                if (!(starts & (1u << s))) continue;
+                model_grant c = grant_blank(gi);
+                c.mig_profile = (int8_t)pi;
+                c.mig_start = (int8_t)s;
+                c.mig_create = true;
+                c.memory_mib = mig_profile_memory(g, &g->product->profiles[pi]);
+                c.compute_permille = (int16_t)mig_profile_compute(g, &g->product->profiles[pi]);
+                add_candidate(f, c);
+            }
+        }
+    }
+    return f->ncand - before;
+}
+
+static void gen_candidates(fit_run *f, const route_plan *p) {
+    const model_node *n = f->n;
+    const model_request *r = f->r;
+    for (int gi = 0; gi < n->ngpus; gi++) {
+        const model_gpu *g = &n->gpus[gi];
+        if (!product_allows(g->product, n, r)) continue;
+        f->st.gpus_model_ok++;
+        int made = 0;
+        switch (g->mode) {
+        case MODEL_GPU_WHOLE:
+            if (!p->whole && !p->soft) continue;
+            f->st.gpus_route_ok++;
+            note_room(f, g);
+            if (p->whole && g->nholders == 0) {
+                model_grant c = grant_blank(gi);
+                c.exclusive = true;
+                c.memory_mib = g->memory_mib;
+                c.compute_permille = 1000;
+                add_candidate(f, c);
+                made++;
+            }
+            if (p->soft && g->exclusive_holder < 0) {
+                int mem = fraction_memory(r, g->memory_mib);
+                if (mem <= model_gpu_free_memory(g) && r->compute_permille <= model_gpu_free_compute(g)) {
+                    model_grant c = grant_blank(gi);
+                    c.memory_mib = mem;
+                    c.compute_permille = r->compute_permille;
+                    add_candidate(f, c);
+                    made++;
+                }
+            }
+            break;
+        case MODEL_GPU_TIMESLICE:
+        case MODEL_GPU_MPS: {
+            bool ok = g->mode == MODEL_GPU_TIMESLICE ? p->timeslice : p->mps;
+            if (!ok) continue;
+            f->st.gpus_route_ok++;
+            note_room(f, g);
+            int replica = lowest_free_replica(g), mem, comp;
+            replica_charge(g, r, &mem, &comp);
+            /* An MPS client cannot use more than its pinned share, whatever is free. */
+            bool fits_client = g->mode != MODEL_GPU_MPS || r->kind == MODEL_REQ_WHOLE ||
+                               fraction_memory(r, g->memory_mib) <= g->mps_memory_limit_mib;
+            if (replica >= 0 && fits_client && mem <= model_gpu_free_memory(g) &&
+                comp <= model_gpu_free_compute(g)) {
+                model_grant c = grant_blank(gi);
+                c.replica = (int16_t)replica;
+                c.memory_mib = mem;
+                c.compute_permille = (int16_t)comp;
+                add_candidate(f, c);
+                made++;
+            }
+            break;
+        }
+        case MODEL_GPU_MIG:
+            if (!p->mig) continue;
+            f->st.gpus_route_ok++;
+            note_room(f, g);
+            made = gen_mig(f, gi);
+            break;
+        }
+        if (made) f->st.gpus_with_room++;
+    }
+}
+
+static void emit(fit_run *f) {
+    if (f->found < f->max && f->out) f->out[f->found] = f->cur;
+    f->found++;
+}
+
+/* Whether candidate c can join those already chosen: one grant per GPU except for
+ * MIG, where instances on one GPU must be distinct and created ones must still fit. */
+static bool compatible(fit_run *f, const model_grant *c) {
+    if (c->mig_profile < 0) return !f->gpu_used[c->gpu];
+    for (int k = 0; k < f->cur.ngrants; k++) {
+        const model_grant *o = &f->cur.grant[k];
+        if (o->gpu == c->gpu && o->mig_profile < 0) return false;
+        if (o->gpu == c->gpu && o->mig_start == c->mig_start) return false;
+    }
+    if (c->mig_create) {
+        const model_gpu *g = &f->n->gpus[c->gpu];
+        return model_mig_can_add(g->product, &f->layout[c->gpu], c->mig_profile, c->mig_start, NULL, 0);
+    }
+    return true;
+}
+
+static void choose(fit_run *f, int from, int left) {
+    if (left == 0) {
+        emit(f);
+        return;
+    }
+    for (int i = from; i < f->ncand && f->found < MODEL_FIT_MAX; i++) {
+        const model_grant *c = &f->cand[i];
+        if (f->ncand - i < left) return;
+        if (!compatible(f, c)) continue;
+        f->cur.grant[f->cur.ngrants++] = *c;
+        bool was_used = f->gpu_used[c->gpu];
+        f->gpu_used[c->gpu] = true;
+        model_mig_layout *l = &f->layout[c->gpu];
+        if (c->mig_create) l->inst[l->n++] = (model_mig_placement){c->mig_profile, c->mig_start};
+        choose(f, i + 1, left - 1);
+        if (c->mig_create) l->n--;
+        f->gpu_used[c->gpu] = was_used;
+        f->cur.ngrants--;
+    }
+}
+
+/* ------------------------------------------------------------- reasons ---- */
+
+static void explain(const fit_run *f, const route_plan *p, const char *hint, char *why, size_t len) {
+    const model_node *n = f->n;
+    const model_request *r = f->r;
+    const fit_stats *s = &f->st;
+    char req[160];
+    model_request_format(r, req, sizeof req);
+    if (s->gpus_model_ok == 0) {
+        snprintf(why, len, "GPU model %s is not among tessera.io/gpu-models", n->gpus[0].product->product);
+        return;
+    }
+    if (s->gpus_route_ok == 0) {
+        if (hint[0]) snprintf(why, len, "%s", hint);
+        else if (r->kind == MODEL_REQ_MIG || (p->mig && !p->soft && !p->timeslice && !p->mps && !p->whole))
+            snprintf(why, len, "no MIG-enabled GPU on this node for %s", req);
+        else if (p->whole && !p->timeslice && !p->mps && !p->mig)
+            snprintf(why, len, "no unshared GPU on this node (its GPUs are %s) for %s",
+                     model_gpu_mode_name(n->gpus[0].mode), req);
+        else
+            snprintf(why, len, "no GPU on this node can serve %s (GPUs are %s)", req,
+                     model_gpu_mode_name(n->gpus[0].mode));
+        return;
+    }
+    if (r->kind == MODEL_REQ_MIG && s->profile_missing == s->gpus_route_ok) {
+        snprintf(why, len, "MIG profile %s does not exist on %s", r->mig_profile, n->gpus[0].product->product);
+        return;
+    }
+    if (s->gpus_with_room < r->count) {
+        if (r->kind == MODEL_REQ_WHOLE && !p->mig && !p->timeslice && !p->mps)
+            snprintf(why, len, "needs %d whole GPU%s, %d of %d free", r->count, r->count > 1 ? "s" : "",
+                     s->gpus_with_room, s->gpus_route_ok);
+        else if (r->kind == MODEL_REQ_MIG)
+            snprintf(why, len, "needs %d x MIG %s, %d idle instance%s%s", r->count, r->mig_profile,
+                     s->idle_instances, s->idle_instances == 1 ? "" : "s",
+                     s->idle_instances ? " (and no room to create more)" : "");
+        else
+            snprintf(why, len, "needs %s; %d GPU%s with room (most free: %d MiB, %d%% SMs on GPU %d)", req,
+                     s->gpus_with_room, s->gpus_with_room == 1 ? "" : "s", s->best_free_mem,
+                     s->best_free_compute / 10, s->best_gpu);
+        return;
+    }
+    snprintf(why, len, "the free slots cannot hold %s at once", req);
+}
+
+/* ----------------------------------------------------------------- fit ---- */
+
+static int64_t host_memory_mib(const model_request *r) { return (r->memory_bytes + (1 << 20) - 1) >> 20; }
+
+int model_fit(const model_node *n, const model_request *r, model_assignment *out, int max, char *why,
+              size_t whylen) {
+    char scratch[8];
+    if (!why) {
+        why = scratch;
+        whylen = sizeof scratch;
+    }
+    why[0] = 0;
+    if (n->reason[0] && r->kind != MODEL_REQ_NONE) {
+        snprintf(why, whylen, "node takes no GPU pods: %s", n->reason);
+        return 0;
+    }
+    if (n->track_host) {
+        if (n->cpu_milli - n->cpu_used_milli < r->cpu_milli) {
+            snprintf(why, whylen, "not enough CPU: needs %lldm, %lldm free", (long long)r->cpu_milli,
+                     (long long)(n->cpu_milli - n->cpu_used_milli));
+            return 0;
+        }
+        if (n->memory_mib - n->memory_used_mib < host_memory_mib(r)) {
+            snprintf(why, whylen, "not enough memory: needs %lld MiB, %lld MiB free",
+                     (long long)host_memory_mib(r), (long long)(n->memory_mib - n->memory_used_mib));
+            return 0;
+        }
+    }
+    model_assignment base;
+    memset(&base, 0, sizeof base);
+    if (n->track_host) {
+        base.cpu_milli = r->cpu_milli;
+        base.memory_mib = host_memory_mib(r);
+    }
+    if (r->kind == MODEL_REQ_NONE) {
+        if (out && max > 0) out[0] = base;
+        return 1;
+    }
+    if (n->ngpus == 0) {
+        snprintf(why, whylen, "node has no GPUs");
+        return 0;
+    }
+    if (r->count < 1 || r->count > MODEL_MAX_GPUS) {
+        snprintf(why, whylen, "request for %d GPUs cannot be placed", r->count);
+        return 0;
+    }
+
+    /* On the stack and zeroed only up to the candidate array: fit runs once per node
+     * per request, so it must not cost an allocation or a 16 KiB memset. */
+    fit_run run, *f = &run;
+    memset(f, 0, offsetof(fit_run, cand));
+    f->n = n;
+    f->r = r;
+    f->out = out;
+    f->max = out ? max : 0;
+    f->cur = base;
+    f->st.best_gpu = -1;
+    for (int gi = 0; gi < n->ngpus; gi++) {
+        const model_gpu *g = &n->gpus[gi];
+        f->layout[gi].n = g->ninst;
+        for (int k = 0; k < g->ninst; k++)
+            f->layout[gi].inst[k] = (model_mig_placement){g->inst[k].profile, g->inst[k].start};
+    }
+    char hint[MODEL_REASON_LEN];
+    route_plan p = route_plan_for(n, r, hint, sizeof hint);
+    gen_candidates(f, &p);
+    choose(f, 0, r->count);
+    int found = f->found > MODEL_FIT_MAX ? MODEL_FIT_MAX : f->found;
+    if (found == 0) explain(f, &p, hint, why, whylen);
+    return found;
+}
+
+/* -------------------------------------------------------- assign/release ---- */
+
+const model_alloc *model_node_find(const model_node *n, const char *uid) {
+    if (!uid || !uid[0]) return NULL;
+    for (int i = 0; i < n->nallocs; i++)
+        if (n->allocs[i].uid[0] && !strcmp(n->allocs[i].uid, uid)) return &n->allocs[i];
+    return NULL;
+}
+
+#define REFUSE(...) do { snprintf(err, errlen, __VA_ARGS__); return -1; } while (0)
+
+/* Check one grant against the GPU as it is now and apply it; the GPU is a scratch
+ * copy, so a refusal half-way leaves the node untouched. */
+static int apply_grant(model_gpu *gpus, int ngpus, int holder, const model_grant *gr, char *err, size_t errlen) {
+    if (gr->gpu < 0 || gr->gpu >= ngpus) REFUSE("grant names GPU %d, node has %d", gr->gpu, ngpus);
+    model_gpu *g = &gpus[gr->gpu];
+    if (gr->mig_profile >= 0) {
+        if (g->mode != MODEL_GPU_MIG) REFUSE("GPU %d is not in MIG mode", g->index);
+        if (gr->mig_profile >= g->product->nprofiles) REFUSE("GPU %d has no MIG profile #%d", g->index, gr->mig_profile);
+        const char *pname = g->product->profiles[gr->mig_profile].name;
+        if (gr->mig_create) {
+            char why[128];
+            model_mig_layout l = {.n = g->ninst};
+            for (int k = 0; k < g->ninst; k++) l.inst[k] = (model_mig_placement){g->inst[k].profile, g->inst[k].start};
+            if (!g->mig_dynamic) REFUSE("GPU %d: MIG instances cannot be created on demand here", g->index);
+            if (g->ninst >= MODEL_MIG_MAX_INSTANCES ||
+                !model_mig_can_add(g->product, &l, gr->mig_profile, gr->mig_start, why, sizeof why))
+                REFUSE("GPU %d: cannot create %s at slot %d: %s", g->index, pname, gr->mig_start, why);
+            g->inst[g->ninst++] = (model_mig_instance){gr->mig_profile, gr->mig_start, true, holder};
+        } else {
+            int k;
+            for (k = 0; k < g->ninst; k++)
+                if (g->inst[k].start == gr->mig_start && g->inst[k].profile == gr->mig_profile) break;
+            if (k == g->ninst) REFUSE("GPU %d has no %s instance at slot %d", g->index, pname, gr->mig_start);
+            if (g->inst[k].holder >= 0) REFUSE("GPU %d: %s at slot %d is already held", g->index, pname, gr->mig_start);
+            g->inst[k].holder = holder;
+        }
+        g->nholders++;
+        return 0;
+    }
+    if (gr->memory_mib < 0 || gr->compute_permille < 0) REFUSE("grant on GPU %d has negative amounts", g->index);
+    if (gr->exclusive) {
+        if (g->mode != MODEL_GPU_WHOLE) REFUSE("GPU %d is %s, not an unshared GPU", g->index, model_gpu_mode_name(g->mode));
+        if (g->nholders) REFUSE("GPU %d is in use", g->index);
+        if (gr->memory_mib != g->memory_mib || gr->compute_permille != 1000)
+            REFUSE("whole-GPU grant on GPU %d must charge all of it", g->index);
+        g->exclusive_holder = holder;
+    } else if (gr->replica >= 0) {
+        if (g->mode != MODEL_GPU_TIMESLICE && g->mode != MODEL_GPU_MPS) REFUSE("GPU %d has no replicas", g->index);
+        if (gr->replica >= g->replicas || gr->replica >= MODEL_MAX_REPLICAS) REFUSE("GPU %d has no replica %d", g->index, gr->replica);
+        uint64_t bit = 1ull << (gr->replica % 64);
+        if (g->replica_used[gr->replica / 64] & bit) REFUSE("GPU %d replica %d is taken", g->index, gr->replica);
+        g->replica_used[gr->replica / 64] |= bit;
+        g->replicas_used++;
+    } else {
+        if (g->mode != MODEL_GPU_WHOLE) REFUSE("GPU %d is %s; shares go on unshared GPUs", g->index, model_gpu_mode_name(g->mode));
+        if (g->exclusive_holder >= 0) REFUSE("GPU %d is held whole", g->index);
+        if (gr->memory_mib == 0 && gr->compute_permille == 0) REFUSE("share on GPU %d charges nothing", g->index);
+    }
+    if (g->memory_used_mib + gr->memory_mib > g->memory_mib)
+        REFUSE("GPU %d has %d MiB free, grant needs %d", g->index, g->memory_mib - g->memory_used_mib, gr->memory_mib);
+    if (g->compute_used_permille + gr->compute_permille > 1000)
+        REFUSE("GPU %d has %d%% SMs free, grant needs %d%%", g->index, (1000 - g->compute_used_permille) / 10,
+               gr->compute_permille / 10);
+    g->memory_used_mib += gr->memory_mib;
+    g->compute_used_permille += gr->compute_permille;
+    g->nholders++;
+    return 0;
+}
+
+int model_assign(model_node *n, const char *uid, const model_assignment *a, char *err, size_t errlen) {
+    if (!uid || !uid[0] || strlen(uid) >= MODEL_UID_LEN) REFUSE("pod UID must be 1..%d characters", MODEL_UID_LEN - 1);
+    if (model_node_find(n, uid)) REFUSE("pod %s already holds GPUs on node %s", uid, n->name);
+    if (a->ngrants < 0 || a->ngrants > MODEL_MAX_GPUS) REFUSE("assignment has %d grants", a->ngrants);
+    if (a->cpu_milli < 0 || a->memory_mib < 0) REFUSE("assignment charges negative host resources");
+    if (n->reason[0] && a->ngrants > 0) REFUSE("node %s takes no GPU pods: %s", n->name, n->reason);
+    if (n->track_host && (n->cpu_used_milli + a->cpu_milli > n->cpu_milli ||
+                          n->memory_used_mib + a->memory_mib > n->memory_mib))
+        REFUSE("node %s has not enough CPU or memory left", n->name);
+
+    int slot = 0;
+    while (slot < n->nallocs && n->allocs[slot].uid[0]) slot++;
+    if (slot == n->allocs_cap) {
+        int cap = n->allocs_cap ? 2 * n->allocs_cap : 4;
+        model_alloc *grown = realloc(n->allocs, (size_t)cap * sizeof *grown);
+        if (!grown) REFUSE("out of memory");
+        n->allocs = grown;
+        n->allocs_cap = cap;
+    }
+    model_gpu scratch[MODEL_MAX_GPUS];
+    memcpy(scratch, n->gpus, (size_t)n->ngpus * sizeof *scratch);
+    for (int k = 0; k < a->ngrants; k++)
+        if (apply_grant(scratch, n->ngpus, slot, &a->grant[k], err, errlen) < 0) return -1;
+
+    memcpy(n->gpus, scratch, (size_t)n->ngpus * sizeof *scratch);
+    model_alloc *al = &n->allocs[slot];
+    snprintf(al->uid, sizeof al->uid, "%s", uid);
+    al->a = *a;
+    if (slot == n->nallocs) n->nallocs++;
+    n->nlive++;
+    n->cpu_used_milli += a->cpu_milli;
+    n->memory_used_mib += a->memory_mib;
+    return 0;
+}
+
+int model_release(model_node *n, const char *uid) {
+    const model_alloc *found = model_node_find(n, uid);
+    if (!found) return -1;
+    int slot = (int)(found - n->allocs);
+    model_alloc *al = &n->allocs[slot];
+    for (int k = 0; k < al->a.ngrants; k++) {
+        const model_grant *gr = &al->a.grant[k];
+        model_gpu *g = &n->gpus[gr->gpu];
+        g->nholders--;
+        if (gr->mig_profile >= 0) {
+            for (int i = 0; i < g->ninst; i++) {
+                if (g->inst[i].start != gr->mig_start) continue;
+                if (g->inst[i].on_demand) {
+                    memmove(&g->inst[i], &g->inst[i + 1], (size_t)(g->ninst - i - 1) * sizeof g->inst[0]);
+                    g->ninst--;
+                } else {
+                    g->inst[i].holder = -1;
+                }
+                break;
+            }
+            continue;
+        }
+        if (gr->exclusive) g->exclusive_holder = -1;
+        if (gr->replica >= 0) {
+            g->replica_used[gr->replica / 64] &= ~(1ull << (gr->replica % 64));
+            g->replicas_used--;
+        }
+        g->memory_used_mib -= gr->memory_mib;
+        g->compute_used_permille -= gr->compute_permille;
+    }
+    n->cpu_used_milli -= al->a.cpu_milli;
+    n->memory_used_mib -= al->a.memory_mib;
+    al->uid[0] = 0;
+    n->nlive--;
+    while (n->nallocs > 0 && !n->allocs[n->nallocs - 1].uid[0]) n->nallocs--;
+    return 0;
+}
+
+void model_assignment_format(const model_node *n, const model_assignment *a, char *buf, size_t len) {
+    size_t off = 0;
+    buf[0] = 0;
+    if (a->ngrants == 0) {
+        snprintf(buf, len, "no GPU");
+        return;
+    }
+    for (int k = 0; k < a->ngrants && off < len; k++) {
+        const model_grant *gr = &a->grant[k];
+        const char *sep = k ? "; " : "";
+        int w;
+        if (gr->mig_profile >= 0) {
+            const model_gpu *g = gr->gpu >= 0 && gr->gpu < n->ngpus ? &n->gpus[gr->gpu] : NULL;
+            const char *pname = g && gr->mig_profile < g->product->nprofiles ? g->product->profiles[gr->mig_profile].name : "?";
+            w = snprintf(buf + off, len - off, "%sGPU %d mig %s@%d%s", sep, gr->gpu, pname, gr->mig_start,
+                         gr->mig_create ? " (new)" : "");
+        } else if (gr->exclusive) {
+            w = snprintf(buf + off, len - off, "%sGPU %d whole", sep, gr->gpu);
+        } else if (gr->replica >= 0) {
+            w = snprintf(buf + off, len - off, "%sGPU %d replica %d (%d MiB, %d%% SMs)", sep, gr->gpu, gr->replica,
+                         gr->memory_mib, gr->compute_permille / 10);
+        } else {
+            w = snprintf(buf + off, len - off, "%sGPU %d share (%d MiB, %d%% SMs)", sep, gr->gpu, gr->memory_mib,
+                         gr->compute_permille / 10);
+        }
+        if (w < 0) break;
+        off += (size_t)w;
+    }
+}

@@ -1,0 +1,39 @@
+/* fit.h -- where a request can go on a node, and applying or undoing that.
+ *
+ * model_fit lists every feasible assignment in a fixed order (GPU index ascending,
+ * then MIG start slot ascending, then lowest free replica), so the same state always
+ * gives the same list. model_assign re-checks an assignment against the node's current
+ * state before applying it: a stale or forged assignment is refused, never applied,
+ * so no sequence of calls can over-commit a GPU.
+ */
+#ifndef MODEL_FIT_H
+#define MODEL_FIT_H
+
+#include "node.h"
+#include "request.h"
+
+/* Feasible assignments of r on n. Writes at most max of them to out (out may be NULL
+ * when max is 0) and returns how many there are in all (capped at MODEL_FIT_MAX). When
+ * none, why (if not NULL) says what stood in the way in words a person understands. */
+#define MODEL_FIT_MAX 100000
+int model_fit(const model_node *n, const model_request *r, model_assignment *out, int max, char *why,
+              size_t whylen);
+
+/* Whether the node's product matches the request's allowed models, and the GPU modes
+ * the request may use there. Exposed for policies that reason about candidate GPUs. */
+bool model_fit_product_allowed(const model_node *n, const model_request *r);
+
+/* Apply an assignment for pod uid. 0 on success; -1 with err if the uid already holds
+ * something on this node or any grant no longer fits. */
+int model_assign(model_node *n, const char *uid, const model_assignment *a, char *err, size_t errlen);
+
+/* Release everything pod uid holds on the node. 0 if it held something, -1 if not. */
+int model_release(model_node *n, const char *uid);
+
+/* The allocation of pod uid, or NULL. */
+const model_alloc *model_node_find(const model_node *n, const char *uid);
+
+/* "GPU 2 exclusive; GPU 3 mig 3g.40gb@4" */
+void model_assignment_format(const model_node *n, const model_assignment *a, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,1022 @@
+/* node.c -- building a node: by hand, by cloning, or from a Kubernetes Node object.
+ *
+ * From a Node, GPU feature discovery labels say what hardware there is, status.allocatable
+ * says what the device plugin hands out, and the optional tessera.io/gpus annotation pins
+ * down what neither can (uuids, NUMA, NVLink, exact MIG placement). Anything that does not
+ * add up becomes node->reason: the node then takes no GPU pods, and a person can see why.
+ */
+#include "model/node.h"
+
+#include <assert.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/mig.h"
+#include "model/quantity.h"
+
+/* ------------------------------------------------------------ by hand ---- */
+
+model_node *model_node_new(const char *name) {
+    if (!name) return NULL;
+    model_node *n = calloc(1, sizeof *n);
+    if (!n) return NULL;
+    n->name = strdup(name);
+    if (!n->name) {
+        free(n);
+        return NULL;
+    }
+    return n;
+}
+
+model_gpu *model_node_add_gpu(model_node *n, const model_gpu_product *p, model_gpu_mode mode, int replicas,
+                              int memory_mib) {
+    if (!n || !p || n->ngpus >= MODEL_MAX_GPUS || memory_mib < 0) return NULL;
+    switch (mode) {
+    case MODEL_GPU_WHOLE:
+        if (replicas > 1) return NULL;
+        replicas = 1;
+        break;
+    case MODEL_GPU_MIG:
+        if (replicas > 1 || !p->mig_capable || p->nprofiles == 0) return NULL;
+        replicas = 1;
+        break;
+    case MODEL_GPU_TIMESLICE:
+        if (replicas < 2 || replicas > MODEL_MAX_REPLICAS) return NULL;
+        break;
+    case MODEL_GPU_MPS:
+        if (replicas < 2 || replicas > MODEL_MAX_REPLICAS || replicas > p->mps_max_clients) return NULL;
+        break;
+    default:
+        return NULL;
+    }
+    if (memory_mib == 0) memory_mib = p->memory_mib;
+    if (memory_mib <= 0) return NULL; /* a GPU without a known size cannot be accounted */
+
+    model_gpu *g = &n->gpus[n->ngpus];
+    memset(g, 0, sizeof *g);
+    g->index = n->ngpus;
+    g->product = p;
+    g->mode = mode;
+    g->memory_mib = memory_mib;
+    g->replicas = replicas;
+    if (mode == MODEL_GPU_MPS) {
+        /* What the device plugin's MPS daemon sets, integer arithmetic included. */
+        g->mps_memory_limit_mib = memory_mib / replicas;
+        g->mps_thread_permille = 10 * (100 / replicas);
+    }
+    g->numa_node = -1;
+    g->exclusive_holder = -1;
+    for (int i = 0; i < MODEL_MIG_MAX_INSTANCES; i++) {
+        g->inst[i].profile = -1;
+        g->inst[i].start = -1;
+        g->inst[i].holder = -1;
+    }
+    n->ngpus++;
+    return g;
+}
+
+static void gpu_layout(const model_gpu *g, model_mig_layout *l) {
+    memset(l, 0, sizeof *l);
+    l->n = g->ninst;
+    for (int i = 0; i < g->ninst; i++) {
+        l->inst[i].profile = g->inst[i].profile;
+        l->inst[i].start = g->inst[i].start;
+    }
+}
+
+int model_gpu_add_mig_instance(model_gpu *g, int profile, int start, char *err, size_t errlen) {
+    if (!g || !g->product) {
+        if (err) snprintf(err, errlen, "no GPU");
+        return -1;
+    }
+    if (g->mode != MODEL_GPU_MIG) {
+        if (err) snprintf(err, errlen, "GPU %d is in %s mode, not MIG", g->index, model_gpu_mode_name(g->mode));
+        return -1;
+    }
+    if (g->ninst >= MODEL_MIG_MAX_INSTANCES) {
+        if (err) snprintf(err, errlen, "GPU %d already holds %d MIG instances", g->index, g->ninst);
+        return -1;
+    }
+    model_mig_layout l;
+    gpu_layout(g, &l);
+    char why[160];
+    if (!model_mig_can_add(g->product, &l, profile, start, why, sizeof why)) {
+        if (err) snprintf(err, errlen, "GPU %d: %s", g->index, why);
+        return -1;
+    }
+    model_mig_instance *in = &g->inst[g->ninst++];
+    in->profile = (int8_t)profile;
+    in->start = (int8_t)start;
+    in->on_demand = false;
+    in->holder = -1;
+    return 0;
+}
+
+void model_node_free(model_node *n) {
+    if (!n) return;
+    free(n->name);
+    free(n->allocs);
+    free(n);
+}
+
+model_node *model_node_clone(const model_node *n) {
+    if (!n) return NULL;
+    model_node *c = malloc(sizeof *c);
+    if (!c) return NULL;
+    memcpy(c, n, sizeof *c);
+    c->name = NULL;
+    c->allocs = NULL;
+    c->name = strdup(n->name ? n->name : "");
+    if (!c->name) goto fail;
+    if (n->allocs && n->allocs_cap > 0) {
+        c->allocs = malloc((size_t)n->allocs_cap * sizeof *c->allocs);
+        if (!c->allocs) goto fail;
+        memcpy(c->allocs, n->allocs, (size_t)n->allocs_cap * sizeof *c->allocs);
+    } else {
+        c->allocs_cap = 0;
+    }
+    /* The clone must not lean on the source's storage, which may be freed first. */
+    for (int i = 0; i < c->ngpus; i++)
+        if (c->gpus[i].product == &n->local_product) c->gpus[i].product = &c->local_product;
+    return c;
+fail:
+    model_node_free(c);
+    return NULL;
+}
+
+/* ------------------------------------------------------ from a Node ---- */
+
+static int node_fail(model_node *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The first contradiction found is the one reported: later ones are often its echo. */
+static int node_fail(model_node *n, const char *fmt, ...) {
+    if (!n->reason[0]) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(n->reason, sizeof n->reason, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+#define LBL "nvidia.com/"
+#define ANN_GPUS "tessera.io/gpus"
+
+/* One GPU as the tessera.io/gpus annotation describes it; profiles stay names until the
+ * product is known. */
+typedef struct ann_gpu {
+    char uuid[48];
+    char product[MODEL_NAME_LEN];
+    int memory_mib;           /* 0: not given */
+    int numa;                 /* -1: not given */
+    uint32_t nvlink;
+    bool has_mig;             /* the GPU is MIG-enabled (even with an empty list) */
+    int nmig;
+    struct { char profile[32]; int start; } mig[MODEL_MIG_MAX_INSTANCES];
+    int mig_dynamic;          /* -1 not given, else 0/1 */
+} ann_gpu;
+
+typedef struct ann_gpus {
+    bool present;
+    int n;
+    ann_gpu g[MODEL_MAX_GPUS];
+} ann_gpus;
+
+/* Everything read from the Node before any GPU is built. */
+typedef struct node_in {
+    const model_catalog *cat;
+    const cJSON *labels, *annotations, *alloc;
+    const char *product_label;
+    model_product_label pl;
+    const model_gpu_product *product;  /* catalog entry or &n->local_product */
+    const char *mig_strategy;          /* label value or NULL */
+    const char *sharing_strategy;      /* label value or NULL */
+    int64_t count;                     /* nvidia.com/gpu.count */
+    int64_t replicas;                  /* nvidia.com/gpu.replicas, 1 if absent */
+    int64_t memory_label;              /* nvidia.com/gpu.memory in MiB, 0 if absent */
+    int64_t adv_gpu, adv_shared;       /* status.allocatable nvidia.com/gpu, nvidia.com/gpu.shared */
+    int64_t adv_mig_total;
+    int nmigres;
+    struct { const char *name; int64_t count; } migres[MODEL_MAX_PROFILES * 2]; /* nvidia.com/mig-<name> */
+    ann_gpus ann;
+} node_in;
+
+static bool json_int(const cJSON *v, int64_t lo, int64_t hi, int64_t *out) {
+    if (!cJSON_IsNumber(v)) return false;
+    double d = v->valuedouble;
+    if (!isfinite(d) || d != floor(d) || d < (double)lo || d > (double)hi) return false;
+    *out = (int64_t)d;
+    return true;
+}
+
+static const char *label(const node_in *in, const char *key) {
+    const cJSON *v = in->labels ? cJSON_GetObjectItemCaseSensitive(in->labels, key) : NULL;
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* Label values are decimal integers written by GFD; anything else is a broken label. */
+static int label_int(model_node *n, const node_in *in, const char *key, int64_t dflt, int64_t *out) {
+    const char *s = label(in, key);
+    *out = dflt;
+    if (!s) return 0;
+    size_t len = strlen(s);
+    if (len == 0 || strspn(s, "0123456789") != len)
+        return node_fail(n, "label %s=\"%s\" is not a whole number >= 0", key, s);
+    if (len > 15) return node_fail(n, "label %s=\"%s\" is out of range", key, s);
+    *out = strtoll(s, NULL, 10);
+    return 0;
+}
+
+static int alloc_int(model_node *n, const node_in *in, const cJSON *v, int64_t *out) {
+    char err[128];
+    if (!cJSON_IsString(v)) return node_fail(n, "status.allocatable %s is not a quantity string", v->string);
+    if (model_quantity_parse_int(v->valuestring, out, err, sizeof err) != 0)
+        return node_fail(n, "status.allocatable %s=\"%s\": %s", v->string, v->valuestring, err);
+    return 0;
+}
+
+static bool has_suffix(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* An object, or absent/null; anything else is a malformed Node. */
+static int get_object(model_node *n, const cJSON *parent, const char *key, const char *what, const cJSON **out) {
+    const cJSON *v = parent ? cJSON_GetObjectItemCaseSensitive(parent, key) : NULL;
+    *out = NULL;
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsObject(v)) return node_fail(n, "%s is not an object", what);
+    *out = v;
+    return 0;
+}
+
+static int read_host(model_node *n, const node_in *in) {
+    const cJSON *v;
+    char err[128];
+    int64_t milli;
+    if ((v = in->alloc ? cJSON_GetObjectItemCaseSensitive(in->alloc, "cpu") : NULL)) {
+        if (!cJSON_IsString(v) || model_quantity_parse_milli(v->valuestring, &milli, err, sizeof err) != 0 || milli < 0)
+            return node_fail(n, "status.allocatable cpu is not a valid quantity");
+        n->cpu_milli = milli;
+    }
+    if ((v = in->alloc ? cJSON_GetObjectItemCaseSensitive(in->alloc, "memory") : NULL)) {
+        if (!cJSON_IsString(v) || model_quantity_parse_milli(v->valuestring, &milli, err, sizeof err) != 0 || milli < 0)
+            return node_fail(n, "status.allocatable memory is not a valid quantity");
+        n->memory_mib = milli / 1000 / (1024 * 1024);
+    }
+    return 0;
+}
+
+/* nvidia.com/gpu, nvidia.com/gpu.shared and every nvidia.com/mig-<p>. */
+static int read_allocatable(model_node *n, node_in *in) {
+    if (!in->alloc) return 0;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, in->alloc) {
+        const char *k = v->string;
+        if (!k || strncmp(k, LBL, strlen(LBL)) != 0) continue;
+        int64_t val;
+        if (strcmp(k, LBL "gpu") == 0) {
+            if (alloc_int(n, in, v, &in->adv_gpu)) return -1;
+        } else if (strcmp(k, LBL "gpu.shared") == 0) {
+            if (alloc_int(n, in, v, &in->adv_shared)) return -1;
+        } else if (strncmp(k, LBL "mig-", strlen(LBL "mig-")) == 0) {
+            if (alloc_int(n, in, v, &val)) return -1;
+            if (val == 0) continue;
+            if (has_suffix(k, ".shared"))
+                return node_fail(n, "time-sliced MIG instances are not supported yet (status.allocatable %s=%" PRId64 ")",
+                                 k, val);
+            if (in->nmigres == (int)(sizeof in->migres / sizeof in->migres[0]))
+                return node_fail(n, "status.allocatable lists too many nvidia.com/mig-* resources");
+            in->migres[in->nmigres].name = k + strlen(LBL "mig-");
+            in->migres[in->nmigres].count = val;
+            in->nmigres++;
+            in->adv_mig_total += val;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------ tessera.io/gpus ---- */
+
+static int ann_mig(model_node *n, ann_gpu *ag, int i, const cJSON *arr) {
+    if (!cJSON_IsArray(arr)) return node_fail(n, ANN_GPUS "[%d].mig is not an array", i);
+    if (cJSON_GetArraySize(arr) > MODEL_MIG_MAX_INSTANCES)
+        return node_fail(n, ANN_GPUS "[%d].mig lists more than %d instances", i, MODEL_MIG_MAX_INSTANCES);
+    ag->has_mig = true;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, arr) {
+        int k = ag->nmig;
+        const cJSON *prof = cJSON_IsObject(m) ? cJSON_GetObjectItemCaseSensitive(m, "profile") : NULL;
+        const cJSON *start = cJSON_IsObject(m) ? cJSON_GetObjectItemCaseSensitive(m, "start") : NULL;
+        int64_t s;
+        if (!cJSON_IsString(prof) || strlen(prof->valuestring) >= sizeof ag->mig[k].profile)
+            return node_fail(n, ANN_GPUS "[%d].mig[%d] needs a \"profile\" string", i, k);
+        if (!json_int(start, 0, MODEL_MIG_MAX_SLICES - 1, &s))
+            return node_fail(n, ANN_GPUS "[%d].mig[%d] needs a \"start\" memory slice 0..%d", i, k,
+                             MODEL_MIG_MAX_SLICES - 1);
+        if (cJSON_GetArraySize(m) != 2)
+            return node_fail(n, ANN_GPUS "[%d].mig[%d] has keys other than \"profile\" and \"start\"", i, k);
+        snprintf(ag->mig[k].profile, sizeof ag->mig[k].profile, "%s", prof->valuestring);
+        ag->mig[k].start = (int)s;
+        ag->nmig++;
+    }
+    return 0;
+}
+
+static int ann_one(model_node *n, ann_gpu *ag, int i, int total, const cJSON *o) {
+    if (!cJSON_IsObject(o)) return node_fail(n, ANN_GPUS "[%d] is not an object", i);
+    ag->numa = -1;
+    ag->mig_dynamic = -1;
+    const cJSON *v;
+    int64_t x;
+    cJSON_ArrayForEach(v, o) {
+        const char *k = v->string;
+        if (strcmp(k, "index") == 0) {
+            if (!json_int(v, i, i, &x))
+                return node_fail(n, ANN_GPUS "[%d].index must be %d: GPUs are listed in device-index order", i, i);
+        } else if (strcmp(k, "uuid") == 0) {
+            if (!cJSON_IsString(v) || strlen(v->valuestring) >= sizeof ag->uuid)
+                return node_fail(n, ANN_GPUS "[%d].uuid must be a string of at most %d characters", i,
+                                 (int)sizeof ag->uuid - 1);
+            snprintf(ag->uuid, sizeof ag->uuid, "%s", v->valuestring);
+        } else if (strcmp(k, "product") == 0) {
+            if (!cJSON_IsString(v) || strlen(v->valuestring) >= sizeof ag->product)
+                return node_fail(n, ANN_GPUS "[%d].product must be a GFD product string", i);
+            snprintf(ag->product, sizeof ag->product, "%s", v->valuestring);
+        } else if (strcmp(k, "memory_mib") == 0) {
+            if (!json_int(v, 1, INT_MAX, &x))
+                return node_fail(n, ANN_GPUS "[%d].memory_mib must be a whole number > 0", i);
+            ag->memory_mib = (int)x;
+        } else if (strcmp(k, "numa") == 0) {
+            if (!json_int(v, 0, INT_MAX, &x)) return node_fail(n, ANN_GPUS "[%d].numa must be a whole number >= 0", i);
+            ag->numa = (int)x;
+        } else if (strcmp(k, "nvlink") == 0) {
+            if (!cJSON_IsArray(v)) return node_fail(n, ANN_GPUS "[%d].nvlink is not an array of GPU indices", i);
+            const cJSON *p;
+            cJSON_ArrayForEach(p, v) {
+                if (!json_int(p, 0, total - 1, &x) || x == i)
+                    return node_fail(n, ANN_GPUS "[%d].nvlink: peers must be other GPU indices 0..%d", i, total - 1);
+                ag->nvlink |= 1u << x;
+            }
+        } else if (strcmp(k, "mig") == 0) {
+            if (ann_mig(n, ag, i, v)) return -1;
+        } else if (strcmp(k, "mig_dynamic") == 0) {
+            if (!cJSON_IsBool(v)) return node_fail(n, ANN_GPUS "[%d].mig_dynamic must be true or false", i);
+            ag->mig_dynamic = cJSON_IsTrue(v);
+        } else {
+            /* A misspelt key would otherwise silently drop what the operator meant to say. */
+            return node_fail(n, ANN_GPUS "[%d]: unknown key \"%s\"", i, k);
+        }
+    }
+    if (ag->mig_dynamic >= 0 && !ag->has_mig)
+        return node_fail(n, ANN_GPUS "[%d].mig_dynamic needs a \"mig\" list (only MIG-enabled GPUs)", i);
+    return 0;
+}
+
+static int read_annotation(model_node *n, node_in *in) {
+    const cJSON *v = in->annotations ? cJSON_GetObjectItemCaseSensitive(in->annotations, ANN_GPUS) : NULL;
+    if (!v) return 0;
+    if (!cJSON_IsString(v)) return node_fail(n, "annotation " ANN_GPUS " is not a string");
+    cJSON *root = cJSON_Parse(v->valuestring);
+    int rc = 0;
+    if (!root) {
+        rc = node_fail(n, "annotation " ANN_GPUS " is not valid JSON");
+    } else if (!cJSON_IsArray(root)) {
+        rc = node_fail(n, "annotation " ANN_GPUS " must be a JSON array with one object per GPU");
+    } else if (cJSON_GetArraySize(root) > MODEL_MAX_GPUS) {
+        rc = node_fail(n, "annotation " ANN_GPUS " lists %d GPUs, more than the %d a node may have",
+                       cJSON_GetArraySize(root), MODEL_MAX_GPUS);
+    } else {
+        in->ann.present = true;
+        in->ann.n = cJSON_GetArraySize(root);
+        const cJSON *o;
+        int i = 0;
+        cJSON_ArrayForEach(o, root) {
+            if ((rc = ann_one(n, &in->ann.g[i], i, in->ann.n, o))) break;
+            i++;
+        }
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+static const char *product_name(const node_in *in) { return in->product->product; }
+
+/* Per-GPU facts the labels cannot give; MIG instances are placed by the builders. */
+static int apply_annotation(model_node *n, const node_in *in) {
+    const ann_gpus *a = &in->ann;
+    if (!a->present) return 0;
+    if (a->n != n->ngpus)
+        return node_fail(n, "annotation " ANN_GPUS " lists %d GPUs but the labels say %d (%s=%s)", a->n, n->ngpus,
+                         LBL "gpu.count", label(in, LBL "gpu.count"));
+    for (int i = 0; i < a->n; i++) {
+        const ann_gpu *ag = &a->g[i];
+        model_gpu *g = &n->gpus[i];
+        if (ag->product[0]) {
+            model_product_label apl;
+            model_catalog_parse_label(in->cat, ag->product, &apl);
+            bool same = in->product == &n->local_product ? !apl.product && strcmp(apl.base, in->pl.base) == 0
+                                                         : apl.product == in->product;
+            if (!same)
+                return node_fail(n, ANN_GPUS "[%d].product=%s but %s=%s", i, ag->product, LBL "gpu.product",
+                                 in->product_label);
+        }
+        if (ag->has_mig && g->mode != MODEL_GPU_MIG)
+            return node_fail(n, ANN_GPUS "[%d] lists MIG instances but the labels say GPU %d is not MIG-enabled", i, i);
+        if (!ag->has_mig && g->mode == MODEL_GPU_MIG)
+            return node_fail(n, ANN_GPUS "[%d] has no \"mig\" list but GPU %d is MIG-enabled", i, i);
+        snprintf(g->uuid, sizeof g->uuid, "%s", ag->uuid);
+        if (ag->memory_mib) {
+            g->memory_mib = ag->memory_mib;
+            if (g->mode == MODEL_GPU_MPS) g->mps_memory_limit_mib = g->memory_mib / g->replicas;
+        }
+        g->numa_node = ag->numa;
+        g->nvlink_peers = ag->nvlink;
+        if (ag->mig_dynamic >= 0) g->mig_dynamic = ag->mig_dynamic;
+    }
+    return 0;
+}
+
+/* Instances the annotation gives for one GPU, validated with the layout rules. */
+static int add_annotated_instances(model_node *n, const node_in *in, model_gpu *g, const ann_gpu *ag, int only_profile) {
+    for (int k = 0; k < ag->nmig; k++) {
+        int pi = model_product_profile_index(in->product, ag->mig[k].profile);
+        if (pi < 0)
+            return node_fail(n, ANN_GPUS "[%d].mig[%d]: %s has no MIG profile \"%s\"", g->index, k, product_name(in),
+                             ag->mig[k].profile);
+        if (only_profile >= 0 && pi != only_profile)
+            return node_fail(n, ANN_GPUS "[%d].mig[%d] is %s, but under the MIG single strategy every device is %s",
+                             g->index, k, ag->mig[k].profile, in->product->profiles[only_profile].name);
+        char err[200];
+        if (model_gpu_add_mig_instance(g, pi, ag->mig[k].start, err, sizeof err))
+            return node_fail(n, ANN_GPUS "[%d].mig[%d] %s@%d: %s", g->index, k, ag->mig[k].profile, ag->mig[k].start,
+                             err);
+    }
+    return 0;
+}
+
+/* ----------------------------------------------------------- setups ---- */
+
+static int not_advertised(model_node *n, const node_in *in) {
+    return node_fail(n, "no GPU resource advertised in status.allocatable yet (labels say %s=%s, %s=%" PRId64
+                     "; the device plugin may not be running)",
+                     LBL "gpu.product", in->product_label, LBL "gpu.count", in->count);
+}
+
+/* GPU memory for whole/shared GPUs: the label (MiB) wins over the catalog. */
+static int gpu_memory(model_node *n, const node_in *in, int *mib) {
+    *mib = in->memory_label > 0 ? (int)in->memory_label : in->product->memory_mib;
+    if (*mib <= 0)
+        return node_fail(n, "GPU memory of %s is unknown: the catalog has no figure and %s is missing",
+                         product_name(in), LBL "gpu.memory");
+    return 0;
+}
+
+/* Sharing method from gpu.replicas / gpu.sharing-strategy / the -SHARED suffix. */
+static int sharing_mode(model_node *n, const node_in *in, model_gpu_mode *mode) {
+    const char *s = in->sharing_strategy;
+    int64_t r = in->replicas;
+    *mode = MODEL_GPU_WHOLE;
+    if (s && strcmp(s, "none") && strcmp(s, "time-slicing") && strcmp(s, "mps"))
+        return node_fail(n, "label %s=%s is not none, time-slicing or mps", LBL "gpu.sharing-strategy", s);
+    if (in->pl.shared && r <= 1)
+        return node_fail(n, "%s=%s says the GPUs are shared but %s=%" PRId64, LBL "gpu.product", in->product_label,
+                         LBL "gpu.replicas", r);
+    if (s && strcmp(s, "none") && r < 2)
+        return node_fail(n, "%s=%s but %s=%" PRId64 " (the device plugin needs at least 2 replicas)",
+                         LBL "gpu.sharing-strategy", s, LBL "gpu.replicas", r);
+    if (s && !strcmp(s, "none") && r >= 2)
+        return node_fail(n, "%s=%" PRId64 " but %s=none", LBL "gpu.replicas", r, LBL "gpu.sharing-strategy");
+    if (r < 2) return 0;
+    /* GFD before the MPS release wrote no strategy label: replicas then meant time-slicing. */
+    *mode = s && !strcmp(s, "mps") ? MODEL_GPU_MPS : MODEL_GPU_TIMESLICE;
+    if (*mode == MODEL_GPU_MPS && (!in->product->mps_capable || r > in->product->mps_max_clients))
+        return node_fail(n, "%s=%" PRId64 " MPS clients per GPU, but a %s takes at most %d", LBL "gpu.replicas", r,
+                         product_name(in), in->product->mps_capable ? in->product->mps_max_clients : 0);
+    return 0;
+}
+
+/* How many full (non-MIG) GPUs the advertised nvidia.com/gpu[.shared] stands for.
+ * expect >= 0: must match it; expect < 0 (mixed): whatever it is. */
+static int full_gpus(model_node *n, const node_in *in, model_gpu_mode mode, int64_t expect, int64_t *out) {
+    int64_t a = in->adv_gpu, s = in->adv_shared, r = in->replicas;
+    *out = 0;
+    if (mode == MODEL_GPU_WHOLE) {
+        if (s > 0)
+            return node_fail(n, "status.allocatable %s=%" PRId64 " but %s=%" PRId64 " (no sharing configured)",
+                             LBL "gpu.shared", s, LBL "gpu.replicas", r);
+        if (expect >= 0 && a == 0) return not_advertised(n, in);
+        if (expect >= 0 && a != expect)
+            return node_fail(n, "%s=%" PRId64 " but status.allocatable %s=%" PRId64, LBL "gpu.count", expect,
+                             LBL "gpu", a);
+        *out = a;
+        return 0;
+    }
+    bool renamed = s > 0;
+    if (renamed && a > 0)
+        return node_fail(n, "status.allocatable advertises both %s=%" PRId64 " and %s=%" PRId64, LBL "gpu", a,
+                         LBL "gpu.shared", s);
+    if (renamed && in->pl.shared)
+        return node_fail(n, "%s=%s has the -SHARED suffix (renameByDefault off) but replicas are advertised as %s",
+                         LBL "gpu.product", in->product_label, LBL "gpu.shared");
+    if (!renamed && a > 0 && !in->pl.shared)
+        return node_fail(n, "%s=%" PRId64 " and status.allocatable %s=%" PRId64
+                         ", but %s=%s lacks the -SHARED suffix the device plugin adds to shared GPUs",
+                         LBL "gpu.replicas", r, LBL "gpu", a, LBL "gpu.product", in->product_label);
+    const char *res = renamed ? LBL "gpu.shared" : LBL "gpu";
+    int64_t t = renamed ? s : a;
+    if (expect >= 0 && t == 0) return not_advertised(n, in);
+    if (t % r)
+        return node_fail(n, "status.allocatable %s=%" PRId64 " is not a multiple of %s=%" PRId64, res, t,
+                         LBL "gpu.replicas", r);
+    if (expect >= 0 && t != expect * r)
+        return node_fail(n, "%s=%" PRId64 " x %s=%" PRId64 " = %" PRId64 ", but status.allocatable %s=%" PRId64,
+                         LBL "gpu.count", expect, LBL "gpu.replicas", r, expect * r, res, t);
+    n->shared_renamed = renamed;
+    *out = t / r;
+    return 0;
+}
+
+static int add_full_gpus(model_node *n, const node_in *in, model_gpu_mode mode, int count, int mem) {
+    for (int i = 0; i < count; i++)
+        if (!model_node_add_gpu(n, in->product, mode, mode == MODEL_GPU_WHOLE ? 1 : (int)in->replicas, mem))
+            return node_fail(n, "cannot add GPU %d of %s", n->ngpus, product_name(in));
+    if (mode != MODEL_GPU_WHOLE) {
+        n->sharing = mode;
+        n->replicas = (int)in->replicas;
+    }
+    return 0;
+}
+
+/* No MIG devices exposed: whole, time-sliced or MPS GPUs. */
+static int setup_full(model_node *n, const node_in *in) {
+    if (in->nmigres > 0)
+        return node_fail(n, "status.allocatable advertises %s%s=%" PRId64 " but %s is %s, not mixed", LBL "mig-",
+                         in->migres[0].name, in->migres[0].count, LBL "mig.strategy",
+                         in->mig_strategy ? in->mig_strategy : "absent");
+    model_gpu_mode mode;
+    int64_t nfull;
+    int mem;
+    if (sharing_mode(n, in, &mode) || full_gpus(n, in, mode, in->count, &nfull) || gpu_memory(n, in, &mem)) return -1;
+    return add_full_gpus(n, in, mode, (int)nfull, mem);
+}
+
+static int time_sliced_mig_labels(model_node *n, const node_in *in) {
+    const cJSON *v;
+    cJSON_ArrayForEach(v, in->labels) {
+        const char *k = v->string;
+        if (strncmp(k, LBL "mig-", strlen(LBL "mig-")) != 0 || !cJSON_IsString(v)) continue;
+        bool shared = (has_suffix(k, ".replicas") && strcmp(v->valuestring, "0") && strcmp(v->valuestring, "1")) ||
+                      (has_suffix(k, ".sharing-strategy") && strcmp(v->valuestring, "none") != 0);
+        if (shared) return node_fail(n, "time-sliced MIG instances are not supported yet (label %s=%s)", k, v->valuestring);
+    }
+    return 0;
+}
+
+/* Single strategy: gpu.count MIG devices of one profile; physical GPUs unlabelled. */
+static int setup_mig_single(model_node *n, const node_in *in) {
+    const model_gpu_product *p = in->product;
+    if (!in->mig_strategy || strcmp(in->mig_strategy, "single"))
+        return node_fail(n, "%s=%s names a MIG profile, which GFD writes only under the single strategy, but %s is %s",
+                         LBL "gpu.product", in->product_label, LBL "mig.strategy",
+                         in->mig_strategy ? in->mig_strategy : "absent");
+    int pi = model_product_profile_index(p, in->pl.mig_profile);
+    if (pi < 0)
+        return node_fail(n, "%s=%s: %s has no MIG profile %s", LBL "gpu.product", in->product_label, p->product,
+                         in->pl.mig_profile);
+    const char *s = in->sharing_strategy;
+    if (s && !strcmp(s, "mps")) return node_fail(n, "MPS is not supported on MIG-enabled GPUs (%s=mps)", LBL "gpu.sharing-strategy");
+    if (in->pl.shared || in->replicas > 1 || in->adv_shared > 0 || (s && strcmp(s, "none")))
+        return node_fail(n, "time-sliced MIG instances are not supported yet (%s=%s, %s=%" PRId64 ")",
+                         LBL "gpu.product", in->product_label, LBL "gpu.replicas", in->replicas);
+    if (in->nmigres > 0)
+        return node_fail(n, "status.allocatable advertises %s%s under the MIG single strategy", LBL "mig-",
+                         in->migres[0].name);
+    if (in->count == 0) return node_fail(n, "%s=%s but %s=0", LBL "gpu.product", in->product_label, LBL "gpu.count");
+    if (in->adv_gpu == 0) return not_advertised(n, in);
+    if (in->adv_gpu != in->count)
+        return node_fail(n, "%s=%" PRId64 " MIG devices but status.allocatable %s=%" PRId64, LBL "gpu.count",
+                         in->count, LBL "gpu", in->adv_gpu);
+    if (p->memory_mib <= 0) return node_fail(n, "GPU memory of %s is unknown to the catalog", p->product);
+
+    if (in->ann.present) {
+        int64_t total = 0;
+        for (int i = 0; i < in->ann.n; i++) {
+            model_gpu *g = model_node_add_gpu(n, p, MODEL_GPU_MIG, 1, 0);
+            if (!g) return node_fail(n, "cannot add GPU %d of %s", i, p->product);
+            if (!in->ann.g[i].has_mig)
+                return node_fail(n, ANN_GPUS "[%d] has no \"mig\" list, but under the MIG single strategy every GPU "
+                                 "is MIG-enabled", i);
+            if (add_annotated_instances(n, in, g, &in->ann.g[i], pi)) return -1;
+            total += g->ninst;
+        }
+        if (total != in->count)
+            return node_fail(n, "annotation " ANN_GPUS " places %" PRId64 " MIG devices but %s=%" PRId64, total,
+                             LBL "gpu.count", in->count);
+    } else {
+        /* What mig-parted's all-<profile> configs produce: each GPU filled from slice 0 up. */
+        int64_t left = in->count;
+        while (left > 0) {
+            model_gpu *g = model_node_add_gpu(n, p, MODEL_GPU_MIG, 1, 0);
+            if (!g)
+                return node_fail(n, "%s=%" PRId64 " MIG devices of %s do not fit on %d GPUs", LBL "gpu.count",
+                                 in->count, p->profiles[pi].name, MODEL_MAX_GPUS);
+            model_mig_layout l;
+            gpu_layout(g, &l);
+            uint8_t mask;
+            while (left > 0 && (mask = model_mig_free_starts(p, &l, pi)) != 0) {
+                int start = __builtin_ctz(mask);
+                if (model_gpu_add_mig_instance(g, pi, start, NULL, 0)) break;
+                gpu_layout(g, &l);
+                left--;
+            }
+            if (g->ninst == 0) return node_fail(n, "%s cannot be placed on an empty %s", p->profiles[pi].name, p->product);
+        }
+    }
+    n->mig_strategy = MODEL_MIG_SINGLE;
+    return 0;
+}
+
+/* Placing the advertised MIG devices on the MIG-enabled GPUs. A GPU can hold only a few
+ * hundred distinct profile mixes ("shapes"), so the search picks one shape per GPU, in
+ * non-decreasing shape order (GPUs are interchangeable), until the counts are used up. */
+#define MIG_MAX_SHAPES 1024
+/* Enough for any real node; bounds the time an impossible mix can cost. */
+#define MIG_SEARCH_BUDGET 200000L
+
+typedef struct mig_shape {
+    int8_t count[MODEL_MAX_PROFILES];
+    int compute, mem;
+    model_mig_layout layout;  /* the first placement found for this mix */
+} mig_shape;
+
+/* A search state: GPUs left, first shape allowed, counts still to place. */
+typedef struct mig_memo_key {
+    uint8_t used, left;
+    uint8_t rem[MODEL_MAX_PROFILES];
+} mig_memo_key;
+#define MIG_MEMO_SIZE 8192
+
+typedef struct mig_pack {
+    const model_gpu_product *p;
+    int nshapes;
+    bool truncated;
+    mig_shape shape[MIG_MAX_SHAPES];
+    int ngpus, choice[MODEL_MAX_GPUS];
+    int hard_rank[MODEL_MAX_PROFILES]; /* 0 = hardest to place */
+    long steps;
+    mig_memo_key *memo;        /* states known to fail, open addressing */
+} mig_pack;
+
+static void mig_record_shape(mig_pack *mp, const model_mig_layout *l) {
+    mig_shape sh = {.layout = *l};
+    for (int i = 0; i < l->n; i++) {
+        const model_mig_profile *pr = &mp->p->profiles[l->inst[i].profile];
+        sh.count[l->inst[i].profile]++;
+        sh.compute += pr->compute_slices;
+        sh.mem += pr->memory_slices;
+    }
+    for (int i = 0; i < mp->nshapes; i++)
+        if (!memcmp(mp->shape[i].count, sh.count, sizeof sh.count)) return;
+    if (mp->nshapes == MIG_MAX_SHAPES) {
+        mp->truncated = true;
+        return;
+    }
+    mp->shape[mp->nshapes++] = sh;
+}
+
+/* Every valid placement set, instances added in start order so each set is visited
+ * once; the next instance starts where the last one ends, since none overlap. */
+static void mig_enum_shapes(mig_pack *mp, model_mig_layout *l, int from_slice) {
+    if (l->n > 0) mig_record_shape(mp, l);
+    for (int start = from_slice; start < MODEL_MIG_MAX_SLICES; start++)
+        for (int pi = 0; pi < mp->p->nprofiles; pi++) {
+            if (!((mp->p->profiles[pi].start_mask >> start) & 1)) continue;
+            if (!model_mig_can_add(mp->p, l, pi, start, NULL, 0)) continue;
+            l->inst[l->n].profile = (int8_t)pi;
+            l->inst[l->n].start = (int8_t)start;
+            l->n++;
+            mig_enum_shapes(mp, l, start + mp->p->profiles[pi].memory_slices);
+            l->n--;
+        }
+}
+
+/* Fuller GPUs first: the search then tries the mixes mig-parted configs produce. */
+static int mig_shape_cmp(const void *a, const void *b) {
+    const mig_shape *x = a, *y = b;
+    if (x->compute != y->compute) return y->compute - x->compute;
+    if (x->mem != y->mem) return y->mem - x->mem;
+    return memcmp(y->count, x->count, sizeof x->count);
+}
+
+/* The slot for key k: where it is stored, or the empty slot it would go to (NULL when
+ * the table is full, which only costs the memo's help). */
+static mig_memo_key *mig_memo_slot(mig_pack *mp, const mig_memo_key *k) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 1; i < sizeof *k; i++) h = (h ^ ((const uint8_t *)k)[i]) * 16777619u;
+    for (int probe = 0; probe < 64; probe++) {
+        mig_memo_key *e = &mp->memo[(h + (uint32_t)probe) % MIG_MEMO_SIZE];
+        if (!e->used || !memcmp((const uint8_t *)e + 1, (const uint8_t *)k + 1, sizeof *k - 1)) return e;
+    }
+    return NULL;
+}
+
+/* Canonical order: the next GPU is one that holds the hardest profile still to place
+ * (some GPU must), so only shapes containing it are tried. Failed states are memoised. */
+static bool mig_pack_search(mig_pack *mp, int g, int *rem, int rem_compute, int rem_mem) {
+    if (rem_compute == 0) return true; /* every profile takes a compute slice */
+    if (g == mp->ngpus || ++mp->steps > MIG_SEARCH_BUDGET) return false;
+    const model_gpu_product *p = mp->p;
+    int left = mp->ngpus - g;
+    if (rem_compute > left * p->mig_compute_slices || rem_mem > left * p->mig_memory_slices) return false;
+    int hard = -1;
+    for (int pi = 0; pi < p->nprofiles; pi++) {
+        if (rem[pi] > left * p->profiles[pi].max_instances) return false;
+        if (rem[pi] && (hard < 0 || mp->hard_rank[pi] < mp->hard_rank[hard])) hard = pi;
+    }
+    mig_memo_key key = {.used = 1, .left = (uint8_t)left};
+    for (int pi = 0; pi < p->nprofiles; pi++) key.rem[pi] = (uint8_t)rem[pi];
+    mig_memo_key *slot = mig_memo_slot(mp, &key);
+    if (slot && slot->used) return false;
+    for (int v = 0; v < mp->nshapes; v++) {
+        const mig_shape *sh = &mp->shape[v];
+        bool fits = sh->count[hard] > 0 && sh->compute <= rem_compute && sh->mem <= rem_mem;
+        for (int pi = 0; fits && pi < p->nprofiles; pi++) fits = sh->count[pi] <= rem[pi];
+        if (!fits) continue;
+        for (int pi = 0; pi < p->nprofiles; pi++) rem[pi] -= sh->count[pi];
+        mp->choice[g] = v;
+        bool ok = mig_pack_search(mp, g + 1, rem, rem_compute - sh->compute, rem_mem - sh->mem);
+        for (int pi = 0; pi < p->nprofiles; pi++) rem[pi] += sh->count[pi];
+        if (ok) return true;
+        if (mp->steps > MIG_SEARCH_BUDGET) return false;
+    }
+    if (slot) *slot = key;
+    return false;
+}
+
+/* 0 placed; -1 impossible; -2 search gave up; -3 out of memory. */
+static int mig_pack_place(const model_gpu_product *p, model_gpu **gpus, int ngpus, const int *want) {
+    mig_pack *mp = calloc(1, sizeof *mp);
+    mig_memo_key *memo = calloc(MIG_MEMO_SIZE, sizeof *memo);
+    if (!mp || !memo) {
+        free(mp);
+        free(memo);
+        return -3;
+    }
+    mp->memo = memo;
+    mp->p = p;
+    mp->ngpus = ngpus;
+    model_mig_layout l = {0};
+    mig_enum_shapes(mp, &l, 0);
+    qsort(mp->shape, (size_t)mp->nshapes, sizeof mp->shape[0], mig_shape_cmp);
+    /* Hardest: most compute, then most memory, then fewest allowed per GPU (+me). */
+    for (int a = 0; a < p->nprofiles; a++) {
+        const model_mig_profile *x = &p->profiles[a];
+        for (int b = 0; b < p->nprofiles; b++) {
+            const model_mig_profile *y = &p->profiles[b];
+            bool harder = y->compute_slices != x->compute_slices ? y->compute_slices > x->compute_slices
+                          : y->memory_slices != x->memory_slices ? y->memory_slices > x->memory_slices
+                          : y->max_instances != x->max_instances ? y->max_instances < x->max_instances
+                                                                 : b < a;
+            mp->hard_rank[a] += harder;
+        }
+    }
+    int rem[MODEL_MAX_PROFILES] = {0}, rem_compute = 0, rem_mem = 0;
+    for (int pi = 0; pi < p->nprofiles; pi++) {
+        rem[pi] = want[pi];
+        rem_compute += want[pi] * p->profiles[pi].compute_slices;
+        rem_mem += want[pi] * p->profiles[pi].memory_slices;
+    }
+    int rc = -1;
+    if (mig_pack_search(mp, 0, rem, rem_compute, rem_mem)) {
+        rc = 0;
+        for (int g = 0, left = rem_compute; g < ngpus && left > 0; g++) {
+            const mig_shape *sh = &mp->shape[mp->choice[g]];
+            for (int i = 0; i < sh->layout.n; i++) {
+                int err = model_gpu_add_mig_instance(gpus[g], sh->layout.inst[i].profile, sh->layout.inst[i].start, NULL, 0);
+                assert(err == 0); /* the layout was built with the same rules */
+                (void)err;
+            }
+            left -= sh->compute;
+        }
+    } else if (mp->steps > MIG_SEARCH_BUDGET || mp->truncated) {
+        rc = -2;
+    }
+    free(mp->memo);
+    free(mp);
+    return rc;
+}
+
+static void format_mig_counts(const node_in *in, char *buf, size_t len) {
+    size_t off = 0;
+    buf[0] = 0;
+    for (int i = 0; i < in->nmigres && off < len; i++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%" PRId64 " x %s", i ? ", " : "", in->migres[i].count,
+                                in->migres[i].name);
+}
+
+/* Mixed strategy: gpu.count physical GPUs, nvidia.com/gpu of them unshared, the rest MIG. */
+static int setup_mig_mixed(model_node *n, const node_in *in) {
+    const model_gpu_product *p = in->product;
+    n->mig_strategy = MODEL_MIG_MIXED;
+    if (time_sliced_mig_labels(n, in)) return -1;
+    int want[MODEL_MAX_PROFILES] = {0};
+    for (int i = 0; i < in->nmigres; i++) {
+        int pi = model_product_profile_index(p, in->migres[i].name);
+        if (pi < 0)
+            return node_fail(n, "status.allocatable advertises %smig-%s, but %s has no MIG profile %s", LBL,
+                             in->migres[i].name, p->product, in->migres[i].name);
+        if (in->migres[i].count > MODEL_MAX_GPUS * MODEL_MIG_MAX_INSTANCES)
+            return node_fail(n, "status.allocatable %smig-%s=%" PRId64 " is more than %d GPUs can hold", LBL,
+                             in->migres[i].name, in->migres[i].count, MODEL_MAX_GPUS);
+        want[pi] += (int)in->migres[i].count;
+    }
+    if (in->adv_gpu + in->adv_shared + in->adv_mig_total == 0) return not_advertised(n, in);
+    model_gpu_mode mode;
+    int64_t nfull;
+    int mem;
+    if (sharing_mode(n, in, &mode) || full_gpus(n, in, mode, -1, &nfull) || gpu_memory(n, in, &mem)) return -1;
+    if (nfull > in->count)
+        return node_fail(n, "status.allocatable says %" PRId64 " GPUs without MIG but %s=%" PRId64, nfull,
+                         LBL "gpu.count", in->count);
+    int nmig = (int)(in->count - nfull);
+    char counts[160];
+    format_mig_counts(in, counts, sizeof counts);
+    if (nmig == 0 && in->adv_mig_total > 0)
+        return node_fail(n, "status.allocatable advertises MIG devices (%s) but %s=%" PRId64 " and %s=%" PRId64
+                         " leave no MIG-enabled GPU", counts, LBL "gpu.count", in->count, LBL "gpu", in->adv_gpu);
+
+    model_gpu *migs[MODEL_MAX_GPUS];
+    int m = 0;
+    if (in->ann.present) {
+        /* The annotation says which GPUs are MIG-enabled and where each instance sits. */
+        if (in->ann.n != in->count)
+            return node_fail(n, "annotation " ANN_GPUS " lists %d GPUs but %s=%" PRId64, in->ann.n, LBL "gpu.count",
+                             in->count);
+        int have[MODEL_MAX_PROFILES] = {0};
+        for (int i = 0; i < in->ann.n; i++) {
+            const ann_gpu *ag = &in->ann.g[i];
+            model_gpu *g = model_node_add_gpu(n, p, ag->has_mig ? MODEL_GPU_MIG : mode,
+                                              ag->has_mig || mode == MODEL_GPU_WHOLE ? 1 : (int)in->replicas,
+                                              ag->has_mig ? 0 : mem);
+            if (!g) return node_fail(n, "cannot add GPU %d of %s", i, p->product);
+            if (!ag->has_mig) continue;
+            m++;
+            if (add_annotated_instances(n, in, g, ag, -1)) return -1;
+            for (int k = 0; k < g->ninst; k++) have[g->inst[k].profile]++;
+        }
+        if (m != nmig)
+            return node_fail(n, "annotation " ANN_GPUS " marks %d GPUs MIG-enabled but %s=%" PRId64 " minus %s=%" PRId64
+                             " non-MIG GPUs is %d", m, LBL "gpu.count", in->count, LBL "gpu", nfull, nmig);
+        for (int pi = 0; pi < p->nprofiles; pi++)
+            if (have[pi] != want[pi])
+                return node_fail(n, "annotation " ANN_GPUS " places %d x %s but status.allocatable advertises %d",
+                                 have[pi], p->profiles[pi].name, want[pi]);
+        if (mode != MODEL_GPU_WHOLE) {
+            n->sharing = mode;
+            n->replicas = (int)in->replicas;
+        }
+        return 0;
+    }
+
+    /* Without the annotation the indices are a convention: unshared GPUs first. */
+    if (add_full_gpus(n, in, mode, (int)nfull, mem)) return -1;
+    for (int i = 0; i < nmig; i++) {
+        migs[m] = model_node_add_gpu(n, p, MODEL_GPU_MIG, 1, 0);
+        if (!migs[m]) return node_fail(n, "cannot add GPU %d of %s", n->ngpus, p->product);
+        m++;
+    }
+    int rc = -1;
+    for (int pi = 0; pi < p->nprofiles; pi++)
+        if (want[pi] > m * p->profiles[pi].max_instances) goto nofit;
+    rc = mig_pack_place(p, migs, m, want);
+    if (rc == -3) return node_fail(n, "out of memory placing MIG devices");
+    if (rc == 0) return 0;
+nofit:
+    return node_fail(n, "cannot place the advertised MIG devices (%s) on %d MIG-enabled %s GPU(s) (%s=%" PRId64
+                     ", %s=%" PRId64 " without MIG)%s", counts, m, p->product, LBL "gpu.count", in->count, LBL "gpu",
+                     nfull, rc == -2 ? "; search gave up" : "");
+}
+
+/* Labels and allocatable -> GPUs. Returns -1 once a reason is set. */
+static int read_gpus(model_node *n, node_in *in) {
+    const cJSON *v;
+    cJSON_ArrayForEach(v, in->labels) {
+        if (!strncmp(v->string, LBL, strlen(LBL)) && !cJSON_IsString(v))
+            return node_fail(n, "label %s is not a string", v->string);
+    }
+    if (read_allocatable(n, in) || read_annotation(n, in)) return -1;
+    in->product_label = label(in, LBL "gpu.product");
+    if (!in->product_label) {
+        if (in->adv_gpu + in->adv_shared + in->adv_mig_total > 0)
+            return node_fail(n, "status.allocatable advertises GPUs but the node has no %s label (is GPU feature "
+                             "discovery running?)", LBL "gpu.product");
+        const char *present = label(in, LBL "gpu.present");
+        if (present && !strcmp(present, "true"))
+            return node_fail(n, "%s=true but GPU feature discovery has not labelled the GPUs yet (no %s)",
+                             LBL "gpu.present", LBL "gpu.product");
+        if (in->ann.present)
+            return node_fail(n, "annotation " ANN_GPUS " lists %d GPUs but the node has no %s label", in->ann.n,
+                             LBL "gpu.product");
+        return 0;
+    }
+    snprintf(n->product_label, sizeof n->product_label, "%s", in->product_label);
+    model_catalog_parse_label(in->cat, in->product_label, &in->pl);
+
+    in->mig_strategy = label(in, LBL "mig.strategy");
+    if (in->mig_strategy && !strcmp(in->mig_strategy, "single")) n->mig_strategy = MODEL_MIG_SINGLE;
+    else if (in->mig_strategy && !strcmp(in->mig_strategy, "mixed")) n->mig_strategy = MODEL_MIG_MIXED;
+    else if (in->mig_strategy && strcmp(in->mig_strategy, "none"))
+        return node_fail(n, "label %s=%s is not single or mixed", LBL "mig.strategy", in->mig_strategy);
+    if (in->pl.mig_invalid)
+        return node_fail(n, "GPU feature discovery reports an invalid MIG single-strategy setup (%s=%s): GPUs mix "
+                         "MIG and non-MIG or hold different profiles", LBL "gpu.product", in->product_label);
+    in->sharing_strategy = label(in, LBL "gpu.sharing-strategy");
+    if (!label(in, LBL "gpu.count"))
+        return node_fail(n, "%s=%s but %s is missing", LBL "gpu.product", in->product_label, LBL "gpu.count");
+    if (label_int(n, in, LBL "gpu.count", 0, &in->count) || label_int(n, in, LBL "gpu.replicas", 1, &in->replicas) ||
+        label_int(n, in, LBL "gpu.memory", 0, &in->memory_label))
+        return -1;
+    /* Old GFD wrote bytes; no GPU has 16 TB, so a figure that large cannot be MiB. */
+    if (in->memory_label > 16000000) in->memory_label /= 1024 * 1024;
+    bool single = in->pl.mig_profile[0] != 0;
+    if (!single && in->count > MODEL_MAX_GPUS)
+        return node_fail(n, "%s=%" PRId64 " is more than the %d GPUs a node may have", LBL "gpu.count", in->count,
+                         MODEL_MAX_GPUS);
+    if (!single && in->count == 0)
+        return node_fail(n, "%s=%s but %s=0", LBL "gpu.product", in->product_label, LBL "gpu.count");
+    if (in->replicas > MODEL_MAX_REPLICAS)
+        return node_fail(n, "%s=%" PRId64 " is more than the %d replicas per GPU supported", LBL "gpu.replicas",
+                         in->replicas, MODEL_MAX_REPLICAS);
+
+    in->product = in->pl.product;
+    if (!in->product) {
+        if (single || n->mig_strategy == MODEL_MIG_MIXED)
+            return node_fail(n, "MIG on a GPU model the catalog does not know (%s=%s): its MIG profiles and "
+                             "placements are unknown", LBL "gpu.product", in->product_label);
+        if (in->memory_label <= 0)
+            return node_fail(n, "GPU model %s is not in the catalog and %s is missing, so its memory is unknown",
+                             in->pl.base, LBL "gpu.memory");
+        model_product_init_generic(&n->local_product, in->pl.base, (int)in->memory_label, 0);
+        in->product = &n->local_product;
+    }
+    if (single) return setup_mig_single(n, in);
+    if (n->mig_strategy == MODEL_MIG_MIXED) return setup_mig_mixed(n, in);
+    return setup_full(n, in);
+}
+
+model_node *model_node_from_json(const cJSON *node, const model_catalog *cat, char *err, size_t errlen) {
+    if (!cJSON_IsObject(node)) {
+        if (err) snprintf(err, errlen, "Node is not a JSON object");
+        return NULL;
+    }
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(node, "kind");
+    if (cJSON_IsString(kind) && strcmp(kind->valuestring, "Node") != 0) {
+        if (err) snprintf(err, errlen, "object is a %s, not a Node", kind->valuestring);
+        return NULL;
+    }
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(node, "metadata");
+    const cJSON *name = cJSON_IsObject(meta) ? cJSON_GetObjectItemCaseSensitive(meta, "name") : NULL;
+    if (!cJSON_IsString(name) || !name->valuestring[0]) {
+        if (err) snprintf(err, errlen, "Node has no metadata.name");
+        return NULL;
+    }
+    model_node *n = model_node_new(name->valuestring);
+    if (!n) {
+        if (err) snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    node_in in = {.cat = cat ? cat : model_catalog_default()};
+    const cJSON *status = NULL;
+    if (!in.cat) {
+        node_fail(n, "no GPU catalog");
+    } else if (!get_object(n, meta, "labels", "metadata.labels", &in.labels) &&
+               !get_object(n, meta, "annotations", "metadata.annotations", &in.annotations) &&
+               !get_object(n, node, "status", "status", &status) &&
+               !get_object(n, status, "allocatable", "status.allocatable", &in.alloc) && !read_host(n, &in) &&
+               !read_gpus(n, &in)) {
+        apply_annotation(n, &in);
+    }
+    if (n->reason[0]) n->ngpus = 0; /* an untrusted inventory must not be handed out by mistake */
+    return n;
+}
+
+model_node *model_node_from_json_text(const char *json, size_t len, const model_catalog *cat, char *err,
+                                      size_t errlen) {
+    if (!json) {
+        if (err) snprintf(err, errlen, "no Node JSON");
+        return NULL;
+    }
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    if (!root) {
+        if (err) snprintf(err, errlen, "Node is not valid JSON");
+        return NULL;
+    }
+    model_node *n = model_node_from_json(root, cat, err, errlen);
+    cJSON_Delete(root);
+    return n;
+}

@@ -1,0 +1,143 @@
+/* node.h -- one node's GPUs and who holds what on them.
+ *
+ * A node is built from the Node object the stock NVIDIA GPU operator publishes (GFD
+ * labels plus status.allocatable, optionally refined by the tessera.io/gpus annotation),
+ * or by hand through model_node_new/model_node_add_gpu (simulator, tests).
+ * Each GPU is in exactly one mode: whole, time-slicing or MPS with N replicas, or MIG
+ * with a set of instances. Fractional memory/compute accounting sits on top. The usage
+ * fields are changed only by fit.h's model_assign/model_release, which keep the
+ * invariant that nothing is ever over-committed (model_node_check verifies it).
+ */
+#ifndef MODEL_NODE_H
+#define MODEL_NODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cjson/cJSON.h>
+#include "catalog.h"
+#include "mig.h"
+#include "request.h"
+
+#define MODEL_MAX_GPUS 16          /* per node */
+#define MODEL_MAX_REPLICAS 128     /* time-slice/MPS replicas per GPU */
+#define MODEL_REASON_LEN 256
+
+typedef enum model_gpu_mode {
+    MODEL_GPU_WHOLE = 0,   /* unshared: one pod whole, or soft fractions */
+    MODEL_GPU_TIMESLICE,   /* device-plugin time-slicing, `replicas` replicas */
+    MODEL_GPU_MPS,         /* device-plugin MPS, `replicas` clients */
+    MODEL_GPU_MIG          /* MIG enabled: instances only */
+} model_gpu_mode;
+
+typedef enum model_mig_strategy { MODEL_MIG_NONE = 0, MODEL_MIG_SINGLE, MODEL_MIG_MIXED } model_mig_strategy;
+
+typedef struct model_mig_instance {
+    int8_t profile;        /* index into the GPU's product->profiles */
+    int8_t start;          /* first memory slice */
+    bool on_demand;        /* created by an assignment (dynamic MIG); destroyed on release */
+    int32_t holder;        /* index into node->allocs, -1 when idle */
+} model_mig_instance;
+
+typedef struct model_gpu {
+    int index;                          /* device index on the node */
+    char uuid[48];                      /* "" when only labels are known */
+    const model_gpu_product *product;   /* never NULL (unknown models get node->local_product) */
+    model_gpu_mode mode;
+    int memory_mib;                     /* capacity; the node's label wins over the catalog */
+    int replicas;                       /* timeslice/MPS: N >= 2; otherwise 1 */
+    int mps_memory_limit_mib;           /* MPS: memory_mib / replicas (device plugin's pinned limit) */
+    int mps_thread_permille;            /* MPS: 10 * (100 / replicas), the active thread share */
+    bool mig_dynamic;                   /* MIG: instances may be created/destroyed on demand */
+    int numa_node;                      /* -1 unknown */
+    uint32_t nvlink_peers;              /* bit i: NVLink to the GPU with index i */
+
+    /* usage, changed only by model_assign / model_release */
+    int32_t exclusive_holder;           /* alloc index holding the whole GPU, -1 if none */
+    int memory_used_mib;
+    int compute_used_permille;          /* 0..1000 */
+    int replicas_used;
+    uint64_t replica_used[2];           /* bit r: replica r taken */
+    int nholders;                       /* grants on this GPU (any kind) */
+    int ninst;
+    model_mig_instance inst[MODEL_MIG_MAX_INSTANCES];
+} model_gpu;
+
+/* What one GPU gives one pod. */
+typedef struct model_grant {
+    int8_t gpu;             /* index into node->gpus */
+    int8_t mig_inst;        /* MIG: index into gpu->inst at assignment time; -1 otherwise */
+    int8_t mig_profile;     /* MIG: profile index; -1 otherwise */
+    int8_t mig_start;       /* MIG: start slot; -1 otherwise */
+    bool mig_create;        /* MIG: create the instance (dynamic MIG) */
+    bool exclusive;         /* the whole GPU */
+    int16_t replica;        /* timeslice/MPS replica index; -1 otherwise */
+    int32_t memory_mib;     /* memory charged */
+    int16_t compute_permille; /* compute charged */
+} model_grant;
+
+typedef struct model_assignment {
+    int ngrants;
+    model_grant grant[MODEL_MAX_GPUS];
+    int64_t cpu_milli;      /* host CPU charged (only when the node tracks host resources) */
+    int64_t memory_mib;     /* host memory charged */
+} model_assignment;
+
+typedef struct model_alloc {
+    char uid[MODEL_UID_LEN];   /* pod UID; "" marks a free slot */
+    model_assignment a;
+} model_alloc;
+
+typedef struct model_node {
+    char *name;
+    char reason[MODEL_REASON_LEN];      /* non-empty: the node takes no GPU pods, and why */
+    char product_label[MODEL_NAME_LEN]; /* nvidia.com/gpu.product as labelled */
+    model_gpu_product local_product;    /* facts for a model the catalog does not know */
+    model_mig_strategy mig_strategy;
+    model_gpu_mode sharing;             /* WHOLE (none), TIMESLICE or MPS: one method per node */
+    int replicas;                       /* per GPU, from nvidia.com/gpu.replicas */
+    bool shared_renamed;                /* replicas advertised as nvidia.com/gpu.shared */
+
+    bool track_host;                    /* check cpu/memory (simulator); the extender leaves it to kube-scheduler */
+    int64_t cpu_milli, cpu_used_milli;
+    int64_t memory_mib, memory_used_mib;
+
+    int ngpus;
+    model_gpu gpus[MODEL_MAX_GPUS];
+
+    int nallocs, allocs_cap;            /* allocs[0..nallocs) with free slots marked by uid "" */
+    model_alloc *allocs;
+    int nlive;                          /* allocations in use */
+} model_node;
+
+/* Build by hand. model_node_add_gpu returns the GPU or NULL (too many GPUs, bad
+ * replicas); memory_mib 0 takes the product's. */
+model_node *model_node_new(const char *name);
+model_gpu *model_node_add_gpu(model_node *n, const model_gpu_product *p, model_gpu_mode mode, int replicas,
+                              int memory_mib);
+/* Add an idle, pre-existing MIG instance to a MIG-mode GPU (what mig-parted created).
+ * -1 with err if the GPU is not in MIG mode or the placement breaks the layout rules. */
+int model_gpu_add_mig_instance(model_gpu *g, int profile, int start, char *err, size_t errlen);
+void model_node_free(model_node *n);
+model_node *model_node_clone(const model_node *n);
+
+/* Build from a Node object. Returns NULL (with err) only if the object is not a Node
+ * with a name; a node whose labels cannot be trusted is returned with reason set and
+ * takes no GPU pods. A node with no GPUs has ngpus == 0 and an empty reason. */
+model_node *model_node_from_json(const cJSON *node, const model_catalog *cat, char *err, size_t errlen);
+model_node *model_node_from_json_text(const char *json, size_t len, const model_catalog *cat, char *err,
+                                      size_t errlen);
+
+/* Free capacity, for reports and policies. */
+int model_gpu_free_memory(const model_gpu *g);
+int model_gpu_free_compute(const model_gpu *g);   /* permille */
+int model_gpu_free_replicas(const model_gpu *g);
+bool model_gpu_idle(const model_gpu *g);          /* no grant at all */
+
+/* Check every accounting invariant (usage == sum of live grants, nothing over
+ * capacity, MIG layout valid, holders consistent). false + why on a violation. */
+bool model_node_check(const model_node *n, char *why, size_t whylen);
+
+const char *model_gpu_mode_name(model_gpu_mode m);
+
+#endif

@@ -1,0 +1,77 @@
+/* request.h -- what a pod asks of GPUs, normalised from its resources and annotations.
+ *
+ * Forms accepted (see README "Request forms"):
+ *   nvidia.com/gpu: N                whole GPUs (only unshared GPUs unless tessera.io/isolation
+ *                                    allows a replica or, under MIG single, a slice)
+ *   nvidia.com/gpu.shared: N         N time-slice/MPS replicas
+ *   nvidia.com/mig-<profile>: N      N MIG instances of that profile ("1g.10gb.me" = "+me")
+ *   nvidia.com/gpumem: MiB           HAMi: memory per GPU (with nvidia.com/gpu: N = N GPUs)
+ *   nvidia.com/gpumem-percentage: P  HAMi: percent of each GPU's memory
+ *   nvidia.com/gpucores: P           HAMi: percent of each GPU's compute
+ *   annotations tessera.io/gpu-fraction, gpu-fraction (KAI): share of one GPU in (0, 1]
+ *   annotation gpu-memory (KAI): MiB of one GPU
+ *   annotation tessera.io/gpu-models: comma list of allowed products
+ *   annotation tessera.io/isolation: mig | mps | timeslice | any
+ * A request that breaks a rule gets an error naming the field and the rule.
+ */
+#ifndef MODEL_REQUEST_H
+#define MODEL_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cjson/cJSON.h>
+
+#define MODEL_UID_LEN 64
+#define MODEL_MAX_MODELS 8
+
+typedef enum model_req_kind {
+    MODEL_REQ_NONE = 0,   /* asks for no GPU (CPU-only; still placed by the simulator) */
+    MODEL_REQ_WHOLE,      /* count whole GPUs */
+    MODEL_REQ_SHARED,     /* count time-slice/MPS replicas */
+    MODEL_REQ_FRACTION,   /* count GPUs, each giving memory and/or compute */
+    MODEL_REQ_MIG         /* count MIG instances of mig_profile */
+} model_req_kind;
+
+typedef enum model_isolation {
+    MODEL_ISO_DEFAULT = 0, /* whole: unshared GPUs; shared: any replica; fraction: soft share */
+    MODEL_ISO_ANY,         /* anything that gives the requested amount */
+    MODEL_ISO_MIG,         /* only MIG instances (a fraction maps to the smallest profile that holds it) */
+    MODEL_ISO_MPS,         /* only MPS replicas */
+    MODEL_ISO_TIMESLICE    /* only time-slice replicas */
+} model_isolation;
+
+typedef struct model_request {
+    model_req_kind kind;
+    int count;               /* GPUs, replicas or instances; >= 1 unless kind is NONE */
+    int32_t memory_mib;      /* per GPU; 0 = not given */
+    int16_t memory_permille; /* per GPU, share of the GPU's memory; 0 = not given */
+    int16_t compute_permille;/* per GPU, share of the GPU's SMs; 0 = not given */
+    char mig_profile[32];    /* MODEL_REQ_MIG: canonical name with '+' ("1g.10gb+me") */
+    model_isolation isolation;
+    int nmodels;             /* tessera.io/gpu-models; 0 = any product */
+    char models[MODEL_MAX_MODELS][64];
+    int64_t cpu_milli;       /* host CPU, effective request */
+    int64_t memory_bytes;    /* host memory, effective request */
+    int32_t priority;        /* spec.priority */
+} model_request;
+
+/* Normalise a Pod object (as the API returns it). Effective request per resource =
+ * max(largest init container, sum of app containers); a limit without a request
+ * counts as the request, as Kubernetes defaults it. Returns 0, or -1 with a message
+ * naming the field and the rule broken. */
+int model_request_from_pod(const cJSON *pod, model_request *out, char *err, size_t errlen);
+
+/* Same, from JSON text. */
+int model_request_from_pod_json(const char *json, size_t len, model_request *out, char *err, size_t errlen);
+
+/* Whether the pod asks for any GPU resource tessera manages (for the extender to
+ * ignore pods that only ask for CPU). */
+bool model_request_wants_gpu(const model_request *r);
+
+/* Human-readable one-line summary, e.g. "1 x fraction (8192 MiB, 30% SMs)". */
+void model_request_format(const model_request *r, char *buf, size_t len);
+
+const char *model_isolation_name(model_isolation iso);
+
+#endif

@@ -1,0 +1,31 @@
+#!/bin/sh
+# Makes sure the build's libraries are present. On Debian/Ubuntu as root the missing
+# -dev packages are installed; anywhere else we stop and name what is missing.
+set -u
+pkgs="libmicrohttpd-dev libcjson-dev libcurl4-openssl-dev libjemalloc-dev pkg-config"
+missing=""
+if command -v dpkg-query >/dev/null 2>&1; then
+    for p in $pkgs; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
+    done
+else
+    for m in libmicrohttpd libcjson libcurl jemalloc; do
+        pkg-config --exists "$m" 2>/dev/null || missing="$missing $m"
+    done
+fi
+[ -z "$missing" ] && exit 0
+
+if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "deps: installing$missing" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null 2>&1 || true
+    if apt-get install -y -qq --no-install-recommends $missing >/dev/null 2>&1; then
+        exit 0
+    fi
+    echo "deps: apt-get install$missing failed" >&2
+    exit 1
+fi
+echo "deps: missing build dependencies:$missing" >&2
+echo "deps: on Debian/Ubuntu run as root: apt-get install$missing" >&2
+echo "deps: elsewhere install libmicrohttpd, cJSON, libcurl and jemalloc with their headers and pkg-config files" >&2
+exit 1
