@@ -24,19 +24,25 @@ LDLIBS   = $(PKG_LIBS) $(MALLOC_LIBS) -lm -lpthread
 
 MODEL_SRC  := $(wildcard model/*.c)
 POLICY_SRC := $(wildcard policy/*.c)
-SIM_SRC    := $(wildcard sim/*.c)
-TEST_SRC   := $(wildcard tests/unit/*.c)
+SIM_SRC    := $(filter-out sim/main.c,$(wildcard sim/*.c))
+EXT_SRC    := $(filter-out extender/main.c,$(wildcard extender/*.c))
+BENCH_SRC  := $(wildcard tests/bench/*.c)
+TEST_SRC   := $(wildcard tests/unit/*.c) $(wildcard tests/support/*.c)
 GEN_SRC    := $(BUILD)/gen/catalog_data.c
 
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(MODEL_SRC) $(POLICY_SRC)) $(BUILD)/gen/catalog_data.o
-SIM_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(SIM_SRC)) $(BUILD)/gen/demo_cluster_data.o $(BUILD)/gen/demo_pods_data.o
+DEMO_OBJ := $(BUILD)/gen/demo_cluster_data.o $(BUILD)/gen/demo_pods_data.o
+SIM_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(SIM_SRC))
+EXT_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(EXT_SRC))
 TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
 
 SIM_BIN  := $(BUILD)/tessera-sim
+EXT_BIN  := $(BUILD)/tessera-extender
 TEST_BIN := $(BUILD)/tessera-tests
+BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all run test asan clean deps
-all: $(SIM_BIN) $(TEST_BIN)
+.PHONY: all run sim test asan bench clean deps
+all: $(EXT_BIN) $(SIM_BIN) $(TEST_BIN)
 
 deps: $(BUILD)/.deps
 $(BUILD)/.deps: scripts/deps.sh
@@ -78,25 +84,44 @@ $(BUILD)/libtessera.a: $(LIB_OBJ)
 	@rm -f $@
 	$(Q)ar rcs $@ $^
 
-$(SIM_BIN): $(SIM_OBJ) $(BUILD)/libtessera.a
+$(SIM_BIN): $(BUILD)/sim/main.o $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $(SIM_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $(BUILD)/sim/main.o $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
 
-$(TEST_BIN): $(TEST_OBJ) $(BUILD)/libtessera.a
+$(EXT_BIN): $(BUILD)/extender/main.o $(EXT_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $(BUILD)/extender/main.o $(EXT_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
 
-run: $(SIM_BIN)
+# The unit tests link every library object (model, policy, extender, sim) but no main().
+$(TEST_BIN): $(TEST_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
+
+# Each tests/bench/NAME.c is a program of its own; `make bench` builds and runs them all.
+$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
+
+# The main job: the extender on the embedded demo cluster, until Ctrl-C.
+run: $(EXT_BIN)
+	$(EXT_BIN) --demo
+
+sim: $(SIM_BIN)
 	$(SIM_BIN) demo
 
+bench: $(BENCH_BIN)
+	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
+
+# Unit and end-to-end tests, then the deployment manifest checks; the last line sums both.
 test: $(TEST_BIN)
-	@$(TEST_BIN)
+	@sh scripts/run-tests.sh $(TEST_BIN)
 
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g" \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	    build-asan/tessera-tests
-	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 build-asan/tessera-tests
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 sh scripts/run-tests.sh build-asan/tessera-tests
 
 clean:
 	rm -rf build build-asan

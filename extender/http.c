@@ -1,0 +1,381 @@
+/* http.c -- libmicrohttpd glue: accumulate a request body up to the limit, route by path
+ * and method, call the verb, answer with its JSON. Everything the network can send that is
+ * not a proper call ends as a JSON error reply, never as a crash or a state change.
+ */
+#include "extender/http.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "extender/log.h"
+
+/* Client-certificate verification calls GnuTLS directly (libmicrohttpd only asks the
+ * client for a certificate); built when the Makefile links gnutls and defines this. */
+#ifdef EXT_HAVE_GNUTLS
+#include <gnutls/gnutls.h>
+#endif
+
+struct ext_http {
+    struct MHD_Daemon *d;
+    ext_http_config cfg;
+    ext_metrics metrics;
+    int port;
+    char *tls_cert, *tls_key, *tls_ca;
+};
+
+typedef enum route {
+    R_NONE = 0, R_FILTER, R_PRIORITIZE, R_BIND, R_PREEMPT, R_HEALTHZ, R_READYZ, R_METRICS, R_DEBUG
+} route;
+
+typedef struct req_ctx {
+    route r;
+    bool post_route;        /* the route wants POST */
+    bool too_big;
+    char *buf;
+    size_t len, cap;
+    struct timespec t0;
+} req_ctx;
+
+static uint64_t elapsed_ns(const struct timespec *t0) {
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (uint64_t)((t1.tv_sec - t0->tv_sec) * 1000000000LL + (t1.tv_nsec - t0->tv_nsec));
+}
+
+static route route_of(const ext_http *h, const char *url, bool *post) {
+    size_t pl = strlen(h->cfg.prefix);
+    *post = true;
+    if (strncmp(url, h->cfg.prefix, pl) == 0) {
+        const char *v = url + pl;
+        if (!strcmp(v, "/filter")) return R_FILTER;
+        if (!strcmp(v, "/prioritize")) return R_PRIORITIZE;
+        if (!strcmp(v, "/bind")) return R_BIND;
+        if (!strcmp(v, "/preempt")) return R_PREEMPT;
+    }
+    *post = false;
+    if (!strcmp(url, "/healthz")) return R_HEALTHZ;
+    if (!strcmp(url, "/readyz")) return R_READYZ;
+    if (!strcmp(url, "/metrics")) return R_METRICS;
+    if (!strcmp(url, "/debug/state")) return R_DEBUG;
+    return R_NONE;
+}
+
+static enum MHD_Result send_body(struct MHD_Connection *c, int status, const char *ctype, char *body, size_t len,
+                                 const char *allow) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, body ? body : (char *)"", body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (!resp) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+    enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return rc;
+}
+
+static enum MHD_Result send_reply(struct MHD_Connection *c, ext_reply *r, const char *allow) {
+    char *b = r->body;
+    r->body = NULL;
+    return send_body(c, r->status, "application/json", b, r->len, allow);
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, int status, const char *msg, const char *allow) {
+    ext_reply r = {0};
+    ext_reply_error(&r, status, msg);
+    return send_reply(c, &r, allow);
+}
+
+static void count_reject(ext_http *h, int status) {
+    int k = status == 404 ? 0 : status == 405 ? 1 : 2;
+    atomic_fetch_add(&h->metrics.http_rejected[k], 1);
+}
+
+static enum MHD_Result serve_get(ext_http *h, struct MHD_Connection *c, route r) {
+    ext_reply rep = {0};
+    switch (r) {
+    case R_HEALTHZ:
+        return send_body(c, 200, "text/plain", strdup("ok\n"), 3, NULL);
+    case R_READYZ:
+        if (ext_state_ready(h->cfg.verbs->st)) return send_body(c, 200, "text/plain", strdup("ready\n"), 6, NULL);
+        return send_error(c, 503, "not ready: the cache has not synced with the API server yet", NULL);
+    case R_METRICS: {
+        ext_kube_stats ks, *ksp = NULL;
+        if (h->cfg.kube_stats) {
+            memset(&ks, 0, sizeof ks);
+            h->cfg.kube_stats(h->cfg.kube_user, &ks);
+            ksp = &ks;
+        }
+        size_t len = 0;
+        char *text = ext_metrics_render(&h->metrics, h->cfg.verbs, ksp, &len);
+        if (!text) return send_error(c, 500, "out of memory", NULL);
+        return send_body(c, 200, "text/plain; version=0.0.4", text, len, NULL);
+    }
+    case R_DEBUG: {
+        const char *pod = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "pod");
+        ext_debug_state(h->cfg.verbs, pod, &rep);
+        return send_reply(c, &rep, NULL);
+    }
+    default:
+        return send_error(c, 404, "not found", NULL);
+    }
+}
+
+/* With --tls-client-ca: whether the client presented a certificate the CA signed. */
+static bool client_trusted(ext_http *h, struct MHD_Connection *c) {
+    if (!h->tls_ca) return true;
+#ifdef EXT_HAVE_GNUTLS
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    gnutls_session_t s = ci ? (gnutls_session_t)ci->tls_session : NULL;
+    unsigned n = 0, status = 0;
+    if (!s || gnutls_certificate_type_get(s) != GNUTLS_CRT_X509 || !gnutls_certificate_get_peers(s, &n) || n == 0)
+        return false;
+    return gnutls_certificate_verify_peers2(s, &status) == 0 && status == 0;
+#else
+    return false;
+#endif
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                               const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    ext_http *h = cls;
+    req_ctx *rc = *con_cls;
+    if (!rc) {
+        rc = calloc(1, sizeof *rc);
+        if (!rc) return MHD_NO;
+        clock_gettime(CLOCK_MONOTONIC, &rc->t0);
+        rc->r = route_of(h, url, &rc->post_route);
+        *con_cls = rc;
+        if (!client_trusted(h, c)) {
+            ext_log(EXT_LOG_WARN, "http=refused why=\"no trusted client certificate\"");
+            return send_error(c, 403, "a client certificate signed by the --tls-client-ca CA is required", NULL);
+        }
+        /* A declared length over the limit is refused before a byte of it is read. */
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > h->cfg.max_body) {
+            rc->too_big = true;
+            count_reject(h, 413);
+            char msg[128];
+            snprintf(msg, sizeof msg, "request body is larger than the limit of %zu bytes", h->cfg.max_body);
+            return send_error(c, 413, msg, NULL);
+        }
+        return MHD_YES;
+    }
+    if (*upload_size > 0) {
+        if (!rc->too_big) {
+            if (rc->len + *upload_size > h->cfg.max_body) {
+                rc->too_big = true;
+                free(rc->buf);
+                rc->buf = NULL;
+                rc->len = rc->cap = 0;
+            } else {
+                if (rc->len + *upload_size + 1 > rc->cap) {
+                    size_t nc = rc->cap ? rc->cap : 4096;
+                    while (nc < rc->len + *upload_size + 1) nc *= 2;
+                    char *nb = realloc(rc->buf, nc);
+                    if (!nb) return MHD_NO;
+                    rc->buf = nb;
+                    rc->cap = nc;
+                }
+                memcpy(rc->buf + rc->len, upload, *upload_size);
+                rc->len += *upload_size;
+            }
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    /* The whole request is in. */
+    bool is_post = !strcmp(method, MHD_HTTP_METHOD_POST);
+    bool is_get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
+    if (rc->r == R_NONE) {
+        count_reject(h, 404);
+        char msg[600];
+        snprintf(msg, sizeof msg, "no such endpoint: %.200s (verbs are under %s/)", url, h->cfg.prefix[0] ? h->cfg.prefix : "");
+        return send_error(c, 404, msg, NULL);
+    }
+    if (rc->post_route ? !is_post : !is_get) {
+        count_reject(h, 405);
+        char msg[128];
+        snprintf(msg, sizeof msg, "method %.20s not allowed here; use %s", method, rc->post_route ? "POST" : "GET");
+        return send_error(c, 405, msg, rc->post_route ? "POST" : "GET, HEAD");
+    }
+    if (rc->too_big) {
+        count_reject(h, 413);
+        char msg[128];
+        snprintf(msg, sizeof msg, "request body is larger than the limit of %zu bytes", h->cfg.max_body);
+        return send_error(c, 413, msg, NULL);
+    }
+    if (!rc->post_route) return serve_get(h, c, rc->r);
+    ext_reply rep = {0};
+    const char *body = rc->buf ? rc->buf : "";
+    ext_verb vb;
+    switch (rc->r) {
+    case R_FILTER: vb = EXT_VERB_FILTER; ext_verb_filter(h->cfg.verbs, body, rc->len, &rep); break;
+    case R_PRIORITIZE: vb = EXT_VERB_PRIORITIZE; ext_verb_prioritize(h->cfg.verbs, body, rc->len, &rep); break;
+    case R_BIND: vb = EXT_VERB_BIND; ext_verb_bind(h->cfg.verbs, body, rc->len, &rep); break;
+    default: vb = EXT_VERB_PREEMPT; ext_verb_preempt(h->cfg.verbs, body, rc->len, &rep); break;
+    }
+    ext_metrics_observe(&h->metrics, vb, elapsed_ns(&rc->t0), rep.status);
+    if (rep.status != 200)
+        ext_log(EXT_LOG_INFO, "http=%s status=%d body=%.300s", ext_verb_name(vb), rep.status, rep.body ? rep.body : "");
+    return send_reply(c, &rep, NULL);
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    req_ctx *rc = *con_cls;
+    if (!rc) return;
+    if (toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED)
+        ext_log(EXT_LOG_WARN, "http=timeout route=%d received=%zu", (int)rc->r, rc->len);
+    free(rc->buf);
+    free(rc);
+    *con_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    char buf[512];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    ext_log(EXT_LOG_WARN, "http-server=\"%s\"", buf);
+}
+
+static char *slurp(const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot open %s", path);
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            char *nb = realloc(buf, cap);
+            if (!nb) { free(buf); fclose(f); snprintf(err, errlen, "out of memory"); return NULL; }
+            buf = nb;
+        }
+        size_t r = fread(buf + len, 1, 4096, f);
+        len += r;
+        if (r < 4096) break;
+    }
+    fclose(f);
+    buf[len] = 0;
+    return buf;
+}
+
+/* "127.0.0.1:8888", "[::1]:8888", "localhost:8888" -> a socket address. */
+static int parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *sl, char *err, size_t errlen) {
+    char host[128];
+    const char *colon;
+    if (s[0] == '[') {
+        const char *rb = strchr(s, ']');
+        if (!rb || rb[1] != ':') goto bad;
+        snprintf(host, sizeof host, "%.*s", (int)(rb - s - 1), s + 1);
+        colon = rb + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon) goto bad;
+        snprintf(host, sizeof host, "%.*s", (int)(colon - s), s);
+    }
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end || port < 0 || port > 65535 || colon[1] == 0) goto bad;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    if (getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &ai) != 0 || !ai) {
+        snprintf(err, errlen, "--listen %s: cannot resolve host %s", s, host);
+        return -1;
+    }
+    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+    *sl = ai->ai_addrlen;
+    freeaddrinfo(ai);
+    return 0;
+bad:
+    snprintf(err, errlen, "--listen %s: expected HOST:PORT", s);
+    return -1;
+}
+
+ext_http *ext_http_start(const ext_http_config *cfg, char *err, size_t errlen) {
+    ext_http *h = calloc(1, sizeof *h);
+    if (!h) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    h->cfg = *cfg;
+    if (!h->cfg.max_body) h->cfg.max_body = 8u << 20;
+    if (h->cfg.conn_timeout_s <= 0) h->cfg.conn_timeout_s = 30;
+    size_t pl = strlen(h->cfg.prefix);
+    while (pl > 0 && h->cfg.prefix[pl - 1] == '/') h->cfg.prefix[--pl] = 0;   /* as kube-scheduler trims it */
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    if (parse_listen(cfg->listen[0] ? cfg->listen : "127.0.0.1:8888", &ss, &sl, err, errlen) < 0) {
+        free(h);
+        return NULL;
+    }
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+    struct MHD_OptionItem tls[4];
+    int nt = 0;
+    if (cfg->tls_cert_file && cfg->tls_key_file) {
+        if (!(h->tls_cert = slurp(cfg->tls_cert_file, err, errlen)) || !(h->tls_key = slurp(cfg->tls_key_file, err, errlen)))
+            goto fail;
+        flags |= MHD_USE_TLS;
+        tls[nt++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, h->tls_cert};
+        tls[nt++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, h->tls_key};
+        if (cfg->tls_client_ca_file) {
+#ifndef EXT_HAVE_GNUTLS
+            snprintf(err, errlen, "--tls-client-ca: this binary was built without GnuTLS, so it cannot verify "
+                                  "client certificates (build with EXT_HAVE_GNUTLS)");
+            goto fail;
+#endif
+            if (!(h->tls_ca = slurp(cfg->tls_client_ca_file, err, errlen))) goto fail;
+            tls[nt++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0, h->tls_ca};
+        }
+    } else if (cfg->tls_cert_file || cfg->tls_key_file || cfg->tls_client_ca_file) {
+        snprintf(err, errlen, "HTTPS needs both --tls-cert and --tls-key");
+        goto fail;
+    }
+    tls[nt++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    h->d = MHD_start_daemon(flags, 0, NULL, NULL, handler, h,
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
+                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)h->cfg.conn_timeout_s,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)512,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, h,
+                            MHD_OPTION_ARRAY, tls,
+                            MHD_OPTION_END);
+    if (!h->d) {
+        snprintf(err, errlen, "cannot listen on %s (address in use, or TLS files invalid)",
+                 cfg->listen[0] ? cfg->listen : "127.0.0.1:8888");
+        goto fail;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_LISTEN_FD);
+    struct sockaddr_storage bound;
+    socklen_t bl = sizeof bound;
+    if (di && getsockname(di->listen_fd, (struct sockaddr *)&bound, &bl) == 0)
+        h->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                    : ((struct sockaddr_in *)&bound)->sin_port);
+    (void)sl;
+    return h;
+fail:
+    free(h->tls_cert);
+    free(h->tls_key);
+    free(h->tls_ca);
+    free(h);
+    return NULL;
+}
+
+int ext_http_port(const ext_http *h) { return h ? h->port : 0; }
+ext_metrics *ext_http_metrics(ext_http *h) { return h ? &h->metrics : NULL; }
+
+void ext_http_stop(ext_http *h) {
+    if (!h) return;
+    if (h->d) MHD_stop_daemon(h->d);
+    free(h->tls_cert);
+    free(h->tls_key);
+    free(h->tls_ca);
+    free(h);
+}

@@ -1,0 +1,47 @@
+/* http.h -- the extender's HTTP(S) server on libmicrohttpd: routes kube-scheduler's POSTs
+ * to the verbs and serves /healthz, /readyz, /metrics and /debug/state. One thread per
+ * connection, so a bind waiting on the API server never holds up a filter; keep-alive;
+ * bounded bodies; an idle or slow connection is closed after a timeout.
+ *
+ * Routes (prefix = --url-prefix, default "/tessera"):
+ *   POST <prefix>/filter | /prioritize | /bind | /preempt     the verbs (verbs.h)
+ *   GET  /healthz        200 "ok" while the process serves
+ *   GET  /readyz         200 once the cache is synced, else 503
+ *   GET  /metrics        Prometheus text
+ *   GET  /debug/state    JSON of the cache; ?pod=namespace/name explains one pod
+ * Errors are JSON {"Error": "..."}: 404 unknown path, 405 wrong method (with Allow), 413
+ * body over the limit, 400 malformed body (from the verbs).
+ */
+#ifndef EXT_HTTP_H
+#define EXT_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "extender/kube.h"
+#include "extender/metrics.h"
+#include "extender/verbs.h"
+
+typedef struct ext_http_config {
+    char listen[128];            /* "HOST:PORT" or "[v6]:PORT"; port 0 picks a free one */
+    char prefix[256];            /* "" or "/tessera" (no trailing '/') */
+    size_t max_body;             /* bytes; default 8 MiB */
+    int conn_timeout_s;          /* idle/slow connection timeout; default 30 */
+    const char *tls_cert_file;   /* PEM; with tls_key_file turns HTTPS on */
+    const char *tls_key_file;
+    const char *tls_client_ca_file;  /* PEM; clients must present a certificate it signed */
+    ext_verbs *verbs;
+    /* Watch statistics for /metrics (cluster mode); NULL in standalone mode. */
+    void (*kube_stats)(void *user, ext_kube_stats *out);
+    void *kube_user;
+} ext_http_config;
+
+typedef struct ext_http ext_http;
+
+ext_http *ext_http_start(const ext_http_config *cfg, char *err, size_t errlen);
+int ext_http_port(const ext_http *h);      /* the port actually bound */
+ext_metrics *ext_http_metrics(ext_http *h);
+/* Stop accepting, finish in-flight requests, free. */
+void ext_http_stop(ext_http *h);
+
+#endif

@@ -1,0 +1,680 @@
+/* kube.c -- the Kubernetes API client of kube.h: list+watch of nodes and pods, and pod binding, over libcurl.
+ * Any failure we cannot explain (connection error, 5xx, malformed JSON) ends in a fresh list after a backoff,
+ * never in resuming a watch: a cache rebuilt from a list cannot drift from the API, a patched-up one can. */
+#include "extender/kube.h"
+
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KUBE_PAGE_LIMIT     500
+#define KUBE_MAX_LINE       (16u << 20)  /* one watch event; a Node with huge annotations stays far below */
+#define KUBE_MAX_BODY       (512u << 20) /* one list page of 500 objects */
+#define KUBE_MAX_ERR_BODY   (64u << 10)
+#define KUBE_MAX_TOKEN      (64u << 10)
+#define KUBE_BACKOFF_MIN_MS 200
+#define KUBE_HEALTHY_MS     5000         /* a watch that lived this long resets the backoff */
+#define KUBE_POOL           8            /* idle bind handles kept for connection reuse */
+#define SA_DIR              "/var/run/secrets/kubernetes.io/serviceaccount/"
+
+enum { OUT_OK = 0, OUT_ENDED, OUT_GONE, OUT_ERROR, OUT_STOP };
+
+static const char *const kube_path[2] = {"/api/v1/nodes", "/api/v1/pods"};
+
+struct ext_kube {
+    ext_kube_config cfg;
+    char base[512]; /* api_url without the trailing '/' */
+    ext_kube_handler handler;
+    void *user;
+    pthread_t thr[2];
+    CURLM *multi[2]; /* one per thread: curl_multi_wakeup lets ext_kube_free interrupt a watch at once */
+    bool started;
+    atomic_bool stop;
+    pthread_mutex_t mu; /* stats, and the condition backoff sleeps wait on */
+    pthread_cond_t cv;  /* CLOCK_MONOTONIC */
+    ext_kube_stats st;
+    pthread_mutex_t pool_mu;
+    CURL *pool[KUBE_POOL];
+    int npool;
+};
+
+/* over: max was reached; truncate: then drop the rest quietly (error bodies) instead of failing the transfer */
+typedef struct kube_buf { char *p; size_t n, cap, max; bool over, truncate; } kube_buf;
+
+static pthread_once_t kube_once = PTHREAD_ONCE_INIT;
+static CURLcode kube_global_rc = CURLE_OK;
+static void kube_global_init(void) { kube_global_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+/* ---- configuration ----------------------------------------------------------------------------------- */
+
+void ext_kube_config_defaults(ext_kube_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->request_timeout_ms = 10000;
+    cfg->watch_timeout_s = 300;
+    cfg->backoff_max_ms = 30000;
+}
+
+int ext_kube_config_in_cluster(ext_kube_config *cfg, char *err, size_t errlen) {
+    const char *host = getenv("KUBERNETES_SERVICE_HOST"), *port = getenv("KUBERNETES_SERVICE_PORT");
+    if (!host || !*host || !port || !*port) {
+        snprintf(err, errlen, "not running in a cluster: KUBERNETES_SERVICE_HOST/PORT are not set");
+        return -1;
+    }
+    if (access(SA_DIR "token", R_OK) != 0) {
+        snprintf(err, errlen, "in-cluster: cannot read %s: %s", SA_DIR "token", strerror(errno));
+        return -1;
+    }
+    /* an IPv6 service address needs brackets in a URL */
+    snprintf(cfg->api_url, sizeof cfg->api_url, strchr(host, ':') ? "https://[%s]:%s" : "https://%s:%s", host, port);
+    snprintf(cfg->token_file, sizeof cfg->token_file, "%s", SA_DIR "token");
+    if (access(SA_DIR "ca.crt", R_OK) == 0) snprintf(cfg->ca_file, sizeof cfg->ca_file, "%s", SA_DIR "ca.crt");
+    return 0;
+}
+
+/* ---- small helpers ----------------------------------------------------------------------------------- */
+
+static size_t buf_write(char *ptr, size_t size, size_t nmemb, void *ud) {
+    kube_buf *b = ud;
+    size_t n = size * nmemb;
+    if (b->over || b->n + n > b->max) { b->over = true; return b->truncate ? n : 0; }
+    if (b->n + n + 1 > b->cap) {
+        size_t c = b->cap ? b->cap : 16384;
+        while (c < b->n + n + 1) c *= 2;
+        char *q = realloc(b->p, c);
+        if (!q) { b->over = true; return 0; }
+        b->p = q;
+        b->cap = c;
+    }
+    memcpy(b->p + b->n, ptr, n);
+    b->n += n;
+    b->p[b->n] = 0;
+    return n;
+}
+
+static uint64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Interruptible sleep: ext_kube_free must not wait out a 30 s backoff. */
+static void kube_sleep(ext_kube *k, int ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    pthread_mutex_lock(&k->mu);
+    while (!atomic_load(&k->stop)) {
+        if (pthread_cond_timedwait(&k->cv, &k->mu, &ts) == ETIMEDOUT) break;
+    }
+    pthread_mutex_unlock(&k->mu);
+}
+
+/* Aborts any transfer once ext_kube_free has been called; curl calls this at least once a second even when
+ * the connection is idle, which bounds how long a blocked watch delays shutdown. */
+static int kube_xferinfo(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
+    return atomic_load(&((ext_kube *)ud)->stop) ? 1 : 0;
+}
+
+/* Headers for one request; the token is re-read each time because projected service-account tokens rotate.
+ * NULL with err when the token file is unusable: sending no token would only earn a confusing 401. */
+static struct curl_slist *kube_headers(ext_kube *k, bool body, char *err, size_t errlen) {
+    struct curl_slist *h = NULL, *t;
+    if (k->cfg.token_file[0]) {
+        FILE *fp = fopen(k->cfg.token_file, "rb");
+        if (!fp) { snprintf(err, errlen, "cannot read token file %s: %s", k->cfg.token_file, strerror(errno)); return NULL; }
+        char *tok = malloc(KUBE_MAX_TOKEN + 1);
+        size_t n = tok ? fread(tok, 1, KUBE_MAX_TOKEN + 1, fp) : 0;
+        fclose(fp);
+        if (!tok || n > KUBE_MAX_TOKEN) { free(tok); snprintf(err, errlen, "token file %s is too big", k->cfg.token_file); return NULL; }
+        while (n && isspace((unsigned char)tok[n - 1])) n--;
+        size_t s = 0;
+        while (s < n && isspace((unsigned char)tok[s])) s++;
+        bool ok = n > s;
+        for (size_t i = s; i < n; i++) ok = ok && tok[i] > 0x20 && tok[i] < 0x7f; /* no header injection */
+        if (!ok) { free(tok); snprintf(err, errlen, "token file %s is empty or not a token", k->cfg.token_file); return NULL; }
+        /* in place: the token can be 64 KiB, too much for the stack of a verb-server thread calling bind */
+        static const char pre[] = "Authorization: Bearer ";
+        char *line = malloc(sizeof pre + (n - s));
+        if (line) {
+            memcpy(line, pre, sizeof pre - 1);
+            memcpy(line + sizeof pre - 1, tok + s, n - s);
+            line[sizeof pre - 1 + (n - s)] = 0;
+        }
+        free(tok);
+        t = line ? curl_slist_append(h, line) : NULL;
+        free(line);
+        if (!t) goto oom;
+        h = t;
+    }
+    if (!(t = curl_slist_append(h, "Accept: application/json"))) goto oom;
+    h = t;
+    if (body) {
+        if (!(t = curl_slist_append(h, "Content-Type: application/json"))) goto oom;
+        h = t;
+        if (!(t = curl_slist_append(h, "Expect:"))) goto oom; /* no 100-continue round trip */
+        h = t;
+    }
+    return h;
+oom:
+    curl_slist_free_all(h);
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+}
+
+static void kube_setup(ext_kube *k, CURL *h, const char *url, struct curl_slist *hdrs, char *errbuf) {
+    curl_easy_reset(h); /* keeps the connection cache: keep-alive survives between requests */
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "tessera-extender");
+#if LIBCURL_VERSION_NUM >= 0x075500
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+    long ct = k->cfg.request_timeout_ms < 5000 ? k->cfg.request_timeout_ms : 5000;
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, ct);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, kube_xferinfo);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, k);
+    if (k->cfg.ca_file[0]) curl_easy_setopt(h, CURLOPT_CAINFO, k->cfg.ca_file);
+    if (k->cfg.cert_file[0]) curl_easy_setopt(h, CURLOPT_SSLCERT, k->cfg.cert_file);
+    if (k->cfg.key_file[0]) curl_easy_setopt(h, CURLOPT_SSLKEY, k->cfg.key_file);
+    if (k->cfg.insecure) {
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    errbuf[0] = 0;
+}
+
+/* The message of a v1 Status body, else a generic one. */
+static void kube_status_msg(const kube_buf *b, long code, char *err, size_t errlen) {
+    cJSON *s = b->p ? cJSON_ParseWithLength(b->p, b->n) : NULL;
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(s, "message");
+    if (cJSON_IsString(m) && *m->valuestring) snprintf(err, errlen, "%s", m->valuestring);
+    else snprintf(err, errlen, "HTTP %ld from the API server", code);
+    cJSON_Delete(s);
+}
+
+/* curl_easy_perform through the thread's multi handle, so ext_kube_free can wake it instead of waiting for
+ * the next progress callback (up to a second on an idle watch). */
+static CURLcode kube_perform(ext_kube *k, int kind, CURL *h) {
+    CURLM *m = k->multi[kind];
+    if (curl_multi_add_handle(m, h) != CURLM_OK) return CURLE_FAILED_INIT;
+    CURLcode res = CURLE_ABORTED_BY_CALLBACK;
+    for (;;) {
+        int running = 0, queued = 0;
+        if (curl_multi_perform(m, &running) != CURLM_OK) { res = CURLE_RECV_ERROR; break; }
+        bool done = false;
+        for (CURLMsg *msg; (msg = curl_multi_info_read(m, &queued));) {
+            if (msg->msg == CURLMSG_DONE && msg->easy_handle == h) { res = msg->data.result; done = true; }
+        }
+        if (done || atomic_load(&k->stop)) break;
+        if (curl_multi_poll(m, NULL, 0, 1000, NULL) != CURLM_OK) { res = CURLE_RECV_ERROR; break; }
+    }
+    curl_multi_remove_handle(m, h);
+    return res;
+}
+
+static const char *meta_str(const cJSON *obj, const char *field) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), field);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static void set_rv(char **rv, const char *v) {
+    if (!v || !*v) return;
+    char *c = strdup(v);
+    if (!c) return; /* keeping the older version only costs a replay of some events */
+    free(*rv);
+    *rv = c;
+}
+
+/* ---- list -------------------------------------------------------------------------------------------- */
+
+/* All pages of one kind; RELIST goes out with the first page and SYNCED after the last, so a list that fails
+ * half-way leaves the caller between RELIST and SYNCED, and the next list starts again with RELIST. */
+static int kube_list(ext_kube *k, CURL *h, int kind, char **rv) {
+    char *cont = NULL, url[2048], errbuf[CURL_ERROR_SIZE], err[256];
+    bool announced = false;
+    int out = OUT_ERROR;
+    for (;;) {
+        int n;
+        if (cont) {
+            char *esc = curl_easy_escape(h, cont, 0);
+            n = esc ? snprintf(url, sizeof url, "%s%s?limit=%d&continue=%s", k->base, kube_path[kind], KUBE_PAGE_LIMIT, esc) : -1;
+            curl_free(esc);
+        } else {
+            n = snprintf(url, sizeof url, "%s%s?limit=%d", k->base, kube_path[kind], KUBE_PAGE_LIMIT);
+        }
+        if (n < 0 || (size_t)n >= sizeof url) break;
+        struct curl_slist *hdrs = kube_headers(k, false, err, sizeof err);
+        if (!hdrs) break;
+        kube_buf b = {.max = KUBE_MAX_BODY};
+        kube_setup(k, h, url, hdrs, errbuf);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)k->cfg.request_timeout_ms);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, buf_write);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+        CURLcode rc = kube_perform(k, kind, h);
+        long code = 0;
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+        curl_slist_free_all(hdrs);
+        if (atomic_load(&k->stop)) { free(b.p); out = OUT_STOP; break; }
+        if (rc != CURLE_OK || code != 200) {
+            free(b.p);
+            out = rc == CURLE_OK && code == 410 ? OUT_GONE : OUT_ERROR; /* 410: the continue token expired */
+            break;
+        }
+        cJSON *root = b.p ? cJSON_ParseWithLength(b.p, b.n) : NULL;
+        free(b.p);
+        const cJSON *items = cJSON_GetObjectItemCaseSensitive(root, "items");
+        const char *lrv = meta_str(root, "resourceVersion"), *next = meta_str(root, "continue");
+        if (!cJSON_IsObject(root) || !(cJSON_IsArray(items) || cJSON_IsNull(items)) || !lrv || !*lrv) {
+            cJSON_Delete(root);
+            break;
+        }
+        if (!announced) {
+            pthread_mutex_lock(&k->mu);
+            k->st.synced[kind] = false;
+            pthread_mutex_unlock(&k->mu);
+            k->handler(k->user, (ext_kube_kind)kind, EXT_KUBE_RELIST, NULL);
+            announced = true;
+        }
+        const cJSON *it;
+        cJSON_ArrayForEach(it, items)
+            if (cJSON_IsObject(it)) k->handler(k->user, (ext_kube_kind)kind, EXT_KUBE_ADDED, it);
+        set_rv(rv, lrv);
+        free(cont);
+        cont = next && *next ? strdup(next) : NULL;
+        cJSON_Delete(root);
+        if (!cont) {
+            if (next && *next) break; /* strdup failed: retry the whole list later */
+            k->handler(k->user, (ext_kube_kind)kind, EXT_KUBE_SYNCED, NULL);
+            pthread_mutex_lock(&k->mu);
+            k->st.lists[kind]++;
+            k->st.synced[kind] = true;
+            pthread_mutex_unlock(&k->mu);
+            out = OUT_OK;
+            break;
+        }
+    }
+    free(cont);
+    return out;
+}
+
+/* ---- watch ------------------------------------------------------------------------------------------- */
+
+typedef struct kube_stream {
+    ext_kube *k;
+    CURL *h;
+    int kind;
+    long http;
+    kube_buf line, errbody;
+    char **rv;
+    int outcome;
+    int events;
+} kube_stream;
+
+/* One event line: 0, or the outcome that ends the watch. */
+static int watch_line(kube_stream *w, const char *s, size_t n) {
+    size_t i = 0;
+    while (i < n && isspace((unsigned char)s[i])) i++;
+    if (i == n) return 0; /* blank keep-alive lines are harmless */
+    cJSON *ev = cJSON_ParseWithLength(s, n);
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(ev, "type");
+    const cJSON *obj = cJSON_GetObjectItemCaseSensitive(ev, "object");
+    int out = 0;
+    if (!cJSON_IsObject(ev) || !cJSON_IsString(type) || !cJSON_IsObject(obj)) {
+        out = OUT_ERROR;
+    } else if (strcmp(type->valuestring, "ERROR") == 0) {
+        const cJSON *code = cJSON_GetObjectItemCaseSensitive(obj, "code");
+        out = cJSON_IsNumber(code) && code->valueint == 410 ? OUT_GONE : OUT_ERROR;
+    } else {
+        ext_kube_event e = strcmp(type->valuestring, "ADDED") == 0      ? EXT_KUBE_ADDED
+                         : strcmp(type->valuestring, "MODIFIED") == 0   ? EXT_KUBE_MODIFIED
+                         : strcmp(type->valuestring, "DELETED") == 0    ? EXT_KUBE_DELETED
+                                                                        : EXT_KUBE_RELIST; /* = not for the handler */
+        /* deliver first, then advance: a crash in between replays the event rather than losing it */
+        if (e != EXT_KUBE_RELIST) w->k->handler(w->k->user, (ext_kube_kind)w->kind, e, obj);
+        set_rv(w->rv, meta_str(obj, "resourceVersion")); /* BOOKMARK and unknown types only move rv */
+        w->events++;
+    }
+    cJSON_Delete(ev);
+    return out;
+}
+
+/* Splits the stream into lines; a line may span any number of chunks. */
+static size_t watch_write(char *p, size_t size, size_t nmemb, void *ud) {
+    kube_stream *w = ud;
+    size_t n = size * nmemb;
+    if (atomic_load(&w->k->stop)) return 0;
+    if (!w->http) curl_easy_getinfo(w->h, CURLINFO_RESPONSE_CODE, &w->http);
+    if (w->http != 200) { buf_write(p, 1, n, &w->errbody); return n; }
+    size_t i = 0;
+    while (i < n) {
+        const char *nl = memchr(p + i, '\n', n - i);
+        size_t seg = nl ? (size_t)(nl - (p + i)) : n - i;
+        if (w->line.n + seg > KUBE_MAX_LINE) { w->outcome = OUT_ERROR; return 0; }
+        if (!nl) {
+            if (buf_write(p + i, 1, seg, &w->line) != seg) { w->outcome = OUT_ERROR; return 0; }
+            break;
+        }
+        int rc;
+        if (w->line.n == 0) {
+            rc = watch_line(w, p + i, seg); /* the common case: a whole line in this chunk, no copy */
+        } else {
+            if (buf_write(p + i, 1, seg, &w->line) != seg) { w->outcome = OUT_ERROR; return 0; }
+            rc = watch_line(w, w->line.p, w->line.n);
+            w->line.n = 0;
+        }
+        if (rc) { w->outcome = rc; return 0; }
+        i += seg + 1;
+    }
+    return n;
+}
+
+static int kube_watch(ext_kube *k, CURL *h, int kind, char **rv, int *events) {
+    char url[2048], errbuf[CURL_ERROR_SIZE], err[256];
+    char *esc = curl_easy_escape(h, *rv ? *rv : "", 0);
+    int n = esc ? snprintf(url, sizeof url, "%s%s?watch=1&resourceVersion=%s&allowWatchBookmarks=true&timeoutSeconds=%d",
+                           k->base, kube_path[kind], esc, k->cfg.watch_timeout_s) : -1;
+    curl_free(esc);
+    *events = 0;
+    if (n < 0 || (size_t)n >= sizeof url) return OUT_ERROR;
+    struct curl_slist *hdrs = kube_headers(k, false, err, sizeof err);
+    if (!hdrs) return OUT_ERROR;
+    kube_stream w = {.k = k, .h = h, .kind = kind, .rv = rv,
+                    .line = {.max = KUBE_MAX_LINE}, .errbody = {.max = KUBE_MAX_ERR_BODY, .truncate = true}};
+    kube_setup(k, h, url, hdrs, errbuf);
+    /* No total timeout: the server ends the watch after timeoutSeconds. A server that goes silent for much
+     * longer than that without closing is dead, which the low-speed limit detects. */
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)k->cfg.watch_timeout_s + 30L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, watch_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &w);
+    CURLcode rc = kube_perform(k, kind, h);
+    long code = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    curl_slist_free_all(hdrs);
+    int out;
+    if (atomic_load(&k->stop)) out = OUT_STOP;
+    else if (w.outcome) out = w.outcome;
+    else if (rc != CURLE_OK) out = OUT_ERROR;
+    else if (code == 410) out = OUT_GONE;
+    else if (code != 200) out = OUT_ERROR;
+    else if (w.line.n) out = watch_line(&w, w.line.p, w.line.n) ? OUT_ERROR : OUT_ENDED; /* no final newline */
+    else out = OUT_ENDED;
+    *events = w.events;
+    free(w.line.p);
+    free(w.errbody.p);
+    return out;
+}
+
+/* ---- the list+watch thread --------------------------------------------------------------------------- */
+
+typedef struct kube_thread_arg { ext_kube *k; int kind; } kube_thread_arg;
+
+static void count(ext_kube *k, uint64_t *field) {
+    pthread_mutex_lock(&k->mu);
+    (*field)++;
+    pthread_mutex_unlock(&k->mu);
+}
+
+static int jitter(unsigned *seed, int ms) {
+    /* 80..120%: reconnecting replicas (or the two kinds) must not hit a recovering API server in step */
+    return ms * 8 / 10 + (int)(rand_r(seed) % (unsigned)(ms * 4 / 10 + 1));
+}
+
+static void *kube_thread(void *arg) {
+    kube_thread_arg a = *(kube_thread_arg *)arg;
+    free(arg);
+    ext_kube *k = a.k;
+    const int kind = a.kind;
+    unsigned seed = (unsigned)now_ms() ^ ((unsigned)kind * 7919u) ^ (unsigned)(uintptr_t)k;
+    const int bmax = k->cfg.backoff_max_ms;
+    int backoff = KUBE_BACKOFF_MIN_MS < bmax ? KUBE_BACKOFF_MIN_MS : bmax;
+    const int bmin = backoff;
+    char *rv = NULL;
+    bool need_list = true;
+    int gones = 0;
+    CURL *h = NULL;
+    while (!atomic_load(&k->stop)) {
+        if (!h && !(h = curl_easy_init())) {
+            count(k, &k->st.errors[kind]);
+            kube_sleep(k, jitter(&seed, backoff));
+            continue;
+        }
+        int out, events = 0;
+        uint64_t t0 = now_ms();
+        if (need_list) {
+            out = kube_list(k, h, kind, &rv);
+            if (out == OUT_OK) need_list = false;
+        } else {
+            out = kube_watch(k, h, kind, &rv, &events);
+            uint64_t lived = now_ms() - t0;
+            if (out != OUT_STOP && (events > 0 || lived >= KUBE_HEALTHY_MS || out == OUT_ENDED)) backoff = bmin;
+            if (out == OUT_ENDED) {
+                count(k, &k->st.watch_restarts[kind]);
+                /* a server that ends every watch at once would otherwise make us spin */
+                if (events == 0 && lived < 500) kube_sleep(k, jitter(&seed, backoff));
+                continue;
+            }
+        }
+        switch (out) {
+        case OUT_OK:
+            gones = 0;
+            break;
+        case OUT_GONE:
+            /* the usual 410 (history compacted past our version) is cured by one relist, at once; a list that
+             * keeps answering 410 gets the backoff */
+            count(k, &k->st.gone[kind]);
+            need_list = true;
+            if (++gones > 1) {
+                kube_sleep(k, jitter(&seed, backoff));
+                backoff = backoff * 2 < bmax ? backoff * 2 : bmax;
+            }
+            break;
+        case OUT_ERROR:
+            count(k, &k->st.errors[kind]);
+            need_list = true;
+            kube_sleep(k, jitter(&seed, backoff));
+            backoff = backoff * 2 < bmax ? backoff * 2 : bmax;
+            break;
+        default:
+            break;
+        }
+    }
+    if (h) curl_easy_cleanup(h);
+    free(rv);
+    return NULL;
+}
+
+/* ---- public API -------------------------------------------------------------------------------------- */
+
+ext_kube *ext_kube_new(const ext_kube_config *cfg, char *err, size_t errlen) {
+    pthread_once(&kube_once, kube_global_init);
+    if (kube_global_rc != CURLE_OK) {
+        snprintf(err, errlen, "curl_global_init: %s", curl_easy_strerror(kube_global_rc));
+        return NULL;
+    }
+    if (!cfg || (strncmp(cfg->api_url, "http://", 7) != 0 && strncmp(cfg->api_url, "https://", 8) != 0)) {
+        snprintf(err, errlen, "API server URL must start with http:// or https:// (got \"%s\")", cfg ? cfg->api_url : "");
+        return NULL;
+    }
+    ext_kube *k = calloc(1, sizeof *k);
+    if (!k) { snprintf(err, errlen, "out of memory"); return NULL; }
+    k->cfg = *cfg;
+    if (k->cfg.request_timeout_ms <= 0) k->cfg.request_timeout_ms = 10000;
+    if (k->cfg.watch_timeout_s <= 0) k->cfg.watch_timeout_s = 300;
+    if (k->cfg.backoff_max_ms <= 0) k->cfg.backoff_max_ms = 30000;
+    snprintf(k->base, sizeof k->base, "%s", cfg->api_url);
+    size_t n = strlen(k->base);
+    while (n > 0 && k->base[n - 1] == '/') k->base[--n] = 0;
+    atomic_init(&k->stop, false);
+    pthread_mutex_init(&k->mu, NULL);
+    pthread_mutex_init(&k->pool_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&k->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    return k;
+}
+
+int ext_kube_start(ext_kube *k, ext_kube_handler handler, void *user, char *err, size_t errlen) {
+    if (!k || !handler) { snprintf(err, errlen, "no client or handler"); return -1; }
+    if (k->started) { snprintf(err, errlen, "already started"); return -1; }
+    k->handler = handler;
+    k->user = user;
+    for (int i = 0; i < 2; i++) {
+        if (!k->multi[i] && !(k->multi[i] = curl_multi_init())) {
+            snprintf(err, errlen, "curl_multi_init failed");
+            return -1;
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        kube_thread_arg *a = malloc(sizeof *a);
+        if (a) *a = (kube_thread_arg){k, i};
+        int rc = a ? pthread_create(&k->thr[i], NULL, kube_thread, a) : ENOMEM;
+        if (rc != 0) {
+            free(a);
+            snprintf(err, errlen, "cannot start the watch thread: %s", strerror(rc));
+            if (i == 1) {
+                atomic_store(&k->stop, true);
+                pthread_join(k->thr[0], NULL);
+            }
+            return -1;
+        }
+    }
+    k->started = true;
+    return 0;
+}
+
+void ext_kube_free(ext_kube *k) {
+    if (!k) return;
+    pthread_mutex_lock(&k->mu);
+    atomic_store(&k->stop, true);
+    pthread_cond_broadcast(&k->cv);
+    pthread_mutex_unlock(&k->mu);
+    for (int i = 0; i < 2; i++)
+        if (k->multi[i]) curl_multi_wakeup(k->multi[i]);
+    if (k->started) {
+        pthread_join(k->thr[0], NULL);
+        pthread_join(k->thr[1], NULL);
+    }
+    for (int i = 0; i < 2; i++)
+        if (k->multi[i]) curl_multi_cleanup(k->multi[i]);
+    for (int i = 0; i < k->npool; i++) curl_easy_cleanup(k->pool[i]);
+    pthread_cond_destroy(&k->cv);
+    pthread_mutex_destroy(&k->mu);
+    pthread_mutex_destroy(&k->pool_mu);
+    free(k);
+}
+
+void ext_kube_get_stats(ext_kube *k, ext_kube_stats *out) {
+    pthread_mutex_lock(&k->mu);
+    *out = k->st;
+    pthread_mutex_unlock(&k->mu);
+}
+
+/* Bind handles are pooled so consecutive binds reuse a kept-alive (TLS) connection. */
+static CURL *pool_get(ext_kube *k) {
+    CURL *h = NULL;
+    pthread_mutex_lock(&k->pool_mu);
+    if (k->npool > 0) h = k->pool[--k->npool];
+    pthread_mutex_unlock(&k->pool_mu);
+    return h ? h : curl_easy_init();
+}
+
+static void pool_put(ext_kube *k, CURL *h) {
+    pthread_mutex_lock(&k->pool_mu);
+    if (k->npool < KUBE_POOL) { k->pool[k->npool++] = h; h = NULL; }
+    pthread_mutex_unlock(&k->pool_mu);
+    if (h) curl_easy_cleanup(h);
+}
+
+int ext_kube_bind(ext_kube *k, const char *ns, const char *name, const char *uid, const char *node,
+                  const cJSON *annotations, char *err, size_t errlen) {
+    if (errlen) err[0] = 0;
+    if (!k || !ns || !*ns || !name || !*name || !node || !*node) {
+        snprintf(err, errlen, "bind: namespace, name and node are required");
+        return -1;
+    }
+    cJSON *b = cJSON_CreateObject(), *meta = NULL, *ann = NULL, *target = NULL;
+    bool ok = b && cJSON_AddStringToObject(b, "apiVersion", "v1") && cJSON_AddStringToObject(b, "kind", "Binding") &&
+              (meta = cJSON_AddObjectToObject(b, "metadata")) && cJSON_AddStringToObject(meta, "name", name) &&
+              cJSON_AddStringToObject(meta, "namespace", ns) && (!uid || !*uid || cJSON_AddStringToObject(meta, "uid", uid));
+    if (ok && annotations) {
+        if (!cJSON_IsObject(annotations)) {
+            cJSON_Delete(b);
+            snprintf(err, errlen, "bind: annotations must be an object");
+            return -1;
+        }
+        ok = (ann = cJSON_AddObjectToObject(meta, "annotations")) != NULL;
+        for (const cJSON *a = annotations->child; ok && a; a = a->next) {
+            /* the apiserver rejects non-string annotation values; refusing here names the culprit */
+            if (!cJSON_IsString(a) || !a->string) {
+                cJSON_Delete(b);
+                snprintf(err, errlen, "bind: annotation \"%s\" is not a string", a->string ? a->string : "");
+                return -1;
+            }
+            ok = cJSON_AddStringToObject(ann, a->string, a->valuestring) != NULL;
+        }
+    }
+    ok = ok && (target = cJSON_AddObjectToObject(b, "target")) && cJSON_AddStringToObject(target, "apiVersion", "v1") &&
+         cJSON_AddStringToObject(target, "kind", "Node") && cJSON_AddStringToObject(target, "name", node);
+    char *body = ok ? cJSON_PrintUnformatted(b) : NULL;
+    cJSON_Delete(b);
+    CURL *h = body ? pool_get(k) : NULL;
+    if (!h) {
+        free(body);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    char *ens = curl_easy_escape(h, ns, 0), *ename = curl_easy_escape(h, name, 0);
+    char url[2048], errbuf[CURL_ERROR_SIZE];
+    int n = ens && ename ? snprintf(url, sizeof url, "%s/api/v1/namespaces/%s/pods/%s/binding", k->base, ens, ename) : -1;
+    curl_free(ens);
+    curl_free(ename);
+    struct curl_slist *hdrs = n > 0 && (size_t)n < sizeof url ? kube_headers(k, true, err, errlen) : NULL;
+    if (!hdrs) {
+        if (!err[0]) snprintf(err, errlen, "bind: name too long");
+        free(body);
+        pool_put(k, h);
+        return -1;
+    }
+    kube_buf resp = {.max = KUBE_MAX_ERR_BODY, .truncate = true};
+    kube_setup(k, h, url, hdrs, errbuf);
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)k->cfg.request_timeout_ms);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, buf_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &resp);
+    CURLcode rc = curl_easy_perform(h);
+    long code = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    curl_slist_free_all(hdrs);
+    int ret;
+    if (code == 0) { /* no answer at all; an answer cut short still tells whether the bind happened */
+        snprintf(err, errlen, "bind: API server unreachable: %s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
+        ret = -1;
+    } else {
+        if (code < 200 || code > 299) kube_status_msg(&resp, code, err, errlen);
+        ret = (int)code;
+    }
+    free(resp.p);
+    free(body);
+    pool_put(k, h);
+    return ret;
+}

@@ -1,0 +1,76 @@
+/* kube.h -- the Kubernetes API client: list+watch of nodes and pods, and pod binding.
+ *
+ * Two background threads (one per kind) list, then watch from the list's resourceVersion,
+ * relist on 410 Gone, and reconnect with capped exponential backoff when the API server
+ * errs or vanishes. Every object reaches the caller through one handler, called from
+ * those threads (the caller locks its own state). A relist is announced with
+ * EXT_KUBE_RELIST before its objects and EXT_KUBE_SYNCED after them, so the caller can
+ * drop whatever the relist did not mention. Speaks JSON over HTTPS or HTTP via libcurl.
+ */
+#ifndef EXT_KUBE_H
+#define EXT_KUBE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cjson/cJSON.h>
+
+typedef enum ext_kube_kind { EXT_KUBE_NODE = 0, EXT_KUBE_POD = 1 } ext_kube_kind;
+
+typedef enum ext_kube_event {
+    EXT_KUBE_RELIST = 0, /* a (re)list starts: objects follow as ADDED, then SYNCED; obj is NULL */
+    EXT_KUBE_ADDED,
+    EXT_KUBE_MODIFIED,
+    EXT_KUBE_DELETED,
+    EXT_KUBE_SYNCED      /* the list is complete; obj is NULL */
+} ext_kube_event;
+
+/* obj is valid only during the call. */
+typedef void (*ext_kube_handler)(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj);
+
+typedef struct ext_kube_config {
+    char api_url[512];      /* "https://10.0.0.1:443" or "http://127.0.0.1:8080" */
+    char token_file[512];   /* bearer token, re-read on every (re)connect (projected tokens rotate) */
+    char ca_file[512];      /* "" = system CAs */
+    char cert_file[512];    /* client certificate (optional) */
+    char key_file[512];
+    bool insecure;          /* skip TLS verification (tests only) */
+    int request_timeout_ms; /* list and bind; default 10000 */
+    int watch_timeout_s;    /* server-side timeoutSeconds for a watch; default 300 */
+    int backoff_max_ms;     /* cap of the reconnect backoff; default 30000 */
+} ext_kube_config;
+
+/* Defaults, then the in-cluster settings: KUBERNETES_SERVICE_HOST/PORT, the service
+ * account token and CA at /var/run/secrets/kubernetes.io/serviceaccount/. -1 with err
+ * when not running in a cluster. */
+void ext_kube_config_defaults(ext_kube_config *cfg);
+int ext_kube_config_in_cluster(ext_kube_config *cfg, char *err, size_t errlen);
+
+typedef struct ext_kube ext_kube;
+
+ext_kube *ext_kube_new(const ext_kube_config *cfg, char *err, size_t errlen);
+
+/* Start the list+watch threads; the handler is called from them until ext_kube_stop. */
+int ext_kube_start(ext_kube *k, ext_kube_handler handler, void *user, char *err, size_t errlen);
+
+/* Stop the threads (interrupting a blocked watch within a second) and free everything. */
+void ext_kube_free(ext_kube *k);
+
+/* POST /api/v1/namespaces/<ns>/pods/<name>/binding with metadata.uid = uid and
+ * metadata.annotations = annotations (an object of strings, may be NULL). Returns the
+ * HTTP status (201 on success), or -1 when the API server could not be reached; err
+ * gets the API's message ("pods \"x\" not found", a UID precondition failure...). */
+int ext_kube_bind(ext_kube *k, const char *ns, const char *name, const char *uid, const char *node,
+                  const cJSON *annotations, char *err, size_t errlen);
+
+typedef struct ext_kube_stats {
+    uint64_t lists[2];          /* completed lists per kind */
+    uint64_t watch_restarts[2]; /* watches that ended and were reopened */
+    uint64_t gone[2];           /* 410 Gone answers (each forces a relist) */
+    uint64_t errors[2];         /* failed requests (connection, 5xx, bad JSON) */
+    bool synced[2];             /* the latest list of this kind completed */
+} ext_kube_stats;
+
+void ext_kube_get_stats(ext_kube *k, ext_kube_stats *out);
+
+#endif

@@ -1,0 +1,304 @@
+/* main.c -- tessera-extender: flags, then either standalone mode (nodes from a file, binds
+ * kept in memory) or cluster mode (list+watch through kube.c, binds posted to the API),
+ * the HTTP server, and a main thread that only waits for signals and expires assumptions.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "extender/http.h"
+#include "extender/kube.h"
+#include "extender/log.h"
+#include "extender/state.h"
+#include "extender/verbs.h"
+#include "policy/policy.h"
+
+/* The demo cluster is compiled in by the Makefile when it links build/gen/demo_cluster_data.o;
+ * weak, so the binary still links (without --demo) when it does not. */
+extern const unsigned char sim_demo_cluster_json[] __attribute__((weak));
+extern const size_t sim_demo_cluster_json_len __attribute__((weak));
+
+static void usage(FILE *f) {
+    fprintf(f,
+"usage: tessera-extender [flags]\n"
+"\n"
+"kube-scheduler HTTP extender for fractional NVIDIA GPUs: filter, prioritize, bind, preempt.\n"
+"Modes: cluster (default; list+watch the API server, bind through it) or standalone\n"
+"(--cluster FILE or --demo: nodes from a file, binds recorded in memory only).\n"
+"\n"
+"Serving:\n"
+"  --listen HOST:PORT          address to serve on (default 127.0.0.1:8888; port 0 = any free port)\n"
+"  --url-prefix PATH           path part of kube-scheduler's urlPrefix; verbs are served at\n"
+"                              POST PATH/filter, PATH/prioritize, PATH/bind, PATH/preempt\n"
+"                              (default /tessera, i.e. urlPrefix: http://HOST:PORT/tessera)\n"
+"  --policy NAME               scoring policy (default binpack): ");
+    for (int i = 0; i < policy_count(); i++) fprintf(f, "%s%s", i ? ", " : "", policy_name(policy_at(i)));
+    fprintf(f, "\n"
+"                              (fgd needs a target workload and is not available here yet)\n"
+"  --max-body-bytes N          largest request body accepted; larger gets 413 (default 8388608)\n"
+"  --conn-timeout SECONDS      close a connection idle or stalled this long (default 30)\n"
+"  --tls-cert FILE             serve HTTPS with this PEM certificate (needs --tls-key)\n"
+"  --tls-key FILE              PEM private key for --tls-cert\n"
+"  --tls-client-ca FILE        PEM CA bundle; ask clients for a certificate (see README)\n"
+"\n"
+"Cluster mode (in-cluster service account by default):\n"
+"  --kube-api URL              API server URL, e.g. https://10.0.0.1:6443 (default: in-cluster\n"
+"                              config from KUBERNETES_SERVICE_HOST/PORT and the service account)\n"
+"  --token-file FILE           bearer token file (re-read on every reconnect)\n"
+"  --ca-file FILE              CA bundle for the API server's certificate\n"
+"  --client-cert FILE          client certificate for the API server\n"
+"  --client-key FILE           key for --client-cert\n"
+"  --insecure-skip-tls-verify  do not verify the API server's certificate (tests only)\n"
+"  --assume-ttl SECONDS        how long a bound pod is held as assumed until the watch\n"
+"                              confirms it (default 30)\n"
+"\n"
+"Standalone mode:\n"
+"  --cluster FILE              nodes from FILE: a JSON array of Node objects or a NodeList\n"
+"  --demo                      the embedded demo cluster (MIG, time-sliced, MPS, whole GPUs)\n"
+"\n"
+"Other:\n"
+"  --log-level LEVEL           debug | info | warn | error | off (default info)\n"
+"  --help                      this text\n"
+"\n"
+"Endpoints: GET /healthz, /readyz (503 until the cache is synced), /metrics (Prometheus),\n"
+"/debug/state (JSON; ?pod=namespace/name explains where a pod fits and why).\n"
+"SIGTERM or SIGINT: stop accepting, finish in-flight requests, exit 0.\n");
+}
+
+static char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 65536 + 1 > cap) {
+            cap = cap ? 2 * cap : 131072;
+            char *nb = realloc(buf, cap);
+            if (!nb) { free(buf); fclose(f); return NULL; }
+            buf = nb;
+        }
+        size_t r = fread(buf + n, 1, 65536, f);
+        n += r;
+        if (r < 65536) break;
+    }
+    fclose(f);
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+static int kube_bind(void *user, const char *ns, const char *name, const char *uid, const char *node,
+                     const cJSON *annotations, char *err, size_t errlen) {
+    int code = ext_kube_bind(user, ns, name, uid, node, annotations, err, errlen);
+    if (code == 200 || code == 201) return 0;
+    if (code > 0 && !err[0]) snprintf(err, errlen, "API server answered %d", code);
+    return -1;
+}
+
+static void kube_stats(void *user, ext_kube_stats *out) { ext_kube_get_stats(user, out); }
+
+static int parse_seconds(const char *s, int *out) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || (*end && strcmp(end, "s") != 0) || v <= 0 || v > 86400) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static void print_demo_help(const char *listen, int port, const char *prefix) {
+    char host[128];
+    snprintf(host, sizeof host, "%s", listen);
+    char *colon = strrchr(host, ':');
+    if (colon) *colon = 0;
+    printf("tessera-extender (standalone) on http://%s:%d%s\n", host, port, prefix);
+    printf("Try:\n");
+    const char *pod = "{\"metadata\":{\"name\":\"demo\",\"namespace\":\"default\",\"uid\":\"demo-uid-1\"},"
+                      "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpumem\":\"8192\"}}}]}}";
+    printf("  curl -s -XPOST http://%s:%d%s/filter -d '{\"Pod\":%s,\"Nodes\":null,\"NodeNames\":[\"gpu-a100-whole\",\"gpu-t4-timeslice\",\"cpu-only\"]}'\n",
+           host, port, prefix, pod);
+    printf("  curl -s -XPOST http://%s:%d%s/prioritize -d '{\"Pod\":%s,\"Nodes\":null,\"NodeNames\":[\"gpu-a100-whole\",\"gpu-t4-timeslice\"]}'\n",
+           host, port, prefix, pod);
+    printf("  curl -s -XPOST http://%s:%d%s/bind -d '{\"PodName\":\"demo\",\"PodNamespace\":\"default\",\"PodUID\":\"demo-uid-1\",\"Node\":\"gpu-a100-whole\"}'\n",
+           host, port, prefix);
+    printf("  curl -s -XPOST http://%s:%d%s/preempt -d '{\"Pod\":%s,\"NodeNameToVictims\":null,\"NodeNameToMetaVictims\":{\"gpu-a100-whole\":{\"Pods\":[{\"UID\":\"demo-uid-1\"}],\"NumPDBViolations\":0}}}'\n",
+           host, port, prefix, pod);
+    printf("  curl -s 'http://%s:%d/debug/state?pod=default/demo'\n", host, port);
+    printf("  curl -s http://%s:%d/metrics\n", host, port);
+    fflush(stdout);
+}
+
+int main(int argc, char **argv) {
+    enum { O_LISTEN = 1000, O_PREFIX, O_POLICY, O_CLUSTER, O_DEMO, O_API, O_TOKEN, O_CA, O_CCERT, O_CKEY, O_INSECURE,
+           O_TCERT, O_TKEY, O_TCA, O_MAXBODY, O_TTL, O_CONNTO, O_LOG, O_HELP };
+    static const struct option opts[] = {
+        {"listen", required_argument, 0, O_LISTEN}, {"url-prefix", required_argument, 0, O_PREFIX},
+        {"policy", required_argument, 0, O_POLICY}, {"cluster", required_argument, 0, O_CLUSTER},
+        {"demo", no_argument, 0, O_DEMO}, {"kube-api", required_argument, 0, O_API},
+        {"token-file", required_argument, 0, O_TOKEN}, {"ca-file", required_argument, 0, O_CA},
+        {"client-cert", required_argument, 0, O_CCERT}, {"client-key", required_argument, 0, O_CKEY},
+        {"insecure-skip-tls-verify", no_argument, 0, O_INSECURE}, {"tls-cert", required_argument, 0, O_TCERT},
+        {"tls-key", required_argument, 0, O_TKEY}, {"tls-client-ca", required_argument, 0, O_TCA},
+        {"max-body-bytes", required_argument, 0, O_MAXBODY}, {"assume-ttl", required_argument, 0, O_TTL},
+        {"conn-timeout", required_argument, 0, O_CONNTO}, {"log-level", required_argument, 0, O_LOG},
+        {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
+    ext_http_config hc;
+    memset(&hc, 0, sizeof hc);
+    snprintf(hc.listen, sizeof hc.listen, "127.0.0.1:8888");
+    snprintf(hc.prefix, sizeof hc.prefix, "/tessera");
+    ext_kube_config kc;
+    ext_kube_config_defaults(&kc);
+    const char *policy_arg = "binpack", *cluster = NULL;
+    bool demo = false, api_given = false;
+    int ttl_s = 30, c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case O_LISTEN: snprintf(hc.listen, sizeof hc.listen, "%s", optarg); break;
+        case O_PREFIX:
+            if (optarg[0] && optarg[0] != '/') { fprintf(stderr, "--url-prefix must start with '/'\n"); return 2; }
+            snprintf(hc.prefix, sizeof hc.prefix, "%s", optarg);
+            break;
+        case O_POLICY: policy_arg = optarg; break;
+        case O_CLUSTER: cluster = optarg; break;
+        case O_DEMO: demo = true; break;
+        case O_API: snprintf(kc.api_url, sizeof kc.api_url, "%s", optarg); api_given = true; break;
+        case O_TOKEN: snprintf(kc.token_file, sizeof kc.token_file, "%s", optarg); break;
+        case O_CA: snprintf(kc.ca_file, sizeof kc.ca_file, "%s", optarg); break;
+        case O_CCERT: snprintf(kc.cert_file, sizeof kc.cert_file, "%s", optarg); break;
+        case O_CKEY: snprintf(kc.key_file, sizeof kc.key_file, "%s", optarg); break;
+        case O_INSECURE: kc.insecure = true; break;
+        case O_TCERT: hc.tls_cert_file = optarg; break;
+        case O_TKEY: hc.tls_key_file = optarg; break;
+        case O_TCA: hc.tls_client_ca_file = optarg; break;
+        case O_MAXBODY: {
+            char *end;
+            unsigned long long v = strtoull(optarg, &end, 10);
+            if (*end || v < 1024 || v > (1ull << 31)) { fprintf(stderr, "--max-body-bytes: 1024..2147483648\n"); return 2; }
+            hc.max_body = (size_t)v;
+            break;
+        }
+        case O_TTL:
+            if (parse_seconds(optarg, &ttl_s) < 0) { fprintf(stderr, "--assume-ttl: seconds, 1..86400\n"); return 2; }
+            break;
+        case O_CONNTO:
+            if (parse_seconds(optarg, &hc.conn_timeout_s) < 0) { fprintf(stderr, "--conn-timeout: seconds, 1..86400\n"); return 2; }
+            break;
+        case O_LOG: {
+            int l = ext_log_parse_level(optarg);
+            if (l < 0) { fprintf(stderr, "--log-level: debug, info, warn, error or off\n"); return 2; }
+            ext_log_set_level((ext_log_level)l);
+            break;
+        }
+        case O_HELP: case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) { fprintf(stderr, "unexpected argument: %s\n", argv[optind]); usage(stderr); return 2; }
+    const policy *pol = policy_find(policy_arg);
+    if (!pol) { fprintf(stderr, "--policy %s: unknown policy (see --help)\n", policy_arg); return 2; }
+    if (!strcmp(policy_arg, "fgd")) {
+        fprintf(stderr, "--policy fgd needs a target workload, which the extender cannot load yet\n");
+        return 2;
+    }
+    bool standalone = cluster || demo;
+    if (standalone && api_given) { fprintf(stderr, "--cluster/--demo and --kube-api exclude each other\n"); return 2; }
+
+    /* Signals are taken synchronously by the main thread; every thread started after this
+     * inherits the mask, so none of them is interrupted. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    char err[512];
+    ext_state_config sc = {.cat = NULL, .standalone = standalone, .assume_ttl_ms = ttl_s * 1000};
+    ext_state *st = ext_state_new(&sc);
+    if (!st) { fprintf(stderr, "out of memory\n"); return 1; }
+    ext_kube *kube = NULL;
+    if (standalone) {
+        size_t len = 0;
+        char *json = NULL;
+        if (demo) {
+            if (!sim_demo_cluster_json || !&sim_demo_cluster_json_len) {
+                fprintf(stderr, "--demo: this binary was built without the demo cluster; use --cluster FILE\n");
+                ext_state_free(st);
+                return 2;
+            }
+            json = strndup((const char *)sim_demo_cluster_json, sim_demo_cluster_json_len);
+            len = json ? strlen(json) : 0;
+        } else if (!(json = slurp(cluster, &len))) {
+            fprintf(stderr, "--cluster %s: %s\n", cluster, strerror(errno));
+            ext_state_free(st);
+            return 2;
+        }
+        int rc = json ? ext_state_load_cluster(st, json, len, err, sizeof err) : -1;
+        free(json);
+        if (rc < 0) {
+            fprintf(stderr, "--cluster: %s\n", json ? err : "out of memory");
+            ext_state_free(st);
+            return 2;
+        }
+        ext_state_lock(st);
+        ext_log(EXT_LOG_INFO, "event=standalone nodes=%d source=%s", ext_state_node_count(st), demo ? "demo" : cluster);
+        ext_state_unlock(st);
+    } else {
+        if (!api_given && ext_kube_config_in_cluster(&kc, err, sizeof err) < 0) {
+            fprintf(stderr, "no in-cluster configuration (%s): give --kube-api URL, or --cluster FILE for standalone mode\n", err);
+            ext_state_free(st);
+            return 2;
+        }
+        if (!(kube = ext_kube_new(&kc, err, sizeof err))) {
+            fprintf(stderr, "API client: %s\n", err);
+            ext_state_free(st);
+            return 2;
+        }
+    }
+    ext_verbs verbs;
+    ext_verbs_init(&verbs, st, pol, kube ? kube_bind : NULL, kube);
+    hc.verbs = &verbs;
+    if (kube) {
+        hc.kube_stats = kube_stats;
+        hc.kube_user = kube;
+    }
+    ext_http *http = ext_http_start(&hc, err, sizeof err);
+    if (!http) {
+        fprintf(stderr, "%s\n", err);
+        ext_kube_free(kube);
+        ext_state_free(st);
+        return 1;
+    }
+    ext_log(EXT_LOG_INFO, "event=serving listen=%s port=%d prefix=%s policy=%s mode=%s tls=%s", hc.listen,
+            ext_http_port(http), hc.prefix, policy_name(pol), standalone ? "standalone" : "cluster",
+            hc.tls_cert_file ? "on" : "off");
+    if (standalone) print_demo_help(hc.listen, ext_http_port(http), hc.prefix);
+    if (kube && ext_kube_start(kube, ext_state_on_event, st, err, sizeof err) < 0) {
+        fprintf(stderr, "API client: %s\n", err);
+        ext_http_stop(http);
+        ext_kube_free(kube);
+        ext_state_free(st);
+        return 1;
+    }
+
+    for (;;) {
+        struct timespec tick = {1, 0};
+        int sig = sigtimedwait(&sigs, NULL, &tick);
+        if (sig == SIGTERM || sig == SIGINT) {
+            ext_log(EXT_LOG_INFO, "event=shutdown signal=%s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            break;
+        }
+        ext_state_lock(st);
+        ext_state_expire(st, ext_now_ms());
+        ext_state_unlock(st);
+    }
+    /* HTTP first, so no verb runs against a state being torn down; then the watchers. */
+    ext_http_stop(http);
+    ext_kube_free(kube);
+    ext_state_free(st);
+    ext_log(EXT_LOG_INFO, "event=stopped");
+    return 0;
+}

@@ -1,0 +1,729 @@
+/* state.c -- the cache behind the verbs: nodes by name, GPU pods by UID, relist mark and
+ * sweep, bind reservations and assumptions with expiry. Placement of pods we did not bind
+ * (or whose annotation no longer fits) is re-derived with model_fit, never invented here.
+ */
+#include "extender/state.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "extender/annotation.h"
+#include "extender/log.h"
+#include "extender/map.h"
+
+#define MEMO_CAP 4096
+
+typedef struct memo_ent {
+    char uid[MODEL_UID_LEN];
+    char key[320];             /* "namespace/name", for /debug/state?pod= */
+    model_request req;
+} memo_ent;
+
+/* Our annotation text per pod, kept so a pod can be re-placed exactly when its node is
+ * rebuilt or shows up after the pod. Stored beside the pod rather than in ext_pod to keep
+ * the public struct free of strings nobody else needs. */
+typedef struct pod_priv {
+    ext_pod pub;
+    char *ann;
+} pod_priv;
+
+struct ext_state {
+    pthread_mutex_t mu;
+    ext_state_config cfg;
+    ext_map *nodes;            /* name -> ext_node */
+    ext_node **narr;
+    int nn, ncap;
+    ext_map *pods;             /* uid -> pod_priv */
+    uint32_t gen[2];
+    bool synced[2];
+    bool maybe_assumed;        /* some pod may be ASSUMED: expiry has work to do */
+    ext_state_stats st;
+
+    pthread_mutex_t memo_mu;
+    ext_map *memo;             /* uid -> memo_ent */
+    memo_ent *ring[MEMO_CAP];  /* insertion order; the oldest is recycled first */
+    int ring_head, ring_n;
+};
+
+int64_t ext_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+ext_state *ext_state_new(const ext_state_config *cfg) {
+    ext_state *st = calloc(1, sizeof *st);
+    if (!st) return NULL;
+    if (cfg) st->cfg = *cfg;
+    if (!st->cfg.cat) st->cfg.cat = model_catalog_default();
+    if (st->cfg.assume_ttl_ms <= 0) st->cfg.assume_ttl_ms = 30000;
+    st->nodes = ext_map_new();
+    st->pods = ext_map_new();
+    st->memo = ext_map_new();
+    if (!st->nodes || !st->pods || !st->memo) {
+        ext_map_free(st->nodes);
+        ext_map_free(st->pods);
+        ext_map_free(st->memo);
+        free(st);
+        return NULL;
+    }
+    pthread_mutex_init(&st->mu, NULL);
+    pthread_mutex_init(&st->memo_mu, NULL);
+    if (st->cfg.standalone) st->synced[0] = st->synced[1] = true;
+    return st;
+}
+
+static void pod_free(pod_priv *p) {
+    if (!p) return;
+    free(p->pub.ns);
+    free(p->pub.name);
+    free(p->pub.node);
+    free(p->ann);
+    free(p);
+}
+
+static void node_free(ext_node *n) {
+    if (!n) return;
+    model_node_free(n->m);
+    free(n->pods);
+    free(n->name);
+    free(n);
+}
+
+void ext_state_free(ext_state *st) {
+    if (!st) return;
+    size_t it = 0;
+    pod_priv *p;
+    while ((p = ext_map_next(st->pods, &it))) pod_free(p);
+    for (int i = 0; i < st->nn; i++) node_free(st->narr[i]);
+    free(st->narr);
+    ext_map_free(st->nodes);
+    ext_map_free(st->pods);
+    for (int i = 0; i < st->ring_n; i++) free(st->ring[(st->ring_head + i) % MEMO_CAP]);
+    ext_map_free(st->memo);
+    pthread_mutex_destroy(&st->mu);
+    pthread_mutex_destroy(&st->memo_mu);
+    free(st);
+}
+
+void ext_state_lock(ext_state *st) { pthread_mutex_lock(&st->mu); }
+void ext_state_unlock(ext_state *st) { pthread_mutex_unlock(&st->mu); }
+
+bool ext_state_ready(ext_state *st) {
+    pthread_mutex_lock(&st->mu);
+    bool r = st->synced[EXT_KUBE_NODE] && st->synced[EXT_KUBE_POD];
+    pthread_mutex_unlock(&st->mu);
+    return r;
+}
+
+/* ------------------------------------------------------------ reads */
+
+const ext_node *ext_state_node(const ext_state *st, const char *name) { return ext_map_get(st->nodes, name); }
+const ext_pod *ext_state_pod(const ext_state *st, const char *uid) {
+    pod_priv *p = ext_map_get(st->pods, uid);
+    return p ? &p->pub : NULL;
+}
+int ext_state_node_count(const ext_state *st) { return st->nn; }
+const ext_node *ext_state_node_at(const ext_state *st, int i) { return i >= 0 && i < st->nn ? st->narr[i] : NULL; }
+size_t ext_state_pod_count(const ext_state *st) { return ext_map_count(st->pods); }
+const ext_pod *ext_state_pod_next(const ext_state *st, size_t *it) {
+    pod_priv *p = ext_map_next(st->pods, it);
+    return p ? &p->pub : NULL;
+}
+
+model_node *ext_state_node_without(const ext_state *st, const ext_node *n, const char *const *uids, int nuids) {
+    if (!n || !n->m) return NULL;
+    model_node *c = model_node_clone(n->m);
+    for (int i = 0; c && i < nuids; i++)
+        if (uids[i]) model_release(c, uids[i]);
+    return c;
+}
+
+void ext_state_get_stats(const ext_state *st, ext_state_stats *out) {
+    *out = st->st;
+    out->nodes = out->nodes_unusable = 0;
+    out->pods = out->pending = out->binding = out->assumed = out->bound = out->overcommitted = 0;
+    for (int i = 0; i < st->nn; i++) {
+        if (!st->narr[i]->m) continue;
+        out->nodes++;
+        if (st->narr[i]->m->reason[0]) out->nodes_unusable++;
+    }
+    size_t it = 0;
+    pod_priv *p;
+    while ((p = ext_map_next(st->pods, &it))) {
+        out->pods++;
+        switch (p->pub.phase) {
+        case EXT_POD_PENDING: out->pending++; break;
+        case EXT_POD_BINDING: out->binding++; break;
+        case EXT_POD_ASSUMED: out->assumed++; break;
+        case EXT_POD_BOUND: out->bound++; break;
+        }
+        if (p->pub.overcommitted) out->overcommitted++;
+    }
+}
+
+/* ------------------------------------------------------------ memo */
+
+void ext_state_note_request(ext_state *st, const char *uid, const char *ns, const char *name, const model_request *req) {
+    if (!uid || !uid[0] || strlen(uid) >= MODEL_UID_LEN) return;
+    pthread_mutex_lock(&st->memo_mu);
+    memo_ent *e = ext_map_get(st->memo, uid);
+    if (e) {
+        e->req = *req;
+    } else {
+        if (st->ring_n == MEMO_CAP) {
+            e = st->ring[st->ring_head];
+            ext_map_del(st->memo, e->uid);
+            st->ring_head = (st->ring_head + 1) % MEMO_CAP;
+            st->ring_n--;
+        } else {
+            e = malloc(sizeof *e);
+        }
+        if (e) {
+            snprintf(e->uid, sizeof e->uid, "%s", uid);
+            snprintf(e->key, sizeof e->key, "%s/%s", ns ? ns : "", name ? name : "");
+            e->req = *req;
+            if (ext_map_put(st->memo, e->uid, e) == 0) {
+                st->ring[(st->ring_head + st->ring_n) % MEMO_CAP] = e;
+                st->ring_n++;
+            } else {
+                free(e);
+            }
+        }
+    }
+    pthread_mutex_unlock(&st->memo_mu);
+}
+
+int ext_state_pod_request(ext_state *st, const char *uid, model_request *req) {
+    pod_priv *p = ext_map_get(st->pods, uid);
+    if (p) {
+        *req = p->pub.req;
+        return 0;
+    }
+    int rc = -1;
+    pthread_mutex_lock(&st->memo_mu);
+    memo_ent *e = ext_map_get(st->memo, uid);
+    if (e) {
+        *req = e->req;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&st->memo_mu);
+    return rc;
+}
+
+int ext_state_find_request(ext_state *st, const char *key, char *uid, size_t uidlen, model_request *req) {
+    pod_priv *pp = ext_map_get(st->pods, key);
+    size_t it = 0;
+    size_t klen = strlen(key);
+    while (!pp && (pp = ext_map_next(st->pods, &it))) {
+        size_t nl = strlen(pp->pub.ns);
+        if (!(klen == nl + 1 + strlen(pp->pub.name) && !strncmp(key, pp->pub.ns, nl) && key[nl] == '/' &&
+              !strcmp(key + nl + 1, pp->pub.name)))
+            pp = NULL;
+        if (!pp) continue;
+    }
+    if (pp) {
+        snprintf(uid, uidlen, "%s", pp->pub.uid);
+        *req = pp->pub.req;
+        return 0;
+    }
+    int rc = -1;
+    pthread_mutex_lock(&st->memo_mu);
+    for (int i = st->ring_n - 1; i >= 0 && rc; i--) {   /* newest first */
+        memo_ent *e = st->ring[(st->ring_head + i) % MEMO_CAP];
+        if (!strcmp(e->uid, key) || !strcmp(e->key, key)) {
+            snprintf(uid, uidlen, "%s", e->uid);
+            *req = e->req;
+            rc = 0;
+        }
+    }
+    pthread_mutex_unlock(&st->memo_mu);
+    return rc;
+}
+
+/* ------------------------------------------------------------ nodes */
+
+static ext_node *node_get_or_create(ext_state *st, const char *name) {
+    ext_node *n = ext_map_get(st->nodes, name);
+    if (n) return n;
+    n = calloc(1, sizeof *n);
+    if (!n || !(n->name = strdup(name))) {
+        free(n);
+        return NULL;
+    }
+    if (st->nn == st->ncap) {
+        int cap = st->ncap ? 2 * st->ncap : 64;
+        ext_node **g = realloc(st->narr, (size_t)cap * sizeof *g);
+        if (!g) { node_free(n); return NULL; }
+        st->narr = g;
+        st->ncap = cap;
+    }
+    if (ext_map_put(st->nodes, n->name, n) != 0) { node_free(n); return NULL; }
+    n->idx = st->nn;
+    st->narr[st->nn++] = n;
+    return n;
+}
+
+/* A node entry with neither a Node object nor pods has nothing left to say. */
+static void node_maybe_drop(ext_state *st, ext_node *n) {
+    if (n->m || n->npods > 0) return;
+    ext_map_del(st->nodes, n->name);
+    st->narr[n->idx] = st->narr[--st->nn];
+    st->narr[n->idx]->idx = n->idx;
+    node_free(n);
+}
+
+static int node_add_pod(ext_node *n, ext_pod *p) {
+    if (n->npods == n->cap) {
+        int cap = n->cap ? 2 * n->cap : 8;
+        ext_pod **g = realloc(n->pods, (size_t)cap * sizeof *g);
+        if (!g) return -1;
+        n->pods = g;
+        n->cap = cap;
+    }
+    n->pods[n->npods++] = p;
+    return 0;
+}
+
+static void node_remove_pod(ext_node *n, ext_pod *p) {
+    for (int i = 0; i < n->npods; i++)
+        if (n->pods[i] == p) {
+            memmove(&n->pods[i], &n->pods[i + 1], (size_t)(n->npods - i - 1) * sizeof *n->pods);
+            n->npods--;
+            return;
+        }
+}
+
+/* ------------------------------------------------------------ placing pods */
+
+/* Give pod p its GPUs on node n: the assignment it held before (hint), else our
+ * annotation, else the first assignment model_fit lists. Pods the default scheduler
+ * placed with nvidia.com/gpu are a guess: the device plugin's real choice of GPU is not
+ * visible in the API, so the first fit stands in for it (deterministic, lowest indices). */
+static void pod_apply(ext_state *st, ext_node *n, pod_priv *pp, const model_assignment *hint) {
+    ext_pod *p = &pp->pub;
+    char err[MODEL_REASON_LEN];
+    p->holds = false;
+    p->overcommitted = false;
+    if (!n->m) return;   /* no Node object yet: applied when it arrives */
+    if (hint && model_assign(n->m, p->uid, hint, err, sizeof err) == 0) {
+        p->a = *hint;
+        p->holds = true;
+        return;
+    }
+    if (pp->ann) {
+        model_assignment a;
+        if (ext_ann_decode(n->m, pp->ann, &a, err, sizeof err) == 0 && model_assign(n->m, p->uid, &a, err, sizeof err) == 0) {
+            p->a = a;
+            p->holds = true;
+            p->derived = false;
+            return;
+        }
+        ext_log(EXT_LOG_WARN, "event=annotation-invalid pod=%s/%s node=%s err=\"%s\" action=re-derive", p->ns, p->name,
+                n->name, err);
+    }
+    model_assignment a;
+    model_request r = p->req;
+    int nf = model_fit(n->m, &r, &a, 1, err, sizeof err);
+    if (nf == 0 && r.kind == MODEL_REQ_WHOLE && r.isolation == MODEL_ISO_DEFAULT) {
+        /* Another scheduler put nvidia.com/gpu on a shared or MIG-single node, where the
+         * device plugin hands out a replica or slice: account for what it really got. */
+        r.isolation = MODEL_ISO_ANY;
+        nf = model_fit(n->m, &r, &a, 1, err, sizeof err);
+    }
+    if (nf > 0 && model_assign(n->m, p->uid, &a, err, sizeof err) == 0) {
+        p->a = a;
+        p->holds = true;
+        p->derived = true;
+        return;
+    }
+    p->overcommitted = true;
+    ext_log(EXT_LOG_WARN, "event=overcommitted pod=%s/%s uid=%s node=%s why=\"%s\"", p->ns, p->name, p->uid, n->name, err);
+}
+
+static void pod_unplace(ext_state *st, pod_priv *pp) {
+    ext_pod *p = &pp->pub;
+    if (!p->node) return;
+    ext_node *n = ext_map_get(st->nodes, p->node);
+    if (n) {
+        if (p->holds && n->m) model_release(n->m, p->uid);
+        node_remove_pod(n, p);
+        node_maybe_drop(st, n);
+    }
+    free(p->node);
+    p->node = NULL;
+    p->holds = p->overcommitted = p->derived = false;
+}
+
+static int pod_place(ext_state *st, pod_priv *pp, const char *node, const model_assignment *hint) {
+    ext_node *n = node_get_or_create(st, node);
+    if (!n || !(pp->pub.node = strdup(node))) return -1;
+    if (node_add_pod(n, &pp->pub) != 0) {
+        free(pp->pub.node);
+        pp->pub.node = NULL;
+        node_maybe_drop(st, n);
+        return -1;
+    }
+    pod_apply(st, n, pp, hint);
+    return 0;
+}
+
+static void pod_remove(ext_state *st, pod_priv *pp) {
+    pod_unplace(st, pp);
+    ext_map_del(st->pods, pp->pub.uid);
+    pod_free(pp);
+}
+
+/* ------------------------------------------------------------ node objects */
+
+/* Install a freshly built model for a node and put its pods back: first those that held
+ * GPUs (same assignment if it still fits), then the rest, so a relabel that shrinks a
+ * node over-commits the fewest pods and never silently drops one. */
+static void node_install(ext_state *st, model_node *m) {
+    ext_node *n = node_get_or_create(st, m->name);
+    if (!n) {
+        ext_log(EXT_LOG_ERROR, "event=oom node=%s", m->name);
+        model_node_free(m);
+        return;
+    }
+    model_node *old = n->m;
+    n->m = m;
+    n->gen = st->gen[EXT_KUBE_NODE];
+    if (!old && n->npods == 0) return;
+    bool *held = n->npods ? calloc((size_t)n->npods, sizeof *held) : NULL;
+    for (int i = 0; i < n->npods; i++) {
+        if (held) held[i] = n->pods[i]->holds;
+        n->pods[i]->holds = false;
+    }
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < n->npods; i++) {
+            bool h = held ? held[i] : false;
+            if ((pass == 0) != h) continue;
+            ext_pod *p = n->pods[i];
+            pod_apply(st, n, (pod_priv *)p, h ? &p->a : NULL);
+        }
+    free(held);
+    model_node_free(old);
+}
+
+static void node_delete(ext_state *st, ext_node *n) {
+    model_node_free(n->m);
+    n->m = NULL;
+    for (int i = 0; i < n->npods; i++) {
+        n->pods[i]->holds = false;
+        n->pods[i]->overcommitted = false;
+    }
+    node_maybe_drop(st, n);
+}
+
+static const char *obj_str(const cJSON *o, const char *a, const char *b) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, a);
+    if (b) v = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, b) : NULL;
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static void node_event(ext_state *st, ext_kube_event ev, const cJSON *obj) {
+    const char *name = obj_str(obj, "metadata", "name");
+    if (!name || !name[0]) {
+        ext_log(EXT_LOG_WARN, "event=bad-object kind=Node why=\"no metadata.name\"");
+        return;
+    }
+    if (ev == EXT_KUBE_DELETED) {
+        ext_node *n = ext_map_get(st->nodes, name);
+        if (n && n->m) node_delete(st, n);
+        ext_log(EXT_LOG_INFO, "event=node-deleted node=%s", name);
+        return;
+    }
+    char err[256];
+    model_node *m = model_node_from_json(obj, st->cfg.cat, err, sizeof err);
+    if (!m) {
+        ext_log(EXT_LOG_WARN, "event=bad-object kind=Node node=%s why=\"%s\"", name, err);
+        return;
+    }
+    if (m->reason[0]) ext_log(EXT_LOG_DEBUG, "event=node-unusable node=%s why=\"%s\"", name, m->reason);
+    node_install(st, m);
+}
+
+/* ------------------------------------------------------------ pod objects */
+
+static void pod_event(ext_state *st, ext_kube_event ev, const cJSON *obj) {
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+    const char *uid = obj_str(meta, "uid", NULL), *ns = obj_str(meta, "namespace", NULL);
+    const char *name = obj_str(meta, "name", NULL);
+    if (!uid || !uid[0] || strlen(uid) >= MODEL_UID_LEN || !name) {
+        ext_log(EXT_LOG_WARN, "event=bad-object kind=Pod why=\"no metadata.uid/name\"");
+        return;
+    }
+    if (!ns) ns = "default";
+    pod_priv *pp = ext_map_get(st->pods, uid);
+    if (ev == EXT_KUBE_DELETED) {
+        if (pp) pod_remove(st, pp);
+        return;
+    }
+    const char *phase = obj_str(obj, "status", "phase");
+    if (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))) {
+        if (pp) pod_remove(st, pp);   /* a finished pod's containers are gone: its GPUs are free */
+        return;
+    }
+    model_request req;
+    char err[256];
+    if (model_request_from_pod(obj, &req, err, sizeof err) != 0 || !model_request_wants_gpu(&req)) {
+        if (pp && pp->pub.phase != EXT_POD_BINDING) pod_remove(st, pp);
+        return;
+    }
+    const char *node = obj_str(obj, "spec", "nodeName");
+    if (node && !node[0]) node = NULL;
+    const char *ann = obj_str(meta, "annotations", EXT_ANN_ASSIGNMENT);
+    if (!pp) {
+        pp = calloc(1, sizeof *pp);
+        if (!pp) return;
+        snprintf(pp->pub.uid, sizeof pp->pub.uid, "%s", uid);
+        if (!(pp->pub.ns = strdup(ns)) || !(pp->pub.name = strdup(name)) || ext_map_put(st->pods, pp->pub.uid, pp) != 0) {
+            pod_free(pp);
+            return;
+        }
+        pp->pub.phase = EXT_POD_PENDING;
+    }
+    ext_pod *p = &pp->pub;
+    p->req = req;
+    p->from_api = true;
+    p->gen = st->gen[EXT_KUBE_POD];
+    if (ann && (!pp->ann || strcmp(pp->ann, ann) != 0)) {
+        free(pp->ann);
+        pp->ann = strdup(ann);
+    }
+    if (!node) {
+        /* A pending pod we are binding, or whose binding the watch has not shown yet. */
+        if (p->phase == EXT_POD_BINDING || p->phase == EXT_POD_ASSUMED) return;
+        pod_unplace(st, pp);
+        p->phase = EXT_POD_PENDING;
+        return;
+    }
+    if (p->node && strcmp(p->node, node) == 0) {
+        if (p->phase != EXT_POD_BOUND)
+            ext_log(EXT_LOG_DEBUG, "event=bind-confirmed pod=%s/%s node=%s", p->ns, p->name, node);
+        p->phase = EXT_POD_BOUND;
+        if (!p->holds) {   /* over-committed before, or its node was unknown: try again */
+            ext_node *n = ext_map_get(st->nodes, node);
+            if (n) pod_apply(st, n, pp, NULL);
+        }
+        return;
+    }
+    if (p->node)
+        ext_log(EXT_LOG_WARN, "event=pod-moved pod=%s/%s from=%s to=%s", p->ns, p->name, p->node, node);
+    pod_unplace(st, pp);
+    p->phase = EXT_POD_BOUND;
+    if (pod_place(st, pp, node, NULL) != 0) ext_log(EXT_LOG_ERROR, "event=oom pod=%s/%s", p->ns, p->name);
+}
+
+/* ------------------------------------------------------------ events */
+
+static void sweep(ext_state *st, ext_kube_kind kind) {
+    uint32_t g = st->gen[kind];
+    if (kind == EXT_KUBE_NODE) {
+        for (int i = st->nn - 1; i >= 0; i--) {
+            ext_node *n = st->narr[i];
+            if (n->m && n->gen != g) {
+                ext_log(EXT_LOG_INFO, "event=node-swept node=%s", n->name);
+                node_delete(st, n);
+                st->st.sweeps[kind]++;
+            }
+        }
+        return;
+    }
+    size_t cap = 64, cnt = 0, it = 0;
+    pod_priv **gone = malloc(cap * sizeof *gone), *pp;
+    while ((pp = ext_map_next(st->pods, &it))) {
+        if (pp->pub.gen == g || pp->pub.phase == EXT_POD_BINDING || pp->pub.phase == EXT_POD_ASSUMED) continue;
+        if (gone && cnt == cap) {
+            pod_priv **gr = realloc(gone, 2 * cap * sizeof *gone);
+            if (!gr) break;
+            gone = gr;
+            cap *= 2;
+        }
+        if (gone) gone[cnt++] = pp;
+    }
+    for (size_t i = 0; i < cnt; i++) {
+        ext_log(EXT_LOG_INFO, "event=pod-swept pod=%s/%s", gone[i]->pub.ns, gone[i]->pub.name);
+        pod_remove(st, gone[i]);
+        st->st.sweeps[kind]++;
+    }
+    free(gone);
+}
+
+void ext_state_apply(ext_state *st, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj) {
+    ext_state_on_event(st, kind, ev, obj);
+}
+
+void ext_state_on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj) {
+    ext_state *st = user;
+    if (kind != EXT_KUBE_NODE && kind != EXT_KUBE_POD) return;
+    pthread_mutex_lock(&st->mu);
+    st->st.events[kind]++;
+    switch (ev) {
+    case EXT_KUBE_RELIST:
+        st->gen[kind]++;
+        st->st.relists[kind]++;
+        ext_log(EXT_LOG_INFO, "event=relist kind=%s", kind == EXT_KUBE_NODE ? "Node" : "Pod");
+        break;
+    case EXT_KUBE_SYNCED:
+        sweep(st, kind);
+        if (!st->synced[kind])
+            ext_log(EXT_LOG_INFO, "event=synced kind=%s", kind == EXT_KUBE_NODE ? "Node" : "Pod");
+        st->synced[kind] = true;
+        break;
+    case EXT_KUBE_ADDED:
+    case EXT_KUBE_MODIFIED:
+    case EXT_KUBE_DELETED:
+        if (!cJSON_IsObject(obj)) break;
+        if (kind == EXT_KUBE_NODE) node_event(st, ev, obj);
+        else pod_event(st, ev, obj);
+        break;
+    }
+    pthread_mutex_unlock(&st->mu);
+}
+
+int ext_state_load_cluster(ext_state *st, const char *json, size_t len, char *err, size_t errlen) {
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    const cJSON *items = root;
+    if (cJSON_IsObject(root)) items = cJSON_GetObjectItemCaseSensitive(root, "items");
+    if (!cJSON_IsArray(items)) {
+        snprintf(err, errlen, "%s", root ? "cluster file must be a JSON array of Node objects or a NodeList"
+                                         : "cluster file is not valid JSON");
+        cJSON_Delete(root);
+        return -1;
+    }
+    int n = cJSON_GetArraySize(items), i = 0;
+    model_node **ms = calloc((size_t)(n ? n : 1), sizeof *ms);
+    if (!ms) {
+        snprintf(err, errlen, "out of memory");
+        cJSON_Delete(root);
+        return -1;
+    }
+    const cJSON *it;
+    char why[256];
+    cJSON_ArrayForEach(it, items) {
+        ms[i] = model_node_from_json(it, st->cfg.cat, why, sizeof why);
+        if (!ms[i]) {
+            snprintf(err, errlen, "cluster file item %d: %s", i, why);
+            for (int k = 0; k < i; k++) model_node_free(ms[k]);
+            free(ms);
+            cJSON_Delete(root);
+            return -1;
+        }
+        i++;
+    }
+    cJSON_Delete(root);
+    pthread_mutex_lock(&st->mu);
+    st->gen[EXT_KUBE_NODE]++;   /* a relist of nodes: what the file does not name is dropped */
+    for (int k = 0; k < n; k++) node_install(st, ms[k]);
+    sweep(st, EXT_KUBE_NODE);
+    st->synced[EXT_KUBE_NODE] = st->synced[EXT_KUBE_POD] = true;
+    pthread_mutex_unlock(&st->mu);
+    free(ms);
+    return 0;
+}
+
+/* ------------------------------------------------------------ bind */
+
+int ext_state_reserve(ext_state *st, const char *uid, const char *ns, const char *name, const char *node,
+                      const model_request *req, const model_assignment *a, char *err, size_t errlen) {
+    ext_node *n = ext_map_get(st->nodes, node);
+    if (!n || !n->m) {
+        snprintf(err, errlen, "node %s is not known to tessera", node);
+        return -1;
+    }
+    pod_priv *pp = ext_map_get(st->pods, uid);
+    if (pp && pp->pub.node) {
+        snprintf(err, errlen, "pod %s/%s already holds GPUs on node %s", pp->pub.ns, pp->pub.name, pp->pub.node);
+        return -1;
+    }
+    bool created = false;
+    if (!pp) {
+        pp = calloc(1, sizeof *pp);
+        if (!pp) goto oom;
+        snprintf(pp->pub.uid, sizeof pp->pub.uid, "%s", uid);
+        if (!(pp->pub.ns = strdup(ns)) || !(pp->pub.name = strdup(name)) || ext_map_put(st->pods, pp->pub.uid, pp) != 0) {
+            pod_free(pp);
+            goto oom;
+        }
+        pp->pub.gen = st->gen[EXT_KUBE_POD];
+        created = true;
+    }
+    if (model_assign(n->m, uid, a, err, errlen) != 0) goto undo;
+    if (!(pp->pub.node = strdup(node)) || node_add_pod(n, &pp->pub) != 0) {
+        free(pp->pub.node);
+        pp->pub.node = NULL;
+        model_release(n->m, uid);
+        snprintf(err, errlen, "out of memory");
+        goto undo;
+    }
+    pp->pub.req = *req;
+    pp->pub.a = *a;
+    pp->pub.holds = true;
+    pp->pub.derived = pp->pub.overcommitted = false;
+    pp->pub.phase = EXT_POD_BINDING;
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory");
+    return -1;
+undo:
+    if (created) {
+        ext_map_del(st->pods, pp->pub.uid);
+        pod_free(pp);
+    }
+    return -1;
+}
+
+void ext_state_bind_done(ext_state *st, const char *uid, bool ok) {
+    pod_priv *pp = ext_map_get(st->pods, uid);
+    if (!pp || pp->pub.phase != EXT_POD_BINDING) return;   /* the watch got there first */
+    if (ok) {
+        if (st->cfg.standalone) {
+            pp->pub.phase = EXT_POD_BOUND;
+        } else {
+            pp->pub.phase = EXT_POD_ASSUMED;
+            pp->pub.expires_ms = ext_now_ms() + st->cfg.assume_ttl_ms;
+            st->maybe_assumed = true;
+        }
+        return;
+    }
+    pod_unplace(st, pp);
+    if (pp->pub.from_api) pp->pub.phase = EXT_POD_PENDING;
+    else pod_remove(st, pp);
+}
+
+int ext_state_expire(ext_state *st, int64_t now_ms) {
+    if (!st->maybe_assumed) return 0;   /* the common case: skip the walk over every pod */
+    size_t it = 0, cnt = 0, cap = 0, live = 0;
+    pod_priv *pp, **gone = NULL;
+    /* Collect first: removing while walking the table would break the walk. */
+    while ((pp = ext_map_next(st->pods, &it))) {
+        if (pp->pub.phase != EXT_POD_ASSUMED) continue;
+        if (pp->pub.expires_ms > now_ms) { live++; continue; }
+        if (cnt == cap) {
+            size_t nc = cap ? 2 * cap : 16;
+            pod_priv **g = realloc(gone, nc * sizeof *g);
+            if (!g) break;
+            gone = g;
+            cap = nc;
+        }
+        gone[cnt++] = pp;
+    }
+    for (size_t i = 0; i < cnt; i++) {
+        pod_priv *v = gone[i];
+        ext_log(EXT_LOG_WARN, "event=assumption-expired pod=%s/%s node=%s", v->pub.ns, v->pub.name,
+                v->pub.node ? v->pub.node : "-");
+        pod_unplace(st, v);
+        if (v->pub.from_api) v->pub.phase = EXT_POD_PENDING;
+        else pod_remove(st, v);
+        st->st.expired++;
+    }
+    free(gone);
+    if (live == 0) st->maybe_assumed = false;
+    return (int)cnt;
+}

@@ -1,0 +1,763 @@
+/* verbs.c -- filter, prioritize, bind and preempt over the cache (state.h), speaking the
+ * extender wire format. Every decision is model_fit's or the policy's; this file only
+ * decodes arguments, asks, and encodes the answer. Wire keys are looked up
+ * case-insensitively, as Go's encoding/json on the scheduler's side would match them.
+ */
+#include "extender/verbs.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "extender/annotation.h"
+#include "extender/log.h"
+
+const char *ext_bind_outcome_name(ext_bind_outcome o) {
+    static const char *n[] = {"ok", "already_bound", "no_room", "unknown_pod", "unknown_node", "api_error",
+                              "not_ready", "bad_request"};
+    return o >= 0 && o < EXT_BIND_NOUTCOMES ? n[o] : "?";
+}
+
+void ext_reply_free(ext_reply *r) {
+    if (!r) return;
+    free(r->body);
+    r->body = NULL;
+    r->len = 0;
+}
+
+static void reply_json(ext_reply *r, int status, cJSON *root) {
+    r->status = status;
+    r->body = root ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    if (!r->body) {
+        r->status = 500;
+        r->body = strdup("{\"Error\":\"out of memory\"}");
+    }
+    r->len = r->body ? strlen(r->body) : 0;
+}
+
+void ext_reply_error(ext_reply *r, int status, const char *msg) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "Error", msg);
+    reply_json(r, status, o);
+}
+
+void ext_verbs_init(ext_verbs *v, ext_state *st, const policy *pol, ext_bind_fn bind, void *bind_user) {
+    memset(v, 0, sizeof *v);
+    v->st = st;
+    v->pol = pol ? pol : policy_find("binpack");
+    policy_ctx_init(&v->ctx, 0);
+    v->bind = bind;
+    v->bind_user = bind_user;
+}
+
+static uint64_t uid_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; s && *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* ---------------------------------------------------------------- args */
+
+typedef struct ext_args {
+    cJSON *root;
+    const cJSON *pod;
+    cJSON *nodes;           /* the NodeList, or NULL */
+    cJSON *items;           /* its items, or NULL */
+    int n;                  /* candidates */
+    const char **names;     /* candidate names */
+    cJSON **objs;           /* node-list mode: the Node objects, else NULL */
+    const char *uid, *ns, *name;
+    model_request req;
+    int req_ok;             /* 1 parsed; 0 the pod's request is invalid (req_err) */
+    char req_err[256];
+} ext_args;
+
+static void args_free(ext_args *a) {
+    free(a->names);
+    free(a->objs);
+    cJSON_Delete(a->root);
+}
+
+static const char *meta_str(const cJSON *o, const char *key) {
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "metadata");
+    const cJSON *v = cJSON_IsObject(m) ? cJSON_GetObjectItemCaseSensitive(m, key) : NULL;
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static bool is_null(const cJSON *v) { return !v || cJSON_IsNull(v); }
+
+/* Decode the Pod part shared by ExtenderArgs and ExtenderPreemptionArgs. */
+static int parse_pod(ext_args *a, char *err, size_t errlen) {
+    a->pod = cJSON_GetObjectItem(a->root, "Pod");
+    if (!cJSON_IsObject(a->pod)) {
+        snprintf(err, errlen, "Pod: expected a v1.Pod object");
+        return -1;
+    }
+    a->uid = meta_str(a->pod, "uid");
+    a->ns = meta_str(a->pod, "namespace");
+    a->name = meta_str(a->pod, "name");
+    if (!a->name) {
+        snprintf(err, errlen, "Pod.metadata.name: expected a string");
+        return -1;
+    }
+    if (!a->ns) a->ns = "default";
+    if (!a->uid) a->uid = "";
+    a->req_ok = model_request_from_pod(a->pod, &a->req, a->req_err, sizeof a->req_err) == 0;
+    return 0;
+}
+
+/* ExtenderArgs: {Pod, Nodes: NodeList|null, NodeNames: [string]|null}. */
+static int parse_args(ext_args *a, const char *body, size_t len, char *err, size_t errlen) {
+    memset(a, 0, sizeof *a);
+    a->root = cJSON_ParseWithLength(body, len);
+    if (!a->root) {
+        snprintf(err, errlen, "request body is not valid JSON (malformed or truncated)");
+        return -1;
+    }
+    if (!cJSON_IsObject(a->root)) {
+        snprintf(err, errlen, "request body must be a JSON object (ExtenderArgs)");
+        return -1;
+    }
+    if (parse_pod(a, err, errlen) < 0) return -1;
+    cJSON *nodes = cJSON_GetObjectItem(a->root, "Nodes");
+    cJSON *names = cJSON_GetObjectItem(a->root, "NodeNames");
+    if (!is_null(nodes)) {
+        if (!cJSON_IsObject(nodes)) {
+            snprintf(err, errlen, "Nodes: expected a v1.NodeList object or null");
+            return -1;
+        }
+        cJSON *items = cJSON_GetObjectItemCaseSensitive(nodes, "items");
+        if (!is_null(items) && !cJSON_IsArray(items)) {
+            snprintf(err, errlen, "Nodes.items: expected an array");
+            return -1;
+        }
+        a->nodes = nodes;
+        a->items = cJSON_IsArray(items) ? items : NULL;
+        int n = a->items ? cJSON_GetArraySize(a->items) : 0;
+        a->names = calloc((size_t)n + 1, sizeof *a->names);
+        a->objs = calloc((size_t)n + 1, sizeof *a->objs);
+        if (!a->names || !a->objs) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        cJSON *it;
+        cJSON_ArrayForEach(it, a->items) {
+            const char *nm = cJSON_IsObject(it) ? meta_str(it, "name") : NULL;
+            if (!nm) {
+                snprintf(err, errlen, "Nodes.items[%d]: expected a v1.Node with metadata.name", a->n);
+                return -1;
+            }
+            a->objs[a->n] = it;
+            a->names[a->n++] = nm;
+        }
+        return 0;
+    }
+    if (is_null(names)) {
+        snprintf(err, errlen, "ExtenderArgs: neither Nodes nor NodeNames is set");
+        return -1;
+    }
+    if (!cJSON_IsArray(names)) {
+        snprintf(err, errlen, "NodeNames: expected an array of strings or null");
+        return -1;
+    }
+    a->names = calloc((size_t)cJSON_GetArraySize(names) + 1, sizeof *a->names);
+    if (!a->names) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    const cJSON *it;
+    cJSON_ArrayForEach(it, names) {
+        if (!cJSON_IsString(it)) {
+            snprintf(err, errlen, "NodeNames[%d]: expected a string", a->n);
+            return -1;
+        }
+        a->names[a->n++] = it->valuestring;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- filter */
+
+static cJSON *filter_result(cJSON *nodes, cJSON *names, cJSON *failed, cJSON *unres, const char *error) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "Nodes", nodes ? nodes : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "NodeNames", names ? names : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "FailedNodes", failed ? failed : cJSON_CreateObject());
+    cJSON_AddItemToObject(o, "FailedAndUnresolvableNodes", unres ? unres : cJSON_CreateObject());
+    cJSON_AddStringToObject(o, "Error", error ? error : "");
+    return o;
+}
+
+typedef enum { FIT_OK, FIT_FAILED, FIT_UNRESOLVABLE } fit_verdict;
+
+/* Whether r fits node en; if not, whether evicting every lower-priority pod there could
+ * make room (FailedNodes) or not (FailedAndUnresolvableNodes: wrong model, unusable
+ * node, request larger than the node). Lock held. */
+static fit_verdict judge(ext_state *st, const ext_node *en, const char *node, const model_request *r, char *why,
+                         size_t whylen) {
+    if (!en || !en->m) {
+        snprintf(why, whylen, "node %s is not in tessera's cache (no Node object seen)", node);
+        return FIT_UNRESOLVABLE;
+    }
+    if (en->m->reason[0]) {
+        snprintf(why, whylen, "node takes no GPU pods: %.200s", en->m->reason);
+        return FIT_UNRESOLVABLE;
+    }
+    if (model_fit(en->m, r, NULL, 0, why, whylen) > 0) return FIT_OK;
+    const char *stack[64] = {0};
+    const char **uids = en->npods <= 64 ? stack : malloc((size_t)en->npods * sizeof *uids);
+    if (!uids) return FIT_FAILED;
+    int k = 0;
+    for (int i = 0; i < en->npods; i++)
+        if (en->pods[i]->holds && en->pods[i]->req.priority < r->priority) uids[k++] = en->pods[i]->uid;
+    fit_verdict v = FIT_UNRESOLVABLE;
+    if (k > 0) {
+        model_node *c = ext_state_node_without(st, en, uids, k);
+        char why2[MODEL_REASON_LEN];
+        if (!c || model_fit(c, r, NULL, 0, why2, sizeof why2) > 0) v = FIT_FAILED;
+        else snprintf(why, whylen, "%s", why2);   /* what stands in the way even on an emptier node */
+        model_node_free(c);
+    }
+    if (uids != stack) free((void *)uids);
+    return v;
+}
+
+void ext_verb_filter(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
+    ext_args a;
+    char err[512];
+    if (parse_args(&a, body, len, err, sizeof err) < 0) {
+        args_free(&a);
+        reply_json(out, 400, filter_result(NULL, NULL, NULL, NULL, err));
+        return;
+    }
+    if (!ext_state_ready(v->st)) {
+        args_free(&a);
+        reply_json(out, 200, filter_result(NULL, NULL, NULL, NULL,
+                                           "tessera is not synced with the API server yet; try again"));
+        return;
+    }
+    bool node_list = a.nodes != NULL;
+    cJSON *failed = cJSON_CreateObject(), *unres = cJSON_CreateObject();
+    bool *pass = calloc((size_t)a.n + 1, sizeof *pass);
+    if (!pass) {
+        args_free(&a);
+        cJSON_Delete(failed);
+        cJSON_Delete(unres);
+        ext_reply_error(out, 500, "out of memory");
+        return;
+    }
+    if (a.req_ok) ext_state_note_request(v->st, a.uid, a.ns, a.name, &a.req);   /* for bind */
+    if (!a.req_ok) {
+        snprintf(err, sizeof err, "pod %s/%s: invalid GPU request: %s", a.ns, a.name, a.req_err);
+        for (int i = 0; i < a.n; i++) cJSON_AddStringToObject(unres, a.names[i], err);
+    } else if (!model_request_wants_gpu(&a.req)) {
+        for (int i = 0; i < a.n; i++) pass[i] = true;   /* not ours to judge */
+    } else {
+        ext_state_lock(v->st);
+        for (int i = 0; i < a.n; i++) {
+            char why[MODEL_REASON_LEN];
+            fit_verdict fv = judge(v->st, ext_state_node(v->st, a.names[i]), a.names[i], &a.req, why, sizeof why);
+            if (fv == FIT_OK) pass[i] = true;
+            else cJSON_AddStringToObject(fv == FIT_FAILED ? failed : unres, a.names[i], why);
+        }
+        ext_state_unlock(v->st);
+    }
+    cJSON *nodes = NULL, *names = NULL;
+    int npass = 0;
+    if (node_list) {
+        /* Echo the scheduler's own Node objects: it uses what we return as is. */
+        nodes = cJSON_CreateObject();
+        cJSON_AddItemToObject(nodes, "metadata", cJSON_CreateObject());
+        cJSON *items = cJSON_AddArrayToObject(nodes, "items");
+        for (int i = 0; i < a.n; i++)
+            if (pass[i]) {
+                cJSON_AddItemToArray(items, cJSON_DetachItemViaPointer(a.items, a.objs[i]));
+                npass++;
+            }
+    } else {
+        names = cJSON_CreateArray();
+        for (int i = 0; i < a.n; i++)
+            if (pass[i]) {
+                cJSON_AddItemToArray(names, cJSON_CreateString(a.names[i]));
+                npass++;
+            }
+    }
+    ext_log(EXT_LOG_DEBUG, "verb=filter pod=%s/%s candidates=%d feasible=%d", a.ns, a.name, a.n, npass);
+    free(pass);
+    args_free(&a);
+    reply_json(out, 200, filter_result(nodes, names, failed, unres, ""));
+}
+
+/* ---------------------------------------------------------------- prioritize */
+
+void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
+    ext_args a;
+    char err[512];
+    if (parse_args(&a, body, len, err, sizeof err) < 0) {
+        args_free(&a);
+        ext_reply_error(out, 400, err);
+        return;
+    }
+    if (!ext_state_ready(v->st)) {
+        args_free(&a);
+        ext_reply_error(out, 503, "tessera is not synced with the API server yet");
+        return;
+    }
+    int *score = calloc((size_t)a.n + 1, sizeof *score);
+    policy_result *res = calloc((size_t)a.n + 1, sizeof *res);
+    if (!score || !res) {
+        free(score);
+        free(res);
+        args_free(&a);
+        ext_reply_error(out, 500, "out of memory");
+        return;
+    }
+    if (a.req_ok) ext_state_note_request(v->st, a.uid, a.ns, a.name, &a.req);
+    if (a.req_ok && model_request_wants_gpu(&a.req)) {
+        policy_ctx ctx = v->ctx;
+        ctx.decision = uid_hash(a.uid);
+        ext_state_lock(v->st);
+        for (int i = 0; i < a.n; i++) {
+            const ext_node *en = ext_state_node(v->st, a.names[i]);
+            if (!en || !en->m || policy_score(v->pol, &a.req, en->m, &ctx, &res[i], NULL, 0) != 0) {
+                memset(&res[i], 0, sizeof res[i]);
+                res[i].rank = policy_node_rank(&ctx, a.names[i]);
+            }
+        }
+        ext_state_unlock(v->st);
+        policy_scores_0_10(v->pol, &ctx, res, a.n, score);
+    }
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; i < a.n; i++) {
+        cJSON *h = cJSON_CreateObject();
+        cJSON_AddStringToObject(h, "Host", a.names[i]);
+        cJSON_AddNumberToObject(h, "Score", score[i]);
+        cJSON_AddItemToArray(arr, h);
+    }
+    free(score);
+    free(res);
+    args_free(&a);
+    reply_json(out, 200, arr);
+}
+
+/* ---------------------------------------------------------------- bind */
+
+static void bind_reply(ext_verbs *v, ext_reply *out, ext_bind_outcome o, int status, const char *err) {
+    atomic_fetch_add(&v->bind_outcomes[o], 1);
+    ext_reply_error(out, status, err ? err : "");
+}
+
+static const char *bind_str(const cJSON *root, const char *key, char *err, size_t errlen) {
+    const cJSON *s = cJSON_GetObjectItem(root, key);
+    if (!cJSON_IsString(s) || !s->valuestring[0]) {
+        snprintf(err, errlen, "%s: expected a non-empty string", key);
+        return NULL;
+    }
+    return s->valuestring;
+}
+
+void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
+    char err[512];
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    const char *name = NULL, *ns = NULL, *uid = NULL, *node = NULL;
+    if (!root) snprintf(err, sizeof err, "request body is not valid JSON (malformed or truncated)");
+    else if (!cJSON_IsObject(root)) snprintf(err, sizeof err, "request body must be a JSON object (ExtenderBindingArgs)");
+    else if ((name = bind_str(root, "PodName", err, sizeof err)) && (ns = bind_str(root, "PodNamespace", err, sizeof err)) &&
+             (uid = bind_str(root, "PodUID", err, sizeof err)))
+        node = bind_str(root, "Node", err, sizeof err);
+    if (!node) {
+        cJSON_Delete(root);
+        bind_reply(v, out, EXT_BIND_BAD_REQUEST, 400, err);
+        return;
+    }
+    if (!ext_state_ready(v->st)) {
+        bind_reply(v, out, EXT_BIND_NOT_READY, 200, "tessera is not synced with the API server yet; try again");
+        cJSON_Delete(root);
+        return;
+    }
+    ext_bind_outcome oc = EXT_BIND_OK;
+    model_request req;
+    char *ann = NULL;
+    bool reserved = false;
+    ext_state_lock(v->st);
+    const ext_node *en = ext_state_node(v->st, node);
+    const ext_pod *p = ext_state_pod(v->st, uid);
+    if (!en || !en->m) {
+        oc = EXT_BIND_UNKNOWN_NODE;
+        snprintf(err, sizeof err, "node %s is not known to tessera", node);
+    } else if (p && (strcmp(p->ns, ns) != 0 || strcmp(p->name, name) != 0)) {
+        oc = EXT_BIND_UNKNOWN_POD;
+        snprintf(err, sizeof err, "pod UID %s belongs to %s/%s, not %s/%s", uid, p->ns, p->name, ns, name);
+    } else if (p && p->node && p->phase != EXT_POD_PENDING) {
+        oc = strcmp(p->node, node) == 0 ? EXT_BIND_ALREADY : EXT_BIND_NO_ROOM;
+        snprintf(err, sizeof err, "pod %s/%s is already on node %s", ns, name, p->node);
+    } else if (ext_state_pod_request(v->st, uid, &req) != 0) {
+        oc = EXT_BIND_UNKNOWN_POD;
+        snprintf(err, sizeof err, "pod %s/%s (uid %s) is unknown: tessera saw it in no filter call and no watch event",
+                 ns, name, uid);
+    } else if (model_request_wants_gpu(&req)) {
+        policy_ctx ctx = v->ctx;
+        ctx.decision = uid_hash(uid);
+        policy_result res;
+        model_assignment a;
+        char why[MODEL_REASON_LEN];
+        if (policy_score(v->pol, &req, en->m, &ctx, &res, why, sizeof why) != 0) {
+            oc = EXT_BIND_NO_ROOM;
+            snprintf(err, sizeof err, "policy %s: %s", policy_name(v->pol), why);
+        } else if (!res.feasible) {
+            oc = EXT_BIND_NO_ROOM;
+            model_fit(en->m, &req, NULL, 0, why, sizeof why);
+            snprintf(err, sizeof err, "pod %s/%s no longer fits node %s: %s", ns, name, node, why);
+        } else if (policy_materialize(en->m, &req, &res.choice, &a, why, sizeof why) != 0 ||
+                   ext_state_reserve(v->st, uid, ns, name, node, &req, &a, why, sizeof why) != 0) {
+            oc = EXT_BIND_NO_ROOM;
+            snprintf(err, sizeof err, "pod %s/%s cannot be placed on node %s: %s", ns, name, node, why);
+        } else {
+            reserved = true;
+            ann = ext_ann_encode(en->m, &a, policy_name(v->pol));
+            char fmt[256];
+            model_assignment_format(en->m, &a, fmt, sizeof fmt);
+            ext_log(EXT_LOG_DEBUG, "verb=bind pod=%s/%s node=%s reserve=\"%s\"", ns, name, node, fmt);
+        }
+    }
+    ext_state_unlock(v->st);
+    if (oc == EXT_BIND_ALREADY) {
+        cJSON_Delete(root);
+        bind_reply(v, out, oc, 200, "");   /* a retry of a bind that worked: the pod is where it was asked to be */
+        return;
+    }
+    if (oc != EXT_BIND_OK) {
+        ext_log(EXT_LOG_WARN, "verb=bind outcome=%s pod=%s/%s node=%s err=\"%s\"", ext_bind_outcome_name(oc), ns, name,
+                node, err);
+        cJSON_Delete(root);
+        bind_reply(v, out, oc, 200, err);
+        return;
+    }
+    /* The Binding goes out without the lock: other verbs and binds proceed meanwhile, and
+     * they see this pod's reservation. */
+    int rc = 0;
+    err[0] = 0;
+    if (v->bind) {
+        cJSON *anns = cJSON_CreateObject();
+        if (ann) cJSON_AddStringToObject(anns, EXT_ANN_ASSIGNMENT, ann);
+        rc = v->bind(v->bind_user, ns, name, uid, node, anns, err, sizeof err);
+        cJSON_Delete(anns);
+    }
+    if (reserved) {
+        ext_state_lock(v->st);
+        ext_state_bind_done(v->st, uid, rc == 0);
+        ext_state_unlock(v->st);
+    }
+    if (rc != 0) {
+        char msg[700];
+        snprintf(msg, sizeof msg, "binding %s/%s to %s failed: %s", ns, name, node, err[0] ? err : "API error");
+        ext_log(EXT_LOG_WARN, "verb=bind outcome=api_error pod=%s/%s node=%s err=\"%s\"", ns, name, node, err);
+        bind_reply(v, out, EXT_BIND_API_ERROR, 200, msg);
+    } else {
+        ext_log(EXT_LOG_INFO, "verb=bind outcome=ok pod=%s/%s node=%s assignment=%s", ns, name, node, ann ? ann : "none");
+        bind_reply(v, out, EXT_BIND_OK, 200, "");
+    }
+    free(ann);
+    cJSON_Delete(root);
+}
+
+/* ---------------------------------------------------------------- preempt */
+
+typedef struct victim {
+    const char *uid;
+    int32_t priority;
+    bool gpu;           /* holds GPUs on this node in the cache */
+    bool keep;
+} victim;
+
+static int by_priority_desc(const void *x, const void *y) {
+    const victim *a = x, *b = y;
+    return (a->priority < b->priority) - (a->priority > b->priority);
+}
+
+static bool fits_without(ext_state *st, const ext_node *en, const model_request *r, victim *vs, int n, int skip) {
+    const char *stack[64] = {0};
+    const char **uids = n <= 64 ? stack : malloc((size_t)n * sizeof *uids);
+    if (!uids) return false;
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (vs[i].gpu && vs[i].keep && i != skip) uids[k++] = vs[i].uid;
+    model_node *c = ext_state_node_without(st, en, uids, k);
+    bool ok = c && model_fit(c, r, NULL, 0, NULL, 0) > 0;
+    model_node_free(c);
+    if (uids != stack) free((void *)uids);
+    return ok;
+}
+
+/* One candidate node: the victims that must go for the pod to fit, or -1 to drop the
+ * node. Victims that hold no GPU here are kept as proposed: kube-scheduler's dry run chose
+ * them for its own resources (CPU, memory, pods), which tessera does not account. */
+static int preempt_node(ext_state *st, const ext_node *en, const model_request *r, victim *vs, int n) {
+    if (!en || !en->m || en->m->reason[0]) return -1;
+    for (int i = 0; i < n; i++) {
+        const ext_pod *p = ext_state_pod(st, vs[i].uid);
+        vs[i].gpu = p && p->holds && p->node && strcmp(p->node, en->name) == 0;
+        vs[i].priority = p ? p->req.priority : vs[i].priority;
+        vs[i].keep = true;
+    }
+    if (!fits_without(st, en, r, vs, n, -1)) return -1;
+    /* Spare the most important victims first; the lowest-priority ones are tried last,
+     * so they are the ones left to evict. */
+    qsort(vs, (size_t)n, sizeof *vs, by_priority_desc);
+    for (int i = 0; i < n; i++)
+        if (vs[i].gpu && fits_without(st, en, r, vs, n, i)) vs[i].keep = false;
+    int kept = 0;
+    for (int i = 0; i < n; i++) kept += vs[i].keep;
+    return kept > 0 ? kept : -1;   /* nothing to evict: the pod fits already, no preemption here */
+}
+
+void ext_verb_preempt(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
+    ext_args a;
+    char err[512];
+    memset(&a, 0, sizeof a);
+    a.root = cJSON_ParseWithLength(body, len);
+    if (!a.root || !cJSON_IsObject(a.root)) {
+        ext_reply_error(out, 400, a.root ? "request body must be a JSON object (ExtenderPreemptionArgs)"
+                                         : "request body is not valid JSON (malformed or truncated)");
+        args_free(&a);
+        return;
+    }
+    if (parse_pod(&a, err, sizeof err) < 0) {
+        ext_reply_error(out, 400, err);
+        args_free(&a);
+        return;
+    }
+    const cJSON *full = cJSON_GetObjectItem(a.root, "NodeNameToVictims");
+    const cJSON *meta = cJSON_GetObjectItem(a.root, "NodeNameToMetaVictims");
+    const cJSON *map = !is_null(meta) ? meta : full;
+    bool is_meta = !is_null(meta);
+    if ((!is_null(full) && !cJSON_IsObject(full)) || (!is_null(meta) && !cJSON_IsObject(meta))) {
+        ext_reply_error(out, 400, "NodeNameToVictims / NodeNameToMetaVictims: expected an object or null");
+        args_free(&a);
+        return;
+    }
+    /* Validate the whole body before looking at the cache: bad input changes nothing. */
+    int total = 0;
+    const cJSON *ent;
+    const cJSON *vmap = is_null(map) ? NULL : map;   /* cJSON_ArrayForEach needs a plain operand */
+    cJSON_ArrayForEach(ent, vmap) {
+        const cJSON *pods = cJSON_GetObjectItem(ent, "Pods");
+        const cJSON *pdb = cJSON_GetObjectItem(ent, "NumPDBViolations");
+        if (!cJSON_IsObject(ent) || (!is_null(pods) && !cJSON_IsArray(pods)) || (pdb && !cJSON_IsNumber(pdb))) {
+            snprintf(err, sizeof err, "victims of node %s: expected {Pods: [...], NumPDBViolations: n}", ent->string);
+            ext_reply_error(out, 400, err);
+            args_free(&a);
+            return;
+        }
+        const cJSON *pp, *plist = is_null(pods) ? NULL : pods;
+        cJSON_ArrayForEach(pp, plist) {
+            const char *u = NULL;
+            if (is_meta) {
+                const cJSON *uj = cJSON_IsObject(pp) ? cJSON_GetObjectItem(pp, "UID") : NULL;
+                u = cJSON_IsString(uj) ? uj->valuestring : NULL;
+            } else if (cJSON_IsObject(pp)) {
+                u = meta_str(pp, "uid");
+            }
+            if (!u) {
+                snprintf(err, sizeof err, "victims of node %s: every pod needs a %s", ent->string,
+                         is_meta ? "UID" : "metadata.uid");
+                ext_reply_error(out, 400, err);
+                args_free(&a);
+                return;
+            }
+            total++;
+        }
+    }
+    if (!ext_state_ready(v->st)) {
+        ext_reply_error(out, 503, "tessera is not synced with the API server yet");
+        args_free(&a);
+        return;
+    }
+    bool ours = a.req_ok && model_request_wants_gpu(&a.req);
+    cJSON *res = cJSON_CreateObject();
+    cJSON *rmap = cJSON_AddObjectToObject(res, "NodeNameToMetaVictims");
+    victim *vs = calloc((size_t)total + 1, sizeof *vs);
+    if (!vs) {
+        cJSON_Delete(res);
+        args_free(&a);
+        ext_reply_error(out, 500, "out of memory");
+        return;
+    }
+    if (ours) ext_state_lock(v->st);
+    int kept_nodes = 0, in_nodes = 0;
+    cJSON_ArrayForEach(ent, vmap) {
+        const cJSON *pods = cJSON_GetObjectItem(ent, "Pods"), *pp, *plist = is_null(pods) ? NULL : pods;
+        const cJSON *pdb = cJSON_GetObjectItem(ent, "NumPDBViolations");
+        int n = 0;
+        in_nodes++;
+        cJSON_ArrayForEach(pp, plist) {
+            vs[n] = (victim){.uid = is_meta ? cJSON_GetObjectItem(pp, "UID")->valuestring : meta_str(pp, "uid"), .keep = true};
+            if (!is_meta) {
+                const cJSON *spec = cJSON_GetObjectItemCaseSensitive(pp, "spec");
+                const cJSON *pr = cJSON_IsObject(spec) ? cJSON_GetObjectItemCaseSensitive(spec, "priority") : NULL;
+                vs[n].priority = cJSON_IsNumber(pr) ? (int32_t)pr->valuedouble : 0;
+            }
+            n++;
+        }
+        if (!a.req_ok) continue;   /* an invalid request fits nowhere: no victim set helps */
+        if (ours && preempt_node(v->st, ext_state_node(v->st, ent->string), &a.req, vs, n) < 0) {
+            ext_log(EXT_LOG_DEBUG, "verb=preempt pod=%s/%s node=%s dropped", a.ns, a.name, ent->string);
+            continue;
+        }
+        if (n == 0) continue;   /* kube-scheduler rejects a node with no victims */
+        cJSON *mv = cJSON_AddObjectToObject(rmap, ent->string);
+        cJSON *arr = cJSON_AddArrayToObject(mv, "Pods");
+        for (int i = 0; i < n; i++) {
+            if (!vs[i].keep) continue;
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "UID", vs[i].uid);
+            cJSON_AddItemToArray(arr, o);
+        }
+        cJSON_AddNumberToObject(mv, "NumPDBViolations", cJSON_IsNumber(pdb) ? pdb->valuedouble : 0);
+        kept_nodes++;
+    }
+    if (ours) ext_state_unlock(v->st);
+    ext_log(EXT_LOG_INFO, "verb=preempt pod=%s/%s nodes_in=%d nodes_kept=%d", a.ns, a.name, in_nodes, kept_nodes);
+    free(vs);
+    args_free(&a);
+    reply_json(out, 200, res);
+}
+
+/* ---------------------------------------------------------------- debug */
+
+static const char *phase_name(ext_pod_phase p) {
+    static const char *n[] = {"pending", "binding", "assumed", "bound"};
+    return p >= 0 && p <= EXT_POD_BOUND ? n[p] : "?";
+}
+
+static cJSON *node_json(const ext_node *en) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", en->name);
+    const model_node *m = en->m;
+    cJSON_AddBoolToObject(o, "known", m != NULL);
+    if (m) {
+        cJSON_AddStringToObject(o, "reason", m->reason);
+        cJSON_AddStringToObject(o, "product", m->product_label);
+        cJSON *gpus = cJSON_AddArrayToObject(o, "gpus");
+        for (int i = 0; i < m->ngpus; i++) {
+            const model_gpu *g = &m->gpus[i];
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddNumberToObject(j, "index", g->index);
+            if (g->uuid[0]) cJSON_AddStringToObject(j, "uuid", g->uuid);
+            cJSON_AddStringToObject(j, "product", g->product->product);
+            cJSON_AddStringToObject(j, "mode", model_gpu_mode_name(g->mode));
+            cJSON_AddNumberToObject(j, "memoryMiB", g->memory_mib);
+            cJSON_AddNumberToObject(j, "memoryUsedMiB", g->memory_used_mib);
+            cJSON_AddNumberToObject(j, "computeUsedPermille", g->compute_used_permille);
+            cJSON_AddNumberToObject(j, "replicas", g->replicas);
+            cJSON_AddNumberToObject(j, "replicasUsed", g->replicas_used);
+            if (g->exclusive_holder >= 0 && g->exclusive_holder < m->nallocs)
+                cJSON_AddStringToObject(j, "wholeHolder", m->allocs[g->exclusive_holder].uid);
+            if (g->mode == MODEL_GPU_MIG) {
+                cJSON *mi = cJSON_AddArrayToObject(j, "mig");
+                for (int k = 0; k < g->ninst; k++) {
+                    cJSON *x = cJSON_CreateObject();
+                    cJSON_AddStringToObject(x, "profile", g->product->profiles[g->inst[k].profile].name);
+                    cJSON_AddNumberToObject(x, "start", g->inst[k].start);
+                    int h = g->inst[k].holder;
+                    if (h >= 0 && h < m->nallocs) cJSON_AddStringToObject(x, "holder", m->allocs[h].uid);
+                    else cJSON_AddNullToObject(x, "holder");
+                    cJSON_AddItemToArray(mi, x);
+                }
+            }
+            cJSON_AddItemToArray(gpus, j);
+        }
+        char why[MODEL_REASON_LEN];
+        cJSON_AddBoolToObject(o, "consistent", model_node_check(m, why, sizeof why));
+    }
+    cJSON *pods = cJSON_AddArrayToObject(o, "pods");
+    for (int i = 0; i < en->npods; i++) {
+        const ext_pod *p = en->pods[i];
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "uid", p->uid);
+        cJSON_AddStringToObject(j, "namespace", p->ns);
+        cJSON_AddStringToObject(j, "name", p->name);
+        cJSON_AddStringToObject(j, "phase", phase_name(p->phase));
+        cJSON_AddNumberToObject(j, "priority", p->req.priority);
+        char buf[256] = "";
+        if (p->holds && m) model_assignment_format(m, &p->a, buf, sizeof buf);
+        cJSON_AddStringToObject(j, "assignment", p->holds ? buf : "");
+        cJSON_AddBoolToObject(j, "derived", p->derived);
+        cJSON_AddBoolToObject(j, "overcommitted", p->overcommitted);
+        cJSON_AddItemToArray(pods, j);
+    }
+    return o;
+}
+
+void ext_debug_state(ext_verbs *v, const char *pod, ext_reply *out) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddBoolToObject(root, "ready", ext_state_ready(v->st));
+    cJSON_AddStringToObject(root, "policy", policy_name(v->pol));
+    ext_state_lock(v->st);
+    if (pod && pod[0]) {
+        char uid[MODEL_UID_LEN];
+        model_request req;
+        if (ext_state_find_request(v->st, pod, uid, sizeof uid, &req) != 0) {
+            ext_state_unlock(v->st);
+            cJSON_Delete(root);
+            ext_reply_error(out, 404, "pod not in tessera's cache (neither watched nor seen in a filter call)");
+            return;
+        }
+        char buf[256];
+        model_request_format(&req, buf, sizeof buf);
+        cJSON_AddStringToObject(root, "pod", pod);
+        cJSON_AddStringToObject(root, "uid", uid);
+        cJSON_AddStringToObject(root, "request", buf);
+        policy_ctx ctx = v->ctx;
+        ctx.decision = uid_hash(uid);
+        int n = ext_state_node_count(v->st);
+        policy_result *res = calloc((size_t)n + 1, sizeof *res);
+        int *score = calloc((size_t)n + 1, sizeof *score);
+        char (*whys)[MODEL_REASON_LEN + 32] = calloc((size_t)n + 1, sizeof *whys);
+        if (res && score && whys) {
+            for (int i = 0; i < n; i++) {
+                const ext_node *en = ext_state_node_at(v->st, i);
+                char fitwhy[MODEL_REASON_LEN];
+                fit_verdict fv = judge(v->st, en, en->name, &req, fitwhy, sizeof fitwhy);
+                if (fv != FIT_OK || policy_score(v->pol, &req, en->m, &ctx, &res[i], whys[i], sizeof whys[i]) != 0) {
+                    memset(&res[i], 0, sizeof res[i]);
+                    res[i].rank = policy_node_rank(&ctx, en->name);
+                    snprintf(whys[i], sizeof whys[i], "%s%s", fv == FIT_UNRESOLVABLE ? "unresolvable: " : "", fitwhy);
+                }
+            }
+            policy_scores_0_10(v->pol, &ctx, res, n, score);
+            cJSON *arr = cJSON_AddArrayToObject(root, "nodes");
+            for (int i = 0; i < n; i++) {
+                cJSON *j = cJSON_CreateObject();
+                cJSON_AddStringToObject(j, "node", ext_state_node_at(v->st, i)->name);
+                cJSON_AddBoolToObject(j, "fits", res[i].feasible);
+                cJSON_AddNumberToObject(j, "score", res[i].score);
+                cJSON_AddNumberToObject(j, "score0to10", score[i]);
+                cJSON_AddStringToObject(j, "why", whys[i]);
+                cJSON_AddItemToArray(arr, j);
+            }
+        }
+        free(res);
+        free(score);
+        free(whys);
+    } else {
+        ext_state_stats s;
+        ext_state_get_stats(v->st, &s);
+        cJSON *sj = cJSON_AddObjectToObject(root, "stats");
+        cJSON_AddNumberToObject(sj, "nodes", s.nodes);
+        cJSON_AddNumberToObject(sj, "nodesUnusable", s.nodes_unusable);
+        cJSON_AddNumberToObject(sj, "pods", s.pods);
+        cJSON_AddNumberToObject(sj, "pending", s.pending);
+        cJSON_AddNumberToObject(sj, "binding", s.binding);
+        cJSON_AddNumberToObject(sj, "assumed", s.assumed);
+        cJSON_AddNumberToObject(sj, "bound", s.bound);
+        cJSON_AddNumberToObject(sj, "overcommitted", s.overcommitted);
+        cJSON_AddNumberToObject(sj, "assumptionsExpired", (double)s.expired);
+        cJSON *arr = cJSON_AddArrayToObject(root, "nodes");
+        for (int i = 0; i < ext_state_node_count(v->st); i++)
+            cJSON_AddItemToArray(arr, node_json(ext_state_node_at(v->st, i)));
+    }
+    ext_state_unlock(v->st);
+    reply_json(out, 200, root);
+}

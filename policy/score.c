@@ -1,0 +1,824 @@
+/* score.c -- one node's score and chosen assignment for each policy.
+ *
+ * Two paths, same answers. The fast path covers what fills a cluster -- CPU-only, whole
+ * GPUs and compute-only fractions of one GPU, default isolation, on a node whose GPUs
+ * are all whole mode -- and reads the node state directly, mirroring model_fit's rules
+ * for those routes (fit.c: soft share = no exclusive holder, compute and ceil(compute *
+ * memory / 1000) MiB free; whole = GPU without holders, lowest indices first). One MIG
+ * instance lists fit.c's MIG candidates itself, in its order. Everything else
+ * (replicas, memory-sized fractions, isolation, multi-GPU fractions and MIG instances)
+ * takes the first GEN_MAX candidates model_fit lists. Candidates are applied to a copy
+ * of the changed GPUs only. Tests check every path against model_fit on random states.
+ */
+#include "policy/policy_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define CPU_SPEC 128000.0   /* FGD normalisation: 128 cores */
+#define GPU_SPEC 8000.0     /* FGD normalisation: 8 GPUs */
+#define GEN_MAX 128         /* candidates examined on the generic path (model_fit order) */
+
+enum { P_BINPACK, P_SPREAD, P_BESTFIT, P_DOTPROD, P_GPUPACKING, P_GPUCLUSTERING, P_RANDOM, P_FGD, P_MIGAWARE };
+
+struct policy {
+    const char *name;
+    int kind;
+    const char *summary;
+};
+
+static const policy registry[] = {
+    {"binpack", P_BINPACK, "fullest node and fullest GPU first (memory, compute, replicas, weighted)"},
+    {"spread", P_SPREAD, "emptiest node and emptiest GPU first (memory, compute, replicas, weighted)"},
+    {"bestfit", P_BESTFIT, "least CPU+GPU left over (FGD baseline, min-max normalised); tightest GPU"},
+    {"dotprod", P_DOTPROD, "free vector least aligned with the request (Tetris, FGD baseline); tightest GPU"},
+    {"gpupacking", P_GPUPACKING, "used GPUs first, then used nodes, then idle nodes (FGD baseline); tightest GPU"},
+    {"gpuclustering", P_GPUCLUSTERING, "nodes already hosting the same task class (FGD baseline); tightest GPU"},
+    {"random", P_RANDOM, "one random feasible node, random GPU (FGD baseline)"},
+    {"fgd", P_FGD, "least growth of fragmentation against the target workload (FGD, ATC '23)"},
+    {"mig-aware", P_MIGAWARE, "idle MIG instance first, else the GPU/slot that keeps most demand placeable"},
+};
+#define NPOLICIES ((int)(sizeof registry / sizeof registry[0]))
+
+const policy *policy_find(const char *name) {
+    for (int i = 0; name && i < NPOLICIES; i++)
+        if (!strcmp(registry[i].name, name)) return &registry[i];
+    return NULL;
+}
+int policy_count(void) { return NPOLICIES; }
+const policy *policy_at(int i) { return i >= 0 && i < NPOLICIES ? &registry[i] : NULL; }
+const char *policy_name(const policy *p) { return p ? p->name : NULL; }
+const char *policy_summary(const policy *p) { return p ? p->summary : NULL; }
+int policy_norm_kind(const policy *p) {
+    return p->kind == P_BESTFIT ? NORM_MINMAX : p->kind == P_RANDOM ? NORM_ONE_WINNER : NORM_NONE;
+}
+
+void policy_ctx_init(policy_ctx *ctx, uint64_t seed) {
+    if (!ctx) return;
+    memset(ctx, 0, sizeof *ctx);
+    ctx->seed = seed;
+    ctx->w_memory = ctx->w_compute = ctx->w_replica = 1.0;
+}
+
+/* The rank from the name's hash (computed once per node and also used by random). */
+static uint64_t rank_of(const policy_ctx *ctx, uint64_t name_hash) {
+    uint64_t h = policy_hash64(ctx->seed);
+    if (ctx->tiebreak == POLICY_TIE_RANDOM) h = policy_hash64(h ^ policy_hash64(ctx->decision + 0x5bd1e995ull));
+    return policy_hash64(h ^ name_hash);
+}
+
+uint64_t policy_node_rank(const policy_ctx *ctx, const char *node_name) {
+    return rank_of(ctx, policy_hash_str(0, node_name));
+}
+
+static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+/* The FGD plugin's output for a fragmentation decrease delta (milli-GPU). */
+static double fgd_value(double delta, bool exact) {
+    double s = 100.0 * sigmoid(delta / 1000.0);
+    return exact ? s : (double)(int64_t)s;
+}
+
+/* ------------------------------------------------------------ candidates */
+
+/* One way to place the request on the node: the choice, and how it changes the GPUs. */
+typedef struct cand {
+    policy_choice c;
+    int nchg;
+    int8_t g[MODEL_MAX_GPUS];
+    int16_t R0[MODEL_MAX_GPUS], E0[MODEL_MAX_GPUS], R1[MODEL_MAX_GPUS], E1[MODEL_MAX_GPUS];
+    int32_t mem1[MODEL_MAX_GPUS];   /* GPU memory used after (whole mode), for binpack/spread */
+    bool idle_instance;             /* MIG: takes an existing idle instance */
+} cand;
+
+static void choice_blank(policy_choice *c) {
+    memset(c, 0, sizeof *c);
+    c->mig_profile = c->mig_start = -1;
+    c->replica = -1;
+}
+
+/* Every node-level number the policies read, before placement. */
+typedef struct nodeinfo {
+    int64_t cpu_free;     /* 0 when the node does not track host resources */
+    int64_t gpu_free;     /* sum of R */
+    int fully_free;       /* GPUs with R == 1000 */
+    int64_t cpu_req, gpu_req;
+} nodeinfo;
+
+/* ------------------------------------------------------------ binpack / spread */
+
+/* Used share of one GPU (0..1) after a candidate, over the weighted dimensions that
+ * apply to its mode: compute always, memory, replicas on time-slice/MPS GPUs. */
+static double gpu_used_share(const policy_ctx *ctx, const model_gpu *g, int R, int mem_used, int rep_used) {
+    double wc = ctx->w_compute, wm = ctx->w_memory, wr = ctx->w_replica;
+    double sum = wc * (1000 - R) / 1000.0, wsum = wc;
+    if (g->mode == MODEL_GPU_MIG) {
+        sum += wm * (1000 - R) / 1000.0;   /* MIG memory goes with its slices */
+        wsum += wm;
+    } else if (g->memory_mib > 0) {
+        sum += wm * (double)mem_used / g->memory_mib;
+        wsum += wm;
+    }
+    if ((g->mode == MODEL_GPU_TIMESLICE || g->mode == MODEL_GPU_MPS) && g->replicas > 0) {
+        sum += wr * (double)rep_used / g->replicas;
+        wsum += wr;
+    }
+    return wsum > 0 ? sum / wsum : 0.0;
+}
+
+/* Mean used share over the node's GPUs with the candidate applied (c NULL: as is). For
+ * CPU-only requests the host CPU share is what fills, so that is the measure. */
+static double node_used_share(const policy_ctx *ctx, const model_node *n, const pv_node *v, const model_request *r,
+                              const cand *c, bool after) {
+    if (r->kind == MODEL_REQ_NONE || v->ngpus == 0) {
+        if (!n->track_host || n->cpu_milli <= 0) return 0.0;
+        return (double)(n->cpu_used_milli + (after ? r->cpu_milli : 0)) / (double)n->cpu_milli;
+    }
+    double s = 0;
+    for (int i = 0; i < v->ngpus; i++) {
+        const model_gpu *g = &n->gpus[i];
+        int R = v->R[i], mem = g->memory_used_mib, rep = g->replicas_used;
+        if (after && c) {
+            for (int k = 0; k < c->nchg; k++) {
+                if (c->g[k] != i) continue;
+                R = c->R1[k];
+                mem = c->mem1[k];
+                if (c->c.replica >= 0) rep++;
+            }
+        }
+        s += gpu_used_share(ctx, g, R, mem, rep);
+    }
+    return s / v->ngpus;
+}
+
+/* ------------------------------------------------------------ gpupacking / gpuclustering */
+
+/* Task class bits: bit 0 share, bit k a k-GPU task. */
+static uint32_t request_class(const model_request *r) {
+    if (r->kind == MODEL_REQ_NONE) return 0;
+    if (r->count == 1 && r->kind != MODEL_REQ_WHOLE && !(r->kind == MODEL_REQ_FRACTION && r->compute_permille >= 1000))
+        return 1u;
+    return 1u << (r->count > 16 ? 16 : r->count);
+}
+
+/* Classes of the GPU tasks already on the node, read from GPU holders rather than the
+ * allocation list: an exclusive holder is a k-GPU task (k = its grants), any other
+ * holder is a share. */
+static uint32_t node_classes(const model_node *n) {
+    uint32_t m = 0;
+    for (int i = 0; i < n->ngpus; i++) {
+        const model_gpu *g = &n->gpus[i];
+        if (g->nholders == 0) continue;
+        int h = g->exclusive_holder;
+        if (h >= 0 && h < n->nallocs) {
+            int k = n->allocs[h].a.ngrants;
+            m |= 1u << (k > 16 ? 16 : k < 1 ? 1 : k);
+        }
+        if (h < 0 || g->nholders > 1) m |= 1u;
+    }
+    return m;
+}
+
+static int popcount32(uint32_t x) { return __builtin_popcount(x); }
+
+static double gpuclustering_score(const model_node *n, const model_request *r, const nodeinfo *ni, char *why,
+                                  size_t whylen) {
+    uint32_t rc = request_class(r);
+    if (!rc) {
+        if (why) snprintf(why, whylen, "gpuclustering: CPU-only task scores 0 everywhere");
+        return 0;
+    }
+    uint32_t nc = node_classes(n);
+    int64_t base = 25 * ((int64_t)GPU_SPEC - ni->gpu_free) / (int64_t)GPU_SPEC;
+    int64_t tier;
+    const char *what;
+    if (nc & rc) {
+        tier = popcount32(nc) == 1 ? 75 : 50;
+        what = tier == 75 ? "hosts only this task class" : "hosts this class and others";
+    } else {
+        tier = nc ? 0 : 25;
+        what = nc ? "hosts only other classes" : "idle node";
+    }
+    if (why) snprintf(why, whylen, "gpuclustering: %s (tier +%lld), GPU free %lld of 8000 -> +%lld", what,
+                      (long long)tier, (long long)ni->gpu_free, (long long)base);
+    return (double)(tier + base);
+}
+
+static double gpupacking_score(const pv_node *v, const model_request *r, const cand *c, const nodeinfo *ni,
+                               char *why, size_t whylen) {
+    if (r->kind == MODEL_REQ_NONE || ni->gpu_req <= 0) {
+        if (why) snprintf(why, whylen, "gpupacking: CPU-only task scores 0 everywhere");
+        return 0;
+    }
+    if (ni->fully_free == v->ngpus) {
+        int64_t s = 33 - v->ngpus;
+        if (s < v->ngpus) s = v->ngpus;
+        if (why) snprintf(why, whylen, "gpupacking: idle node, %d free GPUs -> %lld", v->ngpus, (long long)s);
+        return (double)s;
+    }
+    int used_free = 0, pct = 0;
+    for (int k = 0; k < c->nchg; k++) {
+        if (c->R0[k] >= 1000) used_free++;
+        pct += c->R0[k] * 100 / 1000;
+    }
+    if (used_free > 0) {
+        int64_t s = 50 - used_free;
+        if (s < 33) s = 33;
+        if (why) snprintf(why, whylen, "gpupacking: used node, takes %d fully free GPU(s) -> %lld", used_free, (long long)s);
+        return (double)s;
+    }
+    int64_t s = 100 - pct / 10;
+    if (s < 50) s = 50;
+    if (why) snprintf(why, whylen, "gpupacking: fits on used GPU(s) with %d%% free -> %lld", pct, (long long)s);
+    return (double)s;
+}
+
+/* ------------------------------------------------------------ scoring one candidate */
+
+static double bestfit_raw(const nodeinfo *ni) {
+    double left = 0.5 * (double)(ni->cpu_free - ni->cpu_req) / CPU_SPEC + 0.5 * (double)(ni->gpu_free - ni->gpu_req) / GPU_SPEC;
+    return (double)(int64_t)(100.0 * (1.0 - left));
+}
+
+static double dotprod_raw(const nodeinfo *ni) {
+    double dot = ((double)ni->cpu_free / CPU_SPEC) * ((double)ni->cpu_req / CPU_SPEC) +
+                 ((double)ni->gpu_free / GPU_SPEC) * ((double)ni->gpu_req / GPU_SPEC);
+    return (double)(int64_t)(100.0 * (1.0 - dot / 2.0));
+}
+
+static void fmt_choice(const model_node *n, const policy_choice *c, char *buf, size_t len) {
+    if (c->ngpus == 0) {
+        snprintf(buf, len, "no GPU");
+        return;
+    }
+    size_t off = (size_t)snprintf(buf, len, "GPU");
+    for (int i = 0; i < c->ngpus && off < len; i++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%d", i ? "," : " ", c->gpu[i]);
+    const model_gpu_product *p = c->gpu[0] >= 0 && c->gpu[0] < n->ngpus ? n->gpus[c->gpu[0]].product : NULL;
+    if (off < len && c->mig_profile >= 0)
+        off += (size_t)snprintf(buf + off, len - off, " MIG %s@%d%s",
+                                p && c->mig_profile < p->nprofiles ? p->profiles[c->mig_profile].name : "?",
+                                c->mig_start, c->mig_create ? " (new)" : " (idle instance)");
+    if (off < len && c->replica >= 0) snprintf(buf + off, len - off, " replica %d", c->replica);
+}
+
+/* ------------------------------------------------------------ frag helpers for fgd / mig-aware */
+
+/* The workload fgd/mig-aware measure against. mig-aware without a workload (or without
+ * MIG types, for a MIG request) measures against an implicit one: every profile of the
+ * node's MIG product, equally likely, for MIG requests; the request's own shape
+ * otherwise ("keep room for more like this"). */
+typedef struct wl_buf {
+    policy_workload w;
+    policy_task_type types[MODEL_MAX_PROFILES];
+    tt_hot hot[MODEL_MAX_PROFILES];
+} wl_buf;
+
+static const policy_workload *implicit_workload(wl_buf *b, const model_node *n, const model_request *r) {
+    memset(&b->w, 0, sizeof b->w);
+    b->w.types = b->types;
+    b->w.hot = b->hot;
+    b->w.finished = true;
+    int nt = 0;
+    const model_gpu_product *mp = NULL;
+    for (int i = 0; i < n->ngpus && !mp; i++)
+        if (n->gpus[i].mode == MODEL_GPU_MIG) mp = n->gpus[i].product;
+    if (r->kind == MODEL_REQ_MIG && mp) {
+        for (int i = 0; i < mp->nprofiles && nt < MODEL_MAX_PROFILES; i++) {
+            policy_task_type *t = &b->types[nt++];
+            memset(t, 0, sizeof *t);
+            t->kind = t->req.kind = MODEL_REQ_MIG;
+            t->gpus = t->req.count = 1;
+            memcpy(t->req.mig_profile, mp->profiles[i].name, sizeof t->req.mig_profile);
+        }
+        b->w.has_mig = true;
+    } else {
+        policy_task_type *t = &b->types[nt++];
+        memset(t, 0, sizeof *t);
+        t->kind = r->kind;
+        t->cpu_milli = r->cpu_milli;
+        t->req = *r;
+        t->req.nmodels = 0;
+        t->gpus = r->kind == MODEL_REQ_NONE ? 0 : r->count;
+        t->demand_permille = r->kind == MODEL_REQ_WHOLE ? 1000 : r->kind == MODEL_REQ_FRACTION ? r->compute_permille : 0;
+        b->w.has_mig = r->kind == MODEL_REQ_MIG;
+    }
+    for (int i = 0; i < nt; i++) {
+        b->types[i].p = 1.0 / nt;
+        b->types[i].count = 1;
+        tt_hot_of(&b->types[i], &b->hot[i]);
+    }
+    b->w.n = b->w.nkept = b->w.cap = nt;
+    b->w.total = b->w.kept = nt;
+    /* An id from the shapes, so the per-thread profile-index memo tells them apart. */
+    uint64_t id = policy_hash64((uint64_t)nt ^ ((uint64_t)r->kind << 8));
+    for (int i = 0; i < nt; i++) id = policy_hash_str(id, b->types[i].req.mig_profile);
+    b->w.id = id | (1ull << 63);
+    return &b->w;
+}
+
+/* ------------------------------------------------------------ the scorer */
+
+typedef struct scorer {
+    const policy *p;
+    const model_request *r;
+    const model_node *n;
+    const policy_ctx *ctx;
+    pv_node v;
+    nodeinfo ni;
+    const policy_workload *w;     /* fgd / mig-aware */
+    uint8_t access[POLICY_MAX_TYPES];
+    frag_state st;
+    double F0;
+    uint64_t name_hash;
+} scorer;
+
+static void cand_fraction(const scorer *s, int i, int d, cand *c) {
+    const model_gpu *g = &s->n->gpus[i];
+    choice_blank(&c->c);
+    c->c.ngpus = 1;
+    c->c.gpu[0] = (int8_t)i;
+    c->nchg = 1;
+    c->g[0] = (int8_t)i;
+    c->R0[0] = s->v.R[i];
+    c->E0[0] = s->v.E[i];
+    c->R1[0] = (int16_t)(s->v.R[i] - d);
+    c->E1[0] = (int16_t)(c->R1[0] > 999 ? 999 : c->R1[0]);
+    c->mem1[0] = g->memory_used_mib + (int)(((long long)d * g->memory_mib + 999) / 1000);
+    c->idle_instance = false;
+}
+
+/* Δ = F_before - F_after for a candidate; ga: the changed GPUs' hypothetical state
+ * (generic path), NULL on the fast path. */
+static double frag_delta(scorer *s, const cand *c, const pv_gpu *ga) {
+    double F1 = ga ? frag_after_generic(s->w, s->access, &s->st, s->r->cpu_milli, c->nchg, c->g, c->R0, c->R1, c->E1, ga)
+                   : frag_after_fast(s->w, s->access, &s->st, s->r->cpu_milli, c->nchg, c->g, c->R0, c->E0, c->R1, c->E1);
+    return s->F0 - F1;
+}
+
+/* mig-aware's second criterion, below any real difference in fragmentation: the
+ * legal start slots the changed MIG GPUs still offer the workload's MIG types,
+ * weighted by popularity. Room is all-or-nothing per GPU in the measure; this prefers,
+ * among slots that keep the same types placeable, the one that keeps more ways to
+ * place them (a 1g at slot 6 rather than 4 leaves 2g/1g.20gb a slot at 4). */
+static double mig_placements(const scorer *s, const cand *c, const pv_gpu *ga) {
+    const policy_workload *w = s->w;
+    if (!w->has_mig) return 0;
+    double sum = 0;
+    for (int i = 0; i < c->nchg; i++) {
+        const pv_gpu *g = &ga[i];
+        if (g->mode != MODEL_GPU_MIG || !g->dyn || !g->product) continue;
+        for (int t = 0; t < w->nkept; t++) {
+            if (!w->hot[t].mig) continue;
+            int idx = g->product == s->st.mig_p ? s->st.mig_idx[t] : mig_type_profile(w, t, g->product);
+            if (idx >= 0) sum += w->hot[t].p * __builtin_popcount(g->starts[idx]);
+        }
+    }
+    return sum;
+}
+
+/* Candidate preference within a node; higher wins, ties keep the earlier candidate. */
+static double cand_key(scorer *s, const cand *c, const pv_gpu *ga, int idx, double *delta_out) {
+    switch (s->p->kind) {
+    case P_SPREAD: {
+        double k = 0;
+        for (int i = 0; i < c->nchg; i++) k += c->R0[i];
+        return k;   /* emptiest GPU */
+    }
+    case P_RANDOM:
+        return (double)(policy_hash64(policy_hash64(s->ctx->seed ^ 0xa5a5u) ^ policy_hash64(s->ctx->decision) ^
+                                      s->name_hash ^ (uint64_t)idx) >> 11);
+    case P_FGD:
+    case P_MIGAWARE: {
+        double d = frag_delta(s, c, ga);
+        *delta_out = d;
+        bool exact = s->p->kind == P_MIGAWARE || s->ctx->fgd_exact;
+        double k = exact ? d : fgd_value(d, false);
+        if (s->p->kind == P_MIGAWARE) {
+            if (c->idle_instance) k += 1e12;   /* idle instance first */
+            if (ga) k += 1e-6 * mig_placements(s, c, ga);
+        }
+        return k;
+    }
+    default: {
+        double k = 0;
+        for (int i = 0; i < c->nchg; i++) k -= c->R0[i];
+        return k;   /* tightest GPU that fits */
+    }
+    }
+}
+
+static double node_score(scorer *s, const cand *c, double delta, char *why, size_t whylen) {
+    nodeinfo *ni = &s->ni;
+    switch (s->p->kind) {
+    case P_BINPACK:
+    case P_SPREAD: {
+        double u0 = node_used_share(s->ctx, s->n, &s->v, s->r, c, false);
+        double u1 = node_used_share(s->ctx, s->n, &s->v, s->r, c, true);
+        double sc = s->p->kind == P_BINPACK ? 100.0 * u1 : 100.0 * (1.0 - u1);
+        if (why) snprintf(why, whylen, "%s: node use %.1f%% -> %.1f%% (weights compute %.2g memory %.2g replicas %.2g)",
+                          s->p->name, 100 * u0, 100 * u1, s->ctx->w_compute, s->ctx->w_memory, s->ctx->w_replica);
+        return sc;
+    }
+    case P_BESTFIT: {
+        double raw = bestfit_raw(ni);
+        if (why) snprintf(why, whylen, "bestfit: leaves CPU %lldm, GPU %lld milli -> raw %.0f (min-max normalised over nodes)",
+                          (long long)(ni->cpu_free - ni->cpu_req), (long long)(ni->gpu_free - ni->gpu_req), raw);
+        return raw;
+    }
+    case P_DOTPROD: {
+        double raw = dotprod_raw(ni);
+        if (why) snprintf(why, whylen, "dotprod: free (CPU %lldm, GPU %lld milli) . request (CPU %lldm, GPU %lld milli) -> %.0f",
+                          (long long)ni->cpu_free, (long long)ni->gpu_free, (long long)ni->cpu_req,
+                          (long long)ni->gpu_req, raw);
+        return raw;
+    }
+    case P_GPUPACKING: return gpupacking_score(&s->v, s->r, c, ni, why, whylen);
+    case P_GPUCLUSTERING: return gpuclustering_score(s->n, s->r, ni, why, whylen);
+    case P_RANDOM: {
+        /* a uniform draw in [0, 100) from (seed, decision, node) */
+        double raw = 100.0 * (double)(policy_hash64(policy_hash64(s->ctx->seed ^ 0x5eedu) ^
+                                                    policy_hash64(s->ctx->decision) ^ s->name_hash) >> 11) / 9007199254740992.0;
+        if (why) snprintf(why, whylen, "random: draw %.6f (the highest draw among feasible nodes gets 100)", raw);
+        return raw;
+    }
+    case P_FGD:
+    case P_MIGAWARE: {
+        bool exact = s->p->kind == P_MIGAWARE || s->ctx->fgd_exact;
+        double sc = fgd_value(delta, exact);
+        if (s->p->kind == P_MIGAWARE && s->r->kind == MODEL_REQ_MIG) sc = (c->idle_instance ? 50.0 : 0.0) + sc / 2.0;
+        if (why) snprintf(why, whylen, "%s: fragmentation %.1f -> %.1f milli-GPU (decrease %+.1f) -> %s%.*f%s", s->p->name,
+                          s->F0, s->F0 - delta, delta, exact ? "" : "int(100*sigmoid) = ", exact ? 3 : 0, sc,
+                          s->p->kind == P_MIGAWARE && c->idle_instance ? ", uses an idle instance" : "");
+        return sc;
+    }
+    }
+    return 0;
+}
+
+/* Fast path: whole-mode node, request CPU-only / whole / 1-GPU compute-only fraction. */
+static bool fast_eligible(const scorer *s) {
+    const model_request *r = s->r;
+    if (!s->v.all_whole || r->isolation != MODEL_ISO_DEFAULT) return false;
+    if ((s->p->kind == P_FGD || s->p->kind == P_MIGAWARE) && !frag_workload_fast(s->w)) return false;
+    if (r->nmodels > 0) {   /* per-GPU model check: fast only on a single-product node */
+        for (int i = 1; i < s->n->ngpus; i++)
+            if (s->n->gpus[i].product != s->n->gpus[0].product) return false;
+    }
+    switch (r->kind) {
+    case MODEL_REQ_NONE: return true;
+    case MODEL_REQ_WHOLE: return r->count >= 1 && r->count <= MODEL_MAX_GPUS;
+    case MODEL_REQ_FRACTION:
+        return r->count == 1 && r->memory_mib == 0 && r->memory_permille == 0 && r->compute_permille > 0 &&
+               r->compute_permille <= 1000;
+    default: return false;
+    }
+}
+
+/* Returns the number of candidates written (0 = infeasible) with the reason in why. */
+/* CPU-only or whole GPUs: the one candidate (lowest-indexed idle GPUs). 0 = none. */
+static int fast_single(scorer *s, cand *c, char *why, size_t whylen) {
+    const model_request *r = s->r;
+    choice_blank(&c->c);
+    c->nchg = 0;
+    c->idle_instance = false;
+    if (r->kind == MODEL_REQ_NONE) return 1;
+    for (int i = 0; i < s->v.ngpus && c->nchg < r->count; i++) {
+        if (s->v.E[i] != 1001) continue;
+        int k = c->nchg++;
+        c->g[k] = (int8_t)i;
+        c->c.gpu[k] = (int8_t)i;
+        c->R0[k] = s->v.R[i];
+        c->E0[k] = s->v.E[i];
+        c->R1[k] = 0;
+        c->E1[k] = 0;
+        c->mem1[k] = s->n->gpus[i].memory_mib;
+    }
+    c->c.ngpus = c->nchg;
+    if (c->nchg < r->count) {
+        if (why) snprintf(why, whylen, "needs %d whole GPU%s, %d free", r->count, r->count > 1 ? "s" : "", c->nchg);
+        return 0;
+    }
+    return 1;
+}
+
+/* A compute-only share of one GPU: walk the GPUs that take it, keep the best by the
+ * policy's key; equal (R, E) gives an equal delta, computed once. Returns the number
+ * of GPUs that take it; *best is built for the winner only. */
+static int fast_fraction(scorer *s, cand *best, double *best_key, double *best_delta) {
+    int d = s->r->compute_permille, nc = 0, win = -1;
+    int16_t seenR[MODEL_MAX_GPUS], seenE[MODEL_MAX_GPUS];
+    double seenK[MODEL_MAX_GPUS], seenD[MODEL_MAX_GPUS];
+    int nseen = 0;
+    cand t;   /* only the first change is filled: enough for cand_key */
+    t.nchg = 1;
+    t.idle_instance = false;
+    for (int i = 0; i < s->v.ngpus; i++) {
+        const model_gpu *g = &s->n->gpus[i];
+        /* fit.c's soft share: no exclusive holder, compute and proportional memory free */
+        if (g->exclusive_holder >= 0 || s->v.R[i] < d ||
+            (long long)d * g->memory_mib > 1000LL * (g->memory_mib - g->memory_used_mib))
+            continue;
+        nc++;
+        double key, delta = 0;
+        int memo = -1;
+        if (s->w)
+            for (int q = 0; q < nseen && memo < 0; q++)
+                if (seenR[q] == s->v.R[i] && seenE[q] == s->v.E[i]) memo = q;
+        if (memo >= 0) {
+            key = seenK[memo];
+            delta = seenD[memo];
+        } else {
+            t.g[0] = (int8_t)i;
+            t.R0[0] = s->v.R[i];
+            t.E0[0] = s->v.E[i];
+            t.R1[0] = (int16_t)(s->v.R[i] - d);
+            t.E1[0] = (int16_t)(t.R1[0] > 999 ? 999 : t.R1[0]);
+            key = cand_key(s, &t, NULL, i, &delta);
+            if (s->w) {
+                seenR[nseen] = s->v.R[i];
+                seenE[nseen] = s->v.E[i];
+                seenK[nseen] = key;
+                seenD[nseen++] = delta;
+            }
+        }
+        if (win < 0 || key > *best_key) {
+            win = i;
+            *best_key = key;
+            *best_delta = delta;
+        }
+    }
+    if (win >= 0) cand_fraction(s, win, d, best);
+    return nc;
+}
+
+/* Generic path: one of model_fit's assignments as a candidate; ga receives the changed
+ * GPUs' hypothetical state, in the order of c->g. */
+static void generic_cand(const scorer *s, const model_assignment *a, cand *c, pv_gpu *ga, bool room) {
+    choice_blank(&c->c);
+    c->nchg = 0;
+    c->idle_instance = false;
+    for (int q = 0; q < a->ngrants; q++) {
+        const model_grant *gr = &a->grant[q];
+        if (gr->gpu < 0 || gr->gpu >= s->v.ngpus) continue;
+        int k = 0;
+        while (k < c->nchg && c->g[k] != gr->gpu) k++;
+        if (k == c->nchg) {   /* first grant on this GPU */
+            c->nchg++;
+            c->g[k] = gr->gpu;
+            c->R0[k] = c->R1[k] = s->v.R[gr->gpu];
+            c->E0[k] = c->E1[k] = s->v.E[gr->gpu];
+            ga[k] = s->v.g[gr->gpu];
+            c->c.gpu[c->c.ngpus++] = gr->gpu;
+        }
+        pv_gpu_apply(&ga[k], &c->R1[k], &c->E1[k], gr, room);
+        c->mem1[k] = ga[k].mem_cap - ga[k].free_mem;
+        if (gr->mig_profile >= 0 && c->c.mig_profile < 0) {
+            c->c.mig_profile = gr->mig_profile;
+            c->c.mig_start = gr->mig_start;
+            c->c.mig_create = gr->mig_create;
+        }
+        if (gr->mig_profile >= 0 && !gr->mig_create) c->idle_instance = true;
+        if (gr->replica >= 0 && c->c.replica < 0) c->c.replica = gr->replica;
+    }
+    for (int i = 1; i < c->c.ngpus; i++)   /* GPU list ascending */
+        for (int j = i; j > 0 && c->c.gpu[j - 1] > c->c.gpu[j]; j--) {
+            int8_t t = c->c.gpu[j];
+            c->c.gpu[j] = c->c.gpu[j - 1];
+            c->c.gpu[j - 1] = t;
+        }
+}
+
+/* One MIG instance on a mixed-strategy node: the candidates fit.c's gen_mig lists, in
+ * its order (GPU ascending; idle instances of the profile, then on dynamic GPUs each
+ * legal free start), without its general machinery. */
+static bool mig_eligible(const scorer *s) {
+    const model_request *r = s->r;
+    if (r->kind != MODEL_REQ_MIG || r->count != 1 || s->n->mig_strategy == MODEL_MIG_SINGLE) return false;
+    if (r->nmodels > 0)
+        for (int i = 1; i < s->n->ngpus; i++)
+            if (s->n->gpus[i].product != s->n->gpus[0].product) return false;
+    return true;
+}
+
+/* model_product_profile_index, remembered for the last (product, name) per thread. */
+static int request_profile(const model_gpu_product *p, const char *name) {
+    static _Thread_local const model_gpu_product *lp;
+    static _Thread_local char lname[32];
+    static _Thread_local int lidx;
+    if (p != lp || strncmp(name, lname, sizeof lname)) {
+        lp = p;
+        snprintf(lname, sizeof lname, "%s", name);
+        lidx = model_product_profile_index(p, name);
+    }
+    return lidx;
+}
+
+/* one_per_gpu: the policy's key ignores the slot (no fragmentation measure, no
+ * random draw), so the first candidate per GPU stands for the rest. */
+static int mig_candidates(const scorer *s, model_assignment *as, int max, bool one_per_gpu) {
+    int nc = 0, idx = -1;
+    const model_gpu_product *last = NULL;
+    for (int gi = 0; gi < s->v.ngpus && nc < max; gi++) {
+        const pv_gpu *g = &s->v.g[gi];
+        if (g->mode != MODEL_GPU_MIG || !g->product) continue;
+        if (g->product != last) {
+            last = g->product;
+            idx = request_profile(g->product, s->r->mig_profile);
+        }
+        if (idx < 0) continue;
+        int before = nc;
+        for (int k = 0; k < g->layout.n && nc < max && !(one_per_gpu && nc > before); k++) {
+            if ((g->held & (1u << k)) || g->layout.inst[k].profile != idx) continue;
+            model_assignment *a = &as[nc++];
+            a->ngrants = 1;
+            a->grant[0] = (model_grant){.gpu = (int8_t)gi, .mig_inst = (int8_t)k, .mig_profile = (int8_t)idx,
+                                        .mig_start = g->layout.inst[k].start, .replica = -1};
+        }
+        if (!g->dyn) continue;
+        for (int st = 0; st < MODEL_MIG_MAX_SLICES && nc < max && !(one_per_gpu && nc > before); st++) {
+            if (!(g->starts[idx] & (1u << st))) continue;
+            model_assignment *a = &as[nc++];
+            a->ngrants = 1;
+            a->grant[0] = (model_grant){.gpu = (int8_t)gi, .mig_inst = -1, .mig_profile = (int8_t)idx,
+                                        .mig_start = (int8_t)st, .mig_create = true, .replica = -1};
+        }
+    }
+    return nc;
+}
+
+/* Same GPU state and same grant shape: the same delta. Saves most of the work on nodes
+ * of identical GPUs (8 empty MIG GPUs x 7 start slots). */
+static uint64_t gpu_sig(const pv_node *v, int i) {
+    const pv_gpu *g = &v->g[i];
+    uint64_t h = policy_hash64(((uint64_t)(uint16_t)v->R[i] << 16) ^ (uint16_t)v->E[i] ^ ((uint64_t)g->mode << 40) ^
+                               ((uint64_t)g->held << 48) ^ ((uint64_t)(uint32_t)g->free_mem << 20));
+    h = policy_hash64(h ^ (uint64_t)(uintptr_t)g->product ^ ((uint64_t)g->free_rep << 56));
+    for (int k = 0; k < g->layout.n; k++)
+        h = policy_hash64(h ^ ((uint64_t)(uint8_t)g->layout.inst[k].profile << 8) ^ (uint8_t)g->layout.inst[k].start);
+    return h;
+}
+
+int policy_score(const policy *p, const model_request *r, const model_node *n, const policy_ctx *ctx,
+                 policy_result *out, char *why, size_t whylen) {
+    if (why && whylen) why[0] = 0;
+    if (!p || !r || !n || !ctx || !out || !n->name) {
+        if (why) snprintf(why, whylen, "policy_score: NULL argument");
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    choice_blank(&out->choice);
+    uint64_t name_hash = policy_hash_str(0, n->name);
+    out->rank = rank_of(ctx, name_hash);
+    if (r->kind < MODEL_REQ_NONE || r->kind > MODEL_REQ_MIG || (r->kind != MODEL_REQ_NONE && (r->count < 1 || r->count > MODEL_MAX_GPUS))) {
+        if (why) snprintf(why, whylen, "policy_score: request kind %d count %d out of range", (int)r->kind, r->count);
+        return -1;
+    }
+
+    scorer S, *s = &S;
+    s->p = p;
+    s->r = r;
+    s->n = n;
+    s->ctx = ctx;
+    s->w = NULL;
+    s->name_hash = name_hash;
+    wl_buf wb;
+    if (p->kind == P_FGD) {
+        if (!ctx->workload || !ctx->workload->finished || ctx->workload->nkept == 0) {
+            if (why) snprintf(why, whylen, "fgd needs a finished target workload in ctx->workload");
+            return -1;
+        }
+        s->w = ctx->workload;
+    } else if (p->kind == P_MIGAWARE) {
+        const policy_workload *w = ctx->workload;
+        bool usable = w && w->finished && w->nkept > 0 && (r->kind != MODEL_REQ_MIG || w->has_mig);
+        s->w = usable ? w : implicit_workload(&wb, n, r);
+    }
+
+    /* Host and model checks first: cheap, and the commonest reasons a node is out. */
+    if (n->track_host) {
+        int64_t mem = (r->memory_bytes + (1 << 20) - 1) >> 20;
+        if (n->cpu_milli - n->cpu_used_milli < r->cpu_milli || n->memory_mib - n->memory_used_mib < mem) {
+            if (why) snprintf(why, whylen, "not enough host %s", n->cpu_milli - n->cpu_used_milli < r->cpu_milli ? "CPU" : "memory");
+            return 0;
+        }
+    }
+    if (r->kind != MODEL_REQ_NONE) {
+        if (n->reason[0]) {
+            if (why) snprintf(why, whylen, "node takes no GPU pods: %s", n->reason);
+            return 0;
+        }
+        if (r->nmodels > 0 && !model_fit_product_allowed(n, r)) {
+            if (why) snprintf(why, whylen, "GPU model not among the request's allowed models");
+            return 0;
+        }
+    }
+
+    /* Decide the path before building the view: the generic one needs the detail. */
+    s->v.all_whole = true;
+    for (int i = 0; i < n->ngpus && i < MODEL_MAX_GPUS; i++)
+        if (n->gpus[i].mode != MODEL_GPU_WHOLE) s->v.all_whole = false;
+    bool fast = fast_eligible(s);
+    pv_build(&s->v, n, !fast);
+
+    nodeinfo *ni = &s->ni;
+    ni->cpu_free = n->track_host ? n->cpu_milli - n->cpu_used_milli : 0;
+    ni->cpu_req = n->track_host ? r->cpu_milli : 0;
+    ni->gpu_free = 0;
+    ni->fully_free = 0;
+    for (int i = 0; i < s->v.ngpus; i++) {
+        ni->gpu_free += s->v.R[i];
+        ni->fully_free += s->v.R[i] >= 1000;
+    }
+    if (s->w) {
+        frag_access(s->w, n, s->access);
+        s->F0 = frag_eval(s->w, &s->v, s->access, &s->st, NULL);
+    }
+
+    /* Walk the candidates, keep the one the policy prefers (first among equals). */
+    cand cur, best;
+    double best_key = 0, best_delta = 0;
+    int nc = 0;
+    char fitwhy[MODEL_REASON_LEN];
+    fitwhy[0] = 0;
+    if (fast && s->r->kind == MODEL_REQ_FRACTION) {
+        nc = fast_fraction(s, &best, &best_key, &best_delta);
+        if (!nc) snprintf(fitwhy, sizeof fitwhy, "no GPU has %d milli-GPU free", r->compute_permille);
+    } else if (fast) {
+        nc = fast_single(s, &best, fitwhy, sizeof fitwhy);
+        if (nc) best_key = cand_key(s, &best, NULL, 0, &best_delta);
+    } else {
+        /* model_fit lists every placement; on the stack, GEN_MAX at most are looked at.
+         * One MIG instance is common and model_fit's generality costs: list those here. */
+        model_assignment as[GEN_MAX];
+        if (mig_eligible(s)) {
+            nc = mig_candidates(s, as, GEN_MAX, !s->w && p->kind != P_RANDOM);
+            if (!nc) snprintf(fitwhy, sizeof fitwhy, "no idle %s instance and no free slot to create one", r->mig_profile);
+        } else {
+            int total = model_fit(n, r, as, GEN_MAX, fitwhy, sizeof fitwhy);
+            nc = total < GEN_MAX ? total : GEN_MAX;
+        }
+        /* Same GPU state and same one-grant shape: same delta, and an equal key never
+         * displaces the earlier candidate, so repeats are skipped unbuilt. */
+        pv_gpu ga[MODEL_MAX_GPUS];
+        uint64_t gsig[MODEL_MAX_GPUS], seen[256];
+        bool have_gsig[MODEL_MAX_GPUS] = {false};
+        unsigned nseen = 16;
+        while (nseen < 2u * (unsigned)nc && nseen < 256) nseen *= 2;
+        memset(seen, 0, nseen * sizeof seen[0]);
+        bool first = true;
+        for (int k = 0; k < nc; k++) {
+            /* (random draws per candidate; the others' keys depend on the GPU state and
+             * the grant shape only, and on the slot only when fragmentation counts) */
+            if (p->kind != P_RANDOM && as[k].ngrants == 1) {
+                const model_grant *g0 = &as[k].grant[0];
+                int slot = s->w ? g0->mig_start : 0;
+                int gi = g0->gpu;
+                if (gi >= 0 && gi < s->v.ngpus) {
+                    if (!have_gsig[gi]) {
+                        gsig[gi] = gpu_sig(&s->v, gi);
+                        have_gsig[gi] = true;
+                    }
+                    uint64_t sg = policy_hash64(gsig[gi] ^ ((uint64_t)(uint8_t)g0->mig_profile << 8) ^
+                                                ((uint64_t)(uint8_t)slot << 16) ^ ((uint64_t)g0->mig_create << 24) ^
+                                                ((uint64_t)(g0->replica >= 0) << 25) ^ ((uint64_t)g0->exclusive << 26) ^
+                                                ((uint64_t)(uint16_t)g0->compute_permille << 32) ^
+                                                ((uint64_t)(uint32_t)g0->memory_mib << 48)) | 1;
+                    unsigned h = (unsigned)(sg % nseen);
+                    while (seen[h] && seen[h] != sg) h = (h + 1) % nseen;
+                    if (seen[h] == sg) continue;
+                    seen[h] = sg;
+                }
+            }
+            generic_cand(s, &as[k], &cur, ga, s->w != NULL);
+            double delta = 0;
+            double key = cand_key(s, &cur, ga, k, &delta);
+            if (first || key > best_key) {
+                best = cur;
+                best_key = key;
+                best_delta = delta;
+                first = false;
+            }
+        }
+    }
+    if (nc == 0) {
+        if (why) snprintf(why, whylen, "%s", fitwhy);
+        return 0;
+    }
+    const cand *c = &best;
+    ni->gpu_req = 0;
+    for (int i = 0; i < c->nchg; i++) ni->gpu_req += c->R0[i] - c->R1[i];
+
+    char wbuf[256], cbuf[96];
+    out->feasible = true;
+    out->choice = c->c;
+    out->raw = node_score(s, c, best_delta, why ? wbuf : NULL, sizeof wbuf);
+    out->score = out->raw;
+    if (s->p->kind == P_FGD || s->p->kind == P_MIGAWARE) out->raw = best_delta;
+    if (why) {
+        fmt_choice(n, &c->c, cbuf, sizeof cbuf);
+        snprintf(why, whylen, "%s; %s of %d candidate%s", wbuf, cbuf, nc, nc == 1 ? "" : "s");
+    }
+    return 0;
+}

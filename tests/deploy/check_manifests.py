@@ -1,0 +1,698 @@
+#!/usr/bin/env python3
+"""Checks that tessera's deployment (deploy/) parses and is consistent with itself and with
+the request forms the model accepts.
+
+    python3 tests/deploy/check_manifests.py [REPO_ROOT]
+
+Prints one line per check ("ok - ..." / "not ok - ..."), then "N passed, N failed", and
+exits 1 if anything failed. Needs PyYAML (Debian: python3-yaml); without it, prints a
+skip line and exits 0.
+
+Hooked into `make test` by the Makefile, e.g.
+
+    test: $(TEST_BIN)
+    	@$(TEST_BIN)
+    	@python3 tests/deploy/check_manifests.py
+
+What "consistent" means is spelled out in the constants below: when the extender gains
+or renames a flag, a metric or an API permission, change them here together with deploy/.
+"""
+import json
+import os
+import re
+import sys
+
+try:
+    import yaml
+except ImportError:
+    print("# SKIP deploy manifest checks: the python3 module yaml (PyYAML) is not installed "
+          "(Debian/Ubuntu: apt-get install python3-yaml)")
+    print("0 passed, 0 failed")
+    sys.exit(0)
+
+ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
+                       os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+DEPLOY = os.path.join(ROOT, "deploy")
+EXAMPLES = os.path.join(DEPLOY, "examples")
+
+NAMESPACE = "tessera"
+SCHEDULER_NAME = "tessera-scheduler"
+EXTENDER_IMAGE = "tessera-extender"          # image name in deployment.yaml (kustomize sets the real one)
+KUBE_SCHEDULER_IMAGE = re.compile(r"^registry\.k8s\.io/kube-scheduler:v1\.30\.\d+$")
+RUNTIME_UID = 65532
+
+# Metric names tessera-extender exports and the dashboard may query. The lead
+# cross-checks this list against the extender's /metrics.
+EXTENDER_METRICS = {
+    "tessera_request_duration_seconds": "histogram",   # label verb
+    "tessera_gpu_memory_allocated_mib": "gauge",       # labels node, gpu
+    "tessera_gpu_memory_free_mib": "gauge",            # labels node, gpu
+    "tessera_gpu_compute_allocated_permille": "gauge", # labels node, gpu
+    "tessera_gpu_replicas_free": "gauge",              # labels node, gpu
+    "tessera_mig_instances_free": "gauge",             # labels node, gpu, profile
+    "tessera_cluster_fragmentation_ratio": "gauge",
+    "tessera_binds_total": "counter",                  # label result
+    "tessera_watch_restarts_total": "counter",         # label kind
+    "tessera_cache_synced": "gauge",
+}
+
+# Exactly what tessera-extender may do cluster-wide: (apiGroup, resource) -> verbs.
+EXTENDER_CLUSTERROLE = {
+    ("", "nodes"): {"get", "list", "watch"},
+    ("", "pods"): {"get", "list", "watch"},
+    ("", "pods/binding"): {"create"},
+    ("", "events"): {"create"},
+}
+# Leader election, in the tessera namespace: (apiGroup, resource, resourceName|None) -> verbs.
+LEADER_LEASES = ("tessera-scheduler", "tessera-extender")
+LEADER_ROLE = {("coordination.k8s.io", "leases", None): {"create"}}
+for _l in LEADER_LEASES:
+    LEADER_ROLE[("coordination.k8s.io", "leases", _l)] = {"get", "update"}
+# Roles bound but not defined in deploy/ (Kubernetes' bootstrap roles): kind, name, namespace.
+BUILTIN_ROLES = {
+    ("ClusterRole", "system:kube-scheduler", None),
+    ("ClusterRole", "system:volume-scheduler", None),
+    ("Role", "extension-apiserver-authentication-reader", "kube-system"),
+}
+# Namespaced objects that must live outside the tessera namespace, and why.
+NAMESPACE_EXCEPTIONS = {
+    # next to the built-in Role it binds
+    ("RoleBinding", "tessera-scheduler-extension-apiserver-authentication-reader"): "kube-system",
+}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass",
+                  "CustomResourceDefinition", "StorageClass"}
+
+# Request forms (model/request.h). ignoredByScheduler must be true exactly where nodes
+# do not advertise the resource.
+BASE_RESOURCES = {
+    "nvidia.com/gpu": False,
+    "nvidia.com/gpu.shared": False,
+    "nvidia.com/gpumem": True,
+    "nvidia.com/gpumem-percentage": True,
+    "nvidia.com/gpucores": True,
+}
+MIG_PREFIX = "nvidia.com/mig-"
+# managedResources must list every MIG profile of these catalog products.
+REQUIRED_MIG_PRODUCTS = ("A100-SXM4-40GB", "A100-80GB", "H100-80GB", "H100-94GB")
+# The annotation-only forms: a pod using one needs a managed resource too.
+ANNOTATION_FORMS = ("tessera.io/gpu-fraction", "gpu-fraction", "gpu-memory")
+RUNTIME_PACKAGES = {"libmicrohttpd12", "libcjson1", "libcurl4", "libjemalloc2", "ca-certificates"}
+
+passed = 0
+failed = 0
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+        print("ok - " + name)
+    else:
+        failed += 1
+        print("not ok - " + name + (": " + detail if detail else ""))
+    return ok
+
+
+def rel(path):
+    return os.path.relpath(path, ROOT)
+
+
+# ---- load ------------------------------------------------------------------------------
+def yaml_files(top):
+    out = []
+    for d, dirs, files in os.walk(top):
+        dirs.sort()
+        for f in sorted(files):
+            if f.endswith((".yaml", ".yml")):
+                out.append(os.path.join(d, f))
+    return out
+
+
+docs = {}  # path -> list of dict objects
+for path in yaml_files(DEPLOY):
+    try:
+        with open(path) as fh:
+            objs = [o for o in yaml.safe_load_all(fh) if o is not None]
+        docs[path] = objs
+        check("%s parses (%d document%s)" % (rel(path), len(objs), "" if len(objs) == 1 else "s"),
+              len(objs) > 0 and all(isinstance(o, dict) for o in objs), "empty or not a mapping")
+    except yaml.YAMLError as e:
+        docs[path] = []
+        check("%s parses" % rel(path), False, str(e).replace("\n", " "))
+
+KUSTOMIZATION = os.path.join(DEPLOY, "kustomization.yaml")
+top_manifests = sorted(p for p in docs if os.path.dirname(p) == DEPLOY and p != KUSTOMIZATION)
+example_files = sorted(p for p in docs if os.path.dirname(p) == EXAMPLES)
+
+for path in top_manifests + example_files:
+    bad = [i for i, o in enumerate(docs[path])
+           if not (o.get("apiVersion") and o.get("kind") and isinstance(o.get("metadata"), dict)
+                   and o["metadata"].get("name"))]
+    check("%s: every object has apiVersion, kind and metadata.name" % rel(path), not bad,
+          "documents %s" % bad)
+
+objects = [(p, o) for p in top_manifests for o in docs[p]]
+
+
+def find(kind, name=None):
+    return [o for _, o in objects if o.get("kind") == kind and (name is None or o["metadata"].get("name") == name)]
+
+
+def one(kind, name=None):
+    found = find(kind, name)
+    return found[0] if len(found) == 1 else None
+
+
+# ---- namespaces ------------------------------------------------------------------------
+ns_obj = one("Namespace", NAMESPACE)
+check("namespace.yaml defines Namespace %s" % NAMESPACE, ns_obj is not None)
+wrong = []
+for p, o in objects:
+    kind, meta = o.get("kind"), o.get("metadata", {})
+    if kind in CLUSTER_SCOPED:
+        if "namespace" in meta:
+            wrong.append("%s/%s is cluster-scoped but names a namespace" % (kind, meta.get("name")))
+        continue
+    want = NAMESPACE_EXCEPTIONS.get((kind, meta.get("name")), NAMESPACE)
+    if meta.get("namespace") != want:
+        wrong.append("%s/%s in %r, want %r" % (kind, meta.get("name"), meta.get("namespace"), want))
+check("namespaced objects are in namespace %s (exceptions: %s)" %
+      (NAMESPACE, ", ".join("%s/%s" % k for k in NAMESPACE_EXCEPTIONS)), not wrong, "; ".join(wrong))
+
+# ---- kustomization ---------------------------------------------------------------------
+kust = (docs.get(KUSTOMIZATION) or [{}])[0]
+listed = kust.get("resources") or []
+listed_paths = sorted(os.path.normpath(os.path.join(DEPLOY, r)) for r in listed)
+check("kustomization.yaml lists every manifest in deploy/ (%d files)" % len(top_manifests),
+      listed_paths == top_manifests,
+      "missing %s, extra %s" % ([rel(p) for p in top_manifests if p not in listed_paths],
+                                [rel(p) for p in listed_paths if p not in top_manifests]))
+check("kustomization.yaml sets no namespace (it would move the kube-system RoleBinding)",
+      "namespace" not in kust)
+check("kustomization.yaml sets the image %s" % EXTENDER_IMAGE,
+      any(i.get("name") == EXTENDER_IMAGE and i.get("newName") for i in kust.get("images") or []))
+
+# ---- deployment and its pod --------------------------------------------------------------
+dep = one("Deployment")
+check("exactly one Deployment", dep is not None)
+dep = dep or {"metadata": {}, "spec": {"template": {"metadata": {}, "spec": {}}}}
+tmpl = dep["spec"].get("template", {})
+pod_labels = tmpl.get("metadata", {}).get("labels") or {}
+pod = tmpl.get("spec", {})
+containers = pod.get("containers") or []
+inits = pod.get("initContainers") or []
+
+
+def matches(selector, labels):
+    ml = (selector or {}).get("matchLabels") or {}
+    return bool(ml) and all(labels.get(k) == v for k, v in ml.items()) and not (selector or {}).get("matchExpressions")
+
+
+check("Deployment has at least 2 replicas", (dep["spec"].get("replicas") or 1) >= 2)
+check("Deployment selector matches its pod labels", matches(dep["spec"].get("selector"), pod_labels))
+anti = (pod.get("affinity") or {}).get("podAntiAffinity") or {}
+terms = [t.get("podAffinityTerm", t) for t in
+         (anti.get("preferredDuringSchedulingIgnoredDuringExecution") or []) +
+         (anti.get("requiredDuringSchedulingIgnoredDuringExecution") or [])]
+check("pod anti-affinity spreads replicas over nodes",
+      any(t.get("topologyKey") == "kubernetes.io/hostname" and matches(t.get("labelSelector"), pod_labels)
+          for t in terms))
+
+extender = next((c for c in inits + containers if c.get("image", "").split(":")[0] == EXTENDER_IMAGE), None)
+kubesched = next((c for c in containers if KUBE_SCHEDULER_IMAGE.match(c.get("image", ""))), None)
+check("pod runs %s" % EXTENDER_IMAGE, extender is not None)
+check("pod runs registry.k8s.io/kube-scheduler:v1.30.x", kubesched is not None,
+      "images: %s" % [c.get("image") for c in containers])
+extender = extender or {}
+kubesched = kubesched or {}
+if extender in inits:
+    check("tessera-extender is a native sidecar (restartPolicy: Always) that starts before kube-scheduler",
+          extender.get("restartPolicy") == "Always")
+
+
+def flags(args):
+    """--name value and --name=value into a dict."""
+    out, i = {}, 0
+    args = [str(a) for a in args or []]
+    while i < len(args):
+        a = args[i]
+        if a.startswith("--"):
+            if "=" in a:
+                k, v = a[2:].split("=", 1)
+            elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+                k, v = a[2:], args[i + 1]
+                i += 1
+            else:
+                k, v = a[2:], ""
+            out[k] = v
+        i += 1
+    return out
+
+
+def hostport(s):
+    m = re.match(r"^\[?([^\]]*)\]?:(\d+)$", s or "")
+    return (m.group(1), int(m.group(2))) if m else (None, None)
+
+
+xf = flags((extender.get("command") or [])[1:] + (extender.get("args") or []))
+listen_host, listen_port = hostport(xf.get("listen"))
+mlisten_host, mlisten_port = hostport(xf.get("metrics-listen"))
+check("extender --listen is on loopback", listen_host in ("127.0.0.1", "localhost", "::1"),
+      "--listen %r" % xf.get("listen"))
+check("extender --metrics-listen is on the pod IP and differs from --listen",
+      mlisten_host in ("0.0.0.0", "", "::") and mlisten_port and mlisten_port != listen_port,
+      "--metrics-listen %r" % xf.get("metrics-listen"))
+
+policies = []
+try:
+    with open(os.path.join(ROOT, "policy", "score.c")) as fh:
+        policies = re.findall(r'\{"([a-z0-9-]+)",\s*P_[A-Z]+', fh.read())
+except OSError:
+    pass
+check("extender --policy names a policy of policy/score.c", xf.get("policy") in policies,
+      "%r not in %s" % (xf.get("policy"), policies))
+
+
+def port_number(container, port):
+    if isinstance(port, int):
+        return port
+    for p in container.get("ports") or []:
+        if p.get("name") == port:
+            return p.get("containerPort")
+    return None
+
+
+probe_ports, missing = {}, []
+for kind, path in (("startupProbe", "/readyz"), ("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+    pr = (extender.get(kind) or {}).get("httpGet")
+    if extender in containers and kind == "startupProbe" and not pr:
+        continue
+    if not pr or pr.get("path") != path:
+        missing.append("%s on %s" % (kind, path))
+    else:
+        probe_ports[kind] = port_number(extender, pr.get("port"))
+check("extender probes: liveness on /healthz, readiness (and startup) on /readyz", not missing, ", ".join(missing))
+check("extender probe ports are the --metrics-listen port %s" % mlisten_port,
+      probe_ports and all(p == mlisten_port for p in probe_ports.values()), "probe ports %s" % probe_ports)
+check("extender declares the metrics containerPort", port_number(extender, "metrics") == mlisten_port)
+
+# Hardening of every container.
+psc = pod.get("securityContext") or {}
+for c in inits + containers:
+    sc = c.get("securityContext") or {}
+    problems = []
+    if not (sc.get("runAsNonRoot", psc.get("runAsNonRoot")) is True):
+        problems.append("runAsNonRoot")
+    if sc.get("readOnlyRootFilesystem") is not True:
+        problems.append("readOnlyRootFilesystem")
+    if sc.get("allowPrivilegeEscalation") is not False:
+        problems.append("allowPrivilegeEscalation")
+    if "ALL" not in ((sc.get("capabilities") or {}).get("drop") or []):
+        problems.append("capabilities.drop ALL")
+    if (sc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type") != "RuntimeDefault":
+        problems.append("seccomp RuntimeDefault")
+    uid = sc.get("runAsUser", psc.get("runAsUser"))
+    if uid in (None, 0):
+        problems.append("runAsUser non-zero")
+    check("container %s is hardened (non-root, read-only root, no privilege escalation, no capabilities, "
+          "RuntimeDefault seccomp)" % c.get("name"), not problems, "missing " + ", ".join(problems))
+    res = c.get("resources") or {}
+    lack = ["%s.%s" % (s, r) for s in ("requests", "limits") for r in ("cpu", "memory")
+            if r not in (res.get(s) or {})]
+    check("container %s has CPU and memory requests and limits" % c.get("name"), not lack, "missing " + ", ".join(lack))
+check("pod runs as uid %d like the image's USER" % RUNTIME_UID, psc.get("runAsUser") == RUNTIME_UID)
+
+# ---- RBAC ------------------------------------------------------------------------------
+sa = one("ServiceAccount")
+sa_name = (sa or {}).get("metadata", {}).get("name")
+check("exactly one ServiceAccount, used by the Deployment",
+      sa is not None and pod.get("serviceAccountName") == sa_name,
+      "ServiceAccount %r, serviceAccountName %r" % (sa_name, pod.get("serviceAccountName")))
+
+wild = []
+for _, o in objects:
+    if o.get("kind") in ("Role", "ClusterRole"):
+        for r in o.get("rules") or []:
+            for f in ("apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs"):
+                if any("*" in str(v) for v in r.get(f) or []):
+                    wild.append("%s/%s %s" % (o["kind"], o["metadata"]["name"], f))
+            if r.get("nonResourceURLs"):
+                wild.append("%s/%s nonResourceURLs" % (o["kind"], o["metadata"]["name"]))
+check("no Role or ClusterRole uses a wildcard or non-resource URL", not wild, "; ".join(wild))
+
+
+def grants(role, with_names):
+    out = {}
+    for r in role.get("rules") or []:
+        names = (r.get("resourceNames") or [None]) if with_names else [None]
+        for g in r.get("apiGroups") or []:
+            for res in r.get("resources") or []:
+                for n in names:
+                    key = (g, res, n) if with_names else (g, res)
+                    out.setdefault(key, set()).update(r.get("verbs") or [])
+    return out
+
+
+def fmt_grants(g):
+    return "; ".join("%s %s" % ("/".join(str(x) for x in k), ",".join(sorted(v))) for k, v in sorted(g.items(), key=str))
+
+
+cr = one("ClusterRole", "tessera-extender") or {}
+got = grants(cr, False)
+check("ClusterRole tessera-extender grants exactly nodes/pods get,list,watch; pods/binding create; events create",
+      got == EXTENDER_CLUSTERROLE, "grants " + fmt_grants(got))
+cr_names = grants(cr, True)
+check("ClusterRole tessera-extender is not limited by resourceNames", all(k[2] is None for k in cr_names))
+
+le = one("Role", "tessera-leader-election") or {}
+got = grants(le, True)
+check("Role tessera-leader-election grants exactly leases create, and get/update on %s" % ", ".join(LEADER_LEASES),
+      got == LEADER_ROLE and le.get("metadata", {}).get("namespace") == NAMESPACE,
+      "grants " + fmt_grants(got))
+check("no ClusterRole defined here grants leases", all(
+    ("coordination.k8s.io", "leases") not in grants(o, False) for o in find("ClusterRole")))
+
+defined = {(o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")) for _, o in objects
+           if o.get("kind") in ("Role", "ClusterRole")}
+bindings = find("RoleBinding") + find("ClusterRoleBinding")
+bad = []
+for b in bindings:
+    name = b["metadata"]["name"]
+    subs = b.get("subjects") or []
+    if subs != [{"kind": "ServiceAccount", "name": sa_name, "namespace": NAMESPACE}]:
+        bad.append("%s subjects %s" % (name, subs))
+    ref = b.get("roleRef") or {}
+    ns = b["metadata"].get("namespace") if ref.get("kind") == "Role" else None
+    key = (ref.get("kind"), ref.get("name"), ns)
+    if key not in defined and key not in BUILTIN_ROLES:
+        bad.append("%s refers to unknown %s" % (name, key))
+check("every binding binds ServiceAccount %s/%s to a role defined here or built in" % (NAMESPACE, sa_name),
+      bindings and not bad, "; ".join(bad))
+bound = {(b.get("roleRef") or {}).get("name") for b in bindings}
+for r in ("tessera-extender", "tessera-leader-election", "system:kube-scheduler", "system:volume-scheduler",
+          "extension-apiserver-authentication-reader"):
+    check("role %s is bound" % r, r in bound)
+
+# ---- KubeSchedulerConfiguration ------------------------------------------------------------
+cfg, cm_name, cfg_key, mount_ok = None, None, None, False
+ksf = flags((kubesched.get("command") or [])[1:] + (kubesched.get("args") or []))
+cfg_path = ksf.get("config", "")
+for v in pod.get("volumes") or []:
+    cmv = v.get("configMap")
+    if not cmv:
+        continue
+    for m in kubesched.get("volumeMounts") or []:
+        if m.get("name") != v.get("name") or not cfg_path.startswith(m.get("mountPath", "").rstrip("/") + "/"):
+            continue
+        sub = cfg_path[len(m["mountPath"].rstrip("/")) + 1:]
+        items = cmv.get("items")
+        key = next((i["key"] for i in items if i.get("path") == sub), None) if items else sub
+        if key:
+            cm_name, cfg_key, mount_ok = cmv.get("name"), key, True
+check("kube-scheduler --config points into a mounted ConfigMap", mount_ok, "--config %r" % cfg_path)
+cm = one("ConfigMap", cm_name) if cm_name else None
+text = ((cm or {}).get("data") or {}).get(cfg_key)
+check("ConfigMap %s holds key %s" % (cm_name, cfg_key), text is not None)
+try:
+    cfg = yaml.safe_load(text) if text else None
+    check("the embedded KubeSchedulerConfiguration parses", isinstance(cfg, dict))
+except yaml.YAMLError as e:
+    check("the embedded KubeSchedulerConfiguration parses", False, str(e).replace("\n", " "))
+cfg = cfg if isinstance(cfg, dict) else {}
+check("it is kubescheduler.config.k8s.io/v1 KubeSchedulerConfiguration",
+      cfg.get("apiVersion") == "kubescheduler.config.k8s.io/v1" and cfg.get("kind") == "KubeSchedulerConfiguration")
+profiles = cfg.get("profiles") or []
+check("exactly one profile, schedulerName %s" % SCHEDULER_NAME,
+      [p.get("schedulerName") for p in profiles] == [SCHEDULER_NAME])
+
+
+def duration(s):
+    """Go duration string -> seconds (None if malformed)."""
+    if not isinstance(s, str) or not re.fullmatch(r"(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+", s):
+        return None
+    unit = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+    return sum(float(n) * unit[u] for n, _, u in re.findall(r"(\d+(\.\d+)?)(ns|us|µs|ms|s|m|h)", s))
+
+
+le_cfg = cfg.get("leaderElection") or {}
+check("leaderElection is on, with Lease %s/%s of its own" % (NAMESPACE, le_cfg.get("resourceName")),
+      le_cfg.get("leaderElect") is True and le_cfg.get("resourceLock") == "leases"
+      and le_cfg.get("resourceNamespace") == NAMESPACE and le_cfg.get("resourceName") not in (None, "kube-scheduler")
+      and le_cfg.get("resourceName") in LEADER_LEASES and le_cfg.get("resourceName") != "tessera-extender")
+ld, rd, rp = (duration(le_cfg.get(k)) for k in ("leaseDuration", "renewDeadline", "retryPeriod"))
+check("leaderElection timings are valid (leaseDuration > renewDeadline > 1.2 x retryPeriod > 0)",
+      None not in (ld, rd, rp) and ld > rd > 1.2 * rp > 0, "%s/%s/%s" % (ld, rd, rp))
+
+exts = cfg.get("extenders") or []
+check("exactly one extender", len(exts) == 1)
+ext = exts[0] if exts else {}
+check("extender has filter, prioritize, preempt and bind verbs",
+      all(ext.get(v) for v in ("filterVerb", "prioritizeVerb", "preemptVerb", "bindVerb")))
+check("extender weight is a positive integer",
+      isinstance(ext.get("weight"), int) and not isinstance(ext.get("weight"), bool) and ext["weight"] > 0)
+check("extender: enableHTTPS false, nodeCacheCapable true, ignorable false",
+      ext.get("enableHTTPS") is False and ext.get("nodeCacheCapable") is True and ext.get("ignorable") is False)
+t = duration(ext.get("httpTimeout"))
+check("extender httpTimeout is set (0 < t <= 30s)", t is not None and 0 < t <= 30, repr(ext.get("httpTimeout")))
+m = re.match(r"^(https?)://([^/:]+|\[[^\]]+\]):(\d+)(/.*)?$", ext.get("urlPrefix", ""))
+check("urlPrefix is http on loopback", bool(m) and m.group(1) == "http"
+      and m.group(2).strip("[]") in ("127.0.0.1", "localhost", "::1"), repr(ext.get("urlPrefix")))
+check("urlPrefix port is the extender's --listen port %s" % listen_port,
+      bool(m) and int(m.group(3)) == listen_port, repr(ext.get("urlPrefix")))
+check("urlPrefix path is the extender's --url-prefix %s" % xf.get("url-prefix"),
+      bool(m) and (m.group(4) or "").rstrip("/") == (xf.get("url-prefix") or "").rstrip("/"))
+
+# managedResources against the model's request forms and the catalog.
+catalog = {}
+try:
+    with open(os.path.join(ROOT, "data", "gpus.json")) as fh:
+        for g in json.load(fh)["gpus"]:
+            catalog[g["id"]] = [p["name"] for p in ((g.get("mig") or {}).get("profiles") or [])]
+except (OSError, ValueError, KeyError) as e:
+    check("data/gpus.json loads", False, str(e))
+all_profiles = {p for ps in catalog.values() for p in ps}
+
+
+def mig_profile(resource):
+    """nvidia.com/mig-1g.10gb.me -> 1g.10gb+me (the catalog spelling)."""
+    name = resource[len(MIG_PREFIX):]
+    return name[:-3] + "+me" if name.endswith(".me") else name
+
+
+def model_accepts(resource):
+    if resource in BASE_RESOURCES:
+        return True
+    return resource.startswith(MIG_PREFIX) and mig_profile(resource) in all_profiles
+
+
+QUALIFIED = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def extended_name_ok(name):
+    """kube-scheduler's validateExtendedResourceName: an extended (not native) resource
+    whose quota form requests.<name> is a qualified name."""
+    if "/" not in name or "kubernetes.io/" in name or name.startswith("requests."):
+        return False
+    prefix, _, local = ("requests." + name).rpartition("/")
+    return len(prefix) <= 253 and bool(DNS1123.match(prefix)) and len(local) <= 63 and bool(QUALIFIED.match(local))
+
+
+mr = ext.get("managedResources") or []
+names = [r.get("name") for r in mr]
+managed = set(names)
+check("managedResources has no duplicates", len(names) == len(managed),
+      str(sorted({n for n in names if names.count(n) > 1})))
+check("every managedResource is a valid extended resource name",
+      all(extended_name_ok(n or "") for n in names), str([n for n in names if not extended_name_ok(n or "")]))
+check("every managedResource is a request form the model accepts (MIG profiles from data/gpus.json)",
+      all(model_accepts(n or "") for n in names), str([n for n in names if not model_accepts(n or "")]))
+check("managedResources include every non-MIG request form", set(BASE_RESOURCES) <= managed,
+      str(sorted(set(BASE_RESOURCES) - managed)))
+need = {MIG_PREFIX + p.replace("+", ".") for pid in REQUIRED_MIG_PRODUCTS for p in catalog.get(pid, [])}
+check("managedResources include every MIG profile of %s" % ", ".join(REQUIRED_MIG_PRODUCTS),
+      bool(need) and need <= managed, str(sorted(need - managed)))
+wrong = [r.get("name") for r in mr
+         if r.get("ignoredByScheduler") is not BASE_RESOURCES.get(r.get("name"), False)]
+check("ignoredByScheduler is true exactly for the resources nodes do not advertise "
+      "(gpumem, gpumem-percentage, gpucores)", not wrong, str(wrong))
+
+# ---- Service and PodDisruptionBudget -----------------------------------------------------
+svc = one("Service") or {}
+ann = svc.get("metadata", {}).get("annotations") or {}
+sp = ((svc.get("spec") or {}).get("ports") or [{}])[0]
+target = sp.get("targetPort", sp.get("port"))
+target_num = port_number(extender, target)
+check("Service selects the scheduler pods", matches({"matchLabels": (svc.get("spec") or {}).get("selector")}, pod_labels))
+check("Service targets the extender's metrics port %s" % mlisten_port, target_num == mlisten_port,
+      "targetPort %r" % target)
+check("Service has prometheus.io scrape/port/path annotations for /metrics",
+      ann.get("prometheus.io/scrape") == "true" and str(ann.get("prometheus.io/port")) == str(mlisten_port)
+      and ann.get("prometheus.io/path") == "/metrics", str(ann))
+pdb = one("PodDisruptionBudget") or {}
+ps = pdb.get("spec") or {}
+replicas = dep["spec"].get("replicas") or 1
+check("PodDisruptionBudget selects the scheduler pods", matches(ps.get("selector"), pod_labels))
+check("PodDisruptionBudget keeps at least one replica and lets one go",
+      (isinstance(ps.get("maxUnavailable"), int) and 1 <= ps["maxUnavailable"] < replicas) or
+      (isinstance(ps.get("minAvailable"), int) and 1 <= ps["minAvailable"] < replicas), str(ps))
+
+pc = pod.get("priorityClassName")
+if pc in ("system-cluster-critical", "system-node-critical"):
+    surge = ((dep["spec"].get("strategy") or {}).get("rollingUpdate") or {}).get("maxSurge", 1)
+    need_pods = replicas + (surge if isinstance(surge, int) else 1)
+    quota_ok = False
+    for q in find("ResourceQuota"):
+        qs = q.get("spec") or {}
+        exprs_ = ((qs.get("scopeSelector") or {}).get("matchExpressions") or [])
+        if any(e.get("scopeName") == "PriorityClass" and e.get("operator") == "In" and pc in (e.get("values") or [])
+               for e in exprs_) and int(str((qs.get("hard") or {}).get("pods", 0))) >= need_pods:
+            quota_ok = True
+    check("a ResourceQuota admits %d pods of priority class %s (providers that require one)" % (need_pods, pc),
+          quota_ok)
+
+# ---- examples ----------------------------------------------------------------------------
+
+
+def pod_resources(p):
+    spec = p.get("spec") or {}
+    out = {}
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        res = c.get("resources") or {}
+        for sect in ("requests", "limits"):
+            for k, v in (res.get(sect) or {}).items():
+                out.setdefault(k, {})[sect] = v
+    return out
+
+
+example_pods = [(p, o) for p in example_files for o in docs[p] if o.get("kind") == "Pod"]
+check("deploy/examples has example pods", len(example_pods) > 0)
+forms = set()
+for path, p in example_pods:
+    name = "%s (%s)" % (rel(path), p["metadata"]["name"])
+    anns = p["metadata"].get("annotations") or {}
+    res = pod_resources(p)
+    gpu_res = sorted(k for k in res if k.startswith("nvidia.com/"))
+    check("%s: schedulerName %s" % (name, SCHEDULER_NAME), (p.get("spec") or {}).get("schedulerName") == SCHEDULER_NAME)
+    check("%s: its GPU resources are managedResources" % name, set(gpu_res) <= managed,
+          str(sorted(set(gpu_res) - managed)))
+    check("%s: names a managed resource, so kube-scheduler sends it to tessera" % name,
+          any(k in managed for k in res))
+    bad = [k for k in gpu_res for v in res[k].values() if not re.fullmatch(r"\d+", str(v))]
+    bad += [k for k in gpu_res if len(res[k]) == 2 and str(res[k]["requests"]) != str(res[k]["limits"])]
+    check("%s: extended resources are whole numbers with request = limit" % name, not bad, str(bad))
+    amount = {k: int(str(v.get("limits", v.get("requests")))) for k, v in res.items() if k in gpu_res}
+    if amount.get("nvidia.com/gpu", 0) > 0:
+        forms.add("whole GPUs" if "tessera.io/gpu-models" not in anns else "model constraint")
+    if amount.get("nvidia.com/gpumem", 0) > 0:
+        forms.add("nvidia.com/gpumem")
+    if any(a in anns for a in ANNOTATION_FORMS):
+        forms.add("gpu-fraction annotation")
+    if any(k.startswith(MIG_PREFIX) for k in amount):
+        forms.add("MIG profile")
+    if amount.get("nvidia.com/gpu.shared", 0) > 0:
+        forms.add({"timeslice": "time-slice replica", "mps": "MPS replica"}.get(anns.get("tessera.io/isolation"),
+                                                                                 "replica"))
+    if "tessera.io/gpu-models" in anns:
+        forms.add("model constraint")
+want_forms = {"whole GPUs", "nvidia.com/gpumem", "gpu-fraction annotation", "MIG profile", "time-slice replica",
+              "MPS replica", "model constraint"}
+check("the examples cover every request form (%s)" % ", ".join(sorted(want_forms)), want_forms <= forms,
+      "missing " + ", ".join(sorted(want_forms - forms)))
+
+# Device-plugin configurations the examples assume.
+dp = [o for p in example_files for o in docs[p] if o.get("kind") == "ConfigMap"]
+dpcfg = {}
+for o in dp:
+    for k, v in (o.get("data") or {}).items():
+        try:
+            dpcfg[k] = yaml.safe_load(v)
+        except yaml.YAMLError as e:
+            check("device-plugin config %s parses" % k, False, str(e))
+check("device-plugin configs are all version v1",
+      dpcfg and all(isinstance(c, dict) and c.get("version") == "v1" for c in dpcfg.values()))
+
+
+def sharing(kind):
+    for k, c in dpcfg.items():
+        s = ((c or {}).get("sharing") or {}).get(kind)
+        if s:
+            yield k, s
+
+
+def sharing_ok(s):
+    rs = s.get("resources") or []
+    return rs and all(r.get("name") == "nvidia.com/gpu" and isinstance(r.get("replicas"), int) and r["replicas"] >= 2
+                      for r in rs)
+
+
+for kind, label in (("timeSlicing", "time-slicing"), ("mps", "MPS")):
+    found = list(sharing(kind))
+    check("a %s device-plugin config with resources/replicas >= 2 and renameByDefault: true "
+          "(the examples ask for nvidia.com/gpu.shared)" % label,
+          found and all(sharing_ok(s) and s.get("renameByDefault") is True for _, s in found))
+check("a MIG mixed device-plugin config (flags.migStrategy: mixed)",
+      any(((c or {}).get("flags") or {}).get("migStrategy") == "mixed" and not (c or {}).get("sharing")
+          for c in dpcfg.values()))
+
+# ---- Grafana dashboard ------------------------------------------------------------------
+GRAFANA = os.path.join(DEPLOY, "grafana-dashboard.json")
+dash = None
+try:
+    with open(GRAFANA) as fh:
+        dash = json.load(fh)
+    check("grafana-dashboard.json parses", isinstance(dash, dict))
+except (OSError, ValueError) as e:
+    check("grafana-dashboard.json parses", False, str(e))
+dash = dash if isinstance(dash, dict) else {}
+
+
+def walk_panels(ps):
+    for p in ps or []:
+        yield p
+        yield from walk_panels(p.get("panels"))
+
+
+panels = list(walk_panels(dash.get("panels")))
+check("dashboard has a uid, a title and panels", bool(dash.get("uid") and dash.get("title") and panels))
+ids = [p.get("id") for p in panels]
+check("dashboard panel ids are unique", len(ids) == len(set(ids)))
+exprs = [t.get("expr", "") for p in panels for t in p.get("targets") or []]
+for v in (dash.get("templating") or {}).get("list") or []:
+    q = v.get("query")
+    exprs.append(q.get("query", "") if isinstance(q, dict) else (q or "") if v.get("type") == "query" else "")
+used = set()
+for e in exprs:
+    for tok in re.findall(r"\btessera_[a-z0-9_]+", e):
+        base = re.sub(r"_(bucket|sum|count)$", "", tok)
+        used.add(base if EXTENDER_METRICS.get(base) == "histogram" else tok)
+unknown = sorted(used - set(EXTENDER_METRICS))
+check("every metric the dashboard queries is one tessera-extender exports", not unknown, str(unknown))
+check("the dashboard shows every metric tessera-extender exports", set(EXTENDER_METRICS) <= used,
+      str(sorted(set(EXTENDER_METRICS) - used)))
+
+# ---- Containerfile ------------------------------------------------------------------------
+try:
+    with open(os.path.join(DEPLOY, "Containerfile")) as fh:
+        cf = fh.read()
+    lines = [l.strip() for l in re.sub(r"\\\n", " ", cf).splitlines() if l.strip() and not l.startswith("#")]
+    froms = [l for l in lines if l.upper().startswith("FROM ")]
+    check("Containerfile is multi-stage on debian:bookworm-slim",
+          len(froms) >= 2 and all(l.split()[1] == "debian:bookworm-slim" for l in froms), str(froms))
+    last = lines[max(i for i, l in enumerate(lines) if l.upper().startswith("FROM ")):]
+    users = [l.split()[1] for l in last if l.upper().startswith("USER ")]
+    check("Containerfile's runtime stage runs as USER %d" % RUNTIME_UID,
+          users and users[-1].split(":")[0] == str(RUNTIME_UID), str(users))
+    pkgs = set()
+    for l in last:
+        m2 = re.search(r"apt-get install (.*?)(&&|$)", l)
+        if m2:
+            pkgs |= {w for w in m2.group(1).split() if not w.startswith("-")}
+    check("runtime stage installs only %s" % ", ".join(sorted(RUNTIME_PACKAGES)), pkgs == RUNTIME_PACKAGES,
+          str(sorted(pkgs)))
+    check("build stage builds tessera-extender with make", re.search(r"RUN .*make .*tessera-extender", cf) is not None)
+except OSError as e:
+    check("deploy/Containerfile exists", False, str(e))
+
+print("%d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)

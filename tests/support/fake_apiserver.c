@@ -1,0 +1,877 @@
+/* fake_apiserver.c -- the in-memory Kubernetes API server of fake_apiserver.h, on libmicrohttpd.
+ * One thread per connection, so a watch can block in its content callback until the next event; one mutex
+ * guards all state, one condition variable wakes the watches. */
+#include "tests/support/fake_apiserver.h"
+
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define FA_MAX_BODY   (1u << 20) /* binding bodies are small; bigger is a client bug */
+#define FA_MAX_RULES  32
+#define FA_MAX_LOG    200000     /* request keys remembered for fake_api_requests */
+
+enum { FA_NODES = 0, FA_PODS = 1 };
+
+typedef struct fa_obj { char *key; cJSON *json; } fa_obj;
+typedef struct fa_store { fa_obj *v; size_t n, cap; } fa_store;
+
+/* One history entry. Object events carry the resourceVersion they created; live-only entries (bookmarks,
+ * raw lines) go only to watches that were open when they were sent, never to later ones replaying history. */
+typedef struct fa_event {
+    uint64_t seq, rv;
+    int kind;
+    bool live_only;
+    char *line; /* ends with '\n' */
+} fa_event;
+
+typedef struct fa_rule { char target[256]; int status, count; } fa_rule;
+
+struct fake_api {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* CLOCK_MONOTONIC; broadcast on every event and watch control */
+    struct MHD_Daemon *d;
+    int port;
+    bool stopping;
+    uint64_t rv, compacted_rv, seq, uid_seq;
+    uint64_t drop_gen, end_gen, expire_gen;
+    fa_store store[2];
+    fa_event *ev;
+    size_t nev, capev;
+    fa_rule rules[FA_MAX_RULES];
+    int nrules;
+    char **log;
+    size_t nlog, caplog;
+    char **bind_bodies;
+    int nbind;
+    size_t capbind;
+    char *last_auth, *token;
+    int watchers[2];
+};
+
+/* Per-request state, from the first call of the access handler to the completion notice. */
+typedef struct fa_req { char *body; size_t n; bool too_big; } fa_req;
+
+typedef struct fa_watch {
+    fake_api *f;
+    int kind;
+    int fd; /* the client's socket, to notice it hang up while we wait for events */
+    uint64_t next_seq, start_seq;
+    uint64_t drop_gen, end_gen, expire_gen;
+    struct timespec deadline;
+    char *out;
+    size_t outlen, outoff;
+    int end; /* 0 streaming, 1 end normally after out, 2 cut after out */
+} fa_watch;
+
+static const char *const fa_kind_path[2] = {"/api/v1/nodes", "/api/v1/pods"};
+static const char *const fa_kind_name[2] = {"Node", "Pod"};
+
+static int fa_kind(const char *kind) {
+    if (kind && strcmp(kind, "nodes") == 0) return FA_NODES;
+    if (kind && strcmp(kind, "pods") == 0) return FA_PODS;
+    return -1;
+}
+
+static void *fa_xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) abort(); /* test support: out of memory is not a case worth surviving */
+    return p;
+}
+
+static char *fa_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    return memcpy(fa_xmalloc(n), s, n);
+}
+
+static void fa_grow(void **p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return;
+    size_t c = *cap ? *cap * 2 : 16;
+    while (c < need) c *= 2;
+    void *q = realloc(*p, c * elem);
+    if (!q) abort();
+    *p = q;
+    *cap = c;
+}
+
+static const char *fa_meta_str(const cJSON *obj, const char *field) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), field);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static void fa_key(int kind, const char *ns, const char *name, char *buf, size_t len) {
+    if (kind == FA_PODS) snprintf(buf, len, "%s/%s", ns && *ns ? ns : "default", name);
+    else snprintf(buf, len, "%s", name);
+}
+
+/* Binary search: index of key, or where it would go (*found false). */
+static size_t fa_find(const fa_store *s, const char *key, bool *found) {
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(s->v[mid].key, key);
+        if (c == 0) { *found = true; return mid; }
+        if (c < 0) lo = mid + 1; else hi = mid;
+    }
+    *found = false;
+    return lo;
+}
+
+static void fa_now_plus(struct timespec *ts, long ms) {
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) { ts->tv_sec++; ts->tv_nsec -= 1000000000L; }
+}
+
+static bool fa_before(const struct timespec *a, const struct timespec *b) {
+    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/* Caller holds mu. Takes ownership of line. */
+static void fa_push_event(fake_api *f, int kind, uint64_t rv, bool live_only, char *line) {
+    fa_grow((void **)&f->ev, &f->capev, f->nev + 1, sizeof *f->ev);
+    f->ev[f->nev++] = (fa_event){++f->seq, rv, kind, live_only, line};
+    pthread_cond_broadcast(&f->cv);
+}
+
+static char *fa_event_line(const char *type, const cJSON *obj) {
+    char *o = cJSON_PrintUnformatted(obj);
+    if (!o) abort();
+    size_t n = strlen(type) + strlen(o) + 32;
+    char *line = fa_xmalloc(n);
+    snprintf(line, n, "{\"type\":\"%s\",\"object\":%s}\n", type, o);
+    free(o);
+    return line;
+}
+
+static char *fa_status_json(int code, const char *reason, const char *msg) {
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddStringToObject(s, "kind", "Status");
+    cJSON_AddStringToObject(s, "apiVersion", "v1");
+    cJSON_AddItemToObject(s, "metadata", cJSON_CreateObject());
+    cJSON_AddStringToObject(s, "status", code < 300 ? "Success" : "Failure");
+    if (code >= 300) {
+        cJSON_AddStringToObject(s, "message", msg);
+        cJSON_AddStringToObject(s, "reason", reason);
+    }
+    cJSON_AddNumberToObject(s, "code", code);
+    char *out = cJSON_PrintUnformatted(s);
+    cJSON_Delete(s);
+    if (!out) abort();
+    return out;
+}
+
+/* ---- the C API: objects ------------------------------------------------------------------------------ */
+
+long long fake_api_put(fake_api *f, const char *kind, const char *json_obj) {
+    int k = fa_kind(kind);
+    cJSON *obj = json_obj ? cJSON_Parse(json_obj) : NULL;
+    const char *name = fa_meta_str(obj, "name");
+    if (k < 0 || !cJSON_IsObject(obj) || !name || !*name) { cJSON_Delete(obj); return -1; }
+    cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+    if (k == FA_PODS && !fa_meta_str(obj, "namespace")) {
+        cJSON_DeleteItemFromObjectCaseSensitive(meta, "namespace");
+        cJSON_AddStringToObject(meta, "namespace", "default");
+    }
+    if (!cJSON_GetObjectItemCaseSensitive(obj, "kind")) cJSON_AddStringToObject(obj, "kind", fa_kind_name[k]);
+    if (!cJSON_GetObjectItemCaseSensitive(obj, "apiVersion")) cJSON_AddStringToObject(obj, "apiVersion", "v1");
+
+    pthread_mutex_lock(&f->mu);
+    char key[1024], rvs[32];
+    fa_key(k, fa_meta_str(obj, "namespace"), fa_meta_str(obj, "name"), key, sizeof key);
+    uint64_t rv = ++f->rv;
+    snprintf(rvs, sizeof rvs, "%" PRIu64, rv);
+    cJSON_DeleteItemFromObjectCaseSensitive(meta, "resourceVersion");
+    cJSON_AddStringToObject(meta, "resourceVersion", rvs);
+    if (!fa_meta_str(obj, "uid")) {
+        char uid[64];
+        snprintf(uid, sizeof uid, "fake-uid-%06" PRIu64, ++f->uid_seq);
+        cJSON_DeleteItemFromObjectCaseSensitive(meta, "uid");
+        cJSON_AddStringToObject(meta, "uid", uid);
+    }
+    fa_store *s = &f->store[k];
+    bool found;
+    size_t i = fa_find(s, key, &found);
+    if (found) {
+        cJSON_Delete(s->v[i].json);
+        s->v[i].json = obj;
+    } else {
+        fa_grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v);
+        memmove(&s->v[i + 1], &s->v[i], (s->n - i) * sizeof *s->v);
+        s->v[i] = (fa_obj){fa_strdup(key), obj};
+        s->n++;
+    }
+    fa_push_event(f, k, rv, false, fa_event_line(found ? "MODIFIED" : "ADDED", obj));
+    pthread_mutex_unlock(&f->mu);
+    return (long long)rv;
+}
+
+int fake_api_delete(fake_api *f, const char *kind, const char *ns, const char *name) {
+    int k = fa_kind(kind);
+    if (k < 0 || !name) return -1;
+    char key[1024], rvs[32];
+    fa_key(k, ns, name, key, sizeof key);
+    pthread_mutex_lock(&f->mu);
+    fa_store *s = &f->store[k];
+    bool found;
+    size_t i = fa_find(s, key, &found);
+    if (!found) { pthread_mutex_unlock(&f->mu); return -1; }
+    fa_obj o = s->v[i];
+    memmove(&s->v[i], &s->v[i + 1], (s->n - i - 1) * sizeof *s->v);
+    s->n--;
+    uint64_t rv = ++f->rv;
+    snprintf(rvs, sizeof rvs, "%" PRIu64, rv);
+    cJSON *meta = cJSON_GetObjectItemCaseSensitive(o.json, "metadata");
+    cJSON_DeleteItemFromObjectCaseSensitive(meta, "resourceVersion");
+    cJSON_AddStringToObject(meta, "resourceVersion", rvs);
+    fa_push_event(f, k, rv, false, fa_event_line("DELETED", o.json));
+    pthread_mutex_unlock(&f->mu);
+    cJSON_Delete(o.json);
+    free(o.key);
+    return 0;
+}
+
+char *fake_api_get(fake_api *f, const char *kind, const char *ns, const char *name) {
+    int k = fa_kind(kind);
+    if (k < 0 || !name) return NULL;
+    char key[1024];
+    fa_key(k, ns, name, key, sizeof key);
+    pthread_mutex_lock(&f->mu);
+    bool found;
+    size_t i = fa_find(&f->store[k], key, &found);
+    char *out = found ? cJSON_PrintUnformatted(f->store[k].v[i].json) : NULL;
+    pthread_mutex_unlock(&f->mu);
+    return out;
+}
+
+char *fake_api_list(fake_api *f, const char *kind) {
+    int k = fa_kind(kind);
+    cJSON *arr = cJSON_CreateArray();
+    pthread_mutex_lock(&f->mu);
+    for (size_t i = 0; k >= 0 && i < f->store[k].n; i++)
+        cJSON_AddItemToArray(arr, cJSON_Duplicate(f->store[k].v[i].json, 1));
+    pthread_mutex_unlock(&f->mu);
+    char *out = cJSON_PrintUnformatted(arr);
+    cJSON_Delete(arr);
+    return out;
+}
+
+long long fake_api_rv(fake_api *f) {
+    pthread_mutex_lock(&f->mu);
+    long long rv = (long long)f->rv;
+    pthread_mutex_unlock(&f->mu);
+    return rv;
+}
+
+/* ---- the C API: faults and records ------------------------------------------------------------------- */
+
+void fake_api_inject(fake_api *f, const char *target, int status, int count) {
+    pthread_mutex_lock(&f->mu);
+    if (f->nrules < FA_MAX_RULES && target && count > 0) {
+        fa_rule *r = &f->rules[f->nrules++];
+        snprintf(r->target, sizeof r->target, "%s", target);
+        r->status = status;
+        r->count = count;
+    }
+    pthread_mutex_unlock(&f->mu);
+}
+
+void fake_api_clear_injections(fake_api *f) {
+    pthread_mutex_lock(&f->mu);
+    f->nrules = 0;
+    pthread_mutex_unlock(&f->mu);
+}
+
+static void fa_bump(fake_api *f, uint64_t *gen) {
+    pthread_mutex_lock(&f->mu);
+    (*gen)++;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+void fake_api_drop_watches(fake_api *f) { fa_bump(f, &f->drop_gen); }
+void fake_api_end_watches(fake_api *f) { fa_bump(f, &f->end_gen); }
+void fake_api_expire_watches(fake_api *f) { fa_bump(f, &f->expire_gen); }
+
+void fake_api_compact(fake_api *f) {
+    pthread_mutex_lock(&f->mu);
+    f->compacted_rv = f->rv;
+    /* live-only entries (bookmarks, raw lines) are in flight to open watches, not history: keep them. Open
+     * watches hold sequence numbers, not indexes, so shrinking the array cannot confuse them. */
+    size_t keep = 0;
+    for (size_t i = 0; i < f->nev; i++) {
+        if (f->ev[i].live_only) f->ev[keep++] = f->ev[i];
+        else free(f->ev[i].line);
+    }
+    f->nev = keep;
+    pthread_mutex_unlock(&f->mu);
+}
+
+void fake_api_bookmark(fake_api *f, const char *kind) {
+    int k = fa_kind(kind);
+    if (k < 0) return;
+    pthread_mutex_lock(&f->mu);
+    char line[256];
+    snprintf(line, sizeof line,
+             "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"%s\",\"apiVersion\":\"v1\","
+             "\"metadata\":{\"resourceVersion\":\"%" PRIu64 "\"}}}\n",
+             fa_kind_name[k], f->rv);
+    fa_push_event(f, k, f->rv, true, fa_strdup(line));
+    pthread_mutex_unlock(&f->mu);
+}
+
+void fake_api_watch_raw(fake_api *f, const char *kind, const char *line) {
+    int k = fa_kind(kind);
+    if (k < 0 || !line) return;
+    size_t n = strlen(line);
+    char *l = fa_xmalloc(n + 2);
+    memcpy(l, line, n);
+    l[n] = '\n';
+    l[n + 1] = 0;
+    pthread_mutex_lock(&f->mu);
+    fa_push_event(f, k, f->rv, true, l);
+    pthread_mutex_unlock(&f->mu);
+}
+
+int fake_api_watchers(fake_api *f, const char *kind) {
+    int k = fa_kind(kind);
+    pthread_mutex_lock(&f->mu);
+    int n = k >= 0 ? f->watchers[k] : 0;
+    pthread_mutex_unlock(&f->mu);
+    return n;
+}
+
+static bool fa_matches(const char *target, const char *key) {
+    const char *path = strchr(key, ' ');
+    size_t tn = strlen(target);
+    return strncmp(key, target, tn) == 0 || (path && strncmp(path + 1, target, tn) == 0);
+}
+
+int fake_api_requests(fake_api *f, const char *target) {
+    int n = 0;
+    pthread_mutex_lock(&f->mu);
+    for (size_t i = 0; i < f->nlog; i++) n += fa_matches(target ? target : "", f->log[i]);
+    pthread_mutex_unlock(&f->mu);
+    return n;
+}
+
+int fake_api_bindings(fake_api *f) {
+    pthread_mutex_lock(&f->mu);
+    int n = f->nbind;
+    pthread_mutex_unlock(&f->mu);
+    return n;
+}
+
+char *fake_api_binding_body(fake_api *f, int i) {
+    pthread_mutex_lock(&f->mu);
+    char *out = i >= 0 && i < f->nbind ? fa_strdup(f->bind_bodies[i]) : NULL;
+    pthread_mutex_unlock(&f->mu);
+    return out;
+}
+
+char *fake_api_last_auth(fake_api *f) {
+    pthread_mutex_lock(&f->mu);
+    char *out = fa_strdup(f->last_auth ? f->last_auth : "");
+    pthread_mutex_unlock(&f->mu);
+    return out;
+}
+
+void fake_api_require_token(fake_api *f, const char *token) {
+    pthread_mutex_lock(&f->mu);
+    free(f->token);
+    f->token = token && *token ? fa_strdup(token) : NULL;
+    pthread_mutex_unlock(&f->mu);
+}
+
+/* ---- HTTP ---------------------------------------------------------------------------------------------- */
+
+static enum MHD_Result fa_send(struct MHD_Connection *c, unsigned code, const char *body) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    enum MHD_Result ret = MHD_queue_response(c, code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result fa_send_status(struct MHD_Connection *c, unsigned code, const char *reason, const char *msg) {
+    char *body = fa_status_json((int)code, reason, msg);
+    enum MHD_Result ret = fa_send(c, code, body);
+    free(body);
+    return ret;
+}
+
+/* The watch stream: blocks (its connection has its own thread) until there is something to send. */
+static ssize_t fa_watch_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    fa_watch *w = cls;
+    fake_api *f = w->f;
+    for (;;) {
+        if (w->outoff < w->outlen) {
+            size_t n = w->outlen - w->outoff;
+            if (n > max) n = max;
+            memcpy(buf, w->out + w->outoff, n);
+            w->outoff += n;
+            return (ssize_t)n;
+        }
+        free(w->out);
+        w->out = NULL;
+        w->outlen = w->outoff = 0;
+        if (w->end == 1) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (w->end == 2) return MHD_CONTENT_READER_END_WITH_ERROR;
+
+        pthread_mutex_lock(&f->mu);
+        for (;;) {
+            struct timespec now;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (f->stopping || f->drop_gen != w->drop_gen) { w->end = 2; break; }
+            if (f->expire_gen != w->expire_gen) {
+                w->out = fa_status_json(410, "Expired", "too old resource version (watch expired)");
+                size_t n = strlen(w->out) + 40;
+                char *line = fa_xmalloc(n);
+                snprintf(line, n, "{\"type\":\"ERROR\",\"object\":%s}\n", w->out);
+                free(w->out);
+                w->out = line;
+                w->outlen = strlen(line);
+                w->end = 1;
+                break;
+            }
+            /* next entry with seq >= next_seq: the array is sorted by seq */
+            size_t lo = 0, hi = f->nev;
+            while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (f->ev[mid].seq < w->next_seq) lo = mid + 1; else hi = mid;
+            }
+            for (; lo < f->nev; lo++) {
+                fa_event *e = &f->ev[lo];
+                w->next_seq = e->seq + 1;
+                if (e->kind != w->kind || (e->live_only && e->seq < w->start_seq)) continue;
+                w->out = fa_strdup(e->line);
+                w->outlen = strlen(e->line);
+                break;
+            }
+            if (w->out) break;
+            /* a normal end comes after what is already queued, as when the real server's timeout fires */
+            if (f->end_gen != w->end_gen || !fa_before(&now, &w->deadline)) { w->end = 1; break; }
+            if (w->fd >= 0) {
+                /* without this a watch the client abandoned would linger (and count) until its timeout */
+                struct pollfd pfd = {.fd = w->fd, .events = POLLRDHUP};
+                if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR))) { w->end = 2; break; }
+            }
+            struct timespec t;
+            fa_now_plus(&t, 50);
+            pthread_cond_timedwait(&f->cv, &f->mu, fa_before(&t, &w->deadline) ? &t : &w->deadline);
+        }
+        pthread_mutex_unlock(&f->mu);
+    }
+}
+
+static void fa_watch_free(void *cls) {
+    fa_watch *w = cls;
+    pthread_mutex_lock(&w->f->mu);
+    w->f->watchers[w->kind]--;
+    pthread_mutex_unlock(&w->f->mu);
+    free(w->out);
+    free(w);
+}
+
+/* Caller holds mu. */
+static enum MHD_Result fa_watch_start(fake_api *f, struct MHD_Connection *c, int kind, bool gone_event,
+                                      bool garbage) {
+    const char *rvs = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "resourceVersion");
+    const char *tos = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "timeoutSeconds");
+    char *end = NULL;
+    uint64_t rv = rvs && *rvs ? strtoull(rvs, &end, 10) : f->rv;
+    if (rvs && *rvs && (!end || *end)) return fa_send_status(c, 400, "BadRequest", "invalid resourceVersion");
+    long to = tos ? strtol(tos, NULL, 10) : 60;
+    if (to <= 0 || to > 3600) to = 60;
+
+    fa_watch *w = fa_xmalloc(sizeof *w);
+    memset(w, 0, sizeof *w);
+    w->f = f;
+    w->kind = kind;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    w->fd = ci ? ci->connect_fd : -1;
+    w->drop_gen = f->drop_gen;
+    w->end_gen = f->end_gen;
+    w->expire_gen = f->expire_gen;
+    w->start_seq = f->seq + 1;
+    fa_now_plus(&w->deadline, to * 1000);
+    /* replay from the first event after rv; history starts right after compacted_rv */
+    w->next_seq = f->seq + 1;
+    for (size_t i = 0; i < f->nev; i++)
+        if (!f->ev[i].live_only && f->ev[i].rv > rv) { w->next_seq = f->ev[i].seq; break; }
+    if (gone_event || rv < f->compacted_rv) {
+        char *st = fa_status_json(410, "Expired", "too old resource version");
+        size_t n = strlen(st) + 40;
+        w->out = fa_xmalloc(n);
+        snprintf(w->out, n, "{\"type\":\"ERROR\",\"object\":%s}\n", st);
+        free(st);
+        w->outlen = strlen(w->out);
+        w->end = 1;
+    } else if (garbage) {
+        w->out = fa_strdup("{\"type\":\"ADDED\",\"object\":{not json\n");
+        w->outlen = strlen(w->out);
+    }
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, fa_watch_read, w,
+                                                              fa_watch_free);
+    if (!r) { free(w->out); free(w); return MHD_NO; }
+    f->watchers[kind]++;
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    pthread_mutex_unlock(&f->mu); /* MHD may call the reader right away, which takes mu */
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    pthread_mutex_lock(&f->mu);
+    return ret;
+}
+
+/* Caller holds mu. */
+static enum MHD_Result fa_list(fake_api *f, struct MHD_Connection *c, int kind) {
+    const char *lim = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
+    const char *cont = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "continue");
+    long limit = lim ? strtol(lim, NULL, 10) : 0;
+    uint64_t rv = f->rv;
+    const char *after = NULL;
+    if (cont && *cont) {
+        /* token "<rv>|<last key>": pages share the first page's resourceVersion, as with etcd snapshots */
+        char *bar = NULL;
+        rv = strtoull(cont, &bar, 10);
+        if (!bar || *bar != '|') return fa_send_status(c, 400, "BadRequest", "invalid continue token");
+        after = bar + 1;
+        if (rv < f->compacted_rv)
+            return fa_send_status(c, 410, "Expired",
+                                  "The provided continue parameter is too old to display a consistent list result.");
+    }
+    const fa_store *s = &f->store[kind];
+    size_t i = 0;
+    if (after) {
+        bool found;
+        i = fa_find(s, after, &found);
+        if (found) i++;
+    }
+    cJSON *root = cJSON_CreateObject(), *items = cJSON_CreateArray();
+    cJSON_AddStringToObject(root, "kind", kind == FA_PODS ? "PodList" : "NodeList");
+    cJSON_AddStringToObject(root, "apiVersion", "v1");
+    cJSON *meta = cJSON_AddObjectToObject(root, "metadata");
+    char rvs[32];
+    snprintf(rvs, sizeof rvs, "%" PRIu64, rv);
+    cJSON_AddStringToObject(meta, "resourceVersion", rvs);
+    long taken = 0;
+    for (; i < s->n && (limit <= 0 || taken < limit); i++, taken++) {
+        cJSON *it = cJSON_Duplicate(s->v[i].json, 1);
+        /* list items carry neither kind nor apiVersion, like the real API's */
+        cJSON_DeleteItemFromObjectCaseSensitive(it, "kind");
+        cJSON_DeleteItemFromObjectCaseSensitive(it, "apiVersion");
+        cJSON_AddItemToArray(items, it);
+    }
+    if (i < s->n && taken > 0) {
+        char tok[600];
+        snprintf(tok, sizeof tok, "%" PRIu64 "|%s", rv, s->v[i - 1].key);
+        cJSON_AddStringToObject(meta, "continue", tok);
+    }
+    cJSON_AddItemToObject(root, "items", items);
+    char *body = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!body) abort();
+    enum MHD_Result ret = fa_send(c, MHD_HTTP_OK, body);
+    free(body);
+    return ret;
+}
+
+/* Caller holds mu. */
+static enum MHD_Result fa_bind(fake_api *f, struct MHD_Connection *c, const char *ns, const char *name,
+                               const fa_req *rq) {
+    char msg[2048], key[1024];
+    cJSON *b = rq->body ? cJSON_ParseWithLength(rq->body, rq->n) : NULL;
+    const cJSON *target = cJSON_GetObjectItemCaseSensitive(b, "target");
+    const cJSON *node = cJSON_GetObjectItemCaseSensitive(target, "name");
+    const cJSON *kindv = cJSON_GetObjectItemCaseSensitive(b, "kind");
+    if (!cJSON_IsObject(b) || !cJSON_IsString(node) || !*node->valuestring || !cJSON_IsString(kindv) ||
+        strcmp(kindv->valuestring, "Binding") != 0) {
+        cJSON_Delete(b);
+        return fa_send_status(c, 400, "BadRequest", "malformed Binding body");
+    }
+    fa_key(FA_PODS, ns, name, key, sizeof key);
+    bool found;
+    size_t i = fa_find(&f->store[FA_PODS], key, &found);
+    if (!found) {
+        cJSON_Delete(b);
+        snprintf(msg, sizeof msg, "pods \"%s\" not found", name);
+        return fa_send_status(c, 404, "NotFound", msg);
+    }
+    cJSON *pod = f->store[FA_PODS].v[i].json;
+    const char *want = fa_meta_str(b, "uid"), *have = fa_meta_str(pod, "uid");
+    if (want && *want && (!have || strcmp(want, have) != 0)) {
+        snprintf(msg, sizeof msg,
+                 "Operation cannot be fulfilled on pods/binding \"%s\": Precondition failed: UID in precondition: "
+                 "%s, UID in object meta: %s", name, want, have ? have : "");
+        cJSON_Delete(b);
+        return fa_send_status(c, 409, "Conflict", msg);
+    }
+    cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
+    const cJSON *cur = cJSON_GetObjectItemCaseSensitive(spec, "nodeName");
+    if (cJSON_IsString(cur) && *cur->valuestring) {
+        snprintf(msg, sizeof msg, "Operation cannot be fulfilled on pods/binding \"%s\": pod %s is already "
+                 "assigned to node \"%.200s\"", name, name, cur->valuestring);
+        cJSON_Delete(b);
+        return fa_send_status(c, 409, "Conflict", msg);
+    }
+    if (!cJSON_IsObject(spec)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(pod, "spec");
+        spec = cJSON_AddObjectToObject(pod, "spec");
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(spec, "nodeName");
+    cJSON_AddStringToObject(spec, "nodeName", node->valuestring);
+    const cJSON *ann = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(b, "metadata"),
+                                                        "annotations");
+    if (cJSON_IsObject(ann) && ann->child) {
+        cJSON *meta = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
+        cJSON *pa = cJSON_GetObjectItemCaseSensitive(meta, "annotations");
+        if (!cJSON_IsObject(pa)) {
+            cJSON_DeleteItemFromObjectCaseSensitive(meta, "annotations");
+            pa = cJSON_AddObjectToObject(meta, "annotations");
+        }
+        for (const cJSON *a = ann->child; a; a = a->next) {
+            cJSON_DeleteItemFromObjectCaseSensitive(pa, a->string);
+            cJSON_AddItemToObject(pa, a->string, cJSON_Duplicate(a, 1));
+        }
+    }
+    cJSON_Delete(b);
+    uint64_t rv = ++f->rv;
+    char rvs[32];
+    snprintf(rvs, sizeof rvs, "%" PRIu64, rv);
+    cJSON *meta = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
+    cJSON_DeleteItemFromObjectCaseSensitive(meta, "resourceVersion");
+    cJSON_AddStringToObject(meta, "resourceVersion", rvs);
+    fa_push_event(f, FA_PODS, rv, false, fa_event_line("MODIFIED", pod));
+    return fa_send_status(c, 201, "", "");
+}
+
+/* Split "/api/v1/namespaces/NS/pods/NAME[/binding]". */
+static bool fa_pod_path(const char *url, char *ns, size_t nslen, char *name, size_t namelen, bool *binding) {
+    const char *p = "/api/v1/namespaces/";
+    if (strncmp(url, p, strlen(p)) != 0) return false;
+    const char *a = url + strlen(p), *sl = strchr(a, '/');
+    if (!sl || sl == a || (size_t)(sl - a) >= nslen || strncmp(sl, "/pods/", 6) != 0) return false;
+    snprintf(ns, nslen, "%.*s", (int)(sl - a), a);
+    const char *n = sl + 6, *e = strchr(n, '/');
+    size_t nl = e ? (size_t)(e - n) : strlen(n);
+    if (nl == 0 || nl >= namelen) return false;
+    snprintf(name, namelen, "%.*s", (int)nl, n);
+    *binding = e && strcmp(e, "/binding") == 0;
+    return !e || *binding;
+}
+
+static enum MHD_Result fa_handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                 const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    fake_api *f = cls;
+    fa_req *rq = *con_cls;
+    if (!rq) {
+        rq = fa_xmalloc(sizeof *rq);
+        memset(rq, 0, sizeof *rq);
+        *con_cls = rq;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (rq->n + *upload_size > FA_MAX_BODY) rq->too_big = true;
+        else {
+            char *nb = realloc(rq->body, rq->n + *upload_size + 1);
+            if (!nb) abort();
+            rq->body = nb;
+            memcpy(rq->body + rq->n, upload, *upload_size);
+            rq->n += *upload_size;
+            rq->body[rq->n] = 0;
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+
+    bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+    const char *watchq = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "watch");
+    bool watch = watchq && (strcmp(watchq, "1") == 0 || strcmp(watchq, "true") == 0);
+    int kind = strcmp(url, fa_kind_path[FA_NODES]) == 0 ? FA_NODES
+             : strcmp(url, fa_kind_path[FA_PODS]) == 0  ? FA_PODS : -1;
+    char key[1200];
+    snprintf(key, sizeof key, "%s %s", get && kind >= 0 ? (watch ? "WATCH" : "LIST") : method, url);
+
+    pthread_mutex_lock(&f->mu);
+    if (f->nlog < FA_MAX_LOG) {
+        fa_grow((void **)&f->log, &f->caplog, f->nlog + 1, sizeof *f->log);
+        f->log[f->nlog++] = fa_strdup(key);
+    }
+    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    free(f->last_auth);
+    f->last_auth = fa_strdup(auth ? auth : "");
+    char ns[256], name[512];
+    bool binding = false, podpath = fa_pod_path(url, ns, sizeof ns, name, sizeof name, &binding);
+    if (post && podpath && binding) {
+        fa_grow((void **)&f->bind_bodies, &f->capbind, (size_t)f->nbind + 1, sizeof *f->bind_bodies);
+        f->bind_bodies[f->nbind++] = fa_strdup(rq->body ? rq->body : "");
+    }
+
+    enum MHD_Result ret;
+    char want[600];
+    if (f->token) snprintf(want, sizeof want, "Bearer %s", f->token);
+    int inject = 0;
+    for (int i = 0; i < f->nrules; i++) {
+        if (f->rules[i].count > 0 && fa_matches(f->rules[i].target, key)) {
+            inject = f->rules[i].status;
+            f->rules[i].count--;
+            break;
+        }
+    }
+    if (f->token && (!auth || strcmp(auth, want) != 0)) {
+        ret = fa_send_status(c, 401, "Unauthorized", "Unauthorized");
+    } else if (inject == FAKE_API_HANGUP) {
+        ret = MHD_NO;
+    } else if (inject == FAKE_API_GONE_EVENT && watch && kind >= 0) {
+        ret = fa_watch_start(f, c, kind, true, false);
+    } else if (inject == FAKE_API_GARBAGE) {
+        ret = watch && kind >= 0 ? fa_watch_start(f, c, kind, false, true) : fa_send(c, 200, "{\"items\": [ garbage");
+    } else if (inject) {
+        char msg[64];
+        int code = inject == FAKE_API_GONE_EVENT ? 410 : inject;
+        snprintf(msg, sizeof msg, "injected %d", code);
+        ret = fa_send_status(c, (unsigned)code, code == 410 ? "Expired" : "InternalError", msg);
+    } else if (rq->too_big) {
+        ret = fa_send_status(c, 413, "RequestEntityTooLarge", "request body too large");
+    } else if (get && kind >= 0) {
+        ret = watch ? fa_watch_start(f, c, kind, false, false) : fa_list(f, c, kind);
+    } else if (get && podpath && !binding) {
+        char k2[800];
+        bool found;
+        fa_key(FA_PODS, ns, name, k2, sizeof k2);
+        size_t i = fa_find(&f->store[FA_PODS], k2, &found);
+        if (found) {
+            char *body = cJSON_PrintUnformatted(f->store[FA_PODS].v[i].json);
+            ret = fa_send(c, 200, body ? body : "{}");
+            free(body);
+        } else {
+            snprintf(k2, sizeof k2, "pods \"%s\" not found", name);
+            ret = fa_send_status(c, 404, "NotFound", k2);
+        }
+    } else if (post && podpath && binding) {
+        ret = fa_bind(f, c, ns, name, rq);
+    } else if (kind >= 0 || podpath) {
+        ret = fa_send_status(c, 405, "MethodNotAllowed", "method not allowed");
+    } else {
+        ret = fa_send_status(c, 404, "NotFound", "the server could not find the requested resource");
+    }
+    pthread_mutex_unlock(&f->mu);
+    return ret;
+}
+
+static void fa_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t) {
+    fa_req *rq = *con_cls;
+    if (rq) {
+        free(rq->body);
+        free(rq);
+        *con_cls = NULL;
+    }
+}
+
+static int fa_listen(fake_api *f, int port, char *err, size_t errlen) {
+    struct sockaddr_in sin;
+    memset(&sin, 0, sizeof sin);
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons((uint16_t)port);
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD,
+                                            (uint16_t)port, NULL, NULL, fa_handle, f,
+                                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
+                                            MHD_OPTION_NOTIFY_COMPLETED, fa_completed, f,
+                                            MHD_OPTION_END);
+    if (!d) {
+        snprintf(err, errlen, "fake apiserver: cannot listen on 127.0.0.1:%d: %s", port, strerror(errno));
+        return -1;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    pthread_mutex_lock(&f->mu);
+    f->d = d;
+    f->port = info ? info->port : port;
+    pthread_mutex_unlock(&f->mu);
+    return 0;
+}
+
+fake_api *fake_api_start(int port, char *err, size_t errlen) {
+    fake_api *f = fa_xmalloc(sizeof *f);
+    memset(f, 0, sizeof *f);
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&f->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    f->rv = 100; /* not 0: "0" means "any version" to the real apiserver */
+    if (fa_listen(f, port, err, errlen) != 0) {
+        pthread_cond_destroy(&f->cv);
+        pthread_mutex_destroy(&f->mu);
+        free(f);
+        return NULL;
+    }
+    return f;
+}
+
+int fake_api_port(fake_api *f) {
+    pthread_mutex_lock(&f->mu);
+    int p = f->port;
+    pthread_mutex_unlock(&f->mu);
+    return p;
+}
+
+void fake_api_url(fake_api *f, char *buf, size_t len) { snprintf(buf, len, "http://127.0.0.1:%d", fake_api_port(f)); }
+
+void fake_api_down(fake_api *f) {
+    pthread_mutex_lock(&f->mu);
+    struct MHD_Daemon *d = f->d;
+    f->d = NULL;
+    f->stopping = true; /* watches blocked in fa_watch_read end, so MHD can join their threads */
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+    if (d) MHD_stop_daemon(d);
+    pthread_mutex_lock(&f->mu);
+    f->stopping = false;
+    pthread_mutex_unlock(&f->mu);
+}
+
+int fake_api_up(fake_api *f, char *err, size_t errlen) {
+    pthread_mutex_lock(&f->mu);
+    bool up = f->d != NULL;
+    int port = f->port;
+    pthread_mutex_unlock(&f->mu);
+    return up ? 0 : fa_listen(f, port, err, errlen);
+}
+
+void fake_api_free(fake_api *f) {
+    if (!f) return;
+    fake_api_down(f);
+    for (int k = 0; k < 2; k++) {
+        for (size_t i = 0; i < f->store[k].n; i++) {
+            free(f->store[k].v[i].key);
+            cJSON_Delete(f->store[k].v[i].json);
+        }
+        free(f->store[k].v);
+    }
+    for (size_t i = 0; i < f->nev; i++) free(f->ev[i].line);
+    free(f->ev);
+    for (size_t i = 0; i < f->nlog; i++) free(f->log[i]);
+    free(f->log);
+    for (int i = 0; i < f->nbind; i++) free(f->bind_bodies[i]);
+    free(f->bind_bodies);
+    free(f->last_auth);
+    free(f->token);
+    pthread_cond_destroy(&f->cv);
+    pthread_mutex_destroy(&f->mu);
+    free(f);
+}

@@ -1,0 +1,101 @@
+/* fake_apiserver.h -- a small in-memory Kubernetes API server on loopback, for the extender's end-to-end tests.
+ *
+ * It serves what tessera's client uses (list with limit/continue, watch, pods/binding) over plain HTTP on
+ * 127.0.0.1, keeps nodes and pods with one global resourceVersion like etcd, and lets a test break it on purpose
+ * (injected status codes, dropped or expired watches, compaction, the server going away and coming back).
+ *
+ * Served:
+ *   GET  /api/v1/nodes, /api/v1/pods          list; ?limit=N&continue=TOKEN pages in key order (ns/name). A
+ *                                             continue token older than the last compaction answers 410.
+ *   GET  ...?watch=1&resourceVersion=RV       newline-delimited events after RV, streamed (chunked) until
+ *                                             timeoutSeconds (default 60) passes; RV older than the last
+ *                                             compaction gets 200 + an ERROR event with code 410, like the
+ *                                             real apiserver. BOOKMARKs only when fake_api_bookmark() asks.
+ *   GET  /api/v1/namespaces/NS/pods/NAME      one pod.
+ *   POST /api/v1/namespaces/NS/pods/NAME/binding
+ *                                             201 + Status Success: sets spec.nodeName, merges
+ *                                             metadata.annotations, emits MODIFIED. 404 if the pod is missing,
+ *                                             409 if metadata.uid differs from the pod's ("Precondition failed:
+ *                                             UID in precondition...") or the pod is already bound, 400 on a
+ *                                             malformed body. Every binding request is recorded.
+ * Errors are v1 Status objects, as the apiserver sends them.
+ *
+ * Request keys, used by fault injection and request counting: "LIST <path>", "WATCH <path>", "GET <path>",
+ * "POST <path>" (path without the query). A target matches a request when it is a prefix of its key or of its
+ * path: "/api/v1/pods" matches list and watch of pods, "WATCH /api/v1/pods" only the watch,
+ * "POST /api/v1/namespaces/" every binding.
+ *
+ * All functions are thread-safe. Objects passed in and returned are JSON text; returned strings are malloc'd.
+ */
+#ifndef FAKE_APISERVER_H
+#define FAKE_APISERVER_H
+
+#include <stddef.h>
+
+typedef struct fake_api fake_api;
+
+/* Special "status" values for fake_api_inject besides real HTTP codes (which answer with that code and a
+ * Status body whose message is "injected <code>"). */
+#define FAKE_API_GONE_EVENT 1410 /* a watch answers 200 + ERROR event {code:410} (a list answers 410) */
+#define FAKE_API_GARBAGE    1001 /* 200 with a body that is not JSON (for a watch: one garbage line) */
+#define FAKE_API_HANGUP     1002 /* close the connection without answering */
+
+/* Listen on 127.0.0.1:port (0 = any free port). NULL with err on failure. */
+fake_api *fake_api_start(int port, char *err, size_t errlen);
+int fake_api_port(fake_api *f);
+/* "http://127.0.0.1:PORT" into buf. */
+void fake_api_url(fake_api *f, char *buf, size_t len);
+/* Stop the server and free everything (open watches are cut). NULL is fine. */
+void fake_api_free(fake_api *f);
+
+/* Server going away: stop listening and cut every connection (clients get "connection refused"); state is kept
+ * and can still be changed through this API. fake_api_up listens again on the same port: 0, or -1 with err. */
+void fake_api_down(fake_api *f);
+int fake_api_up(fake_api *f, char *err, size_t errlen);
+
+/* kind is "nodes" or "pods". Add or replace an object by namespace/name (pods without a namespace go to
+ * "default"); the stored copy gets a new metadata.resourceVersion, a metadata.uid if it had none, kind and
+ * apiVersion; watchers get ADDED or MODIFIED. Returns the new resourceVersion, or -1 if the JSON is not an
+ * object with metadata.name. */
+long long fake_api_put(fake_api *f, const char *kind, const char *json_obj);
+/* Remove an object (ns is ignored for nodes); watchers get DELETED. 0, or -1 if absent. */
+int fake_api_delete(fake_api *f, const char *kind, const char *ns, const char *name);
+/* A copy of a stored object, or NULL. */
+char *fake_api_get(fake_api *f, const char *kind, const char *ns, const char *name);
+/* A JSON array with copies of every stored object of the kind, in key order. */
+char *fake_api_list(fake_api *f, const char *kind);
+/* The current global resourceVersion. */
+long long fake_api_rv(fake_api *f);
+
+/* The next `count` requests matching target are answered with `status` (see above) instead of normally;
+ * status 0 answers normally (so "0 x1, then 410 x1" fails only the second page of a list). A request uses up
+ * the first rule that matches it and has count left; at most 32 rules. */
+void fake_api_inject(fake_api *f, const char *target, int status, int count);
+void fake_api_clear_injections(fake_api *f);
+
+/* Open watches: cut them mid-stream (the client sees a broken transfer), end them normally (as if
+ * timeoutSeconds passed), or send them an ERROR event with code 410 and end them. */
+void fake_api_drop_watches(fake_api *f);
+void fake_api_end_watches(fake_api *f);
+void fake_api_expire_watches(fake_api *f);
+/* Forget history up to now: watches and continue tokens from an older resourceVersion get 410. */
+void fake_api_compact(fake_api *f);
+/* Send a BOOKMARK with the current resourceVersion to open watches of the kind. */
+void fake_api_bookmark(fake_api *f, const char *kind);
+/* Send a raw line (a newline is appended) to open watches of the kind: malformed or oversized events. */
+void fake_api_watch_raw(fake_api *f, const char *kind, const char *line);
+/* Open watch streams of the kind (a stream the client hung up on is noticed within ~50 ms). To know that a
+ * new watch is open, e.g. before fake_api_watch_raw, wait on fake_api_requests(f, "WATCH /api/v1/pods"). */
+int fake_api_watchers(fake_api *f, const char *kind);
+
+/* Requests that matched target so far (same matching as fake_api_inject; "" counts all). */
+int fake_api_requests(fake_api *f, const char *target);
+/* Binding requests received (whatever their outcome), and a copy of the i-th body (NULL if out of range). */
+int fake_api_bindings(fake_api *f);
+char *fake_api_binding_body(fake_api *f, int i);
+/* The Authorization header of the latest request ("" when it had none). */
+char *fake_api_last_auth(fake_api *f);
+/* Require "Authorization: Bearer <token>" on every request (401 otherwise); NULL or "" turns it off. */
+void fake_api_require_token(fake_api *f, const char *token);
+
+#endif

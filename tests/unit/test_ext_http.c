@@ -1,0 +1,294 @@
+/* test_ext_http.c -- the real HTTP server on 127.0.0.1 (port picked at run time) driven
+ * with libcurl: every kind of bad input gets a JSON error with the right status and
+ * changes nothing; keep-alive, body limit (413), 404/405, slow clients, readiness, and one
+ * end-to-end GPU filter/prioritize/bind with /debug/state and /metrics.
+ */
+#include <curl/curl.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ext_helpers.h"
+#include "extender/http.h"
+
+typedef struct srv {
+    ext_state *st;
+    ext_verbs v;
+    ext_http *h;
+    char base[64];
+    CURL *c;
+} srv;
+
+static bool srv_start(srv *s, ext_state *st, size_t max_body) {
+    memset(s, 0, sizeof *s);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    s->st = st;
+    ext_verbs_init(&s->v, st, NULL, NULL, NULL);
+    ext_http_config hc = {.max_body = max_body, .conn_timeout_s = 1, .verbs = &s->v};
+    snprintf(hc.listen, sizeof hc.listen, "127.0.0.1:0");
+    snprintf(hc.prefix, sizeof hc.prefix, "/tessera/");   /* trailing '/' trimmed, as kube-scheduler does */
+    char err[256];
+    s->h = ext_http_start(&hc, err, sizeof err);
+    if (!s->h) {
+        fprintf(stderr, "http: %s\n", err);
+        return false;
+    }
+    snprintf(s->base, sizeof s->base, "http://127.0.0.1:%d", ext_http_port(s->h));
+    s->c = curl_easy_init();
+    return s->c != NULL;
+}
+
+static void srv_stop(srv *s) {
+    if (s->c) curl_easy_cleanup(s->c);
+    ext_http_stop(s->h);
+    ext_state_free(s->st);
+    curl_global_cleanup();
+}
+
+typedef struct buf { char *p; size_t len; } buf;
+
+static size_t on_data(char *d, size_t sz, size_t n, void *u) {
+    buf *b = u;
+    char *np = realloc(b->p, b->len + sz * n + 1);
+    if (!np) return 0;
+    b->p = np;
+    memcpy(b->p + b->len, d, sz * n);
+    b->len += sz * n;
+    b->p[b->len] = 0;
+    return sz * n;
+}
+
+/* One request on the server's keep-alive handle. Returns the status; *body (caller frees). */
+static long req(srv *s, const char *method, const char *path, const char *body, size_t len, bool chunked, char **out,
+                long *connects) {
+    char url[512];
+    snprintf(url, sizeof url, "%s%s", s->base, path);
+    buf b = {0};
+    CURL *c = s->c;
+    curl_easy_reset(c);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+    if (chunked) hdr = curl_slist_append(hdr, "Transfer-Encoding: chunked");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+    if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        if (!chunked) curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)len);
+    }
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+    long code = 0;
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    if (connects) curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, connects);
+    curl_slist_free_all(hdr);
+    if (out) *out = b.p ? b.p : strdup("");
+    else free(b.p);
+    return code;
+}
+
+TEST(ext_http_bad_input_gets_json_errors_and_changes_nothing) {
+    srv s;
+    CHECK(srv_start(&s, demo_state(), 64 * 1024));
+    char *trunc = test_fixture("extender-samples/node-list/01-filter.request.raw.json", NULL);
+    trunc[strlen(trunc) / 2] = 0;
+    char *gpod = pod_json("p", "uid-p", 0, "\"nvidia.com/gpu\":\"1\"", NULL, NULL);
+    char wrongnames[4096], podarray[64], preempt_bad[4096], unknown_node[4096];
+    snprintf(wrongnames, sizeof wrongnames, "{\"Pod\":%s,\"Nodes\":null,\"NodeNames\":\"gpu-a100-whole\"}", gpod);
+    snprintf(podarray, sizeof podarray, "{\"Pod\":[],\"Nodes\":null,\"NodeNames\":[]}");
+    snprintf(preempt_bad, sizeof preempt_bad,
+             "{\"Pod\":%s,\"NodeNameToVictims\":null,\"NodeNameToMetaVictims\":{\"gpu-a100-whole\":{\"Pods\":[{\"X\":1}]}}}", gpod);
+    snprintf(unknown_node, sizeof unknown_node, "{\"Pod\":%s,\"Nodes\":null,\"NodeNames\":[\"no-such-node\"]}", gpod);
+    struct { const char *m, *path, *body; long want; const char *needle; } cases[] = {
+        {"POST", "/tessera/filter", "{", 400, "\"FailedNodes\""},
+        {"POST", "/tessera/filter", trunc, 400, "malformed or truncated"},
+        {"POST", "/tessera/filter", wrongnames, 400, "NodeNames"},
+        {"POST", "/tessera/filter", podarray, 400, "Pod"},
+        {"POST", "/tessera/filter", "{\"Pod\":{\"metadata\":{\"name\":\"x\"}}}", 400, "neither Nodes nor NodeNames"},
+        {"POST", "/tessera/filter", "{\"Pod\":{\"metadata\":{\"name\":\"x\"}},\"Nodes\":{\"items\":[{\"metadata\":{}}]}}", 400, "metadata.name"},
+        {"POST", "/tessera/prioritize", "[]", 400, "\"Error\""},
+        {"POST", "/tessera/prioritize", "null", 400, "\"Error\""},
+        {"POST", "/tessera/bind", "{\"PodName\":5,\"PodNamespace\":\"d\",\"PodUID\":\"u\",\"Node\":\"n\"}", 400, "PodName"},
+        {"POST", "/tessera/bind", "", 400, "\"Error\""},
+        {"POST", "/tessera/bind", "{\"PodName\":\"x\",\"PodNamespace\":\"d\",\"PodUID\":\"u\"}", 400, "Node"},
+        {"POST", "/tessera/preempt", preempt_bad, 400, "UID"},
+        {"POST", "/tessera/preempt", "{\"Pod\":{\"metadata\":{\"name\":\"x\"}},\"NodeNameToVictims\":7}", 400, "NodeNameToVictims"},
+        {"POST", "/tessera/bind", "{\"PodName\":\"ghost\",\"PodNamespace\":\"d\",\"PodUID\":\"u-ghost\",\"Node\":\"gpu-a100-whole\"}", 200, "unknown"},
+        {"POST", "/tessera/filter", unknown_node, 200, "no-such-node"},
+        {"GET", "/tessera/filter", NULL, 405, "POST"},
+        {"PUT", "/tessera/bind", "{}", 405, "POST"},
+        {"POST", "/healthz", "{}", 405, "GET"},
+        {"DELETE", "/metrics", NULL, 405, "GET"},
+        {"GET", "/nope", NULL, 404, "no such endpoint"},
+        {"POST", "/tessera/nope", "{}", 404, "no such endpoint"},
+        {"POST", "/filter", "{}", 404, "no such endpoint"},
+        {"GET", "/healthz", NULL, 200, "ok"},
+        {"GET", "/readyz", NULL, 200, "ready"},
+        {"GET", "/debug/state", NULL, 200, "\"nodes\""},
+        {"GET", "/debug/state?pod=default/nobody", NULL, 404, "\"Error\""},
+    };
+    int bad = -1;
+    char *got = NULL;
+    long code = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0] && bad < 0; i++) {
+        free(got);
+        const char *b = cases[i].body;
+        code = req(&s, cases[i].m, cases[i].path, b, b ? strlen(b) : 0, false, &got, NULL);
+        bool json_ok = code == 200 && (!strcmp(cases[i].path, "/healthz") || !strcmp(cases[i].path, "/readyz"));
+        if (!json_ok) {
+            cJSON *j = cJSON_Parse(got);
+            json_ok = j != NULL;
+            cJSON_Delete(j);
+        }
+        if (code != cases[i].want || !strstr(got, cases[i].needle) || !json_ok) bad = (int)i;
+    }
+    if (bad >= 0)
+        test_fail(__FILE__, __LINE__, "case %d %s %s: status %ld body %.300s", bad, cases[bad].m, cases[bad].path, code, got);
+    free(got);
+    ext_state_lock(s.st);
+    ext_state_stats st;
+    ext_state_get_stats(s.st, &st);
+    ext_state_unlock(s.st);
+    char why[256];
+    bool consistent = all_nodes_consistent(s.st, why, sizeof why);
+    free(trunc);
+    free(gpod);
+    srv_stop(&s);
+    CHECK_INT(st.pods, 0);
+    CHECK(consistent);
+}
+
+TEST(ext_http_oversize_body_is_413) {
+    srv s;
+    CHECK(srv_start(&s, demo_state(), 4096));
+    size_t n = 10000;
+    char *big = malloc(n + 1);
+    memset(big, ' ', n);
+    big[0] = '{';
+    big[n - 1] = '}';
+    big[n] = 0;
+    char *got = NULL;
+    long declared = req(&s, "POST", "/tessera/filter", big, n, false, &got, NULL);
+    bool j1 = strstr(got, "\"Error\"") != NULL;
+    free(got);
+    long chunked = req(&s, "POST", "/tessera/filter", big, n, true, &got, NULL);
+    bool j2 = strstr(got, "limit") != NULL;
+    free(got);
+    /* Just under the limit is accepted (and is simply not ExtenderArgs). */
+    big[4000 - 1] = '}';
+    big[4000] = 0;
+    long under = req(&s, "POST", "/tessera/filter", big, 4000, false, &got, NULL);
+    free(got);
+    free(big);
+    srv_stop(&s);
+    CHECK_INT(declared, 413);
+    CHECK(j1);
+    CHECK_INT(chunked, 413);
+    CHECK(j2);
+    CHECK_INT(under, 400);
+}
+
+TEST(ext_http_keep_alive_reuses_the_connection) {
+    srv s;
+    CHECK(srv_start(&s, demo_state(), 0));
+    long c1 = -1, c2 = -1, c3 = -1;
+    char *body = test_fixture("extender-samples/node-cache/01-filter.request.raw.json", NULL);
+    long s1 = req(&s, "POST", "/tessera/filter", body, strlen(body), false, NULL, &c1);
+    long s2 = req(&s, "POST", "/tessera/prioritize", body, strlen(body), false, NULL, &c2);
+    long s3 = req(&s, "GET", "/metrics", NULL, 0, false, NULL, &c3);
+    free(body);
+    srv_stop(&s);
+    CHECK_INT(s1, 200);
+    CHECK_INT(s2, 200);
+    CHECK_INT(s3, 200);
+    CHECK_INT(c1, 1);
+    CHECK_INT(c2, 0);
+    CHECK_INT(c3, 0);
+}
+
+TEST(ext_http_slow_client_is_cut_off) {
+    srv s;
+    CHECK(srv_start(&s, demo_state(), 0));
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)ext_http_port(s.h))};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool conn = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    const char *part = "POST /tessera/filter HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"Pod\":";
+    ssize_t w = conn ? send(fd, part, strlen(part), 0) : -1;
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    char tmp[512];
+    ssize_t r = recv(fd, tmp, sizeof tmp, 0);   /* 0 = the server closed it; -1 = still open after 5 s */
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    close(fd);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    long after = req(&s, "GET", "/healthz", NULL, 0, false, NULL, NULL);
+    srv_stop(&s);
+    CHECK(conn);
+    CHECK(w > 0);
+    CHECK_MSG(r <= 0 && secs < 4.5, "slow connection still open after %.1f s (recv %zd)", secs, r);
+    CHECK_INT(after, 200);
+}
+
+TEST(ext_http_not_ready_until_synced) {
+    ext_state_config cfg = {.standalone = false};
+    srv s;
+    CHECK(srv_start(&s, ext_state_new(&cfg), 0));
+    char *body = test_fixture("extender-samples/node-cache/01-filter.request.raw.json", NULL);
+    char *got = NULL;
+    long ready = req(&s, "GET", "/readyz", NULL, 0, false, NULL, NULL);
+    long health = req(&s, "GET", "/healthz", NULL, 0, false, NULL, NULL);
+    long f = req(&s, "POST", "/tessera/filter", body, strlen(body), false, &got, NULL);
+    bool says = strstr(got, "not synced") != NULL;
+    free(got);
+    long p = req(&s, "POST", "/tessera/prioritize", body, strlen(body), false, NULL, NULL);
+    free(body);
+    ext_state_on_event(s.st, EXT_KUBE_NODE, EXT_KUBE_RELIST, NULL);
+    ext_state_on_event(s.st, EXT_KUBE_NODE, EXT_KUBE_SYNCED, NULL);
+    ext_state_on_event(s.st, EXT_KUBE_POD, EXT_KUBE_RELIST, NULL);
+    ext_state_on_event(s.st, EXT_KUBE_POD, EXT_KUBE_SYNCED, NULL);
+    long ready2 = req(&s, "GET", "/readyz", NULL, 0, false, NULL, NULL);
+    srv_stop(&s);
+    CHECK_INT(ready, 503);
+    CHECK_INT(health, 200);
+    CHECK_INT(f, 200);   /* the FilterResult with Error set: kube-scheduler shows the message */
+    CHECK(says);
+    CHECK_INT(p, 503);
+    CHECK_INT(ready2, 200);
+}
+
+TEST(ext_http_end_to_end_gpu_pod_with_debug_and_metrics) {
+    srv s;
+    CHECK(srv_start(&s, demo_state(), 0));
+    char *pod = pod_json("p", "uid-p", 0, "\"nvidia.com/gpumem\":\"20000\"", NULL, NULL);
+    const char *names[] = {"gpu-a100-whole", "gpu-t4-timeslice", "gpu-h100-mps", "cpu-only"};
+    char *args = args_names(pod, names, 4);
+    char *f = NULL, *p = NULL, *b = NULL, *d = NULL, *m = NULL;
+    long fs = req(&s, "POST", "/tessera/filter", args, strlen(args), false, &f, NULL);
+    long ps = req(&s, "POST", "/tessera/prioritize", args, strlen(args), false, &p, NULL);
+    const char *bind = "{\"PodName\":\"p\",\"PodNamespace\":\"default\",\"PodUID\":\"uid-p\",\"Node\":\"gpu-a100-whole\"}";
+    long bs = req(&s, "POST", "/tessera/bind", bind, strlen(bind), false, &b, NULL);
+    long ds = req(&s, "GET", "/debug/state?pod=default/p", NULL, 0, false, &d, NULL);
+    long ms = req(&s, "GET", "/metrics", NULL, 0, false, &m, NULL);
+    bool ok = fs == 200 && strstr(f, "\"NodeNames\":[\"gpu-a100-whole\"]") && ps == 200 &&
+              strstr(p, "{\"Host\":\"gpu-a100-whole\",\"Score\":10}") && bs == 200 && !strcmp(b, "{\"Error\":\"\"}") &&
+              ds == 200 && strstr(d, "\"fits\":true") && ms == 200 &&
+              strstr(m, "tessera_bind_total{outcome=\"ok\"} 1") &&
+              strstr(m, "tessera_gpu_memory_allocated_mib{node=\"gpu-a100-whole\",gpu=\"0\",mode=\"whole\"} 20000") &&
+              strstr(m, "tessera_request_duration_seconds_count{verb=\"filter\"} 1");
+    if (!ok) test_fail(__FILE__, __LINE__, "filter %ld %s | prioritize %ld %s | bind %ld %s | debug %ld", fs, f, ps, p, bs, b, ds);
+    free(f);
+    free(p);
+    free(b);
+    free(d);
+    free(m);
+    free(pod);
+    free(args);
+    srv_stop(&s);
+}

@@ -1,0 +1,273 @@
+/* test_ext_state.c -- the cache fed as the watch feeds it (ext_state_on_event): readiness,
+ * pods placed by other schedulers, our annotation honoured, node updates that over-commit,
+ * finished and deleted pods, relist mark and sweep, bind assumptions and their expiry.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ext_helpers.h"
+#include "extender/annotation.h"
+
+static ext_state *cluster_state(int ttl_ms) {
+    ext_state_config cfg = {.standalone = false, .assume_ttl_ms = ttl_ms};
+    return ext_state_new(&cfg);
+}
+
+static void ev(ext_state *st, ext_kube_kind k, ext_kube_event e, const char *json) {
+    cJSON *o = json ? cJSON_Parse(json) : NULL;
+    ext_state_on_event(st, k, e, o);
+    cJSON_Delete(o);
+}
+
+static void ev_node(ext_state *st, ext_kube_event e, cJSON *node) {
+    ext_state_on_event(st, EXT_KUBE_NODE, e, node);
+    cJSON_Delete(node);
+}
+
+static void ev_pod(ext_state *st, ext_kube_event e, char *pod) {
+    ev(st, EXT_KUBE_POD, e, pod);
+    free(pod);
+}
+
+/* The A100 node with gpu.count / allocatable changed to n GPUs. */
+static cJSON *a100_with(const char *name, int n) {
+    cJSON *node = demo_node_as("gpu-a100-whole", name);
+    char v[16];
+    snprintf(v, sizeof v, "%d", n);
+    cJSON *labels = cJSON_GetObjectItem(cJSON_GetObjectItem(node, "metadata"), "labels");
+    cJSON_ReplaceItemInObject(labels, "nvidia.com/gpu.count", cJSON_CreateString(v));
+    cJSON *st = cJSON_GetObjectItem(node, "status");
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(st, "allocatable"), "nvidia.com/gpu", cJSON_CreateString(v));
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(st, "capacity"), "nvidia.com/gpu", cJSON_CreateString(v));
+    return node;
+}
+
+static void sync_all(ext_state *st) {
+    ev(st, EXT_KUBE_NODE, EXT_KUBE_RELIST, NULL);
+    ev_node(st, EXT_KUBE_ADDED, a100_with("n1", 8));
+    ev(st, EXT_KUBE_NODE, EXT_KUBE_SYNCED, NULL);
+    ev(st, EXT_KUBE_POD, EXT_KUBE_RELIST, NULL);
+    ev(st, EXT_KUBE_POD, EXT_KUBE_SYNCED, NULL);
+}
+
+/* Which GPU (array index) pod uid holds first on node, -1 if none; *oc = overcommitted. */
+static int held_gpu(ext_state *st, const char *uid, bool *oc) {
+    ext_state_lock(st);
+    const ext_pod *p = ext_state_pod(st, uid);
+    int g = p && p->holds && p->a.ngrants ? p->a.grant[0].gpu : -1;
+    if (oc) *oc = p && p->overcommitted;
+    ext_state_unlock(st);
+    return g;
+}
+
+TEST(ext_state_ready_only_after_both_kinds_sync) {
+    ext_state *st = cluster_state(0);
+    ext_verbs v;
+    ext_verbs_init(&v, st, NULL, NULL, NULL);
+    CHECK(!ext_state_ready(st));
+    char *pod = pod_json("p", "uid-p", 0, "\"nvidia.com/gpu\":\"1\"", NULL, NULL);
+    const char *names[] = {"n1"};
+    char *args = args_names(pod, names, 1);
+    int status;
+    cJSON *r = call_verb(&v, ext_verb_filter, args, &status);
+    const cJSON *e = cJSON_GetObjectItem(r, "Error");
+    bool err_set = cJSON_IsString(e) && strstr(e->valuestring, "not synced");
+    cJSON_Delete(r);
+    ev(st, EXT_KUBE_NODE, EXT_KUBE_RELIST, NULL);
+    ev_node(st, EXT_KUBE_ADDED, a100_with("n1", 8));
+    ev(st, EXT_KUBE_NODE, EXT_KUBE_SYNCED, NULL);
+    bool half = ext_state_ready(st);
+    ev(st, EXT_KUBE_POD, EXT_KUBE_RELIST, NULL);
+    ev(st, EXT_KUBE_POD, EXT_KUBE_SYNCED, NULL);
+    bool full = ext_state_ready(st);
+    r = call_verb(&v, ext_verb_filter, args, &status);
+    int npass = cJSON_GetArraySize(cJSON_GetObjectItem(r, "NodeNames"));
+    cJSON_Delete(r);
+    free(pod);
+    free(args);
+    ext_state_free(st);
+    CHECK_INT(status, 200);
+    CHECK(err_set);
+    CHECK(!half);
+    CHECK(full);
+    CHECK_INT(npass, 1);
+}
+
+TEST(ext_state_foreign_pods_and_our_annotation) {
+    ext_state *st = cluster_state(0);
+    sync_all(st);
+    /* Placed by the default scheduler: no annotation, so the first fit stands in for the
+     * device plugin's unknown choice. */
+    ev_pod(st, EXT_KUBE_ADDED, pod_json("foreign", "uid-f", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
+    const char *ann = "\"tessera.io/assignment\":\"{\\\"version\\\":1,\\\"node\\\":\\\"n1\\\",\\\"grants\\\":[{\\\"gpu\\\":5,"
+                      "\\\"whole\\\":true,\\\"memoryMiB\\\":81920,\\\"computePermille\\\":1000}]}\"";
+    ev_pod(st, EXT_KUBE_ADDED, pod_json("ours", "uid-o", 0, "\"nvidia.com/gpu\":\"1\"", ann, "n1"));
+    /* A broken annotation is not trusted: re-derived. */
+    ev_pod(st, EXT_KUBE_ADDED, pod_json("odd", "uid-x", 0, "\"nvidia.com/gpu\":\"1\"", "\"tessera.io/assignment\":\"{oops\"", "n1"));
+    bool oc;
+    int gf = held_gpu(st, "uid-f", &oc), go = held_gpu(st, "uid-o", NULL), gx = held_gpu(st, "uid-x", NULL);
+    ext_state_lock(st);
+    bool derived = ext_state_pod(st, "uid-f")->derived && !ext_state_pod(st, "uid-o")->derived && ext_state_pod(st, "uid-x")->derived;
+    ext_state_unlock(st);
+    char why[256];
+    bool consistent = all_nodes_consistent(st, why, sizeof why);
+    ext_state_free(st);
+    CHECK_INT(gf, 0);
+    CHECK_INT(go, 5);
+    CHECK_INT(gx, 1);
+    CHECK(!oc);
+    CHECK(derived);
+    CHECK_MSG(consistent, "%s", why);
+}
+
+TEST(ext_state_node_shrink_overcommits_and_recovers) {
+    ext_state *st = cluster_state(0);
+    sync_all(st);
+    ev_pod(st, EXT_KUBE_ADDED, pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
+    ev_pod(st, EXT_KUBE_ADDED, pod_json("b", "uid-b", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
+    ev_node(st, EXT_KUBE_MODIFIED, a100_with("n1", 1));
+    bool oca, ocb;
+    int ga = held_gpu(st, "uid-a", &oca), gb = held_gpu(st, "uid-b", &ocb);
+    ext_state_lock(st);
+    ext_state_stats s;
+    ext_state_get_stats(st, &s);
+    ext_state_unlock(st);
+    char why[256];
+    bool consistent = all_nodes_consistent(st, why, sizeof why);
+    ev_node(st, EXT_KUBE_MODIFIED, a100_with("n1", 8));
+    bool oc2;
+    int gb2 = held_gpu(st, "uid-b", &oc2);
+    ext_state_free(st);
+    CHECK_INT(ga, 0);
+    CHECK(!oca);
+    CHECK_INT(gb, -1);
+    CHECK(ocb);
+    CHECK_INT(s.overcommitted, 1);
+    CHECK_INT(s.bound, 2);      /* kept, not dropped */
+    CHECK_MSG(consistent, "%s", why);
+    CHECK(gb2 >= 0);
+    CHECK(!oc2);
+}
+
+TEST(ext_state_finished_deleted_and_terminating_pods) {
+    ext_state *st = cluster_state(0);
+    sync_all(st);
+    ev_pod(st, EXT_KUBE_ADDED, pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
+    ev_pod(st, EXT_KUBE_ADDED, pod_json("b", "uid-b", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
+    /* terminating: deletionTimestamp set, still running -> still holds */
+    char *t = pod_json("b", "uid-b", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1");
+    cJSON *o = cJSON_Parse(t);
+    free(t);
+    cJSON_AddStringToObject(cJSON_GetObjectItem(o, "metadata"), "deletionTimestamp", "2026-01-01T00:00:00Z");
+    ext_state_on_event(st, EXT_KUBE_POD, EXT_KUBE_MODIFIED, o);
+    int gb = held_gpu(st, "uid-b", NULL);
+    /* finished: phase Succeeded releases */
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(o, "status"), "phase", cJSON_CreateString("Succeeded"));
+    ext_state_on_event(st, EXT_KUBE_POD, EXT_KUBE_MODIFIED, o);
+    cJSON_Delete(o);
+    int gb2 = held_gpu(st, "uid-b", NULL);
+    ev_pod(st, EXT_KUBE_DELETED, pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
+    ext_state_lock(st);
+    size_t left = ext_state_pod_count(st);
+    const ext_node *n = ext_state_node(st, "n1");
+    int holders = 0;
+    for (int i = 0; i < n->m->ngpus; i++) holders += n->m->gpus[i].nholders;
+    ext_state_unlock(st);
+    ext_state_free(st);
+    CHECK_INT(gb, 1);
+    CHECK_INT(gb2, -1);
+    CHECK_INT((int)left, 0);
+    CHECK_INT(holders, 0);
+}
+
+TEST(ext_state_relist_marks_and_sweeps) {
+    ext_state *st = cluster_state(0);
+    sync_all(st);
+    ev_node(st, EXT_KUBE_ADDED, a100_with("n2", 8));
+    ev_pod(st, EXT_KUBE_ADDED, pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
+    ev_pod(st, EXT_KUBE_ADDED, pod_json("b", "uid-b", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
+    ev_pod(st, EXT_KUBE_ADDED, pod_json("c", "uid-c", 0, "\"cpu\":\"1\"", NULL, "n1"));   /* no GPU: not cached */
+    /* A relist (after 410 Gone) that no longer has pod b nor node n2: deletes we missed. */
+    ev(st, EXT_KUBE_POD, EXT_KUBE_RELIST, NULL);
+    ev_pod(st, EXT_KUBE_ADDED, pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
+    ev(st, EXT_KUBE_POD, EXT_KUBE_SYNCED, NULL);
+    ev(st, EXT_KUBE_NODE, EXT_KUBE_RELIST, NULL);
+    ev_node(st, EXT_KUBE_ADDED, a100_with("n1", 8));
+    ev(st, EXT_KUBE_NODE, EXT_KUBE_SYNCED, NULL);
+    ext_state_lock(st);
+    size_t pods = ext_state_pod_count(st);
+    bool b_gone = ext_state_pod(st, "uid-b") == NULL, n2_gone = ext_state_node(st, "n2") == NULL;
+    int nodes = ext_state_node_count(st);
+    ext_state_unlock(st);
+    int ga = held_gpu(st, "uid-a", NULL);
+    ext_state_free(st);
+    CHECK_INT((int)pods, 1);
+    CHECK(b_gone);
+    CHECK(n2_gone);
+    CHECK_INT(nodes, 1);
+    CHECK_INT(ga, 0);
+}
+
+TEST(ext_state_pod_before_its_node) {
+    ext_state *st = cluster_state(0);
+    ev_pod(st, EXT_KUBE_ADDED, pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"2\"", NULL, "late"));
+    int before = held_gpu(st, "uid-a", NULL);
+    ev_node(st, EXT_KUBE_ADDED, a100_with("late", 8));
+    int after = held_gpu(st, "uid-a", NULL);
+    ev_node(st, EXT_KUBE_DELETED, a100_with("late", 8));
+    int gone = held_gpu(st, "uid-a", NULL);
+    ext_state_free(st);
+    CHECK_INT(before, -1);
+    CHECK_INT(after, 0);
+    CHECK_INT(gone, -1);
+}
+
+static int ok_bind(void *user, const char *ns, const char *name, const char *uid, const char *node,
+                   const cJSON *annotations, char *err, size_t errlen) {
+    const cJSON *a = cJSON_GetObjectItem(annotations, EXT_ANN_ASSIGNMENT);
+    if (user && cJSON_IsString(a)) snprintf(user, 1024, "%s", a->valuestring);
+    return 0;
+}
+
+TEST(ext_state_assumption_expires_unless_confirmed) {
+    ext_state *st = cluster_state(1000);
+    sync_all(st);
+    char ann[1024] = "";
+    ext_verbs v;
+    ext_verbs_init(&v, st, NULL, ok_bind, ann);
+    /* The pending pods come from the watch. */
+    ev_pod(st, EXT_KUBE_ADDED, pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"1\"", NULL, NULL));
+    ev_pod(st, EXT_KUBE_ADDED, pod_json("b", "uid-b", 0, "\"nvidia.com/gpu\":\"1\"", NULL, NULL));
+    char err[512];
+    bind_pod(&v, "a", "uid-a", "n1", err, sizeof err);
+    CHECK_STR(err, "");
+    char ann_a[1024];
+    snprintf(ann_a, sizeof ann_a, "%s", ann);
+    bind_pod(&v, "b", "uid-b", "n1", err, sizeof err);
+    CHECK_STR(err, "");
+    int ga = held_gpu(st, "uid-a", NULL), gb = held_gpu(st, "uid-b", NULL);
+    /* The watch confirms a (with the annotation the Binding carried); b never shows up. */
+    char inner[1200], *q = inner;
+    for (const char *s = ann_a; *s && q < inner + sizeof inner - 3; s++) {
+        if (*s == '"') *q++ = '\\';
+        *q++ = *s;
+    }
+    *q = 0;
+    char annkv[1400];
+    snprintf(annkv, sizeof annkv, "\"tessera.io/assignment\":\"%s\"", inner);
+    ev_pod(st, EXT_KUBE_MODIFIED, pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"1\"", annkv, "n1"));
+    ext_state_lock(st);
+    int early = ext_state_expire(st, ext_now_ms());
+    int late = ext_state_expire(st, ext_now_ms() + 5000);
+    ext_pod_phase pa = ext_state_pod(st, "uid-a")->phase, pb = ext_state_pod(st, "uid-b")->phase;
+    ext_state_unlock(st);
+    int ga2 = held_gpu(st, "uid-a", NULL), gb2 = held_gpu(st, "uid-b", NULL);
+    ext_state_free(st);
+    CHECK(ga >= 0 && gb >= 0 && ga != gb);
+    CHECK_INT(early, 0);
+    CHECK_INT(late, 1);
+    CHECK_INT(pa, EXT_POD_BOUND);
+    CHECK_INT(pb, EXT_POD_PENDING);   /* released, back to what the watch said */
+    CHECK_INT(ga2, ga);               /* the confirmed pod kept exactly its GPU */
+    CHECK_INT(gb2, -1);
+}
