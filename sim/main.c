@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "sim/demo.h"
+#include "sim/fgd_paper.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -12,6 +13,8 @@ static void usage(FILE *f) {
             "  demo [--policy NAME]   place one pod of every request form on a built-in cluster\n"
             "                         (whole-GPU, MIG mixed, MIG single, time-sliced, MPS and\n"
             "                         CPU-only nodes) and explain each decision; policy default binpack\n"
+            "  fgd-paper [options]    the FGD paper's experiment on the openb trace (--help for options)\n"
+            "  convert openb [opts]   openb node and pod CSVs into cluster and trace JSON (--help)\n"
             "\n"
             "  -h, --help             this text\n");
 }
@@ -35,6 +38,8 @@ int main(int argc, char **argv) {
         }
         return sim_demo_run(pol, stdout);
     }
+    if (!strcmp(argv[1], "fgd-paper")) return sim_cmd_fgd_paper(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "convert")) return sim_cmd_convert(argc - 1, argv + 1);
     fprintf(stderr, "tessera-sim: unknown command \"%s\"\n", argv[1]);
     usage(stderr);
     return 2;
