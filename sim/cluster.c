@@ -1,8 +1,8 @@
 /* cluster.c -- cluster JSON in, model nodes out. Each group's node is written as the Node
- * object the GPU operator publishes (GFD labels, status.allocatable, the tessera.io/gpus
- * annotation for on-demand MIG) and read back by model_node_from_json, so the simulator
- * cannot model a node differently from the extender. One node per group is parsed; the
- * rest are clones. */
+ * object the GPU operator publishes (GFD labels, status.allocatable) and read back by
+ * model_node_from_json, so the simulator cannot model a node differently from the
+ * extender. MIG on demand has no operator setup and is built with model_node_add_gpu.
+ * One node per group is built; the rest are clones. */
 #include "sim/cluster.h"
 
 #include <stdio.h>
@@ -170,20 +170,6 @@ static cJSON *group_node_json(const sim_group *g, const model_gpu_product *p, co
             snprintf(buf, sizeof buf, "%d", n * s->count[i]);
             cJSON_AddStringToObject(alloc, res, buf);
         }
-        if (s->kind == SIM_SHARE_MIG_ON_DEMAND) {
-            /* Only the annotation can say that instances come and go (mig_dynamic). */
-            cJSON *gpus = cJSON_CreateArray();
-            for (int i = 0; i < n; i++) {
-                cJSON *e = cJSON_CreateObject();
-                cJSON_AddItemToObject(e, "mig", cJSON_CreateArray());
-                cJSON_AddBoolToObject(e, "mig_dynamic", true);
-                cJSON_AddItemToArray(gpus, e);
-            }
-            char *txt = cJSON_PrintUnformatted(gpus);
-            cJSON_AddStringToObject(cJSON_AddObjectToObject(meta, "annotations"), "tessera.io/gpus", txt ? txt : "[]");
-            free(txt);
-            cJSON_Delete(gpus);
-        }
     } else {
         add_label(labels, "nvidia.com/gpu.product", p->product);
         add_label(labels, "nvidia.com/gpu.replicas", "1");
@@ -222,6 +208,23 @@ model_node *sim_group_node(const sim_group *g, const model_catalog *cat, const c
         snprintf(err, errlen, "group \"%s\": mps:%d exceeds the %d MPS clients %s allows", g->name, s->replicas,
                  p->mps_max_clients, p->product);
         return NULL;
+    }
+    if (s->kind == SIM_SHARE_MIG_ON_DEMAND) {
+        /* No operator setup creates MIG instances per pod (the Node would advertise no GPU
+         * resource at all), so this one is built with the model's by-hand API. */
+        model_node *n = model_node_new(name);
+        for (int i = 0; n && i < g->gpus_per_node; i++) {
+            model_gpu *gpu = model_node_add_gpu(n, p, MODEL_GPU_MIG, 1, 0);
+            if (gpu) gpu->mig_dynamic = true;
+        }
+        if (n) {
+            n->mig_strategy = MODEL_MIG_MIXED;
+            n->track_host = g->cpu_milli > 0;
+            n->cpu_milli = g->cpu_milli;
+            n->memory_mib = g->memory_mib;
+        }
+        if (!n) snprintf(err, errlen, "out of memory");
+        return n;
     }
     cJSON *j = group_node_json(g, p, name);
     model_node *n = model_node_from_json(j, cat, err, errlen);
