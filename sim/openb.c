@@ -2,6 +2,7 @@
  * and building model nodes and requests from them. See openb.h for the formats.
  */
 #include "sim/openb.h"
+#include "sim/json.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -16,34 +17,6 @@ extern const unsigned char sim_openb_nodes_csv[];
 extern const size_t sim_openb_nodes_csv_len;
 extern const unsigned char sim_openb_default_csv[];
 extern const size_t sim_openb_default_csv_len;
-
-char *sim_read_file(const char *path, size_t *len, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (n < cap - 1) break;
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) free(buf);
-        buf = nb;
-        cap *= 2;
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (!buf || bad) {
-        free(buf);
-        snprintf(err, errlen, "cannot read %s", path);
-        return NULL;
-    }
-    buf[n] = 0;
-    if (len) *len = n;
-    return buf;
-}
 
 /* ---------------------------------------------------------------- CSV */
 

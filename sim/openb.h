@@ -76,7 +76,4 @@ typedef struct sim_openb_cluster {
 sim_openb_cluster *sim_openb_cluster_new(const sim_openb_node *v, int n, char *err, size_t errlen);
 void sim_openb_cluster_free(sim_openb_cluster *c);
 
-/* A whole file into a NUL-terminated buffer (caller frees); NULL with err. */
-char *sim_read_file(const char *path, size_t *len, char *err, size_t errlen);
-
 #endif
