@@ -228,7 +228,7 @@ static void ext_start(const char *const *flags) {
     char line[1024];
     ext_port = 0;
     while (fgets(line, sizeof line, f)) {
-        char *p = strstr(line, "event=serving");
+        char *p = strstr(line, "event=serving listen=");
         if (p && (p = strstr(p, " port="))) {
             ext_port = atoi(p + 6);
             break;
