@@ -117,13 +117,14 @@ bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
 
 # Unit and end-to-end tests, then the deployment manifest checks; the last line sums both.
-test: $(TEST_BIN)
+# The restart test runs the real extender binary, built next to the tests.
+test: $(TEST_BIN) $(EXT_BIN)
 	@sh scripts/run-tests.sh $(TEST_BIN)
 
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g" \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
-	    build-asan/tessera-tests
+	    build-asan/tessera-tests build-asan/tessera-extender
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 sh scripts/run-tests.sh build-asan/tessera-tests
 
 clean:
