@@ -23,6 +23,12 @@
 extern const unsigned char sim_demo_cluster_json[] __attribute__((weak));
 extern const size_t sim_demo_cluster_json_len __attribute__((weak));
 
+/* jemalloc (when linked) reads its options from this symbol. A background thread hands
+ * freed pages back to the kernel after a second: the first list of a large cluster
+ * allocates and frees tens of MB of JSON, and an idle extender would otherwise keep them
+ * resident. Ignored by other allocators. */
+const char *malloc_conf = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0";
+
 static void usage(FILE *f) {
     fprintf(f,
 "usage: tessera-extender [flags]\n"

@@ -488,17 +488,22 @@ static void bench_d(void) {
         usleep(20000);
     }
     if (synced < 0) die("the extender did not sync within 120 s");
-    /* Let the allocator settle and the watch threads open their streams. */
-    usleep(500000);
+    /* RSS right after the sync and after jemalloc's background purge (about a second):
+     * measured before any /metrics or /debug/state call, whose replies for 5,000 nodes
+     * are tens of MB themselves. */
+    long rss_sync = ext_rss_kib("VmRSS:");
+    int settle = getenv("BENCH_D_SETTLE") ? atoi(getenv("BENCH_D_SETTLE")) : 3;
+    sleep((unsigned)settle);
+    long rss = ext_rss_kib("VmRSS:"), hwm = ext_rss_kib("VmHWM:");
     const char *resp;
     size_t rl;
-    int s = call(&c, "GET", "/debug/state", "", 0, &resp, &rl);
-    expect_ok(s, "/debug/state", resp);
-    const char *bound = strstr(resp, "\"bound\":");
-    printf("D  cluster mode, %d nodes, %d pods: synced (readyz) in %.0f ms; RSS %.1f MiB (peak %.1f MiB); "
-           "bound pods in the cache %ld\n",
-           NODES, pods, synced, ext_rss_kib("VmRSS:") / 1024.0, ext_rss_kib("VmHWM:") / 1024.0,
-           bound ? strtol(bound + 8, NULL, 10) : -1L);
+    int s = call(&c, "GET", "/metrics", "", 0, &resp, &rl);
+    expect_ok(s, "/metrics", resp);
+    const char *bound = strstr(resp, "tessera_pods{phase=\"bound\"} ");
+    printf("D  cluster mode, %d nodes, %d pods: synced (readyz) in %.0f ms; RSS %.1f MiB at sync, %.1f MiB %d s later "
+           "(peak %.1f MiB); bound pods in the cache %ld\n",
+           NODES, pods, synced, rss_sync / 1024.0, rss / 1024.0, settle, hwm / 1024.0,
+           bound ? strtol(bound + strlen("tessera_pods{phase=\"bound\"} "), NULL, 10) : -1L);
     conn_close(&c);
     ext_stop();
     fake_api_free(api);
