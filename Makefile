@@ -110,10 +110,13 @@ $(TEST_BIN): $(TEST_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
 	$(Q)$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
 
 # Each tests/bench/NAME.c is a program of its own; `make bench` builds and runs them all.
-$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
+# Benches may use the fake API server (tests/support); bench_extender runs the real binary.
+BENCH_SUPPORT_OBJ := $(BUILD)/tests/support/fake_apiserver.o
+$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BENCH_SUPPORT_OBJ) $(BUILD)/libtessera.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BENCH_SUPPORT_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
+$(BUILD)/bench/bench_extender: $(EXT_BIN)
 
 # The main job: the extender on the embedded demo cluster, until Ctrl-C.
 run: $(EXT_BIN)
@@ -126,13 +129,14 @@ bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
 
 # Unit and end-to-end tests, then the deployment manifest checks; the last line sums both.
-test: $(TEST_BIN)
+# The restart test runs the real extender binary, built next to the tests.
+test: $(TEST_BIN) $(EXT_BIN)
 	@sh scripts/run-tests.sh $(TEST_BIN)
 
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g" \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
-	    build-asan/tessera-tests
+	    build-asan/tessera-tests build-asan/tessera-extender
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 sh scripts/run-tests.sh build-asan/tessera-tests
 
 clean:
