@@ -705,6 +705,14 @@ void ext_debug_state(ext_verbs *v, const char *pod, ext_reply *out) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddBoolToObject(root, "ready", ext_state_ready(v->st));
     cJSON_AddStringToObject(root, "policy", policy_name(v->pol));
+    if (v->leader) {   /* which replica binds, as this one sees it */
+        char holder[192];
+        ext_leader_holder(v->leader, holder, sizeof holder);
+        cJSON *le = cJSON_AddObjectToObject(root, "leader_election");
+        cJSON_AddBoolToObject(le, "leader", ext_leader_is_leader(v->leader));
+        cJSON_AddStringToObject(le, "identity", ext_leader_identity(v->leader));
+        cJSON_AddStringToObject(le, "holder", holder);
+    }
     ext_state_lock(v->st);
     if (pod && pod[0]) {
         char uid[MODEL_UID_LEN];

@@ -13,6 +13,7 @@
 #include "ext_helpers.h"
 #include "extender/kube.h"
 #include "extender/leader.h"
+#include "extender/metrics.h"
 
 #define LEASE_PATH "/apis/coordination.k8s.io/v1/namespaces/tessera/leases/tessera-extender"
 
@@ -401,6 +402,14 @@ TEST(leader_fences_binds_and_relists_after_taking_over) {
     int posted_as_follower = fake_api_bindings(e.f);
     uint64_t refused = atomic_load(&v.bind_outcomes[EXT_BIND_NOT_LEADER]);
     int campaign_calls = fake_api_requests(e.f, "/apis/coordination.k8s.io/");
+    ext_reply dbg = {0};
+    ext_debug_state(&v, NULL, &dbg);
+    cJSON *dj = dbg.body ? cJSON_Parse(dbg.body) : NULL;
+    ext_reply_free(&dbg);
+    const cJSON *dh = cJSON_GetObjectItem(cJSON_GetObjectItem(dj, "leader_election"), "holder");
+    char dbg_holder[64];
+    snprintf(dbg_holder, sizeof dbg_holder, "%s", cJSON_IsString(dh) ? dh->valuestring : "(none)");
+    cJSON_Delete(dj);
     ext_kube_stats ks0, ks1;
     ext_kube_get_stats(e.k, &ks0);
     put_lease(e.f, "", 1, 0);             /* the other replica released it (its kube-scheduler stopped) */
@@ -412,6 +421,9 @@ TEST(leader_fences_binds_and_relists_after_taking_over) {
     }
     ext_kube_get_stats(e.k, &ks1);
     int posted = fake_api_bindings(e.f);
+    static ext_metrics m;   /* zeroed */
+    size_t mlen = 0;
+    char *metrics = ext_metrics_render(&m, &v, NULL, &mlen);
     /* no more calls: after the lease duration the replica lets the Lease go */
     int64_t t0 = now_ms();
     lease_view lv;
@@ -428,9 +440,15 @@ TEST(leader_fences_binds_and_relists_after_taking_over) {
     CHECK_INT(posted_as_follower, 0);
     CHECK_INT((long long)refused, 1);
     CHECK(campaign_calls > 0);
+    CHECK_STR(dbg_holder, "pod-z_9");   /* /debug/state names the leader */
     CHECK_STR(berr2, "");
     CHECK_INT(posted, 1);
     CHECK_MSG(ks1.lists[EXT_KUBE_POD] > ks0.lists[EXT_KUBE_POD], "no pod relist after taking over");
     CHECK_STR(lv.holder, "");
     CHECK(!leader_after_idle);
+    CHECK_CONTAINS(metrics, "\ntessera_leader 1\n");
+    CHECK_CONTAINS(metrics, "\ntessera_leader_transitions_total 1\n");
+    CHECK_CONTAINS(metrics, "tessera_leader_lease_errors_total{reason=\"conflict\"} ");
+    CHECK_CONTAINS(metrics, "=\"not_leader\"} 1\n");   /* the bind counter, whatever its label is called */
+    free(metrics);
 }
