@@ -144,6 +144,11 @@ int ext_leader_config_check(const ext_leader_config *c, char *err, size_t errlen
                  "> 1.2 x retry period (%d ms) > 0", c->lease_ms, c->renew_ms, c->retry_ms);
         return -1;
     }
+    if (c->bind_budget_ms < 0 || c->bind_budget_ms >= c->lease_ms) {
+        snprintf(err, errlen, "leader election: a bind may take %d ms, which must be shorter than the lease duration "
+                 "(%d ms), or a successor could bind while it is in flight", c->bind_budget_ms, c->lease_ms);
+        return -1;
+    }
     return 0;
 }
 
@@ -468,6 +473,9 @@ bool ext_leader_may_bind(ext_leader *l, int wait_ms, char *why, size_t whylen) {
         } else if (!valid_locked(l)) {
             snprintf(why, whylen, "not the tessera leader (leader is %s); kube-scheduler will retry",
                      l->holder[0] && strcmp(l->holder, l->cfg.identity) != 0 ? l->holder : "unknown");
+        } else if (l->cfg.bind_budget_ms && mono_ms() + l->cfg.bind_budget_ms >= l->renewed_at + l->cfg.lease_ms) {
+            snprintf(why, whylen, "the tessera leader last renewed its Lease too long ago to finish a bind before "
+                     "the Lease could pass on (API server slow?); kube-scheduler will retry");
         } else if (l->need_relist && !ext_kube_relisted(l->k, EXT_KUBE_POD, l->relist_ticket)) {
             snprintf(why, whylen, "tessera became the leader and is re-reading pods from the API server before it "
                      "binds; kube-scheduler will retry");

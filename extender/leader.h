@@ -41,12 +41,15 @@ typedef struct ext_leader_config {
     int lease_ms;             /* leaseDuration (default 15000) */
     int renew_ms;             /* renewDeadline (default 10000) */
     int retry_ms;             /* retryPeriod (default 2000) */
+    int bind_budget_ms;       /* the longest one Binding call may take (its timeout); 0: not checked. A bind
+                                 starts only if it ends before anyone else could take the Lease, i.e. before
+                                 the last renewal + leaseDuration */
     bool always_campaign;     /* campaign even without scheduling calls (tests, an extender behind a Service) */
 } ext_leader_config;
 
 /* Defaults as above, identity included. */
 void ext_leader_config_defaults(ext_leader_config *cfg);
-/* client-go's rules: lease > renew > 1.2 x retry > 0, non-empty names. -1 with err. */
+/* client-go's rules: lease > renew > 1.2 x retry > 0, non-empty names; bind budget < lease. -1 with err. */
 int ext_leader_config_check(const ext_leader_config *cfg, char *err, size_t errlen);
 /* "15s", "1500ms", "2m", or a bare number of seconds -> ms in 1..3600000. -1 if malformed. */
 int ext_leader_parse_duration(const char *s, int *ms);
@@ -68,7 +71,8 @@ void ext_leader_note_call(ext_leader *l);
 /* We hold the Lease and our last renewal began less than renewDeadline ago. NULL l: true (no election). */
 bool ext_leader_is_leader(ext_leader *l);
 
-/* May this replica post a Binding now: leader, not stopping, and the cache relisted since the acquisition.
+/* May this replica post a Binding now: leader, not stopping, the bind budget fits before the Lease could pass
+ * to someone else, and the cache relisted since the acquisition.
  * Waits up to wait_ms (< 0: the retry period) for that; false with why = "not the tessera leader (leader is X); kube-scheduler will
  * retry" or the reason it is not ready yet. NULL l: true. */
 bool ext_leader_may_bind(ext_leader *l, int wait_ms, char *why, size_t whylen);

@@ -54,6 +54,9 @@ EXTENDER_METRICS = {
     "tessera_binds_total": "counter",                  # label result
     "tessera_watch_restarts_total": "counter",         # label kind
     "tessera_cache_synced": "gauge",
+    "tessera_leader": "gauge",                         # 1 on the replica holding the Lease
+    "tessera_leader_transitions_total": "counter",
+    "tessera_leader_lease_errors_total": "counter",    # label reason
 }
 
 # Exactly what tessera-extender may do cluster-wide: (apiGroup, resource) -> verbs.

@@ -253,6 +253,43 @@ TEST(leader_api_outage_steps_down_after_renew_deadline_and_recovers) {
     CHECK_INT((long long)st.transitions, 2);
 }
 
+static void ignore_events(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj) {}
+
+TEST(leader_refuses_binds_that_could_outlive_the_lease) {
+    env e;
+    CHECK(env_init(&e));
+    ext_leader_config c;
+    ext_leader_config_defaults(&c);
+    snprintf(c.ns, sizeof c.ns, "tessera");
+    snprintf(c.identity, sizeof c.identity, "pod-a_1");
+    c.lease_ms = 2000;
+    c.renew_ms = 1500;
+    c.retry_ms = 100;
+    c.bind_budget_ms = 2000;
+    c.always_campaign = true;
+    char err[256], why[256] = "";
+    CHECK(ext_leader_config_check(&c, err, sizeof err) < 0);   /* a bind as long as the Lease: never safe */
+    CHECK_CONTAINS(err, "shorter than the lease duration");
+    c.bind_budget_ms = 1200;   /* binds must start within 800 ms of the last renewal */
+    ext_leader *a = ext_leader_new(&c, e.k, err, sizeof err);
+    bool started = a && ext_leader_start(a, err, sizeof err) == 0;
+    bool led = started && wait_leader(a, true, 3000) >= 0;
+    bool watching = ext_kube_start(e.k, ignore_events, NULL, err, sizeof err) == 0;   /* for the relist */
+    bool may = watching && ext_leader_may_bind(a, 3000, why, sizeof why);
+    fake_api_down(e.f);
+    int64_t t0 = now_ms();
+    while (started && now_ms() - t0 < 3000 && ext_leader_may_bind(a, 0, why, sizeof why)) nap_ms(5);
+    int64_t refused_at = now_ms() - t0;
+    bool still_leader = started && ext_leader_is_leader(a);   /* the renew deadline (1.5 s) has not passed */
+    ext_leader_free(a);
+    env_free(&e);
+    CHECK(led);
+    CHECK_MSG(may, "%s", why);
+    CHECK_CONTAINS(why, "too long ago to finish a bind");
+    CHECK_MSG(refused_at <= 900, "binds refused only %lld ms into the outage", (long long)refused_at);
+    CHECK(still_leader);
+}
+
 TEST(leader_stalled_api_steps_down) {
     env e;
     CHECK(env_init(&e));
