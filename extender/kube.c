@@ -24,7 +24,7 @@
 #define KUBE_POOL           8            /* idle bind handles kept for connection reuse */
 #define SA_DIR              "/var/run/secrets/kubernetes.io/serviceaccount/"
 
-enum { OUT_OK = 0, OUT_ENDED, OUT_GONE, OUT_ERROR, OUT_STOP };
+enum { OUT_OK = 0, OUT_ENDED, OUT_GONE, OUT_ERROR, OUT_STOP, OUT_RELIST };
 
 static const char *const kube_path[2] = {"/api/v1/nodes", "/api/v1/pods"};
 
@@ -43,6 +43,11 @@ struct ext_kube {
     pthread_mutex_t pool_mu;
     CURL *pool[KUBE_POOL];
     int npool;
+    /* ext_kube_relist: tickets asked for, the ticket each thread's current list serves (that thread only),
+     * and the latest ticket a completed list served (under mu). */
+    _Atomic uint64_t relist_req[2];
+    uint64_t relist_served[2];
+    uint64_t relist_done[2];
 };
 
 /* over: max was reached; truncate: then drop the rest quietly (error bodies) instead of failing the transfer */
@@ -209,6 +214,10 @@ static void kube_status_msg(const kube_buf *b, long code, char *err, size_t errl
 
 /* curl_easy_perform through the thread's multi handle, so ext_kube_free can wake it instead of waiting for
  * the next progress callback (up to a second on an idle watch). */
+static bool relist_wanted(ext_kube *k, int kind) {
+    return atomic_load(&k->relist_req[kind]) != k->relist_served[kind];
+}
+
 static CURLcode kube_perform(ext_kube *k, int kind, CURL *h) {
     CURLM *m = k->multi[kind];
     if (curl_multi_add_handle(m, h) != CURLM_OK) return CURLE_FAILED_INIT;
@@ -220,7 +229,7 @@ static CURLcode kube_perform(ext_kube *k, int kind, CURL *h) {
         for (CURLMsg *msg; (msg = curl_multi_info_read(m, &queued));) {
             if (msg->msg == CURLMSG_DONE && msg->easy_handle == h) { res = msg->data.result; done = true; }
         }
-        if (done || atomic_load(&k->stop)) break;
+        if (done || atomic_load(&k->stop) || relist_wanted(k, kind)) break;
         if (curl_multi_poll(m, NULL, 0, 1000, NULL) != CURLM_OK) { res = CURLE_RECV_ERROR; break; }
     }
     curl_multi_remove_handle(m, h);
@@ -270,6 +279,7 @@ static int kube_list(ext_kube *k, CURL *h, int kind, char **rv) {
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
         curl_slist_free_all(hdrs);
         if (atomic_load(&k->stop)) { free(b.p); out = OUT_STOP; break; }
+        if (relist_wanted(k, kind)) { free(b.p); out = OUT_RELIST; break; } /* asked for a list begun later */
         if (rc != CURLE_OK || code != 200) {
             free(b.p);
             out = rc == CURLE_OK && code == 410 ? OUT_GONE : OUT_ERROR; /* 410: the continue token expired */
@@ -408,6 +418,7 @@ static int kube_watch(ext_kube *k, CURL *h, int kind, char **rv, int *events) {
     curl_slist_free_all(hdrs);
     int out;
     if (atomic_load(&k->stop)) out = OUT_STOP;
+    else if (relist_wanted(k, kind)) out = OUT_RELIST;
     else if (w.outcome) out = w.outcome;
     else if (rc != CURLE_OK) out = OUT_ERROR;
     else if (code == 410) out = OUT_GONE;
@@ -456,9 +467,16 @@ static void *kube_thread(void *arg) {
         }
         int out, events = 0;
         uint64_t t0 = now_ms();
+        if (relist_wanted(k, kind)) need_list = true;
         if (need_list) {
+            k->relist_served[kind] = atomic_load(&k->relist_req[kind]);
             out = kube_list(k, h, kind, &rv);
-            if (out == OUT_OK) need_list = false;
+            if (out == OUT_OK) {
+                need_list = false;
+                pthread_mutex_lock(&k->mu);
+                k->relist_done[kind] = k->relist_served[kind];
+                pthread_mutex_unlock(&k->mu);
+            }
         } else {
             out = kube_watch(k, h, kind, &rv, &events);
             uint64_t lived = now_ms() - t0;
@@ -483,6 +501,9 @@ static void *kube_thread(void *arg) {
                 kube_sleep(k, jitter(&seed, backoff));
                 backoff = backoff * 2 < bmax ? backoff * 2 : bmax;
             }
+            break;
+        case OUT_RELIST:
+            need_list = true; /* at once: nothing failed */
             break;
         case OUT_ERROR:
             count(k, &k->st.errors[kind]);
@@ -678,4 +699,68 @@ int ext_kube_bind(ext_kube *k, const char *ns, const char *name, const char *uid
     free(body);
     pool_put(k, h);
     return ret;
+}
+
+/* ---- other requests, and forced relists --------------------------------------------------------------- */
+
+int ext_kube_request(ext_kube *k, const char *method, const char *path, const char *body, int timeout_ms,
+                     char **resp, char *err, size_t errlen) {
+    if (errlen) err[0] = 0;
+    if (resp) *resp = NULL;
+    if (!k || !method || !path || path[0] != '/') {
+        snprintf(err, errlen, "request: method and an absolute path are required");
+        return EXT_KUBE_UNREACHABLE;
+    }
+    char url[2048], errbuf[CURL_ERROR_SIZE];
+    int n = snprintf(url, sizeof url, "%s%s", k->base, path);
+    CURL *h = n > 0 && (size_t)n < sizeof url ? pool_get(k) : NULL;
+    struct curl_slist *hdrs = h ? kube_headers(k, body != NULL, err, errlen) : NULL;
+    if (!hdrs) {
+        if (!err[0]) snprintf(err, errlen, h ? "out of memory" : "request: path too long or out of memory");
+        if (h) pool_put(k, h);
+        return EXT_KUBE_UNREACHABLE;
+    }
+    kube_buf b = {.max = KUBE_MAX_ERR_BODY};
+    kube_setup(k, h, url, hdrs, errbuf);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    if (body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    }
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(timeout_ms > 0 ? timeout_ms : k->cfg.request_timeout_ms));
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, buf_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    CURLcode rc = curl_easy_perform(h);
+    long code = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    curl_slist_free_all(hdrs);
+    int ret;
+    if (rc == CURLE_OPERATION_TIMEDOUT) {
+        snprintf(err, errlen, "%s %s: no answer within %d ms", method, path, timeout_ms);
+        ret = EXT_KUBE_TIMEOUT;
+    } else if (rc != CURLE_OK || code == 0 || b.over) {
+        snprintf(err, errlen, "%s %s: %s", method, path,
+                 b.over ? "answer too large" : errbuf[0] ? errbuf : curl_easy_strerror(rc));
+        ret = EXT_KUBE_UNREACHABLE;
+    } else {
+        if (code < 200 || code > 299) kube_status_msg(&b, code, err, errlen);
+        if (resp) { *resp = b.p; b.p = NULL; }
+        ret = (int)code;
+    }
+    free(b.p);
+    pool_put(k, h);
+    return ret;
+}
+
+uint64_t ext_kube_relist(ext_kube *k, ext_kube_kind kind) {
+    uint64_t t = atomic_fetch_add(&k->relist_req[kind], 1) + 1;
+    if (k->multi[kind]) curl_multi_wakeup(k->multi[kind]); /* an idle watch notices at once */
+    return t;
+}
+
+bool ext_kube_relisted(ext_kube *k, ext_kube_kind kind, uint64_t ticket) {
+    pthread_mutex_lock(&k->mu);
+    bool done = k->relist_done[kind] >= ticket;
+    pthread_mutex_unlock(&k->mu);
+    return done;
 }

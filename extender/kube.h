@@ -65,6 +65,22 @@ void ext_kube_free(ext_kube *k);
 int ext_kube_bind(ext_kube *k, const char *ns, const char *name, const char *uid, const char *node,
                   const cJSON *annotations, char *err, size_t errlen);
 
+/* Any other call (the leader election's Lease): method "GET" | "POST" | "PUT", path from the API root
+ * ("/apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME"), body JSON or NULL, a timeout (<= 0: the
+ * configured request timeout). Returns the HTTP status with *resp the body (malloc'd; NULL on a bodiless
+ * answer; resp may be NULL), or EXT_KUBE_UNREACHABLE / EXT_KUBE_TIMEOUT when no answer came; err gets the
+ * reason, or the API's message for a status outside 2xx. */
+#define EXT_KUBE_UNREACHABLE (-1)
+#define EXT_KUBE_TIMEOUT     (-2)
+int ext_kube_request(ext_kube *k, const char *method, const char *path, const char *body, int timeout_ms,
+                     char **resp, char *err, size_t errlen);
+
+/* Ask for a fresh list of one kind, even while its watch is healthy (the watch is cut at once), and get a
+ * ticket; ext_kube_relisted says when a list that began after the call has been delivered (SYNCED). A new
+ * leader uses it to be sure its cache holds every binding the previous leader made. */
+uint64_t ext_kube_relist(ext_kube *k, ext_kube_kind kind);
+bool ext_kube_relisted(ext_kube *k, ext_kube_kind kind, uint64_t ticket);
+
 typedef struct ext_kube_stats {
     uint64_t lists[2];          /* completed lists per kind */
     uint64_t watch_restarts[2]; /* watches that ended and were reopened */

@@ -12,6 +12,7 @@
 
 #include "extender/http.h"
 #include "extender/kube.h"
+#include "extender/leader.h"
 #include "extender/log.h"
 #include "extender/state.h"
 #include "extender/verbs.h"
@@ -69,6 +70,21 @@ static void usage(FILE *f) {
 "                              keep it below kube-scheduler's httpTimeout\n"
 "  --assume-ttl SECONDS        how long a bound pod is held as assumed until the watch\n"
 "                              confirms it (default 30)\n"
+"\n"
+"Leader election (cluster mode; only the holder of the Lease binds, the others keep a synced\n"
+"cache and answer filter, prioritize and preempt; see deploy/README.md, High availability):\n"
+"  --leader-elect[=BOOL]       campaign for the Lease (default true in cluster mode; an error\n"
+"                              with --cluster/--demo). A replica campaigns only while it receives\n"
+"                              scheduling calls, i.e. while its kube-scheduler is the active one\n"
+"  --leader-elect-namespace NS namespace of the Lease (default $POD_NAMESPACE, else tessera)\n"
+"  --leader-elect-name NAME    name of the Lease (default tessera-extender)\n"
+"  --leader-elect-lease-duration D   how long a holder that stopped renewing keeps the\n"
+"                              Lease, in whole seconds (default 15s)\n"
+"  --leader-elect-renew-deadline D   the leader stops binding when it could not renew for\n"
+"                              this long (default 10s)\n"
+"  --leader-elect-retry-period D     between two attempts to acquire or renew (default 2s)\n"
+"                              Durations: 15s, 500ms, 1m. Identity: $POD_NAME (else the host\n"
+"                              name) plus a random suffix. The Lease is released on SIGTERM.\n"
 "\n"
 "Standalone mode:\n"
 "  --cluster FILE              nodes from FILE: a JSON array of Node objects or a NodeList\n"
@@ -147,7 +163,8 @@ static void print_demo_help(const char *listen, int port, const char *prefix) {
 
 int main(int argc, char **argv) {
     enum { O_LISTEN = 1000, O_PREFIX, O_POLICY, O_CLUSTER, O_DEMO, O_API, O_TOKEN, O_CA, O_CCERT, O_CKEY, O_INSECURE,
-           O_TCERT, O_TKEY, O_TCA, O_MAXBODY, O_TTL, O_CONNTO, O_LOG, O_HELP, O_WORKLOAD, O_BINDTO, O_MLISTEN };
+           O_TCERT, O_TKEY, O_TCA, O_MAXBODY, O_TTL, O_CONNTO, O_LOG, O_HELP, O_WORKLOAD, O_BINDTO, O_MLISTEN,
+           O_LE, O_LE_NS, O_LE_NAME, O_LE_LEASE, O_LE_RENEW, O_LE_RETRY };
     static const struct option opts[] = {
         {"listen", required_argument, 0, O_LISTEN}, {"url-prefix", required_argument, 0, O_PREFIX},
         {"policy", required_argument, 0, O_POLICY}, {"cluster", required_argument, 0, O_CLUSTER},
@@ -160,7 +177,11 @@ int main(int argc, char **argv) {
         {"conn-timeout", required_argument, 0, O_CONNTO}, {"log-level", required_argument, 0, O_LOG},
         {"help", no_argument, 0, O_HELP}, {"workload", required_argument, 0, O_WORKLOAD},
         {"bind-timeout", required_argument, 0, O_BINDTO}, {"metrics-listen", required_argument, 0, O_MLISTEN},
-        {0, 0, 0, 0}};
+        {"leader-elect", optional_argument, 0, O_LE}, {"leader-elect-namespace", required_argument, 0, O_LE_NS},
+        {"leader-elect-name", required_argument, 0, O_LE_NAME},
+        {"leader-elect-lease-duration", required_argument, 0, O_LE_LEASE},
+        {"leader-elect-renew-deadline", required_argument, 0, O_LE_RENEW},
+        {"leader-elect-retry-period", required_argument, 0, O_LE_RETRY}, {0, 0, 0, 0}};
     ext_http_config hc;
     memset(&hc, 0, sizeof hc);
     snprintf(hc.listen, sizeof hc.listen, "127.0.0.1:8888");
@@ -170,6 +191,9 @@ int main(int argc, char **argv) {
     const char *policy_arg = "binpack", *cluster = NULL, *workload_file = NULL, *metrics_listen = NULL;
     bool demo = false, api_given = false;
     int ttl_s = 30, c;
+    ext_leader_config lc;
+    ext_leader_config_defaults(&lc);
+    int leader_elect = -1; /* -1: the mode's default */
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case O_LISTEN: snprintf(hc.listen, sizeof hc.listen, "%s", optarg); break;
@@ -216,6 +240,22 @@ int main(int argc, char **argv) {
             kc.bind_timeout_ms = secs * 1000;
             break;
         }
+        case O_LE:
+            if (!optarg || !strcmp(optarg, "true")) leader_elect = 1;
+            else if (!strcmp(optarg, "false")) leader_elect = 0;
+            else { fprintf(stderr, "--leader-elect: true or false (--leader-elect=false)\n"); return 2; }
+            break;
+        case O_LE_NS: snprintf(lc.ns, sizeof lc.ns, "%s", optarg); break;
+        case O_LE_NAME: snprintf(lc.name, sizeof lc.name, "%s", optarg); break;
+        case O_LE_LEASE: case O_LE_RENEW: case O_LE_RETRY: {
+            int *dst = c == O_LE_LEASE ? &lc.lease_ms : c == O_LE_RENEW ? &lc.renew_ms : &lc.retry_ms;
+            if (ext_leader_parse_duration(optarg, dst) < 0) {
+                fprintf(stderr, "--%s: a duration such as 15s, 500ms or 1m\n", c == O_LE_LEASE ? "leader-elect-lease-duration"
+                        : c == O_LE_RENEW ? "leader-elect-renew-deadline" : "leader-elect-retry-period");
+                return 2;
+            }
+            break;
+        }
         case O_HELP: case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -237,7 +277,17 @@ int main(int argc, char **argv) {
         return 2;
     }
     bool standalone = cluster || demo;
+    char err0[512];
     if (standalone && api_given) { fprintf(stderr, "--cluster/--demo and --kube-api exclude each other\n"); return 2; }
+    if (standalone && leader_elect == 1) {
+        fprintf(stderr, "--leader-elect needs cluster mode: a standalone extender (--cluster/--demo) binds in memory only\n");
+        return 2;
+    }
+    lc.bind_budget_ms = kc.request_timeout_ms;   /* a Binding POST's timeout */
+    if (!standalone && leader_elect != 0 && ext_leader_config_check(&lc, err0, sizeof err0) < 0) {
+        fprintf(stderr, "%s\n", err0);
+        return 2;
+    }
 
     /* Signals are taken synchronously by the main thread; every thread started after this
      * inherits the mask, so none of them is interrupted. */
@@ -291,9 +341,17 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    ext_leader *leader = NULL;
+    if (kube && leader_elect != 0 && !(leader = ext_leader_new(&lc, kube, err, sizeof err))) {
+        fprintf(stderr, "%s\n", err);
+        ext_kube_free(kube);
+        ext_state_free(st);
+        return 2;
+    }
     ext_verbs verbs;
     ext_verbs_init(&verbs, st, pol, kube ? kube_bind : NULL, kube);
     verbs.ctx.workload = workload;
+    verbs.leader = leader;
     hc.verbs = &verbs;
     if (kube) {
         hc.kube_stats = kube_stats;
@@ -302,6 +360,7 @@ int main(int argc, char **argv) {
     ext_http *http = ext_http_start(&hc, err, sizeof err);
     if (!http) {
         fprintf(stderr, "%s\n", err);
+        ext_leader_free(leader);
         ext_kube_free(kube);
         ext_state_free(st);
         return 1;
@@ -326,9 +385,11 @@ int main(int argc, char **argv) {
             ext_http_port(http), hc.prefix, policy_name(pol), standalone ? "standalone" : "cluster",
             hc.tls_cert_file ? "on" : "off");
     if (standalone) print_demo_help(hc.listen, ext_http_port(http), hc.prefix);
-    if (kube && ext_kube_start(kube, ext_state_on_event, st, err, sizeof err) < 0) {
+    if ((kube && ext_kube_start(kube, ext_state_on_event, st, err, sizeof err) < 0) ||
+        (leader && ext_leader_start(leader, err, sizeof err) < 0)) {
         fprintf(stderr, "API client: %s\n", err);
         ext_http_stop(http);
+        ext_leader_free(leader);
         ext_kube_free(kube);
         ext_state_free(st);
         return 1;
@@ -345,9 +406,13 @@ int main(int argc, char **argv) {
         ext_state_expire(st, ext_now_ms());
         ext_state_unlock(st);
     }
-    /* HTTP first, so no verb runs against a state being torn down; then the watchers. */
+    /* No new binds; HTTP next (the metrics listener, then the verbs), so no verb runs against a state being
+     * torn down and binds in flight finish under the Lease; then the Lease is released (a successor takes over
+     * at once); then the watchers. */
+    ext_leader_stop(leader);
     ext_http_stop(ops);
     ext_http_stop(http);
+    ext_leader_free(leader);
     ext_kube_free(kube);
     ext_state_free(st);
     policy_workload_free(workload);

@@ -202,6 +202,18 @@ char *ext_metrics_render(ext_metrics *m, ext_verbs *v, const ext_kube_stats *ks,
         sbf(&b, "# HELP tessera_cache_synced Whether the latest list of this kind completed.\n# TYPE tessera_cache_synced gauge\n");
         for (int k = 0; k < 2; k++) sbf(&b, "tessera_cache_synced{kind=\"%s\"} %d\n", kinds[k], ks->synced[k] ? 1 : 0);
     }
+    ext_leader_stats ls;
+    ext_leader_get_stats(v->leader, &ls);   /* no election: this replica binds, so it counts as leader */
+    sbf(&b, "# HELP tessera_leader Whether this replica holds the tessera Lease and may bind.\n"
+            "# TYPE tessera_leader gauge\ntessera_leader %d\n", ls.leader ? 1 : 0);
+    sbf(&b, "# HELP tessera_leader_transitions_total Times this replica became the leader.\n"
+            "# TYPE tessera_leader_transitions_total counter\ntessera_leader_transitions_total %llu\n",
+        (unsigned long long)ls.transitions);
+    sbf(&b, "# HELP tessera_leader_lease_errors_total Failed Lease calls by reason.\n"
+            "# TYPE tessera_leader_lease_errors_total counter\n");
+    for (int e = 0; e < EXT_LEASE_ERR_N; e++)
+        sbf(&b, "tessera_leader_lease_errors_total{reason=\"%s\"} %llu\n", ext_lease_error_name(e),
+            (unsigned long long)ls.errors[e]);
     ext_state *st = v->st;
     sbf(&b, "# HELP tessera_ready Whether the cache has completed its first sync.\n# TYPE tessera_ready gauge\n"
             "tessera_ready %d\n", ext_state_ready(st) ? 1 : 0);

@@ -16,7 +16,7 @@
 
 const char *ext_bind_outcome_name(ext_bind_outcome o) {
     static const char *n[] = {"ok", "already_bound", "no_room", "unknown_pod", "unknown_node", "api_error",
-                              "not_ready", "bad_request"};
+                              "not_ready", "bad_request", "not_leader"};
     return o >= 0 && o < EXT_BIND_NOUTCOMES ? n[o] : "?";
 }
 
@@ -350,6 +350,7 @@ static void put_members(jbuf *out, jbuf parts[2]) {
 void ext_verb_filter(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     ext_args a;
     char err[512];
+    ext_leader_note_call(v->leader);   /* scheduling calls are what makes this replica campaign */
     if (parse_args(&a, body, len, err, sizeof err) < 0) {
         args_free(&a);
         reply_json(out, 400, filter_result(NULL, NULL, NULL, NULL, err));
@@ -441,6 +442,7 @@ static void score_range(void *vctx, int part, int from, int to) {
 void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     ext_args a;
     char err[512];
+    ext_leader_note_call(v->leader);   /* scheduling calls are what makes this replica campaign */
     if (parse_args(&a, body, len, err, sizeof err) < 0) {
         args_free(&a);
         ext_reply_error(out, 400, err);
@@ -515,6 +517,14 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     if (!node) {
         cJSON_Delete(root);
         bind_reply(v, out, EXT_BIND_BAD_REQUEST, 400, err);
+        return;
+    }
+    ext_leader_note_call(v->leader);
+    if (!ext_leader_may_bind(v->leader, -1, err, sizeof err)) {
+        /* a follower never posts: only the Lease holder's view of the cluster is known to be current */
+        ext_log(EXT_LOG_INFO, "verb=bind outcome=not_leader pod=%s/%s node=%s why=\"%s\"", ns, name, node, err);
+        bind_reply(v, out, EXT_BIND_NOT_LEADER, 200, err);
+        cJSON_Delete(root);
         return;
     }
     if (!ext_state_ready(v->st)) {
@@ -661,6 +671,7 @@ static int preempt_node(ext_state *st, const ext_node *en, const model_request *
 void ext_verb_preempt(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     ext_args a;
     char err[512];
+    ext_leader_note_call(v->leader);   /* scheduling calls are what makes this replica campaign */
     memset(&a, 0, sizeof a);
     a.root = cJSON_ParseWithLength(body, len);
     if (!a.root || !cJSON_IsObject(a.root)) {
@@ -840,6 +851,14 @@ void ext_debug_state(ext_verbs *v, const char *pod, ext_reply *out) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddBoolToObject(root, "ready", ext_state_ready(v->st));
     cJSON_AddStringToObject(root, "policy", policy_name(v->pol));
+    if (v->leader) {   /* which replica binds, as this one sees it */
+        char holder[192];
+        ext_leader_holder(v->leader, holder, sizeof holder);
+        cJSON *le = cJSON_AddObjectToObject(root, "leader_election");
+        cJSON_AddBoolToObject(le, "leader", ext_leader_is_leader(v->leader));
+        cJSON_AddStringToObject(le, "identity", ext_leader_identity(v->leader));
+        cJSON_AddStringToObject(le, "holder", holder);
+    }
     ext_state_lock(v->st);
     if (pod && pod[0]) {
         char uid[MODEL_UID_LEN];

@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 
+#include "extender/leader.h"
 #include "extender/state.h"
 #include "policy/policy.h"
 
@@ -35,6 +36,7 @@ typedef enum ext_bind_outcome {
     EXT_BIND_API_ERROR,      /* the apiserver refused or could not be reached */
     EXT_BIND_NOT_READY,
     EXT_BIND_BAD_REQUEST,
+    EXT_BIND_NOT_LEADER,     /* another replica holds the Lease (leader.h); nothing was posted */
     EXT_BIND_NOUTCOMES
 } ext_bind_outcome;
 
@@ -46,6 +48,7 @@ typedef struct ext_verbs {
     policy_ctx ctx;              /* per call a copy gets decision = hash of the pod UID */
     ext_bind_fn bind;            /* NULL: standalone, binds are recorded in memory only */
     void *bind_user;
+    ext_leader *leader;          /* NULL: no leader election, this replica binds */
     _Atomic uint64_t bind_outcomes[EXT_BIND_NOUTCOMES];
 } ext_verbs;
 

@@ -54,6 +54,9 @@ EXTENDER_METRICS = {
     "tessera_binds_total": "counter",                  # label result
     "tessera_watch_restarts_total": "counter",         # label kind
     "tessera_cache_synced": "gauge",
+    "tessera_leader": "gauge",                         # 1 on the replica holding the Lease
+    "tessera_leader_transitions_total": "counter",
+    "tessera_leader_lease_errors_total": "counter",    # label reason
 }
 
 # Exactly what tessera-extender may do cluster-wide: (apiGroup, resource) -> verbs.
@@ -442,6 +445,39 @@ check("leaderElection is on, with Lease %s/%s of its own" % (NAMESPACE, le_cfg.g
 ld, rd, rp = (duration(le_cfg.get(k)) for k in ("leaseDuration", "renewDeadline", "retryPeriod"))
 check("leaderElection timings are valid (leaseDuration > renewDeadline > 1.2 x retryPeriod > 0)",
       None not in (ld, rd, rp) and ld > rd > 1.2 * rp > 0, "%s/%s/%s" % (ld, rd, rp))
+
+# The extender's own leader election (extender/leader.h): on, on a Lease the Role allows, with valid timings,
+# and an identity from the downward API.
+xle = xf.get("leader-elect", "true")
+check("extender leader election is on (--leader-elect absent, bare or =true)", xle in ("", "true"), repr(xle))
+x_ns = xf.get("leader-elect-namespace")
+x_name = xf.get("leader-elect-name", "tessera-extender")
+env = {e.get("name"): e for e in extender.get("env") or []}
+
+
+def field_ref(name):
+    return ((env.get(name) or {}).get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath")
+
+
+check("extender Lease is in namespace %s (--leader-elect-namespace or POD_NAMESPACE)" % NAMESPACE,
+      x_ns == NAMESPACE or (x_ns is None and field_ref("POD_NAMESPACE") == "metadata.namespace"), repr(x_ns))
+check("extender Lease %r is one the Role allows, and not kube-scheduler's %r" % (x_name, le_cfg.get("resourceName")),
+      x_name in LEADER_LEASES and x_name != le_cfg.get("resourceName"))
+check("extender identity comes from POD_NAME = metadata.name (downward API)", field_ref("POD_NAME") == "metadata.name",
+      repr(field_ref("POD_NAME")))
+xld, xrd, xrp = (duration(xf.get("leader-elect-" + k, d)) for k, d in
+                 (("lease-duration", "15s"), ("renew-deadline", "10s"), ("retry-period", "2s")))
+check("extender leader election timings are valid (lease duration in whole seconds > renew deadline > "
+      "1.2 x retry period > 0)",
+      None not in (xld, xrd, xrp) and xld == int(xld) and xld > xrd > 1.2 * xrp > 0, "%s/%s/%s" % (xld, xrd, xrp))
+# A bind admitted by the leader must end before a successor can hold the Lease (leader.h, bind budget).
+bt = xf.get("bind-timeout")
+bt_s = duration(bt if bt is None or not bt.isdigit() else bt + "s") if bt is not None else 10
+check("extender bind timeout (%ss) is shorter than its lease duration" % bt_s,
+      bt_s is not None and xld is not None and bt_s < xld)
+grace = pod.get("terminationGracePeriodSeconds", 30)
+check("terminationGracePeriodSeconds (%s) leaves time for a bind in flight and the Lease release" % grace,
+      isinstance(grace, int) and bt_s is not None and grace > bt_s + 2)
 
 exts = cfg.get("extenders") or []
 check("exactly one extender", len(exts) == 1)

@@ -22,7 +22,7 @@
 #define FA_MAX_RULES  32
 #define FA_MAX_LOG    200000     /* request keys remembered for fake_api_requests */
 
-enum { FA_NODES = 0, FA_PODS = 1 };
+enum { FA_NODES = 0, FA_PODS = 1, FA_LEASES = 2 }; /* leases: no list or watch, only get/create/update */
 
 typedef struct fa_obj { char *key; cJSON *json; } fa_obj;
 typedef struct fa_store { fa_obj *v; size_t n, cap; } fa_store;
@@ -36,7 +36,7 @@ typedef struct fa_event {
     char *line; /* ends with '\n' */
 } fa_event;
 
-typedef struct fa_rule { char target[256]; int status, count; } fa_rule;
+typedef struct fa_rule { char target[256]; int status, count, stall_ms; } fa_rule;
 
 struct fake_api {
     pthread_mutex_t mu;
@@ -46,7 +46,7 @@ struct fake_api {
     bool stopping;
     uint64_t rv, compacted_rv, seq, uid_seq;
     uint64_t drop_gen, end_gen, expire_gen;
-    fa_store store[2];
+    fa_store store[3];
     fa_event *ev;
     size_t nev, capev;
     fa_rule rules[FA_MAX_RULES];
@@ -76,11 +76,13 @@ typedef struct fa_watch {
 } fa_watch;
 
 static const char *const fa_kind_path[2] = {"/api/v1/nodes", "/api/v1/pods"};
-static const char *const fa_kind_name[2] = {"Node", "Pod"};
+static const char *const fa_kind_name[3] = {"Node", "Pod", "Lease"};
+static const char *const fa_kind_api[3] = {"v1", "v1", "coordination.k8s.io/v1"};
 
 static int fa_kind(const char *kind) {
     if (kind && strcmp(kind, "nodes") == 0) return FA_NODES;
     if (kind && strcmp(kind, "pods") == 0) return FA_PODS;
+    if (kind && strcmp(kind, "leases") == 0) return FA_LEASES;
     return -1;
 }
 
@@ -111,7 +113,7 @@ static const char *fa_meta_str(const cJSON *obj, const char *field) {
 }
 
 static void fa_key(int kind, const char *ns, const char *name, char *buf, size_t len) {
-    if (kind == FA_PODS) snprintf(buf, len, "%s/%s", ns && *ns ? ns : "default", name);
+    if (kind != FA_NODES) snprintf(buf, len, "%s/%s", ns && *ns ? ns : "default", name);
     else snprintf(buf, len, "%s", name);
 }
 
@@ -181,12 +183,12 @@ long long fake_api_put(fake_api *f, const char *kind, const char *json_obj) {
     const char *name = fa_meta_str(obj, "name");
     if (k < 0 || !cJSON_IsObject(obj) || !name || !*name) { cJSON_Delete(obj); return -1; }
     cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
-    if (k == FA_PODS && !fa_meta_str(obj, "namespace")) {
+    if (k != FA_NODES && !fa_meta_str(obj, "namespace")) {
         cJSON_DeleteItemFromObjectCaseSensitive(meta, "namespace");
         cJSON_AddStringToObject(meta, "namespace", "default");
     }
     if (!cJSON_GetObjectItemCaseSensitive(obj, "kind")) cJSON_AddStringToObject(obj, "kind", fa_kind_name[k]);
-    if (!cJSON_GetObjectItemCaseSensitive(obj, "apiVersion")) cJSON_AddStringToObject(obj, "apiVersion", "v1");
+    if (!cJSON_GetObjectItemCaseSensitive(obj, "apiVersion")) cJSON_AddStringToObject(obj, "apiVersion", fa_kind_api[k]);
 
     pthread_mutex_lock(&f->mu);
     char key[1024], rvs[32];
@@ -284,6 +286,19 @@ void fake_api_inject(fake_api *f, const char *target, int status, int count) {
         snprintf(r->target, sizeof r->target, "%s", target);
         r->status = status;
         r->count = count;
+        r->stall_ms = 0;
+    }
+    pthread_mutex_unlock(&f->mu);
+}
+
+void fake_api_inject_stall(fake_api *f, const char *target, int ms, int count) {
+    pthread_mutex_lock(&f->mu);
+    if (f->nrules < FA_MAX_RULES && target && count > 0 && ms > 0) {
+        fa_rule *r = &f->rules[f->nrules++];
+        snprintf(r->target, sizeof r->target, "%s", target);
+        r->status = 0;
+        r->count = count;
+        r->stall_ms = ms;
     }
     pthread_mutex_unlock(&f->mu);
 }
@@ -348,7 +363,7 @@ void fake_api_watch_raw(fake_api *f, const char *kind, const char *line) {
 int fake_api_watchers(fake_api *f, const char *kind) {
     int k = fa_kind(kind);
     pthread_mutex_lock(&f->mu);
-    int n = k >= 0 ? f->watchers[k] : 0;
+    int n = k >= 0 && k < 2 ? f->watchers[k] : 0;
     pthread_mutex_unlock(&f->mu);
     return n;
 }
@@ -658,6 +673,99 @@ static enum MHD_Result fa_bind(fake_api *f, struct MHD_Connection *c, const char
     return fa_send_status(c, 201, "", "");
 }
 
+/* Split "/apis/coordination.k8s.io/v1/namespaces/NS/leases[/NAME]" (name "" for the collection). */
+static bool fa_lease_path(const char *url, char *ns, size_t nslen, char *name, size_t namelen) {
+    const char *p = "/apis/coordination.k8s.io/v1/namespaces/";
+    if (strncmp(url, p, strlen(p)) != 0) return false;
+    const char *a = url + strlen(p), *sl = strchr(a, '/');
+    if (!sl || sl == a || (size_t)(sl - a) >= nslen || strncmp(sl, "/leases", 7) != 0) return false;
+    snprintf(ns, nslen, "%.*s", (int)(sl - a), a);
+    const char *n = sl + 7;
+    if (!*n) { name[0] = 0; return true; }
+    if (*n != '/' || !n[1] || strchr(n + 1, '/') || strlen(n + 1) >= namelen) return false;
+    snprintf(name, namelen, "%s", n + 1);
+    return true;
+}
+
+/* Caller holds mu. GET one, POST the collection (409 AlreadyExists), PUT one (409 Conflict when
+ * metadata.resourceVersion is not the stored one, as optimistic concurrency demands; 404 if absent). */
+static enum MHD_Result fa_lease(fake_api *f, struct MHD_Connection *c, const char *method, const char *ns,
+                                const char *name, const fa_req *rq) {
+    char key[1024], msg[1400], rvs[32];
+    bool found;
+    if (strcmp(method, "GET") == 0 && name[0]) {
+        fa_key(FA_LEASES, ns, name, key, sizeof key);
+        size_t i = fa_find(&f->store[FA_LEASES], key, &found);
+        if (!found) {
+            snprintf(msg, sizeof msg, "leases.coordination.k8s.io \"%s\" not found", name);
+            return fa_send_status(c, 404, "NotFound", msg);
+        }
+        char *body = cJSON_PrintUnformatted(f->store[FA_LEASES].v[i].json);
+        enum MHD_Result ret = fa_send(c, 200, body ? body : "{}");
+        free(body);
+        return ret;
+    }
+    bool create = strcmp(method, "POST") == 0 && !name[0], update = strcmp(method, "PUT") == 0 && name[0];
+    if (!create && !update) return fa_send_status(c, 405, "MethodNotAllowed", "method not allowed");
+    cJSON *obj = rq->body ? cJSON_ParseWithLength(rq->body, rq->n) : NULL;
+    const char *oname = fa_meta_str(obj, "name");
+    if (!cJSON_IsObject(obj) || !oname || !*oname || (update && strcmp(oname, name) != 0)) {
+        cJSON_Delete(obj);
+        return fa_send_status(c, 400, "BadRequest", "malformed Lease body, or its name differs from the URL's");
+    }
+    fa_key(FA_LEASES, ns, oname, key, sizeof key);
+    fa_store *s = &f->store[FA_LEASES];
+    size_t i = fa_find(s, key, &found);
+    const char *want = fa_meta_str(obj, "resourceVersion");
+    if (create && found) {
+        snprintf(msg, sizeof msg, "leases.coordination.k8s.io \"%s\" already exists", oname);
+        cJSON_Delete(obj);
+        return fa_send_status(c, 409, "AlreadyExists", msg);
+    }
+    if (update && !found) {
+        snprintf(msg, sizeof msg, "leases.coordination.k8s.io \"%s\" not found", name);
+        cJSON_Delete(obj);
+        return fa_send_status(c, 404, "NotFound", msg);
+    }
+    if (update && want && *want && strcmp(want, fa_meta_str(s->v[i].json, "resourceVersion")) != 0) {
+        snprintf(msg, sizeof msg, "Operation cannot be fulfilled on leases.coordination.k8s.io \"%s\": the object "
+                 "has been modified; please apply your changes to the latest version and try again", name);
+        cJSON_Delete(obj);
+        return fa_send_status(c, 409, "Conflict", msg);
+    }
+    cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+    cJSON_DeleteItemFromObjectCaseSensitive(meta, "namespace");
+    cJSON_AddStringToObject(meta, "namespace", ns);
+    cJSON_DeleteItemFromObjectCaseSensitive(meta, "uid");
+    if (update) cJSON_AddStringToObject(meta, "uid", fa_meta_str(s->v[i].json, "uid"));
+    else {
+        char uid[64];
+        snprintf(uid, sizeof uid, "fake-uid-%06" PRIu64, ++f->uid_seq);
+        cJSON_AddStringToObject(meta, "uid", uid);
+    }
+    uint64_t rv = ++f->rv;
+    snprintf(rvs, sizeof rvs, "%" PRIu64, rv);
+    cJSON_DeleteItemFromObjectCaseSensitive(meta, "resourceVersion");
+    cJSON_AddStringToObject(meta, "resourceVersion", rvs);
+    cJSON_DeleteItemFromObjectCaseSensitive(obj, "kind");
+    cJSON_DeleteItemFromObjectCaseSensitive(obj, "apiVersion");
+    cJSON_AddStringToObject(obj, "kind", "Lease");
+    cJSON_AddStringToObject(obj, "apiVersion", "coordination.k8s.io/v1");
+    if (found) {
+        cJSON_Delete(s->v[i].json);
+        s->v[i].json = obj;
+    } else {
+        fa_grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v);
+        memmove(&s->v[i + 1], &s->v[i], (s->n - i) * sizeof *s->v);
+        s->v[i] = (fa_obj){fa_strdup(key), obj};
+        s->n++;
+    }
+    char *body = cJSON_PrintUnformatted(obj);
+    enum MHD_Result ret = fa_send(c, create ? 201 : 200, body ? body : "{}");
+    free(body);
+    return ret;
+}
+
 /* Split "/api/v1/namespaces/NS/pods/NAME[/binding]". */
 static bool fa_pod_path(const char *url, char *ns, size_t nslen, char *name, size_t namelen, bool *binding) {
     const char *p = "/api/v1/namespaces/";
@@ -723,14 +831,27 @@ static enum MHD_Result fa_handle(void *cls, struct MHD_Connection *c, const char
     enum MHD_Result ret;
     char want[600];
     if (f->token) snprintf(want, sizeof want, "Bearer %s", f->token);
-    int inject = 0;
+    int inject = 0, stall_ms = 0;
     for (int i = 0; i < f->nrules; i++) {
         if (f->rules[i].count > 0 && fa_matches(f->rules[i].target, key)) {
             inject = f->rules[i].status;
+            stall_ms = f->rules[i].stall_ms;
             f->rules[i].count--;
             break;
         }
     }
+    /* a stall holds this request (its own thread) without the lock, then answers normally */
+    for (struct timespec t0 = {0}, now; stall_ms > 0;) {
+        if (!t0.tv_sec) clock_gettime(CLOCK_MONOTONIC, &t0);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (f->stopping || (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 >= stall_ms) break;
+        struct timespec nap = {0, 10 * 1000000L};
+        pthread_mutex_unlock(&f->mu);
+        nanosleep(&nap, NULL);
+        pthread_mutex_lock(&f->mu);
+    }
+    char lns[256], lname[512];
+    bool leasepath = fa_lease_path(url, lns, sizeof lns, lname, sizeof lname);
     if (f->token && (!auth || strcmp(auth, want) != 0)) {
         ret = fa_send_status(c, 401, "Unauthorized", "Unauthorized");
     } else if (inject == FAKE_API_HANGUP) {
@@ -763,6 +884,8 @@ static enum MHD_Result fa_handle(void *cls, struct MHD_Connection *c, const char
         }
     } else if (post && podpath && binding) {
         ret = fa_bind(f, c, ns, name, rq);
+    } else if (leasepath) {
+        ret = fa_lease(f, c, method, lns, lname, rq);
     } else if (kind >= 0 || podpath) {
         ret = fa_send_status(c, 405, "MethodNotAllowed", "method not allowed");
     } else {
@@ -856,7 +979,7 @@ int fake_api_up(fake_api *f, char *err, size_t errlen) {
 void fake_api_free(fake_api *f) {
     if (!f) return;
     fake_api_down(f);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         for (size_t i = 0; i < f->store[k].n; i++) {
             free(f->store[k].v[i].key);
             cJSON_Delete(f->store[k].v[i].json);

@@ -18,6 +18,11 @@
  *                                             409 if metadata.uid differs from the pod's ("Precondition failed:
  *                                             UID in precondition...") or the pod is already bound, 400 on a
  *                                             malformed body. Every binding request is recorded.
+ *   GET  /apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME, POST .../leases, PUT .../leases/NAME
+ *                                             Leases, for leader election: create answers 409 AlreadyExists
+ *                                             when it exists; update answers 409 Conflict when the body's
+ *                                             metadata.resourceVersion is not the stored one, 404 when absent.
+ *                                             fake_api_put/get/delete take kind "leases" (namespaced).
  * Errors are v1 Status objects, as the apiserver sends them.
  *
  * Request keys, used by fault injection and request counting: "LIST <path>", "WATCH <path>", "GET <path>",
@@ -53,7 +58,7 @@ void fake_api_free(fake_api *f);
 void fake_api_down(fake_api *f);
 int fake_api_up(fake_api *f, char *err, size_t errlen);
 
-/* kind is "nodes" or "pods". Add or replace an object by namespace/name (pods without a namespace go to
+/* kind is "nodes", "pods" or "leases". Add or replace an object by namespace/name (pods without a namespace go to
  * "default"); the stored copy gets a new metadata.resourceVersion, a metadata.uid if it had none, kind and
  * apiVersion; watchers get ADDED or MODIFIED. Returns the new resourceVersion, or -1 if the JSON is not an
  * object with metadata.name. */
@@ -71,6 +76,9 @@ long long fake_api_rv(fake_api *f);
  * status 0 answers normally (so "0 x1, then 410 x1" fails only the second page of a list). A request uses up
  * the first rule that matches it and has count left; at most 32 rules. */
 void fake_api_inject(fake_api *f, const char *target, int status, int count);
+/* The next `count` requests matching target are held for ms milliseconds (the client sees a stalled server),
+ * then answered normally. Shares the rules of fake_api_inject. */
+void fake_api_inject_stall(fake_api *f, const char *target, int ms, int count);
 void fake_api_clear_injections(fake_api *f);
 
 /* Open watches: cut them mid-stream (the client sees a broken transfer), end them normally (as if

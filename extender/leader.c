@@ -1,0 +1,510 @@
+/* leader.c -- the Lease-based leader election of leader.h: one thread that reads and writes the Lease through
+ * ext_kube_request, and lock-protected answers for the verbs. Timings follow client-go's leaderelection
+ * package (tryAcquireOrRenew, observedTime, ReleaseOnCancel); see leader.h for the rules.
+ */
+#include "extender/leader.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "extender/log.h"
+
+struct ext_leader {
+    ext_leader_config cfg;
+    ext_kube *k;
+    char path[256];            /* /apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME */
+    pthread_t thr;
+    bool started;
+    _Atomic int64_t last_call; /* monotonic ms of the latest scheduling call; INT64_MIN/2: none */
+    pthread_mutex_t mu;        /* everything below */
+    pthread_cond_t cv;         /* CLOCK_MONOTONIC; wakes the thread on stop and on the first call after idling */
+    bool stop, stopping;
+    bool leading;              /* we won and have not stepped down (validity also needs renewed_at) */
+    int64_t renewed_at;        /* start of the latest successful acquire/renew */
+    char holder[192];          /* holderIdentity last seen */
+    char seen_rv[64];          /* resourceVersion last seen, and when it changed (client-go's observedTime) */
+    int64_t seen_at;
+    int seen_secs;             /* its leaseDurationSeconds */
+    int transitions_rec;       /* its leaseTransitions */
+    char acquire_time[40];     /* its acquireTime, kept across renewals */
+    char written_rv[64];       /* resourceVersion of our latest write */
+    bool need_relist;          /* acquired from someone else: bind only after a fresh pod list */
+    uint64_t relist_ticket;
+    ext_leader_stats st;
+};
+
+/* ---- small helpers ----------------------------------------------------------------------------------- */
+
+static int64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Kubernetes MicroTime: "2006-01-02T15:04:05.000000Z". */
+static void micro_time(char *buf, size_t len) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char s[32];
+    strftime(s, sizeof s, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, len, "%.19s.%06dZ", s, (int)(ts.tv_nsec / 1000) % 1000000);
+}
+
+static void cond_wait_ms(ext_leader *l, int ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+}
+
+const char *ext_lease_error_name(ext_lease_error e) {
+    static const char *n[] = {"conflict", "timeout", "unreachable", "server_error", "denied", "other"};
+    return e >= 0 && e < EXT_LEASE_ERR_N ? n[e] : "?";
+}
+
+static void count_error(ext_leader *l, int code) {
+    ext_lease_error e = code == 409                 ? EXT_LEASE_ERR_CONFLICT
+                      : code == EXT_KUBE_TIMEOUT    ? EXT_LEASE_ERR_TIMEOUT
+                      : code == EXT_KUBE_UNREACHABLE ? EXT_LEASE_ERR_UNREACHABLE
+                      : code >= 500                 ? EXT_LEASE_ERR_SERVER
+                      : code == 401 || code == 403  ? EXT_LEASE_ERR_DENIED
+                                                    : EXT_LEASE_ERR_OTHER;
+    pthread_mutex_lock(&l->mu);
+    l->st.errors[e]++;
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* ---- configuration ----------------------------------------------------------------------------------- */
+
+static void random_suffix(char *buf, size_t len) {
+    unsigned char r[8] = {0};
+    FILE *f = fopen("/dev/urandom", "rb");
+    size_t n = f ? fread(r, 1, sizeof r, f) : 0;
+    if (f) fclose(f);
+    if (n != sizeof r) { /* no urandom: time and pid still differ between replicas */
+        uint64_t x = (uint64_t)mono_ms() * 6364136223846793005ull ^ (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
+        memcpy(r, &x, sizeof r);
+    }
+    snprintf(buf, len, "%02x%02x%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
+}
+
+void ext_leader_config_defaults(ext_leader_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    const char *ns = getenv("POD_NAMESPACE"), *pod = getenv("POD_NAME");
+    snprintf(cfg->ns, sizeof cfg->ns, "%s", ns && *ns ? ns : "tessera");
+    snprintf(cfg->name, sizeof cfg->name, "tessera-extender");
+    char host[128] = "", sfx[20];
+    if (pod && *pod) snprintf(host, sizeof host, "%s", pod);
+    else if (gethostname(host, sizeof host - 1) != 0 || !host[0]) snprintf(host, sizeof host, "tessera-extender");
+    random_suffix(sfx, sizeof sfx);
+    /* like kube-scheduler's "<hostname>_<uuid>": the pod is readable, and a restarted container is a new holder */
+    snprintf(cfg->identity, sizeof cfg->identity, "%.150s_%s", host, sfx);
+    cfg->lease_ms = 15000;
+    cfg->renew_ms = 10000;
+    cfg->retry_ms = 2000;
+}
+
+int ext_leader_parse_duration(const char *s, int *ms) {
+    char *end;
+    if (!s || !*s) return -1;
+    double v = strtod(s, &end);
+    double mul = !strcmp(end, "ms") ? 1 : (!strcmp(end, "s") || !*end) ? 1000 : !strcmp(end, "m") ? 60000 : -1;
+    if (end == s || mul < 0 || !(v * mul >= 1) || v * mul > 3600000) return -1;
+    *ms = (int)(v * mul + 0.5);
+    return 0;
+}
+
+static bool name_ok(const char *s) {
+    if (!*s || strlen(s) > 63) return false;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.')) return false;
+    return true;
+}
+
+int ext_leader_config_check(const ext_leader_config *c, char *err, size_t errlen) {
+    if (!name_ok(c->ns) || !name_ok(c->name)) {
+        snprintf(err, errlen, "leader election: namespace \"%s\" and Lease name \"%s\" must be DNS names "
+                 "(lower-case letters, digits, '-', '.')", c->ns, c->name);
+        return -1;
+    }
+    if (!c->identity[0]) { snprintf(err, errlen, "leader election: empty identity"); return -1; }
+    if (c->lease_ms < 1000 || c->retry_ms <= 0 || c->renew_ms >= c->lease_ms || c->renew_ms * 10 <= c->retry_ms * 12) {
+        snprintf(err, errlen, "leader election: need lease duration (%d ms, at least 1s) > renew deadline (%d ms) "
+                 "> 1.2 x retry period (%d ms) > 0", c->lease_ms, c->renew_ms, c->retry_ms);
+        return -1;
+    }
+    if (c->bind_budget_ms < 0 || c->bind_budget_ms >= c->lease_ms) {
+        snprintf(err, errlen, "leader election: a bind may take %d ms, which must be shorter than the lease duration "
+                 "(%d ms), or a successor could bind while it is in flight", c->bind_budget_ms, c->lease_ms);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the Lease --------------------------------------------------------------------------------------- */
+
+typedef struct lease_rec {
+    char holder[192], rv[64], acquire[40];
+    int secs, transitions;
+} lease_rec;
+
+static const char *jstr(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static int parse_lease(const char *body, lease_rec *r) {
+    memset(r, 0, sizeof *r);
+    cJSON *o = body ? cJSON_Parse(body) : NULL;
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(o, "metadata");
+    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(o, "spec");
+    int rc = -1;
+    if (cJSON_IsObject(o) && *jstr(meta, "resourceVersion")) {
+        snprintf(r->rv, sizeof r->rv, "%s", jstr(meta, "resourceVersion"));
+        snprintf(r->holder, sizeof r->holder, "%s", jstr(spec, "holderIdentity"));
+        snprintf(r->acquire, sizeof r->acquire, "%s", jstr(spec, "acquireTime"));
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(spec, "leaseDurationSeconds");
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(spec, "leaseTransitions");
+        r->secs = cJSON_IsNumber(d) && d->valuedouble >= 1 ? (int)d->valuedouble : 1;
+        r->transitions = cJSON_IsNumber(t) && t->valuedouble >= 0 ? (int)t->valuedouble : 0;
+        rc = 0;
+    }
+    cJSON_Delete(o);
+    return rc;
+}
+
+/* The Lease body to write; rv "" for a create. */
+static char *lease_body(ext_leader *l, const char *rv, const char *holder, int secs, const char *acquire,
+                        const char *renew, int transitions) {
+    cJSON *o = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(o, "metadata"),
+          *spec = cJSON_AddObjectToObject(o, "spec");
+    cJSON_AddStringToObject(o, "apiVersion", "coordination.k8s.io/v1");
+    cJSON_AddStringToObject(o, "kind", "Lease");
+    cJSON_AddStringToObject(meta, "name", l->cfg.name);
+    cJSON_AddStringToObject(meta, "namespace", l->cfg.ns);
+    if (rv && *rv) cJSON_AddStringToObject(meta, "resourceVersion", rv); /* optimistic concurrency */
+    cJSON_AddStringToObject(spec, "holderIdentity", holder);
+    cJSON_AddNumberToObject(spec, "leaseDurationSeconds", secs);
+    cJSON_AddStringToObject(spec, "acquireTime", acquire);
+    cJSON_AddStringToObject(spec, "renewTime", renew);
+    cJSON_AddNumberToObject(spec, "leaseTransitions", transitions);
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+static int req_timeout(const ext_leader *l) { return l->cfg.renew_ms / 2 > 100 ? l->cfg.renew_ms / 2 : 100; }
+
+/* Remember what the API holds now (lock held); a changed record restarts the expiry clock. */
+static void observe(ext_leader *l, const lease_rec *r, int64_t now) {
+    if (strcmp(r->rv, l->seen_rv) != 0) {
+        snprintf(l->seen_rv, sizeof l->seen_rv, "%s", r->rv);
+        l->seen_at = now;
+    }
+    snprintf(l->holder, sizeof l->holder, "%s", r->holder);
+    l->seen_secs = r->secs;
+    l->transitions_rec = r->transitions;
+    snprintf(l->acquire_time, sizeof l->acquire_time, "%s", r->acquire);
+}
+
+/* Lock held. */
+static void step_down(ext_leader *l, const char *why) {
+    if (!l->leading) return;
+    l->leading = false;
+    ext_log(strcmp(why, "released") ? EXT_LOG_WARN : EXT_LOG_INFO, "event=leader-stepped-down lease=%s/%s identity=%s why=\"%s\"", l->cfg.ns, l->cfg.name,
+            l->cfg.identity, why);
+}
+
+/* A write of ours succeeded (lock held): t0 is when it was sent, prior_rv the record it replaced. */
+static void won(ext_leader *l, const char *body, const char *prior_rv, int64_t t0) {
+    lease_rec r;
+    if (parse_lease(body, &r) != 0) return; /* treated as not written; the next round re-reads */
+    observe(l, &r, mono_ms());
+    bool from_other = !l->written_rv[0] || strcmp(prior_rv, l->written_rv) != 0;
+    snprintf(l->written_rv, sizeof l->written_rv, "%s", r.rv);
+    l->renewed_at = t0;
+    if (l->leading) return;
+    l->leading = true;
+    l->st.transitions++;
+    if (from_other) {
+        /* the previous holder's bindings must be in our cache before we bind: relist pods */
+        l->need_relist = true;
+        l->relist_ticket = ext_kube_relist(l->k, EXT_KUBE_POD);
+    }
+    ext_log(EXT_LOG_INFO, "event=leader-acquired lease=%s/%s identity=%s relist=%s", l->cfg.ns, l->cfg.name,
+            l->cfg.identity, from_other ? "yes" : "no");
+}
+
+/* One round of client-go's tryAcquireOrRenew. */
+static void try_acquire_or_renew(ext_leader *l) {
+    int64_t t0 = mono_ms();
+    char now[40], err[256], *resp = NULL, *body = NULL;
+    micro_time(now, sizeof now);
+    pthread_mutex_lock(&l->mu);
+    if (l->leading && t0 >= l->renewed_at + l->cfg.renew_ms) step_down(l, "no renewal within the renew deadline");
+    bool leading = l->leading;
+    char rv[64], acquire[40];
+    snprintf(rv, sizeof rv, "%s", l->written_rv);
+    snprintf(acquire, sizeof acquire, "%s", l->acquire_time);
+    int trans = l->transitions_rec, secs = (l->cfg.lease_ms + 999) / 1000;
+    pthread_mutex_unlock(&l->mu);
+
+    if (leading) { /* fast path: renew the record we wrote; a 409 means it changed under us */
+        body = lease_body(l, rv, l->cfg.identity, secs, acquire, now, trans);
+        int code = body ? ext_kube_request(l->k, "PUT", l->path, body, req_timeout(l), &resp, err, sizeof err) : -1;
+        free(body);
+        if (code == 200) {
+            pthread_mutex_lock(&l->mu);
+            won(l, resp, rv, t0);
+            pthread_mutex_unlock(&l->mu);
+            free(resp);
+            return;
+        }
+        free(resp);
+        resp = NULL;
+        count_error(l, code);
+        if (code != 409) {
+            ext_log(EXT_LOG_WARN, "event=lease-renew-failed lease=%s/%s code=%d err=\"%s\"", l->cfg.ns, l->cfg.name,
+                    code, err);
+            return;
+        }
+    }
+    int code = ext_kube_request(l->k, "GET", l->path, NULL, req_timeout(l), &resp, err, sizeof err);
+    if (code == 404) {
+        free(resp);
+        resp = NULL;
+        char create[300];
+        snprintf(create, sizeof create, "/apis/coordination.k8s.io/v1/namespaces/%s/leases", l->cfg.ns);
+        body = lease_body(l, "", l->cfg.identity, secs, now, now, 0);
+        code = body ? ext_kube_request(l->k, "POST", create, body, req_timeout(l), &resp, err, sizeof err) : -1;
+        free(body);
+        pthread_mutex_lock(&l->mu);
+        if (code == 201 || code == 200) won(l, resp, "", t0);
+        pthread_mutex_unlock(&l->mu);
+        if (code != 201 && code != 200) count_error(l, code); /* 409: another candidate created it first */
+        free(resp);
+        return;
+    }
+    lease_rec r;
+    if (code != 200 || parse_lease(resp, &r) != 0) {
+        count_error(l, code == 200 ? 0 : code);
+        if (code != 200) ext_log(EXT_LOG_WARN, "event=lease-get-failed lease=%s/%s code=%d err=\"%s\"", l->cfg.ns,
+                                 l->cfg.name, code, err);
+        free(resp);
+        return;
+    }
+    free(resp);
+    resp = NULL;
+    int64_t now_ms = mono_ms();
+    pthread_mutex_lock(&l->mu);
+    observe(l, &r, now_ms);
+    bool mine = strcmp(r.holder, l->cfg.identity) == 0;
+    bool valid = r.holder[0] && now_ms < l->seen_at + (int64_t)r.secs * 1000;
+    if (!mine && r.holder[0]) step_down(l, "the Lease names another holder");
+    pthread_mutex_unlock(&l->mu);
+    if (!mine && valid) return; /* someone else leads */
+    body = lease_body(l, r.rv, l->cfg.identity, secs, mine && r.acquire[0] ? r.acquire : now, now,
+                      mine ? r.transitions : r.transitions + 1);
+    code = body ? ext_kube_request(l->k, "PUT", l->path, body, req_timeout(l), &resp, err, sizeof err) : -1;
+    free(body);
+    pthread_mutex_lock(&l->mu);
+    if (code == 200) won(l, resp, r.rv, t0);
+    else if (code == 409) step_down(l, "conflict: another candidate wrote the Lease first");
+    pthread_mutex_unlock(&l->mu);
+    if (code != 200) count_error(l, code);
+    free(resp);
+}
+
+/* Give the Lease up if we hold it: holder "", 1 s, as client-go's release. */
+static void release(ext_leader *l) {
+    pthread_mutex_lock(&l->mu);
+    bool held = l->leading || strcmp(l->holder, l->cfg.identity) == 0;
+    step_down(l, "released");
+    char rv[64];
+    snprintf(rv, sizeof rv, "%s", l->written_rv);
+    int trans = l->transitions_rec;
+    pthread_mutex_unlock(&l->mu);
+    if (!held || !rv[0]) return;
+    char now[40], err[256], *resp = NULL;
+    micro_time(now, sizeof now);
+    char *body = lease_body(l, rv, "", 1, now, now, trans);
+    int code = body ? ext_kube_request(l->k, "PUT", l->path, body, req_timeout(l), &resp, err, sizeof err) : -1;
+    free(body);
+    pthread_mutex_lock(&l->mu);
+    if (code == 200) {
+        lease_rec r;
+        if (parse_lease(resp, &r) == 0) {
+            observe(l, &r, mono_ms());
+            snprintf(l->written_rv, sizeof l->written_rv, "%s", r.rv);
+        }
+        ext_log(EXT_LOG_INFO, "event=leader-released lease=%s/%s identity=%s", l->cfg.ns, l->cfg.name, l->cfg.identity);
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (code != 200) {
+        count_error(l, code);
+        ext_log(EXT_LOG_WARN, "event=lease-release-failed lease=%s/%s code=%d err=\"%s\"", l->cfg.ns, l->cfg.name,
+                code, err);
+    }
+    free(resp);
+}
+
+/* ---- the thread -------------------------------------------------------------------------------------- */
+
+static bool campaigning(ext_leader *l, int64_t now) {
+    return l->cfg.always_campaign || now - atomic_load(&l->last_call) < l->cfg.lease_ms;
+}
+
+static void *leader_thread(void *arg) {
+    ext_leader *l = arg;
+    unsigned seed = (unsigned)mono_ms() ^ (unsigned)(uintptr_t)l;
+    for (;;) {
+        pthread_mutex_lock(&l->mu);
+        bool stop = l->stop;
+        pthread_mutex_unlock(&l->mu);
+        if (stop) break;
+        if (!campaigning(l, mono_ms())) {
+            release(l); /* idle: let the replica whose kube-scheduler is active take over at once */
+            pthread_mutex_lock(&l->mu);
+            if (!l->stop && !campaigning(l, mono_ms())) cond_wait_ms(l, l->cfg.retry_ms);
+            pthread_mutex_unlock(&l->mu);
+            continue;
+        }
+        try_acquire_or_renew(l);
+        pthread_mutex_lock(&l->mu);
+        /* followers retry with client-go's jitter (1.2), so candidates do not hit the API in step */
+        int wait = l->leading ? l->cfg.retry_ms : l->cfg.retry_ms + (int)(rand_r(&seed) % (unsigned)(l->cfg.retry_ms / 5 + 1));
+        if (!l->stop) cond_wait_ms(l, wait);
+        pthread_mutex_unlock(&l->mu);
+    }
+    release(l);
+    return NULL;
+}
+
+/* ---- public API -------------------------------------------------------------------------------------- */
+
+ext_leader *ext_leader_new(const ext_leader_config *cfg, ext_kube *k, char *err, size_t errlen) {
+    if (!cfg || !k) { snprintf(err, errlen, "leader election: no configuration or API client"); return NULL; }
+    if (ext_leader_config_check(cfg, err, errlen) != 0) return NULL;
+    ext_leader *l = calloc(1, sizeof *l);
+    if (!l) { snprintf(err, errlen, "out of memory"); return NULL; }
+    l->cfg = *cfg;
+    l->k = k;
+    snprintf(l->path, sizeof l->path, "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", cfg->ns, cfg->name);
+    atomic_init(&l->last_call, INT64_MIN / 2);
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&l->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    return l;
+}
+
+int ext_leader_start(ext_leader *l, char *err, size_t errlen) {
+    if (l->started) { snprintf(err, errlen, "leader election already started"); return -1; }
+    int rc = pthread_create(&l->thr, NULL, leader_thread, l);
+    if (rc != 0) { snprintf(err, errlen, "cannot start the leader election thread: %s", strerror(rc)); return -1; }
+    l->started = true;
+    ext_log(EXT_LOG_INFO, "event=leader-election lease=%s/%s identity=%s lease_ms=%d renew_ms=%d retry_ms=%d",
+            l->cfg.ns, l->cfg.name, l->cfg.identity, l->cfg.lease_ms, l->cfg.renew_ms, l->cfg.retry_ms);
+    return 0;
+}
+
+void ext_leader_stop(ext_leader *l) {
+    if (!l) return;
+    pthread_mutex_lock(&l->mu);
+    l->stopping = true;
+    pthread_mutex_unlock(&l->mu);
+}
+
+void ext_leader_free(ext_leader *l) {
+    if (!l) return;
+    pthread_mutex_lock(&l->mu);
+    l->stop = l->stopping = true;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    if (l->started) pthread_join(l->thr, NULL); /* the thread releases the Lease on its way out */
+    pthread_cond_destroy(&l->cv);
+    pthread_mutex_destroy(&l->mu);
+    free(l);
+}
+
+void ext_leader_note_call(ext_leader *l) {
+    if (!l) return;
+    int64_t now = mono_ms(), prev = atomic_exchange(&l->last_call, now);
+    if (now - prev >= l->cfg.lease_ms && !l->cfg.always_campaign) { /* was idle: start campaigning now */
+        pthread_mutex_lock(&l->mu);
+        pthread_cond_broadcast(&l->cv);
+        pthread_mutex_unlock(&l->mu);
+    }
+}
+
+/* Lock held. */
+static bool valid_locked(ext_leader *l) { return l->leading && mono_ms() < l->renewed_at + l->cfg.renew_ms; }
+
+bool ext_leader_is_leader(ext_leader *l) {
+    if (!l) return true;
+    pthread_mutex_lock(&l->mu);
+    bool v = valid_locked(l);
+    pthread_mutex_unlock(&l->mu);
+    return v;
+}
+
+bool ext_leader_may_bind(ext_leader *l, int wait_ms, char *why, size_t whylen) {
+    if (whylen) why[0] = 0;
+    if (!l) return true;
+    int64_t deadline = mono_ms() + (wait_ms < 0 ? l->cfg.retry_ms : wait_ms);
+    for (;;) {
+        pthread_mutex_lock(&l->mu);
+        bool ok = false;
+        if (l->stopping) {
+            snprintf(why, whylen, "tessera-extender %s is shutting down; kube-scheduler will retry", l->cfg.identity);
+        } else if (!valid_locked(l)) {
+            snprintf(why, whylen, "not the tessera leader (leader is %s); kube-scheduler will retry",
+                     l->holder[0] && strcmp(l->holder, l->cfg.identity) != 0 ? l->holder : "unknown");
+        } else if (l->cfg.bind_budget_ms && mono_ms() + l->cfg.bind_budget_ms >= l->renewed_at + l->cfg.lease_ms) {
+            snprintf(why, whylen, "the tessera leader last renewed its Lease too long ago to finish a bind before "
+                     "the Lease could pass on (API server slow?); kube-scheduler will retry");
+        } else if (l->need_relist && !ext_kube_relisted(l->k, EXT_KUBE_POD, l->relist_ticket)) {
+            snprintf(why, whylen, "tessera became the leader and is re-reading pods from the API server before it "
+                     "binds; kube-scheduler will retry");
+        } else {
+            l->need_relist = false;
+            ok = true;
+        }
+        pthread_mutex_unlock(&l->mu);
+        if (ok) { if (whylen) why[0] = 0; return true; }
+        if (mono_ms() >= deadline) return false;
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+void ext_leader_holder(ext_leader *l, char *buf, size_t len) {
+    if (!l) { snprintf(buf, len, "%s", ""); return; }
+    pthread_mutex_lock(&l->mu);
+    snprintf(buf, len, "%s", l->holder);
+    pthread_mutex_unlock(&l->mu);
+}
+
+const char *ext_leader_identity(const ext_leader *l) { return l ? l->cfg.identity : ""; }
+
+void ext_leader_get_stats(ext_leader *l, ext_leader_stats *out) {
+    memset(out, 0, sizeof *out);
+    if (!l) { out->leader = true; return; }
+    pthread_mutex_lock(&l->mu);
+    *out = l->st;
+    out->leader = valid_locked(l);
+    pthread_mutex_unlock(&l->mu);
+}

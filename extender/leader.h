@@ -1,0 +1,104 @@
+/* leader.h -- leader election on a coordination.k8s.io/v1 Lease of tessera's own, with client-go's
+ * semantics, so that of several tessera-extender replicas exactly one posts Bindings. No placement here.
+ *
+ *   acquire   when the Lease does not exist (POST), has no holder, or its record has not changed for
+ *             leaseDurationSeconds as seen on OUR clock (a foreign clock is never trusted); a PUT carries the
+ *             resourceVersion we read, so of two candidates racing for it one gets 409 Conflict and loses.
+ *   renew     every retry period while leading; a 409 or another holder in the record means someone else won:
+ *             step down at once.
+ *   step down when no renewal has succeeded for renewDeadline (API outage, stalls). Leadership is judged by the
+ *             START time of the last successful renewal, so a slow answer never extends it; a successor can take
+ *             over only leaseDuration after it last saw the record change, i.e. after we stopped binding.
+ *   release   on ext_leader_stop and when idle (below): holder "" and leaseDurationSeconds 1, as client-go's
+ *             ReleaseOnCancel, so a successor takes over at once instead of waiting out the Lease.
+ *
+ * Who campaigns. Each tessera pod pairs a kube-scheduler with its extender on loopback, and kube-scheduler's own
+ * Lease already makes one of them active; only the active one calls its extender. So an extender campaigns only
+ * while it receives scheduling calls (ext_leader_note_call from every verb), for up to leaseDuration after the
+ * last one, then releases. Campaigning regardless would let the Lease settle on a pod whose kube-scheduler is
+ * idle while the active one's binds are refused forever. The first bind after a quiet spell waits up to the
+ * retry period for the campaign that the preceding filter call started.
+ *
+ * Binding also needs a current cache: after acquiring a Lease that someone else wrote since we last held it,
+ * ext_leader_may_bind stays false until a fresh list of pods (ext_kube_relist) has been applied, which holds
+ * every pod the previous leader bound.
+ *
+ * Thread-safe. One background thread talks to the API; the queries below only read its results.
+ */
+#ifndef EXT_LEADER_H
+#define EXT_LEADER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "extender/kube.h"
+
+typedef struct ext_leader_config {
+    char ns[64];              /* the Lease's namespace (default: $POD_NAMESPACE, else "tessera") */
+    char name[128];           /* the Lease's name (default "tessera-extender") */
+    char identity[192];       /* holderIdentity ("" = $POD_NAME or the host name, plus "_" and a random suffix) */
+    int lease_ms;             /* leaseDuration (default 15000) */
+    int renew_ms;             /* renewDeadline (default 10000) */
+    int retry_ms;             /* retryPeriod (default 2000) */
+    int bind_budget_ms;       /* the longest one Binding call may take (its timeout); 0: not checked. A bind
+                                 starts only if it ends before anyone else could take the Lease, i.e. before
+                                 the last renewal + leaseDuration */
+    bool always_campaign;     /* campaign even without scheduling calls (tests, an extender behind a Service) */
+} ext_leader_config;
+
+/* Defaults as above, identity included. */
+void ext_leader_config_defaults(ext_leader_config *cfg);
+/* client-go's rules: lease > renew > 1.2 x retry > 0, non-empty names; bind budget < lease. -1 with err. */
+int ext_leader_config_check(const ext_leader_config *cfg, char *err, size_t errlen);
+/* "15s", "1500ms", "2m", or a bare number of seconds -> ms in 1..3600000. -1 if malformed. */
+int ext_leader_parse_duration(const char *s, int *ms);
+
+typedef struct ext_leader ext_leader;
+
+/* The client k (not owned) carries the Lease calls and, when started, the relist after an acquisition. */
+ext_leader *ext_leader_new(const ext_leader_config *cfg, ext_kube *k, char *err, size_t errlen);
+int ext_leader_start(ext_leader *l, char *err, size_t errlen);
+/* Stop binding at once (ext_leader_may_bind turns false); the Lease is kept until ext_leader_free, so binds in
+ * flight can finish under it. */
+void ext_leader_stop(ext_leader *l);
+/* Stop the thread and release the Lease if held. NULL is fine. */
+void ext_leader_free(ext_leader *l);
+
+/* A scheduling call arrived (filter, prioritize, preempt, bind): campaign for the next leaseDuration. */
+void ext_leader_note_call(ext_leader *l);
+
+/* We hold the Lease and our last renewal began less than renewDeadline ago. NULL l: true (no election). */
+bool ext_leader_is_leader(ext_leader *l);
+
+/* May this replica post a Binding now: leader, not stopping, the bind budget fits before the Lease could pass
+ * to someone else, and the cache relisted since the acquisition.
+ * Waits up to wait_ms (< 0: the retry period) for that; false with why = "not the tessera leader (leader is X); kube-scheduler will
+ * retry" or the reason it is not ready yet. NULL l: true. */
+bool ext_leader_may_bind(ext_leader *l, int wait_ms, char *why, size_t whylen);
+
+/* The holder we last saw ("" if none or unknown). */
+void ext_leader_holder(ext_leader *l, char *buf, size_t len);
+const char *ext_leader_identity(const ext_leader *l);
+
+typedef enum ext_lease_error {
+    EXT_LEASE_ERR_CONFLICT = 0, /* 409: someone else wrote the Lease first */
+    EXT_LEASE_ERR_TIMEOUT,      /* no answer within the request timeout (a stalled API server) */
+    EXT_LEASE_ERR_UNREACHABLE,  /* no connection */
+    EXT_LEASE_ERR_SERVER,       /* 5xx */
+    EXT_LEASE_ERR_DENIED,       /* 401/403: RBAC or token */
+    EXT_LEASE_ERR_OTHER,        /* any other status, or a body that is not a Lease */
+    EXT_LEASE_ERR_N
+} ext_lease_error;
+
+const char *ext_lease_error_name(ext_lease_error e);
+
+typedef struct ext_leader_stats {
+    bool leader;                       /* ext_leader_is_leader */
+    uint64_t transitions;              /* times this replica became leader */
+    uint64_t errors[EXT_LEASE_ERR_N];  /* failed Lease calls by reason */
+} ext_leader_stats;
+
+void ext_leader_get_stats(ext_leader *l, ext_leader_stats *out);
+
+#endif
