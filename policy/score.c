@@ -386,7 +386,7 @@ static double cand_key(scorer *s, const cand *c, const pv_gpu *ga, int idx, doub
         for (int i = 0; i < c->nchg; i++) k += c->R0[i];
         return k;   /* emptiest GPU */
     }
-    case P_RANDOM:
+    case P_RANDOM:   /* mig_lean draws the same way */
         return (double)(policy_hash64(policy_hash64(s->ctx->seed ^ 0xa5a5u) ^ policy_hash64(s->ctx->decision) ^
                                       s->name_hash ^ (uint64_t)idx) >> 11);
     case P_FGD:
@@ -648,6 +648,58 @@ static int mig_candidates(const scorer *s, model_assignment *as, int max, bool o
     return nc;
 }
 
+/* One MIG instance for a policy that needs no fragmentation measure: what the generic
+ * loop does with mig_candidates, without building an assignment per candidate. Random
+ * draws a key per candidate (mig_candidates' order and index, GEN_MAX at most); the
+ * others key a GPU's first candidate (its first idle instance of the profile, else on a
+ * dynamic GPU the lowest free start) by R as cand_key does, the first best GPU winning.
+ * Returns the number of candidates (random) or of GPUs that take it (others). */
+static int mig_lean(scorer *s, cand *best, double *best_key) {
+    bool all = s->p->kind == P_RANDOM;
+    uint64_t rbase = policy_hash64(s->ctx->seed ^ 0xa5a5u) ^ policy_hash64(s->ctx->decision) ^ s->name_hash;
+    int nc = 0, idx = -1, win = -1;
+    model_grant wg = {0};
+    const model_gpu_product *last = NULL;
+    for (int gi = 0; gi < s->v.ngpus && nc < GEN_MAX; gi++) {
+        const pv_gpu *g = &s->v.g[gi];
+        if (g->mode != MODEL_GPU_MIG || !g->product) continue;
+        if (g->product != last) {
+            last = g->product;
+            idx = request_profile(g->product, s->r->mig_profile);
+        }
+        if (idx < 0) continue;
+        int before = nc;
+        /* candidates in order: idle instances of the profile, then free starts (dynamic) */
+        for (int i = 0; i < g->layout.n + MODEL_MIG_MAX_SLICES && nc < GEN_MAX && (all || nc == before); i++) {
+            int k = -1, st = -1;
+            if (i < g->layout.n) {
+                if (!((g->idle_prof >> idx) & 1u) || (g->held & (1u << i)) || g->layout.inst[i].profile != idx) continue;
+                k = i;
+            } else {
+                st = i - g->layout.n;
+                if (!g->dyn || !((g->starts[idx] >> st) & 1u)) continue;
+            }
+            double key = all ? (double)(policy_hash64(rbase ^ (uint64_t)nc) >> 11)   /* cand_key's draw */
+                             : s->p->kind == P_SPREAD ? s->v.R[gi] : -s->v.R[gi];
+            nc++;
+            if (win >= 0 && !(key > *best_key)) continue;
+            win = gi;
+            *best_key = key;
+            wg = (model_grant){.gpu = (int8_t)gi, .mig_inst = (int8_t)k, .mig_profile = (int8_t)idx,
+                               .mig_start = k >= 0 ? g->layout.inst[k].start : (int8_t)st, .mig_create = k < 0,
+                               .replica = -1};
+        }
+    }
+    if (win >= 0) {
+        model_assignment a;
+        a.ngrants = 1;
+        a.grant[0] = wg;
+        pv_gpu ga[1];
+        generic_cand(s, &a, best, ga, false);
+    }
+    return nc;
+}
+
 /* Same GPU state and same grant shape: the same delta. Saves most of the work on nodes
  * of identical GPUs (8 empty MIG GPUs x 7 start slots). */
 static uint64_t gpu_sig(const pv_node *v, int i) {
@@ -752,7 +804,11 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
         /* model_fit lists every placement; on the stack, GEN_MAX at most are looked at.
          * One MIG instance is common and model_fit's generality costs: list those here. */
         model_assignment as[GEN_MAX];
-        if (mig_eligible(s)) {
+        bool lean = !s->w && mig_eligible(s);
+        if (lean) {
+            nc = mig_lean(s, &best, &best_key);
+            if (!nc) snprintf(fitwhy, sizeof fitwhy, "no idle %s instance and no free slot to create one", r->mig_profile);
+        } else if (mig_eligible(s)) {
             nc = mig_candidates(s, as, GEN_MAX, !s->w && p->kind != P_RANDOM);
             if (!nc) snprintf(fitwhy, sizeof fitwhy, "no idle %s instance and no free slot to create one", r->mig_profile);
         } else {
@@ -768,7 +824,7 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
         while (nseen < 2u * (unsigned)nc && nseen < 256) nseen *= 2;
         memset(seen, 0, nseen * sizeof seen[0]);
         bool first = true;
-        for (int k = 0; k < nc; k++) {
+        for (int k = 0; k < nc && !lean; k++) {
             /* (random draws per candidate; the others' keys depend on the GPU state and
              * the grant shape only, and on the slot only when fragmentation counts) */
             if (p->kind != P_RANDOM && as[k].ngrants == 1) {
