@@ -23,13 +23,6 @@
 #include <stdio.h>
 #include <string.h>
 
-uint64_t policy_hash64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 uint64_t policy_hash_str(uint64_t h, const char *s) {
     uint64_t f = 0xcbf29ce484222325ull;
     for (; s && *s; s++) f = (f ^ (unsigned char)*s) * 0x100000001b3ull;

@@ -106,7 +106,12 @@ enum { NORM_NONE = 0, NORM_MINMAX, NORM_ONE_WINNER };
 int policy_norm_kind(const policy *p);
 
 /* Hash helpers (splitmix64): seeded, deterministic, no state. */
-uint64_t policy_hash64(uint64_t x);
+static inline uint64_t policy_hash64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
 uint64_t policy_hash_str(uint64_t h, const char *s);
 
 #endif

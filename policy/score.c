@@ -670,14 +670,19 @@ static int mig_lean(scorer *s, cand *best, double *best_key) {
         if (idx < 0) continue;
         int before = nc;
         /* candidates in order: idle instances of the profile, then free starts (dynamic) */
-        for (int i = 0; i < g->layout.n + MODEL_MIG_MAX_SLICES && nc < GEN_MAX && (all || nc == before); i++) {
-            int k = -1, st = -1;
-            if (i < g->layout.n) {
-                if (!((g->idle_prof >> idx) & 1u) || (g->held & (1u << i)) || g->layout.inst[i].profile != idx) continue;
-                k = i;
+        unsigned idle = 0, starts = g->dyn ? g->starts[idx] : 0;
+        if ((g->idle_prof >> idx) & 1u)
+            for (int i = 0; i < g->layout.n; i++)
+                if (!(g->held & (1u << i)) && g->layout.inst[i].profile == idx) idle |= 1u << i;
+        while ((idle | starts) && nc < GEN_MAX && (all || nc == before)) {
+            int k = -1, st;
+            if (idle) {
+                k = __builtin_ctz(idle);
+                idle &= idle - 1;
+                st = g->layout.inst[k].start;
             } else {
-                st = i - g->layout.n;
-                if (!g->dyn || !((g->starts[idx] >> st) & 1u)) continue;
+                st = __builtin_ctz(starts);
+                starts &= starts - 1;
             }
             double key = all ? (double)(policy_hash64(rbase ^ (uint64_t)nc) >> 11)   /* cand_key's draw */
                              : s->p->kind == P_SPREAD ? s->v.R[gi] : -s->v.R[gi];
@@ -686,8 +691,7 @@ static int mig_lean(scorer *s, cand *best, double *best_key) {
             win = gi;
             *best_key = key;
             wg = (model_grant){.gpu = (int8_t)gi, .mig_inst = (int8_t)k, .mig_profile = (int8_t)idx,
-                               .mig_start = k >= 0 ? g->layout.inst[k].start : (int8_t)st, .mig_create = k < 0,
-                               .replica = -1};
+                               .mig_start = (int8_t)st, .mig_create = k < 0, .replica = -1};
         }
     }
     if (win >= 0) {
