@@ -115,7 +115,9 @@ static int pv_mig_refresh(pv_gpu *g) {
     }
     uint64_t key = 0;
     mig_memo *m = NULL;
+    g->key = 0;
     if (mig_key(g, &key)) {
+        g->key = key;
         m = &memo[policy_hash64(key ^ (uint64_t)(uintptr_t)g->product) % MIG_MEMO];
         if (m->key == key && m->p == g->product) {
             g->idle_prof = m->idle_prof;
@@ -199,6 +201,7 @@ void pv_build(pv_node *v, const model_node *n, bool detail) {
             pg->free_mem = (int)((long long)pg->mem_cap * R / 1000);
         } else {
             pg->idle_prof = pg->addable = 0;
+            pg->key = 0;
             memset(pg->starts, 0, sizeof pg->starts);
         }
     }

@@ -47,6 +47,7 @@ typedef struct pv_gpu {
     uint16_t idle_prof;         /* MIG: bit p = an idle instance of product profile p */
     uint16_t addable;           /* MIG, dynamic: bit p = profile p has a legal free start */
     uint8_t starts[MODEL_MAX_PROFILES];  /* MIG: free start mask per profile (see mig_starts) */
+    uint64_t key;               /* MIG: the packed state (frag.c), equal for GPUs in the same state; 0 unknown */
 } pv_gpu;
 
 /* R: free milli-GPU (policy_gpu_free). E: R folded with "can a FAST type use it":

@@ -704,6 +704,100 @@ static int mig_lean(scorer *s, cand *best, double *best_key) {
     return nc;
 }
 
+/* One MIG instance under fgd / mig-aware, when every task type is CPU-only, FAST or MIG
+ * and the node's MIG GPUs share the product the measure resolved (st.mig_p): the generic
+ * loop's answer, frag_after_generic's arithmetic term by term, without building
+ * candidates or hashing signatures. A GPU in the same state as an earlier one offers the
+ * same candidates with the same keys, which never displace the earlier ones: skipped. */
+static bool mig_frag_eligible(const scorer *s) {
+    if (!s->w || !mig_eligible(s)) return false;
+    for (int t = 0; t < s->w->nkept; t++)
+        if (s->w->hot[t].cls == TT_GENERIC && !s->w->hot[t].mig) return false;
+    for (int gi = 0; gi < s->v.ngpus; gi++)
+        if (s->v.g[gi].mode == MODEL_GPU_MIG && s->v.g[gi].product != s->st.mig_p) return false;
+    return true;
+}
+
+static int mig_frag_lean(scorer *s, cand *best, double *best_key, double *best_delta) {
+    const policy_workload *w = s->w;
+    const frag_state *st = &s->st;
+    bool migaware = s->p->kind == P_MIGAWARE, exact = migaware || s->ctx->fgd_exact;
+    int64_t cpu = st->cpu == INT64_MAX ? INT64_MAX : st->cpu - s->r->cpu_milli;
+    int nc = 0, idx = -2, win = -1;
+    model_grant wg = {0};
+    for (int gi = 0; gi < s->v.ngpus && nc < GEN_MAX; gi++) {
+        const pv_gpu *g = &s->v.g[gi];
+        if (g->mode != MODEL_GPU_MIG || !g->product) continue;
+        if (idx == -2) idx = request_profile(g->product, s->r->mig_profile);   /* one product */
+        if (idx < 0) break;
+        unsigned idle = 0, starts = g->dyn ? g->starts[idx] : 0;
+        if ((g->idle_prof >> idx) & 1u)
+            for (int i = 0; i < g->layout.n; i++)
+                if (!(g->held & (1u << i)) && g->layout.inst[i].profile == idx) idle |= 1u << i;
+        int cnt = __builtin_popcount(idle) + __builtin_popcount(starts);
+        bool dup = false;
+        for (int j = 0; j < gi && g->key && !dup; j++) dup = s->v.g[j].mode == MODEL_GPU_MIG && s->v.g[j].key == g->key;
+        if (dup) {
+            nc = nc + cnt > GEN_MAX ? GEN_MAX : nc + cnt;
+            continue;
+        }
+        int R0 = s->v.R[gi];
+        while ((idle | starts) && nc < GEN_MAX) {
+            model_grant gr = {.gpu = (int8_t)gi, .mig_inst = -1, .mig_profile = (int8_t)idx, .replica = -1};
+            if (idle) {
+                gr.mig_inst = (int8_t)__builtin_ctz(idle);
+                idle &= idle - 1;
+                gr.mig_start = g->layout.inst[gr.mig_inst].start;
+            } else {
+                gr.mig_start = (int8_t)__builtin_ctz(starts);
+                gr.mig_create = true;
+                starts &= starts - 1;
+            }
+            pv_gpu ga = *g;
+            int16_t R1 = (int16_t)R0, E1 = s->v.E[gi];
+            pv_gpu_apply(&ga, &R1, &E1, &gr, true);
+            unsigned m1 = ga.idle_prof | ga.addable;
+            int64_t free = st->free + R1 - R0;
+            double F = 0;
+            for (int t = 0; t < w->nkept; t++) {
+                const tt_hot *h = &w->hot[t];
+                int64_t f = free;
+                if (h->cls != TT_CPU) {
+                    int c = st->cnt[t];
+                    int64_t sl = st->sl[t];
+                    if (st->room[t] & (1u << gi)) c--; else sl -= R0;
+                    bool room = h->cls == TT_FAST ? E1 >= h->d_eff : st->mig_idx[t] >= 0 && ((m1 >> st->mig_idx[t]) & 1u);
+                    if (room) c++; else sl += R1;
+                    if (s->access[t] && cpu >= h->cpu && c >= h->k) f = sl;
+                }
+                F += h->p * (double)f;
+            }
+            double d = s->F0 - F;
+            double key = exact ? d : fgd_value(d, false);
+            if (migaware) {
+                cand one;
+                one.nchg = 1;
+                if (!gr.mig_create) key += 1e12;
+                key += 1e-6 * mig_placements(s, &one, &ga);
+            }
+            nc++;
+            if (win >= 0 && !(key > *best_key)) continue;
+            win = gi;
+            *best_key = key;
+            *best_delta = d;
+            wg = gr;
+        }
+    }
+    if (win >= 0) {
+        model_assignment a;
+        a.ngrants = 1;
+        a.grant[0] = wg;
+        pv_gpu ga[1];
+        generic_cand(s, &a, best, ga, true);
+    }
+    return nc;
+}
+
 /* Same GPU state and same grant shape: the same delta. Saves most of the work on nodes
  * of identical GPUs (8 empty MIG GPUs x 7 start slots). */
 static uint64_t gpu_sig(const pv_node *v, int i) {
@@ -808,10 +902,11 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
         /* model_fit lists every placement; on the stack, GEN_MAX at most are looked at.
          * One MIG instance is common and model_fit's generality costs: list those here. */
         model_assignment as[GEN_MAX];
-        bool lean = !s->w && mig_eligible(s);
-        if (lean) {
-            nc = mig_lean(s, &best, &best_key);
+        bool lean = !s->w && mig_eligible(s), frag_lean = !lean && mig_frag_eligible(s);
+        if (lean || frag_lean) {
+            nc = lean ? mig_lean(s, &best, &best_key) : mig_frag_lean(s, &best, &best_key, &best_delta);
             if (!nc) snprintf(fitwhy, sizeof fitwhy, "no idle %s instance and no free slot to create one", r->mig_profile);
+            lean = true;
         } else if (mig_eligible(s)) {
             nc = mig_candidates(s, as, GEN_MAX, !s->w && p->kind != P_RANDOM);
             if (!nc) snprintf(fitwhy, sizeof fitwhy, "no idle %s instance and no free slot to create one", r->mig_profile);
