@@ -317,6 +317,8 @@ static void gen_candidates(fit_run *f, const route_plan *p) {
             break;
         }
         if (made) f->st.gpus_with_room++;
+        /* One grant wanted and one found: any candidate alone is an assignment. */
+        if (f->limit == 1 && r->count == 1 && f->ncand > 0) return;
     }
 }
 
