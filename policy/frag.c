@@ -332,6 +332,15 @@ double frag_eval(const policy_workload *w, const pv_node *v, const uint8_t *acce
         bn[b]++;
         bm[b] |= 1u << i;
     }
+    /* MIG types on a node whose MIG GPUs all have product mig_p: room is one bit of the
+     * GPU's profile mask (room_any's rule without its lookups). */
+    bool mig_simple = st->mig_p != NULL;
+    unsigned pm[MODEL_MAX_GPUS];
+    for (int i = 0; i < v->ngpus && mig_simple; i++) {
+        const pv_gpu *g = &v->g[i];
+        pm[i] = g->mode == MODEL_GPU_MIG && g->product ? (unsigned)(g->idle_prof | g->addable) : 0;
+        if (g->mode == MODEL_GPU_MIG && g->product != st->mig_p) mig_simple = false;
+    }
     double F = 0;
     for (int t = 0; t < w->nkept; t++) {
         const tt_hot *h = &w->hot[t];
@@ -340,7 +349,13 @@ double frag_eval(const policy_workload *w, const pv_node *v, const uint8_t *acce
             int cnt = 0;
             int64_t sl = 0;
             unsigned mask = 0;
-            if (h->cls == TT_FAST) {
+            if (h->cls != TT_FAST && h->mig && mig_simple) {
+                int idx = st->mig_idx[t];
+                for (int i = 0; i < v->ngpus; i++) {
+                    if (idx >= 0 && ((pm[i] >> idx) & 1u)) { cnt++; mask |= 1u << i; }
+                    else sl += v->R[i];
+                }
+            } else if (h->cls == TT_FAST) {
                 for (int b = 0; b < nb; b++) {
                     if (bE[b] >= h->d_eff) { cnt += bn[b]; mask |= bm[b]; }
                     else sl += bR[b];

@@ -357,6 +357,13 @@ static double frag_delta(scorer *s, const cand *c, const pv_gpu *ga) {
     return s->F0 - F1;
 }
 
+/* Set bits of a start mask (no popcnt instruction is assumed). */
+static inline int pop8(unsigned x) {
+    x = x - ((x >> 1) & 0x55u);
+    x = (x & 0x33u) + ((x >> 2) & 0x33u);
+    return (int)((x + (x >> 4)) & 0x0fu);
+}
+
 /* mig-aware's second criterion, below any real difference in fragmentation: the
  * legal start slots the changed MIG GPUs still offer the workload's MIG types,
  * weighted by popularity. Room is all-or-nothing per GPU in the measure; this prefers,
@@ -372,7 +379,7 @@ static double mig_placements(const scorer *s, const cand *c, const pv_gpu *ga) {
         for (int t = 0; t < w->nkept; t++) {
             if (!w->hot[t].mig) continue;
             int idx = g->product == s->st.mig_p ? s->st.mig_idx[t] : mig_type_profile(w, t, g->product);
-            if (idx >= 0) sum += w->hot[t].p * __builtin_popcount(g->starts[idx]);
+            if (idx >= 0) sum += w->hot[t].p * pop8(g->starts[idx]);
         }
     }
     return sum;
@@ -742,6 +749,11 @@ static int mig_frag_lean(scorer *s, cand *best, double *best_key, double *best_d
             continue;
         }
         int R0 = s->v.R[gi];
+        /* F after depends on the candidate only through R and the room bits after */
+        int nmemo = 0;
+        unsigned memo_m[16];
+        int16_t memo_R[16];
+        double memo_F[16];
         while ((idle | starts) && nc < GEN_MAX) {
             model_grant gr = {.gpu = (int8_t)gi, .mig_inst = -1, .mig_profile = (int8_t)idx, .replica = -1};
             if (idle) {
@@ -759,7 +771,9 @@ static int mig_frag_lean(scorer *s, cand *best, double *best_key, double *best_d
             unsigned m1 = ga.idle_prof | ga.addable;
             int64_t free = st->free + R1 - R0;
             double F = 0;
-            for (int t = 0; t < w->nkept; t++) {
+            int q = 0;
+            while (q < nmemo && !(memo_m[q] == m1 && memo_R[q] == R1)) q++;
+            for (int t = 0; t < w->nkept && q == nmemo; t++) {
                 const tt_hot *h = &w->hot[t];
                 int64_t f = free;
                 if (h->cls != TT_CPU) {
@@ -772,13 +786,28 @@ static int mig_frag_lean(scorer *s, cand *best, double *best_key, double *best_d
                 }
                 F += h->p * (double)f;
             }
+            if (q < nmemo) {
+                F = memo_F[q];
+            } else if (nmemo < 16) {
+                memo_m[nmemo] = m1;
+                memo_R[nmemo] = R1;
+                memo_F[nmemo++] = F;
+            }
             double d = s->F0 - F;
+            /* fgd's quantised key is non-decreasing in d: a d no larger than the best's
+             * cannot displace it, and skips the exp() */
+            if (!exact && win >= 0 && d <= *best_delta) {
+                nc++;
+                continue;
+            }
             double key = exact ? d : fgd_value(d, false);
-            if (migaware) {
-                cand one;
-                one.nchg = 1;
+            if (migaware) {   /* cand_key's terms; mig_placements with the node's one MIG product */
+                double sum = 0;
+                if (w->has_mig && ga.dyn)
+                    for (int t = 0; t < w->nkept; t++)
+                        if (w->hot[t].mig && st->mig_idx[t] >= 0) sum += w->hot[t].p * pop8(ga.starts[st->mig_idx[t]]);
                 if (!gr.mig_create) key += 1e12;
-                key += 1e-6 * mig_placements(s, &one, &ga);
+                key += 1e-6 * sum;
             }
             nc++;
             if (win >= 0 && !(key > *best_key)) continue;
@@ -921,7 +950,7 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
         bool have_gsig[MODEL_MAX_GPUS] = {false};
         unsigned nseen = 16;
         while (nseen < 2u * (unsigned)nc && nseen < 256) nseen *= 2;
-        memset(seen, 0, nseen * sizeof seen[0]);
+        if (!lean) memset(seen, 0, nseen * sizeof seen[0]);
         bool first = true;
         for (int k = 0; k < nc && !lean; k++) {
             /* (random draws per candidate; the others' keys depend on the GPU state and
