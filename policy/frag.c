@@ -147,6 +147,32 @@ static int pv_mig_refresh(pv_gpu *g) {
     return R;
 }
 
+int pv_mig_after(const pv_gpu *g, const model_grant *gr, uint16_t *room, uint8_t *starts) {
+    int s = gr->mig_start;
+    uint64_t key = g->key, k1 = 0;
+    if (key && g->product && s >= 0 && s < MODEL_MIG_MAX_SLICES && gr->mig_profile >= 0 && gr->mig_profile <= 30) {
+        unsigned code = (unsigned)(key >> (6 * s)) & 63u;
+        if (gr->mig_create && !code && g->layout.n < MODEL_MIG_MAX_INSTANCES)
+            k1 = (key + (1ull << 48)) | (uint64_t)((gr->mig_profile + 1) | 32) << (6 * s);
+        else if (!gr->mig_create && code && !(code & 32u))
+            k1 = key | 32ull << (6 * s);
+    }
+    if (k1) {
+        const mig_memo *m = &memo[policy_hash64(k1 ^ (uint64_t)(uintptr_t)g->product) % MIG_MEMO];
+        if (m->key == k1 && m->p == g->product) {
+            *room = m->idle_prof | m->addable;
+            memcpy(starts, m->starts, MODEL_MAX_PROFILES);
+            return m->R;
+        }
+    }
+    pv_gpu ga = *g;   /* not memoised yet (or not packable): apply to a copy, which fills the memo */
+    int16_t R = 0, E = 0;
+    pv_gpu_apply(&ga, &R, &E, gr, true);
+    *room = ga.idle_prof | ga.addable;
+    memcpy(starts, ga.starts, MODEL_MAX_PROFILES);
+    return R;
+}
+
 int16_t pv_eff(const pv_gpu *g, int R) {
     if (g->mode != MODEL_GPU_WHOLE) return -1;
     if (g->idle) return 1001;

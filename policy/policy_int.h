@@ -67,6 +67,9 @@ void pv_build(pv_node *v, const model_node *n, bool detail);
  * room: also refresh the MIG room bits (only the fragmentation measure reads them). */
 void pv_gpu_apply(pv_gpu *g, int16_t *R, int16_t *E, const model_grant *gr, bool room);
 int16_t pv_eff(const pv_gpu *g, int R);
+/* A detailed MIG GPU after one MIG grant (pv_gpu_apply's result, usually straight from
+ * the memo): returns R after, room = idle_prof | addable after, starts after. */
+int pv_mig_after(const pv_gpu *g, const model_grant *gr, uint16_t *room, uint8_t *starts);
 
 /* model_mig_free_starts for every profile of p on layout l, memoised per thread (a
  * direct-mapped table keyed by product and layout; the product's contents must not

@@ -357,12 +357,12 @@ static double frag_delta(scorer *s, const cand *c, const pv_gpu *ga) {
     return s->F0 - F1;
 }
 
-/* Set bits of a start mask (no popcnt instruction is assumed). */
-static inline int pop8(unsigned x) {
-    x = x - ((x >> 1) & 0x55u);
-    x = (x & 0x33u) + ((x >> 2) & 0x33u);
-    return (int)((x + (x >> 4)) & 0x0fu);
-}
+/* Set bits of a start mask (a table: no popcnt instruction is assumed). */
+#define P2(n) n, n + 1, n + 1, n + 2
+#define P4(n) P2(n), P2(n + 1), P2(n + 1), P2(n + 2)
+#define P6(n) P4(n), P4(n + 1), P4(n + 1), P4(n + 2)
+static const uint8_t pop8_table[256] = {P6(0), P6(1), P6(1), P6(2)};
+static inline int pop8(unsigned x) { return pop8_table[x & 0xffu]; }
 
 /* mig-aware's second criterion, below any real difference in fragmentation: the
  * legal start slots the changed MIG GPUs still offer the workload's MIG types,
@@ -732,6 +732,15 @@ static int mig_frag_lean(scorer *s, cand *best, double *best_key, double *best_d
     int64_t cpu = st->cpu == INT64_MAX ? INT64_MAX : st->cpu - s->r->cpu_milli;
     int nc = 0, idx = -2, win = -1;
     model_grant wg = {0};
+    /* mig_placements' terms: the MIG types with a profile on the node's product, in order */
+    int nmt = 0;
+    int8_t mt_idx[POLICY_MAX_TYPES];
+    double mt_p[POLICY_MAX_TYPES];
+    for (int t = 0; t < w->nkept && migaware; t++)
+        if (w->hot[t].mig && st->mig_idx[t] >= 0) {
+            mt_idx[nmt] = st->mig_idx[t];
+            mt_p[nmt++] = w->hot[t].p;
+        }
     for (int gi = 0; gi < s->v.ngpus && nc < GEN_MAX; gi++) {
         const pv_gpu *g = &s->v.g[gi];
         if (g->mode != MODEL_GPU_MIG || !g->product) continue;
@@ -741,7 +750,7 @@ static int mig_frag_lean(scorer *s, cand *best, double *best_key, double *best_d
         if ((g->idle_prof >> idx) & 1u)
             for (int i = 0; i < g->layout.n; i++)
                 if (!(g->held & (1u << i)) && g->layout.inst[i].profile == idx) idle |= 1u << i;
-        int cnt = __builtin_popcount(idle) + __builtin_popcount(starts);
+        int cnt = pop8(idle) + pop8(starts);
         bool dup = false;
         for (int j = 0; j < gi && g->key && !dup; j++) dup = s->v.g[j].mode == MODEL_GPU_MIG && s->v.g[j].key == g->key;
         if (dup) {
@@ -765,10 +774,10 @@ static int mig_frag_lean(scorer *s, cand *best, double *best_key, double *best_d
                 gr.mig_create = true;
                 starts &= starts - 1;
             }
-            pv_gpu ga = *g;
-            int16_t R1 = (int16_t)R0, E1 = s->v.E[gi];
-            pv_gpu_apply(&ga, &R1, &E1, &gr, true);
-            unsigned m1 = ga.idle_prof | ga.addable;
+            uint16_t room1;
+            uint8_t starts1[MODEL_MAX_PROFILES];
+            int16_t R1 = (int16_t)pv_mig_after(g, &gr, &room1, starts1), E1 = -1;   /* pv_eff of a MIG GPU */
+            unsigned m1 = room1;
             int64_t free = st->free + R1 - R0;
             double F = 0;
             int q = 0;
@@ -803,9 +812,8 @@ static int mig_frag_lean(scorer *s, cand *best, double *best_key, double *best_d
             double key = exact ? d : fgd_value(d, false);
             if (migaware) {   /* cand_key's terms; mig_placements with the node's one MIG product */
                 double sum = 0;
-                if (w->has_mig && ga.dyn)
-                    for (int t = 0; t < w->nkept; t++)
-                        if (w->hot[t].mig && st->mig_idx[t] >= 0) sum += w->hot[t].p * pop8(ga.starts[st->mig_idx[t]]);
+                if (w->has_mig && g->dyn)
+                    for (int j = 0; j < nmt; j++) sum += mt_p[j] * pop8(starts1[mt_idx[j]]);
                 if (!gr.mig_create) key += 1e12;
                 key += 1e-6 * sum;
             }
