@@ -298,7 +298,7 @@ static fit_verdict judge(ext_state *st, const ext_node *en, const char *node, co
         snprintf(why, whylen, "node takes no GPU pods: %.200s", en->m->reason);
         return FIT_UNRESOLVABLE;
     }
-    if (model_fit(en->m, r, NULL, 0, why, whylen) > 0) return FIT_OK;
+    if (model_fit_any(en->m, r, why, whylen)) return FIT_OK;
     const char *stack[64] = {0};
     const char **uids = en->npods <= 64 ? stack : malloc((size_t)en->npods * sizeof *uids);
     if (!uids) return FIT_FAILED;

@@ -150,6 +150,9 @@ typedef struct fit_run {
     const model_request *r;
     model_assignment *out;
     int max, found;
+    int limit;                               /* stop enumerating at this many (model_fit_any: 1) */
+    const model_gpu_product *mig_p;          /* MIG requests: the last product looked up ... */
+    int mig_idx;                             /* ... and the request's profile index on it */
     model_assignment cur;
     model_mig_layout layout[MODEL_MAX_GPUS]; /* MIG GPUs: instances plus those chosen so far */
     bool gpu_used[MODEL_MAX_GPUS];
@@ -202,7 +205,7 @@ static void note_room(fit_run *f, const model_gpu *g) {
 static bool mig_profile_usable(const fit_run *f, const model_gpu *g, int pi, bool creating) {
     const model_request *r = f->r;
     const model_mig_profile *pr = &g->product->profiles[pi];
-    if (r->kind == MODEL_REQ_MIG) return !strcmp(pr->name, r->mig_profile);
+    if (r->kind == MODEL_REQ_MIG) return pi == f->mig_idx;   /* resolved by gen_mig for this product */
     if (r->kind == MODEL_REQ_WHOLE) return true; /* single strategy: whatever slice is there */
     /* a fraction maps onto any profile that holds it; media engines are not made for it */
     if (creating && pr->media) return false;
@@ -213,7 +216,11 @@ static bool mig_profile_usable(const fit_run *f, const model_gpu *g, int pi, boo
 static int gen_mig(fit_run *f, int gi) {
     const model_gpu *g = &f->n->gpus[gi];
     int before = f->ncand;
-    if (f->r->kind == MODEL_REQ_MIG && model_product_profile_index(g->product, f->r->mig_profile) < 0) {
+    if (f->r->kind == MODEL_REQ_MIG && g->product != f->mig_p) {   /* names compared once per product */
+        f->mig_p = g->product;
+        f->mig_idx = model_product_profile_index(g->product, f->r->mig_profile);
+    }
+    if (f->r->kind == MODEL_REQ_MIG && f->mig_idx < 0) {
         f->st.profile_missing++;
         return 0;
     }
@@ -310,6 +317,8 @@ static void gen_candidates(fit_run *f, const route_plan *p) {
             break;
         }
         if (made) f->st.gpus_with_room++;
+        /* One grant wanted and one found: any candidate alone is an assignment. */
+        if (f->limit == 1 && r->count == 1 && f->ncand > 0) return;
     }
 }
 
@@ -339,7 +348,7 @@ static void choose(fit_run *f, int from, int left) {
         emit(f);
         return;
     }
-    for (int i = from; i < f->ncand && f->found < MODEL_FIT_MAX; i++) {
+    for (int i = from; i < f->ncand && f->found < f->limit; i++) {
         const model_grant *c = &f->cand[i];
         if (f->ncand - i < left) return;
         if (!compatible(f, c)) continue;
@@ -404,10 +413,13 @@ static void explain(const fit_run *f, const route_plan *p, const char *hint, cha
 
 static int64_t host_memory_mib(const model_request *r) { return (r->memory_bytes + (1 << 20) - 1) >> 20; }
 
-int model_fit(const model_node *n, const model_request *r, model_assignment *out, int max, char *why,
-              size_t whylen) {
+/* model_fit and model_fit_any: enumerate up to limit assignments; the reason is
+ * written only when none is found and the caller asked for it. */
+static int fit_count(const model_node *n, const model_request *r, model_assignment *out, int max, int limit,
+                     char *why, size_t whylen) {
     char scratch[8];
-    if (!why) {
+    bool want_why = why && whylen;
+    if (!want_why) {
         why = scratch;
         whylen = sizeof scratch;
     }
@@ -456,6 +468,7 @@ int model_fit(const model_node *n, const model_request *r, model_assignment *out
     f->out = out;
     f->max = out ? max : 0;
     f->cur = base;
+    f->limit = limit;
     f->st.best_gpu = -1;
     for (int gi = 0; gi < n->ngpus; gi++) {
         const model_gpu *g = &n->gpus[gi];
@@ -468,8 +481,17 @@ int model_fit(const model_node *n, const model_request *r, model_assignment *out
     gen_candidates(f, &p);
     choose(f, 0, r->count);
     int found = f->found > MODEL_FIT_MAX ? MODEL_FIT_MAX : f->found;
-    if (found == 0) explain(f, &p, hint, why, whylen);
+    if (found == 0 && want_why) explain(f, &p, hint, why, whylen);
     return found;
+}
+
+int model_fit(const model_node *n, const model_request *r, model_assignment *out, int max, char *why,
+              size_t whylen) {
+    return fit_count(n, r, out, max, MODEL_FIT_MAX, why, whylen);
+}
+
+bool model_fit_any(const model_node *n, const model_request *r, char *why, size_t whylen) {
+    return fit_count(n, r, NULL, 0, 1, why, whylen) > 0;
 }
 
 /* -------------------------------------------------------- assign/release ---- */

@@ -19,6 +19,11 @@
 int model_fit(const model_node *n, const model_request *r, model_assignment *out, int max, char *why,
               size_t whylen);
 
+/* Whether any assignment of r on n exists: model_fit's answer to "> 0", stopping at the
+ * first assignment instead of counting them all (the extender's filter asks this of every
+ * node for every pod). why as for model_fit, written only when nothing fits. */
+bool model_fit_any(const model_node *n, const model_request *r, char *why, size_t whylen);
+
 /* Whether the node's product matches the request's allowed models, and the GPU modes
  * the request may use there. Exposed for policies that reason about candidate GPUs. */
 bool model_fit_product_allowed(const model_node *n, const model_request *r);

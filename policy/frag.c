@@ -23,13 +23,6 @@
 #include <stdio.h>
 #include <string.h>
 
-uint64_t policy_hash64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 uint64_t policy_hash_str(uint64_t h, const char *s) {
     uint64_t f = 0xcbf29ce484222325ull;
     for (; s && *s; s++) f = (f ^ (unsigned char)*s) * 0x100000001b3ull;
@@ -122,7 +115,9 @@ static int pv_mig_refresh(pv_gpu *g) {
     }
     uint64_t key = 0;
     mig_memo *m = NULL;
+    g->key = 0;
     if (mig_key(g, &key)) {
+        g->key = key;
         m = &memo[policy_hash64(key ^ (uint64_t)(uintptr_t)g->product) % MIG_MEMO];
         if (m->key == key && m->p == g->product) {
             g->idle_prof = m->idle_prof;
@@ -149,6 +144,32 @@ static int pv_mig_refresh(pv_gpu *g) {
         m->addable = g->addable;
         memcpy(m->starts, g->starts, sizeof m->starts);
     }
+    return R;
+}
+
+int pv_mig_after(const pv_gpu *g, const model_grant *gr, uint16_t *room, uint8_t *starts) {
+    int s = gr->mig_start;
+    uint64_t key = g->key, k1 = 0;
+    if (key && g->product && s >= 0 && s < MODEL_MIG_MAX_SLICES && gr->mig_profile >= 0 && gr->mig_profile <= 30) {
+        unsigned code = (unsigned)(key >> (6 * s)) & 63u;
+        if (gr->mig_create && !code && g->layout.n < MODEL_MIG_MAX_INSTANCES)
+            k1 = (key + (1ull << 48)) | (uint64_t)((gr->mig_profile + 1) | 32) << (6 * s);
+        else if (!gr->mig_create && code && !(code & 32u))
+            k1 = key | 32ull << (6 * s);
+    }
+    if (k1) {
+        const mig_memo *m = &memo[policy_hash64(k1 ^ (uint64_t)(uintptr_t)g->product) % MIG_MEMO];
+        if (m->key == k1 && m->p == g->product) {
+            *room = m->idle_prof | m->addable;
+            memcpy(starts, m->starts, MODEL_MAX_PROFILES);
+            return m->R;
+        }
+    }
+    pv_gpu ga = *g;   /* not memoised yet (or not packable): apply to a copy, which fills the memo */
+    int16_t R = 0, E = 0;
+    pv_gpu_apply(&ga, &R, &E, gr, true);
+    *room = ga.idle_prof | ga.addable;
+    memcpy(starts, ga.starts, MODEL_MAX_PROFILES);
     return R;
 }
 
@@ -206,6 +227,7 @@ void pv_build(pv_node *v, const model_node *n, bool detail) {
             pg->free_mem = (int)((long long)pg->mem_cap * R / 1000);
         } else {
             pg->idle_prof = pg->addable = 0;
+            pg->key = 0;
             memset(pg->starts, 0, sizeof pg->starts);
         }
     }
@@ -336,6 +358,15 @@ double frag_eval(const policy_workload *w, const pv_node *v, const uint8_t *acce
         bn[b]++;
         bm[b] |= 1u << i;
     }
+    /* MIG types on a node whose MIG GPUs all have product mig_p: room is one bit of the
+     * GPU's profile mask (room_any's rule without its lookups). */
+    bool mig_simple = st->mig_p != NULL;
+    unsigned pm[MODEL_MAX_GPUS];
+    for (int i = 0; i < v->ngpus && mig_simple; i++) {
+        const pv_gpu *g = &v->g[i];
+        pm[i] = g->mode == MODEL_GPU_MIG && g->product ? (unsigned)(g->idle_prof | g->addable) : 0;
+        if (g->mode == MODEL_GPU_MIG && g->product != st->mig_p) mig_simple = false;
+    }
     double F = 0;
     for (int t = 0; t < w->nkept; t++) {
         const tt_hot *h = &w->hot[t];
@@ -344,7 +375,13 @@ double frag_eval(const policy_workload *w, const pv_node *v, const uint8_t *acce
             int cnt = 0;
             int64_t sl = 0;
             unsigned mask = 0;
-            if (h->cls == TT_FAST) {
+            if (h->cls != TT_FAST && h->mig && mig_simple) {
+                int idx = st->mig_idx[t];
+                for (int i = 0; i < v->ngpus; i++) {
+                    if (idx >= 0 && ((pm[i] >> idx) & 1u)) { cnt++; mask |= 1u << i; }
+                    else sl += v->R[i];
+                }
+            } else if (h->cls == TT_FAST) {
                 for (int b = 0; b < nb; b++) {
                     if (bE[b] >= h->d_eff) { cnt += bn[b]; mask |= bm[b]; }
                     else sl += bR[b];

@@ -47,6 +47,7 @@ typedef struct pv_gpu {
     uint16_t idle_prof;         /* MIG: bit p = an idle instance of product profile p */
     uint16_t addable;           /* MIG, dynamic: bit p = profile p has a legal free start */
     uint8_t starts[MODEL_MAX_PROFILES];  /* MIG: free start mask per profile (see mig_starts) */
+    uint64_t key;               /* MIG: the packed state (frag.c), equal for GPUs in the same state; 0 unknown */
 } pv_gpu;
 
 /* R: free milli-GPU (policy_gpu_free). E: R folded with "can a FAST type use it":
@@ -66,6 +67,9 @@ void pv_build(pv_node *v, const model_node *n, bool detail);
  * room: also refresh the MIG room bits (only the fragmentation measure reads them). */
 void pv_gpu_apply(pv_gpu *g, int16_t *R, int16_t *E, const model_grant *gr, bool room);
 int16_t pv_eff(const pv_gpu *g, int R);
+/* A detailed MIG GPU after one MIG grant (pv_gpu_apply's result, usually straight from
+ * the memo): returns R after, room = idle_prof | addable after, starts after. */
+int pv_mig_after(const pv_gpu *g, const model_grant *gr, uint16_t *room, uint8_t *starts);
 
 /* model_mig_free_starts for every profile of p on layout l, memoised per thread (a
  * direct-mapped table keyed by product and layout; the product's contents must not
@@ -110,7 +114,12 @@ int policy_norm_kind(const policy *p);
 double policy_random_draw(const policy_ctx *ctx, uint64_t name_hash);
 
 /* Hash helpers (splitmix64): seeded, deterministic, no state. */
-uint64_t policy_hash64(uint64_t x);
+static inline uint64_t policy_hash64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
 uint64_t policy_hash_str(uint64_t h, const char *s);
 
 #endif

@@ -362,6 +362,13 @@ static double frag_delta(scorer *s, const cand *c, const pv_gpu *ga) {
     return s->F0 - F1;
 }
 
+/* Set bits of a start mask (a table: no popcnt instruction is assumed). */
+#define P2(n) n, n + 1, n + 1, n + 2
+#define P4(n) P2(n), P2(n + 1), P2(n + 1), P2(n + 2)
+#define P6(n) P4(n), P4(n + 1), P4(n + 1), P4(n + 2)
+static const uint8_t pop8_table[256] = {P6(0), P6(1), P6(1), P6(2)};
+static inline int pop8(unsigned x) { return pop8_table[x & 0xffu]; }
+
 /* mig-aware's second criterion, below any real difference in fragmentation: the
  * legal start slots the changed MIG GPUs still offer the workload's MIG types,
  * weighted by popularity. Room is all-or-nothing per GPU in the measure; this prefers,
@@ -377,7 +384,7 @@ static double mig_placements(const scorer *s, const cand *c, const pv_gpu *ga) {
         for (int t = 0; t < w->nkept; t++) {
             if (!w->hot[t].mig) continue;
             int idx = g->product == s->st.mig_p ? s->st.mig_idx[t] : mig_type_profile(w, t, g->product);
-            if (idx >= 0) sum += w->hot[t].p * __builtin_popcount(g->starts[idx]);
+            if (idx >= 0) sum += w->hot[t].p * pop8(g->starts[idx]);
         }
     }
     return sum;
@@ -391,7 +398,7 @@ static double cand_key(scorer *s, const cand *c, const pv_gpu *ga, int idx, doub
         for (int i = 0; i < c->nchg; i++) k += c->R0[i];
         return k;   /* emptiest GPU */
     }
-    case P_RANDOM:
+    case P_RANDOM:   /* mig_lean draws the same way */
         return (double)(policy_hash64(policy_hash64(s->ctx->seed ^ 0xa5a5u) ^ policy_hash64(s->ctx->decision) ^
                                       s->name_hash ^ (uint64_t)idx) >> 11);
     case P_FGD:
@@ -652,6 +659,186 @@ static int mig_candidates(const scorer *s, model_assignment *as, int max, bool o
     return nc;
 }
 
+/* One MIG instance for a policy that needs no fragmentation measure: what the generic
+ * loop does with mig_candidates, without building an assignment per candidate. Random
+ * draws a key per candidate (mig_candidates' order and index, GEN_MAX at most); the
+ * others key a GPU's first candidate (its first idle instance of the profile, else on a
+ * dynamic GPU the lowest free start) by R as cand_key does, the first best GPU winning.
+ * Returns the number of candidates (random) or of GPUs that take it (others). */
+static int mig_lean(scorer *s, cand *best, double *best_key) {
+    bool all = s->p->kind == P_RANDOM;
+    uint64_t rbase = policy_hash64(s->ctx->seed ^ 0xa5a5u) ^ policy_hash64(s->ctx->decision) ^ s->name_hash;
+    int nc = 0, idx = -1, win = -1;
+    model_grant wg = {0};
+    const model_gpu_product *last = NULL;
+    for (int gi = 0; gi < s->v.ngpus && nc < GEN_MAX; gi++) {
+        const pv_gpu *g = &s->v.g[gi];
+        if (g->mode != MODEL_GPU_MIG || !g->product) continue;
+        if (g->product != last) {
+            last = g->product;
+            idx = request_profile(g->product, s->r->mig_profile);
+        }
+        if (idx < 0) continue;
+        int before = nc;
+        /* candidates in order: idle instances of the profile, then free starts (dynamic) */
+        unsigned idle = 0, starts = g->dyn ? g->starts[idx] : 0;
+        if ((g->idle_prof >> idx) & 1u)
+            for (int i = 0; i < g->layout.n; i++)
+                if (!(g->held & (1u << i)) && g->layout.inst[i].profile == idx) idle |= 1u << i;
+        while ((idle | starts) && nc < GEN_MAX && (all || nc == before)) {
+            int k = -1, st;
+            if (idle) {
+                k = __builtin_ctz(idle);
+                idle &= idle - 1;
+                st = g->layout.inst[k].start;
+            } else {
+                st = __builtin_ctz(starts);
+                starts &= starts - 1;
+            }
+            double key = all ? (double)(policy_hash64(rbase ^ (uint64_t)nc) >> 11)   /* cand_key's draw */
+                             : s->p->kind == P_SPREAD ? s->v.R[gi] : -s->v.R[gi];
+            nc++;
+            if (win >= 0 && !(key > *best_key)) continue;
+            win = gi;
+            *best_key = key;
+            wg = (model_grant){.gpu = (int8_t)gi, .mig_inst = (int8_t)k, .mig_profile = (int8_t)idx,
+                               .mig_start = (int8_t)st, .mig_create = k < 0, .replica = -1};
+        }
+    }
+    if (win >= 0) {
+        model_assignment a;
+        a.ngrants = 1;
+        a.grant[0] = wg;
+        pv_gpu ga[1];
+        generic_cand(s, &a, best, ga, false);
+    }
+    return nc;
+}
+
+/* One MIG instance under fgd / mig-aware, when every task type is CPU-only, FAST or MIG
+ * and the node's MIG GPUs share the product the measure resolved (st.mig_p): the generic
+ * loop's answer, frag_after_generic's arithmetic term by term, without building
+ * candidates or hashing signatures. A GPU in the same state as an earlier one offers the
+ * same candidates with the same keys, which never displace the earlier ones: skipped. */
+static bool mig_frag_eligible(const scorer *s) {
+    if (!s->w || !mig_eligible(s)) return false;
+    for (int t = 0; t < s->w->nkept; t++)
+        if (s->w->hot[t].cls == TT_GENERIC && !s->w->hot[t].mig) return false;
+    for (int gi = 0; gi < s->v.ngpus; gi++)
+        if (s->v.g[gi].mode == MODEL_GPU_MIG && s->v.g[gi].product != s->st.mig_p) return false;
+    return true;
+}
+
+static int mig_frag_lean(scorer *s, cand *best, double *best_key, double *best_delta) {
+    const policy_workload *w = s->w;
+    const frag_state *st = &s->st;
+    bool migaware = s->p->kind == P_MIGAWARE, exact = migaware || s->ctx->fgd_exact;
+    int64_t cpu = st->cpu == INT64_MAX ? INT64_MAX : st->cpu - s->r->cpu_milli;
+    int nc = 0, idx = -2, win = -1;
+    model_grant wg = {0};
+    /* mig_placements' terms: the MIG types with a profile on the node's product, in order */
+    int nmt = 0;
+    int8_t mt_idx[POLICY_MAX_TYPES];
+    double mt_p[POLICY_MAX_TYPES];
+    for (int t = 0; t < w->nkept && migaware; t++)
+        if (w->hot[t].mig && st->mig_idx[t] >= 0) {
+            mt_idx[nmt] = st->mig_idx[t];
+            mt_p[nmt++] = w->hot[t].p;
+        }
+    for (int gi = 0; gi < s->v.ngpus && nc < GEN_MAX; gi++) {
+        const pv_gpu *g = &s->v.g[gi];
+        if (g->mode != MODEL_GPU_MIG || !g->product) continue;
+        if (idx == -2) idx = request_profile(g->product, s->r->mig_profile);   /* one product */
+        if (idx < 0) break;
+        unsigned idle = 0, starts = g->dyn ? g->starts[idx] : 0;
+        if ((g->idle_prof >> idx) & 1u)
+            for (int i = 0; i < g->layout.n; i++)
+                if (!(g->held & (1u << i)) && g->layout.inst[i].profile == idx) idle |= 1u << i;
+        int cnt = pop8(idle) + pop8(starts);
+        bool dup = false;
+        for (int j = 0; j < gi && g->key && !dup; j++) dup = s->v.g[j].mode == MODEL_GPU_MIG && s->v.g[j].key == g->key;
+        if (dup) {
+            nc = nc + cnt > GEN_MAX ? GEN_MAX : nc + cnt;
+            continue;
+        }
+        int R0 = s->v.R[gi];
+        /* F after depends on the candidate only through R and the room bits after */
+        int nmemo = 0;
+        unsigned memo_m[16];
+        int16_t memo_R[16];
+        double memo_F[16];
+        while ((idle | starts) && nc < GEN_MAX) {
+            model_grant gr = {.gpu = (int8_t)gi, .mig_inst = -1, .mig_profile = (int8_t)idx, .replica = -1};
+            if (idle) {
+                gr.mig_inst = (int8_t)__builtin_ctz(idle);
+                idle &= idle - 1;
+                gr.mig_start = g->layout.inst[gr.mig_inst].start;
+            } else {
+                gr.mig_start = (int8_t)__builtin_ctz(starts);
+                gr.mig_create = true;
+                starts &= starts - 1;
+            }
+            uint16_t room1;
+            uint8_t starts1[MODEL_MAX_PROFILES];
+            int16_t R1 = (int16_t)pv_mig_after(g, &gr, &room1, starts1), E1 = -1;   /* pv_eff of a MIG GPU */
+            unsigned m1 = room1;
+            int64_t free = st->free + R1 - R0;
+            double F = 0;
+            int q = 0;
+            while (q < nmemo && !(memo_m[q] == m1 && memo_R[q] == R1)) q++;
+            for (int t = 0; t < w->nkept && q == nmemo; t++) {
+                const tt_hot *h = &w->hot[t];
+                int64_t f = free;
+                if (h->cls != TT_CPU) {
+                    int c = st->cnt[t];
+                    int64_t sl = st->sl[t];
+                    if (st->room[t] & (1u << gi)) c--; else sl -= R0;
+                    bool room = h->cls == TT_FAST ? E1 >= h->d_eff : st->mig_idx[t] >= 0 && ((m1 >> st->mig_idx[t]) & 1u);
+                    if (room) c++; else sl += R1;
+                    if (s->access[t] && cpu >= h->cpu && c >= h->k) f = sl;
+                }
+                F += h->p * (double)f;
+            }
+            if (q < nmemo) {
+                F = memo_F[q];
+            } else if (nmemo < 16) {
+                memo_m[nmemo] = m1;
+                memo_R[nmemo] = R1;
+                memo_F[nmemo++] = F;
+            }
+            double d = s->F0 - F;
+            /* fgd's quantised key is non-decreasing in d: a d no larger than the best's
+             * cannot displace it, and skips the exp() */
+            if (!exact && win >= 0 && d <= *best_delta) {
+                nc++;
+                continue;
+            }
+            double key = exact ? d : fgd_value(d, false);
+            if (migaware) {   /* cand_key's terms; mig_placements with the node's one MIG product */
+                double sum = 0;
+                if (w->has_mig && g->dyn)
+                    for (int j = 0; j < nmt; j++) sum += mt_p[j] * pop8(starts1[mt_idx[j]]);
+                if (!gr.mig_create) key += 1e12;
+                key += 1e-6 * sum;
+            }
+            nc++;
+            if (win >= 0 && !(key > *best_key)) continue;
+            win = gi;
+            *best_key = key;
+            *best_delta = d;
+            wg = gr;
+        }
+    }
+    if (win >= 0) {
+        model_assignment a;
+        a.ngrants = 1;
+        a.grant[0] = wg;
+        pv_gpu ga[1];
+        generic_cand(s, &a, best, ga, true);
+    }
+    return nc;
+}
+
 /* Same GPU state and same grant shape: the same delta. Saves most of the work on nodes
  * of identical GPUs (8 empty MIG GPUs x 7 start slots). */
 static uint64_t gpu_sig(const pv_node *v, int i) {
@@ -756,7 +943,12 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
         /* model_fit lists every placement; on the stack, GEN_MAX at most are looked at.
          * One MIG instance is common and model_fit's generality costs: list those here. */
         model_assignment as[GEN_MAX];
-        if (mig_eligible(s)) {
+        bool lean = !s->w && mig_eligible(s), frag_lean = !lean && mig_frag_eligible(s);
+        if (lean || frag_lean) {
+            nc = lean ? mig_lean(s, &best, &best_key) : mig_frag_lean(s, &best, &best_key, &best_delta);
+            if (!nc) snprintf(fitwhy, sizeof fitwhy, "no idle %s instance and no free slot to create one", r->mig_profile);
+            lean = true;
+        } else if (mig_eligible(s)) {
             nc = mig_candidates(s, as, GEN_MAX, !s->w && p->kind != P_RANDOM);
             if (!nc) snprintf(fitwhy, sizeof fitwhy, "no idle %s instance and no free slot to create one", r->mig_profile);
         } else {
@@ -770,9 +962,9 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
         bool have_gsig[MODEL_MAX_GPUS] = {false};
         unsigned nseen = 16;
         while (nseen < 2u * (unsigned)nc && nseen < 256) nseen *= 2;
-        memset(seen, 0, nseen * sizeof seen[0]);
+        if (!lean) memset(seen, 0, nseen * sizeof seen[0]);
         bool first = true;
-        for (int k = 0; k < nc; k++) {
+        for (int k = 0; k < nc && !lean; k++) {
             /* (random draws per candidate; the others' keys depend on the GPU state and
              * the grant shape only, and on the slot only when fragmentation counts) */
             if (p->kind != P_RANDOM && as[k].ngrants == 1) {

@@ -1,10 +1,16 @@
-/* bench_policy.c -- time to score one request against 5,000 nodes of 8 GPUs, for each
- * policy (score every node + select the winner), median of repeated runs, on one
- * thread and split over two threads. Run from the repository root (reads the openb
- * default pod list for the fgd target workload).
+/* bench_policy.c -- time to score ONE request against 5,000 nodes of 8 GPUs, for every
+ * policy (score every node + select the winner), on one thread and split over two
+ * threads (a long-lived second thread, handed half the nodes per decision), as the
+ * median and the minimum of RUNS decisions. Requests: a fractional share and a whole GPU
+ * on a whole-mode cluster about half allocated, and MIG 1g.10gb / 3g.40gb on a cluster of
+ * A100-80GB nodes under dynamic MIG with random instances held. Then the extender's
+ * path: what extender/verbs.c calls for one pod -- filter (model_fit_any on every node)
+ * and prioritize (policy_score on the nodes that passed, then policy_scores_0_10).
  *
- *   gcc -std=c11 -D_GNU_SOURCE -O2 -I. tests/bench/bench_policy.c policy/[a-z]*.c model/[a-z]*.c \
- *       build/gen/catalog_data.c -lcjson -lm -lpthread -o build/bench_policy && build/bench_policy
+ *   make build/bench/bench_policy && build/bench/bench_policy [whole|mig|ext] [policy]
+ *
+ * Run from the repository root (fgd's target workload is the openb default pod list).
+ * Wall-clock ms; on a shared machine take the median of several runs of the program.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -38,78 +44,117 @@ static double now_ms(void) {
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
-/* CPU time of this thread: on a shared machine, what the work costs without the
- * time other processes took the core away. */
-static double cpu_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
+/* One thread's share of a decision. ext: the extender's path (filter, then score the
+ * nodes that pass); otherwise score every node. */
 typedef struct job {
     const policy *p;
     const policy_ctx *ctx;
     const model_request *r;
     model_node **nodes;
     policy_result *res;
+    bool ext;
     int from, to;
 } job;
 
-static void *score_range(void *arg) {
+static void *run_job(void *arg) {
     job *j = arg;
-    for (int i = j->from; i < j->to; i++) policy_score(j->p, j->r, j->nodes[i], j->ctx, &j->res[i], NULL, 0);
+    for (int i = j->from; i < j->to; i++) {
+        if (j->ext && !model_fit_any(j->nodes[i], j->r, NULL, 0)) {
+            memset(&j->res[i], 0, sizeof j->res[i]);
+            j->res[i].rank = policy_node_rank(j->ctx, j->nodes[i]->name);
+            continue;
+        }
+        policy_score(j->p, j->r, j->nodes[i], j->ctx, &j->res[i], NULL, 0);
+    }
     return NULL;
 }
 
-/* One decision: score all nodes (on `threads` threads; 0 = one, timed in CPU time by
- * the caller), select. Returns wall ms. */
-static double one_decision(const policy *p, const policy_ctx *ctx, const model_request *r, model_node **nodes,
-                           policy_result *res, int threads, int *winner) {
+typedef struct timing {
+    double med1, min1, med2, min2;
+    int feasible, winner;
+} timing;
+
+/* The second thread lives for the whole run, as a scheduler's worker pool would (and
+ * keeps its per-thread memos warm); two barrier waits per decision hand it a job. */
+static pthread_barrier_t go, done;
+static job worker_job;
+static bool worker_quit;
+
+static void *worker(void *arg) {
+    (void)arg;
+    for (;;) {
+        pthread_barrier_wait(&go);
+        if (worker_quit) return NULL;
+        run_job(&worker_job);
+        pthread_barrier_wait(&done);
+    }
+}
+
+/* One decision on `threads` threads; returns wall ms. */
+static double one_decision(job base, int threads, int *scores, int *winner) {
     double t0 = now_ms();
     if (threads <= 1) {
-        job j = {p, ctx, r, nodes, res, 0, NODES};
-        score_range(&j);
+        base.from = 0;
+        base.to = NODES;
+        run_job(&base);
     } else {
-        pthread_t th;
-        job a = {p, ctx, r, nodes, res, 0, NODES / 2}, b = {p, ctx, r, nodes, res, NODES / 2, NODES};
-        pthread_create(&th, NULL, score_range, &b);
-        score_range(&a);
-        pthread_join(th, NULL);
+        job a = base;
+        a.from = 0;
+        a.to = NODES / 2;
+        worker_job = base;
+        worker_job.from = NODES / 2;
+        worker_job.to = NODES;
+        pthread_barrier_wait(&go);
+        run_job(&a);
+        pthread_barrier_wait(&done);
     }
-    *winner = policy_select(p, ctx, res, NODES);
+    if (base.ext) {
+        policy_scores_0_10(base.p, base.ctx, base.res, NODES, scores);
+        *winner = -1;
+        for (int i = 0; i < NODES; i++)
+            if (scores[i] == 10) *winner = i;
+    } else {
+        *winner = policy_select(base.p, base.ctx, base.res, NODES);
+    }
     return now_ms() - t0;
 }
 
-static double median_ms(const policy *p, const policy_ctx *ctx, const model_request *r, model_node **nodes,
-                        policy_result *res, int threads, int *winner, int *feasible) {
+static timing measure(const policy *p, const policy_ctx *ctx, const model_request *r, model_node **nodes,
+                      policy_result *res, int *scores, bool ext) {
+    job base = {p, ctx, r, nodes, res, ext, 0, NODES};
+    timing tm;
     double t[RUNS];
-    for (int k = 0; k < RUNS; k++) {
-        double c0 = cpu_ms();
-        t[k] = one_decision(p, ctx, r, nodes, res, threads, winner);
-        if (threads == 0) t[k] = cpu_ms() - c0;
+    for (int threads = 1; threads <= 2; threads++) {
+        for (int k = 0; k < RUNS; k++) t[k] = one_decision(base, threads, scores, &tm.winner);
+        qsort(t, RUNS, sizeof t[0], cmp_double);
+        if (threads == 1) tm.med1 = t[RUNS / 2], tm.min1 = t[0];
+        else tm.med2 = t[RUNS / 2], tm.min2 = t[0];
     }
-    qsort(t, RUNS, sizeof t[0], cmp_double);
-    *feasible = 0;
-    for (int i = 0; i < NODES; i++) *feasible += res[i].feasible;
-    return t[RUNS / 2];
+    tm.feasible = 0;
+    for (int i = 0; i < NODES; i++) tm.feasible += res[i].feasible;
+    return tm;
 }
 
-int main(int argc, char **argv) {
-    const char *only = argc > 1 ? argv[1] : "";   /* "whole" or "mig": one part only */
-    const char *pol = argc > 2 ? argv[2] : NULL;   /* one policy only */
-    static model_gpu_product products[2];
+static void header(const char *title) {
+    printf("\n%s\n%-14s %-16s %8s %8s %8s %8s %8s %7s\n", title, "policy", "request", "1thr med", "1thr min", "2thr med",
+           "2thr min", "feasible", "winner");
+}
+
+static void row(const char *pol, const char *what, const timing *tm) {
+    printf("%-14s %-16s %8.3f %8.3f %8.3f %8.3f %8d %7d\n", pol, what, tm->med1, tm->min1, tm->med2, tm->min2,
+           tm->feasible, tm->winner);
+}
+
+/* Whole-mode cluster, about half allocated: shares, whole GPUs, CPU-only pods. */
+static void build_whole(model_node **nodes, model_gpu_product *products) {
+    char name[64], uid[64];
     model_product_init_generic(&products[0], "V100M16", OPENB_GPU_MIB, 0);
     model_product_init_generic(&products[1], "T4", OPENB_GPU_MIB, 0);
-    model_node **nodes = calloc(NODES, sizeof *nodes);
-    policy_result *res = calloc(NODES, sizeof *res);
-    char name[64], uid[64];
-
-    /* Whole-mode cluster, about half allocated: shares, whole GPUs, CPU-only pods. */
     for (int i = 0; i < NODES; i++) {
         snprintf(name, sizeof name, "node-%05d", i);
         model_node *n = model_node_new(name);
@@ -127,86 +172,115 @@ int main(int argc, char **argv) {
         }
         nodes[i] = n;
     }
+}
+
+/* 8 dynamic-MIG A100-80GB per node, random 1g/2g/3g instances held. */
+static void build_mig(model_node **nodes, const model_gpu_product *a100) {
+    const char *profs[] = {"1g.10gb", "2g.20gb", "3g.40gb"};
+    char name[64], uid[64];
+    for (int i = 0; i < NODES; i++) {
+        snprintf(name, sizeof name, "mig-%05d", i);
+        model_node *n = model_node_new(name);
+        n->mig_strategy = MODEL_MIG_MIXED;
+        for (int g = 0; g < GPUS; g++) {
+            model_gpu *gg = model_node_add_gpu(n, a100, MODEL_GPU_MIG, 1, 0);
+            if (gg) gg->mig_dynamic = true;
+        }
+        int pods = rnd(12);
+        for (int k = 0; k < pods; k++) {
+            model_request q = req_mig(profs[rnd(3)]);
+            snprintf(uid, sizeof uid, "p%d", k);
+            place_on(n, &q, uid, rnd(GPUS));
+        }
+        nodes[i] = n;
+    }
+}
+
+static void free_nodes(model_node **nodes) {
+    for (int i = 0; i < NODES; i++) model_node_free(nodes[i]);
+}
+
+int main(int argc, char **argv) {
+    const char *part = argc > 1 ? argv[1] : "";   /* "whole", "mig" or "ext": one part only */
+    const char *pol = argc > 2 ? argv[2] : NULL;  /* one policy only */
+    static model_gpu_product products[2];
+    model_node **nodes = calloc(NODES, sizeof *nodes);
+    policy_result *res = calloc(NODES, sizeof *res);
+    int *scores = calloc(NODES, sizeof *scores);
     policy_workload *w = openb_workload("default");
-    if (!w) {
-        fprintf(stderr, "cannot read data/openb/openb_pod_list_default.csv: run from the repository root\n");
+    const model_gpu_product *a100 = model_catalog_find(model_catalog_default(), "NVIDIA-A100-SXM4-80GB");
+    if (!nodes || !res || !scores || !w || !a100) {
+        fprintf(stderr, "setup failed (run from the repository root: data/openb/openb_pod_list_default.csv)\n");
         return 1;
     }
-    policy_ctx ctx;
+    /* MIG target workload for fgd / mig-aware on the MIG cluster */
+    policy_workload *mw = policy_workload_new();
+    const char *mprofs[] = {"1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"};
+    long mcounts[] = {40, 25, 20, 10, 5};
+    for (int k = 0; k < 5; k++) {
+        model_request q = req_mig(mprofs[k]);
+        policy_workload_add(mw, &q, mcounts[k], NULL, 0);
+    }
+    policy_workload_finish(mw, 100, NULL, 0);
+    policy_ctx ctx, mctx;
     policy_ctx_init(&ctx, 42);
     ctx.workload = w;
+    policy_ctx_init(&mctx, 42);
+    mctx.workload = mw;
 
-    struct { const char *what; model_request r; } reqs[] = {
-        {"share 0.46 GPU", req_frac(460, 6000)},
-        {"1 whole GPU", req_whole(1, 12000)},
-        {"4 whole GPUs", req_whole(4, 32000)},
-        {"CPU-only", req_cpu(4000)},
+    struct { const char *what; model_request r; bool mig; } reqs[] = {
+        {"share 0.46 GPU", req_frac(460, 6000), false},
+        {"1 whole GPU", req_whole(1, 12000), false},
+        {"MIG 1g.10gb", req_mig("1g.10gb"), true},
+        {"MIG 3g.40gb", req_mig("3g.40gb"), true},
     };
     int nreq = (int)(sizeof reqs / sizeof reqs[0]);
-    printf("%d nodes x %d GPUs (whole mode, ~half used); median of %d decisions (score all + select), ms\n", NODES,
+    pthread_t th;
+    pthread_barrier_init(&go, NULL, 2);
+    pthread_barrier_init(&done, NULL, 2);
+    pthread_create(&th, NULL, worker, NULL);
+    printf("score one request against %d nodes x %d GPUs (score all + select); wall ms over %d decisions\n", NODES,
            GPUS, RUNS);
-    printf("%-14s %-16s %9s %9s %9s %9s\n", "policy", "request", "1thr CPU", "1thr wall", "2thr wall", "feasible");
-    for (int pi = 0; pi < policy_count() && strcmp(only, "mig"); pi++) {
-        const policy *p = policy_at(pi);
-        if (pol && strcmp(pol, policy_name(p))) continue;
-        for (int q = 0; q < nreq; q++) {
-            int win, feas;
-            double tc = median_ms(p, &ctx, &reqs[q].r, nodes, res, 0, &win, &feas);
-            double t1 = median_ms(p, &ctx, &reqs[q].r, nodes, res, 1, &win, &feas);
-            double t2 = median_ms(p, &ctx, &reqs[q].r, nodes, res, 2, &win, &feas);
-            printf("%-14s %-16s %9.3f %9.3f %9.3f %9d\n", policy_name(p), reqs[q].what, tc, t1, t2, feas);
+    for (int cl = 0; cl < 2; cl++) {
+        bool mig = cl == 1;
+        if (mig) build_mig(nodes, a100); else build_whole(nodes, products);
+        const policy_ctx *c = mig ? &mctx : &ctx;
+        if (!*part || !strcmp(part, mig ? "mig" : "whole")) {
+            header(mig ? "MIG cluster: 8 x A100-80GB per node, dynamic MIG, random 1g/2g/3g instances held "
+                         "(fgd/mig-aware target: 1g..7g MIG shapes)"
+                       : "whole-mode cluster: 8 GPUs per node, about half allocated (fgd target: openb default)");
+            for (int pi = 0; pi < policy_count(); pi++) {
+                const policy *p = policy_at(pi);
+                if (pol && strcmp(pol, policy_name(p))) continue;
+                for (int q = 0; q < nreq; q++) {
+                    if (reqs[q].mig != mig) continue;
+                    timing tm = measure(p, c, &reqs[q].r, nodes, res, scores, false);
+                    row(policy_name(p), reqs[q].what, &tm);
+                }
+            }
         }
+        if (!*part || !strcmp(part, "ext")) {
+            header(mig ? "extender path (filter: model_fit_any; prioritize: policy_score + policy_scores_0_10), MIG cluster"
+                       : "extender path (filter: model_fit_any; prioritize: policy_score + policy_scores_0_10), whole-mode cluster");
+            const char *ep[] = {"binpack", "fgd", "mig-aware"};
+            for (int e = 0; e < 3; e++) {
+                if (pol && strcmp(pol, ep[e])) continue;
+                for (int q = 0; q < nreq; q++) {
+                    if (reqs[q].mig != mig) continue;
+                    timing tm = measure(policy_find(ep[e]), c, &reqs[q].r, nodes, res, scores, true);
+                    row(ep[e], reqs[q].what, &tm);
+                }
+            }
+        }
+        free_nodes(nodes);
     }
-
-    /* MIG cluster: 8 dynamic A100-80GB per node, random instances already held. */
-    const model_gpu_product *a100 = model_catalog_find(model_catalog_default(), "NVIDIA-A100-SXM4-80GB");
-    if (a100 && strcmp(only, "whole")) {
-        const char *profs[] = {"1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"};
-        for (int i = 0; i < NODES; i++) {
-            model_node_free(nodes[i]);
-            snprintf(name, sizeof name, "mig-%05d", i);
-            model_node *n = model_node_new(name);
-            for (int g = 0; g < GPUS; g++) {
-                model_gpu *gg = model_node_add_gpu(n, a100, MODEL_GPU_MIG, 1, 0);
-                if (gg) gg->mig_dynamic = true;
-            }
-            int pods = rnd(12);
-            for (int k = 0; k < pods; k++) {
-                model_request q = req_mig(profs[rnd(3)]);
-                snprintf(uid, sizeof uid, "p%d", k);
-                place_on(n, &q, uid, rnd(GPUS));
-            }
-            nodes[i] = n;
-        }
-        policy_workload *mw = policy_workload_new();
-        long counts[] = {40, 25, 20, 10, 5};
-        for (int k = 0; k < 5; k++) {
-            model_request q = req_mig(profs[k]);
-            policy_workload_add(mw, &q, counts[k], NULL, 0);
-        }
-        policy_workload_finish(mw, 100, NULL, 0);
-        policy_ctx mctx;
-        policy_ctx_init(&mctx, 42);
-        mctx.workload = mw;
-        printf("\n%d nodes x %d A100-80GB, dynamic MIG, random instances held\n", NODES, GPUS);
-        printf("%-14s %-16s %9s %9s %9s %9s\n", "policy", "request", "1thr CPU", "1thr wall", "2thr wall", "feasible");
-        const char *mp[] = {"mig-aware", "bestfit", "spread"};
-        const char *mr[] = {"1g.10gb", "3g.40gb"};
-        for (int pi = 0; pi < 3; pi++) {
-            for (int q = 0; q < 2; q++) {
-                model_request r = req_mig(mr[q]);
-                int win, feas;
-                double tc = median_ms(policy_find(mp[pi]), &mctx, &r, nodes, res, 0, &win, &feas);
-                double t1 = median_ms(policy_find(mp[pi]), &mctx, &r, nodes, res, 1, &win, &feas);
-                double t2 = median_ms(policy_find(mp[pi]), &mctx, &r, nodes, res, 2, &win, &feas);
-                printf("%-14s %-16s %9.3f %9.3f %9.3f %9d\n", mp[pi], mr[q], tc, t1, t2, feas);
-            }
-        }
-        policy_workload_free(mw);
-    }
-    for (int i = 0; i < NODES; i++) model_node_free(nodes[i]);
+    worker_quit = true;
+    pthread_barrier_wait(&go);
+    pthread_join(th, NULL);
     free(nodes);
     free(res);
+    free(scores);
     policy_workload_free(w);
+    policy_workload_free(mw);
     return 0;
 }

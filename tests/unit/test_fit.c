@@ -467,3 +467,63 @@ TEST(fit_randomized_assign_release_never_overcommits) {
         model_node_free(n);
     }
 }
+
+/* model_fit_any is model_fit's "> 0" without counting: the same answer and, when nothing
+ * fits, the same reason, on random states of every mode and random requests of every
+ * form (the randomized filling goes through model_fit's first assignment). */
+static int rnd_fit(uint64_t *x, int m) {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return (int)(*x % (uint64_t)m);
+}
+
+TEST(fit_any_agrees_with_fit) {
+    const model_gpu_product *a100 = product("NVIDIA-A100-SXM4-80GB"), *t4 = product("Tesla-T4");
+    CHECK(a100 && t4);
+    uint64_t x = 0x51ed270b1a2d4e6full;
+#define RND(m) rnd_fit(&x, m)
+    const char *profs[] = {"1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb", "1g.10gb+me", "1g.5gb"};
+    int checked = 0, fits = 0;
+    for (int round = 0; round < 60; round++) {
+        int mode = RND(5);
+        model_node *n = mode == 0   ? node_of("w", "Tesla-T4", 1 + RND(8), MODEL_GPU_WHOLE, 1)
+                        : mode == 1 ? node_of("t", "Tesla-T4", 1 + RND(4), MODEL_GPU_TIMESLICE, 2 + RND(4))
+                        : mode == 2 ? node_of("m", "Tesla-T4", 1 + RND(4), MODEL_GPU_MPS, 2 + RND(4))
+                                    : node_of("g", "NVIDIA-A100-SXM4-80GB", 1 + RND(8), MODEL_GPU_MIG, 1);
+        if (mode == 1) n->shared_renamed = RND(2);
+        for (int i = 0; i < n->ngpus && mode >= 3; i++) n->gpus[i].mig_dynamic = mode == 3 || RND(2);
+        char uid[32], why1[256], why2[256];
+        for (int k = 0; k < 40; k++) {
+            model_request r = req((model_req_kind)(1 + RND(4)), 1 + RND(3));
+            if (r.kind == MODEL_REQ_MIG) snprintf(r.mig_profile, sizeof r.mig_profile, "%s", profs[RND(7)]);
+            if (r.kind == MODEL_REQ_FRACTION) {
+                r.count = 1;
+                r.compute_permille = (int16_t)(100 * (1 + RND(9)));
+                if (RND(2)) r.memory_mib = 1000 * (1 + RND(12));
+            }
+            r.isolation = (model_isolation)RND(5);
+            if (r.kind == MODEL_REQ_MIG) r.isolation = MODEL_ISO_DEFAULT;
+            int all = model_fit(n, &r, NULL, 0, why1, sizeof why1);
+            bool any = model_fit_any(n, &r, why2, sizeof why2);
+            CHECK_MSG(any == (all > 0), "round %d step %d: model_fit %d, model_fit_any %d", round, k, all, any);
+            if (!any) CHECK_STR(why2, why1);
+            CHECK_INT(model_fit_any(n, &r, NULL, 0), any);
+            checked++;
+            if (!any) continue;
+            fits++;
+            model_assignment a;
+            CHECK(model_fit(n, &r, &a, 1, NULL, 0) > 0);
+            snprintf(uid, sizeof uid, "p%d", k);
+            CHECK_INT(model_assign(n, uid, &a, why1, sizeof why1), 0);
+            if (RND(4) == 0) {
+                snprintf(uid, sizeof uid, "p%d", RND(k + 1));
+                model_release(n, uid);
+            }
+        }
+        CHECK(node_ok(n));
+        model_node_free(n);
+    }
+#undef RND
+    CHECK_MSG(checked == 2400 && fits > 250, "checked %d, fits %d", checked, fits);
+}

@@ -147,8 +147,10 @@ static model_request mix_request(uint64_t *x) {
     return q;
 }
 
-/* MIX_STEPS arrivals on the mixed cluster; every third step one earlier pod leaves. */
-static uint64_t mix_digest(const char *pname, int *placed) {
+/* MIX_STEPS arrivals on the mixed cluster; every third step one earlier pod leaves.
+ * mig_target: the target workload has only MIG, whole-GPU and CPU-only shapes (what
+ * fgd / mig-aware's MIG fast path takes); otherwise every shape the stream draws. */
+static uint64_t mix_digest(const char *pname, bool mig_target, int *placed) {
     const model_gpu_product *a100 = model_catalog_find(model_catalog_default(), "NVIDIA-A100-SXM4-80GB");
     static model_gpu_product t4;
     model_product_init_generic(&t4, "T4", 16000, 0);
@@ -162,6 +164,8 @@ static uint64_t mix_digest(const char *pname, int *placed) {
     uint64_t wx = 5;
     for (int k = 0; k < 64; k++) {
         model_request q = mix_request(&wx);
+        if (mig_target && q.kind != MODEL_REQ_MIG && !(q.kind == MODEL_REQ_WHOLE && q.isolation == MODEL_ISO_DEFAULT))
+            q = req_cpu(1000 * (1 + rndi(&wx, 4)));
         policy_workload_add(w, &q, 1 + rndi(&wx, 5), NULL, 0);
     }
     policy_workload_finish(w, 95.0, NULL, 0);
@@ -213,35 +217,41 @@ static uint64_t mix_digest(const char *pname, int *placed) {
 
 typedef struct pinned {
     const char *policy;
-    uint64_t openb, mix;   /* digests of the unoptimised code */
+    uint64_t openb, mix, mixm;   /* digests of the unoptimised code */
 } pinned;
 
 static const pinned PINNED[] = {
-    {"binpack", 0xdfea68d0fd79781full, 0x8be921350a4a49faull},
-    {"spread", 0x5294718cd24183e1ull, 0x9f5d19fe8dc8c90cull},
-    {"bestfit", 0x7d183dcdcb78b355ull, 0x947930bef1815ef4ull},
-    {"dotprod", 0xa1bda85675378e0bull, 0xd7b392c81648c011ull},
-    {"gpupacking", 0xc2fd795670b1e221ull, 0x1e1f45bf6503ee6full},
-    {"gpuclustering", 0xbbabcd65776484f9ull, 0x3e4fea8f98abf673ull},
-    {"random", 0x8a9246f05cd783dcull, 0xb8e4b8da70252a0cull},
-    {"fgd", 0xaedc84de46e038b1ull, 0x1203c3043dace291ull},
-    {"mig-aware", 0x456b02fb65646476ull, 0x7b1f3224861b1a48ull},
+    {"binpack", 0xdfea68d0fd79781full, 0x8be921350a4a49faull, 0x8be921350a4a49faull},
+    {"spread", 0x5294718cd24183e1ull, 0x9f5d19fe8dc8c90cull, 0x9f5d19fe8dc8c90cull},
+    {"bestfit", 0x7d183dcdcb78b355ull, 0x947930bef1815ef4ull, 0x947930bef1815ef4ull},
+    {"dotprod", 0xa1bda85675378e0bull, 0xd7b392c81648c011ull, 0xd7b392c81648c011ull},
+    {"gpupacking", 0xc2fd795670b1e221ull, 0x1e1f45bf6503ee6full, 0x1e1f45bf6503ee6full},
+    {"gpuclustering", 0xbbabcd65776484f9ull, 0x3e4fea8f98abf673ull, 0x3e4fea8f98abf673ull},
+    {"random", 0x8a9246f05cd783dcull, 0xb8e4b8da70252a0cull, 0xb8e4b8da70252a0cull},
+    {"fgd", 0xaedc84de46e038b1ull, 0x1203c3043dace291ull, 0x2eb23b2e6090d508ull},
+    {"mig-aware", 0x456b02fb65646476ull, 0x7b1f3224861b1a48ull, 0xeb4a4024e1c3e7eaull},
 };
 
 static void check_policy(int i) {
     const pinned *pn = &PINNED[i];
     int placed_o, placed_m;
     uint64_t o = openb_digest(pn->policy, &placed_o);
-    uint64_t m = mix_digest(pn->policy, &placed_m);
+    int placed_mm;
+    uint64_t m = mix_digest(pn->policy, false, &placed_m);
+    uint64_t mm = mix_digest(pn->policy, true, &placed_mm);
     if (digest_print())
-        fprintf(stderr, "    {\"%s\", 0x%016llxull, 0x%016llxull},   /* placed %d, %d */\n", pn->policy,
-                (unsigned long long)o, (unsigned long long)m, placed_o, placed_m);
+        fprintf(stderr, "    {\"%s\", 0x%016llxull, 0x%016llxull, 0x%016llxull},   /* placed %d, %d, %d */\n",
+                pn->policy, (unsigned long long)o, (unsigned long long)m, (unsigned long long)mm, placed_o, placed_m,
+                placed_mm);
     CHECK_MSG(placed_o > 0, "%s: cannot read the openb data (run from the repo root)", pn->policy);
     CHECK_MSG(placed_m > 0, "%s: mixed cluster replay failed (%d)", pn->policy, placed_m);
     CHECK_MSG(o == pn->openb, "%s: openb decisions changed: digest 0x%016llx, pinned 0x%016llx", pn->policy,
               (unsigned long long)o, (unsigned long long)pn->openb);
+    CHECK_MSG(placed_mm > 0, "%s: mixed cluster replay (MIG target) failed (%d)", pn->policy, placed_mm);
     CHECK_MSG(m == pn->mix, "%s: mixed-cluster decisions changed: digest 0x%016llx, pinned 0x%016llx", pn->policy,
               (unsigned long long)m, (unsigned long long)pn->mix);
+    CHECK_MSG(mm == pn->mixm, "%s: mixed-cluster decisions (MIG target) changed: digest 0x%016llx, pinned 0x%016llx",
+              pn->policy, (unsigned long long)mm, (unsigned long long)pn->mixm);
 }
 
 TEST(policy_digest_binpack) { check_policy(0); }
