@@ -582,7 +582,7 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name) {
 }
 
 int sim_cmd_fgd_paper(int argc, char **argv) {
-    static char pol_buf[1024] = "random,dotprod,gpuclustering,gpupacking,bestfit,fgd", list_buf[1024] = "default";
+    char pol_buf[1024] = "random,dotprod,gpuclustering,gpupacking,bestfit,fgd", list_buf[1024] = "default";
     const char *pols[MAX_ITEMS], *lists[MAX_ITEMS], *out_dir = "fgd-paper-out", *v;
     uint64_t seeds[MAX_ITEMS];
     sim_fgd_opts o = {.data_dir = NULL, .threads = 0, .tune = DEFAULT_TUNE, .progress = true};
@@ -623,8 +623,7 @@ int sim_cmd_fgd_paper(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--no-progress")) {
             o.progress = false;
         } else {
-            fprintf(stderr, "tessera-sim fgd-paper: unknown or incomplete option \"%s\"\n", argv[i]);
-            fgd_usage(stderr);
+            fprintf(stderr, "tessera-sim fgd-paper: unknown or incomplete option \"%s\" (see --help)\n", argv[i]);
             return 2;
         }
     }
