@@ -652,10 +652,3 @@ int sim_cmd_fgd_paper(int argc, char **argv) {
     sim_fgd_result_free(&r);
     return rc < 0 ? 1 : 0;
 }
-
-int sim_cmd_convert(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "convert: not built yet\n");
-    return 1;
-}

@@ -1,6 +1,6 @@
 /* fgd_paper.h -- `tessera-sim fgd-paper`: the FGD paper's experiment (sim-fgd-method.md
  * section 8) over policies x seeds x pod lists, on all cores, CSVs in the layout of the
- * authors' expected_results, plus an SVG chart. And `tessera-sim convert openb`.
+ * authors' expected_results, plus an SVG chart. (`tessera-sim convert` is in convert.c.)
  *
  * One run (pod list L, policy P, seed s), as the authors' simulator does it:
  *   1. the pods of L sorted by name, shuffled with s;
@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 int sim_cmd_fgd_paper(int argc, char **argv);   /* argv[0] = "fgd-paper"; exit status */
-int sim_cmd_convert(int argc, char **argv);     /* argv[0] = "convert" */
+int sim_cmd_convert(int argc, char **argv);     /* argv[0] = "convert"; in convert.c */
 
 #define SIM_FGD_BUCKETS 131   /* arrived 0..130 % */
 
