@@ -14,10 +14,10 @@ static const struct { const char *openb, *product; } products[] = {
     {"T4", "T4-16GB"}, {"V100M16", "V100-16GB"}, {"V100M32", "V100-32GB"}, {"A10", "A10-24GB"},
 };
 
-const char *sim_openb_product(const char *model) {
+const char *sim_openb_product(const char *model, const char *unknown_as) {
     for (size_t i = 0; i < sizeof products / sizeof products[0]; i++)
         if (!strcmp(products[i].openb, model)) return products[i].product;
-    return model;
+    return unknown_as ? unknown_as : model;
 }
 
 /* Print one cJSON item compactly, then free it. -1 if printing failed. */
@@ -36,7 +36,8 @@ static int finish(FILE *out, int rc, char *err, size_t errlen) {
     return rc;
 }
 
-int sim_convert_openb_cluster(const sim_openb_node *v, int n, FILE *out, char *err, size_t errlen) {
+int sim_convert_openb_cluster(const sim_openb_node *v, int n, const char *unknown_as, FILE *out, char *err,
+                              size_t errlen) {
     if (err && errlen) err[0] = 0;
     if (!v || n <= 0) {
         snprintf(err, errlen, "no nodes to convert");
@@ -84,7 +85,7 @@ int sim_convert_openb_cluster(const sim_openb_node *v, int n, FILE *out, char *e
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "name", name);
         cJSON_AddNumberToObject(o, "count", count);
-        if (a->gpus) cJSON_AddStringToObject(o, "gpuProduct", sim_openb_product(a->model));
+        if (a->gpus) cJSON_AddStringToObject(o, "gpuProduct", sim_openb_product(a->model, unknown_as));
         cJSON_AddNumberToObject(o, "gpusPerNode", a->gpus);
         cJSON_AddNumberToObject(o, "cpuMilli", (double)a->cpu_milli);
         cJSON_AddNumberToObject(o, "memoryMiB", (double)a->memory_mib);
@@ -105,7 +106,7 @@ static const char *kind_of(const char *qos) {
 }
 
 /* The pod part of one workload (see convert.h). */
-static cJSON *pod_part(const sim_openb_pod *p) {
+static cJSON *pod_part(const sim_openb_pod *p, const char *unknown_as) {
     char buf[256];
     cJSON *pod = cJSON_CreateObject(), *res = cJSON_AddObjectToObject(pod, "resources");
     cJSON *req = cJSON_AddObjectToObject(res, "requests"), *ann = cJSON_AddObjectToObject(pod, "annotations");
@@ -128,13 +129,15 @@ static cJSON *pod_part(const sim_openb_pod *p) {
         snprintf(spec, sizeof spec, "%s", p->gpu_spec);
         size_t used = 0;
         for (char *save = NULL, *m = strtok_r(spec, "|", &save); m; m = strtok_r(NULL, "|", &save))
-            used += (size_t)snprintf(out + used, sizeof out - used, "%s%s", used ? "," : "", sim_openb_product(m));
+            used += (size_t)snprintf(out + used, sizeof out - used, "%s%s", used ? "," : "",
+                                     sim_openb_product(m, unknown_as));
         cJSON_AddStringToObject(ann, "tessera.io/gpu-models", out);
     }
     return pod;
 }
 
-int sim_convert_openb_trace(const sim_openb_pod *p, int n, FILE *out, char *err, size_t errlen) {
+int sim_convert_openb_trace(const sim_openb_pod *p, int n, const char *unknown_as, FILE *out, char *err,
+                            size_t errlen) {
     if (err && errlen) err[0] = 0;
     if (!p || n <= 0) {
         snprintf(err, errlen, "no pods to convert");
@@ -144,11 +147,11 @@ int sim_convert_openb_trace(const sim_openb_pod *p, int n, FILE *out, char *err,
     fputs("{\"workloads\": [\n", out);
     for (int i = 0; i < n && rc == 0; i++) {
         const sim_openb_pod *q = &p[i];
-        double arrival = 0, duration = 0;
+        double arrival = 0, duration = 1;   /* the trace format wants a positive duration */
         if (q->has_times && q->creation >= 0) {
             arrival = (double)q->creation;
             int64_t start = q->scheduled >= 0 ? q->scheduled : q->creation;
-            if (q->deletion >= start) duration = (double)(q->deletion - start);
+            if (q->deletion > start) duration = (double)(q->deletion - start);
         }
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "id", q->name);
@@ -158,7 +161,7 @@ int sim_convert_openb_trace(const sim_openb_pod *p, int n, FILE *out, char *err,
         cJSON_AddNumberToObject(o, "priority", 0);
         cJSON_AddStringToObject(o, "tenant", "openb");
         cJSON_AddNumberToObject(o, "gpuUtil", q->num_gpu > 0 ? 1 : 0);
-        cJSON_AddItemToObject(o, "pod", pod_part(q));
+        cJSON_AddItemToObject(o, "pod", pod_part(q, unknown_as));
         rc = emit(out, o, i ? ",\n  " : "  ");
     }
     fputs("\n]}\n", out);
@@ -169,19 +172,24 @@ int sim_convert_openb_trace(const sim_openb_pod *p, int n, FILE *out, char *err,
 
 static void convert_usage(FILE *f) {
     fprintf(f, "usage: tessera-sim convert openb [--nodes CSV] [--pods CSV] [--out-cluster FILE] [--out-trace FILE]\n"
+               "                                 [--unknown-as PRODUCT]\n"
                "\n"
                "The openb node list and pod list (default: the built-in node list and default pod list)\n"
                "as cluster JSON (node groups of identical nodes, whole GPUs) and trace JSON (one workload\n"
-               "per pod, creation/deletion times kept). At least one output is needed; \"-\" is stdout.\n");
+               "per pod, creation/deletion times kept). At least one output is needed; \"-\" is stdout.\n"
+               "T4, V100M16, V100M32 and A10 become catalog products; P100, G2 and G3 are not in the\n"
+               "catalog and keep their names unless --unknown-as names a stand-in (e.g. T4-16GB).\n");
 }
 
-static int write_to(const char *path, const void *data, int n, bool cluster, char *err, size_t errlen) {
+static int write_to(const char *path, const void *data, int n, bool cluster, const char *unknown_as, char *err,
+                    size_t errlen) {
     FILE *f = strcmp(path, "-") ? fopen(path, "w") : stdout;
     if (!f) {
         snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
         return -1;
     }
-    int rc = cluster ? sim_convert_openb_cluster(data, n, f, err, errlen) : sim_convert_openb_trace(data, n, f, err, errlen);
+    int rc = cluster ? sim_convert_openb_cluster(data, n, unknown_as, f, err, errlen)
+                     : sim_convert_openb_trace(data, n, unknown_as, f, err, errlen);
     if (f != stdout && fclose(f) != 0 && rc == 0) {
         snprintf(err, errlen, "cannot write %s", path);
         rc = -1;
@@ -198,10 +206,11 @@ int sim_cmd_convert(int argc, char **argv) {
         fprintf(stderr, "tessera-sim convert: expected a source format: openb (see --help)\n");
         return 2;
     }
-    const char *nodes = NULL, *pods = NULL, *ocl = NULL, *otr = NULL;
+    const char *nodes = NULL, *pods = NULL, *ocl = NULL, *otr = NULL, *unk = NULL;
     for (int i = 2; i < argc; i++) {
         const char **dst = !strcmp(argv[i], "--nodes") ? &nodes : !strcmp(argv[i], "--pods") ? &pods
-                         : !strcmp(argv[i], "--out-cluster") ? &ocl : !strcmp(argv[i], "--out-trace") ? &otr : NULL;
+                         : !strcmp(argv[i], "--out-cluster") ? &ocl : !strcmp(argv[i], "--out-trace") ? &otr
+                         : !strcmp(argv[i], "--unknown-as") ? &unk : NULL;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             convert_usage(stdout);
             return 0;
@@ -222,14 +231,14 @@ int sim_cmd_convert(int argc, char **argv) {
         sim_openb_node *v = NULL;
         int n = 0;
         rc = sim_openb_load_nodes(nodes, &v, &n, err, sizeof err);
-        if (rc == 0) rc = write_to(ocl, v, n, true, err, sizeof err);
+        if (rc == 0) rc = write_to(ocl, v, n, true, unk, err, sizeof err);
         free(v);
     }
     if (rc == 0 && otr) {
         sim_openb_pod *p = NULL;
         int n = 0;
         rc = sim_openb_load_pods(pods, &p, &n, err, sizeof err);
-        if (rc == 0) rc = write_to(otr, p, n, false, err, sizeof err);
+        if (rc == 0) rc = write_to(otr, p, n, false, unk, err, sizeof err);
         free(p);
     }
     if (rc < 0) {

@@ -12,11 +12,11 @@
 #include "sim/fgd_paper.h"
 
 /* Run a converter into a memory buffer (caller frees). */
-static char *convert(bool cluster, const void *v, int n, int *rc, char *err, size_t errlen) {
+static char *convert(bool cluster, const void *v, int n, const char *unk, int *rc, char *err, size_t errlen) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    *rc = cluster ? sim_convert_openb_cluster(v, n, f, err, errlen) : sim_convert_openb_trace(v, n, f, err, errlen);
+    *rc = cluster ? sim_convert_openb_cluster(v, n, unk, f, err, errlen) : sim_convert_openb_trace(v, n, unk, f, err, errlen);
     fclose(f);
     return buf;
 }
@@ -26,7 +26,7 @@ TEST(sim_convert_openb_cluster_keeps_every_node) {
     int n = 0, rc;
     char err[256];
     CHECK_MSG(sim_openb_load_nodes(NULL, &v, &n, err, sizeof err) == 0, "%s", err);
-    char *txt = convert(true, v, n, &rc, err, sizeof err);
+    char *txt = convert(true, v, n, NULL, &rc, err, sizeof err);
     free(v);
     cJSON *j = cJSON_Parse(txt);
     free(txt);
@@ -63,7 +63,7 @@ TEST(sim_convert_openb_trace_round_trips_through_the_model) {
     int n = 0, rc;
     char err[256];
     CHECK_MSG(sim_openb_load_pods(NULL, &p, &n, err, sizeof err) == 0, "%s", err);
-    char *txt = convert(false, p, n, &rc, err, sizeof err);
+    char *txt = convert(false, p, n, "T4-16GB", &rc, err, sizeof err);
     cJSON *j = cJSON_Parse(txt);
     free(txt);
     CHECK_MSG(rc == 0, "%s", err);
@@ -90,7 +90,7 @@ TEST(sim_convert_openb_trace_round_trips_through_the_model) {
                     got.memory_bytes == want.memory_bytes && got.nmodels == want.nmodels &&
                     (want.kind != MODEL_REQ_FRACTION || got.compute_permille == want.compute_permille) &&
                     !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(w, "id")), p[i].name) &&
-                    arrival == (double)p[i].creation && cJSON_GetObjectItem(w, "duration")->valuedouble >= 0;
+                    arrival == (double)p[i].creation && cJSON_GetObjectItem(w, "duration")->valuedouble >= 1;
         if (!same) {
             bad = i;
             break;
@@ -107,11 +107,12 @@ TEST(sim_convert_openb_trace_round_trips_through_the_model) {
 }
 
 TEST(sim_convert_openb_products_and_errors) {
-    CHECK_STR(sim_openb_product("V100M32"), "V100-32GB");
-    CHECK_STR(sim_openb_product("G3"), "G3");
+    CHECK_STR(sim_openb_product("V100M32", NULL), "V100-32GB");
+    CHECK_STR(sim_openb_product("G3", NULL), "G3");
+    CHECK_STR(sim_openb_product("G3", "T4-16GB"), "T4-16GB");
     char err[256];
     int rc;
-    free(convert(true, NULL, 0, &rc, err, sizeof err));
+    free(convert(true, NULL, 0, NULL, &rc, err, sizeof err));
     CHECK_INT(rc, -1);
     CHECK_CONTAINS(err, "no nodes");
     char *a1[] = {"convert", "csv"}, *a2[] = {"convert", "openb"}, *a3[] = {"convert", "openb", "--nodes"},
