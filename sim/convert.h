@@ -12,8 +12,9 @@
  * Trace: one workload per pod, times kept: arrival = creation_time, duration =
  * deletion_time - scheduled_time (- creation_time for a pod never scheduled), in
  * seconds, at least 1 (the trace format needs a positive duration). kind from qos:
- * LS -> inference, BE -> batch, others -> training. priority 0, tenant "openb"; openb has no utilisation, so gpuUtil is 1 for GPU pods (always busy,
- * the conservative choice for the slowdown model) and 0 for CPU-only ones. The pod part:
+ * LS -> inference, BE -> batch, others -> training. priority 0, tenant "openb". openb
+ * has no utilisation, so gpuUtil is 1 for GPU pods (always busy, the conservative
+ * choice for the slowdown model) and 0 for CPU-only ones. The pod part:
  * requests cpu ("12000m") and memory ("16384Mi"); whole GPUs as nvidia.com/gpu; a share
  * (gpu_milli < 1000) as the annotation tessera.io/gpu-fraction ("0.46"); gpu_spec as
  * tessera.io/gpu-models with the same model names as the cluster.
