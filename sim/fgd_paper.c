@@ -472,6 +472,15 @@ int sim_fgd_write(const sim_fgd_result *r, const sim_fgd_opts *o, const char *di
         snprintf(path, sizeof path, "%s/alloc_%s.svg", dir, o->lists[l]);
         rc = sim_svg_lines(path, title, "arrived GPU request, % of capacity", "allocated GPUs, % of capacity", s,
                            o->npolicies, true, err, errlen);
+        /* the paper's Fig. 9(a): unallocated % against arrived %, zoomed on 75..120 */
+        for (int p = 0; p < o->npolicies; p++)
+            for (int x = 0; x < SIM_FGD_BUCKETS; x++) ys[p * SIM_FGD_BUCKETS + x] = 100 - ys[p * SIM_FGD_BUCKETS + x];
+        snprintf(title, sizeof title, "Unallocated GPUs, openb %s, median of %d seed(s)", o->lists[l], o->nseeds);
+        snprintf(path, sizeof path, "%s/unalloc_%s.svg", dir, o->lists[l]);
+        sim_svg_window zoom = {75, 120, 0, 25};
+        if (!rc)
+            rc = sim_svg_lines_win(path, title, "arrived GPU request, % of capacity", "unallocated GPUs, % of capacity",
+                                   s, o->npolicies, SIM_IDEAL_UNALLOC, &zoom, err, errlen);
     }
     free(ys);
     free(s);
@@ -569,7 +578,8 @@ static void fgd_usage(FILE *f) {
             "\n"
             "Writes DIR/analysis_allo_discrete.csv, analysis_frag_discrete.csv and\n"
             "analysis_frag_ratio_discrete.csv in the layout of the authors' expected_results, and\n"
-            "DIR/alloc_LIST.svg; prints unallocated GPU %% at arrived = 100 %% per policy.\n");
+            "DIR/alloc_LIST.svg and DIR/unalloc_LIST.svg (the paper's Fig. 9a); prints unallocated GPU %%\n"
+            "at arrived = 100 %% per policy.\n");
 }
 
 /* "--name value" or "--name=value": the value, advancing *i; NULL if this is not it. */

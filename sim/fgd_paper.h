@@ -71,8 +71,9 @@ double sim_fgd_median_unalloc(const sim_fgd_result *r, int list, int pol, int x)
 void sim_fgd_policy_label(const char *name, char *buf, size_t len);
 
 /* analysis_allo_discrete.csv, analysis_frag_discrete.csv, analysis_frag_ratio_discrete.csv
- * and alloc_<list>.svg (median allocation per policy with the ideal line) into dir,
- * created if missing. 0, or -1 with err. */
+ * alloc_<list>.svg (median allocation per policy against arrived %, with the ideal line)
+ * and unalloc_<list>.svg (the paper's Fig. 9(a): unallocated %, arrived 75..120 %) into
+ * dir, created if missing. 0, or -1 with err. */
 int sim_fgd_write(const sim_fgd_result *r, const sim_fgd_opts *o, const char *dir, char *err, size_t errlen);
 
 #endif

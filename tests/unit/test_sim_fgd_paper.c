@@ -106,11 +106,14 @@ TEST(sim_fgd_paper_files_in_authors_layout) {
         CHECK_MSG(same, "%s: header differs from the authors'", files[i]);
         CHECK_INT(n1, 3);
     }
-    snprintf(path, sizeof path, "%s/alloc_default.svg", dir);
-    FILE *f = fopen(path, "r");
-    CHECK_MSG(f != NULL, "no chart %s", path);
-    fclose(f);
-    unlink(path);
+    static const char *const charts[] = {"alloc_default.svg", "unalloc_default.svg"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, charts[i]);
+        FILE *f = fopen(path, "r");
+        CHECK_MSG(f != NULL, "no chart %s", path);
+        fclose(f);
+        unlink(path);
+    }
     rmdir(dir);
 }
 

@@ -52,6 +52,27 @@ TEST(sim_svg_lines_chart) {
     CHECK_INT(sim_svg_lines(path, "t", "x", "y", NULL, 2, false, err, sizeof err), -1);
 }
 
+/* A fixed window: ticks follow it, the ideal bends at 100, lines are clipped. */
+TEST(sim_svg_lines_window) {
+    char path[] = "/tmp/tessera-svg-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    double x[] = {0, 80, 100, 130}, y[] = {100, 21, 5, 4};
+    sim_series s[] = {{"fgd", x, y, 4}};
+    sim_svg_window w = {75, 120, 0, 25};
+    char err[128];
+    int rc = sim_svg_lines_win(path, "t", "x", "y", s, 1, SIM_IDEAL_UNALLOC, &w, err, sizeof err);
+    char *svg = slurp(path);
+    unlink(path);
+    CHECK_MSG(rc == 0, "%s", err);
+    CHECK(svg != NULL);
+    bool ok = strstr(svg, ">120</text>") && strstr(svg, ">24</text>") && !strstr(svg, ">130</text>") &&
+              strstr(svg, "clip-path") && strstr(svg, ">ideal<");
+    free(svg);
+    CHECK(ok);
+}
+
 TEST(sim_svg_bars_chart) {
     char path[] = "/tmp/tessera-svg-XXXXXX";
     int fd = mkstemp(path);
