@@ -175,7 +175,8 @@ static void run_one(grid *G, const job *j, sim_fgd_run *out) {
     policy_ctx_init(&ctx, j->seed);
     ctx.workload = L->w;
     policy_inc *inc = c ? policy_inc_new(G->pol[j->policy], &ctx, c->nodes, c->n, 0) : NULL;
-    if (!c || !fragn || !freen || !inc) {
+    policy_result *scratch = c && G->o->full_scoring ? malloc((size_t)c->n * sizeof *scratch) : NULL;
+    if (!c || !fragn || !freen || !inc || (G->o->full_scoring && !scratch)) {
         run_error(G, c ? "out of memory" : err);
         goto done;
     }
@@ -193,7 +194,13 @@ static void run_one(grid *G, const job *j, sim_fgd_run *out) {
     for (int k = 0; k < j->ntasks; k++) {
         int pod = j->seq[k];
         model_assignment a;
-        int i = policy_inc_place(inc, &L->req[pod], (uint64_t)k, &a, NULL, 0);
+        int i;
+        if (scratch) {
+            ctx.decision = (uint64_t)k;
+            i = policy_place(G->pol[j->policy], &ctx, &L->req[pod], c->nodes, c->n, scratch, &a, NULL, 0);
+        } else {
+            i = policy_inc_place(inc, &L->req[pod], (uint64_t)k, &a, NULL, 0);
+        }
         if (i >= 0) {
             char uid[24];
             snprintf(uid, sizeof uid, "t%d", k);
@@ -234,6 +241,7 @@ static void run_one(grid *G, const job *j, sim_fgd_run *out) {
     }
 done:
     policy_inc_free(inc);
+    free(scratch);
     free(fragn);
     free(freen);
     sim_openb_cluster_free(c);

@@ -41,6 +41,8 @@ typedef struct sim_fgd_opts {
     int threads;                    /* 0: every online core */
     double tune;                    /* 0: 1.3 */
     bool progress;                  /* progress bar (still only on a terminal, after 1 s) */
+    bool full_scoring;              /* policy_place (every node scored per pod) instead of
+                                     * policy_inc_place: same results, for benchmarks */
 } sim_fgd_opts;
 
 typedef struct sim_fgd_run {

@@ -16,7 +16,8 @@ TEST(sim_fgd_paper_default_matches_authors) {
     static const uint64_t seeds[] = {42, 43, 44, 45, 46};
     static const double paper[] = {13.75, 9.45, 8.42, 8.20, 7.09, 4.77}, tol[] = {0.6, 0.5, 0.6, 0.6, 0.3, 0.3};
     const char *lists[] = {"default"};
-    sim_fgd_opts o = {six, 6, seeds, 5, lists, 1, NULL, 2, 0, false};
+    sim_fgd_opts o = {.policies = six, .npolicies = 6, .seeds = seeds, .nseeds = 5, .lists = lists, .nlists = 1,
+                      .threads = 2};
     sim_fgd_result r;
     char err[256];
     CHECK_MSG(sim_fgd_run_grid(&o, &r, err, sizeof err) == 0, "%s", err);
@@ -46,7 +47,8 @@ TEST(sim_fgd_paper_default_matches_authors) {
 TEST(sim_fgd_paper_threads_do_not_change_results) {
     static const uint64_t seeds[] = {7, 8};
     const char *pols[] = {"fgd", "random"}, *lists[] = {"default"};
-    sim_fgd_opts o = {pols, 2, seeds, 2, lists, 1, NULL, 1, 1.1, false};
+    sim_fgd_opts o = {.policies = pols, .npolicies = 2, .seeds = seeds, .nseeds = 2, .lists = lists, .nlists = 1,
+                      .threads = 1, .tune = 0.8};
     sim_fgd_result a, b;
     char err[256];
     CHECK_MSG(sim_fgd_run_grid(&o, &a, err, sizeof err) == 0, "%s", err);
@@ -59,6 +61,25 @@ TEST(sim_fgd_paper_threads_do_not_change_results) {
     CHECK_MSG(rc == 0, "%s", err);
     CHECK(same);
     CHECK(seeds_differ);
+}
+
+/* policy_place on every node gives what policy_inc_place gives (bestfit: min-max
+ * normalised; a short run, full scoring is slow). */
+TEST(sim_fgd_paper_full_scoring_same_results) {
+    static const uint64_t seeds[] = {42};
+    const char *pols[] = {"bestfit"}, *lists[] = {"default"};
+    sim_fgd_opts o = {.policies = pols, .npolicies = 1, .seeds = seeds, .nseeds = 1, .lists = lists, .nlists = 1,
+                      .threads = 1, .tune = 0.6};
+    sim_fgd_result a, b;
+    char err[256];
+    CHECK_MSG(sim_fgd_run_grid(&o, &a, err, sizeof err) == 0, "%s", err);
+    o.full_scoring = true;
+    int rc = sim_fgd_run_grid(&o, &b, err, sizeof err);
+    bool same = rc == 0 && !memcmp(a.runs, b.runs, sizeof *a.runs);
+    sim_fgd_result_free(&a);
+    sim_fgd_result_free(&b);
+    CHECK_MSG(rc == 0, "%s", err);
+    CHECK(same);
 }
 
 /* The first line of a file, or "" (caller frees). */
@@ -81,7 +102,8 @@ static char *first_line(const char *path, int *lines) {
 TEST(sim_fgd_paper_files_in_authors_layout) {
     static const uint64_t seeds[] = {42};
     const char *pols[] = {"bestfit", "fgd"}, *lists[] = {"default"};
-    sim_fgd_opts o = {pols, 2, seeds, 1, lists, 1, "data/openb", 2, 0, false};
+    sim_fgd_opts o = {.policies = pols, .npolicies = 2, .seeds = seeds, .nseeds = 1, .lists = lists, .nlists = 1,
+                      .data_dir = "data/openb", .threads = 2};
     sim_fgd_result r;
     char err[256], dir[] = "/tmp/tessera-fgd-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
@@ -132,7 +154,7 @@ TEST(sim_fgd_paper_bad_input) {
     const char *bad[] = {"nosuch"}, *good[] = {"fgd"}, *lists[] = {"default"}, *other[] = {"cpu050"};
     sim_fgd_result r;
     char err[256];
-    sim_fgd_opts o = {bad, 1, seeds, 1, lists, 1, NULL, 1, 0, false};
+    sim_fgd_opts o = {.policies = bad, .npolicies = 1, .seeds = seeds, .nseeds = 1, .lists = lists, .nlists = 1};
     CHECK_INT(sim_fgd_run_grid(&o, &r, err, sizeof err), -1);
     CHECK_CONTAINS(err, "unknown policy \"nosuch\"");
     o.policies = good;
