@@ -107,6 +107,7 @@ TEST(sim_openb_bad_pods) {
     bad_pods(HDR ",1,1,1,10,\n", "name");
     bad_pods(HDR "a,1,1,1,10,A|B|C|D|E|F|G|H|I\n", "gpu_spec");
     bad_pods(HDR "a,1,1,1,10,,x,y,z\n", "line 2: 9 fields");
+    bad_pods(HDR "a,1,1,1,10,,,,,,,,,,,,,,,,,,,,,\n", "line 2: more than 16 fields");
     bad_pods("name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time,deletion_time,scheduled_time\n"
              "a,1,1,1,10,5,x,1\n", "deletion_time");
 }
