@@ -175,7 +175,8 @@ static void run_one(grid *G, const job *j, sim_fgd_run *out) {
     policy_ctx_init(&ctx, j->seed);
     ctx.workload = L->w;
     policy_inc *inc = c ? policy_inc_new(G->pol[j->policy], &ctx, c->nodes, c->n, 0) : NULL;
-    if (!c || !fragn || !freen || !inc) {
+    policy_result *scratch = c && G->o->full_scoring ? malloc((size_t)c->n * sizeof *scratch) : NULL;
+    if (!c || !fragn || !freen || !inc || (G->o->full_scoring && !scratch)) {
         run_error(G, c ? "out of memory" : err);
         goto done;
     }
@@ -193,7 +194,13 @@ static void run_one(grid *G, const job *j, sim_fgd_run *out) {
     for (int k = 0; k < j->ntasks; k++) {
         int pod = j->seq[k];
         model_assignment a;
-        int i = policy_inc_place(inc, &L->req[pod], (uint64_t)k, &a, NULL, 0);
+        int i;
+        if (scratch) {
+            ctx.decision = (uint64_t)k;
+            i = policy_place(G->pol[j->policy], &ctx, &L->req[pod], c->nodes, c->n, scratch, &a, NULL, 0);
+        } else {
+            i = policy_inc_place(inc, &L->req[pod], (uint64_t)k, &a, NULL, 0);
+        }
         if (i >= 0) {
             char uid[24];
             snprintf(uid, sizeof uid, "t%d", k);
@@ -234,6 +241,7 @@ static void run_one(grid *G, const job *j, sim_fgd_run *out) {
     }
 done:
     policy_inc_free(inc);
+    free(scratch);
     free(fragn);
     free(freen);
     sim_openb_cluster_free(c);
@@ -472,6 +480,15 @@ int sim_fgd_write(const sim_fgd_result *r, const sim_fgd_opts *o, const char *di
         snprintf(path, sizeof path, "%s/alloc_%s.svg", dir, o->lists[l]);
         rc = sim_svg_lines(path, title, "arrived GPU request, % of capacity", "allocated GPUs, % of capacity", s,
                            o->npolicies, true, err, errlen);
+        /* the paper's Fig. 9(a): unallocated % against arrived %, zoomed on 75..120 */
+        for (int p = 0; p < o->npolicies; p++)
+            for (int x = 0; x < SIM_FGD_BUCKETS; x++) ys[p * SIM_FGD_BUCKETS + x] = 100 - ys[p * SIM_FGD_BUCKETS + x];
+        snprintf(title, sizeof title, "Unallocated GPUs, openb %s, median of %d seed(s)", o->lists[l], o->nseeds);
+        snprintf(path, sizeof path, "%s/unalloc_%s.svg", dir, o->lists[l]);
+        sim_svg_window zoom = {75, 120, 0, 25};
+        if (!rc)
+            rc = sim_svg_lines_win(path, title, "arrived GPU request, % of capacity", "unallocated GPUs, % of capacity",
+                                   s, o->npolicies, SIM_IDEAL_UNALLOC, &zoom, err, errlen);
     }
     free(ys);
     free(s);
@@ -569,7 +586,8 @@ static void fgd_usage(FILE *f) {
             "\n"
             "Writes DIR/analysis_allo_discrete.csv, analysis_frag_discrete.csv and\n"
             "analysis_frag_ratio_discrete.csv in the layout of the authors' expected_results, and\n"
-            "DIR/alloc_LIST.svg; prints unallocated GPU %% at arrived = 100 %% per policy.\n");
+            "DIR/alloc_LIST.svg and DIR/unalloc_LIST.svg (the paper's Fig. 9a); prints unallocated GPU %%\n"
+            "at arrived = 100 %% per policy.\n");
 }
 
 /* "--name value" or "--name=value": the value, advancing *i; NULL if this is not it. */
@@ -582,7 +600,7 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name) {
 }
 
 int sim_cmd_fgd_paper(int argc, char **argv) {
-    static char pol_buf[1024] = "random,dotprod,gpuclustering,gpupacking,bestfit,fgd", list_buf[1024] = "default";
+    char pol_buf[1024] = "random,dotprod,gpuclustering,gpupacking,bestfit,fgd", list_buf[1024] = "default";
     const char *pols[MAX_ITEMS], *lists[MAX_ITEMS], *out_dir = "fgd-paper-out", *v;
     uint64_t seeds[MAX_ITEMS];
     sim_fgd_opts o = {.data_dir = NULL, .threads = 0, .tune = DEFAULT_TUNE, .progress = true};
@@ -623,8 +641,7 @@ int sim_cmd_fgd_paper(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--no-progress")) {
             o.progress = false;
         } else {
-            fprintf(stderr, "tessera-sim fgd-paper: unknown or incomplete option \"%s\"\n", argv[i]);
-            fgd_usage(stderr);
+            fprintf(stderr, "tessera-sim fgd-paper: unknown or incomplete option \"%s\" (see --help)\n", argv[i]);
             return 2;
         }
     }
@@ -652,11 +669,4 @@ int sim_cmd_fgd_paper(int argc, char **argv) {
     else printf("%d runs in %.1f s; CSVs and charts in %s/\n", r.nruns, r.seconds, out_dir);
     sim_fgd_result_free(&r);
     return rc < 0 ? 1 : 0;
-}
-
-int sim_cmd_convert(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "convert: not built yet\n");
-    return 1;
 }

@@ -1,6 +1,6 @@
 /* fgd_paper.h -- `tessera-sim fgd-paper`: the FGD paper's experiment (sim-fgd-method.md
  * section 8) over policies x seeds x pod lists, on all cores, CSVs in the layout of the
- * authors' expected_results, plus an SVG chart. And `tessera-sim convert openb`.
+ * authors' expected_results, plus an SVG chart. (`tessera-sim convert` is in convert.c.)
  *
  * One run (pod list L, policy P, seed s), as the authors' simulator does it:
  *   1. the pods of L sorted by name, shuffled with s;
@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 int sim_cmd_fgd_paper(int argc, char **argv);   /* argv[0] = "fgd-paper"; exit status */
-int sim_cmd_convert(int argc, char **argv);     /* argv[0] = "convert" */
+int sim_cmd_convert(int argc, char **argv);     /* argv[0] = "convert"; in convert.c */
 
 #define SIM_FGD_BUCKETS 131   /* arrived 0..130 % */
 
@@ -41,6 +41,8 @@ typedef struct sim_fgd_opts {
     int threads;                    /* 0: every online core */
     double tune;                    /* 0: 1.3 */
     bool progress;                  /* progress bar (still only on a terminal, after 1 s) */
+    bool full_scoring;              /* policy_place (every node scored per pod) instead of
+                                     * policy_inc_place: same results, for benchmarks */
 } sim_fgd_opts;
 
 typedef struct sim_fgd_run {
@@ -71,8 +73,9 @@ double sim_fgd_median_unalloc(const sim_fgd_result *r, int list, int pol, int x)
 void sim_fgd_policy_label(const char *name, char *buf, size_t len);
 
 /* analysis_allo_discrete.csv, analysis_frag_discrete.csv, analysis_frag_ratio_discrete.csv
- * and alloc_<list>.svg (median allocation per policy with the ideal line) into dir,
- * created if missing. 0, or -1 with err. */
+ * alloc_<list>.svg (median allocation per policy against arrived %, with the ideal line)
+ * and unalloc_<list>.svg (the paper's Fig. 9(a): unallocated %, arrived 75..120 %) into
+ * dir, created if missing. 0, or -1 with err. */
 int sim_fgd_write(const sim_fgd_result *r, const sim_fgd_opts *o, const char *dir, char *err, size_t errlen);
 
 #endif

@@ -51,6 +51,11 @@ static char *next_line(const char *text, size_t len, size_t *pos) {
     return out;
 }
 
+static void fields_error(int lineno, int nf, int nh, char *err, size_t errlen) {
+    if (nf < 0) snprintf(err, errlen, "line %d: more than %d fields", lineno, MAXCOLS);
+    else snprintf(err, errlen, "line %d: %d fields, the header has %d", lineno, nf, nh);
+}
+
 static int col_of(char **hdr, int nh, const char *name) {
     for (int i = 0; i < nh; i++)
         if (!strcmp(hdr[i], name)) return i;
@@ -127,7 +132,7 @@ int sim_openb_parse_nodes(const char *text, size_t len, sim_openb_node **out, in
         int nf = line[0] ? split(line, f) : 0;
         if (nf == 0) { free(line); continue; }
         if (nf != c.nh) {
-            snprintf(err, errlen, "line %d: %d fields, the header has %d", c.lineno, nf, c.nh);
+            fields_error(c.lineno, nf, c.nh, err, errlen);
             rc = -1;
         }
         if (!rc && cnt == cap) {
@@ -286,7 +291,7 @@ int sim_openb_parse_pods(const char *text, size_t len, sim_openb_pod **out, int 
             continue;
         }
         if (nf != c.nh) {
-            snprintf(err, errlen, "line %d: %d fields, the header has %d", c.lineno, nf, c.nh);
+            fields_error(c.lineno, nf, c.nh, err, errlen);
             rc = -1;
         } else if (cnt == cap) {
             cap = cap ? 2 * cap : 4096;

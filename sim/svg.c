@@ -1,6 +1,7 @@
 /* svg.c -- the line and bar charts of svg.h, written as plain SVG 1.1 with inline
  * styles: axes with round-number ticks, a legend, one colour per series (a fixed
- * palette that stays readable in print). NaN points are skipped (a gap in the line).
+ * palette that stays readable in print). NaN points are skipped (a gap in the line);
+ * lines are clipped to the plot area.
  */
 #include "sim/svg.h"
 
@@ -108,8 +109,11 @@ static void legend_entry(FILE *f, int i, const char *name, const char *colour, b
     fputs("</text>\n", f);
 }
 
-int sim_svg_lines(const char *path, const char *title, const char *xlabel, const char *ylabel, const sim_series *s,
-                  int ns, bool ideal_diagonal, char *err, size_t errlen) {
+static double ideal_y(sim_ideal k, double x) { return k == SIM_IDEAL_ALLOC ? fmin(x, 100) : fmax(100 - x, 0); }
+
+int sim_svg_lines_win(const char *path, const char *title, const char *xlabel, const char *ylabel,
+                      const sim_series *s, int ns, sim_ideal ideal, const sim_svg_window *win, char *err,
+                      size_t errlen) {
     if (!path || (ns > 0 && !s) || ns < 0) {
         if (err) snprintf(err, errlen, "sim_svg_lines: bad argument");
         return -1;
@@ -124,23 +128,26 @@ int sim_svg_lines(const char *path, const char *title, const char *xlabel, const
             fr.y1 = fmax(fr.y1, s[k].y[i]);
         }
     if (!isfinite(fr.x0)) fr = (frame){0, 1, 0, 1};
-    if (ideal_diagonal) fr.y1 = fmax(fr.y1, fmin(fr.x1, 100));
+    if (win && win->x1 > win->x0) fr.x0 = win->x0, fr.x1 = win->x1;
+    if (ideal) fr.y1 = fmax(fr.y1, fmax(ideal_y(ideal, fr.x0), ideal_y(ideal, fr.x1)));
     if (fr.x1 <= fr.x0) fr.x1 = fr.x0 + 1;
     if (fr.y1 <= fr.y0) fr.y1 = fr.y0 + 1;
     fr.y1 = fr.y0 + ceil((fr.y1 - fr.y0) / nice_step(fr.y1 - fr.y0)) * nice_step(fr.y1 - fr.y0);
+    if (win && win->y1 > win->y0) fr.y0 = win->y0, fr.y1 = win->y1;
 
     FILE *f = open_svg(path, title ? title : "", err, errlen);
     if (!f) return -1;
     axes(f, &fr, xlabel ? xlabel : "", ylabel ? ylabel : "", true);
-    int li = 0;
-    if (ideal_diagonal) {
-        /* the ideal: everything that arrived is allocated, until the cluster is full */
+    fprintf(f, "<clipPath id=\"plot\"><rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"/></clipPath>\n"
+               "<g clip-path=\"url(#plot)\">\n",
+            ML, MT, W - ML - MR, H - MT - MB);
+    if (ideal) {
+        /* piecewise linear with its knee at x = 100 */
         double knee = fmin(fmax(100, fr.x0), fr.x1);
         fprintf(f, "<polyline fill=\"none\" stroke=\"#444\" stroke-width=\"1.5\" stroke-dasharray=\"5,4\" "
                    "points=\"%.1f,%.1f %.1f,%.1f %.1f,%.1f\"/>\n",
-                px(&fr, fr.x0), py(&fr, fmax(fr.x0, fr.y0)), px(&fr, knee), py(&fr, fmin(knee, fr.y1)), px(&fr, fr.x1),
-                py(&fr, fmin(knee, fr.y1)));
-        legend_entry(f, li++, "ideal", "#444", true);
+                px(&fr, fr.x0), py(&fr, ideal_y(ideal, fr.x0)), px(&fr, knee), py(&fr, ideal_y(ideal, knee)),
+                px(&fr, fr.x1), py(&fr, ideal_y(ideal, fr.x1)));
     }
     for (int k = 0; k < ns; k++) {
         const char *col = palette[k % NPAL];
@@ -156,9 +163,18 @@ int sim_svg_lines(const char *path, const char *title, const char *xlabel, const
             open = true;
         }
         if (open) fputs("\"/>\n", f);
-        legend_entry(f, li++, s[k].name ? s[k].name : "", col, false);
     }
+    fputs("</g>\n", f);
+    int li = 0;
+    if (ideal) legend_entry(f, li++, "ideal", "#444", true);
+    for (int k = 0; k < ns; k++) legend_entry(f, li++, s[k].name ? s[k].name : "", palette[k % NPAL], false);
     return close_svg(f, path, err, errlen);
+}
+
+int sim_svg_lines(const char *path, const char *title, const char *xlabel, const char *ylabel, const sim_series *s,
+                  int ns, bool ideal_diagonal, char *err, size_t errlen) {
+    return sim_svg_lines_win(path, title, xlabel, ylabel, s, ns, ideal_diagonal ? SIM_IDEAL_ALLOC : SIM_IDEAL_NONE,
+                             NULL, err, errlen);
 }
 
 int sim_svg_bars(const char *path, const char *title, const char *ylabel, const char *const *categories, int ncat,

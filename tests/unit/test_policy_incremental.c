@@ -120,7 +120,7 @@ TEST(policy_inc_same_as_place_with_releases) {
 /* Three cached shapes for ~150 shapes in the trace: constant eviction and log compaction. */
 TEST(policy_inc_same_as_place_tiny_cache) {
     run_both("gpupacking", 300, 3, 5, POLICY_TIE_RANK);
-    if (!test_failed()) run_both("dotprod", 0, 1, 0, POLICY_TIE_RANK);
+    if (!test_failed()) run_both("dotprod", 300, 1, 0, POLICY_TIE_RANK);
 }
 
 TEST(policy_inc_random_tiebreak_falls_back) { run_both("gpuclustering", 300, 0, 0, POLICY_TIE_RANDOM); }
