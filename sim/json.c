@@ -72,12 +72,12 @@ int sim_json_int(const cJSON *o, const char *where, const char *key, bool requir
                  int64_t *out, char *err, size_t errlen) {
     double d;
     int rc = sim_json_num(o, where, key, required, (double)lo, (double)hi, &d, err, errlen);
-    if (rc == -1) {
+    if (rc == -1 && field(o, key)) {
         snprintf(err, errlen, "%s.%s: expected a whole number in [%lld, %lld]", where, key, (long long)lo,
                  (long long)hi);
         return -1;
     }
-    if (rc == 1) return 1;
+    if (rc != 0) return rc;
     if (d != floor(d)) {
         snprintf(err, errlen, "%s.%s: expected a whole number, got %g", where, key, d);
         return -1;

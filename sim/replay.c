@@ -318,7 +318,11 @@ static void collect(const state *s, sim_replay_result *out) {
         }
         kind_stats(wait, slow, m, k < 0 ? &out->all : &out->kind[k]);
     }
+    out->start = malloc(((size_t)t->n + 1) * sizeof *out->start);
+    out->end = malloc(((size_t)t->n + 1) * sizeof *out->end);
     for (int i = 0; i < t->n; i++) {
+        out->start[i] = s->r[i].state == W_DONE ? s->r[i].start : -1;
+        out->end[i] = s->r[i].state == W_DONE ? s->r[i].end : -1;
         if (s->r[i].state == W_DONE) out->placed++;
         if (s->r[i].state == W_UNSCHED) out->unschedulable++, out->unschedulable_kind[t->w[i].kind]++;
         if (s->r[i].state == W_DONE && s->r[i].end > out->makespan_s) out->makespan_s = s->r[i].end;
@@ -487,6 +491,8 @@ void sim_replay_result_free(sim_replay_result *r) {
     free(r->t);
     free(r->alloc_pct);
     free(r->frag_pct);
-    r->t = r->alloc_pct = r->frag_pct = NULL;
+    free(r->start);
+    free(r->end);
+    r->t = r->alloc_pct = r->frag_pct = r->start = r->end = NULL;
     r->nsamples = 0;
 }

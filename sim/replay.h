@@ -52,6 +52,7 @@ typedef struct sim_replay_result {
     sim_kind_stats kind[SIM_NKINDS], all;
     int nsamples;
     double *t, *alloc_pct, *frag_pct;   /* time series (s, %, %) */
+    double *start, *end;     /* per workload, in trace order; -1 if it never ran */
     double wall_s;           /* wall-clock seconds the replay took */
     long placements_tried;
 } sim_replay_result;
