@@ -31,8 +31,11 @@ TEST_SRC   := $(wildcard tests/unit/*.c) $(wildcard tests/support/*.c)
 GEN_SRC    := $(BUILD)/gen/catalog_data.c
 
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(MODEL_SRC) $(POLICY_SRC)) $(BUILD)/gen/catalog_data.o
-DEMO_OBJ := $(BUILD)/gen/demo_cluster_data.o $(BUILD)/gen/demo_pods_data.o \
-            $(BUILD)/gen/sim_demo_cluster_data.o $(BUILD)/gen/sim_demo_trace_data.o
+DEMO_OBJ := $(BUILD)/gen/demo_cluster_data.o $(BUILD)/gen/demo_pods_data.o
+# the openb node list and default pod list, compiled in for tessera-sim fgd-paper and convert
+DEMO_OBJ += $(BUILD)/gen/openb_nodes_data.o $(BUILD)/gen/openb_default_data.o
+# the tessera-sim replay/plan demo cluster and trace (data/sim/)
+DEMO_OBJ += $(BUILD)/gen/sim_demo_cluster_data.o $(BUILD)/gen/sim_demo_trace_data.o
 SIM_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(SIM_SRC))
 EXT_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(EXT_SRC))
 TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
@@ -81,6 +84,11 @@ $(BUILD)/gen/sim_demo_cluster_data.c: data/sim/demo-cluster.json
 	$(call embed,$<,sim_demo_sim_cluster_json)
 $(BUILD)/gen/sim_demo_trace_data.c: data/sim/demo-trace.json
 	$(call embed,$<,sim_demo_sim_trace_json)
+
+$(BUILD)/gen/openb_nodes_data.c: data/openb/openb_node_list_gpu_node.csv
+	$(call embed,$<,sim_openb_nodes_csv)
+$(BUILD)/gen/openb_default_data.c: data/openb/openb_pod_list_default.csv
+	$(call embed,$<,sim_openb_default_csv)
 
 $(BUILD)/gen/%.o: $(BUILD)/gen/%.c
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@

@@ -34,7 +34,9 @@ struct policy_inc {
     int n, leaves;
     model_node **nodes;
     uint64_t *rank;
-    bool fallback;              /* random policy or random tie-break: no caching */
+    bool fallback;              /* random tie-break: no caching */
+    bool random;                /* random policy: feasibility cached, draws redone per decision */
+    uint64_t *name_hash;        /* random: policy_hash_str of each node's name */
     bool minmax;                /* bestfit: choose by integer raw */
     policy_result *scratch;     /* n results, for the fallback */
     int *log;
@@ -169,16 +171,18 @@ policy_inc *policy_inc_new(const policy *p, const policy_ctx *ctx, model_node *c
     s->leaves = 1;
     while (s->leaves < n) s->leaves *= 2;
     s->maxshapes = max_shapes ? max_shapes : DEFAULT_SHAPES;
-    s->fallback = policy_norm_kind(p) == NORM_ONE_WINNER || ctx->tiebreak == POLICY_TIE_RANDOM;
+    s->fallback = ctx->tiebreak == POLICY_TIE_RANDOM;
+    s->random = policy_norm_kind(p) == NORM_ONE_WINNER;
     s->minmax = policy_norm_kind(p) == NORM_MINMAX;
     s->nodes = malloc((size_t)(n ? n : 1) * sizeof *s->nodes);
     s->rank = malloc((size_t)(n ? n : 1) * sizeof *s->rank);
+    s->name_hash = malloc((size_t)(n ? n : 1) * sizeof *s->name_hash);
     s->scratch = malloc((size_t)(n ? n : 1) * sizeof *s->scratch);
     s->stamp = calloc((size_t)(n ? n : 1), sizeof *s->stamp);
     s->logcap = 2 * (size_t)n + 64;
     s->log = malloc(s->logcap * sizeof *s->log);
     s->shapes = calloc((size_t)s->maxshapes, sizeof *s->shapes);
-    if (!s->nodes || !s->rank || !s->scratch || !s->stamp || !s->log || !s->shapes) {
+    if (!s->nodes || !s->rank || !s->name_hash || !s->scratch || !s->stamp || !s->log || !s->shapes) {
         policy_inc_free(s);
         return NULL;
     }
@@ -189,6 +193,7 @@ policy_inc *policy_inc_new(const policy *p, const policy_ctx *ctx, model_node *c
         }
         s->nodes[i] = nodes[i];
         s->rank[i] = policy_node_rank(ctx, nodes[i]->name);
+        s->name_hash[i] = policy_hash_str(0, nodes[i]->name);
     }
     return s;
 }
@@ -203,6 +208,7 @@ void policy_inc_free(policy_inc *s) {
     free(s->shapes);
     free(s->nodes);
     free(s->rank);
+    free(s->name_hash);
     free(s->scratch);
     free(s->stamp);
     free(s->log);
@@ -275,6 +281,19 @@ int policy_inc_place(policy_inc *s, const model_request *r, uint64_t decision, m
         return -1;
     }
     int win = c->tree[1];
+    if (s->random) {
+        /* policy_normalize's one winner: the first feasible node with the highest draw */
+        double best = -1;
+        win = -1;
+        for (int i = 0; i < s->n; i++) {
+            if (!c->feas[i]) continue;
+            double d = policy_random_draw(&s->ctx, s->name_hash[i]);
+            if (win < 0 || d > best) {
+                best = d;
+                win = i;
+            }
+        }
+    }
     if (win < 0) {
         if (why) snprintf(why, whylen, "no node fits the request");
         return -1;

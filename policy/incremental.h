@@ -22,8 +22,9 @@
  * Normalised policies: bestfit's min-max maps the feasible nodes with the largest
  * integer raw value to 100 and every other one lower (or all to 0 when all are equal),
  * so its winner is the largest raw, then the tie-break -- no aggregate needed. random
- * draws every node's score afresh per decision, and POLICY_TIE_RANDOM re-draws the
- * ranks per decision: nothing can be cached, so those fall back to policy_place.
+ * draws every node's score afresh per decision: feasibility is cached as above and only
+ * the draws (a hash per feasible node) are redone. POLICY_TIE_RANDOM re-draws the ranks
+ * per decision: nothing can be cached, so it falls back to policy_place.
  *
  * One selector is used by one thread; different selectors on different threads are
  * independent.
@@ -54,7 +55,7 @@ int policy_inc_place(policy_inc *s, const model_request *r, uint64_t decision, m
                      size_t whylen);
 
 /* Work done so far, for benchmarks: places, node scores computed, places that fell back
- * to scoring every node (random policy, random tie-break). */
+ * to scoring every node (random tie-break). */
 typedef struct policy_inc_stats {
     long places, scored, fallbacks;
 } policy_inc_stats;
