@@ -120,8 +120,13 @@ $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(B
 run: $(EXT_BIN)
 	$(EXT_BIN) --demo
 
+# The simulator demo on the bundled cluster and trace (data/sim/): the smallest cluster
+# meeting two service targets per policy, then a replay of the bundled cluster; seconds.
 sim: $(SIM_BIN)
-	$(SIM_BIN) demo
+	@$(SIM_BIN) plan --target "wait.p95.inference<=30s" --target "unschedulable==0" \
+	    --sharing-options whole,timeslice:4,mig:on-demand --svg $(BUILD)/sim-plan.svg
+	@echo
+	@$(SIM_BIN) replay --svg $(BUILD)/sim-replay.svg --alloc-svg $(BUILD)/sim-alloc.svg
 
 bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done

@@ -236,7 +236,8 @@ static int cmd_replay(int argc, char **argv) {
             fprintf(stderr, "tessera-sim replay: chart: %s\n", err);
             rc = 1;
         } else if (c.svg) {
-            fprintf(stderr, "chart: %s%s%s\n", c.svg, c.alloc_svg ? ", " : "", c.alloc_svg ? c.alloc_svg : "");
+            fprintf(c.fmt == SIM_FMT_TABLE && !c.out ? stdout : stderr, "chart: %s%s%s\n", c.svg,
+                    c.alloc_svg ? ", " : "", c.alloc_svg ? c.alloc_svg : "");
         }
     }
     for (int i = 0; i < done; i++) sim_replay_result_free(&res[i]);
@@ -321,7 +322,7 @@ static int cmd_plan(int argc, char **argv) {
             fprintf(stderr, "tessera-sim plan: chart: %s\n", err);
             rc = 1;
         } else if (c.svg) {
-            fprintf(stderr, "chart: %s\n", c.svg);
+            fprintf(c.fmt == SIM_FMT_TABLE && !c.out ? stdout : stderr, "chart: %s\n", c.svg);
         }
         for (int i = 0; i < np && rc == 0; i++)
             if (!res[i].met) rc = 3;   /* scripts can tell "no cluster meets the targets" */

@@ -165,30 +165,36 @@ static int grow(search *s, sim_cluster *c, int g, int limit) {
     }
 }
 
-/* Per group, the sharing option needing the fewest GPUs (its smallest count). */
+/* Smallest count of group g with its current sharing (others fixed): -1 error, -2 none
+ * up to limit. The group is left at that count. */
+static int smallest(search *s, sim_cluster *c, int g, int limit) {
+    int rc = grow(s, c, g, limit);
+    if (rc < 0) return -1;
+    if (rc == 0) return -2;
+    return shrink(s, c, g, c->groups[g].count);
+}
+
+/* Per group, the sharing needing the fewest GPUs at its smallest count; on a tie the
+ * group keeps the sharing it has (then the earlier option). */
 static int choose_sharing(search *s, sim_cluster *c, int g, int limit) {
     sim_group best = c->groups[g];
-    int best_count = -1;
+    int best_count = smallest(s, c, g, limit);
+    if (best_count == -1) return -1;
+    if (best_count >= 0) best = c->groups[g];
     for (int k = 0; k < s->o->nsharing; k++) {
         sim_group saved = c->groups[g];
         c->groups[g].sharing = s->o->sharing[k];
         char e2[256];
         model_node *probe = sim_group_node(&c->groups[g], NULL, "probe", e2, sizeof e2);
-        if (!probe) {   /* this product cannot be set up that way: skip the option */
-            c->groups[g] = saved;
-            continue;
-        }
-        model_node_free(probe);
-        int rc = grow(s, c, g, limit);
-        if (rc < 0) return -1;
-        if (rc == 1) {
-            int n = shrink(s, c, g, c->groups[g].count);
-            if (n < 0) return -1;
-            if (best_count < 0 || n < best_count) best_count = n, best = c->groups[g];
+        if (probe) {   /* else this product cannot be set up that way: skip the option */
+            model_node_free(probe);
+            int n = smallest(s, c, g, limit);
+            if (n == -1) return -1;
+            if (n >= 0 && (best_count < 0 || n < best_count)) best_count = n, best = c->groups[g];
         }
         c->groups[g] = saved;
     }
-    if (best_count >= 0) c->groups[g] = best;
+    c->groups[g] = best;
     return 0;
 }
 
