@@ -36,6 +36,7 @@ typedef struct event {
 typedef struct queue {      /* waiting workloads of one shape, a heap by (priority desc, seq asc) */
     int32_t *w;
     int n, cap;
+    int pos;                /* index in state.waiting while n > 0 */
     bool ready;             /* capacity freed where it may fit: try again */
     bool unschedulable;     /* fits on no node of the empty cluster */
 } queue;
@@ -56,6 +57,8 @@ typedef struct state {
     event *heap;
     int nheap, heapcap;
     queue *q;
+    int *waiting;            /* shapes with a non-empty queue, in no order */
+    int nwaiting;
     int nready;
     double now;
     long alloc_milli;        /* allocated milli-GPU over the cluster */
@@ -105,6 +108,10 @@ static bool q_before(const state *s, int a, int b) {
 }
 
 static void q_push(state *s, queue *q, int w) {
+    if (q->n == 0) {
+        q->pos = s->nwaiting;
+        s->waiting[s->nwaiting++] = (int)(q - s->q);
+    }
     if (q->n == q->cap) {
         q->cap = q->cap ? 2 * q->cap : 16;
         q->w = realloc(q->w, (size_t)q->cap * sizeof *q->w);
@@ -127,7 +134,13 @@ static void q_pop(state *s, queue *q) {
         q->w[i] = q->w[c];
         i = c;
     }
-    if (q->n) q->w[i] = last;
+    if (q->n) {
+        q->w[i] = last;
+        return;
+    }
+    int moved = s->waiting[--s->nwaiting];   /* empty now: leave the waiting list */
+    s->waiting[q->pos] = moved;
+    s->q[moved].pos = q->pos;
 }
 
 /* ---------------------------------------------------------------- rates */
@@ -233,9 +246,10 @@ static void depart(state *s, int w) {
     node_changed(s, k);
     rerate(s, k, mask);
     /* Only node k has more room than before: wake the waiting shapes that fit there. */
-    for (int sh = 0; sh < s->t->nshapes; sh++) {
+    for (int i = 0; i < s->nwaiting; i++) {
+        int sh = s->waiting[i];
         queue *q = &s->q[sh];
-        if (q->n == 0 || q->ready) continue;
+        if (q->ready) continue;
         if (model_fit(s->nodes[k], &s->t->shapes[sh].req, NULL, 0, NULL, 0) > 0) {
             q->ready = true;
             s->nready++;
@@ -247,8 +261,10 @@ static void depart(state *s, int w) {
 static void drain_ready(state *s) {
     while (s->nready > 0 && !s->failed) {
         int best = -1;
-        for (int sh = 0; sh < s->t->nshapes; sh++)
+        for (int i = 0; i < s->nwaiting; i++) {
+            int sh = s->waiting[i];
             if (s->q[sh].ready && (best < 0 || q_before(s, s->q[sh].w[0], s->q[best].w[0]))) best = sh;
+        }
         queue *q = &s->q[best];
         int w = q->w[0];
         if (try_place(s, w)) {
@@ -378,7 +394,8 @@ static int setup(state *s, const sim_cluster *c, const sim_trace *t, const sim_r
     s->gpu_util = calloc((size_t)s->n * MODEL_MAX_GPUS + 1, sizeof *s->gpu_util);
     s->node_milli = calloc((size_t)s->n + 1, sizeof *s->node_milli);
     s->q = calloc((size_t)t->nshapes + 1, sizeof *s->q);
-    if (!s->inc || !s->r || !s->seq || !s->gpu_util || !s->node_milli || !s->q) {
+    s->waiting = calloc((size_t)t->nshapes + 1, sizeof *s->waiting);
+    if ((!s->inc && t->n > 0) || !s->waiting || !s->r || !s->seq || !s->gpu_util || !s->node_milli || !s->q) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -397,6 +414,7 @@ static void teardown(state *s) {
     if (s->q && s->t)
         for (int sh = 0; sh < s->t->nshapes; sh++) free(s->q[sh].w);
     free(s->q);
+    free(s->waiting);
     free(s->r);
     free(s->seq);
     free(s->gpu_util);

@@ -153,3 +153,19 @@ TEST(sim_replay_percentile_nearest_rank) {
     CHECK_NEAR(sim_percentile(v, 10, 0), 1, 0);
     CHECK_NEAR(sim_percentile(v, 0, 50), 0, 0);
 }
+
+TEST(sim_replay_empty_trace) {
+    sim_cluster *c = one_group("Tesla-T4", 2, 1, "whole");
+    char err[256];
+    sim_trace *t = trace_of("{\"workloads\": []}", err, sizeof err);
+    CHECK(c && t);
+    sim_replay_result r;
+    CHECK(run(c, t, "fgd", &r) == 0);
+    CHECK_INT(r.placed, 0);
+    CHECK_INT(r.gpus, 2);
+    CHECK_NEAR(r.gpu_hours, 0, 0);
+    CHECK_INT(r.all.n, 0);
+    sim_replay_result_free(&r);
+    sim_trace_free(t);
+    sim_cluster_free(c);
+}
