@@ -4,6 +4,7 @@
 #define TEST_SIM_HELPERS_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +34,25 @@ static inline sim_cluster *cluster_of(const char *json, char *err, size_t errlen
 static inline sim_trace *trace_of(const char *json, char *err, size_t errlen) {
     return sim_trace_from_json(json, strlen(json), err, errlen);
 }
+
+/* The bundled demo cluster and trace; false, with the reason printed, if either fails. */
+static inline bool load_demo(sim_cluster **c, sim_trace **t) {
+    char err[512];
+    *c = sim_cluster_from_json((const char *)sim_demo_sim_cluster_json, sim_demo_sim_cluster_json_len, NULL, err,
+                               sizeof err);
+    *t = *c ? sim_trace_from_json((const char *)sim_demo_sim_trace_json, sim_demo_sim_trace_json_len, err, sizeof err)
+            : NULL;
+    if (!*t) fprintf(stdout, "    load_demo: %s\n", err);
+    return *c && *t;
+}
+
+/* A reader was given bad input: it must have refused it with a message containing needle. */
+#define CHECK_REFUSED(accepted, input, err, needle)                                     \
+    do {                                                                                \
+        if (accepted) test_fail(__FILE__, __LINE__, "accepted %s", (input));            \
+        else if (!strstr((err), (needle)))                                              \
+            test_fail(__FILE__, __LINE__, "\"%s\" does not contain \"%s\"", (err), (needle)); \
+    } while (0)
 
 /* One group of `count` nodes with `gpus` GPUs of product, sharing as given. */
 static inline sim_cluster *one_group(const char *product, int count, int gpus, const char *sharing) {

@@ -68,11 +68,9 @@ TEST(sim_plan_finds_the_minimum) {
 /* On the demo inputs: every group at its planned count minus one misses a target. */
 TEST(sim_plan_demo_count_minus_one_fails) {
     char err[512];
-    sim_cluster *c = sim_cluster_from_json((const char *)sim_demo_sim_cluster_json, sim_demo_sim_cluster_json_len,
-                                           NULL, err, sizeof err);
-    sim_trace *t = sim_trace_from_json((const char *)sim_demo_sim_trace_json, sim_demo_sim_trace_json_len, err,
-                                       sizeof err);
-    CHECK_MSG(c && t, "%s", err);
+    sim_cluster *c;
+    sim_trace *t;
+    CHECK(load_demo(&c, &t));
     sim_plan_opts o = {0};
     add_target(&o, "wait.p95.inference<=30s");
     add_target(&o, "unschedulable==0");

@@ -116,12 +116,9 @@ TEST(sim_replay_unschedulable_is_counted_not_queued) {
 /* Every policy on the demo inputs: all placed, all departed, model_node_check after
  * every change (o.check), waits never negative, and the same result twice. */
 TEST(sim_replay_demo_every_policy_consistent) {
-    char err[512];
-    sim_cluster *c = sim_cluster_from_json((const char *)sim_demo_sim_cluster_json, sim_demo_sim_cluster_json_len,
-                                           NULL, err, sizeof err);
-    sim_trace *t = sim_trace_from_json((const char *)sim_demo_sim_trace_json, sim_demo_sim_trace_json_len, err,
-                                       sizeof err);
-    CHECK_MSG(c && t, "%s", err);
+    sim_cluster *c;
+    sim_trace *t;
+    CHECK(load_demo(&c, &t));
     for (int i = 0; i < policy_count(); i++) {
         const char *name = policy_name(policy_at(i));
         sim_replay_result r, r2;
