@@ -357,10 +357,10 @@ void sim_replay_defaults(sim_replay_opts *o) {
     o->frag = true;
 }
 
-static const sim_trace *sort_trace;
-static int by_arrival(const void *a, const void *b) {
+static int by_arrival(const void *a, const void *b, void *trace) {
     int x = *(const int *)a, y = *(const int *)b;
-    double ax = sort_trace->w[x].arrival, ay = sort_trace->w[y].arrival;
+    const sim_trace *t = trace;
+    double ax = t->w[x].arrival, ay = t->w[y].arrival;
     if (ax != ay) return ax < ay ? -1 : 1;
     return (x > y) - (x < y);
 }
@@ -440,8 +440,7 @@ int sim_replay(const sim_cluster *c, const sim_trace *t, const sim_replay_opts *
     int *order = malloc(((size_t)t->n + 1) * sizeof *order);
     if (!order || setup(&s, c, t, o, err, errlen) != 0) goto done;
     for (int i = 0; i < t->n; i++) order[i] = i;
-    sort_trace = t;
-    qsort(order, (size_t)t->n, sizeof *order, by_arrival);
+    qsort_r(order, (size_t)t->n, sizeof *order, by_arrival, (void *)t);
     for (int i = 0; i < t->n; i++) s.seq[order[i]] = (uint32_t)i;
 
     snprintf(out->policy, sizeof out->policy, "%s", o->policy);
@@ -454,8 +453,6 @@ int sim_replay(const sim_cluster *c, const sim_trace *t, const sim_replay_opts *
     out->frag_pct = calloc((size_t)ns, sizeof(double));
     double cap_milli = 1000.0 * (out->gpus ? out->gpus : 1), area = 0, area_window = 0, frag_sum = 0;
     int ai = 0, si = 0;
-    sim_progress prog;
-    if (o->progress) sim_progress_start(&prog, o->policy, t->n);
 
     while ((ai < t->n || s.nheap > 0) && !s.failed) {
         double next = ai < t->n ? t->w[order[ai]].arrival : INFINITY;
@@ -482,10 +479,9 @@ int sim_replay(const sim_cluster *c, const sim_trace *t, const sim_replay_opts *
         drain_ready(&s);
         while (ai < t->n && t->w[order[ai]].arrival <= s.now && !s.failed) {
             arrive(&s, order[ai++]);
-            if (o->progress) sim_progress_add(&prog, 1);
+            if (o->progress) sim_progress_add(o->progress, 1);
         }
     }
-    if (o->progress) sim_progress_end(&prog);
     if (s.failed) {
         snprintf(err, errlen, "%s", s.err);
         goto done;
