@@ -31,10 +31,11 @@ TEST_SRC   := $(wildcard tests/unit/*.c) $(wildcard tests/support/*.c)
 GEN_SRC    := $(BUILD)/gen/catalog_data.c
 
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(MODEL_SRC) $(POLICY_SRC)) $(BUILD)/gen/catalog_data.o
-DEMO_OBJ := $(BUILD)/gen/demo_cluster_data.o $(BUILD)/gen/demo_pods_data.o \
-            $(BUILD)/gen/sim_demo_cluster_data.o $(BUILD)/gen/sim_demo_trace_data.o
+DEMO_OBJ := $(BUILD)/gen/demo_cluster_data.o $(BUILD)/gen/demo_pods_data.o
 # the openb node list and default pod list, compiled in for tessera-sim fgd-paper and convert
 DEMO_OBJ += $(BUILD)/gen/openb_nodes_data.o $(BUILD)/gen/openb_default_data.o
+# the tessera-sim replay/plan demo cluster and trace (data/sim/)
+DEMO_OBJ += $(BUILD)/gen/sim_demo_cluster_data.o $(BUILD)/gen/sim_demo_trace_data.o
 SIM_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(SIM_SRC))
 EXT_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(EXT_SRC))
 TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
@@ -122,8 +123,13 @@ $(BUILD)/bench/bench_extender: $(EXT_BIN)
 run: $(EXT_BIN)
 	$(EXT_BIN) --demo
 
+# The simulator demo on the bundled cluster and trace (data/sim/): the smallest cluster
+# meeting two service targets per policy, then a replay of the bundled cluster; seconds.
 sim: $(SIM_BIN)
-	$(SIM_BIN) demo
+	@$(SIM_BIN) plan --target "wait.p95.inference<=30s" --target "unschedulable==0" \
+	    --sharing-options whole,timeslice:4,mig:on-demand --svg $(BUILD)/sim-plan.svg
+	@echo
+	@$(SIM_BIN) replay --svg $(BUILD)/sim-replay.svg --alloc-svg $(BUILD)/sim-alloc.svg
 
 bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "sim/json.h"
+#include "sim/openb.h"   /* sim_read_file */
 
 /* ------------------------------------------------------------ sharing ---- */
 

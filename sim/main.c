@@ -1,8 +1,11 @@
 /* main.c -- the tessera-sim command line: parses options and dispatches to the
  * subcommands. No simulation happens here. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "model/catalog.h"
 #include "policy/policy.h"
@@ -11,6 +14,7 @@
 #include "sim/fgd_paper.h"
 #include "sim/gen.h"
 #include "sim/plan.h"
+#include "sim/progress.h"
 #include "sim/replay.h"
 #include "sim/report.h"
 #include "sim/trace.h"
@@ -192,6 +196,57 @@ static int cmd_gen(int argc, char **argv) {
     return rc;
 }
 
+/* Run fn(ctx, 0..n-1) on as many threads as there are cores (policies are independent
+ * runs over read-only inputs). */
+typedef struct pool {
+    atomic_int next;
+    int n;
+    void (*fn)(void *ctx, int i);
+    void *ctx;
+} pool;
+
+static void *pool_worker(void *arg) {
+    pool *p = arg;
+    for (int i; (i = atomic_fetch_add(&p->next, 1)) < p->n;) p->fn(p->ctx, i);
+    return NULL;
+}
+
+static void run_parallel(int n, void (*fn)(void *ctx, int i), void *ctx) {
+    pool p = {.n = n, .fn = fn, .ctx = ctx};
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int nthreads = ncpu < 1 ? 1 : ncpu < n ? (int)ncpu : n;
+    pthread_t th[64];
+    if (nthreads > 64) nthreads = 64;
+    int started = 1;
+    for (; started < nthreads; started++)
+        if (pthread_create(&th[started], NULL, pool_worker, &p) != 0) break;
+    pool_worker(&p);
+    for (int i = 1; i < started; i++) pthread_join(th[i], NULL);
+}
+
+typedef struct replay_job {
+    const sim_cluster *cl;
+    const sim_trace *tr;
+    const common *c;
+    char (*names)[32];
+    sim_progress progress;
+    sim_replay_result res[16];
+    bool failed[16];
+    char err[16][600];
+} replay_job;
+
+static void replay_one(void *arg, int i) {
+    replay_job *j = arg;
+    sim_replay_opts o;
+    sim_replay_defaults(&o);
+    o.policy = j->names[i];
+    o.seed = j->c->seed;
+    o.samples = j->c->samples;
+    o.frag = j->c->frag;
+    o.progress = &j->progress;
+    j->failed[i] = sim_replay(j->cl, j->tr, &o, &j->res[i], j->err[i], sizeof j->err[i]) != 0;
+}
+
 static int cmd_replay(int argc, char **argv) {
     common c = {.policies = DEFAULT_POLICIES, .seed = 42, .samples = 100, .frag = true};
     for (int i = 1; i < argc; i++) {
@@ -206,22 +261,17 @@ static int cmd_replay(int argc, char **argv) {
     sim_cluster *cl;
     sim_trace *tr;
     if (load_inputs(&c, &cl, &tr, "replay") != 0) return 2;
-    sim_replay_result res[16];
-    int done = 0, rc = 0;
-    for (; done < np; done++) {
-        sim_replay_opts o;
-        sim_replay_defaults(&o);
-        o.policy = names[done];
-        o.seed = c.seed;
-        o.samples = c.samples;
-        o.frag = c.frag;
-        o.progress = true;
-        if (sim_replay(cl, tr, &o, &res[done], err, sizeof err) != 0) {
-            fprintf(stderr, "tessera-sim replay: %s: %s\n", names[done], err);
+    replay_job job = {.cl = cl, .tr = tr, .c = &c, .names = names};
+    sim_progress_start(&job.progress, "replay", (long)np * tr->n);
+    run_parallel(np, replay_one, &job);
+    sim_progress_end(&job.progress);
+    sim_replay_result *res = job.res;
+    int rc = 0;
+    for (int i = 0; i < np; i++)
+        if (job.failed[i]) {
+            fprintf(stderr, "tessera-sim replay: %s: %s\n", names[i], job.err[i]);
             rc = 1;
-            break;
         }
-    }
     if (rc == 0) {
         FILE *f = open_out(c.out, "replay");
         if (!f) rc = 1;
@@ -236,10 +286,12 @@ static int cmd_replay(int argc, char **argv) {
             fprintf(stderr, "tessera-sim replay: chart: %s\n", err);
             rc = 1;
         } else if (c.svg) {
-            fprintf(stderr, "chart: %s%s%s\n", c.svg, c.alloc_svg ? ", " : "", c.alloc_svg ? c.alloc_svg : "");
+            fprintf(c.fmt == SIM_FMT_TABLE && !c.out ? stdout : stderr, "chart: %s%s%s\n", c.svg,
+                    c.alloc_svg ? ", " : "", c.alloc_svg ? c.alloc_svg : "");
         }
     }
-    for (int i = 0; i < done; i++) sim_replay_result_free(&res[i]);
+    for (int i = 0; i < np; i++)
+        if (!job.failed[i]) sim_replay_result_free(&res[i]);
     sim_cluster_free(cl);
     sim_trace_free(tr);
     return rc;
@@ -260,6 +312,23 @@ static int parse_sharing_list(const char *s, sim_plan_opts *o) {
         }
     }
     return 0;
+}
+
+typedef struct plan_job {
+    const sim_cluster *cl;
+    const sim_trace *tr;
+    const sim_plan_opts *o;
+    char (*names)[32];
+    sim_progress progress;
+    sim_plan_result res[16];
+    bool failed[16];
+    char err[16][600];
+} plan_job;
+
+static void plan_one(void *arg, int i) {
+    plan_job *j = arg;
+    j->failed[i] = sim_plan(j->cl, j->tr, j->names[i], j->o, &j->res[i], j->err[i], sizeof j->err[i]) != 0;
+    sim_progress_add(&j->progress, 1);
 }
 
 static int cmd_plan(int argc, char **argv) {
@@ -297,13 +366,16 @@ static int cmd_plan(int argc, char **argv) {
     sim_cluster *cl;
     sim_trace *tr;
     if (load_inputs(&c, &cl, &tr, "plan") != 0) return 2;
-    sim_plan_result res[16];
-    int done = 0, rc = 0;
-    for (; done < np; done++)
-        if (sim_plan(cl, tr, names[done], &po, &res[done], err, sizeof err) != 0) {
-            fprintf(stderr, "tessera-sim plan: %s: %s\n", names[done], err);
+    plan_job job = {.cl = cl, .tr = tr, .o = &po, .names = names};
+    sim_progress_start(&job.progress, "plan", np);
+    run_parallel(np, plan_one, &job);
+    sim_progress_end(&job.progress);
+    sim_plan_result *res = job.res;
+    int rc = 0;
+    for (int i = 0; i < np; i++)
+        if (job.failed[i]) {
+            fprintf(stderr, "tessera-sim plan: %s: %s\n", names[i], job.err[i]);
             rc = 1;
-            break;
         }
     if (rc == 0) {
         FILE *f = open_out(c.out, "plan");
@@ -321,12 +393,13 @@ static int cmd_plan(int argc, char **argv) {
             fprintf(stderr, "tessera-sim plan: chart: %s\n", err);
             rc = 1;
         } else if (c.svg) {
-            fprintf(stderr, "chart: %s\n", c.svg);
+            fprintf(c.fmt == SIM_FMT_TABLE && !c.out ? stdout : stderr, "chart: %s\n", c.svg);
         }
         for (int i = 0; i < np && rc == 0; i++)
             if (!res[i].met) rc = 3;   /* scripts can tell "no cluster meets the targets" */
     }
-    for (int i = 0; i < done; i++) sim_plan_result_free(&res[i]);
+    for (int i = 0; i < np; i++)
+        if (!job.failed[i]) sim_plan_result_free(&res[i]);
     sim_cluster_free(cl);
     sim_trace_free(tr);
     return rc;

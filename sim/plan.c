@@ -165,31 +165,50 @@ static int grow(search *s, sim_cluster *c, int g, int limit) {
     }
 }
 
-/* Per group, the sharing option needing the fewest GPUs (its smallest count). */
+/* Smallest count of group g with its current sharing (others fixed): -1 error, -2 none
+ * up to limit. The group is left at that count. */
+static int smallest(search *s, sim_cluster *c, int g, int limit) {
+    int rc = grow(s, c, g, limit);
+    if (rc < 0) return -1;
+    if (rc == 0) return -2;
+    return shrink(s, c, g, c->groups[g].count);
+}
+
+/* Per group, the sharing needing the fewest GPUs at its smallest count; on a tie the
+ * group keeps the sharing it has (then the earlier option). */
 static int choose_sharing(search *s, sim_cluster *c, int g, int limit) {
     sim_group best = c->groups[g];
-    int best_count = -1;
+    int best_count = smallest(s, c, g, limit);
+    if (best_count == -1) return -1;
+    if (best_count >= 0) best = c->groups[g];
     for (int k = 0; k < s->o->nsharing; k++) {
         sim_group saved = c->groups[g];
         c->groups[g].sharing = s->o->sharing[k];
         char e2[256];
         model_node *probe = sim_group_node(&c->groups[g], NULL, "probe", e2, sizeof e2);
-        if (!probe) {   /* this product cannot be set up that way: skip the option */
-            c->groups[g] = saved;
-            continue;
-        }
-        model_node_free(probe);
-        int rc = grow(s, c, g, limit);
-        if (rc < 0) return -1;
-        if (rc == 1) {
-            int n = shrink(s, c, g, c->groups[g].count);
-            if (n < 0) return -1;
-            if (best_count < 0 || n < best_count) best_count = n, best = c->groups[g];
+        if (probe) {   /* else this product cannot be set up that way: skip the option */
+            model_node_free(probe);
+            int n = smallest(s, c, g, limit);
+            if (n == -1) return -1;
+            if (n >= 0 && (best_count < 0 || n < best_count)) best_count = n, best = c->groups[g];
         }
         c->groups[g] = saved;
     }
-    if (best_count >= 0) c->groups[g] = best;
+    c->groups[g] = best;
     return 0;
+}
+
+/* Double every group's count (up to its limit) until the targets hold: 1 met, 0 not
+ * even at the limit, -1 error. */
+static int upper_bound(search *s, sim_cluster *c, const int *limit, int scale) {
+    for (int factor = 1;; factor *= 2) {
+        int rc = meets(s, c);
+        if (rc != 0 || factor >= scale) return rc;
+        for (int g = 0; g < c->ngroups; g++) {
+            int next = c->groups[g].count * 2;
+            c->groups[g].count = next < limit[g] ? next : limit[g];
+        }
+    }
 }
 
 int sim_plan(const sim_cluster *base, const sim_trace *t, const char *policy, const sim_plan_opts *o,
@@ -205,14 +224,26 @@ int sim_plan(const sim_cluster *base, const sim_trace *t, const char *policy, co
         limit[g] = (c->groups[g].count ? c->groups[g].count : 1) * scale;
         if (c->groups[g].count == 0) c->groups[g].count = 1;
     }
-    /* An upper bound: double every group until the targets hold. */
-    int rc;
-    for (int factor = 1;; factor *= 2) {
-        rc = meets(&s, c);
-        if (rc != 0 || factor >= scale) break;
-        for (int g = 0; g < c->ngroups; g++) {
-            int next = c->groups[g].count * 2;
-            c->groups[g].count = next < limit[g] ? next : limit[g];
+    /* An upper bound: double every group until the targets hold; if the given sharing
+     * never gets there, try each sharing option on every group that can take it. */
+    int rc = upper_bound(&s, c, limit, scale);
+    for (int k = 0; rc == 0 && k < o->nsharing; k++) {
+        sim_cluster *alt = sim_cluster_clone(base);
+        for (int g = 0; g < alt->ngroups; g++) {
+            sim_group try = alt->groups[g];
+            try.sharing = o->sharing[k];
+            char e2[256];
+            model_node *probe = sim_group_node(&try, NULL, "probe", e2, sizeof e2);
+            if (probe) alt->groups[g].sharing = o->sharing[k];
+            model_node_free(probe);
+            if (alt->groups[g].count == 0) alt->groups[g].count = 1;
+        }
+        rc = upper_bound(&s, alt, limit, scale);
+        if (rc == 1) {
+            sim_cluster_free(c);
+            c = alt;
+        } else {
+            sim_cluster_free(alt);
         }
     }
     if (rc < 0) goto fail;

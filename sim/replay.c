@@ -36,6 +36,7 @@ typedef struct event {
 typedef struct queue {      /* waiting workloads of one shape, a heap by (priority desc, seq asc) */
     int32_t *w;
     int n, cap;
+    int pos;                /* index in state.waiting while n > 0 */
     bool ready;             /* capacity freed where it may fit: try again */
     bool unschedulable;     /* fits on no node of the empty cluster */
 } queue;
@@ -56,6 +57,8 @@ typedef struct state {
     event *heap;
     int nheap, heapcap;
     queue *q;
+    int *waiting;            /* shapes with a non-empty queue, in no order */
+    int nwaiting;
     int nready;
     double now;
     long alloc_milli;        /* allocated milli-GPU over the cluster */
@@ -105,6 +108,10 @@ static bool q_before(const state *s, int a, int b) {
 }
 
 static void q_push(state *s, queue *q, int w) {
+    if (q->n == 0) {
+        q->pos = s->nwaiting;
+        s->waiting[s->nwaiting++] = (int)(q - s->q);
+    }
     if (q->n == q->cap) {
         q->cap = q->cap ? 2 * q->cap : 16;
         q->w = realloc(q->w, (size_t)q->cap * sizeof *q->w);
@@ -127,7 +134,13 @@ static void q_pop(state *s, queue *q) {
         q->w[i] = q->w[c];
         i = c;
     }
-    if (q->n) q->w[i] = last;
+    if (q->n) {
+        q->w[i] = last;
+        return;
+    }
+    int moved = s->waiting[--s->nwaiting];   /* empty now: leave the waiting list */
+    s->waiting[q->pos] = moved;
+    s->q[moved].pos = q->pos;
 }
 
 /* ---------------------------------------------------------------- rates */
@@ -233,9 +246,10 @@ static void depart(state *s, int w) {
     node_changed(s, k);
     rerate(s, k, mask);
     /* Only node k has more room than before: wake the waiting shapes that fit there. */
-    for (int sh = 0; sh < s->t->nshapes; sh++) {
+    for (int i = 0; i < s->nwaiting; i++) {
+        int sh = s->waiting[i];
         queue *q = &s->q[sh];
-        if (q->n == 0 || q->ready) continue;
+        if (q->ready) continue;
         if (model_fit(s->nodes[k], &s->t->shapes[sh].req, NULL, 0, NULL, 0) > 0) {
             q->ready = true;
             s->nready++;
@@ -247,8 +261,10 @@ static void depart(state *s, int w) {
 static void drain_ready(state *s) {
     while (s->nready > 0 && !s->failed) {
         int best = -1;
-        for (int sh = 0; sh < s->t->nshapes; sh++)
+        for (int i = 0; i < s->nwaiting; i++) {
+            int sh = s->waiting[i];
             if (s->q[sh].ready && (best < 0 || q_before(s, s->q[sh].w[0], s->q[best].w[0]))) best = sh;
+        }
         queue *q = &s->q[best];
         int w = q->w[0];
         if (try_place(s, w)) {
@@ -318,7 +334,11 @@ static void collect(const state *s, sim_replay_result *out) {
         }
         kind_stats(wait, slow, m, k < 0 ? &out->all : &out->kind[k]);
     }
+    out->start = malloc(((size_t)t->n + 1) * sizeof *out->start);
+    out->end = malloc(((size_t)t->n + 1) * sizeof *out->end);
     for (int i = 0; i < t->n; i++) {
+        out->start[i] = s->r[i].state == W_DONE ? s->r[i].start : -1;
+        out->end[i] = s->r[i].state == W_DONE ? s->r[i].end : -1;
         if (s->r[i].state == W_DONE) out->placed++;
         if (s->r[i].state == W_UNSCHED) out->unschedulable++, out->unschedulable_kind[t->w[i].kind]++;
         if (s->r[i].state == W_DONE && s->r[i].end > out->makespan_s) out->makespan_s = s->r[i].end;
@@ -337,10 +357,10 @@ void sim_replay_defaults(sim_replay_opts *o) {
     o->frag = true;
 }
 
-static const sim_trace *sort_trace;
-static int by_arrival(const void *a, const void *b) {
+static int by_arrival(const void *a, const void *b, void *trace) {
     int x = *(const int *)a, y = *(const int *)b;
-    double ax = sort_trace->w[x].arrival, ay = sort_trace->w[y].arrival;
+    const sim_trace *t = trace;
+    double ax = t->w[x].arrival, ay = t->w[y].arrival;
     if (ax != ay) return ax < ay ? -1 : 1;
     return (x > y) - (x < y);
 }
@@ -374,7 +394,8 @@ static int setup(state *s, const sim_cluster *c, const sim_trace *t, const sim_r
     s->gpu_util = calloc((size_t)s->n * MODEL_MAX_GPUS + 1, sizeof *s->gpu_util);
     s->node_milli = calloc((size_t)s->n + 1, sizeof *s->node_milli);
     s->q = calloc((size_t)t->nshapes + 1, sizeof *s->q);
-    if (!s->inc || !s->r || !s->seq || !s->gpu_util || !s->node_milli || !s->q) {
+    s->waiting = calloc((size_t)t->nshapes + 1, sizeof *s->waiting);
+    if ((!s->inc && t->n > 0) || !s->waiting || !s->r || !s->seq || !s->gpu_util || !s->node_milli || !s->q) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -393,6 +414,7 @@ static void teardown(state *s) {
     if (s->q && s->t)
         for (int sh = 0; sh < s->t->nshapes; sh++) free(s->q[sh].w);
     free(s->q);
+    free(s->waiting);
     free(s->r);
     free(s->seq);
     free(s->gpu_util);
@@ -418,8 +440,7 @@ int sim_replay(const sim_cluster *c, const sim_trace *t, const sim_replay_opts *
     int *order = malloc(((size_t)t->n + 1) * sizeof *order);
     if (!order || setup(&s, c, t, o, err, errlen) != 0) goto done;
     for (int i = 0; i < t->n; i++) order[i] = i;
-    sort_trace = t;
-    qsort(order, (size_t)t->n, sizeof *order, by_arrival);
+    qsort_r(order, (size_t)t->n, sizeof *order, by_arrival, (void *)t);
     for (int i = 0; i < t->n; i++) s.seq[order[i]] = (uint32_t)i;
 
     snprintf(out->policy, sizeof out->policy, "%s", o->policy);
@@ -432,8 +453,6 @@ int sim_replay(const sim_cluster *c, const sim_trace *t, const sim_replay_opts *
     out->frag_pct = calloc((size_t)ns, sizeof(double));
     double cap_milli = 1000.0 * (out->gpus ? out->gpus : 1), area = 0, area_window = 0, frag_sum = 0;
     int ai = 0, si = 0;
-    sim_progress prog;
-    if (o->progress) sim_progress_start(&prog, o->policy, t->n);
 
     while ((ai < t->n || s.nheap > 0) && !s.failed) {
         double next = ai < t->n ? t->w[order[ai]].arrival : INFINITY;
@@ -460,10 +479,9 @@ int sim_replay(const sim_cluster *c, const sim_trace *t, const sim_replay_opts *
         drain_ready(&s);
         while (ai < t->n && t->w[order[ai]].arrival <= s.now && !s.failed) {
             arrive(&s, order[ai++]);
-            if (o->progress) sim_progress_add(&prog, 1);
+            if (o->progress) sim_progress_add(o->progress, 1);
         }
     }
-    if (o->progress) sim_progress_end(&prog);
     if (s.failed) {
         snprintf(err, errlen, "%s", s.err);
         goto done;
@@ -487,6 +505,8 @@ void sim_replay_result_free(sim_replay_result *r) {
     free(r->t);
     free(r->alloc_pct);
     free(r->frag_pct);
-    r->t = r->alloc_pct = r->frag_pct = NULL;
+    free(r->start);
+    free(r->end);
+    r->t = r->alloc_pct = r->frag_pct = r->start = r->end = NULL;
     r->nsamples = 0;
 }

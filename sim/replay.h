@@ -14,6 +14,9 @@
  * Running time: a workload's work is its duration on a dedicated GPU; it progresses at
  * the rate slowdown.h gives for its GPUs and co-tenants, re-computed whenever a tenant
  * arrives on or leaves one of its GPUs.
+ *
+ * Replays of different policies may run on different threads at once: the cluster and
+ * trace are only read.
  */
 #ifndef SIM_REPLAY_H
 #define SIM_REPLAY_H
@@ -30,7 +33,7 @@ typedef struct sim_replay_opts {
     int samples;             /* points of the allocation/fragmentation time series (0: 100) */
     bool frag;               /* measure fragmentation at each sample (policy_frag_cluster) */
     bool check;              /* model_node_check every touched node (tests; slow) */
-    bool progress;           /* progress bar on stderr (sim/progress.h) */
+    struct sim_progress *progress;  /* if not NULL, ticked once per arrival (sim/progress.h) */
 } sim_replay_opts;
 
 void sim_replay_defaults(sim_replay_opts *o);   /* fgd, seed 42, 100 samples, frag on */
@@ -52,6 +55,7 @@ typedef struct sim_replay_result {
     sim_kind_stats kind[SIM_NKINDS], all;
     int nsamples;
     double *t, *alloc_pct, *frag_pct;   /* time series (s, %, %) */
+    double *start, *end;     /* per workload, in trace order; -1 if it never ran */
     double wall_s;           /* wall-clock seconds the replay took */
     long placements_tried;
 } sim_replay_result;

@@ -119,7 +119,8 @@ int sim_report_replay_svg(const char *path, const char *alloc_path, const sim_re
 static void group_cell(const sim_group *g, char *buf, size_t len) {
     char sh[128];
     sim_sharing_format(&g->sharing, sh, sizeof sh);
-    snprintf(buf, len, "%d (%s)", g->count, sh);
+    if (g->count == 0) snprintf(buf, len, "0");
+    else snprintf(buf, len, "%d x %s", g->count, sh);
 }
 
 void sim_report_plan(FILE *f, sim_format fmt, const sim_plan_result *p, int n) {

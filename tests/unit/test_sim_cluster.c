@@ -1,0 +1,129 @@
+/* test_sim_cluster.c -- cluster JSON: the demo cluster becomes the nodes the GPU
+ * operator would describe; bad input gets an error naming the field. */
+#include "sim_helpers.h"
+
+#include "model/node.h"
+
+TEST(sim_cluster_demo_builds_operator_nodes) {
+    char err[512];
+    sim_cluster *c = sim_cluster_from_json((const char *)sim_demo_sim_cluster_json, sim_demo_sim_cluster_json_len,
+                                           NULL, err, sizeof err);
+    CHECK_MSG(c, "%s", err);
+    CHECK_INT(c->ngroups, 4);
+    CHECK_INT(sim_cluster_nodes(c), 6);
+    CHECK_INT(sim_cluster_gpus(c), 40);
+    model_node **nodes;
+    int *group_of, n;
+    CHECK(sim_cluster_build(c, NULL, &nodes, &group_of, &n, err, sizeof err) == 0);
+    CHECK_INT(n, 6);
+    CHECK_STR(nodes[0]->name, "a100-0");
+    CHECK_STR(nodes[1]->name, "a100-1");
+    CHECK_INT(group_of[2], 1);
+    /* whole A100s */
+    CHECK_INT(nodes[0]->ngpus, 8);
+    CHECK_INT(nodes[0]->gpus[7].mode, MODEL_GPU_WHOLE);
+    CHECK(nodes[0]->track_host);
+    CHECK_INT(nodes[0]->cpu_milli, 128000);
+    CHECK_INT(nodes[0]->memory_mib, 1048576);
+    /* MIG layout 3g.40gb + 2 x 2g.20gb on every GPU, placed by the model */
+    CHECK_INT(nodes[2]->mig_strategy, MODEL_MIG_MIXED);
+    for (int g = 0; g < 8; g++) {
+        CHECK_INT(nodes[2]->gpus[g].mode, MODEL_GPU_MIG);
+        CHECK_INT(nodes[2]->gpus[g].ninst, 3);
+        CHECK(!nodes[2]->gpus[g].mig_dynamic);
+    }
+    /* time-sliced T4s: the -SHARED product label, 4 replicas */
+    CHECK_INT(nodes[3]->ngpus, 4);
+    CHECK_INT(nodes[3]->gpus[0].mode, MODEL_GPU_TIMESLICE);
+    CHECK_INT(nodes[3]->gpus[0].replicas, 4);
+    CHECK_STR(nodes[3]->product_label, "Tesla-T4-SHARED");
+    /* H100 with MIG on demand: MIG mode, no instances yet */
+    CHECK_INT(nodes[5]->gpus[0].mode, MODEL_GPU_MIG);
+    CHECK(nodes[5]->gpus[0].mig_dynamic);
+    CHECK_INT(nodes[5]->gpus[0].ninst, 0);
+    for (int i = 0; i < n; i++) {
+        char why[256];
+        CHECK_MSG(model_node_check(nodes[i], why, sizeof why), "%s: %s", nodes[i]->name, why);
+    }
+    sim_cluster_free_nodes(nodes, group_of, n);
+    sim_cluster_free(c);
+}
+
+TEST(sim_cluster_sharing_strings) {
+    sim_sharing s;
+    char err[256], buf[128];
+    CHECK(sim_sharing_parse("mps:8", &s, err, sizeof err) == 0);
+    CHECK_INT(s.kind, SIM_SHARE_MPS);
+    CHECK_INT(s.replicas, 8);
+    CHECK(sim_sharing_parse("mig:3g.40gb+2x2g.20gb", &s, err, sizeof err) == 0);
+    CHECK_INT(s.nitems, 2);
+    CHECK_STR(s.profile[1], "2g.20gb");
+    CHECK_INT(s.count[1], 2);
+    sim_sharing_format(&s, buf, sizeof buf);
+    CHECK_STR(buf, "mig:3g.40gb+2x2g.20gb");
+    CHECK(sim_sharing_parse("mig:1g.10gb+me+3x1g.10gb", &s, err, sizeof err) == 0);
+    CHECK_STR(s.profile[0], "1g.10gb+me");
+    CHECK_STR(s.profile[1], "1g.10gb");
+    CHECK_INT(s.count[1], 3);
+    CHECK(sim_sharing_parse("timeslice:1", &s, err, sizeof err) != 0);
+    CHECK_CONTAINS(err, "2..");
+    CHECK(sim_sharing_parse("mig:", &s, err, sizeof err) != 0);
+    CHECK(sim_sharing_parse("mig:me+1g.10gb", &s, err, sizeof err) != 0);
+    CHECK(sim_sharing_parse("exclusive", &s, err, sizeof err) != 0);
+    CHECK_CONTAINS(err, "expected whole, timeslice:N");
+}
+
+static void expect_error(const char *json, const char *needle) {
+    char err[512] = "";
+    sim_cluster *c = cluster_of(json, err, sizeof err);
+    CHECK_REFUSED(c != NULL, json, err, needle);
+    sim_cluster_free(c);
+}
+
+#define GROUP(extra) "{\"nodeGroups\": [{\"name\": \"g\", \"count\": 1, \"gpusPerNode\": 2, " extra "}]}"
+
+TEST(sim_cluster_errors_name_the_field) {
+    expect_error("{\"nodeGroups\": [", "malformed JSON");
+    expect_error("{\"groups\": []}", "unknown key \"groups\"");
+    expect_error("{\"nodeGroups\": []}", "nodeGroups: expected a non-empty array");
+    expect_error("{\"nodeGroups\": [{\"name\": \"g\", \"gpuProduct\": \"Tesla-T4\", \"gpusPerNode\": 1}]}",
+                 "nodeGroups[0].count: missing");
+    expect_error(GROUP("\"gpuProduct\": \"Tesla-T4\", \"gpusPerNod\": 1"), "nodeGroups[0]: unknown key \"gpusPerNod\"");
+    expect_error(GROUP("\"gpuProduct\": 7"), "nodeGroups[0].gpuProduct: expected a string");
+    expect_error(GROUP("\"gpuProduct\": \"Tesla-T5\""), "gpuProduct \"Tesla-T5\" is not in the GPU catalog");
+    expect_error(GROUP("\"gpuProduct\": \"Tesla-T4\", \"sharing\": \"mig:on-demand\""), "does not support MIG");
+    expect_error(GROUP("\"gpuProduct\": \"NVIDIA-A100-SXM4-80GB\", \"sharing\": \"mig:4x3g.40gb\""),
+                 "nodeGroups[0]: group \"g\": cannot place the advertised MIG devices");
+    expect_error(GROUP("\"gpuProduct\": \"NVIDIA-A100-SXM4-80GB\", \"sharing\": \"mig:3g.20gb\""),
+                 "has no MIG profile \"3g.20gb\"");
+    expect_error(GROUP("\"gpuProduct\": \"Tesla-T4\", \"sharing\": \"mps:64\""), "exceeds the");
+    expect_error(GROUP("\"gpuProduct\": \"Tesla-T4\", \"cpuMilli\": 1000"), "cpuMilli and memoryMiB go together");
+    expect_error(GROUP("\"gpuProduct\": \"Tesla-T4\", \"sharing\": \"timeslice:x\""), "nodeGroups[0].sharing:");
+    expect_error("{\"nodeGroups\": [{\"name\": \"g\", \"count\": 1.5, \"gpuProduct\": \"Tesla-T4\", \"gpusPerNode\": 1}]}",
+                 "nodeGroups[0].count: expected a whole number");
+    expect_error("{\"nodeGroups\": [{\"name\": \"g\", \"count\": 1, \"gpuProduct\": \"Tesla-T4\", \"gpusPerNode\": 17}]}",
+                 "nodeGroups[0].gpusPerNode");
+    expect_error("{\"nodeGroups\": [{\"name\": \"g\", \"count\": 1, \"gpuProduct\": \"Tesla-T4\", \"gpusPerNode\": 1},"
+                 " {\"name\": \"g\", \"count\": 1, \"gpuProduct\": \"Tesla-T4\", \"gpusPerNode\": 1}]}",
+                 "nodeGroups[1].name: \"g\" is used twice");
+}
+
+TEST(sim_cluster_catalog_id_and_round_trip) {
+    sim_cluster *c = one_group("A100-80GB", 3, 4, "timeslice:2");
+    CHECK(c);
+    char *json = sim_cluster_to_json(c);
+    char err[256];
+    sim_cluster *d = cluster_of(json, err, sizeof err);
+    free(json);
+    CHECK_MSG(d, "%s", err);
+    CHECK_INT(d->groups[0].count, 3);
+    CHECK_INT(d->groups[0].sharing.kind, SIM_SHARE_TIMESLICE);
+    CHECK_INT(d->groups[0].sharing.replicas, 2);
+    model_node *n = sim_group_node(&d->groups[0], NULL, "x", err, sizeof err);
+    CHECK_MSG(n, "%s", err);
+    CHECK_STR(n->gpus[0].product->model_id, "A100-80GB");
+    CHECK(!n->track_host);
+    model_node_free(n);
+    sim_cluster_free(c);
+    sim_cluster_free(d);
+}

@@ -1,0 +1,130 @@
+/* test_sim_plan.c -- targets parse with clear errors; the planner finds the smallest
+ * count per group, and one node fewer in any group misses a target. */
+#include "sim_helpers.h"
+
+#include "sim/plan.h"
+
+TEST(sim_plan_targets_parse) {
+    sim_target t;
+    char err[256];
+    CHECK(sim_target_parse("wait.p95.inference<=30s", &t, err, sizeof err) == 0);
+    CHECK_STR(t.metric, "wait.p95.inference");
+    CHECK_INT(t.op, SIM_OP_LE);
+    CHECK_NEAR(t.value, 30, 0);
+    CHECK(sim_target_parse("wait.p99.all<5m", &t, err, sizeof err) == 0);
+    CHECK_NEAR(t.value, 300, 0);
+    CHECK_INT(t.op, SIM_OP_LT);
+    CHECK(sim_target_parse("unschedulable==0", &t, err, sizeof err) == 0);
+    CHECK_INT(t.op, SIM_OP_EQ);
+    CHECK(sim_target_parse("slowdown.mean.notebook<=1.2", &t, err, sizeof err) == 0);
+    CHECK(sim_target_parse("alloc.mean>=50", &t, err, sizeof err) == 0);
+    CHECK_INT(t.op, SIM_OP_GE);
+    CHECK(sim_target_parse("wait.p95.inferenc<=30s", &t, err, sizeof err) != 0);
+    CHECK_CONTAINS(err, "unknown kind \"inferenc\"");
+    CHECK(sim_target_parse("wait.p42.all<=30s", &t, err, sizeof err) != 0);
+    CHECK_CONTAINS(err, "\"p42\" is not a statistic of wait");
+    CHECK(sim_target_parse("latency<=3", &t, err, sizeof err) != 0);
+    CHECK_CONTAINS(err, "unknown metric \"latency\"");
+    CHECK(sim_target_parse("wait.p95.all<=soon", &t, err, sizeof err) != 0);
+    CHECK_CONTAINS(err, "is not a duration");
+    CHECK(sim_target_parse("wait.p95.all", &t, err, sizeof err) != 0);
+    CHECK_CONTAINS(err, "expected <metric><op><value>");
+}
+
+static void add_target(sim_plan_opts *o, const char *s) {
+    char err[256];
+    if (sim_target_parse(s, &o->targets[o->ntargets++], err, sizeof err) != 0) test_fail(__FILE__, __LINE__, "%s", err);
+}
+
+/* Six one-GPU jobs at once and "nobody waits": exactly six one-GPU nodes. */
+TEST(sim_plan_finds_the_minimum) {
+    char json[4096] = "{\"workloads\": [", err[512];
+    for (int i = 0; i < 6; i++)
+        snprintf(json + strlen(json), sizeof json - strlen(json),
+                 "%s{\"id\": \"j%d\", \"kind\": \"training\", \"arrival\": %d, \"duration\": 1000,"
+                 " \"pod\": {\"resources\": {\"requests\": {\"nvidia.com/gpu\": \"1\"}}}}", i ? "," : "", i, i);
+    strcat(json, "]}");
+    sim_trace *t = trace_of(json, err, sizeof err);
+    sim_cluster *c = one_group("NVIDIA-A100-SXM4-80GB", 1, 1, "whole");
+    CHECK_MSG(t && c, "%s", err);
+    sim_plan_opts o = {0};
+    add_target(&o, "wait.max.all<=0");
+    add_target(&o, "unschedulable==0");
+    sim_plan_result p;
+    CHECK_MSG(sim_plan(c, t, "bestfit", &o, &p, err, sizeof err) == 0, "%s", err);
+    CHECK(p.met);
+    CHECK_INT(p.cluster->groups[0].count, 6);
+    CHECK_NEAR(p.measured[0], 0, 0);
+    sim_replay_result r;
+    p.cluster->groups[0].count = 5;
+    CHECK_INT(sim_plan_check(p.cluster, t, "bestfit", &o, &r, err, sizeof err), 0);
+    CHECK_NEAR(r.kind[SIM_TRAINING].wait_max, 1000 - 5, 1e-9);   /* the sixth waits for the first */
+    sim_replay_result_free(&r);
+    sim_plan_result_free(&p);
+    sim_cluster_free(c);
+    sim_trace_free(t);
+}
+
+/* On the demo inputs: every group at its planned count minus one misses a target. */
+TEST(sim_plan_demo_count_minus_one_fails) {
+    char err[512];
+    sim_cluster *c;
+    sim_trace *t;
+    CHECK(load_demo(&c, &t));
+    sim_plan_opts o = {0};
+    add_target(&o, "wait.p95.inference<=30s");
+    add_target(&o, "unschedulable==0");
+    sim_plan_result p;
+    CHECK_MSG(sim_plan(c, t, "fgd", &o, &p, err, sizeof err) == 0, "%s", err);
+    CHECK(p.met);
+    CHECK(p.measured[0] <= 30);
+    CHECK_NEAR(p.measured[1], 0, 0);
+    for (int g = 0; g < p.cluster->ngroups; g++) {
+        if (p.cluster->groups[g].count == 0) continue;
+        sim_cluster *less = sim_cluster_clone(p.cluster);
+        less->groups[g].count--;
+        sim_replay_result r;
+        CHECK_INT(sim_plan_check(less, t, "fgd", &o, &r, err, sizeof err), 0);
+        sim_replay_result_free(&r);
+        sim_cluster_free(less);
+    }
+    sim_plan_result_free(&p);
+    sim_cluster_free(c);
+    sim_trace_free(t);
+}
+
+/* Pods that take time-slice replicas only: "whole" cannot serve them, timeslice:4 can,
+ * four to a GPU; the planner picks the sharing and the count. */
+TEST(sim_plan_chooses_sharing) {
+    char json[4096] = "{\"workloads\": [", err[512];
+    for (int i = 0; i < 8; i++)
+        snprintf(json + strlen(json), sizeof json - strlen(json),
+                 "%s{\"id\": \"n%d\", \"kind\": \"notebook\", \"arrival\": 0, \"duration\": 600, \"gpuUtil\": 0.05,"
+                 " \"pod\": {\"resources\": {\"requests\": {\"nvidia.com/gpu\": \"1\"}},"
+                 " \"annotations\": {\"tessera.io/isolation\": \"timeslice\"}}}", i ? "," : "", i);
+    strcat(json, "]}");
+    sim_trace *t = trace_of(json, err, sizeof err);
+    sim_cluster *c = one_group("NVIDIA-A100-SXM4-80GB", 4, 1, "whole");
+    CHECK_MSG(t && c, "%s", err);
+    sim_plan_opts o = {0};
+    add_target(&o, "wait.max.all<=0");
+    add_target(&o, "unschedulable==0");
+    o.nsharing = 2;
+    CHECK(sim_sharing_parse("whole", &o.sharing[0], err, sizeof err) == 0);
+    CHECK(sim_sharing_parse("timeslice:4", &o.sharing[1], err, sizeof err) == 0);
+    sim_plan_result p;
+    CHECK_MSG(sim_plan(c, t, "binpack", &o, &p, err, sizeof err) == 0, "%s", err);
+    CHECK(p.met);
+    CHECK_INT(p.cluster->groups[0].sharing.kind, SIM_SHARE_TIMESLICE);
+    CHECK_INT(p.cluster->groups[0].count, 2);
+    sim_plan_result_free(&p);
+    /* Without the option, no count of whole GPUs helps: reported, not looped forever. */
+    o.nsharing = 0;
+    o.max_scale = 4;
+    CHECK(sim_plan(c, t, "binpack", &o, &p, err, sizeof err) == 0);
+    CHECK(!p.met);
+    CHECK_NEAR(p.measured[1], 8, 0);
+    sim_plan_result_free(&p);
+    sim_cluster_free(c);
+    sim_trace_free(t);
+}

@@ -1,0 +1,122 @@
+/* test_sim_trace.c -- trace JSON: pods read by the model exactly as the extender reads
+ * them, shapes shared, clear errors naming the workload and field, and a round trip. */
+#include "sim_helpers.h"
+
+#include "sim/gen.h"
+
+TEST(sim_trace_demo_loads_with_shared_shapes) {
+    char err[512];
+    sim_trace *t = sim_trace_from_json((const char *)sim_demo_sim_trace_json, sim_demo_sim_trace_json_len, err,
+                                       sizeof err);
+    CHECK_MSG(t, "%s", err);
+    CHECK_INT(t->n, 300);
+    CHECK(t->nshapes >= 4 && t->nshapes <= 12);   /* gen.c's size options, not one per workload */
+    int kinds[SIM_NKINDS] = {0};
+    for (int i = 0; i < t->n; i++) {
+        kinds[t->w[i].kind]++;
+        CHECK(t->w[i].duration > 0);
+        CHECK(t->w[i].util >= 0 && t->w[i].util <= 1);
+        if (i) CHECK(t->w[i].arrival >= t->w[i - 1].arrival);
+    }
+    for (int k = 0; k < SIM_NKINDS; k++) CHECK(kinds[k] > 0);
+    sim_trace_free(t);
+}
+
+TEST(sim_trace_pod_forms_go_through_the_model) {
+    char err[512];
+    sim_trace *t = trace_of(
+        "{\"workloads\": ["
+        "{\"id\": \"a\", \"kind\": \"training\", \"arrival\": 0, \"duration\": 60,"
+        " \"pod\": {\"resources\": {\"limits\": {\"nvidia.com/gpu\": \"2\"}}}},"
+        "{\"id\": \"b\", \"kind\": \"inference\", \"arrival\": 1, \"duration\": 60, \"priority\": 7, \"tenant\": \"x\","
+        " \"gpuUtil\": 0.25, \"pod\": {\"resources\": {\"requests\": {\"nvidia.com/mig-3g.40gb\": \"1\"}}}},"
+        "{\"id\": \"c\", \"kind\": \"notebook\", \"arrival\": 2, \"duration\": 60,"
+        " \"pod\": {\"annotations\": {\"gpu-fraction\": \"0.5\"}}},"
+        "{\"id\": \"d\", \"kind\": \"batch\", \"arrival\": 3, \"duration\": 60,"
+        " \"pod\": {\"spec\": {\"containers\": [{\"name\": \"m\", \"resources\": {\"requests\": {\"nvidia.com/gpumem\": \"20000\"}}}]}}},"
+        "{\"id\": \"e\", \"kind\": \"training\", \"arrival\": 4, \"duration\": 60,"
+        " \"pod\": {\"resources\": {\"limits\": {\"nvidia.com/gpu\": \"2\"}}}}]}",
+        err, sizeof err);
+    CHECK_MSG(t, "%s", err);
+    CHECK_INT(t->n, 5);
+    CHECK_INT(t->nshapes, 4);   /* a and e share one */
+    CHECK_INT(t->w[0].shape, t->w[4].shape);
+    const model_request *r = &t->shapes[t->w[0].shape].req;
+    CHECK_INT(r->kind, MODEL_REQ_WHOLE);
+    CHECK_INT(r->count, 2);   /* a limit without a request counts as the request */
+    CHECK_INT(t->shapes[t->w[1].shape].req.kind, MODEL_REQ_MIG);
+    CHECK_STR(t->shapes[t->w[1].shape].req.mig_profile, "3g.40gb");
+    CHECK_INT(t->shapes[t->w[2].shape].req.kind, MODEL_REQ_FRACTION);
+    CHECK_INT(t->shapes[t->w[3].shape].req.memory_mib, 20000);
+    CHECK_INT(t->w[1].priority, 7);
+    CHECK_STR(t->tenants[t->w[1].tenant], "x");
+    CHECK_STR(t->tenants[t->w[0].tenant], "default");
+    CHECK_NEAR(t->w[0].util, 1.0, 1e-6);   /* default: busy */
+    CHECK_STR(sim_trace_id(t, 3), "d");
+    sim_trace_free(t);
+}
+
+static void expect_error(const char *workload, const char *needle) {
+    char json[1024], err[512] = "";
+    snprintf(json, sizeof json, "{\"workloads\": [%s]}", workload);
+    sim_trace *t = trace_of(json, err, sizeof err);
+    CHECK_REFUSED(t != NULL, workload, err, needle);
+    sim_trace_free(t);
+}
+
+#define W(extra) "{\"id\": \"a\", \"kind\": \"training\", \"arrival\": 0, \"duration\": 60" extra "}"
+#define POD ", \"pod\": {\"resources\": {\"requests\": {\"nvidia.com/gpu\": \"1\"}}}"
+
+TEST(sim_trace_errors_name_the_field) {
+    char err[256];
+    CHECK(!trace_of("{\"workloads\": [", err, sizeof err));
+    CHECK_CONTAINS(err, "malformed JSON");
+    CHECK(!trace_of("[]", err, sizeof err));
+    CHECK_CONTAINS(err, "\"workloads\" array");
+    expect_error("{\"id\": \"a\", \"kind\": \"serving\", \"arrival\": 0, \"duration\": 60" POD "}",
+                 "workloads[0].kind: \"serving\" is not one of training, inference, notebook, batch");
+    expect_error(W(POD ", \"gpuUtil\": 1.5"), "workloads[0].gpuUtil: expected a number in [0, 1]");
+    expect_error("{\"id\": \"a\", \"kind\": \"training\", \"arrival\": 0, \"duration\": 0" POD "}",
+                 "workloads[0].duration: must be > 0");
+    expect_error("{\"id\": \"a\", \"kind\": \"training\", \"arrival\": -1, \"duration\": 5" POD "}",
+                 "workloads[0].arrival");
+    expect_error(W(""), "workloads[0].pod: missing");
+    expect_error(W(POD ", \"prio\": 1"), "workloads[0]: unknown key \"prio\"");
+    expect_error(W(POD ", \"priority\": 1.5"), "workloads[0].priority: expected a whole number");
+    expect_error(W(", \"pod\": {\"resources\": {\"requests\": {\"nvidia.com/gpu\": \"500m\"}}}"),
+                 "workloads[0].pod: ");
+    expect_error(W(", \"pod\": {\"resources\": {\"requests\": {\"nvidia.com/gpu\": \"500m\"}}}"), "nvidia.com/gpu");
+    expect_error(W(", \"pod\": {\"annotations\": {\"tessera.io/gpu-fraction\": \"1.5\"}}"), "gpu-fraction");
+    expect_error(W(", \"pod\": {\"resource\": {}}"), "workloads[0].pod: pod: unknown key \"resource\"");
+    expect_error(W(", \"pod\": 3"), "workloads[0].pod: expected an object");
+}
+
+TEST(sim_trace_write_read_round_trip) {
+    sim_gen_opts o;
+    sim_gen_defaults(&o);
+    o.workloads = 200;
+    char err[512];
+    sim_trace *a = sim_gen(&o, err, sizeof err);
+    CHECK_MSG(a, "%s", err);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(sim_trace_write(a, f) == 0);
+    fclose(f);
+    sim_trace *b = sim_trace_from_json(buf, len, err, sizeof err);
+    free(buf);
+    CHECK_MSG(b, "%s", err);
+    CHECK_INT(b->n, a->n);
+    CHECK_INT(b->nshapes, a->nshapes);
+    for (int i = 0; i < a->n; i++) {
+        CHECK_STR(sim_trace_id(b, i), sim_trace_id(a, i));
+        CHECK_NEAR(b->w[i].arrival, a->w[i].arrival, 1e-9);
+        CHECK_NEAR(b->w[i].duration, a->w[i].duration, 1e-9);
+        CHECK_NEAR(b->w[i].util, a->w[i].util, 1e-6);
+        CHECK_INT(b->w[i].kind, a->w[i].kind);
+        CHECK_INT(b->w[i].priority, a->w[i].priority);
+        CHECK(!memcmp(&b->shapes[b->w[i].shape].req, &a->shapes[a->w[i].shape].req, sizeof(model_request)));
+    }
+    sim_trace_free(a);
+    sim_trace_free(b);
+}
