@@ -97,7 +97,9 @@ TEST(ext_http_bad_input_gets_json_errors_and_changes_nothing) {
     char *trunc = test_fixture("extender-samples/node-list/01-filter.request.raw.json", NULL);
     trunc[strlen(trunc) / 2] = 0;
     char *gpod = pod_json("p", "uid-p", 0, "\"nvidia.com/gpu\":\"1\"", NULL, NULL);
-    char wrongnames[4096], podarray[64], preempt_bad[4096], unknown_node[4096];
+    char wrongnames[4096], podarray[64], preempt_bad[4096], unknown_node[4096], preempt_unknown[4096];
+    snprintf(preempt_unknown, sizeof preempt_unknown,
+             "{\"Pod\":%s,\"NodeNameToVictims\":null,\"NodeNameToMetaVictims\":{\"no-such-node\":{\"Pods\":[{\"UID\":\"u9\"}]}}}", gpod);
     snprintf(wrongnames, sizeof wrongnames, "{\"Pod\":%s,\"Nodes\":null,\"NodeNames\":\"gpu-a100-whole\"}", gpod);
     snprintf(podarray, sizeof podarray, "{\"Pod\":[],\"Nodes\":null,\"NodeNames\":[]}");
     snprintf(preempt_bad, sizeof preempt_bad,
@@ -110,6 +112,17 @@ TEST(ext_http_bad_input_gets_json_errors_and_changes_nothing) {
         {"POST", "/tessera/filter", podarray, 400, "Pod"},
         {"POST", "/tessera/filter", "{\"Pod\":{\"metadata\":{\"name\":\"x\"}}}", 400, "neither Nodes nor NodeNames"},
         {"POST", "/tessera/filter", "{\"Pod\":{\"metadata\":{\"name\":\"x\"}},\"Nodes\":{\"items\":[{\"metadata\":{}}]}}", 400, "metadata.name"},
+        {"POST", "/tessera/filter", "{\"Pod\":{\"metadata\":{\"name\":\"x\"}},\"Nodes\":5}", 400, "Nodes: expected"},
+        {"POST", "/tessera/filter", "{\"Pod\":{\"metadata\":{\"name\":\"x\"}},\"Nodes\":{\"items\":{}}}", 400, "Nodes.items"},
+        {"POST", "/tessera/filter", "{\"Pod\":{\"metadata\":{\"name\":\"x\"}},\"Nodes\":{\"items\":[7]}}", 400, "items[0]"},
+        {"POST", "/tessera/filter", "{\"Pod\":{\"metadata\":{\"name\":\"x\"}},\"Nodes\":{\"items\":null}}", 200, "\"items\":[]"},
+        {"POST", "/tessera/filter", "{\"Pod\":{\"metadata\":{\"name\":\"x\"}},\"NodeNames\":[\"a\",1]}", 400, "NodeNames[1]"},
+        {"POST", "/tessera/filter", "{\"Pod\":{\"metadata\":{\"name\":5}},\"NodeNames\":[]}", 400, "Pod.metadata.name"},
+        {"POST", "/tessera/filter", "{\"Pod\":{\"metadata\":{\"name\":\"x\"}},\"NodeNames\":[]} x", 400, "malformed"},
+        {"POST", "/tessera/filter", "{\"Pod\":{\"metadata\":{\"name\":\"x\"}},\"NodeNames\":[\"a\" \"b\"]}", 400, "malformed"},
+        {"POST", "/tessera/prioritize", unknown_node, 200, "{\"Host\":\"no-such-node\",\"Score\":0}"},
+        {"POST", "/tessera/preempt", "{\"NodeNameToVictims\":null}", 400, "Pod"},
+        {"POST", "/tessera/preempt", preempt_unknown, 200, "\"NodeNameToMetaVictims\":{}"},
         {"POST", "/tessera/prioritize", "[]", 400, "\"Error\""},
         {"POST", "/tessera/prioritize", "null", 400, "\"Error\""},
         {"POST", "/tessera/bind", "{\"PodName\":5,\"PodNamespace\":\"d\",\"PodUID\":\"u\",\"Node\":\"n\"}", 400, "PodName"},
