@@ -357,3 +357,77 @@ TEST(ext_http_ops_server_serves_only_probes_and_metrics) {
     CHECK_INT(om, 200);
     CHECK(counted);
 }
+
+/* HTTPS with a client CA (--tls-cert/--tls-key/--tls-client-ca), with certificates made by
+ * openssl for this run: a client certificate the CA signed is served, no certificate or
+ * one the CA did not sign is refused. */
+static long tls_get(int port, const char *dir, const char *client) {
+    char url[64], ca[256], crt[256], key[256];
+    snprintf(url, sizeof url, "https://127.0.0.1:%d/healthz", port);
+    snprintf(ca, sizeof ca, "%s/ca.crt", dir);
+    CURL *c = curl_easy_init();
+    buf b = {0};
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CAINFO, ca);
+    if (client) {
+        snprintf(crt, sizeof crt, "%s/%s.crt", dir, client);
+        snprintf(key, sizeof key, "%s/%s.key", dir, client);
+        curl_easy_setopt(c, CURLOPT_SSLCERT, crt);
+        curl_easy_setopt(c, CURLOPT_SSLKEY, key);
+    }
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+    long code = 0;
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(c);
+    free(b.p);
+    return code;
+}
+
+TEST(ext_http_tls_client_ca_admits_only_signed_clients) {
+    if (system("command -v openssl >/dev/null 2>&1") != 0) {
+        printf("    skipped: openssl is not installed, so no certificates can be made for the HTTPS test\n");
+        return;
+    }
+    char dir[] = "/tmp/tessera-tls-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    const char *ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && { openssl req -x509 %s -keyout ca.key -out ca.crt -days 2 -subj /CN=tessera-test-ca && "
+             "openssl req %s -keyout srv.key -out srv.csr -subj /CN=127.0.0.1 && "
+             "printf 'subjectAltName=IP:127.0.0.1\\n' > srv.ext && "
+             "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt -days 2 -extfile srv.ext && "
+             "openssl req %s -keyout cli.key -out cli.csr -subj /CN=kube-scheduler && "
+             "openssl x509 -req -in cli.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out cli.crt -days 2 && "
+             "openssl req -x509 %s -keyout rogue.key -out rogue.crt -days 2 -subj /CN=rogue; } >/dev/null 2>&1",
+             dir, ec, ec, ec, ec);
+    int made = system(cmd);
+    char cert[256], key[256], ca[256];
+    snprintf(cert, sizeof cert, "%s/srv.crt", dir);
+    snprintf(key, sizeof key, "%s/srv.key", dir);
+    snprintf(ca, sizeof ca, "%s/ca.crt", dir);
+    ext_state *st = demo_state();
+    ext_verbs v;
+    ext_verbs_init(&v, st, NULL, NULL, NULL);
+    ext_http_config hc = {.conn_timeout_s = 2, .verbs = &v, .tls_cert_file = cert, .tls_key_file = key,
+                          .tls_client_ca_file = ca};
+    snprintf(hc.listen, sizeof hc.listen, "127.0.0.1:0");
+    char err[256] = "";
+    ext_http *h = made == 0 ? ext_http_start(&hc, err, sizeof err) : NULL;
+    long signed_ = h ? tls_get(ext_http_port(h), dir, "cli") : -1;
+    long none = h ? tls_get(ext_http_port(h), dir, NULL) : -1;
+    long rogue = h ? tls_get(ext_http_port(h), dir, "rogue") : -1;
+    printf("    https: signed client %ld, no certificate %ld, unsigned certificate %ld (0 = refused in the handshake)\n",
+           signed_, none, rogue);
+    ext_http_stop(h);
+    ext_state_free(st);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    CHECK_MSG(made == 0, "openssl could not make the test certificates");
+    CHECK_MSG(h != NULL, "HTTPS server: %s", err);
+    CHECK_INT(signed_, 200);
+    CHECK_MSG(none == 403 || none == 0, "no client certificate: %ld", none);      /* 0: refused in the handshake */
+    CHECK_MSG(rogue == 403 || rogue == 0, "unsigned client certificate: %ld", rogue);
+}
