@@ -84,6 +84,15 @@ static void jb_raw(jbuf *b, const char *s, size_t n) {
 
 static void jb_lit(jbuf *b, const char *s) { jb_raw(b, s, strlen(s)); }
 
+/* Room for n more bytes at once (a reply echoing megabytes of Node objects). */
+static void jb_reserve(jbuf *b, size_t n) {
+    if (b->oom || b->len + n + 1 <= b->cap) return;
+    char *np = realloc(b->p, b->len + n + 1);
+    if (!np) { b->oom = true; return; }
+    b->p = np;
+    b->cap = b->len + n + 1;
+}
+
 /* s as a JSON string: quotes, backslashes and control characters escaped. */
 static void jb_str(jbuf *b, const char *s) {
     jb_raw(b, "\"", 1);
@@ -252,55 +261,58 @@ static int node_name(jscan *s, char **buf, size_t *left, const char **name) {
     return r < 0 ? -1 : *name != NULL;
 }
 
-/* Nodes: a v1.NodeList; the candidates are its items, kept as spans of the body. */
-static int parse_node_list(ext_args *a, jscan_span nodes, char *err, size_t errlen) {
-    jscan s;
-    jscan_init(&s, nodes.p, nodes.len);
-    if (jscan_peek(&s) != '{') {
+/* Nodes: a v1.NodeList, read in place from the body's scanner; the candidates are its
+ * items, kept as spans of the body. Names are decoded into one buffer as long as the
+ * rest of the body (only the pages written to are ever touched). */
+static int parse_node_list(ext_args *a, jscan *s, char *err, size_t errlen) {
+    if (jscan_peek(s) != '{') {
         snprintf(err, errlen, "Nodes: expected a v1.NodeList object or null");
         return -1;
     }
     a->node_list = true;
-    if (!(a->names_buf = malloc(nodes.len + 1))) {
+    size_t left = (size_t)(s->end - s->p) + 1;
+    if (!(a->names_buf = malloc(left))) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
     char *buf = a->names_buf;
-    size_t left = nodes.len + 1;
     jscan_span k;
     int r, cap = 0;
     bool seen_items = false;
-    jscan_object_begin(&s);
-    while ((r = jscan_object_next(&s, &k)) > 0) {
+    jscan_object_begin(s);
+    while ((r = jscan_object_next(s, &k)) > 0) {
         if (!raw_key_is(k, "items") || seen_items) {
-            if (!jscan_skip(&s, NULL)) break;
+            if (!jscan_skip(s, NULL)) break;
             continue;
         }
         seen_items = true;
-        if (jscan_null(&s)) continue;
-        if (jscan_peek(&s) != '[') {
+        if (jscan_null(s)) continue;
+        if (jscan_peek(s) != '[') {
+            if (s->err) break;
             snprintf(err, errlen, "Nodes.items: expected an array");
             return -1;
         }
-        jscan_array_begin(&s);
+        jscan_array_begin(s);
         int ri;
-        while ((ri = jscan_array_next(&s)) > 0) {
+        while ((ri = jscan_array_next(s)) > 0) {
             if (!args_grow(a, &cap, true)) {
                 snprintf(err, errlen, "out of memory");
                 return -1;
             }
-            const char *start = s.p, *nm;
-            if (jscan_peek(&s) != '{' || node_name(&s, &buf, &left, &nm) != 1) {
+            const char *start = s->p, *nm;
+            int found = jscan_peek(s) == '{' ? node_name(s, &buf, &left, &nm) : -1;
+            if (found != 1 && !s->err) {
                 snprintf(err, errlen, "Nodes.items[%d]: expected a v1.Node with metadata.name", a->n);
                 return -1;
             }
-            a->objs[a->n] = (jscan_span){start, (size_t)(s.p - start)};
+            if (found != 1) break;
+            a->objs[a->n] = (jscan_span){start, (size_t)(s->p - start)};
             a->names[a->n++] = nm;
         }
-        if (ri < 0) break;
+        if (ri < 0 || s->err) break;
     }
-    if (r < 0 || s.err) {
-        snprintf(err, errlen, "Nodes: %s", s.err ? s.err : "malformed");
+    if (r < 0 || s->err) {
+        snprintf(err, errlen, "request body is not valid JSON (malformed or truncated): %s", s->err ? s->err : "?");
         return -1;
     }
     return 0;
@@ -351,13 +363,20 @@ static int parse_args(ext_args *a, const char *body, size_t len, char *err, size
     memset(a, 0, sizeof *a);
     jscan s;
     jscan_init(&s, body, len);
-    jscan_span k, pod = {0}, nodes = {0}, names = {0};
+    jscan_span k, pod = {0}, names = {0};
+    bool seen_nodes = false;
     int r = -1;
     if (jscan_peek(&s) == '{') {
         jscan_object_begin(&s);
         while ((r = jscan_object_next(&s, &k)) > 0) {
-            jscan_span *slot = jscan_key_is(k, "Pod") ? &pod : jscan_key_is(k, "Nodes") ? &nodes
-                             : jscan_key_is(k, "NodeNames") ? &names : NULL;
+            if (jscan_key_is(k, "Nodes") && !seen_nodes) {   /* read in place: it can be megabytes */
+                seen_nodes = true;
+                if (jscan_null(&s)) continue;
+                if (s.err) break;
+                if (parse_node_list(a, &s, err, errlen) < 0) return -1;
+                continue;
+            }
+            jscan_span *slot = jscan_key_is(k, "Pod") ? &pod : jscan_key_is(k, "NodeNames") ? &names : NULL;
             if (!jscan_skip(&s, slot && !slot->p ? slot : NULL)) break;
         }
     } else if (jscan_peek(&s) && jscan_skip(&s, NULL) && jscan_at_end(&s)) {
@@ -371,10 +390,8 @@ static int parse_args(ext_args *a, const char *body, size_t len, char *err, size
     }
     a->root = pod.p ? cJSON_ParseWithLength(pod.p, pod.len) : NULL;
     if (parse_pod(a, a->root, err, errlen) < 0) return -1;
-    bool nodes_null = !nodes.p || (nodes.len == 4 && !memcmp(nodes.p, "null", 4));
-    bool names_null = !names.p || (names.len == 4 && !memcmp(names.p, "null", 4));
-    if (!nodes_null) return parse_node_list(a, nodes, err, errlen);
-    if (names_null) {
+    if (a->node_list) return 0;
+    if (!names.p || (names.len == 4 && !memcmp(names.p, "null", 4))) {
         snprintf(err, errlen, "ExtenderArgs: neither Nodes nor NodeNames is set");
         return -1;
     }
@@ -492,6 +509,9 @@ void ext_verb_filter(ext_verbs *v, const char *body, size_t len, ext_reply *out)
     int npass = 0;
     if (a.node_list) {
         /* Echo the scheduler's own Node objects, as it sent them: it uses what we return as is. */
+        size_t total = 4096;
+        for (int i = 0; i < a.n; i++) total += j.pass[i] ? a.objs[i].len + 1 : 0;
+        jb_reserve(&b, total);
         jb_lit(&b, "{\"Nodes\":{\"metadata\":{},\"items\":[");
         for (int i = 0; i < a.n; i++)
             if (j.pass[i]) {
