@@ -12,8 +12,11 @@ SAN     ?=
 DEPFLAGS = -MMD -MP
 
 # pkg-config is asked only after the dependency check has run (see $(BUILD)/.deps).
-PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# GnuTLS is optional: with it, --tls-client-ca verifies client certificates
+# (libmicrohttpd only asks for them); without it that flag is refused.
+GNUTLS_PKG = $(shell pkg-config --exists gnutls 2>/dev/null && echo gnutls)
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) $(GNUTLS_PKG) 2>/dev/null) $(if $(GNUTLS_PKG),-DEXT_HAVE_GNUTLS)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) $(GNUTLS_PKG) 2>/dev/null)
 # jemalloc replaces malloc; sanitizer builds keep the sanitizer's allocator instead.
 ifeq ($(SAN),)
 MALLOC_LIBS = $(shell pkg-config --libs jemalloc 2>/dev/null)

@@ -158,7 +158,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         }
         /* A declared length over the limit is refused before a byte of it is read. */
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > h->cfg.max_body) {
+        unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
+        if (declared > 0 && declared <= h->cfg.max_body && (rc->buf = malloc((size_t)declared + 1)))
+            rc->cap = (size_t)declared + 1;   /* one buffer for the whole body: no copying as it grows */
+        if (declared > h->cfg.max_body) {
             rc->too_big = true;
             count_reject(h, 413);
             char msg[128];

@@ -14,18 +14,23 @@ else
     done
 fi
 # Optional: python3 with PyYAML runs the deployment manifest checks in `make test`;
-# installed when we can, skipped (with a note) when we cannot.
+# libgnutls28-dev lets --tls-client-ca verify client certificates. Installed when we
+# can, skipped (with a note) when we cannot.
 optional=""
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && \
    ! python3 -c 'import yaml' >/dev/null 2>&1; then
     optional="python3 python3-yaml"
+fi
+if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && \
+   ! pkg-config --exists gnutls 2>/dev/null; then
+    optional="$optional libgnutls28-dev"
 fi
 if [ -z "$missing" ]; then
     if [ -n "$optional" ]; then
         echo "deps: installing $optional (for the manifest checks)" >&2
         export DEBIAN_FRONTEND=noninteractive
         { apt-get update -qq && apt-get install -y -qq --no-install-recommends $optional; } >/dev/null 2>&1 || \
-            echo "deps: could not install $optional; make test will skip the manifest checks" >&2
+            echo "deps: could not install $optional (manifest checks or --tls-client-ca will be unavailable)" >&2
     fi
     exit 0
 fi
@@ -36,7 +41,7 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     apt-get update -qq >/dev/null 2>&1 || true
     if apt-get install -y -qq --no-install-recommends $missing >/dev/null 2>&1; then
         [ -z "$optional" ] || apt-get install -y -qq --no-install-recommends $optional >/dev/null 2>&1 || \
-            echo "deps: could not install $optional; make test will skip the manifest checks" >&2
+            echo "deps: could not install $optional (manifest checks or --tls-client-ca will be unavailable)" >&2
         exit 0
     fi
     echo "deps: apt-get install$missing failed" >&2

@@ -422,6 +422,15 @@ try:
 except yaml.YAMLError as e:
     check("the embedded KubeSchedulerConfiguration parses", False, str(e).replace("\n", " "))
 cfg = cfg if isinstance(cfg, dict) else {}
+# extender/README.md shows this configuration in full; it must be the same one.
+try:
+    with open(os.path.join(ROOT, "extender", "README.md")) as fh:
+        blocks = re.findall(r"```yaml\n(.*?)```", fh.read(), re.S)
+    shown = [yaml.safe_load(b) for b in blocks if "kind: KubeSchedulerConfiguration" in b]
+    check("extender/README.md shows the KubeSchedulerConfiguration of deploy/scheduler-config.yaml",
+          len(shown) == 1 and shown[0] == cfg)
+except (OSError, yaml.YAMLError) as e:
+    check("extender/README.md shows the KubeSchedulerConfiguration of deploy/scheduler-config.yaml", False, str(e))
 check("it is kubescheduler.config.k8s.io/v1 KubeSchedulerConfiguration",
       cfg.get("apiVersion") == "kubescheduler.config.k8s.io/v1" and cfg.get("kind") == "KubeSchedulerConfiguration")
 profiles = cfg.get("profiles") or []

@@ -97,7 +97,9 @@ TEST(ext_http_bad_input_gets_json_errors_and_changes_nothing) {
     char *trunc = test_fixture("extender-samples/node-list/01-filter.request.raw.json", NULL);
     trunc[strlen(trunc) / 2] = 0;
     char *gpod = pod_json("p", "uid-p", 0, "\"nvidia.com/gpu\":\"1\"", NULL, NULL);
-    char wrongnames[4096], podarray[64], preempt_bad[4096], unknown_node[4096];
+    char wrongnames[4096], podarray[64], preempt_bad[4096], unknown_node[4096], preempt_unknown[4096];
+    snprintf(preempt_unknown, sizeof preempt_unknown,
+             "{\"Pod\":%s,\"NodeNameToVictims\":null,\"NodeNameToMetaVictims\":{\"no-such-node\":{\"Pods\":[{\"UID\":\"u9\"}]}}}", gpod);
     snprintf(wrongnames, sizeof wrongnames, "{\"Pod\":%s,\"Nodes\":null,\"NodeNames\":\"gpu-a100-whole\"}", gpod);
     snprintf(podarray, sizeof podarray, "{\"Pod\":[],\"Nodes\":null,\"NodeNames\":[]}");
     snprintf(preempt_bad, sizeof preempt_bad,
@@ -110,6 +112,17 @@ TEST(ext_http_bad_input_gets_json_errors_and_changes_nothing) {
         {"POST", "/tessera/filter", podarray, 400, "Pod"},
         {"POST", "/tessera/filter", "{\"Pod\":{\"metadata\":{\"name\":\"x\"}}}", 400, "neither Nodes nor NodeNames"},
         {"POST", "/tessera/filter", "{\"Pod\":{\"metadata\":{\"name\":\"x\"}},\"Nodes\":{\"items\":[{\"metadata\":{}}]}}", 400, "metadata.name"},
+        {"POST", "/tessera/filter", "{\"Pod\":{\"metadata\":{\"name\":\"x\"}},\"Nodes\":5}", 400, "Nodes: expected"},
+        {"POST", "/tessera/filter", "{\"Pod\":{\"metadata\":{\"name\":\"x\"}},\"Nodes\":{\"items\":{}}}", 400, "Nodes.items"},
+        {"POST", "/tessera/filter", "{\"Pod\":{\"metadata\":{\"name\":\"x\"}},\"Nodes\":{\"items\":[7]}}", 400, "items[0]"},
+        {"POST", "/tessera/filter", "{\"Pod\":{\"metadata\":{\"name\":\"x\"}},\"Nodes\":{\"items\":null}}", 200, "\"items\":[]"},
+        {"POST", "/tessera/filter", "{\"Pod\":{\"metadata\":{\"name\":\"x\"}},\"NodeNames\":[\"a\",1]}", 400, "NodeNames[1]"},
+        {"POST", "/tessera/filter", "{\"Pod\":{\"metadata\":{\"name\":5}},\"NodeNames\":[]}", 400, "Pod.metadata.name"},
+        {"POST", "/tessera/filter", "{\"Pod\":{\"metadata\":{\"name\":\"x\"}},\"NodeNames\":[]} x", 400, "malformed"},
+        {"POST", "/tessera/filter", "{\"Pod\":{\"metadata\":{\"name\":\"x\"}},\"NodeNames\":[\"a\" \"b\"]}", 400, "malformed"},
+        {"POST", "/tessera/prioritize", unknown_node, 200, "{\"Host\":\"no-such-node\",\"Score\":0}"},
+        {"POST", "/tessera/preempt", "{\"NodeNameToVictims\":null}", 400, "Pod"},
+        {"POST", "/tessera/preempt", preempt_unknown, 200, "\"NodeNameToMetaVictims\":{}"},
         {"POST", "/tessera/prioritize", "[]", 400, "\"Error\""},
         {"POST", "/tessera/prioritize", "null", 400, "\"Error\""},
         {"POST", "/tessera/bind", "{\"PodName\":5,\"PodNamespace\":\"d\",\"PodUID\":\"u\",\"Node\":\"n\"}", 400, "PodName"},
@@ -343,4 +356,78 @@ TEST(ext_http_ops_server_serves_only_probes_and_metrics) {
     CHECK_INT(orz, 200);
     CHECK_INT(om, 200);
     CHECK(counted);
+}
+
+/* HTTPS with a client CA (--tls-cert/--tls-key/--tls-client-ca), with certificates made by
+ * openssl for this run: a client certificate the CA signed is served, no certificate or
+ * one the CA did not sign is refused. */
+static long tls_get(int port, const char *dir, const char *client) {
+    char url[64], ca[256], crt[256], key[256];
+    snprintf(url, sizeof url, "https://127.0.0.1:%d/healthz", port);
+    snprintf(ca, sizeof ca, "%s/ca.crt", dir);
+    CURL *c = curl_easy_init();
+    buf b = {0};
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CAINFO, ca);
+    if (client) {
+        snprintf(crt, sizeof crt, "%s/%s.crt", dir, client);
+        snprintf(key, sizeof key, "%s/%s.key", dir, client);
+        curl_easy_setopt(c, CURLOPT_SSLCERT, crt);
+        curl_easy_setopt(c, CURLOPT_SSLKEY, key);
+    }
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+    long code = 0;
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(c);
+    free(b.p);
+    return code;
+}
+
+TEST(ext_http_tls_client_ca_admits_only_signed_clients) {
+    if (system("command -v openssl >/dev/null 2>&1") != 0) {
+        printf("    skipped: openssl is not installed, so no certificates can be made for the HTTPS test\n");
+        return;
+    }
+    char dir[] = "/tmp/tessera-tls-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    const char *ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && { openssl req -x509 %s -keyout ca.key -out ca.crt -days 2 -subj /CN=tessera-test-ca && "
+             "openssl req %s -keyout srv.key -out srv.csr -subj /CN=127.0.0.1 && "
+             "printf 'subjectAltName=IP:127.0.0.1\\n' > srv.ext && "
+             "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt -days 2 -extfile srv.ext && "
+             "openssl req %s -keyout cli.key -out cli.csr -subj /CN=kube-scheduler && "
+             "openssl x509 -req -in cli.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out cli.crt -days 2 && "
+             "openssl req -x509 %s -keyout rogue.key -out rogue.crt -days 2 -subj /CN=rogue; } >/dev/null 2>&1",
+             dir, ec, ec, ec, ec);
+    int made = system(cmd);
+    char cert[256], key[256], ca[256];
+    snprintf(cert, sizeof cert, "%s/srv.crt", dir);
+    snprintf(key, sizeof key, "%s/srv.key", dir);
+    snprintf(ca, sizeof ca, "%s/ca.crt", dir);
+    ext_state *st = demo_state();
+    ext_verbs v;
+    ext_verbs_init(&v, st, NULL, NULL, NULL);
+    ext_http_config hc = {.conn_timeout_s = 2, .verbs = &v, .tls_cert_file = cert, .tls_key_file = key,
+                          .tls_client_ca_file = ca};
+    snprintf(hc.listen, sizeof hc.listen, "127.0.0.1:0");
+    char err[256] = "";
+    ext_http *h = made == 0 ? ext_http_start(&hc, err, sizeof err) : NULL;
+    long signed_ = h ? tls_get(ext_http_port(h), dir, "cli") : -1;
+    long none = h ? tls_get(ext_http_port(h), dir, NULL) : -1;
+    long rogue = h ? tls_get(ext_http_port(h), dir, "rogue") : -1;
+    printf("    https: signed client %ld, no certificate %ld, unsigned certificate %ld (0 = refused in the handshake)\n",
+           signed_, none, rogue);
+    ext_http_stop(h);
+    ext_state_free(st);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    CHECK_MSG(made == 0, "openssl could not make the test certificates");
+    CHECK_MSG(h != NULL, "HTTPS server: %s", err);
+    CHECK_INT(signed_, 200);
+    CHECK_MSG(none == 403 || none == 0, "no client certificate: %ld", none);      /* 0: refused in the handshake */
+    CHECK_MSG(rogue == 403 || rogue == 0, "unsigned client certificate: %ld", rogue);
 }
