@@ -350,6 +350,7 @@ static void release(ext_leader *l) {
         }
         ext_log(EXT_LOG_INFO, "event=leader-released lease=%s/%s identity=%s", l->cfg.ns, l->cfg.name, l->cfg.identity);
     }
+    if (code == 409) l->holder[0] = 0; /* someone else wrote it since: it is not ours to release any more */
     pthread_mutex_unlock(&l->mu);
     if (code != 200) {
         count_error(l, code);
