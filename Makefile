@@ -31,7 +31,10 @@ TEST_SRC   := $(wildcard tests/unit/*.c) $(wildcard tests/support/*.c)
 GEN_SRC    := $(BUILD)/gen/catalog_data.c
 
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(MODEL_SRC) $(POLICY_SRC)) $(BUILD)/gen/catalog_data.o
-DEMO_OBJ := $(BUILD)/gen/demo_cluster_data.o $(BUILD)/gen/demo_pods_data.o
+DEMO_OBJ := $(BUILD)/gen/demo_cluster_data.o $(BUILD)/gen/demo_pods_data.o \
+            $(BUILD)/gen/sim_demo_cluster_data.o $(BUILD)/gen/sim_demo_trace_data.o
+# the openb node list and default pod list, compiled in for tessera-sim fgd-paper and convert
+DEMO_OBJ += $(BUILD)/gen/openb_nodes_data.o $(BUILD)/gen/openb_default_data.o
 SIM_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(SIM_SRC))
 EXT_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(EXT_SRC))
 TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
@@ -76,6 +79,15 @@ $(BUILD)/gen/demo_cluster_data.c: data/demo-cluster.json
 	$(call embed,$<,sim_demo_cluster_json)
 $(BUILD)/gen/demo_pods_data.c: data/demo-pods.json
 	$(call embed,$<,sim_demo_pods_json)
+$(BUILD)/gen/sim_demo_cluster_data.c: data/sim/demo-cluster.json
+	$(call embed,$<,sim_demo_sim_cluster_json)
+$(BUILD)/gen/sim_demo_trace_data.c: data/sim/demo-trace.json
+	$(call embed,$<,sim_demo_sim_trace_json)
+
+$(BUILD)/gen/openb_nodes_data.c: data/openb/openb_node_list_gpu_node.csv
+	$(call embed,$<,sim_openb_nodes_csv)
+$(BUILD)/gen/openb_default_data.c: data/openb/openb_pod_list_default.csv
+	$(call embed,$<,sim_openb_default_csv)
 
 $(BUILD)/gen/%.o: $(BUILD)/gen/%.c
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
@@ -98,10 +110,13 @@ $(TEST_BIN): $(TEST_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
 	$(Q)$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
 
 # Each tests/bench/NAME.c is a program of its own; `make bench` builds and runs them all.
-$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
+# Benches may use the fake API server (tests/support); bench_extender runs the real binary.
+BENCH_SUPPORT_OBJ := $(BUILD)/tests/support/fake_apiserver.o
+$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BENCH_SUPPORT_OBJ) $(BUILD)/libtessera.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BENCH_SUPPORT_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
+$(BUILD)/bench/bench_extender: $(EXT_BIN)
 
 # The main job: the extender on the embedded demo cluster, until Ctrl-C.
 run: $(EXT_BIN)
@@ -114,13 +129,14 @@ bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
 
 # Unit and end-to-end tests, then the deployment manifest checks; the last line sums both.
-test: $(TEST_BIN)
+# The restart test runs the real extender binary, built next to the tests.
+test: $(TEST_BIN) $(EXT_BIN)
 	@sh scripts/run-tests.sh $(TEST_BIN)
 
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g" \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
-	    build-asan/tessera-tests
+	    build-asan/tessera-tests build-asan/tessera-extender
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 sh scripts/run-tests.sh build-asan/tessera-tests
 
 clean:

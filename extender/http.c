@@ -51,7 +51,7 @@ static uint64_t elapsed_ns(const struct timespec *t0) {
 static route route_of(const ext_http *h, const char *url, bool *post) {
     size_t pl = strlen(h->cfg.prefix);
     *post = true;
-    if (strncmp(url, h->cfg.prefix, pl) == 0) {
+    if (!h->cfg.ops_only && strncmp(url, h->cfg.prefix, pl) == 0) {
         const char *v = url + pl;
         if (!strcmp(v, "/filter")) return R_FILTER;
         if (!strcmp(v, "/prioritize")) return R_PRIORITIZE;
@@ -62,7 +62,7 @@ static route route_of(const ext_http *h, const char *url, bool *post) {
     if (!strcmp(url, "/healthz")) return R_HEALTHZ;
     if (!strcmp(url, "/readyz")) return R_READYZ;
     if (!strcmp(url, "/metrics")) return R_METRICS;
-    if (!strcmp(url, "/debug/state")) return R_DEBUG;
+    if (!strcmp(url, "/debug/state") && !h->cfg.ops_only) return R_DEBUG;
     return R_NONE;
 }
 
@@ -113,7 +113,7 @@ static enum MHD_Result serve_get(ext_http *h, struct MHD_Connection *c, route r)
             ksp = &ks;
         }
         size_t len = 0;
-        char *text = ext_metrics_render(&h->metrics, h->cfg.verbs, ksp, &len);
+        char *text = ext_metrics_render(h->cfg.metrics_from ? h->cfg.metrics_from : &h->metrics, h->cfg.verbs, ksp, &len);
         if (!text) return send_error(c, 500, "out of memory", NULL);
         return send_body(c, 200, "text/plain; version=0.0.4", text, len, NULL);
     }

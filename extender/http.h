@@ -9,6 +9,7 @@
  *   GET  /readyz         200 once the cache is synced, else 503
  *   GET  /metrics        Prometheus text
  *   GET  /debug/state    JSON of the cache; ?pod=namespace/name explains one pod
+ * With ops_only (the --metrics-listen server) only the first three GETs are served.
  * Errors are JSON {"Error": "..."}: 404 unknown path, 405 wrong method (with Allow), 413
  * body over the limit, 400 malformed body (from the verbs).
  */
@@ -30,6 +31,9 @@ typedef struct ext_http_config {
     const char *tls_cert_file;   /* PEM; with tls_key_file turns HTTPS on */
     const char *tls_key_file;
     const char *tls_client_ca_file;  /* PEM; clients must present a certificate it signed */
+    bool ops_only;               /* serve only GET /healthz, /readyz, /metrics (--metrics-listen) */
+    ext_metrics *metrics_from;   /* render these verb metrics instead of this server's own
+                                  * (the ops server shows the verb server's histograms) */
     ext_verbs *verbs;
     /* Watch statistics for /metrics (cluster mode); NULL in standalone mode. */
     void (*kube_stats)(void *user, ext_kube_stats *out);

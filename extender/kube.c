@@ -679,7 +679,8 @@ int ext_kube_bind(ext_kube *k, const char *ns, const char *name, const char *uid
     curl_easy_setopt(h, CURLOPT_POST, 1L);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)k->cfg.request_timeout_ms);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
+                     (long)(k->cfg.bind_timeout_ms > 0 ? k->cfg.bind_timeout_ms : k->cfg.request_timeout_ms));
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, buf_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &resp);
     CURLcode rc = curl_easy_perform(h);

@@ -35,7 +35,9 @@ typedef struct ext_kube_config {
     char cert_file[512];    /* client certificate (optional) */
     char key_file[512];
     bool insecure;          /* skip TLS verification (tests only) */
-    int request_timeout_ms; /* list and bind; default 10000 */
+    int request_timeout_ms; /* list (and bind unless bind_timeout_ms); default 10000 */
+    int bind_timeout_ms;    /* one Binding POST; 0 = request_timeout_ms. kube-scheduler waits
+                             * httpTimeout for the whole bind verb, so keep this below it */
     int watch_timeout_s;    /* server-side timeoutSeconds for a watch; default 300 */
     int backoff_max_ms;     /* cap of the reconnect backoff; default 30000 */
 } ext_kube_config;

@@ -16,12 +16,19 @@
 #include "extender/log.h"
 #include "extender/state.h"
 #include "extender/verbs.h"
+#include "extender/workload.h"
 #include "policy/policy.h"
 
 /* The demo cluster is compiled in by the Makefile when it links build/gen/demo_cluster_data.o;
  * weak, so the binary still links (without --demo) when it does not. */
 extern const unsigned char sim_demo_cluster_json[] __attribute__((weak));
 extern const size_t sim_demo_cluster_json_len __attribute__((weak));
+
+/* jemalloc (when linked) reads its options from this symbol. A background thread hands
+ * freed pages back to the kernel after a second: the first list of a large cluster
+ * allocates and frees tens of MB of JSON, and an idle extender would otherwise keep them
+ * resident. Ignored by other allocators. */
+const char *malloc_conf = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0";
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -39,12 +46,17 @@ static void usage(FILE *f) {
 "  --policy NAME               scoring policy (default binpack): ");
     for (int i = 0; i < policy_count(); i++) fprintf(f, "%s%s", i ? ", " : "", policy_name(policy_at(i)));
     fprintf(f, "\n"
-"                              (fgd needs a target workload and is not available here yet)\n"
+"                              (fgd needs --workload)\n"
+"  --workload FILE             target workload for fgd and the fragmentation metric: a JSON\n"
+"                              array (or List) of Pod objects, each counted once (default:\n"
+"                              the GPU pods in the cache, at each /metrics scrape)\n"
 "  --max-body-bytes N          largest request body accepted; larger gets 413 (default 8388608)\n"
 "  --conn-timeout SECONDS      close a connection idle or stalled this long (default 30)\n"
 "  --tls-cert FILE             serve HTTPS with this PEM certificate (needs --tls-key)\n"
 "  --tls-key FILE              PEM private key for --tls-cert\n"
-"  --tls-client-ca FILE        PEM CA bundle; ask clients for a certificate (see README)\n"
+"  --tls-client-ca FILE        PEM CA bundle; clients must present a certificate it signed\n"
+"  --metrics-listen HOST:PORT  also serve GET /healthz, /readyz and /metrics (only) here, over\n"
+"                              plain HTTP: for kubelet probes and Prometheus on the pod IP\n"
 "\n"
 "Cluster mode (in-cluster service account by default):\n"
 "  --kube-api URL              API server URL, e.g. https://10.0.0.1:6443 (default: in-cluster\n"
@@ -54,6 +66,8 @@ static void usage(FILE *f) {
 "  --client-cert FILE          client certificate for the API server\n"
 "  --client-key FILE           key for --client-cert\n"
 "  --insecure-skip-tls-verify  do not verify the API server's certificate (tests only)\n"
+"  --bind-timeout SECONDS      time limit of one Binding call to the API server (default 10);\n"
+"                              keep it below kube-scheduler's httpTimeout\n"
 "  --assume-ttl SECONDS        how long a bound pod is held as assumed until the watch\n"
 "                              confirms it (default 30)\n"
 "\n"
@@ -149,7 +163,7 @@ static void print_demo_help(const char *listen, int port, const char *prefix) {
 
 int main(int argc, char **argv) {
     enum { O_LISTEN = 1000, O_PREFIX, O_POLICY, O_CLUSTER, O_DEMO, O_API, O_TOKEN, O_CA, O_CCERT, O_CKEY, O_INSECURE,
-           O_TCERT, O_TKEY, O_TCA, O_MAXBODY, O_TTL, O_CONNTO, O_LOG, O_HELP,
+           O_TCERT, O_TKEY, O_TCA, O_MAXBODY, O_TTL, O_CONNTO, O_LOG, O_HELP, O_WORKLOAD, O_BINDTO, O_MLISTEN,
            O_LE, O_LE_NS, O_LE_NAME, O_LE_LEASE, O_LE_RENEW, O_LE_RETRY };
     static const struct option opts[] = {
         {"listen", required_argument, 0, O_LISTEN}, {"url-prefix", required_argument, 0, O_PREFIX},
@@ -161,7 +175,8 @@ int main(int argc, char **argv) {
         {"tls-key", required_argument, 0, O_TKEY}, {"tls-client-ca", required_argument, 0, O_TCA},
         {"max-body-bytes", required_argument, 0, O_MAXBODY}, {"assume-ttl", required_argument, 0, O_TTL},
         {"conn-timeout", required_argument, 0, O_CONNTO}, {"log-level", required_argument, 0, O_LOG},
-        {"help", no_argument, 0, O_HELP},
+        {"help", no_argument, 0, O_HELP}, {"workload", required_argument, 0, O_WORKLOAD},
+        {"bind-timeout", required_argument, 0, O_BINDTO}, {"metrics-listen", required_argument, 0, O_MLISTEN},
         {"leader-elect", optional_argument, 0, O_LE}, {"leader-elect-namespace", required_argument, 0, O_LE_NS},
         {"leader-elect-name", required_argument, 0, O_LE_NAME},
         {"leader-elect-lease-duration", required_argument, 0, O_LE_LEASE},
@@ -173,7 +188,7 @@ int main(int argc, char **argv) {
     snprintf(hc.prefix, sizeof hc.prefix, "/tessera");
     ext_kube_config kc;
     ext_kube_config_defaults(&kc);
-    const char *policy_arg = "binpack", *cluster = NULL;
+    const char *policy_arg = "binpack", *cluster = NULL, *workload_file = NULL, *metrics_listen = NULL;
     bool demo = false, api_given = false;
     int ttl_s = 30, c;
     ext_leader_config lc;
@@ -217,6 +232,14 @@ int main(int argc, char **argv) {
             ext_log_set_level((ext_log_level)l);
             break;
         }
+        case O_WORKLOAD: workload_file = optarg; break;
+        case O_MLISTEN: metrics_listen = optarg; break;
+        case O_BINDTO: {
+            int secs;
+            if (parse_seconds(optarg, &secs) < 0) { fprintf(stderr, "--bind-timeout: seconds, 1..86400\n"); return 2; }
+            kc.bind_timeout_ms = secs * 1000;
+            break;
+        }
         case O_LE:
             if (!optarg || !strcmp(optarg, "true")) leader_elect = 1;
             else if (!strcmp(optarg, "false")) leader_elect = 0;
@@ -240,8 +263,17 @@ int main(int argc, char **argv) {
     if (optind < argc) { fprintf(stderr, "unexpected argument: %s\n", argv[optind]); usage(stderr); return 2; }
     const policy *pol = policy_find(policy_arg);
     if (!pol) { fprintf(stderr, "--policy %s: unknown policy (see --help)\n", policy_arg); return 2; }
-    if (!strcmp(policy_arg, "fgd")) {
-        fprintf(stderr, "--policy fgd needs a target workload, which the extender cannot load yet\n");
+    policy_workload *workload = NULL;
+    if (workload_file) {
+        size_t wlen = 0;
+        char *wjson = slurp(workload_file, &wlen), werr[512];
+        if (!wjson) { fprintf(stderr, "--workload %s: %s\n", workload_file, strerror(errno)); return 2; }
+        workload = ext_workload_from_json(wjson, wlen, werr, sizeof werr);
+        free(wjson);
+        if (!workload) { fprintf(stderr, "--workload %s: %s\n", workload_file, werr); return 2; }
+    }
+    if (!strcmp(policy_arg, "fgd") && !workload) {
+        fprintf(stderr, "--policy fgd needs a target workload: give --workload FILE\n");
         return 2;
     }
     bool standalone = cluster || demo;
@@ -318,6 +350,7 @@ int main(int argc, char **argv) {
     }
     ext_verbs verbs;
     ext_verbs_init(&verbs, st, pol, kube ? kube_bind : NULL, kube);
+    verbs.ctx.workload = workload;
     verbs.leader = leader;
     hc.verbs = &verbs;
     if (kube) {
@@ -331,6 +364,22 @@ int main(int argc, char **argv) {
         ext_kube_free(kube);
         ext_state_free(st);
         return 1;
+    }
+    ext_http *ops = NULL;
+    if (metrics_listen) {
+        ext_http_config oc = hc;
+        snprintf(oc.listen, sizeof oc.listen, "%s", metrics_listen);
+        oc.ops_only = true;
+        oc.metrics_from = ext_http_metrics(http);
+        oc.tls_cert_file = oc.tls_key_file = oc.tls_client_ca_file = NULL;
+        if (!(ops = ext_http_start(&oc, err, sizeof err))) {
+            fprintf(stderr, "--metrics-listen: %s\n", err);
+            ext_http_stop(http);
+            ext_kube_free(kube);
+            ext_state_free(st);
+            return 1;
+        }
+        ext_log(EXT_LOG_INFO, "event=serving-ops listen=%s port=%d", metrics_listen, ext_http_port(ops));
     }
     ext_log(EXT_LOG_INFO, "event=serving listen=%s port=%d prefix=%s policy=%s mode=%s tls=%s", hc.listen,
             ext_http_port(http), hc.prefix, policy_name(pol), standalone ? "standalone" : "cluster",
@@ -357,13 +406,16 @@ int main(int argc, char **argv) {
         ext_state_expire(st, ext_now_ms());
         ext_state_unlock(st);
     }
-    /* No new binds; HTTP next, so no verb runs against a state being torn down and binds in flight
-     * finish under the Lease; then the Lease is released (a successor takes over at once); then the watchers. */
+    /* No new binds; HTTP next (the metrics listener, then the verbs), so no verb runs against a state being
+     * torn down and binds in flight finish under the Lease; then the Lease is released (a successor takes over
+     * at once); then the watchers. */
     ext_leader_stop(leader);
+    ext_http_stop(ops);
     ext_http_stop(http);
     ext_leader_free(leader);
     ext_kube_free(kube);
     ext_state_free(st);
+    policy_workload_free(workload);
     ext_log(EXT_LOG_INFO, "event=stopped");
     return 0;
 }

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "extender/state.h"
+#include "extender/workload.h"
+#include "model/mig.h"
 
 static const double bounds[EXT_METRICS_NBUCKETS] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
                                                     0.025,  0.05,    0.1,    0.25,  0.5,    1,     5};
@@ -64,33 +66,93 @@ static void mig_slices(const model_gpu *g, int *held, int *free_) {
     if (*free_ < 0) *free_ = 0;
 }
 
-static void gpu_gauges(sb *b, const char *metric, const char *help, int which, ext_state *st) {
+/* How many more instances of profile k the GPU could give pods: its idle instances of
+ * that profile, and on a dynamic-MIG GPU as many as can still be created around the held
+ * ones (leftmost legal slot first). */
+static int mig_free_instances(const model_gpu *g, int k) {
+    int idle = 0;
+    model_mig_layout l = {0};
+    for (int i = 0; i < g->ninst; i++) {
+        if (g->inst[i].holder < 0 && g->inst[i].profile == k) idle++;
+        if (g->inst[i].holder >= 0 && l.n < MODEL_MIG_MAX_INSTANCES)
+            l.inst[l.n++] = (model_mig_placement){(int8_t)g->inst[i].profile, (int8_t)g->inst[i].start};
+    }
+    if (!g->mig_dynamic) return idle;
+    int more = 0;
+    while (l.n < MODEL_MIG_MAX_INSTANCES) {
+        uint8_t starts = model_mig_free_starts(g->product, &l, k);
+        if (!starts) break;
+        l.inst[l.n++] = (model_mig_placement){(int8_t)k, (int8_t)__builtin_ctz(starts)};
+        more++;
+    }
+    return more;
+}
+
+/* One gauge per GPU of every node. which: what to read; scale turns model units into the
+ * metric's base unit (MiB -> bytes, permille -> ratio). */
+enum { G_MEM_USED, G_MEM_FREE, G_COMP_USED, G_COMP_FREE, G_REP_USED, G_REP_FREE, G_MIG_USED, G_MIG_FREE };
+
+static void gpu_gauges(sb *b, const char *metric, const char *help, int which, double scale, ext_state *st) {
     sbf(b, "# HELP %s %s\n# TYPE %s gauge\n", metric, help, metric);
     for (int i = 0; i < ext_state_node_count(st); i++) {
         const ext_node *en = ext_state_node_at(st, i);
         if (!en->m) continue;
         for (int gi = 0; gi < en->m->ngpus; gi++) {
             const model_gpu *g = &en->m->gpus[gi];
+            bool shared = g->mode == MODEL_GPU_TIMESLICE || g->mode == MODEL_GPU_MPS;
             long val;
             int h, f;
             switch (which) {
-            case 0: val = g->memory_used_mib; break;
-            case 1: val = model_gpu_free_memory(g); break;
-            case 2: val = g->compute_used_permille; break;
-            case 3: val = model_gpu_free_compute(g); break;
-            case 4: if (g->mode != MODEL_GPU_TIMESLICE && g->mode != MODEL_GPU_MPS) continue;
-                    val = g->replicas_used; break;
-            case 5: if (g->mode != MODEL_GPU_TIMESLICE && g->mode != MODEL_GPU_MPS) continue;
-                    val = model_gpu_free_replicas(g); break;
-            case 6: if (g->mode != MODEL_GPU_MIG) continue;
-                    mig_slices(g, &h, &f); val = h; break;
-            default: if (g->mode != MODEL_GPU_MIG) continue;
-                    mig_slices(g, &h, &f); val = f; break;
+            case G_MEM_USED: val = g->memory_used_mib; break;
+            case G_MEM_FREE: val = model_gpu_free_memory(g); break;
+            case G_COMP_USED: val = g->compute_used_permille; break;
+            case G_COMP_FREE: val = model_gpu_free_compute(g); break;
+            case G_REP_USED: if (!shared) continue; val = g->replicas_used; break;
+            case G_REP_FREE: if (!shared) continue; val = model_gpu_free_replicas(g); break;
+            case G_MIG_USED: if (g->mode != MODEL_GPU_MIG) continue; mig_slices(g, &h, &f); val = h; break;
+            default: if (g->mode != MODEL_GPU_MIG) continue; mig_slices(g, &h, &f); val = f; break;
             }
-            sbf(b, "%s{node=\"%s\",gpu=\"%d\",mode=\"%s\"} %ld\n", metric, en->name, g->index,
-                model_gpu_mode_name(g->mode), val);
+            sbf(b, "%s{node=\"%s\",gpu=\"%d\",mode=\"%s\"} %.15g\n", metric, en->name, g->index,
+                model_gpu_mode_name(g->mode), (double)val * scale);
         }
     }
+}
+
+/* Cluster-wide: MIG instances per profile, idle GPUs, fragmentation. Lock held. */
+static void cluster_gauges(sb *b, ext_verbs *v, ext_state *st) {
+    sbf(b, "# HELP tessera_mig_instances_free MIG instances of each profile the GPU can still give pods.\n"
+           "# TYPE tessera_mig_instances_free gauge\n");
+    int n = ext_state_node_count(st), nm = 0, idle = 0;
+    model_node **nodes = calloc((size_t)n + 1, sizeof *nodes);
+    for (int i = 0; i < n; i++) {
+        const ext_node *en = ext_state_node_at(st, i);
+        if (!en->m) continue;
+        if (nodes && !en->m->reason[0]) nodes[nm++] = en->m;
+        for (int gi = 0; gi < en->m->ngpus; gi++) {
+            const model_gpu *g = &en->m->gpus[gi];
+            if (!en->m->reason[0] && model_gpu_idle(g)) idle++;
+            if (g->mode != MODEL_GPU_MIG) continue;
+            for (int k = 0; k < g->product->nprofiles; k++)
+                sbf(b, "tessera_mig_instances_free{node=\"%s\",gpu=\"%d\",profile=\"%s\"} %d\n", en->name, g->index,
+                    g->product->profiles[k].name, mig_free_instances(g, k));
+        }
+    }
+    sbf(b, "# HELP tessera_cluster_free_gpus GPUs with no grant at all, on nodes that take GPU pods.\n"
+           "# TYPE tessera_cluster_free_gpus gauge\ntessera_cluster_free_gpus %d\n", idle);
+    /* The FGD measure: the share of free GPU capacity that the target workload's tasks
+     * cannot use where it lies (0 = none wasted). */
+    policy_workload *own = v->ctx.workload ? NULL : ext_workload_from_state(st);
+    const policy_workload *w = v->ctx.workload ? v->ctx.workload : own;
+    policy_frag_report fr;
+    sbf(b, "# HELP tessera_cluster_fragmentation_ratio Free GPU capacity the target workload cannot use, "
+           "as a share of all free capacity (FGD).\n# TYPE tessera_cluster_fragmentation_ratio gauge\n"
+           "# HELP tessera_cluster_fragmentation_gpus Fragmented GPU capacity in GPUs (FGD).\n"
+           "# TYPE tessera_cluster_fragmentation_gpus gauge\n");
+    if (w && nodes && policy_frag_cluster(nodes, nm, w, &fr) == 0)
+        sbf(b, "tessera_cluster_fragmentation_ratio %.6f\ntessera_cluster_fragmentation_gpus %.3f\n",
+            fr.ratio_pct / 100.0, fr.frag_milli / 1000.0);
+    policy_workload_free(own);
+    free(nodes);
 }
 
 char *ext_metrics_render(ext_metrics *m, ext_verbs *v, const ext_kube_stats *ks, size_t *len) {
@@ -123,9 +185,9 @@ char *ext_metrics_render(ext_metrics *m, ext_verbs *v, const ext_kube_stats *ks,
             "# TYPE tessera_http_rejected_total counter\n");
     for (int k = 0; k < 3; k++)
         sbf(&b, "tessera_http_rejected_total{code=\"%d\"} %llu\n", rej[k], (unsigned long long)atomic_load(&m->http_rejected[k]));
-    sbf(&b, "# HELP tessera_bind_total Bind calls by outcome.\n# TYPE tessera_bind_total counter\n");
+    sbf(&b, "# HELP tessera_binds_total Bind calls by result.\n# TYPE tessera_binds_total counter\n");
     for (int o = 0; o < EXT_BIND_NOUTCOMES; o++)
-        sbf(&b, "tessera_bind_total{outcome=\"%s\"} %llu\n", ext_bind_outcome_name(o),
+        sbf(&b, "tessera_binds_total{result=\"%s\"} %llu\n", ext_bind_outcome_name(o),
             (unsigned long long)atomic_load(&v->bind_outcomes[o]));
     if (ks) {
         static const char *kinds[2] = {"node", "pod"};
@@ -180,14 +242,18 @@ char *ext_metrics_render(ext_metrics *m, ext_verbs *v, const ext_kube_stats *ks,
         for (int k = 0; k < en->npods; k++) oc += en->pods[k]->overcommitted;
         if (oc) sbf(&b, "tessera_node_overcommitted_pods{node=\"%s\"} %d\n", en->name, oc);
     }
-    gpu_gauges(&b, "tessera_gpu_memory_allocated_mib", "GPU memory granted to pods.", 0, st);
-    gpu_gauges(&b, "tessera_gpu_memory_free_mib", "GPU memory not granted.", 1, st);
-    gpu_gauges(&b, "tessera_gpu_compute_allocated_permille", "GPU compute granted (1000 = all SMs).", 2, st);
-    gpu_gauges(&b, "tessera_gpu_compute_free_permille", "GPU compute not granted (1000 = all SMs).", 3, st);
-    gpu_gauges(&b, "tessera_gpu_replicas_allocated", "Time-slice/MPS replicas taken.", 4, st);
-    gpu_gauges(&b, "tessera_gpu_replicas_free", "Time-slice/MPS replicas free.", 5, st);
-    gpu_gauges(&b, "tessera_gpu_mig_slices_allocated", "MIG memory slices held by pods.", 6, st);
-    gpu_gauges(&b, "tessera_gpu_mig_slices_free", "MIG memory slices not held by pods.", 7, st);
+    const double MiB = 1048576.0, permille = 0.001;
+    gpu_gauges(&b, "tessera_gpu_memory_allocated_bytes", "GPU memory granted to pods.", G_MEM_USED, MiB, st);
+    gpu_gauges(&b, "tessera_gpu_memory_free_bytes", "GPU memory not granted.", G_MEM_FREE, MiB, st);
+    gpu_gauges(&b, "tessera_gpu_compute_allocated_ratio", "Share of the GPU's compute (SMs) granted.", G_COMP_USED,
+               permille, st);
+    gpu_gauges(&b, "tessera_gpu_compute_free_ratio", "Share of the GPU's compute (SMs) not granted.", G_COMP_FREE,
+               permille, st);
+    gpu_gauges(&b, "tessera_gpu_replicas_allocated", "Time-slice/MPS replicas taken.", G_REP_USED, 1, st);
+    gpu_gauges(&b, "tessera_gpu_replicas_free", "Time-slice/MPS replicas free.", G_REP_FREE, 1, st);
+    gpu_gauges(&b, "tessera_gpu_mig_slices_allocated", "MIG memory slices held by pods.", G_MIG_USED, 1, st);
+    gpu_gauges(&b, "tessera_gpu_mig_slices_free", "MIG memory slices not held by pods.", G_MIG_FREE, 1, st);
+    cluster_gauges(&b, v, st);
     ext_state_unlock(st);
     if (b.oom) { free(b.p); return NULL; }
     *len = b.len;

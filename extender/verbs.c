@@ -5,9 +5,11 @@
  */
 #include "extender/verbs.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "extender/annotation.h"
 #include "extender/log.h"
@@ -55,6 +57,98 @@ static uint64_t uid_hash(const char *s) {
     uint64_t h = 1469598103934665603ull;
     for (; s && *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
     return h;
+}
+
+/* ---------------------------------------------------------------- reply text */
+
+/* Filter and prioritize replies are written directly rather than built as cJSON trees:
+ * with 5,000 candidates, cJSON's allocation per item and its printf+sscanf round trip for
+ * every number cost as much as the scoring itself. */
+typedef struct jbuf { char *p; size_t len, cap; bool oom; int items; } jbuf;
+
+static void jb_raw(jbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap : 4096;
+        while (nc < b->len + n + 1) nc *= 2;
+        char *np = realloc(b->p, nc);
+        if (!np) { b->oom = true; return; }
+        b->p = np;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+static void jb_lit(jbuf *b, const char *s) { jb_raw(b, s, strlen(s)); }
+
+/* s as a JSON string: quotes, backslashes and control characters escaped. */
+static void jb_str(jbuf *b, const char *s) {
+    jb_raw(b, "\"", 1);
+    const char *run = s;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        jb_raw(b, run, (size_t)(s - run));
+        char esc[8];
+        if (c == '"' || c == '\\') snprintf(esc, sizeof esc, "\\%c", c);
+        else snprintf(esc, sizeof esc, "\\u%04x", c);
+        jb_lit(b, esc);
+        run = s + 1;
+    }
+    jb_raw(b, run, (size_t)(s - run));
+    jb_raw(b, "\"", 1);
+}
+
+/* One "key":"value" member of an object being written; commas are the buffer's business. */
+static void jb_member(jbuf *b, const char *key, const char *val) {
+    if (b->items++) jb_raw(b, ",", 1);
+    jb_str(b, key);
+    jb_raw(b, ":", 1);
+    jb_str(b, val);
+}
+
+static void reply_jbuf(ext_reply *r, int status, jbuf *b) {
+    if (b->oom || !b->p) {
+        free(b->p);
+        ext_reply_error(r, 500, "out of memory");
+        return;
+    }
+    r->status = status;
+    r->body = b->p;
+    r->len = b->len;
+}
+
+/* ---------------------------------------------------------------- splitting work */
+
+/* Per-candidate work on [from, to) as part `part` (0 or 1). With many candidates the
+ * range is split over two threads: the caller holds the state lock, so the cache is
+ * read-only meanwhile, and model_fit and policy_score only read. Below SPLIT_MIN
+ * candidates starting a thread costs more than it saves. */
+typedef void (*range_fn)(void *ctx, int part, int from, int to);
+
+#define SPLIT_MIN 1024
+
+typedef struct split_arg { range_fn fn; void *ctx; int from, to; } split_arg;
+
+static void *split_main(void *arg) {
+    split_arg *a = arg;
+    a->fn(a->ctx, 1, a->from, a->to);
+    return NULL;
+}
+
+static void run_split(int n, range_fn fn, void *ctx) {
+    static _Atomic int ncpu;
+    if (!ncpu) ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);   /* every thread stores the same value */
+    pthread_t th;
+    split_arg a = {fn, ctx, n / 2, n};
+    if (n < SPLIT_MIN || ncpu < 2 || pthread_create(&th, NULL, split_main, &a) != 0) {
+        fn(ctx, 0, 0, n);
+        return;
+    }
+    fn(ctx, 0, 0, n / 2);
+    pthread_join(th, NULL);
 }
 
 /* ---------------------------------------------------------------- args */
@@ -223,6 +317,36 @@ static fit_verdict judge(ext_state *st, const ext_node *en, const char *node, co
     return v;
 }
 
+typedef struct filter_job {
+    ext_state *st;
+    const ext_args *a;
+    bool *pass;
+    jbuf failed[2], unres[2];   /* "node":"why" members, one buffer per part */
+} filter_job;
+
+static void filter_range(void *ctx, int part, int from, int to) {
+    filter_job *j = ctx;
+    for (int i = from; i < to; i++) {
+        char why[MODEL_REASON_LEN];
+        const char *nm = j->a->names[i];
+        fit_verdict fv = judge(j->st, ext_state_node(j->st, nm), nm, &j->a->req, why, sizeof why);
+        if (fv == FIT_OK) j->pass[i] = true;
+        else jb_member(fv == FIT_FAILED ? &j->failed[part] : &j->unres[part], nm, why);
+    }
+}
+
+/* {"a":"x","b":"y"} from the parts' members. */
+static void put_members(jbuf *out, jbuf parts[2]) {
+    jb_raw(out, "{", 1);
+    for (int k = 0; k < 2; k++) {
+        if (k && parts[0].items && parts[1].items) jb_raw(out, ",", 1);
+        if (parts[k].p) jb_raw(out, parts[k].p, parts[k].len);
+        out->oom |= parts[k].oom;
+        free(parts[k].p);
+    }
+    jb_raw(out, "}", 1);
+}
+
 void ext_verb_filter(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     ext_args a;
     char err[512];
@@ -238,59 +362,82 @@ void ext_verb_filter(ext_verbs *v, const char *body, size_t len, ext_reply *out)
                                            "tessera is not synced with the API server yet; try again"));
         return;
     }
-    bool node_list = a.nodes != NULL;
-    cJSON *failed = cJSON_CreateObject(), *unres = cJSON_CreateObject();
-    bool *pass = calloc((size_t)a.n + 1, sizeof *pass);
-    if (!pass) {
+    filter_job j = {.st = v->st, .a = &a, .pass = calloc((size_t)a.n + 1, sizeof *j.pass)};
+    if (!j.pass) {
         args_free(&a);
-        cJSON_Delete(failed);
-        cJSON_Delete(unres);
         ext_reply_error(out, 500, "out of memory");
         return;
     }
     if (a.req_ok) ext_state_note_request(v->st, a.uid, a.ns, a.name, &a.req);   /* for bind */
     if (!a.req_ok) {
         snprintf(err, sizeof err, "pod %s/%s: invalid GPU request: %s", a.ns, a.name, a.req_err);
-        for (int i = 0; i < a.n; i++) cJSON_AddStringToObject(unres, a.names[i], err);
+        for (int i = 0; i < a.n; i++) jb_member(&j.unres[0], a.names[i], err);
     } else if (!model_request_wants_gpu(&a.req)) {
-        for (int i = 0; i < a.n; i++) pass[i] = true;   /* not ours to judge */
+        for (int i = 0; i < a.n; i++) j.pass[i] = true;   /* not ours to judge */
     } else {
         ext_state_lock(v->st);
-        for (int i = 0; i < a.n; i++) {
-            char why[MODEL_REASON_LEN];
-            fit_verdict fv = judge(v->st, ext_state_node(v->st, a.names[i]), a.names[i], &a.req, why, sizeof why);
-            if (fv == FIT_OK) pass[i] = true;
-            else cJSON_AddStringToObject(fv == FIT_FAILED ? failed : unres, a.names[i], why);
-        }
+        run_split(a.n, filter_range, &j);
         ext_state_unlock(v->st);
     }
-    cJSON *nodes = NULL, *names = NULL;
+    jbuf b = {0};
     int npass = 0;
-    if (node_list) {
+    if (a.nodes) {
         /* Echo the scheduler's own Node objects: it uses what we return as is. */
-        nodes = cJSON_CreateObject();
+        cJSON *nodes = cJSON_CreateObject();
         cJSON_AddItemToObject(nodes, "metadata", cJSON_CreateObject());
         cJSON *items = cJSON_AddArrayToObject(nodes, "items");
         for (int i = 0; i < a.n; i++)
-            if (pass[i]) {
+            if (j.pass[i]) {
                 cJSON_AddItemToArray(items, cJSON_DetachItemViaPointer(a.items, a.objs[i]));
                 npass++;
             }
+        char *txt = cJSON_PrintUnformatted(nodes);
+        cJSON_Delete(nodes);
+        jb_lit(&b, "{\"Nodes\":");
+        if (txt) jb_lit(&b, txt);
+        else b.oom = true;
+        free(txt);
+        jb_lit(&b, ",\"NodeNames\":null");
     } else {
-        names = cJSON_CreateArray();
+        jb_lit(&b, "{\"Nodes\":null,\"NodeNames\":[");
         for (int i = 0; i < a.n; i++)
-            if (pass[i]) {
-                cJSON_AddItemToArray(names, cJSON_CreateString(a.names[i]));
-                npass++;
+            if (j.pass[i]) {
+                if (npass++) jb_raw(&b, ",", 1);
+                jb_str(&b, a.names[i]);
             }
+        jb_raw(&b, "]", 1);
     }
+    jb_lit(&b, ",\"FailedNodes\":");
+    put_members(&b, j.failed);
+    jb_lit(&b, ",\"FailedAndUnresolvableNodes\":");
+    put_members(&b, j.unres);
+    jb_lit(&b, ",\"Error\":\"\"}");
     ext_log(EXT_LOG_DEBUG, "verb=filter pod=%s/%s candidates=%d feasible=%d", a.ns, a.name, a.n, npass);
-    free(pass);
+    free(j.pass);
     args_free(&a);
-    reply_json(out, 200, filter_result(nodes, names, failed, unres, ""));
+    reply_jbuf(out, 200, &b);
 }
 
 /* ---------------------------------------------------------------- prioritize */
+
+typedef struct score_job {
+    ext_state *st;
+    const ext_verbs *v;
+    const ext_args *a;
+    const policy_ctx *ctx;
+    policy_result *res;
+} score_job;
+
+static void score_range(void *vctx, int part, int from, int to) {
+    score_job *j = vctx;
+    for (int i = from; i < to; i++) {
+        const ext_node *en = ext_state_node(j->st, j->a->names[i]);
+        if (!en || !en->m || policy_score(j->v->pol, &j->a->req, en->m, j->ctx, &j->res[i], NULL, 0) != 0) {
+            memset(&j->res[i], 0, sizeof j->res[i]);
+            j->res[i].rank = policy_node_rank(j->ctx, j->a->names[i]);
+        }
+    }
+}
 
 void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     ext_args a;
@@ -319,28 +466,27 @@ void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *
     if (a.req_ok && model_request_wants_gpu(&a.req)) {
         policy_ctx ctx = v->ctx;
         ctx.decision = uid_hash(a.uid);
+        score_job j = {.st = v->st, .v = v, .a = &a, .ctx = &ctx, .res = res};
         ext_state_lock(v->st);
-        for (int i = 0; i < a.n; i++) {
-            const ext_node *en = ext_state_node(v->st, a.names[i]);
-            if (!en || !en->m || policy_score(v->pol, &a.req, en->m, &ctx, &res[i], NULL, 0) != 0) {
-                memset(&res[i], 0, sizeof res[i]);
-                res[i].rank = policy_node_rank(&ctx, a.names[i]);
-            }
-        }
+        run_split(a.n, score_range, &j);
         ext_state_unlock(v->st);
         policy_scores_0_10(v->pol, &ctx, res, a.n, score);
     }
-    cJSON *arr = cJSON_CreateArray();
+    /* [{"Host":"name","Score":n}, ...]: the bare HostPriorityList. */
+    jbuf b = {0};
+    jb_raw(&b, "[", 1);
     for (int i = 0; i < a.n; i++) {
-        cJSON *h = cJSON_CreateObject();
-        cJSON_AddStringToObject(h, "Host", a.names[i]);
-        cJSON_AddNumberToObject(h, "Score", score[i]);
-        cJSON_AddItemToArray(arr, h);
+        char num[32];
+        jb_lit(&b, i ? ",{\"Host\":" : "{\"Host\":");
+        jb_str(&b, a.names[i]);
+        int nl = snprintf(num, sizeof num, ",\"Score\":%d}", score[i]);
+        jb_raw(&b, num, (size_t)nl);
     }
+    jb_raw(&b, "]", 1);
     free(score);
     free(res);
     args_free(&a);
-    reply_json(out, 200, arr);
+    reply_jbuf(out, 200, &b);
 }
 
 /* ---------------------------------------------------------------- bind */

@@ -49,8 +49,50 @@ static void starts_text(uint8_t mask, char *buf, size_t len) {
         }
 }
 
+/* What every placement rule needs from a layout, gathered in one pass: the policies and
+ * model_fit ask "where can profile X go?" for every GPU of every node they look at. */
+typedef struct mig_summary {
+    uint8_t used;                       /* model_mig_used_mask */
+    bool media;                         /* some instance owns the media engines */
+    int compute;                        /* compute slices taken */
+    int8_t count[MODEL_MAX_PROFILES];   /* instances per profile */
+} mig_summary;
+
+static void mig_summarise(const model_gpu_product *p, const model_mig_layout *l, mig_summary *s) {
+    memset(s, 0, sizeof *s);
+    int n = l->n < MODEL_MIG_MAX_INSTANCES ? l->n : MODEL_MIG_MAX_INSTANCES;
+    for (int i = 0; i < n; i++) {
+        int pi = l->inst[i].profile, st = l->inst[i].start;
+        if (pi < 0 || pi >= p->nprofiles) continue;   /* as model_mig_can_add and the used mask skip it */
+        const model_mig_profile *mp = &p->profiles[pi];
+        s->count[pi]++;
+        s->compute += mp->compute_slices;
+        s->media |= mp->media;
+        if (st >= 0 && st < MODEL_MIG_MAX_SLICES && st + mp->memory_slices <= MODEL_MIG_MAX_SLICES)
+            s->used |= slot_bits(st, mp->memory_slices);
+    }
+}
+
+/* The legal free starts of one more `profile`: model_mig_can_add's rules as bit masks.
+ * A start s is blocked when any used slice lies in [s, s + size). */
+static uint8_t starts_of(const model_gpu_product *p, const model_mig_layout *l, const mig_summary *s, int profile) {
+    const model_mig_profile *mp = &p->profiles[profile];
+    if (l->n >= MODEL_MIG_MAX_INSTANCES || s->count[profile] >= mp->max_instances ||
+        s->compute + mp->compute_slices > p->mig_compute_slices || (mp->media && s->media))
+        return 0;
+    unsigned blocked = 0;
+    for (int k = 0; k < mp->memory_slices && k < MODEL_MIG_MAX_SLICES; k++) blocked |= (unsigned)s->used >> k;
+    return (uint8_t)(mp->start_mask & ~blocked);
+}
+
 bool model_mig_can_add(const model_gpu_product *p, const model_mig_layout *l, int profile, int start,
                        char *why, size_t whylen) {
+    if (!why || !whylen) {   /* the hot case: no words wanted, only the answer */
+        if (profile < 0 || profile >= p->nprofiles || start < 0 || start >= MODEL_MIG_MAX_SLICES) return false;
+        mig_summary s;
+        mig_summarise(p, l, &s);
+        return (starts_of(p, l, &s, profile) >> start) & 1u;
+    }
     if (profile < 0 || profile >= p->nprofiles)
         return mig_fail(why, whylen, "%s has no MIG profile number %d", p->product, profile);
     const model_mig_profile *mp = &p->profiles[profile];
@@ -83,10 +125,15 @@ bool model_mig_can_add(const model_gpu_product *p, const model_mig_layout *l, in
 
 uint8_t model_mig_free_starts(const model_gpu_product *p, const model_mig_layout *l, int profile) {
     if (profile < 0 || profile >= p->nprofiles) return 0;
-    uint8_t mask = 0;
-    for (int s = 0; s < MODEL_MIG_MAX_SLICES; s++)
-        if (model_mig_can_add(p, l, profile, s, NULL, 0)) mask |= (uint8_t)(1u << s);
-    return mask;
+    mig_summary s;
+    mig_summarise(p, l, &s);
+    return starts_of(p, l, &s, profile);
+}
+
+void model_mig_free_starts_all(const model_gpu_product *p, const model_mig_layout *l, uint8_t *out) {
+    mig_summary s;
+    mig_summarise(p, l, &s);
+    for (int i = 0; i < MODEL_MAX_PROFILES; i++) out[i] = i < p->nprofiles ? starts_of(p, l, &s, i) : 0;
 }
 
 bool model_mig_layout_valid(const model_gpu_product *p, const model_mig_layout *l, char *why, size_t whylen) {

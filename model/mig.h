@@ -27,12 +27,17 @@ typedef struct model_mig_layout {
 uint8_t model_mig_used_mask(const model_gpu_product *p, const model_mig_layout *l);
 
 /* Whether adding one instance of `profile` at `start` to a valid layout keeps it
- * valid; on false, why says which rule it breaks. */
+ * valid; on false, why says which rule it breaks. With why NULL it only answers (the
+ * hot case: bit masks, no formatting). */
 bool model_mig_can_add(const model_gpu_product *p, const model_mig_layout *l, int profile, int start,
                        char *why, size_t whylen);
 
 /* Legal start slots for one more instance of `profile` on the layout, as a bit mask. */
 uint8_t model_mig_free_starts(const model_gpu_product *p, const model_mig_layout *l, int profile);
+
+/* The same for every profile at once, from one pass over the layout: out[i] for each
+ * profile i, 0 past p->nprofiles; writes MODEL_MAX_PROFILES masks. */
+void model_mig_free_starts_all(const model_gpu_product *p, const model_mig_layout *l, uint8_t *out);
 
 /* Whether a whole layout is valid; on false, why names the first offending instance. */
 bool model_mig_layout_valid(const model_gpu_product *p, const model_mig_layout *l, char *why, size_t whylen);

@@ -21,9 +21,17 @@
 
 /* ------------------------------------------------------------ by hand ---- */
 
+/* Zeroed and aligned as model_gpu asks (64 bytes), which malloc does not promise. */
+static model_node *node_alloc(void) {
+    size_t size = (sizeof(model_node) + 63) & ~(size_t)63;
+    model_node *n = aligned_alloc(64, size);
+    if (n) memset(n, 0, sizeof *n);
+    return n;
+}
+
 model_node *model_node_new(const char *name) {
     if (!name) return NULL;
-    model_node *n = calloc(1, sizeof *n);
+    model_node *n = node_alloc();
     if (!n) return NULL;
     n->name = strdup(name);
     if (!n->name) {
@@ -126,7 +134,7 @@ void model_node_free(model_node *n) {
 
 model_node *model_node_clone(const model_node *n) {
     if (!n) return NULL;
-    model_node *c = malloc(sizeof *c);
+    model_node *c = node_alloc();
     if (!c) return NULL;
     memcpy(c, n, sizeof *c);
     c->name = NULL;

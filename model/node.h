@@ -39,29 +39,31 @@ typedef struct model_mig_instance {
     int32_t holder;        /* index into node->allocs, -1 when idle */
 } model_mig_instance;
 
+/* Field order is for the scoring loops, which visit every GPU of thousands of nodes per
+ * decision: what they read sits in the first 64 bytes (one cache line per whole-mode
+ * GPU, the struct is cache-line aligned), the MIG instances next, identity last. */
 typedef struct model_gpu {
-    int index;                          /* device index on the node */
-    char uuid[48];                      /* "" when only labels are known */
-    const model_gpu_product *product;   /* never NULL (unknown models get node->local_product) */
     model_gpu_mode mode;
+    int32_t exclusive_holder;           /* alloc index holding the whole GPU, -1 if none */
     int memory_mib;                     /* capacity; the node's label wins over the catalog */
+    int memory_used_mib;                /* usage (this and the fields marked so): changed only by */
+    int compute_used_permille;          /* usage: 0..1000        model_assign / model_release */
+    int nholders;                       /* usage: grants on this GPU (any kind) */
+    const model_gpu_product *product;   /* never NULL (unknown models get node->local_product) */
     int replicas;                       /* timeslice/MPS: N >= 2; otherwise 1 */
+    int replicas_used;                  /* usage */
+    int ninst;                          /* usage (dynamic MIG creates and destroys instances) */
+    bool mig_dynamic;                   /* MIG: instances may be created/destroyed on demand */
     int mps_memory_limit_mib;           /* MPS: memory_mib / replicas (device plugin's pinned limit) */
     int mps_thread_permille;            /* MPS: 10 * (100 / replicas), the active thread share */
-    bool mig_dynamic;                   /* MIG: instances may be created/destroyed on demand */
+    model_mig_instance inst[MODEL_MIG_MAX_INSTANCES];
+    uint64_t replica_used[2];           /* usage: bit r: replica r taken */
+
+    int index;                          /* device index on the node */
     int numa_node;                      /* -1 unknown */
     uint32_t nvlink_peers;              /* bit i: NVLink to the GPU with index i */
-
-    /* usage, changed only by model_assign / model_release */
-    int32_t exclusive_holder;           /* alloc index holding the whole GPU, -1 if none */
-    int memory_used_mib;
-    int compute_used_permille;          /* 0..1000 */
-    int replicas_used;
-    uint64_t replica_used[2];           /* bit r: replica r taken */
-    int nholders;                       /* grants on this GPU (any kind) */
-    int ninst;
-    model_mig_instance inst[MODEL_MIG_MAX_INSTANCES];
-} model_gpu;
+    char uuid[48];                      /* "" when only labels are known */
+} __attribute__((aligned(64))) model_gpu;
 
 /* What one GPU gives one pod. */
 typedef struct model_grant {
@@ -88,26 +90,27 @@ typedef struct model_alloc {
     model_assignment a;
 } model_alloc;
 
+/* Hot fields first (what every policy reads per node), then the GPUs, then what only
+ * node building, reasons and bookkeeping read. Allocated 64-byte aligned (node.c). */
 typedef struct model_node {
     char *name;
-    char reason[MODEL_REASON_LEN];      /* non-empty: the node takes no GPU pods, and why */
-    char product_label[MODEL_NAME_LEN]; /* nvidia.com/gpu.product as labelled */
-    model_gpu_product local_product;    /* facts for a model the catalog does not know */
     model_mig_strategy mig_strategy;
     model_gpu_mode sharing;             /* WHOLE (none), TIMESLICE or MPS: one method per node */
     int replicas;                       /* per GPU, from nvidia.com/gpu.replicas */
     bool shared_renamed;                /* replicas advertised as nvidia.com/gpu.shared */
-
     bool track_host;                    /* check cpu/memory (simulator); the extender leaves it to kube-scheduler */
     int64_t cpu_milli, cpu_used_milli;
     int64_t memory_mib, memory_used_mib;
-
     int ngpus;
+    char reason[MODEL_REASON_LEN];      /* non-empty: the node takes no GPU pods, and why */
+
     model_gpu gpus[MODEL_MAX_GPUS];
 
     int nallocs, allocs_cap;            /* allocs[0..nallocs) with free slots marked by uid "" */
     model_alloc *allocs;
     int nlive;                          /* allocations in use */
+    char product_label[MODEL_NAME_LEN]; /* nvidia.com/gpu.product as labelled */
+    model_gpu_product local_product;    /* facts for a model the catalog does not know */
 } model_node;
 
 /* Build by hand. model_node_add_gpu returns the GPU or NULL (too many GPUs, bad

@@ -49,49 +49,10 @@ int policy_gpu_free(const model_gpu *g) {
     return 0;
 }
 
-/* ------------------------------------------------------------ MIG memo */
-
-/* 4-way set associative, 16384 entries (512 KiB per thread): a miss costs a few
- * microseconds (model_mig_free_starts for every profile), a cluster's layouts and the
- * layouts one step away from them number in the low thousands. */
-#define MEMO_SETS 4096
-#define MEMO_WAYS 4
-typedef struct mig_memo {
-    uint64_t key;
-    const model_gpu_product *p;
-    uint8_t starts[MODEL_MAX_PROFILES];
-} mig_memo;
-static _Thread_local mig_memo memo[MEMO_SETS][MEMO_WAYS];
+/* ------------------------------------------------------------ MIG helpers */
 
 void mig_starts(const model_gpu_product *p, const model_mig_layout *l, uint8_t *out) {
-    /* Canonical layout: the profile (+1) starting at each memory slice; starts are
-     * unique in a valid layout. */
-    uint64_t code = 0;
-    for (int i = 0; i < l->n; i++) {
-        int s = l->inst[i].start;
-        if (s >= 0 && s < MODEL_MIG_MAX_SLICES) code |= (uint64_t)((l->inst[i].profile + 1) & 31) << (5 * s);
-    }
-    code |= (uint64_t)l->n << 40;
-    uint64_t h = policy_hash64(code ^ policy_hash64((uint64_t)(uintptr_t)p));
-    mig_memo *set = memo[h % MEMO_SETS];
-    for (int w = 0; w < MEMO_WAYS; w++) {
-        if (set[w].p == p && set[w].key == code) {
-            if (w) {   /* move to front: the last way is the one evicted */
-                mig_memo hit = set[w];
-                memmove(&set[1], &set[0], (size_t)w * sizeof hit);
-                set[0] = hit;
-            }
-            memcpy(out, set[0].starts, MODEL_MAX_PROFILES);
-            return;
-        }
-    }
-    memmove(&set[1], &set[0], (MEMO_WAYS - 1) * sizeof set[0]);
-    mig_memo *m = &set[0];
-    m->p = p;
-    m->key = code;
-    for (int i = 0; i < MODEL_MAX_PROFILES; i++)
-        m->starts[i] = i < p->nprofiles ? model_mig_free_starts(p, l, i) : 0;
-    memcpy(out, m->starts, MODEL_MAX_PROFILES);
+    model_mig_free_starts_all(p, l, out);
 }
 
 typedef struct type_memo {
@@ -112,27 +73,6 @@ int mig_type_profile(const policy_workload *w, int t, const model_gpu_product *p
     return m->idx[t];
 }
 
-/* Refresh the MIG summary bits of a detailed GPU after its layout changed. */
-static void pv_mig_refresh(pv_gpu *g) {
-    g->idle_prof = 0;
-    g->addable = 0;
-    memset(g->starts, 0, sizeof g->starts);
-    if (g->mode != MODEL_GPU_MIG || !g->product) return;
-    for (int i = 0; i < g->layout.n; i++)
-        if (!(g->held & (1u << i)) && g->layout.inst[i].profile >= 0)
-            g->idle_prof |= (uint16_t)(1u << g->layout.inst[i].profile);
-    mig_starts(g->product, &g->layout, g->starts);
-    if (g->dyn)
-        for (int i = 0; i < g->product->nprofiles && i < MODEL_MAX_PROFILES; i++)
-            if (g->starts[i]) g->addable |= (uint16_t)(1u << i);
-}
-
-int16_t pv_eff(const pv_gpu *g, int R) {
-    if (g->mode != MODEL_GPU_WHOLE) return -1;
-    if (g->idle) return 1001;
-    return (int16_t)(R > 999 ? 999 : R);
-}
-
 static int mig_free_permille(const pv_gpu *g) {
     const model_gpu_product *p = g->product;
     if (!p || p->mig_compute_slices <= 0) return 0;
@@ -143,6 +83,79 @@ static int mig_free_permille(const pv_gpu *g) {
     }
     int free = g->dyn ? p->mig_compute_slices - held : idle;
     return free < 0 ? 0 : 1000 * free / p->mig_compute_slices;
+}
+
+/* Everything a MIG GPU's scoring needs follows from (product, dynamic, which profile
+ * starts at each slice and whether a pod holds it), and a cluster has few distinct such
+ * states: the derived values are memoised per thread in a direct-mapped table, keyed by
+ * that state packed in 64 bits (6 bits per slice, then the instance count and the
+ * dynamic flag). Layouts that do not pack (a start out of range, two instances on one
+ * slice, a profile index past 30) are derived every time. */
+#define MIG_MEMO 4096
+typedef struct mig_memo {
+    uint64_t key;
+    const model_gpu_product *p;
+    int16_t R;
+    uint16_t idle_prof, addable;
+    uint8_t starts[MODEL_MAX_PROFILES];
+} mig_memo;
+static _Thread_local mig_memo memo[MIG_MEMO];
+
+static bool mig_key(const pv_gpu *g, uint64_t *key) {
+    uint64_t k = 0;
+    for (int i = 0; i < g->layout.n; i++) {
+        int s = g->layout.inst[i].start, pi = g->layout.inst[i].profile;
+        if (s < 0 || s >= MODEL_MIG_MAX_SLICES || pi < 0 || pi > 30 || ((k >> (6 * s)) & 63)) return false;
+        k |= (uint64_t)((pi + 1) | ((g->held >> i) & 1u) << 5) << (6 * s);
+    }
+    *key = k | (uint64_t)g->layout.n << 48 | (uint64_t)g->dyn << 52 | 1ull << 63;
+    return true;
+}
+
+/* Refresh a detailed MIG GPU's derived values (R, idle profiles, addable profiles,
+ * free starts per profile) after its layout changed; returns R. */
+static int pv_mig_refresh(pv_gpu *g) {
+    if (!g->product) {
+        g->idle_prof = g->addable = 0;
+        memset(g->starts, 0, sizeof g->starts);
+        return 0;
+    }
+    uint64_t key = 0;
+    mig_memo *m = NULL;
+    if (mig_key(g, &key)) {
+        m = &memo[policy_hash64(key ^ (uint64_t)(uintptr_t)g->product) % MIG_MEMO];
+        if (m->key == key && m->p == g->product) {
+            g->idle_prof = m->idle_prof;
+            g->addable = m->addable;
+            memcpy(g->starts, m->starts, sizeof g->starts);
+            return m->R;
+        }
+    }
+    g->idle_prof = 0;
+    g->addable = 0;
+    for (int i = 0; i < g->layout.n; i++)
+        if (!(g->held & (1u << i)) && g->layout.inst[i].profile >= 0)
+            g->idle_prof |= (uint16_t)(1u << g->layout.inst[i].profile);
+    model_mig_free_starts_all(g->product, &g->layout, g->starts);
+    if (g->dyn)
+        for (int i = 0; i < g->product->nprofiles && i < MODEL_MAX_PROFILES; i++)
+            if (g->starts[i]) g->addable |= (uint16_t)(1u << i);
+    int R = mig_free_permille(g);
+    if (m) {
+        m->key = key;
+        m->p = g->product;
+        m->R = (int16_t)R;
+        m->idle_prof = g->idle_prof;
+        m->addable = g->addable;
+        memcpy(m->starts, g->starts, sizeof m->starts);
+    }
+    return R;
+}
+
+int16_t pv_eff(const pv_gpu *g, int R) {
+    if (g->mode != MODEL_GPU_WHOLE) return -1;
+    if (g->idle) return 1001;
+    return (int16_t)(R > 999 ? 999 : R);
 }
 
 void pv_build(pv_node *v, const model_node *n, bool detail) {
@@ -188,11 +201,13 @@ void pv_build(pv_node *v, const model_node *n, bool detail) {
                 if (g->inst[k].holder >= 0) pg->held |= (uint8_t)(1u << k);
                 pg->layout.n = k + 1;
             }
-            R = mig_free_permille(pg);
+            R = pv_mig_refresh(pg);
             v->R[i] = (int16_t)R;
             pg->free_mem = (int)((long long)pg->mem_cap * R / 1000);
+        } else {
+            pg->idle_prof = pg->addable = 0;
+            memset(pg->starts, 0, sizeof pg->starts);
         }
-        pv_mig_refresh(pg);
     }
 }
 
@@ -208,8 +223,9 @@ void pv_gpu_apply(pv_gpu *g, int16_t *Rp, int16_t *Ep, const model_grant *gr, bo
             g->layout.inst[at].start = gr->mig_start;
         }
         if (at >= 0) g->held |= (uint8_t)(1u << at);
-        if (room) pv_mig_refresh(g);
-        R = mig_free_permille(g);
+        /* room or not, one memo lookup gives R; the room bits come with it */
+        (void)room;
+        R = pv_mig_refresh(g);
         g->free_mem = (int)((long long)g->mem_cap * R / 1000);
     } else if (gr->replica >= 0) {
         if (g->free_rep > 0) g->free_rep--;

@@ -105,6 +105,10 @@ bool frag_workload_fast(const policy_workload *w);
 enum { NORM_NONE = 0, NORM_MINMAX, NORM_ONE_WINNER };
 int policy_norm_kind(const policy *p);
 
+/* The random policy's raw score of a node: a uniform draw in [0, 100) from (seed,
+ * decision, hash of the node name); incremental.c redraws it without re-scoring. */
+double policy_random_draw(const policy_ctx *ctx, uint64_t name_hash);
+
 /* Hash helpers (splitmix64): seeded, deterministic, no state. */
 uint64_t policy_hash64(uint64_t x);
 uint64_t policy_hash_str(uint64_t h, const char *s);

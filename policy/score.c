@@ -68,6 +68,11 @@ static uint64_t rank_of(const policy_ctx *ctx, uint64_t name_hash) {
     return policy_hash64(h ^ name_hash);
 }
 
+double policy_random_draw(const policy_ctx *ctx, uint64_t name_hash) {
+    return 100.0 * (double)(policy_hash64(policy_hash64(ctx->seed ^ 0x5eedu) ^ policy_hash64(ctx->decision) ^ name_hash) >> 11) /
+           9007199254740992.0;
+}
+
 uint64_t policy_node_rank(const policy_ctx *ctx, const char *node_name) {
     return rank_of(ctx, policy_hash_str(0, node_name));
 }
@@ -438,8 +443,7 @@ static double node_score(scorer *s, const cand *c, double delta, char *why, size
     case P_GPUCLUSTERING: return gpuclustering_score(s->n, s->r, ni, why, whylen);
     case P_RANDOM: {
         /* a uniform draw in [0, 100) from (seed, decision, node) */
-        double raw = 100.0 * (double)(policy_hash64(policy_hash64(s->ctx->seed ^ 0x5eedu) ^
-                                                    policy_hash64(s->ctx->decision) ^ s->name_hash) >> 11) / 9007199254740992.0;
+        double raw = policy_random_draw(s->ctx, s->name_hash);
         if (why) snprintf(why, whylen, "random: draw %.6f (the highest draw among feasible nodes gets 100)", raw);
         return raw;
     }

@@ -45,9 +45,9 @@ RUNTIME_UID = 65532
 # cross-checks this list against the extender's /metrics.
 EXTENDER_METRICS = {
     "tessera_request_duration_seconds": "histogram",   # label verb
-    "tessera_gpu_memory_allocated_mib": "gauge",       # labels node, gpu
-    "tessera_gpu_memory_free_mib": "gauge",            # labels node, gpu
-    "tessera_gpu_compute_allocated_permille": "gauge", # labels node, gpu
+    "tessera_gpu_memory_allocated_bytes": "gauge",     # labels node, gpu
+    "tessera_gpu_memory_free_bytes": "gauge",          # labels node, gpu
+    "tessera_gpu_compute_allocated_ratio": "gauge",    # labels node, gpu
     "tessera_gpu_replicas_free": "gauge",              # labels node, gpu
     "tessera_mig_instances_free": "gauge",             # labels node, gpu, profile
     "tessera_cluster_fragmentation_ratio": "gauge",
@@ -785,6 +785,15 @@ exprs = [t.get("expr", "") for p in panels for t in p.get("targets") or []]
 for v in (dash.get("templating") or {}).get("list") or []:
     q = v.get("query")
     exprs.append(q.get("query", "") if isinstance(q, dict) else (q or "") if v.get("type") == "query" else "")
+# The extender's source writes each of these names (extender/metrics.c).
+try:
+    with open(os.path.join(os.path.dirname(DEPLOY), "extender", "metrics.c")) as fh:
+        msrc = fh.read()
+    check("extender/metrics.c exports every metric listed here",
+          all(m in msrc for m in EXTENDER_METRICS),
+          str([m for m in EXTENDER_METRICS if m not in msrc]))
+except OSError as e:
+    check("extender/metrics.c is readable", False, str(e))
 used = set()
 for e in exprs:
     for tok in re.findall(r"\btessera_[a-z0-9_]+", e):

@@ -263,6 +263,14 @@ TEST(ext_http_not_ready_until_synced) {
     CHECK_INT(ready2, 200);
 }
 
+/* The cluster's fragmentation ratio is reported, and is a share (0..1). */
+static bool frag_ok(const char *metrics) {
+    const char *f = strstr(metrics, "\ntessera_cluster_fragmentation_ratio ");
+    if (!f) return false;
+    double r = strtod(f + strlen("\ntessera_cluster_fragmentation_ratio "), NULL);
+    return r >= 0 && r <= 1;
+}
+
 TEST(ext_http_end_to_end_gpu_pod_with_debug_and_metrics) {
     srv s;
     CHECK(srv_start(&s, demo_state(), 0));
@@ -279,8 +287,12 @@ TEST(ext_http_end_to_end_gpu_pod_with_debug_and_metrics) {
     bool ok = fs == 200 && strstr(f, "\"NodeNames\":[\"gpu-a100-whole\"]") && ps == 200 &&
               strstr(p, "{\"Host\":\"gpu-a100-whole\",\"Score\":10}") && bs == 200 && !strcmp(b, "{\"Error\":\"\"}") &&
               ds == 200 && strstr(d, "\"fits\":true") && ms == 200 &&
-              strstr(m, "tessera_bind_total{outcome=\"ok\"} 1") &&
-              strstr(m, "tessera_gpu_memory_allocated_mib{node=\"gpu-a100-whole\",gpu=\"0\",mode=\"whole\"} 20000") &&
+              strstr(m, "tessera_binds_total{result=\"ok\"} 1") &&
+              strstr(m, "tessera_gpu_memory_allocated_bytes{node=\"gpu-a100-whole\",gpu=\"0\",mode=\"whole\"} 20971520000\n") &&
+              strstr(m, "tessera_gpu_memory_free_bytes{node=\"gpu-a100-whole\",gpu=\"0\",mode=\"whole\"} 64927825920\n") &&
+              strstr(m, "tessera_gpu_compute_free_ratio{node=\"gpu-a100-whole\",gpu=\"1\",mode=\"whole\"} 1\n") &&
+              strstr(m, "tessera_mig_instances_free{node=\"gpu-a100-mig\",gpu=\"0\",profile=\"") &&
+              strstr(m, "\ntessera_cluster_free_gpus ") && frag_ok(m) &&
               strstr(m, "tessera_request_duration_seconds_count{verb=\"filter\"} 1");
     if (!ok) test_fail(__FILE__, __LINE__, "filter %ld %s | prioritize %ld %s | bind %ld %s | debug %ld", fs, f, ps, p, bs, b, ds);
     free(f);
@@ -291,4 +303,44 @@ TEST(ext_http_end_to_end_gpu_pod_with_debug_and_metrics) {
     free(pod);
     free(args);
     srv_stop(&s);
+}
+
+/* --metrics-listen: a second server on the same verbs serves only the probes and /metrics,
+ * showing the verb server's request histograms; verbs and /debug/state are not there. */
+TEST(ext_http_ops_server_serves_only_probes_and_metrics) {
+    srv s;
+    CHECK(srv_start(&s, demo_state(), 0));
+    ext_http_config oc = {.conn_timeout_s = 1, .verbs = &s.v, .ops_only = true, .metrics_from = ext_http_metrics(s.h)};
+    snprintf(oc.listen, sizeof oc.listen, "127.0.0.1:0");
+    snprintf(oc.prefix, sizeof oc.prefix, "/tessera");
+    char err[256];
+    ext_http *ops = ext_http_start(&oc, err, sizeof err);
+    CHECK_MSG(ops != NULL, "ops server: %s", err);
+    char *pod = pod_json("p", "uid-p", 0, "\"nvidia.com/gpumem\":\"1000\"", NULL, NULL);
+    const char *names[] = {"gpu-a100-whole"};
+    char *args = args_names(pod, names, 1);
+    long f = req(&s, "POST", "/tessera/filter", args, strlen(args), false, NULL, NULL);
+    char verb_base[64];
+    snprintf(verb_base, sizeof verb_base, "%s", s.base);
+    snprintf(s.base, sizeof s.base, "http://127.0.0.1:%d", ext_http_port(ops));
+    char *m = NULL;
+    long of = req(&s, "POST", "/tessera/filter", args, strlen(args), false, NULL, NULL);
+    long od = req(&s, "GET", "/debug/state", NULL, 0, false, NULL, NULL);
+    long oh = req(&s, "GET", "/healthz", NULL, 0, false, NULL, NULL);
+    long orz = req(&s, "GET", "/readyz", NULL, 0, false, NULL, NULL);
+    long om = req(&s, "GET", "/metrics", NULL, 0, false, &m, NULL);
+    bool counted = m && strstr(m, "tessera_request_duration_seconds_count{verb=\"filter\"} 1\n");
+    free(m);
+    free(pod);
+    free(args);
+    ext_http_stop(ops);
+    snprintf(s.base, sizeof s.base, "%s", verb_base);
+    srv_stop(&s);
+    CHECK_INT(f, 200);
+    CHECK_INT(of, 404);
+    CHECK_INT(od, 404);
+    CHECK_INT(oh, 200);
+    CHECK_INT(orz, 200);
+    CHECK_INT(om, 200);
+    CHECK(counted);
 }

@@ -461,3 +461,47 @@ TEST(mig_census_agrees_with_layouts) {
     CHECK_INT(realised, kinds);
     CHECK_INT(maximal, 78);
 }
+
+/* The answer-only path of model_mig_can_add (why NULL) and model_mig_free_starts(_all)
+ * work on bit masks; they must agree with the rule-by-rule path that explains itself, on
+ * every MIG product, on random layouts grown one legal instance at a time and on layouts
+ * with out-of-range entries. */
+TEST(mig_fast_starts_agree_with_explained_rules) {
+    const model_catalog *cat = model_catalog_default();
+    uint64_t x = 0x2545f4914f6cdd1dull;
+    int checked = 0;
+    for (int ci = 0; ci < model_catalog_count(cat); ci++) {
+        const model_gpu_product *p = model_catalog_at(cat, ci);
+        if (!p->mig_capable || p->nprofiles == 0) continue;
+        for (int round = 0; round < 300; round++) {
+            model_mig_layout l = {0};
+            int steps = (int)(x % 10);
+            for (int k = 0; k < steps; k++) {
+                x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+                int pi = (int)(x % (uint64_t)(p->nprofiles + 1)) - (round % 7 == 0 ? 1 : 0);
+                int st = (int)((x >> 20) % 9);
+                char why[160];
+                if (round % 11 == 0 && l.n < MODEL_MIG_MAX_INSTANCES)   /* forged: anything goes */
+                    l.inst[l.n++] = (model_mig_placement){(int8_t)pi, (int8_t)st};
+                else if (model_mig_can_add(p, &l, pi, st, why, sizeof why))
+                    l.inst[l.n++] = (model_mig_placement){(int8_t)pi, (int8_t)st};
+            }
+            uint8_t all[MODEL_MAX_PROFILES];
+            model_mig_free_starts_all(p, &l, all);
+            for (int pi = -1; pi <= p->nprofiles; pi++) {
+                uint8_t slow = 0;
+                for (int st = -1; st <= MODEL_MIG_MAX_SLICES; st++) {
+                    char why[160];
+                    bool a = model_mig_can_add(p, &l, pi, st, why, sizeof why);
+                    bool b = model_mig_can_add(p, &l, pi, st, NULL, 0);
+                    CHECK_MSG(a == b, "%s profile %d start %d: explained %d, fast %d", p->product, pi, st, a, b);
+                    if (a && st >= 0 && st < MODEL_MIG_MAX_SLICES) slow |= (uint8_t)(1u << st);
+                    checked++;
+                }
+                CHECK_INT(model_mig_free_starts(p, &l, pi), slow);
+                if (pi >= 0 && pi < MODEL_MAX_PROFILES) CHECK_INT(all[pi], pi < p->nprofiles ? slow : 0);
+            }
+        }
+    }
+    CHECK(checked > 10000);
+}

@@ -1,0 +1,22 @@
+/* workload.h -- the target workload of the extender: the task shapes that fragmentation
+ * (policy_frag_*) is measured against, for --policy fgd and the
+ * tessera_cluster_fragmentation_ratio metric. Either loaded once from --workload FILE, or,
+ * without it, built from the pods in the cache at the time it is needed.
+ */
+#ifndef EXT_WORKLOAD_H
+#define EXT_WORKLOAD_H
+
+#include <stddef.h>
+
+#include "extender/state.h"
+#include "policy/policy.h"
+
+/* A finished workload (95 % coverage, as the FGD paper) from a JSON array of Pod objects
+ * or a List/PodList of them: each pod counts once. Pods that ask for no GPU count as
+ * CPU-only tasks. NULL with err on malformed input, an invalid pod request, or no pods. */
+policy_workload *ext_workload_from_json(const char *json, size_t len, char *err, size_t errlen);
+
+/* A finished workload from the GPU pods in the cache (lock held); NULL when there are none. */
+policy_workload *ext_workload_from_state(const ext_state *st);
+
+#endif

@@ -1,0 +1,257 @@
+/* plan.c -- capacity planning by repeated replays; the search is described in plan.h. */
+#include "sim/plan.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- targets */
+
+static const char *const stat_names[] = {"p50", "p95", "p99", "max", "mean"};
+
+static int parse_seconds(const char *s, double *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || !(v >= 0) || !isfinite(v)) return -1;
+    if (!strcmp(end, "") || !strcmp(end, "s")) *out = v;
+    else if (!strcmp(end, "m")) *out = v * 60;
+    else if (!strcmp(end, "h")) *out = v * 3600;
+    else return -1;
+    return 0;
+}
+
+int sim_target_parse(const char *s, sim_target *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    snprintf(out->text, sizeof out->text, "%s", s);
+    static const struct { const char *text; sim_op op; } ops[] = {
+        {"<=", SIM_OP_LE}, {">=", SIM_OP_GE}, {"==", SIM_OP_EQ}, {"<", SIM_OP_LT}, {">", SIM_OP_GT}};
+    const char *at = NULL;
+    size_t oplen = 0;
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0] && !at; i++)
+        if ((at = strstr(s, ops[i].text))) out->op = ops[i].op, oplen = strlen(ops[i].text);
+    if (!at || at == s || (size_t)(at - s) >= sizeof out->metric) {
+        snprintf(err, errlen, "--target \"%s\": expected <metric><op><value>, e.g. \"wait.p95.inference<=30s\"", s);
+        return -1;
+    }
+    memcpy(out->metric, s, (size_t)(at - s));
+    const char *val = at + oplen, *m = out->metric;
+    char stat[16] = "", kind[32] = "";
+    bool time = false;
+    if (!strcmp(m, "unschedulable") || !strcmp(m, "alloc.mean")) {
+    } else if (sscanf(m, "wait.%15[^.].%31s", stat, kind) == 2 || sscanf(m, "slowdown.%15[^.].%31s", stat, kind) == 2) {
+        time = m[0] == 'w';
+        bool ok = false;
+        for (int i = 0; i < 5; i++) ok |= !strcmp(stat, stat_names[i]) && (time || i == 1 || i == 4);
+        if (!ok) {
+            snprintf(err, errlen, "--target \"%s\": \"%s\" is not a statistic of %s (use %s)", s, stat,
+                     time ? "wait" : "slowdown", time ? "p50, p95, p99, max, mean" : "p95, mean");
+            return -1;
+        }
+        if (strcmp(kind, "all") && sim_kind_parse(kind) < 0) {
+            snprintf(err, errlen, "--target \"%s\": unknown kind \"%s\" (training, inference, notebook, batch, all)",
+                     s, kind);
+            return -1;
+        }
+    } else {
+        snprintf(err, errlen,
+                 "--target \"%s\": unknown metric \"%s\" (wait.<stat>.<kind>, slowdown.<stat>.<kind>, "
+                 "unschedulable, alloc.mean)", s, m);
+        return -1;
+    }
+    char *end;
+    if (time ? parse_seconds(val, &out->value) != 0 : ((out->value = strtod(val, &end)), end == val || *end)) {
+        snprintf(err, errlen, "--target \"%s\": \"%s\" is not a %s", s, val,
+                 time ? "duration (30, 30s, 5m, 2h)" : "number");
+        return -1;
+    }
+    return 0;
+}
+
+double sim_target_measure(const sim_target *t, const sim_replay_result *r) {
+    if (!strcmp(t->metric, "unschedulable")) return r->unschedulable;
+    if (!strcmp(t->metric, "alloc.mean")) return r->alloc_mean_pct;
+    char stat[16] = "", kind[32] = "";
+    bool time = t->metric[0] == 'w';
+    sscanf(t->metric + (time ? 5 : 9), "%15[^.].%31s", stat, kind);
+    int k = sim_kind_parse(kind);
+    const sim_kind_stats *ks = k < 0 ? &r->all : &r->kind[k];
+    if (!time) return !strcmp(stat, "p95") ? ks->slow_p95 : ks->slow_mean;
+    if (!strcmp(stat, "p50")) return ks->wait_p50;
+    if (!strcmp(stat, "p95")) return ks->wait_p95;
+    if (!strcmp(stat, "p99")) return ks->wait_p99;
+    if (!strcmp(stat, "max")) return ks->wait_max;
+    return ks->wait_mean;
+}
+
+bool sim_target_met(const sim_target *t, const sim_replay_result *r) {
+    double v = sim_target_measure(t, r), x = t->value;
+    switch (t->op) {
+    case SIM_OP_LE: return v <= x;
+    case SIM_OP_LT: return v < x;
+    case SIM_OP_GE: return v >= x;
+    case SIM_OP_GT: return v > x;
+    case SIM_OP_EQ: return v == x;
+    }
+    return false;
+}
+
+/* ---------------------------------------------------------------- search */
+
+typedef struct search {
+    const sim_trace *t;
+    const char *policy;
+    const sim_plan_opts *o;
+    int evaluations;
+    char *err;
+    size_t errlen;
+} search;
+
+int sim_plan_check(const sim_cluster *c, const sim_trace *t, const char *policy, const sim_plan_opts *o,
+                   sim_replay_result *res, char *err, size_t errlen) {
+    sim_replay_opts ro;
+    sim_replay_defaults(&ro);
+    ro.policy = policy;
+    ro.seed = o->seed;
+    ro.frag = false;
+    ro.samples = 2;
+    if (sim_cluster_nodes(c) == 0) {
+        /* Nothing to replay on: every workload is unschedulable. */
+        memset(res, 0, sizeof *res);
+        snprintf(res->policy, sizeof res->policy, "%s", policy);
+        res->workloads = res->unschedulable = t->n;
+        for (int i = 0; i < t->n; i++) res->unschedulable_kind[t->w[i].kind]++;
+    } else if (sim_replay(c, t, &ro, res, err, errlen) != 0) {
+        return -1;
+    }
+    for (int i = 0; i < o->ntargets; i++)
+        if (!sim_target_met(&o->targets[i], res)) return 0;
+    return 1;
+}
+
+/* 1 met, 0 missed, -1 error. */
+static int meets(search *s, const sim_cluster *c) {
+    sim_replay_result r;
+    s->evaluations++;
+    int rc = sim_plan_check(c, s->t, s->policy, s->o, &r, s->err, s->errlen);
+    if (rc >= 0) sim_replay_result_free(&r);
+    return rc;
+}
+
+/* Smallest count of group g in [0, hi] meeting the targets, hi known to meet. */
+static int shrink(search *s, sim_cluster *c, int g, int hi) {
+    int lo = 0;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        c->groups[g].count = mid;
+        int rc = meets(s, c);
+        if (rc < 0) return -1;
+        if (rc) hi = mid;
+        else lo = mid + 1;
+    }
+    c->groups[g].count = hi;
+    return hi;
+}
+
+/* Grow group g (others fixed) by doubling until the targets are met, up to limit. -1
+ * error, 0 never met (count left at limit), 1 met. */
+static int grow(search *s, sim_cluster *c, int g, int limit) {
+    for (;;) {
+        int rc = meets(s, c);
+        if (rc != 0) return rc;
+        if (c->groups[g].count >= limit) return 0;
+        int next = c->groups[g].count ? 2 * c->groups[g].count : 1;
+        c->groups[g].count = next < limit ? next : limit;
+    }
+}
+
+/* Per group, the sharing option needing the fewest GPUs (its smallest count). */
+static int choose_sharing(search *s, sim_cluster *c, int g, int limit) {
+    sim_group best = c->groups[g];
+    int best_count = -1;
+    for (int k = 0; k < s->o->nsharing; k++) {
+        sim_group saved = c->groups[g];
+        c->groups[g].sharing = s->o->sharing[k];
+        char e2[256];
+        model_node *probe = sim_group_node(&c->groups[g], NULL, "probe", e2, sizeof e2);
+        if (!probe) {   /* this product cannot be set up that way: skip the option */
+            c->groups[g] = saved;
+            continue;
+        }
+        model_node_free(probe);
+        int rc = grow(s, c, g, limit);
+        if (rc < 0) return -1;
+        if (rc == 1) {
+            int n = shrink(s, c, g, c->groups[g].count);
+            if (n < 0) return -1;
+            if (best_count < 0 || n < best_count) best_count = n, best = c->groups[g];
+        }
+        c->groups[g] = saved;
+    }
+    if (best_count >= 0) c->groups[g] = best;
+    return 0;
+}
+
+int sim_plan(const sim_cluster *base, const sim_trace *t, const char *policy, const sim_plan_opts *o,
+             sim_plan_result *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    snprintf(out->policy, sizeof out->policy, "%s", policy);
+    out->ntargets = o->ntargets;
+    search s = {t, policy, o, 0, err, errlen};
+    sim_cluster *c = sim_cluster_clone(base);
+    int scale = o->max_scale > 0 ? o->max_scale : 64;
+    int *limit = malloc((size_t)c->ngroups * sizeof *limit);
+    for (int g = 0; g < c->ngroups; g++) {
+        limit[g] = (c->groups[g].count ? c->groups[g].count : 1) * scale;
+        if (c->groups[g].count == 0) c->groups[g].count = 1;
+    }
+    /* An upper bound: double every group until the targets hold. */
+    int rc;
+    for (int factor = 1;; factor *= 2) {
+        rc = meets(&s, c);
+        if (rc != 0 || factor >= scale) break;
+        for (int g = 0; g < c->ngroups; g++) {
+            int next = c->groups[g].count * 2;
+            c->groups[g].count = next < limit[g] ? next : limit[g];
+        }
+    }
+    if (rc < 0) goto fail;
+    out->met = rc == 1;
+    if (out->met) {
+        for (int g = 0; g < c->ngroups && o->nsharing > 0; g++)
+            if (choose_sharing(&s, c, g, limit[g]) != 0) goto fail;
+        for (int pass = 0; pass < 4; pass++) {
+            bool changed = false;
+            for (int g = 0; g < c->ngroups; g++) {
+                int before = c->groups[g].count, n = shrink(&s, c, g, before);
+                if (n < 0) goto fail;
+                changed |= n != before;
+            }
+            if (!changed) break;
+        }
+    }
+    out->cluster = c;
+    out->evaluations = s.evaluations;
+    free(limit);
+    if (sim_plan_check(c, t, policy, o, &out->replay, err, errlen) < 0) {
+        sim_plan_result_free(out);
+        return -1;
+    }
+    out->evaluations++;
+    for (int i = 0; i < o->ntargets; i++) {
+        out->measured[i] = sim_target_measure(&o->targets[i], &out->replay);
+        snprintf(out->target[i], sizeof out->target[i], "%s", o->targets[i].text);
+    }
+    return 0;
+fail:
+    free(limit);
+    sim_cluster_free(c);
+    out->cluster = NULL;
+    return -1;
+}
+
+void sim_plan_result_free(sim_plan_result *p) {
+    sim_cluster_free(p->cluster);
+    p->cluster = NULL;
+    sim_replay_result_free(&p->replay);
+}

@@ -1,0 +1,73 @@
+/* plan.h -- `tessera-sim plan`: the smallest cluster that meets service targets.
+ *
+ * Targets are "<metric><op><value>", op one of <= < >= > ==:
+ *   wait.<p50|p95|p99|max|mean>.<kind|all>   seconds from arrival to start ("30s", "5m", "2h", "30")
+ *   slowdown.<mean|p95>.<kind|all>            running time / dedicated duration (1 = none)
+ *   unschedulable                             workloads that fit nowhere
+ *   alloc.mean                                mean allocated GPU % while workloads arrive
+ * e.g. --target "wait.p95.inference<=30s" --target "unschedulable==0".
+ *
+ * Search, per policy: start from the given counts; if they miss the targets, double every
+ * group until they are met (or give up at max_scale times the given counts). Then, group
+ * by group, binary-search the smallest count that still meets them with the other groups
+ * as they are; repeat the pass until nothing shrinks. With sharing options, each group
+ * first tries every option (at its own smallest count) and keeps the one needing the
+ * fewest GPUs. Fewer nodes never make waits shorter in this model, so every group's
+ * count minus one misses a target (the search evaluated it).
+ */
+#ifndef SIM_PLAN_H
+#define SIM_PLAN_H
+
+#include <stdbool.h>
+
+#include "sim/cluster.h"
+#include "sim/replay.h"
+#include "sim/trace.h"
+
+typedef enum sim_op { SIM_OP_LE = 0, SIM_OP_LT, SIM_OP_GE, SIM_OP_GT, SIM_OP_EQ } sim_op;
+
+typedef struct sim_target {
+    char text[96];           /* as given */
+    char metric[48];
+    sim_op op;
+    double value;
+} sim_target;
+
+/* -1 with err naming what is wrong ("wait.p95.inferenc: unknown kind ..."). */
+int sim_target_parse(const char *s, sim_target *out, char *err, size_t errlen);
+double sim_target_measure(const sim_target *t, const sim_replay_result *r);
+bool sim_target_met(const sim_target *t, const sim_replay_result *r);
+
+#define SIM_PLAN_MAX_TARGETS 16
+#define SIM_PLAN_MAX_SHARING 8
+
+typedef struct sim_plan_opts {
+    int ntargets;
+    sim_target targets[SIM_PLAN_MAX_TARGETS];
+    int nsharing;                        /* 0: keep each group's sharing */
+    sim_sharing sharing[SIM_PLAN_MAX_SHARING];
+    uint64_t seed;
+    int max_scale;                       /* upper bound: counts x this (0: 64) */
+} sim_plan_opts;
+
+typedef struct sim_plan_result {
+    char policy[32];
+    bool met;                            /* false: even the largest cluster tried misses a target */
+    sim_cluster *cluster;                /* the plan (or the largest tried when !met) */
+    sim_replay_result replay;            /* the replay at that cluster */
+    double measured[SIM_PLAN_MAX_TARGETS];   /* each target's metric at the plan */
+    char target[SIM_PLAN_MAX_TARGETS][96];   /* the targets as given */
+    int ntargets;
+    int evaluations;                     /* replays run */
+} sim_plan_result;
+
+/* Plan for one policy. 0 and out filled (free with sim_plan_result_free), -1 with err. */
+int sim_plan(const sim_cluster *base, const sim_trace *t, const char *policy, const sim_plan_opts *o,
+             sim_plan_result *out, char *err, size_t errlen);
+void sim_plan_result_free(sim_plan_result *p);
+
+/* Whether the targets hold for cluster c (one replay). -1 on error. */
+int sim_plan_check(const sim_cluster *c, const sim_trace *t, const char *policy, const sim_plan_opts *o,
+                   sim_replay_result *res, char *err, size_t errlen);
+
+#endif

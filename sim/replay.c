@@ -1,0 +1,492 @@
+/* replay.c -- the event loop behind `tessera-sim replay`; the rules are in replay.h.
+ * Every placement decision is policy/incremental.h's (policy_place's); every state
+ * change is model_assign / model_release. This file keeps time, queues and statistics. */
+#include "sim/replay.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model/fit.h"
+#include "policy/incremental.h"
+#include "policy/policy.h"
+#include "sim/progress.h"
+#include "sim/slowdown.h"
+
+enum { W_FUTURE = 0, W_WAIT, W_RUN, W_DONE, W_UNSCHED };
+
+typedef struct run {
+    double start, end;       /* s */
+    double last;             /* when remaining was last brought up to date */
+    double remaining;        /* work left, in seconds on a dedicated GPU */
+    double rate;             /* current progress per second (slowdown.h) */
+    int32_t node;
+    uint32_t ver;            /* bumped on every rate change; stale heap entries carry an older one */
+    uint8_t state;
+} run;
+
+typedef struct event {
+    double t;
+    int32_t w;
+    uint32_t ver;
+} event;
+
+typedef struct queue {      /* waiting workloads of one shape, a heap by (priority desc, seq asc) */
+    int32_t *w;
+    int n, cap;
+    bool ready;             /* capacity freed where it may fit: try again */
+    bool unschedulable;     /* fits on no node of the empty cluster */
+} queue;
+
+typedef struct state {
+    const sim_trace *t;
+    model_node **nodes;
+    int *group_of;
+    int n;
+    const policy *pol;
+    policy_ctx ctx;
+    policy_workload *wl;
+    policy_inc *inc;
+    const sim_replay_opts *o;
+    run *r;
+    uint32_t *seq;           /* arrival rank (FIFO order) */
+    double *gpu_util;        /* n * MODEL_MAX_GPUS: summed utilisation of the non-exclusive tenants */
+    event *heap;
+    int nheap, heapcap;
+    queue *q;
+    int nready;
+    double now;
+    long alloc_milli;        /* allocated milli-GPU over the cluster */
+    int *node_milli;         /* per node */
+    long placements;
+    char err[640];
+    bool failed;
+} state;
+
+/* ---------------------------------------------------------------- heaps */
+
+static bool ev_less(const event *a, const event *b) { return a->t < b->t || (a->t == b->t && a->w < b->w); }
+
+static void ev_push(state *s, event e) {
+    if (s->nheap == s->heapcap) {
+        s->heapcap = s->heapcap ? 2 * s->heapcap : 1024;
+        s->heap = realloc(s->heap, (size_t)s->heapcap * sizeof *s->heap);
+    }
+    int i = s->nheap++;
+    while (i > 0 && ev_less(&e, &s->heap[(i - 1) / 2])) {
+        s->heap[i] = s->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    s->heap[i] = e;
+}
+
+static event ev_pop(state *s) {
+    event top = s->heap[0], last = s->heap[--s->nheap];
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= s->nheap) break;
+        if (c + 1 < s->nheap && ev_less(&s->heap[c + 1], &s->heap[c])) c++;
+        if (!ev_less(&s->heap[c], &last)) break;
+        s->heap[i] = s->heap[c];
+        i = c;
+    }
+    if (s->nheap) s->heap[i] = last;
+    return top;
+}
+
+/* Queue order: higher priority first, then earlier arrival. */
+static bool q_before(const state *s, int a, int b) {
+    const sim_workload *x = &s->t->w[a], *y = &s->t->w[b];
+    if (x->priority != y->priority) return x->priority > y->priority;
+    return s->seq[a] < s->seq[b];
+}
+
+static void q_push(state *s, queue *q, int w) {
+    if (q->n == q->cap) {
+        q->cap = q->cap ? 2 * q->cap : 16;
+        q->w = realloc(q->w, (size_t)q->cap * sizeof *q->w);
+    }
+    int i = q->n++;
+    while (i > 0 && q_before(s, w, q->w[(i - 1) / 2])) {
+        q->w[i] = q->w[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    q->w[i] = w;
+}
+
+static void q_pop(state *s, queue *q) {
+    int last = q->w[--q->n], i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= q->n) break;
+        if (c + 1 < q->n && q_before(s, q->w[c + 1], q->w[c])) c++;
+        if (!q_before(s, q->w[c], last)) break;
+        q->w[i] = q->w[c];
+        i = c;
+    }
+    if (q->n) q->w[i] = last;
+}
+
+/* ---------------------------------------------------------------- rates */
+
+static void set_rate(state *s, int w, double rate) {
+    run *x = &s->r[w];
+    if (rate < 1e-6) rate = 1e-6;
+    if (x->rate == rate) return;
+    x->remaining -= x->rate > 0 ? x->rate * (s->now - x->last) : 0;
+    if (x->remaining < 0) x->remaining = 0;
+    x->last = s->now;
+    x->rate = rate;
+    x->ver++;
+    ev_push(s, (event){s->now + x->remaining / rate, w, x->ver});
+}
+
+static int uid_workload(const char *uid) { return (int)strtol(uid, NULL, 10); }
+
+/* Re-rate every tenant of node k holding a non-exclusive grant on a GPU in mask. */
+static void rerate(state *s, int k, uint32_t mask) {
+    const model_node *n = s->nodes[k];
+    const double *util = &s->gpu_util[(size_t)k * MODEL_MAX_GPUS];
+    for (int i = 0; i < n->nallocs; i++) {
+        const model_alloc *al = &n->allocs[i];
+        if (!al->uid[0]) continue;
+        bool touched = false;
+        for (int g = 0; g < al->a.ngrants; g++) touched |= (mask >> al->a.grant[g].gpu) & 1;
+        if (!touched) continue;
+        int w = uid_workload(al->uid);
+        double u = s->t->w[w].util, rate = 1.0;
+        for (int g = 0; g < al->a.ngrants; g++) {
+            const model_grant *gr = &al->a.grant[g];
+            double others = util[gr->gpu] - (gr->exclusive ? 0 : u);
+            double r = sim_rate_grant(&n->gpus[gr->gpu], gr, u, others > 1e-9 ? others : 0);
+            if (r < rate) rate = r;
+        }
+        set_rate(s, w, rate);
+    }
+}
+
+/* Account node k's allocation and the per-GPU utilisation after a grant set changes. */
+static void node_changed(state *s, int k) {
+    const model_node *n = s->nodes[k];
+    int milli = 0;
+    for (int g = 0; g < n->ngpus; g++) milli += 1000 - policy_gpu_free(&n->gpus[g]);
+    s->alloc_milli += milli - s->node_milli[k];
+    s->node_milli[k] = milli;
+    policy_inc_touch(s->inc, k);
+    if (s->o->check) {
+        char why[256];
+        if (!model_node_check(n, why, sizeof why)) {
+            snprintf(s->err, sizeof s->err, "node %s: %s", n->name, why);
+            s->failed = true;
+        }
+    }
+}
+
+static uint32_t add_util(state *s, int k, const model_assignment *a, double u) {
+    uint32_t mask = 0;
+    for (int g = 0; g < a->ngrants; g++) {
+        mask |= 1u << a->grant[g].gpu;
+        if (!a->grant[g].exclusive) s->gpu_util[(size_t)k * MODEL_MAX_GPUS + a->grant[g].gpu] += u;
+    }
+    return mask;
+}
+
+/* ---------------------------------------------------------------- placing */
+
+static bool try_place(state *s, int w) {
+    const sim_workload *wk = &s->t->w[w];
+    model_assignment a;
+    char why[256], uid[16];
+    s->placements++;
+    int k = policy_inc_place(s->inc, &s->t->shapes[wk->shape].req, s->seq[w], &a, why, sizeof why);
+    if (k < 0) return false;
+    snprintf(uid, sizeof uid, "%d", w);
+    if (model_assign(s->nodes[k], uid, &a, why, sizeof why) != 0) {
+        snprintf(s->err, sizeof s->err, "workload %s on %s: %s", sim_trace_id(s->t, w), s->nodes[k]->name, why);
+        s->failed = true;
+        return false;
+    }
+    run *x = &s->r[w];
+    x->state = W_RUN;
+    x->node = k;
+    x->start = x->last = s->now;
+    x->remaining = wk->duration;
+    x->rate = 0;
+    node_changed(s, k);
+    rerate(s, k, add_util(s, k, &a, wk->util));
+    return true;
+}
+
+static void depart(state *s, int w) {
+    run *x = &s->r[w];
+    int k = x->node;
+    char uid[16];
+    snprintf(uid, sizeof uid, "%d", w);
+    const model_alloc *al = model_node_find(s->nodes[k], uid);
+    uint32_t mask = al ? add_util(s, k, &al->a, -s->t->w[w].util) : 0;
+    model_release(s->nodes[k], uid);
+    x->state = W_DONE;
+    x->end = s->now;
+    node_changed(s, k);
+    rerate(s, k, mask);
+    /* Only node k has more room than before: wake the waiting shapes that fit there. */
+    for (int sh = 0; sh < s->t->nshapes; sh++) {
+        queue *q = &s->q[sh];
+        if (q->n == 0 || q->ready) continue;
+        if (model_fit(s->nodes[k], &s->t->shapes[sh].req, NULL, 0, NULL, 0) > 0) {
+            q->ready = true;
+            s->nready++;
+        }
+    }
+}
+
+/* Start waiting workloads whose shape may fit now, best queue head first. */
+static void drain_ready(state *s) {
+    while (s->nready > 0 && !s->failed) {
+        int best = -1;
+        for (int sh = 0; sh < s->t->nshapes; sh++)
+            if (s->q[sh].ready && (best < 0 || q_before(s, s->q[sh].w[0], s->q[best].w[0]))) best = sh;
+        queue *q = &s->q[best];
+        int w = q->w[0];
+        if (try_place(s, w)) {
+            q_pop(s, q);
+            if (q->n > 0) continue;
+        }
+        q->ready = false;
+        s->nready--;
+    }
+}
+
+static void arrive(state *s, int w) {
+    queue *q = &s->q[s->t->w[w].shape];
+    if (q->unschedulable) {
+        s->r[w].state = W_UNSCHED;
+        return;
+    }
+    /* Same shape already waiting and nothing freed for it: it cannot fit either. */
+    if (q->n == 0 && try_place(s, w)) return;
+    s->r[w].state = W_WAIT;
+    q_push(s, q, w);
+}
+
+/* ---------------------------------------------------------------- results */
+
+double sim_percentile(const double *sorted, int n, double p) {
+    if (n <= 0) return 0;
+    int rank = (int)ceil(p / 100.0 * n);
+    if (rank < 1) rank = 1;
+    if (rank > n) rank = n;
+    return sorted[rank - 1];
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void kind_stats(double *wait, double *slow, int n, sim_kind_stats *ks) {
+    memset(ks, 0, sizeof *ks);
+    ks->n = n;
+    if (n == 0) return;
+    double sw = 0, ss = 0;
+    for (int i = 0; i < n; i++) sw += wait[i], ss += slow[i];
+    qsort(wait, (size_t)n, sizeof *wait, cmp_double);
+    qsort(slow, (size_t)n, sizeof *slow, cmp_double);
+    ks->wait_mean = sw / n;
+    ks->wait_p50 = sim_percentile(wait, n, 50);
+    ks->wait_p95 = sim_percentile(wait, n, 95);
+    ks->wait_p99 = sim_percentile(wait, n, 99);
+    ks->wait_max = wait[n - 1];
+    ks->slow_mean = ss / n;
+    ks->slow_p95 = sim_percentile(slow, n, 95);
+}
+
+static void collect(const state *s, sim_replay_result *out) {
+    const sim_trace *t = s->t;
+    double *wait = malloc(((size_t)t->n + 1) * sizeof *wait), *slow = malloc(((size_t)t->n + 1) * sizeof *slow);
+    for (int k = -1; k < SIM_NKINDS; k++) {
+        int m = 0;
+        for (int i = 0; i < t->n; i++) {
+            const run *x = &s->r[i];
+            if (x->state != W_DONE || (k >= 0 && t->w[i].kind != k)) continue;
+            wait[m] = x->start - t->w[i].arrival;
+            slow[m] = (x->end - x->start) / t->w[i].duration;
+            m++;
+        }
+        kind_stats(wait, slow, m, k < 0 ? &out->all : &out->kind[k]);
+    }
+    for (int i = 0; i < t->n; i++) {
+        if (s->r[i].state == W_DONE) out->placed++;
+        if (s->r[i].state == W_UNSCHED) out->unschedulable++, out->unschedulable_kind[t->w[i].kind]++;
+        if (s->r[i].state == W_DONE && s->r[i].end > out->makespan_s) out->makespan_s = s->r[i].end;
+    }
+    free(wait);
+    free(slow);
+}
+
+/* ---------------------------------------------------------------- the loop */
+
+void sim_replay_defaults(sim_replay_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->policy = "fgd";
+    o->seed = 42;
+    o->samples = 100;
+    o->frag = true;
+}
+
+static const sim_trace *sort_trace;
+static int by_arrival(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    double ax = sort_trace->w[x].arrival, ay = sort_trace->w[y].arrival;
+    if (ax != ay) return ax < ay ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+static int setup(state *s, const sim_cluster *c, const sim_trace *t, const sim_replay_opts *o, char *err,
+                 size_t errlen) {
+    s->t = t;
+    s->o = o;
+    s->pol = policy_find(o->policy);
+    if (!s->pol) {
+        snprintf(err, errlen, "unknown policy \"%s\"", o->policy);
+        return -1;
+    }
+    if (sim_cluster_build(c, NULL, &s->nodes, &s->group_of, &s->n, err, errlen) != 0) return -1;
+    /* The target workload (fgd, mig-aware, fragmentation): the trace's shapes by count. */
+    long *count = calloc((size_t)t->nshapes + 1, sizeof *count);
+    for (int i = 0; i < t->n; i++) count[t->w[i].shape]++;
+    s->wl = policy_workload_new();
+    for (int sh = 0; sh < t->nshapes; sh++)
+        if (count[sh] && policy_workload_add(s->wl, &t->shapes[sh].req, count[sh], err, errlen) != 0) {
+            free(count);
+            return -1;
+        }
+    free(count);
+    if (t->n > 0 && policy_workload_finish(s->wl, 95, err, errlen) != 0) return -1;
+    policy_ctx_init(&s->ctx, o->seed);
+    s->ctx.workload = t->n > 0 ? s->wl : NULL;
+    s->inc = policy_inc_new(s->pol, &s->ctx, s->nodes, s->n, 0);
+    s->r = calloc((size_t)t->n + 1, sizeof *s->r);
+    s->seq = malloc(((size_t)t->n + 1) * sizeof *s->seq);
+    s->gpu_util = calloc((size_t)s->n * MODEL_MAX_GPUS + 1, sizeof *s->gpu_util);
+    s->node_milli = calloc((size_t)s->n + 1, sizeof *s->node_milli);
+    s->q = calloc((size_t)t->nshapes + 1, sizeof *s->q);
+    if (!s->inc || !s->r || !s->seq || !s->gpu_util || !s->node_milli || !s->q) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    /* Unschedulable: fits on no group's (empty) node. */
+    for (int sh = 0; sh < t->nshapes; sh++) {
+        bool fits = false;
+        for (int i = 0; i < s->n && !fits; i++)
+            if (i == 0 || s->group_of[i] != s->group_of[i - 1])
+                fits = model_fit(s->nodes[i], &t->shapes[sh].req, NULL, 0, NULL, 0) > 0;
+        s->q[sh].unschedulable = !fits;
+    }
+    return 0;
+}
+
+static void teardown(state *s) {
+    if (s->q && s->t)
+        for (int sh = 0; sh < s->t->nshapes; sh++) free(s->q[sh].w);
+    free(s->q);
+    free(s->r);
+    free(s->seq);
+    free(s->gpu_util);
+    free(s->node_milli);
+    free(s->heap);
+    policy_inc_free(s->inc);
+    policy_workload_free(s->wl);
+    sim_cluster_free_nodes(s->nodes, s->group_of, s->n);
+}
+
+static double mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int sim_replay(const sim_cluster *c, const sim_trace *t, const sim_replay_opts *o, sim_replay_result *out,
+               char *err, size_t errlen) {
+    double t0 = mono();
+    memset(out, 0, sizeof *out);
+    state s = {0};
+    int rc = -1;
+    int *order = malloc(((size_t)t->n + 1) * sizeof *order);
+    if (!order || setup(&s, c, t, o, err, errlen) != 0) goto done;
+    for (int i = 0; i < t->n; i++) order[i] = i;
+    sort_trace = t;
+    qsort(order, (size_t)t->n, sizeof *order, by_arrival);
+    for (int i = 0; i < t->n; i++) s.seq[order[i]] = (uint32_t)i;
+
+    snprintf(out->policy, sizeof out->policy, "%s", o->policy);
+    out->workloads = t->n;
+    for (int i = 0; i < s.n; i++) out->gpus += s.nodes[i]->ngpus;
+    int ns = o->samples > 1 ? o->samples : 100;
+    double horizon = t->n ? t->w[order[t->n - 1]].arrival : 0;
+    out->t = calloc((size_t)ns, sizeof(double));
+    out->alloc_pct = calloc((size_t)ns, sizeof(double));
+    out->frag_pct = calloc((size_t)ns, sizeof(double));
+    double cap_milli = 1000.0 * (out->gpus ? out->gpus : 1), area = 0, area_window = 0, frag_sum = 0;
+    int ai = 0, si = 0;
+    sim_progress prog;
+    if (o->progress) sim_progress_start(&prog, o->policy, t->n);
+
+    while ((ai < t->n || s.nheap > 0) && !s.failed) {
+        double next = ai < t->n ? t->w[order[ai]].arrival : INFINITY;
+        if (s.nheap > 0 && s.heap[0].t < next) next = s.heap[0].t;
+        /* Samples see the state in force just before the next event. */
+        while (si < ns && (ns == 1 ? 0 : horizon * si / (ns - 1)) <= next) {
+            out->t[si] = ns == 1 ? 0 : horizon * si / (ns - 1);
+            out->alloc_pct[si] = 100.0 * s.alloc_milli / cap_milli;
+            out->frag_pct[si] = -1;
+            if (o->frag && s.ctx.workload) {
+                policy_frag_report fr;
+                if (policy_frag_cluster(s.nodes, s.n, s.wl, &fr) == 0) out->frag_pct[si] = fr.amount_pct;
+                frag_sum += out->frag_pct[si];
+            }
+            si++;
+        }
+        area += s.alloc_milli * (next - s.now);
+        if (s.now < horizon) area_window += s.alloc_milli * ((next < horizon ? next : horizon) - s.now);
+        s.now = next;
+        while (s.nheap > 0 && s.heap[0].t <= s.now) {
+            event e = ev_pop(&s);
+            if (e.ver == s.r[e.w].ver && s.r[e.w].state == W_RUN) depart(&s, e.w);
+        }
+        drain_ready(&s);
+        while (ai < t->n && t->w[order[ai]].arrival <= s.now && !s.failed) {
+            arrive(&s, order[ai++]);
+            if (o->progress) sim_progress_add(&prog, 1);
+        }
+    }
+    if (o->progress) sim_progress_end(&prog);
+    if (s.failed) {
+        snprintf(err, errlen, "%s", s.err);
+        goto done;
+    }
+    out->nsamples = si;
+    collect(&s, out);
+    out->gpu_hours = area / 1000.0 / 3600.0;
+    out->alloc_mean_pct = horizon > 0 ? 100.0 * area_window / horizon / cap_milli : 0;
+    out->frag_mean_pct = o->frag && si > 0 ? frag_sum / si : -1;
+    out->placements_tried = s.placements;
+    out->wall_s = mono() - t0;
+    rc = 0;
+done:
+    if (rc != 0) sim_replay_result_free(out);
+    teardown(&s);
+    free(order);
+    return rc;
+}
+
+void sim_replay_result_free(sim_replay_result *r) {
+    free(r->t);
+    free(r->alloc_pct);
+    free(r->frag_pct);
+    r->t = r->alloc_pct = r->frag_pct = NULL;
+    r->nsamples = 0;
+}

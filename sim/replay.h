@@ -1,0 +1,68 @@
+/* replay.h -- `tessera-sim replay`: an event-driven replay of a trace on a cluster under
+ * one policy, with departures, a pending queue and the sharing slowdown model.
+ *
+ * Events: arrivals (trace order), departures (when a running workload's remaining work
+ * reaches zero). Placement is policy_place's decision (through policy/incremental.h, the
+ * same result without re-scoring every node). A workload that does not fit waits; the
+ * queue is ordered by priority (higher first), then arrival, then trace order, and is
+ * retried when capacity frees: waiting workloads are grouped by request shape, and a
+ * departure from node k wakes only the shapes that now fit on node k (no other node
+ * changed), so a departure costs one node score per waiting shape, not a queue scan.
+ * A shape that fits on no node of the empty cluster is unschedulable: its workloads are
+ * counted and never queued.
+ *
+ * Running time: a workload's work is its duration on a dedicated GPU; it progresses at
+ * the rate slowdown.h gives for its GPUs and co-tenants, re-computed whenever a tenant
+ * arrives on or leaves one of its GPUs.
+ */
+#ifndef SIM_REPLAY_H
+#define SIM_REPLAY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sim/cluster.h"
+#include "sim/trace.h"
+
+typedef struct sim_replay_opts {
+    const char *policy;      /* registry name (policy_find) */
+    uint64_t seed;
+    int samples;             /* points of the allocation/fragmentation time series (0: 100) */
+    bool frag;               /* measure fragmentation at each sample (policy_frag_cluster) */
+    bool check;              /* model_node_check every touched node (tests; slow) */
+    bool progress;           /* progress bar on stderr (sim/progress.h) */
+} sim_replay_opts;
+
+void sim_replay_defaults(sim_replay_opts *o);   /* fgd, seed 42, 100 samples, frag on */
+
+typedef struct sim_kind_stats {
+    int n;                   /* workloads of the kind that ran */
+    double wait_p50, wait_p95, wait_p99, wait_max, wait_mean;   /* s from arrival to start */
+    double slow_mean, slow_p95;  /* running time / duration (1 = no slowdown) */
+} sim_kind_stats;
+
+typedef struct sim_replay_result {
+    char policy[32];
+    int workloads, placed, unschedulable, gpus;
+    int unschedulable_kind[SIM_NKINDS];
+    double makespan_s;       /* time of the last departure */
+    double gpu_hours;        /* allocated GPU-hours (integral of allocated GPUs over time) */
+    double alloc_mean_pct;   /* time-weighted mean of allocated GPU % until the last arrival */
+    double frag_mean_pct;    /* mean fragmentation amount % over the samples (-1 if not measured) */
+    sim_kind_stats kind[SIM_NKINDS], all;
+    int nsamples;
+    double *t, *alloc_pct, *frag_pct;   /* time series (s, %, %) */
+    double wall_s;           /* wall-clock seconds the replay took */
+    long placements_tried;
+} sim_replay_result;
+
+/* Replay. 0 and out filled (free with sim_replay_result_free), or -1 with err (unknown
+ * policy, cluster that cannot be built, invariant broken). */
+int sim_replay(const sim_cluster *c, const sim_trace *t, const sim_replay_opts *o, sim_replay_result *out,
+               char *err, size_t errlen);
+void sim_replay_result_free(sim_replay_result *r);
+
+/* Percentile p (0..100) of sorted values, nearest rank; 0 when n is 0. */
+double sim_percentile(const double *sorted, int n, double p);
+
+#endif

@@ -1,0 +1,205 @@
+/* report.c -- tables, JSON, CSV and charts for replay and plan results. */
+#include "sim/report.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/svg.h"
+
+void sim_format_seconds(double s, char *buf, size_t len) {
+    if (s < 60) snprintf(buf, len, "%.0fs", s);
+    else if (s < 3600) snprintf(buf, len, "%.1fm", s / 60);
+    else snprintf(buf, len, "%.1fh", s / 3600);
+}
+
+static void json_kind(FILE *f, const char *name, const sim_kind_stats *k, bool last) {
+    fprintf(f,
+            "      \"%s\": {\"n\": %d, \"wait_p50_s\": %.3f, \"wait_p95_s\": %.3f, \"wait_p99_s\": %.3f, "
+            "\"wait_max_s\": %.3f, \"wait_mean_s\": %.3f, \"slowdown_mean\": %.4f, \"slowdown_p95\": %.4f}%s\n",
+            name, k->n, k->wait_p50, k->wait_p95, k->wait_p99, k->wait_max, k->wait_mean, k->slow_mean, k->slow_p95,
+            last ? "" : ",");
+}
+
+static void json_replay(FILE *f, const sim_replay_result *x, const char *indent) {
+    fprintf(f,
+            "%s{\"policy\": \"%s\", \"gpus\": %d, \"workloads\": %d, \"placed\": %d, \"unschedulable\": %d, "
+            "\"makespan_s\": %.3f, \"gpu_hours\": %.3f, \"alloc_mean_pct\": %.3f, \"frag_mean_pct\": %.3f, "
+            "\"wall_s\": %.3f,\n%s  \"kinds\": {\n",
+            indent, x->policy, x->gpus, x->workloads, x->placed, x->unschedulable, x->makespan_s, x->gpu_hours,
+            x->alloc_mean_pct, x->frag_mean_pct, x->wall_s, indent);
+    for (int k = 0; k < SIM_NKINDS; k++) json_kind(f, sim_kind_name(k), &x->kind[k], false);
+    json_kind(f, "all", &x->all, true);
+    fprintf(f, "%s  },\n%s  \"series\": {\"t_s\": [", indent, indent);
+    for (int i = 0; i < x->nsamples; i++) fprintf(f, "%s%.1f", i ? ", " : "", x->t[i]);
+    fprintf(f, "], \"alloc_pct\": [");
+    for (int i = 0; i < x->nsamples; i++) fprintf(f, "%s%.2f", i ? ", " : "", x->alloc_pct[i]);
+    fprintf(f, "], \"frag_pct\": [");
+    for (int i = 0; i < x->nsamples; i++) fprintf(f, "%s%.2f", i ? ", " : "", x->frag_pct[i]);
+    fprintf(f, "]}}");
+}
+
+void sim_report_replay(FILE *f, sim_format fmt, const sim_replay_result *r, int n) {
+    if (fmt == SIM_FMT_JSON) {
+        fprintf(f, "{\"replays\": [\n");
+        for (int i = 0; i < n; i++) {
+            json_replay(f, &r[i], "  ");
+            fprintf(f, "%s\n", i + 1 < n ? "," : "");
+        }
+        fprintf(f, "]}\n");
+        return;
+    }
+    if (fmt == SIM_FMT_CSV) {
+        fprintf(f, "policy,kind,n,wait_p50_s,wait_p95_s,wait_p99_s,wait_max_s,slowdown_mean,slowdown_p95,"
+                   "unschedulable,gpus,alloc_mean_pct,frag_mean_pct,gpu_hours,makespan_s\n");
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k <= SIM_NKINDS; k++) {
+                const sim_kind_stats *s = k < SIM_NKINDS ? &r[i].kind[k] : &r[i].all;
+                fprintf(f, "%s,%s,%d,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f,%d,%d,%.3f,%.3f,%.3f,%.3f\n", r[i].policy,
+                        k < SIM_NKINDS ? sim_kind_name(k) : "all", s->n, s->wait_p50, s->wait_p95, s->wait_p99,
+                        s->wait_max, s->slow_mean, s->slow_p95,
+                        k < SIM_NKINDS ? r[i].unschedulable_kind[k] : r[i].unschedulable, r[i].gpus,
+                        r[i].alloc_mean_pct, r[i].frag_mean_pct, r[i].gpu_hours, r[i].makespan_s);
+            }
+        return;
+    }
+    fprintf(f, "%-14s %6s %8s %6s %7s %7s %9s", "policy", "GPUs", "placed", "unsch", "alloc%", "frag%", "GPU-h");
+    for (int k = 0; k < SIM_NKINDS; k++) fprintf(f, "  %-25s", sim_kind_name(k));
+    fprintf(f, "\n%-14s %6s %8s %6s %7s %7s %9s", "", "", "", "", "mean", "mean", "");
+    for (int k = 0; k < SIM_NKINDS; k++) fprintf(f, "  %-25s", "wait p50/p95/p99  slow");
+    fputc('\n', f);
+    for (int i = 0; i < n; i++) {
+        const sim_replay_result *x = &r[i];
+        char frag[16];
+        if (x->frag_mean_pct < 0) snprintf(frag, sizeof frag, "-");
+        else snprintf(frag, sizeof frag, "%.1f", x->frag_mean_pct);
+        fprintf(f, "%-14s %6d %8d %6d %7.1f %7s %9.0f", x->policy, x->gpus, x->placed, x->unschedulable,
+                x->alloc_mean_pct, frag, x->gpu_hours);
+        for (int k = 0; k < SIM_NKINDS; k++) {
+            const sim_kind_stats *s = &x->kind[k];
+            char a[16], b[16], c[16], cell[64];
+            sim_format_seconds(s->wait_p50, a, sizeof a);
+            sim_format_seconds(s->wait_p95, b, sizeof b);
+            sim_format_seconds(s->wait_p99, c, sizeof c);
+            if (s->n) snprintf(cell, sizeof cell, "%s/%s/%s %.2fx", a, b, c, s->slow_mean);
+            else snprintf(cell, sizeof cell, "-");
+            fprintf(f, "  %-25s", cell);
+        }
+        fputc('\n', f);
+    }
+}
+
+int sim_report_replay_svg(const char *path, const char *alloc_path, const sim_replay_result *r, int n, char *err,
+                          size_t errlen) {
+    const char **cats = malloc((size_t)(n ? n : 1) * sizeof *cats);
+    const char *series[SIM_NKINDS];
+    double *v = malloc((size_t)(n ? n : 1) * SIM_NKINDS * sizeof *v);
+    for (int i = 0; i < n; i++) cats[i] = r[i].policy;
+    for (int k = 0; k < SIM_NKINDS; k++) {
+        series[k] = sim_kind_name(k);
+        for (int i = 0; i < n; i++) v[k * n + i] = r[i].kind[k].wait_p95 / 60.0;
+    }
+    int rc = sim_svg_bars(path, "p95 wait per kind", "minutes", cats, n, series, SIM_NKINDS, v, err, errlen);
+    free(v);
+    free(cats);
+    if (rc != 0 || !alloc_path) return rc;
+    sim_series *s = malloc((size_t)(n ? n : 1) * sizeof *s);
+    double **hours = malloc((size_t)(n ? n : 1) * sizeof *hours);
+    for (int i = 0; i < n; i++) {
+        hours[i] = malloc((size_t)(r[i].nsamples ? r[i].nsamples : 1) * sizeof(double));
+        for (int k = 0; k < r[i].nsamples; k++) hours[i][k] = r[i].t[k] / 3600.0;
+        s[i] = (sim_series){r[i].policy, hours[i], r[i].alloc_pct, r[i].nsamples};
+    }
+    rc = sim_svg_lines(alloc_path, "GPU allocation over time", "hours", "allocated GPU %", s, n, false, err, errlen);
+    for (int i = 0; i < n; i++) free(hours[i]);
+    free(hours);
+    free(s);
+    return rc;
+}
+
+static void group_cell(const sim_group *g, char *buf, size_t len) {
+    char sh[128];
+    sim_sharing_format(&g->sharing, sh, sizeof sh);
+    snprintf(buf, len, "%d (%s)", g->count, sh);
+}
+
+void sim_report_plan(FILE *f, sim_format fmt, const sim_plan_result *p, int n) {
+    if (n == 0) return;
+    const sim_cluster *c0 = p[0].cluster;
+    if (fmt == SIM_FMT_JSON) {
+        fprintf(f, "{\"plans\": [\n");
+        for (int i = 0; i < n; i++) {
+            fprintf(f, "  {\"policy\": \"%s\", \"met\": %s, \"gpus\": %d, \"evaluations\": %d, \"groups\": [",
+                    p[i].policy, p[i].met ? "true" : "false", sim_cluster_gpus(p[i].cluster), p[i].evaluations);
+            for (int g = 0; g < p[i].cluster->ngroups; g++) {
+                char sh[128];
+                sim_sharing_format(&p[i].cluster->groups[g].sharing, sh, sizeof sh);
+                fprintf(f, "%s{\"name\": \"%s\", \"count\": %d, \"sharing\": \"%s\"}", g ? ", " : "",
+                        p[i].cluster->groups[g].name, p[i].cluster->groups[g].count, sh);
+            }
+            fprintf(f, "], \"measured\": {");
+            for (int t = 0; t < p[i].ntargets; t++) fprintf(f, "%s\"%s\": %.4f", t ? ", " : "", p[i].target[t], p[i].measured[t]);
+            fprintf(f, "},\n   \"replay\": ");
+            json_replay(f, &p[i].replay, "   ");
+            fprintf(f, "}%s\n", i + 1 < n ? "," : "");
+        }
+        fprintf(f, "]}\n");
+        return;
+    }
+    if (fmt == SIM_FMT_CSV) {
+        fprintf(f, "policy,met,gpus");
+        for (int g = 0; g < c0->ngroups; g++) fprintf(f, ",%s_count,%s_sharing", c0->groups[g].name, c0->groups[g].name);
+        for (int t = 0; t < p[0].ntargets; t++) fprintf(f, ",measured_%d", t + 1);
+        fputc('\n', f);
+        for (int i = 0; i < n; i++) {
+            fprintf(f, "%s,%s,%d", p[i].policy, p[i].met ? "yes" : "no", sim_cluster_gpus(p[i].cluster));
+            for (int g = 0; g < p[i].cluster->ngroups; g++) {
+                char sh[128];
+                sim_sharing_format(&p[i].cluster->groups[g].sharing, sh, sizeof sh);
+                fprintf(f, ",%d,%s", p[i].cluster->groups[g].count, sh);
+            }
+            for (int t = 0; t < p[i].ntargets; t++) fprintf(f, ",%.4f", p[i].measured[t]);
+            fputc('\n', f);
+        }
+        return;
+    }
+    fprintf(f, "%-14s %-4s %5s", "policy", "met", "GPUs");
+    for (int g = 0; g < c0->ngroups; g++) fprintf(f, "  %-22s", c0->groups[g].name);
+    for (int t = 0; t < p[0].ntargets; t++) fprintf(f, "  %s", p[0].target[t]);
+    fputc('\n', f);
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "%-14s %-4s %5d", p[i].policy, p[i].met ? "yes" : "NO", sim_cluster_gpus(p[i].cluster));
+        for (int g = 0; g < p[i].cluster->ngroups; g++) {
+            char cell[160];
+            group_cell(&p[i].cluster->groups[g], cell, sizeof cell);
+            fprintf(f, "  %-22s", cell);
+        }
+        for (int t = 0; t < p[i].ntargets; t++) {
+            char v[32];
+            if (p[i].target[t][0] == 'w') sim_format_seconds(p[i].measured[t], v, sizeof v);
+            else snprintf(v, sizeof v, "%g", p[i].measured[t]);
+            fprintf(f, "  %-*s", (int)strlen(p[i].target[t]), v);
+        }
+        fputc('\n', f);
+    }
+}
+
+int sim_report_plan_svg(const char *path, const sim_plan_result *p, int n, char *err, size_t errlen) {
+    if (n == 0) {
+        snprintf(err, errlen, "no plan to chart");
+        return -1;
+    }
+    int ng = p[0].cluster->ngroups;
+    const char **cats = malloc((size_t)n * sizeof *cats), **series = malloc((size_t)ng * sizeof *series);
+    double *v = malloc((size_t)n * (size_t)ng * sizeof *v);
+    for (int i = 0; i < n; i++) cats[i] = p[i].policy;
+    for (int g = 0; g < ng; g++) {
+        series[g] = p[0].cluster->groups[g].name;
+        for (int i = 0; i < n; i++)
+            v[g * n + i] = (double)p[i].cluster->groups[g].count * p[i].cluster->groups[g].gpus_per_node;
+    }
+    int rc = sim_svg_bars(path, "GPUs needed per node group", "GPUs", cats, n, series, ng, v, err, errlen);
+    free(v);
+    free(cats);
+    free(series);
+    return rc;
+}

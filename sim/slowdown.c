@@ -1,0 +1,38 @@
+/* slowdown.c -- the sharing slowdown model; the formulas and sources are in slowdown.h. */
+#include "sim/slowdown.h"
+
+double sim_rate_timeslice(double u, double others) {
+    if (others <= 0) return 1.0;
+    if (u < 0) u = 0;
+    double d = u + others;
+    double share = d > 1.0 ? 1.0 / d : 1.0;
+    double busy_u = u < 1.0 ? u : 1.0, busy_o = others < 1.0 ? others : 1.0;
+    return share * (1.0 - SIM_TIMESLICE_LOSS * busy_u * busy_o);
+}
+
+double sim_rate_share(double u, double share) {
+    if (share <= 0) return 0;
+    if (u <= share) return 1.0;
+    return share / u;
+}
+
+double sim_mig_sm_share(const model_gpu_product *p, int prof) {
+    if (prof < 0 || prof >= p->nprofiles) return 1.0;
+    const model_mig_profile *m = &p->profiles[prof];
+    if (m->sm_count > 0 && p->sm_count > 0) return (double)m->sm_count / p->sm_count;
+    /* Unknown SM counts: the compute slices, with the MIG-enable loss where known. */
+    double s = p->mig_compute_slices > 0 ? (double)m->compute_slices / p->mig_compute_slices : 1.0;
+    if (p->mig_sm_total > 0 && p->sm_count > 0) s *= (double)p->mig_sm_total / p->sm_count;
+    return s > 1.0 ? 1.0 : s;
+}
+
+double sim_rate_grant(const model_gpu *g, const model_grant *gr, double u, double others) {
+    if (gr->exclusive) return 1.0;
+    switch (g->mode) {
+    case MODEL_GPU_MIG: return sim_rate_share(u, sim_mig_sm_share(g->product, gr->mig_profile));
+    case MODEL_GPU_MPS: return sim_rate_share(u, g->mps_thread_permille / 1000.0);
+    case MODEL_GPU_TIMESLICE:
+    case MODEL_GPU_WHOLE: break;
+    }
+    return sim_rate_timeslice(u, others);
+}

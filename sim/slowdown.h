@@ -1,0 +1,41 @@
+/* slowdown.h -- how fast a workload runs on a shared GPU, relative to a dedicated one
+ * (rate 1 = as fast as alone on a whole GPU; the replay divides the remaining work by
+ * the rate). The numbers come from ../shared/catalog/sharing-costs.md, section 7:
+ *
+ *   exclusive GPU   1.
+ *   time-slicing    the GPU gives equal time to busy processes: with total demand
+ *                   D = u + others (utilisations), a tenant gets min(1, 1/D) of what it
+ *                   needs, and context switching costs c = 0.38 (CHEP 2024, Table 1:
+ *                   37.9-38.6 % for two compute-bound processes, no further loss at 4
+ *                   and 8) scaled by how busy both sides are: c * min(1, u) * min(1, others).
+ *                   Two compute-bound tenants: (1/2)(1 - 0.38) = 0.31 each; four: 0.155;
+ *                   mostly idle tenants (notebooks at 5 %) barely slow each other.
+ *                   Soft fractions on an unshared GPU share it the same way.
+ *   MIG             the instance's SMs over the GPU's SMs with MIG off (A100: 42/108 =
+ *                   0.389 for 3g, 98/108 = 0.907 for 7g, which is the MIG-enable loss);
+ *                   a workload needing only u of the GPU runs at min(1, share / u). No
+ *                   cross-instance interference (isolation breaks only on PCIe/power).
+ *   MPS             the active-thread share p = 1/replicas the device plugin sets:
+ *                   min(1, p / u). Memory-bandwidth contention is not modelled (the
+ *                   sources give no number).
+ * A workload on several GPUs runs at its slowest GPU's rate.
+ */
+#ifndef SIM_SLOWDOWN_H
+#define SIM_SLOWDOWN_H
+
+#include "model/node.h"
+
+#define SIM_TIMESLICE_LOSS 0.38
+
+/* Rate of a tenant with utilisation u next to co-tenants whose utilisations sum to others. */
+double sim_rate_timeslice(double u, double others);
+/* Rate with a compute share (MIG SM share, MPS thread share) in (0, 1]. */
+double sim_rate_share(double u, double share);
+/* The SM share of MIG profile index prof on product p, against the GPU with MIG off. */
+double sim_mig_sm_share(const model_gpu_product *p, int prof);
+
+/* Rate of one grant: g is the GPU, u the workload's utilisation, others the summed
+ * utilisation of the GPU's other tenants (ignored for exclusive, MIG and MPS grants). */
+double sim_rate_grant(const model_gpu *g, const model_grant *gr, double u, double others);
+
+#endif

@@ -1,0 +1,262 @@
+/* trace.c -- trace JSON in and out; every pod goes through model_request_from_pod. */
+#include "sim/trace.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/json.h"
+
+static const char *const kind_names[SIM_NKINDS] = {"training", "inference", "notebook", "batch"};
+
+const char *sim_kind_name(int kind) { return kind >= 0 && kind < SIM_NKINDS ? kind_names[kind] : "?"; }
+
+int sim_kind_parse(const char *s) {
+    for (int i = 0; i < SIM_NKINDS; i++)
+        if (!strcmp(s, kind_names[i])) return i;
+    return -1;
+}
+
+sim_trace *sim_trace_new(void) { return calloc(1, sizeof(sim_trace)); }
+
+void sim_trace_free(sim_trace *t) {
+    if (!t) return;
+    for (int i = 0; i < t->nshapes; i++) free(t->shapes[i].pod_json);
+    for (int i = 0; i < t->ntenants; i++) free(t->tenants[i]);
+    free(t->shapes);
+    free(t->tenants);
+    free(t->w);
+    free(t->ids);
+    free(t->shape_hash);
+    free(t);
+}
+
+static uint64_t fnv(const char *s) {
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+static void rehash(sim_trace *t) {
+    int cap = t->hash_cap ? t->hash_cap * 2 : 64;
+    int *h = calloc((size_t)cap, sizeof *h);
+    for (int i = 0; i < t->nshapes; i++) {
+        size_t k = fnv(t->shapes[i].pod_json) & (size_t)(cap - 1);
+        while (h[k]) k = (k + 1) & (size_t)(cap - 1);
+        h[k] = i + 1;
+    }
+    free(t->shape_hash);
+    t->shape_hash = h;
+    t->hash_cap = cap;
+}
+
+/* The Pod the extender would see for a trace's pod part. */
+static cJSON *as_pod(const cJSON *part, char *err, size_t errlen) {
+    if (cJSON_GetObjectItemCaseSensitive(part, "spec")) return cJSON_Duplicate(part, true);
+    static const char *const keys[] = {"resources", "annotations", NULL};
+    if (sim_json_known_keys(part, "pod", keys, err, errlen) != 0) return NULL;
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(part, "resources");
+    const cJSON *ann = cJSON_GetObjectItemCaseSensitive(part, "annotations");
+    cJSON *pod = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(pod, "metadata");
+    if (ann) cJSON_AddItemToObject(meta, "annotations", cJSON_Duplicate(ann, true));
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "name", "main");
+    if (res) cJSON_AddItemToObject(c, "resources", cJSON_Duplicate(res, true));
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(cJSON_AddObjectToObject(pod, "spec"), "containers"), c);
+    return pod;
+}
+
+int sim_trace_shape(sim_trace *t, const cJSON *part, char *err, size_t errlen) {
+    if (!cJSON_IsObject(part)) {
+        snprintf(err, errlen, "pod: expected an object with \"resources\" and \"annotations\"");
+        return -1;
+    }
+    char *key = cJSON_PrintUnformatted(part);
+    if (!key) return -1;
+    if (t->hash_cap) {
+        size_t k = fnv(key) & (size_t)(t->hash_cap - 1);
+        for (; t->shape_hash[k]; k = (k + 1) & (size_t)(t->hash_cap - 1))
+            if (!strcmp(t->shapes[t->shape_hash[k] - 1].pod_json, key)) {
+                free(key);
+                return t->shape_hash[k] - 1;
+            }
+    }
+    model_request req;
+    char e2[300];
+    cJSON *pod = as_pod(part, e2, sizeof e2);
+    int rc = pod ? model_request_from_pod(pod, &req, e2, sizeof e2) : -1;
+    cJSON_Delete(pod);
+    if (rc != 0) {
+        snprintf(err, errlen, "pod: %s", e2);
+        free(key);
+        return -1;
+    }
+    if (t->nshapes == t->shapes_cap) {
+        t->shapes_cap = t->shapes_cap ? 2 * t->shapes_cap : 16;
+        t->shapes = realloc(t->shapes, (size_t)t->shapes_cap * sizeof *t->shapes);
+    }
+    t->shapes[t->nshapes] = (sim_shape){.req = req, .pod_json = key};
+    t->nshapes++;
+    if (2 * t->nshapes > t->hash_cap) rehash(t);
+    else {
+        size_t k = fnv(key) & (size_t)(t->hash_cap - 1);
+        while (t->shape_hash[k]) k = (k + 1) & (size_t)(t->hash_cap - 1);
+        t->shape_hash[k] = t->nshapes;
+    }
+    return t->nshapes - 1;
+}
+
+int sim_trace_tenant(sim_trace *t, const char *name) {
+    for (int i = 0; i < t->ntenants; i++)
+        if (!strcmp(t->tenants[i], name)) return i;
+    if (t->ntenants >= 65535) return -1;
+    t->tenants = realloc(t->tenants, (size_t)(t->ntenants + 1) * sizeof *t->tenants);
+    t->tenants[t->ntenants] = strdup(name);
+    return t->ntenants++;
+}
+
+int sim_trace_add(sim_trace *t, const sim_workload *w, const char *id) {
+    size_t idlen = strlen(id) + 1;
+    if (t->n == t->cap) {
+        int cap = t->cap ? 2 * t->cap : 1024;
+        sim_workload *nw = realloc(t->w, (size_t)cap * sizeof *nw);
+        if (!nw) return -1;
+        t->w = nw, t->cap = cap;
+    }
+    if (t->ids_len + idlen > t->ids_cap) {
+        size_t cap = t->ids_cap ? 2 * t->ids_cap : 16384;
+        while (cap < t->ids_len + idlen) cap *= 2;
+        char *ni = realloc(t->ids, cap);
+        if (!ni) return -1;
+        t->ids = ni, t->ids_cap = cap;
+    }
+    t->w[t->n] = *w;
+    t->w[t->n].id = (uint32_t)t->ids_len;
+    memcpy(t->ids + t->ids_len, id, idlen);
+    t->ids_len += idlen;
+    t->n++;
+    return 0;
+}
+
+const char *sim_trace_id(const sim_trace *t, int i) { return t->ids + t->w[i].id; }
+
+static int read_workload(sim_trace *t, const cJSON *o, int i, char *err, size_t errlen) {
+    static const char *const keys[] = {"id", "kind", "arrival", "duration", "priority", "tenant", "gpuUtil", "pod",
+                                       NULL};
+    char where[48], e2[400];
+    snprintf(where, sizeof where, "workloads[%d]", i);
+    if (!cJSON_IsObject(o)) {
+        snprintf(err, errlen, "%s: expected an object", where);
+        return -1;
+    }
+    if (sim_json_known_keys(o, where, keys, err, errlen) != 0) return -1;
+    sim_workload w = {0};
+    const char *id, *kind, *tenant = "default";
+    double d, util = 1.0;
+    int64_t prio = 0;
+    if (sim_json_str(o, where, "id", true, &id, err, errlen) != 0) return -1;
+    if (sim_json_str(o, where, "kind", true, &kind, err, errlen) != 0) return -1;
+    int k = sim_kind_parse(kind);
+    if (k < 0) {
+        snprintf(err, errlen, "%s.kind: \"%s\" is not one of training, inference, notebook, batch", where, kind);
+        return -1;
+    }
+    w.kind = (uint8_t)k;
+    if (sim_json_num(o, where, "arrival", true, 0, 1e12, &w.arrival, err, errlen) != 0) return -1;
+    if (sim_json_num(o, where, "duration", true, 0, 1e12, &d, err, errlen) != 0) return -1;
+    if (d <= 0) {
+        snprintf(err, errlen, "%s.duration: must be > 0 seconds", where);
+        return -1;
+    }
+    w.duration = d;
+    if (sim_json_int(o, where, "priority", false, -2147483647, 2147483647, &prio, err, errlen) < 0) return -1;
+    w.priority = (int32_t)prio;
+    if (sim_json_str(o, where, "tenant", false, &tenant, err, errlen) < 0) return -1;
+    if (sim_json_num(o, where, "gpuUtil", false, 0, 1, &util, err, errlen) < 0) return -1;
+    w.util = (float)util;
+    int ti = sim_trace_tenant(t, tenant);
+    if (ti < 0) {
+        snprintf(err, errlen, "%s.tenant: more than 65535 tenants", where);
+        return -1;
+    }
+    w.tenant = (uint16_t)ti;
+    const cJSON *pod = cJSON_GetObjectItemCaseSensitive(o, "pod");
+    if (!pod) {
+        snprintf(err, errlen, "%s.pod: missing (the GPU request, as in a pod)", where);
+        return -1;
+    }
+    w.shape = sim_trace_shape(t, pod, e2, sizeof e2);
+    if (w.shape < 0) {
+        snprintf(err, errlen, "%s.%s", where, e2);
+        return -1;
+    }
+    if (sim_trace_add(t, &w, id) != 0) {
+        snprintf(err, errlen, "%s: out of memory", where);
+        return -1;
+    }
+    return 0;
+}
+
+sim_trace *sim_trace_from_json(const char *json, size_t len, char *err, size_t errlen) {
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    if (!root) {
+        snprintf(err, errlen, "trace: malformed JSON near byte %ld",
+                 cJSON_GetErrorPtr() ? (long)(cJSON_GetErrorPtr() - json) : 0L);
+        return NULL;
+    }
+    sim_trace *t = sim_trace_new();
+    static const char *const keys[] = {"workloads", "$schema", "description", NULL};
+    const cJSON *ws = cJSON_GetObjectItemCaseSensitive(root, "workloads");
+    if (!cJSON_IsObject(root) || !cJSON_IsArray(ws)) {
+        snprintf(err, errlen, "trace: expected an object with a \"workloads\" array");
+        goto fail;
+    }
+    if (sim_json_known_keys(root, "trace", keys, err, errlen) != 0) goto fail;
+    int i = 0;
+    for (const cJSON *o = ws->child; o; o = o->next, i++)
+        if (read_workload(t, o, i, err, errlen) != 0) goto fail;
+    cJSON_Delete(root);
+    return t;
+fail:
+    cJSON_Delete(root);
+    sim_trace_free(t);
+    return NULL;
+}
+
+sim_trace *sim_trace_from_file(const char *path, char *err, size_t errlen) {
+    size_t len;
+    char *txt = sim_read_file(path, &len, err, errlen);
+    if (!txt) return NULL;
+    char e2[500];
+    sim_trace *t = sim_trace_from_json(txt, len, e2, sizeof e2);
+    if (!t) snprintf(err, errlen, "%s: %s", path, e2);
+    free(txt);
+    return t;
+}
+
+static void put_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+int sim_trace_write(const sim_trace *t, FILE *f) {
+    fputs("{\"workloads\": [\n", f);
+    for (int i = 0; i < t->n; i++) {
+        const sim_workload *w = &t->w[i];
+        fputs("  {\"id\": ", f);
+        put_string(f, sim_trace_id(t, i));
+        fprintf(f, ", \"kind\": \"%s\", \"arrival\": %.3f, \"duration\": %.3f, \"priority\": %d, \"tenant\": ",
+                sim_kind_name(w->kind), w->arrival, w->duration, (int)w->priority);
+        put_string(f, t->tenants[w->tenant]);
+        fprintf(f, ", \"gpuUtil\": %.3f, \"pod\": %s}%s\n", (double)w->util, t->shapes[w->shape].pod_json,
+                i + 1 < t->n ? "," : "");
+    }
+    fputs("]}\n", f);
+    return ferror(f) ? -1 : 0;
+}

@@ -1,0 +1,78 @@
+/* trace.h -- workload traces for the simulator.
+ *
+ *   {"workloads": [{"id": "inf-1", "kind": "inference", "arrival": 12.5, "duration": 600,
+ *                   "priority": 100, "tenant": "search", "gpuUtil": 0.3,
+ *                   "pod": {"resources": {"requests": {"nvidia.com/gpu.shared": "1"}},
+ *                           "annotations": {"tessera.io/isolation": "any"}}}]}
+ *
+ * arrival: seconds from the start; duration: seconds on a dedicated GPU (the replay
+ * stretches it by the sharing slowdown); gpuUtil: mean GPU utilisation in [0, 1] when
+ * running alone. The pod part is a container's resources plus the pod's annotations (or
+ * a whole Pod object with "spec"); it becomes a Pod and is read by model_request_from_pod,
+ * exactly as the extender reads pods. Schema: sim/schema/trace.schema.json.
+ *
+ * Workloads with the same pod share one "shape" (one parsed request), which keeps a
+ * million-workload trace small and lets the replay reason per shape.
+ */
+#ifndef SIM_TRACE_H
+#define SIM_TRACE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "model/request.h"
+
+typedef enum sim_kind { SIM_TRAINING = 0, SIM_INFERENCE, SIM_NOTEBOOK, SIM_BATCH, SIM_NKINDS } sim_kind;
+
+const char *sim_kind_name(int kind);
+int sim_kind_parse(const char *s);   /* -1 if unknown */
+
+typedef struct sim_shape {
+    model_request req;
+    char *pod_json;          /* the pod part as written to trace files (compact JSON) */
+} sim_shape;
+
+typedef struct sim_workload {
+    double arrival;          /* s */
+    double duration;         /* s on a dedicated GPU */
+    float util;              /* 0..1 */
+    int32_t priority;
+    int32_t shape;           /* index into shapes */
+    uint32_t id;             /* offset of the id in trace->ids */
+    uint16_t tenant;         /* index into tenants */
+    uint8_t kind;            /* sim_kind */
+} sim_workload;
+
+typedef struct sim_trace {
+    int n, cap;
+    sim_workload *w;
+    int nshapes, shapes_cap;
+    sim_shape *shapes;
+    int ntenants;
+    char **tenants;
+    char *ids;               /* NUL-separated workload ids */
+    size_t ids_len, ids_cap;
+    int *shape_hash;         /* open addressing over shapes (index + 1, 0 = empty) */
+    int hash_cap;
+} sim_trace;
+
+sim_trace *sim_trace_new(void);
+void sim_trace_free(sim_trace *t);
+
+/* The shape for a pod part ({"resources", "annotations"} or a Pod with "spec"): its
+ * index, or -1 with err (the model's message: field and rule). */
+int sim_trace_shape(sim_trace *t, const cJSON *pod, char *err, size_t errlen);
+int sim_trace_tenant(sim_trace *t, const char *name);   /* index, added if new; -1 if too many */
+
+/* Append a workload (w->id is set from id). 0, or -1 when out of memory. */
+int sim_trace_add(sim_trace *t, const sim_workload *w, const char *id);
+const char *sim_trace_id(const sim_trace *t, int i);
+
+/* Read trace JSON; NULL with err naming the field ("workloads[3].gpuUtil: ..."). */
+sim_trace *sim_trace_from_json(const char *json, size_t len, char *err, size_t errlen);
+sim_trace *sim_trace_from_file(const char *path, char *err, size_t errlen);
+
+/* Write as trace JSON (one workload per line). 0, or -1 on a write error. */
+int sim_trace_write(const sim_trace *t, FILE *f);
+
+#endif

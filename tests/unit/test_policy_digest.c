@@ -1,0 +1,255 @@
+/* test_policy_digest.c -- every policy's decisions, pinned. The scoring code is tuned for
+ * speed (fast paths, memos); these tests replay fixed pod streams through each policy and
+ * compare a digest of every decision (node, GPUs, MIG slot, replica, score) with the
+ * digest the unoptimised code produced, so an optimisation that changes any decision
+ * fails here. Two streams: the openb default trace on the 1,213 openb GPU nodes (the
+ * whole-mode fast paths), and a seeded mix of MIG, time-sliced, memory-sized and
+ * isolated requests with departures on a mixed cluster (the generic and MIG paths).
+ *
+ * When a change is meant to alter decisions, TESSERA_DIGEST_PRINT=1 prints the new
+ * digests; say why in the commit that re-pins them.
+ */
+#include "harness.h"
+#include "policy_helpers.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define OPENB_PODS 5000   /* first pods of the default trace (of 8,152): ~0.5 s per policy */
+#define MIX_STEPS 1200
+
+static uint64_t fnv(uint64_t h, int64_t v) {
+    for (int i = 0; i < 8; i++) h = (h ^ (uint64_t)((v >> (8 * i)) & 0xff)) * 0x100000001b3ull;
+    return h;
+}
+
+/* One decision into the digest: the winner, its choice and its final score. */
+static uint64_t fold(uint64_t h, int win, const policy_result *res) {
+    h = fnv(h, win);
+    if (win < 0) return h;
+    const policy_choice *c = &res[win].choice;
+    h = fnv(h, c->ngpus);
+    for (int i = 0; i < c->ngpus; i++) h = fnv(h, c->gpu[i]);
+    h = fnv(h, c->mig_profile);
+    h = fnv(h, c->mig_start);
+    h = fnv(h, c->mig_create);
+    h = fnv(h, c->replica);
+    return fnv(h, llround(res[win].score * 1000.0));
+}
+
+static bool digest_print(void) {
+    const char *e = getenv("TESSERA_DIGEST_PRINT");
+    return e && *e && strcmp(e, "0");
+}
+
+/* Place the first OPENB_PODS pods of the default trace, in order, with policy pname. */
+static uint64_t openb_digest(const char *pname, int *placed) {
+    policy_workload *w = openb_workload("default");
+    openb_cluster *c = openb_load_nodes("data/openb/openb_node_list_gpu_node.csv");
+    int npods = 0;
+    model_request *pods = openb_load_pods("data/openb/openb_pod_list_default.csv", &npods);
+    uint64_t h = 0xcbf29ce484222325ull;
+    *placed = -1;
+    if (!w || !c || !pods) goto out;
+    policy_ctx ctx;
+    policy_ctx_init(&ctx, 42);
+    ctx.workload = w;
+    const policy *p = policy_find(pname);
+    policy_result *res = calloc((size_t)c->n, sizeof *res);
+    char uid[32], err[256];
+    *placed = 0;
+    for (int k = 0; k < npods && k < OPENB_PODS; k++) {
+        ctx.decision = (uint64_t)k;
+        for (int i = 0; i < c->n; i++) policy_score(p, &pods[k], c->nodes[i], &ctx, &res[i], NULL, 0);
+        int win = policy_select(p, &ctx, res, c->n);
+        h = fold(h, win, res);
+        if (win < 0) continue;
+        model_assignment a;
+        snprintf(uid, sizeof uid, "pod-%d", k);
+        if (policy_materialize(c->nodes[win], &pods[k], &res[win].choice, &a, err, sizeof err) == 0 &&
+            model_assign(c->nodes[win], uid, &a, err, sizeof err) == 0)
+            (*placed)++;
+        else
+            h = fnv(h, -7);   /* a choice that cannot be applied is a decision too */
+    }
+    free(res);
+out:
+    free(pods);
+    if (c) openb_cluster_free(c);
+    if (w) policy_workload_free(w);
+    return h;
+}
+
+static uint64_t xs(uint64_t *x) {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+static int rndi(uint64_t *x, int m) { return (int)(xs(x) % (uint64_t)m); }
+
+/* 64 nodes: dynamic MIG A100-80GB, static MIG (3g+2g+1g+1g), time-sliced T4 (renamed
+ * replicas), whole T4 with host tracking. */
+#define MIX_NODES 64
+static model_node *mix_node(int i, const model_gpu_product *a100, const model_gpu_product *t4) {
+    char name[32], err[128];
+    snprintf(name, sizeof name, "mix-%03d", i);
+    model_node *n = model_node_new(name);
+    int type = i % 4;
+    for (int g = 0; g < 8; g++) {
+        if (type == 0 || type == 1) {
+            model_gpu *gg = model_node_add_gpu(n, a100, MODEL_GPU_MIG, 1, 0);
+            n->mig_strategy = MODEL_MIG_MIXED;
+            gg->mig_dynamic = type == 0;
+            if (type == 1) {
+                const char *pr[] = {"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"};
+                int st[] = {4, 0, 2, 3};
+                for (int k = 0; k < 4; k++)
+                    model_gpu_add_mig_instance(gg, model_product_profile_index(a100, pr[k]), st[k], err, sizeof err);
+            }
+        } else if (type == 2) {
+            model_node_add_gpu(n, t4, MODEL_GPU_TIMESLICE, 4, 0);
+            n->sharing = MODEL_GPU_TIMESLICE;
+            n->replicas = 4;
+            n->shared_renamed = true;
+        } else {
+            model_node_add_gpu(n, t4, MODEL_GPU_WHOLE, 1, 0);
+            n->track_host = true;
+            n->cpu_milli = 64000;
+            n->memory_mib = 1 << 19;
+        }
+    }
+    return n;
+}
+
+static model_request mix_request(uint64_t *x) {
+    const char *profs[] = {"1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb", "1g.10gb+me"};
+    int kind = rndi(x, 8);
+    model_request q;
+    if (kind <= 2) {
+        q = req_mig(profs[rndi(x, 7)]);
+        if (kind == 2 && rndi(x, 3) == 0) q.count = 2;
+    } else if (kind == 3) {
+        q = req_frac(100 * (1 + rndi(x, 9)), 1000);
+        q.memory_mib = 1000 * (1 + rndi(x, 8));
+    } else if (kind == 4) {
+        q = req_whole(1, 0);
+        q.kind = MODEL_REQ_SHARED;
+    } else if (kind == 5) {
+        q = req_frac(100 * (1 + rndi(x, 9)), 2000);
+    } else if (kind == 6) {
+        q = req_frac(250, 0);
+        q.isolation = rndi(x, 2) ? MODEL_ISO_ANY : MODEL_ISO_MIG;
+    } else {
+        q = req_whole(1 + rndi(x, 2), 4000);
+    }
+    return q;
+}
+
+/* MIX_STEPS arrivals on the mixed cluster; every third step one earlier pod leaves. */
+static uint64_t mix_digest(const char *pname, int *placed) {
+    const model_gpu_product *a100 = model_catalog_find(model_catalog_default(), "NVIDIA-A100-SXM4-80GB");
+    static model_gpu_product t4;
+    model_product_init_generic(&t4, "T4", 16000, 0);
+    uint64_t x = 0x9e3779b97f4a7c15ull, h = 0xcbf29ce484222325ull;
+    *placed = -1;
+    if (!a100) return h;
+    model_node *nodes[MIX_NODES];
+    for (int i = 0; i < MIX_NODES; i++) nodes[i] = mix_node(i, a100, &t4);
+    /* target workload: one of each request shape the stream draws, MIG-heavy */
+    policy_workload *w = policy_workload_new();
+    uint64_t wx = 5;
+    for (int k = 0; k < 64; k++) {
+        model_request q = mix_request(&wx);
+        policy_workload_add(w, &q, 1 + rndi(&wx, 5), NULL, 0);
+    }
+    policy_workload_finish(w, 95.0, NULL, 0);
+    policy_ctx ctx;
+    policy_ctx_init(&ctx, 7);
+    ctx.workload = w;
+    const policy *p = policy_find(pname);
+    policy_result res[MIX_NODES];
+    int home[MIX_STEPS];
+    char uid[32], err[256];
+    *placed = 0;
+    for (int k = 0; k < MIX_STEPS; k++) {
+        home[k] = -1;
+        model_request q = mix_request(&x);
+        ctx.decision = (uint64_t)k;
+        for (int i = 0; i < MIX_NODES; i++) policy_score(p, &q, nodes[i], &ctx, &res[i], NULL, 0);
+        int win = policy_select(p, &ctx, res, MIX_NODES);
+        h = fold(h, win, res);
+        if (win >= 0) {
+            model_assignment a;
+            snprintf(uid, sizeof uid, "pod-%d", k);
+            if (policy_materialize(nodes[win], &q, &res[win].choice, &a, err, sizeof err) == 0 &&
+                model_assign(nodes[win], uid, &a, err, sizeof err) == 0) {
+                home[k] = win;
+                (*placed)++;
+            } else {
+                h = fnv(h, -7);
+            }
+        }
+        if (k % 3 == 2) {
+            int j = rndi(&x, k + 1);
+            if (home[j] >= 0) {
+                snprintf(uid, sizeof uid, "pod-%d", j);
+                model_release(nodes[home[j]], uid);
+                home[j] = -1;
+            }
+        }
+    }
+    for (int i = 0; i < MIX_NODES; i++) {
+        if (!model_node_check(nodes[i], err, sizeof err)) {
+            fprintf(stderr, "%s: node %s: %s\n", pname, nodes[i]->name, err);
+            *placed = -2;
+        }
+        model_node_free(nodes[i]);
+    }
+    policy_workload_free(w);
+    return h;
+}
+
+typedef struct pinned {
+    const char *policy;
+    uint64_t openb, mix;   /* digests of the unoptimised code */
+} pinned;
+
+static const pinned PINNED[] = {
+    {"binpack", 0xdfea68d0fd79781full, 0x8be921350a4a49faull},
+    {"spread", 0x5294718cd24183e1ull, 0x9f5d19fe8dc8c90cull},
+    {"bestfit", 0x7d183dcdcb78b355ull, 0x947930bef1815ef4ull},
+    {"dotprod", 0xa1bda85675378e0bull, 0xd7b392c81648c011ull},
+    {"gpupacking", 0xc2fd795670b1e221ull, 0x1e1f45bf6503ee6full},
+    {"gpuclustering", 0xbbabcd65776484f9ull, 0x3e4fea8f98abf673ull},
+    {"random", 0x8a9246f05cd783dcull, 0xb8e4b8da70252a0cull},
+    {"fgd", 0xaedc84de46e038b1ull, 0x1203c3043dace291ull},
+    {"mig-aware", 0x456b02fb65646476ull, 0x7b1f3224861b1a48ull},
+};
+
+static void check_policy(int i) {
+    const pinned *pn = &PINNED[i];
+    int placed_o, placed_m;
+    uint64_t o = openb_digest(pn->policy, &placed_o);
+    uint64_t m = mix_digest(pn->policy, &placed_m);
+    if (digest_print())
+        fprintf(stderr, "    {\"%s\", 0x%016llxull, 0x%016llxull},   /* placed %d, %d */\n", pn->policy,
+                (unsigned long long)o, (unsigned long long)m, placed_o, placed_m);
+    CHECK_MSG(placed_o > 0, "%s: cannot read the openb data (run from the repo root)", pn->policy);
+    CHECK_MSG(placed_m > 0, "%s: mixed cluster replay failed (%d)", pn->policy, placed_m);
+    CHECK_MSG(o == pn->openb, "%s: openb decisions changed: digest 0x%016llx, pinned 0x%016llx", pn->policy,
+              (unsigned long long)o, (unsigned long long)pn->openb);
+    CHECK_MSG(m == pn->mix, "%s: mixed-cluster decisions changed: digest 0x%016llx, pinned 0x%016llx", pn->policy,
+              (unsigned long long)m, (unsigned long long)pn->mix);
+}
+
+TEST(policy_digest_binpack) { check_policy(0); }
+TEST(policy_digest_spread) { check_policy(1); }
+TEST(policy_digest_bestfit) { check_policy(2); }
+TEST(policy_digest_dotprod) { check_policy(3); }
+TEST(policy_digest_gpupacking) { check_policy(4); }
+TEST(policy_digest_gpuclustering) { check_policy(5); }
+TEST(policy_digest_random) { check_policy(6); }
+TEST(policy_digest_fgd) { check_policy(7); }
+TEST(policy_digest_mig_aware) { check_policy(8); }
