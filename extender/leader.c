@@ -222,7 +222,8 @@ static void observe(ext_leader *l, const lease_rec *r, int64_t now) {
 static void step_down(ext_leader *l, const char *why) {
     if (!l->leading) return;
     l->leading = false;
-    ext_log(strcmp(why, "released") ? EXT_LOG_WARN : EXT_LOG_INFO, "event=leader-stepped-down lease=%s/%s identity=%s why=\"%s\"", l->cfg.ns, l->cfg.name,
+    ext_log(strcmp(why, "released") ? EXT_LOG_WARN : EXT_LOG_INFO,
+            "event=leader-stepped-down lease=%s/%s identity=%s why=\"%s\"", l->cfg.ns, l->cfg.name,
             l->cfg.identity, why);
 }
 
@@ -350,6 +351,7 @@ static void release(ext_leader *l) {
         }
         ext_log(EXT_LOG_INFO, "event=leader-released lease=%s/%s identity=%s", l->cfg.ns, l->cfg.name, l->cfg.identity);
     }
+    if (code == 409) l->holder[0] = 0; /* someone else wrote it since: it is not ours to release any more */
     pthread_mutex_unlock(&l->mu);
     if (code != 200) {
         count_error(l, code);
@@ -383,7 +385,8 @@ static void *leader_thread(void *arg) {
         try_acquire_or_renew(l);
         pthread_mutex_lock(&l->mu);
         /* followers retry with client-go's jitter (1.2), so candidates do not hit the API in step */
-        int wait = l->leading ? l->cfg.retry_ms : l->cfg.retry_ms + (int)(rand_r(&seed) % (unsigned)(l->cfg.retry_ms / 5 + 1));
+        int wait = l->cfg.retry_ms;
+        if (!l->leading) wait += (int)(rand_r(&seed) % (unsigned)(l->cfg.retry_ms / 5 + 1));
         if (!l->stop) cond_wait_ms(l, wait);
         pthread_mutex_unlock(&l->mu);
     }

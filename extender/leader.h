@@ -9,8 +9,8 @@
  *   step down when no renewal has succeeded for renewDeadline (API outage, stalls). Leadership is judged by the
  *             START time of the last successful renewal, so a slow answer never extends it; a successor can take
  *             over only leaseDuration after it last saw the record change, i.e. after we stopped binding.
- *   release   on ext_leader_stop and when idle (below): holder "" and leaseDurationSeconds 1, as client-go's
- *             ReleaseOnCancel, so a successor takes over at once instead of waiting out the Lease.
+ *   release   on shutdown (ext_leader_free) and when idle (below): holder "" and leaseDurationSeconds 1, as
+ *             client-go's ReleaseOnCancel, so a successor takes over at once instead of waiting out the Lease.
  *
  * Who campaigns. Each tessera pod pairs a kube-scheduler with its extender on loopback, and kube-scheduler's own
  * Lease already makes one of them active; only the active one calls its extender. So an extender campaigns only
@@ -37,7 +37,7 @@
 typedef struct ext_leader_config {
     char ns[64];              /* the Lease's namespace (default: $POD_NAMESPACE, else "tessera") */
     char name[128];           /* the Lease's name (default "tessera-extender") */
-    char identity[192];       /* holderIdentity ("" = $POD_NAME or the host name, plus "_" and a random suffix) */
+    char identity[192];       /* holderIdentity (default: $POD_NAME or the host name, "_", a random suffix) */
     int lease_ms;             /* leaseDuration (default 15000) */
     int renew_ms;             /* renewDeadline (default 10000) */
     int retry_ms;             /* retryPeriod (default 2000) */
@@ -72,9 +72,9 @@ void ext_leader_note_call(ext_leader *l);
 bool ext_leader_is_leader(ext_leader *l);
 
 /* May this replica post a Binding now: leader, not stopping, the bind budget fits before the Lease could pass
- * to someone else, and the cache relisted since the acquisition.
- * Waits up to wait_ms (< 0: the retry period) for that; false with why = "not the tessera leader (leader is X); kube-scheduler will
- * retry" or the reason it is not ready yet. NULL l: true. */
+ * to someone else, and the cache relisted since the acquisition. Waits up to wait_ms (< 0: the retry period)
+ * for that; false with why = "not the tessera leader (leader is X); kube-scheduler will retry" or the reason
+ * it is not ready yet. NULL l: true. */
 bool ext_leader_may_bind(ext_leader *l, int wait_ms, char *why, size_t whylen);
 
 /* The holder we last saw ("" if none or unknown). */

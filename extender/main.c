@@ -283,7 +283,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "--leader-elect needs cluster mode: a standalone extender (--cluster/--demo) binds in memory only\n");
         return 2;
     }
-    lc.bind_budget_ms = kc.request_timeout_ms;   /* a Binding POST's timeout */
+    lc.bind_budget_ms = kc.bind_timeout_ms > 0 ? kc.bind_timeout_ms : kc.request_timeout_ms; /* a Binding POST's timeout */
     if (!standalone && leader_elect != 0 && ext_leader_config_check(&lc, err0, sizeof err0) < 0) {
         fprintf(stderr, "%s\n", err0);
         return 2;

@@ -680,6 +680,94 @@ check("a MIG mixed device-plugin config (flags.migStrategy: mixed)",
       any(((c or {}).get("flags") or {}).get("migStrategy") == "mixed" and not (c or {}).get("sharing")
           for c in dpcfg.values()))
 
+# ---- every example on the nodes fake-gpu-nodes.sh fakes --------------------------------------
+# The script's "fake" lines are turned into Node objects (labels and status as GFD and the device plugin would
+# publish them), and the real extender (standalone, --cluster) must place each example pod exactly on the node
+# the comment above its "fake" line names. Needs build/tessera-extender (`make`); skipped without it.
+FAKE_SH = os.path.join(EXAMPLES, "fake-gpu-nodes.sh")
+EXT_BIN = os.path.join(ROOT, "build", "tessera-extender")
+fake_nodes, meant_for = [], {}
+try:
+    with open(FAKE_SH) as fh:
+        sh = fh.read()
+    for m in re.finditer(r'^# (pod-[^:]+):.*\n^fake "\$(\d)" (\S+) (\d+) (\d+) (\S+) (\d+) (""|\S+) (.*)$', sh, re.M):
+        pods_, idx, prod, cnt, mem, sharing_, reps, mig, res = m.groups()
+        name = "fake-node-%s" % idx
+        labels = {"kubernetes.io/hostname": name, "nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": prod,
+                  "nvidia.com/gpu.count": cnt, "nvidia.com/gpu.memory": mem,
+                  "nvidia.com/gpu.sharing-strategy": sharing_, "nvidia.com/gpu.replicas": reps}
+        if mig != '""':
+            labels["nvidia.com/mig.strategy"] = mig
+        alloc = {"cpu": "8", "memory": "16Gi", "pods": "110"}
+        alloc.update(kv.split("=", 1) for kv in res.split())
+        fake_nodes.append({"metadata": {"name": name, "labels": labels},
+                           "status": {"capacity": alloc, "allocatable": alloc}})
+        for stem in re.findall(r"pod-[a-z0-9-]+", pods_):
+            meant_for[stem] = name
+except OSError as e:
+    check("deploy/examples/fake-gpu-nodes.sh exists", False, str(e))
+stems = sorted(os.path.splitext(os.path.basename(p_))[0] for p_, _ in example_pods)
+check("fake-gpu-nodes.sh fakes a node for every example pod (%d nodes)" % len(fake_nodes),
+      len(fake_nodes) == 4 and set(stems) <= set(meant_for), "no node for %s" % sorted(set(stems) - set(meant_for)))
+# The fake nodes advertise what device-plugin-config.yaml would make the plugin advertise.
+dp_replicas = {k: ((c.get("sharing") or {}).get(k2) or {}).get("resources", [{}])[0].get("replicas")
+               for k, c in dpcfg.items() if isinstance(c, dict) for k2 in ("timeSlicing", "mps")
+               if (c.get("sharing") or {}).get(k2)}
+wrong = []
+for n in fake_nodes:
+    lb, al = n["metadata"]["labels"], n["status"]["allocatable"]
+    strat = {"time-slicing": "time-slicing", "mps": "mps"}.get(lb["nvidia.com/gpu.sharing-strategy"])
+    if strat and (int(lb["nvidia.com/gpu.replicas"]) != dp_replicas.get(strat) or
+                  int(al.get("nvidia.com/gpu.shared", 0)) != int(lb["nvidia.com/gpu.count"]) * dp_replicas.get(strat, 0)):
+        wrong.append("%s: %s replicas/gpu.shared differ from device-plugin-config.yaml" % (n["metadata"]["name"], strat))
+    wrong += ["%s: %s is not a managed resource" % (n["metadata"]["name"], k) for k in al
+              if k.startswith("nvidia.com/") and k not in managed]
+check("fake nodes match device-plugin-config.yaml (replicas, renamed resources) and managedResources", not wrong,
+      "; ".join(wrong))
+if not os.access(EXT_BIN, os.X_OK):
+    print("# SKIP placing the examples on the fake nodes: build/tessera-extender is not built (run make)")
+elif fake_nodes:
+    import socket
+    import subprocess
+    import tempfile
+    import time
+    import urllib.request
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as tf:
+        json.dump({"kind": "NodeList", "items": fake_nodes}, tf)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    proc = subprocess.Popen([EXT_BIN, "--cluster", tf.name, "--listen", "127.0.0.1:%d" % port, "--log-level", "error"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = "http://127.0.0.1:%d" % port
+    up = False
+    for _ in range(100):
+        try:
+            up = urllib.request.urlopen(base + "/readyz", timeout=2).status == 200
+            break
+        except OSError:
+            time.sleep(0.05)
+    check("tessera-extender --cluster serves the fake nodes", up)
+    for path, o in example_pods if up else []:
+        stem = os.path.splitext(os.path.basename(path))[0]
+        pod_ = json.loads(json.dumps(o))
+        pod_["metadata"].setdefault("namespace", "default")
+        pod_["metadata"]["uid"] = "uid-" + pod_["metadata"]["name"]
+        body = json.dumps({"Pod": pod_, "Nodes": None, "NodeNames": [n["metadata"]["name"] for n in fake_nodes]})
+        try:
+            req = urllib.request.Request(base + "/tessera/filter", data=body.encode(), method="POST")
+            got_ = json.load(urllib.request.urlopen(req, timeout=5))
+        except (OSError, ValueError) as e:
+            got_ = {"Error": str(e)}
+        check("%s: tessera places it on %s only" % (rel(path), meant_for.get(stem)),
+              got_.get("NodeNames") == [meant_for.get(stem)],
+              "NodeNames %s, Error %r, FailedNodes %s" % (got_.get("NodeNames"), got_.get("Error"),
+                                                        got_.get("FailedNodes")))
+    proc.terminate()
+    proc.wait(timeout=10)
+    os.unlink(tf.name)
+
 # ---- Grafana dashboard ------------------------------------------------------------------
 GRAFANA = os.path.join(DEPLOY, "grafana-dashboard.json")
 dash = None

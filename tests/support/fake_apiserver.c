@@ -130,6 +130,20 @@ static size_t fa_find(const fa_store *s, const char *key, bool *found) {
     return lo;
 }
 
+/* Insert obj under key, or replace the object stored there (freed); the store owns obj afterwards. */
+static void fa_store_set(fa_store *s, const char *key, cJSON *obj, bool *found) {
+    size_t i = fa_find(s, key, found);
+    if (*found) {
+        cJSON_Delete(s->v[i].json);
+        s->v[i].json = obj;
+        return;
+    }
+    fa_grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v);
+    memmove(&s->v[i + 1], &s->v[i], (s->n - i) * sizeof *s->v);
+    s->v[i] = (fa_obj){fa_strdup(key), obj};
+    s->n++;
+}
+
 static void fa_now_plus(struct timespec *ts, long ms) {
     clock_gettime(CLOCK_MONOTONIC, ts);
     ts->tv_sec += ms / 1000;
@@ -203,18 +217,8 @@ long long fake_api_put(fake_api *f, const char *kind, const char *json_obj) {
         cJSON_DeleteItemFromObjectCaseSensitive(meta, "uid");
         cJSON_AddStringToObject(meta, "uid", uid);
     }
-    fa_store *s = &f->store[k];
     bool found;
-    size_t i = fa_find(s, key, &found);
-    if (found) {
-        cJSON_Delete(s->v[i].json);
-        s->v[i].json = obj;
-    } else {
-        fa_grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v);
-        memmove(&s->v[i + 1], &s->v[i], (s->n - i) * sizeof *s->v);
-        s->v[i] = (fa_obj){fa_strdup(key), obj};
-        s->n++;
-    }
+    fa_store_set(&f->store[k], key, obj, &found);
     fa_push_event(f, k, rv, false, fa_event_line(found ? "MODIFIED" : "ADDED", obj));
     pthread_mutex_unlock(&f->mu);
     return (long long)rv;
@@ -751,15 +755,7 @@ static enum MHD_Result fa_lease(fake_api *f, struct MHD_Connection *c, const cha
     cJSON_DeleteItemFromObjectCaseSensitive(obj, "apiVersion");
     cJSON_AddStringToObject(obj, "kind", "Lease");
     cJSON_AddStringToObject(obj, "apiVersion", "coordination.k8s.io/v1");
-    if (found) {
-        cJSON_Delete(s->v[i].json);
-        s->v[i].json = obj;
-    } else {
-        fa_grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v);
-        memmove(&s->v[i + 1], &s->v[i], (s->n - i) * sizeof *s->v);
-        s->v[i] = (fa_obj){fa_strdup(key), obj};
-        s->n++;
-    }
+    fa_store_set(s, key, obj, &found);
     char *body = cJSON_PrintUnformatted(obj);
     enum MHD_Result ret = fa_send(c, create ? 201 : 200, body ? body : "{}");
     free(body);

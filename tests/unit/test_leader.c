@@ -215,6 +215,7 @@ TEST(leader_conflict_on_renew_steps_down_at_once) {
     ext_leader_free(a);
     env_free(&e);
     CHECK(led);
+    printf("    leader: stepped down %d ms after a conflicting write (renew deadline 2500 ms)\n", down);
     CHECK_MSG(down >= 0 && down < 1000, "stepped down after %d ms", down);
     CHECK(st.errors[EXT_LEASE_ERR_CONFLICT] >= 1);
     CHECK_STR(holder, "pod-b_2");
@@ -244,6 +245,7 @@ TEST(leader_api_outage_steps_down_after_renew_deadline_and_recovers) {
     env_free(&e);
     CHECK(led);
     CHECK_MSG(down >= 0, "still leader during the outage");
+    printf("    leader: stepped down %lld ms into an API outage (renew deadline 600 ms)\n", (long long)after);
     CHECK_MSG(after >= 450 && after <= 1200, "stepped down %lld ms into the outage (renew deadline 600)", (long long)after);
     CHECK(!may);
     CHECK_CONTAINS(why, "not the tessera leader");
@@ -329,6 +331,7 @@ TEST(leader_releases_on_shutdown_and_successor_takes_over_at_once) {
     CHECK_CONTAINS(why, "shutting down");
     CHECK_STR(v.holder, "");
     CHECK_INT(v.secs, 1);
+    printf("    leader: successor led %d ms after a release on shutdown (lease 1 s)\n", t);
     CHECK_MSG(t >= 0 && t < 500, "successor took %d ms", t);
 }
 
@@ -393,6 +396,8 @@ TEST(leader_two_candidates_never_both_lead) {
     CHECK(one);
     CHECK_MSG(s.both == 0, "both led in %d samples", s.both);
     CHECK(s.a_led + s.b_led > 0);
+    printf("    leader: two candidates, chaos: %d/%d samples led by a/b, %d by both; heir led after %d ms\n", s.a_led,
+           s.b_led, s.both, heir_t);
     CHECK_MSG(heir_t >= 0 && heir_t < 1000, "heir took %d ms", heir_t);
 }
 
