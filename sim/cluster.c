@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "sim/json.h"
-#include "sim/openb.h"   /* sim_read_file */
 
 /* ------------------------------------------------------------ sharing ---- */
 

@@ -1,6 +1,6 @@
 /* json.h -- small helpers for reading the simulator's input files: typed field access
- * whose errors name the field path ("workloads[3].duration: expected a number >= 0").
- * Shared by cluster.c and trace.c (which read files with openb.h's sim_read_file). */
+ * whose errors name the field path ("workloads[3].duration: expected a number >= 0"),
+ * and reading a whole file. Shared by cluster.c and trace.c. */
 #ifndef SIM_JSON_H
 #define SIM_JSON_H
 
@@ -8,6 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cjson/cJSON.h>
+
+/* Read a whole file into a NUL-terminated buffer (caller frees). NULL with err. */
+char *sim_read_file(const char *path, size_t *len, char *err, size_t errlen);
 
 /* Field `key` of object o, at path `where` (for messages). Each returns 0, 1 when the
  * field is absent and !required (out untouched), or -1 with err. */

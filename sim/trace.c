@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "sim/json.h"
-#include "sim/openb.h"   /* sim_read_file */
 
 static const char *const kind_names[SIM_NKINDS] = {"training", "inference", "notebook", "batch"};
 
