@@ -189,6 +189,10 @@ char *ext_metrics_render(ext_metrics *m, ext_verbs *v, const ext_kube_stats *ks,
     for (int o = 0; o < EXT_BIND_NOUTCOMES; o++)
         sbf(&b, "tessera_binds_total{result=\"%s\"} %llu\n", ext_bind_outcome_name(o),
             (unsigned long long)atomic_load(&v->bind_outcomes[o]));
+    sbf(&b, "# HELP tessera_node_answers_total Per-node filter and prioritize answers: reused from the answer "
+            "cache (the node and the request shape unchanged) or computed.\n# TYPE tessera_node_answers_total counter\n");
+    sbf(&b, "tessera_node_answers_total{source=\"cache\"} %llu\n", (unsigned long long)atomic_load(&v->cache_hits));
+    sbf(&b, "tessera_node_answers_total{source=\"computed\"} %llu\n", (unsigned long long)atomic_load(&v->cache_misses));
     if (ks) {
         static const char *kinds[2] = {"node", "pod"};
         sbf(&b, "# HELP tessera_watch_lists_total Completed lists.\n# TYPE tessera_watch_lists_total counter\n");

@@ -39,6 +39,7 @@ struct ext_state {
     int nn, ncap;
     ext_map *pods;             /* uid -> pod_priv */
     uint32_t gen[2];
+    uint64_t version_seq;      /* last ext_node.version handed out */
     bool synced[2];
     bool maybe_assumed;        /* some pod may be ASSUMED: expiry has work to do */
     ext_state_stats st;
@@ -88,6 +89,7 @@ static void pod_free(pod_priv *p) {
 
 static void node_free(ext_node *n) {
     if (!n) return;
+    free(n->memo);
     model_node_free(n->m);
     free(n->pods);
     free(n->name);
@@ -247,6 +249,15 @@ int ext_state_find_request(ext_state *st, const char *key, char *uid, size_t uid
 
 /* ------------------------------------------------------------ nodes */
 
+/* Every change to a node's model or pod list goes through here (or a caller that does),
+ * so cached answers about the node stop matching. */
+static void node_touch(ext_state *st, ext_node *n) { n->version = ++st->version_seq; }
+
+struct ext_node_memo **ext_state_node_memo(ext_state *st, const ext_node *n) {
+    (void)st;
+    return &((ext_node *)n)->memo;   /* the slot is the verbs' scratch, not cache state */
+}
+
 static ext_node *node_get_or_create(ext_state *st, const char *name) {
     ext_node *n = ext_map_get(st->nodes, name);
     if (n) return n;
@@ -265,6 +276,7 @@ static ext_node *node_get_or_create(ext_state *st, const char *name) {
     if (ext_map_put(st->nodes, n->name, n) != 0) { node_free(n); return NULL; }
     n->idx = st->nn;
     st->narr[st->nn++] = n;
+    node_touch(st, n);
     return n;
 }
 
@@ -277,7 +289,8 @@ static void node_maybe_drop(ext_state *st, ext_node *n) {
     node_free(n);
 }
 
-static int node_add_pod(ext_node *n, ext_pod *p) {
+static int node_add_pod(ext_state *st, ext_node *n, ext_pod *p) {
+    node_touch(st, n);
     if (n->npods == n->cap) {
         int cap = n->cap ? 2 * n->cap : 8;
         ext_pod **g = realloc(n->pods, (size_t)cap * sizeof *g);
@@ -289,7 +302,8 @@ static int node_add_pod(ext_node *n, ext_pod *p) {
     return 0;
 }
 
-static void node_remove_pod(ext_node *n, ext_pod *p) {
+static void node_remove_pod(ext_state *st, ext_node *n, ext_pod *p) {
+    node_touch(st, n);
     for (int i = 0; i < n->npods; i++)
         if (n->pods[i] == p) {
             memmove(&n->pods[i], &n->pods[i + 1], (size_t)(n->npods - i - 1) * sizeof *n->pods);
@@ -309,6 +323,7 @@ static void pod_apply(ext_state *st, ext_node *n, pod_priv *pp, const model_assi
     char err[MODEL_REASON_LEN];
     p->holds = false;
     p->overcommitted = false;
+    node_touch(st, n);
     if (!n->m) return;   /* no Node object yet: applied when it arrives */
     if (hint && model_assign(n->m, p->uid, hint, err, sizeof err) == 0) {
         p->a = *hint;
@@ -351,7 +366,7 @@ static void pod_unplace(ext_state *st, pod_priv *pp) {
     ext_node *n = ext_map_get(st->nodes, p->node);
     if (n) {
         if (p->holds && n->m) model_release(n->m, p->uid);
-        node_remove_pod(n, p);
+        node_remove_pod(st, n, p);
         node_maybe_drop(st, n);
     }
     free(p->node);
@@ -362,7 +377,7 @@ static void pod_unplace(ext_state *st, pod_priv *pp) {
 static int pod_place(ext_state *st, pod_priv *pp, const char *node, const model_assignment *hint) {
     ext_node *n = node_get_or_create(st, node);
     if (!n || !(pp->pub.node = strdup(node))) return -1;
-    if (node_add_pod(n, &pp->pub) != 0) {
+    if (node_add_pod(st, n, &pp->pub) != 0) {
         free(pp->pub.node);
         pp->pub.node = NULL;
         node_maybe_drop(st, n);
@@ -393,6 +408,7 @@ static void node_install(ext_state *st, model_node *m) {
     model_node *old = n->m;
     n->m = m;
     n->gen = st->gen[EXT_KUBE_NODE];
+    node_touch(st, n);
     if (!old && n->npods == 0) return;
     bool *held = n->npods ? calloc((size_t)n->npods, sizeof *held) : NULL;
     for (int i = 0; i < n->npods; i++) {
@@ -413,6 +429,7 @@ static void node_install(ext_state *st, model_node *m) {
 static void node_delete(ext_state *st, ext_node *n) {
     model_node_free(n->m);
     n->m = NULL;
+    node_touch(st, n);
     for (int i = 0; i < n->npods; i++) {
         n->pods[i]->holds = false;
         n->pods[i]->overcommitted = false;
@@ -655,7 +672,7 @@ int ext_state_reserve(ext_state *st, const char *uid, const char *ns, const char
         created = true;
     }
     if (model_assign(n->m, uid, a, err, errlen) != 0) goto undo;
-    if (!(pp->pub.node = strdup(node)) || node_add_pod(n, &pp->pub) != 0) {
+    if (!(pp->pub.node = strdup(node)) || node_add_pod(st, n, &pp->pub) != 0) {
         free(pp->pub.node);
         pp->pub.node = NULL;
         model_release(n->m, uid);

@@ -55,6 +55,10 @@ typedef struct ext_node {
     int npods, cap;
     int idx;                 /* position in the state's node array */
     uint32_t gen;
+    uint64_t version;        /* changes with every change to the model or the pod list; drawn
+                              * from one counter, so an equal version means the same node in
+                              * the same state (what the verbs' answer cache keys on) */
+    struct ext_node_memo *memo;   /* verbs.c's cached answers for this node; freed with it */
 } ext_node;
 
 typedef struct ext_state ext_state;
@@ -106,6 +110,10 @@ typedef struct ext_state_stats {
     uint64_t expired, relists[2], sweeps[2], events[2];
 } ext_state_stats;
 void ext_state_get_stats(const ext_state *st, ext_state_stats *out);
+
+/* The node's answer-cache slot (verbs.c owns the contents: one malloc'd block, freed with
+ * the node). Lock held; a caller writes only nodes no other thread is looking at. */
+struct ext_node_memo **ext_state_node_memo(ext_state *st, const ext_node *n);
 
 /* ------------------------------------------------- the memo (its own lock) */
 

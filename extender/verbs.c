@@ -133,32 +133,143 @@ static void reply_jbuf(ext_reply *r, int status, jbuf *b) {
 /* ---------------------------------------------------------------- splitting work */
 
 /* Per-candidate work on [from, to) as part `part` (0 or 1). With many candidates the
- * range is split over two threads: the caller holds the state lock, so the cache is
- * read-only meanwhile, and model_fit and policy_score only read. Below SPLIT_MIN
- * candidates starting a thread costs more than it saves. */
+ * range is split with one helper thread: the caller holds the state lock, so the cache is
+ * read-only meanwhile, and model_fit and policy_score only read. The helper is started
+ * once and waits for work: a thread per call cost a clone, a stack and its page faults,
+ * as much as the half it took over. Below SPLIT_MIN candidates the hand-over costs more
+ * than it saves; a call that finds the helper busy (another state's verb) runs alone. */
 typedef void (*range_fn)(void *ctx, int part, int from, int to);
 
 #define SPLIT_MIN 1024
 
-typedef struct split_arg { range_fn fn; void *ctx; int from, to; } split_arg;
+static struct {
+    pthread_once_t once;
+    bool started;
+    pthread_mutex_t busy;        /* held by the caller whose job the helper runs */
+    pthread_mutex_t mu;
+    pthread_cond_t wake, done;
+    bool has_job, job_done;
+    range_fn fn;
+    void *ctx;
+    int from, to;
+} helper = {.once = PTHREAD_ONCE_INIT, .busy = PTHREAD_MUTEX_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER,
+            .wake = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
 
-static void *split_main(void *arg) {
-    split_arg *a = arg;
-    a->fn(a->ctx, 1, a->from, a->to);
+static void *helper_main(void *unused) {
+    (void)unused;
+    pthread_mutex_lock(&helper.mu);
+    for (;;) {
+        while (!helper.has_job) pthread_cond_wait(&helper.wake, &helper.mu);
+        helper.has_job = false;
+        pthread_mutex_unlock(&helper.mu);
+        helper.fn(helper.ctx, 1, helper.from, helper.to);
+        pthread_mutex_lock(&helper.mu);
+        helper.job_done = true;
+        pthread_cond_signal(&helper.done);
+    }
     return NULL;
 }
 
-static void run_split(int n, range_fn fn, void *ctx) {
-    static _Atomic int ncpu;
-    if (!ncpu) ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);   /* every thread stores the same value */
+static void helper_start(void) {
     pthread_t th;
-    split_arg a = {fn, ctx, n / 2, n};
-    if (n < SPLIT_MIN || ncpu < 2 || pthread_create(&th, NULL, split_main, &a) != 0) {
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2 || pthread_create(&th, NULL, helper_main, NULL) != 0) return;
+    pthread_detach(th);
+    helper.started = true;
+}
+
+static void run_split(int n, range_fn fn, void *ctx) {
+    if (n >= SPLIT_MIN) pthread_once(&helper.once, helper_start);
+    if (n < SPLIT_MIN || !helper.started || pthread_mutex_trylock(&helper.busy) != 0) {
         fn(ctx, 0, 0, n);
         return;
     }
+    pthread_mutex_lock(&helper.mu);
+    helper.fn = fn;
+    helper.ctx = ctx;
+    helper.from = n / 2;
+    helper.to = n;
+    helper.job_done = false;
+    helper.has_job = true;
+    pthread_cond_signal(&helper.wake);
+    pthread_mutex_unlock(&helper.mu);
     fn(ctx, 0, 0, n / 2);
-    pthread_join(th, NULL);
+    pthread_mutex_lock(&helper.mu);
+    while (!helper.job_done) pthread_cond_wait(&helper.done, &helper.mu);
+    pthread_mutex_unlock(&helper.mu);
+    pthread_mutex_unlock(&helper.busy);
+}
+
+/* ---------------------------------------------------------------- answer cache */
+
+/* What filter and prioritize last answered about one node (see verbs.h), for the last
+ * MEMO_WAYS request shapes each: kube-scheduler's queue interleaves the pods of several
+ * workloads. Versions start at 1, so a zeroed entry matches nothing. */
+#define MEMO_WAYS 4
+
+struct ext_node_memo {
+    struct {
+        uint64_t version;
+        uint32_t shape, written;        /* written: the call that stored it (oldest is recycled) */
+        uint8_t verdict;                /* fit_verdict below */
+        char why[MODEL_REASON_LEN];
+    } fit[MEMO_WAYS];
+    struct {
+        uint64_t version, ctx;
+        uint32_t shape, written;
+        policy_result res;              /* rank is redone per call: it may depend on the decision */
+    } score[MEMO_WAYS];
+};
+
+/* The way to store a new answer in: one about an older state of the node, else the one
+ * written longest ago. */
+#define MEMO_WAY(ways, node_version, out)                                                   \
+    do {                                                                                  \
+        (out) = 0;                                                                        \
+        for (int w_ = 0; w_ < MEMO_WAYS; w_++) {                                          \
+            if ((ways)[w_].version != (node_version)) { (out) = w_; break; }              \
+            if ((ways)[w_].written < (ways)[(out)].written) (out) = w_;                   \
+        }                                                                                 \
+    } while (0)
+
+static _Atomic uint32_t memo_clock;   /* one tick per filter or prioritize call */
+
+/* Shape ids are unique in the process, so entries written through one ext_verbs never
+ * match a shape of another (tests run several over one state). */
+static _Atomic uint32_t shape_seq;
+
+/* The id of request r's shape (lock held). */
+static uint32_t shape_id(ext_verbs *v, const model_request *r) {
+    for (int i = 0; i < EXT_SHAPES; i++)
+        if (v->shape_ids[i] && model_request_same(&v->shapes[i], r)) return v->shape_ids[i];
+    int k = v->shape_next;
+    v->shape_next = (k + 1) % EXT_SHAPES;
+    v->shapes[k] = *r;
+    v->shape_ids[k] = ++shape_seq;
+    return v->shape_ids[k];
+}
+
+/* Everything besides the request and the node that a cached score depends on. The random
+ * policy draws per decision: never cached (0). */
+static uint64_t score_ctx_key(const ext_verbs *v) {
+    if (!strcmp(policy_name(v->pol), "random")) return 0;
+    const policy_ctx *c = &v->ctx;
+    uint64_t h = uid_hash(policy_name(v->pol));
+    uint64_t parts[] = {c->seed, (uint64_t)(uintptr_t)c->workload, c->fgd_exact, c->tiebreak};
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) h = (h ^ parts[i]) * 1099511628211ull + 0x9e3779b97f4a7c15ull;
+    double w[] = {c->w_memory, c->w_compute, c->w_replica};
+    for (int i = 0; i < 3; i++) {
+        uint64_t bits;
+        memcpy(&bits, &w[i], sizeof bits);
+        h = (h ^ bits) * 1099511628211ull;
+    }
+    return h | 1;
+}
+
+/* The node's entry, allocated on first use (lock held, one thread). NULL when out of memory. */
+static struct ext_node_memo *memo_of(ext_state *st, const ext_node *en) {
+    struct ext_node_memo **slot = ext_state_node_memo(st, en);
+    if (!*slot) *slot = calloc(1, sizeof **slot);
+    return *slot;
 }
 
 /* ---------------------------------------------------------------- args */
@@ -444,21 +555,63 @@ static fit_verdict judge(ext_state *st, const ext_node *en, const char *node, co
     return v;
 }
 
+/* A verdict computed in the parallel part, stored into the node's cache entry afterwards
+ * by one thread (a body may name a node twice). */
+typedef struct fresh_verdict {
+    const ext_node *en;          /* NULL: nothing to store */
+    fit_verdict verdict;
+    char *why;                   /* malloc'd; NULL when it fits */
+} fresh_verdict;
+
 typedef struct filter_job {
     ext_state *st;
     const ext_args *a;
+    uint32_t shape, clock;
     bool *pass;
+    fresh_verdict *fresh;
+    long hits[2];
     jbuf failed[2], unres[2];   /* "node":"why" members, one buffer per part */
 } filter_job;
 
 static void filter_range(void *ctx, int part, int from, int to) {
     filter_job *j = ctx;
     for (int i = from; i < to; i++) {
-        char why[MODEL_REASON_LEN];
-        const char *nm = j->a->names[i];
-        fit_verdict fv = judge(j->st, ext_state_node(j->st, nm), nm, &j->a->req, why, sizeof why);
+        char buf[MODEL_REASON_LEN];
+        const char *nm = j->a->names[i], *why = buf;
+        const ext_node *en = ext_state_node(j->st, nm);
+        const struct ext_node_memo *m = en && en->m ? en->memo : NULL;
+        int w = 0;
+        while (m && w < MEMO_WAYS && (m->fit[w].version != en->version || m->fit[w].shape != j->shape)) w++;
+        fit_verdict fv;
+        if (m && w < MEMO_WAYS) {
+            fv = (fit_verdict)m->fit[w].verdict;
+            why = m->fit[w].why;
+            j->hits[part]++;
+        } else {
+            fv = judge(j->st, en, nm, &j->a->req, buf, sizeof buf);
+            if (en && en->m) j->fresh[i] = (fresh_verdict){en, fv, fv == FIT_OK ? NULL : strdup(buf)};
+        }
         if (fv == FIT_OK) j->pass[i] = true;
         else jb_member(fv == FIT_FAILED ? &j->failed[part] : &j->unres[part], nm, why);
+    }
+}
+
+/* Store the verdicts computed in this call (lock held, one thread). */
+static void filter_remember(filter_job *j) {
+    for (int i = 0; i < j->a->n; i++) {
+        fresh_verdict *f = &j->fresh[i];
+        if (!f->en) continue;
+        struct ext_node_memo *m = memo_of(j->st, f->en);
+        if (m && (f->verdict == FIT_OK || f->why)) {
+            int w;
+            MEMO_WAY(m->fit, f->en->version, w);
+            m->fit[w].written = j->clock;
+            m->fit[w].version = f->en->version;
+            m->fit[w].shape = j->shape;
+            m->fit[w].verdict = (uint8_t)f->verdict;
+            snprintf(m->fit[w].why, sizeof m->fit[w].why, "%s", f->why ? f->why : "");
+        }
+        free(f->why);
     }
 }
 
@@ -489,8 +642,11 @@ void ext_verb_filter(ext_verbs *v, const char *body, size_t len, ext_reply *out)
                                            "tessera is not synced with the API server yet; try again"));
         return;
     }
-    filter_job j = {.st = v->st, .a = &a, .pass = calloc((size_t)a.n + 1, sizeof *j.pass)};
-    if (!j.pass) {
+    filter_job j = {.st = v->st, .a = &a, .pass = calloc((size_t)a.n + 1, sizeof *j.pass),
+                    .fresh = calloc((size_t)a.n + 1, sizeof *j.fresh)};
+    if (!j.pass || !j.fresh) {
+        free(j.pass);
+        free(j.fresh);
         args_free(&a);
         ext_reply_error(out, 500, "out of memory");
         return;
@@ -503,8 +659,13 @@ void ext_verb_filter(ext_verbs *v, const char *body, size_t len, ext_reply *out)
         for (int i = 0; i < a.n; i++) j.pass[i] = true;   /* not ours to judge */
     } else {
         ext_state_lock(v->st);
+        j.shape = shape_id(v, &a.req);
+        j.clock = ++memo_clock;
         run_split(a.n, filter_range, &j);
+        filter_remember(&j);
         ext_state_unlock(v->st);
+        v->cache_hits += (uint64_t)(j.hits[0] + j.hits[1]);
+        v->cache_misses += (uint64_t)(a.n - j.hits[0] - j.hits[1]);
     }
     jbuf b = {0};
     int npass = 0;
@@ -536,6 +697,7 @@ void ext_verb_filter(ext_verbs *v, const char *body, size_t len, ext_reply *out)
     jb_lit(&b, ",\"Error\":\"\"}");
     ext_log(EXT_LOG_DEBUG, "verb=filter pod=%s/%s candidates=%d feasible=%d", a.ns, a.name, a.n, npass);
     free(j.pass);
+    free(j.fresh);
     args_free(&a);
     reply_jbuf(out, 200, &b);
 }
@@ -547,17 +709,48 @@ typedef struct score_job {
     const ext_verbs *v;
     const ext_args *a;
     const policy_ctx *ctx;
+    uint32_t shape, clock;
+    uint64_t ctx_key;            /* 0: do not cache */
     policy_result *res;
+    const ext_node **fresh;      /* per candidate: the node whose res[i] is to be remembered */
+    long hits[2];
 } score_job;
 
 static void score_range(void *vctx, int part, int from, int to) {
     score_job *j = vctx;
     for (int i = from; i < to; i++) {
         const ext_node *en = ext_state_node(j->st, j->a->names[i]);
-        if (!en || !en->m || policy_score(j->v->pol, &j->a->req, en->m, j->ctx, &j->res[i], NULL, 0) != 0) {
+        const struct ext_node_memo *m = j->ctx_key && en && en->m ? en->memo : NULL;
+        int w = 0;
+        while (m && w < MEMO_WAYS &&
+               (m->score[w].version != en->version || m->score[w].shape != j->shape || m->score[w].ctx != j->ctx_key))
+            w++;
+        if (m && w < MEMO_WAYS) {
+            j->res[i] = m->score[w].res;
+            j->res[i].rank = policy_node_rank(j->ctx, j->a->names[i]);
+            j->hits[part]++;
+        } else if (!en || !en->m || policy_score(j->v->pol, &j->a->req, en->m, j->ctx, &j->res[i], NULL, 0) != 0) {
             memset(&j->res[i], 0, sizeof j->res[i]);
             j->res[i].rank = policy_node_rank(j->ctx, j->a->names[i]);
+        } else if (j->ctx_key) {
+            j->fresh[i] = en;
         }
+    }
+}
+
+/* Store the scores computed in this call (lock held, one thread). */
+static void score_remember(score_job *j) {
+    for (int i = 0; i < j->a->n; i++) {
+        if (!j->fresh[i]) continue;
+        struct ext_node_memo *m = memo_of(j->st, j->fresh[i]);
+        if (!m) continue;
+        int w;
+        MEMO_WAY(m->score, j->fresh[i]->version, w);
+        m->score[w].written = j->clock;
+        m->score[w].version = j->fresh[i]->version;
+        m->score[w].shape = j->shape;
+        m->score[w].ctx = j->ctx_key;
+        m->score[w].res = j->res[i];
     }
 }
 
@@ -577,9 +770,11 @@ void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *
     }
     int *score = calloc((size_t)a.n + 1, sizeof *score);
     policy_result *res = calloc((size_t)a.n + 1, sizeof *res);
-    if (!score || !res) {
+    const ext_node **fresh = calloc((size_t)a.n + 1, sizeof *fresh);
+    if (!score || !res || !fresh) {
         free(score);
         free(res);
+        free(fresh);
         args_free(&a);
         ext_reply_error(out, 500, "out of memory");
         return;
@@ -588,10 +783,16 @@ void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *
     if (a.req_ok && model_request_wants_gpu(&a.req)) {
         policy_ctx ctx = v->ctx;
         ctx.decision = uid_hash(a.uid);
-        score_job j = {.st = v->st, .v = v, .a = &a, .ctx = &ctx, .res = res};
+        score_job j = {.st = v->st, .v = v, .a = &a, .ctx = &ctx, .ctx_key = score_ctx_key(v), .res = res,
+                       .fresh = fresh};
         ext_state_lock(v->st);
+        j.shape = shape_id(v, &a.req);
+        j.clock = ++memo_clock;
         run_split(a.n, score_range, &j);
+        score_remember(&j);
         ext_state_unlock(v->st);
+        v->cache_hits += (uint64_t)(j.hits[0] + j.hits[1]);
+        v->cache_misses += (uint64_t)(a.n - j.hits[0] - j.hits[1]);
         policy_scores_0_10(v->pol, &ctx, res, a.n, score);
     }
     /* [{"Host":"name","Score":n}, ...]: the bare HostPriorityList. */
@@ -607,6 +808,7 @@ void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *
     jb_raw(&b, "]", 1);
     free(score);
     free(res);
+    free(fresh);
     args_free(&a);
     reply_jbuf(out, 200, &b);
 }

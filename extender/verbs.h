@@ -42,6 +42,13 @@ typedef enum ext_bind_outcome {
 
 const char *ext_bind_outcome_name(ext_bind_outcome o);
 
+/* The answer cache: filter's verdict and prioritize's policy result per node, kept for the
+ * last request shape asked about that node and valid while the node's version (state.h)
+ * is unchanged. kube-scheduler asks about pod after pod of one shape (a Deployment's
+ * replicas, a Job's workers) while only the node that took the last one changed, so most
+ * nodes are answered without model_fit or the policy. Shapes get ids from a small table. */
+#define EXT_SHAPES 16
+
 typedef struct ext_verbs {
     ext_state *st;
     const policy *pol;
@@ -50,6 +57,11 @@ typedef struct ext_verbs {
     void *bind_user;
     ext_leader *leader;          /* NULL: no leader election, this replica binds */
     _Atomic uint64_t bind_outcomes[EXT_BIND_NOUTCOMES];
+    /* answer cache (under the state lock) */
+    model_request shapes[EXT_SHAPES];
+    uint32_t shape_ids[EXT_SHAPES];   /* 0: slot unused */
+    int shape_next;                   /* the slot to recycle next */
+    _Atomic uint64_t cache_hits, cache_misses;   /* node answers reused / computed */
 } ext_verbs;
 
 typedef struct ext_reply {

@@ -400,6 +400,8 @@ static void explain(const fit_run *f, const route_plan *p, const char *hint, cha
             snprintf(why, len, "needs %d x MIG %s, %d idle instance%s%s", r->count, r->mig_profile,
                      s->idle_instances, s->idle_instances == 1 ? "" : "s",
                      s->idle_instances ? " (and no room to create more)" : "");
+        else if (s->best_gpu < 0)
+            snprintf(why, len, "needs %s; no GPU has any memory or compute free", req);
         else
             snprintf(why, len, "needs %s; %d GPU%s with room (most free: %d MiB, %d%% SMs on GPU %d)", req,
                      s->gpus_with_room, s->gpus_with_room == 1 ? "" : "s", s->best_free_mem,

@@ -69,6 +69,10 @@ int model_request_from_pod_json(const char *json, size_t len, model_request *out
  * ignore pods that only ask for CPU). */
 bool model_request_wants_gpu(const model_request *r);
 
+/* Whether two requests ask for the same thing: every field compared, strings as strings
+ * (bytes past the NUL may differ between two copies of one request). */
+bool model_request_same(const model_request *a, const model_request *b);
+
 /* Human-readable one-line summary, e.g. "1 x fraction (8192 MiB, 30% SMs)". */
 void model_request_format(const model_request *r, char *buf, size_t len);
 

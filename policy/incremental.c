@@ -61,20 +61,6 @@ static uint64_t shape_hash(const model_request *r) {
     return policy_hash64(h ^ (uint64_t)r->nmodels);
 }
 
-/* Every field a score can read; strings compared as strings (bytes past the NUL may
- * differ between two copies of one shape). */
-static bool shape_same(const model_request *a, const model_request *b) {
-    if (a->kind != b->kind || a->count != b->count || a->memory_mib != b->memory_mib ||
-        a->memory_permille != b->memory_permille || a->compute_permille != b->compute_permille ||
-        a->isolation != b->isolation || a->nmodels != b->nmodels || a->cpu_milli != b->cpu_milli ||
-        a->memory_bytes != b->memory_bytes || a->priority != b->priority ||
-        strncmp(a->mig_profile, b->mig_profile, sizeof a->mig_profile))
-        return false;
-    for (int i = 0; i < a->nmodels && i < MODEL_MAX_MODELS; i++)
-        if (strncmp(a->models[i], b->models[i], sizeof a->models[i])) return false;
-    return true;
-}
-
 /* ---------------------------------------------------------------- tournament tree */
 
 /* policy_select's order: feasible first, higher value, smaller rank, smaller index. */
@@ -122,7 +108,7 @@ static shape_cache *find_shape(policy_inc *s, const model_request *r) {
     shape_cache *lru = NULL;
     for (int k = 0; k < s->nshapes; k++) {
         shape_cache *c = &s->shapes[k];
-        if (c->used && c->hash == h && shape_same(&c->key, r)) return c;
+        if (c->used && c->hash == h && model_request_same(&c->key, r)) return c;
         if (!lru || c->last_use < lru->last_use) lru = c;
     }
     shape_cache *c = lru;
