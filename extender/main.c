@@ -241,6 +241,10 @@ int main(int argc, char **argv) {
             break;
         }
         case O_LE:
+            /* Also "--leader-elect false", as people write other flags: take the next word
+             * when it is a boolean. */
+            if (!optarg && optind < argc && (!strcmp(argv[optind], "true") || !strcmp(argv[optind], "false")))
+                optarg = argv[optind++];
             if (!optarg || !strcmp(optarg, "true")) leader_elect = 1;
             else if (!strcmp(optarg, "false")) leader_elect = 0;
             else { fprintf(stderr, "--leader-elect: true or false (--leader-elect=false)\n"); return 2; }
@@ -274,18 +278,25 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(policy_arg, "fgd") && !workload) {
         fprintf(stderr, "--policy fgd needs a target workload: give --workload FILE\n");
+        policy_workload_free(workload);
         return 2;
     }
     bool standalone = cluster || demo;
     char err0[512];
-    if (standalone && api_given) { fprintf(stderr, "--cluster/--demo and --kube-api exclude each other\n"); return 2; }
+    if (standalone && api_given) {
+        fprintf(stderr, "--cluster/--demo and --kube-api exclude each other\n");
+        policy_workload_free(workload);
+        return 2;
+    }
     if (standalone && leader_elect == 1) {
         fprintf(stderr, "--leader-elect needs cluster mode: a standalone extender (--cluster/--demo) binds in memory only\n");
+        policy_workload_free(workload);
         return 2;
     }
     lc.bind_budget_ms = kc.bind_timeout_ms > 0 ? kc.bind_timeout_ms : kc.request_timeout_ms; /* a Binding POST's timeout */
     if (!standalone && leader_elect != 0 && ext_leader_config_check(&lc, err0, sizeof err0) < 0) {
         fprintf(stderr, "%s\n", err0);
+        policy_workload_free(workload);
         return 2;
     }
 
