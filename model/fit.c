@@ -89,17 +89,6 @@ static route_plan route_plan_for(const model_node *n, const model_request *r, ch
 
 /* ------------------------------------------------------------- amounts ---- */
 
-static int ceil_div(long long a, long long b) { return (int)((a + b - 1) / b); }
-
-/* Memory a fraction needs on a GPU of this capacity. A fraction that names only
- * compute gets memory in the same proportion, so that no share is memory-less. */
-static int fraction_memory(const model_request *r, int capacity) {
-    if (r->memory_mib > 0) return r->memory_mib;
-    if (r->memory_permille > 0) return ceil_div((long long)r->memory_permille * capacity, 1000);
-    if (r->compute_permille > 0) return ceil_div((long long)r->compute_permille * capacity, 1000);
-    return 0;
-}
-
 static int mig_profile_memory(const model_gpu *g, const model_mig_profile *pr) {
     if (pr->memory_mib > 0) return pr->memory_mib;
     int slices = g->product->mig_memory_slices > 0 ? g->product->mig_memory_slices : 8;
@@ -126,7 +115,7 @@ static void replica_charge(const model_gpu *g, const model_request *r, int *memo
         *compute = g->mps_thread_permille;
         return;
     }
-    int m = r->kind == MODEL_REQ_WHOLE ? 0 : fraction_memory(r, g->memory_mib);
+    int m = r->kind == MODEL_REQ_WHOLE ? 0 : model_fraction_memory(r, g->memory_mib);
     *memory = m > 0 ? m : g->memory_mib / g->replicas;
     *compute = r->compute_permille > 0 ? r->compute_permille : 1000 / g->replicas;
 }
@@ -209,7 +198,7 @@ static bool mig_profile_usable(const fit_run *f, const model_gpu *g, int pi, boo
     if (r->kind == MODEL_REQ_WHOLE) return true; /* single strategy: whatever slice is there */
     /* a fraction maps onto any profile that holds it; media engines are not made for it */
     if (creating && pr->media) return false;
-    return mig_profile_memory(g, pr) >= fraction_memory(r, g->memory_mib) &&
+    return mig_profile_memory(g, pr) >= model_fraction_memory(r, g->memory_mib) &&
            mig_profile_compute(g, pr) >= r->compute_permille;
 }
 
@@ -277,7 +266,7 @@ static void gen_candidates(fit_run *f, const route_plan *p) {
                 made++;
             }
             if (p->soft && g->exclusive_holder < 0) {
-                int mem = fraction_memory(r, g->memory_mib);
+                int mem = model_fraction_memory(r, g->memory_mib);
                 if (mem <= model_gpu_free_memory(g) && r->compute_permille <= model_gpu_free_compute(g)) {
                     model_grant c = grant_blank(gi);
                     c.memory_mib = mem;
@@ -297,7 +286,7 @@ static void gen_candidates(fit_run *f, const route_plan *p) {
             replica_charge(g, r, &mem, &comp);
             /* An MPS client cannot use more than its pinned share, whatever is free. */
             bool fits_client = g->mode != MODEL_GPU_MPS || r->kind == MODEL_REQ_WHOLE ||
-                               fraction_memory(r, g->memory_mib) <= g->mps_memory_limit_mib;
+                               model_fraction_memory(r, g->memory_mib) <= g->mps_memory_limit_mib;
             if (replica >= 0 && fits_client && mem <= model_gpu_free_memory(g) &&
                 comp <= model_gpu_free_compute(g)) {
                 model_grant c = grant_blank(gi);

@@ -28,6 +28,17 @@ bool model_fit_any(const model_node *n, const model_request *r, char *why, size_
  * the request may use there. Exposed for policies that reason about candidate GPUs. */
 bool model_fit_product_allowed(const model_node *n, const model_request *r);
 
+/* Memory (MiB) a fraction takes on a GPU of this capacity: memory_mib if given, else
+ * memory_permille of the capacity, else -- a fraction that names only compute -- memory
+ * in the same proportion as compute, so that no share is memory-less (rounded up).
+ * Inline: the policies' fast path asks it per GPU and must agree with model_fit. */
+static inline int model_fraction_memory(const model_request *r, int capacity) {
+    if (r->memory_mib > 0) return r->memory_mib;
+    if (r->memory_permille > 0) return (int)(((long long)r->memory_permille * capacity + 999) / 1000);
+    if (r->compute_permille > 0) return (int)(((long long)r->compute_permille * capacity + 999) / 1000);
+    return 0;
+}
+
 /* Apply an assignment for pod uid. 0 on success; -1 with err if the uid already holds
  * something on this node or any grant no longer fits. */
 int model_assign(model_node *n, const char *uid, const model_assignment *a, char *err, size_t errlen);

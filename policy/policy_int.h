@@ -105,6 +105,10 @@ double frag_after_generic(const policy_workload *w, const uint8_t *access, const
                           const pv_gpu *gafter);
 bool frag_workload_fast(const policy_workload *w);
 
+/* Tests only: true sends every policy_score call on this thread down the generic path
+ * (model_fit's candidates), to check the fast path against it. */
+extern _Thread_local bool policy_test_generic_only;
+
 /* How a policy's raw scores become final ones (score.c knows the policies). */
 enum { NORM_NONE = 0, NORM_MINMAX, NORM_ONE_WINNER };
 int policy_norm_kind(const policy *p);

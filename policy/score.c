@@ -1,14 +1,15 @@
 /* score.c -- one node's score and chosen assignment for each policy.
  *
  * Two paths, same answers. The fast path covers what fills a cluster -- CPU-only, whole
- * GPUs and compute-only fractions of one GPU, default isolation, on a node whose GPUs
+ * GPUs and fractions of one GPU (compute-only, or memory-sized as HAMi's gpumem /
+ * gpumem-percentage with or without gpucores), default isolation, on a node whose GPUs
  * are all whole mode -- and reads the node state directly, mirroring model_fit's rules
- * for those routes (fit.c: soft share = no exclusive holder, compute and ceil(compute *
- * memory / 1000) MiB free; whole = GPU without holders, lowest indices first). One MIG
- * instance lists fit.c's MIG candidates itself, in its order. Everything else
- * (replicas, memory-sized fractions, isolation, multi-GPU fractions and MIG instances)
- * takes the first GEN_MAX candidates model_fit lists. Candidates are applied to a copy
- * of the changed GPUs only. Tests check every path against model_fit on random states.
+ * for those routes (fit.c: soft share = no exclusive holder, compute and
+ * model_fraction_memory MiB free; whole = GPU without holders, lowest indices first).
+ * One MIG instance lists fit.c's MIG candidates itself, in its order. Everything else
+ * (replicas, isolation, multi-GPU fractions and MIG instances) takes the first GEN_MAX
+ * candidates model_fit lists. Candidates are applied to a copy of the changed GPUs
+ * only. Tests check every path against model_fit on random states.
  */
 #include "policy/policy_int.h"
 
@@ -339,6 +340,8 @@ typedef struct scorer {
     uint64_t name_hash;
 } scorer;
 
+_Thread_local bool policy_test_generic_only;
+
 static void cand_fraction(const scorer *s, int i, int d, cand *c) {
     const model_gpu *g = &s->n->gpus[i];
     choice_blank(&c->c);
@@ -350,7 +353,7 @@ static void cand_fraction(const scorer *s, int i, int d, cand *c) {
     c->E0[0] = s->v.E[i];
     c->R1[0] = (int16_t)(s->v.R[i] - d);
     c->E1[0] = (int16_t)(c->R1[0] > 999 ? 999 : c->R1[0]);
-    c->mem1[0] = g->memory_used_mib + (int)(((long long)d * g->memory_mib + 999) / 1000);
+    c->mem1[0] = g->memory_used_mib + model_fraction_memory(s->r, g->memory_mib);
     c->idle_instance = false;
 }
 
@@ -468,9 +471,10 @@ static double node_score(scorer *s, const cand *c, double delta, char *why, size
     return 0;
 }
 
-/* Fast path: whole-mode node, request CPU-only / whole / 1-GPU compute-only fraction. */
+/* Fast path: whole-mode node, request CPU-only / whole / 1-GPU fraction. */
 static bool fast_eligible(const scorer *s) {
     const model_request *r = s->r;
+    if (policy_test_generic_only) return false;
     if (!s->v.all_whole || r->isolation != MODEL_ISO_DEFAULT) return false;
     if ((s->p->kind == P_FGD || s->p->kind == P_MIGAWARE) && !frag_workload_fast(s->w)) return false;
     if (r->nmodels > 0) {   /* per-GPU model check: fast only on a single-product node */
@@ -481,8 +485,9 @@ static bool fast_eligible(const scorer *s) {
     case MODEL_REQ_NONE: return true;
     case MODEL_REQ_WHOLE: return r->count >= 1 && r->count <= MODEL_MAX_GPUS;
     case MODEL_REQ_FRACTION:
-        return r->count == 1 && r->memory_mib == 0 && r->memory_permille == 0 && r->compute_permille > 0 &&
-               r->compute_permille <= 1000;
+        /* a share that charges something (compute, memory or both): fit.c's soft route */
+        return r->count == 1 && r->memory_mib >= 0 && r->memory_permille >= 0 && r->compute_permille >= 0 &&
+               r->compute_permille <= 1000 && (r->compute_permille > 0 || r->memory_mib > 0 || r->memory_permille > 0);
     default: return false;
     }
 }
@@ -514,11 +519,13 @@ static int fast_single(scorer *s, cand *c, char *why, size_t whylen) {
     return 1;
 }
 
-/* A compute-only share of one GPU: walk the GPUs that take it, keep the best by the
- * policy's key; equal (R, E) gives an equal delta, computed once. Returns the number
+/* A share of one GPU: walk the GPUs that take it, keep the best by the policy's key;
+ * equal (R, E) gives an equal delta, computed once (memory is in no FAST type's room
+ * rule, so it decides which GPUs take the share, never a GPU's key). Returns the number
  * of GPUs that take it; *best is built for the winner only. */
 static int fast_fraction(scorer *s, cand *best, double *best_key, double *best_delta) {
     int d = s->r->compute_permille, nc = 0, win = -1;
+    bool mem_sized = s->r->memory_mib > 0 || s->r->memory_permille > 0;
     int16_t seenR[MODEL_MAX_GPUS], seenE[MODEL_MAX_GPUS];
     double seenK[MODEL_MAX_GPUS], seenD[MODEL_MAX_GPUS];
     int nseen = 0;
@@ -527,10 +534,14 @@ static int fast_fraction(scorer *s, cand *best, double *best_key, double *best_d
     t.idle_instance = false;
     for (int i = 0; i < s->v.ngpus; i++) {
         const model_gpu *g = &s->n->gpus[i];
-        /* fit.c's soft share: no exclusive holder, compute and proportional memory free */
+        /* fit.c's soft share: no exclusive holder, compute and the fraction's memory free */
         if (g->exclusive_holder >= 0 || s->v.R[i] < d ||
-            (long long)d * g->memory_mib > 1000LL * (g->memory_mib - g->memory_used_mib))
+            model_fraction_memory(s->r, g->memory_mib) > g->memory_mib - g->memory_used_mib)
             continue;
+        /* random draws per candidate by its index: the generic path's (model_fit's
+         * ordinal) for memory-sized shares; compute-only shares keep the GPU index their
+         * decisions were pinned with (test_policy_digest.c) */
+        int idx = mem_sized ? nc : i;
         nc++;
         double key, delta = 0;
         int memo = -1;
@@ -546,7 +557,7 @@ static int fast_fraction(scorer *s, cand *best, double *best_key, double *best_d
             t.E0[0] = s->v.E[i];
             t.R1[0] = (int16_t)(s->v.R[i] - d);
             t.E1[0] = (int16_t)(t.R1[0] > 999 ? 999 : t.R1[0]);
-            key = cand_key(s, &t, NULL, i, &delta);
+            key = cand_key(s, &t, NULL, idx, &delta);
             if (s->w) {
                 seenR[nseen] = s->v.R[i];
                 seenE[nseen] = s->v.E[i];
@@ -935,7 +946,11 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
     fitwhy[0] = 0;
     if (fast && s->r->kind == MODEL_REQ_FRACTION) {
         nc = fast_fraction(s, &best, &best_key, &best_delta);
-        if (!nc) snprintf(fitwhy, sizeof fitwhy, "no GPU has %d milli-GPU free", r->compute_permille);
+        if (!nc && (r->memory_mib > 0 || r->memory_permille > 0)) {
+            if (why) model_fit(n, r, NULL, 0, fitwhy, sizeof fitwhy);   /* its words, only when asked */
+        } else if (!nc) {
+            snprintf(fitwhy, sizeof fitwhy, "no GPU has %d milli-GPU free", r->compute_permille);
+        }
     } else if (fast) {
         nc = fast_single(s, &best, fitwhy, sizeof fitwhy);
         if (nc) best_key = cand_key(s, &best, NULL, 0, &best_delta);

@@ -1,8 +1,9 @@
 /* bench_policy.c -- time to score ONE request against 5,000 nodes of 8 GPUs, for every
  * policy (score every node + select the winner), on one thread and split over two
  * threads (a long-lived second thread, handed half the nodes per decision), as the
- * median and the minimum of RUNS decisions. Requests: a fractional share and a whole GPU
- * on a whole-mode cluster about half allocated, and MIG 1g.10gb / 3g.40gb on a cluster of
+ * median and the minimum of RUNS decisions. Requests: a fractional share (compute only,
+ * and HAMi-style memory + compute: gpumem 10240 MiB, gpucores 30) and a whole GPU on a
+ * whole-mode cluster about half allocated, and MIG 1g.10gb / 3g.40gb on a cluster of
  * A100-80GB nodes under dynamic MIG with random instances held. Then the extender's
  * path: what extender/verbs.c calls for one pod -- filter (model_fit_any on every node)
  * and prioritize (policy_score on the nodes that passed, then policy_scores_0_10).
@@ -228,8 +229,11 @@ int main(int argc, char **argv) {
     policy_ctx_init(&mctx, 42);
     mctx.workload = mw;
 
+    model_request hami = req_frac(300, 6000);   /* nvidia.com/gpumem: 10240, gpucores: 30 */
+    hami.memory_mib = 10240;
     struct { const char *what; model_request r; bool mig; } reqs[] = {
         {"share 0.46 GPU", req_frac(460, 6000), false},
+        {"10240MiB+30%", hami, false},
         {"1 whole GPU", req_whole(1, 12000), false},
         {"MIG 1g.10gb", req_mig("1g.10gb"), true},
         {"MIG 3g.40gb", req_mig("3g.40gb"), true},

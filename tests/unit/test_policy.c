@@ -1,9 +1,10 @@
 /* test_policy.c -- every policy on small hand-made nodes where the right choice is
  * obvious, the fragmentation measure by hand, tie-break and normalisation rules, and
- * the fast path checked against model_fit on random states.
+ * the fast path checked against model_fit on random states and against the generic path.
  */
 #include "harness.h"
 #include "policy_helpers.h"
+#include "policy/policy_int.h"   /* policy_test_generic_only */
 
 #include <math.h>
 
@@ -696,5 +697,144 @@ TEST(policy_generic_path_agrees_with_model_fit) {
         model_node_free(n);
     }
     CHECK(checked > 5000 && feasible > 1000);
+    policy_workload_free(w);
+}
+
+/* ------------------------------------------------------------ memory-sized shares: fast == generic */
+
+/* One request on one node under one policy, on the fast path and forced down the generic
+ * one (model_fit's candidates): the same return, feasibility, choice, score, raw value,
+ * rank and explanation. */
+static bool same_fast_generic(const policy *p, const model_request *q, const model_node *n, const policy_ctx *ctx,
+                              const char *what) {
+    policy_result a, b;
+    char wa[512], wb[512];
+    int ra = policy_score(p, q, n, ctx, &a, wa, sizeof wa);
+    policy_test_generic_only = true;
+    int rb = policy_score(p, q, n, ctx, &b, wb, sizeof wb);
+    policy_test_generic_only = false;
+    bool same = ra == rb && a.feasible == b.feasible && a.rank == b.rank && !strcmp(wa, wb);
+    if (same && a.feasible) {
+        same = a.score == b.score && a.raw == b.raw && a.choice.ngpus == b.choice.ngpus &&
+               a.choice.mig_profile == b.choice.mig_profile && a.choice.mig_start == b.choice.mig_start &&
+               a.choice.mig_create == b.choice.mig_create && a.choice.replica == b.choice.replica;
+        for (int i = 0; same && i < a.choice.ngpus; i++) same = a.choice.gpu[i] == b.choice.gpu[i];
+    }
+    if (!same)
+        test_fail(__FILE__, __LINE__,
+                  "%s, %s, request %d MiB / %d%% mem / %d permille: fast rc %d feasible %d GPU %d score %.17g raw %.17g (%s)"
+                  " vs generic rc %d feasible %d GPU %d score %.17g raw %.17g (%s)",
+                  what, policy_name(p), q->memory_mib, q->memory_permille / 10, q->compute_permille, ra, a.feasible,
+                  a.choice.ngpus ? a.choice.gpu[0] : -1, a.score, a.raw, wa, rb, b.feasible,
+                  b.choice.ngpus ? b.choice.gpu[0] : -1, b.score, b.raw, wb);
+    return same;
+}
+
+static model_request req_mem(int mib, int mem_permille, int permille, long long cpu) {
+    model_request r = req_frac(permille, cpu);
+    r.memory_mib = mib;
+    r.memory_permille = (int16_t)mem_permille;
+    return r;
+}
+
+/* Hand-made states where memory and compute disagree about which GPUs take a share: a
+ * GPU with compute but not memory, one with memory but not compute, partly used ones,
+ * one held whole; HAMi-style requests (gpumem + gpucores, gpumem-percentage, gpumem
+ * alone) that are memory-bound on some GPUs and compute-bound on others. */
+TEST(policy_fast_memory_share_equals_generic) {
+    model_request t[3] = {req_frac(460, 6000), req_whole(1, 12000), req_cpu(4000)};
+    long counts[3] = {5, 3, 1};
+    policy_workload *w = wl(t, counts, 3);
+    policy_ctx ctx[4];
+    for (int k = 0; k < 4; k++) {
+        policy_ctx_init(&ctx[k], 5 + (uint64_t)k);
+        ctx[k].decision = (uint64_t)(7 * k);
+        ctx[k].workload = k < 3 ? w : NULL;   /* none: mig-aware measures against the request's shape */
+    }
+    ctx[1].fgd_exact = true;
+    ctx[2].tiebreak = POLICY_TIE_RANDOM;
+    ctx[2].w_memory = 2.0;
+
+    model_node *n = mknode("hand", 8, 64000);
+    model_request pods[] = {
+        req_mem(0, 0, 300, 1000),       /* GPU 1: compute-only 30% (4800 MiB) */
+        req_mem(14000, 0, 100, 1000),   /* GPU 2: 90% compute free, 2000 MiB free */
+        req_mem(1000, 0, 900, 1000),    /* GPU 3: 10% compute free, 15000 MiB free */
+        req_whole(1, 1000),             /* GPU 4: held whole */
+        req_mem(6000, 0, 200, 1000),    /* GPU 5: two shares, 70% and 8000 MiB free */
+        req_mem(2000, 0, 100, 1000),
+        req_mem(10240, 0, 500, 1000),   /* GPU 6: 50% and 5760 MiB free */
+    };
+    int at[] = {1, 2, 3, 4, 5, 5, 6};
+    char uid[32];
+    for (int k = 0; k < (int)(sizeof pods / sizeof pods[0]); k++) {
+        snprintf(uid, sizeof uid, "h%d", k);
+        CHECK_INT(place_on(n, &pods[k], uid, at[k]), 0);
+    }
+    /* and a node where every GPU lacks one or the other */
+    model_node *tight = mknode("tight", 3, 64000);
+    CHECK_INT(place_on(tight, &pods[1], "t0", 0), 0);
+    CHECK_INT(place_on(tight, &pods[2], "t1", 1), 0);
+    CHECK_INT(place_on(tight, &pods[6], "t2", 2), 0);
+
+    model_request qs[] = {
+        req_mem(10240, 0, 300, 2000),   /* HAMi gpumem 10240 + gpucores 30: memory-bound */
+        req_mem(2000, 0, 100, 2000),    /* fits the memory-short GPU 2 exactly */
+        req_mem(4000, 0, 850, 2000),    /* compute-bound */
+        req_mem(4000, 0, 0, 2000),      /* gpumem alone: charges no compute */
+        req_mem(0, 250, 300, 2000),     /* gpumem-percentage 25 + gpucores 30 */
+        req_mem(0, 500, 0, 2000),       /* gpumem-percentage alone */
+        req_mem(1000, 900, 200, 2000),  /* both given: memory_mib wins, as in model_fit */
+        req_mem(16000, 0, 1000, 2000),  /* a whole GPU's worth, as a share */
+        req_mem(17000, 0, 100, 2000),   /* more than any GPU has */
+        req_mem(5760, 0, 500, 2000),    /* exactly GPU 6's remainder */
+        req_mem(8000, 0, 300, 200000),  /* more host CPU than the node has */
+    };
+    int compared = 0;
+    for (int qi = 0; qi < (int)(sizeof qs / sizeof qs[0]); qi++)
+        for (int k = 0; k < 4; k++)
+            for (int pi = 0; pi < policy_count(); pi++) {
+                CHECK(same_fast_generic(policy_at(pi), &qs[qi], n, &ctx[k], "hand node"));
+                CHECK(same_fast_generic(policy_at(pi), &qs[qi], tight, &ctx[k], "tight node"));
+                compared += 2;
+            }
+    /* the states by hand do what they say: GPU 2 has compute but not memory for 10240 MiB */
+    policy_result res;
+    CHECK_INT(policy_score(policy_find("bestfit"), &qs[0], tight, &ctx[0], &res, NULL, 0), 0);
+    CHECK(!res.feasible);
+    CHECK_INT(policy_score(policy_find("spread"), &qs[1], tight, &ctx[0], &res, NULL, 0), 0);
+    CHECK(res.feasible && res.choice.gpu[0] == 0);   /* the emptiest, with exactly its 2000 MiB */
+    model_node_free(n);
+    model_node_free(tight);
+
+    /* random partly used nodes, memory-sized and compute-only pods mixed */
+    uint64_t x = 4242;
+    for (int round = 0; round < 120; round++) {
+        model_node *r = mknode("r", 1 + rnd(&x, 8), 16000 + 8000 * rnd(&x, 8));
+        r->track_host = rnd(&x, 4) != 0;
+        int npods = rnd(&x, 16);
+        for (int k = 0; k < npods; k++) {
+            int kind = rnd(&x, 4);
+            model_request q = kind == 0 ? req_whole(1, 1000 * rnd(&x, 4))
+                              : req_mem(kind == 1 ? 1000 * rnd(&x, 15) : 0, kind == 2 ? 50 * rnd(&x, 15) : 0,
+                                        50 * rnd(&x, 19), 1000 * rnd(&x, 4));
+            if (q.kind == MODEL_REQ_FRACTION && !q.memory_mib && !q.memory_permille && !q.compute_permille)
+                q.compute_permille = 100;
+            snprintf(uid, sizeof uid, "p%d", k);
+            place_on(r, &q, uid, rnd(&x, 8));
+        }
+        for (int k = 0; k < 12; k++) {
+            model_request q = req_mem(rnd(&x, 2) ? 512 * rnd(&x, 32) : 0, rnd(&x, 3) ? 0 : 25 * rnd(&x, 41),
+                                      rnd(&x, 5) ? 10 * rnd(&x, 101) : 0, 1000 * rnd(&x, 16));
+            if (!q.memory_mib && !q.memory_permille) q.memory_mib = 1000;
+            const policy_ctx *c = &ctx[rnd(&x, 4)];
+            for (int pi = 0; pi < policy_count(); pi++) {
+                CHECK(same_fast_generic(policy_at(pi), &q, r, c, "random node"));
+                compared++;
+            }
+        }
+        model_node_free(r);
+    }
+    CHECK(compared > 10000);
     policy_workload_free(w);
 }
