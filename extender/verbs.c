@@ -206,30 +206,38 @@ static void run_split(int n, range_fn fn, void *ctx) {
  * workloads. Versions start at 1, so a zeroed entry matches nothing. */
 #define MEMO_WAYS 4
 
+/* Which shape at which node version a way holds; the keys of all ways sit together (one
+ * cache line per verb), as every candidate node's lookup reads them. */
+typedef struct memo_key {
+    uint64_t version;
+    uint32_t shape, written;            /* written: the call that stored it (oldest is recycled) */
+} memo_key;
+
 struct ext_node_memo {
-    struct {
-        uint64_t version;
-        uint32_t shape, written;        /* written: the call that stored it (oldest is recycled) */
-        uint8_t verdict;                /* fit_verdict below */
-        char why[MODEL_REASON_LEN];
-    } fit[MEMO_WAYS];
-    struct {
-        uint64_t version, ctx;
-        uint32_t shape, written;
-        policy_result res;              /* rank is redone per call: it may depend on the decision */
-    } score[MEMO_WAYS];
+    memo_key fit_key[MEMO_WAYS], score_key[MEMO_WAYS];
+    uint64_t score_ctx[MEMO_WAYS];
+    uint8_t fit_verdict[MEMO_WAYS];     /* fit_verdict below */
+    policy_result score[MEMO_WAYS];     /* rank redone per call under the random tie-break */
+    char fit_why[MEMO_WAYS][MODEL_REASON_LEN];
 };
+
+/* The way holding shape at this node version, or -1. */
+static int memo_find(const memo_key *k, uint64_t version, uint32_t shape) {
+    for (int w = 0; w < MEMO_WAYS; w++)
+        if (k[w].version == version && k[w].shape == shape) return w;
+    return -1;
+}
 
 /* The way to store a new answer in: one about an older state of the node, else the one
  * written longest ago. */
-#define MEMO_WAY(ways, node_version, out)                                                   \
-    do {                                                                                  \
-        (out) = 0;                                                                        \
-        for (int w_ = 0; w_ < MEMO_WAYS; w_++) {                                          \
-            if ((ways)[w_].version != (node_version)) { (out) = w_; break; }              \
-            if ((ways)[w_].written < (ways)[(out)].written) (out) = w_;                   \
-        }                                                                                 \
-    } while (0)
+static int memo_victim(const memo_key *k, uint64_t version) {
+    int out = 0;
+    for (int w = 0; w < MEMO_WAYS; w++) {
+        if (k[w].version != version) return w;
+        if (k[w].written < k[out].written) out = w;
+    }
+    return out;
+}
 
 static _Atomic uint32_t memo_clock;   /* one tick per filter or prioritize call */
 
@@ -580,12 +588,11 @@ static void filter_range(void *ctx, int part, int from, int to) {
         const char *nm = j->a->names[i], *why = buf;
         const ext_node *en = ext_state_node(j->st, nm);
         const struct ext_node_memo *m = en && en->m ? en->memo : NULL;
-        int w = 0;
-        while (m && w < MEMO_WAYS && (m->fit[w].version != en->version || m->fit[w].shape != j->shape)) w++;
+        int w = m ? memo_find(m->fit_key, en->version, j->shape) : -1;
         fit_verdict fv;
-        if (m && w < MEMO_WAYS) {
-            fv = (fit_verdict)m->fit[w].verdict;
-            why = m->fit[w].why;
+        if (w >= 0) {
+            fv = (fit_verdict)m->fit_verdict[w];
+            why = m->fit_why[w];
             j->hits[part]++;
         } else {
             fv = judge(j->st, en, nm, &j->a->req, buf, sizeof buf);
@@ -603,13 +610,10 @@ static void filter_remember(filter_job *j) {
         if (!f->en) continue;
         struct ext_node_memo *m = memo_of(j->st, f->en);
         if (m && (f->verdict == FIT_OK || f->why)) {
-            int w;
-            MEMO_WAY(m->fit, f->en->version, w);
-            m->fit[w].written = j->clock;
-            m->fit[w].version = f->en->version;
-            m->fit[w].shape = j->shape;
-            m->fit[w].verdict = (uint8_t)f->verdict;
-            snprintf(m->fit[w].why, sizeof m->fit[w].why, "%s", f->why ? f->why : "");
+            int w = memo_victim(m->fit_key, f->en->version);
+            m->fit_key[w] = (memo_key){f->en->version, j->shape, j->clock};
+            m->fit_verdict[w] = (uint8_t)f->verdict;
+            snprintf(m->fit_why[w], sizeof m->fit_why[w], "%s", f->why ? f->why : "");
         }
         free(f->why);
     }
@@ -721,13 +725,10 @@ static void score_range(void *vctx, int part, int from, int to) {
     for (int i = from; i < to; i++) {
         const ext_node *en = ext_state_node(j->st, j->a->names[i]);
         const struct ext_node_memo *m = j->ctx_key && en && en->m ? en->memo : NULL;
-        int w = 0;
-        while (m && w < MEMO_WAYS &&
-               (m->score[w].version != en->version || m->score[w].shape != j->shape || m->score[w].ctx != j->ctx_key))
-            w++;
-        if (m && w < MEMO_WAYS) {
-            j->res[i] = m->score[w].res;
-            j->res[i].rank = policy_node_rank(j->ctx, j->a->names[i]);
+        int w = m ? memo_find(m->score_key, en->version, j->shape) : -1;
+        if (w >= 0 && m->score_ctx[w] == j->ctx_key) {
+            j->res[i] = m->score[w];
+            if (j->ctx->tiebreak == POLICY_TIE_RANDOM) j->res[i].rank = policy_node_rank(j->ctx, j->a->names[i]);
             j->hits[part]++;
         } else if (!en || !en->m || policy_score(j->v->pol, &j->a->req, en->m, j->ctx, &j->res[i], NULL, 0) != 0) {
             memset(&j->res[i], 0, sizeof j->res[i]);
@@ -744,13 +745,10 @@ static void score_remember(score_job *j) {
         if (!j->fresh[i]) continue;
         struct ext_node_memo *m = memo_of(j->st, j->fresh[i]);
         if (!m) continue;
-        int w;
-        MEMO_WAY(m->score, j->fresh[i]->version, w);
-        m->score[w].written = j->clock;
-        m->score[w].version = j->fresh[i]->version;
-        m->score[w].shape = j->shape;
-        m->score[w].ctx = j->ctx_key;
-        m->score[w].res = j->res[i];
+        int w = memo_victim(m->score_key, j->fresh[i]->version);
+        m->score_key[w] = (memo_key){j->fresh[i]->version, j->shape, j->clock};
+        m->score_ctx[w] = j->ctx_key;
+        m->score[w] = j->res[i];
     }
 }
 
@@ -799,11 +797,16 @@ void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *
     jbuf b = {0};
     jb_raw(&b, "[", 1);
     for (int i = 0; i < a.n; i++) {
-        char num[32];
         jb_lit(&b, i ? ",{\"Host\":" : "{\"Host\":");
         jb_str(&b, a.names[i]);
-        int nl = snprintf(num, sizeof num, ",\"Score\":%d}", score[i]);
-        jb_raw(&b, num, (size_t)nl);
+        /* Scores are 0..10: digits by hand, as printf per node costs as much as the lookup. */
+        char num[16] = ",\"Score\":";
+        size_t nl = 9;
+        int sc = score[i] < 0 ? 0 : score[i] > 99 ? 99 : score[i];
+        if (sc >= 10) num[nl++] = (char)('0' + sc / 10);
+        num[nl++] = (char)('0' + sc % 10);
+        num[nl++] = '}';
+        jb_raw(&b, num, nl);
     }
     jb_raw(&b, "]", 1);
     free(score);
