@@ -199,6 +199,47 @@ static void run_split(int n, range_fn fn, void *ctx) {
     pthread_mutex_unlock(&helper.busy);
 }
 
+/* Per-call arrays (one per candidate) live in blocks each thread keeps and reuses: a
+ * fresh 300 KiB block per call came back from jemalloc as pages purged on the last free,
+ * and faulting them in again cost 90 page faults per prioritize of 5,000 names. A block
+ * is valid until the same thread asks for the same slot again; freed when it exits. */
+enum { SCRATCH_SLOTS = 3 };
+typedef struct scratch { void *p[SCRATCH_SLOTS]; size_t cap[SCRATCH_SLOTS]; } scratch;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *arg) {
+    scratch *s = arg;
+    for (int i = 0; i < SCRATCH_SLOTS; i++) free(s->p[i]);
+    free(s);
+}
+
+static void scratch_init(void) { (void)pthread_key_create(&scratch_key, scratch_free); }
+
+/* n zeroed elements of size bytes in slot `slot` of this thread's scratch; NULL when out
+ * of memory. */
+static void *scratch_zero(int slot, size_t n, size_t size) {
+    pthread_once(&scratch_once, scratch_init);
+    scratch *s = pthread_getspecific(scratch_key);
+    if (!s) {
+        if (!(s = calloc(1, sizeof *s)) || pthread_setspecific(scratch_key, s) != 0) {
+            free(s);
+            return NULL;
+        }
+    }
+    if (size && n > SIZE_MAX / size) return NULL;
+    size_t need = n * size;
+    if (need > s->cap[slot]) {
+        void *p = realloc(s->p[slot], need);
+        if (!p) return NULL;
+        s->p[slot] = p;
+        s->cap[slot] = need;
+    }
+    memset(s->p[slot], 0, need);
+    return s->p[slot];
+}
+
 /* ---------------------------------------------------------------- answer cache */
 
 /* What filter and prioritize last answered about one node (see verbs.h), for the last
@@ -646,11 +687,9 @@ void ext_verb_filter(ext_verbs *v, const char *body, size_t len, ext_reply *out)
                                            "tessera is not synced with the API server yet; try again"));
         return;
     }
-    filter_job j = {.st = v->st, .a = &a, .pass = calloc((size_t)a.n + 1, sizeof *j.pass),
-                    .fresh = calloc((size_t)a.n + 1, sizeof *j.fresh)};
+    filter_job j = {.st = v->st, .a = &a, .pass = scratch_zero(0, (size_t)a.n + 1, sizeof *j.pass),
+                    .fresh = scratch_zero(1, (size_t)a.n + 1, sizeof *j.fresh)};
     if (!j.pass || !j.fresh) {
-        free(j.pass);
-        free(j.fresh);
         args_free(&a);
         ext_reply_error(out, 500, "out of memory");
         return;
@@ -700,8 +739,6 @@ void ext_verb_filter(ext_verbs *v, const char *body, size_t len, ext_reply *out)
     put_members(&b, j.unres);
     jb_lit(&b, ",\"Error\":\"\"}");
     ext_log(EXT_LOG_DEBUG, "verb=filter pod=%s/%s candidates=%d feasible=%d", a.ns, a.name, a.n, npass);
-    free(j.pass);
-    free(j.fresh);
     args_free(&a);
     reply_jbuf(out, 200, &b);
 }
@@ -766,13 +803,10 @@ void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *
         ext_reply_error(out, 503, "tessera is not synced with the API server yet");
         return;
     }
-    int *score = calloc((size_t)a.n + 1, sizeof *score);
-    policy_result *res = calloc((size_t)a.n + 1, sizeof *res);
-    const ext_node **fresh = calloc((size_t)a.n + 1, sizeof *fresh);
+    int *score = scratch_zero(0, (size_t)a.n + 1, sizeof *score);
+    policy_result *res = scratch_zero(1, (size_t)a.n + 1, sizeof *res);
+    const ext_node **fresh = scratch_zero(2, (size_t)a.n + 1, sizeof *fresh);
     if (!score || !res || !fresh) {
-        free(score);
-        free(res);
-        free(fresh);
         args_free(&a);
         ext_reply_error(out, 500, "out of memory");
         return;
@@ -809,9 +843,6 @@ void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *
         jb_raw(&b, num, nl);
     }
     jb_raw(&b, "]", 1);
-    free(score);
-    free(res);
-    free(fresh);
     args_free(&a);
     reply_jbuf(out, 200, &b);
 }
