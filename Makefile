@@ -34,7 +34,9 @@ TEST_SRC   := $(wildcard tests/unit/*.c) $(wildcard tests/support/*.c)
 GEN_SRC    := $(BUILD)/gen/catalog_data.c
 
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(MODEL_SRC) $(POLICY_SRC)) $(BUILD)/gen/catalog_data.o
-DEMO_OBJ := $(BUILD)/gen/demo_cluster_data.o $(BUILD)/gen/demo_pods_data.o
+# the demo cluster (the extender's --demo, tessera-sim demo) and its pods
+EXT_DATA_OBJ := $(BUILD)/gen/demo_cluster_data.o $(BUILD)/gen/demo_pods_data.o
+DEMO_OBJ := $(EXT_DATA_OBJ)
 # the openb node list and default pod list, compiled in for tessera-sim fgd-paper and convert
 DEMO_OBJ += $(BUILD)/gen/openb_nodes_data.o $(BUILD)/gen/openb_default_data.o
 # the tessera-sim replay/plan demo cluster and trace (data/sim/)
@@ -104,9 +106,10 @@ $(SIM_BIN): $(BUILD)/sim/main.o $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $(BUILD)/sim/main.o $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
 
-$(EXT_BIN): $(BUILD)/extender/main.o $(EXT_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
+# The extender carries only the demo cluster (deploy/Containerfile copies just that data).
+$(EXT_BIN): $(BUILD)/extender/main.o $(EXT_OBJ) $(EXT_DATA_OBJ) $(BUILD)/libtessera.a
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $(BUILD)/extender/main.o $(EXT_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $(BUILD)/extender/main.o $(EXT_OBJ) $(EXT_DATA_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
 
 # The unit tests link every library object (model, policy, extender, sim) but no main().
 $(TEST_BIN): $(TEST_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a

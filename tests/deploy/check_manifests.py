@@ -20,7 +20,10 @@ or renames a flag, a metric or an API permission, change them here together with
 import json
 import os
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 
 try:
     import yaml
@@ -833,6 +836,28 @@ try:
     check("runtime stage installs only %s" % ", ".join(sorted(RUNTIME_PACKAGES)), pkgs == RUNTIME_PACKAGES,
           str(sorted(pkgs)))
     check("build stage builds tessera-extender with make", re.search(r"RUN .*make .*tessera-extender", cf) is not None)
+    # The build stage sees only what it COPYs: copy exactly that into a scratch tree and
+    # ask make (dry run) whether build/tessera-extender can be built from it.
+    first = lines[:max(i for i, l in enumerate(lines) if l.upper().startswith("FROM "))]
+    copies = [l.split()[1:] for l in first if l.upper().startswith("COPY ") and "--from" not in l]
+    scratch = tempfile.mkdtemp(prefix="tessera-containerfile-")
+    try:
+        for args in copies:
+            srcs, dst = args[:-1], args[-1]
+            for src in srcs:
+                path = os.path.join(ROOT, src)
+                target = os.path.join(scratch, dst, os.path.basename(src.rstrip("/"))) if dst.endswith("/") and not src.endswith("/") \
+                    else os.path.join(scratch, dst)
+                if os.path.isdir(path):
+                    shutil.copytree(path, target, dirs_exist_ok=True)
+                else:
+                    os.makedirs(os.path.dirname(target), exist_ok=True)
+                    shutil.copy(path, target)
+        dry = subprocess.run(["make", "-n", "-C", scratch, "build/tessera-extender"], capture_output=True, text=True)
+        check("the Containerfile's build stage COPYs everything `make build/tessera-extender` needs",
+              dry.returncode == 0, (dry.stderr or dry.stdout).strip()[-300:])
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 except OSError as e:
     check("deploy/Containerfile exists", False, str(e))
 
