@@ -292,8 +292,9 @@ static int parse_entry(load_ctx *c, model_catalog *cat, const cJSON *e, int idx)
         get_int(c, e, "sm_count", 0, 1 << 20, &base.sm_count) ||
         get_bool(c, e, "mig_capable", &base.mig_capable) || get_bool(c, e, "mps_capable", &base.mps_capable))
         return -1;
-    /* Volta and later MPS servers take 48 clients; the device plugin caps replicas the
-     * same way, keyed by compute capability 7.5. */
+    /* An MPS server takes 48 clients from Volta on, but the NVIDIA device plugin allows
+     * 48 replicas only from compute capability 7.5 and 16 below (a V100, 7.0, gets 16):
+     * the plugin's cap is what a node can advertise. */
     base.mps_max_clients = (base.cc_major > 7 || (base.cc_major == 7 && base.cc_minor >= 5)) ? 48 : 16;
 
     const cJSON *mig = cJSON_GetObjectItemCaseSensitive(e, "mig");

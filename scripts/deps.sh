@@ -25,6 +25,12 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && \
    ! pkg-config --exists gnutls 2>/dev/null; then
     optional="$optional libgnutls28-dev"
 fi
+# A C compiler and the C library headers: on a bare Debian image only make may be there.
+if ! command -v gcc >/dev/null 2>&1; then
+    missing="$missing gcc libc6-dev"
+fi
+# TESSERA_DEPS_OPTIONAL=0 skips the optional packages (the container build needs neither).
+[ "${TESSERA_DEPS_OPTIONAL:-1}" = 0 ] && optional=""
 if [ -z "$missing" ]; then
     if [ -n "$optional" ]; then
         echo "deps: installing $optional (for the manifest checks)" >&2
@@ -49,5 +55,5 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
 fi
 echo "deps: missing build dependencies:$missing" >&2
 echo "deps: on Debian/Ubuntu run as root: apt-get install$missing" >&2
-echo "deps: elsewhere install libmicrohttpd, cJSON, libcurl and jemalloc with their headers and pkg-config files" >&2
+echo "deps: elsewhere install a C compiler, libmicrohttpd, cJSON, libcurl and jemalloc with their headers and pkg-config files" >&2
 exit 1
