@@ -1,4 +1,4 @@
-/* frag.c -- FGD's fragmentation measure (sim-fgd-method.md section 2), generalised
+/* frag.c -- FGD's fragmentation measure (sim/fgd-method.md section 2), generalised
  * beyond whole-mode GPUs, over a compact view of a node that the scoring loops share.
  *
  * F_n(m) for a task type m on node n, R_g = policy_gpu_free(g), free_n = sum R_g:

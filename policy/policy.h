@@ -150,7 +150,7 @@ typedef struct policy policy;
  *                     a GPU = weighted mean of compute, memory and (time-slice/MPS)
  *                     replica shares (ctx weights); CPU-only requests: host CPU share.
  *                     GPU: the fullest / the emptiest that fits.
- *   bestfit, dotprod, gpupacking, gpuclustering, random, fgd: sim-fgd-method.md sections
+ *   bestfit, dotprod, gpupacking, gpuclustering, random, fgd: sim/fgd-method.md sections
  *                     2-3, integer scores as the FGD simulator computes them; sharing tasks
  *                     go to the tightest GPU (fgd: the largest fragmentation decrease,
  *                     random: a random GPU); whole GPUs: the lowest-indexed idle ones.

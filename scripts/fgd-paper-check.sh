@@ -2,7 +2,7 @@
 # The full acceptance check of issue 4: `tessera-sim fgd-paper` on the openb default pod
 # list, 6 policies x seeds 42..51; unallocated GPU % at arrived = 100 % must keep the
 # authors' order Random > DotProd > {GpuClustering, GpuPacking} > BestFit > FGD and have
-# medians within their results (sim-fgd-method.md 5.2). Exits non-zero when out of band.
+# medians within their results (sim/fgd-method.md 5.2). Exits non-zero when out of band.
 #
 #   make && sh scripts/fgd-paper-check.sh [OUTDIR]
 set -eu

@@ -497,7 +497,7 @@ int sim_fgd_write(const sim_fgd_result *r, const sim_fgd_opts *o, const char *di
 
 /* ---------------------------------------------------------------- command line */
 
-/* The authors' medians at arrived = 100 % on the default list (sim-fgd-method.md 5.2). */
+/* The authors' medians at arrived = 100 % on the default list (sim/fgd-method.md 5.2). */
 static double paper_median(const char *list, const char *name) {
     static const struct { const char *p; double v; } t[] = {{"random", 13.75}, {"dotprod", 9.45},
                                                              {"gpuclustering", 8.42}, {"gpupacking", 8.20},

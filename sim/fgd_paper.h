@@ -1,4 +1,4 @@
-/* fgd_paper.h -- `tessera-sim fgd-paper`: the FGD paper's experiment (sim-fgd-method.md
+/* fgd_paper.h -- `tessera-sim fgd-paper`: the FGD paper's experiment (sim/fgd-method.md
  * section 8) over policies x seeds x pod lists, on all cores, CSVs in the layout of the
  * authors' expected_results, plus an SVG chart. (`tessera-sim convert` is in convert.c.)
  *

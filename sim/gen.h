@@ -18,7 +18,7 @@
  *                fractions carry tessera.io/isolation: any (a MIG slice, a replica or a
  *                soft share, whatever the node offers)
  *   utilisation  uniform: training [0.6, 0.95], inference [0.1, 0.5], notebook [0, 0.1]
- *                (sharing-costs.md section 4: notebooks mostly idle), batch [0.5, 1]
+ *                (data/sharing-costs.md section 4: notebooks mostly idle), batch [0.5, 1]
  *   priority     inference 1000, notebook 500, training 100, batch 0
  *   host         per GPU (or per fraction's pod): training 8 CPU / 64 GiB per GPU,
  *                inference 2 CPU / 8 GiB, notebook 1 CPU / 4 GiB, batch 4 CPU / 16 GiB

@@ -1,6 +1,6 @@
 /* slowdown.h -- how fast a workload runs on a shared GPU, relative to a dedicated one
  * (rate 1 = as fast as alone on a whole GPU; the replay divides the remaining work by
- * the rate). The numbers come from ../shared/catalog/sharing-costs.md, section 7:
+ * the rate). The numbers come from data/sharing-costs.md, section 7:
  *
  *   exclusive GPU   1.
  *   time-slicing    the GPU gives equal time to busy processes: with total demand

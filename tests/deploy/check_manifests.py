@@ -56,6 +56,7 @@ EXTENDER_METRICS = {
     "tessera_cluster_fragmentation_ratio": "gauge",
     "tessera_binds_total": "counter",                  # label result
     "tessera_watch_restarts_total": "counter",         # label kind
+    "tessera_watch_errors_total": "counter",           # label kind
     "tessera_cache_synced": "gauge",
     "tessera_leader": "gauge",                         # 1 on the replica holding the Lease
     "tessera_leader_transitions_total": "counter",

@@ -1,6 +1,6 @@
 /* test_policy_openb.c -- the FGD acceptance numbers: empty-cluster fragmentation of the
  * 1,213 openb GPU nodes against the target workload of each pod list
- * (sim-fgd-method.md section 2.3), and the target-workload construction itself.
+ * (sim/fgd-method.md section 2.3), and the target-workload construction itself.
  */
 #include "harness.h"
 #include "policy_helpers.h"

@@ -27,7 +27,7 @@ TEST(sim_fgd_paper_default_matches_authors) {
     for (int k = 0; k < r.nruns; k++) {
         const sim_fgd_run *u = &r.runs[k];
         /* inflated past the list's 8,152 pods; the empty cluster's fragmentation is the
-         * 13.94 % of sim-fgd-method.md 2.3; nothing departs, so allocation never falls */
+         * 13.94 % of sim/fgd-method.md 2.3; nothing departs, so allocation never falls */
         shape_ok = shape_ok && u->tasks > 10000 && u->failed > 0 && u->failed < u->tasks / 3 &&
                    fabs(u->frag[0] - 13.94) < 0.3 && u->alloc[130] > 85;
         for (int x = 1; x < SIM_FGD_BUCKETS; x++) shape_ok = shape_ok && u->alloc[x] >= u->alloc[x - 1] - 1e-9;

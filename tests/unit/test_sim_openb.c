@@ -1,5 +1,5 @@
 /* test_sim_openb.c -- the openb CSV reader: the built-in copies match data/openb, the
- * cluster totals match sim-fgd-method.md section 8, columns are found by name, and
+ * cluster totals match sim/fgd-method.md section 8, columns are found by name, and
  * malformed input gets an error naming the line and column. */
 #include "harness.h"
 
@@ -40,7 +40,7 @@ TEST(sim_openb_builtin_pods_equal_file) {
     CHECK_MSG(rc == 0, "%s (run from the repo root)", err);
     CHECK_INT(na, 8152);
     CHECK(same);
-    /* the default list asks for about 98 % of the 6,212 GPUs (sim-fgd-method.md section 4) */
+    /* the default list asks for about 98 % of the 6,212 GPUs (sim/fgd-method.md section 4) */
     CHECK_MSG(milli > 6000000 && milli < 6150000, "default list asks for %lld milli-GPU", (long long)milli);
 }
 

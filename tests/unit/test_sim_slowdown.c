@@ -1,5 +1,5 @@
 /* test_sim_slowdown.c -- the slowdown model reproduces the numbers in
- * ../shared/catalog/sharing-costs.md (copied into sim/slowdown.h). */
+ * data/sharing-costs.md (copied into sim/slowdown.h). */
 #include "sim_helpers.h"
 
 #include "model/catalog.h"
