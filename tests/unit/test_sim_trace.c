@@ -120,3 +120,38 @@ TEST(sim_trace_write_read_round_trip) {
     sim_trace_free(a);
     sim_trace_free(b);
 }
+
+/* The reader walks the text to each workload (sim/trace.c): strings holding brackets and
+ * quotes, empty lists and every kind of malformed framing around the workloads. */
+TEST(sim_trace_reader_framing) {
+    char err[256] = "";
+    sim_trace *t = trace_of("{\"description\": \"brackets ] } [ { and \\\"quotes\\\" \", \"workloads\": [" W(POD)
+                            " , " W(POD) "],\n \"$schema\": \"x\"}\n",
+                            err, sizeof err);
+    int n = t ? t->n : -1;
+    sim_trace_free(t);
+    CHECK_MSG(n == 2, "two workloads around tricky strings: n=%d err=%s", n, err);
+    t = trace_of("{\"workloads\": []}", err, sizeof err);
+    n = t ? t->n : -1;
+    sim_trace_free(t);
+    CHECK_MSG(n == 0, "empty list: n=%d err=%s", n, err);
+    static const struct { const char *json, *needle; } bad[] = {
+        {"{\"workloads\": [" W(POD) "]} x", "malformed JSON"},
+        {"{\"workloads\": [" W(POD) ",]}", "malformed JSON"},
+        {"{\"workloads\": [" W(POD) "] , \"extra\": 1}", "unknown key \"extra\""},
+        {"{\"workloads\": 5}", "\"workloads\" array"},
+        {"{\"description\": \"no workloads\"}", "\"workloads\" array"},
+        {"{\"workloads\": [" W(POD), "malformed JSON"},
+        {"{\"workloads\": [{\"id\": \"a\" \"kind\": 1}]}", "malformed JSON"},
+        {"", "malformed JSON"},
+        {"   ", "malformed JSON"},
+        {"{\"workloads\" [" W(POD) "]}", "malformed JSON"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        err[0] = 0;
+        t = trace_of(bad[i].json, err, sizeof err);
+        bool refused = t == NULL;
+        sim_trace_free(t);
+        CHECK_MSG(refused && strstr(err, bad[i].needle), "case %zu (%s): %s", i, bad[i].json, refused ? err : "accepted");
+    }
+}
