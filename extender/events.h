@@ -12,7 +12,8 @@
  * Lifecycle: ext_events_start after the API client exists; ext_events_stop after the HTTP
  * server has stopped (no more binds enqueue) and before ext_kube_free (the worker uses it).
  * Stop refuses new events, posts what is queued until the drain deadline, drops the rest
- * (counted), and joins the worker.
+ * (counted), and joins the worker. A post already in flight is not interrupted, so stop takes
+ * at most max(drain_ms, post_timeout_ms).
  */
 #ifndef EXT_EVENTS_H
 #define EXT_EVENTS_H
