@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "extender/events.h"
 #include "extender/state.h"
 #include "extender/workload.h"
 #include "model/mig.h"
@@ -189,6 +190,14 @@ char *ext_metrics_render(ext_metrics *m, ext_verbs *v, const ext_kube_stats *ks,
     for (int o = 0; o < EXT_BIND_NOUTCOMES; o++)
         sbf(&b, "tessera_binds_total{result=\"%s\"} %llu\n", ext_bind_outcome_name(o),
             (unsigned long long)atomic_load(&v->bind_outcomes[o]));
+    ext_events_stats es;
+    ext_events_get_stats(&es);   /* process-wide: there is one Events queue (cluster mode), or none */
+    sbf(&b, "# HELP tessera_events_total Kubernetes Events about bind decisions, by result: posted, failed "
+            "(the post and its one retry), dropped (queue full or left at shutdown).\n"
+            "# TYPE tessera_events_total counter\n"
+            "tessera_events_total{result=\"posted\"} %llu\ntessera_events_total{result=\"failed\"} %llu\n"
+            "tessera_events_total{result=\"dropped\"} %llu\n",
+        (unsigned long long)es.posted, (unsigned long long)es.failed, (unsigned long long)es.dropped);
     sbf(&b, "# HELP tessera_node_answers_total Per-node filter and prioritize answers: reused from the answer "
             "cache (the node and the request shape unchanged) or computed.\n# TYPE tessera_node_answers_total counter\n");
     sbf(&b, "tessera_node_answers_total{source=\"cache\"} %llu\n", (unsigned long long)atomic_load(&v->cache_hits));

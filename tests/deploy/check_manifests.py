@@ -55,6 +55,7 @@ EXTENDER_METRICS = {
     "tessera_mig_instances_free": "gauge",             # labels node, gpu, profile
     "tessera_cluster_fragmentation_ratio": "gauge",
     "tessera_binds_total": "counter",                  # label result
+    "tessera_events_total": "counter",                 # label result: posted, failed, dropped
     "tessera_watch_restarts_total": "counter",         # label kind
     "tessera_watch_errors_total": "counter",           # label kind
     "tessera_cache_synced": "gauge",

@@ -56,6 +56,7 @@ struct fake_api {
     char **bind_bodies;
     int nbind;
     size_t capbind;
+    cJSON *events; /* array of the Events created (POST .../events), as stored */
     char *last_auth, *token;
     int watchers[2];
 };
@@ -398,6 +399,20 @@ char *fake_api_binding_body(fake_api *f, int i) {
     char *out = i >= 0 && i < f->nbind ? fa_strdup(f->bind_bodies[i]) : NULL;
     pthread_mutex_unlock(&f->mu);
     return out;
+}
+
+char *fake_api_events(fake_api *f) {
+    pthread_mutex_lock(&f->mu);
+    char *out = f->events ? cJSON_PrintUnformatted(f->events) : fa_strdup("[]");
+    pthread_mutex_unlock(&f->mu);
+    return out;
+}
+
+int fake_api_event_count(fake_api *f) {
+    pthread_mutex_lock(&f->mu);
+    int n = f->events ? cJSON_GetArraySize(f->events) : 0;
+    pthread_mutex_unlock(&f->mu);
+    return n;
 }
 
 char *fake_api_last_auth(fake_api *f) {
@@ -762,6 +777,69 @@ static enum MHD_Result fa_lease(fake_api *f, struct MHD_Connection *c, const cha
     return ret;
 }
 
+/* "/api/v1/namespaces/NS/events": the namespace, or false. */
+static bool fa_events_path(const char *url, char *ns, size_t nslen) {
+    const char *p = "/api/v1/namespaces/";
+    if (strncmp(url, p, strlen(p)) != 0) return false;
+    const char *a = url + strlen(p), *sl = strchr(a, '/');
+    if (!sl || sl == a || (size_t)(sl - a) >= nslen || strcmp(sl, "/events") != 0) return false;
+    snprintf(ns, nslen, "%.*s", (int)(sl - a), a);
+    return true;
+}
+
+/* Caller holds mu. Create a core/v1 Event: 400 unless it is an object with involvedObject, 400 when
+ * metadata.namespace is set and differs from the path's, 409 when the name is taken. Stored with
+ * uid, resourceVersion and the namespace filled in (generateName gets a suffix); 201 + the object. */
+static enum MHD_Result fa_event_create(fake_api *f, struct MHD_Connection *c, const char *ns, const fa_req *rq) {
+    cJSON *b = rq->body ? cJSON_ParseWithLength(rq->body, rq->n) : NULL;
+    if (!cJSON_IsObject(b) || !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(b, "involvedObject"))) {
+        cJSON_Delete(b);
+        return fa_send_status(c, 400, "BadRequest", "malformed Event body");
+    }
+    cJSON *meta = cJSON_GetObjectItemCaseSensitive(b, "metadata");
+    if (!cJSON_IsObject(meta)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(b, "metadata");
+        meta = cJSON_AddObjectToObject(b, "metadata");
+    }
+    const char *mns = fa_meta_str(b, "namespace");
+    if (mns && *mns && strcmp(mns, ns) != 0) {
+        cJSON_Delete(b);
+        return fa_send_status(c, 400, "BadRequest", "the namespace of the provided object does not match the namespace sent on the request");
+    }
+    char name[600];
+    const char *nm = fa_meta_str(b, "name"), *gen = fa_meta_str(b, "generateName");
+    if (nm && *nm) snprintf(name, sizeof name, "%s", nm);
+    else if (gen && *gen) snprintf(name, sizeof name, "%s%05" PRIu64, gen, ++f->uid_seq);
+    else {
+        cJSON_Delete(b);
+        return fa_send_status(c, 400, "BadRequest", "name or generateName is required");
+    }
+    if (!f->events) f->events = cJSON_CreateArray();
+    const cJSON *e;
+    cJSON_ArrayForEach(e, f->events) {
+        const char *en = fa_meta_str(e, "name"), *ens = fa_meta_str(e, "namespace");
+        if (en && ens && !strcmp(en, name) && !strcmp(ens, ns)) {
+            char msg[800];
+            snprintf(msg, sizeof msg, "events \"%s\" already exists", name);
+            cJSON_Delete(b);
+            return fa_send_status(c, 409, "AlreadyExists", msg);
+        }
+    }
+    char rvs[32], uid[64];
+    snprintf(rvs, sizeof rvs, "%" PRIu64, ++f->rv);
+    snprintf(uid, sizeof uid, "event-uid-%" PRIu64, ++f->uid_seq);
+    const char *fields[4][2] = {{"name", name}, {"namespace", ns}, {"resourceVersion", rvs}, {"uid", uid}};
+    for (int i = 0; i < 4; i++) {
+        cJSON_DeleteItemFromObjectCaseSensitive(meta, fields[i][0]);
+        cJSON_AddStringToObject(meta, fields[i][0], fields[i][1]);
+    }
+    char *body = cJSON_PrintUnformatted(b);
+    cJSON_AddItemToArray(f->events, b);
+    enum MHD_Result ret = fa_send(c, 201, body ? body : "{}");
+    free(body);
+    return ret;
+}
+
 /* Split "/api/v1/namespaces/NS/pods/NAME[/binding]". */
 static bool fa_pod_path(const char *url, char *ns, size_t nslen, char *name, size_t namelen, bool *binding) {
     const char *p = "/api/v1/namespaces/";
@@ -880,6 +958,8 @@ static enum MHD_Result fa_handle(void *cls, struct MHD_Connection *c, const char
         }
     } else if (post && podpath && binding) {
         ret = fa_bind(f, c, ns, name, rq);
+    } else if (post && fa_events_path(url, ns, sizeof ns)) {
+        ret = fa_event_create(f, c, ns, rq);
     } else if (leasepath) {
         ret = fa_lease(f, c, method, lns, lname, rq);
     } else if (kind >= 0 || podpath) {
@@ -988,6 +1068,7 @@ void fake_api_free(fake_api *f) {
     free(f->log);
     for (int i = 0; i < f->nbind; i++) free(f->bind_bodies[i]);
     free(f->bind_bodies);
+    cJSON_Delete(f->events);
     free(f->last_auth);
     free(f->token);
     pthread_cond_destroy(&f->cv);

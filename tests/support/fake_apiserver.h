@@ -18,6 +18,10 @@
  *                                             409 if metadata.uid differs from the pod's ("Precondition failed:
  *                                             UID in precondition...") or the pod is already bound, 400 on a
  *                                             malformed body. Every binding request is recorded.
+ *   POST /api/v1/namespaces/NS/events          201 + the Event as stored (name from generateName when it has
+ *                                             none, uid, resourceVersion); 400 without involvedObject or when
+ *                                             metadata.namespace differs from NS, 409 when the name is taken.
+ *                                             Every created Event is recorded (fake_api_events).
  *   GET  /apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME, POST .../leases, PUT .../leases/NAME
  *                                             Leases, for leader election: create answers 409 AlreadyExists
  *                                             when it exists; update answers 409 Conflict when the body's
@@ -28,7 +32,7 @@
  * Request keys, used by fault injection and request counting: "LIST <path>", "WATCH <path>", "GET <path>",
  * "POST <path>" (path without the query). A target matches a request when it is a prefix of its key or of its
  * path: "/api/v1/pods" matches list and watch of pods, "WATCH /api/v1/pods" only the watch,
- * "POST /api/v1/namespaces/" every binding.
+ * "POST /api/v1/namespaces/" every binding and Event.
  *
  * All functions are thread-safe. Objects passed in and returned are JSON text; returned strings are malloc'd.
  */
@@ -101,6 +105,10 @@ int fake_api_requests(fake_api *f, const char *target);
 /* Binding requests received (whatever their outcome), and a copy of the i-th body (NULL if out of range). */
 int fake_api_bindings(fake_api *f);
 char *fake_api_binding_body(fake_api *f, int i);
+/* The Events created so far, as a JSON array in creation order, and how many there are. Injected faults answer
+ * before an Event is created, so a failed post is not recorded. */
+char *fake_api_events(fake_api *f);
+int fake_api_event_count(fake_api *f);
 /* The Authorization header of the latest request ("" when it had none). */
 char *fake_api_last_auth(fake_api *f);
 /* Require "Authorization: Bearer <token>" on every request (401 otherwise); NULL or "" turns it off. */
