@@ -429,7 +429,7 @@ static double node_score(scorer *s, const cand *c, double delta, char *why, size
     switch (s->p->kind) {
     case P_BINPACK:
     case P_SPREAD: {
-        double u0 = node_used_share(s->ctx, s->n, &s->v, s->r, c, false);
+        double u0 = why ? node_used_share(s->ctx, s->n, &s->v, s->r, c, false) : 0;   /* only told */
         double u1 = node_used_share(s->ctx, s->n, &s->v, s->r, c, true);
         double sc = s->p->kind == P_BINPACK ? 100.0 * u1 : 100.0 * (1.0 - u1);
         if (why) snprintf(why, whylen, "%s: node use %.1f%% -> %.1f%% (weights compute %.2g memory %.2g replicas %.2g)",
