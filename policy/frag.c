@@ -94,6 +94,13 @@ typedef struct mig_memo {
 } mig_memo;
 static _Thread_local mig_memo memo[MIG_MEMO];
 
+/* A state's slot: one multiply (Fibonacci hashing, the top 12 bits), not a full mix --
+ * it is on the path of every MIG GPU scored, and a collision only costs a recompute. */
+static inline mig_memo *memo_slot(uint64_t key, const model_gpu_product *p) {
+    _Static_assert(MIG_MEMO == 1 << 12, "memo_slot takes 12 bits");
+    return &memo[((key ^ (uint64_t)(uintptr_t)p) * 0x9e3779b97f4a7c15ull) >> 52];
+}
+
 static bool mig_key(const pv_gpu *g, uint64_t *key) {
     uint64_t k = 0;
     for (int i = 0; i < g->layout.n; i++) {
@@ -118,7 +125,7 @@ static int pv_mig_derive(pv_gpu *g, uint64_t key) {
     mig_memo *m = NULL;
     g->key = key;
     if (key) {
-        m = &memo[policy_hash64(key ^ (uint64_t)(uintptr_t)g->product) % MIG_MEMO];
+        m = memo_slot(key, g->product);
         if (m->key == key && m->p == g->product) {
             g->idle_prof = m->idle_prof;
             g->addable = m->addable;
@@ -164,7 +171,7 @@ int pv_mig_after(const pv_gpu *g, const model_grant *gr, uint16_t *room, uint8_t
             k1 = key | 32ull << (6 * s);
     }
     if (k1) {
-        const mig_memo *m = &memo[policy_hash64(k1 ^ (uint64_t)(uintptr_t)g->product) % MIG_MEMO];
+        const mig_memo *m = memo_slot(k1, g->product);
         if (m->key == k1 && m->p == g->product) {
             *room = m->idle_prof | m->addable;
             memcpy(starts, m->starts, MODEL_MAX_PROFILES);
