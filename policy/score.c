@@ -743,12 +743,26 @@ static int mig_lean(scorer *s, cand *best, double *best_key) {
             for (j -= ni; j > 0; j--) starts &= starts - 1;
             st = __builtin_ctz(starts);
         }
-        model_assignment a;
-        a.ngrants = 1;
-        a.grant[0] = (model_grant){.gpu = (int8_t)win, .mig_inst = (int8_t)k, .mig_profile = prof_of[win],
-                                   .mig_start = (int8_t)st, .mig_create = k < 0, .replica = -1};
-        pv_gpu ga[1];
-        generic_cand(s, &a, best, ga, false);
+        model_grant gr = {.gpu = (int8_t)win, .mig_inst = (int8_t)k, .mig_profile = prof_of[win],
+                          .mig_start = (int8_t)st, .mig_create = k < 0, .replica = -1};
+        /* generic_cand's candidate for this one grant, with R after from the memo
+         * (pv_mig_after) rather than from a copy of the GPU with the grant applied */
+        uint16_t room;
+        uint8_t starts1[MODEL_MAX_PROFILES];
+        choice_blank(&best->c);
+        best->c.ngpus = 1;
+        best->c.gpu[0] = (int8_t)win;
+        best->c.mig_profile = gr.mig_profile;
+        best->c.mig_start = gr.mig_start;
+        best->c.mig_create = gr.mig_create;
+        best->nchg = 1;
+        best->g[0] = (int8_t)win;
+        best->R0[0] = s->v.R[win];
+        best->E0[0] = s->v.E[win];
+        best->R1[0] = (int16_t)pv_mig_after(g, &gr, &room, starts1);
+        best->E1[0] = -1;   /* pv_eff of a MIG GPU */
+        best->mem1[0] = g->mem_cap - (int)((long long)g->mem_cap * best->R1[0] / 1000);
+        best->idle_instance = !gr.mig_create;
     }
     return nc;
 }
