@@ -115,23 +115,30 @@ static bool mig_key(const pv_gpu *g, uint64_t *key) {
 /* Set a detailed MIG GPU's derived values (R, idle profiles, addable profiles, free
  * starts per profile) from its layout; returns R. key: mig_key's packing of that
  * layout, 0 when it does not pack. */
-static int pv_mig_derive(pv_gpu *g, uint64_t key) {
-    if (!g->product) {
-        g->idle_prof = g->addable = 0;
-        memset(g->starts, 0, sizeof g->starts);
-        g->key = 0;
-        return 0;
-    }
-    mig_memo *m = NULL;
+static int pv_mig_derive_slow(pv_gpu *g, uint64_t key, mig_memo *m);
+
+/* The memo hit inline: it runs once per MIG GPU scored. */
+static inline int pv_mig_derive(pv_gpu *g, uint64_t key) {
     g->key = key;
-    if (key) {
-        m = memo_slot(key, g->product);
+    if (key && g->product) {
+        const mig_memo *m = memo_slot(key, g->product);
         if (m->key == key && m->p == g->product) {
             g->idle_prof = m->idle_prof;
             g->addable = m->addable;
             memcpy(g->starts, m->starts, sizeof g->starts);
             return m->R;
         }
+    }
+    return pv_mig_derive_slow(g, key, key && g->product ? memo_slot(key, g->product) : NULL);
+}
+
+/* Not memoised (m: the slot to fill, NULL when the state does not pack). */
+static int pv_mig_derive_slow(pv_gpu *g, uint64_t key, mig_memo *m) {
+    if (!g->product) {
+        g->idle_prof = g->addable = 0;
+        memset(g->starts, 0, sizeof g->starts);
+        g->key = 0;
+        return 0;
     }
     g->idle_prof = 0;
     g->addable = 0;
