@@ -94,6 +94,13 @@ typedef struct mig_memo {
 } mig_memo;
 static _Thread_local mig_memo memo[MIG_MEMO];
 
+/* A state's slot: one multiply (Fibonacci hashing, the top 12 bits), not a full mix --
+ * it is on the path of every MIG GPU scored, and a collision only costs a recompute. */
+static inline mig_memo *memo_slot(uint64_t key, const model_gpu_product *p) {
+    _Static_assert(MIG_MEMO == 1 << 12, "memo_slot takes 12 bits");
+    return &memo[((key ^ (uint64_t)(uintptr_t)p) * 0x9e3779b97f4a7c15ull) >> 52];
+}
+
 static bool mig_key(const pv_gpu *g, uint64_t *key) {
     uint64_t k = 0;
     for (int i = 0; i < g->layout.n; i++) {
@@ -105,26 +112,33 @@ static bool mig_key(const pv_gpu *g, uint64_t *key) {
     return true;
 }
 
-/* Refresh a detailed MIG GPU's derived values (R, idle profiles, addable profiles,
- * free starts per profile) after its layout changed; returns R. */
-static int pv_mig_refresh(pv_gpu *g) {
-    if (!g->product) {
-        g->idle_prof = g->addable = 0;
-        memset(g->starts, 0, sizeof g->starts);
-        return 0;
-    }
-    uint64_t key = 0;
-    mig_memo *m = NULL;
-    g->key = 0;
-    if (mig_key(g, &key)) {
-        g->key = key;
-        m = &memo[policy_hash64(key ^ (uint64_t)(uintptr_t)g->product) % MIG_MEMO];
+/* Set a detailed MIG GPU's derived values (R, idle profiles, addable profiles, free
+ * starts per profile) from its layout; returns R. key: mig_key's packing of that
+ * layout, 0 when it does not pack. */
+static int pv_mig_derive_slow(pv_gpu *g, uint64_t key, mig_memo *m);
+
+/* The memo hit inline: it runs once per MIG GPU scored. */
+static inline int pv_mig_derive(pv_gpu *g, uint64_t key) {
+    g->key = key;
+    if (key && g->product) {
+        const mig_memo *m = memo_slot(key, g->product);
         if (m->key == key && m->p == g->product) {
             g->idle_prof = m->idle_prof;
             g->addable = m->addable;
             memcpy(g->starts, m->starts, sizeof g->starts);
             return m->R;
         }
+    }
+    return pv_mig_derive_slow(g, key, key && g->product ? memo_slot(key, g->product) : NULL);
+}
+
+/* Not memoised (m: the slot to fill, NULL when the state does not pack). */
+static int pv_mig_derive_slow(pv_gpu *g, uint64_t key, mig_memo *m) {
+    if (!g->product) {
+        g->idle_prof = g->addable = 0;
+        memset(g->starts, 0, sizeof g->starts);
+        g->key = 0;
+        return 0;
     }
     g->idle_prof = 0;
     g->addable = 0;
@@ -147,6 +161,12 @@ static int pv_mig_refresh(pv_gpu *g) {
     return R;
 }
 
+/* After the layout changed. */
+static int pv_mig_refresh(pv_gpu *g) {
+    uint64_t key = 0;
+    return pv_mig_derive(g, mig_key(g, &key) ? key : 0);
+}
+
 int pv_mig_after(const pv_gpu *g, const model_grant *gr, uint16_t *room, uint8_t *starts) {
     int s = gr->mig_start;
     uint64_t key = g->key, k1 = 0;
@@ -158,7 +178,7 @@ int pv_mig_after(const pv_gpu *g, const model_grant *gr, uint16_t *room, uint8_t
             k1 = key | 32ull << (6 * s);
     }
     if (k1) {
-        const mig_memo *m = &memo[policy_hash64(k1 ^ (uint64_t)(uintptr_t)g->product) % MIG_MEMO];
+        const mig_memo *m = memo_slot(k1, g->product);
         if (m->key == k1 && m->p == g->product) {
             *room = m->idle_prof | m->addable;
             memcpy(starts, m->starts, MODEL_MAX_PROFILES);
@@ -216,13 +236,22 @@ void pv_build(pv_node *v, const model_node *n, bool detail) {
         pg->layout.n = 0;
         pg->held = 0;
         if (g->mode == MODEL_GPU_MIG) {
+            /* mig_key's packing in the same pass as the copy: scoring a MIG node is
+             * mostly this loop and the memo lookup, once per GPU */
+            uint64_t key = 0;
+            bool packs = true;
             for (int k = 0; k < g->ninst && k < MODEL_MIG_MAX_INSTANCES; k++) {
-                pg->layout.inst[k].profile = g->inst[k].profile;
-                pg->layout.inst[k].start = g->inst[k].start;
-                if (g->inst[k].holder >= 0) pg->held |= (uint8_t)(1u << k);
+                int pi = g->inst[k].profile, st = g->inst[k].start;
+                unsigned held = g->inst[k].holder >= 0;
+                pg->layout.inst[k].profile = (int8_t)pi;
+                pg->layout.inst[k].start = (int8_t)st;
+                pg->held |= (uint8_t)(held << k);
                 pg->layout.n = k + 1;
+                if (st < 0 || st >= MODEL_MIG_MAX_SLICES || pi < 0 || pi > 30 || ((key >> (6 * st)) & 63)) packs = false;
+                else key |= (uint64_t)((pi + 1) | held << 5) << (6 * st);
             }
-            R = pv_mig_refresh(pg);
+            key = packs ? key | (uint64_t)pg->layout.n << 48 | (uint64_t)pg->dyn << 52 | 1ull << 63 : 0;
+            R = pv_mig_derive(pg, key);
             v->R[i] = (int16_t)R;
             pg->free_mem = (int)((long long)pg->mem_cap * R / 1000);
         } else {
