@@ -7,7 +7,6 @@
 #include "extender/events.h"
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "extender/annotation.h"
 #include "extender/log.h"
+#include "extender/state.h"   /* ext_now_ms */
 
 #define EV_MSG_MAX 1024   /* message buffer; the apiserver allows more, but describe output stays readable */
 
@@ -24,19 +23,18 @@ static _Atomic uint64_t g_posted, g_failed, g_dropped;
 
 typedef struct ev_item {
     time_t at;                 /* when the decision was made (the Event's timestamps) */
-    bool assigned;             /* text is the assignment annotation (NULL: none), formatted by the worker */
-    char *type, *reason, *ns, *name, *uid, *node, *text;
+    char *type, *reason, *ns, *name, *uid, *text;
 } ev_item;
 
 struct ext_events {
     ext_kube *kube;
     ext_events_config cfg;
     pthread_mutex_t mu;
-    pthread_cond_t cv;         /* CLOCK_MONOTONIC; signalled on push and on stop */
+    pthread_cond_t cv;         /* signalled on push and on stop */
     ev_item **ring;
     int head, count;
     bool stopping;
-    struct timespec drain_deadline;
+    int64_t drain_deadline_ms; /* ext_now_ms() clock */
     pthread_t thread;
     uint64_t last_name_ns;     /* worker only: keeps generated names unique */
 };
@@ -75,7 +73,6 @@ static void item_free(ev_item *it) {
     free(it->ns);
     free(it->name);
     free(it->uid);
-    free(it->node);
     free(it->text);
     free(it);
 }
@@ -84,8 +81,7 @@ static char *dup_or_empty(const char *s) { return strdup(s ? s : ""); }
 
 /* Push, or drop and count. Takes ownership of it. */
 static bool push(ext_events *e, ev_item *it) {
-    if (!e || !it || !it->type || !it->reason || !it->ns || !it->name || !it->uid || !it->node ||
-        (!it->assigned && !it->text)) {
+    if (!e || !it || !it->type || !it->reason || !it->ns || !it->name || !it->uid || !it->text) {
         count_and_log(&g_dropped, "dropped", it && it->ns && it->name && it->reason ? it : NULL,
                       e ? "out of memory" : "events are off");
         item_free(it);
@@ -107,116 +103,26 @@ static bool push(ext_events *e, ev_item *it) {
     return ok;
 }
 
-static ev_item *item_new(const char *type, const char *reason, const char *ns, const char *name, const char *uid,
-                         const char *node) {
-    ev_item *it = calloc(1, sizeof *it);
-    if (!it) return NULL;
-    it->at = time(NULL);
-    it->type = dup_or_empty(type);
-    it->reason = dup_or_empty(reason);
-    it->ns = dup_or_empty(ns);
-    it->name = dup_or_empty(name);
-    it->uid = dup_or_empty(uid);
-    it->node = dup_or_empty(node);
-    return it;
-}
-
 bool ext_events_emit(ext_events *e, const char *type, const char *reason, const char *ns, const char *name,
                      const char *uid, const char *message) {
     if (!e) return false;   /* standalone: nothing to tell, nothing to count */
-    ev_item *it = item_new(type, reason, ns, name, uid, NULL);
-    if (it) it->text = dup_or_empty(message);
-    return push(e, it);
-}
-
-void ext_events_bind_result(ext_events *e, const char *ns, const char *name, const char *uid, const char *node,
-                            const cJSON *annotations, int rc, const char *err) {
-    if (!e) return;
-    if (rc != 0) {
-        ext_events_emit(e, "Warning", "TesseraBindFailed", ns, name, uid,
-                        err && *err ? err : "the API server refused the Binding");
-        return;
-    }
-    ev_item *it = item_new("Normal", "TesseraAssigned", ns, name, uid, node);
+    ev_item *it = calloc(1, sizeof *it);
     if (it) {
-        it->assigned = true;
-        const cJSON *a = cJSON_GetObjectItemCaseSensitive(annotations, EXT_ANN_ASSIGNMENT);
-        if (cJSON_IsString(a) && a->valuestring) {
-            it->text = strdup(a->valuestring);
-            if (!it->text) it->assigned = false;   /* push drops it as out of memory */
-        }
+        it->at = time(NULL);
+        it->type = dup_or_empty(type);
+        it->reason = dup_or_empty(reason);
+        it->ns = dup_or_empty(ns);
+        it->name = dup_or_empty(name);
+        it->uid = dup_or_empty(uid);
+        it->text = dup_or_empty(message);
     }
-    push(e, it);
-}
-
-/* ---- messages ------------------------------------------------------------------------------ */
-
-typedef struct mb { char *p; size_t len, cap; bool cut; } mb;
-
-static void mbf(mb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void mbf(mb *b, const char *fmt, ...) {
-    if (b->cut || b->cap == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int w = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    if (w < 0) return;
-    if ((size_t)w >= b->cap - b->len) {
-        b->cut = true;
-        b->len = b->cap - 1;
-        if (b->cap > 4) memcpy(b->p + b->cap - 4, "...", 4);   /* say it was cut */
-        return;
-    }
-    b->len += (size_t)w;
+    return push(e, it);
 }
 
 /* kubectl describe shows one row per Event: no line breaks or tabs. */
 static void one_line(char *s) {
     for (; *s; s++)
         if (*s == '\n' || *s == '\r' || *s == '\t') *s = ' ';
-}
-
-static int num(const cJSON *o, const char *key, int dflt) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(v) ? v->valueint : dflt;
-}
-
-void ext_events_assigned_message(const char *node, const char *ann, char *out, size_t len) {
-    if (!len) return;
-    mb b = {out, 0, len, false};
-    out[0] = 0;
-    mbf(&b, "assigned to node %s", node && *node ? node : "?");
-    cJSON *root = ann ? cJSON_Parse(ann) : NULL;
-    const cJSON *grants = cJSON_GetObjectItemCaseSensitive(root, "grants");
-    if (!ann) mbf(&b, " (no GPU granted)");
-    else if (!cJSON_IsArray(grants)) mbf(&b, " (assignment annotation unreadable)");
-    else {
-        const char *sep = ": ";
-        const cJSON *g;
-        cJSON_ArrayForEach(g, grants) {
-            mbf(&b, "%sGPU %d", sep, num(g, "gpu", -1));
-            sep = "; ";
-            const cJSON *uuid = cJSON_GetObjectItemCaseSensitive(g, "uuid");
-            if (cJSON_IsString(uuid) && *uuid->valuestring) mbf(&b, " (%s)", uuid->valuestring);
-            const cJSON *mig = cJSON_GetObjectItemCaseSensitive(g, "mig");
-            const cJSON *prof = cJSON_GetObjectItemCaseSensitive(mig, "profile");
-            if (cJSON_IsObject(mig)) {
-                mbf(&b, " MIG %s at slot %d", cJSON_IsString(prof) ? prof->valuestring : "?", num(mig, "start", -1));
-                if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(mig, "create"))) mbf(&b, " (created on demand)");
-            } else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "whole"))) {
-                mbf(&b, " whole");
-            } else if (cJSON_GetObjectItemCaseSensitive(g, "replica")) {
-                mbf(&b, " replica %d", num(g, "replica", -1));
-            }
-            int pm = num(g, "computePermille", 0);
-            mbf(&b, ", %d MiB, %d.%d%% compute", num(g, "memoryMiB", 0), pm / 10, pm % 10);
-        }
-        if (!cJSON_GetArraySize(grants)) mbf(&b, " (no GPU granted)");
-        const cJSON *pol = cJSON_GetObjectItemCaseSensitive(root, "policy");
-        if (cJSON_IsString(pol) && *pol->valuestring) mbf(&b, "; policy %s", pol->valuestring);
-    }
-    cJSON_Delete(root);
-    one_line(out);
 }
 
 /* ---- posting --------------------------------------------------------------------------------- */
@@ -268,22 +174,13 @@ static char *event_json(ext_events *e, const ev_item *it, const char *msg) {
     return s;
 }
 
-static long ms_until(const struct timespec *t) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (t->tv_sec - now.tv_sec) * 1000 + (t->tv_nsec - now.tv_nsec) / 1000000;
-}
-
 /* Post one event: at most two attempts, the second only after an unreachable API server or a
  * 429/5xx; none after a timeout. timeout_ms bounds each attempt. */
 static void post(ext_events *e, const ev_item *it, int timeout_ms, bool may_retry) {
     char msg[EV_MSG_MAX], path[600], err[512];
-    if (it->assigned) ext_events_assigned_message(it->node, it->text, msg, sizeof msg);
-    else {
-        snprintf(msg, sizeof msg, "%s", it->text);
-        if (strlen(it->text) >= sizeof msg) memcpy(msg + sizeof msg - 4, "...", 4);
-        one_line(msg);
-    }
+    snprintf(msg, sizeof msg, "%s", it->text);
+    if (strlen(it->text) >= sizeof msg) memcpy(msg + sizeof msg - 4, "...", 4);   /* say it was cut */
+    one_line(msg);
     char *body = event_json(e, it, msg);
     int n = snprintf(path, sizeof path, "/api/v1/namespaces/%s/events", it->ns);
     if (!body || n < 0 || (size_t)n >= sizeof path) {
@@ -317,7 +214,7 @@ static void *worker(void *arg) {
         int timeout = e->cfg.post_timeout_ms;
         bool retry = true;
         if (e->stopping) {      /* draining: whatever is left at the deadline is dropped */
-            long left = ms_until(&e->drain_deadline);
+            int64_t left = e->drain_deadline_ms - ext_now_ms();
             if (left <= 0) break;
             if (left < timeout) timeout = (int)left;
             retry = false;
@@ -362,11 +259,7 @@ ext_events *ext_events_start(ext_kube *k, const ext_events_config *cfg, char *er
     e->cfg = *cfg;
     e->cfg.instance[sizeof e->cfg.instance - 1] = 0;
     pthread_mutex_init(&e->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&e->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    pthread_cond_init(&e->cv, NULL);   /* never waited on with a timeout */
     if (pthread_create(&e->thread, NULL, worker, e) != 0) {
         snprintf(err, errlen, "events: cannot start the worker thread");
         pthread_cond_destroy(&e->cv);
@@ -382,13 +275,7 @@ void ext_events_stop(ext_events *e) {
     if (!e) return;
     pthread_mutex_lock(&e->mu);
     e->stopping = true;
-    clock_gettime(CLOCK_MONOTONIC, &e->drain_deadline);
-    e->drain_deadline.tv_sec += e->cfg.drain_ms / 1000;
-    e->drain_deadline.tv_nsec += (long)(e->cfg.drain_ms % 1000) * 1000000L;
-    if (e->drain_deadline.tv_nsec >= 1000000000L) {
-        e->drain_deadline.tv_sec++;
-        e->drain_deadline.tv_nsec -= 1000000000L;
-    }
+    e->drain_deadline_ms = ext_now_ms() + e->cfg.drain_ms;
     pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);
     pthread_join(e->thread, NULL);

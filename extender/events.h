@@ -9,6 +9,9 @@
  * Failures are logged at warn for the first one and every EXT_EVENTS_LOG_EVERY-th after, at
  * debug otherwise, so a broken events endpoint cannot flood the log.
  *
+ * The verbs' bind (verbs.c) emits Normal TesseraAssigned, naming the node and what model/
+ * granted, or Warning TesseraBindFailed with the API server's error, after each Binding POST.
+ *
  * Lifecycle: ext_events_start after the API client exists; ext_events_stop after the HTTP
  * server has stopped (no more binds enqueue) and before ext_kube_free (the worker uses it).
  * Stop refuses new events, posts what is queued until the drain deadline, drops the rest
@@ -21,7 +24,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cjson/cJSON.h>
 
 #include "extender/kube.h"
 
@@ -51,18 +53,6 @@ void ext_events_stop(ext_events *e);
  * stopping, out of memory, or e is NULL). */
 bool ext_events_emit(ext_events *e, const char *type, const char *reason, const char *ns, const char *name,
                      const char *uid, const char *message);
-
-/* What the bind hook calls after the Binding POST: rc 0 queues Normal TesseraAssigned with a
- * message built from the tessera.io/assignment annotation (annotations may be NULL), otherwise
- * Warning TesseraBindFailed with err as the message. The message is formatted by the worker,
- * not here, so the bind path pays for a few string copies only. */
-void ext_events_bind_result(ext_events *e, const char *ns, const char *name, const char *uid, const char *node,
-                            const cJSON *annotations, int rc, const char *err);
-
-/* The TesseraAssigned message for a bind to node with assignment annotation text ann (NULL: no
- * GPU granted), e.g. "assigned to node n1: GPU 1 (GPU-6a0f...) MIG 3g.20gb at slot 4, 19968 MiB,
- * 42.8% compute; policy binpack". One line, always NUL-terminated, cut to len. */
-void ext_events_assigned_message(const char *node, const char *ann, char *out, size_t len);
 
 /* Process-wide counters (every ext_events instance adds to them), for /metrics. */
 typedef struct ext_events_stats {

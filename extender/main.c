@@ -123,21 +123,12 @@ static char *slurp(const char *path, size_t *len) {
     return buf;
 }
 
-/* What the verbs' bind callback needs in cluster mode: the API client, and the Events queue that
- * tells `kubectl describe pod` what the bind granted or why it failed. */
-typedef struct bind_ctx { ext_kube *kube; ext_events *events; } bind_ctx;
-
 static int kube_bind(void *user, const char *ns, const char *name, const char *uid, const char *node,
                      const cJSON *annotations, char *err, size_t errlen) {
-    bind_ctx *b = user;
-    int code = ext_kube_bind(b->kube, ns, name, uid, node, annotations, err, errlen);
-    int rc = 0;
-    if (code != 200 && code != 201) {
-        if (code > 0 && !err[0]) snprintf(err, errlen, "API server answered %d", code);
-        rc = -1;
-    }
-    ext_events_bind_result(b->events, ns, name, uid, node, annotations, rc, err);   /* queued; never blocks */
-    return rc;
+    int code = ext_kube_bind(user, ns, name, uid, node, annotations, err, errlen);
+    if (code == 200 || code == 201) return 0;
+    if (code > 0 && !err[0]) snprintf(err, errlen, "API server answered %d", code);
+    return -1;
 }
 
 static void kube_stats(void *user, ext_kube_stats *out) { ext_kube_get_stats(user, out); }
@@ -371,11 +362,11 @@ int main(int argc, char **argv) {
         return 2;
     }
     /* Events before HTTP: the first bind may come as soon as the server listens. */
-    bind_ctx bctx = {.kube = kube, .events = NULL};
+    ext_events *events = NULL;
     if (kube) {
         ext_events_config ec;
         ext_events_config_defaults(&ec);
-        if (!(bctx.events = ext_events_start(kube, &ec, err, sizeof err))) {
+        if (!(events = ext_events_start(kube, &ec, err, sizeof err))) {
             fprintf(stderr, "%s\n", err);
             ext_leader_free(leader);
             ext_kube_free(kube);
@@ -384,7 +375,8 @@ int main(int argc, char **argv) {
         }
     }
     ext_verbs verbs;
-    ext_verbs_init(&verbs, st, pol, kube ? kube_bind : NULL, &bctx);
+    ext_verbs_init(&verbs, st, pol, kube ? kube_bind : NULL, kube);
+    verbs.events = events;
     verbs.ctx.workload = workload;
     verbs.leader = leader;
     hc.verbs = &verbs;
@@ -395,7 +387,7 @@ int main(int argc, char **argv) {
     ext_http *http = ext_http_start(&hc, err, sizeof err);
     if (!http) {
         fprintf(stderr, "%s\n", err);
-        ext_events_stop(bctx.events);
+        ext_events_stop(events);
         ext_leader_free(leader);
         ext_kube_free(kube);
         ext_state_free(st);
@@ -411,7 +403,7 @@ int main(int argc, char **argv) {
         if (!(ops = ext_http_start(&oc, err, sizeof err))) {
             fprintf(stderr, "--metrics-listen: %s\n", err);
             ext_http_stop(http);
-            ext_events_stop(bctx.events);
+            ext_events_stop(events);
             ext_leader_free(leader);
             ext_kube_free(kube);
             ext_state_free(st);
@@ -427,7 +419,7 @@ int main(int argc, char **argv) {
         (leader && ext_leader_start(leader, err, sizeof err) < 0)) {
         fprintf(stderr, "API client: %s\n", err);
         ext_http_stop(http);
-        ext_events_stop(bctx.events);
+        ext_events_stop(events);
         ext_leader_free(leader);
         ext_kube_free(kube);
         ext_state_free(st);
@@ -453,7 +445,7 @@ int main(int argc, char **argv) {
     ext_http_stop(ops);
     ext_http_stop(http);
     ext_leader_free(leader);
-    ext_events_stop(bctx.events);
+    ext_events_stop(events);
     ext_kube_free(kube);
     ext_state_free(st);
     policy_workload_free(workload);

@@ -892,7 +892,7 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     }
     ext_bind_outcome oc = EXT_BIND_OK;
     model_request req;
-    char *ann = NULL;
+    char *ann = NULL, granted[256] = "no GPU";
     bool reserved = false;
     ext_state_lock(v->st);
     const ext_node *en = ext_state_node(v->st, node);
@@ -930,9 +930,8 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
         } else {
             reserved = true;
             ann = ext_ann_encode(en->m, &a, policy_name(v->pol));
-            char fmt[256];
-            model_assignment_format(en->m, &a, fmt, sizeof fmt);
-            ext_log(EXT_LOG_DEBUG, "verb=bind pod=%s/%s node=%s reserve=\"%s\"", ns, name, node, fmt);
+            model_assignment_format(en->m, &a, granted, sizeof granted);
+            ext_log(EXT_LOG_DEBUG, "verb=bind pod=%s/%s node=%s reserve=\"%s\"", ns, name, node, granted);
         }
     }
     ext_state_unlock(v->st);
@@ -957,6 +956,15 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
         if (ann) cJSON_AddStringToObject(anns, EXT_ANN_ASSIGNMENT, ann);
         rc = v->bind(v->bind_user, ns, name, uid, node, anns, err, sizeof err);
         cJSON_Delete(anns);
+        /* queued for `kubectl describe pod`; never waits on the network */
+        if (rc == 0) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "assigned to node %s: %s; policy %s", node, granted, policy_name(v->pol));
+            ext_events_emit(v->events, "Normal", "TesseraAssigned", ns, name, uid, msg);
+        } else {
+            ext_events_emit(v->events, "Warning", "TesseraBindFailed", ns, name, uid,
+                            err[0] ? err : "the API server refused the Binding");
+        }
     }
     if (reserved) {
         ext_state_lock(v->st);

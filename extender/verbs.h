@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 
+#include "extender/events.h"
 #include "extender/leader.h"
 #include "extender/state.h"
 #include "policy/policy.h"
@@ -56,6 +57,7 @@ typedef struct ext_verbs {
     ext_bind_fn bind;            /* NULL: standalone, binds are recorded in memory only */
     void *bind_user;
     ext_leader *leader;          /* NULL: no leader election, this replica binds */
+    ext_events *events;          /* NULL: no Events about binds (standalone, most tests) */
     _Atomic uint64_t bind_outcomes[EXT_BIND_NOUTCOMES];
     /* answer cache (under the state lock) */
     model_request shapes[EXT_SHAPES];

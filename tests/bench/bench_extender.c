@@ -137,36 +137,34 @@ static void node_json(buf *b, int i, bool full) {
     bstr(b, "}}");
 }
 
-static const char FRACTIONAL_POD[] =
-    "{\"metadata\":{\"name\":\"infer-7\",\"namespace\":\"ml\",\"uid\":\"6f1c2a9e-0000-4000-8000-000000000007\","
-    "\"annotations\":{}},\"spec\":{\"schedulerName\":\"tessera\",\"priority\":0,\"containers\":[{\"name\":\"main\","
-    "\"image\":\"registry.example.com/ml/infer:v3\",\"resources\":{\"requests\":{\"cpu\":\"2\",\"memory\":\"8Gi\"},"
-    "\"limits\":{\"nvidia.com/gpumem\":\"10240\",\"nvidia.com/gpucores\":\"30\"}}}]}}";
+/* One fractional pod: GPU memory (MiB) and 30 % of the SMs. */
+#define FRACTIONAL_POD_FMT                                                                                        \
+    "{\"metadata\":{\"name\":\"infer-7\",\"namespace\":\"ml\",\"uid\":\"6f1c2a9e-0000-4000-8000-000000000007\","     \
+    "\"annotations\":{}},\"spec\":{\"schedulerName\":\"tessera\",\"priority\":0,\"containers\":[{\"name\":\"main\","   \
+    "\"image\":\"registry.example.com/ml/infer:v3\",\"resources\":{\"requests\":{\"cpu\":\"2\",\"memory\":\"8Gi\"},"      \
+    "\"limits\":{\"nvidia.com/gpumem\":\"%d\",\"nvidia.com/gpucores\":\"30\"}}}]}}"
+#define FRACTIONAL_POD_MIB 10240
 
-/* {"Pod":..., "Nodes":null, "NodeNames":[node-00000 .. node-(n-1)]}; with mem_mib > 0 the
- * pod asks that much GPU memory instead (a different request shape). */
+/* {"Pod":..., "Nodes":null, "NodeNames":[node-00000 .. node-(n-1)]}, the pod asking mem_mib
+ * of GPU memory (another amount is another request shape). */
 static char *args_names_mem(int n, int mem_mib, size_t *len) {
     buf b = {0};
-    char pod[sizeof FRACTIONAL_POD + 16];
-    snprintf(pod, sizeof pod, "%s", FRACTIONAL_POD);
-    char *m = strstr(pod, "\"nvidia.com/gpumem\":\"10240\"");
-    if (mem_mib > 0 && m) {
-        char num[8];
-        snprintf(num, sizeof num, "%05d", mem_mib % 100000);
-        memcpy(m + strlen("\"nvidia.com/gpumem\":\""), num, 5);
-    }
-    bf(&b, "{\"Pod\":%s,\"Nodes\":null,\"NodeNames\":[", pod);
+    bstr(&b, "{\"Pod\":");
+    bf(&b, FRACTIONAL_POD_FMT, mem_mib);
+    bstr(&b, ",\"Nodes\":null,\"NodeNames\":[");
     for (int i = 0; i < n; i++) bf(&b, "%s\"node-%05d\"", i ? "," : "", i);
     bstr(&b, "]}");
     *len = b.len;
     return b.p;
 }
 
-static char *args_names(int n, size_t *len) { return args_names_mem(n, 0, len); }
+static char *args_names(int n, size_t *len) { return args_names_mem(n, FRACTIONAL_POD_MIB, len); }
 
 static char *args_nodes(int n, size_t *len) {
     buf b = {0};
-    bf(&b, "{\"Pod\":%s,\"Nodes\":{\"metadata\":{},\"items\":[", FRACTIONAL_POD);
+    bstr(&b, "{\"Pod\":");
+    bf(&b, FRACTIONAL_POD_FMT, FRACTIONAL_POD_MIB);
+    bstr(&b, ",\"Nodes\":{\"metadata\":{},\"items\":[");
     for (int i = 0; i < n; i++) {
         if (i) bstr(&b, ",");
         node_json(&b, i, true);
@@ -360,7 +358,7 @@ static void bench_a(void) {
             size_t len[COLD_SHAPES];
             char *body[COLD_SHAPES];
             int nb = cold ? COLD_SHAPES : 1;
-            for (int s = 0; s < nb; s++) body[s] = args_names_mem(ncand[k], cold ? 10240 + 1 + s : 0, &len[s]);
+            for (int s = 0; s < nb; s++) body[s] = args_names_mem(ncand[k], FRACTIONAL_POD_MIB + (cold ? 1 + s : 0), &len[s]);
             const int iters = ncand[k] == NODES ? 300 : 1000;
             double *rt = malloc(sizeof *rt * iters), *tf = malloc(sizeof *tf * iters), *tp = malloc(sizeof *tp * iters);
             for (int i = -20; i < iters; i++) {   /* 20 warm-up calls */

@@ -1,7 +1,6 @@
 /* test_ext_events.c -- the core/v1 Events tessera posts about its binds (events.h), end to end on
- * loopback: the real API client against the fake API server, a bind hook that does what main.c's
- * kube_bind does (post the Binding, then queue the Event), and the Events as the fake server stored
- * them. Also: a failing or stalled events endpoint never slows or fails a bind, and a full queue
+ * loopback: the real API client against the fake API server, the verbs' bind wired to an Events
+ * queue as main.c wires it, and the Events as the fake server stored them. Also: a failing or stalled events endpoint never slows or fails a bind, and a full queue
  * drops and counts.
  */
 #include <stdlib.h>
@@ -22,15 +21,13 @@ typedef struct ev_run {
     bool ok;
 } ev_run;
 
-/* main.c's kube_bind, with the run as its user. */
+/* main.c's kube_bind: post the Binding, 0 on 200/201. */
 static int ev_bind_fn(void *user, const char *ns, const char *name, const char *uid, const char *node,
                       const cJSON *annotations, char *err, size_t errlen) {
-    ev_run *r = user;
-    int code = ext_kube_bind(r->k, ns, name, uid, node, annotations, err, errlen);
-    int rc = code == 200 || code == 201 ? 0 : -1;
-    if (rc && code > 0 && !err[0]) snprintf(err, errlen, "API server answered %d", code);
-    ext_events_bind_result(r->ev, ns, name, uid, node, annotations, rc, err);
-    return rc;
+    int code = ext_kube_bind(user, ns, name, uid, node, annotations, err, errlen);
+    if (code == 200 || code == 201) return 0;
+    if (code > 0 && !err[0]) snprintf(err, errlen, "API server answered %d", code);
+    return -1;
 }
 
 static void nap_ms(int ms) {
@@ -77,12 +74,14 @@ static void ev_start(ev_run *r, const char *const *names, int n, int queue_max, 
     ec.drain_ms = 1000;
     snprintf(ec.instance, sizeof ec.instance, "tessera-test-0");
     r->ev = ext_events_start(r->k, &ec, err, sizeof err);
-    ext_verbs_init(&r->v, r->st, NULL, ev_bind_fn, r);
+    ext_verbs_init(&r->v, r->st, NULL, ev_bind_fn, r->k);
+    r->v.events = r->ev;   /* as main.c wires it: the verbs' bind emits the Events */
     r->ok = r->ev != NULL;
 }
 
 static void ev_stop_events(ev_run *r) {
     ext_events_stop(r->ev);
+    r->v.events = NULL;
     r->ev = NULL;
 }
 
@@ -180,7 +179,7 @@ TEST(ext_events_bind_ok_posts_one_normal_assigned_event) {
     CHECK(first[19] == 'Z' && first[10] == 'T');
     CHECK_CONTAINS(msg, "assigned to node n1: GPU ");
     CHECK_CONTAINS(msg, "8000 MiB");
-    CHECK_CONTAINS(msg, "% compute");
+    CHECK_CONTAINS(msg, "% SMs");
     CHECK_CONTAINS(msg, "policy binpack");
     CHECK(!strchr(msg, '\n') && strlen(msg) < 1024);
 }
@@ -276,7 +275,6 @@ TEST(ext_events_full_queue_drops_and_counts) {
         }
     }
     bool null_ok = !ext_events_emit(NULL, "Normal", "TesseraAssigned", "default", "p", "u", "m");
-    ext_events_bind_result(NULL, "default", "p", "u", "n1", NULL, 0, "");   /* standalone: a no-op */
     ev_stop_events(&r);   /* the stalled post times out, the queued ones drain */
     ext_events_stats s1;
     ext_events_get_stats(&s1);
