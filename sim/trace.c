@@ -197,65 +197,40 @@ static int read_workload(sim_trace *t, const cJSON *o, int i, char *err, size_t 
     return 0;
 }
 
-/* The trace is read one workload at a time: the text is walked to find each element of
- * "workloads", and only that element goes through cJSON. A tree of a whole million-
- * workload trace took about 5x the file's size (1.6 GB peak for 275 MB); this way the
- * peak is the file plus the trace itself. */
+/* The trace is read one workload at a time: cJSON parses a single value and says where it
+ * ended (cJSON_ParseWithLengthOpts), so only the framing -- the top-level object and the
+ * "workloads" array -- is walked here. A tree of a whole million-workload trace took about
+ * 5x the file's size (1.6 GB peak for 275 MB); this way the peak is the file plus the trace. */
 
 static const char *skip_ws(const char *p, const char *end) {
     while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
     return p;
 }
 
-/* The end of the JSON value starting at p (not validated: cJSON does that), or NULL when
- * the text ends first. Strings are skipped with their escapes; brackets are counted. */
-static const char *value_end(const char *p, const char *end) {
-    int depth = 0;
-    bool in_str = false;
-    for (; p < end; p++) {
-        char c = *p;
-        if (in_str) {
-            if (c == '\\') p++;
-            else if (c == '"') {
-                in_str = false;
-                if (depth == 0) return p + 1;
-            }
-        } else if (c == '"') {
-            in_str = true;
-        } else if (c == '{' || c == '[') {
-            depth++;
-        } else if (c == '}' || c == ']') {
-            if (depth == 0) return p;   /* a scalar ended by its container */
-            if (--depth == 0) return p + 1;
-        } else if (depth == 0 && (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r')) {
-            return p;
-        }
-    }
-    return depth == 0 && !in_str ? end : NULL;
-}
-
-/* Parse [p, q) as one JSON value; NULL with the "malformed JSON near byte N" message. */
-static cJSON *parse_span(const char *json, const char *p, const char *q, char *err, size_t errlen) {
-    cJSON *v = q ? cJSON_ParseWithLength(p, (size_t)(q - p)) : NULL;
+/* One JSON value at *p; *p moves past it. NULL with "malformed JSON near byte N". */
+static cJSON *parse_next(const char *json, const char *end, const char **p, char *err, size_t errlen) {
+    const char *stop = NULL;
+    cJSON *v = cJSON_ParseWithLengthOpts(*p, (size_t)(end - *p), &stop, false);
     if (!v) {
-        const char *at = q && cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : p;
+        const char *at = cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : *p;
         snprintf(err, errlen, "trace: malformed JSON near byte %ld", (long)(at - json));
+        return NULL;
     }
+    *p = stop;
     return v;
 }
 
 sim_trace *sim_trace_from_json(const char *json, size_t len, char *err, size_t errlen) {
-    const char *p = json, *end = json + len;
+    const char *p = skip_ws(json, json + len), *end = json + len;
     sim_trace *t = sim_trace_new();
     bool seen_workloads = false;
     if (!t) {
         snprintf(err, errlen, "trace: out of memory");
         return NULL;
     }
-    p = skip_ws(p, end);
     if (p == end) goto malformed;
     if (*p != '{') {   /* valid JSON but not an object, or not JSON at all */
-        cJSON *v = parse_span(json, p, value_end(p, end), err, errlen);
+        cJSON *v = parse_next(json, end, &p, err, errlen);
         if (!v) goto fail;
         cJSON_Delete(v);
         snprintf(err, errlen, "trace: expected an object with a \"workloads\" array");
@@ -264,51 +239,44 @@ sim_trace *sim_trace_from_json(const char *json, size_t len, char *err, size_t e
     p = skip_ws(p + 1, end);
     if (p < end && *p == '}') p++;
     else
-        for (;;) {
-            /* "key": value */
-            const char *kq = p < end && *p == '"' ? value_end(p, end) : NULL;
-            if (!kq) goto malformed;
-            cJSON *key = parse_span(json, p, kq, err, errlen);
+        for (;;) {   /* "key": value, ... */
+            if (p == end || *p != '"') goto malformed;
+            cJSON *key = parse_next(json, end, &p, err, errlen);
             if (!key) goto fail;
             char name[64];
-            snprintf(name, sizeof name, "%s", cJSON_IsString(key) ? key->valuestring : "");
+            snprintf(name, sizeof name, "%s", key->valuestring);
             cJSON_Delete(key);
-            p = skip_ws(kq, end);
+            p = skip_ws(p, end);
             if (p == end || *p != ':') goto malformed;
             p = skip_ws(p + 1, end);
-            if (!strcmp(name, "workloads")) {
-                if (p == end || *p != '[') {
-                    const char *q = value_end(p, end);
-                    cJSON *v = parse_span(json, p, q, err, errlen);
-                    if (v) snprintf(err, errlen, "trace: expected an object with a \"workloads\" array");
-                    cJSON_Delete(v);
-                    goto fail;
-                }
+            if (!strcmp(name, "workloads") && p < end && *p == '[') {
                 seen_workloads = true;
                 p = skip_ws(p + 1, end);
                 if (p < end && *p == ']') p++;
                 else
                     for (int i = 0;; i++) {
-                        const char *q = value_end(p, end);
-                        cJSON *o = parse_span(json, p, q, err, errlen);
+                        cJSON *o = parse_next(json, end, &p, err, errlen);
                         if (!o) goto fail;
                         int rc = read_workload(t, o, i, err, errlen);
                         cJSON_Delete(o);
                         if (rc != 0) goto fail;
-                        p = skip_ws(q, end);
+                        p = skip_ws(p, end);
                         if (p < end && *p == ',') { p = skip_ws(p + 1, end); continue; }
                         if (p < end && *p == ']') { p++; break; }
                         goto malformed;
                     }
-            } else if (!strcmp(name, "$schema") || !strcmp(name, "description")) {
-                const char *q = value_end(p, end);
-                cJSON *v = parse_span(json, p, q, err, errlen);
+            } else {
+                cJSON *v = parse_next(json, end, &p, err, errlen);
                 if (!v) goto fail;
                 cJSON_Delete(v);
-                p = q;
-            } else {
-                snprintf(err, errlen, "trace: unknown key \"%s\"", name);
-                goto fail;
+                if (!strcmp(name, "workloads")) {
+                    snprintf(err, errlen, "trace: expected an object with a \"workloads\" array");
+                    goto fail;
+                }
+                if (strcmp(name, "$schema") != 0 && strcmp(name, "description") != 0) {
+                    snprintf(err, errlen, "trace: unknown key \"%s\"", name);
+                    goto fail;
+                }
             }
             p = skip_ws(p, end);
             if (p < end && *p == ',') { p = skip_ws(p + 1, end); continue; }
