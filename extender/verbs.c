@@ -297,10 +297,10 @@ static uint32_t shape_id(ext_verbs *v, const model_request *r) {
     return v->shape_ids[k];
 }
 
-/* Everything besides the request and the node that a cached score depends on. The random
- * policy draws per decision: never cached (0). */
+/* Everything besides the request and the node that a cached score depends on; 0 (never
+ * cached) for a policy that draws per decision. */
 static uint64_t score_ctx_key(const ext_verbs *v) {
-    if (!strcmp(policy_name(v->pol), "random")) return 0;
+    if (policy_draws_per_decision(v->pol)) return 0;
     const policy_ctx *c = &v->ctx;
     uint64_t h = uid_hash(policy_name(v->pol));
     uint64_t parts[] = {c->seed, (uint64_t)(uintptr_t)c->workload, c->fgd_exact, c->tiebreak};

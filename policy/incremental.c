@@ -158,7 +158,7 @@ policy_inc *policy_inc_new(const policy *p, const policy_ctx *ctx, model_node *c
     while (s->leaves < n) s->leaves *= 2;
     s->maxshapes = max_shapes ? max_shapes : DEFAULT_SHAPES;
     s->fallback = ctx->tiebreak == POLICY_TIE_RANDOM;
-    s->random = policy_norm_kind(p) == NORM_ONE_WINNER;
+    s->random = policy_draws_per_decision(p);
     s->minmax = policy_norm_kind(p) == NORM_MINMAX;
     s->nodes = malloc((size_t)(n ? n : 1) * sizeof *s->nodes);
     s->rank = malloc((size_t)(n ? n : 1) * sizeof *s->rank);

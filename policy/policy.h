@@ -168,6 +168,9 @@ int policy_count(void);
 const policy *policy_at(int i);
 const char *policy_name(const policy *p);
 const char *policy_summary(const policy *p);   /* one line: what it prefers */
+/* Whether the policy's per-node results depend on ctx->decision (random's draws), so a
+ * result computed for one decision must not be reused for another. */
+bool policy_draws_per_decision(const policy *p);
 
 /* Score one node. 0 and out filled (out->feasible says whether the request fits there);
  * -1 on bad input (NULL, workload missing for fgd, unfinished workload), with the reason

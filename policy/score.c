@@ -51,6 +51,7 @@ int policy_count(void) { return NPOLICIES; }
 const policy *policy_at(int i) { return i >= 0 && i < NPOLICIES ? &registry[i] : NULL; }
 const char *policy_name(const policy *p) { return p ? p->name : NULL; }
 const char *policy_summary(const policy *p) { return p ? p->summary : NULL; }
+bool policy_draws_per_decision(const policy *p) { return p && p->kind == P_RANDOM; }
 int policy_norm_kind(const policy *p) {
     return p->kind == P_BESTFIT ? NORM_MINMAX : p->kind == P_RANDOM ? NORM_ONE_WINNER : NORM_NONE;
 }
