@@ -217,9 +217,9 @@ static void scratch_free(void *arg) {
 
 static void scratch_init(void) { (void)pthread_key_create(&scratch_key, scratch_free); }
 
-/* n zeroed elements of size bytes in slot `slot` of this thread's scratch; NULL when out
- * of memory. */
-static void *scratch_zero(int slot, size_t n, size_t size) {
+/* n elements of size bytes in slot `slot` of this thread's scratch, zeroed if asked;
+ * NULL when out of memory. */
+static void *scratch_get(int slot, size_t n, size_t size, bool zero) {
     pthread_once(&scratch_once, scratch_init);
     scratch *s = pthread_getspecific(scratch_key);
     if (!s) {
@@ -236,7 +236,7 @@ static void *scratch_zero(int slot, size_t n, size_t size) {
         s->p[slot] = p;
         s->cap[slot] = need;
     }
-    memset(s->p[slot], 0, need);
+    if (zero) memset(s->p[slot], 0, need);
     return s->p[slot];
 }
 
@@ -687,8 +687,8 @@ void ext_verb_filter(ext_verbs *v, const char *body, size_t len, ext_reply *out)
                                            "tessera is not synced with the API server yet; try again"));
         return;
     }
-    filter_job j = {.st = v->st, .a = &a, .pass = scratch_zero(0, (size_t)a.n + 1, sizeof *j.pass),
-                    .fresh = scratch_zero(1, (size_t)a.n + 1, sizeof *j.fresh)};
+    filter_job j = {.st = v->st, .a = &a, .pass = scratch_get(0, (size_t)a.n + 1, sizeof *j.pass, true),
+                    .fresh = scratch_get(1, (size_t)a.n + 1, sizeof *j.fresh, true)};
     if (!j.pass || !j.fresh) {
         args_free(&a);
         ext_reply_error(out, 500, "out of memory");
@@ -803,9 +803,9 @@ void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *
         ext_reply_error(out, 503, "tessera is not synced with the API server yet");
         return;
     }
-    int *score = scratch_zero(0, (size_t)a.n + 1, sizeof *score);
-    policy_result *res = scratch_zero(1, (size_t)a.n + 1, sizeof *res);
-    const ext_node **fresh = scratch_zero(2, (size_t)a.n + 1, sizeof *fresh);
+    int *score = scratch_get(0, (size_t)a.n + 1, sizeof *score, true);
+    policy_result *res = scratch_get(1, (size_t)a.n + 1, sizeof *res, false);   /* score_range fills each */
+    const ext_node **fresh = scratch_get(2, (size_t)a.n + 1, sizeof *fresh, true);
     if (!score || !res || !fresh) {
         args_free(&a);
         ext_reply_error(out, 500, "out of memory");
