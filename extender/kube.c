@@ -131,7 +131,8 @@ static int kube_xferinfo(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, 
 
 /* Headers for one request; the token is re-read each time because projected service-account tokens rotate.
  * NULL with err when the token file is unusable: sending no token would only earn a confusing 401. */
-static struct curl_slist *kube_headers(ext_kube *k, bool body, char *err, size_t errlen) {
+/* content_type: the body's media type, NULL for a request without a body. */
+static struct curl_slist *kube_headers(ext_kube *k, const char *content_type, char *err, size_t errlen) {
     struct curl_slist *h = NULL, *t;
     if (k->cfg.token_file[0]) {
         FILE *fp = fopen(k->cfg.token_file, "rb");
@@ -162,8 +163,10 @@ static struct curl_slist *kube_headers(ext_kube *k, bool body, char *err, size_t
     }
     if (!(t = curl_slist_append(h, "Accept: application/json"))) goto oom;
     h = t;
-    if (body) {
-        if (!(t = curl_slist_append(h, "Content-Type: application/json"))) goto oom;
+    if (content_type) {
+        char line[128];
+        snprintf(line, sizeof line, "Content-Type: %s", content_type);
+        if (!(t = curl_slist_append(h, line))) goto oom;
         h = t;
         if (!(t = curl_slist_append(h, "Expect:"))) goto oom; /* no 100-continue round trip */
         h = t;
@@ -267,7 +270,7 @@ static int kube_list(ext_kube *k, CURL *h, int kind, char **rv) {
             n = snprintf(url, sizeof url, "%s%s?limit=%d", k->base, kube_path[kind], KUBE_PAGE_LIMIT);
         }
         if (n < 0 || (size_t)n >= sizeof url) break;
-        struct curl_slist *hdrs = kube_headers(k, false, err, sizeof err);
+        struct curl_slist *hdrs = kube_headers(k, NULL, err, sizeof err);
         if (!hdrs) break;
         kube_buf b = {.max = KUBE_MAX_BODY};
         kube_setup(k, h, url, hdrs, errbuf);
@@ -401,7 +404,7 @@ static int kube_watch(ext_kube *k, CURL *h, int kind, char **rv, int *events) {
     curl_free(esc);
     *events = 0;
     if (n < 0 || (size_t)n >= sizeof url) return OUT_ERROR;
-    struct curl_slist *hdrs = kube_headers(k, false, err, sizeof err);
+    struct curl_slist *hdrs = kube_headers(k, NULL, err, sizeof err);
     if (!hdrs) return OUT_ERROR;
     kube_stream w = {.k = k, .h = h, .kind = kind, .rv = rv,
                     .line = {.max = KUBE_MAX_LINE}, .errbody = {.max = KUBE_MAX_ERR_BODY, .truncate = true}};
@@ -667,7 +670,7 @@ int ext_kube_bind(ext_kube *k, const char *ns, const char *name, const char *uid
     int n = ens && ename ? snprintf(url, sizeof url, "%s/api/v1/namespaces/%s/pods/%s/binding", k->base, ens, ename) : -1;
     curl_free(ens);
     curl_free(ename);
-    struct curl_slist *hdrs = n > 0 && (size_t)n < sizeof url ? kube_headers(k, true, err, errlen) : NULL;
+    struct curl_slist *hdrs = n > 0 && (size_t)n < sizeof url ? kube_headers(k, "application/json", err, errlen) : NULL;
     if (!hdrs) {
         if (!err[0]) snprintf(err, errlen, "bind: name too long");
         free(body);
@@ -714,7 +717,7 @@ int ext_kube_request(ext_kube *k, const char *method, const char *path, const ch
     char url[2048], errbuf[CURL_ERROR_SIZE];
     int n = snprintf(url, sizeof url, "%s%s", k->base, path);
     CURL *h = n > 0 && (size_t)n < sizeof url ? pool_get(k) : NULL;
-    struct curl_slist *hdrs = h ? kube_headers(k, body != NULL, err, errlen) : NULL;
+    struct curl_slist *hdrs = h ? kube_headers(k, !body ? NULL : strcmp(method, "PATCH") == 0 ? "application/merge-patch+json" : "application/json", err, errlen) : NULL;
     if (!hdrs) {
         if (!err[0]) snprintf(err, errlen, h ? "out of memory" : "request: path too long or out of memory");
         if (h) pool_put(k, h);

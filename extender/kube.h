@@ -65,7 +65,8 @@ void ext_kube_free(ext_kube *k);
 int ext_kube_bind(ext_kube *k, const char *ns, const char *name, const char *uid, const char *node,
                   const cJSON *annotations, char *err, size_t errlen);
 
-/* Any other call (the leader election's Lease): method "GET" | "POST" | "PUT", path from the API root
+/* Any other call (the leader election's Lease, reservations, ConfigMaps): method "GET" | "POST" | "PUT" |
+ * "DELETE" | "PATCH" (a JSON merge patch: sent as application/merge-patch+json), path from the API root
  * ("/apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME"), body JSON or NULL, a timeout (<= 0: the
  * configured request timeout). Returns the HTTP status with *resp the body (malloc'd; NULL on a bodiless
  * answer; resp may be NULL), or EXT_KUBE_UNREACHABLE / EXT_KUBE_TIMEOUT when no answer came; err gets the
