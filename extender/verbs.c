@@ -519,6 +519,11 @@ static int parse_node_names(ext_args *a, jscan_span names, char *err, size_t err
  * cJSON_GetObjectItem would): only the Pod becomes a cJSON tree; candidate names are
  * decoded into one buffer, and Node objects stay spans of the body, echoed as they came.
  * With 1,000 full Node objects (megabytes) that is most of filter's time saved. */
+/* What the delivery of soft shares can serve narrows where a fraction may go (model_request.no_mps). */
+static void limit_to_delivery(const ext_verbs *v, model_request *r) {
+    if (v->fraction_no_mps && r->kind == MODEL_REQ_FRACTION) r->no_mps = true;
+}
+
 static int parse_args(ext_args *a, const char *body, size_t len, char *err, size_t errlen) {
     memset(a, 0, sizeof *a);
     jscan s;
@@ -676,7 +681,9 @@ void ext_verb_filter(ext_verbs *v, const char *body, size_t len, ext_reply *out)
     ext_args a;
     char err[512];
     ext_leader_note_call(v->leader);   /* scheduling calls are what makes this replica campaign */
-    if (parse_args(&a, body, len, err, sizeof err) < 0) {
+    int parsed = parse_args(&a, body, len, err, sizeof err);
+    if (parsed == 0 && a.req_ok) limit_to_delivery(v, &a.req);
+    if (parsed < 0) {
         args_free(&a);
         reply_json(out, 400, filter_result(NULL, NULL, NULL, NULL, err));
         return;
@@ -793,7 +800,9 @@ void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *
     ext_args a;
     char err[512];
     ext_leader_note_call(v->leader);   /* scheduling calls are what makes this replica campaign */
-    if (parse_args(&a, body, len, err, sizeof err) < 0) {
+    int parsed = parse_args(&a, body, len, err, sizeof err);
+    if (parsed == 0 && a.req_ok) limit_to_delivery(v, &a.req);
+    if (parsed < 0) {
         args_free(&a);
         ext_reply_error(out, 400, err);
         return;
@@ -911,6 +920,7 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
         snprintf(err, sizeof err, "pod %s/%s (uid %s) is unknown: tessera saw it in no filter call and no watch event",
                  ns, name, uid);
     } else if (model_request_wants_gpu(&req)) {
+        limit_to_delivery(v, &req);
         policy_ctx ctx = v->ctx;
         ctx.decision = uid_hash(uid);
         policy_result res;
@@ -1046,7 +1056,9 @@ void ext_verb_preempt(ext_verbs *v, const char *body, size_t len, ext_reply *out
         args_free(&a);
         return;
     }
-    if (parse_pod(&a, cJSON_GetObjectItem(a.root, "Pod"), err, sizeof err) < 0) {
+    int parsed = parse_pod(&a, cJSON_GetObjectItem(a.root, "Pod"), err, sizeof err);
+    if (parsed == 0 && a.req_ok) limit_to_delivery(v, &a.req);
+    if (parsed < 0) {
         ext_reply_error(out, 400, err);
         args_free(&a);
         return;

@@ -58,6 +58,8 @@ typedef struct ext_verbs {
     void *bind_user;
     ext_leader *leader;          /* NULL: no leader election, this replica binds */
     ext_events *events;          /* NULL: no Events about binds (standalone, most tests) */
+    bool fraction_no_mps;        /* soft shares are delivered by reservations, which cannot serve an
+                                  * MPS replica: fractions never map onto MPS (model_request.no_mps) */
     _Atomic uint64_t bind_outcomes[EXT_BIND_NOUTCOMES];
     /* answer cache (under the state lock) */
     model_request shapes[EXT_SHAPES];

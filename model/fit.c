@@ -70,8 +70,12 @@ static route_plan route_plan_for(const model_node *n, const model_request *r, ch
     case MODEL_REQ_FRACTION:
         p.soft = iso == MODEL_ISO_DEFAULT || iso == MODEL_ISO_ANY;
         p.timeslice = iso == MODEL_ISO_ANY || iso == MODEL_ISO_TIMESLICE;
-        p.mps = iso == MODEL_ISO_ANY || iso == MODEL_ISO_MPS;
+        p.mps = !r->no_mps && (iso == MODEL_ISO_ANY || iso == MODEL_ISO_MPS);
         p.mig = iso == MODEL_ISO_ANY || iso == MODEL_ISO_MIG;
+        if (r->no_mps && (iso == MODEL_ISO_MPS || (iso == MODEL_ISO_ANY && n->sharing == MODEL_GPU_MPS)))
+            snprintf(hint, hintlen,
+                     "tessera's reservations cannot deliver a fraction on an MPS replica (MPS clients need "
+                     "the device plugin's daemon mounts): ask nvidia.com/gpu.shared, or --soft-share-delivery=none");
         break;
     case MODEL_REQ_MIG:
         if (n->mig_strategy == MODEL_MIG_SINGLE)

@@ -518,7 +518,7 @@ bool model_request_same(const model_request *a, const model_request *b) {
     if (a->kind != b->kind || a->count != b->count || a->memory_mib != b->memory_mib ||
         a->memory_permille != b->memory_permille || a->compute_permille != b->compute_permille ||
         a->isolation != b->isolation || a->nmodels != b->nmodels || a->cpu_milli != b->cpu_milli ||
-        a->memory_bytes != b->memory_bytes || a->priority != b->priority ||
+        a->memory_bytes != b->memory_bytes || a->priority != b->priority || a->no_mps != b->no_mps ||
         strncmp(a->mig_profile, b->mig_profile, sizeof a->mig_profile))
         return false;
     for (int i = 0; i < a->nmodels && i < MODEL_MAX_MODELS; i++)

@@ -54,6 +54,9 @@ typedef struct model_request {
     int64_t cpu_milli;       /* host CPU, effective request */
     int64_t memory_bytes;    /* host memory, effective request */
     int32_t priority;        /* spec.priority */
+    bool no_mps;             /* a fraction whose delivery cannot hand it an MPS replica (tessera's
+                              * reservations: an MPS client needs the device plugin's daemon mounts):
+                              * fit never maps it onto MPS. Set by the extender, not by the pod. */
 } model_request;
 
 /* Normalise a Pod object (as the API returns it). Effective request per resource =

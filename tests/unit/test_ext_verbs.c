@@ -402,3 +402,47 @@ TEST(ext_verbs_annotation_decode_rejects_foreign_values) {
     CHECK_INT(a.grant[0].gpu, 3);
     CHECK_INT(a.grant[0].memory_mib, 100);
 }
+
+/* With soft shares delivered by reservations, a fraction never maps onto an MPS replica: an
+ * MPS client needs the device plugin's daemon mounts, which a reservation cannot hand over.
+ * isolation: mps is refused with a reason that says so; isolation: any skips the MPS node
+ * but still takes a time-slice replica. Without the flag (delivery none) both fit there. */
+TEST(ext_verbs_reservation_delivery_keeps_fractions_off_mps) {
+    const char *names[] = {"gpu-h100-mps", "gpu-t4-timeslice"};
+    const char *isos[] = {"mps", "any"};
+    for (int deliver = 0; deliver < 2; deliver++) {
+        for (int k = 0; k < 2; k++) {
+            ext_state *st = demo_state();
+            ext_verbs v;
+            ext_verbs_init(&v, st, policy_find("binpack"), NULL, NULL);
+            v.fraction_no_mps = deliver;
+            char ann[128];
+            snprintf(ann, sizeof ann, "\"tessera.io/gpu-fraction\":\"0.2\",\"tessera.io/isolation\":\"%s\"", isos[k]);
+            char *pod = pod_json("f", "uid-f", 0, "", ann, NULL);
+            char *args = args_names(pod, names, 2);
+            int status;
+            cJSON *r = call_verb(&v, ext_verb_filter, args, &status);
+            free(pod);
+            free(args);
+            const cJSON *ok = cJSON_GetObjectItem(r, "NodeNames");
+            const cJSON *failed = cJSON_GetObjectItem(r, "FailedNodes");
+            const cJSON *mps_why = cJSON_GetObjectItem(failed, "gpu-h100-mps");
+            if (!mps_why) mps_why = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "FailedAndUnresolvableNodes"), "gpu-h100-mps");
+            bool mps_ok = false, ts_ok = false;
+            const cJSON *it;
+            cJSON_ArrayForEach(it, ok) {
+                if (!strcmp(it->valuestring, "gpu-h100-mps")) mps_ok = true;
+                if (!strcmp(it->valuestring, "gpu-t4-timeslice")) ts_ok = true;
+            }
+            bool says_why = cJSON_IsString(mps_why) && strstr(mps_why->valuestring, "MPS");
+            bool names_flag = cJSON_IsString(mps_why) && strstr(mps_why->valuestring, "--soft-share-delivery=none");
+            cJSON_Delete(r);
+            ext_state_free(st);
+            CHECK_INT(status, 200);
+            CHECK_INT(mps_ok, !deliver);
+            CHECK_INT(ts_ok, k == 1);   /* a replica of a time-sliced GPU is deliverable (isolation any) */
+            if (deliver) CHECK(says_why);
+            if (deliver && k == 0) CHECK(names_flag);
+        }
+    }
+}
