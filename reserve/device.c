@@ -231,11 +231,15 @@ static int from_nodes(const reserve_env *env, const char *seen, char *out, size_
         for (int i = 0; i < ngpu; i++) add_id(&ids, gpus[i].uuid);
         method = RESERVE_PROC_ONLY;
     } else {
+        char procs[300];
+        if (ngpu > 0) /* CDI leaves the host's proc in place: those GPUs are not necessarily ours */
+            snprintf(procs, sizeof procs, "the %d GPU(s) in %s/gpus are the host's", ngpu, env->proc_root);
+        else
+            snprintf(procs, sizeof procs, "%s/gpus lists no GPU", env->proc_root);
         snprintf(why, whylen,
-                 "no GPU was handed to this container: %s, %s has no nvidia<N> device node and %s/gpus has "
-                 "no GPU information file; does the pod request a GPU resource and does the node run the NVIDIA "
-                 "container runtime or CDI?",
-                 seen, env->dev_root, env->proc_root);
+                 "no GPU was handed to this container: %s, %s has no nvidia<N> device node and %s; does the pod "
+                 "request a GPU resource and does the node run the NVIDIA container runtime or CDI?",
+                 seen, env->dev_root, procs);
         return RESERVE_FAILED;
     }
     if (caps > 0) {

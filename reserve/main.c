@@ -178,7 +178,7 @@ int main(int argc, char **argv) {
         }
     }
 
-    ext_log(EXT_LOG_INFO, "event=waiting (holding the device until SIGTERM)");
+    ext_log(EXT_LOG_INFO, "event=waiting reason=\"holding the device until SIGTERM\"");
     int sig;
     while ((sig = sigwaitinfo(&stop, NULL)) < 0 && errno == EINTR) {}
     ext_log(EXT_LOG_INFO, "event=exit signal=%d", sig);
