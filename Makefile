@@ -30,7 +30,9 @@ POLICY_SRC := $(wildcard policy/*.c)
 SIM_SRC    := $(filter-out sim/main.c,$(wildcard sim/*.c))
 EXT_SRC    := $(filter-out extender/main.c,$(wildcard extender/*.c))
 BENCH_SRC  := $(wildcard tests/bench/*.c)
-TEST_SRC   := $(wildcard tests/unit/*.c) $(wildcard tests/support/*.c)
+# reserve/: tessera-reserve, the node-side program of a reservation pod; device.c is pure and unit-tested.
+RESERVE_LIB_SRC := reserve/device.c
+TEST_SRC   := $(wildcard tests/unit/*.c) $(wildcard tests/support/*.c) $(RESERVE_LIB_SRC)
 GEN_SRC    := $(BUILD)/gen/catalog_data.c
 
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(MODEL_SRC) $(POLICY_SRC)) $(BUILD)/gen/catalog_data.o
@@ -47,11 +49,12 @@ TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
 
 SIM_BIN  := $(BUILD)/tessera-sim
 EXT_BIN  := $(BUILD)/tessera-extender
+RESERVE_BIN := $(BUILD)/tessera-reserve
 TEST_BIN := $(BUILD)/tessera-tests
 BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 .PHONY: all run sim test asan bench clean deps
-all: $(EXT_BIN) $(SIM_BIN) $(TEST_BIN)
+all: $(EXT_BIN) $(RESERVE_BIN) $(SIM_BIN) $(TEST_BIN)
 
 deps: $(BUILD)/.deps
 $(BUILD)/.deps: scripts/deps.sh
@@ -111,6 +114,13 @@ $(EXT_BIN): $(BUILD)/extender/main.o $(EXT_OBJ) $(EXT_DATA_OBJ) $(BUILD)/libtess
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $(BUILD)/extender/main.o $(EXT_OBJ) $(EXT_DATA_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
 
+# tessera-reserve needs only the API client (kube.c, one PATCH) and the log line format of the extender.
+RESERVE_OBJ := $(BUILD)/reserve/main.o $(patsubst %.c,$(BUILD)/%.o,$(RESERVE_LIB_SRC)) \
+               $(BUILD)/extender/kube.o $(BUILD)/extender/log.o
+$(RESERVE_BIN): $(RESERVE_OBJ)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) -o $@ $(RESERVE_OBJ) $(LDLIBS)
+
 # The unit tests link every library object (model, policy, extender, sim) but no main().
 $(TEST_BIN): $(TEST_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
 	@$(if $(Q),echo "  LINK    $@")
@@ -141,14 +151,14 @@ bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
 
 # Unit and end-to-end tests, then the deployment manifest checks; the last line sums both.
-# The restart test runs the real extender binary, built next to the tests.
-test: $(TEST_BIN) $(EXT_BIN)
+# The restart test runs the real extender binary, and test_reserve the real tessera-reserve, built next to the tests.
+test: $(TEST_BIN) $(EXT_BIN) $(RESERVE_BIN)
 	@sh scripts/run-tests.sh $(TEST_BIN)
 
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g" \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
-	    build-asan/tessera-tests build-asan/tessera-extender
+	    build-asan/tessera-tests build-asan/tessera-extender build-asan/tessera-reserve
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 sh scripts/run-tests.sh build-asan/tessera-tests
 
 clean:

@@ -838,8 +838,12 @@ try:
     check("runtime stage installs only %s" % ", ".join(sorted(RUNTIME_PACKAGES)), pkgs == RUNTIME_PACKAGES,
           str(sorted(pkgs)))
     check("build stage builds tessera-extender with make", re.search(r"RUN .*make .*tessera-extender", cf) is not None)
+    # Reservation pods run the extender's own image with command /usr/local/bin/tessera-reserve.
+    check("build stage builds tessera-reserve with make", re.search(r"RUN .*make .*build/tessera-reserve", cf) is not None)
+    check("runtime stage has /usr/local/bin/tessera-reserve",
+          any(re.match(r"COPY --from=build \S*/tessera-reserve /usr/local/bin/tessera-reserve$", l) for l in last))
     # The build stage sees only what it COPYs: copy exactly that into a scratch tree and
-    # ask make (dry run) whether build/tessera-extender can be built from it.
+    # ask make (dry run) whether build/tessera-extender and build/tessera-reserve can be built from it.
     first = lines[:max(i for i, l in enumerate(lines) if l.upper().startswith("FROM "))]
     copies = [l.split()[1:] for l in first if l.upper().startswith("COPY ") and "--from" not in l]
     scratch = tempfile.mkdtemp(prefix="tessera-containerfile-")
@@ -855,8 +859,8 @@ try:
                 else:
                     os.makedirs(os.path.dirname(target), exist_ok=True)
                     shutil.copy(path, target)
-        dry = subprocess.run(["make", "-n", "-C", scratch, "build/tessera-extender"], capture_output=True, text=True)
-        check("the Containerfile's build stage COPYs everything `make build/tessera-extender` needs",
+        dry = subprocess.run(["make", "-n", "-C", scratch, "build/tessera-extender", "build/tessera-reserve"], capture_output=True, text=True)
+        check("the Containerfile's build stage COPYs everything `make build/tessera-extender build/tessera-reserve` needs",
               dry.returncode == 0, (dry.stderr or dry.stdout).strip()[-300:])
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
