@@ -64,13 +64,35 @@ EXTENDER_METRICS = {
     "tessera_leader_lease_errors_total": "counter",    # label reason
 }
 
-# Exactly what tessera-extender may do cluster-wide: (apiGroup, resource) -> verbs.
+# Exactly what tessera-extender may do cluster-wide: (apiGroup, resource, resourceName|None) -> verbs.
+WEBHOOK_CONFIG = "tessera"                   # MutatingWebhookConfiguration whose caBundle tessera patches
+WEBHOOK_TLS_SECRET = "tessera-webhook-tls"
 EXTENDER_CLUSTERROLE = {
-    ("", "nodes"): {"get", "list", "watch"},
-    ("", "pods"): {"get", "list", "watch"},
-    ("", "pods/binding"): {"create"},
-    ("", "events"): {"create"},
+    ("", "nodes", None): {"get", "list", "watch"},
+    # patch: move a waiting share's assignment; delete: re-create a share no GPU could be reserved for
+    ("", "pods", None): {"get", "list", "watch", "patch", "delete"},
+    ("", "pods/binding", None): {"create"},
+    ("", "events", None): {"create"},
+    ("", "configmaps", None): {"create", "get", "update"},       # per-pod delivery ConfigMaps
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", WEBHOOK_CONFIG): {"get", "update", "patch"},
 }
+# What tessera-extender may do in the tessera namespace only (Role tessera-extender).
+EXTENDER_ROLE = {
+    ("", "pods", None): {"create", "delete"},                      # reservation pods
+    ("", "secrets", None): {"create"},
+    ("", "secrets", WEBHOOK_TLS_SECRET): {"get", "update"},
+}
+# Reservation pods (deploy/reservation.yaml, plan of issue 11).
+RESERVE_SA = "tessera-reserve"
+RESERVE_ROLE = {("", "pods", None): {"get", "patch"}}
+RESERVE_PRIORITY_CLASS = "tessera-reservation"
+RESERVE_PRIORITY = 1000000000                # the highest value a non-system PriorityClass may have
+# The admission webhook (deploy/webhook.yaml, deploy/service.yaml).
+WEBHOOK_NAME = "pods.tessera.io"
+WEBHOOK_SERVICE = "tessera-extender"
+WEBHOOK_PATH = "/webhook/mutate"
+DELIVERY_MODES = ("reservation", "none")
+MARKER = "tessera.io/share"              # the marker extended resource of annotation-only soft shares
 # Leader election, in the tessera namespace: (apiGroup, resource, resourceName|None) -> verbs.
 LEADER_LEASES = ("tessera-scheduler", "tessera-extender")
 LEADER_ROLE = {("coordination.k8s.io", "leases", None): {"create"}}
@@ -87,7 +109,7 @@ NAMESPACE_EXCEPTIONS = {
     # next to the built-in Role it binds
     ("RoleBinding", "tessera-scheduler-extension-apiserver-authentication-reader"): "kube-system",
 }
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass",
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "MutatingWebhookConfiguration",
                   "CustomResourceDefinition", "StorageClass"}
 
 # Request forms (model/request.h). ignoredByScheduler must be true exactly where nodes
@@ -98,13 +120,16 @@ BASE_RESOURCES = {
     "nvidia.com/gpumem": True,
     "nvidia.com/gpumem-percentage": True,
     "nvidia.com/gpucores": True,
+    MARKER: True,
 }
 MIG_PREFIX = "nvidia.com/mig-"
 # managedResources must list every MIG profile of these catalog products.
 REQUIRED_MIG_PRODUCTS = ("A100-SXM4-40GB", "A100-80GB", "H100-80GB", "H100-94GB")
 # The annotation-only forms: a pod using one needs a managed resource too.
 ANNOTATION_FORMS = ("tessera.io/gpu-fraction", "gpu-fraction", "gpu-memory")
-RUNTIME_PACKAGES = {"libmicrohttpd12", "libcjson1", "libcurl4", "libjemalloc2", "ca-certificates"}
+RUNTIME_PACKAGES = {"libmicrohttpd12", "libcjson1", "libcurl4", "libjemalloc2", "ca-certificates",
+                    "libgnutls30"}           # GnuTLS: the webhook's TLS and its self-made CA
+RESERVE_BIN = "/usr/local/bin/tessera-reserve"   # the reservation pods' command
 
 passed = 0
 failed = 0
@@ -195,6 +220,8 @@ check("kustomization.yaml lists every manifest in deploy/ (%d files)" % len(top_
       listed_paths == top_manifests,
       "missing %s, extra %s" % ([rel(p) for p in top_manifests if p not in listed_paths],
                                 [rel(p) for p in listed_paths if p not in top_manifests]))
+missing_refs = [r for r in listed if not os.path.isfile(os.path.join(DEPLOY, r))]
+check("everything kustomization.yaml references exists", not missing_refs, str(missing_refs))
 check("kustomization.yaml sets no namespace (it would move the kube-system RoleBinding)",
       "namespace" not in kust)
 check("kustomization.yaml sets the image %s" % EXTENDER_IMAGE,
@@ -331,11 +358,11 @@ for c in inits + containers:
 check("pod runs as uid %d like the image's USER" % RUNTIME_UID, psc.get("runAsUser") == RUNTIME_UID)
 
 # ---- RBAC ------------------------------------------------------------------------------
-sa = one("ServiceAccount")
-sa_name = (sa or {}).get("metadata", {}).get("name")
-check("exactly one ServiceAccount, used by the Deployment",
-      sa is not None and pod.get("serviceAccountName") == sa_name,
-      "ServiceAccount %r, serviceAccountName %r" % (sa_name, pod.get("serviceAccountName")))
+sa_names = sorted(o["metadata"]["name"] for o in find("ServiceAccount"))
+sa_name = pod.get("serviceAccountName")
+check("two ServiceAccounts: the Deployment's and %s for reservation pods" % RESERVE_SA,
+      len(sa_names) == 2 and sa_name in sa_names and RESERVE_SA in sa_names and sa_name != RESERVE_SA,
+      "ServiceAccounts %s, serviceAccountName %r" % (sa_names, sa_name))
 
 wild = []
 for _, o in objects:
@@ -366,11 +393,42 @@ def fmt_grants(g):
 
 
 cr = one("ClusterRole", "tessera-extender") or {}
-got = grants(cr, False)
-check("ClusterRole tessera-extender grants exactly nodes/pods get,list,watch; pods/binding create; events create",
+got = grants(cr, True)
+check("ClusterRole tessera-extender grants exactly %s" % fmt_grants(EXTENDER_CLUSTERROLE),
       got == EXTENDER_CLUSTERROLE, "grants " + fmt_grants(got))
-cr_names = grants(cr, True)
-check("ClusterRole tessera-extender is not limited by resourceNames", all(k[2] is None for k in cr_names))
+xr = one("Role", "tessera-extender") or {}
+got = grants(xr, True)
+check("Role tessera-extender (namespace %s) grants exactly %s" % (NAMESPACE, fmt_grants(EXTENDER_ROLE)),
+      got == EXTENDER_ROLE and xr.get("metadata", {}).get("namespace") == NAMESPACE, "grants " + fmt_grants(got))
+check("no ClusterRole grants secrets (the webhook's Secret is reached through the Role only)",
+      all(("", "secrets") not in grants(o, False) for o in find("ClusterRole")))
+rr = one("Role", RESERVE_SA) or {}
+got = grants(rr, True)
+check("Role %s (namespace %s) grants exactly pods get, patch" % (RESERVE_SA, NAMESPACE),
+      got == RESERVE_ROLE and rr.get("metadata", {}).get("namespace") == NAMESPACE, "grants " + fmt_grants(got))
+check("nothing binds %s to a ClusterRole" % RESERVE_SA,
+      not [b for b in find("ClusterRoleBinding") if any(x.get("name") == RESERVE_SA for x in b.get("subjects") or [])])
+
+# Every rule of every Role and ClusterRole says why it is needed: a comment right above it.
+uncommented = []
+for path in top_manifests:
+    try:
+        with open(path) as fh:
+            lines_ = fh.read().splitlines()
+    except OSError:
+        continue
+    in_rules = False
+    for i, line in enumerate(lines_):
+        if line.startswith("rules:"):
+            in_rules = True
+            continue
+        if in_rules and line and not line.startswith(("-", " ", "#")):
+            in_rules = False
+        if in_rules and line.startswith("- "):
+            prev = next((l for l in reversed(lines_[:i]) if l.strip()), "")
+            if not prev.lstrip().startswith("#"):
+                uncommented.append("%s:%d" % (rel(path), i + 1))
+check("every RBAC rule has a comment above it saying why", not uncommented, ", ".join(uncommented))
 
 le = one("Role", "tessera-leader-election") or {}
 got = grants(le, True)
@@ -387,19 +445,24 @@ bad = []
 for b in bindings:
     name = b["metadata"]["name"]
     subs = b.get("subjects") or []
-    if subs != [{"kind": "ServiceAccount", "name": sa_name, "namespace": NAMESPACE}]:
+    want_sa = RESERVE_SA if (b.get("roleRef") or {}).get("name") == RESERVE_SA else sa_name
+    if subs != [{"kind": "ServiceAccount", "name": want_sa, "namespace": NAMESPACE}]:
         bad.append("%s subjects %s" % (name, subs))
     ref = b.get("roleRef") or {}
     ns = b["metadata"].get("namespace") if ref.get("kind") == "Role" else None
     key = (ref.get("kind"), ref.get("name"), ns)
     if key not in defined and key not in BUILTIN_ROLES:
         bad.append("%s refers to unknown %s" % (name, key))
-check("every binding binds ServiceAccount %s/%s to a role defined here or built in" % (NAMESPACE, sa_name),
+check("every binding binds ServiceAccount %s/%s (%s for its own Role) to a role defined here or built in"
+      % (NAMESPACE, sa_name, RESERVE_SA),
       bindings and not bad, "; ".join(bad))
 bound = {(b.get("roleRef") or {}).get("name") for b in bindings}
 for r in ("tessera-extender", "tessera-leader-election", "system:kube-scheduler", "system:volume-scheduler",
-          "extension-apiserver-authentication-reader"):
+          "extension-apiserver-authentication-reader", RESERVE_SA):
     check("role %s is bound" % r, r in bound)
+bound_roles = {((b.get("roleRef") or {}).get("kind"), (b.get("roleRef") or {}).get("name")) for b in bindings}
+check("both the ClusterRole and the Role tessera-extender are bound",
+      {("ClusterRole", "tessera-extender"), ("Role", "tessera-extender")} <= bound_roles, str(sorted(bound_roles)))
 
 # ---- KubeSchedulerConfiguration ------------------------------------------------------------
 cfg, cm_name, cfg_key, mount_ok = None, None, None, False
@@ -565,10 +628,12 @@ check("managedResources include every MIG profile of %s" % ", ".join(REQUIRED_MI
 wrong = [r.get("name") for r in mr
          if r.get("ignoredByScheduler") is not BASE_RESOURCES.get(r.get("name"), False)]
 check("ignoredByScheduler is true exactly for the resources nodes do not advertise "
-      "(gpumem, gpumem-percentage, gpucores)", not wrong, str(wrong))
+      "(gpumem, gpumem-percentage, gpucores, the %s marker)" % MARKER, not wrong, str(wrong))
 
 # ---- Service and PodDisruptionBudget -----------------------------------------------------
-svc = one("Service") or {}
+svc = one("Service", "tessera-metrics") or {}
+check("Services: tessera-metrics and %s" % WEBHOOK_SERVICE,
+      sorted(o["metadata"]["name"] for o in find("Service")) == sorted(["tessera-metrics", WEBHOOK_SERVICE]))
 ann = svc.get("metadata", {}).get("annotations") or {}
 sp = ((svc.get("spec") or {}).get("ports") or [{}])[0]
 target = sp.get("targetPort", sp.get("port"))
@@ -600,6 +665,81 @@ if pc in ("system-cluster-critical", "system-node-critical"):
             quota_ok = True
     check("a ResourceQuota admits %d pods of priority class %s (providers that require one)" % (need_pods, pc),
           quota_ok)
+
+# ---- soft-share delivery: the extender's flags, the webhook and its Service ------------------
+delivery = xf.get("soft-share-delivery")
+check("extender passes --soft-share-delivery (%s)" % "|".join(DELIVERY_MODES), delivery in DELIVERY_MODES,
+      repr(delivery))
+wl_host, wl_port = hostport(xf.get("webhook-listen"))
+check("extender passes --webhook-listen on the pod IP, apart from --listen and --metrics-listen",
+      wl_host in ("0.0.0.0", "", "::") and wl_port and wl_port not in (listen_port, mlisten_port),
+      "--webhook-listen %r" % xf.get("webhook-listen"))
+grace_flag = xf.get("reservation-grace")
+check("extender --reservation-grace is a whole number of seconds (if given)",
+      grace_flag is None or re.fullmatch(r"\d+s?", grace_flag) is not None, repr(grace_flag))
+check("extender declares the webhook containerPort %s" % wl_port,
+      wl_port is not None and any(p_.get("containerPort") == wl_port for p_ in extender.get("ports") or []))
+check("no extender probe uses the webhook port (readiness must not depend on the webhook)",
+      wl_port not in probe_ports.values(), str(probe_ports))
+check("extender gets POD_NAMESPACE from the downward API (default reservation namespace, its own Pod)",
+      field_ref("POD_NAMESPACE") == "metadata.namespace")
+
+wsvc = one("Service", WEBHOOK_SERVICE) or {}
+wports = (wsvc.get("spec") or {}).get("ports") or []
+check("Service %s selects the scheduler pods" % WEBHOOK_SERVICE,
+      matches({"matchLabels": (wsvc.get("spec") or {}).get("selector")}, pod_labels))
+
+mwc = one("MutatingWebhookConfiguration", WEBHOOK_CONFIG) or {}
+check("MutatingWebhookConfiguration %s (admissionregistration.k8s.io/v1) exists" % WEBHOOK_CONFIG,
+      mwc.get("apiVersion") == "admissionregistration.k8s.io/v1")
+hooks = mwc.get("webhooks") or []
+check("it has exactly one webhook, %s" % WEBHOOK_NAME, [h.get("name") for h in hooks] == [WEBHOOK_NAME])
+hook = hooks[0] if hooks else {}
+cc = (hook.get("clientConfig") or {})
+svc_ref = cc.get("service") or {}
+check("webhook calls Service %s/%s at path %s" % (NAMESPACE, WEBHOOK_SERVICE, WEBHOOK_PATH),
+      svc_ref.get("namespace") == NAMESPACE and svc_ref.get("name") == WEBHOOK_SERVICE
+      and svc_ref.get("path") == WEBHOOK_PATH and "url" not in cc, str(cc))
+ref_port = svc_ref.get("port", 443)
+sp_ = next((p_ for p_ in wports if p_.get("port") == ref_port), None)
+check("Service %s has the port %s the webhook calls" % (WEBHOOK_SERVICE, ref_port), sp_ is not None, str(wports))
+wtarget = port_number(extender, (sp_ or {}).get("targetPort", ref_port))
+check("that port targets the extender's --webhook-listen port %s" % wl_port,
+      sp_ is not None and wtarget == wl_port, "targetPort %r" % (sp_ or {}).get("targetPort"))
+check("webhook caBundle is left empty in the manifest (tessera patches it)", not cc.get("caBundle"))
+rules_ = hook.get("rules") or []
+check("webhook rules: CREATE of core v1 pods only",
+      len(rules_) == 1 and rules_[0].get("operations") == ["CREATE"] and rules_[0].get("apiGroups") == [""]
+      and rules_[0].get("apiVersions") == ["v1"] and rules_[0].get("resources") == ["pods"], str(rules_))
+conds = hook.get("matchConditions") or []
+on_sched = any(re.fullmatch(r"""\s*object\.spec\.schedulerName\s*==\s*['"]%s['"]\s*""" % re.escape(SCHEDULER_NAME),
+                            c.get("expression") or "") for c in conds)
+check("webhook matchConditions select pods of schedulerName %s" % SCHEDULER_NAME, on_sched, str(conds))
+check("failurePolicy is Fail only together with that match condition",
+      hook.get("failurePolicy", "Fail") != "Fail" or on_sched, "failurePolicy %r" % hook.get("failurePolicy"))
+check("webhook failurePolicy Fail (a share must not be created without its delivery)",
+      hook.get("failurePolicy") == "Fail")
+check("webhook sideEffects None", hook.get("sideEffects") == "None")
+check("webhook admissionReviewVersions [v1]", hook.get("admissionReviewVersions") == ["v1"])
+check("webhook timeoutSeconds is set and short (1..10)",
+      isinstance(hook.get("timeoutSeconds"), int) and 1 <= hook["timeoutSeconds"] <= 10)
+check("webhook reinvocationPolicy IfNeeded", hook.get("reinvocationPolicy") == "IfNeeded")
+nss = hook.get("namespaceSelector") or {}
+excluded = set()
+for e in nss.get("matchExpressions") or []:
+    if e.get("key") == "kubernetes.io/metadata.name" and e.get("operator") == "NotIn":
+        excluded |= set(e.get("values") or [])
+check("webhook namespaceSelector excludes %s and kube-system" % NAMESPACE,
+      {NAMESPACE, "kube-system"} <= excluded and not nss.get("matchLabels"), str(nss))
+
+# ---- reservation pods: priority class and identity -------------------------------------------
+pcls = one("PriorityClass", RESERVE_PRIORITY_CLASS) or {}
+check("PriorityClass %s: value %d, preemptionPolicy Never, not the global default" %
+      (RESERVE_PRIORITY_CLASS, RESERVE_PRIORITY),
+      pcls.get("value") == RESERVE_PRIORITY and pcls.get("preemptionPolicy") == "Never"
+      and pcls.get("globalDefault") in (False, None) and bool(pcls.get("description")), str(pcls))
+check("ServiceAccount %s is in namespace %s" % (RESERVE_SA, NAMESPACE),
+      (one("ServiceAccount", RESERVE_SA) or {}).get("metadata", {}).get("namespace") == NAMESPACE)
 
 # ---- examples ----------------------------------------------------------------------------
 
