@@ -913,6 +913,364 @@ elif fake_nodes:
     proc.wait(timeout=10)
     os.unlink(tf.name)
 
+# ---- every share pod reaches tessera (issue 11, Deliver 0) -------------------------------------
+# kube-scheduler calls an extender (filter, prioritize, preempt and bind) only for pods it is
+# "interested" in. This is HTTPExtender.IsInterested of kube-scheduler v1.26
+# (pkg/scheduler/extender.go), rule for rule:
+#   - an empty managedResources means every pod;
+#   - otherwise the pod must name a managed resource as a key of requests or limits of one of its
+#     containers, or else of one of its init containers; the amount is not looked at ("0" counts);
+#     annotations, labels and ephemeral containers are not looked at.
+# Each request form of README.md's "Request forms" table is built into a pod as the README describes
+# it, sent through tessera's admission webhook (the standalone extender serves it), and the mutated
+# pod must interest kube-scheduler's extender under deploy/scheduler-config.yaml's managedResources.
+# Without the webhook, the README's instruction (the marker on annotation-only pods) must do the same.
+
+
+def is_interested(pod_, managed_names):
+    if not managed_names:
+        return True
+    spec = pod_.get("spec") or {}
+
+    def has_managed(containers):
+        for c in containers or []:
+            res = c.get("resources") or {}
+            if any(k in managed_names for k in (res.get("requests") or {})):
+                return True
+            if any(k in managed_names for k in (res.get("limits") or {})):
+                return True
+        return False
+    return has_managed(spec.get("containers")) or has_managed(spec.get("initContainers"))
+
+
+def json_pointer_parts(path):
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise ValueError("JSON pointer %r does not start with /" % path)
+    return [p_.replace("~1", "/").replace("~0", "~") for p_ in path[1:].split("/")]
+
+
+def apply_json_patch(doc, ops):
+    """RFC 6902 add, replace (and remove, test) on a copy of doc; anything else is an error."""
+    doc = json.loads(json.dumps(doc))
+    for op in ops:
+        kind, parts = op.get("op"), json_pointer_parts(op.get("path", ""))
+        if kind not in ("add", "replace", "remove", "test"):
+            raise ValueError("unsupported JSONPatch op %r" % kind)
+        if not parts:
+            if kind in ("add", "replace"):
+                doc = op["value"]
+                continue
+            raise ValueError("op %s on the whole document" % kind)
+        parent = doc
+        for p_ in parts[:-1]:
+            parent = parent[int(p_)] if isinstance(parent, list) else parent[p_]
+        last = parts[-1]
+        if isinstance(parent, list):
+            if kind == "add":
+                idx = len(parent) if last == "-" else int(last)
+                if not 0 <= idx <= len(parent):
+                    raise ValueError("add index %s out of range" % last)
+                parent.insert(idx, op["value"])
+            elif kind == "replace":
+                parent[int(last)] = op["value"]
+            elif kind == "remove":
+                del parent[int(last)]
+            elif parent[int(last)] != op["value"]:
+                raise ValueError("test failed at %s" % op.get("path"))
+        elif isinstance(parent, dict):
+            if kind == "add":
+                parent[last] = op["value"]
+            elif kind == "replace":
+                if last not in parent:
+                    raise ValueError("replace of missing member %s" % op.get("path"))
+                parent[last] = op["value"]
+            elif kind == "remove":
+                del parent[last]
+            elif parent.get(last) != op["value"]:
+                raise ValueError("test failed at %s" % op.get("path"))
+        else:
+            raise ValueError("path %s goes through a scalar" % op.get("path"))
+    return doc
+
+
+def md_table(text, heading):
+    """Rows (dicts by header) of the first Markdown table after the heading line."""
+    m = re.search(r"^#+ %s\s*$" % re.escape(heading), text, re.M)
+    if not m:
+        return None
+    lines_ = text[m.end():].splitlines()
+    i = next((k for k, l in enumerate(lines_) if l.startswith("|")), None)
+    if i is None:
+        return None
+
+    def cells(l):
+        # split on | outside backticks
+        out, cur, tick = [], "", False
+        for ch in l.strip()[1:-1] if l.strip().endswith("|") else l.strip()[1:]:
+            if ch == "`":
+                tick = not tick
+            if ch == "|" and not tick:
+                out.append(cur.strip())
+                cur = ""
+            else:
+                cur += ch
+        out.append(cur.strip())
+        return out
+    header = [h.lower() for h in cells(lines_[i])]
+    rows = []
+    for l in lines_[i + 2:]:
+        if not l.startswith("|"):
+            break
+        rows.append(dict(zip(header, cells(l))))
+    return rows
+
+
+def ticks(s_):
+    return re.findall(r"`([^`]*)`", s_ or "")
+
+
+def unquote(v):
+    v = v.strip()
+    return v[1:-1] if len(v) >= 2 and v[0] == v[-1] and v[0] in "\"'" else v
+
+
+def base_pod(name):
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "forms", "uid": "uid-" + name, "annotations": {}},
+            "spec": {"schedulerName": SCHEDULER_NAME,
+                     "containers": [{"name": "app", "image": "example/app:1",
+                                     "resources": {"requests": {"cpu": "100m"}, "limits": {"memory": "64Mi"}}}]}}
+
+
+def add_resource(pod_, name, value):
+    # As in a pod spec: a limit; the apiserver defaults the request of an extended resource to its limit.
+    res = pod_["spec"]["containers"][0]["resources"]
+    res.setdefault("limits", {})[name] = value
+    res.setdefault("requests", {})[name] = value
+
+
+README_MD = os.path.join(ROOT, "README.md")
+try:
+    with open(README_MD) as fh:
+        readme_text = fh.read()
+except OSError:
+    readme_text = ""
+form_rows = md_table(readme_text, "Request forms")
+check("README.md has a \"Request forms\" table with form, example and delivered-by columns",
+      bool(form_rows) and all(k in form_rows[0] for k in ("form", "example", "delivered by")))
+form_rows = form_rows or []
+
+# Classify the rows: the marker, forms that qualify another form, and forms that build a pod by themselves.
+marker_rows = [r_ for r_ in form_rows if r_.get("form", "").startswith("marker")]
+marker_name = marker_value = None
+if len(marker_rows) == 1:
+    kv = [t for t in ticks(marker_rows[0].get("example")) if ":" in t]
+    if len(kv) == 1:
+        marker_name, marker_value = (x.strip() for x in kv[0].split(":", 1))
+        marker_value = unquote(marker_value)
+check("the Request forms table names one marker (%s: \"1\" expected)" % MARKER,
+      marker_name == MARKER and marker_value == "1", "%r: %r" % (marker_name, marker_value))
+check("the marker is a managedResource with ignoredByScheduler: true",
+      any(r_.get("name") == marker_name and r_.get("ignoredByScheduler") is True for r_ in mr))
+
+qualifiers, bases, unbuildable = [], [], []
+for r_ in form_rows:
+    if r_ in marker_rows:
+        continue
+    form_cell, ex = r_.get("form", ""), ticks(r_.get("example"))
+    delivered = r_.get("delivered by", "")
+    if form_cell.startswith("annotation"):
+        keys = ticks(form_cell)
+        if not keys or not ex:
+            unbuildable.append(form_cell)
+            continue
+        variants = [{k: unquote(v)} for k in keys for v in ex]
+    else:
+        variants = []
+        for t in ex:
+            if ":" not in t or "/" not in t.split(":", 1)[0]:
+                unbuildable.append("%s (example %r)" % (form_cell, t))
+                continue
+            k, v = (x.strip() for x in t.split(":", 1))
+            variants.append({"resource": (k, unquote(v))})
+        if not variants:
+            unbuildable.append(form_cell)
+            continue
+    entry = {"form": form_cell, "delivered": delivered, "variants": variants}
+    (qualifiers if delivered.startswith("qualifies") else bases).append(entry)
+    if not delivered:
+        unbuildable.append("%s (no delivered-by)" % form_cell)
+check("every row of the Request forms table can be turned into a pod (%d forms, %d qualifiers)" %
+      (len(bases), len(qualifiers)), bases and not unbuildable, "; ".join(unbuildable))
+
+
+def build(variant_list, name):
+    p_ = base_pod(name)
+    for v in variant_list:
+        for k, val in v.items():
+            if k == "resource":
+                add_resource(p_, *val)
+            else:
+                p_["metadata"]["annotations"][k] = val
+    return p_
+
+
+form_pods = []   # (label, pod, delivered-by of its base form)
+n_ = 0
+for b in bases:
+    for v in b["variants"]:
+        n_ += 1
+        label = ", ".join("%s: %s" % (val if k == "resource" else (k, val)) for k, val in v.items())
+        form_pods.append((label, build([v], "form-%d" % n_), b["delivered"]))
+        for q in qualifiers:
+            for qv in q["variants"]:
+                n_ += 1
+                qlabel = label + " + " + ", ".join("%s: %s" % kv_ for kv_ in qv.items())
+                form_pods.append((qlabel, build([v, qv], "form-%d" % n_), b["delivered"]))
+cpu_pod = base_pod("cpu-only")
+
+# Without the webhook (--soft-share-delivery=none, or the webhook not installed): the README says a pod
+# that names no resource (the annotation-only forms) carries the marker in its first app container.
+no_hook_bad = []
+for label, p_, _ in form_pods:
+    q_ = json.loads(json.dumps(p_))
+    if not is_interested(q_, managed) and marker_name:
+        add_resource(q_, marker_name, marker_value)
+    if not is_interested(q_, managed):
+        no_hook_bad.append(label)
+check("without the webhook, every request form (with the marker where the README says) reaches tessera "
+      "(%d pods)" % len(form_pods), form_pods and not no_hook_bad, "not sent to tessera: " + "; ".join(no_hook_bad))
+check("a CPU-only pod does not interest the extender (so this test can fail)", not is_interested(cpu_pod, managed))
+check("an annotation-only share without the marker would not reach tessera (what the marker is for)",
+      any(not is_interested(p_, managed) for _, p_, _ in form_pods))
+check("kube-scheduler's rule: a managed resource named only by an init container counts",
+      is_interested({"spec": {"containers": [{}], "initContainers": [
+          {"resources": {"limits": {next(iter(managed), "x"): "1"}}}]}}, managed))
+
+# With the webhook: the standalone extender serves POST /webhook/mutate on its main listener.
+if not os.access(EXT_BIN, os.X_OK):
+    print("# SKIP the webhook half of \"every share pod reaches tessera\": build/tessera-extender is not built (run make)")
+else:
+    import threading
+    import urllib.error
+    import urllib.request
+    import base64
+    proc = subprocess.Popen([EXT_BIN, "--demo", "--listen", "127.0.0.1:0", "--log-level", "error"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    hook_base, first = None, []
+
+    def read_banner():
+        for line in proc.stdout:
+            first.append(line)
+            m_ = re.search(r"tessera-extender \(standalone\) on (http://127\.0\.0\.1:\d+)/", line)
+            if m_:
+                break
+        for _ in proc.stdout:     # keep draining so the extender never blocks on a full pipe
+            pass
+    t_ = threading.Thread(target=read_banner, daemon=True)
+    t_.start()
+    import time
+    deadline = time.time() + 10
+    while time.time() < deadline and not any("(standalone) on" in l for l in first):
+        time.sleep(0.02)
+    m_ = next((re.search(r"on (http://127\.0\.0\.1:\d+)/", l) for l in first if "(standalone) on" in l), None)
+    hook_base = m_.group(1) if m_ else None
+    check("tessera-extender --demo --listen 127.0.0.1:0 prints the port it listens on", hook_base is not None,
+          "stdout: %r" % "".join(first)[:200])
+
+    def review(p_, uid):
+        body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                "request": {"uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                            "resource": {"group": "", "version": "v1", "resource": "pods"},
+                            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+                            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+                            "name": p_["metadata"]["name"], "namespace": p_["metadata"]["namespace"],
+                            "operation": "CREATE", "userInfo": {"username": "check_manifests"},
+                            "object": p_, "oldObject": None, "dryRun": False,
+                            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}}}
+        req = urllib.request.Request(hook_base + WEBHOOK_PATH, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r_:
+                return r_.status, json.load(r_)
+        except urllib.error.HTTPError as e:
+            return e.code, None
+
+    def mutate(p_, uid):
+        """-> (mutated pod or None if denied, patch ops, message), or raises ValueError."""
+        code, out = review(p_, uid)
+        if code != 200 or not isinstance(out, dict):
+            raise ValueError("HTTP %s" % code)
+        resp = out.get("response") or {}
+        if resp.get("uid") != uid:
+            raise ValueError("response.uid %r is not the request's %r" % (resp.get("uid"), uid))
+        if not resp.get("allowed"):
+            return None, [], ((resp.get("status") or {}).get("message") or "")
+        if not resp.get("patch"):
+            return p_, [], ""
+        if resp.get("patchType") != "JSONPatch":
+            raise ValueError("patchType %r" % resp.get("patchType"))
+        ops = json.loads(base64.b64decode(resp["patch"]))
+        return apply_json_patch(p_, ops), ops, ""
+
+    status = review(cpu_pod, "probe-uid")[0] if hook_base else None
+    if hook_base and status == 404:
+        print("# SKIP the webhook half of \"every share pod reaches tessera\": %s%s answers 404 "
+              "(this build of tessera-extender does not serve the webhook yet)" % (hook_base, WEBHOOK_PATH))
+    elif hook_base:
+        bad, refused, untouched_bad, init_only = [], [], [], []
+        for i, (label, p_, delivered) in enumerate(form_pods):
+            try:
+                got_, ops, msg = mutate(p_, "form-uid-%d" % i)
+            except (ValueError, KeyError, IndexError, TypeError) as e:
+                bad.append("%s: %s" % (label, e))
+                continue
+            if got_ is None:
+                # Refused at admission (e.g. a fraction on MPS with delivery=reservation): never placed
+                # without tessera, but it must say why.
+                (refused if msg else bad).append("%s%s" % (label, ": " + msg if msg else ": denied without a message"))
+                continue
+            if not is_interested(got_, managed):
+                bad.append(label)
+            if delivered.startswith("device plugin") and ops:
+                untouched_bad.append("%s: %d ops" % (label, len(ops)))
+            if marker_name and not is_interested(p_, managed):
+                app = (got_.get("spec") or {}).get("containers") or [{}]
+                r0 = (app[0].get("resources") or {})
+                if not ((r0.get("requests") or {}).get(marker_name) == marker_value ==
+                        (r0.get("limits") or {}).get(marker_name)):
+                    init_only.append(label)
+        check("with the webhook, every request form reaches tessera (%d pods; %d refused at admission with a reason)"
+              % (len(form_pods), len(refused)), not bad, "; ".join(bad))
+        for r_ in refused:
+            print("# refused at admission: " + r_)
+        check("the webhook puts the marker %s: \"%s\" in requests and limits of the first app container "
+              "(the kubelet drops unadvertised extended resources from app containers only)" %
+              (marker_name, marker_value), not init_only, "; ".join(init_only))
+        check("the webhook leaves pods whose GPU the device plugin delivers unchanged", not untouched_bad,
+              "; ".join(untouched_bad))
+        try:
+            got_, ops, _ = mutate(cpu_pod, "cpu-uid")
+            check("the webhook leaves a CPU-only pod unchanged, and it still does not interest the extender",
+                  got_ is not None and not ops and not is_interested(got_, managed), "%d ops" % len(ops))
+        except ValueError as e:
+            check("the webhook answers a CPU-only pod", False, str(e))
+        other = json.loads(json.dumps(form_pods[-1][1])) if form_pods else base_pod("x")
+        other["spec"]["schedulerName"] = "default-scheduler"
+        try:
+            got_, ops, _ = mutate(other, "other-sched-uid")
+            check("the webhook leaves a share for another scheduler unchanged", got_ is not None and not ops,
+                  "%d ops" % len(ops))
+        except ValueError as e:
+            check("the webhook answers a pod of another scheduler", False, str(e))
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
 # ---- Grafana dashboard ------------------------------------------------------------------
 GRAFANA = os.path.join(DEPLOY, "grafana-dashboard.json")
 dash = None
