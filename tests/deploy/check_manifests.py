@@ -1336,6 +1336,10 @@ try:
     check("runtime stage installs only %s" % ", ".join(sorted(RUNTIME_PACKAGES)), pkgs == RUNTIME_PACKAGES,
           str(sorted(pkgs)))
     check("build stage builds tessera-extender with make", re.search(r"RUN .*make .*tessera-extender", cf) is not None)
+    # Reservation pods run the extender's own image with command [RESERVE_BIN] (plan of issue 11).
+    check("runtime stage carries tessera-reserve at %s (the reservation pods' command)" % RESERVE_BIN,
+          any(l.upper().startswith("COPY ") and l.split()[-1] in (RESERVE_BIN, os.path.dirname(RESERVE_BIN) + "/")
+              and "tessera-reserve" in l for l in last), "no COPY of tessera-reserve to %s" % RESERVE_BIN)
     # The build stage sees only what it COPYs: copy exactly that into a scratch tree and
     # ask make (dry run) whether build/tessera-extender can be built from it.
     first = lines[:max(i for i, l in enumerate(lines) if l.upper().startswith("FROM "))]
