@@ -14,6 +14,13 @@ Hooked into `make test` by the Makefile, e.g.
     	@$(TEST_BIN)
     	@python3 tests/deploy/check_manifests.py
 
+It also checks issue 11's "every share pod reaches tessera": each row of README.md's "Request
+forms" table is built into a pod, sent through tessera's admission webhook (build/tessera-extender
+--demo serves POST /webhook/mutate; skipped with a "# SKIP" line while that path answers 404), and
+must make kube-scheduler call the extender under kube-scheduler's own rule (HTTPExtender.IsInterested)
+and deploy/scheduler-config.yaml's managedResources; so must the README's instruction for clusters
+without the webhook; a CPU-only pod must not.
+
 What "consistent" means is spelled out in the constants below: when the extender gains
 or renames a flag, a metric or an API permission, change them here together with deploy/.
 """
