@@ -14,6 +14,13 @@ Hooked into `make test` by the Makefile, e.g.
     	@$(TEST_BIN)
     	@python3 tests/deploy/check_manifests.py
 
+It also checks issue 11's "every share pod reaches tessera": each row of README.md's "Request
+forms" table is built into a pod, sent through tessera's admission webhook (build/tessera-extender
+--demo serves POST /webhook/mutate; skipped with a "# SKIP" line while that path answers 404), and
+must make kube-scheduler call the extender under kube-scheduler's own rule (HTTPExtender.IsInterested)
+and deploy/scheduler-config.yaml's managedResources; so must the README's instruction for clusters
+without the webhook; a CPU-only pod must not.
+
 What "consistent" means is spelled out in the constants below: when the extender gains
 or renames a flag, a metric or an API permission, change them here together with deploy/.
 """
@@ -64,13 +71,35 @@ EXTENDER_METRICS = {
     "tessera_leader_lease_errors_total": "counter",    # label reason
 }
 
-# Exactly what tessera-extender may do cluster-wide: (apiGroup, resource) -> verbs.
+# Exactly what tessera-extender may do cluster-wide: (apiGroup, resource, resourceName|None) -> verbs.
+WEBHOOK_CONFIG = "tessera"                   # MutatingWebhookConfiguration whose caBundle tessera patches
+WEBHOOK_TLS_SECRET = "tessera-webhook-tls"
 EXTENDER_CLUSTERROLE = {
-    ("", "nodes"): {"get", "list", "watch"},
-    ("", "pods"): {"get", "list", "watch"},
-    ("", "pods/binding"): {"create"},
-    ("", "events"): {"create"},
+    ("", "nodes", None): {"get", "list", "watch"},
+    # patch: move a waiting share's assignment; delete: re-create a share no GPU could be reserved for
+    ("", "pods", None): {"get", "list", "watch", "patch", "delete"},
+    ("", "pods/binding", None): {"create"},
+    ("", "events", None): {"create"},
+    ("", "configmaps", None): {"create", "get", "update"},       # per-pod delivery ConfigMaps
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", WEBHOOK_CONFIG): {"get", "update", "patch"},
 }
+# What tessera-extender may do in the tessera namespace only (Role tessera-extender).
+EXTENDER_ROLE = {
+    ("", "pods", None): {"create", "delete"},                      # reservation pods
+    ("", "secrets", None): {"create"},
+    ("", "secrets", WEBHOOK_TLS_SECRET): {"get", "update"},
+}
+# Reservation pods (deploy/reservation.yaml, plan of issue 11).
+RESERVE_SA = "tessera-reserve"
+RESERVE_ROLE = {("", "pods", None): {"get", "patch"}}
+RESERVE_PRIORITY_CLASS = "tessera-reservation"
+RESERVE_PRIORITY = 1000000000                # the highest value a non-system PriorityClass may have
+# The admission webhook (deploy/webhook.yaml, deploy/service.yaml).
+WEBHOOK_NAME = "pods.tessera.io"
+WEBHOOK_SERVICE = "tessera-extender"
+WEBHOOK_PATH = "/webhook/mutate"
+DELIVERY_MODES = ("reservation", "none")
+MARKER = "tessera.io/share"              # the marker extended resource of annotation-only soft shares
 # Leader election, in the tessera namespace: (apiGroup, resource, resourceName|None) -> verbs.
 LEADER_LEASES = ("tessera-scheduler", "tessera-extender")
 LEADER_ROLE = {("coordination.k8s.io", "leases", None): {"create"}}
@@ -87,7 +116,7 @@ NAMESPACE_EXCEPTIONS = {
     # next to the built-in Role it binds
     ("RoleBinding", "tessera-scheduler-extension-apiserver-authentication-reader"): "kube-system",
 }
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass",
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "MutatingWebhookConfiguration",
                   "CustomResourceDefinition", "StorageClass"}
 
 # Request forms (model/request.h). ignoredByScheduler must be true exactly where nodes
@@ -98,13 +127,16 @@ BASE_RESOURCES = {
     "nvidia.com/gpumem": True,
     "nvidia.com/gpumem-percentage": True,
     "nvidia.com/gpucores": True,
+    MARKER: True,
 }
 MIG_PREFIX = "nvidia.com/mig-"
 # managedResources must list every MIG profile of these catalog products.
 REQUIRED_MIG_PRODUCTS = ("A100-SXM4-40GB", "A100-80GB", "H100-80GB", "H100-94GB")
 # The annotation-only forms: a pod using one needs a managed resource too.
 ANNOTATION_FORMS = ("tessera.io/gpu-fraction", "gpu-fraction", "gpu-memory")
-RUNTIME_PACKAGES = {"libmicrohttpd12", "libcjson1", "libcurl4", "libjemalloc2", "ca-certificates"}
+RUNTIME_PACKAGES = {"libmicrohttpd12", "libcjson1", "libcurl4", "libjemalloc2", "ca-certificates",
+                    "libgnutls30"}           # GnuTLS: the webhook's TLS and its self-made CA
+RESERVE_BIN = "/usr/local/bin/tessera-reserve"   # the reservation pods' command
 
 passed = 0
 failed = 0
@@ -195,6 +227,8 @@ check("kustomization.yaml lists every manifest in deploy/ (%d files)" % len(top_
       listed_paths == top_manifests,
       "missing %s, extra %s" % ([rel(p) for p in top_manifests if p not in listed_paths],
                                 [rel(p) for p in listed_paths if p not in top_manifests]))
+missing_refs = [r for r in listed if not os.path.isfile(os.path.join(DEPLOY, r))]
+check("everything kustomization.yaml references exists", not missing_refs, str(missing_refs))
 check("kustomization.yaml sets no namespace (it would move the kube-system RoleBinding)",
       "namespace" not in kust)
 check("kustomization.yaml sets the image %s" % EXTENDER_IMAGE,
@@ -331,11 +365,11 @@ for c in inits + containers:
 check("pod runs as uid %d like the image's USER" % RUNTIME_UID, psc.get("runAsUser") == RUNTIME_UID)
 
 # ---- RBAC ------------------------------------------------------------------------------
-sa = one("ServiceAccount")
-sa_name = (sa or {}).get("metadata", {}).get("name")
-check("exactly one ServiceAccount, used by the Deployment",
-      sa is not None and pod.get("serviceAccountName") == sa_name,
-      "ServiceAccount %r, serviceAccountName %r" % (sa_name, pod.get("serviceAccountName")))
+sa_names = sorted(o["metadata"]["name"] for o in find("ServiceAccount"))
+sa_name = pod.get("serviceAccountName")
+check("two ServiceAccounts: the Deployment's and %s for reservation pods" % RESERVE_SA,
+      len(sa_names) == 2 and sa_name in sa_names and RESERVE_SA in sa_names and sa_name != RESERVE_SA,
+      "ServiceAccounts %s, serviceAccountName %r" % (sa_names, sa_name))
 
 wild = []
 for _, o in objects:
@@ -366,11 +400,42 @@ def fmt_grants(g):
 
 
 cr = one("ClusterRole", "tessera-extender") or {}
-got = grants(cr, False)
-check("ClusterRole tessera-extender grants exactly nodes/pods get,list,watch; pods/binding create; events create",
+got = grants(cr, True)
+check("ClusterRole tessera-extender grants exactly %s" % fmt_grants(EXTENDER_CLUSTERROLE),
       got == EXTENDER_CLUSTERROLE, "grants " + fmt_grants(got))
-cr_names = grants(cr, True)
-check("ClusterRole tessera-extender is not limited by resourceNames", all(k[2] is None for k in cr_names))
+xr = one("Role", "tessera-extender") or {}
+got = grants(xr, True)
+check("Role tessera-extender (namespace %s) grants exactly %s" % (NAMESPACE, fmt_grants(EXTENDER_ROLE)),
+      got == EXTENDER_ROLE and xr.get("metadata", {}).get("namespace") == NAMESPACE, "grants " + fmt_grants(got))
+check("no ClusterRole grants secrets (the webhook's Secret is reached through the Role only)",
+      all(("", "secrets") not in grants(o, False) for o in find("ClusterRole")))
+rr = one("Role", RESERVE_SA) or {}
+got = grants(rr, True)
+check("Role %s (namespace %s) grants exactly pods get, patch" % (RESERVE_SA, NAMESPACE),
+      got == RESERVE_ROLE and rr.get("metadata", {}).get("namespace") == NAMESPACE, "grants " + fmt_grants(got))
+check("nothing binds %s to a ClusterRole" % RESERVE_SA,
+      not [b for b in find("ClusterRoleBinding") if any(x.get("name") == RESERVE_SA for x in b.get("subjects") or [])])
+
+# Every rule of every Role and ClusterRole says why it is needed: a comment right above it.
+uncommented = []
+for path in top_manifests:
+    try:
+        with open(path) as fh:
+            lines_ = fh.read().splitlines()
+    except OSError:
+        continue
+    in_rules = False
+    for i, line in enumerate(lines_):
+        if line.startswith("rules:"):
+            in_rules = True
+            continue
+        if in_rules and line and not line.startswith(("-", " ", "#")):
+            in_rules = False
+        if in_rules and line.startswith("- "):
+            prev = next((l for l in reversed(lines_[:i]) if l.strip()), "")
+            if not prev.lstrip().startswith("#"):
+                uncommented.append("%s:%d" % (rel(path), i + 1))
+check("every RBAC rule has a comment above it saying why", not uncommented, ", ".join(uncommented))
 
 le = one("Role", "tessera-leader-election") or {}
 got = grants(le, True)
@@ -387,19 +452,24 @@ bad = []
 for b in bindings:
     name = b["metadata"]["name"]
     subs = b.get("subjects") or []
-    if subs != [{"kind": "ServiceAccount", "name": sa_name, "namespace": NAMESPACE}]:
+    want_sa = RESERVE_SA if (b.get("roleRef") or {}).get("name") == RESERVE_SA else sa_name
+    if subs != [{"kind": "ServiceAccount", "name": want_sa, "namespace": NAMESPACE}]:
         bad.append("%s subjects %s" % (name, subs))
     ref = b.get("roleRef") or {}
     ns = b["metadata"].get("namespace") if ref.get("kind") == "Role" else None
     key = (ref.get("kind"), ref.get("name"), ns)
     if key not in defined and key not in BUILTIN_ROLES:
         bad.append("%s refers to unknown %s" % (name, key))
-check("every binding binds ServiceAccount %s/%s to a role defined here or built in" % (NAMESPACE, sa_name),
+check("every binding binds ServiceAccount %s/%s (%s for its own Role) to a role defined here or built in"
+      % (NAMESPACE, sa_name, RESERVE_SA),
       bindings and not bad, "; ".join(bad))
 bound = {(b.get("roleRef") or {}).get("name") for b in bindings}
 for r in ("tessera-extender", "tessera-leader-election", "system:kube-scheduler", "system:volume-scheduler",
-          "extension-apiserver-authentication-reader"):
+          "extension-apiserver-authentication-reader", RESERVE_SA):
     check("role %s is bound" % r, r in bound)
+bound_roles = {((b.get("roleRef") or {}).get("kind"), (b.get("roleRef") or {}).get("name")) for b in bindings}
+check("both the ClusterRole and the Role tessera-extender are bound",
+      {("ClusterRole", "tessera-extender"), ("Role", "tessera-extender")} <= bound_roles, str(sorted(bound_roles)))
 
 # ---- KubeSchedulerConfiguration ------------------------------------------------------------
 cfg, cm_name, cfg_key, mount_ok = None, None, None, False
@@ -565,10 +635,12 @@ check("managedResources include every MIG profile of %s" % ", ".join(REQUIRED_MI
 wrong = [r.get("name") for r in mr
          if r.get("ignoredByScheduler") is not BASE_RESOURCES.get(r.get("name"), False)]
 check("ignoredByScheduler is true exactly for the resources nodes do not advertise "
-      "(gpumem, gpumem-percentage, gpucores)", not wrong, str(wrong))
+      "(gpumem, gpumem-percentage, gpucores, the %s marker)" % MARKER, not wrong, str(wrong))
 
 # ---- Service and PodDisruptionBudget -----------------------------------------------------
-svc = one("Service") or {}
+svc = one("Service", "tessera-metrics") or {}
+check("Services: tessera-metrics and %s" % WEBHOOK_SERVICE,
+      sorted(o["metadata"]["name"] for o in find("Service")) == sorted(["tessera-metrics", WEBHOOK_SERVICE]))
 ann = svc.get("metadata", {}).get("annotations") or {}
 sp = ((svc.get("spec") or {}).get("ports") or [{}])[0]
 target = sp.get("targetPort", sp.get("port"))
@@ -600,6 +672,81 @@ if pc in ("system-cluster-critical", "system-node-critical"):
             quota_ok = True
     check("a ResourceQuota admits %d pods of priority class %s (providers that require one)" % (need_pods, pc),
           quota_ok)
+
+# ---- soft-share delivery: the extender's flags, the webhook and its Service ------------------
+delivery = xf.get("soft-share-delivery")
+check("extender passes --soft-share-delivery (%s)" % "|".join(DELIVERY_MODES), delivery in DELIVERY_MODES,
+      repr(delivery))
+wl_host, wl_port = hostport(xf.get("webhook-listen"))
+check("extender passes --webhook-listen on the pod IP, apart from --listen and --metrics-listen",
+      wl_host in ("0.0.0.0", "", "::") and wl_port and wl_port not in (listen_port, mlisten_port),
+      "--webhook-listen %r" % xf.get("webhook-listen"))
+grace_flag = xf.get("reservation-grace")
+check("extender --reservation-grace is a whole number of seconds (if given)",
+      grace_flag is None or re.fullmatch(r"\d+s?", grace_flag) is not None, repr(grace_flag))
+check("extender declares the webhook containerPort %s" % wl_port,
+      wl_port is not None and any(p_.get("containerPort") == wl_port for p_ in extender.get("ports") or []))
+check("no extender probe uses the webhook port (readiness must not depend on the webhook)",
+      wl_port not in probe_ports.values(), str(probe_ports))
+check("extender gets POD_NAMESPACE from the downward API (default reservation namespace, its own Pod)",
+      field_ref("POD_NAMESPACE") == "metadata.namespace")
+
+wsvc = one("Service", WEBHOOK_SERVICE) or {}
+wports = (wsvc.get("spec") or {}).get("ports") or []
+check("Service %s selects the scheduler pods" % WEBHOOK_SERVICE,
+      matches({"matchLabels": (wsvc.get("spec") or {}).get("selector")}, pod_labels))
+
+mwc = one("MutatingWebhookConfiguration", WEBHOOK_CONFIG) or {}
+check("MutatingWebhookConfiguration %s (admissionregistration.k8s.io/v1) exists" % WEBHOOK_CONFIG,
+      mwc.get("apiVersion") == "admissionregistration.k8s.io/v1")
+hooks = mwc.get("webhooks") or []
+check("it has exactly one webhook, %s" % WEBHOOK_NAME, [h.get("name") for h in hooks] == [WEBHOOK_NAME])
+hook = hooks[0] if hooks else {}
+cc = (hook.get("clientConfig") or {})
+svc_ref = cc.get("service") or {}
+check("webhook calls Service %s/%s at path %s" % (NAMESPACE, WEBHOOK_SERVICE, WEBHOOK_PATH),
+      svc_ref.get("namespace") == NAMESPACE and svc_ref.get("name") == WEBHOOK_SERVICE
+      and svc_ref.get("path") == WEBHOOK_PATH and "url" not in cc, str(cc))
+ref_port = svc_ref.get("port", 443)
+sp_ = next((p_ for p_ in wports if p_.get("port") == ref_port), None)
+check("Service %s has the port %s the webhook calls" % (WEBHOOK_SERVICE, ref_port), sp_ is not None, str(wports))
+wtarget = port_number(extender, (sp_ or {}).get("targetPort", ref_port))
+check("that port targets the extender's --webhook-listen port %s" % wl_port,
+      sp_ is not None and wtarget == wl_port, "targetPort %r" % (sp_ or {}).get("targetPort"))
+check("webhook caBundle is left empty in the manifest (tessera patches it)", not cc.get("caBundle"))
+rules_ = hook.get("rules") or []
+check("webhook rules: CREATE of core v1 pods only",
+      len(rules_) == 1 and rules_[0].get("operations") == ["CREATE"] and rules_[0].get("apiGroups") == [""]
+      and rules_[0].get("apiVersions") == ["v1"] and rules_[0].get("resources") == ["pods"], str(rules_))
+conds = hook.get("matchConditions") or []
+on_sched = any(re.fullmatch(r"""\s*object\.spec\.schedulerName\s*==\s*['"]%s['"]\s*""" % re.escape(SCHEDULER_NAME),
+                            c.get("expression") or "") for c in conds)
+check("webhook matchConditions select pods of schedulerName %s" % SCHEDULER_NAME, on_sched, str(conds))
+check("failurePolicy is Fail only together with that match condition",
+      hook.get("failurePolicy", "Fail") != "Fail" or on_sched, "failurePolicy %r" % hook.get("failurePolicy"))
+check("webhook failurePolicy Fail (a share must not be created without its delivery)",
+      hook.get("failurePolicy") == "Fail")
+check("webhook sideEffects None", hook.get("sideEffects") == "None")
+check("webhook admissionReviewVersions [v1]", hook.get("admissionReviewVersions") == ["v1"])
+check("webhook timeoutSeconds is set and short (1..10)",
+      isinstance(hook.get("timeoutSeconds"), int) and 1 <= hook["timeoutSeconds"] <= 10)
+check("webhook reinvocationPolicy IfNeeded", hook.get("reinvocationPolicy") == "IfNeeded")
+nss = hook.get("namespaceSelector") or {}
+excluded = set()
+for e in nss.get("matchExpressions") or []:
+    if e.get("key") == "kubernetes.io/metadata.name" and e.get("operator") == "NotIn":
+        excluded |= set(e.get("values") or [])
+check("webhook namespaceSelector excludes %s and kube-system" % NAMESPACE,
+      {NAMESPACE, "kube-system"} <= excluded and not nss.get("matchLabels"), str(nss))
+
+# ---- reservation pods: priority class and identity -------------------------------------------
+pcls = one("PriorityClass", RESERVE_PRIORITY_CLASS) or {}
+check("PriorityClass %s: value %d, preemptionPolicy Never, not the global default" %
+      (RESERVE_PRIORITY_CLASS, RESERVE_PRIORITY),
+      pcls.get("value") == RESERVE_PRIORITY and pcls.get("preemptionPolicy") == "Never"
+      and pcls.get("globalDefault") in (False, None) and bool(pcls.get("description")), str(pcls))
+check("ServiceAccount %s is in namespace %s" % (RESERVE_SA, NAMESPACE),
+      (one("ServiceAccount", RESERVE_SA) or {}).get("metadata", {}).get("namespace") == NAMESPACE)
 
 # ---- examples ----------------------------------------------------------------------------
 
@@ -773,6 +920,364 @@ elif fake_nodes:
     proc.wait(timeout=10)
     os.unlink(tf.name)
 
+# ---- every share pod reaches tessera (issue 11, Deliver 0) -------------------------------------
+# kube-scheduler calls an extender (filter, prioritize, preempt and bind) only for pods it is
+# "interested" in. This is HTTPExtender.IsInterested of kube-scheduler v1.26
+# (pkg/scheduler/extender.go), rule for rule:
+#   - an empty managedResources means every pod;
+#   - otherwise the pod must name a managed resource as a key of requests or limits of one of its
+#     containers, or else of one of its init containers; the amount is not looked at ("0" counts);
+#     annotations, labels and ephemeral containers are not looked at.
+# Each request form of README.md's "Request forms" table is built into a pod as the README describes
+# it, sent through tessera's admission webhook (the standalone extender serves it), and the mutated
+# pod must interest kube-scheduler's extender under deploy/scheduler-config.yaml's managedResources.
+# Without the webhook, the README's instruction (the marker on annotation-only pods) must do the same.
+
+
+def is_interested(pod_, managed_names):
+    if not managed_names:
+        return True
+    spec = pod_.get("spec") or {}
+
+    def has_managed(containers):
+        for c in containers or []:
+            res = c.get("resources") or {}
+            if any(k in managed_names for k in (res.get("requests") or {})):
+                return True
+            if any(k in managed_names for k in (res.get("limits") or {})):
+                return True
+        return False
+    return has_managed(spec.get("containers")) or has_managed(spec.get("initContainers"))
+
+
+def json_pointer_parts(path):
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise ValueError("JSON pointer %r does not start with /" % path)
+    return [p_.replace("~1", "/").replace("~0", "~") for p_ in path[1:].split("/")]
+
+
+def apply_json_patch(doc, ops):
+    """RFC 6902 add, replace (and remove, test) on a copy of doc; anything else is an error."""
+    doc = json.loads(json.dumps(doc))
+    for op in ops:
+        kind, parts = op.get("op"), json_pointer_parts(op.get("path", ""))
+        if kind not in ("add", "replace", "remove", "test"):
+            raise ValueError("unsupported JSONPatch op %r" % kind)
+        if not parts:
+            if kind in ("add", "replace"):
+                doc = op["value"]
+                continue
+            raise ValueError("op %s on the whole document" % kind)
+        parent = doc
+        for p_ in parts[:-1]:
+            parent = parent[int(p_)] if isinstance(parent, list) else parent[p_]
+        last = parts[-1]
+        if isinstance(parent, list):
+            if kind == "add":
+                idx = len(parent) if last == "-" else int(last)
+                if not 0 <= idx <= len(parent):
+                    raise ValueError("add index %s out of range" % last)
+                parent.insert(idx, op["value"])
+            elif kind == "replace":
+                parent[int(last)] = op["value"]
+            elif kind == "remove":
+                del parent[int(last)]
+            elif parent[int(last)] != op["value"]:
+                raise ValueError("test failed at %s" % op.get("path"))
+        elif isinstance(parent, dict):
+            if kind == "add":
+                parent[last] = op["value"]
+            elif kind == "replace":
+                if last not in parent:
+                    raise ValueError("replace of missing member %s" % op.get("path"))
+                parent[last] = op["value"]
+            elif kind == "remove":
+                del parent[last]
+            elif parent.get(last) != op["value"]:
+                raise ValueError("test failed at %s" % op.get("path"))
+        else:
+            raise ValueError("path %s goes through a scalar" % op.get("path"))
+    return doc
+
+
+def md_table(text, heading):
+    """Rows (dicts by header) of the first Markdown table after the heading line."""
+    m = re.search(r"^#+ %s\s*$" % re.escape(heading), text, re.M)
+    if not m:
+        return None
+    lines_ = text[m.end():].splitlines()
+    i = next((k for k, l in enumerate(lines_) if l.startswith("|")), None)
+    if i is None:
+        return None
+
+    def cells(l):
+        # split on | outside backticks
+        out, cur, tick = [], "", False
+        for ch in l.strip()[1:-1] if l.strip().endswith("|") else l.strip()[1:]:
+            if ch == "`":
+                tick = not tick
+            if ch == "|" and not tick:
+                out.append(cur.strip())
+                cur = ""
+            else:
+                cur += ch
+        out.append(cur.strip())
+        return out
+    header = [h.lower() for h in cells(lines_[i])]
+    rows = []
+    for l in lines_[i + 2:]:
+        if not l.startswith("|"):
+            break
+        rows.append(dict(zip(header, cells(l))))
+    return rows
+
+
+def ticks(s_):
+    return re.findall(r"`([^`]*)`", s_ or "")
+
+
+def unquote(v):
+    v = v.strip()
+    return v[1:-1] if len(v) >= 2 and v[0] == v[-1] and v[0] in "\"'" else v
+
+
+def base_pod(name):
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "forms", "uid": "uid-" + name, "annotations": {}},
+            "spec": {"schedulerName": SCHEDULER_NAME,
+                     "containers": [{"name": "app", "image": "example/app:1",
+                                     "resources": {"requests": {"cpu": "100m"}, "limits": {"memory": "64Mi"}}}]}}
+
+
+def add_resource(pod_, name, value):
+    # As in a pod spec: a limit; the apiserver defaults the request of an extended resource to its limit.
+    res = pod_["spec"]["containers"][0]["resources"]
+    res.setdefault("limits", {})[name] = value
+    res.setdefault("requests", {})[name] = value
+
+
+README_MD = os.path.join(ROOT, "README.md")
+try:
+    with open(README_MD) as fh:
+        readme_text = fh.read()
+except OSError:
+    readme_text = ""
+form_rows = md_table(readme_text, "Request forms")
+check("README.md has a \"Request forms\" table with form, example and delivered-by columns",
+      bool(form_rows) and all(k in form_rows[0] for k in ("form", "example", "delivered by")))
+form_rows = form_rows or []
+
+# Classify the rows: the marker, forms that qualify another form, and forms that build a pod by themselves.
+marker_rows = [r_ for r_ in form_rows if r_.get("form", "").startswith("marker")]
+marker_name = marker_value = None
+if len(marker_rows) == 1:
+    kv = [t for t in ticks(marker_rows[0].get("example")) if ":" in t]
+    if len(kv) == 1:
+        marker_name, marker_value = (x.strip() for x in kv[0].split(":", 1))
+        marker_value = unquote(marker_value)
+check("the Request forms table names one marker (%s: \"1\" expected)" % MARKER,
+      marker_name == MARKER and marker_value == "1", "%r: %r" % (marker_name, marker_value))
+check("the marker is a managedResource with ignoredByScheduler: true",
+      any(r_.get("name") == marker_name and r_.get("ignoredByScheduler") is True for r_ in mr))
+
+qualifiers, bases, unbuildable = [], [], []
+for r_ in form_rows:
+    if r_ in marker_rows:
+        continue
+    form_cell, ex = r_.get("form", ""), ticks(r_.get("example"))
+    delivered = r_.get("delivered by", "")
+    if form_cell.startswith("annotation"):
+        keys = ticks(form_cell)
+        if not keys or not ex:
+            unbuildable.append(form_cell)
+            continue
+        variants = [{k: unquote(v)} for k in keys for v in ex]
+    else:
+        variants = []
+        for t in ex:
+            if ":" not in t or "/" not in t.split(":", 1)[0]:
+                unbuildable.append("%s (example %r)" % (form_cell, t))
+                continue
+            k, v = (x.strip() for x in t.split(":", 1))
+            variants.append({"resource": (k, unquote(v))})
+        if not variants:
+            unbuildable.append(form_cell)
+            continue
+    entry = {"form": form_cell, "delivered": delivered, "variants": variants}
+    (qualifiers if delivered.startswith("qualifies") else bases).append(entry)
+    if not delivered:
+        unbuildable.append("%s (no delivered-by)" % form_cell)
+check("every row of the Request forms table can be turned into a pod (%d forms, %d qualifiers)" %
+      (len(bases), len(qualifiers)), bases and not unbuildable, "; ".join(unbuildable))
+
+
+def build(variant_list, name):
+    p_ = base_pod(name)
+    for v in variant_list:
+        for k, val in v.items():
+            if k == "resource":
+                add_resource(p_, *val)
+            else:
+                p_["metadata"]["annotations"][k] = val
+    return p_
+
+
+form_pods = []   # (label, pod, delivered-by of its base form)
+n_ = 0
+for b in bases:
+    for v in b["variants"]:
+        n_ += 1
+        label = ", ".join("%s: %s" % (val if k == "resource" else (k, val)) for k, val in v.items())
+        form_pods.append((label, build([v], "form-%d" % n_), b["delivered"]))
+        for q in qualifiers:
+            for qv in q["variants"]:
+                n_ += 1
+                qlabel = label + " + " + ", ".join("%s: %s" % kv_ for kv_ in qv.items())
+                form_pods.append((qlabel, build([v, qv], "form-%d" % n_), b["delivered"]))
+cpu_pod = base_pod("cpu-only")
+
+# Without the webhook (--soft-share-delivery=none, or the webhook not installed): the README says a pod
+# that names no resource (the annotation-only forms) carries the marker in its first app container.
+no_hook_bad = []
+for label, p_, _ in form_pods:
+    q_ = json.loads(json.dumps(p_))
+    if not is_interested(q_, managed) and marker_name:
+        add_resource(q_, marker_name, marker_value)
+    if not is_interested(q_, managed):
+        no_hook_bad.append(label)
+check("without the webhook, every request form (with the marker where the README says) reaches tessera "
+      "(%d pods)" % len(form_pods), form_pods and not no_hook_bad, "not sent to tessera: " + "; ".join(no_hook_bad))
+check("a CPU-only pod does not interest the extender (so this test can fail)", not is_interested(cpu_pod, managed))
+check("an annotation-only share without the marker would not reach tessera (what the marker is for)",
+      any(not is_interested(p_, managed) for _, p_, _ in form_pods))
+check("kube-scheduler's rule: a managed resource named only by an init container counts",
+      is_interested({"spec": {"containers": [{}], "initContainers": [
+          {"resources": {"limits": {next(iter(managed), "x"): "1"}}}]}}, managed))
+
+# With the webhook: the standalone extender serves POST /webhook/mutate on its main listener.
+if not os.access(EXT_BIN, os.X_OK):
+    print("# SKIP the webhook half of \"every share pod reaches tessera\": build/tessera-extender is not built (run make)")
+else:
+    import threading
+    import urllib.error
+    import urllib.request
+    import base64
+    proc = subprocess.Popen([EXT_BIN, "--demo", "--listen", "127.0.0.1:0", "--log-level", "error"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    hook_base, first = None, []
+
+    def read_banner():
+        for line in proc.stdout:
+            first.append(line)
+            m_ = re.search(r"tessera-extender \(standalone\) on (http://127\.0\.0\.1:\d+)/", line)
+            if m_:
+                break
+        for _ in proc.stdout:     # keep draining so the extender never blocks on a full pipe
+            pass
+    t_ = threading.Thread(target=read_banner, daemon=True)
+    t_.start()
+    import time
+    deadline = time.time() + 10
+    while time.time() < deadline and not any("(standalone) on" in l for l in first):
+        time.sleep(0.02)
+    m_ = next((re.search(r"on (http://127\.0\.0\.1:\d+)/", l) for l in first if "(standalone) on" in l), None)
+    hook_base = m_.group(1) if m_ else None
+    check("tessera-extender --demo --listen 127.0.0.1:0 prints the port it listens on", hook_base is not None,
+          "stdout: %r" % "".join(first)[:200])
+
+    def review(p_, uid):
+        body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                "request": {"uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                            "resource": {"group": "", "version": "v1", "resource": "pods"},
+                            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+                            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+                            "name": p_["metadata"]["name"], "namespace": p_["metadata"]["namespace"],
+                            "operation": "CREATE", "userInfo": {"username": "check_manifests"},
+                            "object": p_, "oldObject": None, "dryRun": False,
+                            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}}}
+        req = urllib.request.Request(hook_base + WEBHOOK_PATH, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r_:
+                return r_.status, json.load(r_)
+        except urllib.error.HTTPError as e:
+            return e.code, None
+
+    def mutate(p_, uid):
+        """-> (mutated pod or None if denied, patch ops, message), or raises ValueError."""
+        code, out = review(p_, uid)
+        if code != 200 or not isinstance(out, dict):
+            raise ValueError("HTTP %s" % code)
+        resp = out.get("response") or {}
+        if resp.get("uid") != uid:
+            raise ValueError("response.uid %r is not the request's %r" % (resp.get("uid"), uid))
+        if not resp.get("allowed"):
+            return None, [], ((resp.get("status") or {}).get("message") or "")
+        if not resp.get("patch"):
+            return p_, [], ""
+        if resp.get("patchType") != "JSONPatch":
+            raise ValueError("patchType %r" % resp.get("patchType"))
+        ops = json.loads(base64.b64decode(resp["patch"]))
+        return apply_json_patch(p_, ops), ops, ""
+
+    status = review(cpu_pod, "probe-uid")[0] if hook_base else None
+    if hook_base and status == 404:
+        print("# SKIP the webhook half of \"every share pod reaches tessera\": %s%s answers 404 "
+              "(this build of tessera-extender does not serve the webhook yet)" % (hook_base, WEBHOOK_PATH))
+    elif hook_base:
+        bad, refused, untouched_bad, init_only = [], [], [], []
+        for i, (label, p_, delivered) in enumerate(form_pods):
+            try:
+                got_, ops, msg = mutate(p_, "form-uid-%d" % i)
+            except (ValueError, KeyError, IndexError, TypeError) as e:
+                bad.append("%s: %s" % (label, e))
+                continue
+            if got_ is None:
+                # Refused at admission (e.g. a fraction on MPS with delivery=reservation): never placed
+                # without tessera, but it must say why.
+                (refused if msg else bad).append("%s%s" % (label, ": " + msg if msg else ": denied without a message"))
+                continue
+            if not is_interested(got_, managed):
+                bad.append(label)
+            if delivered.startswith("device plugin") and ops:
+                untouched_bad.append("%s: %d ops" % (label, len(ops)))
+            if marker_name and not is_interested(p_, managed):
+                app = (got_.get("spec") or {}).get("containers") or [{}]
+                r0 = (app[0].get("resources") or {})
+                if not ((r0.get("requests") or {}).get(marker_name) == marker_value ==
+                        (r0.get("limits") or {}).get(marker_name)):
+                    init_only.append(label)
+        check("with the webhook, every request form reaches tessera (%d pods; %d refused at admission with a reason)"
+              % (len(form_pods), len(refused)), not bad, "; ".join(bad))
+        for r_ in refused:
+            print("# refused at admission: " + r_)
+        check("the webhook puts the marker %s: \"%s\" in requests and limits of the first app container "
+              "(the kubelet drops unadvertised extended resources from app containers only)" %
+              (marker_name, marker_value), not init_only, "; ".join(init_only))
+        check("the webhook leaves pods whose GPU the device plugin delivers unchanged", not untouched_bad,
+              "; ".join(untouched_bad))
+        try:
+            got_, ops, _ = mutate(cpu_pod, "cpu-uid")
+            check("the webhook leaves a CPU-only pod unchanged, and it still does not interest the extender",
+                  got_ is not None and not ops and not is_interested(got_, managed), "%d ops" % len(ops))
+        except ValueError as e:
+            check("the webhook answers a CPU-only pod", False, str(e))
+        other = json.loads(json.dumps(form_pods[-1][1])) if form_pods else base_pod("x")
+        other["spec"]["schedulerName"] = "default-scheduler"
+        try:
+            got_, ops, _ = mutate(other, "other-sched-uid")
+            check("the webhook leaves a share for another scheduler unchanged", got_ is not None and not ops,
+                  "%d ops" % len(ops))
+        except ValueError as e:
+            check("the webhook answers a pod of another scheduler", False, str(e))
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
 # ---- Grafana dashboard ------------------------------------------------------------------
 GRAFANA = os.path.join(DEPLOY, "grafana-dashboard.json")
 dash = None
@@ -840,8 +1345,10 @@ try:
     check("build stage builds tessera-extender with make", re.search(r"RUN .*make .*tessera-extender", cf) is not None)
     # Reservation pods run the extender's own image with command /usr/local/bin/tessera-reserve.
     check("build stage builds tessera-reserve with make", re.search(r"RUN .*make .*build/tessera-reserve", cf) is not None)
-    check("runtime stage has /usr/local/bin/tessera-reserve",
-          any(re.match(r"COPY --from=build \S*/tessera-reserve /usr/local/bin/tessera-reserve$", l) for l in last))
+    # Reservation pods run the extender's own image with command [RESERVE_BIN] (plan of issue 11).
+    check("runtime stage carries tessera-reserve at %s (the reservation pods' command)" % RESERVE_BIN,
+          any(l.upper().startswith("COPY ") and l.split()[-1] in (RESERVE_BIN, os.path.dirname(RESERVE_BIN) + "/")
+              and "tessera-reserve" in l for l in last), "no COPY of tessera-reserve to %s" % RESERVE_BIN)
     # The build stage sees only what it COPYs: copy exactly that into a scratch tree and
     # ask make (dry run) whether build/tessera-extender and build/tessera-reserve can be built from it.
     first = lines[:max(i for i, l in enumerate(lines) if l.upper().startswith("FROM "))]
