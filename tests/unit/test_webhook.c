@@ -623,3 +623,51 @@ TEST(webhook_http_tls_listener_with_generated_certificate) {
     CHECK_INT(health, 200);
     CHECK_INT(by_ip, 0);
 }
+
+/* Renewal restarts the TLS listener on the same port with the new PEM (main.c's
+ * webhook_restart): the port is free again at once and the new certificate is served. */
+TEST(webhook_http_tls_listener_restarts_on_the_same_port_with_new_pem) {
+    if (!ext_certs_available()) return;
+    ext_cert_pem ca1 = {0}, ca2 = {0}, sv1 = {0}, sv2 = {0};
+    char err[512] = "";
+    const char *dns[] = {"tessera-extender.tessera.svc"};
+    CHECK_MSG(ext_certs_make_ca("ca-one", 1, &ca1, err, sizeof err) == 0 && ext_certs_make_ca("ca-two", 1, &ca2, err, sizeof err) == 0 &&
+              ext_certs_make_serving(&ca1, dns, 1, 1, &sv1, err, sizeof err) == 0 &&
+              ext_certs_make_serving(&ca2, dns, 1, 1, &sv2, err, sizeof err) == 0, "certs: %s", err);
+    char f1[] = "/tmp/tessera-wh-ca1-XXXXXX", f2[] = "/tmp/tessera-wh-ca2-XXXXXX";
+    int fd1 = mkstemp(f1), fd2 = mkstemp(f2);
+    CHECK(fd1 >= 0 && fd2 >= 0);
+    FILE *a = fdopen(fd1, "w"), *b = fdopen(fd2, "w");
+    fputs(ca1.cert, a);
+    fputs(ca2.cert, b);
+    fclose(a);
+    fclose(b);
+    ext_webhook_config wc = cfg_with(EXT_DELIVERY_NONE);
+    ext_http_config hc = {.conn_timeout_s = 2, .webhook = &wc, .webhook_only = true, .tls_cert_pem = sv1.cert,
+                          .tls_key_pem = sv1.key};
+    snprintf(hc.listen, sizeof hc.listen, "127.0.0.1:0");
+    ext_http *h = ext_http_start(&hc, err, sizeof err);
+    int port = ext_http_port(h);
+    char url[160], resolve[160];
+    snprintf(url, sizeof url, "https://tessera-extender.tessera.svc:%d/healthz", port);
+    snprintf(resolve, sizeof resolve, "tessera-extender.tessera.svc:%d:127.0.0.1", port);
+    long before = h ? http_call(url, NULL, f1, resolve, NULL) : -1;
+    ext_http_stop(h);
+    snprintf(hc.listen, sizeof hc.listen, "127.0.0.1:%d", port);
+    hc.tls_cert_pem = sv2.cert;
+    hc.tls_key_pem = sv2.key;
+    ext_http *h2 = port ? ext_http_start(&hc, err, sizeof err) : NULL;
+    long new_ca = h2 ? http_call(url, NULL, f2, resolve, NULL) : -1;
+    long old_ca = h2 ? http_call(url, NULL, f1, resolve, NULL) : -1;
+    ext_http_stop(h2);
+    unlink(f1);
+    unlink(f2);
+    ext_cert_pem_free(&ca1);
+    ext_cert_pem_free(&ca2);
+    ext_cert_pem_free(&sv1);
+    ext_cert_pem_free(&sv2);
+    CHECK_INT(before, 200);
+    CHECK_MSG(h2 != NULL, "restart on port %d: %s", port, err);
+    CHECK_INT(new_ca, 200);
+    CHECK_INT(old_ca, 0);
+}
