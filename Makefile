@@ -12,8 +12,10 @@ SAN     ?=
 DEPFLAGS = -MMD -MP
 
 # pkg-config is asked only after the dependency check has run (see $(BUILD)/.deps).
-# GnuTLS is optional: with it, --tls-client-ca verifies client certificates
-# (libmicrohttpd only asks for them); without it that flag is refused.
+# GnuTLS is a build dependency (scripts/deps.sh installs it): the webhook's self-signed CA
+# and serving certificate (extender/certs.c) and --tls-client-ca use it. A build without it
+# still compiles (EXT_HAVE_GNUTLS unset): then the webhook needs --webhook-cert/--webhook-key
+# and --tls-client-ca is refused.
 GNUTLS_PKG = $(shell pkg-config --exists gnutls 2>/dev/null && echo gnutls)
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) $(GNUTLS_PKG) 2>/dev/null) $(if $(GNUTLS_PKG),-DEXT_HAVE_GNUTLS)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) $(GNUTLS_PKG) 2>/dev/null)

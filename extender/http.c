@@ -30,7 +30,7 @@ struct ext_http {
 };
 
 typedef enum route {
-    R_NONE = 0, R_FILTER, R_PRIORITIZE, R_BIND, R_PREEMPT, R_HEALTHZ, R_READYZ, R_METRICS, R_DEBUG
+    R_NONE = 0, R_FILTER, R_PRIORITIZE, R_BIND, R_PREEMPT, R_WEBHOOK, R_HEALTHZ, R_READYZ, R_METRICS, R_DEBUG
 } route;
 
 typedef struct req_ctx {
@@ -51,6 +51,11 @@ static uint64_t elapsed_ns(const struct timespec *t0) {
 static route route_of(const ext_http *h, const char *url, bool *post) {
     size_t pl = strlen(h->cfg.prefix);
     *post = true;
+    if (h->cfg.webhook && !h->cfg.ops_only && !strcmp(url, EXT_WEBHOOK_PATH)) return R_WEBHOOK;
+    if (h->cfg.webhook_only) {
+        *post = false;
+        return !strcmp(url, "/healthz") ? R_HEALTHZ : R_NONE;
+    }
     if (!h->cfg.ops_only && strncmp(url, h->cfg.prefix, pl) == 0) {
         const char *v = url + pl;
         if (!strcmp(v, "/filter")) return R_FILTER;
@@ -199,7 +204,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (rc->r == R_NONE) {
         count_reject(h, 404);
         char msg[600];
-        snprintf(msg, sizeof msg, "no such endpoint: %.200s (verbs are under %s/)", url, h->cfg.prefix[0] ? h->cfg.prefix : "");
+        if (h->cfg.webhook_only)
+            snprintf(msg, sizeof msg, "no such endpoint: %.200s (this listener serves POST " EXT_WEBHOOK_PATH
+                     " and GET /healthz)", url);
+        else
+            snprintf(msg, sizeof msg, "no such endpoint: %.200s (verbs are under %s/)", url, h->cfg.prefix[0] ? h->cfg.prefix : "");
         return send_error(c, 404, msg, NULL);
     }
     if (rc->post_route ? !is_post : !is_get) {
@@ -217,6 +226,14 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (!rc->post_route) return serve_get(h, c, rc->r);
     ext_reply rep = {0};
     const char *body = rc->buf ? rc->buf : "";
+    if (rc->r == R_WEBHOOK) {
+        ext_webhook_mutate(h->cfg.webhook, body, rc->len, &rep);
+        if (rep.status != 200)
+            ext_log(EXT_LOG_INFO, "http=webhook status=%d body=%.300s", rep.status, rep.body ? rep.body : "");
+        else if (rep.body && strstr(rep.body, "\"allowed\":false"))
+            ext_log(EXT_LOG_INFO, "http=webhook refused=%.400s", rep.body);
+        return send_reply(c, &rep, NULL);
+    }
     ext_verb vb;
     switch (rc->r) {
     case R_FILTER: vb = EXT_VERB_FILTER; ext_verb_filter(h->cfg.verbs, body, rc->len, &rep); break;
@@ -308,6 +325,7 @@ ext_http *ext_http_start(const ext_http_config *cfg, char *err, size_t errlen) {
         return NULL;
     }
     h->cfg = *cfg;
+    h->cfg.tls_cert_pem = h->cfg.tls_key_pem = NULL;   /* the caller's strings may go away; h->tls_* are ours */
     if (!h->cfg.max_body) h->cfg.max_body = 8u << 20;
     if (h->cfg.conn_timeout_s <= 0) h->cfg.conn_timeout_s = 30;
     size_t pl = strlen(h->cfg.prefix);
@@ -322,9 +340,17 @@ ext_http *ext_http_start(const ext_http_config *cfg, char *err, size_t errlen) {
     if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
     struct MHD_OptionItem tls[4];
     int nt = 0;
-    if (cfg->tls_cert_file && cfg->tls_key_file) {
-        if (!(h->tls_cert = slurp(cfg->tls_cert_file, err, errlen)) || !(h->tls_key = slurp(cfg->tls_key_file, err, errlen)))
+    bool pem = cfg->tls_cert_pem && cfg->tls_key_pem;
+    if (pem || (cfg->tls_cert_file && cfg->tls_key_file)) {
+        if (pem) {
+            if (!(h->tls_cert = strdup(cfg->tls_cert_pem)) || !(h->tls_key = strdup(cfg->tls_key_pem))) {
+                snprintf(err, errlen, "out of memory");
+                goto fail;
+            }
+        } else if (!(h->tls_cert = slurp(cfg->tls_cert_file, err, errlen)) ||
+                   !(h->tls_key = slurp(cfg->tls_key_file, err, errlen))) {
             goto fail;
+        }
         flags |= MHD_USE_TLS;
         tls[nt++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, h->tls_cert};
         tls[nt++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, h->tls_key};
@@ -337,6 +363,9 @@ ext_http *ext_http_start(const ext_http_config *cfg, char *err, size_t errlen) {
             if (!(h->tls_ca = slurp(cfg->tls_client_ca_file, err, errlen))) goto fail;
             tls[nt++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0, h->tls_ca};
         }
+    } else if (cfg->tls_cert_pem || cfg->tls_key_pem) {
+        snprintf(err, errlen, "HTTPS needs both a certificate and a key");
+        goto fail;
     } else if (cfg->tls_cert_file || cfg->tls_key_file || cfg->tls_client_ca_file) {
         snprintf(err, errlen, "HTTPS needs both --tls-cert and --tls-key");
         goto fail;

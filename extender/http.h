@@ -9,7 +9,9 @@
  *   GET  /readyz         200 once the cache is synced, else 503
  *   GET  /metrics        Prometheus text
  *   GET  /debug/state    JSON of the cache; ?pod=namespace/name explains one pod
- * With ops_only (the --metrics-listen server) only the first three GETs are served.
+ *   POST /webhook/mutate the mutating admission webhook (webhook.h), when cfg.webhook is set
+ * With ops_only (the --metrics-listen server) only the first three GETs are served; with
+ * webhook_only (the --webhook-listen TLS server) only POST /webhook/mutate and GET /healthz.
  * Errors are JSON {"Error": "..."}: 404 unknown path, 405 wrong method (with Allow), 413
  * body over the limit, 400 malformed body (from the verbs).
  */
@@ -22,6 +24,7 @@
 #include "extender/kube.h"
 #include "extender/metrics.h"
 #include "extender/verbs.h"
+#include "extender/webhook.h"
 
 typedef struct ext_http_config {
     char listen[128];            /* "HOST:PORT" or "[v6]:PORT"; port 0 picks a free one */
@@ -31,7 +34,14 @@ typedef struct ext_http_config {
     const char *tls_cert_file;   /* PEM; with tls_key_file turns HTTPS on */
     const char *tls_key_file;
     const char *tls_client_ca_file;  /* PEM; clients must present a certificate it signed */
+    /* PEM text instead of the files (copied at start), so a renewed certificate is served by
+     * restarting the server with the new text (the webhook's TLS listener). */
+    const char *tls_cert_pem;
+    const char *tls_key_pem;
     bool ops_only;               /* serve only GET /healthz, /readyz, /metrics (--metrics-listen) */
+    bool webhook_only;           /* serve only POST /webhook/mutate and GET /healthz (--webhook-listen);
+                                  * verbs may be NULL */
+    const ext_webhook_config *webhook;   /* NULL: no /webhook/mutate */
     ext_metrics *metrics_from;   /* render these verb metrics instead of this server's own
                                   * (the ops server shows the verb server's histograms) */
     ext_verbs *verbs;

@@ -3,6 +3,7 @@
  * the HTTP server, and a main thread that only waits for signals and expires assumptions.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,6 +18,8 @@
 #include "extender/log.h"
 #include "extender/state.h"
 #include "extender/verbs.h"
+#include "extender/webhook.h"
+#include "extender/webhook_tls.h"
 #include "extender/workload.h"
 #include "policy/policy.h"
 
@@ -88,6 +91,25 @@ static void usage(FILE *f) {
 "                              Durations: 15s, 500ms, 1m. Identity: $POD_NAME (else the host\n"
 "                              name) plus a random suffix. The Lease is released on SIGTERM.\n"
 "\n"
+"Admission webhook (POST /webhook/mutate; also served on --listen, e.g. by --demo):\n"
+"  --webhook-listen HOST:PORT  serve the webhook over TLS here (cluster mode default\n"
+"                              0.0.0.0:8443; \"\" turns it off); only POST /webhook/mutate and\n"
+"                              GET /healthz are served on it\n"
+"  --webhook-cert FILE         PEM serving certificate for --webhook-listen (with --webhook-key;\n"
+"                              e.g. from cert-manager) instead of the Secret tessera manages\n"
+"  --webhook-key FILE          PEM private key for --webhook-cert\n"
+"  --webhook-secret NS/NAME    Secret holding the webhook's CA and serving certificate, created\n"
+"                              and renewed by tessera (default $POD_NAMESPACE, else tessera,\n"
+"                              /tessera-webhook-tls)\n"
+"  --webhook-config NAME       MutatingWebhookConfiguration whose caBundle tessera sets\n"
+"                              (default tessera; \"\" leaves it alone)\n"
+"  --webhook-runtime-class NAME  runtimeClassName the webhook gives soft shares that have none\n"
+"  --scheduler-name NAME       pods of this scheduler are mutated (repeatable; default\n"
+"                              tessera-scheduler); other pods are left unchanged\n"
+"  --soft-share-delivery MODE  reservation | none: how soft shares get their GPU (default\n"
+"                              reservation in cluster mode, none standalone). none: accounting\n"
+"                              only, the webhook adds just the tessera.io/share marker\n"
+"\n"
 "Standalone mode:\n"
 "  --cluster FILE              nodes from FILE: a JSON array of Node objects or a NodeList\n"
 "  --demo                      the embedded demo cluster (MIG, time-sliced, MPS, whole GPUs)\n"
@@ -141,7 +163,30 @@ static int parse_seconds(const char *s, int *out) {
     return 0;
 }
 
-static void print_demo_help(const char *listen, int port, const char *prefix) {
+/* The webhook's TLS listener, restarted by ext_webhook_tls with each new certificate. */
+typedef struct webhook_srv {
+    ext_http_config cfg;
+    ext_http *h;
+    pthread_mutex_t mu;
+} webhook_srv;
+
+static void webhook_restart(void *user, const ext_cert_pem *pem) {
+    webhook_srv *w = user;
+    char err[512];
+    pthread_mutex_lock(&w->mu);
+    ext_http_stop(w->h);   /* frees the port; in-flight reviews finish first */
+    w->cfg.tls_cert_pem = pem->cert;
+    w->cfg.tls_key_pem = pem->key;
+    w->h = ext_http_start(&w->cfg, err, sizeof err);
+    w->cfg.tls_cert_pem = w->cfg.tls_key_pem = NULL;
+    if (w->h)
+        ext_log(EXT_LOG_INFO, "event=serving-webhook listen=%s port=%d cert=secret", w->cfg.listen, ext_http_port(w->h));
+    else
+        ext_log(EXT_LOG_ERROR, "event=webhook-listen-failed listen=%s error=\"%s\"", w->cfg.listen, err);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void print_demo_help(const char *listen, int port, const char *prefix, const ext_webhook_config *wc) {
     char host[128];
     snprintf(host, sizeof host, "%s", listen);
     char *colon = strrchr(host, ':');
@@ -159,6 +204,17 @@ static void print_demo_help(const char *listen, int port, const char *prefix) {
     printf("  curl -s -XPOST http://%s:%d%s/preempt -d '{\"Pod\":%s,\"NodeNameToVictims\":null,\"NodeNameToMetaVictims\":{\"gpu-a100-whole\":{\"Pods\":[{\"UID\":\"demo-uid-1\"}],\"NumPDBViolations\":0}}}'\n",
            host, port, prefix, pod);
     printf("  curl -s 'http://%s:%d/debug/state?pod=default/demo'\n", host, port);
+    /* A gpu-fraction pod's AdmissionReview, as the API server posts it; jq + base64 show the JSON Patch. */
+    printf("  curl -s -XPOST http://%s:%d" EXT_WEBHOOK_PATH " -H 'Content-Type: application/json' -d '"
+           "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{"
+           "\"uid\":\"0d3f4b9e-5a61-4c5e-9a59-2b8f2f7d6c11\",\"kind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"Pod\"},"
+           "\"resource\":{\"group\":\"\",\"version\":\"v1\",\"resource\":\"pods\"},\"namespace\":\"default\","
+           "\"operation\":\"CREATE\",\"object\":{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"half\","
+           "\"namespace\":\"default\",\"annotations\":{\"tessera.io/gpu-fraction\":\"0.5\"}},\"spec\":{"
+           "\"schedulerName\":\"%s\",\"containers\":[{\"name\":\"main\",\"image\":\"nvidia/cuda:12.4.1-base-ubuntu22.04\"}]}}}}'"
+           "\n    (the admission webhook, soft-share delivery %s; append | jq -r .response.patch | base64 -d for the JSON Patch)\n",
+           host, port, wc->nschedulers ? wc->schedulers[0] : EXT_WEBHOOK_DEFAULT_SCHEDULER,
+           ext_webhook_delivery_name(wc->delivery));
     printf("  curl -s http://%s:%d/metrics\n", host, port);
     fflush(stdout);
 }
@@ -166,7 +222,9 @@ static void print_demo_help(const char *listen, int port, const char *prefix) {
 int main(int argc, char **argv) {
     enum { O_LISTEN = 1000, O_PREFIX, O_POLICY, O_CLUSTER, O_DEMO, O_API, O_TOKEN, O_CA, O_CCERT, O_CKEY, O_INSECURE,
            O_TCERT, O_TKEY, O_TCA, O_MAXBODY, O_TTL, O_CONNTO, O_LOG, O_HELP, O_WORKLOAD, O_BINDTO, O_MLISTEN,
-           O_LE, O_LE_NS, O_LE_NAME, O_LE_LEASE, O_LE_RENEW, O_LE_RETRY };
+           O_LE, O_LE_NS, O_LE_NAME, O_LE_LEASE, O_LE_RENEW, O_LE_RETRY,
+           /* admission webhook */
+           O_WH_LISTEN, O_WH_CERT, O_WH_KEY, O_WH_SECRET, O_WH_CONFIG, O_WH_RUNTIME, O_SCHED_NAME, O_DELIVERY };
     static const struct option opts[] = {
         {"listen", required_argument, 0, O_LISTEN}, {"url-prefix", required_argument, 0, O_PREFIX},
         {"policy", required_argument, 0, O_POLICY}, {"cluster", required_argument, 0, O_CLUSTER},
@@ -183,7 +241,13 @@ int main(int argc, char **argv) {
         {"leader-elect-name", required_argument, 0, O_LE_NAME},
         {"leader-elect-lease-duration", required_argument, 0, O_LE_LEASE},
         {"leader-elect-renew-deadline", required_argument, 0, O_LE_RENEW},
-        {"leader-elect-retry-period", required_argument, 0, O_LE_RETRY}, {0, 0, 0, 0}};
+        {"leader-elect-retry-period", required_argument, 0, O_LE_RETRY},
+        /* admission webhook */
+        {"webhook-listen", required_argument, 0, O_WH_LISTEN}, {"webhook-cert", required_argument, 0, O_WH_CERT},
+        {"webhook-key", required_argument, 0, O_WH_KEY}, {"webhook-secret", required_argument, 0, O_WH_SECRET},
+        {"webhook-config", required_argument, 0, O_WH_CONFIG}, {"webhook-runtime-class", required_argument, 0, O_WH_RUNTIME},
+        {"scheduler-name", required_argument, 0, O_SCHED_NAME}, {"soft-share-delivery", required_argument, 0, O_DELIVERY},
+        {0, 0, 0, 0}};
     ext_http_config hc;
     memset(&hc, 0, sizeof hc);
     snprintf(hc.listen, sizeof hc.listen, "127.0.0.1:8888");
@@ -193,9 +257,18 @@ int main(int argc, char **argv) {
     const char *policy_arg = "binpack", *cluster = NULL, *workload_file = NULL, *metrics_listen = NULL;
     bool demo = false, api_given = false;
     int ttl_s = 30, c;
+    char err0[512];
     ext_leader_config lc;
     ext_leader_config_defaults(&lc);
     int leader_elect = -1; /* -1: the mode's default */
+    /* Admission webhook and soft-share delivery. soft_share_delivery is what the reservation
+     * controller follows too; -1 until resolved by the mode. */
+    ext_webhook_config wc;
+    ext_webhook_config_defaults(&wc);
+    ext_webhook_tls_config wtc;
+    ext_webhook_tls_config_defaults(&wtc);
+    const char *webhook_listen = NULL, *webhook_cert = NULL, *webhook_key = NULL;   /* NULL: the mode's default */
+    int soft_share_delivery = -1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case O_LISTEN: snprintf(hc.listen, sizeof hc.listen, "%s", optarg); break;
@@ -262,6 +335,26 @@ int main(int argc, char **argv) {
             }
             break;
         }
+        case O_WH_LISTEN: webhook_listen = optarg; break;
+        case O_WH_CERT: webhook_cert = optarg; break;
+        case O_WH_KEY: webhook_key = optarg; break;
+        case O_WH_SECRET:
+            if (ext_webhook_tls_parse_secret(&wtc, optarg, err0, sizeof err0) < 0) { fprintf(stderr, "%s\n", err0); return 2; }
+            break;
+        case O_WH_CONFIG: snprintf(wtc.webhook_config, sizeof wtc.webhook_config, "%s", optarg); break;
+        case O_WH_RUNTIME:
+            if (strlen(optarg) >= sizeof wc.runtime_class) { fprintf(stderr, "--webhook-runtime-class: name too long\n"); return 2; }
+            snprintf(wc.runtime_class, sizeof wc.runtime_class, "%s", optarg);
+            break;
+        case O_SCHED_NAME:
+            if (ext_webhook_config_add_scheduler(&wc, optarg, err0, sizeof err0) < 0) { fprintf(stderr, "%s\n", err0); return 2; }
+            break;
+        case O_DELIVERY: {
+            ext_webhook_delivery d;
+            if (ext_webhook_delivery_parse(optarg, &d) < 0) { fprintf(stderr, "--soft-share-delivery: reservation or none\n"); return 2; }
+            soft_share_delivery = (int)d;
+            break;
+        }
         case O_HELP: case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -284,7 +377,6 @@ int main(int argc, char **argv) {
         return 2;
     }
     bool standalone = cluster || demo;
-    char err0[512];
     if (standalone && api_given) {
         fprintf(stderr, "--cluster/--demo and --kube-api exclude each other\n");
         policy_workload_free(workload);
@@ -292,6 +384,22 @@ int main(int argc, char **argv) {
     }
     if (standalone && leader_elect == 1) {
         fprintf(stderr, "--leader-elect needs cluster mode: a standalone extender (--cluster/--demo) binds in memory only\n");
+        policy_workload_free(workload);
+        return 2;
+    }
+    /* Admission webhook: the mode's defaults, then what cannot work. */
+    if (soft_share_delivery < 0) soft_share_delivery = standalone ? EXT_DELIVERY_NONE : EXT_DELIVERY_RESERVATION;
+    wc.delivery = (ext_webhook_delivery)soft_share_delivery;
+    if (hc.max_body) wc.max_body = hc.max_body;
+    if (!webhook_listen) webhook_listen = standalone ? "" : "0.0.0.0:8443";
+    if (!webhook_cert != !webhook_key) {
+        fprintf(stderr, "--webhook-cert and --webhook-key go together\n");
+        policy_workload_free(workload);
+        return 2;
+    }
+    if (webhook_listen[0] && standalone && !webhook_cert) {
+        fprintf(stderr, "--webhook-listen in standalone mode needs --webhook-cert and --webhook-key (the managed Secret "
+                        "needs the API server); standalone serves POST /webhook/mutate on --listen anyway\n");
         policy_workload_free(workload);
         return 2;
     }
@@ -380,6 +488,7 @@ int main(int argc, char **argv) {
     verbs.ctx.workload = workload;
     verbs.leader = leader;
     hc.verbs = &verbs;
+    hc.webhook = &wc;
     if (kube) {
         hc.kube_stats = kube_stats;
         hc.kube_user = kube;
@@ -414,7 +523,46 @@ int main(int argc, char **argv) {
     ext_log(EXT_LOG_INFO, "event=serving listen=%s port=%d prefix=%s policy=%s mode=%s tls=%s", hc.listen,
             ext_http_port(http), hc.prefix, policy_name(pol), standalone ? "standalone" : "cluster",
             hc.tls_cert_file ? "on" : "off");
-    if (standalone) print_demo_help(hc.listen, ext_http_port(http), hc.prefix);
+    /* The webhook's TLS listener: from files, or from the Secret tessera keeps (restarted on renewal). */
+    webhook_srv whs = {.cfg = hc};
+    pthread_mutex_init(&whs.mu, NULL);
+    ext_webhook_tls *wtls = NULL;
+    if (webhook_listen[0]) {
+        whs.cfg.verbs = &verbs;
+        whs.cfg.webhook_only = true;
+        whs.cfg.tls_client_ca_file = NULL;
+        snprintf(whs.cfg.listen, sizeof whs.cfg.listen, "%s", webhook_listen);
+        whs.cfg.tls_cert_file = webhook_cert;
+        whs.cfg.tls_key_file = webhook_key;
+        if (webhook_cert) {
+            if (!(whs.h = ext_http_start(&whs.cfg, err, sizeof err))) {
+                fprintf(stderr, "--webhook-listen: %s\n", err);
+                ext_http_stop(ops);
+                ext_http_stop(http);
+                ext_events_stop(events);
+                ext_leader_free(leader);
+                ext_kube_free(kube);
+                ext_state_free(st);
+                return 1;
+            }
+            ext_log(EXT_LOG_INFO, "event=serving-webhook listen=%s port=%d cert=%s", webhook_listen, ext_http_port(whs.h),
+                    webhook_cert);
+        } else if (!(wtls = ext_webhook_tls_start(&wtc, ext_webhook_tls_kube_request, kube, webhook_restart, &whs, err,
+                                                  sizeof err))) {
+            fprintf(stderr, "--webhook-listen: %s\n", err);
+            ext_http_stop(ops);
+            ext_http_stop(http);
+            ext_events_stop(events);
+            ext_leader_free(leader);
+            ext_kube_free(kube);
+            ext_state_free(st);
+            return 1;
+        }
+    }
+    ext_log(EXT_LOG_INFO, "event=webhook schedulers=%d delivery=%s runtime_class=%s listen=%s", wc.nschedulers ? wc.nschedulers : 1,
+            ext_webhook_delivery_name(wc.delivery), wc.runtime_class[0] ? wc.runtime_class : "-",
+            webhook_listen[0] ? webhook_listen : "-");
+    if (standalone) print_demo_help(hc.listen, ext_http_port(http), hc.prefix, &wc);
     if ((kube && ext_kube_start(kube, ext_state_on_event, st, err, sizeof err) < 0) ||
         (leader && ext_leader_start(leader, err, sizeof err) < 0)) {
         fprintf(stderr, "API client: %s\n", err);
@@ -442,6 +590,9 @@ int main(int argc, char **argv) {
      * at once); then the Events queue (no bind can enqueue any more; what is queued is posted for up to a
      * second, while the API client still exists); then the watchers. */
     ext_leader_stop(leader);
+    ext_webhook_tls_stop(wtls);   /* no restart of the webhook listener after this */
+    ext_http_stop(whs.h);
+    pthread_mutex_destroy(&whs.mu);
     ext_http_stop(ops);
     ext_http_stop(http);
     ext_leader_free(leader);

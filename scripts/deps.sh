@@ -2,28 +2,25 @@
 # Makes sure the build's libraries are present. On Debian/Ubuntu as root the missing
 # -dev packages are installed; anywhere else we stop and name what is missing.
 set -u
-pkgs="libmicrohttpd-dev libcjson-dev libcurl4-openssl-dev libjemalloc-dev pkg-config"
+# libgnutls28-dev: the webhook's certificates (certs.c) and --tls-client-ca. The code still
+# compiles without it (EXT_HAVE_GNUTLS unset), but then it cannot make certificates.
+pkgs="libmicrohttpd-dev libcjson-dev libcurl4-openssl-dev libjemalloc-dev libgnutls28-dev pkg-config"
 missing=""
 if command -v dpkg-query >/dev/null 2>&1; then
     for p in $pkgs; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
     done
 else
-    for m in libmicrohttpd libcjson libcurl jemalloc; do
+    for m in libmicrohttpd libcjson libcurl jemalloc gnutls; do
         pkg-config --exists "$m" 2>/dev/null || missing="$missing $m"
     done
 fi
-# Optional: python3 with PyYAML runs the deployment manifest checks in `make test`;
-# libgnutls28-dev lets --tls-client-ca verify client certificates. Installed when we
-# can, skipped (with a note) when we cannot.
+# Optional: python3 with PyYAML runs the deployment manifest checks in `make test`.
+# Installed when we can, skipped (with a note) when we cannot.
 optional=""
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && \
    ! python3 -c 'import yaml' >/dev/null 2>&1; then
     optional="python3 python3-yaml"
-fi
-if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && \
-   ! pkg-config --exists gnutls 2>/dev/null; then
-    optional="$optional libgnutls28-dev"
 fi
 # A C compiler and the C library headers: on a bare Debian image only make may be there.
 if ! command -v gcc >/dev/null 2>&1; then
@@ -36,7 +33,7 @@ if [ -z "$missing" ]; then
         echo "deps: installing $optional (for the manifest checks)" >&2
         export DEBIAN_FRONTEND=noninteractive
         { apt-get update -qq && apt-get install -y -qq --no-install-recommends $optional; } >/dev/null 2>&1 || \
-            echo "deps: could not install $optional (manifest checks or --tls-client-ca will be unavailable)" >&2
+            echo "deps: could not install $optional (the manifest checks will be skipped)" >&2
     fi
     exit 0
 fi
@@ -47,7 +44,7 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     apt-get update -qq >/dev/null 2>&1 || true
     if apt-get install -y -qq --no-install-recommends $missing >/dev/null 2>&1; then
         [ -z "$optional" ] || apt-get install -y -qq --no-install-recommends $optional >/dev/null 2>&1 || \
-            echo "deps: could not install $optional (manifest checks or --tls-client-ca will be unavailable)" >&2
+            echo "deps: could not install $optional (the manifest checks will be skipped)" >&2
         exit 0
     fi
     echo "deps: apt-get install$missing failed" >&2
@@ -55,5 +52,5 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
 fi
 echo "deps: missing build dependencies:$missing" >&2
 echo "deps: on Debian/Ubuntu run as root: apt-get install$missing" >&2
-echo "deps: elsewhere install a C compiler, libmicrohttpd, cJSON, libcurl and jemalloc with their headers and pkg-config files" >&2
+echo "deps: elsewhere install a C compiler, libmicrohttpd, cJSON, libcurl, jemalloc and GnuTLS with their headers and pkg-config files" >&2
 exit 1

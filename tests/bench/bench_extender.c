@@ -496,7 +496,7 @@ static void bench_d(void) {
     printf("D  fake API server filled: %d nodes, %d pods in %.0f ms\n", NODES, pods, now_ms() - t0);
     char url[128];
     fake_api_url(api, url, sizeof url);
-    const char *flags[] = {"--kube-api", url, NULL};
+    const char *flags[] = {"--kube-api", url, "--webhook-listen", "", NULL};
     t0 = now_ms();
     ext_start(flags);
     conn c;

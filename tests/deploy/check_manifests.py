@@ -134,8 +134,8 @@ MIG_PREFIX = "nvidia.com/mig-"
 REQUIRED_MIG_PRODUCTS = ("A100-SXM4-40GB", "A100-80GB", "H100-80GB", "H100-94GB")
 # The annotation-only forms: a pod using one needs a managed resource too.
 ANNOTATION_FORMS = ("tessera.io/gpu-fraction", "gpu-fraction", "gpu-memory")
-RUNTIME_PACKAGES = {"libmicrohttpd12", "libcjson1", "libcurl4", "libjemalloc2", "ca-certificates",
-                    "libgnutls30"}           # GnuTLS: the webhook's TLS and its self-made CA
+# libgnutls30: the extender links GnuTLS itself (the webhook's certificates, --tls-client-ca).
+RUNTIME_PACKAGES = {"libmicrohttpd12", "libcjson1", "libcurl4", "libjemalloc2", "libgnutls30", "ca-certificates"}
 RESERVE_BIN = "/usr/local/bin/tessera-reserve"   # the reservation pods' command
 
 passed = 0

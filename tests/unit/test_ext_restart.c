@@ -63,7 +63,8 @@ static bool proc_start(proc *p, const char *bin, const char *api_url) {
         close(fds[1]);
         int null = open("/dev/null", O_WRONLY);
         if (null >= 0) dup2(null, 1);
-        execl(bin, bin, "--kube-api", api_url, "--listen", "127.0.0.1:0", "--log-level", "info", "--bind-timeout", "5",
+        /* --webhook-listen "": no TLS webhook listener on the fixed port 8443 during tests */
+        execl(bin, bin, "--kube-api", api_url, "--listen", "127.0.0.1:0", "--webhook-listen", "", "--log-level", "info", "--bind-timeout", "5",
               (char *)NULL);
         _exit(127);
     }

@@ -606,3 +606,29 @@ TEST(request_rejects_bad_kai_memory_and_annotations) {
                  "metadata.annotations[\"tessera.io/gpu-models\"]: model \"M23456789");
     CHECK_CONTAINS(err, "is longer than 63 characters");
 }
+
+/* The webhook's marker resource tessera.io/share (issue 11) makes kube-scheduler call the
+ * extender; it asks for no GPU by itself, so the request is whatever else the pod says. */
+TEST(request_share_marker_with_fraction_annotation_is_the_fraction) {
+    model_request r;
+    char err[256] = "";
+    char pod[1024];
+    snprintf(pod, sizeof pod,
+             "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'0.25'}},"
+             "'spec':{'containers':[{'name':'c','resources':{'requests':{'tessera.io/share':'1'},"
+             "'limits':{'tessera.io/share':'1'}}}]}}");
+    CHECK_MSG(parse_q(pod, &r, err, sizeof err) == 0, "%s", err);
+    CHECK_INT(r.kind, MODEL_REQ_FRACTION);
+    CHECK_INT(r.count, 1);
+    CHECK_INT(r.memory_permille, 250);
+    CHECK_INT(r.compute_permille, 250);
+}
+
+TEST(request_share_marker_alone_asks_for_no_gpu) {
+    model_request r;
+    char err[256] = "";
+    CHECK_MSG(parse_pod("", "'tessera.io/share':'1','cpu':'100m'", &r, err, sizeof err) == 0, "%s", err);
+    CHECK_INT(r.kind, MODEL_REQ_NONE);
+    CHECK(!model_request_wants_gpu(&r));
+    CHECK_INT(r.cpu_milli, 100);
+}

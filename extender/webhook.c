@@ -1,0 +1,385 @@
+/* webhook.c -- the mutating admission webhook: validate the AdmissionReview, decide whether
+ * the pod is a soft share of tessera's, and build the JSON Patch of what it lacks. See
+ * webhook.h for the contract; the names come from the plan of issue 11 (delivery.h).
+ */
+#include "extender/webhook.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+
+#include "extender/base64.h"
+#include "model/request.h"
+
+#define ANN_DELIVERY "tessera.io/delivery"
+#define RES_MARKER "tessera.io/share"
+#define REVIEW_API "admission.k8s.io/v1"
+
+void ext_webhook_config_defaults(ext_webhook_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->delivery = EXT_DELIVERY_NONE;
+}
+
+int ext_webhook_config_add_scheduler(ext_webhook_config *cfg, const char *name, char *err, size_t errlen) {
+    if (!name || !name[0] || strlen(name) >= sizeof cfg->schedulers[0]) {
+        snprintf(err, errlen, "--scheduler-name: a name of 1..%zu characters", sizeof cfg->schedulers[0] - 1);
+        return -1;
+    }
+    if (cfg->nschedulers >= EXT_WEBHOOK_MAX_SCHEDULERS) {
+        snprintf(err, errlen, "--scheduler-name: at most %d names", EXT_WEBHOOK_MAX_SCHEDULERS);
+        return -1;
+    }
+    snprintf(cfg->schedulers[cfg->nschedulers++], sizeof cfg->schedulers[0], "%s", name);
+    return 0;
+}
+
+int ext_webhook_delivery_parse(const char *s, ext_webhook_delivery *out) {
+    if (s && !strcmp(s, "reservation")) { *out = EXT_DELIVERY_RESERVATION; return 0; }
+    if (s && !strcmp(s, "none")) { *out = EXT_DELIVERY_NONE; return 0; }
+    return -1;
+}
+
+const char *ext_webhook_delivery_name(ext_webhook_delivery d) {
+    return d == EXT_DELIVERY_RESERVATION ? "reservation" : "none";
+}
+
+void ext_webhook_configmap_name(const char *uid, char *buf, size_t len) {
+    if (!len) return;
+    size_t cap = len - 1 < 253 ? len - 1 : 253;
+    int n = snprintf(buf, len, "tessera-gpu-");
+    size_t o = n > 0 && (size_t)n < cap ? (size_t)n : cap;
+    for (const char *p = uid; *p && o < cap; p++) {
+        char ch = (char)tolower((unsigned char)*p);
+        buf[o++] = (isalnum((unsigned char)ch) || ch == '-' || ch == '.') ? ch : '-';
+    }
+    buf[o] = 0;
+}
+
+static bool is_ours(const ext_webhook_config *cfg, const char *scheduler) {
+    if (!scheduler) return false;
+    if (cfg->nschedulers == 0) return !strcmp(scheduler, EXT_WEBHOOK_DEFAULT_SCHEDULER);
+    for (int i = 0; i < cfg->nschedulers; i++)
+        if (!strcmp(cfg->schedulers[i], scheduler)) return true;
+    return false;
+}
+
+/* The AdmissionReview around a response; takes ownership of resp. */
+static void reply_review(cJSON *resp, ext_reply *out) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "apiVersion", REVIEW_API);
+    cJSON_AddStringToObject(root, "kind", "AdmissionReview");
+    cJSON_AddItemToObject(root, "response", resp);
+    out->body = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!out->body) {
+        ext_reply_error(out, 500, "out of memory");
+        return;
+    }
+    out->status = 200;
+    out->len = strlen(out->body);
+}
+
+static cJSON *response_for(const char *uid, bool allowed) {
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "uid", uid);
+    cJSON_AddBoolToObject(r, "allowed", allowed);
+    return r;
+}
+
+static void reply_allowed(const char *uid, ext_reply *out) { reply_review(response_for(uid, true), out); }
+
+static void reply_denied(const char *uid, const char *msg, ext_reply *out) {
+    cJSON *r = response_for(uid, false);
+    cJSON *st = cJSON_AddObjectToObject(r, "status");
+    cJSON_AddNumberToObject(st, "code", 400);
+    cJSON_AddStringToObject(st, "message", msg);
+    reply_review(r, out);
+}
+
+/* JSON Pointer token: '~' -> "~0", '/' -> "~1". */
+static void ptr_escape(const char *key, char *buf, size_t len) {
+    size_t o = 0;
+    for (const char *p = key; *p && o + 3 < len; p++) {
+        if (*p == '~' || *p == '/') {
+            buf[o++] = '~';
+            buf[o++] = *p == '~' ? '0' : '1';
+        } else {
+            buf[o++] = *p;
+        }
+    }
+    buf[o] = 0;
+}
+
+static void op_add(cJSON *ops, const char *path, cJSON *value) {
+    cJSON *op = cJSON_CreateObject();
+    cJSON_AddStringToObject(op, "op", "add");
+    cJSON_AddStringToObject(op, "path", path);
+    cJSON_AddItemToObject(op, "value", value);
+    cJSON_AddItemToArray(ops, op);
+}
+
+static cJSON *marker_map(void) {
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, RES_MARKER, "1");
+    return m;
+}
+
+static cJSON *cm_ref(const char *cm) {
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(e, "configMapRef"), "name", cm);
+    return e;
+}
+
+/* envFrom of one container; -1 with why when envFrom is not an array. */
+static int patch_env_from(cJSON *ops, const cJSON *ctr, const char *list, int i, const char *cm, char *why,
+                          size_t whylen) {
+    char path[128];
+    const cJSON *ef = cJSON_GetObjectItemCaseSensitive(ctr, "envFrom");
+    if (!ef || cJSON_IsNull(ef)) {
+        snprintf(path, sizeof path, "/spec/%s/%d/envFrom", list, i);
+        cJSON *arr = cJSON_CreateArray();
+        cJSON_AddItemToArray(arr, cm_ref(cm));
+        op_add(ops, path, arr);
+        return 0;
+    }
+    if (!cJSON_IsArray(ef)) {
+        snprintf(why, whylen, "spec.%s[%d].envFrom: expected an array", list, i);
+        return -1;
+    }
+    const cJSON *e;
+    cJSON_ArrayForEach(e, ef) {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "configMapRef"), "name");
+        if (cJSON_IsString(n) && !strcmp(n->valuestring, cm)) return 0;
+    }
+    snprintf(path, sizeof path, "/spec/%s/%d/envFrom/-", list, i);
+    op_add(ops, path, cm_ref(cm));
+    return 0;
+}
+
+/* The marker in requests and limits of the first app container. */
+static void patch_marker(cJSON *ops, const cJSON *ctr) {
+    if (!ctr) return;
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(ctr, "resources");
+    if (!cJSON_IsObject(res)) {
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddItemToObject(r, "requests", marker_map());
+        cJSON_AddItemToObject(r, "limits", marker_map());
+        op_add(ops, "/spec/containers/0/resources", r);
+        return;
+    }
+    static const char *const parts[2] = {"requests", "limits"};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(res, parts[k]);
+        char path[160], esc[64];
+        if (!cJSON_IsObject(m)) {
+            snprintf(path, sizeof path, "/spec/containers/0/resources/%s", parts[k]);
+            op_add(ops, path, marker_map());
+        } else if (!cJSON_GetObjectItemCaseSensitive(m, RES_MARKER)) {
+            ptr_escape(RES_MARKER, esc, sizeof esc);
+            snprintf(path, sizeof path, "/spec/containers/0/resources/%s/%s", parts[k], esc);
+            op_add(ops, path, cJSON_CreateString("1"));
+        }
+    }
+}
+
+/* The container (app or init) that sets NVIDIA_VISIBLE_DEVICES in env itself, or NULL: its
+ * value would win over the delivered one (env beats envFrom), so the share would see
+ * whatever it names. */
+static const char *sets_visible_devices(const cJSON *spec, const char **list) {
+    static const char *const lists[2] = {"initContainers", "containers"};
+    for (int l = 0; l < 2; l++) {
+        const cJSON *c;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(spec, lists[l])) {
+            const cJSON *e;
+            cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(c, "env")) {
+                const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "name");
+                if (cJSON_IsString(n) && !strcmp(n->valuestring, "NVIDIA_VISIBLE_DEVICES")) {
+                    const cJSON *cn = cJSON_GetObjectItemCaseSensitive(c, "name");
+                    *list = lists[l];
+                    return cJSON_IsString(cn) ? cn->valuestring : "(unnamed)";
+                }
+            }
+        }
+    }
+    return NULL;
+}
+
+/* The patch for a soft share (an empty array when it has everything), or NULL with why. */
+static cJSON *share_patch(const ext_webhook_config *cfg, const cJSON *pod, const char *uid, char *why, size_t whylen) {
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
+    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
+    cJSON *ops = cJSON_CreateArray();
+    if (cfg->delivery == EXT_DELIVERY_RESERVATION) {
+        const cJSON *anns = cJSON_GetObjectItemCaseSensitive(meta, "annotations");
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(anns, ANN_DELIVERY);
+        char cm[256];
+        if (cJSON_IsString(d) && d->valuestring[0]) {
+            snprintf(cm, sizeof cm, "%s", d->valuestring);
+        } else {
+            ext_webhook_configmap_name(uid, cm, sizeof cm);
+            cJSON *v = cJSON_CreateString(cm);
+            if (!cJSON_IsObject(meta)) {
+                cJSON *m = cJSON_CreateObject();
+                cJSON_AddStringToObject(cJSON_AddObjectToObject(m, "annotations"), ANN_DELIVERY, cm);
+                op_add(ops, "/metadata", m);
+                cJSON_Delete(v);
+            } else if (!cJSON_IsObject(anns)) {
+                cJSON *a = cJSON_CreateObject();
+                cJSON_AddItemToObject(a, ANN_DELIVERY, v);
+                op_add(ops, "/metadata/annotations", a);
+            } else {
+                char esc[64], path[96];
+                ptr_escape(ANN_DELIVERY, esc, sizeof esc);
+                snprintf(path, sizeof path, "/metadata/annotations/%s", esc);
+                op_add(ops, path, v);
+            }
+        }
+        static const char *const lists[2] = {"initContainers", "containers"};
+        for (int l = 0; l < 2; l++) {
+            int i = 0;
+            const cJSON *c;
+            cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(spec, lists[l])) {
+                if (patch_env_from(ops, c, lists[l], i++, cm, why, whylen) < 0) {
+                    cJSON_Delete(ops);
+                    return NULL;
+                }
+            }
+        }
+    }
+    patch_marker(ops, cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(spec, "containers"), 0));
+    const cJSON *rc = cJSON_GetObjectItemCaseSensitive(spec, "runtimeClassName");
+    if (cfg->runtime_class[0] && (!rc || cJSON_IsNull(rc)))
+        op_add(ops, "/spec/runtimeClassName", cJSON_CreateString(cfg->runtime_class));
+    return ops;
+}
+
+static const char *str_field(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+void ext_webhook_mutate(const ext_webhook_config *cfg, const char *body, size_t len, ext_reply *out) {
+    memset(out, 0, sizeof *out);
+    size_t max = cfg->max_body ? cfg->max_body : 8u << 20;
+    char msg[600];
+    if (len > max) {
+        snprintf(msg, sizeof msg, "AdmissionReview of %zu bytes is larger than the limit of %zu bytes", len, max);
+        ext_reply_error(out, 400, msg);
+        return;
+    }
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body ? body : "", len, &end, 0);
+    if (!root) {
+        snprintf(msg, sizeof msg, "malformed JSON in the AdmissionReview near byte %zu",
+                 end && body ? (size_t)(end - body) : (size_t)0);
+        ext_reply_error(out, 400, msg);
+        return;
+    }
+    const char *kind = str_field(root, "kind"), *api = str_field(root, "apiVersion");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(root, "request");
+    const cJSON *uidj = cJSON_GetObjectItemCaseSensitive(req, "uid");
+    const cJSON *rkind = cJSON_GetObjectItemCaseSensitive(req, "kind");
+    const cJSON *op = cJSON_GetObjectItemCaseSensitive(req, "operation");
+    const char *bad = NULL;
+    if (!cJSON_IsObject(root) || !kind || strcmp(kind, "AdmissionReview"))
+        bad = "not an AdmissionReview: expected an object with \"kind\": \"AdmissionReview\"";
+    else if (!api || strcmp(api, REVIEW_API))
+        bad = "AdmissionReview apiVersion must be \"" REVIEW_API "\" (register the webhook with "
+              "admissionReviewVersions: [v1])";
+    else if (!cJSON_IsObject(req))
+        bad = "AdmissionReview without a \"request\" object";
+    else if (!cJSON_IsString(uidj) || !uidj->valuestring[0])
+        bad = "AdmissionReview request.uid: expected a non-empty string";
+    else if (!cJSON_IsObject(rkind) || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(rkind, "kind")))
+        bad = "AdmissionReview request.kind: expected an object {group, version, kind}";
+    else if (!cJSON_IsString(op))
+        bad = "AdmissionReview request.operation: expected a string (CREATE, UPDATE, DELETE, CONNECT)";
+    if (bad) {
+        ext_reply_error(out, 400, bad);
+        cJSON_Delete(root);
+        return;
+    }
+    const char *uid = uidj->valuestring;
+    const char *group = str_field(rkind, "group"), *sub = str_field(req, "subResource");
+    bool pod_create = !strcmp(str_field(rkind, "kind"), "Pod") && (!group || !group[0]) && (!sub || !sub[0]) &&
+                      !strcmp(op->valuestring, "CREATE");
+    if (!pod_create) {
+        reply_allowed(uid, out);
+        cJSON_Delete(root);
+        return;
+    }
+    const cJSON *pod = cJSON_GetObjectItemCaseSensitive(req, "object");
+    if (!cJSON_IsObject(pod) || !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(pod, "spec"))) {
+        ext_reply_error(out, 400, "AdmissionReview request.object: expected the Pod object (with a spec) of a CREATE");
+        cJSON_Delete(root);
+        return;
+    }
+    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
+    if (!is_ours(cfg, str_field(spec, "schedulerName"))) {
+        reply_allowed(uid, out);
+        cJSON_Delete(root);
+        return;
+    }
+    model_request r;
+    char perr[400];
+    if (model_request_from_pod(pod, &r, perr, sizeof perr) != 0) {
+        snprintf(msg, sizeof msg, "tessera: %s", perr);
+        reply_denied(uid, msg, out);
+        cJSON_Delete(root);
+        return;
+    }
+    if (r.kind != MODEL_REQ_FRACTION) {   /* whole GPUs, replicas, MIG, CPU: the device plugin's */
+        reply_allowed(uid, out);
+        cJSON_Delete(root);
+        return;
+    }
+    if (cfg->delivery == EXT_DELIVERY_RESERVATION) {
+        const char *list = NULL, *ctr = NULL;
+        if (r.isolation == MODEL_ISO_MPS) {
+            reply_denied(uid,
+                         "tessera: a GPU fraction with tessera.io/isolation: mps cannot be delivered by a reservation: "
+                         "MPS clients need the MPS daemon's pipe and shm mounts and CUDA_MPS_* settings that only the "
+                         "device plugin gives; ask for nvidia.com/gpu.shared with tessera.io/isolation: mps instead, "
+                         "or run tessera with --soft-share-delivery=none", out);
+            cJSON_Delete(root);
+            return;
+        }
+        if ((ctr = sets_visible_devices(spec, &list))) {
+            snprintf(msg, sizeof msg,
+                     "tessera: %s \"%.100s\" sets NVIDIA_VISIBLE_DEVICES in env; tessera delivers a GPU share's device "
+                     "through that variable (from the pod's delivery ConfigMap) and an env entry would override it: "
+                     "remove it", !strcmp(list, "containers") ? "container" : "init container", ctr);
+            reply_denied(uid, msg, out);
+            cJSON_Delete(root);
+            return;
+        }
+    }
+    cJSON *ops = share_patch(cfg, pod, uid, perr, sizeof perr);
+    if (!ops) {
+        snprintf(msg, sizeof msg, "tessera: %s", perr);
+        reply_denied(uid, msg, out);
+        cJSON_Delete(root);
+        return;
+    }
+    cJSON *resp = response_for(uid, true);
+    if (cJSON_GetArraySize(ops) > 0) {
+        char *text = cJSON_PrintUnformatted(ops);
+        char *b64 = text ? ext_base64_encode(text, strlen(text), NULL) : NULL;
+        free(text);
+        if (!b64) {
+            cJSON_Delete(ops);
+            cJSON_Delete(resp);
+            cJSON_Delete(root);
+            ext_reply_error(out, 500, "out of memory");
+            return;
+        }
+        cJSON_AddStringToObject(resp, "patchType", "JSONPatch");
+        cJSON_AddStringToObject(resp, "patch", b64);
+        free(b64);
+    }
+    cJSON_Delete(ops);
+    reply_review(resp, out);
+    cJSON_Delete(root);
+}

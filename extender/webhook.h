@@ -1,0 +1,65 @@
+/* webhook.h -- tessera's mutating admission webhook, from AdmissionReview body to reply
+ * body (no HTTP here: http.c serves it at POST /webhook/mutate).
+ *
+ * A soft share (a pod of one of tessera's schedulers whose normalised request is a
+ * fraction: model_request_from_pod gives MODEL_REQ_FRACTION) gets, with delivery
+ * "reservation", the annotation tessera.io/delivery = its delivery ConfigMap's name
+ * (tessera-gpu-<request uid, lowercased>, or the name the annotation already holds) and
+ * envFrom that ConfigMap on every container and init container; with either delivery the
+ * marker resource tessera.io/share: "1" in requests and limits of the first app container
+ * (so kube-scheduler calls the extender for it: managedResources, ignoredByScheduler) and
+ * spec.runtimeClassName when configured and unset. Only what is missing is added, and
+ * nothing depends on time or chance: a replayed review gets the same patch, a review of the
+ * mutated pod an empty one.
+ *
+ * Answers (AdmissionReview admission.k8s.io/v1, the request's uid echoed):
+ *   200 allowed, with patchType JSONPatch and patch (base64) when something was added;
+ *   200 allowed, unchanged: not a Pod, not CREATE, another scheduler, not a soft share;
+ *   200 allowed:false with status {code 400, message}: a pod of tessera's schedulers whose GPU
+ *       request is invalid, an MPS fraction under reservation delivery, a container that
+ *       sets NVIDIA_VISIBLE_DEVICES itself (under reservation delivery);
+ *   400 {"Error": ...}: not an AdmissionReview v1 (malformed JSON, no request or uid, wrong
+ *       types, larger than max_body).
+ */
+#ifndef EXT_WEBHOOK_H
+#define EXT_WEBHOOK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "extender/verbs.h"
+
+#define EXT_WEBHOOK_MAX_SCHEDULERS 8
+#define EXT_WEBHOOK_DEFAULT_SCHEDULER "tessera-scheduler"
+#define EXT_WEBHOOK_PATH "/webhook/mutate"
+
+/* How soft shares reach their GPU (--soft-share-delivery). */
+typedef enum ext_webhook_delivery {
+    EXT_DELIVERY_NONE = 0,        /* accounting only; the node side delivers shares another way */
+    EXT_DELIVERY_RESERVATION      /* reservation pods + a per-pod ConfigMap (the plan of issue 11) */
+} ext_webhook_delivery;
+
+typedef struct ext_webhook_config {
+    int nschedulers;                                  /* 0: {"tessera-scheduler"} */
+    char schedulers[EXT_WEBHOOK_MAX_SCHEDULERS][64];
+    char runtime_class[64];                           /* "" = leave runtimeClassName alone */
+    ext_webhook_delivery delivery;
+    size_t max_body;                                  /* bytes; 0 = 8 MiB */
+} ext_webhook_config;
+
+/* Zeroes cfg: default scheduler, no runtime class, delivery none, 8 MiB. */
+void ext_webhook_config_defaults(ext_webhook_config *cfg);
+/* --scheduler-name: 0, or -1 with err (too many, too long, empty). The first call replaces
+ * the default. */
+int ext_webhook_config_add_scheduler(ext_webhook_config *cfg, const char *name, char *err, size_t errlen);
+/* "reservation" | "none" -> 0, else -1. */
+int ext_webhook_delivery_parse(const char *s, ext_webhook_delivery *out);
+const char *ext_webhook_delivery_name(ext_webhook_delivery d);
+
+/* The delivery ConfigMap's name for an admission request uid: "tessera-gpu-" + the uid
+ * lowercased, characters a name cannot hold as '-', cut to 253. */
+void ext_webhook_configmap_name(const char *uid, char *buf, size_t len);
+
+void ext_webhook_mutate(const ext_webhook_config *cfg, const char *body, size_t len, ext_reply *out);
+
+#endif

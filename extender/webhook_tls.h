@@ -1,0 +1,65 @@
+/* webhook_tls.h -- the webhook's TLS without manual steps: the serving certificate lives in a
+ * Secret (default tessera/tessera-webhook-tls; keys ca.crt, ca.key, tls.crt, tls.key, type
+ * kubernetes.io/tls), made by the first replica that finds none (a self-signed CA, certs.h),
+ * re-issued with the same CA when 2/3 of its life is gone, and the CA is written into every
+ * webhook's clientConfig.caBundle of the MutatingWebhookConfiguration (default tessera).
+ *
+ * Replicas race through the API's optimistic concurrency: a create that answers 409 means
+ * another replica made the Secret (it is read back and used); an update that answers 409
+ * means it changed under us (read again and decide again). The configuration is read,
+ * changed and PUT with its resourceVersion (a merge patch would replace the whole webhooks
+ * array), again retried on 409. Failures are logged at warn with the API's message; a 403
+ * names the verb and resource the RBAC rules lack.
+ *
+ * ca.key is kept in the Secret beside ca.crt so that renewal keeps the CA (and the caBundle
+ * the API server trusts) unchanged; a Secret without it (made by hand or by cert-manager
+ * with --webhook-secret pointing at it) is used as is, and renewed with a new CA when due.
+ */
+#ifndef EXT_WEBHOOK_TLS_H
+#define EXT_WEBHOOK_TLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "extender/certs.h"
+
+/* The API call: ext_kube_request's contract with the client as user (ext_webhook_tls_kube_request
+ * adapts an ext_kube *). Tests pass an in-memory fake. */
+typedef int (*ext_webhook_tls_request_fn)(void *user, const char *method, const char *path, const char *body,
+                                          int timeout_ms, char **resp, char *err, size_t errlen);
+int ext_webhook_tls_kube_request(void *kube, const char *method, const char *path, const char *body, int timeout_ms,
+                                 char **resp, char *err, size_t errlen);
+
+typedef struct ext_webhook_tls_config {
+    char secret_ns[64];        /* default $POD_NAMESPACE, else tessera */
+    char secret_name[128];     /* default tessera-webhook-tls */
+    char webhook_config[128];  /* MutatingWebhookConfiguration; default tessera; "" = leave caBundle alone */
+    char service[64];          /* default tessera-extender: names service.ns.svc(.cluster.local), service.ns */
+    int check_interval_s;      /* background re-check; default 600 */
+    int retry_interval_s;      /* after a failed check; default 10 */
+} ext_webhook_tls_config;
+
+void ext_webhook_tls_config_defaults(ext_webhook_tls_config *cfg);
+/* --webhook-secret NS/NAME: 0, or -1 with err. */
+int ext_webhook_tls_parse_secret(ext_webhook_tls_config *cfg, const char *ns_name, char *err, size_t errlen);
+
+/* One pass at Unix time now: read (or create) the Secret, renew the serving certificate when due,
+ * and set the configuration's caBundle. 0 with the serving certificate and key in *serving (and, if
+ * ca_pem is not NULL, the CA certificate, malloc'd), or -1 with err when no usable Secret could be
+ * had. A caBundle that could not be set is logged at warn and does not fail the pass. */
+int ext_webhook_tls_sync(const ext_webhook_tls_config *cfg, ext_webhook_tls_request_fn req, void *user, int64_t now,
+                         ext_cert_pem *serving, char **ca_pem, char *err, size_t errlen);
+
+/* The background check: a first pass now, then every check_interval_s (retry_interval_s after a
+ * failure). on_pem is called from that thread with the serving certificate and key the first time
+ * one is had and whenever it changes (to restart the TLS listener with it). */
+typedef void (*ext_webhook_tls_on_pem)(void *user, const ext_cert_pem *serving);
+typedef struct ext_webhook_tls ext_webhook_tls;
+ext_webhook_tls *ext_webhook_tls_start(const ext_webhook_tls_config *cfg, ext_webhook_tls_request_fn req,
+                                       void *req_user, ext_webhook_tls_on_pem on_pem, void *pem_user, char *err,
+                                       size_t errlen);
+/* Stop the thread (within a second, or after the API call in flight) and free. NULL is fine. */
+void ext_webhook_tls_stop(ext_webhook_tls *t);
+
+#endif

@@ -1,0 +1,673 @@
+/* test_webhook.c -- the mutating admission webhook's contract (AdmissionReview v1 in, JSON
+ * Patch out): the patch is decoded and applied here, and the result read back with
+ * model_request_from_pod; replays, re-invocations, pods it must not touch, every malformed
+ * review, every refusal; then the webhook served over HTTP on the main listener and over
+ * TLS with a certificate made by certs.c.
+ */
+#include <curl/curl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cjson/cJSON.h>
+
+#include "ext_helpers.h"
+#include "extender/base64.h"
+#include "extender/certs.h"
+#include "extender/http.h"
+#include "extender/webhook.h"
+#include "model/request.h"
+
+/* ' for " in inline JSON, to keep it readable. */
+static char *dq(const char *sq) {
+    char *s = strdup(sq);
+    for (char *p = s; *p; p++)
+        if (*p == '\'') *p = '"';
+    return s;
+}
+
+/* An AdmissionReview v1 of `kind` (Pod) with operation op for the pod (single-quoted JSON). */
+static char *review(const char *uid, const char *op, const char *kind, const char *pod_sq) {
+    char *pod = dq(pod_sq);
+    size_t n = strlen(pod) + 1024;
+    char *s = malloc(n);
+    snprintf(s, n,
+             "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"%s\","
+             "\"kind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"%s\"},"
+             "\"resource\":{\"group\":\"\",\"version\":\"v1\",\"resource\":\"pods\"},\"namespace\":\"ml\","
+             "\"operation\":\"%s\",\"object\":%s}}",
+             uid, kind, op, pod);
+    free(pod);
+    return s;
+}
+
+#define FRACTION_POD \
+    "{'apiVersion':'v1','kind':'Pod','metadata':{'name':'half','namespace':'ml'," \
+    "'annotations':{'tessera.io/gpu-fraction':'0.5'}},'spec':{'schedulerName':'tessera-scheduler'," \
+    "'initContainers':[{'name':'init','image':'busybox'}]," \
+    "'containers':[{'name':'main','image':'cuda','resources':{'requests':{'cpu':'1'}}}," \
+    "{'name':'side','image':'busybox','envFrom':[{'secretRef':{'name':'creds'}}]}]}}"
+
+static ext_webhook_config cfg_with(ext_webhook_delivery d) {
+    ext_webhook_config c;
+    ext_webhook_config_defaults(&c);
+    c.delivery = d;
+    return c;
+}
+
+/* Calls the webhook; the parsed reply (caller frees), status in *status. */
+static cJSON *mutate(const ext_webhook_config *c, const char *body, int *status, char **raw) {
+    ext_reply r;
+    ext_webhook_mutate(c, body, strlen(body), &r);
+    *status = r.status;
+    cJSON *o = r.body ? cJSON_Parse(r.body) : NULL;
+    if (raw) *raw = r.body ? strdup(r.body) : NULL;
+    ext_reply_free(&r);
+    return o;
+}
+
+static const cJSON *resp_of(const cJSON *o) { return cJSON_GetObjectItemCaseSensitive(o, "response"); }
+
+/* RFC 6901 token, unescaped. */
+static void token_unescape(char *t) {
+    char *o = t;
+    for (char *p = t; *p; p++) {
+        if (p[0] == '~' && (p[1] == '0' || p[1] == '1')) {
+            *o++ = p[1] == '0' ? '~' : '/';
+            p++;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o = 0;
+}
+
+/* Applies a JSON Patch of "add" operations (all the webhook emits) to doc. 0, or -1. */
+static int apply_patch(cJSON *doc, const cJSON *ops) {
+    const cJSON *op;
+    cJSON_ArrayForEach(op, ops) {
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(op, "op"), *p = cJSON_GetObjectItemCaseSensitive(op, "path");
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(op, "value");
+        if (!cJSON_IsString(o) || strcmp(o->valuestring, "add") || !cJSON_IsString(p) || !v || p->valuestring[0] != '/')
+            return -1;
+        char path[512];
+        snprintf(path, sizeof path, "%s", p->valuestring + 1);
+        char *toks[32];
+        int n = 0;
+        for (char *save = NULL, *t = strtok_r(path, "/", &save); t && n < 32; t = strtok_r(NULL, "/", &save)) {
+            token_unescape(t);
+            toks[n++] = t;
+        }
+        cJSON *cur = doc;
+        for (int i = 0; i < n - 1; i++) {
+            cur = cJSON_IsArray(cur) ? cJSON_GetArrayItem(cur, atoi(toks[i])) : cJSON_GetObjectItemCaseSensitive(cur, toks[i]);
+            if (!cur) return -1;   /* RFC 6902: the parent must exist */
+        }
+        cJSON *val = cJSON_Duplicate(v, 1);
+        if (cJSON_IsArray(cur)) {
+            if (!strcmp(toks[n - 1], "-")) cJSON_AddItemToArray(cur, val);
+            else cJSON_InsertItemInArray(cur, atoi(toks[n - 1]), val);
+        } else if (cJSON_IsObject(cur)) {
+            if (cJSON_GetObjectItemCaseSensitive(cur, toks[n - 1])) cJSON_ReplaceItemInObjectCaseSensitive(cur, toks[n - 1], val);
+            else cJSON_AddItemToObject(cur, toks[n - 1], val);
+        } else {
+            cJSON_Delete(val);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The decoded patch of a reply (NULL when there is none). */
+static cJSON *patch_of(const cJSON *reply) {
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(resp_of(reply), "patch");
+    if (!cJSON_IsString(p)) return NULL;
+    char *txt = ext_base64_decode(p->valuestring, strlen(p->valuestring), NULL);
+    cJSON *ops = txt ? cJSON_Parse(txt) : NULL;
+    free(txt);
+    return ops;
+}
+
+/* The pod of a review with the reply's patch applied (caller frees), NULL on failure. */
+static cJSON *patched_pod(const char *pod_sq, const cJSON *reply) {
+    char *s = dq(pod_sq);
+    cJSON *pod = cJSON_Parse(s);
+    free(s);
+    cJSON *ops = patch_of(reply);
+    if (ops && apply_patch(pod, ops) < 0) {
+        cJSON_Delete(pod);
+        pod = NULL;
+    }
+    cJSON_Delete(ops);
+    return pod;
+}
+
+static bool has_cm_ref(const cJSON *ctr, const char *cm) {
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(ctr, "envFrom")) {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "configMapRef"), "name");
+        if (cJSON_IsString(n) && !strcmp(n->valuestring, cm)) return true;
+    }
+    return false;
+}
+
+static const char *marker(const cJSON *ctr, const char *part) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ctr, "resources"), part), "tessera.io/share");
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* The replied pod as JSON text for the next review (single quotes not needed: no ' inside). */
+static char *pod_text(const cJSON *pod) { return cJSON_PrintUnformatted(pod); }
+
+TEST(webhook_fraction_pod_gets_delivery_envfrom_and_marker) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+    char *body = review("7F3A-UID-1", "CREATE", "Pod", FRACTION_POD);
+    int st;
+    cJSON *rep = mutate(&c, body, &st, NULL);
+    free(body);
+    CHECK_INT(st, 200);
+    const cJSON *r = resp_of(rep);
+    CHECK_STR(cJSON_GetObjectItemCaseSensitive(rep, "apiVersion")->valuestring, "admission.k8s.io/v1");
+    CHECK_STR(cJSON_GetObjectItemCaseSensitive(rep, "kind")->valuestring, "AdmissionReview");
+    CHECK_STR(cJSON_GetObjectItemCaseSensitive(r, "uid")->valuestring, "7F3A-UID-1");
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "allowed")));
+    CHECK_STR(cJSON_GetObjectItemCaseSensitive(r, "patchType")->valuestring, "JSONPatch");
+    cJSON *pod = patched_pod(FRACTION_POD, rep);
+    cJSON_Delete(rep);
+    CHECK(pod != NULL);
+    const char *cm = "tessera-gpu-7f3a-uid-1";
+    const cJSON *ann = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "metadata"), "annotations");
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(ann, "tessera.io/delivery");
+    bool ann_ok = cJSON_IsString(d) && !strcmp(d->valuestring, cm);
+    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
+    const cJSON *ctrs = cJSON_GetObjectItemCaseSensitive(spec, "containers");
+    const cJSON *inits = cJSON_GetObjectItemCaseSensitive(spec, "initContainers");
+    bool env_ok = has_cm_ref(cJSON_GetArrayItem(ctrs, 0), cm) && has_cm_ref(cJSON_GetArrayItem(ctrs, 1), cm) &&
+                  has_cm_ref(cJSON_GetArrayItem(inits, 0), cm);
+    /* the side car's own envFrom is kept, the ConfigMap appended after it */
+    const cJSON *side_ef = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ctrs, 1), "envFrom");
+    bool kept = cJSON_GetArraySize(side_ef) == 2 && cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(side_ef, 0), "secretRef");
+    const char *mreq = marker(cJSON_GetArrayItem(ctrs, 0), "requests"), *mlim = marker(cJSON_GetArrayItem(ctrs, 0), "limits");
+    bool marker_ok = mreq && mlim && !strcmp(mreq, "1") && !strcmp(mlim, "1");
+    bool side_marker = marker(cJSON_GetArrayItem(ctrs, 1), "requests") != NULL;
+    const cJSON *cpu = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ctrs, 0), "resources"), "requests"), "cpu");
+    bool cpu_kept = cJSON_IsString(cpu) && !strcmp(cpu->valuestring, "1");
+    bool no_rc = !cJSON_GetObjectItemCaseSensitive(spec, "runtimeClassName");
+    model_request mr;
+    char err[256] = "";
+    int prc = model_request_from_pod(pod, &mr, err, sizeof err);
+    cJSON_Delete(pod);
+    CHECK(ann_ok);
+    CHECK(env_ok);
+    CHECK(kept);
+    CHECK(marker_ok);
+    CHECK(!side_marker);
+    CHECK(cpu_kept);
+    CHECK(no_rc);
+    CHECK_MSG(prc == 0, "%s", err);
+    CHECK_INT(mr.kind, MODEL_REQ_FRACTION);
+    CHECK_INT(mr.memory_permille, 500);
+}
+
+TEST(webhook_replay_is_byte_identical_and_mutated_pod_gets_no_patch) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+    snprintf(c.runtime_class, sizeof c.runtime_class, "nvidia");
+    char *body = review("uid-replay", "CREATE", "Pod", FRACTION_POD);
+    int s1, s2, s3;
+    char *raw1 = NULL, *raw2 = NULL, *raw3 = NULL;
+    cJSON *r1 = mutate(&c, body, &s1, &raw1);
+    cJSON *r2 = mutate(&c, body, &s2, &raw2);
+    free(body);
+    /* the apiserver re-invokes the webhook on the mutated pod (reinvocationPolicy) with another uid */
+    cJSON *pod = patched_pod(FRACTION_POD, r1);
+    char *ptxt = pod ? pod_text(pod) : strdup("{}");
+    body = review("uid-other", "CREATE", "Pod", ptxt);
+    cJSON *r3 = mutate(&c, body, &s3, &raw3);
+    const char *rc = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "spec"),
+                                                                           "runtimeClassName"));
+    bool rc_ok = rc && !strcmp(rc, "nvidia");
+    bool same = raw1 && raw2 && !strcmp(raw1, raw2);
+    bool no_patch = r3 && !cJSON_GetObjectItemCaseSensitive(resp_of(r3), "patch") &&
+                    !cJSON_GetObjectItemCaseSensitive(resp_of(r3), "patchType") &&
+                    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp_of(r3), "allowed"));
+    free(body);
+    free(ptxt);
+    free(raw1);
+    free(raw2);
+    free(raw3);
+    cJSON_Delete(pod);
+    cJSON_Delete(r1);
+    cJSON_Delete(r2);
+    cJSON_Delete(r3);
+    CHECK_INT(s1, 200);
+    CHECK_INT(s2, 200);
+    CHECK_INT(s3, 200);
+    CHECK(same);
+    CHECK(rc_ok);
+    CHECK(no_patch);
+}
+
+/* A pod that already names its delivery ConfigMap keeps that name. */
+TEST(webhook_existing_delivery_annotation_names_the_configmap) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+    const char *pod_sq = "{'metadata':{'name':'p','annotations':{'tessera.io/delivery':'mine','gpu-memory':'4096'}},"
+                         "'spec':{'schedulerName':'tessera-scheduler','containers':[{'name':'c'}]}}";
+    char *body = review("u2", "CREATE", "Pod", pod_sq);
+    int st;
+    cJSON *rep = mutate(&c, body, &st, NULL);
+    free(body);
+    cJSON *pod = patched_pod(pod_sq, rep);
+    cJSON *ops = patch_of(rep);
+    char *ops_txt = ops ? cJSON_PrintUnformatted(ops) : NULL;
+    bool ok = pod && has_cm_ref(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "spec"),
+                                                                                   "containers"), 0), "mine");
+    bool no_ann_op = ops_txt && !strstr(ops_txt, "/metadata");
+    free(ops_txt);
+    cJSON_Delete(ops);
+    cJSON_Delete(pod);
+    cJSON_Delete(rep);
+    CHECK_INT(st, 200);
+    CHECK(ok);
+    CHECK(no_ann_op);
+}
+
+/* Delivery none: only the marker (it still makes kube-scheduler call the extender). */
+TEST(webhook_delivery_none_adds_only_the_marker) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_NONE);
+    char *body = review("u3", "CREATE", "Pod", FRACTION_POD);
+    int st;
+    cJSON *rep = mutate(&c, body, &st, NULL);
+    free(body);
+    cJSON *ops = patch_of(rep);
+    char *t = ops ? cJSON_PrintUnformatted(ops) : NULL;
+    bool only_marker = t && cJSON_GetArraySize(ops) == 2 && strstr(t, "/spec/containers/0/resources/requests/tessera.io~1share") &&
+                       strstr(t, "/spec/containers/0/resources/limits") && !strstr(t, "envFrom") && !strstr(t, "delivery");
+    free(t);
+    cJSON_Delete(ops);
+    cJSON_Delete(rep);
+    CHECK_INT(st, 200);
+    CHECK_MSG(only_marker, "patch is not just the marker");
+}
+
+static bool untouched(const ext_webhook_config *c, const char *op, const char *kind, const char *pod_sq) {
+    char *body = review("u-untouched", op, kind, pod_sq);
+    int st;
+    cJSON *rep = mutate(c, body, &st, NULL);
+    free(body);
+    const cJSON *r = resp_of(rep);
+    bool ok = st == 200 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "allowed")) &&
+              !cJSON_GetObjectItemCaseSensitive(r, "patch") &&
+              !strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "uid")), "u-untouched");
+    cJSON_Delete(rep);
+    return ok;
+}
+
+TEST(webhook_leaves_non_share_pods_untouched) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+#define POD1(anns, res) \
+    "{'metadata':{'name':'p','annotations':{" anns "}},'spec':{'schedulerName':'tessera-scheduler'," \
+    "'containers':[{'name':'c','resources':{'limits':{" res "}}}]}}"
+    CHECK_MSG(untouched(&c, "CREATE", "Pod", POD1("", "'nvidia.com/gpu':'1'")), "whole GPU");
+    CHECK_MSG(untouched(&c, "CREATE", "Pod", POD1("", "'nvidia.com/mig-1g.10gb':'1'")), "MIG");
+    CHECK_MSG(untouched(&c, "CREATE", "Pod", POD1("", "'nvidia.com/gpu.shared':'1'")), "gpu.shared");
+    CHECK_MSG(untouched(&c, "CREATE", "Pod", POD1("", "'cpu':'2'")), "CPU only");
+    CHECK_MSG(untouched(&c, "UPDATE", "Pod", FRACTION_POD), "UPDATE");
+    CHECK_MSG(untouched(&c, "CREATE", "Deployment", FRACTION_POD), "not a pod");
+    const char *other = "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'0.5'}},"
+                        "'spec':{'schedulerName':'default-scheduler','containers':[{'name':'c'}]}}";
+    CHECK_MSG(untouched(&c, "CREATE", "Pod", other), "other scheduler");
+    const char *nosched = "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'0.5'}},"
+                          "'spec':{'containers':[{'name':'c'}]}}";
+    CHECK_MSG(untouched(&c, "CREATE", "Pod", nosched), "no schedulerName");
+    /* --scheduler-name replaces the default */
+    ext_webhook_config c2 = c;
+    char err[128];
+    CHECK(ext_webhook_config_add_scheduler(&c2, "gpu-scheduler", err, sizeof err) == 0);
+    CHECK_MSG(untouched(&c2, "CREATE", "Pod", FRACTION_POD), "tessera-scheduler is not configured any more");
+    const char *theirs = "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'0.5'}},"
+                         "'spec':{'schedulerName':'gpu-scheduler','containers':[{'name':'c'}]}}";
+    CHECK_MSG(!untouched(&c2, "CREATE", "Pod", theirs), "the configured scheduler's pod gets a patch");
+}
+
+static void check_400(const char *body, size_t len, const char *needle, size_t max_body) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+    c.max_body = max_body;
+    ext_reply r;
+    ext_webhook_mutate(&c, body, len, &r);
+    cJSON *o = r.body ? cJSON_Parse(r.body) : NULL;
+    const char *msg = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "Error"));
+    int st = r.status;
+    char copy[600];
+    snprintf(copy, sizeof copy, "%s", msg ? msg : "(no Error)");
+    cJSON_Delete(o);
+    ext_reply_free(&r);
+    CHECK_MSG(st == 400, "status %d for %.80s", st, body);
+    CHECK_CONTAINS(copy, needle);
+}
+
+TEST(webhook_malformed_reviews_are_400_with_a_message) {
+    char *full = review("u", "CREATE", "Pod", FRACTION_POD);
+    check_400(full, strlen(full) / 2, "malformed JSON", 0);          /* truncated */
+    check_400(full, strlen(full), "larger than the limit", 100);      /* oversize */
+    free(full);
+    check_400("[]", 2, "not an AdmissionReview", 0);
+    check_400("{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\"}", 61, "request", 0);
+    const char *nouid = "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":"
+                        "{\"kind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"Pod\"},\"operation\":\"CREATE\",\"object\":{}}}";
+    check_400(nouid, strlen(nouid), "request.uid", 0);
+    const char *numuid = "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":7}}";
+    check_400(numuid, strlen(numuid), "request.uid", 0);
+    const char *v1beta1 = "{\"apiVersion\":\"admission.k8s.io/v1beta1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"u\"}}";
+    check_400(v1beta1, strlen(v1beta1), "admissionReviewVersions", 0);
+    char *notobj = review("u", "CREATE", "Pod", "'a pod'");
+    check_400(notobj, strlen(notobj), "request.object", 0);
+    free(notobj);
+    char *arr = review("u", "CREATE", "Pod", "[1]");
+    check_400(arr, strlen(arr), "request.object", 0);
+    free(arr);
+    const char *noop = "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"u\","
+                       "\"kind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"Pod\"},\"operation\":3}}";
+    check_400(noop, strlen(noop), "request.operation", 0);
+    check_400("", 0, "malformed JSON", 0);
+}
+
+static char *denial(const ext_webhook_config *c, const char *pod_sq, int *status) {
+    char *body = review("u-deny", "CREATE", "Pod", pod_sq);
+    cJSON *rep = mutate(c, body, status, NULL);
+    free(body);
+    const cJSON *r = resp_of(rep);
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(r, "status");
+    char *msg = NULL;
+    if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(r, "allowed")) &&
+        cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(st, "code")) == 400 &&
+        !cJSON_GetObjectItemCaseSensitive(r, "patch") &&
+        !strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "uid")), "u-deny"))
+        msg = strdup(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "message")));
+    cJSON_Delete(rep);
+    return msg;
+}
+
+TEST(webhook_refuses_mps_fraction_under_reservation_delivery) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+    const char *pod = "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'0.25','tessera.io/isolation':'mps'}},"
+                      "'spec':{'schedulerName':'tessera-scheduler','containers':[{'name':'c'}]}}";
+    int st;
+    char *msg = denial(&c, pod, &st);
+    ext_webhook_config none = cfg_with(EXT_DELIVERY_NONE);
+    bool ok_none = !untouched(&none, "CREATE", "Pod", pod);   /* patched (marker), not refused */
+    int st2;
+    char *msg2 = denial(&none, pod, &st2);
+    CHECK_INT(st, 200);
+    CHECK_MSG(msg != NULL, "not refused");
+    CHECK_CONTAINS(msg, "nvidia.com/gpu.shared");
+    CHECK_CONTAINS(msg, "--soft-share-delivery=none");
+    CHECK_CONTAINS(msg, "MPS");
+    free(msg);
+    CHECK(ok_none);
+    CHECK(msg2 == NULL);
+}
+
+TEST(webhook_refuses_invalid_gpu_request_with_the_parsers_message) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+    const char *pod = "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'1.5'}},"
+                      "'spec':{'schedulerName':'tessera-scheduler','containers':[{'name':'c'}]}}";
+    int st;
+    char *msg = denial(&c, pod, &st);
+    CHECK_INT(st, 200);
+    CHECK_MSG(msg != NULL, "not refused");
+    CHECK_MSG(!strncmp(msg, "tessera: ", 9), "message: %s", msg);
+    CHECK_CONTAINS(msg, "tessera.io/gpu-fraction");
+    free(msg);
+}
+
+TEST(webhook_refuses_a_container_setting_nvidia_visible_devices) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+    const char *pod = "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'0.5'}},"
+                      "'spec':{'schedulerName':'tessera-scheduler','containers':[{'name':'main'},"
+                      "{'name':'greedy','env':[{'name':'NVIDIA_VISIBLE_DEVICES','value':'all'}]}]}}";
+    int st;
+    char *msg = denial(&c, pod, &st);
+    CHECK_INT(st, 200);
+    CHECK_MSG(msg != NULL, "not refused");
+    CHECK_CONTAINS(msg, "\"greedy\"");
+    CHECK_CONTAINS(msg, "NVIDIA_VISIBLE_DEVICES");
+    free(msg);
+}
+
+TEST(webhook_sets_runtime_class_only_when_configured_and_absent) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_NONE);
+    snprintf(c.runtime_class, sizeof c.runtime_class, "nvidia");
+    const char *own = "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'0.5'}},"
+                      "'spec':{'schedulerName':'tessera-scheduler','runtimeClassName':'kata',"
+                      "'containers':[{'name':'c','resources':{'requests':{'tessera.io/share':'1'},"
+                      "'limits':{'tessera.io/share':'1'}}}]}}";
+    CHECK_MSG(untouched(&c, "CREATE", "Pod", own), "the pod's own runtimeClassName is kept");
+    char *body = review("u", "CREATE", "Pod", FRACTION_POD);
+    int st;
+    cJSON *rep = mutate(&c, body, &st, NULL);
+    free(body);
+    cJSON *pod = patched_pod(FRACTION_POD, rep);
+    const char *rc = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "spec"),
+                                                                           "runtimeClassName"));
+    bool ok = rc && !strcmp(rc, "nvidia");
+    cJSON_Delete(pod);
+    cJSON_Delete(rep);
+    CHECK(ok);
+}
+
+/* A pod without annotations or resources: the objects are created, not assumed. */
+TEST(webhook_creates_missing_objects_for_hami_memory_pod) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+    const char *pod_sq = "{'metadata':{'name':'p'},'spec':{'schedulerName':'tessera-scheduler',"
+                         "'containers':[{'name':'c','resources':{'limits':{'nvidia.com/gpumem':'4096'}}}]}}";
+    char *body = review("ABC", "CREATE", "Pod", pod_sq);
+    int st;
+    cJSON *rep = mutate(&c, body, &st, NULL);
+    free(body);
+    cJSON *pod = patched_pod(pod_sq, rep);
+    const cJSON *ctr = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "spec"),
+                                                                          "containers"), 0);
+    const char *d = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "metadata"), "annotations"), "tessera.io/delivery"));
+    bool ok = pod && d && !strcmp(d, "tessera-gpu-abc") && has_cm_ref(ctr, "tessera-gpu-abc") &&
+              marker(ctr, "requests") && marker(ctr, "limits");
+    model_request mr;
+    char err[256] = "";
+    int prc = pod ? model_request_from_pod(pod, &mr, err, sizeof err) : -1;
+    cJSON_Delete(pod);
+    cJSON_Delete(rep);
+    CHECK_INT(st, 200);
+    CHECK(ok);
+    CHECK_MSG(prc == 0, "%s", err);
+    CHECK_INT(mr.kind, MODEL_REQ_FRACTION);
+    CHECK_INT(mr.memory_mib, 4096);
+}
+
+TEST(webhook_base64_round_trip) {
+    const char *cases[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+    const char *want[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
+    for (int i = 0; i < 7; i++) {
+        char *e = ext_base64_encode(cases[i], strlen(cases[i]), NULL);
+        CHECK_STR(e, want[i]);
+        size_t n;
+        char *d = ext_base64_decode(e, strlen(e), &n);
+        CHECK_INT(n, strlen(cases[i]));
+        CHECK_STR(d, cases[i]);
+        free(e);
+        free(d);
+    }
+    CHECK(ext_base64_decode("Zm9v!", 5, NULL) == NULL);
+    CHECK(ext_base64_decode("Z", 1, NULL) == NULL);
+}
+
+/* ---- served over HTTP ---------------------------------------------------------------- */
+
+typedef struct wbuf { char *p; size_t len; } wbuf;
+
+static size_t wb_data(char *d, size_t sz, size_t n, void *u) {
+    wbuf *b = u;
+    char *np = realloc(b->p, b->len + sz * n + 1);
+    if (!np) return 0;
+    b->p = np;
+    memcpy(b->p + b->len, d, sz * n);
+    b->len += sz * n;
+    b->p[b->len] = 0;
+    return sz * n;
+}
+
+/* POST (body) or GET (NULL) url; with ca_file over HTTPS, the name resolved to 127.0.0.1. */
+static long http_call(const char *url, const char *body, const char *ca_file, const char *resolve, char **out) {
+    CURL *c = curl_easy_init();
+    wbuf b = {0};
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+    struct curl_slist *res = resolve ? curl_slist_append(NULL, resolve) : NULL;
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+    if (res) curl_easy_setopt(c, CURLOPT_RESOLVE, res);
+    if (ca_file) curl_easy_setopt(c, CURLOPT_CAINFO, ca_file);
+    if (body) curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, wb_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+    long code = 0;
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(c);
+    curl_slist_free_all(hdr);
+    curl_slist_free_all(res);
+    if (out) *out = b.p ? b.p : strdup("");
+    else free(b.p);
+    return code;
+}
+
+TEST(webhook_http_main_listener_serves_webhook_mutate) {
+    ext_state *st = demo_state();
+    ext_verbs v;
+    ext_verbs_init(&v, st, NULL, NULL, NULL);
+    ext_webhook_config wc = cfg_with(EXT_DELIVERY_NONE);
+    ext_http_config hc = {.conn_timeout_s = 2, .verbs = &v, .webhook = &wc};
+    snprintf(hc.listen, sizeof hc.listen, "127.0.0.1:0");
+    snprintf(hc.prefix, sizeof hc.prefix, "/tessera");
+    char err[256] = "";
+    ext_http *h = ext_http_start(&hc, err, sizeof err);
+    char url[128], *out = NULL, *out_bad = NULL;
+    char *body = review("http-uid", "CREATE", "Pod", FRACTION_POD);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/webhook/mutate", ext_http_port(h));
+    long code = h ? http_call(url, body, NULL, NULL, &out) : -1;
+    long bad = h ? http_call(url, "{", NULL, NULL, &out_bad) : -1;
+    long get = h ? http_call(url, NULL, NULL, NULL, NULL) : -1;
+    free(body);
+    ext_http_stop(h);
+    ext_state_free(st);
+    CHECK_MSG(h != NULL, "http: %s", err);
+    CHECK_INT(code, 200);
+    CHECK_CONTAINS(out, "\"uid\":\"http-uid\"");
+    CHECK_CONTAINS(out, "\"patchType\":\"JSONPatch\"");
+    CHECK_INT(bad, 400);
+    CHECK_CONTAINS(out_bad, "\"Error\"");
+    CHECK_INT(get, 405);
+    free(out);
+    free(out_bad);
+}
+
+/* The webhook-only TLS listener from PEM in memory: a client with the CA verifies the
+ * Service's DNS name (resolved to loopback), and the verbs are not there. */
+TEST(webhook_http_tls_listener_with_generated_certificate) {
+    if (!ext_certs_available()) {
+        printf("    skipped: built without GnuTLS\n");
+        return;
+    }
+    ext_cert_pem ca = {0}, sv = {0};
+    char err[512] = "";
+    const char *dns[] = {"tessera-extender.tessera.svc", "tessera-extender.tessera.svc.cluster.local",
+                         "tessera-extender.tessera"};
+    int made = ext_certs_make_ca("tessera-test-ca", 1, &ca, err, sizeof err) == 0 &&
+               ext_certs_make_serving(&ca, dns, 3, 1, &sv, err, sizeof err) == 0;
+    CHECK_MSG(made, "certs: %s", err);
+    char ca_file[] = "/tmp/tessera-wh-ca-XXXXXX";
+    int fd = mkstemp(ca_file);
+    CHECK(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(ca.cert, f);
+    fclose(f);
+    ext_webhook_config wc = cfg_with(EXT_DELIVERY_RESERVATION);
+    ext_http_config hc = {.conn_timeout_s = 2, .webhook = &wc, .webhook_only = true, .tls_cert_pem = sv.cert,
+                          .tls_key_pem = sv.key};
+    snprintf(hc.listen, sizeof hc.listen, "127.0.0.1:0");
+    snprintf(hc.prefix, sizeof hc.prefix, "/tessera");
+    ext_http *h = ext_http_start(&hc, err, sizeof err);
+    int port = ext_http_port(h);
+    char url[160], resolve[160], url_f[160], url_h[160], *out = NULL;
+    snprintf(url, sizeof url, "https://tessera-extender.tessera.svc:%d/webhook/mutate", port);
+    snprintf(url_f, sizeof url_f, "https://tessera-extender.tessera.svc:%d/tessera/filter", port);
+    snprintf(url_h, sizeof url_h, "https://tessera-extender.tessera.svc:%d/healthz", port);
+    snprintf(resolve, sizeof resolve, "tessera-extender.tessera.svc:%d:127.0.0.1", port);
+    char *body = review("tls-uid", "CREATE", "Pod", FRACTION_POD);
+    long code = h ? http_call(url, body, ca_file, resolve, &out) : -1;
+    long filt = h ? http_call(url_f, "{}", ca_file, resolve, NULL) : -1;
+    long health = h ? http_call(url_h, NULL, ca_file, resolve, NULL) : -1;
+    char url_ip[160];
+    snprintf(url_ip, sizeof url_ip, "https://127.0.0.1:%d/healthz", port);
+    long by_ip = h ? http_call(url_ip, NULL, ca_file, NULL, NULL) : -1;   /* the cert does not name the IP */
+    free(body);
+    ext_http_stop(h);
+    unlink(ca_file);
+    ext_cert_pem_free(&ca);
+    ext_cert_pem_free(&sv);
+    CHECK_MSG(h != NULL, "https: %s", err);
+    CHECK_INT(code, 200);
+    CHECK_CONTAINS(out, "\"uid\":\"tls-uid\"");
+    CHECK_CONTAINS(out, "\"patch\"");
+    free(out);
+    CHECK_INT(filt, 404);
+    CHECK_INT(health, 200);
+    CHECK_INT(by_ip, 0);
+}
+
+/* Renewal restarts the TLS listener on the same port with the new PEM (main.c's
+ * webhook_restart): the port is free again at once and the new certificate is served. */
+TEST(webhook_http_tls_listener_restarts_on_the_same_port_with_new_pem) {
+    if (!ext_certs_available()) return;
+    ext_cert_pem ca1 = {0}, ca2 = {0}, sv1 = {0}, sv2 = {0};
+    char err[512] = "";
+    const char *dns[] = {"tessera-extender.tessera.svc"};
+    CHECK_MSG(ext_certs_make_ca("ca-one", 1, &ca1, err, sizeof err) == 0 && ext_certs_make_ca("ca-two", 1, &ca2, err, sizeof err) == 0 &&
+              ext_certs_make_serving(&ca1, dns, 1, 1, &sv1, err, sizeof err) == 0 &&
+              ext_certs_make_serving(&ca2, dns, 1, 1, &sv2, err, sizeof err) == 0, "certs: %s", err);
+    char f1[] = "/tmp/tessera-wh-ca1-XXXXXX", f2[] = "/tmp/tessera-wh-ca2-XXXXXX";
+    int fd1 = mkstemp(f1), fd2 = mkstemp(f2);
+    CHECK(fd1 >= 0 && fd2 >= 0);
+    FILE *a = fdopen(fd1, "w"), *b = fdopen(fd2, "w");
+    fputs(ca1.cert, a);
+    fputs(ca2.cert, b);
+    fclose(a);
+    fclose(b);
+    ext_webhook_config wc = cfg_with(EXT_DELIVERY_NONE);
+    ext_http_config hc = {.conn_timeout_s = 2, .webhook = &wc, .webhook_only = true, .tls_cert_pem = sv1.cert,
+                          .tls_key_pem = sv1.key};
+    snprintf(hc.listen, sizeof hc.listen, "127.0.0.1:0");
+    ext_http *h = ext_http_start(&hc, err, sizeof err);
+    int port = ext_http_port(h);
+    char url[160], resolve[160];
+    snprintf(url, sizeof url, "https://tessera-extender.tessera.svc:%d/healthz", port);
+    snprintf(resolve, sizeof resolve, "tessera-extender.tessera.svc:%d:127.0.0.1", port);
+    long before = h ? http_call(url, NULL, f1, resolve, NULL) : -1;
+    ext_http_stop(h);
+    snprintf(hc.listen, sizeof hc.listen, "127.0.0.1:%d", port);
+    hc.tls_cert_pem = sv2.cert;
+    hc.tls_key_pem = sv2.key;
+    ext_http *h2 = port ? ext_http_start(&hc, err, sizeof err) : NULL;
+    long new_ca = h2 ? http_call(url, NULL, f2, resolve, NULL) : -1;
+    long old_ca = h2 ? http_call(url, NULL, f1, resolve, NULL) : -1;
+    ext_http_stop(h2);
+    unlink(f1);
+    unlink(f2);
+    ext_cert_pem_free(&ca1);
+    ext_cert_pem_free(&ca2);
+    ext_cert_pem_free(&sv1);
+    ext_cert_pem_free(&sv2);
+    CHECK_INT(before, 200);
+    CHECK_MSG(h2 != NULL, "restart on port %d: %s", port, err);
+    CHECK_INT(new_ca, 200);
+    CHECK_INT(old_ca, 0);
+}
