@@ -58,6 +58,7 @@ typedef struct ext_verbs {
     void *bind_user;
     ext_leader *leader;          /* NULL: no leader election, this replica binds */
     ext_events *events;          /* NULL: no Events about binds (standalone, most tests) */
+    struct ext_rsv *rsv;         /* the reservation controller, for /debug/state and /metrics; NULL: none */
     _Atomic uint64_t bind_outcomes[EXT_BIND_NOUTCOMES];
     /* answer cache (under the state lock) */
     model_request shapes[EXT_SHAPES];
