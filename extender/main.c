@@ -10,11 +10,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "extender/delivery.h"
 #include "extender/events.h"
 #include "extender/http.h"
 #include "extender/kube.h"
 #include "extender/leader.h"
 #include "extender/log.h"
+#include "extender/reservation.h"
 #include "extender/state.h"
 #include "extender/verbs.h"
 #include "extender/workload.h"
@@ -88,6 +90,17 @@ static void usage(FILE *f) {
 "                              Durations: 15s, 500ms, 1m. Identity: $POD_NAME (else the host\n"
 "                              name) plus a random suffix. The Lease is released on SIGTERM.\n"
 "\n"
+"Soft-share delivery (cluster mode; see deploy/README.md, Soft shares):\n"
+"  --soft-share-delivery MODE  reservation (default in cluster mode): tessera reserves each GPU that\n"
+"                              carries soft shares with a tessera-reserve pod and hands its UUID to\n"
+"                              the shares through per-pod ConfigMaps; none: accounting only (the node\n"
+"                              side delivers shares another way, e.g. HAMi's device plugin)\n"
+"  --reservation-namespace NS  where reservation pods live (default $POD_NAMESPACE, else tessera)\n"
+"  --reservation-grace SECONDS a reservation whose last share ended is deleted after this long\n"
+"                              (default 30)\n"
+"  --reserve-image IMAGE       image of the reservation pods (default: the extender's own, read\n"
+"                              from its Pod $POD_NAMESPACE/$POD_NAME)\n"
+"\n"
 "Standalone mode:\n"
 "  --cluster FILE              nodes from FILE: a JSON array of Node objects or a NodeList\n"
 "  --demo                      the embedded demo cluster (MIG, time-sliced, MPS, whole GPUs)\n"
@@ -133,6 +146,15 @@ static int kube_bind(void *user, const char *ns, const char *name, const char *u
 
 static void kube_stats(void *user, ext_kube_stats *out) { ext_kube_get_stats(user, out); }
 
+/* The pod watch feeds both the cache and the reservation controller, in that order: the controller
+ * reads the node models the cache has just updated. */
+typedef struct watch_users { ext_state *st; ext_rsv *rsv; } watch_users;
+static void on_watch_event(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj) {
+    watch_users *w = user;
+    ext_state_on_event(w->st, kind, ev, obj);
+    if (w->rsv) ext_rsv_on_event(w->rsv, kind, ev, obj);
+}
+
 static int parse_seconds(const char *s, int *out) {
     char *end;
     long v = strtol(s, &end, 10);
@@ -166,7 +188,8 @@ static void print_demo_help(const char *listen, int port, const char *prefix) {
 int main(int argc, char **argv) {
     enum { O_LISTEN = 1000, O_PREFIX, O_POLICY, O_CLUSTER, O_DEMO, O_API, O_TOKEN, O_CA, O_CCERT, O_CKEY, O_INSECURE,
            O_TCERT, O_TKEY, O_TCA, O_MAXBODY, O_TTL, O_CONNTO, O_LOG, O_HELP, O_WORKLOAD, O_BINDTO, O_MLISTEN,
-           O_LE, O_LE_NS, O_LE_NAME, O_LE_LEASE, O_LE_RENEW, O_LE_RETRY };
+           O_LE, O_LE_NS, O_LE_NAME, O_LE_LEASE, O_LE_RENEW, O_LE_RETRY,
+           O_DELIVERY, O_RSV_GRACE, O_RSV_NS, O_RSV_IMAGE };
     static const struct option opts[] = {
         {"listen", required_argument, 0, O_LISTEN}, {"url-prefix", required_argument, 0, O_PREFIX},
         {"policy", required_argument, 0, O_POLICY}, {"cluster", required_argument, 0, O_CLUSTER},
@@ -183,7 +206,10 @@ int main(int argc, char **argv) {
         {"leader-elect-name", required_argument, 0, O_LE_NAME},
         {"leader-elect-lease-duration", required_argument, 0, O_LE_LEASE},
         {"leader-elect-renew-deadline", required_argument, 0, O_LE_RENEW},
-        {"leader-elect-retry-period", required_argument, 0, O_LE_RETRY}, {0, 0, 0, 0}};
+        {"leader-elect-retry-period", required_argument, 0, O_LE_RETRY},
+        {"soft-share-delivery", required_argument, 0, O_DELIVERY}, {"reservation-grace", required_argument, 0, O_RSV_GRACE},
+        {"reservation-namespace", required_argument, 0, O_RSV_NS}, {"reserve-image", required_argument, 0, O_RSV_IMAGE},
+        {0, 0, 0, 0}};
     ext_http_config hc;
     memset(&hc, 0, sizeof hc);
     snprintf(hc.listen, sizeof hc.listen, "127.0.0.1:8888");
@@ -196,6 +222,10 @@ int main(int argc, char **argv) {
     ext_leader_config lc;
     ext_leader_config_defaults(&lc);
     int leader_elect = -1; /* -1: the mode's default */
+    /* Soft-share delivery (reservation.h). delivery_mode is shared with the webhook's flags. */
+    ext_rsv_config rsvc;
+    ext_rsv_config_defaults(&rsvc);
+    int delivery_mode = -1; /* -1: the mode's default (reservation in cluster mode, none standalone) */
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case O_LISTEN: snprintf(hc.listen, sizeof hc.listen, "%s", optarg); break;
@@ -262,6 +292,26 @@ int main(int argc, char **argv) {
             }
             break;
         }
+        case O_DELIVERY: {
+            ext_delivery_mode m;
+            if (ext_delivery_mode_parse(optarg, &m) < 0) { fprintf(stderr, "--soft-share-delivery: reservation or none\n"); return 2; }
+            delivery_mode = (int)m;
+            break;
+        }
+        case O_RSV_GRACE: {
+            int secs;
+            if (parse_seconds(optarg, &secs) < 0) { fprintf(stderr, "--reservation-grace: seconds, 1..86400\n"); return 2; }
+            rsvc.grace_ms = secs * 1000;
+            break;
+        }
+        case O_RSV_NS:
+            if (!optarg[0] || strlen(optarg) >= sizeof rsvc.ns) { fprintf(stderr, "--reservation-namespace: a namespace name\n"); return 2; }
+            snprintf(rsvc.ns, sizeof rsvc.ns, "%s", optarg);
+            break;
+        case O_RSV_IMAGE:
+            if (!optarg[0] || strlen(optarg) >= sizeof rsvc.image) { fprintf(stderr, "--reserve-image: an image reference\n"); return 2; }
+            snprintf(rsvc.image, sizeof rsvc.image, "%s", optarg);
+            break;
         case O_HELP: case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -313,6 +363,8 @@ int main(int argc, char **argv) {
 
     char err[512];
     ext_state_config sc = {.cat = NULL, .standalone = standalone, .assume_ttl_ms = ttl_s * 1000};
+    snprintf(sc.reservation_ns, sizeof sc.reservation_ns, "%s", rsvc.ns);
+    if (delivery_mode < 0) delivery_mode = standalone ? EXT_DELIVERY_NONE : EXT_DELIVERY_RESERVATION;
     ext_state *st = ext_state_new(&sc);
     if (!st) { fprintf(stderr, "out of memory\n"); return 1; }
     ext_kube *kube = NULL;
@@ -374,9 +426,20 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
+    ext_rsv *rsv = NULL;
+    if (kube && delivery_mode == EXT_DELIVERY_RESERVATION && !(rsv = ext_rsv_new(&rsvc, st, kube, events, leader, err, sizeof err))) {
+        fprintf(stderr, "%s\n", err);
+        ext_events_stop(events);
+        ext_leader_free(leader);
+        ext_kube_free(kube);
+        ext_state_free(st);
+        return 1;
+    }
+    watch_users wu = {st, rsv};
     ext_verbs verbs;
     ext_verbs_init(&verbs, st, pol, kube ? kube_bind : NULL, kube);
     verbs.events = events;
+    verbs.rsv = rsv;
     verbs.ctx.workload = workload;
     verbs.leader = leader;
     hc.verbs = &verbs;
@@ -387,6 +450,7 @@ int main(int argc, char **argv) {
     ext_http *http = ext_http_start(&hc, err, sizeof err);
     if (!http) {
         fprintf(stderr, "%s\n", err);
+        ext_rsv_free(rsv);
         ext_events_stop(events);
         ext_leader_free(leader);
         ext_kube_free(kube);
@@ -403,6 +467,7 @@ int main(int argc, char **argv) {
         if (!(ops = ext_http_start(&oc, err, sizeof err))) {
             fprintf(stderr, "--metrics-listen: %s\n", err);
             ext_http_stop(http);
+            ext_rsv_free(rsv);
             ext_events_stop(events);
             ext_leader_free(leader);
             ext_kube_free(kube);
@@ -415,10 +480,11 @@ int main(int argc, char **argv) {
             ext_http_port(http), hc.prefix, policy_name(pol), standalone ? "standalone" : "cluster",
             hc.tls_cert_file ? "on" : "off");
     if (standalone) print_demo_help(hc.listen, ext_http_port(http), hc.prefix);
-    if ((kube && ext_kube_start(kube, ext_state_on_event, st, err, sizeof err) < 0) ||
-        (leader && ext_leader_start(leader, err, sizeof err) < 0)) {
+    if ((kube && ext_kube_start(kube, on_watch_event, &wu, err, sizeof err) < 0) ||
+        (leader && ext_leader_start(leader, err, sizeof err) < 0) || (rsv && ext_rsv_start(rsv, err, sizeof err) < 0)) {
         fprintf(stderr, "API client: %s\n", err);
         ext_http_stop(http);
+        ext_rsv_free(rsv);
         ext_events_stop(events);
         ext_leader_free(leader);
         ext_kube_free(kube);
@@ -445,6 +511,7 @@ int main(int argc, char **argv) {
     ext_http_stop(ops);
     ext_http_stop(http);
     ext_leader_free(leader);
+    ext_rsv_free(rsv);   /* before the Events queue and the client it uses */
     ext_events_stop(events);
     ext_kube_free(kube);
     ext_state_free(st);
