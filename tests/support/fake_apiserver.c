@@ -16,13 +16,37 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #define FA_MAX_BODY   (1u << 20) /* binding bodies are small; bigger is a client bug */
 #define FA_MAX_RULES  32
 #define FA_MAX_LOG    200000     /* request keys remembered for fake_api_requests */
 
-enum { FA_NODES = 0, FA_PODS = 1, FA_LEASES = 2 }; /* leases: no list or watch, only get/create/update */
+/* Kinds. Only nodes and pods are listed and watched over HTTP (like today's clients); the others are reached
+ * by name (and created on their collection). */
+enum { FA_NODES = 0, FA_PODS, FA_LEASES, FA_CONFIGMAPS, FA_SECRETS, FA_MWCS, FA_NKINDS };
+
+typedef struct fa_kind_info {
+    const char *plural;   /* the C API's kind and the URL's resource */
+    const char *kind, *api_version;
+    const char *root;     /* the API group's path */
+    const char *resource; /* as Status messages name it: plural[.group] */
+    const char *group;    /* Status details.group ("" for core) */
+    bool namespaced;
+} fa_kind_info;
+
+static const fa_kind_info fa_kinds[FA_NKINDS] = {
+    {"nodes", "Node", "v1", "/api/v1", "nodes", "", false},
+    {"pods", "Pod", "v1", "/api/v1", "pods", "", true},
+    {"leases", "Lease", "coordination.k8s.io/v1", "/apis/coordination.k8s.io/v1", "leases.coordination.k8s.io",
+     "coordination.k8s.io", true},
+    {"configmaps", "ConfigMap", "v1", "/api/v1", "configmaps", "", true},
+    {"secrets", "Secret", "v1", "/api/v1", "secrets", "", true},
+    {"mutatingwebhookconfigurations", "MutatingWebhookConfiguration", "admissionregistration.k8s.io/v1",
+     "/apis/admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations.admissionregistration.k8s.io",
+     "admissionregistration.k8s.io", false},
+};
 
 typedef struct fa_obj { char *key; cJSON *json; } fa_obj;
 typedef struct fa_store { fa_obj *v; size_t n, cap; } fa_store;
@@ -46,7 +70,7 @@ struct fake_api {
     bool stopping;
     uint64_t rv, compacted_rv, seq, uid_seq;
     uint64_t drop_gen, end_gen, expire_gen;
-    fa_store store[3];
+    fa_store store[FA_NKINDS];
     fa_event *ev;
     size_t nev, capev;
     fa_rule rules[FA_MAX_RULES];
@@ -77,13 +101,10 @@ typedef struct fa_watch {
 } fa_watch;
 
 static const char *const fa_kind_path[2] = {"/api/v1/nodes", "/api/v1/pods"};
-static const char *const fa_kind_name[3] = {"Node", "Pod", "Lease"};
-static const char *const fa_kind_api[3] = {"v1", "v1", "coordination.k8s.io/v1"};
 
 static int fa_kind(const char *kind) {
-    if (kind && strcmp(kind, "nodes") == 0) return FA_NODES;
-    if (kind && strcmp(kind, "pods") == 0) return FA_PODS;
-    if (kind && strcmp(kind, "leases") == 0) return FA_LEASES;
+    for (int k = 0; kind && k < FA_NKINDS; k++)
+        if (strcmp(kind, fa_kinds[k].plural) == 0) return k;
     return -1;
 }
 
@@ -114,7 +135,7 @@ static const char *fa_meta_str(const cJSON *obj, const char *field) {
 }
 
 static void fa_key(int kind, const char *ns, const char *name, char *buf, size_t len) {
-    if (kind != FA_NODES) snprintf(buf, len, "%s/%s", ns && *ns ? ns : "default", name);
+    if (fa_kinds[kind].namespaced) snprintf(buf, len, "%s/%s", ns && *ns ? ns : "default", name);
     else snprintf(buf, len, "%s", name);
 }
 
@@ -190,6 +211,96 @@ static char *fa_status_json(int code, const char *reason, const char *msg) {
     return out;
 }
 
+/* ---- stored objects (callers hold mu) ------------------------------------------------------------------ */
+
+static cJSON *fa_meta(cJSON *obj) {
+    cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+    if (!cJSON_IsObject(meta)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(obj, "metadata");
+        meta = cJSON_AddObjectToObject(obj, "metadata");
+    }
+    return meta;
+}
+
+static void fa_set_str(cJSON *obj, const char *field, const char *value) {
+    cJSON_DeleteItemFromObjectCaseSensitive(obj, field);
+    if (value) cJSON_AddStringToObject(obj, field, value);
+}
+
+static void fa_new_uid(fake_api *f, char *buf, size_t len) {
+    snprintf(buf, len, "fake-uid-%06" PRIu64, ++f->uid_seq);
+}
+
+/* Give obj a new resourceVersion, kind and apiVersion, store it under its key (the store owns it), and tell
+ * watchers. Returns the resourceVersion. */
+static uint64_t fa_commit(fake_api *f, int k, cJSON *obj) {
+    char key[1024], rvs[32];
+    uint64_t rv = ++f->rv;
+    snprintf(rvs, sizeof rvs, "%" PRIu64, rv);
+    fa_set_str(fa_meta(obj), "resourceVersion", rvs);
+    if (!cJSON_GetObjectItemCaseSensitive(obj, "kind")) cJSON_AddStringToObject(obj, "kind", fa_kinds[k].kind);
+    if (!cJSON_GetObjectItemCaseSensitive(obj, "apiVersion"))
+        cJSON_AddStringToObject(obj, "apiVersion", fa_kinds[k].api_version);
+    fa_key(k, fa_meta_str(obj, "namespace"), fa_meta_str(obj, "name"), key, sizeof key);
+    bool found;
+    fa_store_set(&f->store[k], key, obj, &found);
+    fa_push_event(f, k, rv, false, fa_event_line(found ? "MODIFIED" : "ADDED", obj));
+    return rv;
+}
+
+static bool fa_owned_by(const cJSON *obj, const char *uid) {
+    const cJSON *refs = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "metadata"),
+                                                         "ownerReferences"), *r;
+    cJSON_ArrayForEach(r, refs) {
+        const cJSON *u = cJSON_GetObjectItemCaseSensitive(r, "uid");
+        if (cJSON_IsString(u) && strcmp(u->valuestring, uid) == 0) return true;
+    }
+    return false;
+}
+
+/* Remove the i-th object of kind k, with a new resourceVersion and a DELETED event; returns it (the caller
+ * frees it). A pod takes the ConfigMaps it owns along, as the garbage collector would (at once here). */
+static cJSON *fa_remove_at(fake_api *f, int k, size_t i) {
+    fa_store *s = &f->store[k];
+    fa_obj o = s->v[i];
+    memmove(&s->v[i], &s->v[i + 1], (s->n - i - 1) * sizeof *s->v);
+    s->n--;
+    free(o.key);
+    uint64_t rv = ++f->rv;
+    char rvs[32];
+    snprintf(rvs, sizeof rvs, "%" PRIu64, rv);
+    fa_set_str(fa_meta(o.json), "resourceVersion", rvs);
+    fa_push_event(f, k, rv, false, fa_event_line("DELETED", o.json));
+    const char *uid = fa_meta_str(o.json, "uid"), *ns = fa_meta_str(o.json, "namespace");
+    if (k == FA_PODS && uid && ns) {
+        fa_store *cms = &f->store[FA_CONFIGMAPS];
+        for (size_t j = cms->n; j-- > 0;) {
+            const char *cns = fa_meta_str(cms->v[j].json, "namespace");
+            if (cns && strcmp(cns, ns) == 0 && fa_owned_by(cms->v[j].json, uid))
+                cJSON_Delete(fa_remove_at(f, FA_CONFIGMAPS, j));
+        }
+    }
+    return o.json;
+}
+
+/* RFC 7386 JSON merge patch: returns the patched target (target is consumed; patch is only read). */
+static cJSON *fa_merge_patch(cJSON *target, const cJSON *patch) {
+    if (!cJSON_IsObject(patch)) {
+        cJSON_Delete(target);
+        return cJSON_Duplicate(patch, 1);
+    }
+    if (!cJSON_IsObject(target)) {
+        cJSON_Delete(target);
+        target = cJSON_CreateObject();
+    }
+    for (const cJSON *p = patch->child; p; p = p->next) {
+        cJSON *old = cJSON_DetachItemFromObjectCaseSensitive(target, p->string);
+        if (cJSON_IsNull(p)) { cJSON_Delete(old); continue; }
+        cJSON_AddItemToObject(target, p->string, fa_merge_patch(old, p));
+    }
+    return target;
+}
+
 /* ---- the C API: objects ------------------------------------------------------------------------------ */
 
 long long fake_api_put(fake_api *f, const char *kind, const char *json_obj) {
@@ -197,57 +308,56 @@ long long fake_api_put(fake_api *f, const char *kind, const char *json_obj) {
     cJSON *obj = json_obj ? cJSON_Parse(json_obj) : NULL;
     const char *name = fa_meta_str(obj, "name");
     if (k < 0 || !cJSON_IsObject(obj) || !name || !*name) { cJSON_Delete(obj); return -1; }
-    cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
-    if (k != FA_NODES && !fa_meta_str(obj, "namespace")) {
-        cJSON_DeleteItemFromObjectCaseSensitive(meta, "namespace");
-        cJSON_AddStringToObject(meta, "namespace", "default");
-    }
-    if (!cJSON_GetObjectItemCaseSensitive(obj, "kind")) cJSON_AddStringToObject(obj, "kind", fa_kind_name[k]);
-    if (!cJSON_GetObjectItemCaseSensitive(obj, "apiVersion")) cJSON_AddStringToObject(obj, "apiVersion", fa_kind_api[k]);
-
+    cJSON *meta = fa_meta(obj);
+    if (fa_kinds[k].namespaced && !fa_meta_str(obj, "namespace")) fa_set_str(meta, "namespace", "default");
     pthread_mutex_lock(&f->mu);
-    char key[1024], rvs[32];
-    fa_key(k, fa_meta_str(obj, "namespace"), fa_meta_str(obj, "name"), key, sizeof key);
-    uint64_t rv = ++f->rv;
-    snprintf(rvs, sizeof rvs, "%" PRIu64, rv);
-    cJSON_DeleteItemFromObjectCaseSensitive(meta, "resourceVersion");
-    cJSON_AddStringToObject(meta, "resourceVersion", rvs);
     if (!fa_meta_str(obj, "uid")) {
         char uid[64];
-        snprintf(uid, sizeof uid, "fake-uid-%06" PRIu64, ++f->uid_seq);
-        cJSON_DeleteItemFromObjectCaseSensitive(meta, "uid");
-        cJSON_AddStringToObject(meta, "uid", uid);
+        fa_new_uid(f, uid, sizeof uid);
+        fa_set_str(meta, "uid", uid);
     }
-    bool found;
-    fa_store_set(&f->store[k], key, obj, &found);
-    fa_push_event(f, k, rv, false, fa_event_line(found ? "MODIFIED" : "ADDED", obj));
+    uint64_t rv = fa_commit(f, k, obj);
     pthread_mutex_unlock(&f->mu);
     return (long long)rv;
+}
+
+long long fake_api_patch(fake_api *f, const char *kind, const char *ns, const char *name, const char *merge_patch) {
+    int k = fa_kind(kind);
+    cJSON *patch = merge_patch ? cJSON_Parse(merge_patch) : NULL;
+    if (k < 0 || !name || !cJSON_IsObject(patch)) { cJSON_Delete(patch); return -1; }
+    char key[1024];
+    fa_key(k, ns, name, key, sizeof key);
+    pthread_mutex_lock(&f->mu);
+    bool found;
+    size_t i = fa_find(&f->store[k], key, &found);
+    long long rv = -1;
+    if (found) {
+        cJSON *obj = fa_merge_patch(cJSON_Duplicate(f->store[k].v[i].json, 1), patch);
+        /* the object stays where it is: identity fields are not the patch's to change */
+        const cJSON *old = f->store[k].v[i].json;
+        cJSON *meta = fa_meta(obj);
+        fa_set_str(meta, "name", fa_meta_str(old, "name"));
+        fa_set_str(meta, "namespace", fa_meta_str(old, "namespace"));
+        fa_set_str(meta, "uid", fa_meta_str(old, "uid"));
+        rv = (long long)fa_commit(f, k, obj);
+    }
+    pthread_mutex_unlock(&f->mu);
+    cJSON_Delete(patch);
+    return rv;
 }
 
 int fake_api_delete(fake_api *f, const char *kind, const char *ns, const char *name) {
     int k = fa_kind(kind);
     if (k < 0 || !name) return -1;
-    char key[1024], rvs[32];
+    char key[1024];
     fa_key(k, ns, name, key, sizeof key);
     pthread_mutex_lock(&f->mu);
-    fa_store *s = &f->store[k];
     bool found;
-    size_t i = fa_find(s, key, &found);
-    if (!found) { pthread_mutex_unlock(&f->mu); return -1; }
-    fa_obj o = s->v[i];
-    memmove(&s->v[i], &s->v[i + 1], (s->n - i - 1) * sizeof *s->v);
-    s->n--;
-    uint64_t rv = ++f->rv;
-    snprintf(rvs, sizeof rvs, "%" PRIu64, rv);
-    cJSON *meta = cJSON_GetObjectItemCaseSensitive(o.json, "metadata");
-    cJSON_DeleteItemFromObjectCaseSensitive(meta, "resourceVersion");
-    cJSON_AddStringToObject(meta, "resourceVersion", rvs);
-    fa_push_event(f, k, rv, false, fa_event_line("DELETED", o.json));
+    size_t i = fa_find(&f->store[k], key, &found);
+    cJSON *gone = found ? fa_remove_at(f, k, i) : NULL;
     pthread_mutex_unlock(&f->mu);
-    cJSON_Delete(o.json);
-    free(o.key);
-    return 0;
+    cJSON_Delete(gone);
+    return found ? 0 : -1;
 }
 
 char *fake_api_get(fake_api *f, const char *kind, const char *ns, const char *name) {
@@ -347,7 +457,7 @@ void fake_api_bookmark(fake_api *f, const char *kind) {
     snprintf(line, sizeof line,
              "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"%s\",\"apiVersion\":\"v1\","
              "\"metadata\":{\"resourceVersion\":\"%" PRIu64 "\"}}}\n",
-             fa_kind_name[k], f->rv);
+             fa_kinds[k].kind, f->rv);
     fa_push_event(f, k, f->rv, true, fa_strdup(line));
     pthread_mutex_unlock(&f->mu);
 }
@@ -692,88 +802,271 @@ static enum MHD_Result fa_bind(fake_api *f, struct MHD_Connection *c, const char
     return fa_send_status(c, 201, "", "");
 }
 
-/* Split "/apis/coordination.k8s.io/v1/namespaces/NS/leases[/NAME]" (name "" for the collection). */
-static bool fa_lease_path(const char *url, char *ns, size_t nslen, char *name, size_t namelen) {
-    const char *p = "/apis/coordination.k8s.io/v1/namespaces/";
-    if (strncmp(url, p, strlen(p)) != 0) return false;
-    const char *a = url + strlen(p), *sl = strchr(a, '/');
-    if (!sl || sl == a || (size_t)(sl - a) >= nslen || strncmp(sl, "/leases", 7) != 0) return false;
-    snprintf(ns, nslen, "%.*s", (int)(sl - a), a);
-    const char *n = sl + 7;
-    if (!*n) { name[0] = 0; return true; }
-    if (*n != '/' || !n[1] || strchr(n + 1, '/') || strlen(n + 1) >= namelen) return false;
-    snprintf(name, namelen, "%s", n + 1);
-    return true;
+/* Split "ROOT/namespaces/NS/PLURAL[/NAME[/SUB]]" (namespaced kinds) or "ROOT/PLURAL[/NAME[/SUB]]" (cluster-scoped):
+ * the kind, or -1. name and sub are "" when absent. */
+static int fa_path(const char *url, char *ns, size_t nslen, char *name, size_t namelen, char *sub, size_t sublen) {
+    for (int k = 0; k < FA_NKINDS; k++) {
+        const fa_kind_info *ki = &fa_kinds[k];
+        size_t rl = strlen(ki->root), pl = strlen(ki->plural);
+        if (strncmp(url, ki->root, rl) != 0) continue;
+        const char *p = url + rl;
+        ns[0] = name[0] = sub[0] = 0;
+        if (ki->namespaced) {
+            if (strncmp(p, "/namespaces/", 12) != 0) continue;
+            const char *a = p + 12, *sl = strchr(a, '/');
+            if (!sl || sl == a || (size_t)(sl - a) >= nslen) continue;
+            snprintf(ns, nslen, "%.*s", (int)(sl - a), a);
+            p = sl;
+        }
+        if (p[0] != '/' || strncmp(p + 1, ki->plural, pl) != 0 || (p[1 + pl] && p[1 + pl] != '/')) continue;
+        p += 1 + pl;
+        if (!*p) return k;
+        const char *n = p + 1, *e = strchr(n, '/');
+        size_t nl = e ? (size_t)(e - n) : strlen(n);
+        if (nl == 0 || nl >= namelen) return -1;
+        snprintf(name, namelen, "%.*s", (int)nl, n);
+        if (e && (!e[1] || strchr(e + 1, '/') || strlen(e + 1) >= sublen)) return -1;
+        if (e) snprintf(sub, sublen, "%s", e + 1);
+        return k;
+    }
+    return -1;
 }
 
-/* Caller holds mu. GET one, POST the collection (409 AlreadyExists), PUT one (409 Conflict when
- * metadata.resourceVersion is not the stored one, as optimistic concurrency demands; 404 if absent). */
-static enum MHD_Result fa_lease(fake_api *f, struct MHD_Connection *c, const char *method, const char *ns,
-                                const char *name, const fa_req *rq) {
-    char key[1024], msg[1400], rvs[32];
-    bool found;
-    if (strcmp(method, "GET") == 0 && name[0]) {
-        fa_key(FA_LEASES, ns, name, key, sizeof key);
-        size_t i = fa_find(&f->store[FA_LEASES], key, &found);
-        if (!found) {
-            snprintf(msg, sizeof msg, "leases.coordination.k8s.io \"%s\" not found", name);
-            return fa_send_status(c, 404, "NotFound", msg);
-        }
-        char *body = cJSON_PrintUnformatted(f->store[FA_LEASES].v[i].json);
-        enum MHD_Result ret = fa_send(c, 200, body ? body : "{}");
-        free(body);
-        return ret;
+/* A Status naming the object (details), as the apiserver answers about one. */
+static enum MHD_Result fa_send_obj_status(struct MHD_Connection *c, unsigned code, const char *reason, int k,
+                                          const char *name, const char *uid, const char *fmt) {
+    char msg[1400];
+    snprintf(msg, sizeof msg, fmt, fa_kinds[k].resource, name);
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddStringToObject(s, "kind", "Status");
+    cJSON_AddStringToObject(s, "apiVersion", "v1");
+    cJSON_AddItemToObject(s, "metadata", cJSON_CreateObject());
+    cJSON_AddStringToObject(s, "status", code < 300 ? "Success" : "Failure");
+    if (code >= 300) {
+        cJSON_AddStringToObject(s, "message", msg);
+        cJSON_AddStringToObject(s, "reason", reason);
     }
-    bool create = strcmp(method, "POST") == 0 && !name[0], update = strcmp(method, "PUT") == 0 && name[0];
-    if (!create && !update) return fa_send_status(c, 405, "MethodNotAllowed", "method not allowed");
-    cJSON *obj = rq->body ? cJSON_ParseWithLength(rq->body, rq->n) : NULL;
-    const char *oname = fa_meta_str(obj, "name");
-    if (!cJSON_IsObject(obj) || !oname || !*oname || (update && strcmp(oname, name) != 0)) {
-        cJSON_Delete(obj);
-        return fa_send_status(c, 400, "BadRequest", "malformed Lease body, or its name differs from the URL's");
-    }
-    fa_key(FA_LEASES, ns, oname, key, sizeof key);
-    fa_store *s = &f->store[FA_LEASES];
-    size_t i = fa_find(s, key, &found);
-    const char *want = fa_meta_str(obj, "resourceVersion");
-    if (create && found) {
-        snprintf(msg, sizeof msg, "leases.coordination.k8s.io \"%s\" already exists", oname);
-        cJSON_Delete(obj);
-        return fa_send_status(c, 409, "AlreadyExists", msg);
-    }
-    if (update && !found) {
-        snprintf(msg, sizeof msg, "leases.coordination.k8s.io \"%s\" not found", name);
-        cJSON_Delete(obj);
-        return fa_send_status(c, 404, "NotFound", msg);
-    }
-    if (update && want && *want && strcmp(want, fa_meta_str(s->v[i].json, "resourceVersion")) != 0) {
-        snprintf(msg, sizeof msg, "Operation cannot be fulfilled on leases.coordination.k8s.io \"%s\": the object "
-                 "has been modified; please apply your changes to the latest version and try again", name);
-        cJSON_Delete(obj);
-        return fa_send_status(c, 409, "Conflict", msg);
-    }
-    cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
-    cJSON_DeleteItemFromObjectCaseSensitive(meta, "namespace");
-    cJSON_AddStringToObject(meta, "namespace", ns);
-    cJSON_DeleteItemFromObjectCaseSensitive(meta, "uid");
-    if (update) cJSON_AddStringToObject(meta, "uid", fa_meta_str(s->v[i].json, "uid"));
-    else {
-        char uid[64];
-        snprintf(uid, sizeof uid, "fake-uid-%06" PRIu64, ++f->uid_seq);
-        cJSON_AddStringToObject(meta, "uid", uid);
-    }
-    uint64_t rv = ++f->rv;
-    snprintf(rvs, sizeof rvs, "%" PRIu64, rv);
-    cJSON_DeleteItemFromObjectCaseSensitive(meta, "resourceVersion");
-    cJSON_AddStringToObject(meta, "resourceVersion", rvs);
-    cJSON_DeleteItemFromObjectCaseSensitive(obj, "kind");
-    cJSON_DeleteItemFromObjectCaseSensitive(obj, "apiVersion");
-    cJSON_AddStringToObject(obj, "kind", "Lease");
-    cJSON_AddStringToObject(obj, "apiVersion", "coordination.k8s.io/v1");
-    fa_store_set(s, key, obj, &found);
-    char *body = cJSON_PrintUnformatted(obj);
-    enum MHD_Result ret = fa_send(c, create ? 201 : 200, body ? body : "{}");
+    cJSON *d = cJSON_AddObjectToObject(s, "details");
+    cJSON_AddStringToObject(d, "name", name);
+    if (fa_kinds[k].group[0]) cJSON_AddStringToObject(d, "group", fa_kinds[k].group);
+    cJSON_AddStringToObject(d, "kind", fa_kinds[k].plural);
+    if (uid) cJSON_AddStringToObject(d, "uid", uid);
+    cJSON_AddNumberToObject(s, "code", code);
+    char *body = cJSON_PrintUnformatted(s);
+    cJSON_Delete(s);
+    if (!body) abort();
+    enum MHD_Result ret = fa_send(c, code, body);
     free(body);
+    return ret;
+}
+
+#define FA_MSG_NOT_FOUND "%s \"%s\" not found"
+#define FA_MSG_EXISTS    "%s \"%s\" already exists"
+#define FA_MSG_CONFLICT  "Operation cannot be fulfilled on %s \"%s\": the object has been modified; please apply " \
+                         "your changes to the latest version and try again"
+#define FA_MSG_UID       "Operation cannot be fulfilled on %s \"%s\": Precondition failed: UID in precondition " \
+                         "differs from the object's"
+
+static enum MHD_Result fa_send_obj(struct MHD_Connection *c, unsigned code, const cJSON *obj) {
+    char *body = cJSON_PrintUnformatted(obj);
+    if (!body) abort();
+    enum MHD_Result ret = fa_send(c, code, body);
+    free(body);
+    return ret;
+}
+
+/* The request's Content-Type is a JSON merge patch (parameters such as "; charset=utf-8" allowed). */
+static bool fa_is_merge_patch(struct MHD_Connection *c) {
+    const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    const char *want = "application/merge-patch+json";
+    size_t n = strlen(want);
+    return ct && strncasecmp(ct, want, n) == 0 && (!ct[n] || ct[n] == ';' || ct[n] == ' ');
+}
+
+/* metadata.namespace, when the body sets it, must be the URL's. */
+static bool fa_ns_differs(int k, const cJSON *obj, const char *ns) {
+    const char *ons = fa_meta_str(obj, "namespace");
+    return fa_kinds[k].namespaced && ons && *ons && strcmp(ons, ns) != 0;
+}
+
+#define FA_MSG_NS "the namespace of the provided object does not match the namespace sent on the request"
+
+/* A body's preconditions against the stored object: metadata.resourceVersion and metadata.uid, when set, must
+ * be the stored ones (409 Conflict otherwise, as optimistic concurrency demands). 0 when they hold. */
+static unsigned fa_precondition(const cJSON *body, const cJSON *stored, const char **fmt) {
+    const char *rv = fa_meta_str(body, "resourceVersion"), *uid = fa_meta_str(body, "uid");
+    const char *srv = fa_meta_str(stored, "resourceVersion"), *suid = fa_meta_str(stored, "uid");
+    if (rv && *rv && (!srv || strcmp(rv, srv) != 0)) { *fmt = FA_MSG_CONFLICT; return 409; }
+    if (uid && *uid && (!suid || strcmp(uid, suid) != 0)) { *fmt = FA_MSG_UID; return 409; }
+    return 0;
+}
+
+/* Identity fields that only the server sets: name, namespace, uid, creationTimestamp, kind, apiVersion. */
+static void fa_keep_identity(int k, cJSON *obj, const cJSON *from) {
+    cJSON *meta = fa_meta(obj);
+    const char *fields[] = {"name", "namespace", "uid", "creationTimestamp"};
+    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) fa_set_str(meta, fields[i], fa_meta_str(from, fields[i]));
+    fa_set_str(obj, "kind", fa_kinds[k].kind);
+    fa_set_str(obj, "apiVersion", fa_kinds[k].api_version);
+}
+
+/* Caller holds mu. POST on a collection: 201 + the object as stored (generateName gets 5 characters, uid,
+ * creationTimestamp and resourceVersion are set; a pod's status is the server's: phase Pending). */
+static enum MHD_Result fa_create(fake_api *f, struct MHD_Connection *c, int k, const char *ns, const fa_req *rq) {
+    cJSON *obj = rq->body ? cJSON_ParseWithLength(rq->body, rq->n) : NULL;
+    if (!cJSON_IsObject(obj)) {
+        cJSON_Delete(obj);
+        return fa_send_status(c, 400, "BadRequest", "the request body is not a JSON object");
+    }
+    if (fa_ns_differs(k, obj, ns)) {
+        cJSON_Delete(obj);
+        return fa_send_status(c, 400, "BadRequest", FA_MSG_NS);
+    }
+    char name[600];
+    const char *nm = fa_meta_str(obj, "name"), *gen = fa_meta_str(obj, "generateName");
+    if (nm && *nm) snprintf(name, sizeof name, "%s", nm);
+    else if (gen && *gen) {
+        /* the apiserver appends 5 random characters of this alphabet; a counter keeps runs reproducible */
+        static const char alpha[] = "bcdfghjklmnpqrstvwxz2456789";
+        uint64_t x = ++f->uid_seq * 2654435761u;
+        char suffix[6];
+        for (int i = 0; i < 5; i++, x /= 27) suffix[i] = alpha[x % 27];
+        suffix[5] = 0;
+        snprintf(name, sizeof name, "%.500s%s", gen, suffix);
+    } else {
+        cJSON_Delete(obj);
+        char msg[200];
+        snprintf(msg, sizeof msg, "%s \"\" is invalid: metadata.name: Required value: name or generateName is "
+                 "required", fa_kinds[k].kind);
+        return fa_send_status(c, 422, "Invalid", msg);
+    }
+    char key[1024];
+    bool found;
+    fa_key(k, ns, name, key, sizeof key);
+    fa_find(&f->store[k], key, &found);
+    if (found) {
+        cJSON_Delete(obj);
+        return fa_send_obj_status(c, 409, "AlreadyExists", k, name, NULL, FA_MSG_EXISTS);
+    }
+    char uid[64], ts[32];
+    fa_new_uid(f, uid, sizeof uid);
+    time_t now = time(NULL);
+    struct tm tm;
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+    cJSON *meta = fa_meta(obj);
+    fa_set_str(meta, "name", name);
+    fa_set_str(meta, "namespace", fa_kinds[k].namespaced ? ns : NULL);
+    fa_set_str(meta, "uid", uid);
+    fa_set_str(meta, "creationTimestamp", ts);
+    fa_set_str(obj, "kind", fa_kinds[k].kind);
+    fa_set_str(obj, "apiVersion", fa_kinds[k].api_version);
+    if (k == FA_PODS) {
+        cJSON_DeleteItemFromObjectCaseSensitive(obj, "status");
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(obj, "status"), "phase", "Pending");
+    }
+    fa_commit(f, k, obj);
+    return fa_send_obj(c, 201, obj);
+}
+
+/* Caller holds mu. PUT: replace the object (404 if absent, 409 on a failed precondition). */
+static enum MHD_Result fa_update(fake_api *f, struct MHD_Connection *c, int k, const char *ns, const char *name,
+                                 size_t i, const fa_req *rq) {
+    cJSON *obj = rq->body ? cJSON_ParseWithLength(rq->body, rq->n) : NULL;
+    const char *oname = fa_meta_str(obj, "name"), *fmt = NULL;
+    if (!cJSON_IsObject(obj) || !oname || strcmp(oname, name) != 0) {
+        char msg[1400];
+        snprintf(msg, sizeof msg, "the name of the object (%.600s) does not match the name on the URL (%.600s)",
+                 oname ? oname : "", name);
+        cJSON_Delete(obj);
+        return fa_send_status(c, 400, "BadRequest", cJSON_IsObject(obj) ? msg : "the request body is not a JSON object");
+    }
+    if (fa_ns_differs(k, obj, ns)) {
+        cJSON_Delete(obj);
+        return fa_send_status(c, 400, "BadRequest", FA_MSG_NS);
+    }
+    const cJSON *old = f->store[k].v[i].json;
+    unsigned code = fa_precondition(obj, old, &fmt);
+    if (code) {
+        cJSON_Delete(obj);
+        return fa_send_obj_status(c, code, "Conflict", k, name, NULL, fmt);
+    }
+    fa_keep_identity(k, obj, old);
+    fa_commit(f, k, obj);
+    return fa_send_obj(c, 200, obj);
+}
+
+/* Caller holds mu. PATCH with a JSON merge patch (415 for other patch types). A pod's status belongs to its
+ * status subresource (kept), and its spec may not change (422), as with the real pod strategy. */
+static enum MHD_Result fa_patch(fake_api *f, struct MHD_Connection *c, int k, const char *name, size_t i,
+                                const fa_req *rq) {
+    cJSON *patch = rq->body ? cJSON_ParseWithLength(rq->body, rq->n) : NULL;
+    const char *fmt = NULL;
+    if (!cJSON_IsObject(patch)) {
+        cJSON_Delete(patch);
+        return fa_send_status(c, 400, "BadRequest", "error decoding patch: the body is not a JSON object");
+    }
+    const cJSON *old = f->store[k].v[i].json;
+    unsigned code = fa_precondition(patch, old, &fmt);
+    const char *pname = fa_meta_str(patch, "name");
+    if (code) {
+        cJSON_Delete(patch);
+        return fa_send_obj_status(c, code, "Conflict", k, name, NULL, fmt);
+    }
+    if (pname && strcmp(pname, name) != 0) {
+        char msg[1400];
+        snprintf(msg, sizeof msg, "the name of the object (%.600s) does not match the name on the URL (%.600s)",
+                 pname, name);
+        cJSON_Delete(patch);
+        return fa_send_status(c, 400, "BadRequest", msg);
+    }
+    cJSON *obj = fa_merge_patch(cJSON_Duplicate(old, 1), patch);
+    cJSON_Delete(patch);
+    fa_keep_identity(k, obj, old);
+    if (k == FA_PODS) {
+        if (!cJSON_Compare(cJSON_GetObjectItemCaseSensitive(obj, "spec"), cJSON_GetObjectItemCaseSensitive(old, "spec"), 1)) {
+            cJSON_Delete(obj);
+            char msg[800];
+            snprintf(msg, sizeof msg, "Pod \"%.600s\" is invalid: spec: Forbidden: pod updates may not change "
+                     "fields other than those the fake API server allows (none)", name);
+            return fa_send_status(c, 422, "Invalid", msg);
+        }
+        cJSON_DeleteItemFromObjectCaseSensitive(obj, "status");
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(old, "status");
+        if (st) cJSON_AddItemToObject(obj, "status", cJSON_Duplicate(st, 1));
+    }
+    fa_commit(f, k, obj);
+    return fa_send_obj(c, 200, obj);
+}
+
+/* Caller holds mu. One object's verbs: GET/PUT/PATCH/DELETE by name, POST on the collection. Pods take no PUT
+ * (the fake does not model which pod fields an update may change). */
+static enum MHD_Result fa_object(fake_api *f, struct MHD_Connection *c, const char *method, int k, const char *ns,
+                                 const char *name, const fa_req *rq) {
+    bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST"), put = !strcmp(method, "PUT");
+    bool patch = !strcmp(method, "PATCH"), del = !strcmp(method, "DELETE");
+    if (!name[0]) {
+        if (post) return fa_create(f, c, k, ns, rq);
+        return fa_send_status(c, 405, "MethodNotAllowed", "method not allowed");
+    }
+    if (!get && !(put && k != FA_PODS) && !patch && !del)
+        return fa_send_status(c, 405, "MethodNotAllowed", "method not allowed");
+    if (patch && !fa_is_merge_patch(c))
+        return fa_send_status(c, 415, "UnsupportedMediaType",
+                              "the body of the request was in an unknown format - accepted media types include: "
+                              "application/merge-patch+json (the fake API server applies only JSON merge patches)");
+    char key[1024];
+    bool found;
+    fa_key(k, ns, name, key, sizeof key);
+    size_t i = fa_find(&f->store[k], key, &found);
+    if (!found) return fa_send_obj_status(c, 404, "NotFound", k, name, NULL, FA_MSG_NOT_FOUND);
+    if (get) return fa_send_obj(c, 200, f->store[k].v[i].json);
+    if (put) return fa_update(f, c, k, ns, name, i, rq);
+    if (patch) return fa_patch(f, c, k, name, i, rq);
+    /* DELETE: the pod registry answers with the object; other kinds with a Status naming it */
+    cJSON *gone = fa_remove_at(f, k, i);
+    enum MHD_Result ret = k == FA_PODS ? fa_send_obj(c, 200, gone)
+                                       : fa_send_obj_status(c, 200, "", k, name, fa_meta_str(gone, "uid"), "%s%s");
+    cJSON_Delete(gone);
     return ret;
 }
 
@@ -840,21 +1133,6 @@ static enum MHD_Result fa_event_create(fake_api *f, struct MHD_Connection *c, co
     return ret;
 }
 
-/* Split "/api/v1/namespaces/NS/pods/NAME[/binding]". */
-static bool fa_pod_path(const char *url, char *ns, size_t nslen, char *name, size_t namelen, bool *binding) {
-    const char *p = "/api/v1/namespaces/";
-    if (strncmp(url, p, strlen(p)) != 0) return false;
-    const char *a = url + strlen(p), *sl = strchr(a, '/');
-    if (!sl || sl == a || (size_t)(sl - a) >= nslen || strncmp(sl, "/pods/", 6) != 0) return false;
-    snprintf(ns, nslen, "%.*s", (int)(sl - a), a);
-    const char *n = sl + 6, *e = strchr(n, '/');
-    size_t nl = e ? (size_t)(e - n) : strlen(n);
-    if (nl == 0 || nl >= namelen) return false;
-    snprintf(name, namelen, "%.*s", (int)nl, n);
-    *binding = e && strcmp(e, "/binding") == 0;
-    return !e || *binding;
-}
-
 static enum MHD_Result fa_handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     fake_api *f = cls;
@@ -895,9 +1173,10 @@ static enum MHD_Result fa_handle(void *cls, struct MHD_Connection *c, const char
     const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
     free(f->last_auth);
     f->last_auth = fa_strdup(auth ? auth : "");
-    char ns[256], name[512];
-    bool binding = false, podpath = fa_pod_path(url, ns, sizeof ns, name, sizeof name, &binding);
-    if (post && podpath && binding) {
+    char ns[256], name[512], sub[64];
+    int okind = fa_path(url, ns, sizeof ns, name, sizeof name, sub, sizeof sub);
+    bool binding = okind == FA_PODS && name[0] && strcmp(sub, "binding") == 0;
+    if (post && binding) {
         fa_grow((void **)&f->bind_bodies, &f->capbind, (size_t)f->nbind + 1, sizeof *f->bind_bodies);
         f->bind_bodies[f->nbind++] = fa_strdup(rq->body ? rq->body : "");
     }
@@ -924,8 +1203,6 @@ static enum MHD_Result fa_handle(void *cls, struct MHD_Connection *c, const char
         nanosleep(&nap, NULL);
         pthread_mutex_lock(&f->mu);
     }
-    char lns[256], lname[512];
-    bool leasepath = fa_lease_path(url, lns, sizeof lns, lname, sizeof lname);
     if (f->token && (!auth || strcmp(auth, want) != 0)) {
         ret = fa_send_status(c, 401, "Unauthorized", "Unauthorized");
     } else if (inject == FAKE_API_HANGUP) {
@@ -943,26 +1220,13 @@ static enum MHD_Result fa_handle(void *cls, struct MHD_Connection *c, const char
         ret = fa_send_status(c, 413, "RequestEntityTooLarge", "request body too large");
     } else if (get && kind >= 0) {
         ret = watch ? fa_watch_start(f, c, kind, false, false) : fa_list(f, c, kind);
-    } else if (get && podpath && !binding) {
-        char k2[800];
-        bool found;
-        fa_key(FA_PODS, ns, name, k2, sizeof k2);
-        size_t i = fa_find(&f->store[FA_PODS], k2, &found);
-        if (found) {
-            char *body = cJSON_PrintUnformatted(f->store[FA_PODS].v[i].json);
-            ret = fa_send(c, 200, body ? body : "{}");
-            free(body);
-        } else {
-            snprintf(k2, sizeof k2, "pods \"%s\" not found", name);
-            ret = fa_send_status(c, 404, "NotFound", k2);
-        }
-    } else if (post && podpath && binding) {
+    } else if (post && binding) {
         ret = fa_bind(f, c, ns, name, rq);
     } else if (post && fa_events_path(url, ns, sizeof ns)) {
         ret = fa_event_create(f, c, ns, rq);
-    } else if (leasepath) {
-        ret = fa_lease(f, c, method, lns, lname, rq);
-    } else if (kind >= 0 || podpath) {
+    } else if (okind > FA_NODES && !sub[0]) {
+        ret = fa_object(f, c, method, okind, ns, name, rq);
+    } else if (kind >= 0 || binding) {
         ret = fa_send_status(c, 405, "MethodNotAllowed", "method not allowed");
     } else {
         ret = fa_send_status(c, 404, "NotFound", "the server could not find the requested resource");
@@ -1055,7 +1319,7 @@ int fake_api_up(fake_api *f, char *err, size_t errlen) {
 void fake_api_free(fake_api *f) {
     if (!f) return;
     fake_api_down(f);
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < FA_NKINDS; k++) {
         for (size_t i = 0; i < f->store[k].n; i++) {
             free(f->store[k].v[i].key);
             cJSON_Delete(f->store[k].v[i].json);

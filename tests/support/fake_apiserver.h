@@ -1,7 +1,8 @@
 /* fake_apiserver.h -- a small in-memory Kubernetes API server on loopback, for the extender's end-to-end tests.
  *
- * It serves what tessera's client uses (list with limit/continue, watch, pods/binding) over plain HTTP on
- * 127.0.0.1, keeps nodes and pods with one global resourceVersion like etcd, and lets a test break it on purpose
+ * It serves what tessera's client uses (list with limit/continue, watch, pods/binding, and create/get/update/
+ * patch/delete of pods, ConfigMaps, Secrets, Leases and MutatingWebhookConfigurations) over plain HTTP on
+ * 127.0.0.1, keeps every object under one global resourceVersion like etcd, and lets a test break it on purpose
  * (injected status codes, dropped or expired watches, compaction, the server going away and coming back).
  *
  * Served:
@@ -12,6 +13,31 @@
  *                                             compaction gets 200 + an ERROR event with code 410, like the
  *                                             real apiserver. BOOKMARKs only when fake_api_bookmark() asks.
  *   GET  /api/v1/namespaces/NS/pods/NAME      one pod.
+ *   POST /api/v1/namespaces/NS/pods           create: 201 + the object as stored (name from generateName + 5
+ *                                             characters when it has none; uid, creationTimestamp and
+ *                                             resourceVersion set; status is the server's: phase Pending);
+ *                                             watchers get ADDED. 400 when metadata.namespace is set and differs
+ *                                             from NS, 409 AlreadyExists when the name is taken, 422 Invalid
+ *                                             without name or generateName.
+ *   DELETE /api/v1/namespaces/NS/pods/NAME    200 + the object; watchers get DELETED; 404 NotFound. The
+ *                                             ConfigMaps of NS whose metadata.ownerReferences name the pod's uid
+ *                                             go with it (the garbage collector, at once).
+ *   PATCH /api/v1/namespaces/NS/pods/NAME     Content-Type application/merge-patch+json (else 415): an RFC 7386
+ *                                             merge patch (null deletes a key); 200 + the object with a new
+ *                                             resourceVersion, watchers get MODIFIED; 404; 400 when the body is
+ *                                             not a JSON object or renames the object; 409 Conflict when the
+ *                                             patch's metadata.resourceVersion or metadata.uid is set and is not
+ *                                             the stored one. name, namespace, uid and creationTimestamp stay.
+ *                                             A pod's status is kept (it belongs to the status subresource) and
+ *                                             a change of its spec answers 422 Invalid.
+ *   POST /api/v1/namespaces/NS/{configmaps,secrets}                 create, as for pods (no status).
+ *   GET, PUT, PATCH, DELETE /api/v1/namespaces/NS/{configmaps,secrets}/NAME
+ *                                             GET 200 / 404. PUT replaces (200): 404 when absent, 400 when
+ *                                             metadata.name differs from NAME, 409 Conflict when the body's
+ *                                             metadata.resourceVersion (or uid) is set and not the stored one.
+ *                                             PATCH as for pods. DELETE 200 + Status Success naming it; 404.
+ *   POST, GET, PUT, PATCH, DELETE /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations[/NAME]
+ *                                             the same, cluster-scoped.
  *   POST /api/v1/namespaces/NS/pods/NAME/binding
  *                                             201 + Status Success: sets spec.nodeName, merges
  *                                             metadata.annotations, emits MODIFIED. 404 if the pod is missing,
@@ -22,15 +48,13 @@
  *                                             none, uid, resourceVersion); 400 without involvedObject or when
  *                                             metadata.namespace differs from NS, 409 when the name is taken.
  *                                             Every created Event is recorded (fake_api_events).
- *   GET  /apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME, POST .../leases, PUT .../leases/NAME
- *                                             Leases, for leader election: create answers 409 AlreadyExists
- *                                             when it exists; update answers 409 Conflict when the body's
- *                                             metadata.resourceVersion is not the stored one, 404 when absent.
- *                                             fake_api_put/get/delete take kind "leases" (namespaced).
- * Errors are v1 Status objects, as the apiserver sends them.
+ *   POST /apis/coordination.k8s.io/v1/namespaces/NS/leases, GET/PUT/PATCH/DELETE .../leases/NAME
+ *                                             Leases, for leader election, as for ConfigMaps.
+ * Errors are v1 Status objects, as the apiserver sends them (with details naming the object for NotFound,
+ * AlreadyExists and Conflict). Only nodes and pods are listed and watched; the other kinds are reached by name.
  *
  * Request keys, used by fault injection and request counting: "LIST <path>", "WATCH <path>", "GET <path>",
- * "POST <path>" (path without the query). A target matches a request when it is a prefix of its key or of its
+ * "POST <path>", "PUT <path>", "PATCH <path>", "DELETE <path>" (path without the query). A target matches a request when it is a prefix of its key or of its
  * path: "/api/v1/pods" matches list and watch of pods, "WATCH /api/v1/pods" only the watch,
  * "POST /api/v1/namespaces/" every binding and Event.
  *
@@ -62,12 +86,19 @@ void fake_api_free(fake_api *f);
 void fake_api_down(fake_api *f);
 int fake_api_up(fake_api *f, char *err, size_t errlen);
 
-/* kind is "nodes", "pods" or "leases". Add or replace an object by namespace/name (pods without a namespace go to
- * "default"); the stored copy gets a new metadata.resourceVersion, a metadata.uid if it had none, kind and
+/* kind is "nodes", "pods", "leases", "configmaps", "secrets" or "mutatingwebhookconfigurations" (nodes and
+ * mutatingwebhookconfigurations are cluster-scoped: ns is ignored). Add or replace an object by namespace/name
+ * (namespaced objects without a namespace go to "default"); the stored copy gets a new metadata.resourceVersion, a metadata.uid if it had none, kind and
  * apiVersion; watchers get ADDED or MODIFIED. Returns the new resourceVersion, or -1 if the JSON is not an
  * object with metadata.name. */
 long long fake_api_put(fake_api *f, const char *kind, const char *json_obj);
-/* Remove an object (ns is ignored for nodes); watchers get DELETED. 0, or -1 if absent. */
+/* Apply an RFC 7386 merge patch (a JSON object) to a stored object, all of it, status included (this is how the
+ * test, or the fake kubelet, plays a controller of the object): new resourceVersion, MODIFIED to watchers; name,
+ * namespace and uid stay. Atomic, unlike fake_api_get + fake_api_put. The new resourceVersion, or -1 when the
+ * object is absent or the patch is not a JSON object. */
+long long fake_api_patch(fake_api *f, const char *kind, const char *ns, const char *name, const char *merge_patch);
+/* Remove an object; watchers get DELETED. A pod takes the ConfigMaps it owns along (see DELETE above).
+ * 0, or -1 if absent. */
 int fake_api_delete(fake_api *f, const char *kind, const char *ns, const char *name);
 /* A copy of a stored object, or NULL. */
 char *fake_api_get(fake_api *f, const char *kind, const char *ns, const char *name);

@@ -1,0 +1,63 @@
+/* fake_kubelet.h -- the kubelet and the NVIDIA device plugin of some nodes, played against a fake_api, so tests of
+ * reservation pods and delivery can watch Kubernetes' side happen by its real rules.
+ *
+ * A background thread polls the fake's pods every ~10 ms (through the C API, no HTTP) and, for each pod whose
+ * spec.nodeName is a node it was told about:
+ *   - admits a new pod (no status.phase, or "Pending") as the kubelet does: extended resources the node does not
+ *     register are dropped from the app containers' requests first (removeMissingExtendedResources; init
+ *     containers keep theirs and are refused "OutOf<resource>"). The pod's request of each registered resource
+ *     (requests, else limits; sum of the app containers, at least the largest init container's) must fit in the
+ *     devices no admitted pod holds. If it does not, the pod gets status.phase "Failed", reason
+ *     "UnexpectedAdmissionError" and message "Allocate failed due to requested number of devices unavailable for
+ *     <resource>. Requested: N, Available: M, which is unexpected" (kubelet 1.26+; fake_kubelet_set_outof_reason
+ *     switches to reason "OutOf<resource>", message "Node didn't have enough resource: <resource>, requested: N,
+ *     used: U, capacity: C", what the predicate admission writes). Otherwise it gets free devices (lowest index
+ *     first, or random ones after fake_kubelet_set_random) and status.phase "Running".
+ *   - plays tessera-reserve in a reservation pod (label tessera.io/reservation: "true") once admitted: merges the
+ *     annotation tessera.io/gpu-uuid = its device IDs, comma-joined (tessera.io/reserve-error when it got none),
+ *     at once, after a delay, or never.
+ *   - frees a pod's devices when it is deleted or its phase becomes Succeeded or Failed.
+ * Status and annotations are written with fake_api_patch (atomic, so a concurrent client's change is kept).
+ *
+ * All functions are thread-safe; returned strings are malloc'd.
+ */
+#ifndef FAKE_KUBELET_H
+#define FAKE_KUBELET_H
+
+#include <stdbool.h>
+
+#include "tests/support/fake_apiserver.h"
+
+typedef struct fake_kubelet fake_kubelet;
+
+/* Start polling f (which must outlive the kubelet). */
+fake_kubelet *fake_kubelet_start(fake_api *f);
+/* Stop the thread and free everything. NULL is fine. */
+void fake_kubelet_stop(fake_kubelet *k);
+
+/* A device plugin on node_name registers `resource` ("nvidia.com/gpu", "nvidia.com/mig-1g.10gb"...) with `count`
+ * devices whose IDs are "<uuid_prefix>-<i>", i from 0 ("GPU-n1" -> "GPU-n1-0", "GPU-n1-1"...). Call once per
+ * node and resource; a node may have several resources. */
+void fake_kubelet_add_node(fake_kubelet *k, const char *node_name, const char *resource, int count,
+                           const char *uuid_prefix);
+
+/* Pick a random free device (seeded, so runs repeat) instead of the lowest free index. */
+void fake_kubelet_set_random(fake_kubelet *k, unsigned seed);
+/* Refuse with reason "OutOf<resource>" (predicate admission) instead of "UnexpectedAdmissionError". */
+void fake_kubelet_set_outof_reason(fake_kubelet *k, bool on);
+/* tessera-reserve writes its annotation ms after its pod was admitted (default 0). */
+void fake_kubelet_set_reserve_delay_ms(fake_kubelet *k, int ms);
+/* tessera-reserve never writes its annotation (a reservation that stays pending). */
+void fake_kubelet_set_reserve_silent(fake_kubelet *k, bool on);
+
+/* The uid of the live pod holding device_id on node, or NULL when it is free (or unknown). */
+char *fake_kubelet_holder(fake_kubelet *k, const char *node, const char *device_id);
+/* The device IDs a live pod holds, comma-joined, or NULL when it holds none. */
+char *fake_kubelet_devices(fake_kubelet *k, const char *pod_uid);
+/* Device IDs ever seen held by two live pods at once: 0 by construction; tests assert it stays so. */
+int fake_kubelet_double_holds(fake_kubelet *k);
+/* Pods admitted and refused so far. */
+int fake_kubelet_admitted(fake_kubelet *k);
+int fake_kubelet_refused(fake_kubelet *k);
+
+#endif

@@ -1,0 +1,314 @@
+/* test_fake_kubelet.c -- the fake kubelet + device plugin: admits pods until a node's devices are taken, then
+ * refuses with the kubelet's exact reason and message; frees devices on delete and on a terminal phase; drops
+ * extended resources the node does not register (app containers only); plays tessera-reserve in reservation pods
+ * (now, later, or never); several resources per node; random picks never hand one device to two pods.
+ * Waits poll with deadlines, so a slow machine is slower, not flaky. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "../support/fake_apiserver.h"
+#include "../support/fake_kubelet.h"
+#include "extender/kube.h"
+#include "harness.h"
+
+typedef struct env {
+    fake_api *f;
+    fake_kubelet *k;
+} env;
+
+static bool env_init(env *e) {
+    char err[256];
+    e->f = fake_api_start(0, err, sizeof err);
+    e->k = e->f ? fake_kubelet_start(e->f) : NULL;
+    return e->k != NULL;
+}
+
+static void env_free(env *e) {
+    fake_kubelet_stop(e->k); /* before the server it polls */
+    fake_api_free(e->f);
+}
+
+#define RUN(body)                                                                       \
+    do {                                                                                \
+        env e_;                                                                         \
+        if (env_init(&e_)) body(&e_);                                                   \
+        else test_fail(__FILE__, __LINE__, "cannot start the fake API server");         \
+        env_free(&e_);                                                                  \
+    } while (0)
+
+static void nap_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* A pod on node with one container asking `res: qty` (as requests, or as limits only); res NULL asks nothing.
+ * extra_meta is appended inside metadata. */
+static void put_pod(env *e, const char *name, const char *node, const char *res, int qty, bool limits_only,
+                    const char *extra_meta) {
+    char json[2048], r[512] = "{}";
+    if (res && limits_only) snprintf(r, sizeof r, "{\"limits\":{\"%s\":\"%d\"}}", res, qty);
+    else if (res) snprintf(r, sizeof r, "{\"requests\":{\"cpu\":\"10m\",\"%s\":\"%d\"},\"limits\":{\"%s\":\"%d\"}}",
+                           res, qty, res, qty);
+    snprintf(json, sizeof json,
+             "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"default\"%s},\"spec\":{\"nodeName\":\"%s\","
+             "\"containers\":[{\"name\":\"c\",\"resources\":%s}]}}", name, extra_meta ? extra_meta : "", node, r);
+    fake_api_put(e->f, "pods", json);
+}
+
+/* The pod's field at "status"/"metadata" + key (annotations under metadata.annotations), or "" / NULL. */
+static char *pod_field(env *e, const char *name, const char *section, const char *key) {
+    char *s = fake_api_get(e->f, "pods", "default", name);
+    cJSON *o = s ? cJSON_Parse(s) : NULL;
+    free(s);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, section), key);
+    char *out = cJSON_IsString(v) ? strdup(v->valuestring) : NULL;
+    cJSON_Delete(o);
+    return out;
+}
+
+static char *annotation(env *e, const char *name, const char *key) {
+    char *s = fake_api_get(e->f, "pods", "default", name);
+    cJSON *o = s ? cJSON_Parse(s) : NULL;
+    free(s);
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "metadata"), "annotations");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(a, key);
+    char *out = cJSON_IsString(v) ? strdup(v->valuestring) : NULL;
+    cJSON_Delete(o);
+    return out;
+}
+
+/* Waits up to 3 s for the pod's status.phase to be set; returns it (malloc'd) or NULL. */
+static char *wait_phase(env *e, const char *name) {
+    for (int i = 0; i < 300; i++) {
+        char *p = pod_field(e, name, "status", "phase");
+        if (p && strcmp(p, "Pending") != 0) return p;
+        free(p);
+        nap_ms(10);
+    }
+    return NULL;
+}
+
+static char *wait_annotation(env *e, const char *name, const char *key, int ms) {
+    for (int t = 0; t <= ms; t += 10) {
+        char *a = annotation(e, name, key);
+        if (a) return a;
+        nap_ms(10);
+    }
+    return NULL;
+}
+
+static char *pod_uid(env *e, const char *name) { return pod_field(e, name, "metadata", "uid"); }
+
+/* Checks the pod reached phase want (and frees what it read). */
+#define CHECK_PHASE(e, name, want)                                                      \
+    do {                                                                                \
+        char *ph_ = wait_phase(e, name);                                                \
+        bool ok_ = ph_ && strcmp(ph_, want) == 0;                                       \
+        if (!ok_) test_fail(__FILE__, __LINE__, "pod %s phase %s, expected %s", name,   \
+                            ph_ ? ph_ : "(none)", want);                                \
+        free(ph_);                                                                      \
+        if (!ok_) return;                                                               \
+    } while (0)
+
+/* Checks s equals want (or, for CHECK_NO_STR, is NULL), freeing s. */
+#define CHECK_OWNED_STR(s, want)                                                        \
+    do {                                                                                \
+        char *s_ = (s);                                                                 \
+        bool ok_ = s_ && strcmp(s_, want) == 0;                                         \
+        if (!ok_) test_fail(__FILE__, __LINE__, "%s == \"%s\", expected \"%s\"", #s,    \
+                            s_ ? s_ : "(null)", want);                                  \
+        free(s_);                                                                       \
+        if (!ok_) return;                                                               \
+    } while (0)
+
+#define CHECK_NO_STR(s)                                                                 \
+    do {                                                                                \
+        char *s_ = (s);                                                                 \
+        bool bad_ = s_ != NULL;                                                         \
+        if (bad_) test_fail(__FILE__, __LINE__, "%s == \"%s\", expected none", #s, s_); \
+        free(s_);                                                                       \
+        if (bad_) return;                                                               \
+    } while (0)
+
+static void admits_until_full(env *e) {
+    fake_kubelet_add_node(e->k, "n1", "nvidia.com/gpu", 2, "GPU-n1");
+    put_pod(e, "p1", "n1", "nvidia.com/gpu", 1, false, NULL);
+    CHECK_PHASE(e, "p1", "Running");
+    put_pod(e, "p2", "n1", "nvidia.com/gpu", 1, true, NULL); /* limits only count as the request */
+    CHECK_PHASE(e, "p2", "Running");
+    put_pod(e, "p3", "n1", "nvidia.com/gpu", 1, false, NULL);
+    CHECK_PHASE(e, "p3", "Failed");
+    CHECK_OWNED_STR(pod_field(e, "p3", "status", "reason"), "UnexpectedAdmissionError");
+    CHECK_OWNED_STR(pod_field(e, "p3", "status", "message"),
+                    "Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. "
+                    "Requested: 1, Available: 0, which is unexpected");
+    char *u1 = pod_uid(e, "p1"), *u2 = pod_uid(e, "p2");
+    char *h0 = fake_kubelet_holder(e->k, "n1", "GPU-n1-0"), *h1 = fake_kubelet_holder(e->k, "n1", "GPU-n1-1");
+    bool held = u1 && u2 && h0 && h1 && !strcmp(h0, u1) && !strcmp(h1, u2);
+    char *d1 = fake_kubelet_devices(e->k, u1);
+    bool devs = d1 && !strcmp(d1, "GPU-n1-0");
+    free(h0);
+    free(h1);
+    free(d1);
+    free(u2);
+    CHECK(held);
+    CHECK(devs);
+
+    /* deleting p1 frees GPU-n1-0, which the next pod gets */
+    fake_api_delete(e->f, "pods", "default", "p1");
+    for (int i = 0; i < 300 && (h0 = fake_kubelet_holder(e->k, "n1", "GPU-n1-0")); i++) { free(h0); nap_ms(10); }
+    CHECK(fake_kubelet_devices(e->k, u1) == NULL);
+    free(u1);
+    put_pod(e, "p4", "n1", "nvidia.com/gpu", 1, false, NULL);
+    CHECK_PHASE(e, "p4", "Running");
+    char *u4 = pod_uid(e, "p4");
+    CHECK_OWNED_STR(fake_kubelet_devices(e->k, u4), "GPU-n1-0");
+    free(u4);
+    /* a pod asking two when none is free; the switch writes what the predicate admission writes */
+    fake_kubelet_set_outof_reason(e->k, true);
+    put_pod(e, "p5", "n1", "nvidia.com/gpu", 2, false, NULL);
+    CHECK_PHASE(e, "p5", "Failed");
+    CHECK_OWNED_STR(pod_field(e, "p5", "status", "reason"), "OutOfnvidia.com/gpu");
+    CHECK_OWNED_STR(pod_field(e, "p5", "status", "message"),
+                    "Node didn't have enough resource: nvidia.com/gpu, requested: 2, used: 2, capacity: 2");
+    CHECK_INT(fake_kubelet_admitted(e->k), 3);
+    CHECK_INT(fake_kubelet_refused(e->k), 2);
+    CHECK_INT(fake_kubelet_double_holds(e->k), 0);
+}
+
+TEST(fake_kubelet_admits_until_the_devices_are_taken_then_refuses) { RUN(admits_until_full); }
+
+static void frees_on_terminal_phase(env *e) {
+    fake_kubelet_add_node(e->k, "n1", "nvidia.com/gpu", 1, "GPU-n1");
+    put_pod(e, "done", "n1", "nvidia.com/gpu", 1, false, NULL);
+    CHECK_PHASE(e, "done", "Running");
+    CHECK(fake_api_patch(e->f, "pods", "default", "done", "{\"status\":{\"phase\":\"Succeeded\"}}") > 0);
+    char *h = NULL;
+    for (int i = 0; i < 300 && (h = fake_kubelet_holder(e->k, "n1", "GPU-n1-0")); i++) { free(h); h = NULL; nap_ms(10); }
+    CHECK(h == NULL);
+    put_pod(e, "next", "n1", "nvidia.com/gpu", 1, false, NULL);
+    CHECK_PHASE(e, "next", "Running");
+    /* pods of nodes nobody registered are not the kubelet's */
+    put_pod(e, "elsewhere", "n9", "nvidia.com/gpu", 1, false, NULL);
+    nap_ms(50);
+    CHECK_NO_STR(pod_field(e, "elsewhere", "status", "phase"));
+}
+
+TEST(fake_kubelet_frees_devices_when_a_pod_terminates) { RUN(frees_on_terminal_phase); }
+
+static void drops_unadvertised(env *e) {
+    fake_kubelet_add_node(e->k, "n1", "nvidia.com/gpu", 1, "GPU-n1");
+    /* the soft-share marker is dropped from app containers: admitted, holding nothing */
+    put_pod(e, "share", "n1", "tessera.io/share", 1, false, NULL);
+    CHECK_PHASE(e, "share", "Running");
+    char *u = pod_uid(e, "share");
+    char *d = fake_kubelet_devices(e->k, u);
+    free(u);
+    bool none = d == NULL;
+    free(d);
+    CHECK(none);
+    /* ...but not from init containers */
+    fake_api_put(e->f, "pods",
+                 "{\"metadata\":{\"name\":\"init\",\"namespace\":\"default\"},\"spec\":{\"nodeName\":\"n1\","
+                 "\"initContainers\":[{\"name\":\"i\",\"resources\":{\"limits\":{\"tessera.io/share\":\"1\"}}}],"
+                 "\"containers\":[{\"name\":\"c\"}]}}");
+    CHECK_PHASE(e, "init", "Failed");
+    CHECK_OWNED_STR(pod_field(e, "init", "status", "reason"), "OutOftessera.io/share");
+    /* a GPU and the marker together: the GPU is allocated */
+    fake_api_put(e->f, "pods",
+                 "{\"metadata\":{\"name\":\"both\",\"namespace\":\"default\"},\"spec\":{\"nodeName\":\"n1\","
+                 "\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"tessera.io/share\":\"1\","
+                 "\"nvidia.com/gpu\":1}}}]}}");
+    CHECK_PHASE(e, "both", "Running");
+    u = pod_uid(e, "both");
+    CHECK_OWNED_STR(fake_kubelet_devices(e->k, u), "GPU-n1-0");
+    free(u);
+}
+
+TEST(fake_kubelet_drops_extended_resources_the_node_does_not_register) { RUN(drops_unadvertised); }
+
+#define RSV ",\"labels\":{\"tessera.io/reservation\":\"true\"}"
+
+static void reservation_annotated(env *e) {
+    fake_kubelet_add_node(e->k, "n1", "nvidia.com/gpu", 2, "GPU-n1");
+    fake_kubelet_add_node(e->k, "n1", "nvidia.com/mig-1g.10gb", 2, "MIG-n1");
+    /* created over HTTP, as the reservation controller will */
+    char err[256], url[128], *resp = NULL;
+    fake_api_url(e->f, url, sizeof url);
+    ext_kube_config kc;
+    ext_kube_config_defaults(&kc);
+    snprintf(kc.api_url, sizeof kc.api_url, "%s", url);
+    ext_kube *k = ext_kube_new(&kc, err, sizeof err);
+    CHECK(k != NULL);
+    int code = ext_kube_request(k, "POST", "/api/v1/namespaces/default/pods",
+                                "{\"metadata\":{\"name\":\"rsv\",\"labels\":{\"tessera.io/reservation\":\"true\"}},"
+                                "\"spec\":{\"nodeName\":\"n1\",\"containers\":[{\"name\":\"reserve\",\"resources\":"
+                                "{\"requests\":{\"nvidia.com/mig-1g.10gb\":\"1\"},\"limits\":"
+                                "{\"nvidia.com/mig-1g.10gb\":\"1\"}}}]}}", 2000, &resp, err, sizeof err);
+    free(resp);
+    ext_kube_free(k);
+    CHECK_INT(code, 201);
+    CHECK_PHASE(e, "rsv", "Running");
+    CHECK_OWNED_STR(wait_annotation(e, "rsv", "tessera.io/gpu-uuid", 3000), "MIG-n1-0");
+
+    /* later */
+    fake_kubelet_set_reserve_delay_ms(e->k, 500);
+    put_pod(e, "late", "n1", "nvidia.com/gpu", 2, false, RSV);
+    CHECK_PHASE(e, "late", "Running");
+    CHECK_NO_STR(annotation(e, "late", "tessera.io/gpu-uuid"));
+    CHECK_OWNED_STR(wait_annotation(e, "late", "tessera.io/gpu-uuid", 3000), "GPU-n1-0,GPU-n1-1");
+
+    /* never */
+    fake_kubelet_set_reserve_silent(e->k, true);
+    put_pod(e, "mute", "n1", "nvidia.com/mig-1g.10gb", 1, false, RSV);
+    CHECK_PHASE(e, "mute", "Running");
+    CHECK_NO_STR(wait_annotation(e, "mute", "tessera.io/gpu-uuid", 400));
+    /* an ordinary pod is never annotated */
+    fake_kubelet_set_reserve_silent(e->k, false);
+    fake_kubelet_set_reserve_delay_ms(e->k, 0);
+    put_pod(e, "plain", "n1", "nvidia.com/gpu", 0, false, NULL);
+    CHECK_PHASE(e, "plain", "Running");
+    CHECK_NO_STR(wait_annotation(e, "plain", "tessera.io/gpu-uuid", 100));
+    /* the silent one speaks once the switch is off */
+    CHECK_OWNED_STR(wait_annotation(e, "mute", "tessera.io/gpu-uuid", 3000), "MIG-n1-1");
+    CHECK_INT(fake_kubelet_double_holds(e->k), 0);
+}
+
+TEST(fake_kubelet_reservation_pods_get_their_gpu_uuid) { RUN(reservation_annotated); }
+
+static void random_picks(env *e) {
+    fake_kubelet_add_node(e->k, "n1", "nvidia.com/gpu", 8, "GPU-n1");
+    fake_kubelet_set_random(e->k, 7);
+    char name[32];
+    for (int i = 0; i < 8; i++) {
+        snprintf(name, sizeof name, "r%d", i);
+        put_pod(e, name, "n1", "nvidia.com/gpu", 1, false, NULL);
+    }
+    bool lowest_first = true;
+    for (int i = 0; i < 8; i++) {
+        snprintf(name, sizeof name, "r%d", i);
+        CHECK_PHASE(e, name, "Running");
+        char *u = pod_uid(e, name), *d = fake_kubelet_devices(e->k, u), want[32];
+        snprintf(want, sizeof want, "GPU-n1-%d", i);
+        lowest_first = lowest_first && d && !strcmp(d, want);
+        free(u);
+        free(d);
+    }
+    CHECK(!lowest_first); /* 1 in 40320 for a fair shuffle; the seed makes it never */
+    for (int i = 0; i < 8; i++) {
+        char dev[32], *h;
+        snprintf(dev, sizeof dev, "GPU-n1-%d", i);
+        h = fake_kubelet_holder(e->k, "n1", dev);
+        bool ok = h != NULL;
+        free(h);
+        CHECK(ok);
+    }
+    put_pod(e, "r8", "n1", "nvidia.com/gpu", 1, false, NULL);
+    CHECK_PHASE(e, "r8", "Failed");
+    CHECK_INT(fake_kubelet_double_holds(e->k), 0);
+}
+
+TEST(fake_kubelet_random_picks_hand_each_device_once) { RUN(random_picks); }
