@@ -484,10 +484,11 @@ int main(int argc, char **argv) {
         (leader && ext_leader_start(leader, err, sizeof err) < 0) || (rsv && ext_rsv_start(rsv, err, sizeof err) < 0)) {
         fprintf(stderr, "API client: %s\n", err);
         ext_http_stop(http);
-        ext_rsv_free(rsv);
+        ext_rsv_stop(rsv);
         ext_events_stop(events);
         ext_leader_free(leader);
         ext_kube_free(kube);
+        ext_rsv_free(rsv);
         ext_state_free(st);
         return 1;
     }
@@ -510,10 +511,11 @@ int main(int argc, char **argv) {
     ext_leader_stop(leader);
     ext_http_stop(ops);
     ext_http_stop(http);
+    ext_rsv_stop(rsv);   /* before the leader, the Events queue and the client it uses */
     ext_leader_free(leader);
-    ext_rsv_free(rsv);   /* before the Events queue and the client it uses */
     ext_events_stop(events);
     ext_kube_free(kube);
+    ext_rsv_free(rsv);   /* after the client: its watch threads feed the controller's tables */
     ext_state_free(st);
     policy_workload_free(workload);
     ext_log(EXT_LOG_INFO, "event=stopped");

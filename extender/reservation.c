@@ -1112,7 +1112,7 @@ ext_rsv *ext_rsv_new(const ext_rsv_config *cfg, ext_state *st, ext_kube *k, ext_
 }
 
 int ext_rsv_start(ext_rsv *r, char *err, size_t errlen) {
-    if (r->started) return 0;
+    if (r->started || r->stop) return r->started ? 0 : -1;
     int e = pthread_create(&r->thr, NULL, worker, r);
     if (e) {
         snprintf(err, errlen, "reservation controller thread: %s", strerror(e));
@@ -1124,15 +1124,19 @@ int ext_rsv_start(ext_rsv *r, char *err, size_t errlen) {
     return 0;
 }
 
+void ext_rsv_stop(ext_rsv *r) {
+    if (!r || !r->started) return;
+    pthread_mutex_lock(&r->mu);
+    r->stop = true;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(r->thr, NULL);
+    r->started = false;
+}
+
 void ext_rsv_free(ext_rsv *r) {
     if (!r) return;
-    if (r->started) {
-        pthread_mutex_lock(&r->mu);
-        r->stop = true;
-        pthread_cond_signal(&r->cv);
-        pthread_mutex_unlock(&r->mu);
-        pthread_join(r->thr, NULL);
-    }
+    ext_rsv_stop(r);
     size_t it = 0;
     void *v;
     while ((v = ext_map_next(r->rpods, &it))) free(v);

@@ -51,7 +51,11 @@ ext_rsv *ext_rsv_new(const ext_rsv_config *cfg, ext_state *st, ext_kube *k, ext_
                      size_t errlen);
 /* Start the worker thread. */
 int ext_rsv_start(ext_rsv *r, char *err, size_t errlen);
-/* Stop the worker (an API call in flight finishes first) and free. NULL is fine. */
+/* Stop the worker (an API call in flight finishes first); the tables still take events, so this comes
+ * before the leader, the Events queue and the client are freed, and ext_rsv_free after the client (whose
+ * watch threads call ext_rsv_on_event). NULL is fine. */
+void ext_rsv_stop(ext_rsv *r);
+/* ext_rsv_stop, then free. NULL is fine. */
 void ext_rsv_free(ext_rsv *r);
 
 /* The ext_kube handler (user is the ext_rsv), called after ext_state_on_event with the same events:
