@@ -718,8 +718,8 @@ static void *burst_whole(void *arg) {
     for (int i = 0; i < b->n; i++) {
         char name[32];
         snprintf(name, sizeof name, "w%d", i);
+        nap_ms(2);   /* interleaved with the shares' binds */
         put_whole(b->r, name);
-        nap_ms(3);
     }
     return NULL;
 }
@@ -727,9 +727,12 @@ static void *burst_whole(void *arg) {
 static void *burst_shares(void *arg) {
     burst *b = arg;
     for (int i = 0; i < b->n; i++) {
-        char name[32];
+        char name[32], uid[64];
         snprintf(name, sizeof name, "s%d", i);
-        bind_share(b->r, name, 30000, true, true, b->errs[i], sizeof b->errs[i]);
+        snprintf(uid, sizeof uid, "uid-%s", name);
+        char *p = share_json(name, 20000, true, true, NULL);
+        place_pod(&b->r->v, p, name, uid, "n1", b->errs[i], sizeof b->errs[i]);
+        free(p);
     }
     return NULL;
 }
@@ -738,7 +741,22 @@ TEST(ext_rsv_mixed_burst_never_double_holds_a_device) {
     rt r;
     rt_start(&r, 4, true, 300);
     if (r.kl) fake_kubelet_set_random(r.kl, 7);
-    burst bw = {&r, 3, {{0}}}, bs = {&r, 6, {{0}}};
+    burst bw = {&r, 3, {{0}}}, bs = {&r, 8, {{0}}};
+    for (int i = 0; r.ok && i < bs.n; i++) {   /* pending, and in the cache, before the burst starts */
+        char name[32];
+        snprintf(name, sizeof name, "s%d", i);
+        char *p = share_json(name, 20000, true, true, NULL);
+        fake_api_put(r.api, "pods", p);
+        free(p);
+    }
+    if (r.ok) WAIT(({
+                       ext_state_stats ss;
+                       ext_state_lock(r.st);
+                       ext_state_get_stats(r.st, &ss);
+                       ext_state_unlock(r.st);
+                       ss.pending == bs.n;
+                   }),
+                   3000);
     if (r.ok) {
         pthread_t a, b;
         pthread_create(&a, NULL, burst_whole, &bw);
@@ -784,13 +802,14 @@ TEST(ext_rsv_mixed_burst_never_double_holds_a_device) {
     }
     cJSON_Delete(rs);
     int doubles = r.kl ? fake_kubelet_double_holds(r.kl) : -1;
+    if (getenv("RSV_BURST_INFO")) fprintf(stderr, "bound %d delivered %d unavailable %d refused %d admitted %d\n", bound, delivered, unavailable, fake_kubelet_refused(r.kl), fake_kubelet_admitted(r.kl));
     bool unit_once = no_unit_twice(&r);
     char cwhy[256] = "";
     bool consistent = r.ok && all_nodes_consistent(r.st, cwhy, sizeof cwhy);
     rt_stop(&r);
     CHECK(r.ok);
     CHECK(settled);
-    CHECK(bound >= 4);
+    CHECK_MSG(bound >= 2, "bound %d: %s / %s / %s", bound, bs.errs[0], bs.errs[1], bs.errs[5]);
     CHECK_INT(delivered + unavailable, bound);
     CHECK(delivered >= 1);
     CHECK_MSG(exact, "%s", why);
