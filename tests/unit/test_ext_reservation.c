@@ -15,6 +15,7 @@
 #include "extender/delivery.h"
 #include "extender/events.h"
 #include "extender/kube.h"
+#include "extender/metrics.h"
 #include "extender/reservation.h"
 
 #define RNS "tessera"
@@ -388,6 +389,70 @@ TEST(ext_rsv_regrant_moves_only_the_grants_of_one_gpu) {
     model_node_free(n);
 }
 
+/* The cache: a reservation pod is not accounted (its tenants are), and a bound pod whose assignment
+ * annotation changes is placed again from the new text. */
+TEST(ext_rsv_state_ignores_reservations_and_follows_a_moved_assignment) {
+    ext_state_config sc = {.standalone = false};
+    snprintf(sc.reservation_ns, sizeof sc.reservation_ns, RNS);
+    ext_state *st = ext_state_new(&sc);
+    cJSON *node = demo_node_as("gpu-a100-whole", "n1");
+    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, node);
+    cJSON_Delete(node);
+    const char *rsv = "{\"metadata\":{\"name\":\"tessera-rsv-x\",\"namespace\":\"" RNS "\",\"uid\":\"uid-r\","
+                      "\"labels\":{\"tessera.io/reservation\":\"true\"}},\"spec\":{\"nodeName\":\"n1\",\"containers\":"
+                      "[{\"name\":\"reserve\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]},"
+                      "\"status\":{\"phase\":\"Running\"}}";
+    cJSON *ro = cJSON_Parse(rsv);
+    ext_state_apply(st, EXT_KUBE_POD, EXT_KUBE_ADDED, ro);
+    cJSON_Delete(ro);
+    const char *a0 = "{\"version\":1,\"node\":\"n1\",\"policy\":\"binpack\",\"grants\":[{\"gpu\":0,\"memoryMiB\":8000,"
+                     "\"computePermille\":98}]}";
+    const char *a3 = "{\"version\":1,\"node\":\"n1\",\"policy\":\"binpack\",\"grants\":[{\"gpu\":3,\"memoryMiB\":8000,"
+                     "\"computePermille\":98}]}";
+    char *p0 = share_json("s1", 8000, false, true, a0), *p3 = share_json("s1", 8000, false, true, a3);
+    cJSON *o0 = cJSON_Parse(p0), *o3 = cJSON_Parse(p3);
+    ext_state_apply(st, EXT_KUBE_POD, EXT_KUBE_ADDED, o0);
+    ext_state_lock(st);
+    bool ignored = ext_state_pod(st, "uid-r") == NULL;
+    const ext_pod *p = ext_state_pod(st, "uid-s1");
+    int before = p && p->holds ? p->a.grant[0].gpu : -1;
+    ext_state_unlock(st);
+    ext_state_apply(st, EXT_KUBE_POD, EXT_KUBE_MODIFIED, o3);
+    ext_state_lock(st);
+    p = ext_state_pod(st, "uid-s1");
+    int after = p && p->holds ? p->a.grant[0].gpu : -1;
+    const ext_node *n = ext_state_node(st, "n1");
+    bool gpu0_idle = n && n->m && model_gpu_idle(&n->m->gpus[0]);
+    ext_state_unlock(st);
+    char why[256] = "";
+    bool consistent = all_nodes_consistent(st, why, sizeof why);
+    cJSON_Delete(o0);
+    cJSON_Delete(o3);
+    free(p0);
+    free(p3);
+    ext_state_free(st);
+    CHECK(ignored);
+    CHECK_INT(before, 0);
+    CHECK_INT(after, 3);
+    CHECK(gpu0_idle);
+    CHECK_MSG(consistent, "%s", why);
+}
+
+TEST(ext_rsv_share_without_webhook_gets_a_warning_once) {
+    rt r;
+    rt_start(&r, 1, true, 30000);
+    if (r.ok) put_bound_share(&r, "plain", 8000, 0, false, false);
+    bool warned = r.ok && WAIT(count_events(&r, EXT_DLV_EV_NOT_MUTATED, "plain") == 1, 3000);
+    bool reserved = WAIT(count_reservations(&r) == 1, 1000);
+    nap_ms(300);
+    int n = count_events(&r, EXT_DLV_EV_NOT_MUTATED, "plain");
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK(warned);
+    CHECK(reserved);
+    CHECK_INT(n, 1);
+}
+
 /* ------------------------------------------------------------------ end to end */
 
 TEST(ext_rsv_first_share_makes_one_reservation_and_its_uuid_reaches_the_configmap) {
@@ -461,6 +526,13 @@ TEST(ext_rsv_first_share_makes_one_reservation_and_its_uuid_reaches_the_configma
     cJSON_Delete(dj);
     ext_rsv_stats rst;
     ext_rsv_get_stats(r.rsv, &rst);
+    static ext_metrics m;   /* zeroed */
+    size_t mlen = 0;
+    char *metrics = ext_metrics_render(&m, &r.v, NULL, &mlen);
+    bool gauge = metrics && strstr(metrics, "tessera_reservations{state=\"ready\"} 1\n") &&
+                 strstr(metrics, "tessera_reservation_ops_total{op=\"create\",result=\"ok\"} 1\n") &&
+                 strstr(metrics, "tessera_reservation_ops_total{op=\"move\",result=\"error\"} 0\n");
+    free(metrics);
     bool two_holds = r.kl && fake_kubelet_double_holds(r.kl) == 0;
     rt_stop(&r);
     CHECK(r.ok);
@@ -493,6 +565,7 @@ TEST(ext_rsv_first_share_makes_one_reservation_and_its_uuid_reaches_the_configma
     CHECK_INT(rst.reservations[EXT_RSV_READY], 1);
     CHECK(rst.ops[EXT_RSV_OP_CREATE][0] >= 1);
     CHECK(rst.ops[EXT_RSV_OP_CONFIGMAP][0] >= 2);
+    CHECK(gauge);
     CHECK(two_holds);
 }
 
