@@ -832,11 +832,12 @@ static int fa_path(const char *url, char *ns, size_t nslen, char *name, size_t n
     return -1;
 }
 
-/* A Status naming the object (details), as the apiserver answers about one. */
+/* A Status naming the object (details), as the apiserver answers about one; fmt (given the resource and the
+ * name) makes the message of a failure, NULL for a success. */
 static enum MHD_Result fa_send_obj_status(struct MHD_Connection *c, unsigned code, const char *reason, int k,
                                           const char *name, const char *uid, const char *fmt) {
-    char msg[1400];
-    snprintf(msg, sizeof msg, fmt, fa_kinds[k].resource, name);
+    char msg[1400] = "";
+    if (fmt) snprintf(msg, sizeof msg, fmt, fa_kinds[k].resource, name);
     cJSON *s = cJSON_CreateObject();
     cJSON_AddStringToObject(s, "kind", "Status");
     cJSON_AddStringToObject(s, "apiVersion", "v1");
@@ -1065,7 +1066,7 @@ static enum MHD_Result fa_object(fake_api *f, struct MHD_Connection *c, const ch
     /* DELETE: the pod registry answers with the object; other kinds with a Status naming it */
     cJSON *gone = fa_remove_at(f, k, i);
     enum MHD_Result ret = k == FA_PODS ? fa_send_obj(c, 200, gone)
-                                       : fa_send_obj_status(c, 200, "", k, name, fa_meta_str(gone, "uid"), "%s%s");
+                                       : fa_send_obj_status(c, 200, "", k, name, fa_meta_str(gone, "uid"), NULL);
     cJSON_Delete(gone);
     return ret;
 }
