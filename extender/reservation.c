@@ -556,15 +556,22 @@ static bool create_reservation(ext_rsv *r, plan *p, unit *u) {
     char name[NAME_LEN];
     if (ext_rsv_pod_name(u->node, u->gpu, u->unit, attempt, name, sizeof name) != 0) return false;
     cJSON *body = reservation_body(r, u, name, image);
-    char *text = cJSON_PrintUnformatted(body), path[256], *resp = NULL;
+    char *text = cJSON_PrintUnformatted(body), path[512], *resp = NULL;
     cJSON_Delete(body);
     snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods", r->cfg.ns);
     int code = text ? call(r, "POST", path, text, &resp, "create reservation") : -1;
     free(text);
-    if (m) m->last_attempt = attempt;
     bool ok = code == 201 || code == 200 || code == 409;
+    /* A failed POST keeps the attempt: if it did create the pod after all, the retry's 409 finds it. */
+    if (ok && m) m->last_attempt = attempt;
     op_count(r, EXT_RSV_OP_CREATE, ok);
-    if (code == 201 || code == 200) table_learn(r, resp);
+    if (code == 409) {   /* someone made it (another replica, or our own earlier POST): learn it now */
+        free(resp);
+        resp = NULL;
+        snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", r->cfg.ns, name);
+        if (call(r, "GET", path, NULL, &resp, "read existing reservation") != 200) { free(resp); resp = NULL; }
+    }
+    if (resp) table_learn(r, resp);
     free(resp);
     if (ok) ext_log(EXT_LOG_INFO, "event=reservation-created name=%s/%s node=%s gpu=%d unit=%s resource=%s%s", r->cfg.ns,
                     name, u->node, u->gpu, u->unit, u->resource, code == 409 ? " existed=true" : "");
