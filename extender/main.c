@@ -11,11 +11,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "extender/delivery.h"
 #include "extender/events.h"
 #include "extender/http.h"
 #include "extender/kube.h"
 #include "extender/leader.h"
 #include "extender/log.h"
+#include "extender/reservation.h"
 #include "extender/state.h"
 #include "extender/verbs.h"
 #include "extender/webhook.h"
@@ -106,9 +108,16 @@ static void usage(FILE *f) {
 "  --webhook-runtime-class NAME  runtimeClassName the webhook gives soft shares that have none\n"
 "  --scheduler-name NAME       pods of this scheduler are mutated (repeatable; default\n"
 "                              tessera-scheduler); other pods are left unchanged\n"
-"  --soft-share-delivery MODE  reservation | none: how soft shares get their GPU (default\n"
-"                              reservation in cluster mode, none standalone). none: accounting\n"
-"                              only, the webhook adds just the tessera.io/share marker\n"
+"Soft-share delivery (cluster mode; see deploy/README.md, Soft shares):\n"
+"  --soft-share-delivery MODE  reservation (default in cluster mode): tessera reserves each GPU that\n"
+"                              carries soft shares with a tessera-reserve pod and hands its UUID to\n"
+"                              the shares through per-pod ConfigMaps; none: accounting only (the node\n"
+"                              side delivers shares another way, e.g. HAMi's device plugin)\n"
+"  --reservation-namespace NS  where reservation pods live (default $POD_NAMESPACE, else tessera)\n"
+"  --reservation-grace SECONDS a reservation whose last share ended is deleted after this long\n"
+"                              (default 30)\n"
+"  --reserve-image IMAGE       image of the reservation pods (default: the extender's own, read\n"
+"                              from its Pod $POD_NAMESPACE/$POD_NAME)\n"
 "\n"
 "Standalone mode:\n"
 "  --cluster FILE              nodes from FILE: a JSON array of Node objects or a NodeList\n"
@@ -154,6 +163,15 @@ static int kube_bind(void *user, const char *ns, const char *name, const char *u
 }
 
 static void kube_stats(void *user, ext_kube_stats *out) { ext_kube_get_stats(user, out); }
+
+/* The pod watch feeds both the cache and the reservation controller, in that order: the controller
+ * reads the node models the cache has just updated. */
+typedef struct watch_users { ext_state *st; ext_rsv *rsv; } watch_users;
+static void on_watch_event(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj) {
+    watch_users *w = user;
+    ext_state_on_event(w->st, kind, ev, obj);
+    if (w->rsv) ext_rsv_on_event(w->rsv, kind, ev, obj);
+}
 
 static int parse_seconds(const char *s, int *out) {
     char *end;
@@ -214,7 +232,7 @@ static void print_demo_help(const char *listen, int port, const char *prefix, co
            "\"schedulerName\":\"%s\",\"containers\":[{\"name\":\"main\",\"image\":\"nvidia/cuda:12.4.1-base-ubuntu22.04\"}]}}}}'"
            "\n    (the admission webhook, soft-share delivery %s; append | jq -r .response.patch | base64 -d for the JSON Patch)\n",
            host, port, wc->nschedulers ? wc->schedulers[0] : EXT_WEBHOOK_DEFAULT_SCHEDULER,
-           ext_webhook_delivery_name(wc->delivery));
+           ext_delivery_mode_name(wc->delivery));
     printf("  curl -s http://%s:%d/metrics\n", host, port);
     fflush(stdout);
 }
@@ -224,7 +242,9 @@ int main(int argc, char **argv) {
            O_TCERT, O_TKEY, O_TCA, O_MAXBODY, O_TTL, O_CONNTO, O_LOG, O_HELP, O_WORKLOAD, O_BINDTO, O_MLISTEN,
            O_LE, O_LE_NS, O_LE_NAME, O_LE_LEASE, O_LE_RENEW, O_LE_RETRY,
            /* admission webhook */
-           O_WH_LISTEN, O_WH_CERT, O_WH_KEY, O_WH_SECRET, O_WH_CONFIG, O_WH_RUNTIME, O_SCHED_NAME, O_DELIVERY };
+           O_WH_LISTEN, O_WH_CERT, O_WH_KEY, O_WH_SECRET, O_WH_CONFIG, O_WH_RUNTIME, O_SCHED_NAME,
+           /* soft-share delivery */
+           O_DELIVERY, O_RSV_GRACE, O_RSV_NS, O_RSV_IMAGE };
     static const struct option opts[] = {
         {"listen", required_argument, 0, O_LISTEN}, {"url-prefix", required_argument, 0, O_PREFIX},
         {"policy", required_argument, 0, O_POLICY}, {"cluster", required_argument, 0, O_CLUSTER},
@@ -246,7 +266,10 @@ int main(int argc, char **argv) {
         {"webhook-listen", required_argument, 0, O_WH_LISTEN}, {"webhook-cert", required_argument, 0, O_WH_CERT},
         {"webhook-key", required_argument, 0, O_WH_KEY}, {"webhook-secret", required_argument, 0, O_WH_SECRET},
         {"webhook-config", required_argument, 0, O_WH_CONFIG}, {"webhook-runtime-class", required_argument, 0, O_WH_RUNTIME},
-        {"scheduler-name", required_argument, 0, O_SCHED_NAME}, {"soft-share-delivery", required_argument, 0, O_DELIVERY},
+        {"scheduler-name", required_argument, 0, O_SCHED_NAME},
+        /* soft-share delivery */
+        {"soft-share-delivery", required_argument, 0, O_DELIVERY}, {"reservation-grace", required_argument, 0, O_RSV_GRACE},
+        {"reservation-namespace", required_argument, 0, O_RSV_NS}, {"reserve-image", required_argument, 0, O_RSV_IMAGE},
         {0, 0, 0, 0}};
     ext_http_config hc;
     memset(&hc, 0, sizeof hc);
@@ -261,14 +284,16 @@ int main(int argc, char **argv) {
     ext_leader_config lc;
     ext_leader_config_defaults(&lc);
     int leader_elect = -1; /* -1: the mode's default */
-    /* Admission webhook and soft-share delivery. soft_share_delivery is what the reservation
-     * controller follows too; -1 until resolved by the mode. */
+    /* Admission webhook. */
     ext_webhook_config wc;
     ext_webhook_config_defaults(&wc);
     ext_webhook_tls_config wtc;
     ext_webhook_tls_config_defaults(&wtc);
     const char *webhook_listen = NULL, *webhook_cert = NULL, *webhook_key = NULL;   /* NULL: the mode's default */
-    int soft_share_delivery = -1;
+    /* Soft-share delivery (reservation.h); the webhook follows the same mode. */
+    ext_rsv_config rsvc;
+    ext_rsv_config_defaults(&rsvc);
+    int delivery_mode = -1; /* -1: the mode's default (reservation in cluster mode, none standalone) */
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case O_LISTEN: snprintf(hc.listen, sizeof hc.listen, "%s", optarg); break;
@@ -350,11 +375,25 @@ int main(int argc, char **argv) {
             if (ext_webhook_config_add_scheduler(&wc, optarg, err0, sizeof err0) < 0) { fprintf(stderr, "%s\n", err0); return 2; }
             break;
         case O_DELIVERY: {
-            ext_webhook_delivery d;
-            if (ext_webhook_delivery_parse(optarg, &d) < 0) { fprintf(stderr, "--soft-share-delivery: reservation or none\n"); return 2; }
-            soft_share_delivery = (int)d;
+            ext_delivery_mode m;
+            if (ext_delivery_mode_parse(optarg, &m) < 0) { fprintf(stderr, "--soft-share-delivery: reservation or none\n"); return 2; }
+            delivery_mode = (int)m;
             break;
         }
+        case O_RSV_GRACE: {
+            int secs;
+            if (parse_seconds(optarg, &secs) < 0) { fprintf(stderr, "--reservation-grace: seconds, 1..86400\n"); return 2; }
+            rsvc.grace_ms = secs * 1000;
+            break;
+        }
+        case O_RSV_NS:
+            if (!optarg[0] || strlen(optarg) >= sizeof rsvc.ns) { fprintf(stderr, "--reservation-namespace: a namespace name\n"); return 2; }
+            snprintf(rsvc.ns, sizeof rsvc.ns, "%s", optarg);
+            break;
+        case O_RSV_IMAGE:
+            if (!optarg[0] || strlen(optarg) >= sizeof rsvc.image) { fprintf(stderr, "--reserve-image: an image reference\n"); return 2; }
+            snprintf(rsvc.image, sizeof rsvc.image, "%s", optarg);
+            break;
         case O_HELP: case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -388,8 +427,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     /* Admission webhook: the mode's defaults, then what cannot work. */
-    if (soft_share_delivery < 0) soft_share_delivery = standalone ? EXT_DELIVERY_NONE : EXT_DELIVERY_RESERVATION;
-    wc.delivery = (ext_webhook_delivery)soft_share_delivery;
+    if (delivery_mode < 0) delivery_mode = standalone ? EXT_DELIVERY_NONE : EXT_DELIVERY_RESERVATION;
+    wc.delivery = (ext_delivery_mode)delivery_mode;
     if (hc.max_body) wc.max_body = hc.max_body;
     if (!webhook_listen) webhook_listen = standalone ? "" : "0.0.0.0:8443";
     if (!webhook_cert != !webhook_key) {
@@ -421,6 +460,7 @@ int main(int argc, char **argv) {
 
     char err[512];
     ext_state_config sc = {.cat = NULL, .standalone = standalone, .assume_ttl_ms = ttl_s * 1000};
+    snprintf(sc.reservation_ns, sizeof sc.reservation_ns, "%s", rsvc.ns);
     ext_state *st = ext_state_new(&sc);
     if (!st) { fprintf(stderr, "out of memory\n"); return 1; }
     ext_kube *kube = NULL;
@@ -482,9 +522,21 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
+    ext_rsv *rsv = NULL;
+    if (kube && delivery_mode == EXT_DELIVERY_RESERVATION && !(rsv = ext_rsv_new(&rsvc, st, kube, events, leader, err, sizeof err))) {
+        fprintf(stderr, "%s\n", err);
+        ext_events_stop(events);
+        ext_leader_free(leader);
+        ext_kube_free(kube);
+        ext_state_free(st);
+        return 1;
+    }
+    watch_users wu = {st, rsv};
     ext_verbs verbs;
     ext_verbs_init(&verbs, st, pol, kube ? kube_bind : NULL, kube);
     verbs.events = events;
+    verbs.rsv = rsv;
+    verbs.fraction_no_mps = delivery_mode == EXT_DELIVERY_RESERVATION;
     verbs.ctx.workload = workload;
     verbs.leader = leader;
     hc.verbs = &verbs;
@@ -496,6 +548,7 @@ int main(int argc, char **argv) {
     ext_http *http = ext_http_start(&hc, err, sizeof err);
     if (!http) {
         fprintf(stderr, "%s\n", err);
+        ext_rsv_free(rsv);
         ext_events_stop(events);
         ext_leader_free(leader);
         ext_kube_free(kube);
@@ -512,6 +565,7 @@ int main(int argc, char **argv) {
         if (!(ops = ext_http_start(&oc, err, sizeof err))) {
             fprintf(stderr, "--metrics-listen: %s\n", err);
             ext_http_stop(http);
+            ext_rsv_free(rsv);
             ext_events_stop(events);
             ext_leader_free(leader);
             ext_kube_free(kube);
@@ -539,6 +593,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "--webhook-listen: %s\n", err);
                 ext_http_stop(ops);
                 ext_http_stop(http);
+                ext_rsv_free(rsv);
                 ext_events_stop(events);
                 ext_leader_free(leader);
                 ext_kube_free(kube);
@@ -552,6 +607,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "--webhook-listen: %s\n", err);
             ext_http_stop(ops);
             ext_http_stop(http);
+            ext_rsv_free(rsv);
             ext_events_stop(events);
             ext_leader_free(leader);
             ext_kube_free(kube);
@@ -560,16 +616,18 @@ int main(int argc, char **argv) {
         }
     }
     ext_log(EXT_LOG_INFO, "event=webhook schedulers=%d delivery=%s runtime_class=%s listen=%s", wc.nschedulers ? wc.nschedulers : 1,
-            ext_webhook_delivery_name(wc.delivery), wc.runtime_class[0] ? wc.runtime_class : "-",
+            ext_delivery_mode_name(wc.delivery), wc.runtime_class[0] ? wc.runtime_class : "-",
             webhook_listen[0] ? webhook_listen : "-");
     if (standalone) print_demo_help(hc.listen, ext_http_port(http), hc.prefix, &wc);
-    if ((kube && ext_kube_start(kube, ext_state_on_event, st, err, sizeof err) < 0) ||
-        (leader && ext_leader_start(leader, err, sizeof err) < 0)) {
+    if ((kube && ext_kube_start(kube, on_watch_event, &wu, err, sizeof err) < 0) ||
+        (leader && ext_leader_start(leader, err, sizeof err) < 0) || (rsv && ext_rsv_start(rsv, err, sizeof err) < 0)) {
         fprintf(stderr, "API client: %s\n", err);
         ext_http_stop(http);
+        ext_rsv_stop(rsv);
         ext_events_stop(events);
         ext_leader_free(leader);
         ext_kube_free(kube);
+        ext_rsv_free(rsv);
         ext_state_free(st);
         return 1;
     }
@@ -595,9 +653,11 @@ int main(int argc, char **argv) {
     pthread_mutex_destroy(&whs.mu);
     ext_http_stop(ops);
     ext_http_stop(http);
+    ext_rsv_stop(rsv);   /* before the leader, the Events queue and the client it uses */
     ext_leader_free(leader);
     ext_events_stop(events);
     ext_kube_free(kube);
+    ext_rsv_free(rsv);   /* after the client: its watch threads feed the controller's tables */
     ext_state_free(st);
     policy_workload_free(workload);
     ext_log(EXT_LOG_INFO, "event=stopped");

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "extender/events.h"
+#include "extender/reservation.h"
 #include "extender/state.h"
 #include "extender/workload.h"
 #include "model/mig.h"
@@ -227,6 +228,20 @@ char *ext_metrics_render(ext_metrics *m, ext_verbs *v, const ext_kube_stats *ks,
     for (int e = 0; e < EXT_LEASE_ERR_N; e++)
         sbf(&b, "tessera_leader_lease_errors_total{reason=\"%s\"} %llu\n", ext_lease_error_name(e),
             (unsigned long long)ls.errors[e]);
+    if (v->rsv) {   /* the reservation controller runs (cluster mode, --soft-share-delivery=reservation) */
+        ext_rsv_stats rs;
+        ext_rsv_get_stats(v->rsv, &rs);
+        sbf(&b, "# HELP tessera_reservations Reservation pods by state (pending, ready, refused, releasing).\n"
+                "# TYPE tessera_reservations gauge\n");
+        for (int k = 0; k < EXT_RSV_NSTATES; k++)
+            sbf(&b, "tessera_reservations{state=\"%s\"} %d\n", ext_rsv_state_name(k), rs.reservations[k]);
+        sbf(&b, "# HELP tessera_reservation_ops_total API writes of the reservation controller by op and result.\n"
+                "# TYPE tessera_reservation_ops_total counter\n");
+        for (int o = 0; o < EXT_RSV_NOPS; o++)
+            for (int k = 0; k < 2; k++)
+                sbf(&b, "tessera_reservation_ops_total{op=\"%s\",result=\"%s\"} %llu\n", ext_rsv_op_name(o),
+                    k ? "error" : "ok", (unsigned long long)rs.ops[o][k]);
+    }
     ext_state *st = v->st;
     sbf(&b, "# HELP tessera_ready Whether the cache has completed its first sync.\n# TYPE tessera_ready gauge\n"
             "tessera_ready %d\n", ext_state_ready(st) ? 1 : 0);

@@ -61,6 +61,7 @@ ext_state *ext_state_new(const ext_state_config *cfg) {
     if (!st) return NULL;
     if (cfg) st->cfg = *cfg;
     if (!st->cfg.cat) st->cfg.cat = model_catalog_default();
+    if (!st->cfg.reservation_ns[0]) snprintf(st->cfg.reservation_ns, sizeof st->cfg.reservation_ns, "tessera");
     if (st->cfg.assume_ttl_ms <= 0) st->cfg.assume_ttl_ms = 30000;
     st->nodes = ext_map_new();
     st->pods = ext_map_new();
@@ -481,6 +482,13 @@ static void pod_event(ext_state *st, ext_kube_event ev, const cJSON *obj) {
         if (pp) pod_remove(st, pp);
         return;
     }
+    const char *rlabel = obj_str(meta, "labels", "tessera.io/reservation");
+    if (rlabel && !strcmp(rlabel, "true") && !strcmp(ns, st->cfg.reservation_ns)) {
+        /* A reservation pod (reservation.h) holds a physical GPU through the device plugin, but the logical
+         * GPU it backs is accounted by its tenants' assignments: counting it too would charge the GPU twice. */
+        if (pp) pod_remove(st, pp);
+        return;
+    }
     const char *phase = obj_str(obj, "status", "phase");
     if (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))) {
         if (pp) pod_remove(st, pp);   /* a finished pod's containers are gone: its GPUs are free */
@@ -509,7 +517,11 @@ static void pod_event(ext_state *st, ext_kube_event ev, const cJSON *obj) {
     p->req = req;
     p->from_api = true;
     p->gen = st->gen[EXT_KUBE_POD];
+    /* A bound pod whose assignment changed (the reservation controller moved it to another GPU) is
+     * placed again from the new text. A bind being confirmed is not: its annotation is what it holds. */
+    bool reapply = false;
     if (ann && (!pp->ann || strcmp(pp->ann, ann) != 0)) {
+        reapply = p->phase == EXT_POD_BOUND && p->node && node && !strcmp(p->node, node);
         free(pp->ann);
         pp->ann = strdup(ann);
     }
@@ -524,8 +536,9 @@ static void pod_event(ext_state *st, ext_kube_event ev, const cJSON *obj) {
         if (p->phase != EXT_POD_BOUND)
             ext_log(EXT_LOG_DEBUG, "event=bind-confirmed pod=%s/%s node=%s", p->ns, p->name, node);
         p->phase = EXT_POD_BOUND;
-        if (!p->holds) {   /* over-committed before, or its node was unknown: try again */
+        if (!p->holds || reapply) {   /* over-committed before, its node was unknown, or moved: try again */
             ext_node *n = ext_map_get(st->nodes, node);
+            if (n && n->m && p->holds) model_release(n->m, p->uid);
             if (n) pod_apply(st, n, pp, NULL);
         }
         return;
@@ -694,6 +707,36 @@ undo:
         pod_free(pp);
     }
     return -1;
+}
+
+int ext_state_reassign(ext_state *st, const char *uid, const char *ann, char *err, size_t errlen) {
+    pod_priv *pp = ext_map_get(st->pods, uid);
+    ext_node *n = pp && pp->pub.node ? ext_map_get(st->nodes, pp->pub.node) : NULL;
+    if (!pp || pp->pub.phase != EXT_POD_BOUND || !n || !n->m) {
+        snprintf(err, errlen, "pod %s is not bound on a known node", uid);
+        return -1;
+    }
+    model_assignment a;
+    if (ext_ann_decode(n->m, ann, &a, err, errlen) != 0) return -1;
+    char *text = strdup(ann);
+    if (!text) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    bool held = pp->pub.holds;
+    if (held) model_release(n->m, uid);
+    if (model_assign(n->m, uid, &a, err, errlen) != 0) {
+        if (held && model_assign(n->m, uid, &pp->pub.a, NULL, 0) != 0) pp->pub.holds = false;
+        free(text);
+        return -1;
+    }
+    pp->pub.a = a;
+    pp->pub.holds = true;
+    pp->pub.derived = pp->pub.overcommitted = false;
+    free(pp->ann);
+    pp->ann = text;
+    node_touch(st, n);
+    return 0;
 }
 
 void ext_state_bind_done(ext_state *st, const char *uid, bool ok) {

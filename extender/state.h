@@ -67,6 +67,8 @@ typedef struct ext_state_config {
     const model_catalog *cat;   /* NULL: the compiled-in catalog */
     bool standalone;            /* binds become BOUND at once; ready after the cluster is loaded */
     int assume_ttl_ms;          /* default 30000 */
+    char reservation_ns[64];    /* where tessera's reservation pods live ("" = "tessera"): they are not
+                                 * accounted (their tenants are), see pod_event */
 } ext_state_config;
 
 ext_state *ext_state_new(const ext_state_config *cfg);
@@ -128,6 +130,12 @@ void ext_state_note_request(ext_state *st, const char *uid, const char *ns, cons
  * -1 with err if the pod already holds GPUs or model_assign refuses. */
 int ext_state_reserve(ext_state *st, const char *uid, const char *ns, const char *name, const char *node,
                       const model_request *req, const model_assignment *a, char *err, size_t errlen);
+
+/* The reservation controller moved a bound pod's grants (reservation.h): apply the new assignment
+ * annotation text now, before the PATCH that writes it, so no bind can take the GPU meanwhile. The
+ * watch's MODIFIED with the same text then changes nothing. -1 with err (nothing changed) when the pod
+ * is not bound on a known node or the assignment does not decode or fit there. */
+int ext_state_reassign(ext_state *st, const char *uid, const char *ann, char *err, size_t errlen);
 
 /* The POST's outcome. ok: the pod becomes ASSUMED (expires after the TTL unless the watch
  * confirms it) or, in standalone mode, BOUND. !ok: the reservation is undone, leaving the

@@ -14,6 +14,7 @@
 #include "extender/annotation.h"
 #include "extender/jscan.h"
 #include "extender/log.h"
+#include "extender/reservation.h"
 
 const char *ext_bind_outcome_name(ext_bind_outcome o) {
     static const char *n[] = {"ok", "already_bound", "no_room", "unknown_pod", "unknown_node", "api_error",
@@ -1302,5 +1303,6 @@ void ext_debug_state(ext_verbs *v, const char *pod, ext_reply *out) {
             cJSON_AddItemToArray(arr, node_json(ext_state_node_at(v->st, i)));
     }
     ext_state_unlock(v->st);
+    if (v->rsv && !(pod && pod[0])) ext_rsv_debug(v->rsv, root);   /* its own lock, never under the state's */
     reply_json(out, 200, root);
 }

@@ -60,6 +60,7 @@ typedef struct ext_verbs {
     ext_events *events;          /* NULL: no Events about binds (standalone, most tests) */
     bool fraction_no_mps;        /* soft shares are delivered by reservations, which cannot serve an
                                   * MPS replica: fractions never map onto MPS (model_request.no_mps) */
+    struct ext_rsv *rsv;         /* the reservation controller, for /debug/state and /metrics; NULL: none */
     _Atomic uint64_t bind_outcomes[EXT_BIND_NOUTCOMES];
     /* answer cache (under the state lock) */
     model_request shapes[EXT_SHAPES];

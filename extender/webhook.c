@@ -13,8 +13,6 @@
 #include "extender/base64.h"
 #include "model/request.h"
 
-#define ANN_DELIVERY "tessera.io/delivery"
-#define RES_MARKER "tessera.io/share"
 #define REVIEW_API "admission.k8s.io/v1"
 
 void ext_webhook_config_defaults(ext_webhook_config *cfg) {
@@ -33,28 +31,6 @@ int ext_webhook_config_add_scheduler(ext_webhook_config *cfg, const char *name, 
     }
     snprintf(cfg->schedulers[cfg->nschedulers++], sizeof cfg->schedulers[0], "%s", name);
     return 0;
-}
-
-int ext_webhook_delivery_parse(const char *s, ext_webhook_delivery *out) {
-    if (s && !strcmp(s, "reservation")) { *out = EXT_DELIVERY_RESERVATION; return 0; }
-    if (s && !strcmp(s, "none")) { *out = EXT_DELIVERY_NONE; return 0; }
-    return -1;
-}
-
-const char *ext_webhook_delivery_name(ext_webhook_delivery d) {
-    return d == EXT_DELIVERY_RESERVATION ? "reservation" : "none";
-}
-
-void ext_webhook_configmap_name(const char *uid, char *buf, size_t len) {
-    if (!len) return;
-    size_t cap = len - 1 < 253 ? len - 1 : 253;
-    int n = snprintf(buf, len, "tessera-gpu-");
-    size_t o = n > 0 && (size_t)n < cap ? (size_t)n : cap;
-    for (const char *p = uid; *p && o < cap; p++) {
-        char ch = (char)tolower((unsigned char)*p);
-        buf[o++] = (isalnum((unsigned char)ch) || ch == '-' || ch == '.') ? ch : '-';
-    }
-    buf[o] = 0;
 }
 
 static bool is_ours(const ext_webhook_config *cfg, const char *scheduler) {
@@ -122,7 +98,7 @@ static void op_add(cJSON *ops, const char *path, cJSON *value) {
 
 static cJSON *marker_map(void) {
     cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, RES_MARKER, "1");
+    cJSON_AddStringToObject(m, EXT_DLV_MARKER_RESOURCE, "1");
     return m;
 }
 
@@ -176,8 +152,8 @@ static void patch_marker(cJSON *ops, const cJSON *ctr) {
         if (!cJSON_IsObject(m)) {
             snprintf(path, sizeof path, "/spec/containers/0/resources/%s", parts[k]);
             op_add(ops, path, marker_map());
-        } else if (!cJSON_GetObjectItemCaseSensitive(m, RES_MARKER)) {
-            ptr_escape(RES_MARKER, esc, sizeof esc);
+        } else if (!cJSON_GetObjectItemCaseSensitive(m, EXT_DLV_MARKER_RESOURCE)) {
+            ptr_escape(EXT_DLV_MARKER_RESOURCE, esc, sizeof esc);
             snprintf(path, sizeof path, "/spec/containers/0/resources/%s/%s", parts[k], esc);
             op_add(ops, path, cJSON_CreateString("1"));
         }
@@ -213,25 +189,25 @@ static cJSON *share_patch(const ext_webhook_config *cfg, const cJSON *pod, const
     cJSON *ops = cJSON_CreateArray();
     if (cfg->delivery == EXT_DELIVERY_RESERVATION) {
         const cJSON *anns = cJSON_GetObjectItemCaseSensitive(meta, "annotations");
-        const cJSON *d = cJSON_GetObjectItemCaseSensitive(anns, ANN_DELIVERY);
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(anns, EXT_DLV_ANN_DELIVERY);
         char cm[256];
         if (cJSON_IsString(d) && d->valuestring[0]) {
             snprintf(cm, sizeof cm, "%s", d->valuestring);
         } else {
-            ext_webhook_configmap_name(uid, cm, sizeof cm);
+            ext_delivery_cm_name(uid, cm, sizeof cm);
             cJSON *v = cJSON_CreateString(cm);
             if (!cJSON_IsObject(meta)) {
                 cJSON *m = cJSON_CreateObject();
-                cJSON_AddStringToObject(cJSON_AddObjectToObject(m, "annotations"), ANN_DELIVERY, cm);
+                cJSON_AddStringToObject(cJSON_AddObjectToObject(m, "annotations"), EXT_DLV_ANN_DELIVERY, cm);
                 op_add(ops, "/metadata", m);
                 cJSON_Delete(v);
             } else if (!cJSON_IsObject(anns)) {
                 cJSON *a = cJSON_CreateObject();
-                cJSON_AddItemToObject(a, ANN_DELIVERY, v);
+                cJSON_AddItemToObject(a, EXT_DLV_ANN_DELIVERY, v);
                 op_add(ops, "/metadata/annotations", a);
             } else {
                 char esc[64], path[96];
-                ptr_escape(ANN_DELIVERY, esc, sizeof esc);
+                ptr_escape(EXT_DLV_ANN_DELIVERY, esc, sizeof esc);
                 snprintf(path, sizeof path, "/metadata/annotations/%s", esc);
                 op_add(ops, path, v);
             }

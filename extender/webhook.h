@@ -27,23 +27,18 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "extender/delivery.h"
 #include "extender/verbs.h"
 
 #define EXT_WEBHOOK_MAX_SCHEDULERS 8
 #define EXT_WEBHOOK_DEFAULT_SCHEDULER "tessera-scheduler"
 #define EXT_WEBHOOK_PATH "/webhook/mutate"
 
-/* How soft shares reach their GPU (--soft-share-delivery). */
-typedef enum ext_webhook_delivery {
-    EXT_DELIVERY_NONE = 0,        /* accounting only; the node side delivers shares another way */
-    EXT_DELIVERY_RESERVATION      /* reservation pods + a per-pod ConfigMap (the plan of issue 11) */
-} ext_webhook_delivery;
-
 typedef struct ext_webhook_config {
     int nschedulers;                                  /* 0: {"tessera-scheduler"} */
     char schedulers[EXT_WEBHOOK_MAX_SCHEDULERS][64];
     char runtime_class[64];                           /* "" = leave runtimeClassName alone */
-    ext_webhook_delivery delivery;
+    ext_delivery_mode delivery;                       /* --soft-share-delivery (delivery.h) */
     size_t max_body;                                  /* bytes; 0 = 8 MiB */
 } ext_webhook_config;
 
@@ -52,14 +47,6 @@ void ext_webhook_config_defaults(ext_webhook_config *cfg);
 /* --scheduler-name: 0, or -1 with err (too many, too long, empty). The first call replaces
  * the default. */
 int ext_webhook_config_add_scheduler(ext_webhook_config *cfg, const char *name, char *err, size_t errlen);
-/* "reservation" | "none" -> 0, else -1. */
-int ext_webhook_delivery_parse(const char *s, ext_webhook_delivery *out);
-const char *ext_webhook_delivery_name(ext_webhook_delivery d);
-
-/* The delivery ConfigMap's name for an admission request uid: "tessera-gpu-" + the uid
- * lowercased, characters a name cannot hold as '-', cut to 253. */
-void ext_webhook_configmap_name(const char *uid, char *buf, size_t len);
-
 void ext_webhook_mutate(const ext_webhook_config *cfg, const char *body, size_t len, ext_reply *out);
 
 #endif

@@ -632,6 +632,40 @@ int model_release(model_node *n, const char *uid) {
     return 0;
 }
 
+int model_regrant(const model_node *n, const model_assignment *from, int from_gpu, int to_gpu, model_assignment *out,
+                  char *err, size_t errlen) {
+    if (from_gpu < 0 || from_gpu >= n->ngpus || to_gpu < 0 || to_gpu >= n->ngpus || from_gpu == to_gpu)
+        REFUSE("cannot move grants from GPU #%d to GPU #%d on a node with %d GPUs", from_gpu, to_gpu, n->ngpus);
+    if (from->ngrants < 0 || from->ngrants > MODEL_MAX_GPUS) REFUSE("assignment has %d grants", from->ngrants);
+    *out = *from;
+    model_assignment moved = {0};
+    const model_gpu *to = &n->gpus[to_gpu];
+    for (int k = 0; k < from->ngrants; k++) {
+        if (from->grant[k].gpu == to_gpu) REFUSE("assignment already has a grant on GPU %d", to->index);
+        if (from->grant[k].gpu != from_gpu) continue;
+        model_grant *g = &out->grant[k];
+        g->gpu = (int8_t)to_gpu;
+        if (g->mig_profile >= 0) {
+            if (to->mode != MODEL_GPU_MIG || to->product != n->gpus[from_gpu].product)
+                REFUSE("GPU %d cannot take a MIG grant of GPU %d", to->index, n->gpus[from_gpu].index);
+            int i = 0;
+            while (i < to->ninst && !(to->inst[i].profile == g->mig_profile && to->inst[i].start == g->mig_start)) i++;
+            g->mig_create = i == to->ninst;
+            g->mig_inst = (int8_t)(i < to->ninst ? i : -1);
+        } else if (g->exclusive) {
+            g->memory_mib = to->memory_mib;
+        }
+        moved.grant[moved.ngrants++] = *g;
+    }
+    if (moved.ngrants == 0) REFUSE("assignment has no grant on GPU %d", n->gpus[from_gpu].index);
+    /* Only the moved grants are checked: the others are still held by the pod on n. */
+    model_node *c = model_node_clone(n);
+    if (!c) REFUSE("out of memory");
+    int rc = model_assign(c, "\001regrant", &moved, err, errlen);
+    model_node_free(c);
+    return rc;
+}
+
 void model_assignment_format(const model_node *n, const model_assignment *a, char *buf, size_t len) {
     size_t off = 0;
     buf[0] = 0;

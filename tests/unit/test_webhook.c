@@ -47,7 +47,7 @@ static char *review(const char *uid, const char *op, const char *kind, const cha
     "'containers':[{'name':'main','image':'cuda','resources':{'requests':{'cpu':'1'}}}," \
     "{'name':'side','image':'busybox','envFrom':[{'secretRef':{'name':'creds'}}]}]}}"
 
-static ext_webhook_config cfg_with(ext_webhook_delivery d) {
+static ext_webhook_config cfg_with(ext_delivery_mode d) {
     ext_webhook_config c;
     ext_webhook_config_defaults(&c);
     c.delivery = d;

@@ -1,0 +1,113 @@
+/* delivery.h -- the names every part of soft-share delivery agrees on (the webhook, the reservation
+ * controller, tessera-reserve, deploy/), and the pure functions that spell them: a reservation pod's
+ * name and the device-plugin resource it asks for, a delivery ConfigMap's name and its data.
+ * The plan of issue 11 fixes every string here; change one and every part must follow.
+ */
+#ifndef EXT_DELIVERY_H
+#define EXT_DELIVERY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <cjson/cJSON.h>
+
+#include "model/node.h"
+
+/* --soft-share-delivery: who makes a share's GPU real on the node. */
+typedef enum ext_delivery_mode {
+    EXT_DELIVERY_NONE = 0,        /* accounting only: the node side delivers shares another way */
+    EXT_DELIVERY_RESERVATION      /* tessera: reservation pods + per-pod ConfigMaps */
+} ext_delivery_mode;
+/* "reservation" | "none" -> mode; -1 if neither. */
+int ext_delivery_mode_parse(const char *s, ext_delivery_mode *out);
+const char *ext_delivery_mode_name(ext_delivery_mode m);
+
+/* The marker extended resource the webhook adds to annotation-only soft shares (ignoredByScheduler). */
+#define EXT_DLV_MARKER_RESOURCE "tessera.io/share"
+
+/* ------------------------------------------------------------------ share pods and their ConfigMap */
+#define EXT_DLV_ANN_DELIVERY   "tessera.io/delivery"   /* pod annotation: the delivery ConfigMap's name */
+#define EXT_DLV_CM_PREFIX      "tessera-gpu-"          /* + the admission request's uid, lowercased */
+#define EXT_DLV_LABEL_PART_OF  "app.kubernetes.io/part-of"
+#define EXT_DLV_PART_OF        "tessera"
+#define EXT_DLV_LABEL_DELIVERY "tessera.io/delivery"   /* value "true" on delivery ConfigMaps */
+
+/* ConfigMap data keys (environment variable names). */
+#define EXT_DLV_ENV_VISIBLE      "NVIDIA_VISIBLE_DEVICES"
+#define EXT_DLV_ENV_CAPS         "NVIDIA_DRIVER_CAPABILITIES"
+#define EXT_DLV_ENV_UUID         "TESSERA_GPU_UUID"
+#define EXT_DLV_ENV_MEMORY       "TESSERA_GPU_MEMORY_MIB"
+#define EXT_DLV_ENV_COMPUTE      "TESSERA_GPU_COMPUTE_PERCENT"
+#define EXT_DLV_ENV_HAMI_MEMORY  "CUDA_DEVICE_MEMORY_LIMIT"
+#define EXT_DLV_ENV_HAMI_SM      "CUDA_DEVICE_SM_LIMIT"
+#define EXT_DLV_ENV_XLA_FRACTION "XLA_PYTHON_CLIENT_MEM_FRACTION"
+#define EXT_DLV_ENV_TF_GROWTH    "TF_FORCE_GPU_ALLOW_GROWTH"
+#define EXT_DLV_CAPS_VALUE       "compute,utility"
+
+/* "tessera-gpu-<uid lowercased>" into buf (the webhook names the ConfigMap after its admission request);
+ * characters a name cannot hold become '-', cut to 253. */
+void ext_delivery_cm_name(const char *admission_uid, char *buf, size_t len);
+
+/* What one share is given on one reserved unit. */
+typedef struct ext_delivery_unit {
+    const char *uuid;          /* the reservation's tessera.io/gpu-uuid */
+    int memory_mib;            /* charged by the grant */
+    int compute_permille;      /* charged by the grant */
+    int device_memory_mib;     /* what the container sees: the GPU's memory, or the MIG instance's */
+} ext_delivery_unit;
+
+/* The ConfigMap's data object (caller deletes) for a share given units u[0..n) (n >= 1; a multi-GPU
+ * fraction has one per GPU): UUIDs comma-joined, amounts per GPU (the smallest, should they differ).
+ *   NVIDIA_VISIBLE_DEVICES / TESSERA_GPU_UUID  the UUID(s)
+ *   NVIDIA_DRIVER_CAPABILITIES                 compute,utility
+ *   TESSERA_GPU_MEMORY_MIB                     MiB, decimal
+ *   TESSERA_GPU_COMPUTE_PERCENT                permille / 10, rounded up
+ *   CUDA_DEVICE_MEMORY_LIMIT                   "<MiB>m" (HAMi-core)
+ *   CUDA_DEVICE_SM_LIMIT                       the same percent (HAMi-core)
+ *   XLA_PYTHON_CLIENT_MEM_FRACTION             memory / device memory, rounded DOWN to 2 decimals
+ *                                              (at least 0.01), e.g. "0.25"
+ *   TF_FORCE_GPU_ALLOW_GROWTH                  "true"
+ * NULL on bad input (n < 1, a unit without uuid) or out of memory. */
+cJSON *ext_delivery_data(const ext_delivery_unit *u, int n);
+
+/* ------------------------------------------------------------------ reservation pods */
+#define EXT_RSV_DEFAULT_NS       "tessera"
+#define EXT_RSV_LABEL_APP        "app.kubernetes.io/name"
+#define EXT_RSV_APP              "tessera-reserve"
+#define EXT_RSV_LABEL            "tessera.io/reservation"          /* value "true" */
+#define EXT_RSV_ANN_NODE         "tessera.io/reservation-node"
+#define EXT_RSV_ANN_GPU          "tessera.io/reservation-gpu"      /* model_gpu.index, decimal */
+#define EXT_RSV_ANN_UNIT         "tessera.io/reservation-unit"     /* gpu | mig:<profile>@<start> | replica:<r> */
+#define EXT_RSV_ANN_UUID         "tessera.io/gpu-uuid"             /* written by tessera-reserve */
+#define EXT_RSV_ANN_ERROR        "tessera.io/reserve-error"        /* written by tessera-reserve */
+#define EXT_RSV_PRIORITY_CLASS   "tessera-reservation"
+#define EXT_RSV_SERVICE_ACCOUNT  "tessera-reserve"
+#define EXT_RSV_CONTAINER        "reserve"
+#define EXT_RSV_COMMAND          "/usr/local/bin/tessera-reserve"
+#define EXT_RSV_SELF_CONTAINER   "tessera-extender"   /* the extender's container: its image is tessera-reserve's */
+
+/* Events on share pods. */
+#define EXT_DLV_EV_PENDING     "TesseraGPUPending"
+#define EXT_DLV_EV_DELIVERED   "TesseraGPUDelivered"
+#define EXT_DLV_EV_REFUSED     "TesseraGPURefused"
+#define EXT_DLV_EV_UNAVAILABLE "TesseraGPUUnavailable"
+#define EXT_DLV_EV_NOT_MUTATED "TesseraGPUNotMutated"
+
+/* The unit a grant names on its GPU: "gpu", "mig:<profile>@<start>" (catalog spelling) or
+ * "replica:<r>". g is n->gpus[gr->gpu]. */
+void ext_rsv_unit_of(const model_gpu *g, const model_grant *gr, char *buf, size_t len);
+
+/* tessera-rsv-<node cut to 30, lowercased, other than [a-z0-9-] -> '-'>-<8 hex FNV-1a of node>-g<gpu>
+ * [-m<profile's letters and digits>-<start> | -r<replica>]-<attempt>. unit as ext_rsv_unit_of writes it.
+ * -1 if unit is malformed. */
+int ext_rsv_pod_name(const char *node, int gpu_index, const char *unit, int attempt, char *buf, size_t len);
+/* The attempt number at the end of a reservation pod name, or -1. */
+int ext_rsv_name_attempt(const char *name);
+
+/* The device-plugin resource a reservation of unit (on GPU g of node n) asks for: nvidia.com/gpu for a
+ * whole-mode GPU, MIG single and a time-slice replica on a node that does not rename; nvidia.com/gpu.shared
+ * for a replica on a renamed node; nvidia.com/mig-<profile, '+' written '.'> under MIG mixed. -1 with err
+ * when the unit cannot be delivered by a reservation (an MPS replica needs the plugin's daemon mounts). */
+int ext_rsv_resource(const model_node *n, const model_gpu *g, const model_grant *gr, char *buf, size_t len, char *err,
+                     size_t errlen);
+
+#endif

@@ -1,0 +1,1195 @@
+/* reservation.c -- the reservation controller (reservation.h): tables of reservation pods and share
+ * pods fed by the watch, and a worker that reconciles them against each other and the node models.
+ * Every pass: snapshot the tables, read the node models under the state lock, decide, then call the
+ * API with no lock held. What a pass learns about its own writes (a pod it created, an assignment it
+ * patched) goes into the tables at once, so the next pass never repeats a write the watch has not
+ * shown yet.
+ */
+#include "extender/reservation.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "extender/annotation.h"
+#include "extender/delivery.h"
+#include "extender/log.h"
+#include "extender/map.h"
+#include "model/fit.h"
+#include "model/request.h"
+
+#define NAME_LEN 254
+#define UNIT_LEN 96
+
+/* A reservation pod as the API shows it. The tail (tenantless_ms, first_ms) is the worker's memory. */
+typedef struct rpod {
+    char name[NAME_LEN], uid[MODEL_UID_LEN], node[NAME_LEN], unit[UNIT_LEN];
+    int gpu;                  /* model_gpu.index from the annotation; -1 when missing */
+    int attempt;              /* from the name; -1 when it does not end in one */
+    char phase[32], reason[128], message[256];
+    char uuid[512], rerr[256];
+    bool deleting;
+    uint32_t gen;
+    int64_t first_ms;         /* when this controller first saw it (age) */
+    int64_t tenantless_ms;    /* since when it has had no tenant; 0: it has tenants */
+} rpod;
+
+/* A share pod: bound, running or waiting, a fraction with our assignment. The tail is the worker's
+ * memory of what it already told the pod or wrote for it; losing it (a restart) repeats at most an Event. */
+typedef struct spod {
+    char uid[MODEL_UID_LEN], ns[64], name[NAME_LEN], node[NAME_LEN];
+    char *ann;                /* tessera.io/assignment text */
+    char delivery[NAME_LEN];  /* tessera.io/delivery: the ConfigMap's name; "" if not mutated */
+    bool owned;               /* an ownerReference with controller: true */
+    bool started;             /* a container ran: it cannot be moved any more */
+    uint32_t gen;
+    char ev_pending_for[NAME_LEN], ev_refused_for[NAME_LEN];
+    char cm_written[1024];    /* the UUIDs of the ConfigMap last ensured */
+    bool ev_delivered, ev_nomut, ev_unavail;
+} spod;
+
+/* Per unit: attempts made (names) and refusals seen, so a unit that the kubelet keeps refusing is given up. */
+typedef struct unit_mem {
+    char key[NAME_LEN + UNIT_LEN + 16];
+    int last_attempt, refusals;
+    uint32_t seen_pass;
+} unit_mem;
+
+/* What /debug/state and the gauge show: the last pass's view. */
+typedef struct view {
+    char node[NAME_LEN], unit[UNIT_LEN], name[NAME_LEN], uuid[512];
+    int gpu;
+    ext_rsv_state state;
+    int64_t first_ms;
+    char *tenants;            /* JSON array text */
+} view;
+
+struct ext_rsv {
+    ext_rsv_config cfg;
+    ext_state *st;
+    ext_kube *k;
+    ext_events *ev;
+    ext_leader *leader;
+
+    pthread_mutex_t mu;       /* the tables, dirty/stop, the view */
+    pthread_cond_t cv;
+    ext_map *rpods;           /* name -> rpod */
+    ext_map *spods;           /* uid -> spod */
+    ext_map *units;           /* key -> unit_mem (worker only) */
+    uint32_t gen;
+    bool synced, dirty, stop, started;
+    pthread_t thr;
+    view *views;
+    int nviews;
+
+    int64_t image_next_ms;    /* next try to read our own image */
+    int backoff_ms;
+    uint32_t pass;
+    _Atomic uint64_t ops[EXT_RSV_NOPS][2];
+    _Atomic uint64_t passes;
+};
+
+static const char *const state_names[] = {"pending", "ready", "refused", "releasing"};
+static const char *const op_names[] = {"create", "delete", "move", "configmap"};
+const char *ext_rsv_state_name(ext_rsv_state s) { return s >= 0 && s < EXT_RSV_NSTATES ? state_names[s] : "?"; }
+const char *ext_rsv_op_name(ext_rsv_op o) { return o >= 0 && o < EXT_RSV_NOPS ? op_names[o] : "?"; }
+
+void ext_rsv_config_defaults(ext_rsv_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    const char *ns = getenv("POD_NAMESPACE");
+    snprintf(cfg->ns, sizeof cfg->ns, "%s", ns && ns[0] ? ns : EXT_RSV_DEFAULT_NS);
+    cfg->grace_ms = 30000;
+    cfg->max_attempts = 3;
+    cfg->tick_ms = 1000;
+    cfg->request_timeout_ms = 5000;
+}
+
+/* ------------------------------------------------------------------ JSON helpers */
+
+static const cJSON *jget(const cJSON *o, const char *a) { return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, a) : NULL; }
+static const char *jstr(const cJSON *o, const char *a, const char *b) {
+    const cJSON *v = jget(o, a);
+    if (b) v = jget(v, b);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+static void cpy(char *dst, size_t len, const char *src) { snprintf(dst, len, "%s", src ? src : ""); }
+
+static void op_count(ext_rsv *r, ext_rsv_op op, bool ok) { atomic_fetch_add(&r->ops[op][ok ? 0 : 1], 1); }
+
+/* ------------------------------------------------------------------ tables (events) */
+
+static void spod_free(spod *s) {
+    if (!s) return;
+    free(s->ann);
+    free(s);
+}
+
+static bool is_reservation(ext_rsv *r, const cJSON *meta) {
+    const char *ns = jstr(meta, "namespace", NULL), *l = jstr(meta, "labels", EXT_RSV_LABEL);
+    return ns && l && !strcmp(ns, r->cfg.ns) && !strcmp(l, "true");
+}
+
+static void rpod_update(ext_rsv *r, const cJSON *obj) {
+    const cJSON *meta = jget(obj, "metadata");
+    const char *name = jstr(meta, "name", NULL);
+    if (!name || strlen(name) >= NAME_LEN) return;
+    rpod *p = ext_map_get(r->rpods, name);
+    if (!p) {
+        if (!(p = calloc(1, sizeof *p))) return;
+        cpy(p->name, sizeof p->name, name);
+        if (ext_map_put(r->rpods, p->name, p) != 0) { free(p); return; }
+        p->first_ms = ext_now_ms();
+    }
+    const cJSON *ann = jget(meta, "annotations");
+    cpy(p->uid, sizeof p->uid, jstr(meta, "uid", NULL));
+    cpy(p->node, sizeof p->node, jstr(ann, EXT_RSV_ANN_NODE, NULL));
+    cpy(p->unit, sizeof p->unit, jstr(ann, EXT_RSV_ANN_UNIT, NULL));
+    const char *g = jstr(ann, EXT_RSV_ANN_GPU, NULL);
+    char *end = NULL;
+    long gi = g ? strtol(g, &end, 10) : -1;
+    p->gpu = g && end != g && !*end && gi >= 0 && gi < 1000 ? (int)gi : -1;
+    p->attempt = ext_rsv_name_attempt(name);
+    cpy(p->phase, sizeof p->phase, jstr(obj, "status", "phase"));
+    cpy(p->reason, sizeof p->reason, jstr(obj, "status", "reason"));
+    cpy(p->message, sizeof p->message, jstr(obj, "status", "message"));
+    cpy(p->uuid, sizeof p->uuid, jstr(ann, EXT_RSV_ANN_UUID, NULL));
+    cpy(p->rerr, sizeof p->rerr, jstr(ann, EXT_RSV_ANN_ERROR, NULL));
+    p->deleting = jstr(meta, "deletionTimestamp", NULL) != NULL;
+    p->gen = r->gen;
+}
+
+static bool pod_started(const cJSON *obj) {
+    const cJSON *cs = jget(jget(obj, "status"), "containerStatuses"), *c;
+    cJSON_ArrayForEach(c, cs) {
+        if (jget(jget(c, "state"), "running")) return true;
+        const cJSON *rc = jget(c, "restartCount");
+        if (cJSON_IsNumber(rc) && rc->valuedouble > 0) return true;
+    }
+    return false;
+}
+
+/* A share pod, or removed from the table when it is not (any more) one. */
+static void spod_update(ext_rsv *r, const cJSON *obj) {
+    const cJSON *meta = jget(obj, "metadata");
+    const char *uid = jstr(meta, "uid", NULL), *name = jstr(meta, "name", NULL), *ns = jstr(meta, "namespace", NULL);
+    if (!uid || !uid[0] || strlen(uid) >= MODEL_UID_LEN || !name || strlen(name) >= NAME_LEN) return;
+    if (!ns) ns = "default";
+    spod *s = ext_map_get(r->spods, uid);
+    const char *phase = jstr(obj, "status", "phase"), *node = jstr(obj, "spec", "nodeName");
+    const char *ann = jstr(meta, "annotations", EXT_ANN_ASSIGNMENT);
+    model_request req;
+    char err[256];
+    bool share = node && node[0] && ann && strlen(node) < NAME_LEN && strlen(ns) < 64 &&
+                 !(phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))) &&
+                 model_request_from_pod(obj, &req, err, sizeof err) == 0 && req.kind == MODEL_REQ_FRACTION;
+    if (!share) {
+        if (s) spod_free(ext_map_del(r->spods, uid));
+        return;
+    }
+    if (!s) {
+        if (!(s = calloc(1, sizeof *s))) return;
+        cpy(s->uid, sizeof s->uid, uid);
+        if (ext_map_put(r->spods, s->uid, s) != 0) { free(s); return; }
+    }
+    cpy(s->ns, sizeof s->ns, ns);
+    cpy(s->name, sizeof s->name, name);
+    cpy(s->node, sizeof s->node, node);
+    if (!s->ann || strcmp(s->ann, ann) != 0) {
+        char *c = strdup(ann);
+        if (c) { free(s->ann); s->ann = c; }
+    }
+    const char *d = jstr(meta, "annotations", EXT_DLV_ANN_DELIVERY);
+    cpy(s->delivery, sizeof s->delivery, d && strlen(d) < NAME_LEN ? d : "");
+    s->owned = false;
+    const cJSON *o;
+    cJSON_ArrayForEach(o, jget(meta, "ownerReferences")) if (cJSON_IsTrue(jget(o, "controller"))) s->owned = true;
+    s->started = pod_started(obj);
+    s->gen = r->gen;
+}
+
+static void kick_locked(ext_rsv *r) {
+    r->dirty = true;
+    pthread_cond_signal(&r->cv);
+}
+
+void ext_rsv_on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj) {
+    ext_rsv *r = user;
+    if (!r) return;
+    pthread_mutex_lock(&r->mu);
+    if (kind == EXT_KUBE_POD) {
+        switch (ev) {
+        case EXT_KUBE_RELIST: r->gen++; break;
+        case EXT_KUBE_SYNCED: {
+            /* Drop what the list did not mention (deleted while we were not watching). */
+            size_t it = 0;
+            rpod *p;
+            spod *s;
+            for (;;) {
+                bool again = false;
+                it = 0;
+                while ((p = ext_map_next(r->rpods, &it)))
+                    if (p->gen != r->gen) { free(ext_map_del(r->rpods, p->name)); again = true; break; }
+                if (!again) break;
+            }
+            for (;;) {
+                bool again = false;
+                it = 0;
+                while ((s = ext_map_next(r->spods, &it)))
+                    if (s->gen != r->gen) { spod_free(ext_map_del(r->spods, s->uid)); again = true; break; }
+                if (!again) break;
+            }
+            r->synced = true;
+            break;
+        }
+        case EXT_KUBE_ADDED:
+        case EXT_KUBE_MODIFIED:
+        case EXT_KUBE_DELETED: {
+            if (!cJSON_IsObject(obj)) break;
+            const cJSON *meta = jget(obj, "metadata");
+            if (is_reservation(r, meta)) {
+                const char *name = jstr(meta, "name", NULL);
+                if (ev == EXT_KUBE_DELETED) { if (name) free(ext_map_del(r->rpods, name)); }
+                else rpod_update(r, obj);
+            } else if (ev == EXT_KUBE_DELETED) {
+                const char *uid = jstr(meta, "uid", NULL);
+                if (uid) spod_free(ext_map_del(r->spods, uid));
+            } else {
+                spod_update(r, obj);
+            }
+            break;
+        }
+        }
+    }
+    /* Node changes move models (idle GPUs, renames): worth a look too. */
+    if (ev != EXT_KUBE_RELIST) kick_locked(r);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* ------------------------------------------------------------------ the pass: planning */
+
+/* One grant of one share on one unit. */
+typedef struct tenant {
+    int s;                    /* index into the share snapshot */
+    int gpu_slot;             /* index into node->gpus */
+    int memory_mib, compute_permille, device_memory_mib;
+} tenant;
+
+typedef struct unit {
+    char node[NAME_LEN], unit[UNIT_LEN], resource[64], why[256];   /* why: not deliverable */
+    int gpu, gpu_slot;
+    tenant *t;
+    int nt, cap;
+    int live;                 /* index of the live reservation kept, -1 */
+    int refused;              /* index of a refused reservation, -1 */
+} unit;
+
+typedef struct plan {
+    rpod *rp;                 /* snapshot */
+    int nrp;
+    spod *sp;
+    int nsp;
+    unit *u;
+    int nu, ucap;
+    int *rp_unit;             /* per reservation: its unit, -1 */
+} plan;
+
+static void plan_free(plan *p) {
+    for (int i = 0; i < p->nsp; i++) free(p->sp[i].ann);
+    for (int i = 0; i < p->nu; i++) free(p->u[i].t);
+    free(p->sp);
+    free(p->rp);
+    free(p->u);
+    free(p->rp_unit);
+    memset(p, 0, sizeof *p);
+}
+
+static int unit_find(plan *p, const char *node, int gpu, const char *u) {
+    for (int i = 0; i < p->nu; i++)
+        if (p->u[i].gpu == gpu && !strcmp(p->u[i].node, node) && !strcmp(p->u[i].unit, u)) return i;
+    return -1;
+}
+
+static void unit_key(const char *node, int gpu, const char *u, char *buf, size_t len) {
+    snprintf(buf, len, "%s/%d/%s", node, gpu, u);
+}
+
+static bool rpod_live(const rpod *p) { return !p->deleting && strcmp(p->phase, "Failed") != 0 && !p->rerr[0]; }
+static bool rpod_refused(const rpod *p) { return !p->deleting && (!strcmp(p->phase, "Failed") || p->rerr[0]); }
+
+static int snapshot(ext_rsv *r, plan *p) {
+    pthread_mutex_lock(&r->mu);
+    size_t nr = ext_map_count(r->rpods), ns = ext_map_count(r->spods), it = 0;
+    p->rp = calloc(nr + 1, sizeof *p->rp);
+    p->sp = calloc(ns + 1, sizeof *p->sp);
+    p->rp_unit = calloc(nr + 1, sizeof *p->rp_unit);
+    if (!p->rp || !p->sp || !p->rp_unit) {
+        pthread_mutex_unlock(&r->mu);
+        return -1;
+    }
+    rpod *rp;
+    while ((rp = ext_map_next(r->rpods, &it))) p->rp[p->nrp++] = *rp;
+    it = 0;
+    spod *s;
+    while ((s = ext_map_next(r->spods, &it))) {
+        p->sp[p->nsp] = *s;
+        p->sp[p->nsp].ann = s->ann ? strdup(s->ann) : NULL;
+        p->nsp++;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return 0;
+}
+
+/* Under the state lock: each share's grants -> units. */
+static void plan_units(ext_rsv *r, plan *p) {
+    ext_state_lock(r->st);
+    for (int i = 0; i < p->nsp; i++) {
+        spod *s = &p->sp[i];
+        const ext_node *en = ext_state_node(r->st, s->node);
+        if (!en || !en->m || !s->ann) continue;
+        const model_node *n = en->m;
+        model_assignment a;
+        char err[256];
+        if (ext_ann_decode(n, s->ann, &a, err, sizeof err) != 0) continue;
+        for (int k = 0; k < a.ngrants; k++) {
+            const model_grant *gr = &a.grant[k];
+            const model_gpu *g = &n->gpus[gr->gpu];
+            char u[UNIT_LEN];
+            ext_rsv_unit_of(g, gr, u, sizeof u);
+            int ui = unit_find(p, s->node, g->index, u);
+            if (ui < 0) {
+                if (p->nu == p->ucap) {
+                    int cap = p->ucap ? 2 * p->ucap : 16;
+                    unit *nu = realloc(p->u, (size_t)cap * sizeof *nu);
+                    if (!nu) continue;
+                    p->u = nu;
+                    p->ucap = cap;
+                }
+                unit *x = &p->u[p->nu];
+                memset(x, 0, sizeof *x);
+                cpy(x->node, sizeof x->node, s->node);
+                cpy(x->unit, sizeof x->unit, u);
+                x->gpu = g->index;
+                x->gpu_slot = gr->gpu;
+                x->live = x->refused = -1;
+                if (ext_rsv_resource(n, g, gr, x->resource, sizeof x->resource, x->why, sizeof x->why) != 0)
+                    x->resource[0] = 0;
+                ui = p->nu++;
+            }
+            unit *x = &p->u[ui];
+            if (x->nt == x->cap) {
+                int cap = x->cap ? 2 * x->cap : 4;
+                tenant *nt = realloc(x->t, (size_t)cap * sizeof *nt);
+                if (!nt) continue;
+                x->t = nt;
+                x->cap = cap;
+            }
+            int devmem = g->memory_mib;
+            if (gr->mig_profile >= 0 && g->product->profiles[gr->mig_profile].memory_mib > 0)
+                devmem = g->product->profiles[gr->mig_profile].memory_mib;
+            x->t[x->nt++] = (tenant){i, gr->gpu, gr->memory_mib, gr->compute_permille, devmem};
+        }
+    }
+    ext_state_unlock(r->st);
+    for (int i = 0; i < p->nrp; i++) {
+        rpod *rp = &p->rp[i];
+        p->rp_unit[i] = rp->gpu >= 0 ? unit_find(p, rp->node, rp->gpu, rp->unit) : -1;
+    }
+}
+
+/* ------------------------------------------------------------------ the pass: API calls */
+
+static void emit(ext_rsv *r, const spod *s, const char *type, const char *reason, const char *msg) {
+    ext_events_emit(r->ev, type, reason, s->ns, s->name, s->uid, msg);
+}
+
+/* One API call; logs a failure at warn with the API's message. Returns the status (or < 0). */
+static int call(ext_rsv *r, const char *method, const char *path, const char *body, char **resp, const char *what) {
+    char err[512] = "";
+    int code = ext_kube_request(r->k, method, path, body, r->cfg.request_timeout_ms, resp, err, sizeof err);
+    if (code < 200 || code >= 300) {
+        if (!(code == 409 && !strcmp(method, "POST")) && !(code == 404 && !strcmp(method, "DELETE")))
+            ext_log(EXT_LOG_WARN, "event=reservation-api-error what=\"%s\" method=%s path=%s code=%d err=\"%s\"", what,
+                    method, path, code, err);
+    }
+    return code;
+}
+
+/* The image of tessera-reserve: the flag, else our own Pod's container image. */
+static bool reserve_image(ext_rsv *r, char *buf, size_t len) {
+    pthread_mutex_lock(&r->mu);
+    cpy(buf, len, r->cfg.image);
+    pthread_mutex_unlock(&r->mu);
+    if (buf[0]) return true;
+    const char *ns = getenv("POD_NAMESPACE"), *name = getenv("POD_NAME");
+    int64_t now = ext_now_ms();
+    if (!ns || !name || !ns[0] || !name[0] || now < r->image_next_ms) return false;
+    char path[512], *resp = NULL;
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ns, name);
+    int code = call(r, "GET", path, NULL, &resp, "read own pod for --reserve-image");
+    cJSON *pod = code == 200 && resp ? cJSON_Parse(resp) : NULL;
+    free(resp);
+    const cJSON *c, *first = NULL, *mine = NULL;
+    cJSON_ArrayForEach(c, jget(jget(pod, "spec"), "containers")) {
+        if (!first) first = c;
+        const char *cn = jstr(c, "name", NULL);
+        if (cn && !strcmp(cn, EXT_RSV_SELF_CONTAINER)) mine = c;
+    }
+    const char *img = jstr(mine ? mine : first, "image", NULL);
+    if (img && img[0]) {
+        pthread_mutex_lock(&r->mu);
+        cpy(r->cfg.image, sizeof r->cfg.image, img);
+        pthread_mutex_unlock(&r->mu);
+        cpy(buf, len, img);
+        ext_log(EXT_LOG_INFO, "event=reserve-image image=%s from=pod/%s/%s", img, ns, name);
+    } else {
+        r->image_next_ms = now + 30000;
+        ext_log(EXT_LOG_WARN, "event=reserve-image-unknown pod=%s/%s why=\"no container image\" hint=\"--reserve-image\"", ns, name);
+    }
+    cJSON_Delete(pod);
+    return buf[0] != 0;
+}
+
+static cJSON *reservation_body(ext_rsv *r, const unit *u, const char *name, const char *image) {
+    cJSON *pod = cJSON_CreateObject();
+    cJSON_AddStringToObject(pod, "apiVersion", "v1");
+    cJSON_AddStringToObject(pod, "kind", "Pod");
+    cJSON *meta = cJSON_AddObjectToObject(pod, "metadata");
+    cJSON_AddStringToObject(meta, "name", name);
+    cJSON_AddStringToObject(meta, "namespace", r->cfg.ns);
+    cJSON *labels = cJSON_AddObjectToObject(meta, "labels");
+    cJSON_AddStringToObject(labels, EXT_RSV_LABEL_APP, EXT_RSV_APP);
+    cJSON_AddStringToObject(labels, EXT_DLV_LABEL_PART_OF, EXT_DLV_PART_OF);
+    cJSON_AddStringToObject(labels, EXT_RSV_LABEL, "true");
+    cJSON *ann = cJSON_AddObjectToObject(meta, "annotations");
+    char gpu[16];
+    snprintf(gpu, sizeof gpu, "%d", u->gpu);
+    cJSON_AddStringToObject(ann, EXT_RSV_ANN_NODE, u->node);
+    cJSON_AddStringToObject(ann, EXT_RSV_ANN_GPU, gpu);
+    cJSON_AddStringToObject(ann, EXT_RSV_ANN_UNIT, u->unit);
+    cJSON *spec = cJSON_AddObjectToObject(pod, "spec");
+    cJSON_AddStringToObject(spec, "nodeName", u->node);
+    cJSON_AddStringToObject(spec, "priorityClassName", EXT_RSV_PRIORITY_CLASS);
+    cJSON_AddStringToObject(spec, "serviceAccountName", EXT_RSV_SERVICE_ACCOUNT);
+    cJSON_AddStringToObject(spec, "restartPolicy", "Always");
+    cJSON_AddNumberToObject(spec, "terminationGracePeriodSeconds", 5);
+    cJSON *tol = cJSON_CreateObject();
+    cJSON_AddStringToObject(tol, "operator", "Exists");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "tolerations"), tol);
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "containers"), c);
+    cJSON_AddStringToObject(c, "name", EXT_RSV_CONTAINER);
+    cJSON_AddStringToObject(c, "image", image);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(c, "command"), cJSON_CreateString(EXT_RSV_COMMAND));
+    cJSON *env = cJSON_AddArrayToObject(c, "env");
+    const char *vars[2][2] = {{"POD_NAME", "metadata.name"}, {"POD_NAMESPACE", "metadata.namespace"}};
+    for (int i = 0; i < 2; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", vars[i][0]);
+        cJSON *fr = cJSON_AddObjectToObject(cJSON_AddObjectToObject(e, "valueFrom"), "fieldRef");
+        cJSON_AddStringToObject(fr, "fieldPath", vars[i][1]);
+        cJSON_AddItemToArray(env, e);
+    }
+    cJSON *res = cJSON_AddObjectToObject(c, "resources");
+    cJSON *req = cJSON_AddObjectToObject(res, "requests"), *lim = cJSON_AddObjectToObject(res, "limits");
+    cJSON_AddStringToObject(req, "cpu", "5m");
+    cJSON_AddStringToObject(req, "memory", "16Mi");
+    cJSON_AddStringToObject(req, u->resource, "1");
+    cJSON_AddStringToObject(lim, "memory", "32Mi");
+    cJSON_AddStringToObject(lim, u->resource, "1");
+    cJSON *sc = cJSON_AddObjectToObject(c, "securityContext");
+    cJSON_AddBoolToObject(sc, "runAsNonRoot", true);
+    cJSON_AddNumberToObject(sc, "runAsUser", 65532);
+    cJSON_AddBoolToObject(sc, "allowPrivilegeEscalation", false);
+    cJSON_AddBoolToObject(sc, "readOnlyRootFilesystem", true);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(cJSON_AddObjectToObject(sc, "capabilities"), "drop"),
+                         cJSON_CreateString("ALL"));
+    return pod;
+}
+
+static unit_mem *unit_mem_get(ext_rsv *r, const char *node, int gpu, const char *u) {
+    char key[sizeof ((unit_mem *)0)->key];
+    unit_key(node, gpu, u, key, sizeof key);
+    unit_mem *m = ext_map_get(r->units, key);
+    if (m) return m;
+    if (!(m = calloc(1, sizeof *m))) return NULL;
+    cpy(m->key, sizeof m->key, key);
+    if (ext_map_put(r->units, m->key, m) != 0) { free(m); return NULL; }
+    return m;
+}
+
+/* Record a pod we wrote in the table at once (the watch will say the same later). */
+static void table_learn(ext_rsv *r, const char *resp) {
+    cJSON *o = resp ? cJSON_Parse(resp) : NULL;
+    if (cJSON_IsObject(o)) {
+        pthread_mutex_lock(&r->mu);
+        const cJSON *meta = jget(o, "metadata");
+        if (is_reservation(r, meta)) rpod_update(r, o);
+        else spod_update(r, o);
+        pthread_mutex_unlock(&r->mu);
+    }
+    cJSON_Delete(o);
+}
+
+static void table_forget_rpod(ext_rsv *r, const char *name) {
+    pthread_mutex_lock(&r->mu);
+    rpod *p = ext_map_get(r->rpods, name);
+    if (p) p->deleting = true;   /* the watch removes it; until then it is releasing, not live */
+    pthread_mutex_unlock(&r->mu);
+}
+
+static bool create_reservation(ext_rsv *r, plan *p, unit *u) {
+    char image[512];
+    if (!reserve_image(r, image, sizeof image)) {
+        ext_log(EXT_LOG_WARN, "event=reservation-skipped node=%s gpu=%d unit=%s why=\"no tessera-reserve image: give "
+                              "--reserve-image or set POD_NAMESPACE/POD_NAME\"", u->node, u->gpu, u->unit);
+        return false;
+    }
+    unit_mem *m = unit_mem_get(r, u->node, u->gpu, u->unit);
+    int attempt = m ? m->last_attempt : 0;
+    for (int i = 0; i < p->nrp; i++)   /* every name of the unit, Failed or terminating too: never reuse one */
+        if (p->rp_unit[i] >= 0 && &p->u[p->rp_unit[i]] == u && p->rp[i].attempt > attempt) attempt = p->rp[i].attempt;
+    attempt++;
+    char name[NAME_LEN];
+    if (ext_rsv_pod_name(u->node, u->gpu, u->unit, attempt, name, sizeof name) != 0) return false;
+    cJSON *body = reservation_body(r, u, name, image);
+    char *text = cJSON_PrintUnformatted(body), path[512], *resp = NULL;
+    cJSON_Delete(body);
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods", r->cfg.ns);
+    int code = text ? call(r, "POST", path, text, &resp, "create reservation") : -1;
+    free(text);
+    bool ok = code == 201 || code == 200 || code == 409;
+    /* A failed POST keeps the attempt: if it did create the pod after all, the retry's 409 finds it. */
+    if (ok && m) m->last_attempt = attempt;
+    op_count(r, EXT_RSV_OP_CREATE, ok);
+    if (code == 409) {   /* someone made it (another replica, or our own earlier POST): learn it now */
+        free(resp);
+        resp = NULL;
+        snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", r->cfg.ns, name);
+        if (call(r, "GET", path, NULL, &resp, "read existing reservation") != 200) { free(resp); resp = NULL; }
+    }
+    if (resp) table_learn(r, resp);
+    free(resp);
+    if (ok) ext_log(EXT_LOG_INFO, "event=reservation-created name=%s/%s node=%s gpu=%d unit=%s resource=%s%s", r->cfg.ns,
+                    name, u->node, u->gpu, u->unit, u->resource, code == 409 ? " existed=true" : "");
+    /* Tell the waiting shares where they wait. */
+    for (int i = 0; ok && i < u->nt; i++) {
+        spod *s = &p->sp[u->t[i].s];
+        char msg[768];
+        snprintf(msg, sizeof msg, "waiting for reservation %s/%s of GPU %d on node %s", r->cfg.ns, name, u->gpu, u->node);
+        if (strcmp(s->ev_pending_for, name) != 0) {
+            emit(r, s, "Normal", EXT_DLV_EV_PENDING, msg);
+            cpy(s->ev_pending_for, sizeof s->ev_pending_for, name);
+        }
+    }
+    return ok;
+}
+
+static bool delete_pod(ext_rsv *r, const char *ns, const char *name, const char *uid, const char *what) {
+    char path[512], body[256];
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ns, name);
+    /* A UID precondition: never delete a same-named successor. */
+    snprintf(body, sizeof body, "{\"kind\":\"DeleteOptions\",\"apiVersion\":\"v1\",\"preconditions\":{\"uid\":\"%s\"}}", uid);
+    int code = call(r, "DELETE", path, uid && uid[0] ? body : NULL, NULL, what);
+    bool ok = (code >= 200 && code < 300) || code == 404;
+    op_count(r, EXT_RSV_OP_DELETE, ok);
+    return ok;
+}
+
+/* Write the share's ConfigMap: POST; when it exists, GET and PUT if it says something else. true when the
+ * API holds exactly data; *fresh when this call changed it (the share learns its GPU now). */
+static bool ensure_cm(ext_rsv *r, const spod *s, const cJSON *data, bool *fresh) {
+    *fresh = false;
+    cJSON *cm = cJSON_CreateObject();
+    cJSON_AddStringToObject(cm, "apiVersion", "v1");
+    cJSON_AddStringToObject(cm, "kind", "ConfigMap");
+    cJSON *meta = cJSON_AddObjectToObject(cm, "metadata");
+    cJSON_AddStringToObject(meta, "name", s->delivery);
+    cJSON_AddStringToObject(meta, "namespace", s->ns);
+    cJSON *labels = cJSON_AddObjectToObject(meta, "labels");
+    cJSON_AddStringToObject(labels, EXT_DLV_LABEL_PART_OF, EXT_DLV_PART_OF);
+    cJSON_AddStringToObject(labels, EXT_DLV_LABEL_DELIVERY, "true");
+    cJSON *own = cJSON_CreateObject();
+    cJSON_AddStringToObject(own, "apiVersion", "v1");
+    cJSON_AddStringToObject(own, "kind", "Pod");
+    cJSON_AddStringToObject(own, "name", s->name);
+    cJSON_AddStringToObject(own, "uid", s->uid);
+    cJSON_AddBoolToObject(own, "blockOwnerDeletion", false);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(meta, "ownerReferences"), own);
+    cJSON_AddItemToObject(cm, "data", cJSON_Duplicate(data, true));
+    char path[512], *text = cJSON_PrintUnformatted(cm), *resp = NULL;
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/configmaps", s->ns);
+    int code = text ? call(r, "POST", path, text, NULL, "create delivery ConfigMap") : -1;
+    free(text);
+    bool ok = code == 201 || code == 200;
+    if (ok) *fresh = true;
+    if (code == 409) {
+        snprintf(path, sizeof path, "/api/v1/namespaces/%s/configmaps/%s", s->ns, s->delivery);
+        code = call(r, "GET", path, NULL, &resp, "read delivery ConfigMap");
+        cJSON *cur = code == 200 && resp ? cJSON_Parse(resp) : NULL;
+        free(resp);
+        resp = NULL;
+        if (cur) {
+            const cJSON *cd = jget(cur, "data"), *co = jget(jget(cur, "metadata"), "ownerReferences");
+            const char *rv = jstr(cur, "metadata", "resourceVersion");
+            bool owner_ok = false;
+            const cJSON *o;
+            cJSON_ArrayForEach(o, co) {
+                const char *ou = jstr(o, "uid", NULL);
+                if (ou && !strcmp(ou, s->uid)) owner_ok = true;
+            }
+            if (cd && cJSON_Compare(cd, data, true) && owner_ok) {
+                ok = true;
+            } else {
+                if (rv) cJSON_AddStringToObject(meta, "resourceVersion", rv);
+                text = cJSON_PrintUnformatted(cm);
+                code = text ? call(r, "PUT", path, text, NULL, "update delivery ConfigMap") : -1;
+                free(text);
+                ok = *fresh = code == 200 || code == 201;
+            }
+        }
+        cJSON_Delete(cur);
+    }
+    cJSON_Delete(cm);
+    op_count(r, EXT_RSV_OP_CONFIGMAP, ok);
+    return ok;
+}
+
+/* Copy the worker's per-share memory back into the table (the snapshot is a copy). */
+static void share_memory_back(ext_rsv *r, const plan *p) {
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < p->nsp; i++) {
+        spod *s = ext_map_get(r->spods, p->sp[i].uid);
+        if (!s) continue;
+        memcpy(s->ev_pending_for, p->sp[i].ev_pending_for, sizeof s->ev_pending_for);
+        memcpy(s->ev_refused_for, p->sp[i].ev_refused_for, sizeof s->ev_refused_for);
+        memcpy(s->cm_written, p->sp[i].cm_written, sizeof s->cm_written);
+        s->ev_delivered = p->sp[i].ev_delivered;
+        s->ev_nomut = p->sp[i].ev_nomut;
+        s->ev_unavail = p->sp[i].ev_unavail;
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* Give up on the waiting tenants of u: an Event each, and the ones a controller owns are deleted so they
+ * are re-created and scheduled again. */
+static void give_up(ext_rsv *r, plan *p, unit *u, const char *why, bool *errors) {
+    for (int i = 0; i < u->nt; i++) {
+        spod *s = &p->sp[u->t[i].s];
+        if (s->started || s->ev_unavail) continue;
+        char msg[768];
+        snprintf(msg, sizeof msg, "no GPU could be reserved on node %s (%s): %s", u->node, why,
+                 s->owned ? "deleted for re-scheduling" : "left pending");
+        emit(r, s, "Warning", EXT_DLV_EV_UNAVAILABLE, msg);
+        s->ev_unavail = true;
+        ext_log(EXT_LOG_WARN, "event=share-unavailable pod=%s/%s node=%s gpu=%d why=\"%s\" action=%s", s->ns, s->name,
+                u->node, u->gpu, why, s->owned ? "delete" : "leave");
+        if (s->owned && !delete_pod(r, s->ns, s->name, s->uid, "delete unavailable share")) {
+            s->ev_unavail = false;   /* try again next pass */
+            *errors = true;
+        }
+    }
+}
+
+/* The policy name in an assignment annotation, kept when the grants move. */
+static void ann_policy(const char *ann, char *buf, size_t len) {
+    cJSON *o = cJSON_Parse(ann);
+    cpy(buf, len, jstr(o, "policy", NULL));
+    if (!buf[0]) cpy(buf, len, "reservation");
+    cJSON_Delete(o);
+}
+
+/* Move u's waiting tenants to another idle GPU of the node (the model decides whether they fit). Under the
+ * state lock the new assignments are applied to the cache first, so no bind can take that GPU meanwhile;
+ * then each share's annotation is patched. true when moved. */
+static bool move_tenants(ext_rsv *r, plan *p, unit *u, bool *errors, char *why, size_t whylen) {
+    int nw = 0;
+    for (int i = 0; i < u->nt; i++) nw += !p->sp[u->t[i].s].started;
+    if (nw == 0) return true;
+    char *newann[64] = {0}, *oldann[64] = {0};
+    int who[64], nmoved = 0, target = -1;
+    if (nw > 64) { cpy(why, whylen, "too many waiting shares"); return false; }
+    ext_state_lock(r->st);
+    const ext_node *en = ext_state_node(r->st, u->node);
+    const model_node *n = en ? en->m : NULL;
+    for (int cand = 0; n && cand < n->ngpus && target < 0; cand++) {
+        const model_gpu *g = &n->gpus[cand];
+        if (cand == u->gpu_slot || !model_gpu_idle(g)) continue;
+        bool backing = false;
+        for (int k = 0; k < p->nrp; k++)
+            if (!strcmp(p->rp[k].node, u->node) && p->rp[k].gpu == g->index && rpod_live(&p->rp[k])) backing = true;
+        unit_mem *m = unit_mem_get(r, u->node, g->index, u->unit);   /* grants keep their slot/replica */
+        if (backing || (m && m->refusals >= r->cfg.max_attempts)) continue;
+        model_node *c = model_node_clone(n);
+        if (!c) break;
+        bool fits = true;
+        nmoved = 0;
+        for (int i = 0; i < u->nt && fits; i++) {
+            spod *s = &p->sp[u->t[i].s];
+            if (s->started) continue;
+            model_assignment a, out;
+            char err[256];
+            if (ext_ann_decode(c, s->ann, &a, err, sizeof err) != 0 ||
+                model_regrant(c, &a, u->gpu_slot, cand, &out, err, sizeof err) != 0) {
+                fits = false;
+                snprintf(why, whylen, "%s", err);
+                break;
+            }
+            model_release(c, s->uid);
+            if (model_assign(c, s->uid, &out, err, sizeof err) != 0) {
+                fits = false;
+                snprintf(why, whylen, "%s", err);
+                break;
+            }
+            char pol[64];
+            ann_policy(s->ann, pol, sizeof pol);
+            newann[nmoved] = ext_ann_encode(c, &out, pol);
+            who[nmoved++] = u->t[i].s;
+        }
+        model_node_free(c);
+        if (fits) {
+            target = cand;
+        } else {
+            for (int i = 0; i < nmoved; i++) { free(newann[i]); newann[i] = NULL; }
+            nmoved = 0;
+        }
+    }
+    if (target >= 0) {
+        for (int i = 0; i < nmoved; i++) {
+            spod *s = &p->sp[who[i]];
+            char err[256];
+            oldann[i] = strdup(s->ann);
+            if (!newann[i] || ext_state_reassign(r->st, s->uid, newann[i], err, sizeof err) != 0) {
+                ext_log(EXT_LOG_WARN, "event=move-refused pod=%s/%s why=\"%s\"", s->ns, s->name, newann[i] ? err : "oom");
+                free(newann[i]);
+                newann[i] = NULL;
+            }
+        }
+    } else if (!why[0]) {
+        snprintf(why, whylen, "no other idle GPU on the node");
+    }
+    int to_index = target >= 0 && n ? n->gpus[target].index : -1;
+    ext_state_unlock(r->st);
+    if (target < 0) return false;
+    bool any = false;
+    for (int i = 0; i < nmoved; i++) {
+        spod *s = &p->sp[who[i]];
+        if (!newann[i]) { free(oldann[i]); continue; }
+        cJSON *patch = cJSON_CreateObject();
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_AddObjectToObject(patch, "metadata"), "annotations"),
+                                EXT_ANN_ASSIGNMENT, newann[i]);
+        char *text = cJSON_PrintUnformatted(patch), path[512], *resp = NULL;
+        cJSON_Delete(patch);
+        snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", s->ns, s->name);
+        int code = text ? call(r, "PATCH", path, text, &resp, "move share") : -1;
+        free(text);
+        bool ok = code == 200 || code == 201;
+        op_count(r, EXT_RSV_OP_MOVE, ok);
+        if (ok) {
+            any = true;
+            table_learn(r, resp);
+            ext_log(EXT_LOG_INFO, "event=share-moved pod=%s/%s node=%s from_gpu=%d to_gpu=%d", s->ns, s->name, u->node,
+                    u->gpu, to_index);
+        } else {
+            *errors = true;
+            char err[256];
+            ext_state_lock(r->st);   /* the API still says the old GPU: so must the cache */
+            if (ext_state_reassign(r->st, s->uid, oldann[i], err, sizeof err) != 0)
+                ext_log(EXT_LOG_WARN, "event=move-undo-failed pod=%s/%s why=\"%s\"", s->ns, s->name, err);
+            ext_state_unlock(r->st);
+        }
+        free(resp);
+        free(newann[i]);
+        free(oldann[i]);
+    }
+    return any;
+}
+
+/* ------------------------------------------------------------------ the pass */
+
+static bool tenant_units_ready(const plan *p, int s, ext_delivery_unit *du, int *ndu, int max) {
+    *ndu = 0;
+    for (int ui = 0; ui < p->nu; ui++) {
+        const unit *u = &p->u[ui];
+        for (int i = 0; i < u->nt; i++) {
+            if (u->t[i].s != s) continue;
+            if (u->live < 0 || !p->rp[u->live].uuid[0] || *ndu >= max) return false;
+            du[(*ndu)++] = (ext_delivery_unit){p->rp[u->live].uuid, u->t[i].memory_mib, u->t[i].compute_permille,
+                                               u->t[i].device_memory_mib};
+        }
+    }
+    return *ndu > 0;
+}
+
+static int64_t run_pass(ext_rsv *r) {
+    int64_t now = ext_now_ms(), next = now + r->cfg.tick_ms;
+    bool errors = false;
+    plan p = {0};
+    if (snapshot(r, &p) != 0) { plan_free(&p); return now + 1000; }
+    r->pass++;
+    plan_units(r, &p);
+
+    /* Live reservations per unit: exactly one is kept; duplicates (a race, a restart) are deleted. */
+    for (int i = 0; i < p.nrp; i++) {
+        int ui = p.rp_unit[i];
+        if (ui < 0) continue;
+        unit *u = &p.u[ui];
+        if (rpod_refused(&p.rp[i])) {
+            if (u->refused < 0) u->refused = i;
+            continue;
+        }
+        if (!rpod_live(&p.rp[i])) continue;
+        if (u->live < 0) { u->live = i; continue; }
+        rpod *a = &p.rp[u->live], *b = &p.rp[i];
+        bool b_better = (b->uuid[0] && !a->uuid[0]) ||
+                        ((b->uuid[0] != 0) == (a->uuid[0] != 0) && b->attempt >= 0 && (a->attempt < 0 || b->attempt < a->attempt));
+        rpod *drop = b_better ? a : b;
+        if (b_better) u->live = i;
+        ext_log(EXT_LOG_WARN, "event=reservation-duplicate name=%s node=%s gpu=%d unit=%s action=delete", drop->name,
+                drop->node, drop->gpu, drop->unit);
+        if (delete_pod(r, r->cfg.ns, drop->name, drop->uid, "delete duplicate reservation")) table_forget_rpod(r, drop->name);
+        else errors = true;
+        drop->deleting = true;
+    }
+
+    for (int ui = 0; ui < p.nu; ui++) {
+        unit *u = &p.u[ui];
+        unit_mem *m = unit_mem_get(r, u->node, u->gpu, u->unit);
+        if (m) m->seen_pass = r->pass;
+        if (!u->resource[0]) {   /* not deliverable by a reservation (MPS) */
+            give_up(r, &p, u, u->why, &errors);
+            continue;
+        }
+        /* A refused reservation: tell the waiting shares, move them if the node has another idle GPU. */
+        if (u->refused >= 0 && u->live < 0) {
+            rpod *rf = &p.rp[u->refused];
+            char rwhy[1024];
+            snprintf(rwhy, sizeof rwhy, "%s%s%s", rf->rerr[0] ? rf->rerr : rf->reason[0] ? rf->reason : "Failed",
+                     !rf->rerr[0] && rf->message[0] ? ": " : "", !rf->rerr[0] ? rf->message : "");
+            if (m) m->refusals++;
+            bool exhausted = m && m->refusals >= r->cfg.max_attempts;
+            char mwhy[256] = "";
+            bool moved = false;
+            if (!exhausted) {
+                for (int i = 0; i < u->nt; i++) {
+                    spod *s = &p.sp[u->t[i].s];
+                    if (s->started || !strcmp(s->ev_refused_for, rf->name)) continue;
+                    char msg[2048];
+                    snprintf(msg, sizeof msg, "the kubelet refused reservation %s/%s of GPU %d on node %s (%s); tessera "
+                                              "tries another GPU of the node", r->cfg.ns, rf->name, u->gpu, u->node, rwhy);
+                    emit(r, s, "Warning", EXT_DLV_EV_REFUSED, msg);
+                    cpy(s->ev_refused_for, sizeof s->ev_refused_for, rf->name);
+                }
+                moved = move_tenants(r, &p, u, &errors, mwhy, sizeof mwhy);
+            }
+            ext_log(EXT_LOG_WARN, "event=reservation-refused name=%s node=%s gpu=%d unit=%s why=\"%s\" action=%s", rf->name,
+                    u->node, u->gpu, u->unit, rwhy, moved ? "moved" : "give-up");
+            if (!moved) {
+                char gwhy[1400];
+                snprintf(gwhy, sizeof gwhy, "%s; %s", rwhy, exhausted ? "too many refused attempts" : mwhy);
+                give_up(r, &p, u, gwhy, &errors);
+            }
+            if (delete_pod(r, r->cfg.ns, rf->name, rf->uid, "delete refused reservation")) table_forget_rpod(r, rf->name);
+            else errors = true;
+            rf->deleting = true;
+            continue;   /* next pass sees the moved shares on their new unit */
+        }
+        if (u->refused >= 0) {   /* refused, but another reservation already serves the unit */
+            rpod *rf = &p.rp[u->refused];
+            if (delete_pod(r, r->cfg.ns, rf->name, rf->uid, "delete refused reservation")) table_forget_rpod(r, rf->name);
+            else errors = true;
+            rf->deleting = true;
+        }
+        if (u->live < 0) {
+            if (m && m->refusals >= r->cfg.max_attempts) continue;   /* given up; released when the shares go */
+            bool waiting = false;
+            for (int i = 0; i < u->nt; i++) waiting |= !p.sp[u->t[i].s].ev_unavail || p.sp[u->t[i].s].started;
+            if (!waiting) continue;
+            if (!create_reservation(r, &p, u)) errors = true;
+            continue;
+        }
+        rpod *lv = &p.rp[u->live];
+        for (int i = 0; i < u->nt; i++) {
+            spod *s = &p.sp[u->t[i].s];
+            if (!lv->uuid[0]) {
+                if (strcmp(s->ev_pending_for, lv->name) != 0) {
+                    char msg[768];
+                    snprintf(msg, sizeof msg, "waiting for reservation %s/%s of GPU %d on node %s", r->cfg.ns, lv->name,
+                             u->gpu, u->node);
+                    emit(r, s, "Normal", EXT_DLV_EV_PENDING, msg);
+                    cpy(s->ev_pending_for, sizeof s->ev_pending_for, lv->name);
+                }
+                continue;
+            }
+            if (!s->delivery[0]) {
+                if (!s->ev_nomut) {
+                    emit(r, s, "Warning", EXT_DLV_EV_NOT_MUTATED,
+                         "not mutated by tessera's webhook: the container will not see its GPU");
+                    s->ev_nomut = true;
+                }
+                continue;
+            }
+            ext_delivery_unit du[MODEL_MAX_GPUS];
+            int ndu = 0;
+            if (!tenant_units_ready(&p, u->t[i].s, du, &ndu, MODEL_MAX_GPUS)) continue;   /* another GPU pending */
+            char uuids[1024] = "";
+            size_t off = 0;
+            for (int k = 0; k < ndu && off < sizeof uuids; k++)
+                off += (size_t)snprintf(uuids + off, sizeof uuids - off, "%s%s", k ? "," : "", du[k].uuid);
+            if (!strcmp(s->cm_written, uuids)) continue;
+            cJSON *data = ext_delivery_data(du, ndu);
+            bool fresh = false;
+            if (data && ensure_cm(r, s, data, &fresh)) {
+                cpy(s->cm_written, sizeof s->cm_written, uuids);
+                if (fresh || !s->ev_delivered) {
+                    char msg[1400];
+                    snprintf(msg, sizeof msg, "%s via ConfigMap %s", uuids, s->delivery);
+                    if (fresh) emit(r, s, "Normal", EXT_DLV_EV_DELIVERED, msg);
+                    s->ev_delivered = true;
+                    ext_log(EXT_LOG_INFO, "event=share-delivered pod=%s/%s uuid=%s configmap=%s written=%s", s->ns,
+                            s->name, uuids, s->delivery, fresh ? "yes" : "already");
+                }
+            } else {
+                errors = true;
+            }
+            cJSON_Delete(data);
+        }
+    }
+
+    /* Reservations without tenants: refused ones go at once, the others after the grace period. */
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < p.nrp; i++) {
+        rpod *t = ext_map_get(r->rpods, p.rp[i].name);
+        if (!t) continue;
+        bool has = p.rp_unit[i] >= 0 && p.u[p.rp_unit[i]].nt > 0;
+        if (has || p.rp[i].deleting || t->deleting) {
+            t->tenantless_ms = 0;
+            p.rp[i].tenantless_ms = 0;
+            continue;
+        }
+        if (!t->tenantless_ms) t->tenantless_ms = now;
+        p.rp[i].tenantless_ms = t->tenantless_ms;
+    }
+    pthread_mutex_unlock(&r->mu);
+    for (int i = 0; i < p.nrp; i++) {
+        rpod *rp = &p.rp[i];
+        if (!rp->tenantless_ms) continue;
+        int64_t due = rp->tenantless_ms + r->cfg.grace_ms;
+        if (rpod_refused(rp) || now >= due) {
+            ext_log(EXT_LOG_INFO, "event=reservation-released name=%s node=%s gpu=%d unit=%s why=%s", rp->name, rp->node,
+                    rp->gpu, rp->unit, rpod_refused(rp) ? "refused-without-tenants" : "no-tenants");
+            if (delete_pod(r, r->cfg.ns, rp->name, rp->uid, "release reservation")) table_forget_rpod(r, rp->name);
+            else errors = true;
+            rp->deleting = true;
+        } else if (due < next) {
+            next = due;
+        }
+    }
+
+    /* Forget the attempts of units nobody uses any more. */
+    for (;;) {
+        size_t it = 0;
+        unit_mem *m;
+        bool again = false;
+        while ((m = ext_map_next(r->units, &it)))
+            if (m->seen_pass != r->pass) { free(ext_map_del(r->units, m->key)); again = true; break; }
+        if (!again) break;
+    }
+
+    share_memory_back(r, &p);
+
+    /* The view for /debug/state and the gauge. */
+    view *vs = calloc((size_t)p.nrp + 1, sizeof *vs);
+    int nv = 0;
+    for (int i = 0; vs && i < p.nrp; i++) {
+        rpod *rp = &p.rp[i];
+        view *v = &vs[nv++];
+        cpy(v->node, sizeof v->node, rp->node);
+        cpy(v->unit, sizeof v->unit, rp->unit);
+        cpy(v->name, sizeof v->name, rp->name);
+        cpy(v->uuid, sizeof v->uuid, rp->uuid);
+        v->gpu = rp->gpu;
+        v->first_ms = rp->first_ms;
+        v->state = rp->deleting       ? EXT_RSV_RELEASING
+                   : rpod_refused(rp)   ? EXT_RSV_REFUSED
+                   : rp->tenantless_ms  ? EXT_RSV_RELEASING
+                   : rp->uuid[0]        ? EXT_RSV_READY
+                                        : EXT_RSV_PENDING;
+        cJSON *ts = cJSON_CreateArray();
+        if (p.rp_unit[i] >= 0) {
+            unit *u = &p.u[p.rp_unit[i]];
+            for (int k = 0; k < u->nt; k++) {
+                char nn[400];
+                snprintf(nn, sizeof nn, "%s/%s", p.sp[u->t[k].s].ns, p.sp[u->t[k].s].name);
+                cJSON_AddItemToArray(ts, cJSON_CreateString(nn));
+            }
+        }
+        v->tenants = cJSON_PrintUnformatted(ts);
+        cJSON_Delete(ts);
+    }
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < r->nviews; i++) free(r->views[i].tenants);
+    free(r->views);
+    r->views = vs;
+    r->nviews = vs ? nv : 0;
+    pthread_mutex_unlock(&r->mu);
+
+    plan_free(&p);
+    atomic_fetch_add(&r->passes, 1);
+    if (errors) {
+        r->backoff_ms = r->backoff_ms ? r->backoff_ms * 2 : 200;
+        if (r->backoff_ms > 5000) r->backoff_ms = 5000;
+        return now + r->backoff_ms;
+    }
+    r->backoff_ms = 0;
+    return next;
+}
+
+/* ------------------------------------------------------------------ worker */
+
+static void *worker(void *arg) {
+    ext_rsv *r = arg;
+    int64_t next = 0;
+    bool backing_off = false;
+    pthread_mutex_lock(&r->mu);
+    while (!r->stop) {
+        int64_t now = ext_now_ms();
+        if ((!r->dirty || backing_off) && now < next) {
+            int64_t wake = next;
+            struct timespec ts = {(time_t)(wake / 1000), (long)(wake % 1000) * 1000000L};
+            pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+            continue;
+        }
+        r->dirty = false;
+        bool synced = r->synced;
+        pthread_mutex_unlock(&r->mu);
+        bool go = synced && ext_state_ready(r->st) && (!r->leader || ext_leader_is_leader(r->leader));
+        next = go ? run_pass(r) : ext_now_ms() + (r->cfg.tick_ms < 200 ? r->cfg.tick_ms : 200);
+        backing_off = r->backoff_ms > 0;
+        pthread_mutex_lock(&r->mu);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+ext_rsv *ext_rsv_new(const ext_rsv_config *cfg, ext_state *st, ext_kube *k, ext_events *ev, ext_leader *l, char *err,
+                     size_t errlen) {
+    if (!st || !k) {
+        snprintf(err, errlen, "the reservation controller needs the cache and the API client");
+        return NULL;
+    }
+    ext_rsv *r = calloc(1, sizeof *r);
+    if (!r) { snprintf(err, errlen, "out of memory"); return NULL; }
+    ext_rsv_config_defaults(&r->cfg);
+    if (cfg) {
+        r->cfg = *cfg;
+        ext_rsv_config d;
+        ext_rsv_config_defaults(&d);
+        if (!r->cfg.ns[0]) memcpy(r->cfg.ns, d.ns, sizeof d.ns);
+        if (r->cfg.grace_ms < 0) r->cfg.grace_ms = d.grace_ms;
+        if (r->cfg.max_attempts <= 0) r->cfg.max_attempts = d.max_attempts;
+        if (r->cfg.tick_ms <= 0) r->cfg.tick_ms = d.tick_ms;
+        if (r->cfg.request_timeout_ms <= 0) r->cfg.request_timeout_ms = d.request_timeout_ms;
+    }
+    r->st = st;
+    r->k = k;
+    r->ev = ev;
+    r->leader = l;
+    r->rpods = ext_map_new();
+    r->spods = ext_map_new();
+    r->units = ext_map_new();
+    if (!r->rpods || !r->spods || !r->units) {
+        ext_map_free(r->rpods);
+        ext_map_free(r->spods);
+        ext_map_free(r->units);
+        free(r);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);   /* ext_now_ms's clock */
+    pthread_cond_init(&r->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    return r;
+}
+
+int ext_rsv_start(ext_rsv *r, char *err, size_t errlen) {
+    if (r->started || r->stop) return r->started ? 0 : -1;
+    int e = pthread_create(&r->thr, NULL, worker, r);
+    if (e) {
+        snprintf(err, errlen, "reservation controller thread: %s", strerror(e));
+        return -1;
+    }
+    r->started = true;
+    ext_log(EXT_LOG_INFO, "event=reservations-started namespace=%s grace_ms=%d image=%s", r->cfg.ns, r->cfg.grace_ms,
+            r->cfg.image[0] ? r->cfg.image : "(own pod's)");
+    return 0;
+}
+
+void ext_rsv_stop(ext_rsv *r) {
+    if (!r || !r->started) return;
+    pthread_mutex_lock(&r->mu);
+    r->stop = true;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(r->thr, NULL);
+    r->started = false;
+}
+
+void ext_rsv_free(ext_rsv *r) {
+    if (!r) return;
+    ext_rsv_stop(r);
+    size_t it = 0;
+    void *v;
+    while ((v = ext_map_next(r->rpods, &it))) free(v);
+    it = 0;
+    while ((v = ext_map_next(r->spods, &it))) spod_free(v);
+    it = 0;
+    while ((v = ext_map_next(r->units, &it))) free(v);
+    ext_map_free(r->rpods);
+    ext_map_free(r->spods);
+    ext_map_free(r->units);
+    for (int i = 0; i < r->nviews; i++) free(r->views[i].tenants);
+    free(r->views);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r);
+}
+
+void ext_rsv_debug(ext_rsv *r, cJSON *out) {
+    if (!r || !out) return;
+    cJSON *arr = cJSON_AddArrayToObject(out, "reservations");
+    int64_t now = ext_now_ms();
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < r->nviews; i++) {
+        const view *v = &r->views[i];
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "node", v->node);
+        cJSON_AddNumberToObject(j, "gpu", v->gpu);
+        cJSON_AddStringToObject(j, "unit", v->unit);
+        cJSON_AddStringToObject(j, "name", v->name);
+        cJSON_AddStringToObject(j, "uuid", v->uuid);
+        cJSON *t = v->tenants ? cJSON_Parse(v->tenants) : NULL;
+        cJSON_AddItemToObject(j, "tenants", t ? t : cJSON_CreateArray());
+        cJSON_AddStringToObject(j, "state", ext_rsv_state_name(v->state));
+        cJSON_AddNumberToObject(j, "age_s", (double)((now - v->first_ms) / 1000));
+        cJSON_AddItemToArray(arr, j);
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+void ext_rsv_get_stats(ext_rsv *r, ext_rsv_stats *out) {
+    memset(out, 0, sizeof *out);
+    if (!r) return;
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < r->nviews; i++) out->reservations[r->views[i].state]++;
+    pthread_mutex_unlock(&r->mu);
+    for (int o = 0; o < EXT_RSV_NOPS; o++)
+        for (int k = 0; k < 2; k++) out->ops[o][k] = atomic_load(&r->ops[o][k]);
+    out->passes = atomic_load(&r->passes);
+}

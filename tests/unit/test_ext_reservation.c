@@ -1,0 +1,892 @@
+/* test_ext_reservation.c -- the reservation controller (reservation.h) end to end on loopback: the real
+ * API client against the fake API server, the cache and the controller fed by one watch as main.c wires
+ * them, shares bound through the verbs' bind, and Kubernetes' side played by the fake kubelet (admission
+ * by device count, device IDs, tessera-reserve's annotation) or, where a test needs a refusal at an exact
+ * moment, by the test itself. Every wait polls with a deadline.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../support/fake_apiserver.h"
+#include "../support/fake_kubelet.h"
+#include "ext_helpers.h"
+#include "extender/delivery.h"
+#include "extender/events.h"
+#include "extender/kube.h"
+#include "extender/metrics.h"
+#include "extender/reservation.h"
+
+#define RNS "tessera"
+
+typedef struct rt {
+    fake_api *api;
+    fake_kubelet *kl;
+    ext_state *st;
+    ext_kube *k;
+    ext_events *ev;
+    ext_rsv *rsv;
+    ext_verbs v;
+    int grace_ms;
+    bool ok;
+} rt;
+
+static void nap_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+#define WAIT(cond, ms)                                                          \
+    ({                                                                          \
+        int64_t d_ = ext_now_ms() + (ms);                                       \
+        bool ok_;                                                               \
+        while (!(ok_ = (cond)) && ext_now_ms() < d_) nap_ms(5);                 \
+        ok_;                                                                    \
+    })
+
+static int rt_bind_fn(void *user, const char *ns, const char *name, const char *uid, const char *node,
+                      const cJSON *annotations, char *err, size_t errlen) {
+    int code = ext_kube_bind(user, ns, name, uid, node, annotations, err, errlen);
+    if (code == 200 || code == 201) return 0;
+    if (code > 0 && !err[0]) snprintf(err, errlen, "API server answered %d", code);
+    return -1;
+}
+
+/* main.c's on_watch_event: the cache first, then the controller. */
+static void rt_handler(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj) {
+    rt *r = user;
+    ext_state_on_event(r->st, kind, ev, obj);
+    ext_rsv_on_event(r->rsv, kind, ev, obj);
+}
+
+/* The demo's whole A100 node, renamed n1, with ngpus GPUs. */
+static void put_node(fake_api *api, int ngpus) {
+    cJSON *node = demo_node_as("gpu-a100-whole", "n1");
+    char n[16];
+    snprintf(n, sizeof n, "%d", ngpus);
+    cJSON *labels = cJSON_GetObjectItem(cJSON_GetObjectItem(node, "metadata"), "labels");
+    cJSON_ReplaceItemInObject(labels, "nvidia.com/gpu.count", cJSON_CreateString(n));
+    cJSON *status = cJSON_GetObjectItem(node, "status");
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(status, "capacity"), "nvidia.com/gpu", cJSON_CreateString(n));
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(status, "allocatable"), "nvidia.com/gpu", cJSON_CreateString(n));
+    char *nj = cJSON_PrintUnformatted(node);
+    cJSON_Delete(node);
+    fake_api_put(api, "nodes", nj);
+    free(nj);
+}
+
+/* Cache, client, Events and controller on r->api (which already exists): what one extender process is. */
+static void rt_up(rt *r) {
+    char err[256], url[128];
+    r->ok = false;
+    fake_api_url(r->api, url, sizeof url);
+    ext_state_config sc = {.standalone = false};
+    snprintf(sc.reservation_ns, sizeof sc.reservation_ns, RNS);
+    r->st = ext_state_new(&sc);
+    ext_kube_config kc;
+    ext_kube_config_defaults(&kc);
+    snprintf(kc.api_url, sizeof kc.api_url, "%s", url);
+    r->k = ext_kube_new(&kc, err, sizeof err);
+    if (!r->st || !r->k) return;
+    ext_events_config ec;
+    ext_events_config_defaults(&ec);
+    ec.drain_ms = 200;
+    snprintf(ec.instance, sizeof ec.instance, "tessera-test-0");
+    r->ev = ext_events_start(r->k, &ec, err, sizeof err);
+    ext_rsv_config rc;
+    ext_rsv_config_defaults(&rc);
+    snprintf(rc.ns, sizeof rc.ns, RNS);
+    snprintf(rc.image, sizeof rc.image, "registry.example/tessera:test");
+    rc.grace_ms = r->grace_ms;
+    rc.tick_ms = 100;
+    r->rsv = ext_rsv_new(&rc, r->st, r->k, r->ev, NULL, err, sizeof err);
+    ext_verbs_init(&r->v, r->st, NULL, rt_bind_fn, r->k);
+    r->v.events = r->ev;
+    r->v.rsv = r->rsv;
+    if (!r->ev || !r->rsv || ext_kube_start(r->k, rt_handler, r, err, sizeof err) != 0) return;
+    if (!WAIT(ext_state_ready(r->st), 5000)) return;
+    r->ok = ext_rsv_start(r->rsv, err, sizeof err) == 0;
+}
+
+/* The process dies: nothing is finished or cleaned up beyond stopping threads. */
+static void rt_down(rt *r) {
+    ext_rsv_stop(r->rsv);
+    ext_events_stop(r->ev);
+    ext_kube_free(r->k);
+    ext_rsv_free(r->rsv);
+    ext_state_free(r->st);
+    r->rsv = NULL;
+    r->ev = NULL;
+    r->k = NULL;
+    r->st = NULL;
+}
+
+/* A fake API with node n1 of ngpus GPUs; with kubelet, the fake kubelet plays its device plugin. */
+static void rt_start(rt *r, int ngpus, bool kubelet, int grace_ms) {
+    memset(r, 0, sizeof *r);
+    char err[256];
+    r->grace_ms = grace_ms;
+    r->api = fake_api_start(0, err, sizeof err);
+    if (!r->api) return;
+    put_node(r->api, ngpus);
+    if (kubelet) {
+        r->kl = fake_kubelet_start(r->api);
+        fake_kubelet_add_node(r->kl, "n1", "nvidia.com/gpu", ngpus, "GPU-n1");
+    }
+    rt_up(r);
+}
+
+static void rt_stop(rt *r) {
+    rt_down(r);
+    fake_kubelet_stop(r->kl);
+    fake_api_free(r->api);
+}
+
+/* A share pod asking mib of GPU memory, waiting to be scheduled (or, with ann, already bound to n1 with that
+ * assignment annotation, as a previous leader left it). owned: a ReplicaSet controls it; mutated: the webhook
+ * gave it its delivery annotation. */
+static char *share_json(const char *name, int mib, bool owned, bool mutated, const char *ann) {
+    char uid[128], cm[160], buf[32];
+    snprintf(uid, sizeof uid, "uid-%s", name);
+    snprintf(cm, sizeof cm, EXT_DLV_CM_PREFIX "%s", name);
+    cJSON *p = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(p, "metadata");
+    cJSON_AddStringToObject(meta, "name", name);
+    cJSON_AddStringToObject(meta, "namespace", "default");
+    cJSON_AddStringToObject(meta, "uid", uid);
+    cJSON *a = cJSON_AddObjectToObject(meta, "annotations");
+    if (mutated) cJSON_AddStringToObject(a, EXT_DLV_ANN_DELIVERY, cm);
+    if (ann) cJSON_AddStringToObject(a, "tessera.io/assignment", ann);
+    if (owned) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "apiVersion", "apps/v1");
+        cJSON_AddStringToObject(o, "kind", "ReplicaSet");
+        cJSON_AddStringToObject(o, "name", "rs");
+        cJSON_AddStringToObject(o, "uid", "uid-rs");
+        cJSON_AddBoolToObject(o, "controller", true);
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(meta, "ownerReferences"), o);
+    }
+    cJSON *spec = cJSON_AddObjectToObject(p, "spec");
+    cJSON_AddStringToObject(spec, "schedulerName", "tessera");
+    if (ann) cJSON_AddStringToObject(spec, "nodeName", "n1");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "name", "main");
+    cJSON_AddStringToObject(c, "image", "x");
+    snprintf(buf, sizeof buf, "%d", mib);
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_AddObjectToObject(c, "resources"), "limits"), "nvidia.com/gpumem", buf);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "containers"), c);
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(p, "status"), "phase", "Pending");
+    char *s = cJSON_PrintUnformatted(p);
+    cJSON_Delete(p);
+    return s;
+}
+
+/* Put a pending share and bind it through filter + bind as kube-scheduler would. err "" on success. */
+static void bind_share(rt *r, const char *name, int mib, bool owned, bool mutated, char *err, size_t errlen) {
+    char uid[128];
+    snprintf(uid, sizeof uid, "uid-%s", name);
+    char *p = share_json(name, mib, owned, mutated, NULL);
+    fake_api_put(r->api, "pods", p);
+    WAIT(({
+             ext_state_lock(r->st);
+             bool seen = ext_state_pod(r->st, uid) != NULL;
+             ext_state_unlock(r->st);
+             seen;
+         }),
+         2000);
+    place_pod(&r->v, p, name, uid, "n1", err, errlen);
+    free(p);
+}
+
+/* A share already bound on GPU gpu of n1 (annotation written by hand). */
+static void put_bound_share(rt *r, const char *name, int mib, int gpu, bool owned, bool mutated) {
+    char ann[256];
+    snprintf(ann, sizeof ann, "{\"version\":1,\"node\":\"n1\",\"policy\":\"binpack\",\"grants\":[{\"gpu\":%d,"
+                              "\"memoryMiB\":%d,\"computePermille\":%d}]}", gpu, mib, (int)((mib * 1000LL + 81919) / 81920));
+    char *p = share_json(name, mib, owned, mutated, ann);
+    fake_api_put(r->api, "pods", p);
+    free(p);
+}
+
+/* A whole-GPU pod put on n1 directly, as the default scheduler binds it (the kubelet admits it). */
+static void put_whole(rt *r, const char *name) {
+    char p[1024];
+    snprintf(p, sizeof p, "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"default\",\"uid\":\"uid-%s\"},\"spec\":{"
+                          "\"nodeName\":\"n1\",\"containers\":[{\"name\":\"c\",\"image\":\"x\",\"resources\":{\"limits\":"
+                          "{\"nvidia.com/gpu\":\"1\"},\"requests\":{\"nvidia.com/gpu\":\"1\"}}}]},\"status\":{\"phase\":\"Pending\"}}",
+             name, name);
+    fake_api_put(r->api, "pods", p);
+}
+
+/* Reservation pods in the fake API (caller deletes the array). */
+static cJSON *reservations(rt *r) {
+    char *all = fake_api_list(r->api, "pods");
+    cJSON *arr = cJSON_Parse(all), *out = cJSON_CreateArray(), *it;
+    free(all);
+    cJSON_ArrayForEach(it, arr) {
+        const cJSON *meta = cJSON_GetObjectItem(it, "metadata");
+        const cJSON *l = cJSON_GetObjectItem(cJSON_GetObjectItem(meta, "labels"), EXT_RSV_LABEL);
+        const cJSON *ns = cJSON_GetObjectItem(meta, "namespace");
+        if (cJSON_IsString(l) && !strcmp(l->valuestring, "true") && cJSON_IsString(ns) && !strcmp(ns->valuestring, RNS))
+            cJSON_AddItemToArray(out, cJSON_Duplicate(it, 1));
+    }
+    cJSON_Delete(arr);
+    return out;
+}
+
+static int count_reservations(rt *r) {
+    cJSON *a = reservations(r);
+    int n = cJSON_GetArraySize(a);
+    cJSON_Delete(a);
+    return n;
+}
+
+static const char *jpath(const cJSON *o, const char *a, const char *b, const char *c) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, a);
+    if (b) v = cJSON_GetObjectItemCaseSensitive(v, b);
+    if (c) v = cJSON_GetObjectItemCaseSensitive(v, c);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* The delivery ConfigMap of share name (caller deletes), or NULL. */
+static cJSON *cm_of(rt *r, const char *name) {
+    char cm[160];
+    snprintf(cm, sizeof cm, EXT_DLV_CM_PREFIX "%s", name);
+    char *t = fake_api_get(r->api, "configmaps", "default", cm);
+    cJSON *o = t ? cJSON_Parse(t) : NULL;
+    free(t);
+    return o;
+}
+
+static bool has_cm(rt *r, const char *name) {
+    cJSON *o = cm_of(r, name);
+    bool y = o != NULL;
+    cJSON_Delete(o);
+    return y;
+}
+
+/* The UUID the share's ConfigMap names ("" if none) into buf. */
+static void cm_uuid(rt *r, const char *name, char *buf, size_t len) {
+    cJSON *o = cm_of(r, name);
+    snprintf(buf, len, "%s", jpath(o, "data", EXT_DLV_ENV_VISIBLE, NULL));
+    cJSON_Delete(o);
+}
+
+static int count_events(rt *r, const char *reason, const char *pod) {
+    char *all = fake_api_events(r->api);
+    cJSON *arr = cJSON_Parse(all), *e;
+    free(all);
+    int n = 0;
+    cJSON_ArrayForEach(e, arr) if (!strcmp(jpath(e, "reason", NULL, NULL), reason) &&
+                                   !strcmp(jpath(e, "involvedObject", "name", NULL), pod)) n++;
+    cJSON_Delete(arr);
+    return n;
+}
+
+static bool pod_exists(rt *r, const char *ns, const char *name) {
+    char *t = fake_api_get(r->api, "pods", ns, name);
+    bool y = t != NULL;
+    free(t);
+    return y;
+}
+
+/* Play the kubelet by hand: the one reservation named `name` is refused, or reports uuid. */
+static void refuse(rt *r, const char *name) {
+    fake_api_patch(r->api, "pods", RNS, name,
+                   "{\"status\":{\"phase\":\"Failed\",\"reason\":\"UnexpectedAdmissionError\",\"message\":\"Allocate "
+                   "failed due to requested number of devices unavailable for nvidia.com/gpu. Requested: 1, Available: "
+                   "0, which is unexpected\"}}");
+}
+static void report_uuid(rt *r, const char *name, const char *uuid) {
+    char patch[256];
+    snprintf(patch, sizeof patch, "{\"metadata\":{\"annotations\":{\"" EXT_RSV_ANN_UUID "\":\"%s\"}},\"status\":{\"phase\":\"Running\"}}", uuid);
+    fake_api_patch(r->api, "pods", RNS, name, patch);
+}
+
+static void rsv_name(int gpu, int attempt, char *buf, size_t len) { ext_rsv_pod_name("n1", gpu, "gpu", attempt, buf, len); }
+
+/* No unit (node, gpu, unit annotation) with two live reservations in the API. */
+static bool no_unit_twice(rt *r) {
+    cJSON *a = reservations(r), *x, *y;
+    bool ok = true;
+    cJSON_ArrayForEach(x, a) {
+        if (!strcmp(jpath(x, "status", "phase", NULL), "Failed")) continue;
+        cJSON_ArrayForEach(y, a) {
+            if (x == y || !strcmp(jpath(y, "status", "phase", NULL), "Failed")) continue;
+            const char *k[3] = {EXT_RSV_ANN_NODE, EXT_RSV_ANN_GPU, EXT_RSV_ANN_UNIT};
+            bool same = true;
+            for (int i = 0; i < 3; i++)
+                same &= !strcmp(jpath(x, "metadata", "annotations", k[i]), jpath(y, "metadata", "annotations", k[i]));
+            if (same) ok = false;
+        }
+    }
+    cJSON_Delete(a);
+    return ok;
+}
+
+/* ------------------------------------------------------------------ pure parts */
+
+TEST(ext_rsv_names_and_delivery_data) {
+    char name[256];
+    CHECK_INT(ext_rsv_pod_name("Node_A.example", 3, "gpu", 1, name, sizeof name), 0);
+    CHECK(!strncmp(name, "tessera-rsv-node-a-example-", 27));
+    CHECK(strlen(name) == strlen("tessera-rsv-node-a-example-") + 8 + strlen("-g3-1"));
+    CHECK_CONTAINS(name, "-g3-1");
+    CHECK_INT(ext_rsv_pod_name("n", 1, "mig:1g.10gb+me@2", 2, name, sizeof name), 0);
+    CHECK_CONTAINS(name, "-g1-m1g10gbme-2-2");
+    CHECK_INT(ext_rsv_pod_name("n", 0, "replica:5", 1, name, sizeof name), 0);
+    CHECK_CONTAINS(name, "-g0-r5-1");
+    CHECK_INT(ext_rsv_name_attempt(name), 1);
+    CHECK_INT(ext_rsv_pod_name("n", 0, "bogus", 1, name, sizeof name), -1);
+    char cm[128];
+    ext_delivery_cm_name("ABC-def", cm, sizeof cm);
+    CHECK_STR(cm, "tessera-gpu-abc-def");
+    ext_delivery_unit u = {"GPU-1234", 20480, 250, 81920};
+    cJSON *d = ext_delivery_data(&u, 1);
+    char *t = cJSON_PrintUnformatted(d);
+    CHECK_STR(t, "{\"NVIDIA_VISIBLE_DEVICES\":\"GPU-1234\",\"NVIDIA_DRIVER_CAPABILITIES\":\"compute,utility\","
+                 "\"TESSERA_GPU_UUID\":\"GPU-1234\",\"TESSERA_GPU_MEMORY_MIB\":\"20480\",\"TESSERA_GPU_COMPUTE_PERCENT\":\"25\","
+                 "\"CUDA_DEVICE_MEMORY_LIMIT\":\"20480m\",\"CUDA_DEVICE_SM_LIMIT\":\"25\","
+                 "\"XLA_PYTHON_CLIENT_MEM_FRACTION\":\"0.25\",\"TF_FORCE_GPU_ALLOW_GROWTH\":\"true\"}");
+    free(t);
+    cJSON_Delete(d);
+    ext_delivery_unit two[2] = {{"GPU-a", 8000, 98, 81920}, {"GPU-b", 8000, 98, 81920}};
+    d = ext_delivery_data(two, 2);
+    CHECK_STR(jpath(d, EXT_DLV_ENV_VISIBLE, NULL, NULL), "GPU-a,GPU-b");
+    CHECK_STR(jpath(d, EXT_DLV_ENV_COMPUTE, NULL, NULL), "10");   /* 9.8 % rounded up */
+    CHECK_STR(jpath(d, EXT_DLV_ENV_XLA_FRACTION, NULL, NULL), "0.09");   /* 0.0976 rounded down */
+    cJSON_Delete(d);
+    ext_delivery_unit none = {NULL, 1, 1, 1};
+    CHECK(ext_delivery_data(&none, 1) == NULL);
+}
+
+TEST(ext_rsv_regrant_moves_only_the_grants_of_one_gpu) {
+    model_node *n = model_node_new("n");
+    const model_gpu_product *p = model_catalog_find(model_catalog_default(), "NVIDIA-A100-SXM4-80GB");
+    CHECK(p != NULL);
+    for (int i = 0; i < 3; i++) model_node_add_gpu(n, p, MODEL_GPU_WHOLE, 1, 0);
+    model_assignment a = {.ngrants = 1};
+    a.grant[0] = (model_grant){.gpu = 0, .mig_inst = -1, .mig_profile = -1, .mig_start = -1, .replica = -1,
+                               .memory_mib = 40000, .compute_permille = 500};
+    char err[256];
+    CHECK_INT(model_assign(n, "u1", &a, err, sizeof err), 0);
+    model_assignment out;
+    CHECK_INT(model_regrant(n, &a, 0, 1, &out, err, sizeof err), 0);
+    CHECK_INT(out.ngrants, 1);
+    CHECK_INT(out.grant[0].gpu, 1);
+    CHECK_INT(out.grant[0].memory_mib, 40000);
+    CHECK_INT(model_regrant(n, &a, 1, 2, &out, err, sizeof err), -1);   /* nothing on GPU 1 */
+    model_assignment big = a;
+    big.grant[0].memory_mib = 50000;
+    model_assignment w = a;
+    w.grant[0].gpu = 2;
+    CHECK_INT(model_assign(n, "u2", &w, err, sizeof err), 0);   /* GPU 2 has 40000 MiB taken */
+    CHECK_INT(model_regrant(n, &big, 0, 2, &out, err, sizeof err), -1);
+    CHECK_CONTAINS(err, "MiB free");
+    char why[256];
+    CHECK(model_node_check(n, why, sizeof why));   /* n was not touched */
+    model_node_free(n);
+}
+
+/* The cache: a reservation pod is not accounted (its tenants are), and a bound pod whose assignment
+ * annotation changes is placed again from the new text. */
+TEST(ext_rsv_state_ignores_reservations_and_follows_a_moved_assignment) {
+    ext_state_config sc = {.standalone = false};
+    snprintf(sc.reservation_ns, sizeof sc.reservation_ns, RNS);
+    ext_state *st = ext_state_new(&sc);
+    cJSON *node = demo_node_as("gpu-a100-whole", "n1");
+    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, node);
+    cJSON_Delete(node);
+    const char *rsv = "{\"metadata\":{\"name\":\"tessera-rsv-x\",\"namespace\":\"" RNS "\",\"uid\":\"uid-r\","
+                      "\"labels\":{\"tessera.io/reservation\":\"true\"}},\"spec\":{\"nodeName\":\"n1\",\"containers\":"
+                      "[{\"name\":\"reserve\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]},"
+                      "\"status\":{\"phase\":\"Running\"}}";
+    cJSON *ro = cJSON_Parse(rsv);
+    ext_state_apply(st, EXT_KUBE_POD, EXT_KUBE_ADDED, ro);
+    cJSON_Delete(ro);
+    const char *a0 = "{\"version\":1,\"node\":\"n1\",\"policy\":\"binpack\",\"grants\":[{\"gpu\":0,\"memoryMiB\":8000,"
+                     "\"computePermille\":98}]}";
+    const char *a3 = "{\"version\":1,\"node\":\"n1\",\"policy\":\"binpack\",\"grants\":[{\"gpu\":3,\"memoryMiB\":8000,"
+                     "\"computePermille\":98}]}";
+    char *p0 = share_json("s1", 8000, false, true, a0), *p3 = share_json("s1", 8000, false, true, a3);
+    cJSON *o0 = cJSON_Parse(p0), *o3 = cJSON_Parse(p3);
+    ext_state_apply(st, EXT_KUBE_POD, EXT_KUBE_ADDED, o0);
+    ext_state_lock(st);
+    bool ignored = ext_state_pod(st, "uid-r") == NULL;
+    const ext_pod *p = ext_state_pod(st, "uid-s1");
+    int before = p && p->holds ? p->a.grant[0].gpu : -1;
+    ext_state_unlock(st);
+    ext_state_apply(st, EXT_KUBE_POD, EXT_KUBE_MODIFIED, o3);
+    ext_state_lock(st);
+    p = ext_state_pod(st, "uid-s1");
+    int after = p && p->holds ? p->a.grant[0].gpu : -1;
+    const ext_node *n = ext_state_node(st, "n1");
+    bool gpu0_idle = n && n->m && model_gpu_idle(&n->m->gpus[0]);
+    ext_state_unlock(st);
+    char why[256] = "";
+    bool consistent = all_nodes_consistent(st, why, sizeof why);
+    cJSON_Delete(o0);
+    cJSON_Delete(o3);
+    free(p0);
+    free(p3);
+    ext_state_free(st);
+    CHECK(ignored);
+    CHECK_INT(before, 0);
+    CHECK_INT(after, 3);
+    CHECK(gpu0_idle);
+    CHECK_MSG(consistent, "%s", why);
+}
+
+TEST(ext_rsv_share_without_webhook_gets_a_warning_once) {
+    rt r;
+    rt_start(&r, 1, true, 30000);
+    if (r.ok) put_bound_share(&r, "plain", 8000, 0, false, false);
+    bool warned = r.ok && WAIT(count_events(&r, EXT_DLV_EV_NOT_MUTATED, "plain") == 1, 3000);
+    bool reserved = WAIT(count_reservations(&r) == 1, 1000);
+    nap_ms(300);
+    int n = count_events(&r, EXT_DLV_EV_NOT_MUTATED, "plain");
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK(warned);
+    CHECK(reserved);
+    CHECK_INT(n, 1);
+}
+
+/* ------------------------------------------------------------------ end to end */
+
+TEST(ext_rsv_first_share_makes_one_reservation_and_its_uuid_reaches_the_configmap) {
+    rt r;
+    rt_start(&r, 2, true, 30000);
+    char err[512] = "?", err2[512] = "?";
+    if (r.ok) bind_share(&r, "s1", 8000, true, true, err, sizeof err);
+    bool cm1 = r.ok && WAIT(has_cm(&r, "s1"), 5000);
+    int n1 = count_reservations(&r);
+    cJSON *rs = reservations(&r);
+    cJSON *rv = cJSON_GetArrayItem(rs, 0);
+    char want[256], rname[256], ruid[128];
+    rsv_name(0, 1, want, sizeof want);
+    snprintf(rname, sizeof rname, "%s", jpath(rv, "metadata", "name", NULL));
+    snprintf(ruid, sizeof ruid, "%s", jpath(rv, "metadata", "uid", NULL));
+    const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(rv, "spec"), "containers"), 0);
+    char res_req[16], prio[64], image[128], gpu_ann[8], unit_ann[16], node_ann[16];
+    snprintf(res_req, sizeof res_req, "%s", jpath(c0, "resources", "requests", "nvidia.com/gpu"));
+    snprintf(prio, sizeof prio, "%s", jpath(rv, "spec", "priorityClassName", NULL));
+    snprintf(image, sizeof image, "%s", jpath(c0, "image", NULL, NULL));
+    snprintf(gpu_ann, sizeof gpu_ann, "%s", jpath(rv, "metadata", "annotations", EXT_RSV_ANN_GPU));
+    snprintf(unit_ann, sizeof unit_ann, "%s", jpath(rv, "metadata", "annotations", EXT_RSV_ANN_UNIT));
+    snprintf(node_ann, sizeof node_ann, "%s", jpath(rv, "metadata", "annotations", EXT_RSV_ANN_NODE));
+    cJSON_Delete(rs);
+    char *devs = r.kl ? fake_kubelet_devices(r.kl, ruid) : NULL;
+    /* The ConfigMap: exact data, owned by the pod. */
+    cJSON *cm = cm_of(&r, "s1");
+    char *share = fake_api_get(r.api, "pods", "default", "s1");
+    cJSON *sp = share ? cJSON_Parse(share) : NULL;
+    free(share);
+    cJSON *ann = cJSON_Parse(jpath(sp, "metadata", "annotations", "tessera.io/assignment"));
+    const cJSON *g0 = cJSON_GetArrayItem(cJSON_GetObjectItem(ann, "grants"), 0);
+    int permille = cJSON_GetObjectItem(g0, "computePermille") ? cJSON_GetObjectItem(g0, "computePermille")->valueint : -1;
+    ext_delivery_unit du = {devs ? devs : "?", 8000, permille, 81920};
+    cJSON *want_data = ext_delivery_data(&du, 1);
+    bool data_exact = cm && cJSON_Compare(cJSON_GetObjectItem(cm, "data"), want_data, true);
+    char pct[16];
+    snprintf(pct, sizeof pct, "%d", (permille + 9) / 10);
+    bool literal = cm && !strcmp(jpath(cm, "data", EXT_DLV_ENV_HAMI_MEMORY, NULL), "8000m") &&
+                   !strcmp(jpath(cm, "data", EXT_DLV_ENV_XLA_FRACTION, NULL), "0.09") &&
+                   !strcmp(jpath(cm, "data", EXT_DLV_ENV_CAPS, NULL), "compute,utility") &&
+                   !strcmp(jpath(cm, "data", EXT_DLV_ENV_COMPUTE, NULL), pct) &&
+                   !strcmp(jpath(cm, "data", EXT_DLV_ENV_TF_GROWTH, NULL), "true");
+    const cJSON *own = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cm, "metadata"), "ownerReferences"), 0);
+    bool owner = own && !strcmp(jpath(own, "uid", NULL, NULL), "uid-s1") && !strcmp(jpath(own, "kind", NULL, NULL), "Pod") &&
+                 !strcmp(jpath(own, "name", NULL, NULL), "s1") && cJSON_IsFalse(cJSON_GetObjectItem(own, "blockOwnerDeletion"));
+    bool labels = cm && !strcmp(jpath(cm, "metadata", "labels", EXT_DLV_LABEL_DELIVERY), "true");
+    cJSON_Delete(want_data);
+    cJSON_Delete(ann);
+    cJSON_Delete(sp);
+    cJSON_Delete(cm);
+    bool delivered = WAIT(count_events(&r, EXT_DLV_EV_DELIVERED, "s1") == 1, 2000);
+    /* A second share on that GPU reuses the reservation. */
+    if (r.ok) bind_share(&r, "s2", 8000, true, true, err2, sizeof err2);
+    bool cm2 = r.ok && WAIT(has_cm(&r, "s2"), 5000);
+    char u1[128], u2[128];
+    cm_uuid(&r, "s1", u1, sizeof u1);
+    cm_uuid(&r, "s2", u2, sizeof u2);
+    nap_ms(150);   /* a pass or so: nothing else may appear */
+    int n2 = count_reservations(&r);
+    /* Visible: /debug/state and metrics. */
+    ext_reply dbg = {0};
+    ext_debug_state(&r.v, NULL, &dbg);
+    cJSON *dj = dbg.body ? cJSON_Parse(dbg.body) : NULL;
+    ext_reply_free(&dbg);
+    const cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItem(dj, "reservations"), 0);
+    char dstate[32], duuid[64];
+    snprintf(dstate, sizeof dstate, "%s", jpath(d0, "state", NULL, NULL));
+    snprintf(duuid, sizeof duuid, "%s", jpath(d0, "uuid", NULL, NULL));
+    int dtenants = cJSON_GetArraySize(cJSON_GetObjectItem(d0, "tenants"));
+    cJSON_Delete(dj);
+    ext_rsv_stats rst;
+    ext_rsv_get_stats(r.rsv, &rst);
+    static ext_metrics m;   /* zeroed */
+    size_t mlen = 0;
+    char *metrics = ext_metrics_render(&m, &r.v, NULL, &mlen);
+    bool gauge = metrics && strstr(metrics, "tessera_reservations{state=\"ready\"} 1\n") &&
+                 strstr(metrics, "tessera_reservation_ops_total{op=\"create\",result=\"ok\"} 1\n") &&
+                 strstr(metrics, "tessera_reservation_ops_total{op=\"move\",result=\"error\"} 0\n");
+    free(metrics);
+    bool two_holds = r.kl && fake_kubelet_double_holds(r.kl) == 0;
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK_STR(err, "");
+    CHECK_STR(err2, "");
+    CHECK(cm1);
+    CHECK_INT(n1, 1);
+    CHECK_STR(rname, want);
+    CHECK_STR(res_req, "1");
+    CHECK_STR(prio, EXT_RSV_PRIORITY_CLASS);
+    CHECK_STR(image, "registry.example/tessera:test");
+    CHECK_STR(node_ann, "n1");
+    CHECK_STR(gpu_ann, "0");
+    CHECK_STR(unit_ann, "gpu");
+    CHECK(devs != NULL);
+    CHECK_STR(devs ? devs : "", "GPU-n1-0");
+    free(devs);
+    CHECK(data_exact);
+    CHECK(literal);
+    CHECK(owner);
+    CHECK(labels);
+    CHECK(delivered);
+    CHECK(cm2);
+    CHECK_INT(n2, 1);
+    CHECK_STR(u1, "GPU-n1-0");
+    CHECK_STR(u2, "GPU-n1-0");
+    CHECK_STR(dstate, "ready");
+    CHECK_STR(duuid, "GPU-n1-0");
+    CHECK_INT(dtenants, 2);
+    CHECK_INT(rst.reservations[EXT_RSV_READY], 1);
+    CHECK(rst.ops[EXT_RSV_OP_CREATE][0] >= 1);
+    CHECK(rst.ops[EXT_RSV_OP_CONFIGMAP][0] >= 2);
+    CHECK(gauge);
+    CHECK(two_holds);
+}
+
+TEST(ext_rsv_refused_reservation_is_replaced_and_waiting_shares_move) {
+    rt r;
+    rt_start(&r, 2, false, 30000);   /* the test plays the kubelet */
+    char err[512] = "?", first[256], second[256];
+    rsv_name(0, 1, first, sizeof first);
+    rsv_name(1, 1, second, sizeof second);
+    if (r.ok) bind_share(&r, "s1", 8000, true, true, err, sizeof err);
+    bool created = r.ok && WAIT(pod_exists(&r, RNS, first), 3000);
+    bool pending_ev = WAIT(count_events(&r, EXT_DLV_EV_PENDING, "s1") >= 1, 2000);
+    refuse(&r, first);
+    bool replaced = WAIT(pod_exists(&r, RNS, second) && !pod_exists(&r, RNS, first), 3000);
+    /* The share's assignment now names GPU 1, and the cache follows. */
+    char *sp = fake_api_get(r.api, "pods", "default", "s1");
+    cJSON *so = sp ? cJSON_Parse(sp) : NULL;
+    free(sp);
+    cJSON *ann = cJSON_Parse(jpath(so, "metadata", "annotations", "tessera.io/assignment"));
+    const cJSON *g = cJSON_GetArrayItem(cJSON_GetObjectItem(ann, "grants"), 0);
+    int ann_gpu = g && cJSON_GetObjectItem(g, "gpu") ? cJSON_GetObjectItem(g, "gpu")->valueint : -1;
+    cJSON_Delete(ann);
+    cJSON_Delete(so);
+    bool cache_follows = WAIT(({
+                                  ext_state_lock(r.st);
+                                  const ext_pod *p = ext_state_pod(r.st, "uid-s1");
+                                  const ext_node *n = ext_state_node(r.st, "n1");
+                                  bool y = p && p->holds && p->a.ngrants == 1 && p->a.grant[0].gpu == 1 && n && n->m &&
+                                           model_gpu_idle(&n->m->gpus[0]);
+                                  ext_state_unlock(r.st);
+                                  y;
+                              }),
+                              2000);
+    char why[256] = "";
+    bool consistent = all_nodes_consistent(r.st, why, sizeof why);
+    report_uuid(&r, second, "GPU-test-1");
+    bool cm = WAIT(has_cm(&r, "s1"), 3000);
+    char uuid[64];
+    cm_uuid(&r, "s1", uuid, sizeof uuid);
+    int refused_ev = count_events(&r, EXT_DLV_EV_REFUSED, "s1");
+    int nres = count_reservations(&r);
+    ext_rsv_stats rst;
+    ext_rsv_get_stats(r.rsv, &rst);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK_STR(err, "");
+    CHECK(created);
+    CHECK(pending_ev);
+    CHECK(replaced);
+    CHECK_INT(ann_gpu, 1);
+    CHECK(cache_follows);
+    CHECK_MSG(consistent, "%s", why);
+    CHECK(cm);
+    CHECK_STR(uuid, "GPU-test-1");
+    CHECK_INT(refused_ev, 1);
+    CHECK_INT(nres, 1);
+    CHECK(rst.ops[EXT_RSV_OP_MOVE][0] == 1);
+}
+
+TEST(ext_rsv_no_gpu_left_warns_deletes_owned_share_and_leaves_bare_one) {
+    rt r;
+    memset(&r, 0, sizeof r);
+    char err[256];
+    r.grace_ms = 30000;
+    r.api = fake_api_start(0, err, sizeof err);
+    if (r.api) {
+        put_node(r.api, 1);
+        put_bound_share(&r, "owned", 4000, 0, true, true);
+        put_bound_share(&r, "bare", 4000, 0, false, true);
+        rt_up(&r);
+    }
+    char first[256];
+    rsv_name(0, 1, first, sizeof first);
+    bool created = r.ok && WAIT(pod_exists(&r, RNS, first), 3000);
+    refuse(&r, first);
+    bool deleted = WAIT(!pod_exists(&r, "default", "owned"), 3000);
+    bool warned = WAIT(count_events(&r, EXT_DLV_EV_UNAVAILABLE, "owned") == 1 &&
+                       count_events(&r, EXT_DLV_EV_UNAVAILABLE, "bare") == 1, 2000);
+    nap_ms(300);   /* a few passes: nothing more happens */
+    bool bare_left = pod_exists(&r, "default", "bare");
+    int bare_warn = count_events(&r, EXT_DLV_EV_UNAVAILABLE, "bare");
+    int refused = count_events(&r, EXT_DLV_EV_REFUSED, "bare");
+    int live = 0;
+    cJSON *rs = reservations(&r), *x;
+    cJSON_ArrayForEach(x, rs) live += strcmp(jpath(x, "status", "phase", NULL), "Failed") != 0;
+    cJSON_Delete(rs);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK(created);
+    CHECK(deleted);
+    CHECK(warned);
+    CHECK(bare_left);
+    CHECK_INT(bare_warn, 1);
+    CHECK_INT(refused, 1);
+    CHECK_INT(live, 0);
+}
+
+TEST(ext_rsv_last_share_leaving_releases_after_grace) {
+    rt r;
+    rt_start(&r, 1, true, 300);
+    char err[512] = "?", name[256];
+    rsv_name(0, 1, name, sizeof name);
+    if (r.ok) bind_share(&r, "s1", 8000, false, true, err, sizeof err);
+    bool cm = r.ok && WAIT(has_cm(&r, "s1"), 5000);
+    /* The share leaves; another arrives within the grace: the reservation is kept. */
+    fake_api_delete(r.api, "pods", "default", "s1");
+    nap_ms(100);
+    bool kept_during_grace = pod_exists(&r, RNS, name);
+    put_bound_share(&r, "s2", 8000, 0, false, true);
+    bool cm2 = WAIT(has_cm(&r, "s2"), 3000);
+    nap_ms(600);   /* twice the grace */
+    bool kept = pod_exists(&r, RNS, name);
+    char u2[64];
+    cm_uuid(&r, "s2", u2, sizeof u2);
+    /* The last share leaves: released after the grace, not before. */
+    int64_t t0 = ext_now_ms();
+    fake_api_delete(r.api, "pods", "default", "s2");
+    bool released = WAIT(!pod_exists(&r, RNS, name), 3000);
+    int64_t took = ext_now_ms() - t0;
+    bool device_free = WAIT(({
+                                char *h = fake_kubelet_holder(r.kl, "n1", "GPU-n1-0");
+                                bool f = h == NULL;
+                                free(h);
+                                f;
+                            }),
+                            2000);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK_STR(err, "");
+    CHECK(cm);
+    CHECK(kept_during_grace);
+    CHECK(cm2);
+    CHECK(kept);
+    CHECK_STR(u2, "GPU-n1-0");
+    CHECK(released);
+    CHECK_MSG(took >= 250, "released after %lld ms", (long long)took);
+    CHECK(device_free);
+}
+
+/* After a restart, everything converges: no orphan reservation (after the grace), every share has its
+ * ConfigMap naming the device its reservation holds, no unit reserved twice. */
+static bool converged(rt *r, const char *const *shares, int n, char *why, size_t whylen) {
+    cJSON *rs = reservations(r), *x;
+    bool ok = true;
+    int nres = cJSON_GetArraySize(rs);
+    for (int i = 0; ok && i < n; i++) {
+        if (!pod_exists(r, "default", shares[i])) continue;
+        char uuid[128];
+        cm_uuid(r, shares[i], uuid, sizeof uuid);
+        bool held = false;
+        cJSON_ArrayForEach(x, rs) {
+            char *d = fake_kubelet_devices(r->kl, jpath(x, "metadata", "uid", NULL));
+            if (d && !strcmp(d, uuid)) held = true;
+            free(d);
+        }
+        if (!held) { snprintf(why, whylen, "share %s: ConfigMap names '%s', no reservation holds it", shares[i], uuid); ok = false; }
+    }
+    int live_shares = 0;
+    for (int i = 0; i < n; i++) live_shares += pod_exists(r, "default", shares[i]);
+    if (ok && live_shares == 0 && nres != 0) { snprintf(why, whylen, "%d orphan reservations", nres); ok = false; }
+    if (ok && live_shares > 0 && nres != 1) { snprintf(why, whylen, "%d reservations for one GPU", nres); ok = false; }
+    if (ok && !no_unit_twice(r)) { snprintf(why, whylen, "a unit reserved twice"); ok = false; }
+    cJSON_Delete(rs);
+    return ok;
+}
+
+TEST(ext_rsv_restart_at_each_step_rebuilds_from_the_api) {
+    rt r;
+    rt_start(&r, 2, true, 300);
+    const char *shares[] = {"s1", "s2"};
+    char err[512] = "?", why[256] = "";
+    bool ok = r.ok;
+    /* Step 1: die right after the bind, before any reservation exists (or while it is created). */
+    if (ok) bind_share(&r, "s1", 8000, false, true, err, sizeof err);
+    rt_down(&r);
+    rt_up(&r);
+    ok &= r.ok && WAIT(converged(&r, shares, 2, why, sizeof why) && has_cm(&r, "s1"), 5000);
+    /* Step 2: die while the second share's ConfigMap may be in flight. */
+    if (ok) put_bound_share(&r, "s2", 8000, 0, false, true);
+    nap_ms(20);
+    rt_down(&r);
+    ok &= count_reservations(&r) == 1 && no_unit_twice(&r);
+    rt_up(&r);
+    ok &= r.ok && WAIT(converged(&r, shares, 2, why, sizeof why) && has_cm(&r, "s2"), 5000);
+    /* Step 3: a ConfigMap lost while we were down is written again. */
+    rt_down(&r);
+    fake_api_delete(r.api, "configmaps", "default", EXT_DLV_CM_PREFIX "s1");
+    rt_up(&r);
+    ok &= r.ok && WAIT(has_cm(&r, "s1") && converged(&r, shares, 2, why, sizeof why), 5000);
+    /* Step 4: the shares leave while we are down; the orphan is released one grace after the restart. */
+    rt_down(&r);
+    fake_api_delete(r.api, "pods", "default", "s1");
+    fake_api_delete(r.api, "pods", "default", "s2");
+    int before = count_reservations(&r);
+    rt_up(&r);
+    ok &= r.ok && WAIT(count_reservations(&r) == 0, 5000);
+    /* Step 5: die during the grace of a fresh reservation; it is still released. */
+    if (ok) bind_share(&r, "s3", 8000, false, true, err, sizeof err);
+    ok &= WAIT(has_cm(&r, "s3"), 5000);
+    fake_api_delete(r.api, "pods", "default", "s3");
+    nap_ms(50);
+    rt_down(&r);
+    rt_up(&r);
+    ok &= r.ok && WAIT(count_reservations(&r) == 0, 5000);
+    int doubles = fake_kubelet_double_holds(r.kl);
+    rt_stop(&r);
+    CHECK_MSG(ok, "%s", why);
+    CHECK_STR(err, "");
+    CHECK_INT(before, 1);
+    CHECK_INT(doubles, 0);
+}
+
+/* ------------------------------------------------------------------ mixed burst */
+
+typedef struct burst {
+    rt *r;
+    int n;
+    char errs[8][256];
+} burst;
+
+static void *burst_whole(void *arg) {
+    burst *b = arg;
+    for (int i = 0; i < b->n; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "w%d", i);
+        nap_ms(2);   /* interleaved with the shares' binds */
+        put_whole(b->r, name);
+    }
+    return NULL;
+}
+
+static void *burst_shares(void *arg) {
+    burst *b = arg;
+    for (int i = 0; i < b->n; i++) {
+        char name[32], uid[64];
+        snprintf(name, sizeof name, "s%d", i);
+        snprintf(uid, sizeof uid, "uid-%s", name);
+        char *p = share_json(name, 20000, true, true, NULL);
+        place_pod(&b->r->v, p, name, uid, "n1", b->errs[i], sizeof b->errs[i]);
+        free(p);
+    }
+    return NULL;
+}
+
+TEST(ext_rsv_mixed_burst_never_double_holds_a_device) {
+    rt r;
+    rt_start(&r, 4, true, 300);
+    if (r.kl) fake_kubelet_set_random(r.kl, 7);
+    burst bw = {&r, 3, {{0}}}, bs = {&r, 8, {{0}}};
+    for (int i = 0; r.ok && i < bs.n; i++) {   /* pending, and in the cache, before the burst starts */
+        char name[32];
+        snprintf(name, sizeof name, "s%d", i);
+        char *p = share_json(name, 20000, true, true, NULL);
+        fake_api_put(r.api, "pods", p);
+        free(p);
+    }
+    if (r.ok) WAIT(({
+                       ext_state_stats ss;
+                       ext_state_lock(r.st);
+                       ext_state_get_stats(r.st, &ss);
+                       ext_state_unlock(r.st);
+                       ss.pending == bs.n;
+                   }),
+                   3000);
+    if (r.ok) {
+        pthread_t a, b;
+        pthread_create(&a, NULL, burst_whole, &bw);
+        pthread_create(&b, NULL, burst_shares, &bs);
+        pthread_join(a, NULL);
+        pthread_join(b, NULL);
+    }
+    /* Every bound share ends with its GPU (a ConfigMap naming exactly its reservation's device) or with the
+     * Unavailable event (and, being owned, deleted). */
+    char why[512] = "";
+    bool settled = r.ok && WAIT(({
+                                    bool all = true;
+                                    for (int i = 0; i < bs.n && all; i++) {
+                                        char name[32];
+                                        snprintf(name, sizeof name, "s%d", i);
+                                        if (bs.errs[i][0]) continue;   /* never bound */
+                                        bool unavailable = count_events(&r, EXT_DLV_EV_UNAVAILABLE, name) > 0;
+                                        all = unavailable || has_cm(&r, name);
+                                    }
+                                    all;
+                                }),
+                                8000);
+    int bound = 0, delivered = 0, unavailable = 0;
+    bool exact = true;
+    cJSON *rs = reservations(&r), *x;
+    for (int i = 0; i < bs.n; i++) {
+        char name[32], uuid[128];
+        snprintf(name, sizeof name, "s%d", i);
+        if (bs.errs[i][0]) continue;
+        bound++;
+        if (count_events(&r, EXT_DLV_EV_UNAVAILABLE, name) > 0) { unavailable++; continue; }
+        cm_uuid(&r, name, uuid, sizeof uuid);
+        delivered++;
+        bool held = false;
+        cJSON_ArrayForEach(x, rs) {
+            if (strcmp(jpath(x, "metadata", "annotations", EXT_RSV_ANN_UUID), uuid) != 0) continue;
+            char *d = fake_kubelet_devices(r.kl, jpath(x, "metadata", "uid", NULL));
+            if (d && !strcmp(d, uuid)) held = true;
+            free(d);
+        }
+        if (!held && exact) snprintf(why, sizeof why, "share %s: ConfigMap names '%s', held by no reservation", name, uuid);
+        exact &= held;
+    }
+    cJSON_Delete(rs);
+    int doubles = r.kl ? fake_kubelet_double_holds(r.kl) : -1;
+    if (getenv("RSV_BURST_INFO")) fprintf(stderr, "bound %d delivered %d unavailable %d refused %d admitted %d\n", bound, delivered, unavailable, fake_kubelet_refused(r.kl), fake_kubelet_admitted(r.kl));
+    bool unit_once = no_unit_twice(&r);
+    char cwhy[256] = "";
+    bool consistent = r.ok && all_nodes_consistent(r.st, cwhy, sizeof cwhy);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK(settled);
+    CHECK_MSG(bound >= 2, "bound %d: %s / %s / %s", bound, bs.errs[0], bs.errs[1], bs.errs[5]);
+    CHECK_INT(delivered + unavailable, bound);
+    CHECK(delivered >= 1);
+    CHECK_MSG(exact, "%s", why);
+    CHECK_INT(doubles, 0);
+    CHECK(unit_once);
+    CHECK_MSG(consistent, "%s", cwhy);
+}
