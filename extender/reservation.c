@@ -507,6 +507,9 @@ static cJSON *reservation_body(ext_rsv *r, const unit *u, const char *name, cons
     cJSON_AddBoolToObject(sc, "readOnlyRootFilesystem", true);
     cJSON_AddItemToArray(cJSON_AddArrayToObject(cJSON_AddObjectToObject(sc, "capabilities"), "drop"),
                          cJSON_CreateString("ALL"));
+    /* The tessera namespace enforces Pod Security "restricted" (deploy/namespace.yaml), which also wants a
+     * seccomp profile: without it the API server refuses the pod. */
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(sc, "seccompProfile"), "type", "RuntimeDefault");
     return pod;
 }
 

@@ -476,6 +476,14 @@ TEST(ext_rsv_first_share_makes_one_reservation_and_its_uuid_reaches_the_configma
     snprintf(gpu_ann, sizeof gpu_ann, "%s", jpath(rv, "metadata", "annotations", EXT_RSV_ANN_GPU));
     snprintf(unit_ann, sizeof unit_ann, "%s", jpath(rv, "metadata", "annotations", EXT_RSV_ANN_UNIT));
     snprintf(node_ann, sizeof node_ann, "%s", jpath(rv, "metadata", "annotations", EXT_RSV_ANN_NODE));
+    /* Pod Security "restricted" (the tessera namespace enforces it): the API server refuses the pod otherwise. */
+    const cJSON *sc = cJSON_GetObjectItem(c0, "securityContext");
+    const cJSON *drop = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(sc, "capabilities"), "drop"), 0);
+    bool restricted = cJSON_IsTrue(cJSON_GetObjectItem(sc, "runAsNonRoot")) &&
+                      cJSON_IsFalse(cJSON_GetObjectItem(sc, "allowPrivilegeEscalation")) &&
+                      cJSON_IsString(drop) && !strcmp(drop->valuestring, "ALL") &&
+                      !strcmp(jpath(sc, "seccompProfile", "type", NULL), "RuntimeDefault") &&
+                      !cJSON_GetObjectItem(cJSON_GetObjectItem(rv, "spec"), "volumes");
     cJSON_Delete(rs);
     char *devs = r.kl ? fake_kubelet_devices(r.kl, ruid) : NULL;
     /* The ConfigMap: exact data, owned by the pod. */
@@ -540,6 +548,7 @@ TEST(ext_rsv_first_share_makes_one_reservation_and_its_uuid_reaches_the_configma
     CHECK_STR(err2, "");
     CHECK(cm1);
     CHECK_INT(n1, 1);
+    CHECK_MSG(restricted, "the reservation pod does not meet Pod Security \"restricted\"");
     CHECK_STR(rname, want);
     CHECK_STR(res_req, "1");
     CHECK_STR(prio, EXT_RSV_PRIORITY_CLASS);
