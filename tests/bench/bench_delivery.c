@@ -1,0 +1,291 @@
+/* bench_delivery.c -- how fast a soft share gets its GPU, in-process against the fake API server and
+ * the fake kubelet (tests/support) on loopback. Prints figures; it is not a test.
+ *
+ *   A  share onto an already reserved GPU: 300 MiB shares that binpack puts on a GPU whose reservation
+ *      is ready (the ConfigMap can be written at once)
+ *   B  share onto a new GPU: 60,000 MiB shares, each needing a GPU of its own (a reservation pod is
+ *      created, admitted by the fake kubelet, publishes its UUID, then the ConfigMap is written)
+ *
+ * For each: the bind verb (filter already done, as kube-scheduler does it) p50/p99, and the time from
+ * the bind's answer to the share's delivery ConfigMap holding NVIDIA_VISIBLE_DEVICES, p50/p99. The fake
+ * kubelet looks for new pods every 10 ms, so B's delivery time includes up to 10 ms of that polling;
+ * a real kubelet's admission, image pull and container start come on top in a cluster.
+ *
+ *   make build/bench/bench_delivery && build/bench/bench_delivery      (BENCH_SAMPLES=N, default 200)
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cjson/cJSON.h>
+
+#include "extender/delivery.h"
+#include "extender/events.h"
+#include "extender/kube.h"
+#include "extender/log.h"
+#include "extender/reservation.h"
+#include "extender/state.h"
+#include "extender/verbs.h"
+#include "policy/policy.h"
+#include "tests/support/fake_apiserver.h"
+#include "tests/support/fake_kubelet.h"
+
+#define NS_RSV "tessera"
+#define GPUS_PER_NODE 8
+
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static void nap_us(long us) {
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, int n, double p) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    int i = (int)(p * (n - 1) + 0.5);
+    return v[i];
+}
+
+typedef struct env {
+    fake_api *api;
+    fake_kubelet *kl;
+    ext_state *st;
+    ext_kube *k;
+    ext_events *ev;
+    ext_rsv *rsv;
+    ext_verbs v;
+} env;
+
+static int bind_fn(void *user, const char *ns, const char *name, const char *uid, const char *node,
+                   const cJSON *annotations, char *err, size_t errlen) {
+    int code = ext_kube_bind(user, ns, name, uid, node, annotations, err, errlen);
+    if (code == 200 || code == 201) return 0;
+    if (code > 0 && !err[0]) snprintf(err, errlen, "API server answered %d", code);
+    return -1;
+}
+
+static void on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj) {
+    env *e = user;
+    ext_state_on_event(e->st, kind, ev, obj);
+    ext_rsv_on_event(e->rsv, kind, ev, obj);
+}
+
+/* An A100-80GB node with 8 whole GPUs, as GPU feature discovery labels it. */
+static void put_node(fake_api *api, const char *name) {
+    char buf[2048];
+    snprintf(buf, sizeof buf,
+             "{\"metadata\":{\"name\":\"%s\",\"labels\":{\"nvidia.com/gpu.product\":\"NVIDIA-A100-SXM4-80GB\","
+             "\"nvidia.com/gpu.count\":\"%d\",\"nvidia.com/gpu.memory\":\"81920\",\"nvidia.com/mig.strategy\":\"none\"}},"
+             "\"status\":{\"capacity\":{\"nvidia.com/gpu\":\"%d\"},\"allocatable\":{\"nvidia.com/gpu\":\"%d\"}}}",
+             name, GPUS_PER_NODE, GPUS_PER_NODE, GPUS_PER_NODE);
+    fake_api_put(api, "nodes", buf);
+}
+
+static int env_up(env *e, int nodes) {
+    char err[512], url[128];
+    memset(e, 0, sizeof *e);
+    if (!(e->api = fake_api_start(0, err, sizeof err))) { fprintf(stderr, "fake API: %s\n", err); return -1; }
+    e->kl = fake_kubelet_start(e->api);
+    for (int i = 0; i < nodes; i++) {
+        char n[32], pre[32];
+        snprintf(n, sizeof n, "n%d", i);
+        snprintf(pre, sizeof pre, "GPU-n%d", i);
+        put_node(e->api, n);
+        fake_kubelet_add_node(e->kl, n, "nvidia.com/gpu", GPUS_PER_NODE, pre);
+    }
+    fake_api_url(e->api, url, sizeof url);
+    ext_state_config sc = {.standalone = false};
+    snprintf(sc.reservation_ns, sizeof sc.reservation_ns, NS_RSV);
+    e->st = ext_state_new(&sc);
+    ext_kube_config kc;
+    ext_kube_config_defaults(&kc);
+    snprintf(kc.api_url, sizeof kc.api_url, "%s", url);
+    if (!e->st || !(e->k = ext_kube_new(&kc, err, sizeof err))) { fprintf(stderr, "client: %s\n", err); return -1; }
+    ext_events_config ec;
+    ext_events_config_defaults(&ec);
+    e->ev = ext_events_start(e->k, &ec, err, sizeof err);
+    ext_rsv_config rc;
+    ext_rsv_config_defaults(&rc);
+    snprintf(rc.ns, sizeof rc.ns, NS_RSV);
+    snprintf(rc.image, sizeof rc.image, "registry.example/tessera:bench");
+    rc.grace_ms = 600000;
+    if (!(e->rsv = ext_rsv_new(&rc, e->st, e->k, e->ev, NULL, err, sizeof err))) { fprintf(stderr, "%s\n", err); return -1; }
+    ext_verbs_init(&e->v, e->st, policy_find("binpack"), bind_fn, e->k);
+    e->v.events = e->ev;
+    e->v.rsv = e->rsv;
+    e->v.fraction_no_mps = true;
+    if (ext_kube_start(e->k, on_event, e, err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); return -1; }
+    for (int i = 0; i < 1000 && !ext_state_ready(e->st); i++) nap_us(10000);
+    if (!ext_state_ready(e->st)) { fprintf(stderr, "never synced\n"); return -1; }
+    return ext_rsv_start(e->rsv, err, sizeof err);
+}
+
+static void env_down(env *e) {
+    ext_rsv_stop(e->rsv);
+    ext_events_stop(e->ev);
+    ext_kube_free(e->k);
+    ext_rsv_free(e->rsv);
+    ext_state_free(e->st);
+    fake_kubelet_stop(e->kl);
+    fake_api_free(e->api);
+}
+
+static char *share_pod(const char *name, int mib) {
+    char *s = malloc(1024);
+    snprintf(s, 1024,
+             "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"default\",\"uid\":\"uid-%s\",\"annotations\":"
+             "{\"" EXT_DLV_ANN_DELIVERY "\":\"" EXT_DLV_CM_PREFIX "%s\"}},\"spec\":{\"schedulerName\":\"tessera-scheduler\","
+             "\"containers\":[{\"name\":\"main\",\"image\":\"x\",\"resources\":{\"limits\":{\"nvidia.com/gpumem\":\"%d\"}}}]},"
+             "\"status\":{\"phase\":\"Pending\"}}",
+             name, name, name, mib);
+    return s;
+}
+
+static bool pod_seen(env *e, const char *uid) {
+    ext_state_lock(e->st);
+    bool seen = ext_state_pod(e->st, uid) != NULL;
+    ext_state_unlock(e->st);
+    return seen;
+}
+
+/* The node the filter picks first among all (binpack prefers the fullest that fits; any feasible is fine). */
+static int filter_and_pick(env *e, const char *pod, int nodes, char *node, size_t len) {
+    char *body = malloc(8192 + strlen(pod));
+    size_t o = (size_t)sprintf(body, "{\"Pod\":%s,\"Nodes\":null,\"NodeNames\":[", pod);
+    for (int i = 0; i < nodes; i++) o += (size_t)sprintf(body + o, "%s\"n%d\"", i ? "," : "", i);
+    sprintf(body + o, "]}");
+    ext_reply r = {0};
+    ext_verb_prioritize(&e->v, body, strlen(body), &r);
+    cJSON *arr = r.body ? cJSON_Parse(r.body) : NULL;
+    ext_reply_free(&r);
+    ext_reply f = {0};
+    ext_verb_filter(&e->v, body, strlen(body), &f);
+    cJSON *fr = f.body ? cJSON_Parse(f.body) : NULL;
+    ext_reply_free(&f);
+    free(body);
+    /* the best-scored node that passed the filter */
+    int best = -1;
+    const char *best_name = NULL;
+    const cJSON *it, *ok = cJSON_GetObjectItem(fr, "NodeNames");
+    cJSON_ArrayForEach(it, arr) {
+        const char *h = cJSON_GetObjectItem(it, "Host")->valuestring;
+        int sc = cJSON_GetObjectItem(it, "Score")->valueint;
+        bool passed = false;
+        const cJSON *n;
+        cJSON_ArrayForEach(n, ok) if (!strcmp(n->valuestring, h)) passed = true;
+        if (passed && sc > best) best = sc, best_name = h;
+    }
+    if (best_name) snprintf(node, len, "%s", best_name);
+    cJSON_Delete(arr);
+    cJSON_Delete(fr);
+    return best_name ? 0 : -1;
+}
+
+/* Put the pod, let the watch show it, filter it, then time the bind and the delivery. */
+static int one_share(env *e, const char *name, int mib, int nodes, double *bind_us, double *deliver_us, char *uuid,
+                     size_t uuidlen) {
+    char uid[128], node[64], body[512], cm[160];
+    snprintf(uid, sizeof uid, "uid-%s", name);
+    snprintf(cm, sizeof cm, EXT_DLV_CM_PREFIX "%s", name);
+    char *pod = share_pod(name, mib);
+    fake_api_put(e->api, "pods", pod);
+    for (int i = 0; i < 2000 && !pod_seen(e, uid); i++) nap_us(500);
+    int rc = filter_and_pick(e, pod, nodes, node, sizeof node);
+    free(pod);
+    if (rc < 0) { fprintf(stderr, "%s: no node fits\n", name); return -1; }
+    snprintf(body, sizeof body, "{\"PodName\":\"%s\",\"PodNamespace\":\"default\",\"PodUID\":\"%s\",\"Node\":\"%s\"}",
+             name, uid, node);
+    ext_reply r = {0};
+    double t0 = now_us();
+    ext_verb_bind(&e->v, body, strlen(body), &r);
+    double t1 = now_us();
+    bool ok = r.body && strstr(r.body, "\"Error\":\"\"");
+    if (!ok) fprintf(stderr, "%s: bind: %s\n", name, r.body ? r.body : "(no body)");
+    ext_reply_free(&r);
+    if (!ok) return -1;
+    *bind_us = t1 - t0;
+    for (;;) {
+        char *c = fake_api_get(e->api, "configmaps", "default", cm);
+        if (c) {
+            cJSON *j = cJSON_Parse(c);
+            const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "data"), EXT_DLV_ENV_VISIBLE);
+            if (cJSON_IsString(v)) snprintf(uuid, uuidlen, "%s", v->valuestring);
+            cJSON_Delete(j);
+            free(c);
+            break;
+        }
+        if (now_us() - t1 > 10e6) { fprintf(stderr, "%s: no ConfigMap after 10 s\n", name); return -1; }
+        nap_us(200);
+    }
+    *deliver_us = now_us() - t1;
+    return 0;
+}
+
+static int count_reservations(env *e) {
+    char *all = fake_api_list(e->api, "pods");
+    int n = 0;
+    for (char *p = all; p && (p = strstr(p, "\"tessera.io/reservation\":\"true\"")); p++) n++;
+    free(all);
+    return n;
+}
+
+static void report(const char *what, double *bind, double *deliver, int n) {
+    printf("  %-34s bind p50 %7.2f ms  p99 %7.2f ms   delivery p50 %7.2f ms  p99 %7.2f ms   (%d shares)\n", what,
+           pct(bind, n, 0.5) / 1e3, pct(bind, n, 0.99) / 1e3, pct(deliver, n, 0.5) / 1e3, pct(deliver, n, 0.99) / 1e3, n);
+}
+
+int main(void) {
+    ext_log_set_level(EXT_LOG_ERROR);
+    const char *s = getenv("BENCH_SAMPLES");
+    int samples = s && atoi(s) > 0 ? atoi(s) : 200;
+    double *bind = calloc((size_t)samples, sizeof *bind), *deliver = calloc((size_t)samples, sizeof *deliver);
+    char uuid[256], first[256];
+    printf("bench_delivery: soft-share bind and delivery on the fake API server + fake kubelet (loopback)\n");
+
+    /* A: one reservation made by a warm-up share, then every share lands on that GPU. */
+    env e;
+    if (env_up(&e, 1) != 0) return 1;
+    double b0, d0;
+    if (one_share(&e, "warm", 300, 1, &b0, &d0, first, sizeof first) != 0) return 1;
+    int n = 0;
+    for (int i = 0; i < samples && i < 250; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "a%d", i);
+        if (one_share(&e, name, 300, 1, &bind[n], &deliver[n], uuid, sizeof uuid) != 0) return 1;
+        if (strcmp(uuid, first) != 0) { fprintf(stderr, "A: share %s went to %s, not the reserved %s\n", name, uuid, first); return 1; }
+        n++;
+    }
+    int rsv_a = count_reservations(&e);
+    env_down(&e);
+    report("A onto an already reserved GPU", bind, deliver, n);
+    if (rsv_a != 1) { fprintf(stderr, "A: %d reservations, expected 1\n", rsv_a); return 1; }
+
+    /* B: each share needs a GPU of its own, so each bind makes a new reservation. */
+    int nodes = (samples + GPUS_PER_NODE - 1) / GPUS_PER_NODE;
+    if (env_up(&e, nodes) != 0) return 1;
+    n = 0;
+    for (int i = 0; i < samples; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "b%d", i);
+        if (one_share(&e, name, 60000, nodes, &bind[n], &deliver[n], uuid, sizeof uuid) != 0) return 1;
+        n++;
+    }
+    int rsv_b = count_reservations(&e);
+    int doubles = fake_kubelet_double_holds(e.kl);
+    env_down(&e);
+    report("B onto a new GPU (new reservation)", bind, deliver, n);
+    printf("  B made %d reservations for %d shares; devices held twice: %d\n", rsv_b, n, doubles);
+    free(bind);
+    free(deliver);
+    return rsv_b == n && doubles == 0 ? 0 : 1;
+}
