@@ -1,0 +1,132 @@
+/* ext_proc.h -- the real tessera-extender binary as a child process, for end-to-end tests: start it in
+ * cluster mode against a fake API server, read the port it bound from its log, talk HTTP to it, end it with
+ * a signal (SIGKILL: a crash without warning). Static functions, so each test file stands alone.
+ */
+#ifndef TEST_EXT_PROC_H
+#define TEST_EXT_PROC_H
+
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cjson/cJSON.h>
+
+#define EXT_PROC_HELPER static __attribute__((unused))
+
+typedef struct proc { pid_t pid; int port; pthread_t drain; } proc;
+
+/* The child's log goes to stderr only with EXT_TEST_LOG set. */
+EXT_PROC_HELPER void *drain_log(void *arg) {
+    FILE *f = arg;
+    char line[1024];
+    while (fgets(line, sizeof line, f))
+        if (getenv("EXT_TEST_LOG")) fputs(line, stderr);
+    fclose(f);
+    return NULL;
+}
+
+/* build/tessera-extender, next to this test binary. */
+EXT_PROC_HELPER bool extender_path(char *out, size_t len) {
+    char self[512];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return false;
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    if (!slash) return false;
+    *slash = 0;
+    snprintf(out, len, "%s/tessera-extender", self);
+    return access(out, X_OK) == 0;
+}
+
+/* Start the extender in cluster mode against api_url, with extra flags (NULL-terminated, may be NULL); the
+ * port it bound is read from its event=serving log line. */
+EXT_PROC_HELPER bool proc_start_with(proc *p, const char *bin, const char *api_url, const char *const *extra) {
+    const char *argv[48] = {bin, "--kube-api", api_url, "--listen", "127.0.0.1:0",
+                            /* no TLS webhook listener on the fixed port 8443 during tests */
+                            "--webhook-listen", "", "--log-level", "info", "--bind-timeout", "5"};
+    int n = 11;
+    for (int i = 0; extra && extra[i] && n < 47; i++) argv[n++] = extra[i];
+    argv[n] = NULL;
+    int fds[2];
+    if (pipe(fds) != 0) return false;
+    p->pid = fork();
+    if (p->pid < 0) return false;
+    if (p->pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        close(fds[1]);
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, 1);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    FILE *f = fdopen(fds[0], "r");
+    char line[1024];
+    p->port = 0;
+    while (!p->port && fgets(line, sizeof line, f)) {
+        if (getenv("EXT_TEST_LOG")) fputs(line, stderr);
+        char *s = strstr(line, "event=serving listen=");
+        if (s && (s = strstr(s, " port="))) p->port = atoi(s + 6);
+    }
+    pthread_create(&p->drain, NULL, drain_log, f);
+    return p->port > 0;
+}
+
+EXT_PROC_HELPER bool proc_start(proc *p, const char *bin, const char *api_url) { return proc_start_with(p, bin, api_url, NULL); }
+
+EXT_PROC_HELPER void proc_end(proc *p, int sig) {
+    kill(p->pid, sig);
+    int st;
+    waitpid(p->pid, &st, 0);
+    pthread_join(p->drain, NULL);
+}
+
+typedef struct cbuf { char *p; size_t len; } cbuf;
+EXT_PROC_HELPER size_t on_body(char *d, size_t sz, size_t n, void *u) {
+    cbuf *b = u;
+    char *np = realloc(b->p, b->len + sz * n + 1);
+    if (!np) return 0;
+    b->p = np;
+    memcpy(b->p + b->len, d, sz * n);
+    b->len += sz * n;
+    b->p[b->len] = 0;
+    return sz * n;
+}
+
+/* GET (body NULL) or POST; the reply as JSON (NULL unless 200 and JSON). */
+EXT_PROC_HELPER cJSON *http(int port, const char *path, const char *body, long *code) {
+    CURL *c = curl_easy_init();
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    cbuf b = {0};
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    if (body) curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+    *code = 0;
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, code);
+    curl_easy_cleanup(c);
+    cJSON *o = *code == 200 && b.p ? cJSON_Parse(b.p) : NULL;
+    free(b.p);
+    return o;
+}
+
+EXT_PROC_HELPER bool wait_ready(int port) {
+    for (int i = 0; i < 1000; i++) {
+        long code;
+        cJSON_Delete(http(port, "/readyz", NULL, &code));
+        if (code == 200) return true;
+        usleep(10000);
+    }
+    return false;
+}
+
+#endif
