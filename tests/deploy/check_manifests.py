@@ -69,6 +69,8 @@ EXTENDER_METRICS = {
     "tessera_leader": "gauge",                         # 1 on the replica holding the Lease
     "tessera_leader_transitions_total": "counter",
     "tessera_leader_lease_errors_total": "counter",    # label reason
+    "tessera_reservations": "gauge",                   # label state
+    "tessera_reservation_ops_total": "counter",        # labels op, result
 }
 
 # Exactly what tessera-extender may do cluster-wide: (apiGroup, resource, resourceName|None) -> verbs.
