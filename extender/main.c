@@ -619,20 +619,16 @@ int main(int argc, char **argv) {
             ext_delivery_mode_name(wc.delivery), wc.runtime_class[0] ? wc.runtime_class : "-",
             webhook_listen[0] ? webhook_listen : "-");
     if (standalone) print_demo_help(hc.listen, ext_http_port(http), hc.prefix, &wc);
+    int exit_code = 0;
     if ((kube && ext_kube_start(kube, on_watch_event, &wu, err, sizeof err) < 0) ||
         (leader && ext_leader_start(leader, err, sizeof err) < 0) || (rsv && ext_rsv_start(rsv, err, sizeof err) < 0)) {
         fprintf(stderr, "API client: %s\n", err);
-        ext_http_stop(http);
-        ext_rsv_stop(rsv);
-        ext_events_stop(events);
-        ext_leader_free(leader);
-        ext_kube_free(kube);
-        ext_rsv_free(rsv);
-        ext_state_free(st);
-        return 1;
+        /* Torn down below in the shutdown order: the webhook's certificate thread and listeners
+         * run by now and use the client, so they stop before it is freed. */
+        exit_code = 1;
     }
 
-    for (;;) {
+    while (!exit_code) {
         struct timespec tick = {1, 0};
         int sig = sigtimedwait(&sigs, NULL, &tick);
         if (sig == SIGTERM || sig == SIGINT) {
@@ -660,6 +656,6 @@ int main(int argc, char **argv) {
     ext_rsv_free(rsv);   /* after the client: its watch threads feed the controller's tables */
     ext_state_free(st);
     policy_workload_free(workload);
-    ext_log(EXT_LOG_INFO, "event=stopped");
-    return 0;
+    if (!exit_code) ext_log(EXT_LOG_INFO, "event=stopped");
+    return exit_code;
 }
