@@ -108,8 +108,16 @@ static enum MHD_Result serve_get(ext_http *h, struct MHD_Connection *c, route r)
     case R_HEALTHZ:
         return send_body(c, 200, "text/plain", strdup("ok\n"), 3, NULL);
     case R_READYZ:
-        if (ext_state_ready(h->cfg.verbs->st)) return send_body(c, 200, "text/plain", strdup("ready\n"), 6, NULL);
-        return send_error(c, 503, "not ready: the cache has not synced with the API server yet", NULL);
+        if (!ext_state_ready(h->cfg.verbs->st))
+            return send_error(c, 503, "not ready: the cache has not synced with the API server yet", NULL);
+        if (h->cfg.ready_check) {
+            char why[512] = "", msg[600];
+            if (!h->cfg.ready_check(h->cfg.ready_user, why, sizeof why)) {
+                snprintf(msg, sizeof msg, "not ready: %s", why);
+                return send_error(c, 503, msg, NULL);
+            }
+        }
+        return send_body(c, 200, "text/plain", strdup("ready\n"), 6, NULL);
     case R_METRICS: {
         ext_kube_stats ks, *ksp = NULL;
         if (h->cfg.kube_stats) {

@@ -181,29 +181,6 @@ static int parse_seconds(const char *s, int *out) {
     return 0;
 }
 
-/* The webhook's TLS listener, restarted by ext_webhook_tls with each new certificate. */
-typedef struct webhook_srv {
-    ext_http_config cfg;
-    ext_http *h;
-    pthread_mutex_t mu;
-} webhook_srv;
-
-static void webhook_restart(void *user, const ext_cert_pem *pem) {
-    webhook_srv *w = user;
-    char err[512];
-    pthread_mutex_lock(&w->mu);
-    ext_http_stop(w->h);   /* frees the port; in-flight reviews finish first */
-    w->cfg.tls_cert_pem = pem->cert;
-    w->cfg.tls_key_pem = pem->key;
-    w->h = ext_http_start(&w->cfg, err, sizeof err);
-    w->cfg.tls_cert_pem = w->cfg.tls_key_pem = NULL;
-    if (w->h)
-        ext_log(EXT_LOG_INFO, "event=serving-webhook listen=%s port=%d cert=secret", w->cfg.listen, ext_http_port(w->h));
-    else
-        ext_log(EXT_LOG_ERROR, "event=webhook-listen-failed listen=%s error=\"%s\"", w->cfg.listen, err);
-    pthread_mutex_unlock(&w->mu);
-}
-
 static void print_demo_help(const char *listen, int port, const char *prefix, const ext_webhook_config *wc) {
     char host[128];
     snprintf(host, sizeof host, "%s", listen);
@@ -545,9 +522,20 @@ int main(int argc, char **argv) {
         hc.kube_stats = kube_stats;
         hc.kube_user = kube;
     }
+    /* The webhook's TLS listener on the Secret's certificate, (re)started by ext_webhook_tls below;
+     * while it cannot start, /readyz says why (so the Service sends reviews to other replicas). */
+    ext_webhook_listener *whl = NULL;
+    if (webhook_listen[0] && !webhook_cert) {
+        ext_http_config wl = hc;
+        snprintf(wl.listen, sizeof wl.listen, "%s", webhook_listen);
+        if (!(whl = ext_webhook_listener_new(&wl))) { fprintf(stderr, "out of memory\n"); return 1; }
+        hc.ready_check = ext_webhook_listener_ready;
+        hc.ready_user = whl;
+    }
     ext_http *http = ext_http_start(&hc, err, sizeof err);
     if (!http) {
         fprintf(stderr, "%s\n", err);
+        ext_webhook_listener_free(whl);
         ext_rsv_free(rsv);
         ext_events_stop(events);
         ext_leader_free(leader);
@@ -565,6 +553,7 @@ int main(int argc, char **argv) {
         if (!(ops = ext_http_start(&oc, err, sizeof err))) {
             fprintf(stderr, "--metrics-listen: %s\n", err);
             ext_http_stop(http);
+            ext_webhook_listener_free(whl);
             ext_rsv_free(rsv);
             ext_events_stop(events);
             ext_leader_free(leader);
@@ -578,35 +567,23 @@ int main(int argc, char **argv) {
             ext_http_port(http), hc.prefix, policy_name(pol), standalone ? "standalone" : "cluster",
             hc.tls_cert_file ? "on" : "off");
     /* The webhook's TLS listener: from files, or from the Secret tessera keeps (restarted on renewal). */
-    webhook_srv whs = {.cfg = hc};
-    pthread_mutex_init(&whs.mu, NULL);
+    ext_http *whf = NULL;
     ext_webhook_tls *wtls = NULL;
     if (webhook_listen[0]) {
-        whs.cfg.verbs = &verbs;
-        whs.cfg.webhook_only = true;
-        whs.cfg.tls_client_ca_file = NULL;
-        snprintf(whs.cfg.listen, sizeof whs.cfg.listen, "%s", webhook_listen);
-        whs.cfg.tls_cert_file = webhook_cert;
-        whs.cfg.tls_key_file = webhook_key;
-        if (webhook_cert) {
-            if (!(whs.h = ext_http_start(&whs.cfg, err, sizeof err))) {
-                fprintf(stderr, "--webhook-listen: %s\n", err);
-                ext_http_stop(ops);
-                ext_http_stop(http);
-                ext_rsv_free(rsv);
-                ext_events_stop(events);
-                ext_leader_free(leader);
-                ext_kube_free(kube);
-                ext_state_free(st);
-                return 1;
-            }
-            ext_log(EXT_LOG_INFO, "event=serving-webhook listen=%s port=%d cert=%s", webhook_listen, ext_http_port(whs.h),
-                    webhook_cert);
-        } else if (!(wtls = ext_webhook_tls_start(&wtc, ext_webhook_tls_kube_request, kube, webhook_restart, &whs, err,
-                                                  sizeof err))) {
+        ext_http_config fc = hc;
+        fc.webhook_only = true;
+        fc.ready_check = NULL;
+        fc.tls_client_ca_file = NULL;
+        snprintf(fc.listen, sizeof fc.listen, "%s", webhook_listen);
+        fc.tls_cert_file = webhook_cert;
+        fc.tls_key_file = webhook_key;
+        if (webhook_cert ? !(whf = ext_http_start(&fc, err, sizeof err))
+                         : !(wtls = ext_webhook_tls_start(&wtc, ext_webhook_tls_kube_request, kube,
+                                                          ext_webhook_listener_on_pem, whl, err, sizeof err))) {
             fprintf(stderr, "--webhook-listen: %s\n", err);
             ext_http_stop(ops);
             ext_http_stop(http);
+            ext_webhook_listener_free(whl);
             ext_rsv_free(rsv);
             ext_events_stop(events);
             ext_leader_free(leader);
@@ -614,6 +591,9 @@ int main(int argc, char **argv) {
             ext_state_free(st);
             return 1;
         }
+        if (whf)
+            ext_log(EXT_LOG_INFO, "event=serving-webhook listen=%s port=%d cert=%s", webhook_listen, ext_http_port(whf),
+                    webhook_cert);
     }
     ext_log(EXT_LOG_INFO, "event=webhook schedulers=%d delivery=%s runtime_class=%s listen=%s", wc.nschedulers ? wc.nschedulers : 1,
             ext_delivery_mode_name(wc.delivery), wc.runtime_class[0] ? wc.runtime_class : "-",
@@ -645,8 +625,8 @@ int main(int argc, char **argv) {
      * second, while the API client still exists); then the watchers. */
     ext_leader_stop(leader);
     ext_webhook_tls_stop(wtls);   /* no restart of the webhook listener after this */
-    ext_http_stop(whs.h);
-    pthread_mutex_destroy(&whs.mu);
+    ext_http_stop(whf);
+    ext_webhook_listener_free(whl);
     ext_http_stop(ops);
     ext_http_stop(http);
     ext_rsv_stop(rsv);   /* before the leader, the Events queue and the client it uses */

@@ -322,14 +322,19 @@ static int tls_pass(ext_webhook_tls *t) {
                 t->cfg.secret_name, err, t->cfg.retry_interval_s);
         return t->cfg.retry_interval_s;
     }
+    int wait_s = t->cfg.check_interval_s;
     if (!t->last_cert || strcmp(t->last_cert, pem.cert)) {
-        t->on_pem(t->pem_user, &pem);
         free(t->last_cert);
-        t->last_cert = pem.cert;
-        pem.cert = NULL;
+        t->last_cert = NULL;
+        if (t->on_pem(t->pem_user, &pem) == 0) {
+            t->last_cert = pem.cert;
+            pem.cert = NULL;
+        } else {
+            wait_s = t->cfg.retry_interval_s;   /* not taken: hand it over again soon */
+        }
     }
     ext_cert_pem_free(&pem);
-    return t->cfg.check_interval_s;
+    return wait_s;
 }
 
 static void *tls_thread(void *arg) {
@@ -394,4 +399,70 @@ void ext_webhook_tls_stop(ext_webhook_tls *t) {
     pthread_cond_destroy(&t->cv);
     free(t->last_cert);
     free(t);
+}
+
+struct ext_webhook_listener {
+    ext_http_config cfg;
+    ext_http *h;
+    pthread_mutex_t mu;
+    char down[512];   /* why the last start failed; "" while serving or before the first certificate */
+};
+
+ext_webhook_listener *ext_webhook_listener_new(const ext_http_config *cfg) {
+    ext_webhook_listener *l = calloc(1, sizeof *l);
+    if (!l) return NULL;
+    l->cfg = *cfg;
+    l->cfg.webhook_only = true;
+    l->cfg.ready_check = NULL;
+    l->cfg.tls_cert_file = l->cfg.tls_key_file = l->cfg.tls_client_ca_file = NULL;
+    pthread_mutex_init(&l->mu, NULL);
+    return l;
+}
+
+int ext_webhook_listener_on_pem(void *listener, const ext_cert_pem *serving) {
+    ext_webhook_listener *l = listener;
+    char err[512] = "";
+    pthread_mutex_lock(&l->mu);
+    /* The new certificate needs the same port, so the old server goes first (its in-flight
+     * reviews finish); if the new one cannot start, the replica serves no webhook until a retry
+     * works, and says so on /readyz. */
+    ext_http_stop(l->h);
+    l->cfg.tls_cert_pem = serving->cert;
+    l->cfg.tls_key_pem = serving->key;
+    l->h = ext_http_start(&l->cfg, err, sizeof err);
+    l->cfg.tls_cert_pem = l->cfg.tls_key_pem = NULL;
+    int rc = 0;
+    if (l->h) {
+        l->down[0] = 0;
+        ext_log(EXT_LOG_INFO, "event=serving-webhook listen=%s port=%d cert=secret", l->cfg.listen, ext_http_port(l->h));
+    } else {
+        snprintf(l->down, sizeof l->down, "the webhook's TLS listener on %s is down: %s (retried)", l->cfg.listen, err);
+        ext_log(EXT_LOG_ERROR, "event=webhook-listen-failed listen=%s error=\"%s\"", l->cfg.listen, err);
+        rc = -1;
+    }
+    pthread_mutex_unlock(&l->mu);
+    return rc;
+}
+
+bool ext_webhook_listener_ready(void *listener, char *why, size_t whylen) {
+    ext_webhook_listener *l = listener;
+    pthread_mutex_lock(&l->mu);
+    bool ok = !l->down[0];
+    if (!ok) snprintf(why, whylen, "%s", l->down);
+    pthread_mutex_unlock(&l->mu);
+    return ok;
+}
+
+int ext_webhook_listener_port(ext_webhook_listener *l) {
+    pthread_mutex_lock(&l->mu);
+    int port = ext_http_port(l->h);
+    pthread_mutex_unlock(&l->mu);
+    return port;
+}
+
+void ext_webhook_listener_free(ext_webhook_listener *l) {
+    if (!l) return;
+    ext_http_stop(l->h);
+    pthread_mutex_destroy(&l->mu);
+    free(l);
 }

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "extender/certs.h"
+#include "extender/http.h"
 
 /* The API call: ext_kube_request's contract with the client as user (ext_webhook_tls_kube_request
  * adapts an ext_kube *). Tests pass an in-memory fake. */
@@ -53,13 +54,28 @@ int ext_webhook_tls_sync(const ext_webhook_tls_config *cfg, ext_webhook_tls_requ
 
 /* The background check: a first pass now, then every check_interval_s (retry_interval_s after a
  * failure). on_pem is called from that thread with the serving certificate and key the first time
- * one is had and whenever it changes (to restart the TLS listener with it). */
-typedef void (*ext_webhook_tls_on_pem)(void *user, const ext_cert_pem *serving);
+ * one is had and whenever it changes (to restart the TLS listener with it); it returns 0, or -1
+ * when the listener could not take it, and is then called again after retry_interval_s. */
+typedef int (*ext_webhook_tls_on_pem)(void *user, const ext_cert_pem *serving);
 typedef struct ext_webhook_tls ext_webhook_tls;
 ext_webhook_tls *ext_webhook_tls_start(const ext_webhook_tls_config *cfg, ext_webhook_tls_request_fn req,
                                        void *req_user, ext_webhook_tls_on_pem on_pem, void *pem_user, char *err,
                                        size_t errlen);
 /* Stop the thread (within a second, or after the API call in flight) and free. NULL is fine. */
 void ext_webhook_tls_stop(ext_webhook_tls *t);
+
+/* The webhook's TLS listener on the certificate of the Secret: ext_webhook_listener_on_pem is the
+ * background check's on_pem and restarts the server (cfg, copied, with webhook_only) with each new
+ * certificate. A failed start (port taken, bad key) returns -1, so the check retries it, and is
+ * kept as the reason ext_webhook_listener_ready gives (main.c's /readyz hook, so the Service
+ * sends admission reviews to the other replicas meanwhile). */
+typedef struct ext_webhook_listener ext_webhook_listener;
+ext_webhook_listener *ext_webhook_listener_new(const ext_http_config *cfg);
+int ext_webhook_listener_on_pem(void *listener, const ext_cert_pem *serving);
+/* false with why while the last start failed; true before the first certificate and while serving. */
+bool ext_webhook_listener_ready(void *listener, char *why, size_t whylen);
+int ext_webhook_listener_port(ext_webhook_listener *l);   /* 0 while not serving */
+/* Stop the server (in-flight reviews finish) and free; after ext_webhook_tls_stop. NULL is fine. */
+void ext_webhook_listener_free(ext_webhook_listener *l);
 
 #endif

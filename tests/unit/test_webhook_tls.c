@@ -5,8 +5,12 @@
  * concurrency rules), and once against tests/support/fake_apiserver when it serves Secrets
  * and MutatingWebhookConfigurations (skipped until it does).
  */
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,6 +19,7 @@
 #include "ext_helpers.h"
 #include "extender/base64.h"
 #include "extender/certs.h"
+#include "extender/http.h"
 #include "extender/kube.h"
 #include "extender/webhook_tls.h"
 #include "tests/support/fake_apiserver.h"
@@ -337,13 +342,14 @@ TEST(webhook_tls_parse_secret_flag) {
 /* The background check hands the first certificate to the listener's restart hook. */
 typedef struct pem_seen { pthread_mutex_t mu; int calls; char *cert; } pem_seen;
 
-static void on_pem(void *user, const ext_cert_pem *pem) {
+static int on_pem(void *user, const ext_cert_pem *pem) {
     pem_seen *s = user;
     pthread_mutex_lock(&s->mu);
     s->calls++;
     free(s->cert);
     s->cert = strdup(pem->cert);
     pthread_mutex_unlock(&s->mu);
+    return 0;
 }
 
 TEST(webhook_tls_background_check_delivers_the_certificate) {
@@ -372,6 +378,112 @@ TEST(webhook_tls_background_check_delivers_the_certificate) {
     mock_free(&m);
     CHECK_INT(calls, 1);
     CHECK(same);
+}
+
+/* A TCP socket listening on a free 127.0.0.1 port (the port in *port), or -1. */
+static int hold_port(int *port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 4) < 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &al) < 0) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+static size_t keep_body(char *d, size_t sz, size_t n, void *u) {
+    char *b = u;
+    size_t have = strlen(b), add = sz * n;
+    if (have + add < 1024) {
+        memcpy(b + have, d, add);
+        b[have + add] = 0;
+    }
+    return sz * n;
+}
+
+/* GET url: the status (-1 when nothing answered) and the body's first KiB. */
+static long get(const char *url, bool tls, char body[1024]) {
+    body[0] = 0;
+    CURL *c = curl_easy_init();
+    long code = -1;
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 3000L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
+    if (tls) {   /* the test's own CA: trust is checked by ext_certs_verify elsewhere */
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(c);
+    return code;
+}
+
+/* Review finding 4: the webhook's listener cannot start (its port is taken). The certificate
+ * check hands the certificate over again every retry_interval_s, /readyz (the hook main.c sets)
+ * says why meanwhile, and once the port is free the listener serves and /readyz is 200. */
+TEST(webhook_tls_listener_that_fails_to_start_is_retried_and_readyz_says_why) {
+    if (!ext_certs_available()) return;
+    int port = 0, fd = hold_port(&port);
+    CHECK(fd >= 0);
+    mock m;
+    mock_init(&m, true);
+    ext_webhook_tls_config c = tls_cfg();
+    c.retry_interval_s = 1;
+    ext_webhook_config wc;
+    ext_webhook_config_defaults(&wc);
+    ext_state_config sc = {.standalone = true};
+    ext_state *st = ext_state_new(&sc);
+    ext_verbs v;
+    ext_verbs_init(&v, st, NULL, NULL, NULL);
+    ext_http_config hc = {.conn_timeout_s = 2, .verbs = &v, .webhook = &wc};
+    snprintf(hc.listen, sizeof hc.listen, "127.0.0.1:%d", port);
+    ext_webhook_listener *l = ext_webhook_listener_new(&hc);
+    /* the ops server with the readiness hook, as main.c wires it */
+    ext_http_config oc = {.conn_timeout_s = 2, .verbs = &v, .ops_only = true, .ready_check = ext_webhook_listener_ready,
+                          .ready_user = l};
+    snprintf(oc.listen, sizeof oc.listen, "127.0.0.1:0");
+    char err[512] = "", url[128], body[1024], why[512] = "";
+    ext_http *ops = ext_http_start(&oc, err, sizeof err);
+    CHECK_MSG(ops != NULL, "%s", err);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/readyz", ext_http_port(ops));
+    long before = get(url, false, body);   /* no certificate yet: nothing is down */
+    ext_webhook_tls *t = ext_webhook_tls_start(&c, mock_req, &m, ext_webhook_listener_on_pem, l, err, sizeof err);
+    CHECK_MSG(t != NULL, "%s", err);
+    bool down = false;
+    for (int i = 0; i < 500 && !down; i++) {
+        usleep(10000);
+        down = !ext_webhook_listener_ready(l, why, sizeof why);
+    }
+    long while_down = get(url, false, body);
+    bool says = strstr(body, "webhook's TLS listener") && strstr(body, hc.listen) && strstr(body, "address in use");
+    char down_body[1024];
+    snprintf(down_body, sizeof down_body, "%s", body);
+    close(fd);   /* the port is free: the next retry (within 1 s) takes it */
+    bool up = false;
+    for (int i = 0; i < 500 && !up; i++) {
+        usleep(10000);
+        up = ext_webhook_listener_port(l) == port;
+    }
+    long after = get(url, false, body);
+    char hz[128];
+    snprintf(hz, sizeof hz, "https://127.0.0.1:%d/healthz", port);
+    long webhook_health = get(hz, true, body);
+    ext_webhook_tls_stop(t);
+    ext_webhook_listener_free(l);
+    ext_http_stop(ops);
+    ext_state_free(st);
+    mock_free(&m);
+    CHECK_INT(before, 200);
+    CHECK_MSG(down, "the listener never reported the taken port");
+    CHECK_INT(while_down, 503);
+    CHECK_MSG(says, "/readyz said: %s", down_body);
+    CHECK_MSG(up, "the listener was not retried after the port came free");
+    CHECK_INT(after, 200);
+    CHECK_INT(webhook_health, 200);
 }
 
 /* The same against the fake API server over HTTP (Secrets, MutatingWebhookConfigurations). */
