@@ -225,17 +225,22 @@ int ext_certs_validity(const char *cert_pem, int64_t *not_before, int64_t *not_a
 
 int ext_certs_verify(const char *ca_pem, const char *cert_pem, const char *dns_name, int64_t now, char *err,
                      size_t errlen) {
-    gnutls_x509_crt_t ca = NULL, crt = NULL;
-    if (import_crt(&ca, ca_pem, err, errlen) < 0) return -1;
+    /* Every CA of the bundle (a caBundle holds two while the CA changes). */
+    gnutls_x509_crt_t *cas = NULL, crt = NULL;
+    unsigned ncas = 0;
+    gnutls_datum_t d = {(unsigned char *)ca_pem, ca_pem ? (unsigned)strlen(ca_pem) : 0};
+    int rc = ca_pem ? gnutls_x509_crt_list_import2(&cas, &ncas, &d, GNUTLS_X509_FMT_PEM, 0) : GNUTLS_E_BASE64_DECODING_ERROR;
+    if (rc < 0 || ncas == 0) return tls_fail(err, errlen, "not a PEM CA certificate", rc < 0 ? rc : GNUTLS_E_BASE64_DECODING_ERROR);
     if (import_crt(&crt, cert_pem, err, errlen) < 0) {
-        gnutls_x509_crt_deinit(ca);
+        for (unsigned i = 0; i < ncas; i++) gnutls_x509_crt_deinit(cas[i]);
+        gnutls_free(cas);
         return -1;
     }
     unsigned status = 0;
     int ret = 0;
     /* Times are checked below against the caller's clock. */
-    int rc = gnutls_x509_crt_verify(crt, &ca, 1, GNUTLS_VERIFY_DISABLE_TIME_CHECKS | GNUTLS_VERIFY_DISABLE_TRUSTED_TIME_CHECKS,
-                                    &status);
+    rc = gnutls_x509_crt_verify(crt, cas, ncas, GNUTLS_VERIFY_DISABLE_TIME_CHECKS | GNUTLS_VERIFY_DISABLE_TRUSTED_TIME_CHECKS,
+                                &status);
     time_t nb = gnutls_x509_crt_get_activation_time(crt), na = gnutls_x509_crt_get_expiration_time(crt);
     if (rc < 0 || status) {
         gnutls_datum_t why = {0};
@@ -254,7 +259,8 @@ int ext_certs_verify(const char *ca_pem, const char *cert_pem, const char *dns_n
         snprintf(err, errlen, "the certificate does not name %s", dns_name);
         ret = -1;
     }
-    gnutls_x509_crt_deinit(ca);
+    for (unsigned i = 0; i < ncas; i++) gnutls_x509_crt_deinit(cas[i]);
+    gnutls_free(cas);
     gnutls_x509_crt_deinit(crt);
     return ret;
 }

@@ -39,8 +39,9 @@ int ext_certs_validity(const char *cert_pem, int64_t *not_before, int64_t *not_a
 /* Due for renewal: 2/3 of the lifetime [not_before, not_after] has passed at now. */
 bool ext_certs_due(int64_t not_before, int64_t not_after, int64_t now);
 
-/* Whether ca_pem signed cert_pem, the certificate is within its validity at now, and it
- * names dns_name (NULL: any name). 0, or -1 with what is wrong. */
+/* Whether a CA of ca_pem (one PEM certificate or several, as in a caBundle) signed cert_pem,
+ * the certificate is within its validity at now, and it names dns_name (NULL: any name). 0, or
+ * -1 with what is wrong. */
 int ext_certs_verify(const char *ca_pem, const char *cert_pem, const char *dns_name, int64_t now, char *err,
                      size_t errlen);
 

@@ -62,9 +62,21 @@ static void api_error(char *err, size_t errlen, int code, const char *method, co
         snprintf(err, errlen, "%s %s %s: API server answered %d: %s", verb_of(method), resource, name, code, msg);
 }
 
+/* While the CA changes, the Secret also holds the CA it replaced (data ca-previous.crt) and when
+ * it may leave the caBundle (this annotation, Unix seconds): replicas that have not re-read the
+ * Secret yet still serve certificates of that CA. */
+#define KEY_PREV_CA "ca-previous.crt"
+#define ANN_PREV_UNTIL "tessera.io/ca-previous-until"
+/* cert-manager names the Certificate that made a Secret in this annotation
+ * (cert-manager pkg/apis/certmanager/v1/types.go, CertificateNameKey). */
+#define ANN_CM_CERT "cert-manager.io/certificate-name"
+
 typedef struct tls_secret {
     char *ca, *ca_key, *crt, *key;   /* decoded PEM, NULL when absent */
+    char *prev_ca;                   /* the replaced CA during the overlap, else NULL */
+    int64_t prev_until;              /* ANN_PREV_UNTIL */
     char rv[64];                     /* metadata.resourceVersion */
+    char cm_cert[128];               /* ANN_CM_CERT, "" when absent */
 } tls_secret;
 
 static void secret_free(tls_secret *s) {
@@ -72,6 +84,7 @@ static void secret_free(tls_secret *s) {
     free(s->ca_key);
     free(s->crt);
     free(s->key);
+    free(s->prev_ca);
     memset(s, 0, sizeof *s);
 }
 
@@ -85,13 +98,20 @@ static int secret_parse(const char *json, tls_secret *s) {
     memset(s, 0, sizeof *s);
     cJSON *o = cJSON_Parse(json ? json : "");
     if (!o) return -1;
-    const cJSON *rv = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "metadata"), "resourceVersion");
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(o, "metadata");
+    const cJSON *rv = cJSON_GetObjectItemCaseSensitive(meta, "resourceVersion");
     if (cJSON_IsString(rv)) snprintf(s->rv, sizeof s->rv, "%s", rv->valuestring);
+    const cJSON *ann = cJSON_GetObjectItemCaseSensitive(meta, "annotations");
+    const char *until = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ann, ANN_PREV_UNTIL));
+    const char *cm = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ann, ANN_CM_CERT));
+    if (cm) snprintf(s->cm_cert, sizeof s->cm_cert, "%s", cm);
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(o, "data");
     s->ca = data_key(data, "ca.crt");
     s->ca_key = data_key(data, "ca.key");
     s->crt = data_key(data, "tls.crt");
     s->key = data_key(data, "tls.key");
+    s->prev_ca = data_key(data, KEY_PREV_CA);
+    s->prev_until = until ? strtoll(until, NULL, 10) : 0;   /* unreadable: 0, dropped at once */
     cJSON_Delete(o);
     return 0;
 }
@@ -121,11 +141,16 @@ static char *secret_body(const ext_webhook_tls_config *cfg, const tls_secret *s,
     if (rv && rv[0]) cJSON_AddStringToObject(m, "resourceVersion", rv);
     cJSON *l = cJSON_AddObjectToObject(m, "labels");
     cJSON_AddStringToObject(l, "app.kubernetes.io/part-of", "tessera");
+    if (s->prev_ca) {
+        char until[32];
+        snprintf(until, sizeof until, "%lld", (long long)s->prev_until);
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(m, "annotations"), ANN_PREV_UNTIL, until);
+    }
     cJSON_AddStringToObject(o, "type", "kubernetes.io/tls");
     cJSON *d = cJSON_AddObjectToObject(o, "data");
-    const char *keys[4] = {"ca.crt", "ca.key", "tls.crt", "tls.key"};
-    const char *vals[4] = {s->ca, s->ca_key, s->crt, s->key};
-    for (int i = 0; i < 4; i++) {
+    const char *keys[5] = {"ca.crt", "ca.key", "tls.crt", "tls.key", KEY_PREV_CA};
+    const char *vals[5] = {s->ca, s->ca_key, s->crt, s->key, s->prev_ca};
+    for (int i = 0; i < 5; i++) {
         if (!vals[i]) continue;
         char *b = ext_base64_encode(vals[i], strlen(vals[i]), NULL);
         if (b) cJSON_AddStringToObject(d, keys[i], b);
@@ -136,29 +161,54 @@ static char *secret_body(const ext_webhook_tls_config *cfg, const tls_secret *s,
     return text;
 }
 
-typedef enum { S_OK, S_CREATE, S_RENEW_SERVING, S_RENEW_ALL } secret_plan;
+typedef enum { S_OK, S_CREATE, S_RENEW_SERVING, S_RENEW_ALL, S_DROP_PREV, S_EXTERNAL } secret_plan;
 
-/* What a Secret we read needs at now. */
+/* What a Secret we read needs at now. A Secret with certificates but no ca.key was made by
+ * someone else (cert-manager, by hand): S_EXTERNAL, used as it is and never written. */
 static secret_plan plan_for(const ext_webhook_tls_config *cfg, const tls_secret *s, int64_t now, const char **why) {
     char names[3][256], e[256];
     dns_names(cfg, names);
     int64_t nb, na;
+    if (!s->ca_key) {
+        if (s->ca || s->crt || s->key) return S_EXTERNAL;
+        *why = "it is empty";
+        return S_RENEW_ALL;
+    }
     if (!s->ca || !s->crt || !s->key) { *why = "it lacks ca.crt, tls.crt or tls.key"; return S_RENEW_ALL; }
     if (ext_certs_validity(s->ca, &nb, &na, e, sizeof e) < 0) { *why = "ca.crt cannot be read"; return S_RENEW_ALL; }
-    bool ca_usable = s->ca_key && !ext_certs_due(nb, na, now) && ext_certs_key_matches(s->ca, s->ca_key, e, sizeof e) == 0;
+    bool ca_usable = !ext_certs_due(nb, na, now) && ext_certs_key_matches(s->ca, s->ca_key, e, sizeof e) == 0;
     if (ext_certs_verify(s->ca, s->crt, names[0], nb > now ? nb : now, e, sizeof e) < 0 ||
         ext_certs_key_matches(s->crt, s->key, e, sizeof e) < 0) {
         *why = "tls.crt is not a certificate of ca.crt for the Service with tls.key as its key";
         return ca_usable ? S_RENEW_SERVING : S_RENEW_ALL;
     }
     if (ext_certs_validity(s->crt, &nb, &na, e, sizeof e) < 0) { *why = "tls.crt cannot be read"; return S_RENEW_ALL; }
-    if (!ext_certs_due(nb, na, now) && now <= na) return S_OK;
+    if (!ext_certs_due(nb, na, now) && now <= na) {
+        if (!ca_usable) {
+            *why = "2/3 of the CA's lifetime has passed, or ca.key does not match ca.crt";
+            return S_RENEW_ALL;
+        }
+        if (s->prev_ca && now >= s->prev_until) {
+            *why = "the overlap after the CA change is over: the previous CA leaves the caBundle";
+            return S_DROP_PREV;
+        }
+        return S_OK;
+    }
     *why = "2/3 of the serving certificate's lifetime has passed";
     return ca_usable ? S_RENEW_SERVING : S_RENEW_ALL;
 }
 
-/* Makes s's certificates anew: serving only (same CA), or a new CA too. */
-static int remake(const ext_webhook_tls_config *cfg, tls_secret *s, bool new_ca, char *err, size_t errlen) {
+/* How long the replaced CA stays in the caBundle: every replica re-reads the Secret within one
+ * check interval (and then serves the new certificate); the second covers a replica whose check
+ * failed meanwhile and is being retried. */
+static int64_t overlap_s(const ext_webhook_tls_config *cfg) {
+    return 2 * (int64_t)(cfg->check_interval_s > 0 ? cfg->check_interval_s : 600);
+}
+
+/* Makes s's certificates anew: serving only (same CA), or a new CA too; the CA it replaces, when
+ * it still is a valid certificate, stays in the caBundle for overlap_s. */
+static int remake(const ext_webhook_tls_config *cfg, tls_secret *s, bool new_ca, int64_t now, char *err,
+                  size_t errlen) {
     ext_cert_pem ca = {s->ca, s->ca_key}, sv;
     ext_cert_pem made_ca = {0};
     if (new_ca) {
@@ -170,7 +220,16 @@ static int remake(const ext_webhook_tls_config *cfg, tls_secret *s, bool new_ca,
         return -1;
     }
     if (new_ca) {
-        free(s->ca);
+        int64_t nb, na;
+        char e[256];
+        free(s->prev_ca);
+        s->prev_ca = NULL;
+        if (s->ca && ext_certs_validity(s->ca, &nb, &na, e, sizeof e) == 0 && now < na) {
+            s->prev_ca = s->ca;
+            s->prev_until = now + overlap_s(cfg);
+        } else {
+            free(s->ca);
+        }
         free(s->ca_key);
         s->ca = made_ca.cert;
         s->ca_key = made_ca.key;
@@ -182,13 +241,15 @@ static int remake(const ext_webhook_tls_config *cfg, tls_secret *s, bool new_ca,
     return 0;
 }
 
-/* Sets clientConfig.caBundle of every webhook of the configuration. */
-static void set_ca_bundle(const ext_webhook_tls_config *cfg, ext_webhook_tls_request_fn req, void *user,
+/* Sets clientConfig.caBundle of every webhook of the configuration. Whether it holds ca_pem now
+ * (also when the configuration does not exist: then nothing calls the webhook). */
+static bool set_ca_bundle(const ext_webhook_tls_config *cfg, ext_webhook_tls_request_fn req, void *user,
                           const char *ca_pem) {
     char path[512], err[512];
     snprintf(path, sizeof path, MWC_PATH "%s", cfg->webhook_config);
     char *b64 = ext_base64_encode(ca_pem, strlen(ca_pem), NULL);
-    if (!b64) return;
+    if (!b64) return false;
+    bool ok = false;
     for (int t = 0; t < TRIES; t++) {
         char *resp = NULL;
         err[0] = 0;
@@ -202,6 +263,7 @@ static void set_ca_bundle(const ext_webhook_tls_config *cfg, ext_webhook_tls_req
                 api_error(msg, sizeof msg, code, "GET", "mutatingwebhookconfigurations", cfg->webhook_config, err);
             ext_log(EXT_LOG_WARN, "webhook-tls=ca-bundle error=\"%s\"", msg);
             free(resp);
+            ok = code == 404;
             break;
         }
         cJSON *o = cJSON_Parse(resp);
@@ -222,12 +284,16 @@ static void set_ca_bundle(const ext_webhook_tls_config *cfg, ext_webhook_tls_req
         }
         char *body = changed ? cJSON_PrintUnformatted(o) : NULL;
         cJSON_Delete(o);
-        if (!changed) break;
+        if (!changed) {
+            ok = true;
+            break;
+        }
         err[0] = 0;
         code = body ? req(user, "PUT", path, body, 0, NULL, err, sizeof err) : -1;
         free(body);
         if (code == 200) {
             ext_log(EXT_LOG_INFO, "webhook-tls=ca-bundle-set config=%s", cfg->webhook_config);
+            ok = true;
             break;
         }
         if (code == 409) continue;   /* changed under us: read it again */
@@ -237,17 +303,66 @@ static void set_ca_bundle(const ext_webhook_tls_config *cfg, ext_webhook_tls_req
         break;
     }
     free(b64);
+    return ok;
 }
 
-int ext_webhook_tls_sync(const ext_webhook_tls_config *cfg, ext_webhook_tls_request_fn req, void *user, int64_t now,
-                         ext_cert_pem *serving, char **ca_pem, char *err, size_t errlen) {
+/* A Secret tessera did not make (no ca.key): served as it is if tls.crt and tls.key belong
+ * together; when due, a warning naming who must renew it. 0, or -1 with err. */
+static int check_external(const tls_secret *s, const char *name, int64_t now, char *err, size_t errlen) {
+    char e[256], who[256];
+    if (s->cm_cert[0]) snprintf(who, sizeof who, "cert-manager (Certificate %s)", s->cm_cert);
+    else snprintf(who, sizeof who, "whoever made it (cert-manager, a script, by hand)");
+    int64_t nb, na;
+    if (!s->crt || !s->key || ext_certs_key_matches(s->crt, s->key, e, sizeof e) < 0 ||
+        ext_certs_validity(s->crt, &nb, &na, e, sizeof e) < 0) {
+        snprintf(err, errlen, "secret %s has no ca.key, so tessera did not make it and leaves it alone, but its tls.crt "
+                 "and tls.key cannot be served (%s): fix it through %s, or delete it and tessera makes its own",
+                 name, s->crt && s->key ? e : "one of them is missing", who);
+        return -1;
+    }
+    if (now > na)
+        ext_log(EXT_LOG_WARN, "webhook-tls=external-expired secret=%s renew_by=\"%s\" message=\"tls.crt expired; tessera "
+                "does not renew a Secret without ca.key: renew it there, or delete the Secret and tessera makes its own\"",
+                name, who);
+    else if (ext_certs_due(nb, na, now))
+        ext_log(EXT_LOG_WARN, "webhook-tls=external-due secret=%s renew_by=\"%s\" expires_in_s=%lld message=\"2/3 of "
+                "tls.crt's lifetime has passed; tessera does not renew a Secret without ca.key: renew it there\"",
+                name, who, (long long)(na - now));
+    if (!s->ca)
+        ext_log(EXT_LOG_WARN, "webhook-tls=external-no-ca secret=%s message=\"no ca.crt: the caBundle is left as it is; "
+                "%s must set it\"", name, who);
+    return 0;
+}
+
+/* The caBundle for s at now: ca.crt, and the previous CA while the overlap lasts. */
+static char *bundle_of(const tls_secret *s, int64_t now) {
+    if (!s->ca) return NULL;
+    bool prev = s->prev_ca && now < s->prev_until;
+    size_t a = strlen(s->ca), b = prev ? strlen(s->prev_ca) : 0;
+    char *out = malloc(a + b + 2);
+    if (!out) return NULL;
+    memcpy(out, s->ca, a);
+    if (prev) {
+        if (a && s->ca[a - 1] != '\n') out[a++] = '\n';
+        memcpy(out + a, s->prev_ca, b);
+    }
+    out[a + b] = 0;
+    return out;
+}
+
+/* ext_webhook_tls_sync; *bundle_ok: the configuration's caBundle holds the Secret's CA (or there
+ * is no configuration to set), so serving the returned certificate is safe. */
+static int tls_sync(const ext_webhook_tls_config *cfg, ext_webhook_tls_request_fn req, void *user, int64_t now,
+                    ext_cert_pem *serving, char **ca_pem, bool *bundle_ok, char *err, size_t errlen) {
     memset(serving, 0, sizeof *serving);
     if (ca_pem) *ca_pem = NULL;
+    *bundle_ok = false;
     char path[512], name[256], aerr[512];
     snprintf(path, sizeof path, "/api/v1/namespaces/%s/secrets/%s", cfg->secret_ns, cfg->secret_name);
     snprintf(name, sizeof name, "%s/%s", cfg->secret_ns, cfg->secret_name);
     tls_secret s = {0};
-    for (int t = 0; t < TRIES; t++) {
+    bool got = false;
+    for (int t = 0; t < TRIES && !got; t++) {
         char *resp = NULL;
         aerr[0] = 0;
         int code = req(user, "GET", path, NULL, 0, &resp, aerr, sizeof aerr);
@@ -264,10 +379,28 @@ int ext_webhook_tls_sync(const ext_webhook_tls_config *cfg, ext_webhook_tls_requ
             return -1;
         }
         free(resp);
-        if (plan == S_OK) break;
-        if (remake(cfg, &s, plan != S_RENEW_SERVING, err, errlen) < 0) {
+        if (plan == S_EXTERNAL) {
+            if (check_external(&s, name, now, err, errlen) < 0) {
+                secret_free(&s);
+                return -1;
+            }
+            got = true;
+            break;
+        }
+        if (plan == S_OK) {
+            got = true;
+            break;
+        }
+        if (plan == S_DROP_PREV) {
+            free(s.prev_ca);
+            s.prev_ca = NULL;
+        } else if (remake(cfg, &s, plan != S_RENEW_SERVING, now, err, errlen) < 0) {
             secret_free(&s);
             return -1;
+        }
+        if (s.prev_ca && now >= s.prev_until) {   /* a serving renewal after the overlap drops it too */
+            free(s.prev_ca);
+            s.prev_ca = NULL;
         }
         bool create = plan == S_CREATE;
         char *body = secret_body(cfg, &s, create ? NULL : s.rv);
@@ -277,8 +410,10 @@ int ext_webhook_tls_sync(const ext_webhook_tls_config *cfg, ext_webhook_tls_requ
         code = body ? req(user, create ? "POST" : "PUT", create ? cpath : path, body, 0, NULL, aerr, sizeof aerr) : -1;
         free(body);
         if (code == 200 || code == 201) {
-            ext_log(EXT_LOG_INFO, "webhook-tls=%s secret=%s why=\"%s\"", create ? "created" : plan == S_RENEW_SERVING
-                    ? "renewed" : "replaced", name, why);
+            ext_log(EXT_LOG_INFO, "webhook-tls=%s secret=%s why=\"%s\"%s", create ? "created" : plan == S_RENEW_SERVING
+                    ? "renewed" : plan == S_DROP_PREV ? "previous-ca-dropped" : "replaced", name, why,
+                    plan == S_RENEW_ALL && s.prev_ca ? " previous_ca=kept-in-ca-bundle" : "");
+            got = true;
             break;
         }
         secret_free(&s);
@@ -286,18 +421,27 @@ int ext_webhook_tls_sync(const ext_webhook_tls_config *cfg, ext_webhook_tls_requ
         api_error(err, errlen, code, create ? "POST" : "PUT", "secret", name, aerr);
         return -1;
     }
-    if (!s.crt || !s.key || !s.ca) {
+    if (!got) {
         secret_free(&s);
         snprintf(err, errlen, "secret %s: kept changing under us (%d attempts)", name, TRIES);
         return -1;
     }
-    if (cfg->webhook_config[0]) set_ca_bundle(cfg, req, user, s.ca);
+    char *bundle = bundle_of(&s, now);
+    *bundle_ok = !cfg->webhook_config[0] || !bundle;   /* nothing to set, or nothing to set it to (logged) */
+    if (cfg->webhook_config[0] && bundle) *bundle_ok = set_ca_bundle(cfg, req, user, bundle);
     serving->cert = s.crt;
     serving->key = s.key;
-    if (ca_pem) *ca_pem = s.ca;
-    else free(s.ca);
-    free(s.ca_key);
+    s.crt = s.key = NULL;
+    if (ca_pem) *ca_pem = bundle;
+    else free(bundle);
+    secret_free(&s);
     return 0;
+}
+
+int ext_webhook_tls_sync(const ext_webhook_tls_config *cfg, ext_webhook_tls_request_fn req, void *user, int64_t now,
+                         ext_cert_pem *serving, char **ca_pem, char *err, size_t errlen) {
+    bool bundle_ok;
+    return tls_sync(cfg, req, user, now, serving, ca_pem, &bundle_ok, err, errlen);
 }
 
 struct ext_webhook_tls {
@@ -317,13 +461,21 @@ struct ext_webhook_tls {
 static int tls_pass(ext_webhook_tls *t) {
     ext_cert_pem pem;
     char err[1024];
-    if (ext_webhook_tls_sync(&t->cfg, t->req, t->req_user, (int64_t)time(NULL), &pem, NULL, err, sizeof err) < 0) {
+    bool bundle_ok;
+    if (tls_sync(&t->cfg, t->req, t->req_user, (int64_t)time(NULL), &pem, NULL, &bundle_ok, err, sizeof err) < 0) {
         ext_log(EXT_LOG_WARN, "webhook-tls=error secret=%s/%s error=\"%s\" retry_s=%d", t->cfg.secret_ns,
                 t->cfg.secret_name, err, t->cfg.retry_interval_s);
         return t->cfg.retry_interval_s;
     }
     int wait_s = t->cfg.check_interval_s;
-    if (!t->last_cert || strcmp(t->last_cert, pem.cert)) {
+    if (t->last_cert && strcmp(t->last_cert, pem.cert) && !bundle_ok) {
+        /* The API server may not trust the new certificate's CA yet: keep serving the one it
+         * trusts until the caBundle could be set. */
+        ext_log(EXT_LOG_WARN, "webhook-tls=new-cert-held secret=%s/%s retry_s=%d message=\"the caBundle could not be set, "
+                "so the current certificate is served until it is\"", t->cfg.secret_ns, t->cfg.secret_name,
+                t->cfg.retry_interval_s);
+        wait_s = t->cfg.retry_interval_s;
+    } else if (!t->last_cert || strcmp(t->last_cert, pem.cert)) {
         free(t->last_cert);
         t->last_cert = NULL;
         if (t->on_pem(t->pem_user, &pem) == 0) {

@@ -12,8 +12,18 @@
  * names the verb and resource the RBAC rules lack.
  *
  * ca.key is kept in the Secret beside ca.crt so that renewal keeps the CA (and the caBundle
- * the API server trusts) unchanged; a Secret without it (made by hand or by cert-manager
- * with --webhook-secret pointing at it) is used as is, and renewed with a new CA when due.
+ * the API server trusts) unchanged. When the CA itself must change (2/3 of its 10 years gone,
+ * ca.key lost or not matching), the CA it replaces stays in the Secret (ca-previous.crt, until
+ * the time in annotation tessera.io/ca-previous-until) and in the caBundle for 2 check
+ * intervals: the other replicas serve certificates of the old CA until their next check re-reads
+ * the Secret, within one interval; the second covers a check that failed and is being retried.
+ * The next check after that drops it. A replica serves a new certificate only after the caBundle
+ * was set (or when it serves nothing yet).
+ *
+ * A Secret with certificates but without ca.key was made by someone else (cert-manager, with
+ * --webhook-secret pointing at its Secret, or by hand): it is used as it is and never written;
+ * when it is due for renewal a warning names who must renew it (cert-manager's Certificate, from
+ * its cert-manager.io/certificate-name annotation). An empty Secret is filled in.
  */
 #ifndef EXT_WEBHOOK_TLS_H
 #define EXT_WEBHOOK_TLS_H
@@ -47,8 +57,9 @@ int ext_webhook_tls_parse_secret(ext_webhook_tls_config *cfg, const char *ns_nam
 
 /* One pass at Unix time now: read (or create) the Secret, renew the serving certificate when due,
  * and set the configuration's caBundle. 0 with the serving certificate and key in *serving (and, if
- * ca_pem is not NULL, the CA certificate, malloc'd), or -1 with err when no usable Secret could be
- * had. A caBundle that could not be set is logged at warn and does not fail the pass. */
+ * ca_pem is not NULL, the caBundle's PEM, malloc'd: ca.crt, plus the previous CA during a CA
+ * change; NULL for a Secret without ca.crt), or -1 with err when no usable Secret could be had. A
+ * caBundle that could not be set is logged at warn and does not fail the pass. */
 int ext_webhook_tls_sync(const ext_webhook_tls_config *cfg, ext_webhook_tls_request_fn req, void *user, int64_t now,
                          ext_cert_pem *serving, char **ca_pem, char *err, size_t errlen);
 

@@ -84,3 +84,34 @@ TEST(certs_garbage_pem_is_an_error) {
     ext_cert_pem bad = {.cert = "x", .key = "y"}, out;
     CHECK(ext_certs_make_serving(&bad, svc_dns, 1, 1, &out, err, sizeof err) < 0);
 }
+
+/* A caBundle with two CAs (as during a CA change) verifies certificates of either, and no other. */
+TEST(certs_verify_against_a_bundle_of_two_cas) {
+    if (!ext_certs_available()) return;
+    ext_cert_pem a, b, c, sa, sb, sc;
+    char err[512] = "";
+    CHECK(ext_certs_make_ca("ca-a", 30, &a, err, sizeof err) == 0);
+    CHECK(ext_certs_make_ca("ca-b", 30, &b, err, sizeof err) == 0);
+    CHECK(ext_certs_make_ca("ca-c", 30, &c, err, sizeof err) == 0);
+    CHECK(ext_certs_make_serving(&a, svc_dns, 3, 10, &sa, err, sizeof err) == 0);
+    CHECK(ext_certs_make_serving(&b, svc_dns, 3, 10, &sb, err, sizeof err) == 0);
+    CHECK(ext_certs_make_serving(&c, svc_dns, 3, 10, &sc, err, sizeof err) == 0);
+    size_t la = strlen(a.cert), lb = strlen(b.cert);
+    char *bundle = malloc(la + lb + 1);
+    memcpy(bundle, a.cert, la);
+    memcpy(bundle + la, b.cert, lb + 1);
+    int64_t now = (int64_t)time(NULL);
+    char ea[256] = "", eb[256] = "", ec[256] = "";
+    int ra = ext_certs_verify(bundle, sa.cert, svc_dns[0], now, ea, sizeof ea);
+    int rb = ext_certs_verify(bundle, sb.cert, svc_dns[0], now, eb, sizeof eb);
+    int rc = ext_certs_verify(bundle, sc.cert, svc_dns[0], now, ec, sizeof ec);
+    int rb_alone = ext_certs_verify(a.cert, sb.cert, svc_dns[0], now, eb, sizeof eb);
+    free(bundle);
+    ext_cert_pem *all[6] = {&a, &b, &c, &sa, &sb, &sc};
+    for (int i = 0; i < 6; i++) ext_cert_pem_free(all[i]);
+    CHECK_MSG(ra == 0, "%s", ea);
+    CHECK_MSG(rb == 0, "%s", eb);
+    CHECK_INT(rc, -1);
+    CHECK_CONTAINS(ec, "does not verify");
+    CHECK_INT(rb_alone, -1);
+}

@@ -21,6 +21,7 @@
 #include "extender/certs.h"
 #include "extender/http.h"
 #include "extender/kube.h"
+#include "extender/log.h"
 #include "extender/webhook_tls.h"
 #include "tests/support/fake_apiserver.h"
 
@@ -267,8 +268,9 @@ TEST(webhook_tls_broken_secret_is_replaced) {
     if (!ext_certs_available()) return;
     mock m;
     mock_init(&m, false);
+    /* tessera's own (it has ca.key), but nothing in it can be read */
     m.secret = cJSON_Parse("{\"metadata\":{\"name\":\"tessera-webhook-tls\",\"namespace\":\"tessera\"},"
-                           "\"data\":{\"tls.crt\":\"bm9wZQ==\"}}");
+                           "\"data\":{\"ca.key\":\"bm9wZQ==\",\"tls.crt\":\"bm9wZQ==\"}}");
     set_rv(&m, m.secret);
     ext_webhook_tls_config c = tls_cfg();
     ext_cert_pem sv;
@@ -279,11 +281,228 @@ TEST(webhook_tls_broken_secret_is_replaced) {
     bool ok = rc == 0 && ext_certs_verify(ca, sv.cert, "tessera-extender.tessera", now, verr, sizeof verr) == 0;
     int puts = m.secret_puts;
     free(ca);
-    ext_cert_pem_free(&sv);
+    if (rc == 0) ext_cert_pem_free(&sv);
     mock_free(&m);
     CHECK_MSG(rc == 0, "%s", err);
     CHECK_INT(puts, 1);
     CHECK_MSG(ok, "%s", verr);
+}
+
+/* A Secret as a test or another tool writes it: the given PEMs (NULL: key absent) and annotations. */
+static cJSON *make_secret(const char *ca, const char *ca_key, const char *crt, const char *key, const char *ann_json) {
+    cJSON *o = cJSON_Parse("{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"type\":\"kubernetes.io/tls\","
+                           "\"metadata\":{\"name\":\"tessera-webhook-tls\",\"namespace\":\"tessera\"}}");
+    if (ann_json) cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(o, "metadata"), "annotations", cJSON_Parse(ann_json));
+    cJSON *d = cJSON_AddObjectToObject(o, "data");
+    const char *k[4] = {"ca.crt", "ca.key", "tls.crt", "tls.key"}, *v[4] = {ca, ca_key, crt, key};
+    for (int i = 0; i < 4; i++) {
+        if (!v[i]) continue;
+        char *b = ext_base64_encode(v[i], strlen(v[i]), NULL);
+        cJSON_AddStringToObject(d, k[i], b);
+        free(b);
+    }
+    return o;
+}
+
+static const char *const SVC_DNS[3] = {"tessera-extender.tessera.svc", "tessera-extender.tessera.svc.cluster.local",
+                                       "tessera-extender.tessera"};
+
+/* The caBundle of the configuration's first webhook, decoded (both are set alike). */
+static char *mwc_bundle(const mock *m) {
+    const char *b = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(m->mwc, "webhooks"), 0), "clientConfig"), "caBundle"));
+    return b ? ext_base64_decode(b, strlen(b), NULL) : NULL;
+}
+
+/* Whether the API server (trusting the caBundle as it is now) accepts what each replica serves. */
+static bool all_trusted(const mock *m, char *const serving[2], int64_t now, char *why, size_t whylen) {
+    char *bundle = mwc_bundle(m);
+    bool ok = bundle != NULL;
+    if (!ok) snprintf(why, whylen, "no caBundle");
+    for (int r = 0; ok && r < 2; r++) {
+        char e[512] = "";
+        if (serving[r] && ext_certs_verify(bundle, serving[r], SVC_DNS[0], now, e, sizeof e) < 0) {
+            snprintf(why, whylen, "replica %c's certificate is not trusted: %s", 'A' + r, e);
+            ok = false;
+        }
+    }
+    free(bundle);
+    return ok;
+}
+
+/* Review finding 5: two replicas (A and B) share the Secret and the configuration; A replaces
+ * the CA (the old one is due) while B still serves a certificate of the old CA. After every
+ * pass, both certificates in service verify against the caBundle; the old CA leaves the bundle
+ * only after 2 check intervals, when B has long re-read the Secret. */
+TEST(webhook_tls_ca_rotation_two_replicas_always_trusted) {
+    if (!ext_certs_available()) return;
+    ext_cert_pem ca_old, sv_old;
+    char err[1024] = "", why[1024] = "";
+    /* a CA made to last a day: at T0 + 16 h, 2/3 of its life has passed */
+    CHECK_MSG(ext_certs_make_ca("old-ca", 1, &ca_old, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(ext_certs_make_serving(&ca_old, SVC_DNS, 3, 1, &sv_old, err, sizeof err) == 0, "%s", err);
+    mock m;
+    mock_init(&m, true);
+    m.secret = make_secret(ca_old.cert, ca_old.key, sv_old.cert, sv_old.key, NULL);
+    set_rv(&m, m.secret);
+    ext_webhook_tls_config c = tls_cfg();   /* check_interval_s 600 */
+    int64_t t0 = (int64_t)time(NULL), t1 = t0 + 16 * 3600, ov = 2 * (int64_t)c.check_interval_s;
+    char *serving[2] = {NULL, NULL};   /* what A and B serve */
+    bool trusted[5];
+    ext_cert_pem p;
+    /* T0: both start on the old CA */
+    for (int r = 0; r < 2; r++) {
+        CHECK_MSG(ext_webhook_tls_sync(&c, mock_req, &m, t0, &p, NULL, err, sizeof err) == 0, "%s", err);
+        serving[r] = p.cert;
+        free(p.key);
+    }
+    trusted[0] = all_trusted(&m, serving, t0, why, sizeof why);
+    bool started_old = !strcmp(serving[0], sv_old.cert) && !strcmp(serving[1], sv_old.cert);
+    /* T1: A finds the CA due and replaces it; B has not looked yet */
+    CHECK_MSG(ext_webhook_tls_sync(&c, mock_req, &m, t1, &p, NULL, err, sizeof err) == 0, "%s", err);
+    free(serving[0]);
+    serving[0] = p.cert;
+    free(p.key);
+    char *prev = secret_key(m.secret, "ca-previous.crt"), *ca_new = secret_key(m.secret, "ca.crt");
+    const char *until = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(m.secret, "metadata"), "annotations"), "tessera.io/ca-previous-until"));
+    bool rotated = strcmp(serving[0], sv_old.cert) != 0 && ca_new && strcmp(ca_new, ca_old.cert) != 0;
+    bool prev_kept = prev && !strcmp(prev, ca_old.cert) && until && strtoll(until, NULL, 10) == t1 + ov;
+    if (!trusted[0]) goto out;
+    trusted[1] = all_trusted(&m, serving, t1, why, sizeof why);
+    if (!trusted[1]) goto out;
+    /* T1 + one interval: B re-reads and serves the new certificate; A's check changes nothing */
+    int puts_before = m.secret_puts;
+    CHECK_MSG(ext_webhook_tls_sync(&c, mock_req, &m, t1 + c.check_interval_s, &p, NULL, err, sizeof err) == 0, "%s", err);
+    free(serving[1]);
+    serving[1] = p.cert;
+    free(p.key);
+    trusted[2] = all_trusted(&m, serving, t1 + c.check_interval_s, why, sizeof why);
+    CHECK_MSG(ext_webhook_tls_sync(&c, mock_req, &m, t1 + c.check_interval_s + 1, &p, NULL, err, sizeof err) == 0, "%s", err);
+    bool same = !strcmp(p.cert, serving[0]) && !strcmp(serving[0], serving[1]) && m.secret_puts == puts_before;
+    ext_cert_pem_free(&p);
+    if (!trusted[2]) goto out;
+    /* after the overlap: the old CA is dropped from the Secret and the caBundle */
+    CHECK_MSG(ext_webhook_tls_sync(&c, mock_req, &m, t1 + ov, &p, NULL, err, sizeof err) == 0, "%s", err);
+    ext_cert_pem_free(&p);
+    trusted[3] = all_trusted(&m, serving, t1 + ov, why, sizeof why);
+    char *gone = secret_key(m.secret, "ca-previous.crt"), *bundle = mwc_bundle(&m), e[256];
+    bool dropped = !gone && bundle && !strcmp(bundle, ca_new);
+    /* and the old certificate is no longer trusted: the overlap, not luck, kept B working */
+    trusted[4] = ext_certs_verify(bundle, sv_old.cert, SVC_DNS[0], t1 + ov, e, sizeof e) < 0;
+    free(gone);
+    free(bundle);
+    CHECK(started_old);
+    CHECK(rotated);
+    CHECK_MSG(prev_kept, "ca-previous.crt %s, until %s (want %lld)", prev ? "set" : "missing", until ? until : "-",
+              (long long)(t1 + ov));
+    CHECK(same);
+    CHECK_MSG(trusted[3], "%s", why);
+    CHECK(dropped);
+    CHECK(trusted[4]);
+out:
+    CHECK_MSG(trusted[0], "%s", why);
+    CHECK_MSG(trusted[1], "%s", why);
+    CHECK_MSG(trusted[2], "%s", why);
+    free(prev);
+    free(ca_new);
+    free(serving[0]);
+    free(serving[1]);
+    ext_cert_pem_free(&ca_old);
+    ext_cert_pem_free(&sv_old);
+    mock_free(&m);
+}
+
+/* stderr (the extender's log) into a file while f runs, at level warn; the text, malloc'd. */
+static char *capture_warnings(void (*f)(void *), void *arg) {
+    char path[] = "/tmp/tessera-test-log-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) return strdup("");
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    ext_log_level lv = ext_log_get_level();
+    ext_log_set_level(EXT_LOG_WARN);
+    f(arg);
+    ext_log_set_level(lv);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char *text = calloc(1, 65536);
+    if (text && lseek(fd, 0, SEEK_SET) == 0) {
+        ssize_t n = read(fd, text, 65535);
+        if (n > 0) text[n] = 0;
+    }
+    close(fd);
+    unlink(path);
+    return text;
+}
+
+typedef struct ext_run { mock *m; int64_t now; int rc; ext_cert_pem sv; char *ca; char err[1024]; } ext_run;
+static void run_sync(void *arg) {
+    ext_run *r = arg;
+    ext_webhook_tls_config c = tls_cfg();
+    r->rc = ext_webhook_tls_sync(&c, mock_req, r->m, r->now, &r->sv, &r->ca, r->err, sizeof r->err);
+}
+
+/* Review finding 5: a Secret without ca.key (cert-manager's, or made by hand) is served as it is
+ * and never written, also when it is due for renewal: then a warning names who must renew it. */
+TEST(webhook_tls_secret_without_ca_key_is_left_alone) {
+    if (!ext_certs_available()) return;
+    ext_cert_pem ca, sv;
+    char err[1024] = "";
+    CHECK_MSG(ext_certs_make_ca("their-ca", 365, &ca, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(ext_certs_make_serving(&ca, SVC_DNS, 3, 90, &sv, err, sizeof err) == 0, "%s", err);
+    mock m;
+    mock_init(&m, true);
+    m.secret = make_secret(ca.cert, NULL, sv.cert, sv.key, "{\"cert-manager.io/certificate-name\":\"tessera-webhook\"}");
+    set_rv(&m, m.secret);
+    char *before = cJSON_PrintUnformatted(m.secret);
+    int64_t now = (int64_t)time(NULL);
+    ext_run fresh = {.m = &m, .now = now}, due = {.m = &m, .now = now + 70LL * 86400};   /* 70 of 90 days */
+    char *log_fresh = capture_warnings(run_sync, &fresh), *log_due = capture_warnings(run_sync, &due);
+    char *after = cJSON_PrintUnformatted(m.secret), *bundle = mwc_bundle(&m);
+    bool served = fresh.rc == 0 && due.rc == 0 && !strcmp(fresh.sv.cert, sv.cert) && !strcmp(due.sv.cert, sv.cert) &&
+                  !strcmp(due.sv.key, sv.key);
+    bool untouched = !strcmp(before, after) && m.posts == 0 && m.secret_puts == 0;
+    bool bundle_is_theirs = bundle && !strcmp(bundle, ca.cert);
+    bool quiet_when_fresh = !strstr(log_fresh, "external-due");
+    bool names_renewer = strstr(log_due, "level=warn") && strstr(log_due, "external-due") &&
+                         strstr(log_due, "cert-manager (Certificate tessera-webhook)");
+    /* one without ca.key whose key does not match: an error, and still not written */
+    ext_cert_pem other;
+    CHECK_MSG(ext_certs_make_serving(&ca, SVC_DNS, 3, 90, &other, err, sizeof err) == 0, "%s", err);
+    cJSON_Delete(m.secret);
+    m.secret = make_secret(ca.cert, NULL, sv.cert, other.key, NULL);
+    set_rv(&m, m.secret);
+    ext_run bad = {.m = &m, .now = now};
+    run_sync(&bad);
+    int writes = m.posts + m.secret_puts;
+    for (ext_run *r = &fresh; r; r = r == &fresh ? &due : NULL)
+        if (r->rc == 0) {
+            ext_cert_pem_free(&r->sv);
+            free(r->ca);
+        }
+    free(before);
+    free(after);
+    free(bundle);
+    ext_cert_pem_free(&ca);
+    ext_cert_pem_free(&sv);
+    ext_cert_pem_free(&other);
+    mock_free(&m);
+    CHECK_MSG(fresh.rc == 0, "%s", fresh.err);
+    CHECK_MSG(due.rc == 0, "%s", due.err);
+    CHECK(served);
+    CHECK(untouched);
+    CHECK(bundle_is_theirs);
+    CHECK_MSG(quiet_when_fresh, "%s", log_fresh);
+    CHECK_MSG(names_renewer, "log: %s", log_due);
+    CHECK_INT(bad.rc, -1);
+    CHECK_CONTAINS(bad.err, "has no ca.key");
+    CHECK_CONTAINS(bad.err, "delete it and tessera makes its own");
+    CHECK_INT(writes, 0);
+    free(log_fresh);
+    free(log_due);
 }
 
 TEST(webhook_tls_ca_bundle_put_retried_on_conflict_and_missing_config_tolerated) {
