@@ -111,7 +111,7 @@ static enum MHD_Result serve_get(ext_http *h, struct MHD_Connection *c, route r)
         if (!ext_state_ready(h->cfg.verbs->st))
             return send_error(c, 503, "not ready: the cache has not synced with the API server yet", NULL);
         if (h->cfg.ready_check) {
-            char why[512] = "", msg[600];
+            char why[1024] = "", msg[1100];
             if (!h->cfg.ready_check(h->cfg.ready_user, why, sizeof why)) {
                 snprintf(msg, sizeof msg, "not ready: %s", why);
                 return send_error(c, 503, msg, NULL);

@@ -557,7 +557,7 @@ struct ext_webhook_listener {
     ext_http_config cfg;
     ext_http *h;
     pthread_mutex_t mu;
-    char down[512];   /* why the last start failed; "" while serving or before the first certificate */
+    char down[768];   /* why the last start failed; "" while serving or before the first certificate */
 };
 
 ext_webhook_listener *ext_webhook_listener_new(const ext_http_config *cfg) {
