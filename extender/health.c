@@ -46,6 +46,14 @@ bool ext_dep_blocks_ready(ext_dep d) {
     return d <= EXT_DEP_LISTEN;
 }
 
+/* Failed attempts in a row before d is failing. Most dependencies retry within seconds, where one failure is
+ * often a blip; these retry only every 10 s to 10 min (the webhook's Secret and caBundle) or not at all (a
+ * listener), so their first failure is already the persistent one. */
+static int fail_after(ext_dep d) {
+    return d == EXT_DEP_WEBHOOK_SECRET || d == EXT_DEP_WEBHOOK_CONFIG || d == EXT_DEP_WEBHOOK_LISTEN ||
+                   d == EXT_DEP_LISTEN ? 1 : EXT_HEALTH_FAIL_AFTER;
+}
+
 ext_dep_reason ext_health_reason_of(int code) {
     if (code == EXT_KUBE_TIMEOUT) return EXT_REASON_TIMEOUT;
     if (code <= 0) return EXT_REASON_UNREACHABLE;
@@ -121,7 +129,7 @@ void ext_health_fail(ext_dep d, int code, ext_dep_reason reason, const char *msg
     e->s.reason = reason;
     snprintf(e->s.msg, sizeof e->s.msg, "%s", msg);
     const char *name = ext_dep_name(d), *rname = ext_dep_reason_name(reason);
-    if (!e->s.failing && e->s.consecutive >= EXT_HEALTH_FAIL_AFTER) {
+    if (!e->s.failing && e->s.consecutive >= fail_after(d)) {
         e->s.failing = true;
         e->last_log_ms = now;
         e->unlogged = 0;

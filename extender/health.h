@@ -6,7 +6,9 @@
  * A dependency is FAILING after EXT_HEALTH_FAIL_AFTER consecutive failed attempts with no success in
  * between: one failed attempt is often a blip that the next retry cures (a dropped connection, a
  * leader change of the API server), two in a row are not (every caller retries within seconds:
- * list/watch after 0.2..30 s of backoff, the Lease every retry period, 2 s by default). Then:
+ * list/watch after 0.2..30 s of backoff, the Lease every retry period, 2 s by default). The webhook's
+ * Secret and caBundle (retried every 10 s to 10 min) and the listeners (not retried) fail at the
+ * first failure. Then:
  *   - one line at warn: "event=dependency-failing dependency=lease reason=not_found code=404 err=..."
  *     with the API's status and message; again at warn when the message changes, otherwise at most
  *     once per EXT_HEALTH_RELOG_MS ("event=dependency-still-failing ... failures=N for_s=S"); attempts

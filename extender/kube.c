@@ -93,6 +93,23 @@ int ext_kube_config_in_cluster(ext_kube_config *cfg, char *err, size_t errlen) {
     return 0;
 }
 
+void ext_kube_own_namespace(char *buf, size_t len, const char *fallback) {
+    const char *env = getenv("POD_NAMESPACE");
+    if (env && *env) {
+        snprintf(buf, len, "%s", env);
+        return;
+    }
+    char ns[256] = "";
+    FILE *f = fopen(SA_DIR "namespace", "r");
+    if (f) {
+        if (!fgets(ns, sizeof ns, f)) ns[0] = 0;
+        fclose(f);
+    }
+    size_t n = strlen(ns);
+    while (n && isspace((unsigned char)ns[n - 1])) ns[--n] = 0;
+    snprintf(buf, len, "%s", n ? ns : fallback);
+}
+
 /* ---- small helpers ----------------------------------------------------------------------------------- */
 
 static size_t buf_write(char *ptr, size_t size, size_t nmemb, void *ud) {

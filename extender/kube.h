@@ -48,6 +48,11 @@ typedef struct ext_kube_config {
 void ext_kube_config_defaults(ext_kube_config *cfg);
 int ext_kube_config_in_cluster(ext_kube_config *cfg, char *err, size_t errlen);
 
+/* The namespace tessera runs in, the default home of its Lease: $POD_NAMESPACE (the Downward API), else the
+ * service account's namespace file (/var/run/secrets/kubernetes.io/serviceaccount/namespace, mounted in every
+ * pod with a service account token), else fallback. */
+void ext_kube_own_namespace(char *buf, size_t len, const char *fallback);
+
 typedef struct ext_kube ext_kube;
 
 ext_kube *ext_kube_new(const ext_kube_config *cfg, char *err, size_t errlen);

@@ -35,7 +35,8 @@
 #include "extender/kube.h"
 
 typedef struct ext_leader_config {
-    char ns[64];              /* the Lease's namespace (default: $POD_NAMESPACE, else "tessera") */
+    char ns[64];              /* the Lease's namespace (default: tessera's own, ext_kube_own_namespace: $POD_NAMESPACE,
+                                 else the service account's namespace file, else "tessera") */
     char name[128];           /* the Lease's name (default "tessera-extender") */
     char identity[192];       /* holderIdentity (default: $POD_NAME or the host name, "_", a random suffix) */
     int lease_ms;             /* leaseDuration (default 15000) */

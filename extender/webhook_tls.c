@@ -12,6 +12,7 @@
 
 #include "extender/base64.h"
 #include "extender/kube.h"
+#include "extender/health.h"
 #include "extender/log.h"
 
 #define MWC_PATH "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/"
@@ -50,9 +51,14 @@ static const char *verb_of(const char *method) {
          : !strcmp(method, "PATCH") ? "patch" : "delete";
 }
 
+/* The status behind the latest api_error on this thread, for health.h's reason label (the sync pass runs on
+ * one thread; its result is a message). */
+static _Thread_local int tls_last_code;
+
 /* The API's answer outside 2xx (and 404 when absent is not expected) as a message. */
 static void api_error(char *err, size_t errlen, int code, const char *method, const char *resource, const char *name,
                       const char *msg) {
+    tls_last_code = code;
     if (code == 403)
         snprintf(err, errlen, "forbidden: the service account may not %s %s %s (add it to the RBAC rules): %s",
                  verb_of(method), resource, name, msg);
@@ -200,7 +206,7 @@ static void set_ca_bundle(const ext_webhook_tls_config *cfg, ext_webhook_tls_req
                          "(kubectl apply -k deploy/), so its caBundle cannot be set", cfg->webhook_config);
             else
                 api_error(msg, sizeof msg, code, "GET", "mutatingwebhookconfigurations", cfg->webhook_config, err);
-            ext_log(EXT_LOG_WARN, "webhook-tls=ca-bundle error=\"%s\"", msg);
+            ext_health_fail(EXT_DEP_WEBHOOK_CONFIG, code, ext_health_reason_of(code), msg);   /* logs at warn */
             free(resp);
             break;
         }
@@ -222,18 +228,22 @@ static void set_ca_bundle(const ext_webhook_tls_config *cfg, ext_webhook_tls_req
         }
         char *body = changed ? cJSON_PrintUnformatted(o) : NULL;
         cJSON_Delete(o);
-        if (!changed) break;
+        if (!changed) {
+            ext_health_ok(EXT_DEP_WEBHOOK_CONFIG);
+            break;
+        }
         err[0] = 0;
         code = body ? req(user, "PUT", path, body, 0, NULL, err, sizeof err) : -1;
         free(body);
         if (code == 200) {
             ext_log(EXT_LOG_INFO, "webhook-tls=ca-bundle-set config=%s", cfg->webhook_config);
+            ext_health_ok(EXT_DEP_WEBHOOK_CONFIG);
             break;
         }
         if (code == 409) continue;   /* changed under us: read it again */
         char msg[700];
         api_error(msg, sizeof msg, code, "PUT", "mutatingwebhookconfigurations", cfg->webhook_config, err);
-        ext_log(EXT_LOG_WARN, "webhook-tls=ca-bundle error=\"%s\"", msg);
+        ext_health_fail(EXT_DEP_WEBHOOK_CONFIG, code, ext_health_reason_of(code), msg);
         break;
     }
     free(b64);
@@ -317,11 +327,16 @@ struct ext_webhook_tls {
 static int tls_pass(ext_webhook_tls *t) {
     ext_cert_pem pem;
     char err[1024];
+    tls_last_code = 0;
     if (ext_webhook_tls_sync(&t->cfg, t->req, t->req_user, (int64_t)time(NULL), &pem, NULL, err, sizeof err) < 0) {
-        ext_log(EXT_LOG_WARN, "webhook-tls=error secret=%s/%s error=\"%s\" retry_s=%d", t->cfg.secret_ns,
+        /* health.h logs it at warn once, then rate-limited; each retry at debug */
+        ext_log(EXT_LOG_DEBUG, "webhook-tls=error secret=%s/%s error=\"%s\" retry_s=%d", t->cfg.secret_ns,
                 t->cfg.secret_name, err, t->cfg.retry_interval_s);
+        ext_health_fail(EXT_DEP_WEBHOOK_SECRET, tls_last_code,
+                        tls_last_code ? ext_health_reason_of(tls_last_code) : EXT_REASON_TLS, err);
         return t->cfg.retry_interval_s;
     }
+    ext_health_ok(EXT_DEP_WEBHOOK_SECRET);
     if (!t->last_cert || strcmp(t->last_cert, pem.cert)) {
         t->on_pem(t->pem_user, &pem);
         free(t->last_cert);
