@@ -283,13 +283,23 @@ static bool relist_wanted(ext_kube *k, int kind) {
     return atomic_load(&k->relist_req[kind]) != k->relist_served[kind];
 }
 
-static CURLcode kube_perform(ext_kube *k, int kind, CURL *h) {
+/* opened (a watch; NULL for a list) turns true as soon as the answer's status is 200: the watch works, even
+ * if no event comes for minutes. */
+static CURLcode kube_perform(ext_kube *k, int kind, CURL *h, bool *opened) {
     CURLM *m = k->multi[kind];
     if (curl_multi_add_handle(m, h) != CURLM_OK) return CURLE_FAILED_INIT;
     CURLcode res = CURLE_ABORTED_BY_CALLBACK;
     for (;;) {
         int running = 0, queued = 0;
         if (curl_multi_perform(m, &running) != CURLM_OK) { res = CURLE_RECV_ERROR; break; }
+        if (opened && !*opened) {
+            long code = 0;
+            curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+            if (code == 200) {
+                *opened = true;
+                ext_health_ok(kube_dep[kind]);
+            }
+        }
         bool done = false;
         for (CURLMsg *msg; (msg = curl_multi_info_read(m, &queued));) {
             if (msg->msg == CURLMSG_DONE && msg->easy_handle == h) { res = msg->data.result; done = true; }
@@ -347,7 +357,7 @@ static int kube_list(ext_kube *k, CURL *h, int kind, char **rv, kube_fail *f) {
         curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)k->cfg.request_timeout_ms);
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, buf_write);
         curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-        CURLcode rc = kube_perform(k, kind, h);
+        CURLcode rc = kube_perform(k, kind, h, NULL);
         long code = 0;
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
         curl_slist_free_all(hdrs);
@@ -490,7 +500,7 @@ static size_t watch_write(char *p, size_t size, size_t nmemb, void *ud) {
     return n;
 }
 
-static int kube_watch(ext_kube *k, CURL *h, int kind, char **rv, int *events, kube_fail *f) {
+static int kube_watch(ext_kube *k, CURL *h, int kind, char **rv, int *events, kube_fail *f, bool *opened) {
     char url[2048], errbuf[CURL_ERROR_SIZE], err[256];
     char *esc = curl_easy_escape(h, *rv ? *rv : "", 0);
     int n = esc ? snprintf(url, sizeof url, "%s%s?watch=1&resourceVersion=%s&allowWatchBookmarks=true&timeoutSeconds=%d",
@@ -517,7 +527,7 @@ static int kube_watch(ext_kube *k, CURL *h, int kind, char **rv, int *events, ku
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)k->cfg.watch_timeout_s + 30L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, watch_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &w);
-    CURLcode rc = kube_perform(k, kind, h);
+    CURLcode rc = kube_perform(k, kind, h, opened);
     long code = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
     curl_slist_free_all(hdrs);
@@ -568,6 +578,9 @@ static void *kube_thread(void *arg) {
     char *rv = NULL;
     bool need_list = true;
     int gones = 0;
+    /* watches that failed since one last opened: a list that works after each does not make the kind healthy
+     * (the cache is then only as fresh as the backoff allows) */
+    int watch_fails = 0;
     CURL *h = NULL;
     while (!atomic_load(&k->stop)) {
         if (!h && !(h = curl_easy_init())) {
@@ -584,7 +597,7 @@ static void *kube_thread(void *arg) {
             k->relist_served[kind] = atomic_load(&k->relist_req[kind]);
             out = kube_list(k, h, kind, &rv, &fail);
             if (out == OUT_OK) {
-                ext_health_ok(kube_dep[kind]);
+                if (!watch_fails) ext_health_ok(kube_dep[kind]);
                 if (k->cfg.ca_file[0] && !strncmp(k->base, "https://", 8)) ext_health_ok(EXT_DEP_CA_FILE);
                 need_list = false;
                 pthread_mutex_lock(&k->mu);
@@ -592,9 +605,11 @@ static void *kube_thread(void *arg) {
                 pthread_mutex_unlock(&k->mu);
             }
         } else {
-            out = kube_watch(k, h, kind, &rv, &events, &fail);
+            bool opened = false;
+            out = kube_watch(k, h, kind, &rv, &events, &fail, &opened);
             uint64_t lived = now_ms() - t0;
-            if (out == OUT_ENDED) ext_health_ok(kube_dep[kind]);
+            if (opened) watch_fails = 0;   /* (and health is told in kube_perform) */
+            else if (out == OUT_ERROR) watch_fails++;
             if (out != OUT_STOP && (events > 0 || lived >= KUBE_HEALTHY_MS || out == OUT_ENDED)) backoff = bmin;
             if (out == OUT_ENDED) {
                 count(k, &k->st.watch_restarts[kind]);
