@@ -997,7 +997,9 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     if (rc != 0) {
         char msg[700];
         snprintf(msg, sizeof msg, "binding %s/%s to %s failed: %s", ns, name, node, err[0] ? err : "API error");
-        ext_log(EXT_LOG_WARN, "verb=bind outcome=api_error pod=%s/%s node=%s err=\"%s\"", ns, name, node, err);
+        /* while binding itself is failing (health.h logged it once at warn), one line per retried pod is noise */
+        ext_log(ext_health_failing(EXT_DEP_BIND, NULL, 0) ? EXT_LOG_DEBUG : EXT_LOG_WARN,
+                "verb=bind outcome=api_error pod=%s/%s node=%s err=\"%s\"", ns, name, node, err);
         bind_reply(v, out, EXT_BIND_API_ERROR, 200, msg);
     } else {
         ext_log(EXT_LOG_INFO, "verb=bind outcome=ok pod=%s/%s node=%s assignment=%s", ns, name, node, ann ? ann : "none");
