@@ -25,7 +25,8 @@
 #include "policy/policy.h"
 
 #define HX_NODE "gpu-a100-whole"
-/* What the API server answers a create in a namespace that does not exist (the case of issue 13). */
+/* What the API server answered the Lease create in a namespace that does not exist (observed on a real cluster,
+ * issue 13: 404 NotFound). */
 #define HX_NS_MISSING "namespaces \"tessera\" not found"
 
 typedef struct hx {
@@ -36,6 +37,8 @@ typedef struct hx {
     ext_verbs v;
     ext_http *h;
     int port;
+    bool with_events;   /* set before hx_run: post Events about binds, as in cluster mode */
+    ext_events *ev;
 } hx;
 
 static void hx_nap(int ms) {
@@ -96,6 +99,7 @@ static bool hx_run(hx *x, const char *token_file, bool leader) {
     }
     ext_verbs_init(&x->v, x->st, policy_find("binpack"), hx_bind, x->k);
     x->v.leader = x->l;
+    if (x->with_events && !(x->v.events = x->ev = ext_events_start(x->k, NULL, err, sizeof err))) return false;
     ext_http_config hc;
     memset(&hc, 0, sizeof hc);
     snprintf(hc.listen, sizeof hc.listen, "127.0.0.1:0");
@@ -115,6 +119,7 @@ static bool hx_run(hx *x, const char *token_file, bool leader) {
 static void hx_stop(hx *x) {
     ext_http_stop(x->h);
     ext_leader_free(x->l);
+    ext_events_stop(x->ev);
     ext_kube_free(x->k);
     ext_state_free(x->st);
     fake_api_free(x->api);
@@ -265,7 +270,9 @@ TEST(ext_health_bind_forbidden_names_what_rbac_lacks) {
     hx x;
     CHECK(hx_api(&x));
     logcap_start(EXT_LOG_INFO);
-    /* the API server's wording for an RBAC denial */
+    /* the API server's wording for an RBAC denial: "User %q cannot %s resource %q in API group %q in the namespace
+     * %q" (forbiddenMessage, k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/errors.go), after
+     * "<resource> \"<name>\" is forbidden: " */
     fake_api_inject_msg(x.api, "POST /api/v1/namespaces/default/pods/p1/binding", 403, "Forbidden",
                         "pods \"p1\" is forbidden: User \"system:serviceaccount:tessera:tessera-scheduler\" cannot create "
                         "resource \"pods/binding\" in API group \"\" in the namespace \"default\"", 2);
@@ -383,6 +390,52 @@ TEST(ext_health_api_server_down_is_shown_and_clears_when_it_is_back) {
     CHECK_MSG(ready, "/readyz after the cure: %s", why2);
     CHECK(recovered && m_ok1);
     CHECK_STR(berr2, "");
+}
+
+/* Events are best-effort: failing, they are logged, counted and listed as degraded, but /readyz stays 200 and
+ * binds go on. */
+TEST(ext_health_events_forbidden_degrade_but_do_not_block) {
+    hx x;
+    CHECK(hx_api(&x));
+    for (int i = 2; i <= 3; i++) {
+        char name[8], uid[16];
+        snprintf(name, sizeof name, "p%d", i);
+        snprintf(uid, sizeof uid, "uid-p%d", i);
+        char *pod = pod_json(name, uid, 0, "\"nvidia.com/gpu\":\"1\"", NULL, NULL);
+        fake_api_put(x.api, "pods", pod);
+        free(pod);
+    }
+    logcap_start(EXT_LOG_INFO);
+    fake_api_inject_msg(x.api, "POST /api/v1/namespaces/default/events", 403, "Forbidden",
+                        "events is forbidden: User \"system:serviceaccount:tessera:tessera-scheduler\" cannot create "
+                        "resource \"events\" in API group \"\" in the namespace \"default\"", 2);
+    x.with_events = true;
+    bool run = hx_run(&x, NULL, false), synced = run && hx_wait_synced(&x, 5000);
+    char e1[1024], e2[1024], e3[1024], why[2048], why3[2048];
+    bind_pod(&x.v, "p1", "uid-p1", HX_NODE, e1, sizeof e1);
+    bind_pod(&x.v, "p2", "uid-p2", HX_NODE, e2, sizeof e2);
+    bool warned = hx_wait_log("level=warn event=dependency-failing dependency=events reason=forbidden code=403",
+                              "forbidden: cannot create events in namespace default: check the tessera-extender "
+                              "ClusterRole", 1, 5000);
+    long rz = hx_readyz(&x, why, sizeof why);
+    bool m_ok0 = hx_metric(&x, "tessera_dependency_ok{dependency=\"events\"} 0");
+    bool m_fail = hx_metric(&x, "tessera_dependency_failures_total{dependency=\"events\",reason=\"forbidden\"} 2");
+    bind_pod(&x.v, "p3", "uid-p3", HX_NODE, e3, sizeof e3);
+    bool recovered = hx_wait_log("level=info event=dependency-recovered dependency=events", NULL, 1, 5000);
+    long rz3 = hx_readyz(&x, why3, sizeof why3);
+    hx_stop(&x);
+    logcap_stop();
+    CHECK(run && synced);
+    CHECK_STR(e1, "");
+    CHECK_STR(e2, "");
+    CHECK(warned);
+    CHECK_INT(rz, 200);
+    CHECK_CONTAINS(why, "degraded: events: forbidden: cannot create events in namespace default");
+    CHECK(m_ok0 && m_fail);
+    CHECK_STR(e3, "");
+    CHECK(recovered);
+    CHECK_INT(rz3, 200);
+    CHECK_MSG(!strstr(why3, "degraded"), "%s", why3);
 }
 
 /* --token-file names a file that is missing, then empty, then holds the token. */
