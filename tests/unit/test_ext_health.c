@@ -364,7 +364,9 @@ TEST(ext_health_api_server_down_is_shown_and_clears_when_it_is_back) {
     bool run = hx_run(&x, NULL, false), synced = run && hx_wait_synced(&x, 5000);
     fake_api_down(x.api);
     bool warned = hx_wait_log("level=warn event=dependency-failing dependency=api-pods reason=unreachable",
-                              "cannot list pods: API server unreachable", 1, 5000);
+                              "cannot list pods: API server unreachable", 1, 5000) &&
+                  hx_wait_log("level=warn event=dependency-failing dependency=api-nodes reason=unreachable",
+                              "cannot list nodes: API server unreachable", 1, 5000);
     char why[2048], berr[1024], why2[2048], berr2[1024], err[256];
     long rz = hx_readyz(&x, why, sizeof why);
     bool m_ok0 = hx_metric(&x, "tessera_dependency_ok{dependency=\"api-nodes\"} 0");
