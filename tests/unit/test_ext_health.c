@@ -400,7 +400,7 @@ TEST(ext_health_events_forbidden_degrade_but_do_not_block) {
     hx x;
     CHECK(hx_api(&x));
     for (int i = 2; i <= 3; i++) {
-        char name[8], uid[16];
+        char name[16], uid[24];
         snprintf(name, sizeof name, "p%d", i);
         snprintf(uid, sizeof uid, "uid-p%d", i);
         char *pod = pod_json(name, uid, 0, "\"nvidia.com/gpu\":\"1\"", NULL, NULL);
