@@ -114,6 +114,18 @@ void ext_health_ok(ext_dep d) {
     pthread_mutex_unlock(&g_mu);
 }
 
+void ext_health_idle(ext_dep d) {
+    if (d < 0 || d >= EXT_DEP_N) return;
+    pthread_mutex_lock(&g_mu);
+    dep_entry *e = &g_dep[d];
+    if (e->s.failing)
+        ext_log(EXT_LOG_INFO, "event=dependency-idle dependency=%s why=\"no longer used; its failure is no longer "
+                "known\" failures=%d", ext_dep_name(d), e->s.consecutive);
+    e->s.failing = false;
+    e->s.consecutive = 0;
+    pthread_mutex_unlock(&g_mu);
+}
+
 void ext_health_fail(ext_dep d, int code, ext_dep_reason reason, const char *msg) {
     if (d < 0 || d >= EXT_DEP_N) return;
     if (reason < 0 || reason >= EXT_REASON_N) reason = EXT_REASON_UNREACHABLE;

@@ -88,6 +88,10 @@ void ext_health_ok(ext_dep d);
  * failed in words an operator can act on (ext_health_api_msg). Registers d. */
 void ext_health_fail(ext_dep d, int code, ext_dep_reason reason, const char *msg);
 
+/* d is not in use for now (the leader election of a replica whose kube-scheduler is idle stops calling the
+ * API): its failure, if any, is forgotten (logged at info), since nothing will try it again to clear it. */
+void ext_health_idle(ext_dep d);
+
 /* Whether d is failing; msg (may be NULL) gets its message. */
 bool ext_health_failing(ext_dep d, char *msg, size_t len);
 

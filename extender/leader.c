@@ -410,6 +410,11 @@ static void *leader_thread(void *arg) {
         if (!campaigning(l, mono_ms())) {
             release(l); /* idle: let the replica whose kube-scheduler is active take over at once */
             pthread_mutex_lock(&l->mu);
+            bool had_err = l->last_err[0] != 0;
+            l->last_err[0] = 0;
+            pthread_mutex_unlock(&l->mu);
+            if (had_err) ext_health_idle(EXT_DEP_LEASE);   /* no attempt would ever clear it: do not stay unready */
+            pthread_mutex_lock(&l->mu);
             if (!l->stop && !campaigning(l, mono_ms())) cond_wait_ms(l, l->cfg.retry_ms);
             pthread_mutex_unlock(&l->mu);
             continue;

@@ -38,6 +38,7 @@ typedef struct hx {
     ext_http *h;
     int port;
     bool with_events;   /* set before hx_run: post Events about binds, as in cluster mode */
+    bool on_calls;      /* set before hx_run: the leader campaigns only while scheduling calls come (main.c) */
     ext_events *ev;
 } hx;
 
@@ -94,7 +95,7 @@ static bool hx_run(hx *x, const char *token_file, bool leader) {
         lc.lease_ms = 1500;
         lc.renew_ms = 1000;
         lc.retry_ms = 100;
-        lc.always_campaign = true;
+        lc.always_campaign = !x->on_calls;
         if (!(x->l = ext_leader_new(&lc, x->k, err, sizeof err))) return false;
     }
     ext_verbs_init(&x->v, x->st, policy_find("binpack"), hx_bind, x->k);
@@ -263,6 +264,31 @@ TEST(ext_health_lease_in_a_missing_namespace_is_logged_shown_counted_and_told) {
     CHECK_MSG(ready2, "/readyz after the cure: %s", why2);
     CHECK(recovered && m_ok1);
     CHECK_STR(berr2, "");
+}
+
+/* A replica whose kube-scheduler goes idle stops campaigning, so nothing would retry the Lease to clear its
+ * failure: it is forgotten rather than keeping the replica unready for ever. */
+TEST(ext_health_lease_failure_is_forgotten_when_the_replica_goes_idle) {
+    hx x;
+    CHECK(hx_api(&x));
+    logcap_start(EXT_LOG_INFO);
+    fake_api_inject_msg(x.api, "POST /apis/coordination.k8s.io/v1/namespaces/tessera/leases", 404, "NotFound",
+                        HX_NS_MISSING, 100000);
+    x.on_calls = true;
+    bool run = hx_run(&x, NULL, true), synced = run && hx_wait_synced(&x, 5000);
+    char why[2048], why2[2048];
+    ext_leader_note_call(x.l);   /* a filter call: campaign for the next lease duration (1.5 s) */
+    bool warned = hx_wait_log("level=warn event=dependency-failing dependency=lease", NULL, 1, 3000);
+    long rz = hx_readyz(&x, why, sizeof why);
+    bool idle = hx_wait_log("level=info event=dependency-idle dependency=lease", NULL, 1, 5000);
+    long rz2 = hx_readyz(&x, why2, sizeof why2);
+    hx_stop(&x);
+    logcap_stop();
+    CHECK(run && synced && warned);
+    CHECK_INT(rz, 503);
+    CHECK_CONTAINS(why, "lease: cannot create Lease");
+    CHECK(idle);
+    CHECK_MSG(rz2 == 200, "%s", why2);
 }
 
 /* RBAC without pods/binding: the error names verb, resource, namespace and the role to fix. */
@@ -440,7 +466,8 @@ TEST(ext_health_events_forbidden_degrade_but_do_not_block) {
     CHECK_MSG(!strstr(why3, "degraded"), "%s", why3);
 }
 
-/* --token-file names a file that is missing, then empty, then holds the token. */
+/* --token-file names a file that is missing, then empty, then holds a token the API server refuses (401), then
+ * the right one. */
 TEST(ext_health_token_file_missing_or_empty_is_shown_until_it_is_there) {
     char path[128];
     snprintf(path, sizeof path, "/tmp/tessera-test-token-%d", (int)getpid());
@@ -462,13 +489,26 @@ TEST(ext_health_token_file_missing_or_empty_is_shown_until_it_is_there) {
     if (f) fclose(f);
     bool changed = hx_wait_log("level=warn event=dependency-still-failing dependency=token-file", "is empty or not a token",
                                1, 5000);
+    f = fopen(path, "w");   /* a token the API server does not accept: 401 */
+    if (f) {
+        fputs("wrong\n", f);
+        fclose(f);
+    }
+    bool recovered = hx_wait_log("level=info event=dependency-recovered dependency=token-file", NULL, 1, 5000);
+    char why401[2048];
+    bool said401 = false;
+    for (int t = 0; t < 5000 && !said401; t += 20) {
+        hx_readyz(&x, why401, sizeof why401);
+        said401 = strstr(why401, "api-pods: unauthorized: the API server did not accept tessera's service account "
+                         "token (cannot list pods)") != NULL;
+        if (!said401) hx_nap(20);
+    }
     f = fopen(path, "w");
     if (f) {
         fputs("s3cret\n", f);
         fclose(f);
     }
     bool ready = hx_wait_readyz(&x, 200, why2, sizeof why2, 5000);
-    bool recovered = hx_wait_log("level=info event=dependency-recovered dependency=token-file", NULL, 1, 2000);
     bool m_ok1 = hx_metric(&x, "tessera_dependency_ok{dependency=\"token-file\"} 1");
     hx_stop(&x);
     logcap_stop();
@@ -482,8 +522,10 @@ TEST(ext_health_token_file_missing_or_empty_is_shown_until_it_is_there) {
     CHECK_CONTAINS(ferr, "tessera is not synced with the API server yet: ");
     CHECK_CONTAINS(ferr, want);
     CHECK(changed);
+    CHECK(recovered);
+    CHECK_MSG(said401, "/readyz with a wrong token: %s", why401);
     CHECK_MSG(ready, "/readyz after the cure: %s", why2);
-    CHECK(recovered && m_ok1);
+    CHECK(m_ok1);
 }
 
 /* The words for each status, which the tests above see only in part. */
