@@ -66,7 +66,9 @@ void ext_kube_free(ext_kube *k);
 /* POST /api/v1/namespaces/<ns>/pods/<name>/binding with metadata.uid = uid and
  * metadata.annotations = annotations (an object of strings, may be NULL). Returns the
  * HTTP status (201 on success), or -1 when the API server could not be reached; err
- * gets the API's message ("pods \"x\" not found", a UID precondition failure...). */
+ * gets the API's message ("pods \"x\" not found", a UID precondition failure...), for 401/403,
+ * 429, 5xx and no answer prefixed with what failed and, for 403, the RBAC rule it lacks
+ * (health.h, which also hears of every outcome as the bind dependency). */
 int ext_kube_bind(ext_kube *k, const char *ns, const char *name, const char *uid, const char *node,
                   const cJSON *annotations, char *err, size_t errlen);
 
