@@ -56,6 +56,7 @@ static int fail_after(ext_dep d) {
 
 ext_dep_reason ext_health_reason_of(int code) {
     if (code == EXT_KUBE_TIMEOUT) return EXT_REASON_TIMEOUT;
+    if (code == EXT_KUBE_NO_REQUEST) return EXT_REASON_FILE;   /* in practice: the token file */
     if (code <= 0) return EXT_REASON_UNREACHABLE;
     if (code == 401) return EXT_REASON_UNAUTHORIZED;
     if (code == 403) return EXT_REASON_FORBIDDEN;
@@ -83,6 +84,8 @@ void ext_health_api_msg(char *out, size_t len, int code, const char *verb, const
     } else if (code == 401) {
         snprintf(out, len, "unauthorized: the API server did not accept tessera's service account token "
                  "(cannot %s %s): check --token-file or the pod's service account (%s)", verb, what, api_msg);
+    } else if (code == EXT_KUBE_NO_REQUEST) {
+        snprintf(out, len, "cannot %s %s: %s", verb, what, api_msg);
     } else if (code == EXT_KUBE_TIMEOUT) {
         snprintf(out, len, "cannot %s %s: the API server did not answer in time (%s)", verb, what, api_msg);
     } else if (code <= 0) {

@@ -67,7 +67,7 @@ const char *ext_dep_reason_name(ext_dep_reason r); /* "not_found", "forbidden", 
 bool ext_dep_blocks_ready(ext_dep d);
 
 /* The reason for ext_kube_request's / ext_kube_bind's status (EXT_KUBE_UNREACHABLE, EXT_KUBE_TIMEOUT,
- * or an HTTP status outside 2xx). */
+ * EXT_KUBE_NO_REQUEST, or an HTTP status outside 2xx). */
 ext_dep_reason ext_health_reason_of(int code);
 
 /* A message for a failed API call that says what was being done and, for 401/403, what the token or

@@ -871,7 +871,7 @@ int ext_kube_request(ext_kube *k, const char *method, const char *path, const ch
     if (!hdrs) {
         if (!err[0]) snprintf(err, errlen, h ? "out of memory" : "request: path too long or out of memory");
         if (h) pool_put(k, h);
-        return EXT_KUBE_UNREACHABLE;
+        return EXT_KUBE_NO_REQUEST;   /* not the API server's fault: say so (health.h) */
     }
     kube_buf b = {.max = KUBE_MAX_ERR_BODY};
     kube_setup(k, h, url, hdrs, errbuf);

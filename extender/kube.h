@@ -76,10 +76,12 @@ int ext_kube_bind(ext_kube *k, const char *ns, const char *name, const char *uid
  * "DELETE" | "PATCH" (a JSON merge patch: sent as application/merge-patch+json), path from the API root
  * ("/apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME"), body JSON or NULL, a timeout (<= 0: the
  * configured request timeout). Returns the HTTP status with *resp the body (malloc'd; NULL on a bodiless
- * answer; resp may be NULL), or EXT_KUBE_UNREACHABLE / EXT_KUBE_TIMEOUT when no answer came; err gets the
- * reason, or the API's message for a status outside 2xx. */
+ * answer; resp may be NULL), or EXT_KUBE_UNREACHABLE / EXT_KUBE_TIMEOUT when no answer came, or
+ * EXT_KUBE_NO_REQUEST when it could not even be sent (the token file is unreadable); err gets the reason, or
+ * the API's message for a status outside 2xx. */
 #define EXT_KUBE_UNREACHABLE (-1)
 #define EXT_KUBE_TIMEOUT     (-2)
+#define EXT_KUBE_NO_REQUEST  (-3)
 int ext_kube_request(ext_kube *k, const char *method, const char *path, const char *body, int timeout_ms,
                      char **resp, char *err, size_t errlen);
 

@@ -103,7 +103,7 @@ static void lease_ok(ext_leader *l) {
 static void count_error(ext_leader *l, int code) {
     ext_lease_error e = code == 409                 ? EXT_LEASE_ERR_CONFLICT
                       : code == EXT_KUBE_TIMEOUT    ? EXT_LEASE_ERR_TIMEOUT
-                      : code == EXT_KUBE_UNREACHABLE ? EXT_LEASE_ERR_UNREACHABLE
+                      : code == EXT_KUBE_UNREACHABLE || code == EXT_KUBE_NO_REQUEST ? EXT_LEASE_ERR_UNREACHABLE
                       : code >= 500                 ? EXT_LEASE_ERR_SERVER
                       : code == 401 || code == 403  ? EXT_LEASE_ERR_DENIED
                                                     : EXT_LEASE_ERR_OTHER;
