@@ -59,9 +59,9 @@ static _Thread_local int tls_last_code;
 static void api_error(char *err, size_t errlen, int code, const char *method, const char *resource, const char *name,
                       const char *msg) {
     tls_last_code = code;
-    if (code == 403)
-        snprintf(err, errlen, "forbidden: the service account may not %s %s %s (add it to the RBAC rules): %s",
-                 verb_of(method), resource, name, msg);
+    if (code == 403)   /* where deploy/rbac.yaml grants it: the Secret in tessera's namespace, the configuration cluster-wide */
+        snprintf(err, errlen, "forbidden: the service account may not %s %s %s (check the tessera-extender %s): %s",
+                 verb_of(method), resource, name, !strcmp(resource, "secret") ? "Role" : "ClusterRole", msg);
     else if (code < 0)
         snprintf(err, errlen, "%s %s %s: API server not reachable: %s", verb_of(method), resource, name, msg);
     else
