@@ -13,12 +13,14 @@
 
 typedef struct dep_entry {
     ext_dep_status s;
+    int64_t last_fail_ms;      /* the latest failed attempt */
     int64_t last_log_ms;       /* the latest warn line about this failure */
     uint64_t unlogged;         /* failed attempts since that line */
 } dep_entry;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static dep_entry g_dep[EXT_DEP_N];
+static int g_forget_ms[EXT_DEP_N] = {[EXT_DEP_BIND] = EXT_HEALTH_BIND_FORGET_MS};
 
 static int64_t mono_ms(void) {
     struct timespec ts;
@@ -117,16 +119,36 @@ void ext_health_ok(ext_dep d) {
     pthread_mutex_unlock(&g_mu);
 }
 
+/* Forget d's failure (lock held). */
+static void idle_locked(ext_dep d, const char *why) {
+    dep_entry *e = &g_dep[d];
+    if (e->s.failing)
+        ext_log(EXT_LOG_INFO, "event=dependency-idle dependency=%s why=\"%s; its failure is no longer known\" "
+                "failures=%d", ext_dep_name(d), why, e->s.consecutive);
+    e->s.failing = false;
+    e->s.consecutive = 0;
+}
+
 void ext_health_idle(ext_dep d) {
     if (d < 0 || d >= EXT_DEP_N) return;
     pthread_mutex_lock(&g_mu);
-    dep_entry *e = &g_dep[d];
-    if (e->s.failing)
-        ext_log(EXT_LOG_INFO, "event=dependency-idle dependency=%s why=\"no longer used; its failure is no longer "
-                "known\" failures=%d", ext_dep_name(d), e->s.consecutive);
-    e->s.failing = false;
-    e->s.consecutive = 0;
+    idle_locked(d, "no longer used");
     pthread_mutex_unlock(&g_mu);
+}
+
+void ext_health_set_forget_ms(ext_dep d, int ms) {
+    if (d < 0 || d >= EXT_DEP_N) return;
+    pthread_mutex_lock(&g_mu);
+    g_forget_ms[d] = ms > 0 ? ms : 0;
+    pthread_mutex_unlock(&g_mu);
+}
+
+/* Whether d is failing now, forgetting a failure nothing has retried for its forget time (lock held). */
+static bool failing_locked(ext_dep d, int64_t now) {
+    dep_entry *e = &g_dep[d];
+    if (e->s.failing && g_forget_ms[d] > 0 && now - e->last_fail_ms >= g_forget_ms[d])
+        idle_locked(d, "not tried again since");
+    return e->s.failing;
 }
 
 void ext_health_fail(ext_dep d, int code, ext_dep_reason reason, const char *msg) {
@@ -138,6 +160,7 @@ void ext_health_fail(ext_dep d, int code, ext_dep_reason reason, const char *msg
     dep_entry *e = &g_dep[d];
     e->s.registered = true;
     e->s.failures[reason]++;
+    e->last_fail_ms = now;
     if (e->s.consecutive++ == 0) e->s.since_ms = now;
     bool changed = e->s.code != code || strcmp(e->s.msg, msg) != 0;
     e->s.code = code;
@@ -167,7 +190,7 @@ bool ext_health_failing(ext_dep d, char *msg, size_t len) {
     if (msg && len) msg[0] = 0;
     if (d < 0 || d >= EXT_DEP_N) return false;
     pthread_mutex_lock(&g_mu);
-    bool f = g_dep[d].s.failing;
+    bool f = failing_locked(d, mono_ms());
     if (f && msg && len) snprintf(msg, len, "%s", g_dep[d].s.msg);
     pthread_mutex_unlock(&g_mu);
     return f;
@@ -177,9 +200,10 @@ bool ext_health_failing(ext_dep d, char *msg, size_t len) {
 static int list_failing(char *buf, size_t len, bool blocking) {
     size_t off = 0;
     int n = 0;
+    int64_t now = mono_ms();
     if (buf && len) buf[0] = 0;
     for (int d = 0; d < EXT_DEP_N; d++) {
-        if (!g_dep[d].s.failing || ext_dep_blocks_ready((ext_dep)d) != blocking) continue;
+        if (!failing_locked((ext_dep)d, now) || ext_dep_blocks_ready((ext_dep)d) != blocking) continue;
         n++;
         if (!buf || off >= len) continue;
         int w = snprintf(buf + off, len - off, "%s%s: %s", off ? "; " : "", ext_dep_name((ext_dep)d), g_dep[d].s.msg);
@@ -203,12 +227,18 @@ void ext_health_warnings(char *buf, size_t len) {
 
 void ext_health_snapshot(ext_dep_status out[EXT_DEP_N]) {
     pthread_mutex_lock(&g_mu);
-    for (int d = 0; d < EXT_DEP_N; d++) out[d] = g_dep[d].s;
+    int64_t now = mono_ms();
+    for (int d = 0; d < EXT_DEP_N; d++) {
+        failing_locked((ext_dep)d, now);
+        out[d] = g_dep[d].s;
+    }
     pthread_mutex_unlock(&g_mu);
 }
 
 void ext_health_reset(void) {
     pthread_mutex_lock(&g_mu);
     memset(g_dep, 0, sizeof g_dep);
+    memset(g_forget_ms, 0, sizeof g_forget_ms);
+    g_forget_ms[EXT_DEP_BIND] = EXT_HEALTH_BIND_FORGET_MS;
     pthread_mutex_unlock(&g_mu);
 }

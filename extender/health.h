@@ -92,6 +92,13 @@ void ext_health_fail(ext_dep d, int code, ext_dep_reason reason, const char *msg
  * API): its failure, if any, is forgotten (logged at info), since nothing will try it again to clear it. */
 void ext_health_idle(ext_dep d);
 
+/* A failure of d with no further attempt for ms (> 0) is forgotten (logged at info as idle). Default: bind,
+ * EXT_HEALTH_BIND_FORGET_MS; the others never (their callers retry on their own). Only a bind clears a bind
+ * failure, and kube-scheduler may have nothing left to bind -- and with /readyz at 503 the webhook's Service
+ * has no endpoints, so no new pod arrives either: a remembered bind failure must not lock that up. */
+#define EXT_HEALTH_BIND_FORGET_MS 60000
+void ext_health_set_forget_ms(ext_dep d, int ms);
+
 /* Whether d is failing; msg (may be NULL) gets its message. */
 bool ext_health_failing(ext_dep d, char *msg, size_t len);
 

@@ -563,6 +563,13 @@ TEST(ext_health_api_messages) {
     ext_health_warnings(warn, sizeof warn);
     ext_health_ok(EXT_DEP_LEASE);
     bool ready2 = ext_health_ready(NULL, 0);   /* events do not block readiness */
+    /* a bind failure nothing retries is forgotten after its forget time (60 s; 50 ms here) */
+    ext_health_set_forget_ms(EXT_DEP_BIND, 50);
+    ext_health_fail(EXT_DEP_BIND, 503, EXT_REASON_SERVER_ERROR, "x");
+    ext_health_fail(EXT_DEP_BIND, 503, EXT_REASON_SERVER_ERROR, "x");
+    bool bind_failing = ext_health_failing(EXT_DEP_BIND, NULL, 0), bind_blocks = !ext_health_ready(NULL, 0);
+    hx_nap(80);
+    bool bind_forgotten = !ext_health_failing(EXT_DEP_BIND, NULL, 0) && ext_health_ready(NULL, 0);
     ext_health_reset();
     CHECK(!failing1 && failing2);
     CHECK_STR(m, "b");
@@ -570,4 +577,5 @@ TEST(ext_health_api_messages) {
     CHECK_STR(why, "lease: b");
     CHECK_STR(warn, "events: ev");
     CHECK(ready2);
+    CHECK(bind_failing && bind_blocks && bind_forgotten);
 }
