@@ -116,9 +116,10 @@ $(EXT_BIN): $(BUILD)/extender/main.o $(EXT_OBJ) $(EXT_DATA_OBJ) $(BUILD)/libtess
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $(BUILD)/extender/main.o $(EXT_OBJ) $(EXT_DATA_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
 
-# tessera-reserve needs only the API client (kube.c, one PATCH) and the log line format of the extender.
+# tessera-reserve needs only the API client (kube.c, one PATCH; it reports to health.c) and the log line format
+# of the extender.
 RESERVE_OBJ := $(BUILD)/reserve/main.o $(patsubst %.c,$(BUILD)/%.o,$(RESERVE_LIB_SRC)) \
-               $(BUILD)/extender/kube.o $(BUILD)/extender/log.o
+               $(BUILD)/extender/kube.o $(BUILD)/extender/health.o $(BUILD)/extender/log.o
 $(RESERVE_BIN): $(RESERVE_OBJ)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $(RESERVE_OBJ) $(LDLIBS)

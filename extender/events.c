@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "extender/health.h"
 #include "extender/log.h"
 #include "extender/state.h"   /* ext_now_ms */
 
@@ -197,11 +198,15 @@ static void post(ext_events *e, const ev_item *it, int timeout_ms, bool may_retr
     free(body);
     if (code >= 200 && code <= 299) {
         atomic_fetch_add(&g_posted, 1);
+        ext_health_ok(EXT_DEP_EVENTS);
         return;
     }
     char why[600];
     if (code > 0) snprintf(why, sizeof why, "API server answered %d: %s", code, err);
     else snprintf(why, sizeof why, "%s", err[0] ? err : "no answer");
+    char hmsg[700];
+    ext_health_api_msg(hmsg, sizeof hmsg, code, "create", "events", NULL, it->ns, "", "tessera-extender ClusterRole", err);
+    ext_health_fail(EXT_DEP_EVENTS, code, ext_health_reason_of(code), hmsg);
     count_and_log(&g_failed, "failed", it, why);
 }
 

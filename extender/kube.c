@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "extender/health.h"
+
 #define KUBE_PAGE_LIMIT     500
 #define KUBE_MAX_LINE       (16u << 20)  /* one watch event; a Node with huge annotations stays far below */
 #define KUBE_MAX_BODY       (512u << 20) /* one list page of 500 objects */
@@ -27,6 +29,14 @@
 enum { OUT_OK = 0, OUT_ENDED, OUT_GONE, OUT_ERROR, OUT_STOP, OUT_RELIST };
 
 static const char *const kube_path[2] = {"/api/v1/nodes", "/api/v1/pods"};
+static const char *const kube_resource[2] = {"nodes", "pods"};
+static const ext_dep kube_dep[2] = {EXT_DEP_API_NODES, EXT_DEP_API_PODS};
+/* where deploy/rbac.yaml grants list+watch of nodes and pods, and pods/binding */
+#define KUBE_RBAC "tessera-extender ClusterRole"
+
+/* Why a list or watch failed, for health.h: the HTTP status (or EXT_KUBE_*), and the API's message or the
+ * transport's error. */
+typedef struct kube_fail { int code; ext_dep_reason reason; char msg[512]; } kube_fail;
 
 struct ext_kube {
     ext_kube_config cfg;
@@ -83,6 +93,23 @@ int ext_kube_config_in_cluster(ext_kube_config *cfg, char *err, size_t errlen) {
     return 0;
 }
 
+void ext_kube_own_namespace(char *buf, size_t len, const char *fallback) {
+    const char *env = getenv("POD_NAMESPACE");
+    if (env && *env) {
+        snprintf(buf, len, "%s", env);
+        return;
+    }
+    char ns[256] = "";
+    FILE *f = fopen(SA_DIR "namespace", "r");
+    if (f) {
+        if (!fgets(ns, sizeof ns, f)) ns[0] = 0;
+        fclose(f);
+    }
+    size_t n = strlen(ns);
+    while (n && isspace((unsigned char)ns[n - 1])) ns[--n] = 0;
+    snprintf(buf, len, "%s", n ? ns : fallback);
+}
+
 /* ---- small helpers ----------------------------------------------------------------------------------- */
 
 static size_t buf_write(char *ptr, size_t size, size_t nmemb, void *ud) {
@@ -136,17 +163,32 @@ static struct curl_slist *kube_headers(ext_kube *k, const char *content_type, ch
     struct curl_slist *h = NULL, *t;
     if (k->cfg.token_file[0]) {
         FILE *fp = fopen(k->cfg.token_file, "rb");
-        if (!fp) { snprintf(err, errlen, "cannot read token file %s: %s", k->cfg.token_file, strerror(errno)); return NULL; }
+        if (!fp) {
+            snprintf(err, errlen, "cannot read token file %s: %s", k->cfg.token_file, strerror(errno));
+            ext_health_fail(EXT_DEP_TOKEN_FILE, 0, EXT_REASON_FILE, err);
+            return NULL;
+        }
         char *tok = malloc(KUBE_MAX_TOKEN + 1);
         size_t n = tok ? fread(tok, 1, KUBE_MAX_TOKEN + 1, fp) : 0;
         fclose(fp);
-        if (!tok || n > KUBE_MAX_TOKEN) { free(tok); snprintf(err, errlen, "token file %s is too big", k->cfg.token_file); return NULL; }
+        if (!tok || n > KUBE_MAX_TOKEN) {
+            free(tok);
+            snprintf(err, errlen, tok ? "token file %s is too big" : "out of memory reading token file %s", k->cfg.token_file);
+            ext_health_fail(EXT_DEP_TOKEN_FILE, 0, EXT_REASON_FILE, err);
+            return NULL;
+        }
         while (n && isspace((unsigned char)tok[n - 1])) n--;
         size_t s = 0;
         while (s < n && isspace((unsigned char)tok[s])) s++;
         bool ok = n > s;
         for (size_t i = s; i < n; i++) ok = ok && tok[i] > 0x20 && tok[i] < 0x7f; /* no header injection */
-        if (!ok) { free(tok); snprintf(err, errlen, "token file %s is empty or not a token", k->cfg.token_file); return NULL; }
+        if (!ok) {
+            free(tok);
+            snprintf(err, errlen, "token file %s is empty or not a token", k->cfg.token_file);
+            ext_health_fail(EXT_DEP_TOKEN_FILE, 0, EXT_REASON_FILE, err);
+            return NULL;
+        }
+        ext_health_ok(EXT_DEP_TOKEN_FILE);
         /* in place: the token can be 64 KiB, too much for the stack of a verb-server thread calling bind */
         static const char pre[] = "Authorization: Bearer ";
         char *line = malloc(sizeof pre + (n - s));
@@ -215,19 +257,49 @@ static void kube_status_msg(const kube_buf *b, long code, char *err, size_t errl
     cJSON_Delete(s);
 }
 
+/* A transfer that got no usable answer (rc != CURLE_OK): which dependency reason it is. A CA file curl
+ * cannot use is reported against the CA file as well. */
+static void kube_transport_fail(ext_kube *k, CURLcode rc, const char *errbuf, kube_fail *f) {
+    const char *why = errbuf && errbuf[0] ? errbuf : curl_easy_strerror(rc);
+    f->code = rc == CURLE_OPERATION_TIMEDOUT ? EXT_KUBE_TIMEOUT : EXT_KUBE_UNREACHABLE;
+    f->reason = rc == CURLE_OPERATION_TIMEDOUT ? EXT_REASON_TIMEOUT : EXT_REASON_UNREACHABLE;
+    snprintf(f->msg, sizeof f->msg, "%s", why);
+    if (rc == CURLE_SSL_CACERT_BADFILE || rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CONNECT_ERROR ||
+        rc == CURLE_SSL_CERTPROBLEM) {
+        f->reason = EXT_REASON_TLS;
+        snprintf(f->msg, sizeof f->msg, "TLS with the API server failed (CA file %.200s): %.250s",
+                 k->cfg.ca_file[0] ? k->cfg.ca_file : "system CAs", why);
+    }
+    if (rc == CURLE_SSL_CACERT_BADFILE) {
+        char m[700];
+        snprintf(m, sizeof m, "cannot use CA file %s: %s", k->cfg.ca_file, why);
+        ext_health_fail(EXT_DEP_CA_FILE, 0, EXT_REASON_FILE, m);
+    }
+}
+
 /* curl_easy_perform through the thread's multi handle, so ext_kube_free can wake it instead of waiting for
  * the next progress callback (up to a second on an idle watch). */
 static bool relist_wanted(ext_kube *k, int kind) {
     return atomic_load(&k->relist_req[kind]) != k->relist_served[kind];
 }
 
-static CURLcode kube_perform(ext_kube *k, int kind, CURL *h) {
+/* opened (a watch; NULL for a list) turns true as soon as the answer's status is 200: the watch works, even
+ * if no event comes for minutes. */
+static CURLcode kube_perform(ext_kube *k, int kind, CURL *h, bool *opened) {
     CURLM *m = k->multi[kind];
     if (curl_multi_add_handle(m, h) != CURLM_OK) return CURLE_FAILED_INIT;
     CURLcode res = CURLE_ABORTED_BY_CALLBACK;
     for (;;) {
         int running = 0, queued = 0;
         if (curl_multi_perform(m, &running) != CURLM_OK) { res = CURLE_RECV_ERROR; break; }
+        if (opened && !*opened) {
+            long code = 0;
+            curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+            if (code == 200) {
+                *opened = true;
+                ext_health_ok(kube_dep[kind]);
+            }
+        }
         bool done = false;
         for (CURLMsg *msg; (msg = curl_multi_info_read(m, &queued));) {
             if (msg->msg == CURLMSG_DONE && msg->easy_handle == h) { res = msg->data.result; done = true; }
@@ -256,7 +328,7 @@ static void set_rv(char **rv, const char *v) {
 
 /* All pages of one kind; RELIST goes out with the first page and SYNCED after the last, so a list that fails
  * half-way leaves the caller between RELIST and SYNCED, and the next list starts again with RELIST. */
-static int kube_list(ext_kube *k, CURL *h, int kind, char **rv) {
+static int kube_list(ext_kube *k, CURL *h, int kind, char **rv, kube_fail *f) {
     char *cont = NULL, url[2048], errbuf[CURL_ERROR_SIZE], err[256];
     bool announced = false;
     int out = OUT_ERROR;
@@ -269,21 +341,36 @@ static int kube_list(ext_kube *k, CURL *h, int kind, char **rv) {
         } else {
             n = snprintf(url, sizeof url, "%s%s?limit=%d", k->base, kube_path[kind], KUBE_PAGE_LIMIT);
         }
-        if (n < 0 || (size_t)n >= sizeof url) break;
+        if (n < 0 || (size_t)n >= sizeof url) {
+            *f = (kube_fail){0, EXT_REASON_BAD_RESPONSE, "the continue token makes the URL too long"};
+            break;
+        }
         struct curl_slist *hdrs = kube_headers(k, NULL, err, sizeof err);
-        if (!hdrs) break;
+        if (!hdrs) {
+            f->code = 0;
+            f->reason = EXT_REASON_FILE;
+            snprintf(f->msg, sizeof f->msg, "%s", err);
+            break;
+        }
         kube_buf b = {.max = KUBE_MAX_BODY};
         kube_setup(k, h, url, hdrs, errbuf);
         curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)k->cfg.request_timeout_ms);
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, buf_write);
         curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-        CURLcode rc = kube_perform(k, kind, h);
+        CURLcode rc = kube_perform(k, kind, h, NULL);
         long code = 0;
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
         curl_slist_free_all(hdrs);
         if (atomic_load(&k->stop)) { free(b.p); out = OUT_STOP; break; }
         if (relist_wanted(k, kind)) { free(b.p); out = OUT_RELIST; break; } /* asked for a list begun later */
         if (rc != CURLE_OK || code != 200) {
+            if (rc != CURLE_OK) {
+                kube_transport_fail(k, rc, errbuf, f);
+            } else {
+                f->code = (int)code;
+                f->reason = ext_health_reason_of((int)code);
+                kube_status_msg(&b, code, f->msg, sizeof f->msg);
+            }
             free(b.p);
             out = rc == CURLE_OK && code == 410 ? OUT_GONE : OUT_ERROR; /* 410: the continue token expired */
             break;
@@ -293,6 +380,9 @@ static int kube_list(ext_kube *k, CURL *h, int kind, char **rv) {
         const cJSON *items = cJSON_GetObjectItemCaseSensitive(root, "items");
         const char *lrv = meta_str(root, "resourceVersion"), *next = meta_str(root, "continue");
         if (!cJSON_IsObject(root) || !(cJSON_IsArray(items) || cJSON_IsNull(items)) || !lrv || !*lrv) {
+            *f = (kube_fail){200, EXT_REASON_BAD_RESPONSE, ""};
+            snprintf(f->msg, sizeof f->msg, "the API server's answer is not a %s list (malformed JSON, no items or "
+                     "no resourceVersion)", kind == EXT_KUBE_NODE ? "Node" : "Pod");
             cJSON_Delete(root);
             break;
         }
@@ -311,7 +401,10 @@ static int kube_list(ext_kube *k, CURL *h, int kind, char **rv) {
         cont = next && *next ? strdup(next) : NULL;
         cJSON_Delete(root);
         if (!cont) {
-            if (next && *next) break; /* strdup failed: retry the whole list later */
+            if (next && *next) { /* strdup failed: retry the whole list later */
+                *f = (kube_fail){0, EXT_REASON_BAD_RESPONSE, "out of memory"};
+                break;
+            }
             k->handler(k->user, (ext_kube_kind)kind, EXT_KUBE_SYNCED, NULL);
             pthread_mutex_lock(&k->mu);
             k->st.lists[kind]++;
@@ -336,6 +429,7 @@ typedef struct kube_stream {
     char **rv;
     int outcome;
     int events;
+    kube_fail *fail;     /* why the watch ended in OUT_ERROR, when the stream says */
 } kube_stream;
 
 /* One event line: 0, or the outcome that ends the watch. */
@@ -349,9 +443,15 @@ static int watch_line(kube_stream *w, const char *s, size_t n) {
     int out = 0;
     if (!cJSON_IsObject(ev) || !cJSON_IsString(type) || !cJSON_IsObject(obj)) {
         out = OUT_ERROR;
+        *w->fail = (kube_fail){200, EXT_REASON_BAD_RESPONSE, "a watch event that is not valid JSON with type and object"};
     } else if (strcmp(type->valuestring, "ERROR") == 0) {
         const cJSON *code = cJSON_GetObjectItemCaseSensitive(obj, "code");
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(obj, "message");
         out = cJSON_IsNumber(code) && code->valueint == 410 ? OUT_GONE : OUT_ERROR;
+        w->fail->code = cJSON_IsNumber(code) ? code->valueint : 500;
+        w->fail->reason = ext_health_reason_of(w->fail->code);
+        snprintf(w->fail->msg, sizeof w->fail->msg, "watch ERROR event: %s",
+                 cJSON_IsString(m) ? m->valuestring : "no message");
     } else {
         ext_kube_event e = strcmp(type->valuestring, "ADDED") == 0      ? EXT_KUBE_ADDED
                          : strcmp(type->valuestring, "MODIFIED") == 0   ? EXT_KUBE_MODIFIED
@@ -377,7 +477,11 @@ static size_t watch_write(char *p, size_t size, size_t nmemb, void *ud) {
     while (i < n) {
         const char *nl = memchr(p + i, '\n', n - i);
         size_t seg = nl ? (size_t)(nl - (p + i)) : n - i;
-        if (w->line.n + seg > KUBE_MAX_LINE) { w->outcome = OUT_ERROR; return 0; }
+        if (w->line.n + seg > KUBE_MAX_LINE) {
+            *w->fail = (kube_fail){200, EXT_REASON_BAD_RESPONSE, "a watch event longer than 16 MiB"};
+            w->outcome = OUT_ERROR;
+            return 0;
+        }
         if (!nl) {
             if (buf_write(p + i, 1, seg, &w->line) != seg) { w->outcome = OUT_ERROR; return 0; }
             break;
@@ -396,17 +500,25 @@ static size_t watch_write(char *p, size_t size, size_t nmemb, void *ud) {
     return n;
 }
 
-static int kube_watch(ext_kube *k, CURL *h, int kind, char **rv, int *events) {
+static int kube_watch(ext_kube *k, CURL *h, int kind, char **rv, int *events, kube_fail *f, bool *opened) {
     char url[2048], errbuf[CURL_ERROR_SIZE], err[256];
     char *esc = curl_easy_escape(h, *rv ? *rv : "", 0);
     int n = esc ? snprintf(url, sizeof url, "%s%s?watch=1&resourceVersion=%s&allowWatchBookmarks=true&timeoutSeconds=%d",
                            k->base, kube_path[kind], esc, k->cfg.watch_timeout_s) : -1;
     curl_free(esc);
     *events = 0;
-    if (n < 0 || (size_t)n >= sizeof url) return OUT_ERROR;
+    if (n < 0 || (size_t)n >= sizeof url) {
+        *f = (kube_fail){0, EXT_REASON_BAD_RESPONSE, "the resourceVersion makes the URL too long"};
+        return OUT_ERROR;
+    }
     struct curl_slist *hdrs = kube_headers(k, NULL, err, sizeof err);
-    if (!hdrs) return OUT_ERROR;
-    kube_stream w = {.k = k, .h = h, .kind = kind, .rv = rv,
+    if (!hdrs) {
+        f->code = 0;
+        f->reason = EXT_REASON_FILE;
+        snprintf(f->msg, sizeof f->msg, "%s", err);
+        return OUT_ERROR;
+    }
+    kube_stream w = {.k = k, .h = h, .kind = kind, .rv = rv, .fail = f,
                     .line = {.max = KUBE_MAX_LINE}, .errbody = {.max = KUBE_MAX_ERR_BODY, .truncate = true}};
     kube_setup(k, h, url, hdrs, errbuf);
     /* No total timeout: the server ends the watch after timeoutSeconds. A server that goes silent for much
@@ -415,7 +527,7 @@ static int kube_watch(ext_kube *k, CURL *h, int kind, char **rv, int *events) {
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)k->cfg.watch_timeout_s + 30L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, watch_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &w);
-    CURLcode rc = kube_perform(k, kind, h);
+    CURLcode rc = kube_perform(k, kind, h, opened);
     long code = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
     curl_slist_free_all(hdrs);
@@ -423,9 +535,14 @@ static int kube_watch(ext_kube *k, CURL *h, int kind, char **rv, int *events) {
     if (atomic_load(&k->stop)) out = OUT_STOP;
     else if (relist_wanted(k, kind)) out = OUT_RELIST;
     else if (w.outcome) out = w.outcome;
-    else if (rc != CURLE_OK) out = OUT_ERROR;
+    else if (rc != CURLE_OK) { out = OUT_ERROR; kube_transport_fail(k, rc, errbuf, f); }
     else if (code == 410) out = OUT_GONE;
-    else if (code != 200) out = OUT_ERROR;
+    else if (code != 200) {
+        out = OUT_ERROR;
+        f->code = (int)code;
+        f->reason = ext_health_reason_of((int)code);
+        kube_status_msg(&w.errbody, code, f->msg, sizeof f->msg);
+    }
     else if (w.line.n) out = watch_line(&w, w.line.p, w.line.n) ? OUT_ERROR : OUT_ENDED; /* no final newline */
     else out = OUT_ENDED;
     *events = w.events;
@@ -461,6 +578,9 @@ static void *kube_thread(void *arg) {
     char *rv = NULL;
     bool need_list = true;
     int gones = 0;
+    /* watches that failed since one last opened: a list that works after each does not make the kind healthy
+     * (the cache is then only as fresh as the backoff allows) */
+    int watch_fails = 0;
     CURL *h = NULL;
     while (!atomic_load(&k->stop)) {
         if (!h && !(h = curl_easy_init())) {
@@ -470,19 +590,26 @@ static void *kube_thread(void *arg) {
         }
         int out, events = 0;
         uint64_t t0 = now_ms();
+        kube_fail fail = {0, EXT_REASON_UNREACHABLE, "unknown error"};
+        bool listing = need_list || relist_wanted(k, kind);
         if (relist_wanted(k, kind)) need_list = true;
         if (need_list) {
             k->relist_served[kind] = atomic_load(&k->relist_req[kind]);
-            out = kube_list(k, h, kind, &rv);
+            out = kube_list(k, h, kind, &rv, &fail);
             if (out == OUT_OK) {
+                if (!watch_fails) ext_health_ok(kube_dep[kind]);
+                if (k->cfg.ca_file[0] && !strncmp(k->base, "https://", 8)) ext_health_ok(EXT_DEP_CA_FILE);
                 need_list = false;
                 pthread_mutex_lock(&k->mu);
                 k->relist_done[kind] = k->relist_served[kind];
                 pthread_mutex_unlock(&k->mu);
             }
         } else {
-            out = kube_watch(k, h, kind, &rv, &events);
+            bool opened = false;
+            out = kube_watch(k, h, kind, &rv, &events, &fail, &opened);
             uint64_t lived = now_ms() - t0;
+            if (opened) watch_fails = 0;   /* (and health is told in kube_perform) */
+            else if (out == OUT_ERROR) watch_fails++;
             if (out != OUT_STOP && (events > 0 || lived >= KUBE_HEALTHY_MS || out == OUT_ENDED)) backoff = bmin;
             if (out == OUT_ENDED) {
                 count(k, &k->st.watch_restarts[kind]);
@@ -508,12 +635,21 @@ static void *kube_thread(void *arg) {
         case OUT_RELIST:
             need_list = true; /* at once: nothing failed */
             break;
-        case OUT_ERROR:
+        case OUT_ERROR: {
+            char msg[700];
+            const char *verb = listing ? "list" : "watch";
+            if (fail.reason == EXT_REASON_FILE || fail.reason == EXT_REASON_TLS || fail.reason == EXT_REASON_BAD_RESPONSE)
+                snprintf(msg, sizeof msg, "cannot %s %s: %s", verb, kube_resource[kind], fail.msg);
+            else
+                ext_health_api_msg(msg, sizeof msg, fail.code, verb, kube_resource[kind], NULL, NULL, NULL, KUBE_RBAC,
+                                   fail.msg);
+            ext_health_fail(kube_dep[kind], fail.code, fail.reason, msg);
             count(k, &k->st.errors[kind]);
             need_list = true;
             kube_sleep(k, jitter(&seed, backoff));
             backoff = backoff * 2 < bmax ? backoff * 2 : bmax;
             break;
+        }
         default:
             break;
         }
@@ -692,10 +828,24 @@ int ext_kube_bind(ext_kube *k, const char *ns, const char *name, const char *uid
     curl_slist_free_all(hdrs);
     int ret;
     if (code == 0) { /* no answer at all; an answer cut short still tells whether the bind happened */
-        snprintf(err, errlen, "bind: API server unreachable: %s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
+        kube_fail f;
+        kube_transport_fail(k, rc, errbuf, &f);
+        int c = f.code;
+        ext_health_api_msg(err, errlen, c, "create", "pods/binding", "Binding for pod", ns, name, KUBE_RBAC, f.msg);
+        ext_health_fail(EXT_DEP_BIND, c, f.reason, err);
         ret = -1;
     } else {
         if (code < 200 || code > 299) kube_status_msg(&resp, code, err, errlen);
+        /* 401/403, 429 and 5xx say the API server (or our rights) cannot bind at all; any other answer is
+         * about this pod (gone, already bound: 404, 409) and shows binding itself works */
+        if (code == 401 || code == 403 || code == 429 || code >= 500) {
+            char api[512];
+            snprintf(api, sizeof api, "%s", err);
+            ext_health_api_msg(err, errlen, (int)code, "create", "pods/binding", "Binding for pod", ns, name, KUBE_RBAC, api);
+            ext_health_fail(EXT_DEP_BIND, (int)code, ext_health_reason_of((int)code), err);
+        } else {
+            ext_health_ok(EXT_DEP_BIND);
+        }
         ret = (int)code;
     }
     free(resp.p);
@@ -721,7 +871,7 @@ int ext_kube_request(ext_kube *k, const char *method, const char *path, const ch
     if (!hdrs) {
         if (!err[0]) snprintf(err, errlen, h ? "out of memory" : "request: path too long or out of memory");
         if (h) pool_put(k, h);
-        return EXT_KUBE_UNREACHABLE;
+        return EXT_KUBE_NO_REQUEST;   /* not the API server's fault: say so (health.h) */
     }
     kube_buf b = {.max = KUBE_MAX_ERR_BODY};
     kube_setup(k, h, url, hdrs, errbuf);

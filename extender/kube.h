@@ -48,6 +48,11 @@ typedef struct ext_kube_config {
 void ext_kube_config_defaults(ext_kube_config *cfg);
 int ext_kube_config_in_cluster(ext_kube_config *cfg, char *err, size_t errlen);
 
+/* The namespace tessera runs in, the default home of its Lease: $POD_NAMESPACE (the Downward API), else the
+ * service account's namespace file (/var/run/secrets/kubernetes.io/serviceaccount/namespace, mounted in every
+ * pod with a service account token), else fallback. */
+void ext_kube_own_namespace(char *buf, size_t len, const char *fallback);
+
 typedef struct ext_kube ext_kube;
 
 ext_kube *ext_kube_new(const ext_kube_config *cfg, char *err, size_t errlen);
@@ -61,7 +66,9 @@ void ext_kube_free(ext_kube *k);
 /* POST /api/v1/namespaces/<ns>/pods/<name>/binding with metadata.uid = uid and
  * metadata.annotations = annotations (an object of strings, may be NULL). Returns the
  * HTTP status (201 on success), or -1 when the API server could not be reached; err
- * gets the API's message ("pods \"x\" not found", a UID precondition failure...). */
+ * gets the API's message ("pods \"x\" not found", a UID precondition failure...), for 401/403,
+ * 429, 5xx and no answer prefixed with what failed and, for 403, the RBAC rule it lacks
+ * (health.h, which also hears of every outcome as the bind dependency). */
 int ext_kube_bind(ext_kube *k, const char *ns, const char *name, const char *uid, const char *node,
                   const cJSON *annotations, char *err, size_t errlen);
 
@@ -69,10 +76,12 @@ int ext_kube_bind(ext_kube *k, const char *ns, const char *name, const char *uid
  * "DELETE" | "PATCH" (a JSON merge patch: sent as application/merge-patch+json), path from the API root
  * ("/apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME"), body JSON or NULL, a timeout (<= 0: the
  * configured request timeout). Returns the HTTP status with *resp the body (malloc'd; NULL on a bodiless
- * answer; resp may be NULL), or EXT_KUBE_UNREACHABLE / EXT_KUBE_TIMEOUT when no answer came; err gets the
- * reason, or the API's message for a status outside 2xx. */
+ * answer; resp may be NULL), or EXT_KUBE_UNREACHABLE / EXT_KUBE_TIMEOUT when no answer came, or
+ * EXT_KUBE_NO_REQUEST when it could not even be sent (the token file is unreadable); err gets the reason, or
+ * the API's message for a status outside 2xx. */
 #define EXT_KUBE_UNREACHABLE (-1)
 #define EXT_KUBE_TIMEOUT     (-2)
+#define EXT_KUBE_NO_REQUEST  (-3)
 int ext_kube_request(ext_kube *k, const char *method, const char *path, const char *body, int timeout_ms,
                      char **resp, char *err, size_t errlen);
 

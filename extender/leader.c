@@ -14,7 +14,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "extender/health.h"
 #include "extender/log.h"
+
+/* where deploy/rbac.yaml grants the Lease verbs */
+#define LEADER_RBAC "tessera-leader-election Role"
 
 struct ext_leader {
     ext_leader_config cfg;
@@ -37,6 +41,7 @@ struct ext_leader {
     char written_rv[64];       /* resourceVersion of our latest write */
     bool need_relist;          /* acquired from someone else: bind only after a fresh pod list */
     uint64_t relist_ticket;
+    char last_err[512];        /* the latest failed Lease call, "" after a success: said in may_bind's why */
     ext_leader_stats st;
 };
 
@@ -73,10 +78,32 @@ const char *ext_lease_error_name(ext_lease_error e) {
     return e >= 0 && e < EXT_LEASE_ERR_N ? n[e] : "?";
 }
 
+/* A Lease call failed (not 409, which is a race lost, not a fault): health.h and the bind error text. */
+static void lease_failed(ext_leader *l, int code, const char *verb, const char *api_msg) {
+    char msg[512];
+    if (code == 200 || code == 201)
+        snprintf(msg, sizeof msg, "cannot %s Lease %s/%s: the answer is not a Lease", verb, l->cfg.ns, l->cfg.name);
+    else
+        ext_health_api_msg(msg, sizeof msg, code, verb, "leases", "Lease", l->cfg.ns, l->cfg.name, LEADER_RBAC, api_msg);
+    ext_health_fail(EXT_DEP_LEASE, code, code == 200 || code == 201 ? EXT_REASON_BAD_RESPONSE : ext_health_reason_of(code),
+                    msg);
+    pthread_mutex_lock(&l->mu);
+    snprintf(l->last_err, sizeof l->last_err, "%s", msg);
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* A Lease call got an answer that shows the Lease works (2xx, 409, 404 on GET). */
+static void lease_ok(ext_leader *l) {
+    ext_health_ok(EXT_DEP_LEASE);
+    pthread_mutex_lock(&l->mu);
+    l->last_err[0] = 0;
+    pthread_mutex_unlock(&l->mu);
+}
+
 static void count_error(ext_leader *l, int code) {
     ext_lease_error e = code == 409                 ? EXT_LEASE_ERR_CONFLICT
                       : code == EXT_KUBE_TIMEOUT    ? EXT_LEASE_ERR_TIMEOUT
-                      : code == EXT_KUBE_UNREACHABLE ? EXT_LEASE_ERR_UNREACHABLE
+                      : code == EXT_KUBE_UNREACHABLE || code == EXT_KUBE_NO_REQUEST ? EXT_LEASE_ERR_UNREACHABLE
                       : code >= 500                 ? EXT_LEASE_ERR_SERVER
                       : code == 401 || code == 403  ? EXT_LEASE_ERR_DENIED
                                                     : EXT_LEASE_ERR_OTHER;
@@ -101,8 +128,8 @@ static void random_suffix(char *buf, size_t len) {
 
 void ext_leader_config_defaults(ext_leader_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
-    const char *ns = getenv("POD_NAMESPACE"), *pod = getenv("POD_NAME");
-    snprintf(cfg->ns, sizeof cfg->ns, "%s", ns && *ns ? ns : "tessera");
+    const char *pod = getenv("POD_NAME");
+    ext_kube_own_namespace(cfg->ns, sizeof cfg->ns, "tessera");
     snprintf(cfg->name, sizeof cfg->name, "tessera-extender");
     char host[128] = "", sfx[20];
     if (pod && *pod) snprintf(host, sizeof host, "%s", pod);
@@ -266,6 +293,7 @@ static void try_acquire_or_renew(ext_leader *l) {
         int code = body ? ext_kube_request(l->k, "PUT", l->path, body, req_timeout(l), &resp, err, sizeof err) : -1;
         free(body);
         if (code == 200) {
+            lease_ok(l);
             pthread_mutex_lock(&l->mu);
             won(l, resp, rv, t0);
             pthread_mutex_unlock(&l->mu);
@@ -276,8 +304,7 @@ static void try_acquire_or_renew(ext_leader *l) {
         resp = NULL;
         count_error(l, code);
         if (code != 409) {
-            ext_log(EXT_LOG_WARN, "event=lease-renew-failed lease=%s/%s code=%d err=\"%s\"", l->cfg.ns, l->cfg.name,
-                    code, err);
+            lease_failed(l, code, "update", err);
             return;
         }
     }
@@ -294,19 +321,22 @@ static void try_acquire_or_renew(ext_leader *l) {
         if (code == 201 || code == 200) won(l, resp, "", t0);
         pthread_mutex_unlock(&l->mu);
         if (code != 201 && code != 200) count_error(l, code); /* 409: another candidate created it first */
+        /* the create is where a missing namespace or a missing "create leases" rule shows */
+        if (code == 201 || code == 200 || code == 409) lease_ok(l);
+        else lease_failed(l, code, "create", err);
         free(resp);
         return;
     }
     lease_rec r;
     if (code != 200 || parse_lease(resp, &r) != 0) {
         count_error(l, code == 200 ? 0 : code);
-        if (code != 200) ext_log(EXT_LOG_WARN, "event=lease-get-failed lease=%s/%s code=%d err=\"%s\"", l->cfg.ns,
-                                 l->cfg.name, code, err);
+        lease_failed(l, code, "get", err);
         free(resp);
         return;
     }
     free(resp);
     resp = NULL;
+    lease_ok(l);   /* the Lease reads fine; whoever holds it */
     int64_t now_ms = mono_ms();
     pthread_mutex_lock(&l->mu);
     observe(l, &r, now_ms);
@@ -324,6 +354,8 @@ static void try_acquire_or_renew(ext_leader *l) {
     else if (code == 409) step_down(l, "conflict: another candidate wrote the Lease first");
     pthread_mutex_unlock(&l->mu);
     if (code != 200) count_error(l, code);
+    if (code == 200 || code == 409) lease_ok(l);
+    else lease_failed(l, code, "update", err);
     free(resp);
 }
 
@@ -377,6 +409,11 @@ static void *leader_thread(void *arg) {
         if (stop) break;
         if (!campaigning(l, mono_ms())) {
             release(l); /* idle: let the replica whose kube-scheduler is active take over at once */
+            pthread_mutex_lock(&l->mu);
+            bool had_err = l->last_err[0] != 0;
+            l->last_err[0] = 0;
+            pthread_mutex_unlock(&l->mu);
+            if (had_err) ext_health_idle(EXT_DEP_LEASE);   /* no attempt would ever clear it: do not stay unready */
             pthread_mutex_lock(&l->mu);
             if (!l->stop && !campaigning(l, mono_ms())) cond_wait_ms(l, l->cfg.retry_ms);
             pthread_mutex_unlock(&l->mu);
@@ -473,6 +510,9 @@ bool ext_leader_may_bind(ext_leader *l, int wait_ms, char *why, size_t whylen) {
         bool ok = false;
         if (l->stopping) {
             snprintf(why, whylen, "tessera-extender %s is shutting down; kube-scheduler will retry", l->cfg.identity);
+        } else if (!valid_locked(l) && l->last_err[0]) {
+            /* the Lease itself fails: say why, or the user only sees "not the leader" for ever */
+            snprintf(why, whylen, "not the tessera leader: %s; kube-scheduler will retry", l->last_err);
         } else if (!valid_locked(l)) {
             snprintf(why, whylen, "not the tessera leader (leader is %s); kube-scheduler will retry",
                      l->holder[0] && strcmp(l->holder, l->cfg.identity) != 0 ? l->holder : "unknown");

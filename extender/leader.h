@@ -35,7 +35,8 @@
 #include "extender/kube.h"
 
 typedef struct ext_leader_config {
-    char ns[64];              /* the Lease's namespace (default: $POD_NAMESPACE, else "tessera") */
+    char ns[64];              /* the Lease's namespace (default: tessera's own, ext_kube_own_namespace: $POD_NAMESPACE,
+                                 else the service account's namespace file, else "tessera") */
     char name[128];           /* the Lease's name (default "tessera-extender") */
     char identity[192];       /* holderIdentity (default: $POD_NAME or the host name, "_", a random suffix) */
     int lease_ms;             /* leaseDuration (default 15000) */
@@ -73,8 +74,9 @@ bool ext_leader_is_leader(ext_leader *l);
 
 /* May this replica post a Binding now: leader, not stopping, the bind budget fits before the Lease could pass
  * to someone else, and the cache relisted since the acquisition. Waits up to wait_ms (< 0: the retry period)
- * for that; false with why = "not the tessera leader (leader is X); kube-scheduler will retry" or the reason
- * it is not ready yet. NULL l: true. */
+ * for that; false with why = "not the tessera leader (leader is X); kube-scheduler will retry", or, while the
+ * Lease calls fail, "not the tessera leader: cannot create Lease NS/NAME: <the API's message>; ..." (also
+ * reported to health.h as the lease dependency), or the reason it is not ready yet. NULL l: true. */
 bool ext_leader_may_bind(ext_leader *l, int wait_ms, char *why, size_t whylen);
 
 /* The holder we last saw ("" if none or unknown). */

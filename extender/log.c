@@ -3,13 +3,27 @@
  */
 #include "log.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 static _Atomic int g_level = EXT_LOG_INFO;
+static pthread_mutex_t g_hook_mu = PTHREAD_MUTEX_INITIALIZER;
+static ext_log_hook g_hook;
+static void *g_hook_user;
+static _Atomic bool g_hooked;   /* lets the usual path skip the mutex */
+
+void ext_log_set_hook(ext_log_hook fn, void *user) {
+    pthread_mutex_lock(&g_hook_mu);
+    g_hook = fn;
+    g_hook_user = user;
+    atomic_store(&g_hooked, fn != NULL);
+    pthread_mutex_unlock(&g_hook_mu);
+}
 
 void ext_log_set_level(ext_log_level lvl) { atomic_store(&g_level, (int)lvl); }
 ext_log_level ext_log_get_level(void) { return (ext_log_level)atomic_load(&g_level); }
@@ -40,6 +54,16 @@ void ext_log(ext_log_level lvl, const char *fmt, ...) {
     if (len > sizeof line - 2) len = sizeof line - 2;
     for (size_t i = (size_t)off; i < len; i++)
         if (line[i] == '\n' || line[i] == '\r') line[i] = ' ';
+    if (atomic_load(&g_hooked)) {
+        pthread_mutex_lock(&g_hook_mu);
+        bool done = g_hook != NULL;
+        if (done) {
+            line[len] = 0;
+            g_hook(g_hook_user, lvl, line);
+        }
+        pthread_mutex_unlock(&g_hook_mu);
+        if (done) return;
+    }
     line[len++] = '\n';
     fwrite(line, 1, len, stderr);
 }

@@ -17,4 +17,9 @@ int ext_log_parse_level(const char *s);
  * replaced so that one event never spans two lines. Thread-safe. */
 void ext_log(ext_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Send every line that passes the level to fn (without its newline) instead of stderr; NULL
+ * restores stderr. For tests that check what an operator would read. Calls are serialised. */
+typedef void (*ext_log_hook)(void *user, ext_log_level lvl, const char *line);
+void ext_log_set_hook(ext_log_hook fn, void *user);
+
 #endif

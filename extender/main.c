@@ -13,6 +13,7 @@
 
 #include "extender/delivery.h"
 #include "extender/events.h"
+#include "extender/health.h"
 #include "extender/http.h"
 #include "extender/kube.h"
 #include "extender/leader.h"
@@ -83,7 +84,11 @@ static void usage(FILE *f) {
 "                              --leader-elect=true is an error with --cluster/--demo, =false\n"
 "                              is accepted). A replica campaigns only while it receives\n"
 "                              scheduling calls, i.e. while its kube-scheduler is the active one\n"
-"  --leader-elect-namespace NS namespace of the Lease (default $POD_NAMESPACE, else tessera)\n"
+"  --leader-elect-namespace NS namespace of the Lease (default: tessera's own namespace, i.e.\n"
+"                              $POD_NAMESPACE, else the service account's namespace file\n"
+"                              /var/run/secrets/kubernetes.io/serviceaccount/namespace, else\n"
+"                              tessera). The namespace must exist and the service account may\n"
+"                              get, create and update leases there\n"
 "  --leader-elect-name NAME    name of the Lease (default tessera-extender)\n"
 "  --leader-elect-lease-duration D   how long a holder that stopped renewing keeps the\n"
 "                              Lease, in whole seconds (default 15s)\n"
@@ -127,7 +132,9 @@ static void usage(FILE *f) {
 "  --log-level LEVEL           debug | info | warn | error | off (default info)\n"
 "  --help                      this text\n"
 "\n"
-"Endpoints: GET /healthz, /readyz (503 until the cache is synced), /metrics (Prometheus),\n"
+"Endpoints: GET /healthz, /readyz (503 until the cache is synced, and while something tessera\n"
+"needs fails: the API's list/watch, bind, the Lease, the token or CA file; the body says which\n"
+"and why), /metrics (Prometheus; tessera_dependency_ok, tessera_dependency_failures_total),\n"
 "/debug/state (JSON; ?pod=namespace/name explains where a pod fits and why).\n"
 "SIGTERM or SIGINT: stop accepting, finish in-flight requests, exit 0.\n");
 }
@@ -521,6 +528,24 @@ int main(int argc, char **argv) {
     if (kube) {
         hc.kube_stats = kube_stats;
         hc.kube_user = kube;
+        hc.health = true;   /* /readyz: not ready while a dependency it cannot answer correctly without fails */
+        static const ext_dep used[] = {EXT_DEP_API_NODES, EXT_DEP_API_PODS, EXT_DEP_BIND, EXT_DEP_LISTEN, EXT_DEP_EVENTS};
+        for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) ext_health_register(used[i]);
+        if (leader) ext_health_register(EXT_DEP_LEASE);
+        if (rsv) ext_health_register(EXT_DEP_RESERVATIONS);
+        if (kc.token_file[0]) ext_health_register(EXT_DEP_TOKEN_FILE);
+        if (kc.ca_file[0]) {
+            ext_health_register(EXT_DEP_CA_FILE);
+            /* curl reads it only when it connects; say at once that it cannot */
+            FILE *caf = fopen(kc.ca_file, "rb");
+            if (!caf) {
+                char msg[700];
+                snprintf(msg, sizeof msg, "cannot read CA file %s: %s", kc.ca_file, strerror(errno));
+                ext_health_fail(EXT_DEP_CA_FILE, 0, EXT_REASON_FILE, msg);
+            } else {
+                fclose(caf);
+            }
+        }
     }
     /* The webhook's TLS listener on the Secret's certificate, (re)started by ext_webhook_tls below;
      * while it cannot start, /readyz says why (so the Service sends reviews to other replicas). */
@@ -577,6 +602,12 @@ int main(int argc, char **argv) {
         snprintf(fc.listen, sizeof fc.listen, "%s", webhook_listen);
         fc.tls_cert_file = webhook_cert;
         fc.tls_key_file = webhook_key;
+        fc.health = false;   /* the webhook's listener has no /readyz */
+        ext_health_register(EXT_DEP_WEBHOOK_LISTEN);
+        if (!webhook_cert) {   /* the Secret tessera manages */
+            ext_health_register(EXT_DEP_WEBHOOK_SECRET);
+            if (wtc.webhook_config[0]) ext_health_register(EXT_DEP_WEBHOOK_CONFIG);
+        }
         if (webhook_cert ? !(whf = ext_http_start(&fc, err, sizeof err))
                          : !(wtls = ext_webhook_tls_start(&wtc, ext_webhook_tls_kube_request, kube,
                                                           ext_webhook_listener_on_pem, whl, err, sizeof err))) {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "extender/events.h"
+#include "extender/health.h"
 #include "extender/reservation.h"
 #include "extender/state.h"
 #include "extender/workload.h"
@@ -216,6 +217,20 @@ char *ext_metrics_render(ext_metrics *m, ext_verbs *v, const ext_kube_stats *ks,
         sbf(&b, "# HELP tessera_cache_synced Whether the latest list of this kind completed.\n# TYPE tessera_cache_synced gauge\n");
         for (int k = 0; k < 2; k++) sbf(&b, "tessera_cache_synced{kind=\"%s\"} %d\n", kinds[k], ks->synced[k] ? 1 : 0);
     }
+    /* health.h: the dependencies this process uses, and every failed attempt by reason */
+    ext_dep_status ds[EXT_DEP_N];
+    ext_health_snapshot(ds);
+    sbf(&b, "# HELP tessera_dependency_ok Whether a dependency of tessera works (0: failing, see /readyz and the "
+            "event=dependency-failing log line).\n# TYPE tessera_dependency_ok gauge\n");
+    for (int d = 0; d < EXT_DEP_N; d++)
+        if (ds[d].registered) sbf(&b, "tessera_dependency_ok{dependency=\"%s\"} %d\n", ext_dep_name(d), ds[d].failing ? 0 : 1);
+    sbf(&b, "# HELP tessera_dependency_failures_total Failed attempts to use a dependency, by reason.\n"
+            "# TYPE tessera_dependency_failures_total counter\n");
+    for (int d = 0; d < EXT_DEP_N; d++)
+        for (int r = 0; r < EXT_REASON_N; r++)
+            if (ds[d].failures[r])
+                sbf(&b, "tessera_dependency_failures_total{dependency=\"%s\",reason=\"%s\"} %llu\n", ext_dep_name(d),
+                    ext_dep_reason_name(r), (unsigned long long)ds[d].failures[r]);
     ext_leader_stats ls;
     ext_leader_get_stats(v->leader, &ls);   /* no election: this replica binds, so it counts as leader */
     sbf(&b, "# HELP tessera_leader Whether this replica holds the tessera Lease and may bind.\n"

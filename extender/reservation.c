@@ -17,6 +17,7 @@
 
 #include "extender/annotation.h"
 #include "extender/delivery.h"
+#include "extender/health.h"
 #include "extender/log.h"
 #include "extender/map.h"
 #include "model/fit.h"
@@ -411,9 +412,21 @@ static int call(ext_rsv *r, const char *method, const char *path, const char *bo
     char err[512] = "";
     int code = ext_kube_request(r->k, method, path, body, r->cfg.request_timeout_ms, resp, err, sizeof err);
     if (code < 200 || code >= 300) {
-        if (!(code == 409 && !strcmp(method, "POST")) && !(code == 404 && !strcmp(method, "DELETE")))
+        if (!(code == 409 && !strcmp(method, "POST")) && !(code == 404 && !strcmp(method, "DELETE"))) {
             ext_log(EXT_LOG_WARN, "event=reservation-api-error what=\"%s\" method=%s path=%s code=%d err=\"%s\"", what,
                     method, path, code, err);
+            /* health.h: the verb, resource and namespace, which a 403 must name ("/api/v1/namespaces/NS/RES[/NAME]") */
+            char ns[128] = "", res[64] = "", name[256] = "", msg[700];
+            sscanf(path, "/api/v1/namespaces/%127[^/]/%63[^/]/%255[^/?]", ns, res, name);
+            const char *verb = !strcmp(method, "GET") ? "get" : !strcmp(method, "POST") ? "create"
+                             : !strcmp(method, "PUT") ? "update" : !strcmp(method, "PATCH") ? "patch" : "delete";
+            bool own = !strcmp(ns, r->cfg.ns) && !strcmp(res, "pods") && (!strcmp(verb, "create") || !strcmp(verb, "delete"));
+            ext_health_api_msg(msg, sizeof msg, code, verb, res[0] ? res : path, NULL, ns, name,
+                               own ? "tessera-extender Role" : "tessera-extender ClusterRole", err);
+            ext_health_fail(EXT_DEP_RESERVATIONS, code, ext_health_reason_of(code), msg);
+        }
+    } else {
+        ext_health_ok(EXT_DEP_RESERVATIONS);
     }
     return code;
 }

@@ -29,6 +29,7 @@ typedef struct memo_ent {
 typedef struct pod_priv {
     ext_pod pub;
     char *ann;
+    bool deferred;             /* on a node, waiting for the pod relist's SYNCED to be derived (pod_apply) */
 } pod_priv;
 
 struct ext_state {
@@ -41,6 +42,8 @@ struct ext_state {
     uint32_t gen[2];
     uint64_t version_seq;      /* last ext_node.version handed out */
     bool synced[2];
+    bool relisting[2];         /* between RELIST and SYNCED of the kind */
+    bool any_deferred;         /* some pod_priv.deferred is set */
     bool maybe_assumed;        /* some pod may be ASSUMED: expiry has work to do */
     ext_state_stats st;
 
@@ -315,34 +318,60 @@ static void node_remove_pod(ext_state *st, ext_node *n, ext_pod *p) {
 
 /* ------------------------------------------------------------ placing pods */
 
+/* Facts before guesses. A pod's GPUs come from what it held before (hint) or from its
+ * tessera.io/assignment annotation -- facts -- or else from model_fit -- a guess. A guess made
+ * while the facts are still arriving can take a GPU that a later pod's valid annotation names,
+ * which then reads as annotation-invalid and over-commits. So while a pod relist is in progress
+ * (the first list after a restart, or after 410 Gone) a pod that needs a guess is only marked
+ * deferred, and guessed at that relist's SYNCED, after every annotated pod of the list is in
+ * place; node_install likewise places annotated pods before guessing for the rest. The watch
+ * path guesses at once: one event at a time, every other pod is already known. */
+typedef enum apply_mode {
+    APPLY_DERIVE,   /* facts, else a guess now */
+    APPLY_DEFER,    /* facts, else mark deferred (a relist is in progress) */
+    APPLY_FACTS     /* facts only; false when a guess is needed (the caller comes back later) */
+} apply_mode;
+
+static apply_mode relist_mode(const ext_state *st) { return st->relisting[EXT_KUBE_POD] ? APPLY_DEFER : APPLY_DERIVE; }
+
 /* Give pod p its GPUs on node n: the assignment it held before (hint), else our
  * annotation, else the first assignment model_fit lists. Pods the default scheduler
  * placed with nvidia.com/gpu are a guess: the device plugin's real choice of GPU is not
- * visible in the API, so the first fit stands in for it (deterministic, lowest indices). */
-static void pod_apply(ext_state *st, ext_node *n, pod_priv *pp, const model_assignment *hint) {
+ * visible in the API, so the first fit stands in for it (deterministic, lowest indices).
+ * false only when mode is APPLY_FACTS and a guess would be needed (nothing changed then). */
+static bool pod_apply(ext_state *st, ext_node *n, pod_priv *pp, const model_assignment *hint, apply_mode mode) {
     ext_pod *p = &pp->pub;
     char err[MODEL_REASON_LEN];
     p->holds = false;
     p->overcommitted = false;
     node_touch(st, n);
-    if (!n->m) return;   /* no Node object yet: applied when it arrives */
+    if (!n->m) return true;   /* no Node object yet: applied when it arrives */
     if (hint && model_assign(n->m, p->uid, hint, err, sizeof err) == 0) {
         p->a = *hint;
         p->holds = true;
-        return;
-    }
-    if (pp->ann) {
-        model_assignment a;
-        if (ext_ann_decode(n->m, pp->ann, &a, err, sizeof err) == 0 && model_assign(n->m, p->uid, &a, err, sizeof err) == 0) {
-            p->a = a;
-            p->holds = true;
-            p->derived = false;
-            return;
-        }
-        ext_log(EXT_LOG_WARN, "event=annotation-invalid pod=%s/%s node=%s err=\"%s\" action=re-derive", p->ns, p->name,
-                n->name, err);
+        pp->deferred = false;
+        return true;
     }
     model_assignment a;
+    bool ann_ok = pp->ann && ext_ann_decode(n->m, pp->ann, &a, err, sizeof err) == 0 &&
+                  model_assign(n->m, p->uid, &a, err, sizeof err) == 0;
+    if (ann_ok) {
+        p->a = a;
+        p->holds = true;
+        p->derived = false;
+        pp->deferred = false;
+        return true;
+    }
+    if (mode == APPLY_FACTS) return false;
+    if (mode == APPLY_DEFER) {
+        pp->deferred = true;
+        st->any_deferred = true;
+        return true;
+    }
+    pp->deferred = false;
+    if (pp->ann)
+        ext_log(EXT_LOG_WARN, "event=annotation-invalid pod=%s/%s node=%s err=\"%s\" action=re-derive", p->ns, p->name,
+                n->name, err);
     model_request r = p->req;
     int nf = model_fit(n->m, &r, &a, 1, err, sizeof err);
     if (nf == 0 && r.kind == MODEL_REQ_WHOLE && r.isolation == MODEL_ISO_DEFAULT) {
@@ -355,10 +384,25 @@ static void pod_apply(ext_state *st, ext_node *n, pod_priv *pp, const model_assi
         p->a = a;
         p->holds = true;
         p->derived = true;
-        return;
+        return true;
     }
     p->overcommitted = true;
     ext_log(EXT_LOG_WARN, "event=overcommitted pod=%s/%s uid=%s node=%s why=\"%s\"", p->ns, p->name, p->uid, n->name, err);
+    return true;
+}
+
+/* The relist of pods is complete: guess for the pods that waited for it (pod_apply). */
+static void derive_deferred(ext_state *st) {
+    if (!st->any_deferred) return;
+    st->any_deferred = false;
+    size_t it = 0;
+    pod_priv *pp;
+    while ((pp = ext_map_next(st->pods, &it))) {
+        if (!pp->deferred) continue;
+        pp->deferred = false;
+        ext_node *n = pp->pub.node ? ext_map_get(st->nodes, pp->pub.node) : NULL;
+        if (n && n->m && !pp->pub.holds) pod_apply(st, n, pp, NULL, APPLY_DERIVE);
+    }
 }
 
 static void pod_unplace(ext_state *st, pod_priv *pp) {
@@ -373,6 +417,7 @@ static void pod_unplace(ext_state *st, pod_priv *pp) {
     free(p->node);
     p->node = NULL;
     p->holds = p->overcommitted = p->derived = false;
+    pp->deferred = false;
 }
 
 static int pod_place(ext_state *st, pod_priv *pp, const char *node, const model_assignment *hint) {
@@ -384,7 +429,7 @@ static int pod_place(ext_state *st, pod_priv *pp, const char *node, const model_
         node_maybe_drop(st, n);
         return -1;
     }
-    pod_apply(st, n, pp, hint);
+    pod_apply(st, n, pp, hint, relist_mode(st));
     return 0;
 }
 
@@ -397,8 +442,9 @@ static void pod_remove(ext_state *st, pod_priv *pp) {
 /* ------------------------------------------------------------ node objects */
 
 /* Install a freshly built model for a node and put its pods back: first those that held
- * GPUs (same assignment if it still fits), then the rest, so a relabel that shrinks a
- * node over-commits the fewest pods and never silently drops one. */
+ * GPUs (same assignment if it still fits), then those whose annotation fits, then the rest
+ * (guessed), so a relabel that shrinks a node over-commits the fewest pods and never
+ * silently drops one, and a node that arrives after its pods places facts before guesses. */
 static void node_install(ext_state *st, model_node *m) {
     ext_node *n = node_get_or_create(st, m->name);
     if (!n) {
@@ -416,13 +462,18 @@ static void node_install(ext_state *st, model_node *m) {
         if (held) held[i] = n->pods[i]->holds;
         n->pods[i]->holds = false;
     }
-    for (int pass = 0; pass < 2; pass++)
+    bool *done = n->npods ? calloc((size_t)n->npods, sizeof *done) : NULL;
+    for (int pass = 0; pass < 3; pass++)
         for (int i = 0; i < n->npods; i++) {
             bool h = held ? held[i] : false;
-            if ((pass == 0) != h) continue;
+            if (pass == 0 ? !h : h || (done && done[i])) continue;
             ext_pod *p = n->pods[i];
-            pod_apply(st, n, (pod_priv *)p, h ? &p->a : NULL);
+            /* without the bookkeeping (out of memory) skip the facts-only pass: order matters less than placing */
+            if (pass == 1 && !done) continue;
+            bool ok = pod_apply(st, n, (pod_priv *)p, h ? &p->a : NULL, pass == 1 ? APPLY_FACTS : relist_mode(st));
+            if (done) done[i] = ok;
         }
+    free(done);
     free(held);
     model_node_free(old);
 }
@@ -539,7 +590,7 @@ static void pod_event(ext_state *st, ext_kube_event ev, const cJSON *obj) {
         if (!p->holds || reapply) {   /* over-committed before, its node was unknown, or moved: try again */
             ext_node *n = ext_map_get(st->nodes, node);
             if (n && n->m && p->holds) model_release(n->m, p->uid);
-            if (n) pod_apply(st, n, pp, NULL);
+            if (n) pod_apply(st, n, pp, NULL, relist_mode(st));
         }
         return;
     }
@@ -598,10 +649,13 @@ void ext_state_on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const
     case EXT_KUBE_RELIST:
         st->gen[kind]++;
         st->st.relists[kind]++;
+        st->relisting[kind] = true;
         ext_log(EXT_LOG_INFO, "event=relist kind=%s", kind == EXT_KUBE_NODE ? "Node" : "Pod");
         break;
     case EXT_KUBE_SYNCED:
-        sweep(st, kind);
+        sweep(st, kind);   /* first: what the list no longer names frees its GPUs before any guess */
+        st->relisting[kind] = false;
+        if (kind == EXT_KUBE_POD) derive_deferred(st);
         if (!st->synced[kind])
             ext_log(EXT_LOG_INFO, "event=synced kind=%s", kind == EXT_KUBE_NODE ? "Node" : "Pod");
         st->synced[kind] = true;

@@ -13,8 +13,18 @@
 
 #include "extender/annotation.h"
 #include "extender/jscan.h"
+#include "extender/health.h"
 #include "extender/log.h"
 #include "extender/reservation.h"
+
+/* The answer before the first sync, with what keeps tessera from syncing when health.h knows (the API
+ * server unreachable, a 403 on list pods...): kube-scheduler puts it in the pod's FailedScheduling event. */
+static const char *not_synced(char *buf, size_t len, const char *tail) {
+    char why[1024];
+    if (ext_health_ready(why, sizeof why)) snprintf(buf, len, "tessera is not synced with the API server yet%s", tail);
+    else snprintf(buf, len, "tessera is not synced with the API server yet: %s%s", why, tail);
+    return buf;
+}
 
 const char *ext_bind_outcome_name(ext_bind_outcome o) {
     static const char *n[] = {"ok", "already_bound", "no_room", "unknown_pod", "unknown_node", "api_error",
@@ -691,8 +701,8 @@ void ext_verb_filter(ext_verbs *v, const char *body, size_t len, ext_reply *out)
     }
     if (!ext_state_ready(v->st)) {
         args_free(&a);
-        reply_json(out, 200, filter_result(NULL, NULL, NULL, NULL,
-                                           "tessera is not synced with the API server yet; try again"));
+        char nm[1200];
+        reply_json(out, 200, filter_result(NULL, NULL, NULL, NULL, not_synced(nm, sizeof nm, "; try again")));
         return;
     }
     filter_job j = {.st = v->st, .a = &a, .pass = scratch_get(0, (size_t)a.n + 1, sizeof *j.pass, true),
@@ -810,7 +820,8 @@ void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *
     }
     if (!ext_state_ready(v->st)) {
         args_free(&a);
-        ext_reply_error(out, 503, "tessera is not synced with the API server yet");
+        char nm[1200];
+        ext_reply_error(out, 503, not_synced(nm, sizeof nm, ""));
         return;
     }
     int *score = scratch_get(0, (size_t)a.n + 1, sizeof *score, true);
@@ -896,7 +907,8 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
         return;
     }
     if (!ext_state_ready(v->st)) {
-        bind_reply(v, out, EXT_BIND_NOT_READY, 200, "tessera is not synced with the API server yet; try again");
+        char nm[1200];
+        bind_reply(v, out, EXT_BIND_NOT_READY, 200, not_synced(nm, sizeof nm, "; try again"));
         cJSON_Delete(root);
         return;
     }
@@ -985,7 +997,9 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     if (rc != 0) {
         char msg[700];
         snprintf(msg, sizeof msg, "binding %s/%s to %s failed: %s", ns, name, node, err[0] ? err : "API error");
-        ext_log(EXT_LOG_WARN, "verb=bind outcome=api_error pod=%s/%s node=%s err=\"%s\"", ns, name, node, err);
+        /* while binding itself is failing (health.h logged it once at warn), one line per retried pod is noise */
+        ext_log(ext_health_failing(EXT_DEP_BIND, NULL, 0) ? EXT_LOG_DEBUG : EXT_LOG_WARN,
+                "verb=bind outcome=api_error pod=%s/%s node=%s err=\"%s\"", ns, name, node, err);
         bind_reply(v, out, EXT_BIND_API_ERROR, 200, msg);
     } else {
         ext_log(EXT_LOG_INFO, "verb=bind outcome=ok pod=%s/%s node=%s assignment=%s", ns, name, node, ann ? ann : "none");
@@ -1106,7 +1120,8 @@ void ext_verb_preempt(ext_verbs *v, const char *body, size_t len, ext_reply *out
         }
     }
     if (!ext_state_ready(v->st)) {
-        ext_reply_error(out, 503, "tessera is not synced with the API server yet");
+        char nm[1200];
+        ext_reply_error(out, 503, not_synced(nm, sizeof nm, ""));
         args_free(&a);
         return;
     }

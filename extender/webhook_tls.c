@@ -12,6 +12,7 @@
 
 #include "extender/base64.h"
 #include "extender/kube.h"
+#include "extender/health.h"
 #include "extender/log.h"
 
 #define MWC_PATH "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/"
@@ -50,12 +51,17 @@ static const char *verb_of(const char *method) {
          : !strcmp(method, "PATCH") ? "patch" : "delete";
 }
 
+/* The status behind the latest api_error on this thread, for health.h's reason label (the sync pass runs on
+ * one thread; its result is a message). */
+static _Thread_local int tls_last_code;
+
 /* The API's answer outside 2xx (and 404 when absent is not expected) as a message. */
 static void api_error(char *err, size_t errlen, int code, const char *method, const char *resource, const char *name,
                       const char *msg) {
-    if (code == 403)
-        snprintf(err, errlen, "forbidden: the service account may not %s %s %s (add it to the RBAC rules): %s",
-                 verb_of(method), resource, name, msg);
+    tls_last_code = code;
+    if (code == 403)   /* where deploy/rbac.yaml grants it: the Secret in tessera's namespace, the configuration cluster-wide */
+        snprintf(err, errlen, "forbidden: the service account may not %s %s %s (check the tessera-extender %s): %s",
+                 verb_of(method), resource, name, !strcmp(resource, "secret") ? "Role" : "ClusterRole", msg);
     else if (code < 0)
         snprintf(err, errlen, "%s %s %s: API server not reachable: %s", verb_of(method), resource, name, msg);
     else
@@ -261,7 +267,7 @@ static bool set_ca_bundle(const ext_webhook_tls_config *cfg, ext_webhook_tls_req
                          "(kubectl apply -k deploy/), so its caBundle cannot be set", cfg->webhook_config);
             else
                 api_error(msg, sizeof msg, code, "GET", "mutatingwebhookconfigurations", cfg->webhook_config, err);
-            ext_log(EXT_LOG_WARN, "webhook-tls=ca-bundle error=\"%s\"", msg);
+            ext_health_fail(EXT_DEP_WEBHOOK_CONFIG, code, ext_health_reason_of(code), msg);   /* logs at warn */
             free(resp);
             ok = code == 404;
             break;
@@ -286,6 +292,7 @@ static bool set_ca_bundle(const ext_webhook_tls_config *cfg, ext_webhook_tls_req
         cJSON_Delete(o);
         if (!changed) {
             ok = true;
+            ext_health_ok(EXT_DEP_WEBHOOK_CONFIG);
             break;
         }
         err[0] = 0;
@@ -294,12 +301,13 @@ static bool set_ca_bundle(const ext_webhook_tls_config *cfg, ext_webhook_tls_req
         if (code == 200) {
             ext_log(EXT_LOG_INFO, "webhook-tls=ca-bundle-set config=%s", cfg->webhook_config);
             ok = true;
+            ext_health_ok(EXT_DEP_WEBHOOK_CONFIG);
             break;
         }
         if (code == 409) continue;   /* changed under us: read it again */
         char msg[700];
         api_error(msg, sizeof msg, code, "PUT", "mutatingwebhookconfigurations", cfg->webhook_config, err);
-        ext_log(EXT_LOG_WARN, "webhook-tls=ca-bundle error=\"%s\"", msg);
+        ext_health_fail(EXT_DEP_WEBHOOK_CONFIG, code, ext_health_reason_of(code), msg);
         break;
     }
     free(b64);
@@ -462,11 +470,16 @@ static int tls_pass(ext_webhook_tls *t) {
     ext_cert_pem pem;
     char err[1024];
     bool bundle_ok;
+    tls_last_code = 0;
     if (tls_sync(&t->cfg, t->req, t->req_user, (int64_t)time(NULL), &pem, NULL, &bundle_ok, err, sizeof err) < 0) {
-        ext_log(EXT_LOG_WARN, "webhook-tls=error secret=%s/%s error=\"%s\" retry_s=%d", t->cfg.secret_ns,
+        /* health.h logs it at warn once, then rate-limited; each retry at debug */
+        ext_log(EXT_LOG_DEBUG, "webhook-tls=error secret=%s/%s error=\"%s\" retry_s=%d", t->cfg.secret_ns,
                 t->cfg.secret_name, err, t->cfg.retry_interval_s);
+        ext_health_fail(EXT_DEP_WEBHOOK_SECRET, tls_last_code,
+                        tls_last_code ? ext_health_reason_of(tls_last_code) : EXT_REASON_TLS, err);
         return t->cfg.retry_interval_s;
     }
+    ext_health_ok(EXT_DEP_WEBHOOK_SECRET);
     int wait_s = t->cfg.check_interval_s;
     if (t->last_cert && strcmp(t->last_cert, pem.cert) && !bundle_ok) {
         /* The API server may not trust the new certificate's CA yet: keep serving the one it
@@ -587,9 +600,10 @@ int ext_webhook_listener_on_pem(void *listener, const ext_cert_pem *serving) {
     if (l->h) {
         l->down[0] = 0;
         ext_log(EXT_LOG_INFO, "event=serving-webhook listen=%s port=%d cert=secret", l->cfg.listen, ext_http_port(l->h));
+        ext_health_ok(EXT_DEP_WEBHOOK_LISTEN);
     } else {
         snprintf(l->down, sizeof l->down, "the webhook's TLS listener on %s is down: %s (retried)", l->cfg.listen, err);
-        ext_log(EXT_LOG_ERROR, "event=webhook-listen-failed listen=%s error=\"%s\"", l->cfg.listen, err);
+        ext_health_fail(EXT_DEP_WEBHOOK_LISTEN, 0, EXT_REASON_LISTEN, l->down);   /* logs it at warn */
         rc = -1;
     }
     pthread_mutex_unlock(&l->mu);

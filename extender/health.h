@@ -1,0 +1,126 @@
+/* health.h -- is each thing tessera depends on working, and if not, why: one process-wide registry that
+ * the API client (list/watch per kind, bind, token and CA files), the leader election (Lease), Events,
+ * the reservation controller, the webhook's certificate and listeners report into, so that no failure
+ * that stops tessera from doing its job is silent.
+ *
+ * A dependency is FAILING after EXT_HEALTH_FAIL_AFTER consecutive failed attempts with no success in
+ * between: one failed attempt is often a blip that the next retry cures (a dropped connection, a
+ * leader change of the API server), two in a row are not (every caller retries within seconds:
+ * list/watch after 0.2..30 s of backoff, the Lease every retry period, 2 s by default). The webhook's
+ * Secret and caBundle (retried every 10 s to 10 min) and the listeners (not retried) fail at the
+ * first failure. Then:
+ *   - one line at warn: "event=dependency-failing dependency=lease reason=not_found code=404 err=..."
+ *     with the API's status and message; again at warn when the message changes, otherwise at most
+ *     once per EXT_HEALTH_RELOG_MS ("event=dependency-still-failing ... failures=N for_s=S"); attempts
+ *     in between at debug; "event=dependency-recovered" at info on the first success;
+ *   - /readyz answers 503 naming it, when it blocks readiness (ext_dep_blocks_ready): tessera cannot
+ *     answer correctly without it (a stale cache, no binds); the others are listed as warnings;
+ *   - /metrics: tessera_dependency_ok{dependency} (0 while failing) and every failed attempt in
+ *     tessera_dependency_failures_total{dependency,reason};
+ *   - the verbs put the message in their error text (kube-scheduler shows it in FailedScheduling).
+ * Thread-safe; cheap enough to call on every request.
+ */
+#ifndef EXT_HEALTH_H
+#define EXT_HEALTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define EXT_HEALTH_FAIL_AFTER 2        /* consecutive failed attempts before a dependency is failing */
+#define EXT_HEALTH_RELOG_MS   60000    /* a failing dependency is logged at warn again after this long */
+
+typedef enum ext_dep {
+    EXT_DEP_API_NODES = 0,   /* list+watch of Nodes */
+    EXT_DEP_API_PODS,        /* list+watch of Pods */
+    EXT_DEP_BIND,            /* POST pods/<name>/binding */
+    EXT_DEP_LEASE,           /* the leader election's Lease */
+    EXT_DEP_TOKEN_FILE,      /* the service account token (re-read for every request) */
+    EXT_DEP_CA_FILE,         /* the API server's CA bundle */
+    EXT_DEP_LISTEN,          /* the verbs' listener (--listen) */
+    EXT_DEP_EVENTS,          /* core/v1 Events (best-effort: never blocks readiness) */
+    EXT_DEP_RESERVATIONS,    /* reservation pods and the shares' delivery ConfigMaps */
+    EXT_DEP_WEBHOOK_SECRET,  /* the webhook's TLS Secret */
+    EXT_DEP_WEBHOOK_CONFIG,  /* the caBundle of the MutatingWebhookConfiguration */
+    EXT_DEP_WEBHOOK_LISTEN,  /* the webhook's TLS listener (--webhook-listen) */
+    EXT_DEP_N
+} ext_dep;
+
+typedef enum ext_dep_reason {
+    EXT_REASON_UNREACHABLE = 0,  /* no connection, or it broke */
+    EXT_REASON_TIMEOUT,          /* no answer in time */
+    EXT_REASON_UNAUTHORIZED,     /* 401: the token was not accepted */
+    EXT_REASON_FORBIDDEN,        /* 403: RBAC */
+    EXT_REASON_NOT_FOUND,        /* 404: e.g. the namespace does not exist */
+    EXT_REASON_THROTTLED,        /* 429 */
+    EXT_REASON_SERVER_ERROR,     /* 5xx */
+    EXT_REASON_REJECTED,         /* any other 4xx */
+    EXT_REASON_BAD_RESPONSE,     /* an answer that is not what the API sends (malformed JSON) */
+    EXT_REASON_FILE,             /* a file tessera needs is missing or unreadable */
+    EXT_REASON_TLS,              /* TLS setup or verification */
+    EXT_REASON_LISTEN,           /* cannot listen on the address */
+    EXT_REASON_N
+} ext_dep_reason;
+
+const char *ext_dep_name(ext_dep d);               /* "api-nodes", "lease", ... (the metric label) */
+const char *ext_dep_reason_name(ext_dep_reason r); /* "not_found", "forbidden", ... (the metric label) */
+bool ext_dep_blocks_ready(ext_dep d);
+
+/* The reason for ext_kube_request's / ext_kube_bind's status (EXT_KUBE_UNREACHABLE, EXT_KUBE_TIMEOUT,
+ * EXT_KUBE_NO_REQUEST, or an HTTP status outside 2xx). */
+ext_dep_reason ext_health_reason_of(int code);
+
+/* A message for a failed API call that says what was being done and, for 401/403, what the token or
+ * the RBAC rules lack: "forbidden: cannot create leases in namespace tessera: check the
+ * tessera-leader-election Role: <API message>", "cannot create Lease tessera/tessera-extender:
+ * namespaces \"tessera\" not found". verb: get/list/watch/create/update/patch/delete; resource: the
+ * plural ("leases", "pods/binding"); kind: "Lease" (for the object's name); ns "" for cluster-wide;
+ * name "" for a collection; rbac: which role grants it ("tessera-leader-election Role"); api_msg: the
+ * API's message or the transport error. */
+void ext_health_api_msg(char *out, size_t len, int code, const char *verb, const char *resource, const char *kind,
+                        const char *ns, const char *name, const char *rbac, const char *api_msg);
+
+/* This process uses the dependency: /metrics shows it (ok until it fails). */
+void ext_health_register(ext_dep d);
+/* An attempt worked: clears a failure (logged at info if it was failing). Registers d. */
+void ext_health_ok(ext_dep d);
+/* An attempt failed: code is the HTTP status or EXT_KUBE_* (0 when there is none), msg says what
+ * failed in words an operator can act on (ext_health_api_msg). Registers d. */
+void ext_health_fail(ext_dep d, int code, ext_dep_reason reason, const char *msg);
+
+/* d is not in use for now (the leader election of a replica whose kube-scheduler is idle stops calling the
+ * API): its failure, if any, is forgotten (logged at info), since nothing will try it again to clear it. */
+void ext_health_idle(ext_dep d);
+
+/* A failure of d with no further attempt for ms (> 0) is forgotten (logged at info as idle). Default: bind,
+ * EXT_HEALTH_BIND_FORGET_MS; the others never (their callers retry on their own). Only a bind clears a bind
+ * failure, and kube-scheduler may have nothing left to bind -- and with /readyz at 503 the webhook's Service
+ * has no endpoints, so no new pod arrives either: a remembered bind failure must not lock that up. */
+#define EXT_HEALTH_BIND_FORGET_MS 60000
+void ext_health_set_forget_ms(ext_dep d, int ms);
+
+/* Whether d is failing; msg (may be NULL) gets its message. */
+bool ext_health_failing(ext_dep d, char *msg, size_t len);
+
+/* No dependency that blocks readiness is failing. Otherwise false, and why lists them
+ * ("lease: cannot create Lease ...; api-pods: ..."). why may be NULL. */
+bool ext_health_ready(char *why, size_t len);
+/* The failing dependencies that do not block readiness, as above ("" when none). */
+void ext_health_warnings(char *buf, size_t len);
+
+typedef struct ext_dep_status {
+    bool registered, failing;
+    int consecutive;                     /* failed attempts since the last success */
+    int code;                            /* of the latest failure */
+    ext_dep_reason reason;
+    char msg[512];
+    int64_t since_ms;                    /* monotonic: the first of the consecutive failures */
+    uint64_t failures[EXT_REASON_N];     /* every failed attempt, by reason */
+} ext_dep_status;
+
+void ext_health_snapshot(ext_dep_status out[EXT_DEP_N]);
+
+/* Forget everything (tests). */
+void ext_health_reset(void);
+
+#endif
