@@ -695,6 +695,8 @@ check("extender gets POD_NAMESPACE from the downward API (default reservation na
 
 wsvc = one("Service", WEBHOOK_SERVICE) or {}
 wports = (wsvc.get("spec") or {}).get("ports") or []
+check("Service %s publishes not-ready pods (the webhook needs no API server; /readyz is about scheduling)"
+      % WEBHOOK_SERVICE, (wsvc.get("spec") or {}).get("publishNotReadyAddresses") is True)
 check("Service %s selects the scheduler pods" % WEBHOOK_SERVICE,
       matches({"matchLabels": (wsvc.get("spec") or {}).get("selector")}, pod_labels))
 
