@@ -1003,7 +1003,7 @@ TEST(node_json_layered_contradictions) {
                    "has the -SHARED suffix (renameByDefault off) but replicas are advertised as nvidia.com/mig-1g.5gb.shared");
     CHECK_CONTAINS(reason_of(L1G(",\"nvidia.com/mig-1g.5gb.replicas\":\"2\",\"nvidia.com/mig-1g.5gb.sharing-strategy\":\"none\""),
                              "{\"nvidia.com/mig-1g.5gb\":\"14\"}", NULL),
-                   "nvidia.com/mig-1g.5gb.replicas=2 but label nvidia.com/mig-1g.5gb.sharing-strategy=none");
+                   "label nvidia.com/mig-1g.5gb.replicas=2 but nvidia.com/mig-1g.5gb.sharing-strategy=none");
     CHECK_CONTAINS(reason_of(L1G(",\"nvidia.com/mig-1g.5gb.replicas\":\"64\""), "{\"nvidia.com/mig-1g.5gb\":\"448\"}",
                              NULL),
                    "more than the 32 replicas per MIG instance supported");
