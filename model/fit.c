@@ -142,7 +142,7 @@ static route_plan route_plan_for(const model_node *n, const model_request *r, ch
         } else {
             /* The whole-means-whole rule: a plain instance, or a replica of a shared one only
              * when the isolation accepts a replica (and the replicas carry this name). */
-            p.mig = iso == MODEL_ISO_DEFAULT || iso == MODEL_ISO_MIG || iso == MODEL_ISO_ANY;
+            p.mig = true;
             if (!n->mig_renamed) {
                 p.mig_rep_ts = iso_allows(iso, MODEL_GPU_TIMESLICE);
                 p.mig_rep_mps = iso_allows(iso, MODEL_GPU_MPS);

@@ -136,6 +136,9 @@ void tt_hot_of(const policy_task_type *t, tt_hot *h) {
     h->restricted = t->req.nmodels > 0;
     h->d_eff = 0;
     h->mig = t->kind == MODEL_REQ_MIG;
+    h->mig_whole = h->mig && !t->req.mig_replica;
+    h->mig_rep = h->mig && (t->req.mig_replica || t->req.isolation == MODEL_ISO_TIMESLICE ||
+                            t->req.isolation == MODEL_ISO_MPS || t->req.isolation == MODEL_ISO_ANY);
     bool plain = t->req.isolation == MODEL_ISO_DEFAULT;
     if (t->kind == MODEL_REQ_NONE) {
         h->cls = TT_CPU;
