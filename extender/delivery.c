@@ -133,13 +133,17 @@ int ext_rsv_name_attempt(const char *name) {
 int ext_rsv_resource(const model_node *n, const model_gpu *g, const model_grant *gr, char *buf, size_t len, char *err,
                      size_t errlen) {
     if (gr->mig_profile >= 0) {
+        /* A replica of a time-sliced instance (layered) is asked under the instance's name, or
+         * with renameByDefault under <name>.shared (the device plugin's suffix). */
+        const char *sfx = gr->replica >= 0 && n->mig_renamed ? ".shared" : "";
         if (n->mig_strategy == MODEL_MIG_MIXED) {
             size_t o = (size_t)snprintf(buf, len, "nvidia.com/mig-");
             for (const char *p = g->product->profiles[gr->mig_profile].name; *p && o + 1 < len; p++)
                 buf[o++] = *p == '+' ? '.' : *p;
             buf[o < len ? o : len - 1] = 0;
+            if (o < len) snprintf(buf + o, len - o, "%s", sfx);
         } else {
-            snprintf(buf, len, "nvidia.com/gpu");   /* MIG single: every slice is advertised as a gpu */
+            snprintf(buf, len, "nvidia.com/gpu%s", sfx);   /* MIG single: every slice is advertised as a gpu */
         }
         return 0;
     }

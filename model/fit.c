@@ -35,6 +35,18 @@ static bool iso_allows(model_isolation iso, model_gpu_mode m) {
 static const char *iso_for(model_gpu_mode m) { return m == MODEL_GPU_MPS ? "mps" : "timeslice"; }
 static const char *shared_by(model_gpu_mode m) { return m == MODEL_GPU_MPS ? "shared by MPS" : "time-sliced"; }
 
+/* Whether some instance of the named profile carries replicas (layered sharing). */
+static bool node_shares_profile(const model_node *n, const char *profile) {
+    for (int i = 0; i < n->ngpus; i++) {
+        const model_gpu *g = &n->gpus[i];
+        for (int k = 0; k < g->ninst; k++)
+            if (g->inst[k].replicas > 1 &&
+                model_product_profile_index(g->product, profile) == g->inst[k].profile)
+                return true;
+    }
+    return false;
+}
+
 /* Why a route is closed on this node, for the message when nothing fits. */
 static route_plan route_plan_for(const model_node *n, const model_request *r, char *hint, size_t hintlen) {
     route_plan p = {0};
@@ -147,15 +159,15 @@ static route_plan route_plan_for(const model_node *n, const model_request *r, ch
                 p.mig_rep_ts = iso_allows(iso, MODEL_GPU_TIMESLICE);
                 p.mig_rep_mps = iso_allows(iso, MODEL_GPU_MPS);
             }
-            if (n->mig_sharing != MODEL_GPU_WHOLE) {
+            if (n->mig_sharing != MODEL_GPU_WHOLE && node_shares_profile(n, r->mig_profile)) {
                 p.hint_first = true;
                 if (n->mig_renamed && !p.mig)
                     snprintf(hint, hintlen, "replicas of MIG instances here are advertised as nvidia.com/mig-%s.shared "
                              "(renameByDefault); ask for that resource", r->mig_profile);
                 else if (!n->mig_renamed && !iso_allows(iso, n->mig_sharing))
-                    snprintf(hint, hintlen, "some MIG instances here are %s: nvidia.com/mig-<profile> buys a replica "
-                             "of those, not an instance; add tessera.io/isolation: %s (or any) to accept a replica",
-                             shared_by(n->mig_sharing), iso_for(n->mig_sharing));
+                    snprintf(hint, hintlen, "the %s instances here are %s: nvidia.com/mig-%s buys a replica, not an "
+                             "instance; add tessera.io/isolation: %s (or any) to accept a replica", r->mig_profile,
+                             shared_by(n->mig_sharing), r->mig_profile, iso_for(n->mig_sharing));
             }
         }
         break;

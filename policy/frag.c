@@ -13,7 +13,9 @@
  *   time-slice/MPS:             a free replica, for shared types and for types whose
  *                               isolation lets them take a replica;
  *   MIG:                        an idle instance of the type's profile, or (dynamic
- *                               MIG) a legal free start slot for a new one.
+ *                               MIG) a legal free start slot for a new one; for types
+ *                               that take a replica (.shared, isolation timeslice/mps/
+ *                               any), a free replica of a shared instance of it.
  * A fraction whose isolation would let model_fit map it onto a MIG slice is not counted
  * as having room on MIG GPUs (the measure stays per-GPU and cheap; such types are rare).
  * Memory on the host is not part of the measure, as in the paper.

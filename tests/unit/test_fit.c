@@ -578,7 +578,7 @@ TEST(fit_whole_means_whole_on_layered_mig) {
     /* nvidia.com/mig-1g.10gb: 1 without isolation: the device plugin would hand a replica, so no. */
     model_request r = mig_req("1g.10gb", MODEL_ISO_DEFAULT, false);
     CHECK_INT(model_fit(n, &r, a, 16, why, sizeof why), 0);
-    CHECK_CONTAINS(why, "time-sliced: nvidia.com/mig-<profile> buys a replica");
+    CHECK_CONTAINS(why, "the 1g.10gb instances here are time-sliced: nvidia.com/mig-1g.10gb buys a replica");
     CHECK_CONTAINS(why, "tessera.io/isolation: timeslice");
     r.isolation = MODEL_ISO_MIG;
     CHECK_INT(model_fit(n, &r, a, 16, why, sizeof why), 0);
