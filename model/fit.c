@@ -161,7 +161,7 @@ static route_plan route_plan_for(const model_node *n, const model_request *r, ch
             }
             if (n->mig_sharing != MODEL_GPU_WHOLE && node_shares_profile(n, r->mig_profile)) {
                 p.hint_first = true;
-                if (n->mig_renamed && !p.mig)
+                if (n->mig_renamed)
                     snprintf(hint, hintlen, "replicas of MIG instances here are advertised as nvidia.com/mig-%s.shared "
                              "(renameByDefault); ask for that resource", r->mig_profile);
                 else if (!n->mig_renamed && !iso_allows(iso, n->mig_sharing))
