@@ -210,13 +210,18 @@ static void replica_charge(const model_gpu *g, const model_request *r, int *memo
     *compute = r->compute_permille > 0 ? r->compute_permille : 1000 / g->replicas;
 }
 
-/* One replica of a shared MIG instance: an equal share of the instance, whatever the pod
- * declares (no memory limit inside an instance, so nothing finer can be promised). */
-static int mig_replica_memory(const model_gpu *g, const model_mig_instance *in) {
-    return mig_profile_memory(g, &g->product->profiles[in->profile]) / in->replicas;
-}
-static int mig_replica_compute(const model_gpu *g, const model_mig_instance *in) {
-    return mig_profile_compute(g, &g->product->profiles[in->profile]) / in->replicas;
+/* What one replica of a shared MIG instance costs, as replica_charge does for a
+ * time-sliced GPU: a fraction is charged what it declares (memory and SMs of the GPU, the
+ * same units as everywhere), anything else an equal share of the instance. The replicas'
+ * charges must fit in the instance: time-slicing gives no memory isolation, so the sum is
+ * what keeps them from running each other out of memory. */
+static void mig_replica_charge(const model_gpu *g, const model_mig_instance *in, const model_request *r, int *memory,
+                               int *compute) {
+    const model_mig_profile *pr = &g->product->profiles[in->profile];
+    int m = r->kind == MODEL_REQ_FRACTION ? model_fraction_memory(r, g->memory_mib) : 0;
+    *memory = m > 0 ? m : mig_profile_memory(g, pr) / in->replicas;
+    *compute = r->kind == MODEL_REQ_FRACTION && r->compute_permille > 0 ? r->compute_permille
+                                                                        : mig_profile_compute(g, pr) / in->replicas;
 }
 static int mig_lowest_free_replica(const model_mig_instance *in) {
     for (int i = 0; i < in->replicas && i < MODEL_MIG_MAX_REPLICAS; i++)
@@ -303,7 +308,7 @@ static bool mig_profile_usable(const fit_run *f, const model_gpu *g, int pi, boo
     /* a fraction maps onto any profile that holds it; media engines are not made for it */
     if (creating && pr->media) return false;
     return mig_profile_memory(g, pr) >= model_fraction_memory(r, g->memory_mib) &&
-           mig_profile_compute(g, pr) >= r->compute_permille;
+           mig_profile_compute(g, pr) >= r->compute_permille;   /* (a replica: checked against what is left) */
 }
 
 static int gen_mig(fit_run *f, const route_plan *p, int gi) {
@@ -324,9 +329,10 @@ static int gen_mig(fit_run *f, const route_plan *p, int gi) {
             /* layered: the lowest free replica, when its equal share holds the request */
             int rep = rep_ok && mig_profile_usable(f, g, in->profile, false) ? mig_lowest_free_replica(in) : -1;
             if (rep < 0) continue;
-            int mem = mig_replica_memory(g, in), comp = mig_replica_compute(g, in);
-            if (f->r->kind == MODEL_REQ_FRACTION &&
-                (model_fraction_memory(f->r, g->memory_mib) > mem || f->r->compute_permille > comp))
+            int mem, comp;
+            mig_replica_charge(g, in, f->r, &mem, &comp);
+            const model_mig_profile *pr = &g->product->profiles[in->profile];
+            if (in->mem_used + mem > mig_profile_memory(g, pr) || in->comp_used + comp > mig_profile_compute(g, pr))
                 continue;
             model_grant c = grant_blank(gi);
             c.mig_inst = (int8_t)k;
@@ -643,7 +649,15 @@ static int apply_grant(model_gpu *gpus, int ngpus, int holder, const model_grant
                 REFUSE("GPU %d: %s at slot %d has no replica %d", g->index, pname, gr->mig_start, gr->replica);
             if (in->rep_used & (1u << gr->replica))
                 REFUSE("GPU %d: %s at slot %d replica %d is taken", g->index, pname, gr->mig_start, gr->replica);
+            const model_mig_profile *pr = &g->product->profiles[in->profile];
+            if (in->mem_used + gr->memory_mib > mig_profile_memory(g, pr) ||
+                in->comp_used + gr->compute_permille > mig_profile_compute(g, pr))
+                REFUSE("GPU %d: %s at slot %d has %d MiB and %d permille SMs left, the replica needs %d and %d", g->index,
+                       pname, gr->mig_start, mig_profile_memory(g, pr) - in->mem_used,
+                       mig_profile_compute(g, pr) - in->comp_used, gr->memory_mib, gr->compute_permille);
             in->rep_used |= 1u << gr->replica;
+            in->mem_used += gr->memory_mib;
+            in->comp_used = (int16_t)(in->comp_used + gr->compute_permille);
             g->nholders++;
             return 0;
         }
@@ -750,6 +764,8 @@ int model_release(model_node *n, const char *uid) {
                 if (g->inst[i].start != gr->mig_start) continue;
                 if (gr->replica >= 0) {
                     g->inst[i].rep_used &= ~(1u << gr->replica);
+                    g->inst[i].mem_used -= gr->memory_mib;
+                    g->inst[i].comp_used = (int16_t)(g->inst[i].comp_used - gr->compute_permille);
                 } else if (g->inst[i].on_demand) {
                     memmove(&g->inst[i], &g->inst[i + 1], (size_t)(g->ninst - i - 1) * sizeof g->inst[0]);
                     g->ninst--;

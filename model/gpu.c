@@ -113,8 +113,11 @@ static int find_instance(const model_gpu *g, int start) {
 bool model_node_check(const model_node *n, char *why, size_t whylen) {
     gpu_usage use[MODEL_MAX_GPUS];
     uint32_t inst_rep[MODEL_MAX_GPUS][MODEL_MIG_MAX_INSTANCES];   /* replicas of shared instances, from grants */
+    int inst_mem[MODEL_MAX_GPUS][MODEL_MIG_MAX_INSTANCES], inst_comp[MODEL_MAX_GPUS][MODEL_MIG_MAX_INSTANCES];
     memset(use, 0, sizeof use);
     memset(inst_rep, 0, sizeof inst_rep);
+    memset(inst_mem, 0, sizeof inst_mem);
+    memset(inst_comp, 0, sizeof inst_comp);
     for (int i = 0; i < n->ngpus; i++) use[i].exclusive_holder = -1;
     int64_t cpu = 0, mem = 0;
     int live = 0;
@@ -141,6 +144,10 @@ bool model_node_check(const model_node *n, char *why, size_t whylen) {
                 if (inst_rep[gr->gpu][ii] & (1u << gr->replica))
                     FAIL("GPU %d instance at %d replica %d given twice", g->index, gr->mig_start, gr->replica);
                 inst_rep[gr->gpu][ii] |= 1u << gr->replica;
+                if (gr->memory_mib < 0 || gr->compute_permille < 0)
+                    FAIL("pod %s: MIG replica grant on GPU %d charges negative amounts", al->uid, gr->gpu);
+                inst_mem[gr->gpu][ii] += gr->memory_mib;
+                inst_comp[gr->gpu][ii] += gr->compute_permille;
                 continue;
             }
             if (gr->mig_profile >= 0) {
@@ -196,6 +203,20 @@ bool model_node_check(const model_node *n, char *why, size_t whylen) {
                     FAIL("GPU %d shared instance at %d is held whole or on demand", g->index, g->inst[k].start);
                 if (g->inst[k].rep_used != inst_rep[i][k])
                     FAIL("GPU %d instance at %d replica bits differ from the grants", g->index, g->inst[k].start);
+                if (g->inst[k].mem_used != inst_mem[i][k] || g->inst[k].comp_used != inst_comp[i][k])
+                    FAIL("GPU %d instance at %d usage %d MiB / %d permille, its replicas' grants %d / %d", g->index,
+                         g->inst[k].start, g->inst[k].mem_used, g->inst[k].comp_used, inst_mem[i][k], inst_comp[i][k]);
+                if (g->inst[k].replicas > 1) {
+                    const model_mig_profile *pr = &g->product->profiles[g->inst[k].profile];
+                    int cap_mem = pr->memory_mib > 0 ? pr->memory_mib
+                                  : (int)((long long)g->memory_mib * pr->memory_slices /
+                                          (g->product->mig_memory_slices > 0 ? g->product->mig_memory_slices : 8));
+                    int cap_comp = 1000 * pr->compute_slices /
+                                   (g->product->mig_compute_slices > 0 ? g->product->mig_compute_slices : 7);
+                    if (inst_mem[i][k] > cap_mem || inst_comp[i][k] > cap_comp)
+                        FAIL("GPU %d instance at %d over-committed: %d of %d MiB, %d of %d permille", g->index,
+                             g->inst[k].start, inst_mem[i][k], cap_mem, inst_comp[i][k], cap_comp);
+                }
                 if (h >= n->nallocs || (h >= 0 && !n->allocs[h].uid[0])) FAIL("GPU %d instance at %d held by a dead allocation", g->index, g->inst[k].start);
                 if (h < 0 && g->inst[k].on_demand) FAIL("GPU %d on-demand instance at %d left idle", g->index, g->inst[k].start);
                 if (h >= 0) {

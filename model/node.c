@@ -125,6 +125,8 @@ int model_gpu_add_mig_instance(model_gpu *g, int profile, int start, char *err, 
     in->holder = -1;
     in->replicas = g->mig_replicas[profile] > 1 ? g->mig_replicas[profile] : 1;
     in->rep_used = 0;
+    in->mem_used = 0;
+    in->comp_used = 0;
     return 0;
 }
 

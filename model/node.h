@@ -42,6 +42,8 @@ typedef struct model_mig_instance {
     uint8_t replicas;      /* 1: a plain instance; R >= 2: R time-slice/MPS replicas (gpu->mig_sharing) */
     int32_t holder;        /* index into node->allocs, -1 when idle; always -1 when replicas > 1 */
     uint32_t rep_used;     /* usage, replicas > 1 only: bit r: replica r taken */
+    int32_t mem_used;      /* usage, replicas > 1 only: MiB the replicas' grants charge ... */
+    int16_t comp_used;     /* ... and permille of the GPU's SMs; at most the instance's */
 } model_mig_instance;
 
 /* Field order is for the scoring loops, which visit every GPU of thousands of nodes per

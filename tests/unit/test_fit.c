@@ -649,13 +649,25 @@ TEST(fit_whole_means_whole_on_layered_mig) {
     CHECK_CONTAINS(why, "nvidia.com/mig-1g.10gb.shared");
     rs.isolation = MODEL_ISO_MPS;   /* the instances are time-sliced, not MPS */
     CHECK_INT(model_fit(n, &rs, a, 16, why, sizeof why), 0);
-    /* Fractions: a replica whose equal share holds it (10 GB / 4), not a larger one. */
+    /* Fractions: charged what they declare, against what is left of the instance (as on a
+     * time-sliced GPU): two 4 GiB shares fit a 1g.10gb, a third does not; 12 GB never. */
     model_request fr = req(MODEL_REQ_FRACTION, 1);
     fr.isolation = MODEL_ISO_TIMESLICE;
-    fr.memory_mib = 2048;
+    fr.memory_mib = 4096;
     CHECK_INT(model_fit(n, &fr, a, 16, why, sizeof why), 4);
     CHECK_INT(a[0].grant[0].replica, 0);
-    fr.memory_mib = 4096;
+    CHECK_INT(a[0].grant[0].memory_mib, 4096);
+    CHECK_INT(model_assign(n, "f1", &a[0], err, sizeof err), 0);
+    CHECK_INT(model_fit(n, &fr, a, 16, why, sizeof why), 4);
+    CHECK_INT(a[0].grant[0].replica, 1);   /* same instance, next replica */
+    CHECK_INT(model_assign(n, "f2", &a[0], err, sizeof err), 0);
+    CHECK_INT(model_fit(n, &fr, a, 16, why, sizeof why), 3);   /* 1g@0 has ~1.5 GiB left */
+    CHECK(node_ok(n));
+    model_assignment big = a[0];
+    big.grant[0].memory_mib = 10000;   /* forged: more than the instance holds */
+    CHECK(model_assign(n, "big", &big, err, sizeof err) < 0);
+    CHECK_CONTAINS(err, "MiB and");
+    fr.memory_mib = 12000;
     CHECK_INT(model_fit(n, &fr, a, 16, why, sizeof why), 0);
     model_node_free(n);
 }

@@ -328,15 +328,15 @@ typedef struct pinned {
 } pinned;
 
 static const pinned PINNED[] = {
-    {"binpack", 0xdfea68d0fd79781full, 0x8be921350a4a49faull, 0x8be921350a4a49faull, 0x06a3b03dd7787f62ull},
-    {"spread", 0x5294718cd24183e1ull, 0x9f5d19fe8dc8c90cull, 0x9f5d19fe8dc8c90cull, 0xc800150597d84070ull},
-    {"bestfit", 0x7d183dcdcb78b355ull, 0x947930bef1815ef4ull, 0x947930bef1815ef4ull, 0x3db6c9ab73e2fbf6ull},
-    {"dotprod", 0xa1bda85675378e0bull, 0xd7b392c81648c011ull, 0xd7b392c81648c011ull, 0x4f41acb3b531f681ull},
-    {"gpupacking", 0xc2fd795670b1e221ull, 0x1e1f45bf6503ee6full, 0x1e1f45bf6503ee6full, 0xead77ea19d272991ull},
-    {"gpuclustering", 0xbbabcd65776484f9ull, 0x3e4fea8f98abf673ull, 0x3e4fea8f98abf673ull, 0xd6f14f9aaa39779eull},
-    {"random", 0x8a9246f05cd783dcull, 0xb8e4b8da70252a0cull, 0xb8e4b8da70252a0cull, 0xa4b39ee9befa1c3aull},
-    {"fgd", 0xaedc84de46e038b1ull, 0x1203c3043dace291ull, 0x2eb23b2e6090d508ull, 0x95aaa6dcbf80026full},
-    {"mig-aware", 0x456b02fb65646476ull, 0x7b1f3224861b1a48ull, 0xeb4a4024e1c3e7eaull, 0x97583c31f259d983ull},
+    {"binpack", 0xdfea68d0fd79781full, 0x8be921350a4a49faull, 0x8be921350a4a49faull, 0x69fdeb2866cc3135ull},
+    {"spread", 0x5294718cd24183e1ull, 0x9f5d19fe8dc8c90cull, 0x9f5d19fe8dc8c90cull, 0x7d2a850c941d40b8ull},
+    {"bestfit", 0x7d183dcdcb78b355ull, 0x947930bef1815ef4ull, 0x947930bef1815ef4ull, 0xe18c5fa7f6d08bcfull},
+    {"dotprod", 0xa1bda85675378e0bull, 0xd7b392c81648c011ull, 0xd7b392c81648c011ull, 0x41724b934605d8b6ull},
+    {"gpupacking", 0xc2fd795670b1e221ull, 0x1e1f45bf6503ee6full, 0x1e1f45bf6503ee6full, 0xbd6bc7e6fb4a800full},
+    {"gpuclustering", 0xbbabcd65776484f9ull, 0x3e4fea8f98abf673ull, 0x3e4fea8f98abf673ull, 0x6494b19443940db0ull},
+    {"random", 0x8a9246f05cd783dcull, 0xb8e4b8da70252a0cull, 0xb8e4b8da70252a0cull, 0xb99385645ebb9ea3ull},
+    {"fgd", 0xaedc84de46e038b1ull, 0x1203c3043dace291ull, 0x2eb23b2e6090d508ull, 0xe0a53bbd0698d154ull},
+    {"mig-aware", 0x456b02fb65646476ull, 0x7b1f3224861b1a48ull, 0xeb4a4024e1c3e7eaull, 0x51719bbaa2fc73cdull},
 };
 
 static void check_policy(int i) {
