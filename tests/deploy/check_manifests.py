@@ -602,6 +602,8 @@ def mig_profile(resource):
 def model_accepts(resource):
     if resource in BASE_RESOURCES:
         return True
+    if resource.endswith(".shared"):   # replicas of time-sliced MIG instances (renameByDefault)
+        resource = resource[:-len(".shared")]
     return resource.startswith(MIG_PREFIX) and mig_profile(resource) in all_profiles
 
 
