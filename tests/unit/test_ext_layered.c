@@ -217,3 +217,45 @@ TEST(ext_layered_reservation_resource_names) {
     CHECK_STR(buf, "nvidia.com/gpu");
     model_node_free(n);
 }
+
+/* prioritize ranks the layered node above one where the pod cannot go; the annotation
+ * decoder refuses a replica out of range or on an instance created on demand. */
+TEST(ext_layered_prioritize_and_bad_annotations) {
+    ext_state *st = demo_state();
+    ext_verbs v;
+    ext_verbs_init(&v, st, policy_find("binpack"), NULL, NULL);
+    char *pod = pod_json("p", "uid-p", 0, MIG1G, TS, NULL);
+    const char *names[] = {LAYERED, "gpu-a100-mig"};
+    char *args = args_names(pod, names, 2);
+    int status;
+    cJSON *r = call_verb(&v, ext_verb_prioritize, args, &status);
+    free(pod);
+    free(args);
+    int s0 = (int)cJSON_GetObjectItem(cJSON_GetArrayItem(r, 0), "Score")->valuedouble;
+    int s1 = (int)cJSON_GetObjectItem(cJSON_GetArrayItem(r, 1), "Score")->valuedouble;
+    cJSON_Delete(r);
+    CHECK_INT(status, 200);
+    CHECK_INT(s0, 10);
+    CHECK_INT(s1, 0);
+
+    ext_state_lock(st);
+    const model_node *m = ext_state_node(st, LAYERED)->m;
+    model_assignment a;
+    char err[256];
+    static const char *bad[] = {
+        "{\"version\":1,\"node\":\"" LAYERED "\",\"grants\":[{\"gpu\":0,\"mig\":{\"profile\":\"1g.10gb\",\"start\":0},\"replica\":99}]}",
+        "{\"version\":1,\"node\":\"" LAYERED "\",\"grants\":[{\"gpu\":0,\"mig\":{\"profile\":\"1g.10gb\",\"start\":0,\"create\":true},\"replica\":1}]}",
+    };
+    int accepted = -1;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (ext_ann_decode(m, bad[i], &a, err, sizeof err) == 0) accepted = (int)i;
+    int good = ext_ann_decode(m, "{\"version\":1,\"node\":\"" LAYERED "\",\"grants\":[{\"gpu\":1,\"mig\":{\"profile\":"
+                                 "\"1g.10gb\",\"start\":2,\"create\":false},\"replica\":3,\"memoryMiB\":2432,\"computePermille\":35}]}",
+                              &a, err, sizeof err);
+    ext_state_unlock(st);
+    ext_state_free(st);
+    CHECK_INT(accepted, -1);
+    CHECK_INT(good, 0);
+    CHECK_INT(a.grant[0].replica, 3);
+    CHECK_INT(a.grant[0].mig_start, 2);
+}
