@@ -150,6 +150,9 @@ static route_plan route_plan_for(const model_node *n, const model_request *r, ch
                          "(renameByDefault is off); ask for nvidia.com/mig-%s with tessera.io/isolation: %s",
                          r->mig_profile, iso_for(n->mig_sharing));
                 p.hint_first = true;
+            } else {
+                snprintf(hint, hintlen, "no time-sliced MIG instances on this node: nvidia.com/mig-%s.shared is not "
+                         "advertised here", r->mig_profile);
             }
         } else {
             /* The whole-means-whole rule: a plain instance, or a replica of a shared one only
@@ -326,7 +329,7 @@ static int gen_mig(fit_run *f, const route_plan *p, int gi) {
     for (int k = 0; k < g->ninst; k++) {
         const model_mig_instance *in = &g->inst[k];
         if (in->replicas > 1) {
-            /* layered: the lowest free replica, when its equal share holds the request */
+            /* layered: the lowest free replica, when what it is charged still fits the instance */
             int rep = rep_ok && mig_profile_usable(f, g, in->profile, false) ? mig_lowest_free_replica(in) : -1;
             if (rep < 0) continue;
             int mem, comp;
