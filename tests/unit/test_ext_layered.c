@@ -212,9 +212,18 @@ TEST(ext_layered_reservation_resource_names) {
     n->mig_strategy = MODEL_MIG_SINGLE;
     CHECK_INT(ext_rsv_resource(n, g, &gr, buf, sizeof buf, err, sizeof err), 0);
     CHECK_STR(buf, "nvidia.com/gpu.shared");
+    /* each replica is its own unit, so its own reservation pod */
+    ext_rsv_unit_of(g, &gr, buf, sizeof buf);
+    CHECK_STR(buf, "mig:1g.10gb@0/r1");
+    char name[128];
+    CHECK_INT(ext_rsv_pod_name("node-a", 0, buf, 1, name, sizeof name), 0);
+    CHECK_CONTAINS(name, "-g0-m1g10gb-0-r1-1");
+    CHECK(ext_rsv_pod_name("node-a", 0, "mig:1g.10gb@0/rx", 1, name, sizeof name) < 0);
     gr.replica = -1;   /* a plain instance keeps the plain name */
     CHECK_INT(ext_rsv_resource(n, g, &gr, buf, sizeof buf, err, sizeof err), 0);
     CHECK_STR(buf, "nvidia.com/gpu");
+    ext_rsv_unit_of(g, &gr, buf, sizeof buf);
+    CHECK_STR(buf, "mig:1g.10gb@0");
     model_node_free(n);
 }
 
