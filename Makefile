@@ -143,10 +143,12 @@ run: $(EXT_BIN)
 	$(EXT_BIN) --demo
 
 # The simulator demo on the bundled cluster and trace (data/sim/): the smallest cluster
-# meeting two service targets per policy, then a replay of the bundled cluster; seconds.
+# meeting two service targets per policy, comparing sharing options (layered MIG +
+# time-slicing among them), then a replay of the bundled cluster; seconds.
 sim: $(SIM_BIN)
-	@$(SIM_BIN) plan --target "wait.p95.inference<=30s" --target "unschedulable==0" \
-	    --sharing-options whole,timeslice:4,mig:on-demand --svg $(BUILD)/sim-plan.svg
+	@$(SIM_BIN) plan --target "wait.p95.inference<=30s" --target "unschedulable==0" --policies fgd,bestfit,binpack,spread \
+	    --sharing-options whole,timeslice:4,mig:on-demand,mig:3g.40gb+4g.40gb,mig:3g.40gb+4g.40gb+timeslice:4 \
+	    --svg $(BUILD)/sim-plan.svg
 	@echo
 	@$(SIM_BIN) replay --svg $(BUILD)/sim-replay.svg --alloc-svg $(BUILD)/sim-alloc.svg
 

@@ -28,6 +28,7 @@ char *ext_ann_encode(const model_node *n, const model_assignment *a, const char 
             cJSON_AddStringToObject(m, "profile", g->product->profiles[gr->mig_profile].name);
             cJSON_AddNumberToObject(m, "start", gr->mig_start);
             cJSON_AddBoolToObject(m, "create", gr->mig_create);
+            if (gr->replica >= 0) cJSON_AddNumberToObject(j, "replica", gr->replica);   /* layered */
         } else if (gr->exclusive) {
             cJSON_AddBoolToObject(j, "whole", 1);
         } else if (gr->replica >= 0) {
@@ -101,6 +102,12 @@ int ext_ann_decode(const model_node *n, const char *text, model_assignment *out,
             gr.mig_profile = (int8_t)pi;
             gr.mig_start = (int8_t)start;
             gr.mig_create = cr && cJSON_IsTrue(cr);
+            if (r == 1) {   /* a replica of a shared (time-sliced) instance */
+                if (rep >= MODEL_MIG_MAX_REPLICAS || gr.mig_create)
+                    BAD("%s: GPU %ld mig replica %ld is out of range or on a created instance", EXT_ANN_ASSIGNMENT, idx,
+                        rep);
+                gr.replica = (int16_t)rep;
+            }
         } else if (whole) {
             if (!cJSON_IsBool(whole)) BAD("%s: GPU %ld whole must be a boolean", EXT_ANN_ASSIGNMENT, idx);
             gr.exclusive = cJSON_IsTrue(whole);

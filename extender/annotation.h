@@ -8,13 +8,16 @@
  *      {"gpu": 0, "uuid": "GPU-6a0f...", "whole": true, "memoryMiB": 81920, "computePermille": 1000},
  *      {"gpu": 1, "mig": {"profile": "3g.20gb", "start": 4, "create": false},
  *       "memoryMiB": 19968, "computePermille": 428},
+ *      {"gpu": 1, "mig": {"profile": "1g.5gb", "start": 0, "create": false}, "replica": 2,
+ *       "memoryMiB": 2432, "computePermille": 35},            <- a replica of a time-sliced instance
  *      {"gpu": 2, "replica": 3, "memoryMiB": 3840, "computePermille": 250},
  *      {"gpu": 3, "memoryMiB": 8192, "computePermille": 300}   <- a soft share of an unshared GPU
  *    ]}
  * "gpu" is the device index as the device plugin numbers it (model_gpu.index); "uuid" is
  * present when the node publishes it (tessera.io/gpus) and must then match; "mig" names
  * the profile (catalog spelling) and memory start slot, "create" is true when the instance
- * is created on demand (dynamic MIG); "replica" is the time-slice/MPS replica; memoryMiB
+ * is created on demand (dynamic MIG); "replica" is the time-slice/MPS replica (with "mig":
+ * the replica of that shared instance, layered sharing); memoryMiB
  * and computePermille are what the grant charges on that GPU (0..1000 = 0..100 % of SMs).
  */
 #ifndef EXT_ANNOTATION_H

@@ -72,7 +72,10 @@ cJSON *ext_delivery_data(const ext_delivery_unit *u, int n) {
 }
 
 void ext_rsv_unit_of(const model_gpu *g, const model_grant *gr, char *buf, size_t len) {
-    if (gr->mig_profile >= 0 && gr->mig_profile < g->product->nprofiles)
+    if (gr->mig_profile >= 0 && gr->mig_profile < g->product->nprofiles && gr->replica >= 0)
+        /* one replica of a time-sliced instance: each replica is its own device-plugin unit */
+        snprintf(buf, len, "mig:%s@%d/r%d", g->product->profiles[gr->mig_profile].name, gr->mig_start, gr->replica);
+    else if (gr->mig_profile >= 0 && gr->mig_profile < g->product->nprofiles)
         snprintf(buf, len, "mig:%s@%d", g->product->profiles[gr->mig_profile].name, gr->mig_start);
     else if (gr->replica >= 0)
         snprintf(buf, len, "replica:%d", gr->replica);
@@ -109,12 +112,19 @@ int ext_rsv_pod_name(const char *node, int gpu_index, const char *unit, int atte
         const char *at = strrchr(unit, '@');
         if (!at || at == unit + 4) return -1;
         char *end;
-        long start = strtol(at + 1, &end, 10);
-        if (end == at + 1 || *end || start < 0) return -1;
+        long start = strtol(at + 1, &end, 10), rep = -1;
+        if (end == at + 1 || start < 0) return -1;
+        if (*end == '/' && end[1] == 'r') {   /* a replica of a time-sliced instance */
+            const char *r0 = end + 2;
+            rep = strtol(r0, &end, 10);
+            if (end == r0 || rep < 0) return -1;
+        }
+        if (*end) return -1;
         size_t o = (size_t)snprintf(tail, sizeof tail, "-m");
         for (const char *p = unit + 4; p < at && o + 1 < sizeof tail; p++)
             if (isalnum((unsigned char)*p)) tail[o++] = (char)tolower((unsigned char)*p);
-        snprintf(tail + o, sizeof tail - o, "-%ld", start);
+        if (rep >= 0) snprintf(tail + o, sizeof tail - o, "-%ld-r%ld", start, rep);
+        else snprintf(tail + o, sizeof tail - o, "-%ld", start);
     } else {
         return -1;
     }
@@ -133,13 +143,17 @@ int ext_rsv_name_attempt(const char *name) {
 int ext_rsv_resource(const model_node *n, const model_gpu *g, const model_grant *gr, char *buf, size_t len, char *err,
                      size_t errlen) {
     if (gr->mig_profile >= 0) {
+        /* A replica of a time-sliced instance (layered) is asked under the instance's name, or
+         * with renameByDefault under <name>.shared (the device plugin's suffix). */
+        const char *sfx = gr->replica >= 0 && n->mig_renamed ? ".shared" : "";
         if (n->mig_strategy == MODEL_MIG_MIXED) {
             size_t o = (size_t)snprintf(buf, len, "nvidia.com/mig-");
             for (const char *p = g->product->profiles[gr->mig_profile].name; *p && o + 1 < len; p++)
                 buf[o++] = *p == '+' ? '.' : *p;
             buf[o < len ? o : len - 1] = 0;
+            if (o < len) snprintf(buf + o, len - o, "%s", sfx);
         } else {
-            snprintf(buf, len, "nvidia.com/gpu");   /* MIG single: every slice is advertised as a gpu */
+            snprintf(buf, len, "nvidia.com/gpu%s", sfx);   /* MIG single: every slice is advertised as a gpu */
         }
         return 0;
     }

@@ -92,12 +92,13 @@ cJSON *ext_delivery_data(const ext_delivery_unit *u, int n);
 #define EXT_DLV_EV_UNAVAILABLE "TesseraGPUUnavailable"
 #define EXT_DLV_EV_NOT_MUTATED "TesseraGPUNotMutated"
 
-/* The unit a grant names on its GPU: "gpu", "mig:<profile>@<start>" (catalog spelling) or
- * "replica:<r>". g is n->gpus[gr->gpu]. */
+/* The unit a grant names on its GPU: "gpu", "mig:<profile>@<start>" (catalog spelling),
+ * "mig:<profile>@<start>/r<r>" (a replica of a time-sliced instance) or "replica:<r>".
+ * g is n->gpus[gr->gpu]. */
 void ext_rsv_unit_of(const model_gpu *g, const model_grant *gr, char *buf, size_t len);
 
 /* tessera-rsv-<node cut to 30, lowercased, other than [a-z0-9-] -> '-'>-<8 hex FNV-1a of node>-g<gpu>
- * [-m<profile's letters and digits>-<start> | -r<replica>]-<attempt>. unit as ext_rsv_unit_of writes it.
+ * [-m<profile's letters and digits>-<start>[-r<replica>] | -r<replica>]-<attempt>. unit as ext_rsv_unit_of writes it.
  * -1 if unit is malformed. */
 int ext_rsv_pod_name(const char *node, int gpu_index, const char *unit, int attempt, char *buf, size_t len);
 /* The attempt number at the end of a reservation pod name, or -1. */

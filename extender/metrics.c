@@ -61,7 +61,7 @@ static void mig_slices(const model_gpu *g, int *held, int *free_) {
     int h = 0, idle = 0;
     for (int k = 0; k < g->ninst; k++) {
         int sz = g->product->profiles[g->inst[k].profile].memory_slices;
-        if (g->inst[k].holder >= 0) h += sz;
+        if (g->inst[k].holder >= 0 || g->inst[k].rep_used) h += sz;   /* a shared instance: any replica taken */
         else idle += sz;
     }
     *held = h;
@@ -76,8 +76,9 @@ static int mig_free_instances(const model_gpu *g, int k) {
     int idle = 0;
     model_mig_layout l = {0};
     for (int i = 0; i < g->ninst; i++) {
-        if (g->inst[i].holder < 0 && g->inst[i].profile == k) idle++;
-        if (g->inst[i].holder >= 0 && l.n < MODEL_MIG_MAX_INSTANCES)
+        bool held = g->inst[i].holder >= 0 || g->inst[i].rep_used;
+        if (!held && g->inst[i].profile == k) idle++;
+        if (held && l.n < MODEL_MIG_MAX_INSTANCES)
             l.inst[l.n++] = (model_mig_placement){(int8_t)g->inst[i].profile, (int8_t)g->inst[i].start};
     }
     if (!g->mig_dynamic) return idle;

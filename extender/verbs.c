@@ -1214,6 +1214,20 @@ static cJSON *node_json(const ext_node *en) {
                     int h = g->inst[k].holder;
                     if (h >= 0 && h < m->nallocs) cJSON_AddStringToObject(x, "holder", m->allocs[h].uid);
                     else cJSON_AddNullToObject(x, "holder");
+                    if (g->inst[k].replicas > 1) {   /* layered: who holds each replica */
+                        cJSON_AddNumberToObject(x, "replicas", g->inst[k].replicas);
+                        cJSON *rh = cJSON_AddArrayToObject(x, "replicaHolders");
+                        for (int r = 0; r < g->inst[k].replicas; r++) {
+                            const char *uid = NULL;
+                            for (int a = 0; a < m->nallocs && !uid; a++)
+                                for (int q = 0; q < m->allocs[a].a.ngrants && m->allocs[a].uid[0]; q++) {
+                                    const model_grant *gr = &m->allocs[a].a.grant[q];
+                                    if (gr->gpu == i && gr->mig_profile >= 0 && gr->mig_start == g->inst[k].start && gr->replica == r)
+                                        uid = m->allocs[a].uid;
+                                }
+                            cJSON_AddItemToArray(rh, uid ? cJSON_CreateString(uid) : cJSON_CreateNull());
+                        }
+                    }
                     cJSON_AddItemToArray(mi, x);
                 }
             }

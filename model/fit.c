@@ -20,9 +20,32 @@ typedef struct route_plan {
     bool whole;            /* exclusive WHOLE-mode GPUs */
     bool soft;             /* fraction on a WHOLE-mode GPU */
     bool timeslice, mps;   /* one replica per GPU */
-    bool mig;              /* MIG instances */
+    bool mig;              /* MIG instances (plain ones: a shared instance is handed out by replica) */
     bool mig_any_profile;  /* MIG single strategy: nvidia.com/gpu is whichever slice the node has */
+    bool mig_rep_ts, mig_rep_mps; /* one replica of a time-sliced / MPS-shared MIG instance (layered) */
+    bool hint_first;       /* when nothing fits, the hint explains it better than the counts */
 } route_plan;
+
+/* The isolation lets a request take a replica shared by method m (TIMESLICE or MPS). */
+static bool iso_allows(model_isolation iso, model_gpu_mode m) {
+    return iso == MODEL_ISO_ANY || (iso == MODEL_ISO_TIMESLICE && m == MODEL_GPU_TIMESLICE) ||
+           (iso == MODEL_ISO_MPS && m == MODEL_GPU_MPS);
+}
+
+static const char *iso_for(model_gpu_mode m) { return m == MODEL_GPU_MPS ? "mps" : "timeslice"; }
+static const char *shared_by(model_gpu_mode m) { return m == MODEL_GPU_MPS ? "shared by MPS" : "time-sliced"; }
+
+/* Whether some instance of the named profile carries replicas (layered sharing). */
+static bool node_shares_profile(const model_node *n, const char *profile) {
+    for (int i = 0; i < n->ngpus; i++) {
+        const model_gpu *g = &n->gpus[i];
+        for (int k = 0; k < g->ninst; k++)
+            if (g->inst[k].replicas > 1 &&
+                model_product_profile_index(g->product, profile) == g->inst[k].profile)
+                return true;
+    }
+    return false;
+}
 
 /* Why a route is closed on this node, for the message when nothing fits. */
 static route_plan route_plan_for(const model_node *n, const model_request *r, char *hint, size_t hintlen) {
@@ -42,6 +65,24 @@ static route_plan route_plan_for(const model_node *n, const model_request *r, ch
             p.mig = true;
             p.mig_any_profile = true;
         }
+        /* MIG single with time-sliced slices (layered): nvidia.com/gpu is a replica of a slice,
+         * unless renameByDefault moved the replicas to nvidia.com/gpu.shared. */
+        if (n->mig_strategy == MODEL_MIG_SINGLE && n->mig_sharing != MODEL_GPU_WHOLE) {
+            p.mig = false;
+            if (!n->mig_renamed && iso_allows(iso, n->mig_sharing)) {
+                p.mig_any_profile = true;
+                p.mig_rep_ts = n->mig_sharing == MODEL_GPU_TIMESLICE;
+                p.mig_rep_mps = n->mig_sharing == MODEL_GPU_MPS;
+            }
+            if (n->mig_renamed)
+                snprintf(hint, hintlen, "MIG single strategy with shared slices: replicas are advertised as "
+                         "nvidia.com/gpu.shared (renameByDefault); ask for that resource");
+            else if (!iso_allows(iso, n->mig_sharing))
+                snprintf(hint, hintlen, "MIG single strategy: nvidia.com/gpu here is a %s replica of a MIG slice "
+                         "(%s), not a GPU or a whole slice; add tessera.io/isolation: %s (or any) to accept one",
+                         shared_by(n->mig_sharing), n->product_label, iso_for(n->mig_sharing));
+            break;
+        }
         if (iso == MODEL_ISO_DEFAULT && n->sharing != MODEL_GPU_WHOLE && !n->shared_renamed)
             snprintf(hint, hintlen,
                      "GPUs here are %s (%d replicas each): nvidia.com/gpu buys a replica, not a GPU; "
@@ -57,6 +98,19 @@ static route_plan route_plan_for(const model_node *n, const model_request *r, ch
             snprintf(hint, hintlen, "replicas here are advertised as nvidia.com/gpu.shared; ask for that resource");
         break;
     case MODEL_REQ_SHARED:
+        if (n->mig_strategy == MODEL_MIG_SINGLE && n->mig_sharing != MODEL_GPU_WHOLE) {
+            /* layered, single strategy: the slices' replicas are nvidia.com/gpu.shared when renamed */
+            if (n->mig_renamed) {
+                p.mig_any_profile = true;
+                p.mig_rep_ts = iso != MODEL_ISO_MPS;
+                p.mig_rep_mps = iso != MODEL_ISO_TIMESLICE;
+            } else {
+                snprintf(hint, hintlen, "replicas of the MIG slices here are advertised as nvidia.com/gpu "
+                         "(renameByDefault is off); ask for nvidia.com/gpu with tessera.io/isolation: %s",
+                         iso_for(n->mig_sharing));
+            }
+            break;
+        }
         if (n->shared_renamed) {
             p.timeslice = iso != MODEL_ISO_MPS;
             p.mps = iso != MODEL_ISO_TIMESLICE;
@@ -72,18 +126,53 @@ static route_plan route_plan_for(const model_node *n, const model_request *r, ch
         p.timeslice = iso == MODEL_ISO_ANY || iso == MODEL_ISO_TIMESLICE;
         p.mps = !r->no_mps && (iso == MODEL_ISO_ANY || iso == MODEL_ISO_MPS);
         p.mig = iso == MODEL_ISO_ANY || iso == MODEL_ISO_MIG;
+        /* a replica of a shared MIG instance, when its share holds the fraction */
+        p.mig_rep_ts = iso == MODEL_ISO_ANY || iso == MODEL_ISO_TIMESLICE;
+        p.mig_rep_mps = !r->no_mps && (iso == MODEL_ISO_ANY || iso == MODEL_ISO_MPS);
         if (r->no_mps && (iso == MODEL_ISO_MPS || (iso == MODEL_ISO_ANY && n->sharing == MODEL_GPU_MPS)))
             snprintf(hint, hintlen,
                      "tessera's reservations cannot deliver a fraction on an MPS replica (MPS clients need "
                      "the device plugin's daemon mounts): ask nvidia.com/gpu.shared, or --soft-share-delivery=none");
         break;
     case MODEL_REQ_MIG:
-        if (n->mig_strategy == MODEL_MIG_SINGLE)
+        if (n->mig_strategy == MODEL_MIG_SINGLE) {
             snprintf(hint, hintlen,
                      "MIG single strategy advertises slices as nvidia.com/gpu; ask for nvidia.com/gpu with "
-                     "tessera.io/isolation: mig");
-        else
+                     "tessera.io/isolation: %s", n->mig_sharing != MODEL_GPU_WHOLE ? iso_for(n->mig_sharing) : "mig");
+        } else if (r->mig_replica) {
+            /* nvidia.com/mig-<p>.shared: a replica outright, which the device plugin advertises
+             * under that name only with renameByDefault */
+            if (n->mig_renamed) {
+                p.mig_rep_ts = iso != MODEL_ISO_MPS;
+                p.mig_rep_mps = iso != MODEL_ISO_TIMESLICE;
+            } else if (n->mig_sharing != MODEL_GPU_WHOLE) {
+                snprintf(hint, hintlen, "replicas of MIG instances here are advertised as nvidia.com/mig-<profile> "
+                         "(renameByDefault is off); ask for nvidia.com/mig-%s with tessera.io/isolation: %s",
+                         r->mig_profile, iso_for(n->mig_sharing));
+                p.hint_first = true;
+            } else {
+                snprintf(hint, hintlen, "no time-sliced MIG instances on this node: nvidia.com/mig-%s.shared is not "
+                         "advertised here", r->mig_profile);
+            }
+        } else {
+            /* The whole-means-whole rule: a plain instance, or a replica of a shared one only
+             * when the isolation accepts a replica (and the replicas carry this name). */
             p.mig = true;
+            if (!n->mig_renamed) {
+                p.mig_rep_ts = iso_allows(iso, MODEL_GPU_TIMESLICE);
+                p.mig_rep_mps = iso_allows(iso, MODEL_GPU_MPS);
+            }
+            if (n->mig_sharing != MODEL_GPU_WHOLE && node_shares_profile(n, r->mig_profile)) {
+                p.hint_first = true;
+                if (n->mig_renamed)
+                    snprintf(hint, hintlen, "replicas of MIG instances here are advertised as nvidia.com/mig-%s.shared "
+                             "(renameByDefault); ask for that resource", r->mig_profile);
+                else if (!n->mig_renamed && !iso_allows(iso, n->mig_sharing))
+                    snprintf(hint, hintlen, "the %s instances here are %s: nvidia.com/mig-%s buys a replica, not an "
+                             "instance; add tessera.io/isolation: %s (or any) to accept a replica", r->mig_profile,
+                             shared_by(n->mig_sharing), r->mig_profile, iso_for(n->mig_sharing));
+            }
+        }
         break;
     case MODEL_REQ_NONE:
         break;
@@ -122,6 +211,25 @@ static void replica_charge(const model_gpu *g, const model_request *r, int *memo
     int m = r->kind == MODEL_REQ_WHOLE ? 0 : model_fraction_memory(r, g->memory_mib);
     *memory = m > 0 ? m : g->memory_mib / g->replicas;
     *compute = r->compute_permille > 0 ? r->compute_permille : 1000 / g->replicas;
+}
+
+/* What one replica of a shared MIG instance costs, as replica_charge does for a
+ * time-sliced GPU: a fraction is charged what it declares (memory and SMs of the GPU, the
+ * same units as everywhere), anything else an equal share of the instance. The replicas'
+ * charges must fit in the instance: time-slicing gives no memory isolation, so the sum is
+ * what keeps them from running each other out of memory. */
+static void mig_replica_charge(const model_gpu *g, const model_mig_instance *in, const model_request *r, int *memory,
+                               int *compute) {
+    const model_mig_profile *pr = &g->product->profiles[in->profile];
+    int m = r->kind == MODEL_REQ_FRACTION ? model_fraction_memory(r, g->memory_mib) : 0;
+    *memory = m > 0 ? m : mig_profile_memory(g, pr) / in->replicas;
+    *compute = r->kind == MODEL_REQ_FRACTION && r->compute_permille > 0 ? r->compute_permille
+                                                                        : mig_profile_compute(g, pr) / in->replicas;
+}
+static int mig_lowest_free_replica(const model_mig_instance *in) {
+    for (int i = 0; i < in->replicas && i < MODEL_MIG_MAX_REPLICAS; i++)
+        if (!(in->rep_used & (1u << i))) return i;
+    return -1;
 }
 
 /* ---------------------------------------------------------- enumeration ---- */
@@ -199,14 +307,14 @@ static bool mig_profile_usable(const fit_run *f, const model_gpu *g, int pi, boo
     const model_request *r = f->r;
     const model_mig_profile *pr = &g->product->profiles[pi];
     if (r->kind == MODEL_REQ_MIG) return pi == f->mig_idx;   /* resolved by gen_mig for this product */
-    if (r->kind == MODEL_REQ_WHOLE) return true; /* single strategy: whatever slice is there */
+    if (r->kind == MODEL_REQ_WHOLE || r->kind == MODEL_REQ_SHARED) return true; /* single strategy: whatever slice is there */
     /* a fraction maps onto any profile that holds it; media engines are not made for it */
     if (creating && pr->media) return false;
     return mig_profile_memory(g, pr) >= model_fraction_memory(r, g->memory_mib) &&
-           mig_profile_compute(g, pr) >= r->compute_permille;
+           mig_profile_compute(g, pr) >= r->compute_permille;   /* (a replica: checked against what is left) */
 }
 
-static int gen_mig(fit_run *f, int gi) {
+static int gen_mig(fit_run *f, const route_plan *p, int gi) {
     const model_gpu *g = &f->n->gpus[gi];
     int before = f->ncand;
     if (f->r->kind == MODEL_REQ_MIG && g->product != f->mig_p) {   /* names compared once per product */
@@ -217,9 +325,30 @@ static int gen_mig(fit_run *f, int gi) {
         f->st.profile_missing++;
         return 0;
     }
+    bool rep_ok = g->mig_sharing == MODEL_GPU_MPS ? p->mig_rep_mps : p->mig_rep_ts;
     for (int k = 0; k < g->ninst; k++) {
         const model_mig_instance *in = &g->inst[k];
-        if (in->holder >= 0 || !mig_profile_usable(f, g, in->profile, false)) continue;
+        if (in->replicas > 1) {
+            /* layered: the lowest free replica, when what it is charged still fits the instance */
+            int rep = rep_ok && mig_profile_usable(f, g, in->profile, false) ? mig_lowest_free_replica(in) : -1;
+            if (rep < 0) continue;
+            int mem, comp;
+            mig_replica_charge(g, in, f->r, &mem, &comp);
+            const model_mig_profile *pr = &g->product->profiles[in->profile];
+            if (in->mem_used + mem > mig_profile_memory(g, pr) || in->comp_used + comp > mig_profile_compute(g, pr))
+                continue;
+            model_grant c = grant_blank(gi);
+            c.mig_inst = (int8_t)k;
+            c.mig_profile = in->profile;
+            c.mig_start = in->start;
+            c.replica = (int16_t)rep;
+            c.memory_mib = mem;
+            c.compute_permille = (int16_t)comp;
+            add_candidate(f, c);
+            f->st.idle_instances++;
+            continue;
+        }
+        if (!p->mig || in->holder >= 0 || !mig_profile_usable(f, g, in->profile, false)) continue;
         model_grant c = grant_blank(gi);
         c.mig_inst = (int8_t)k;
         c.mig_profile = in->profile;
@@ -229,7 +358,7 @@ static int gen_mig(fit_run *f, int gi) {
         add_candidate(f, c);
         f->st.idle_instances++;
     }
-    if (g->mig_dynamic) {
+    if (g->mig_dynamic && p->mig) {
         for (int pi = 0; pi < g->product->nprofiles; pi++) {
             if (!mig_profile_usable(f, g, pi, true)) continue;
             uint8_t starts = model_mig_free_starts(g->product, &f->layout[gi], pi);
@@ -303,10 +432,10 @@ static void gen_candidates(fit_run *f, const route_plan *p) {
             break;
         }
         case MODEL_GPU_MIG:
-            if (!p->mig) continue;
+            if (!p->mig && !p->mig_rep_ts && !p->mig_rep_mps) continue;
             f->st.gpus_route_ok++;
             note_room(f, g);
-            made = gen_mig(f, gi);
+            made = gen_mig(f, p, gi);
             break;
         }
         if (made) f->st.gpus_with_room++;
@@ -369,7 +498,7 @@ static void explain(const fit_run *f, const route_plan *p, const char *hint, cha
         snprintf(why, len, "GPU model %s is not among tessera.io/gpu-models", n->gpus[0].product->product);
         return;
     }
-    if (s->gpus_route_ok == 0) {
+    if (s->gpus_route_ok == 0 || (p->hint_first && hint[0] && s->gpus_with_room < r->count)) {
         if (hint[0]) snprintf(why, len, "%s", hint);
         else if (r->kind == MODEL_REQ_MIG || (p->mig && !p->soft && !p->timeslice && !p->mps && !p->whole))
             snprintf(why, len, "no MIG-enabled GPU on this node for %s", req);
@@ -509,6 +638,32 @@ static int apply_grant(model_gpu *gpus, int ngpus, int holder, const model_grant
         if (g->mode != MODEL_GPU_MIG) REFUSE("GPU %d is not in MIG mode", g->index);
         if (gr->mig_profile >= g->product->nprofiles) REFUSE("GPU %d has no MIG profile #%d", g->index, gr->mig_profile);
         const char *pname = g->product->profiles[gr->mig_profile].name;
+        if (gr->replica >= 0) {
+            /* one replica of a shared (layered) instance */
+            if (gr->mig_create) REFUSE("GPU %d: a replica needs an existing shared %s instance", g->index, pname);
+            if (gr->memory_mib < 0 || gr->compute_permille < 0) REFUSE("grant on GPU %d has negative amounts", g->index);
+            int k;
+            for (k = 0; k < g->ninst; k++)
+                if (g->inst[k].start == gr->mig_start && g->inst[k].profile == gr->mig_profile) break;
+            if (k == g->ninst) REFUSE("GPU %d has no %s instance at slot %d", g->index, pname, gr->mig_start);
+            model_mig_instance *in = &g->inst[k];
+            if (in->replicas < 2) REFUSE("GPU %d: %s at slot %d is not shared by replicas", g->index, pname, gr->mig_start);
+            if (gr->replica >= in->replicas)
+                REFUSE("GPU %d: %s at slot %d has no replica %d", g->index, pname, gr->mig_start, gr->replica);
+            if (in->rep_used & (1u << gr->replica))
+                REFUSE("GPU %d: %s at slot %d replica %d is taken", g->index, pname, gr->mig_start, gr->replica);
+            const model_mig_profile *pr = &g->product->profiles[in->profile];
+            if (in->mem_used + gr->memory_mib > mig_profile_memory(g, pr) ||
+                in->comp_used + gr->compute_permille > mig_profile_compute(g, pr))
+                REFUSE("GPU %d: %s at slot %d has %d MiB and %d permille SMs left, the replica needs %d and %d", g->index,
+                       pname, gr->mig_start, mig_profile_memory(g, pr) - in->mem_used,
+                       mig_profile_compute(g, pr) - in->comp_used, gr->memory_mib, gr->compute_permille);
+            in->rep_used |= 1u << gr->replica;
+            in->mem_used += gr->memory_mib;
+            in->comp_used = (int16_t)(in->comp_used + gr->compute_permille);
+            g->nholders++;
+            return 0;
+        }
         if (gr->mig_create) {
             char why[128];
             model_mig_layout l = {.n = g->ninst};
@@ -517,12 +672,16 @@ static int apply_grant(model_gpu *gpus, int ngpus, int holder, const model_grant
             if (g->ninst >= MODEL_MIG_MAX_INSTANCES ||
                 !model_mig_can_add(g->product, &l, gr->mig_profile, gr->mig_start, why, sizeof why))
                 REFUSE("GPU %d: cannot create %s at slot %d: %s", g->index, pname, gr->mig_start, why);
-            g->inst[g->ninst++] = (model_mig_instance){gr->mig_profile, gr->mig_start, true, holder};
+            g->inst[g->ninst++] = (model_mig_instance){.profile = gr->mig_profile, .start = gr->mig_start,
+                                                       .on_demand = true, .replicas = 1, .holder = holder};
         } else {
             int k;
             for (k = 0; k < g->ninst; k++)
                 if (g->inst[k].start == gr->mig_start && g->inst[k].profile == gr->mig_profile) break;
             if (k == g->ninst) REFUSE("GPU %d has no %s instance at slot %d", g->index, pname, gr->mig_start);
+            if (g->inst[k].replicas > 1)
+                REFUSE("GPU %d: %s at slot %d is shared by %d replicas; a grant takes one of them", g->index, pname,
+                       gr->mig_start, g->inst[k].replicas);
             if (g->inst[k].holder >= 0) REFUSE("GPU %d: %s at slot %d is already held", g->index, pname, gr->mig_start);
             g->inst[k].holder = holder;
         }
@@ -606,7 +765,11 @@ int model_release(model_node *n, const char *uid) {
         if (gr->mig_profile >= 0) {
             for (int i = 0; i < g->ninst; i++) {
                 if (g->inst[i].start != gr->mig_start) continue;
-                if (g->inst[i].on_demand) {
+                if (gr->replica >= 0) {
+                    g->inst[i].rep_used &= ~(1u << gr->replica);
+                    g->inst[i].mem_used -= gr->memory_mib;
+                    g->inst[i].comp_used = (int16_t)(g->inst[i].comp_used - gr->compute_permille);
+                } else if (g->inst[i].on_demand) {
                     memmove(&g->inst[i], &g->inst[i + 1], (size_t)(g->ninst - i - 1) * sizeof g->inst[0]);
                     g->ninst--;
                 } else {
@@ -650,6 +813,14 @@ int model_regrant(const model_node *n, const model_assignment *from, int from_gp
                 REFUSE("GPU %d cannot take a MIG grant of GPU %d", to->index, n->gpus[from_gpu].index);
             int i = 0;
             while (i < to->ninst && !(to->inst[i].profile == g->mig_profile && to->inst[i].start == g->mig_start)) i++;
+            if (g->replica >= 0) {   /* a replica moves to a free replica of the same shared instance there */
+                int rep = i < to->ninst && to->inst[i].replicas > 1 ? mig_lowest_free_replica(&to->inst[i]) : -1;
+                if (rep < 0) REFUSE("GPU %d has no free replica of a shared instance at slot %d", to->index, g->mig_start);
+                g->replica = (int16_t)rep;
+                g->mig_inst = (int8_t)i;
+                moved.grant[moved.ngrants++] = *g;
+                continue;
+            }
             g->mig_create = i == to->ninst;
             g->mig_inst = (int8_t)(i < to->ninst ? i : -1);
         } else if (g->exclusive) {
@@ -680,8 +851,12 @@ void model_assignment_format(const model_node *n, const model_assignment *a, cha
         if (gr->mig_profile >= 0) {
             const model_gpu *g = gr->gpu >= 0 && gr->gpu < n->ngpus ? &n->gpus[gr->gpu] : NULL;
             const char *pname = g && gr->mig_profile < g->product->nprofiles ? g->product->profiles[gr->mig_profile].name : "?";
-            w = snprintf(buf + off, len - off, "%sGPU %d mig %s@%d%s", sep, gr->gpu, pname, gr->mig_start,
-                         gr->mig_create ? " (new)" : "");
+            if (gr->replica >= 0)
+                w = snprintf(buf + off, len - off, "%sGPU %d mig %s@%d replica %d", sep, gr->gpu, pname,
+                             gr->mig_start, gr->replica);
+            else
+                w = snprintf(buf + off, len - off, "%sGPU %d mig %s@%d%s", sep, gr->gpu, pname, gr->mig_start,
+                             gr->mig_create ? " (new)" : "");
         } else if (gr->exclusive) {
             w = snprintf(buf + off, len - off, "%sGPU %d whole", sep, gr->gpu);
         } else if (gr->replica >= 0) {

@@ -19,24 +19,34 @@ const char *model_gpu_mode_name(model_gpu_mode m) {
     return "?";
 }
 
-/* Memory slices and compute slices not held by a pod: idle pre-existing instances
- * count as free because a pod can take them; on a dynamic GPU so do unused slices. */
-static void mig_free_slices(const model_gpu *g, int *mem_free, int *compute_free) {
+/* Memory and compute slices not held by a pod, in thousandths of a slice: idle
+ * pre-existing instances count as free because a pod can take them; on a dynamic GPU so
+ * do unused slices; a shared instance (layered sharing) counts in proportion to its free
+ * replicas, so a free replica of a 1g instance is less capacity than a free 1g instance.
+ * policy/frag.c's mig_free_permille uses the same arithmetic. */
+static void mig_free_milli(const model_gpu *g, long *mem_free, long *compute_free) {
     const model_gpu_product *p = g->product;
-    int mem_held = 0, compute_held = 0, mem_idle = 0, compute_idle = 0;
+    long mem_held = 0, compute_held = 0, mem_idle = 0, compute_idle = 0;
     for (int i = 0; i < g->ninst; i++) {
         const model_mig_profile *pr = &p->profiles[g->inst[i].profile];
-        if (g->inst[i].holder >= 0) {
-            mem_held += pr->memory_slices;
-            compute_held += pr->compute_slices;
-        } else {
-            mem_idle += pr->memory_slices;
-            compute_idle += pr->compute_slices;
+        long ms = 1000L * pr->memory_slices, cs = 1000L * pr->compute_slices;
+        long mfree = 0, cfree = 0;
+        if (g->inst[i].replicas > 1) {
+            int r = g->inst[i].replicas, fr = r - __builtin_popcount(g->inst[i].rep_used);
+            mfree = ms * fr / r;
+            cfree = cs * fr / r;
+        } else if (g->inst[i].holder < 0) {
+            mfree = ms;
+            cfree = cs;
         }
+        mem_idle += mfree;
+        compute_idle += cfree;
+        mem_held += ms - mfree;
+        compute_held += cs - cfree;
     }
     if (g->mig_dynamic) {
-        *mem_free = p->mig_memory_slices - mem_held;
-        *compute_free = p->mig_compute_slices - compute_held;
+        *mem_free = 1000L * p->mig_memory_slices - mem_held;
+        *compute_free = 1000L * p->mig_compute_slices - compute_held;
     } else {
         *mem_free = mem_idle;
         *compute_free = compute_idle;
@@ -45,10 +55,10 @@ static void mig_free_slices(const model_gpu *g, int *mem_free, int *compute_free
 
 int model_gpu_free_memory(const model_gpu *g) {
     if (g->mode == MODEL_GPU_MIG) {
-        int mem, compute;
+        long mem, compute;
         if (g->product->mig_memory_slices <= 0) return 0;
-        mig_free_slices(g, &mem, &compute);
-        return (int)((long long)g->memory_mib * mem / g->product->mig_memory_slices);
+        mig_free_milli(g, &mem, &compute);
+        return (int)((long long)g->memory_mib * mem / (1000LL * g->product->mig_memory_slices));
     }
     if (g->exclusive_holder >= 0) return 0;
     return g->memory_mib - g->memory_used_mib;
@@ -56,10 +66,10 @@ int model_gpu_free_memory(const model_gpu *g) {
 
 int model_gpu_free_compute(const model_gpu *g) {
     if (g->mode == MODEL_GPU_MIG) {
-        int mem, compute;
+        long mem, compute;
         if (g->product->mig_compute_slices <= 0) return 0;
-        mig_free_slices(g, &mem, &compute);
-        return 1000 * compute / g->product->mig_compute_slices;
+        mig_free_milli(g, &mem, &compute);
+        return (int)(compute / g->product->mig_compute_slices);
     }
     if (g->exclusive_holder >= 0) return 0;
     return 1000 - g->compute_used_permille;
@@ -71,8 +81,11 @@ int model_gpu_free_replicas(const model_gpu *g) {
     case MODEL_GPU_MPS:
         return g->replicas - g->replicas_used;
     case MODEL_GPU_MIG: {
+        /* idle plain instances, and each free replica of a shared one */
         int idle = 0;
-        for (int i = 0; i < g->ninst; i++) idle += g->inst[i].holder < 0;
+        for (int i = 0; i < g->ninst; i++)
+            idle += g->inst[i].replicas > 1 ? g->inst[i].replicas - __builtin_popcount(g->inst[i].rep_used)
+                                            : g->inst[i].holder < 0;
         return idle;
     }
     case MODEL_GPU_WHOLE:
@@ -99,7 +112,12 @@ static int find_instance(const model_gpu *g, int start) {
 
 bool model_node_check(const model_node *n, char *why, size_t whylen) {
     gpu_usage use[MODEL_MAX_GPUS];
+    uint32_t inst_rep[MODEL_MAX_GPUS][MODEL_MIG_MAX_INSTANCES];   /* replicas of shared instances, from grants */
+    int inst_mem[MODEL_MAX_GPUS][MODEL_MIG_MAX_INSTANCES], inst_comp[MODEL_MAX_GPUS][MODEL_MIG_MAX_INSTANCES];
     memset(use, 0, sizeof use);
+    memset(inst_rep, 0, sizeof inst_rep);
+    memset(inst_mem, 0, sizeof inst_mem);
+    memset(inst_comp, 0, sizeof inst_comp);
     for (int i = 0; i < n->ngpus; i++) use[i].exclusive_holder = -1;
     int64_t cpu = 0, mem = 0;
     int live = 0;
@@ -117,6 +135,21 @@ bool model_node_check(const model_node *n, char *why, size_t whylen) {
             const model_gpu *g = &n->gpus[gr->gpu];
             gpu_usage *u = &use[gr->gpu];
             u->holders++;
+            if (gr->mig_profile >= 0 && gr->replica >= 0) {
+                int ii = find_instance(g, gr->mig_start);
+                if (ii < 0 || g->inst[ii].profile != gr->mig_profile || g->inst[ii].replicas < 2 ||
+                    gr->replica >= g->inst[ii].replicas)
+                    FAIL("pod %s: MIG replica grant at GPU %d start %d has no matching shared instance", al->uid,
+                         gr->gpu, gr->mig_start);
+                if (inst_rep[gr->gpu][ii] & (1u << gr->replica))
+                    FAIL("GPU %d instance at %d replica %d given twice", g->index, gr->mig_start, gr->replica);
+                inst_rep[gr->gpu][ii] |= 1u << gr->replica;
+                if (gr->memory_mib < 0 || gr->compute_permille < 0)
+                    FAIL("pod %s: MIG replica grant on GPU %d charges negative amounts", al->uid, gr->gpu);
+                inst_mem[gr->gpu][ii] += gr->memory_mib;
+                inst_comp[gr->gpu][ii] += gr->compute_permille;
+                continue;
+            }
             if (gr->mig_profile >= 0) {
                 int ii = find_instance(g, gr->mig_start);
                 if (ii < 0 || g->inst[ii].profile != gr->mig_profile || g->inst[ii].holder != ai)
@@ -164,6 +197,26 @@ bool model_node_check(const model_node *n, char *why, size_t whylen) {
                 l.inst[k].profile = g->inst[k].profile;
                 l.inst[k].start = g->inst[k].start;
                 int h = g->inst[k].holder;
+                if (g->inst[k].replicas < 1 || g->inst[k].replicas > MODEL_MIG_MAX_REPLICAS)
+                    FAIL("GPU %d instance at %d has %d replicas", g->index, g->inst[k].start, g->inst[k].replicas);
+                if (g->inst[k].replicas > 1 && (h >= 0 || g->inst[k].on_demand))
+                    FAIL("GPU %d shared instance at %d is held whole or on demand", g->index, g->inst[k].start);
+                if (g->inst[k].rep_used != inst_rep[i][k])
+                    FAIL("GPU %d instance at %d replica bits differ from the grants", g->index, g->inst[k].start);
+                if (g->inst[k].mem_used != inst_mem[i][k] || g->inst[k].comp_used != inst_comp[i][k])
+                    FAIL("GPU %d instance at %d usage %d MiB / %d permille, its replicas' grants %d / %d", g->index,
+                         g->inst[k].start, g->inst[k].mem_used, g->inst[k].comp_used, inst_mem[i][k], inst_comp[i][k]);
+                if (g->inst[k].replicas > 1) {
+                    const model_mig_profile *pr = &g->product->profiles[g->inst[k].profile];
+                    int cap_mem = pr->memory_mib > 0 ? pr->memory_mib
+                                  : (int)((long long)g->memory_mib * pr->memory_slices /
+                                          (g->product->mig_memory_slices > 0 ? g->product->mig_memory_slices : 8));
+                    int cap_comp = 1000 * pr->compute_slices /
+                                   (g->product->mig_compute_slices > 0 ? g->product->mig_compute_slices : 7);
+                    if (inst_mem[i][k] > cap_mem || inst_comp[i][k] > cap_comp)
+                        FAIL("GPU %d instance at %d over-committed: %d of %d MiB, %d of %d permille", g->index,
+                             g->inst[k].start, inst_mem[i][k], cap_mem, inst_comp[i][k], cap_comp);
+                }
                 if (h >= n->nallocs || (h >= 0 && !n->allocs[h].uid[0])) FAIL("GPU %d instance at %d held by a dead allocation", g->index, g->inst[k].start);
                 if (h < 0 && g->inst[k].on_demand) FAIL("GPU %d on-demand instance at %d left idle", g->index, g->inst[k].start);
                 if (h >= 0) {

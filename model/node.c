@@ -83,6 +83,7 @@ model_gpu *model_node_add_gpu(model_node *n, const model_gpu_product *p, model_g
         g->inst[i].profile = -1;
         g->inst[i].start = -1;
         g->inst[i].holder = -1;
+        g->inst[i].replicas = 1;
     }
     n->ngpus++;
     return g;
@@ -122,7 +123,64 @@ int model_gpu_add_mig_instance(model_gpu *g, int profile, int start, char *err, 
     in->start = (int8_t)start;
     in->on_demand = false;
     in->holder = -1;
+    in->replicas = g->mig_replicas[profile] > 1 ? g->mig_replicas[profile] : 1;
+    in->rep_used = 0;
+    in->mem_used = 0;
+    in->comp_used = 0;
     return 0;
+}
+
+int model_gpu_share_mig_profile(model_gpu *g, int profile, model_gpu_mode how, int replicas, char *err,
+                                size_t errlen) {
+    if (!g || !g->product || g->mode != MODEL_GPU_MIG) {
+        if (err) snprintf(err, errlen, "replicas of MIG instances need a MIG-enabled GPU");
+        return -1;
+    }
+    if (profile < 0 || profile >= g->product->nprofiles) {
+        if (err) snprintf(err, errlen, "GPU %d: %s has no MIG profile #%d", g->index, g->product->product, profile);
+        return -1;
+    }
+    if (replicas < 1 || replicas > MODEL_MIG_MAX_REPLICAS) {
+        if (err) snprintf(err, errlen, "GPU %d: %d replicas per MIG instance; 1..%d are supported", g->index, replicas,
+                          MODEL_MIG_MAX_REPLICAS);
+        return -1;
+    }
+    if (replicas > 1 && how != MODEL_GPU_TIMESLICE && how != MODEL_GPU_MPS) {
+        if (err) snprintf(err, errlen, "GPU %d: MIG instances are shared by time-slicing or MPS", g->index);
+        return -1;
+    }
+    if (replicas > 1 && g->mig_sharing != MODEL_GPU_WHOLE && g->mig_sharing != how) {
+        if (err) snprintf(err, errlen, "GPU %d: its MIG instances are already shared by %s (one method per GPU)",
+                          g->index, model_gpu_mode_name(g->mig_sharing));
+        return -1;
+    }
+    for (int k = 0; k < g->ninst; k++)
+        if (g->inst[k].profile == profile && (g->inst[k].holder >= 0 || g->inst[k].rep_used)) {
+            if (err) snprintf(err, errlen, "GPU %d: the %s instance at slot %d is in use", g->index,
+                              g->product->profiles[profile].name, g->inst[k].start);
+            return -1;
+        }
+    g->mig_replicas[profile] = (uint8_t)replicas;
+    if (replicas > 1) g->mig_sharing = how;
+    for (int k = 0; k < g->ninst; k++)
+        if (g->inst[k].profile == profile && !g->inst[k].on_demand) g->inst[k].replicas = (uint8_t)replicas;
+    bool any = false;
+    for (int pi = 0; pi < MODEL_MAX_PROFILES; pi++) any |= g->mig_replicas[pi] > 1;
+    if (!any) g->mig_sharing = MODEL_GPU_WHOLE;
+    return 0;
+}
+
+bool model_gpu_mig_layered(const model_gpu *g) {
+    if (!g || g->mode != MODEL_GPU_MIG) return false;
+    for (int k = 0; k < g->ninst; k++)
+        if (g->inst[k].replicas > 1) return true;
+    return false;
+}
+
+bool model_node_mig_layered(const model_node *n) {
+    for (int i = 0; n && i < n->ngpus; i++)
+        if (model_gpu_mig_layered(&n->gpus[i])) return true;
+    return false;
 }
 
 void model_node_free(model_node *n) {
@@ -209,7 +267,9 @@ typedef struct node_in {
     int64_t adv_gpu, adv_shared;       /* status.allocatable nvidia.com/gpu, nvidia.com/gpu.shared */
     int64_t adv_mig_total;
     int nmigres;
-    struct { const char *name; int64_t count; } migres[MODEL_MAX_PROFILES * 2]; /* nvidia.com/mig-<name> */
+    /* nvidia.com/mig-<name>[.shared]: name as the resource spells it ("1g.10gb.me"), renamed when
+     * advertised with the .shared suffix (renameByDefault); replicas from the labels */
+    struct { char name[40]; int64_t count; bool renamed; int replicas; } migres[MODEL_MAX_PROFILES * 2];
     ann_gpus ann;
 } node_in;
 
@@ -294,13 +354,23 @@ static int read_allocatable(model_node *n, node_in *in) {
         } else if (strncmp(k, LBL "mig-", strlen(LBL "mig-")) == 0) {
             if (alloc_int(n, in, v, &val)) return -1;
             if (val == 0) continue;
-            if (has_suffix(k, ".shared"))
-                return node_fail(n, "time-sliced MIG instances are not supported yet (status.allocatable %s=%" PRId64 ")",
-                                 k, val);
             if (in->nmigres == (int)(sizeof in->migres / sizeof in->migres[0]))
                 return node_fail(n, "status.allocatable lists too many nvidia.com/mig-* resources");
-            in->migres[in->nmigres].name = k + strlen(LBL "mig-");
+            const char *name = k + strlen(LBL "mig-");
+            bool renamed = has_suffix(name, ".shared");
+            size_t nl = strlen(name) - (renamed ? strlen(".shared") : 0);
+            if (nl == 0 || nl >= sizeof in->migres[0].name)
+                return node_fail(n, "status.allocatable %s is not a MIG resource name tessera knows", k);
+            for (int i = 0; i < in->nmigres; i++)
+                if (strlen(in->migres[i].name) == nl && !strncmp(in->migres[i].name, name, nl))
+                    return node_fail(n, "status.allocatable advertises both %smig-%s and %smig-%s.shared: a profile's "
+                                     "instances are either all shared or all plain", LBL, in->migres[i].name, LBL,
+                                     in->migres[i].name);
+            memcpy(in->migres[in->nmigres].name, name, nl);
+            in->migres[in->nmigres].name[nl] = 0;
             in->migres[in->nmigres].count = val;
+            in->migres[in->nmigres].renamed = renamed;
+            in->migres[in->nmigres].replicas = 1;
             in->nmigres++;
             in->adv_mig_total += val;
         }
@@ -444,6 +514,9 @@ static int apply_annotation(model_node *n, const node_in *in) {
         }
         g->numa_node = ag->numa;
         g->nvlink_peers = ag->nvlink;
+        if (ag->mig_dynamic > 0 && model_gpu_mig_layered(g))
+            return node_fail(n, ANN_GPUS "[%d].mig_dynamic: GPU %d's instances are time-sliced (replicas), which "
+                             "tessera does not combine with instances created on demand", i, i);
         if (ag->mig_dynamic >= 0) g->mig_dynamic = ag->mig_dynamic;
     }
     return 0;
@@ -573,15 +646,84 @@ static int setup_full(model_node *n, const node_in *in) {
     return add_full_gpus(n, in, mode, (int)nfull, mem);
 }
 
-static int time_sliced_mig_labels(model_node *n, const node_in *in) {
-    const cJSON *v;
-    cJSON_ArrayForEach(v, in->labels) {
-        const char *k = v->string;
-        if (strncmp(k, LBL "mig-", strlen(LBL "mig-")) != 0 || !cJSON_IsString(v)) continue;
-        bool shared = (has_suffix(k, ".replicas") && strcmp(v->valuestring, "0") && strcmp(v->valuestring, "1")) ||
-                      (has_suffix(k, ".sharing-strategy") && strcmp(v->valuestring, "none") != 0);
-        if (shared) return node_fail(n, "time-sliced MIG instances are not supported yet (label %s=%s)", k, v->valuestring);
+/* Layered sharing, how GFD and the device plugin publish it (NVIDIA/k8s-device-plugin
+ * internal/lm/resource.go, api/config/v1/{sharing,consts}.go, cmd/nvidia-device-plugin):
+ * for a replicated resource R (nvidia.com/gpu under MIG single, nvidia.com/mig-<p> under
+ * mixed) GFD writes R.replicas (N; 1 unshared; 0 when sharing is off), R.sharing-strategy
+ * (time-slicing, mps or none) and R.product with "-SHARED" appended unless the replicas
+ * are renamed; the device plugin advertises count x N of R, or of R.shared with
+ * renameByDefault. The device plugin refuses MPS on MIG devices ("sharing using MPS is
+ * not supported for MIG devices"), so only time-slicing layers on MIG.
+ *
+ * Checks one resource's labels against what status.allocatable says; *replicas gets N
+ * (1 when unshared). res: the label prefix, "nvidia.com/gpu" or "nvidia.com/mig-<name>". */
+static int mig_resource_sharing(model_node *n, const node_in *in, const char *res, int64_t advertised, bool renamed,
+                                int64_t *replicas) {
+    char key[96];
+    int64_t r, count;
+    snprintf(key, sizeof key, "%s.replicas", res);
+    if (label_int(n, in, key, 1, &r)) return -1;
+    if (r == 0) r = 1;   /* GFD writes 0 when the config has no sharing section at all */
+    snprintf(key, sizeof key, "%s.sharing-strategy", res);
+    const char *strategy = label(in, key);
+    if (strategy && strcmp(strategy, "none") && strcmp(strategy, "time-slicing") && strcmp(strategy, "mps"))
+        return node_fail(n, "label %s=%s is not none, time-slicing or mps", key, strategy);
+    if (strategy && !strcmp(strategy, "mps"))
+        return node_fail(n, "label %s=mps: the NVIDIA device plugin does not share MIG devices by MPS (\"sharing "
+                         "using MPS is not supported for MIG devices\"); use time-slicing for MIG instances", key);
+    if (strategy && !strcmp(strategy, "time-slicing") && r < 2)
+        return node_fail(n, "label %s=time-slicing but %s.replicas=%" PRId64, key, res, r);
+    if (strategy && !strcmp(strategy, "none") && r >= 2)
+        return node_fail(n, "label %s.replicas=%" PRId64 " but %s=none", res, r, key);
+    if (r > MODEL_MIG_MAX_REPLICAS)
+        return node_fail(n, "label %s.replicas=%" PRId64 " is more than the %d replicas per MIG instance supported",
+                         res, r, MODEL_MIG_MAX_REPLICAS);
+    if (renamed && r < 2)
+        return node_fail(n, "status.allocatable advertises %s.shared but label %s.replicas=%" PRId64
+                         " (no sharing configured)", res, res, r);
+    snprintf(key, sizeof key, "%s.product", res);
+    const char *prod = label(in, key);
+    if (prod) {
+        model_product_label pl;
+        model_catalog_parse_label(in->cat, prod, &pl);
+        if (pl.shared && r < 2)
+            return node_fail(n, "label %s=%s says the MIG devices are shared but %s.replicas=%" PRId64, key, prod, res, r);
+        if (pl.shared && renamed)
+            return node_fail(n, "label %s=%s has the -SHARED suffix (renameByDefault off) but replicas are advertised "
+                             "as %s.shared", key, prod, res);
+        if (!pl.shared && r >= 2 && !renamed)
+            return node_fail(n, "%s.replicas=%" PRId64 " and status.allocatable %s, but label %s=%s lacks the -SHARED "
+                             "suffix the device plugin adds to shared devices", res, r, res, key, prod);
     }
+    if (advertised % r)
+        return node_fail(n, "status.allocatable %s%s=%" PRId64 " is not a multiple of %s.replicas=%" PRId64, res,
+                         renamed ? ".shared" : "", advertised, res, r);
+    snprintf(key, sizeof key, "%s.count", res);
+    if (label(in, key) && strcmp(res, LBL "gpu") != 0) {
+        if (label_int(n, in, key, 0, &count)) return -1;
+        if (count * r != advertised)
+            return node_fail(n, "label %s=%" PRId64 " x %s.replicas=%" PRId64 " = %" PRId64 ", but status.allocatable "
+                             "%s%s=%" PRId64, key, count, res, r, count * r, res, renamed ? ".shared" : "", advertised);
+    }
+    *replicas = r;
+    return 0;
+}
+
+/* Give every MIG-enabled GPU's instances of profile pi their replicas (layered sharing). */
+static int share_profile(model_node *n, const node_in *in, int pi, int replicas, bool renamed) {
+    if (replicas < 2) return 0;
+    for (int i = 0; i < n->ngpus; i++) {
+        model_gpu *g = &n->gpus[i];
+        char err[160];
+        if (g->mode != MODEL_GPU_MIG) continue;
+        if (model_gpu_share_mig_profile(g, pi, MODEL_GPU_TIMESLICE, replicas, err, sizeof err))
+            return node_fail(n, "%s", err);
+    }
+    if (n->mig_sharing != MODEL_GPU_WHOLE && n->mig_renamed != renamed)
+        return node_fail(n, "status.allocatable renames the replicas of some MIG profiles (.shared) but not of "
+                         "others; renameByDefault applies to every resource of %s", product_name(in));
+    n->mig_sharing = MODEL_GPU_TIMESLICE;
+    n->mig_renamed = renamed;
     return 0;
 }
 
@@ -597,18 +739,28 @@ static int setup_mig_single(model_node *n, const node_in *in) {
         return node_fail(n, "%s=%s: %s has no MIG profile %s", LBL "gpu.product", in->product_label, p->product,
                          in->pl.mig_profile);
     const char *s = in->sharing_strategy;
-    if (s && !strcmp(s, "mps")) return node_fail(n, "MPS is not supported on MIG-enabled GPUs (%s=mps)", LBL "gpu.sharing-strategy");
-    if (in->pl.shared || in->replicas > 1 || in->adv_shared > 0 || (s && strcmp(s, "none")))
-        return node_fail(n, "time-sliced MIG instances are not supported yet (%s=%s, %s=%" PRId64 ")",
-                         LBL "gpu.product", in->product_label, LBL "gpu.replicas", in->replicas);
+    if (s && !strcmp(s, "mps"))
+        return node_fail(n, "MPS is not supported on MIG-enabled GPUs (%s=mps): the NVIDIA device plugin refuses "
+                         "(\"sharing using MPS is not supported for MIG devices\"); use time-slicing", LBL "gpu.sharing-strategy");
     if (in->nmigres > 0)
         return node_fail(n, "status.allocatable advertises %s%s under the MIG single strategy", LBL "mig-",
                          in->migres[0].name);
     if (in->count == 0) return node_fail(n, "%s=%s but %s=0", LBL "gpu.product", in->product_label, LBL "gpu.count");
-    if (in->adv_gpu == 0) return not_advertised(n, in);
-    if (in->adv_gpu != in->count)
-        return node_fail(n, "%s=%" PRId64 " MIG devices but status.allocatable %s=%" PRId64, LBL "gpu.count",
-                         in->count, LBL "gpu", in->adv_gpu);
+    /* Time-sliced slices (layered): nvidia.com/gpu.replicas per slice, advertised as
+     * nvidia.com/gpu (product -SHARED) or, renamed, as nvidia.com/gpu.shared. */
+    if (in->adv_gpu > 0 && in->adv_shared > 0)
+        return node_fail(n, "status.allocatable advertises both %s=%" PRId64 " and %s=%" PRId64, LBL "gpu",
+                         in->adv_gpu, LBL "gpu.shared", in->adv_shared);
+    bool renamed = in->adv_shared > 0;
+    int64_t adv = renamed ? in->adv_shared : in->adv_gpu, r;
+    if (adv == 0) return not_advertised(n, in);
+    if (mig_resource_sharing(n, in, LBL "gpu", adv, renamed, &r)) return -1;
+    if (adv != in->count * r)
+        return r > 1 ? node_fail(n, "%s=%" PRId64 " MIG devices x %s=%" PRId64 " = %" PRId64 ", but status.allocatable "
+                                 "%s=%" PRId64, LBL "gpu.count", in->count, LBL "gpu.replicas", r, in->count * r,
+                                 renamed ? LBL "gpu.shared" : LBL "gpu", adv)
+                     : node_fail(n, "%s=%" PRId64 " MIG devices but status.allocatable %s=%" PRId64, LBL "gpu.count",
+                                 in->count, LBL "gpu", adv);
     if (p->memory_mib <= 0) return node_fail(n, "GPU memory of %s is unknown to the catalog", p->product);
 
     if (in->ann.present) {
@@ -646,7 +798,7 @@ static int setup_mig_single(model_node *n, const node_in *in) {
         }
     }
     n->mig_strategy = MODEL_MIG_SINGLE;
-    return 0;
+    return share_profile(n, in, pi, (int)r, renamed);
 }
 
 /* Placing the advertised MIG devices on the MIG-enabled GPUs. A GPU can hold only a few
@@ -827,21 +979,44 @@ static void format_mig_counts(const node_in *in, char *buf, size_t len) {
                                 in->migres[i].name);
 }
 
+static int share_mixed_profiles(model_node *n, const node_in *in) {
+    for (int i = 0; i < in->nmigres; i++)
+        if (share_profile(n, in, model_product_profile_index(in->product, in->migres[i].name), in->migres[i].replicas,
+                          in->migres[i].renamed))
+            return -1;
+    return 0;
+}
+
 /* Mixed strategy: gpu.count physical GPUs, nvidia.com/gpu of them unshared, the rest MIG. */
-static int setup_mig_mixed(model_node *n, const node_in *in) {
+static int setup_mig_mixed(model_node *n, node_in *in) {
     const model_gpu_product *p = in->product;
     n->mig_strategy = MODEL_MIG_MIXED;
-    if (time_sliced_mig_labels(n, in)) return -1;
+    /* MPS on MIG: GFD labels the config, but the device plugin refuses to serve it, so the
+     * resource may be missing from status.allocatable; the labels alone explain why. */
+    const cJSON *lv;
+    cJSON_ArrayForEach(lv, in->labels) {
+        const char *k = lv->string;
+        if (!strncmp(k, LBL "mig-", strlen(LBL "mig-")) && has_suffix(k, ".sharing-strategy") && cJSON_IsString(lv) &&
+            !strcmp(lv->valuestring, "mps"))
+            return node_fail(n, "label %s=mps: the NVIDIA device plugin does not share MIG devices by MPS (\"sharing "
+                             "using MPS is not supported for MIG devices\"); use time-slicing for MIG instances", k);
+    }
     int want[MODEL_MAX_PROFILES] = {0};
     for (int i = 0; i < in->nmigres; i++) {
         int pi = model_product_profile_index(p, in->migres[i].name);
         if (pi < 0)
             return node_fail(n, "status.allocatable advertises %smig-%s, but %s has no MIG profile %s", LBL,
                              in->migres[i].name, p->product, in->migres[i].name);
-        if (in->migres[i].count > MODEL_MAX_GPUS * MODEL_MIG_MAX_INSTANCES)
+        char res[64];
+        int64_t r;
+        snprintf(res, sizeof res, LBL "mig-%s", in->migres[i].name);
+        if (mig_resource_sharing(n, in, res, in->migres[i].count, in->migres[i].renamed, &r)) return -1;
+        in->migres[i].replicas = (int)r;
+        int64_t devices = in->migres[i].count / r;
+        if (devices > MODEL_MAX_GPUS * MODEL_MIG_MAX_INSTANCES)
             return node_fail(n, "status.allocatable %smig-%s=%" PRId64 " is more than %d GPUs can hold", LBL,
                              in->migres[i].name, in->migres[i].count, MODEL_MAX_GPUS);
-        want[pi] += (int)in->migres[i].count;
+        want[pi] += (int)devices;
     }
     if (in->adv_gpu + in->adv_shared + in->adv_mig_total == 0) return not_advertised(n, in);
     model_gpu_mode mode;
@@ -888,7 +1063,7 @@ static int setup_mig_mixed(model_node *n, const node_in *in) {
             n->sharing = mode;
             n->replicas = (int)in->replicas;
         }
-        return 0;
+        return share_mixed_profiles(n, in);
     }
 
     /* Without the annotation the indices are a convention: unshared GPUs first. */
@@ -903,7 +1078,7 @@ static int setup_mig_mixed(model_node *n, const node_in *in) {
         if (want[pi] > m * p->profiles[pi].max_instances) goto nofit;
     rc = mig_pack_place(p, migs, m, want);
     if (rc == -3) return node_fail(n, "out of memory placing MIG devices");
-    if (rc == 0) return 0;
+    if (rc == 0) return share_mixed_profiles(n, in);
 nofit:
     return node_fail(n, "cannot place the advertised MIG devices (%s) on %d MIG-enabled %s GPU(s) (%s=%" PRId64
                      ", %s=%" PRId64 " without MIG)%s", counts, m, p->product, LBL "gpu.count", in->count, LBL "gpu",

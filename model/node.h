@@ -4,7 +4,9 @@
  * labels plus status.allocatable, optionally refined by the tessera.io/gpus annotation),
  * or by hand through model_node_new/model_node_add_gpu (simulator, tests).
  * Each GPU is in exactly one mode: whole, time-slicing or MPS with N replicas, or MIG
- * with a set of instances. Fractional memory/compute accounting sits on top. The usage
+ * with a set of instances. A MIG instance may itself carry R replicas ("layered
+ * sharing": the device plugin time-slices the instance); R = 1 is a plain instance.
+ * Fractional memory/compute accounting sits on top. The usage
  * fields are changed only by fit.h's model_assign/model_release, which keep the
  * invariant that nothing is ever over-committed (model_node_check verifies it).
  */
@@ -21,6 +23,7 @@
 
 #define MODEL_MAX_GPUS 16          /* per node */
 #define MODEL_MAX_REPLICAS 128     /* time-slice/MPS replicas per GPU */
+#define MODEL_MIG_MAX_REPLICAS 32  /* replicas per MIG instance (a bit mask per instance) */
 #define MODEL_REASON_LEN 256
 
 typedef enum model_gpu_mode {
@@ -36,7 +39,11 @@ typedef struct model_mig_instance {
     int8_t profile;        /* index into the GPU's product->profiles */
     int8_t start;          /* first memory slice */
     bool on_demand;        /* created by an assignment (dynamic MIG); destroyed on release */
-    int32_t holder;        /* index into node->allocs, -1 when idle */
+    uint8_t replicas;      /* 1: a plain instance; R >= 2: R time-slice/MPS replicas (gpu->mig_sharing) */
+    int32_t holder;        /* index into node->allocs, -1 when idle; always -1 when replicas > 1 */
+    uint32_t rep_used;     /* usage, replicas > 1 only: bit r: replica r taken */
+    int32_t mem_used;      /* usage, replicas > 1 only: MiB the replicas' grants charge ... */
+    int16_t comp_used;     /* ... and permille of the GPU's SMs; at most the instance's */
 } model_mig_instance;
 
 /* Field order is for the scoring loops, which visit every GPU of thousands of nodes per
@@ -58,6 +65,8 @@ typedef struct model_gpu {
     int mps_thread_permille;            /* MPS: 10 * (100 / replicas), the active thread share */
     model_mig_instance inst[MODEL_MIG_MAX_INSTANCES];
     uint64_t replica_used[2];           /* usage: bit r: replica r taken */
+    model_gpu_mode mig_sharing;         /* MIG: WHOLE, or how shared instances are shared (TIMESLICE, MPS) */
+    uint8_t mig_replicas[MODEL_MAX_PROFILES]; /* MIG: replicas per instance of each profile (0/1: unshared) */
 
     int index;                          /* device index on the node */
     int numa_node;                      /* -1 unknown */
@@ -73,7 +82,8 @@ typedef struct model_grant {
     int8_t mig_start;       /* MIG: start slot; -1 otherwise */
     bool mig_create;        /* MIG: create the instance (dynamic MIG) */
     bool exclusive;         /* the whole GPU */
-    int16_t replica;        /* timeslice/MPS replica index; -1 otherwise */
+    int16_t replica;        /* timeslice/MPS replica index (of the GPU, or with mig_profile >= 0 of
+                             * the shared MIG instance at mig_start); -1 otherwise */
     int32_t memory_mib;     /* memory charged */
     int16_t compute_permille; /* compute charged */
 } model_grant;
@@ -98,6 +108,8 @@ typedef struct model_node {
     model_gpu_mode sharing;             /* WHOLE (none), TIMESLICE or MPS: one method per node */
     int replicas;                       /* per GPU, from nvidia.com/gpu.replicas */
     bool shared_renamed;                /* replicas advertised as nvidia.com/gpu.shared */
+    model_gpu_mode mig_sharing;         /* WHOLE, or how shared MIG instances are shared (layered) */
+    bool mig_renamed;                   /* MIG replicas advertised as <name>.shared (renameByDefault) */
     bool track_host;                    /* check cpu/memory (simulator); the extender leaves it to kube-scheduler */
     int64_t cpu_milli, cpu_used_milli;
     int64_t memory_mib, memory_used_mib;
@@ -121,6 +133,16 @@ model_gpu *model_node_add_gpu(model_node *n, const model_gpu_product *p, model_g
 /* Add an idle, pre-existing MIG instance to a MIG-mode GPU (what mig-parted created).
  * -1 with err if the GPU is not in MIG mode or the placement breaks the layout rules. */
 int model_gpu_add_mig_instance(model_gpu *g, int profile, int start, char *err, size_t errlen);
+/* Layered sharing: every instance of `profile` on a MIG-mode GPU carries `replicas`
+ * replicas, shared `how` (MODEL_GPU_TIMESLICE or MODEL_GPU_MPS; one method per GPU), as
+ * the device plugin's sharing config does per resource name. Applies to the instances
+ * there (which must be idle) and to those added later; replicas 1 makes them plain again.
+ * Instances created on demand (dynamic MIG) are always plain. -1 with err on bad input. */
+int model_gpu_share_mig_profile(model_gpu *g, int profile, model_gpu_mode how, int replicas, char *err,
+                                size_t errlen);
+/* Whether some instance of the GPU (or of any GPU of the node) carries replicas. */
+bool model_gpu_mig_layered(const model_gpu *g);
+bool model_node_mig_layered(const model_node *n);
 void model_node_free(model_node *n);
 model_node *model_node_clone(const model_node *n);
 

@@ -263,8 +263,16 @@ static int req_isolation(req_ctx *c, const char *s, model_isolation *iso) {
 }
 
 /* nvidia.com/mig-<profile> -> the catalog's canonical profile name. */
-static int req_mig_profile(req_ctx *c, const char *resource, char *canon, size_t len) {
-    const char *name = resource + strlen(RES_MIG_PREFIX);
+static int req_mig_profile(req_ctx *c, const char *resource, char *canon, size_t len, bool *replica) {
+    char buf[96];
+    snprintf(buf, sizeof buf, "%s", resource + strlen(RES_MIG_PREFIX));
+    const char *name = buf;
+    /* renameByDefault advertises a shared instance's replicas as <name>.shared (the device
+     * plugin's DefaultSharedResourceNameSuffix, api/config/v1/consts.go); no profile name
+     * ends that way, so the suffix is unambiguous. */
+    size_t bl = strlen(buf);
+    *replica = bl > 7 && !strcmp(buf + bl - 7, ".shared");
+    if (*replica) buf[bl - 7] = 0;
     const char *p = name;
     while (*p >= '0' && *p <= '9') p++;
     if (p > name && p[0] == 'c' && p[1] == '.')
@@ -313,7 +321,8 @@ static int req_reconcile(req_ctx *c, const int64_t eff[RES_N], const char *frac_
         if (other)
             return req_fail(c, "%s cannot be combined with %s: a MIG profile fixes memory and compute",
                             c->mig_resource, other);
-        if (req_mig_profile(c, c->mig_resource, out->mig_profile, sizeof out->mig_profile) != 0) return -1;
+        if (req_mig_profile(c, c->mig_resource, out->mig_profile, sizeof out->mig_profile, &out->mig_replica) != 0)
+            return -1;
         out->kind = MODEL_REQ_MIG;
         count = mig;
         count_field = c->mig_resource;
@@ -394,9 +403,11 @@ static int req_reconcile(req_ctx *c, const int64_t eff[RES_N], const char *frac_
     if (out->isolation == MODEL_ISO_MIG && out->kind == MODEL_REQ_SHARED)
         return req_fail(c, ANN_ISOLATION ": mig cannot serve %s, which asks for time-slice/MPS replicas",
                         req_res_names[RES_SHARED]);
-    if ((out->isolation == MODEL_ISO_MPS || out->isolation == MODEL_ISO_TIMESLICE) && out->kind == MODEL_REQ_MIG)
-        return req_fail(c, ANN_ISOLATION ": %s cannot serve %s, which asks for a MIG instance",
-                        model_isolation_name(out->isolation), c->mig_resource);
+    /* timeslice/mps with nvidia.com/mig-<p> accept a replica of a shared instance (layered
+     * sharing); mig with the .shared name cannot be served by a replica. */
+    if (out->isolation == MODEL_ISO_MIG && out->kind == MODEL_REQ_MIG && out->mig_replica)
+        return req_fail(c, ANN_ISOLATION ": mig cannot serve %s, which asks for a replica of a shared MIG instance",
+                        c->mig_resource);
     return 0;
 }
 
@@ -477,7 +488,9 @@ void model_request_format(const model_request *r, char *buf, size_t len) {
     case MODEL_REQ_WHOLE: req_appendf(buf, len, &off, "%d x whole GPU", r->count); break;
     case MODEL_REQ_SHARED: req_appendf(buf, len, &off, "%d x replica", r->count); break;
     case MODEL_REQ_FRACTION: req_appendf(buf, len, &off, "%d x fraction", r->count); break;
-    case MODEL_REQ_MIG: req_appendf(buf, len, &off, "%d x mig %s", r->count, r->mig_profile); break;
+    case MODEL_REQ_MIG:
+        req_appendf(buf, len, &off, "%d x mig %s%s", r->count, r->mig_profile, r->mig_replica ? " replica" : "");
+        break;
     }
     if (r->memory_mib || r->memory_permille || r->compute_permille) {
         const char *sep = " (";
@@ -519,7 +532,7 @@ bool model_request_same(const model_request *a, const model_request *b) {
         a->memory_permille != b->memory_permille || a->compute_permille != b->compute_permille ||
         a->isolation != b->isolation || a->nmodels != b->nmodels || a->cpu_milli != b->cpu_milli ||
         a->memory_bytes != b->memory_bytes || a->priority != b->priority || a->no_mps != b->no_mps ||
-        strncmp(a->mig_profile, b->mig_profile, sizeof a->mig_profile))
+        a->mig_replica != b->mig_replica || strncmp(a->mig_profile, b->mig_profile, sizeof a->mig_profile))
         return false;
     for (int i = 0; i < a->nmodels && i < MODEL_MAX_MODELS; i++)
         if (strncmp(a->models[i], b->models[i], sizeof a->models[i])) return false;

@@ -4,7 +4,10 @@
  *   nvidia.com/gpu: N                whole GPUs (only unshared GPUs unless tessera.io/isolation
  *                                    allows a replica or, under MIG single, a slice)
  *   nvidia.com/gpu.shared: N         N time-slice/MPS replicas
- *   nvidia.com/mig-<profile>: N      N MIG instances of that profile ("1g.10gb.me" = "+me")
+ *   nvidia.com/mig-<profile>: N      N MIG instances of that profile ("1g.10gb.me" = "+me"); on
+ *                                    a node whose instances are time-sliced, replicas of them only
+ *                                    with tessera.io/isolation timeslice, mps or any
+ *   nvidia.com/mig-<profile>.shared: N  N replicas of time-sliced instances (renameByDefault)
  *   nvidia.com/gpumem: MiB           HAMi: memory per GPU (with nvidia.com/gpu: N = N GPUs)
  *   nvidia.com/gpumem-percentage: P  HAMi: percent of each GPU's memory
  *   nvidia.com/gpucores: P           HAMi: percent of each GPU's compute
@@ -48,6 +51,7 @@ typedef struct model_request {
     int16_t memory_permille; /* per GPU, share of the GPU's memory; 0 = not given */
     int16_t compute_permille;/* per GPU, share of the GPU's SMs; 0 = not given */
     char mig_profile[32];    /* MODEL_REQ_MIG: canonical name with '+' ("1g.10gb+me") */
+    bool mig_replica;        /* MODEL_REQ_MIG asked by the .shared name: replicas of shared instances only */
     model_isolation isolation;
     int nmodels;             /* tessera.io/gpu-models; 0 = any product */
     char models[MODEL_MAX_MODELS][64];

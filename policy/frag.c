@@ -13,7 +13,9 @@
  *   time-slice/MPS:             a free replica, for shared types and for types whose
  *                               isolation lets them take a replica;
  *   MIG:                        an idle instance of the type's profile, or (dynamic
- *                               MIG) a legal free start slot for a new one.
+ *                               MIG) a legal free start slot for a new one; for types
+ *                               that take a replica (.shared, isolation timeslice/mps/
+ *                               any), a free replica of a shared instance of it.
  * A fraction whose isolation would let model_fit map it onto a MIG slice is not counted
  * as having room on MIG GPUs (the measure stays per-GPU and cheap; such types are rare).
  * Memory on the host is not part of the measure, as in the paper.
@@ -69,6 +71,20 @@ int mig_type_profile(const policy_workload *w, int t, const model_gpu_product *p
 static int mig_free_permille(const pv_gpu *g) {
     const model_gpu_product *p = g->product;
     if (!p || p->mig_compute_slices <= 0) return 0;
+    if (g->shared) {
+        /* layered: model/gpu.c's arithmetic, thousandths of a slice, a shared instance
+         * counted by its free replicas */
+        long held = 0, idle = 0;
+        for (int i = 0; i < g->layout.n; i++) {
+            long c = 1000L * p->profiles[g->layout.inst[i].profile].compute_slices, f;
+            if (g->shared & (1u << i)) f = c * g->rep_free[i] / g->rep_n[i];
+            else f = g->held & (1u << i) ? 0 : c;
+            idle += f;
+            held += c - f;
+        }
+        long free = g->dyn ? 1000L * p->mig_compute_slices - held : idle;
+        return free < 0 ? 0 : (int)(free / p->mig_compute_slices);
+    }
     int held = 0, idle = 0;
     for (int i = 0; i < g->layout.n; i++) {
         int c = p->profiles[g->layout.inst[i].profile].compute_slices;
@@ -103,6 +119,7 @@ static inline mig_memo *memo_slot(uint64_t key, const model_gpu_product *p) {
 
 static bool mig_key(const pv_gpu *g, uint64_t *key) {
     uint64_t k = 0;
+    if (g->shared) return false;   /* replica counts do not pack */
     for (int i = 0; i < g->layout.n; i++) {
         int s = g->layout.inst[i].start, pi = g->layout.inst[i].profile;
         if (s < 0 || s >= MODEL_MIG_MAX_SLICES || pi < 0 || pi > 30 || ((k >> (6 * s)) & 63)) return false;
@@ -142,9 +159,12 @@ static int pv_mig_derive_slow(pv_gpu *g, uint64_t key, mig_memo *m) {
     }
     g->idle_prof = 0;
     g->addable = 0;
-    for (int i = 0; i < g->layout.n; i++)
-        if (!(g->held & (1u << i)) && g->layout.inst[i].profile >= 0)
-            g->idle_prof |= (uint16_t)(1u << g->layout.inst[i].profile);
+    g->rep_prof = 0;
+    for (int i = 0; i < g->layout.n; i++) {
+        if ((g->held & (1u << i)) || g->layout.inst[i].profile < 0) continue;
+        if (g->shared & (1u << i)) g->rep_prof |= (uint16_t)(1u << g->layout.inst[i].profile);
+        else g->idle_prof |= (uint16_t)(1u << g->layout.inst[i].profile);
+    }
     model_mig_free_starts_all(g->product, &g->layout, g->starts);
     if (g->dyn)
         for (int i = 0; i < g->product->nprofiles && i < MODEL_MAX_PROFILES; i++)
@@ -235,6 +255,8 @@ void pv_build(pv_node *v, const model_node *n, bool detail) {
         pg->product = g->product;
         pg->layout.n = 0;
         pg->held = 0;
+        pg->shared = 0;
+        pg->rep_prof = 0;
         if (g->mode == MODEL_GPU_MIG) {
             /* mig_key's packing in the same pass as the copy: scoring a MIG node is
              * mostly this loop and the memo lookup, once per GPU */
@@ -243,6 +265,13 @@ void pv_build(pv_node *v, const model_node *n, bool detail) {
             for (int k = 0; k < g->ninst && k < MODEL_MIG_MAX_INSTANCES; k++) {
                 int pi = g->inst[k].profile, st = g->inst[k].start;
                 unsigned held = g->inst[k].holder >= 0;
+                if (g->inst[k].replicas > 1) {   /* layered: held when every replica is taken */
+                    pg->shared |= (uint8_t)(1u << k);
+                    pg->rep_n[k] = g->inst[k].replicas;
+                    pg->rep_free[k] = (uint8_t)(g->inst[k].replicas - __builtin_popcount(g->inst[k].rep_used));
+                    held = pg->rep_free[k] == 0;
+                    packs = false;
+                }
                 pg->layout.inst[k].profile = (int8_t)pi;
                 pg->layout.inst[k].start = (int8_t)st;
                 pg->held |= (uint8_t)(held << k);
@@ -264,7 +293,16 @@ void pv_build(pv_node *v, const model_node *n, bool detail) {
 
 void pv_gpu_apply(pv_gpu *g, int16_t *Rp, int16_t *Ep, const model_grant *gr, bool room) {
     int R = *Rp;
-    if (gr->mig_profile >= 0) {
+    if (gr->mig_profile >= 0 && gr->replica >= 0) {
+        /* one replica of a shared instance (layered): the instance is held once all are taken */
+        for (int i = 0; i < g->layout.n; i++)
+            if (g->layout.inst[i].start == gr->mig_start && (g->shared & (1u << i)) && g->rep_free[i] > 0) {
+                if (--g->rep_free[i] == 0) g->held |= (uint8_t)(1u << i);
+                break;
+            }
+        R = pv_mig_refresh(g);
+        g->free_mem = (int)((long long)g->mem_cap * R / 1000);
+    } else if (gr->mig_profile >= 0) {
         int at = -1;
         for (int i = 0; i < g->layout.n; i++)
             if (g->layout.inst[i].start == gr->mig_start && !(g->held & (1u << i))) at = i;
@@ -326,7 +364,8 @@ static bool room_generic(const policy_workload *w, const frag_state *st, int ti,
     case MODEL_REQ_MIG: {
         if (g->mode != MODEL_GPU_MIG || !g->product) return false;
         int idx = g->product == st->mig_p ? st->mig_idx[ti] : mig_type_profile(w, ti, g->product);
-        return idx >= 0 && ((g->idle_prof | g->addable) >> idx) & 1u;
+        return idx >= 0 && (((w->hot[ti].mig_whole ? g->idle_prof | g->addable : 0) |
+                             (w->hot[ti].mig_rep ? g->rep_prof : 0)) >> idx) & 1u;
     }
     }
     return false;
@@ -339,7 +378,7 @@ static inline bool room_any(const policy_workload *w, const frag_state *st, int 
     if (h->mig) {
         if (g->mode != MODEL_GPU_MIG || !g->product) return false;
         int idx = g->product == st->mig_p ? st->mig_idx[t] : mig_type_profile(w, t, g->product);
-        return idx >= 0 && ((g->idle_prof | g->addable) >> idx) & 1u;
+        return idx >= 0 && (((h->mig_whole ? g->idle_prof | g->addable : 0) | (h->mig_rep ? g->rep_prof : 0)) >> idx) & 1u;
     }
     return room_generic(w, st, t, g, R);
 }
@@ -394,7 +433,7 @@ double frag_eval(const policy_workload *w, const pv_node *v, const uint8_t *acce
     for (int i = 0; i < v->ngpus && mig_simple; i++) {
         const pv_gpu *g = &v->g[i];
         pm[i] = g->mode == MODEL_GPU_MIG && g->product ? (unsigned)(g->idle_prof | g->addable) : 0;
-        if (g->mode == MODEL_GPU_MIG && g->product != st->mig_p) mig_simple = false;
+        if (g->mode == MODEL_GPU_MIG && (g->product != st->mig_p || g->shared)) mig_simple = false;   /* layered: room_any */
     }
     double F = 0;
     for (int t = 0; t < w->nkept; t++) {

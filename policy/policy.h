@@ -79,7 +79,9 @@ double policy_workload_coverage(const policy_workload *w);    /* share of tasks 
  *   whole mode:        free compute permille (model_gpu_free_compute);
  *   time-slice / MPS:  1000 * free replicas / replicas;
  *   MIG:               free compute slices (idle instances, and on a dynamic GPU the
- *                      unpartitioned slices too) as permille of the GPU's slices. */
+ *                      unpartitioned slices too) as permille of the GPU's slices; an
+ *                      instance with R replicas (layered sharing) counts slices x free/R,
+ *                      so a free replica of a 1g is a smaller unit than a free 1g. */
 int policy_gpu_free(const model_gpu *g);
 
 /* F_n(M): the node's fragmentation against the workload, in milli-GPU. per_type, if not

@@ -18,6 +18,9 @@ typedef struct tt_hot {
     int8_t k;           /* k_m */
     uint8_t cls;        /* TT_* */
     bool mig;           /* a MIG type: room from the GPU's profile bits */
+    bool mig_whole;     /* MIG: a plain instance will do (not the .shared name) */
+    bool mig_rep;       /* MIG: a replica of a shared instance will do (.shared name, or isolation
+                         * timeslice/mps/any); the node's renameByDefault is left to model_fit */
     bool restricted;    /* has a model list: check access per node */
 } tt_hot;
 
@@ -43,11 +46,15 @@ typedef struct pv_gpu {
     int free_rep, replicas;     /* time-slice / MPS */
     const model_gpu_product *product;
     model_mig_layout layout;    /* MIG: every instance */
-    uint8_t held;               /* MIG: bit i set = layout.inst[i] held by a pod */
+    uint8_t held;               /* MIG: bit i set = layout.inst[i] held by a pod (shared: every replica taken) */
+    uint8_t shared;             /* MIG: bit i set = layout.inst[i] carries replicas (layered sharing) */
+    uint8_t rep_n[MODEL_MIG_MAX_INSTANCES], rep_free[MODEL_MIG_MAX_INSTANCES];   /* shared instances */
+    uint16_t rep_prof;          /* MIG: bit p = a shared instance of profile p has a free replica */
     uint16_t idle_prof;         /* MIG: bit p = an idle instance of product profile p */
     uint16_t addable;           /* MIG, dynamic: bit p = profile p has a legal free start */
     uint8_t starts[MODEL_MAX_PROFILES];  /* MIG: free start mask per profile (see mig_starts) */
-    uint64_t key;               /* MIG: the packed state (frag.c), equal for GPUs in the same state; 0 unknown */
+    uint64_t key;               /* MIG: the packed state (frag.c), equal for GPUs in the same state; 0 unknown
+                                 * (also for layered GPUs, which are not memoised) */
 } pv_gpu;
 
 /* R: free milli-GPU (policy_gpu_free). E: R folded with "can a FAST type use it":

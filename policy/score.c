@@ -619,6 +619,10 @@ static void generic_cand(const scorer *s, const model_assignment *a, cand *c, pv
 static bool mig_eligible(const scorer *s) {
     const model_request *r = s->r;
     if (r->kind != MODEL_REQ_MIG || r->count != 1 || s->n->mig_strategy == MODEL_MIG_SINGLE) return false;
+    /* layered nodes (replicas on MIG instances) take model_fit's candidates: the lean
+     * paths below know plain instances only */
+    for (int i = 0; i < s->v.ngpus; i++)
+        if (s->v.g[i].shared) return false;
     if (r->nmodels > 0)
         for (int i = 1; i < s->n->ngpus; i++)
             if (s->n->gpus[i].product != s->n->gpus[0].product) return false;
@@ -899,7 +903,8 @@ static uint64_t gpu_sig(const pv_node *v, int i) {
                                ((uint64_t)g->held << 48) ^ ((uint64_t)(uint32_t)g->free_mem << 20));
     h = policy_hash64(h ^ (uint64_t)(uintptr_t)g->product ^ ((uint64_t)g->free_rep << 56));
     for (int k = 0; k < g->layout.n; k++)
-        h = policy_hash64(h ^ ((uint64_t)(uint8_t)g->layout.inst[k].profile << 8) ^ (uint8_t)g->layout.inst[k].start);
+        h = policy_hash64(h ^ ((uint64_t)(uint8_t)g->layout.inst[k].profile << 8) ^ (uint8_t)g->layout.inst[k].start ^
+                          ((g->shared >> k) & 1u ? (uint64_t)g->rep_free[k] << 24 | 1ull << 40 : 0));
     return h;
 }
 

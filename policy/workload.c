@@ -28,6 +28,7 @@ static void shape_of(const model_request *r, policy_task_type *t) {
     t->req.memory_permille = r->memory_permille;
     t->req.compute_permille = r->compute_permille;
     if (r->kind == MODEL_REQ_MIG) snprintf(t->req.mig_profile, sizeof t->req.mig_profile, "%s", r->mig_profile);
+    t->req.mig_replica = r->kind == MODEL_REQ_MIG && r->mig_replica;
     t->req.isolation = r->isolation;
     t->req.nmodels = r->nmodels;
     for (int i = 0; i < r->nmodels && i < MODEL_MAX_MODELS; i++)
@@ -53,6 +54,7 @@ static int shape_cmp(const policy_task_type *a, const policy_task_type *b) {
     CMP(a->req.memory_permille, b->req.memory_permille);
     CMP(a->req.isolation, b->req.isolation);
     CMP(a->req.nmodels, b->req.nmodels);
+    CMP(a->req.mig_replica, b->req.mig_replica);
 #undef CMP
     int c = strcmp(a->req.mig_profile, b->req.mig_profile);
     for (int i = 0; !c && i < a->req.nmodels; i++) c = strcmp(a->req.models[i], b->req.models[i]);
@@ -134,6 +136,9 @@ void tt_hot_of(const policy_task_type *t, tt_hot *h) {
     h->restricted = t->req.nmodels > 0;
     h->d_eff = 0;
     h->mig = t->kind == MODEL_REQ_MIG;
+    h->mig_whole = h->mig && !t->req.mig_replica;
+    h->mig_rep = h->mig && (t->req.mig_replica || t->req.isolation == MODEL_ISO_TIMESLICE ||
+                            t->req.isolation == MODEL_ISO_MPS || t->req.isolation == MODEL_ISO_ANY);
     bool plain = t->req.isolation == MODEL_ISO_DEFAULT;
     if (t->kind == MODEL_REQ_NONE) {
         h->cls = TT_CPU;

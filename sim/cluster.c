@@ -32,6 +32,23 @@ static int parse_mig_layout(const char *s, sim_sharing *out, char *err, size_t e
     strcpy(buf, s);
     char *save = NULL;
     for (char *tok = strtok_r(buf, "+", &save); tok; tok = strtok_r(NULL, "+", &save)) {
+        if (!strncmp(tok, "timeslice:", 10)) {   /* layered: every instance time-sliced */
+            if (out->mig_replicas > 1 || parse_int_tail(tok + 10, 2, MODEL_MIG_MAX_REPLICAS, &out->mig_replicas) != 0) {
+                snprintf(err, errlen, "\"mig:%s\": \"+timeslice:N\" takes N in 2..%d, once, after the layout", s,
+                         MODEL_MIG_MAX_REPLICAS);
+                return -1;
+            }
+            continue;
+        }
+        if (!strncmp(tok, "mps:", 4)) {
+            snprintf(err, errlen, "\"mig:%s\": MIG instances cannot be shared by MPS (the NVIDIA device plugin refuses "
+                     "MPS on MIG devices); use +timeslice:N", s);
+            return -1;
+        }
+        if (out->mig_replicas > 1) {
+            snprintf(err, errlen, "\"mig:%s\": \"+timeslice:N\" comes last, after the layout", s);
+            return -1;
+        }
         if (!strcmp(tok, "me")) {
             if (out->nitems == 0 || out->count[out->nitems - 1] != 1) {
                 snprintf(err, errlen, "\"mig:%s\": \"+me\" must follow a single profile (e.g. 1g.10gb+me)", s);
@@ -70,6 +87,7 @@ bad:
 int sim_sharing_parse(const char *s, sim_sharing *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     out->replicas = 1;
+    out->mig_replicas = 1;
     if (!strcmp(s, "whole")) return 0;
     if (!strncmp(s, "timeslice:", 10) || !strncmp(s, "mps:", 4)) {
         bool ts = s[0] == 't';
@@ -107,6 +125,7 @@ void sim_sharing_format(const sim_sharing *s, char *buf, size_t len) {
         else
             used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "+" : "", s->profile[i]);
     }
+    if (s->mig_replicas > 1 && used < len) snprintf(buf + used, len - used, "+timeslice:%d", s->mig_replicas);
 }
 
 /* ----------------------------------------------------------- products ---- */
@@ -162,13 +181,26 @@ static cJSON *group_node_json(const sim_group *g, const model_gpu_product *p, co
         add_label(labels, "nvidia.com/gpu.product", p->product);
         add_label(labels, "nvidia.com/mig.strategy", "mixed");
         cJSON_AddStringToObject(alloc, "nvidia.com/gpu", "0");
+        int r = s->mig_replicas > 1 ? s->mig_replicas : 1;
         for (int i = 0; i < s->nitems && s->kind == SIM_SHARE_MIG; i++) {
-            char res[96];
+            char res[96], key[128];
             snprintf(res, sizeof res, "nvidia.com/mig-%s", s->profile[i]);
             for (char *c = res; *c; c++)
                 if (*c == '+') *c = '.';   /* resource names spell "+me" as ".me" */
-            snprintf(buf, sizeof buf, "%d", n * s->count[i]);
+            snprintf(buf, sizeof buf, "%d", n * s->count[i] * r);
             cJSON_AddStringToObject(alloc, res, buf);
+            if (r > 1) {   /* what GFD writes for a time-sliced MIG resource (renameByDefault off) */
+                snprintf(key, sizeof key, "%s.replicas", res);
+                add_labelf(labels, key, r);
+                snprintf(key, sizeof key, "%s.sharing-strategy", res);
+                add_label(labels, key, "time-slicing");
+                snprintf(key, sizeof key, "%s.count", res);
+                add_labelf(labels, key, n * s->count[i]);
+                char prod[MODEL_NAME_LEN + 96];
+                snprintf(key, sizeof key, "%s.product", res);
+                snprintf(prod, sizeof prod, "%s-MIG-%s-SHARED", p->product, res + strlen("nvidia.com/mig-"));
+                add_label(labels, key, prod);
+            }
         }
     } else {
         add_label(labels, "nvidia.com/gpu.product", p->product);

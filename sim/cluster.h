@@ -5,7 +5,11 @@
  *   {"nodeGroups": [{"name": "a100", "count": 4, "gpuProduct": "NVIDIA-A100-SXM4-80GB",
  *                    "gpusPerNode": 8, "cpuMilli": 64000, "memoryMiB": 524288,
  *                    "sharing": "whole" | "timeslice:N" | "mps:N" | "mig:3g.40gb+2x2g.20gb"
- *                               | "mig:on-demand"}]}
+ *                               | "mig:2x3g.40gb+timeslice:4" | "mig:on-demand"}]}
+ *
+ * "mig:<layout>+timeslice:N" is layered sharing: the layout's instances, each time-sliced
+ * into N replicas by the device plugin (every profile of the layout listed in its
+ * timeSlicing config, renameByDefault off).
  *
  * Schema: sim/schema/cluster.schema.json. cpuMilli and memoryMiB go together: with
  * both, the node checks host CPU and memory; with neither, only GPUs count.
@@ -32,6 +36,7 @@ typedef enum sim_share_kind {
 typedef struct sim_sharing {
     sim_share_kind kind;
     int replicas;                        /* TIMESLICE, MPS */
+    int mig_replicas;                    /* MIG: replicas per instance (layered sharing); 1: plain */
     int nitems;                          /* MIG: profile -> count per GPU */
     char profile[SIM_MIG_MAX_ITEMS][32];
     int count[SIM_MIG_MAX_ITEMS];
@@ -53,8 +58,10 @@ typedef struct sim_cluster {
 } sim_cluster;
 
 /* "whole", "timeslice:4", "mps:8", "mig:3g.40gb+2x2g.20gb" ("+me" profiles keep their
- * suffix: "mig:1g.10gb+me+3g.40gb"), "mig:on-demand". Syntax only; the product is
- * checked when a node is built. -1 with err on a bad string. */
+ * suffix: "mig:1g.10gb+me+3g.40gb"), "mig:3g.40gb+4x1g.10gb+timeslice:4" (layered),
+ * "mig:on-demand". Syntax only; the product is checked when a node is built. -1 with err
+ * on a bad string (also for "+mps:N" on MIG: the device plugin does not share MIG devices
+ * by MPS). */
 int sim_sharing_parse(const char *s, sim_sharing *out, char *err, size_t errlen);
 void sim_sharing_format(const sim_sharing *s, char *buf, size_t len);
 

@@ -27,6 +27,9 @@ static void print_node(FILE *out, const model_node *n) {
     }
     fprintf(out, "  %-18s %d x %s", n->name, n->ngpus, n->gpus[0].product->product);
     if (n->mig_strategy != MODEL_MIG_NONE) fprintf(out, ", MIG %s", n->mig_strategy == MODEL_MIG_SINGLE ? "single" : "mixed");
+    if (n->mig_sharing != MODEL_GPU_WHOLE)
+        fprintf(out, ", MIG instances %s%s", n->mig_sharing == MODEL_GPU_MPS ? "shared by MPS" : "time-sliced",
+                n->mig_renamed ? " (replicas as <name>.shared)" : "");
     if (n->sharing != MODEL_GPU_WHOLE)
         fprintf(out, ", %s x%d%s", model_gpu_mode_name(n->sharing), n->replicas, n->shared_renamed ? " (nvidia.com/gpu.shared)" : "");
     fputc('\n', out);
@@ -41,7 +44,16 @@ static void print_node(FILE *out, const model_node *n) {
             char buf[160];
             for (int k = 0; k < g->ninst; k++) l.inst[k] = (model_mig_placement){g->inst[k].profile, g->inst[k].start};
             model_mig_layout_format(g->product, &l, buf, sizeof buf);
-            fprintf(out, ", instances %s (%d idle)", buf, model_gpu_free_replicas(g));
+            if (model_gpu_mig_layered(g)) {   /* layered: which instances are time-sliced, replicas free */
+                fprintf(out, ", instances %s, time-sliced:", buf);
+                for (int k = 0; k < g->ninst; k++)
+                    if (g->inst[k].replicas > 1)
+                        fprintf(out, " %s@%d x%d", g->product->profiles[g->inst[k].profile].name, g->inst[k].start,
+                                g->inst[k].replicas);
+                fprintf(out, " (%d idle instances + free replicas)", model_gpu_free_replicas(g));
+            } else {
+                fprintf(out, ", instances %s (%d idle)", buf, model_gpu_free_replicas(g));
+            }
         }
         fputc('\n', out);
     }

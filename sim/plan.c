@@ -273,12 +273,83 @@ int sim_plan(const sim_cluster *base, const sim_trace *t, const char *policy, co
         out->measured[i] = sim_target_measure(&o->targets[i], &out->replay);
         snprintf(out->target[i], sizeof out->target[i], "%s", o->targets[i].text);
     }
+    if (o->nsharing > 0 && sim_plan_compare_options(base, t, policy, o, out, err, errlen) != 0) {
+        sim_plan_result_free(out);
+        return -1;
+    }
     return 0;
 fail:
     free(limit);
     sim_cluster_free(c);
     out->cluster = NULL;
     return -1;
+}
+
+/* The comparison of plan.h: option k on every shared group that can take it, then the
+ * search without options. GPUs of the result, -1 never met, -2 no group took it. */
+static int compare_option(search *s, const sim_cluster *base, const sim_sharing *opt, int scale) {
+    sim_cluster *c = sim_cluster_clone(base);
+    int *limit = malloc((size_t)c->ngroups * sizeof *limit), took = 0, rc = -1;
+    for (int g = 0; g < c->ngroups; g++) {
+        limit[g] = (c->groups[g].count ? c->groups[g].count : 1) * scale;
+        if (c->groups[g].count == 0) c->groups[g].count = 1;
+        if (c->groups[g].sharing.kind == SIM_SHARE_WHOLE) continue;
+        sim_group try = c->groups[g];
+        try.sharing = *opt;
+        char e2[256];
+        model_node *probe = sim_group_node(&try, NULL, "probe", e2, sizeof e2);
+        if (probe) c->groups[g].sharing = *opt, took++;
+        model_node_free(probe);
+    }
+    if (!took) {
+        rc = -2;
+        goto out;
+    }
+    int met = upper_bound(s, c, limit, scale);
+    if (met < 0) goto out;   /* an error: s->err says it */
+    if (met == 0) {
+        rc = -1;
+        goto out;
+    }
+    for (int pass = 0; pass < 4; pass++) {
+        bool changed = false;
+        for (int g = 0; g < c->ngroups; g++) {
+            int before = c->groups[g].count, n = shrink(s, c, g, before);
+            if (n < 0) goto out;
+            changed |= n != before;
+        }
+        if (!changed) break;
+    }
+    rc = sim_cluster_gpus(c);
+out:
+    free(limit);
+    sim_cluster_free(c);
+    return rc;
+}
+
+int sim_plan_compare_options(const sim_cluster *base, const sim_trace *t, const char *policy, const sim_plan_opts *o,
+                             sim_plan_result *out, char *err, size_t errlen) {
+    search s = {t, policy, o, 0, err, errlen};
+    int scale = o->max_scale > 0 ? o->max_scale : 64;
+    out->nopt = o->nsharing;
+    for (int k = 0; k < o->nsharing; k++) {
+        sim_sharing_format(&o->sharing[k], out->opt[k], sizeof out->opt[k]);
+        err[0] = 0;
+        out->opt_gpus[k] = compare_option(&s, base, &o->sharing[k], scale);
+        if (out->opt_gpus[k] == -1 && err[0]) return -1;
+    }
+    out->evaluations += s.evaluations;
+    return 0;
+}
+
+void sim_plan_layering(const sim_plan_result *p, int *layered, int *mig_only, int *ts_only) {
+    *layered = *mig_only = *ts_only = -1;
+    for (int k = 0; k < p->nopt; k++) {
+        if (p->opt_gpus[k] < 0) continue;
+        bool mig = !strncmp(p->opt[k], "mig:", 4), ts = !strncmp(p->opt[k], "timeslice:", 10);
+        int *slot = mig && strstr(p->opt[k], "+timeslice:") ? layered : mig ? mig_only : ts ? ts_only : NULL;
+        if (slot && (*slot < 0 || p->opt_gpus[k] < p->opt_gpus[*slot])) *slot = k;
+    }
 }
 
 void sim_plan_result_free(sim_plan_result *p) {

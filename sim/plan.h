@@ -14,6 +14,12 @@
  * first tries every option (at its own smallest count) and keeps the one needing the
  * fewest GPUs. Fewer nodes never make waits shorter in this model, so every group's
  * count minus one misses a target (the search evaluated it).
+ *
+ * With sharing options the plan also compares them one by one, apples to apples: every
+ * shared group (sharing other than "whole") that can be set up that way takes the option,
+ * the others keep theirs, and the same search finds the smallest cluster. That is how
+ * the report can say whether layered sharing (mig:<layout>+timeslice:N) needs fewer GPUs
+ * than MIG alone or time-slicing alone for the same targets.
  */
 #ifndef SIM_PLAN_H
 #define SIM_PLAN_H
@@ -59,12 +65,25 @@ typedef struct sim_plan_result {
     char target[SIM_PLAN_MAX_TARGETS][96];   /* the targets as given */
     int ntargets;
     int evaluations;                     /* replays run */
+    int nopt;                            /* the sharing options compared (o->nsharing) */
+    char opt[SIM_PLAN_MAX_SHARING][64];  /* each as given */
+    int opt_gpus[SIM_PLAN_MAX_SHARING];  /* GPUs of the smallest cluster with the shared groups so;
+                                          * -1 targets never met, -2 no shared group takes it */
 } sim_plan_result;
+
+/* Of the compared options, the layered one needing the fewest GPUs and the best plain-MIG
+ * and time-slicing-only options (indices into opt, -1 when absent or never met). */
+void sim_plan_layering(const sim_plan_result *p, int *layered, int *mig_only, int *ts_only);
 
 /* Plan for one policy. 0 and out filled (free with sim_plan_result_free), -1 with err. */
 int sim_plan(const sim_cluster *base, const sim_trace *t, const char *policy, const sim_plan_opts *o,
              sim_plan_result *out, char *err, size_t errlen);
 void sim_plan_result_free(sim_plan_result *p);
+
+/* The option comparison alone (sim_plan runs it when o has sharing options): fills
+ * out->nopt, opt, opt_gpus. -1 with err on a replay error. */
+int sim_plan_compare_options(const sim_cluster *base, const sim_trace *t, const char *policy, const sim_plan_opts *o,
+                             sim_plan_result *out, char *err, size_t errlen);
 
 /* Whether the targets hold for cluster c (one replay). -1 on error. */
 int sim_plan_check(const sim_cluster *c, const sim_trace *t, const char *policy, const sim_plan_opts *o,

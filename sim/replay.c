@@ -159,6 +159,22 @@ static void set_rate(state *s, int w, double rate) {
 
 static int uid_workload(const char *uid) { return (int)strtol(uid, NULL, 10); }
 
+/* Summed utilisation of the other tenants of the time-sliced MIG instance a replica grant
+ * is on (layered sharing): only they share its SMs. */
+static double instance_others(const state *s, const model_node *n, int self, const model_grant *mine) {
+    double sum = 0;
+    for (int i = 0; i < n->nallocs; i++) {
+        const model_alloc *al = &n->allocs[i];
+        if (i == self || !al->uid[0]) continue;
+        for (int g = 0; g < al->a.ngrants; g++) {
+            const model_grant *gr = &al->a.grant[g];
+            if (gr->gpu == mine->gpu && gr->mig_profile >= 0 && gr->replica >= 0 && gr->mig_start == mine->mig_start)
+                sum += s->t->w[uid_workload(al->uid)].util;
+        }
+    }
+    return sum;
+}
+
 /* Re-rate every tenant of node k holding a non-exclusive grant on a GPU in mask. */
 static void rerate(state *s, int k, uint32_t mask) {
     const model_node *n = s->nodes[k];
@@ -173,7 +189,8 @@ static void rerate(state *s, int k, uint32_t mask) {
         double u = s->t->w[w].util, rate = 1.0;
         for (int g = 0; g < al->a.ngrants; g++) {
             const model_grant *gr = &al->a.grant[g];
-            double others = util[gr->gpu] - (gr->exclusive ? 0 : u);
+            double others = gr->mig_profile >= 0 && gr->replica >= 0 ? instance_others(s, n, i, gr)
+                                                                     : util[gr->gpu] - (gr->exclusive ? 0 : u);
             double r = sim_rate_grant(&n->gpus[gr->gpu], gr, u, others > 1e-9 ? others : 0);
             if (r < rate) rate = r;
         }

@@ -139,7 +139,14 @@ void sim_report_plan(FILE *f, sim_format fmt, const sim_plan_result *p, int n) {
             }
             fprintf(f, "], \"measured\": {");
             for (int t = 0; t < p[i].ntargets; t++) fprintf(f, "%s\"%s\": %.4f", t ? ", " : "", p[i].target[t], p[i].measured[t]);
-            fprintf(f, "},\n   \"replay\": ");
+            fprintf(f, "}");
+            if (p[i].nopt > 0) {   /* the sharing options compared on the shared groups */
+                fprintf(f, ", \"sharingComparison\": {");
+                for (int k = 0; k < p[i].nopt; k++)
+                    fprintf(f, "%s\"%s\": %d", k ? ", " : "", p[i].opt[k], p[i].opt_gpus[k]);
+                fprintf(f, "}");
+            }
+            fprintf(f, ",\n   \"replay\": ");
             json_replay(f, &p[i].replay, "   ");
             fprintf(f, "}%s\n", i + 1 < n ? "," : "");
         }
@@ -181,6 +188,33 @@ void sim_report_plan(FILE *f, sim_format fmt, const sim_plan_result *p, int n) {
             fprintf(f, "  %-*s", (int)strlen(p[i].target[t]), v);
         }
         fputc('\n', f);
+    }
+    if (p[0].nopt == 0) return;
+    /* Each option on every shared group (the others as given), smallest cluster meeting the
+     * targets; then whether layering beats MIG alone and time-slicing alone. */
+    fprintf(f, "\nsharing options on the shared groups (GPUs of the smallest cluster meeting the targets; "
+               "\"never\": not even at the largest size tried):\n");
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "  %-12s", p[i].policy);
+        for (int k = 0; k < p[i].nopt; k++) {
+            if (p[i].opt_gpus[k] >= 0) fprintf(f, "  %s %d", p[i].opt[k], p[i].opt_gpus[k]);
+            else fprintf(f, "  %s %s", p[i].opt[k], p[i].opt_gpus[k] == -1 ? "never" : "n/a");
+        }
+        fputc('\n', f);
+        int lay, mig, ts;
+        sim_plan_layering(&p[i], &lay, &mig, &ts);
+        if (lay < 0) continue;
+        int L = p[i].opt_gpus[lay];
+        bool beats_mig = mig >= 0 && L < p[i].opt_gpus[mig], beats_ts = ts >= 0 && L < p[i].opt_gpus[ts];
+        char m[96] = "", t[96] = "";
+        if (mig >= 0) snprintf(m, sizeof m, "MIG alone (%s, %d)", p[i].opt[mig], p[i].opt_gpus[mig]);
+        if (ts >= 0) snprintf(t, sizeof t, "time-slicing alone (%s, %d)", p[i].opt[ts], p[i].opt_gpus[ts]);
+        if (beats_mig || beats_ts)
+            fprintf(f, "  %-12s  layering (%s) needs %d GPUs, fewer than %s%s%s\n", "", p[i].opt[lay], L,
+                    beats_mig ? m : t, beats_mig && beats_ts ? " and " : "", beats_mig && beats_ts ? t : "");
+        else
+            fprintf(f, "  %-12s  layering (%s) needs %d GPUs, no fewer than %s%s%s\n", "", p[i].opt[lay], L,
+                    m[0] ? m : t, m[0] && t[0] ? " or " : "", m[0] && t[0] ? t : "");
     }
 }
 

@@ -26,10 +26,18 @@ double sim_mig_sm_share(const model_gpu_product *p, int prof) {
     return s > 1.0 ? 1.0 : s;
 }
 
+double sim_rate_mig_timeslice(double u, double others, double share) {
+    if (share <= 0) return 0;
+    if (others <= 0) return sim_rate_share(u, share);
+    return sim_rate_timeslice(u / share, others / share);
+}
+
 double sim_rate_grant(const model_gpu *g, const model_grant *gr, double u, double others) {
     if (gr->exclusive) return 1.0;
     switch (g->mode) {
-    case MODEL_GPU_MIG: return sim_rate_share(u, sim_mig_sm_share(g->product, gr->mig_profile));
+    case MODEL_GPU_MIG:
+        if (gr->replica >= 0) return sim_rate_mig_timeslice(u, others, sim_mig_sm_share(g->product, gr->mig_profile));
+        return sim_rate_share(u, sim_mig_sm_share(g->product, gr->mig_profile));
     case MODEL_GPU_MPS: return sim_rate_share(u, g->mps_thread_permille / 1000.0);
     case MODEL_GPU_TIMESLICE:
     case MODEL_GPU_WHOLE: break;

@@ -15,6 +15,13 @@
  *                   0.389 for 3g, 98/108 = 0.907 for 7g, which is the MIG-enable loss);
  *                   a workload needing only u of the GPU runs at min(1, share / u). No
  *                   cross-instance interference (isolation breaks only on PCIe/power).
+ *   MIG, time-sliced (layered sharing) the instance's SM share s, time-sliced among its
+ *                   tenants as a whole GPU is: a tenant needing u of the GPU needs u/s of
+ *                   the instance, so rate = time-slicing(u/s, others/s) with the same
+ *                   loss c, others being the tenants of the same instance only; alone, it
+ *                   is the MIG rate min(1, s/u). No measurement of time-slicing inside a MIG
+ *                   instance was found (data/sharing-costs.md section 7 derives it): the
+ *                   mechanism is the same CUDA time-slicing, on fewer SMs.
  *   MPS             the active-thread share p = 1/replicas the device plugin sets:
  *                   min(1, p / u). Memory-bandwidth contention is not modelled (the
  *                   sources give no number).
@@ -34,8 +41,12 @@ double sim_rate_share(double u, double share);
 /* The SM share of MIG profile index prof on product p, against the GPU with MIG off. */
 double sim_mig_sm_share(const model_gpu_product *p, int prof);
 
+/* Rate of a tenant of a time-sliced MIG instance with SM share s (layered sharing). */
+double sim_rate_mig_timeslice(double u, double others, double share);
+
 /* Rate of one grant: g is the GPU, u the workload's utilisation, others the summed
- * utilisation of the GPU's other tenants (ignored for exclusive, MIG and MPS grants). */
+ * utilisation of the other tenants -- of the GPU, or for a replica of a time-sliced MIG
+ * instance of that instance (ignored for exclusive, plain MIG and MPS grants). */
 double sim_rate_grant(const model_gpu *g, const model_grant *gr, double u, double others);
 
 #endif

@@ -604,6 +604,8 @@ def mig_profile(resource):
 def model_accepts(resource):
     if resource in BASE_RESOURCES:
         return True
+    if resource.endswith(".shared"):   # replicas of time-sliced MIG instances (renameByDefault)
+        resource = resource[:-len(".shared")]
     return resource.startswith(MIG_PREFIX) and mig_profile(resource) in all_profiles
 
 
@@ -790,14 +792,15 @@ for path, p in example_pods:
     if any(a in anns for a in ANNOTATION_FORMS):
         forms.add("gpu-fraction annotation")
     if any(k.startswith(MIG_PREFIX) for k in amount):
-        forms.add("MIG profile")
+        forms.add("MIG profile" if anns.get("tessera.io/isolation") not in ("timeslice", "any") and
+                  not any(k.endswith(".shared") for k in amount) else "MIG time-slice replica (layered)")
     if amount.get("nvidia.com/gpu.shared", 0) > 0:
         forms.add({"timeslice": "time-slice replica", "mps": "MPS replica"}.get(anns.get("tessera.io/isolation"),
                                                                                  "replica"))
     if "tessera.io/gpu-models" in anns:
         forms.add("model constraint")
 want_forms = {"whole GPUs", "nvidia.com/gpumem", "gpu-fraction annotation", "MIG profile", "time-slice replica",
-              "MPS replica", "model constraint"}
+              "MPS replica", "model constraint", "MIG time-slice replica (layered)"}
 check("the examples cover every request form (%s)" % ", ".join(sorted(want_forms)), want_forms <= forms,
       "missing " + ", ".join(sorted(want_forms - forms)))
 
@@ -827,11 +830,31 @@ def sharing_ok(s):
                       for r in rs)
 
 
+def whole_gpu_sharing(kind):
+    # the whole-GPU configs; a layered one (time-slicing of nvidia.com/mig-<profile>) is checked below
+    for k, s in sharing(kind):
+        if all((r.get("name") or "") == "nvidia.com/gpu" for r in (s.get("resources") or [])):
+            yield k, s
+
+
 for kind, label in (("timeSlicing", "time-slicing"), ("mps", "MPS")):
-    found = list(sharing(kind))
+    found = list(whole_gpu_sharing(kind))
     check("a %s device-plugin config with resources/replicas >= 2 and renameByDefault: true "
           "(the examples ask for nvidia.com/gpu.shared)" % label,
           found and all(sharing_ok(s) and s.get("renameByDefault") is True for _, s in found))
+layered = [(k, s) for k, s in sharing("timeSlicing")
+           if (s.get("resources") or []) and all((r.get("name") or "").startswith(MIG_PREFIX) and
+                                                 isinstance(r.get("replicas"), int) and r["replicas"] >= 2
+                                                 for r in s["resources"])
+           and ((dpcfg[k].get("flags") or {}).get("migStrategy") == "mixed")]
+check("a layered device-plugin config (time-slicing of nvidia.com/mig-<profile>, migStrategy mixed, "
+      "replicas >= 2, resources the extender manages)",
+      len(layered) == 1 and all(r["name"] in managed or r["name"] + ".shared" in managed
+                                for r in layered[0][1]["resources"]) and
+      (layered[0][1].get("renameByDefault") is not True or
+       all(r["name"] + ".shared" in managed for r in layered[0][1]["resources"])))
+check("no MPS config shares MIG devices (the device plugin refuses MPS on MIG)",
+      not any((r.get("name") or "").startswith(MIG_PREFIX) for _, s in sharing("mps") for r in s.get("resources") or []))
 check("a MIG mixed device-plugin config (flags.migStrategy: mixed)",
       any(((c or {}).get("flags") or {}).get("migStrategy") == "mixed" and not (c or {}).get("sharing")
           for c in dpcfg.values()))
@@ -855,7 +878,8 @@ try:
         if mig != '""':
             labels["nvidia.com/mig.strategy"] = mig
         alloc = {"cpu": "8", "memory": "16Gi", "pods": "110"}
-        alloc.update(kv.split("=", 1) for kv in res.split())
+        alloc.update(kv.split("=", 1) for kv in res.split() if not kv.startswith("+"))
+        labels.update(kv[1:].split("=", 1) for kv in res.split() if kv.startswith("+"))
         fake_nodes.append({"metadata": {"name": name, "labels": labels},
                            "status": {"capacity": alloc, "allocatable": alloc}})
         for stem in re.findall(r"pod-[a-z0-9-]+", pods_):
@@ -864,7 +888,7 @@ except OSError as e:
     check("deploy/examples/fake-gpu-nodes.sh exists", False, str(e))
 stems = sorted(os.path.splitext(os.path.basename(p_))[0] for p_, _ in example_pods)
 check("fake-gpu-nodes.sh fakes a node for every example pod (%d nodes)" % len(fake_nodes),
-      len(fake_nodes) == 4 and set(stems) <= set(meant_for), "no node for %s" % sorted(set(stems) - set(meant_for)))
+      len(fake_nodes) == 5 and set(stems) <= set(meant_for), "no node for %s" % sorted(set(stems) - set(meant_for)))
 # The fake nodes advertise what device-plugin-config.yaml would make the plugin advertise.
 dp_replicas = {k: ((c.get("sharing") or {}).get(k2) or {}).get("resources", [{}])[0].get("replicas")
                for k, c in dpcfg.items() if isinstance(c, dict) for k2 in ("timeSlicing", "mps")
@@ -876,6 +900,14 @@ for n in fake_nodes:
     if strat and (int(lb["nvidia.com/gpu.replicas"]) != dp_replicas.get(strat) or
                   int(al.get("nvidia.com/gpu.shared", 0)) != int(lb["nvidia.com/gpu.count"]) * dp_replicas.get(strat, 0)):
         wrong.append("%s: %s replicas/gpu.shared differ from device-plugin-config.yaml" % (n["metadata"]["name"], strat))
+    for k_, s_ in layered:   # a layered node: every replicated profile as the config says
+        for r_ in s_["resources"]:
+            prof = r_["name"]
+            if prof + ".replicas" in lb and (int(lb[prof + ".replicas"]) != r_["replicas"] or
+                                             int(al.get(prof, 0)) % r_["replicas"] != 0 or
+                                             not lb.get(prof + ".product", "").endswith("-SHARED")):
+                wrong.append("%s: %s replicas/product differ from device-plugin-config.yaml key %s" %
+                             (n["metadata"]["name"], prof, k_))
     wrong += ["%s: %s is not a managed resource" % (n["metadata"]["name"], k) for k in al
               if k.startswith("nvidia.com/") and k not in managed]
 check("fake nodes match device-plugin-config.yaml (replicas, renamed resources) and managedResources", not wrong,

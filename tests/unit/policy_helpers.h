@@ -189,4 +189,25 @@ static inline model_request req_mig(const char *profile) {
     return r;
 }
 
+/* A layered MIG node (time-slicing on MIG instances): per A100-80GB, mixed strategy,
+ * 3g.40gb@4 plain and 4 x 1g.10gb with `replicas` replicas each; with single, 7 x 1g.10gb
+ * all shared. renamed: replicas advertised as .shared (renameByDefault). */
+static inline model_node *layered_node(const char *name, int ngpus, bool single, int replicas, bool renamed) {
+    const model_gpu_product *a = model_catalog_find(model_catalog_default(), "NVIDIA-A100-SXM4-80GB");
+    model_node *n = model_node_new(name);
+    int p1 = model_product_profile_index(a, "1g.10gb"), p3 = model_product_profile_index(a, "3g.40gb");
+    for (int i = 0; i < ngpus; i++) {
+        model_gpu *g = model_node_add_gpu(n, a, MODEL_GPU_MIG, 1, 0);
+        model_gpu_share_mig_profile(g, p1, MODEL_GPU_TIMESLICE, replicas, NULL, 0);
+        if (!single) model_gpu_add_mig_instance(g, p3, 4, NULL, 0);
+        for (int s = 0; s < (single ? 7 : 4); s++) model_gpu_add_mig_instance(g, p1, s, NULL, 0);
+    }
+    n->mig_strategy = single ? MODEL_MIG_SINGLE : MODEL_MIG_MIXED;
+    n->mig_sharing = MODEL_GPU_TIMESLICE;
+    n->mig_renamed = renamed;
+    snprintf(n->product_label, sizeof n->product_label, "%s", single ? "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb-SHARED"
+                                                                      : "NVIDIA-A100-SXM4-80GB");
+    return n;
+}
+
 #endif

@@ -21,16 +21,16 @@ static char *reply_of(ext_verbs *v, verb_fn fn, const char *body) {
     return r.body;
 }
 
-/* n nodes cycling over the demo cluster's GPU nodes (MIG, time-sliced, MPS, whole). */
+/* n nodes cycling over the demo cluster's GPU nodes (MIG, time-sliced, MPS, whole, layered). */
 static ext_state *mixed_cluster(int n, char ***names_out) {
     static const char *kinds[] = {"gpu-a100-whole", "gpu-a100-mig", "gpu-t4-timeslice", "gpu-h100-mps",
-                                  "gpu-h100-single"};
+                                  "gpu-h100-single", "gpu-a100-layered"};
     cJSON *list = cJSON_CreateObject(), *items = cJSON_AddArrayToObject(list, "items");
     char **names = calloc((size_t)n, sizeof *names);
     for (int i = 0; i < n; i++) {
         names[i] = malloc(32);
         snprintf(names[i], 32, "n-%04d", i);
-        cJSON_AddItemToArray(items, demo_node_as(kinds[i % 5], names[i]));
+        cJSON_AddItemToArray(items, demo_node_as(kinds[i % 6], names[i]));
     }
     char *txt = cJSON_PrintUnformatted(list);
     cJSON_Delete(list);
@@ -68,6 +68,7 @@ static void warm_equals_cold(const char *policy_name, policy_tiebreak tie) {
         {"\"nvidia.com/gpu.shared\":\"1\"", NULL},
         {"\"nvidia.com/gpu\":\"2\"", NULL},
         {"\"cpu\":\"1\"", "\"tessera.io/gpu-fraction\":\"0.5\""},
+        {"\"nvidia.com/mig-1g.10gb\":\"1\"", "\"tessera.io/isolation\":\"timeslice\""},   /* layered replicas */
     };
     const int nforms = (int)(sizeof forms / sizeof *forms), nnodes = 1100, npods = 56;
     char **names, **names2;

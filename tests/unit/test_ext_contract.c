@@ -226,3 +226,54 @@ static void check_gpu_filter(const char *mode) {
 
 TEST(ext_contract_gpu_filter_node_list) { check_gpu_filter("node-list"); }
 TEST(ext_contract_gpu_filter_node_cache) { check_gpu_filter("node-cache"); }
+
+/* The recorded filter body with a layered-sharing pod (nvidia.com/mig-1g.10gb, isolation
+ * timeslice) over the demo cluster: only gpu-a100-layered, whose 1g.10gb instances are
+ * time-sliced, passes; the same pod without the isolation passes nowhere. */
+static void check_layered_filter(const char *mode, bool iso) {
+    ext_state *st = demo_state();
+    ext_verbs v;
+    ext_verbs_init(&v, st, NULL, NULL, NULL);
+    char *body0 = gpu_body(mode, "01-filter.request.json", "\"nvidia.com/mig-1g.10gb\":\"1\"");
+    cJSON *req = cJSON_Parse(body0);
+    free(body0);
+    cJSON *meta = cJSON_GetObjectItem(cJSON_GetObjectItem(req, "Pod"), "metadata");
+    cJSON *anns = cJSON_GetObjectItem(meta, "annotations");
+    if (!anns) anns = cJSON_AddObjectToObject(meta, "annotations");
+    if (iso) cJSON_AddStringToObject(anns, "tessera.io/isolation", "timeslice");
+    if (!strcmp(mode, "node-cache")) {   /* the recorded candidate list plus the layered node */
+        cJSON *names = cJSON_GetObjectItem(req, "NodeNames");
+        cJSON_AddItemToArray(names, cJSON_CreateString("gpu-a100-layered"));
+    }
+    char *body = cJSON_PrintUnformatted(req);
+    cJSON_Delete(req);
+    int status;
+    cJSON *got = call_verb(&v, ext_verb_filter, body, &status);
+    free(body);
+    cJSON *passed = !strcmp(mode, "node-list") ? cJSON_GetObjectItem(cJSON_GetObjectItem(got, "Nodes"), "items")
+                                               : cJSON_GetObjectItem(got, "NodeNames");
+    int npass = cJSON_GetArraySize(passed);
+    const cJSON *first = cJSON_GetArrayItem(passed, 0);
+    char fname[64];
+    snprintf(fname, sizeof fname, "%s", cJSON_IsString(first) ? first->valuestring : cJSON_IsObject(first) ?
+             cJSON_GetObjectItem(cJSON_GetObjectItem(first, "metadata"), "name")->valuestring : "");
+    cJSON_Delete(got);
+    ext_state_free(st);
+    CHECK_INT(status, 200);
+    if (iso) {
+        /* the A100-40GB MIG node holds 3g.20gb + 2 x 2g.10gb: no 1g.10gb there */
+        CHECK_INT(npass, 1);
+        CHECK_STR(fname, "gpu-a100-layered");
+    } else {
+        CHECK_INT(npass, 0);
+    }
+}
+
+TEST(ext_contract_layered_filter_node_list) {
+    check_layered_filter("node-list", true);
+    check_layered_filter("node-list", false);
+}
+TEST(ext_contract_layered_filter_node_cache) {
+    check_layered_filter("node-cache", true);
+    check_layered_filter("node-cache", false);
+}

@@ -14,7 +14,7 @@ TEST(ext_workload_file_rejects_an_invalid_pod_by_index) {
     policy_workload *w = ext_workload_from_json(txt, len, err, sizeof err);
     free(txt);
     CHECK(w == NULL);
-    CHECK_MSG(strstr(err, "items[10]") && strstr(err, "gpu-fraction"), "err: %s", err);
+    CHECK_MSG(strstr(err, "items[11]") && strstr(err, "gpu-fraction"), "err: %s", err);
 }
 
 TEST(ext_workload_file_counts_each_pod_once) {
@@ -33,7 +33,7 @@ TEST(ext_workload_file_counts_each_pod_once) {
     for (int i = 0; i < policy_workload_count(w); i++) tasks += policy_workload_type(w, i)->count;
     double cov = policy_workload_coverage(w);
     policy_workload_free(w);
-    CHECK(tasks >= 1 && tasks <= 10);
+    CHECK(tasks >= 1 && tasks <= 11);
     CHECK(cov >= 0.95 && cov <= 1.0);
 }
 

@@ -338,7 +338,7 @@ static model_node *random_node(int i) {
     char nm[32];
     snprintf(nm, sizeof nm, "rand-%d", i);
     model_node *n = model_node_new(nm);
-    int kind = (int)rnd(5), ngpus = 1 + (int)rnd(8);
+    int kind = (int)rnd(6), ngpus = 1 + (int)rnd(8);
     n->track_host = rnd(2);
     n->cpu_milli = 32000;
     n->memory_mib = 262144;
@@ -352,6 +352,19 @@ static model_node *random_node(int i) {
             n->replicas = 4;
             n->shared_renamed = rnd(2);
             model_node_add_gpu(n, p, m, 4, 0);
+        } else if (kind == 5) {
+            /* layered: 7 x 1g (or 3g + 4 x 1g) with the 1g instances time-sliced */
+            if (!p->mig_capable || p->mig_memory_slices != 8) p = product("NVIDIA-A100-SXM4-80GB");
+            model_gpu *gpu = model_node_add_gpu(n, p, MODEL_GPU_MIG, 1, 0);
+            n->mig_strategy = MODEL_MIG_MIXED;
+            n->mig_sharing = MODEL_GPU_TIMESLICE;
+            n->mig_renamed = i % 2;
+            int p1 = model_product_profile_index(p, p->memory_mib > 50000 ? "1g.10gb" : "1g.5gb");
+            int p3 = model_product_profile_index(p, p->memory_mib > 50000 ? "3g.40gb" : "3g.20gb");
+            model_gpu_share_mig_profile(gpu, p1, MODEL_GPU_TIMESLICE, 2 + (int)rnd(3), NULL, 0);
+            bool mix = rnd(2);
+            if (mix) model_gpu_add_mig_instance(gpu, p3, 4, NULL, 0);
+            for (int s = 0; s < (mix ? 4 : 7); s++) model_gpu_add_mig_instance(gpu, p1, s, NULL, 0);
         } else {
             if (!p->mig_capable) p = product("NVIDIA-A100-SXM4-80GB");
             model_gpu *gpu = model_node_add_gpu(n, p, MODEL_GPU_MIG, 1, 0);
@@ -377,7 +390,10 @@ static model_request random_request(const model_node *n) {
         default: r.memory_permille = (int16_t)(1 + rnd(1000)); r.compute_permille = (int16_t)rnd(500);
         }
     }
-    if (r.kind == MODEL_REQ_MIG) snprintf(r.mig_profile, sizeof r.mig_profile, "%s", profiles[rnd(8)]);
+    if (r.kind == MODEL_REQ_MIG) {
+        snprintf(r.mig_profile, sizeof r.mig_profile, "%s", profiles[rnd(8)]);
+        r.mig_replica = rnd(3) == 0 && r.isolation != MODEL_ISO_MIG;
+    }
     r.cpu_milli = rnd(8000);
     r.memory_bytes = (int64_t)rnd(32768) << 20;
     return r;
@@ -391,7 +407,7 @@ static bool usage_is_empty(const model_node *n) {
             g->exclusive_holder != -1 || g->replica_used[0] || g->replica_used[1])
             return false;
         for (int k = 0; k < g->ninst; k++)
-            if (g->inst[k].holder != -1 || g->inst[k].on_demand) return false;
+            if (g->inst[k].holder != -1 || g->inst[k].on_demand || g->inst[k].rep_used) return false;
     }
     return true;
 }
@@ -408,7 +424,7 @@ TEST(fit_randomized_assign_release_never_overcommits) {
     }
     static model_assignment cand[256];
     char why[256], err[256], uid[MODEL_UID_LEN];
-    int placed = 0, refused_forgeries = 0, next_uid = 0;
+    int placed = 0, refused_forgeries = 0, next_uid = 0, layered_placed = 0;
     for (int step = 0; step < STEPS; step++) {
         model_node *n = nodes[rnd(NODES)];
         unsigned op = rnd(10);
@@ -423,6 +439,7 @@ TEST(fit_randomized_assign_release_never_overcommits) {
             int pick = (int)rnd((unsigned)(nfit < 256 ? nfit : 256));
             CHECK_MSG(model_assign(n, uid, &cand[pick], err, sizeof err) == 0, "fit offered what assign refused: %s", err);
             placed++;
+            layered_placed += cand[pick].grant[0].mig_profile >= 0 && cand[pick].grant[0].replica >= 0;
         } else if (op < 8) {
             if (n->nlive == 0) continue;
             int k = (int)rnd((unsigned)n->nallocs);
@@ -451,6 +468,7 @@ TEST(fit_randomized_assign_release_never_overcommits) {
         CHECK_MSG(model_node_check(n, why, sizeof why), "step %d node %s: %s", step, n->name, why);
     }
     CHECK_MSG(placed > 3000, "only %d placements: the random requests are too rarely feasible", placed);
+    CHECK_MSG(layered_placed > 100, "only %d replicas of shared MIG instances placed", layered_placed);
     CHECK(refused_forgeries > 0);
     for (int i = 0; i < NODES; i++) {
         model_node *n = nodes[i];
@@ -526,4 +544,188 @@ TEST(fit_any_agrees_with_fit) {
     }
 #undef RND
     CHECK_MSG(checked == 2400 && fits > 250, "checked %d, fits %d", checked, fits);
+}
+
+/* ------------------------------------------------ layered sharing ---- */
+
+/* One A100-80GB, mixed: 3g.40gb@4 plain, 4 x 1g.10gb time-sliced 4 ways. */
+static model_node *layered_node(bool renamed) {
+    model_node *n = model_node_new("a100-layered");
+    const model_gpu_product *p = product("NVIDIA-A100-SXM4-80GB");
+    model_gpu *g = model_node_add_gpu(n, p, MODEL_GPU_MIG, 1, 0);
+    int p1 = model_product_profile_index(p, "1g.10gb"), p3 = model_product_profile_index(p, "3g.40gb");
+    model_gpu_share_mig_profile(g, p1, MODEL_GPU_TIMESLICE, 4, NULL, 0);
+    model_gpu_add_mig_instance(g, p3, 4, NULL, 0);
+    for (int s = 0; s < 4; s++) model_gpu_add_mig_instance(g, p1, s, NULL, 0);
+    n->mig_strategy = MODEL_MIG_MIXED;
+    n->mig_sharing = MODEL_GPU_TIMESLICE;
+    n->mig_renamed = renamed;
+    return n;
+}
+
+static model_request mig_req(const char *profile, model_isolation iso, bool replica) {
+    model_request r = req(MODEL_REQ_MIG, 1);
+    snprintf(r.mig_profile, sizeof r.mig_profile, "%s", profile);
+    r.isolation = iso;
+    r.mig_replica = replica;
+    return r;
+}
+
+TEST(fit_whole_means_whole_on_layered_mig) {
+    model_node *n = layered_node(false);
+    model_assignment a[16];
+    char why[256], err[256];
+    /* nvidia.com/mig-1g.10gb: 1 without isolation: the device plugin would hand a replica, so no. */
+    model_request r = mig_req("1g.10gb", MODEL_ISO_DEFAULT, false);
+    CHECK_INT(model_fit(n, &r, a, 16, why, sizeof why), 0);
+    CHECK_CONTAINS(why, "the 1g.10gb instances here are time-sliced: nvidia.com/mig-1g.10gb buys a replica");
+    CHECK_CONTAINS(why, "tessera.io/isolation: timeslice");
+    r.isolation = MODEL_ISO_MIG;
+    CHECK_INT(model_fit(n, &r, a, 16, why, sizeof why), 0);
+    /* The plain 3g.40gb is still a whole instance for a plain request. */
+    model_request r3 = mig_req("3g.40gb", MODEL_ISO_DEFAULT, false);
+    CHECK_INT(model_fit(n, &r3, a, 16, why, sizeof why), 1);
+    CHECK_INT(a[0].grant[0].replica, -1);
+    /* With isolation timeslice (or any): one candidate per shared instance, its lowest replica. */
+    r.isolation = MODEL_ISO_TIMESLICE;
+    CHECK_INT(model_fit(n, &r, a, 16, why, sizeof why), 4);
+    CHECK_INT(a[0].grant[0].replica, 0);
+    CHECK_INT(a[0].grant[0].mig_start, 0);
+    CHECK_INT(a[0].grant[0].memory_mib, a[1].grant[0].memory_mib);   /* an equal share of the instance */
+    CHECK(a[0].grant[0].memory_mib > 0 && a[0].grant[0].memory_mib <= 10240 / 4);
+    int share_compute = a[0].grant[0].compute_permille;
+    CHECK_INT(share_compute, 142 / 4);
+    r.isolation = MODEL_ISO_ANY;
+    CHECK_INT(model_fit(n, &r, a, 16, why, sizeof why), 4);
+    int free0 = model_gpu_free_compute(&n->gpus[0]);
+    for (int i = 0; i < 16; i++) {
+        char uid[16];
+        snprintf(uid, sizeof uid, "p%d", i);
+        CHECK_INT(model_fit(n, &r, a, 16, why, sizeof why) > 0, 1);
+        CHECK_INT(model_assign(n, uid, &a[0], err, sizeof err), 0);
+        CHECK(node_ok(n));
+    }
+    CHECK_INT(n->gpus[0].inst[1].rep_used, 0xf);
+    CHECK_INT(model_fit(n, &r, a, 16, why, sizeof why), 0);   /* 4 instances x 4 replicas taken */
+    CHECK(model_gpu_free_compute(&n->gpus[0]) < free0);
+    CHECK_INT(model_gpu_free_replicas(&n->gpus[0]), 1);         /* the idle 3g */
+    /* Release one: its replica comes back, the next fit takes exactly it. */
+    CHECK_INT(model_release(n, "p6"), 0);   /* p4..p7 took 1g@1's replicas 0..3 */
+    CHECK_INT(model_fit(n, &r, a, 16, why, sizeof why), 1);
+    CHECK_INT(a[0].grant[0].mig_start, 1);
+    CHECK_INT(a[0].grant[0].replica, 2);
+    CHECK(node_ok(n));
+    /* Forged: a plain grant on a shared instance, a replica that does not exist, one taken. */
+    model_assignment f = a[0];
+    f.grant[0].replica = -1;
+    CHECK(model_assign(n, "forged", &f, err, sizeof err) < 0);
+    CHECK_CONTAINS(err, "shared by 4 replicas; a grant takes one of them");
+    f.grant[0].replica = 4;
+    CHECK(model_assign(n, "forged", &f, err, sizeof err) < 0);
+    CHECK_CONTAINS(err, "has no replica 4");
+    f.grant[0].replica = 0;
+    CHECK(model_assign(n, "forged", &f, err, sizeof err) < 0);
+    CHECK_CONTAINS(err, "replica 0 is taken");
+    f = a[0];
+    f.grant[0].mig_start = 4;   /* the plain 3g.40gb by replica */
+    f.grant[0].mig_profile = (int8_t)model_product_profile_index(n->gpus[0].product, "3g.40gb");
+    CHECK(model_assign(n, "forged", &f, err, sizeof err) < 0);
+    CHECK_CONTAINS(err, "is not shared by replicas");
+    char buf[128];
+    model_assignment_format(n, &a[0], buf, sizeof buf);
+    CHECK_STR(buf, "GPU 0 mig 1g.10gb@1 replica 2");
+    /* nvidia.com/mig-1g.10gb.shared is not advertised without renameByDefault. */
+    model_request rs = mig_req("1g.10gb", MODEL_ISO_DEFAULT, true);
+    CHECK_INT(model_fit(n, &rs, a, 16, why, sizeof why), 0);
+    CHECK_CONTAINS(why, "renameByDefault is off");
+    model_node_free(n);
+
+    /* renameByDefault: the .shared name asks a replica outright; the plain name buys none. */
+    n = layered_node(true);
+    CHECK_INT(model_fit(n, &rs, a, 16, why, sizeof why), 4);
+    CHECK_INT(a[0].grant[0].replica, 0);
+    r.isolation = MODEL_ISO_TIMESLICE;
+    CHECK_INT(model_fit(n, &r, a, 16, why, sizeof why), 0);
+    CHECK_CONTAINS(why, "nvidia.com/mig-1g.10gb.shared");
+    rs.isolation = MODEL_ISO_MPS;   /* the instances are time-sliced, not MPS */
+    CHECK_INT(model_fit(n, &rs, a, 16, why, sizeof why), 0);
+    /* Fractions: charged what they declare, against what is left of the instance (as on a
+     * time-sliced GPU): two 4 GiB shares fit a 1g.10gb, a third does not; 12 GB never. */
+    model_request fr = req(MODEL_REQ_FRACTION, 1);
+    fr.isolation = MODEL_ISO_TIMESLICE;
+    fr.memory_mib = 4096;
+    CHECK_INT(model_fit(n, &fr, a, 16, why, sizeof why), 4);
+    CHECK_INT(a[0].grant[0].replica, 0);
+    CHECK_INT(a[0].grant[0].memory_mib, 4096);
+    CHECK_INT(model_assign(n, "f1", &a[0], err, sizeof err), 0);
+    CHECK_INT(model_fit(n, &fr, a, 16, why, sizeof why), 4);
+    CHECK_INT(a[0].grant[0].replica, 1);   /* same instance, next replica */
+    CHECK_INT(model_assign(n, "f2", &a[0], err, sizeof err), 0);
+    CHECK_INT(model_fit(n, &fr, a, 16, why, sizeof why), 3);   /* 1g@0 has ~1.5 GiB left */
+    CHECK(node_ok(n));
+    model_assignment big = a[0];
+    big.grant[0].memory_mib = 10000;   /* forged: more than the instance holds */
+    CHECK(model_assign(n, "big", &big, err, sizeof err) < 0);
+    CHECK_CONTAINS(err, "MiB and");
+    fr.memory_mib = 12000;
+    CHECK_INT(model_fit(n, &fr, a, 16, why, sizeof why), 0);
+    model_node_free(n);
+}
+
+TEST(fit_layered_mig_single_strategy) {
+    model_node *n = model_node_new("h100-single");
+    const model_gpu_product *p = product("NVIDIA-H100-80GB-HBM3");
+    int p1 = model_product_profile_index(p, "1g.10gb");
+    for (int i = 0; i < 2; i++) {
+        model_gpu *g = model_node_add_gpu(n, p, MODEL_GPU_MIG, 1, 0);
+        model_gpu_share_mig_profile(g, p1, MODEL_GPU_TIMESLICE, 2, NULL, 0);
+        for (int s = 0; s < 7; s++) model_gpu_add_mig_instance(g, p1, s, NULL, 0);
+    }
+    n->mig_strategy = MODEL_MIG_SINGLE;
+    n->mig_sharing = MODEL_GPU_TIMESLICE;
+    snprintf(n->product_label, sizeof n->product_label, "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb-SHARED");
+    model_assignment a[32];
+    char why[256], err[256];
+    model_request w = req(MODEL_REQ_WHOLE, 1);
+    CHECK_INT(model_fit(n, &w, a, 32, why, sizeof why), 0);
+    CHECK_CONTAINS(why, "time-sliced replica of a MIG slice");
+    w.isolation = MODEL_ISO_MIG;   /* a whole slice: none here, every slice is shared */
+    CHECK_INT(model_fit(n, &w, a, 32, why, sizeof why), 0);
+    w.isolation = MODEL_ISO_TIMESLICE;
+    CHECK_INT(model_fit(n, &w, a, 32, why, sizeof why), 14);
+    CHECK_INT(model_assign(n, "a", &a[0], err, sizeof err), 0);
+    CHECK_INT(model_fit(n, &w, a, 32, why, sizeof why), 14);   /* replica 1 of the same slice next */
+    CHECK_INT(a[0].grant[0].replica, 1);
+    model_request s = req(MODEL_REQ_SHARED, 1);
+    CHECK_INT(model_fit(n, &s, a, 32, why, sizeof why), 0);
+    CHECK_CONTAINS(why, "renameByDefault is off");
+    n->mig_renamed = true;
+    CHECK_INT(model_fit(n, &s, a, 32, why, sizeof why), 14);
+    CHECK_INT(model_fit(n, &w, a, 32, why, sizeof why), 0);
+    CHECK_CONTAINS(why, "nvidia.com/gpu.shared");
+    CHECK(node_ok(n));
+    model_node_free(n);
+}
+
+TEST(regrant_moves_a_layered_replica) {
+    model_node *n = model_node_new("two");
+    const model_gpu_product *p = product("NVIDIA-A100-SXM4-80GB");
+    int p1 = model_product_profile_index(p, "1g.10gb");
+    for (int i = 0; i < 2; i++) {
+        model_gpu *g = model_node_add_gpu(n, p, MODEL_GPU_MIG, 1, 0);
+        model_gpu_share_mig_profile(g, p1, MODEL_GPU_TIMESLICE, 2, NULL, 0);
+        model_gpu_add_mig_instance(g, p1, 0, NULL, 0);
+    }
+    n->mig_strategy = MODEL_MIG_MIXED;
+    n->mig_sharing = MODEL_GPU_TIMESLICE;
+    model_request r = mig_req("1g.10gb", MODEL_ISO_TIMESLICE, false);
+    model_assignment a[4], moved;
+    char why[256], err[256];
+    CHECK_INT(model_fit(n, &r, a, 4, why, sizeof why), 2);
+    CHECK_INT(model_assign(n, "x", &a[1], err, sizeof err), 0);   /* GPU 1 replica 0 */
+    CHECK_INT(model_fit(n, &r, a, 4, why, sizeof why), 2);
+    CHECK_INT(model_regrant(n, &a[0], 0, 1, &moved, err, sizeof err), 0);
+    CHECK_INT(moved.grant[0].gpu, 1);
+    CHECK_INT(moved.grant[0].replica, 1);   /* replica 0 there is taken */
+    model_node_free(n);
 }

@@ -604,22 +604,25 @@ TEST(node_json_mig_contradictions) {
                              "\"nvidia.com/mig.strategy\":\"single\"}",
                              "{}", NULL),
                    "nvidia.com/gpu.count=0");
-    /* Sharing on MIG devices. */
-    CHECK_CONTAINS(reason_of("{\"nvidia.com/gpu.product\":\"NVIDIA-A100-SXM4-40GB-MIG-1g.5gb-SHARED\",\"nvidia.com/gpu.count\":\"28\","
-                             "\"nvidia.com/gpu.replicas\":\"4\",\"nvidia.com/mig.strategy\":\"single\"}",
-                             "{\"nvidia.com/gpu\":\"28\"}", NULL),
-                   "time-sliced MIG instances are not supported yet");
+    /* Sharing on MIG devices (layered): counts that do not add up, MPS, missing labels. */
+    CHECK_STR(reason_of("{\"nvidia.com/gpu.product\":\"NVIDIA-A100-SXM4-40GB-MIG-1g.5gb-SHARED\",\"nvidia.com/gpu.count\":\"28\","
+                        "\"nvidia.com/gpu.replicas\":\"4\",\"nvidia.com/mig.strategy\":\"single\"}",
+                        "{\"nvidia.com/gpu\":\"28\"}", NULL),
+              "nvidia.com/gpu.count=28 MIG devices x nvidia.com/gpu.replicas=4 = 112, but status.allocatable "
+              "nvidia.com/gpu=28");
     CHECK_CONTAINS(reason_of("{\"nvidia.com/gpu.product\":\"NVIDIA-A100-SXM4-40GB-MIG-1g.5gb\",\"nvidia.com/gpu.count\":\"7\","
                              "\"nvidia.com/gpu.replicas\":\"2\",\"nvidia.com/gpu.sharing-strategy\":\"mps\","
                              "\"nvidia.com/mig.strategy\":\"single\"}",
                              "{\"nvidia.com/gpu\":\"14\"}", NULL),
                    "MPS is not supported on MIG-enabled GPUs");
-    CHECK_CONTAINS(reason_of("{" A40 ",\"nvidia.com/gpu.count\":\"1\"," MIXED "}",
-                             "{\"nvidia.com/gpu\":\"0\",\"nvidia.com/mig-1g.5gb.shared\":\"28\"}", NULL),
-                   "time-sliced MIG instances are not supported yet (status.allocatable nvidia.com/mig-1g.5gb.shared=28)");
-    CHECK_CONTAINS(reason_of("{" A40 ",\"nvidia.com/gpu.count\":\"1\"," MIXED ",\"nvidia.com/mig-1g.5gb.replicas\":\"4\"}",
-                             "{\"nvidia.com/gpu\":\"0\",\"nvidia.com/mig-1g.5gb\":\"28\"}", NULL),
-                   "time-sliced MIG instances are not supported yet (label nvidia.com/mig-1g.5gb.replicas=4)");
+    CHECK_STR(reason_of("{" A40 ",\"nvidia.com/gpu.count\":\"1\"," MIXED "}",
+                        "{\"nvidia.com/gpu\":\"0\",\"nvidia.com/mig-1g.5gb.shared\":\"28\"}", NULL),
+              "status.allocatable advertises nvidia.com/mig-1g.5gb.shared but label nvidia.com/mig-1g.5gb.replicas=1 "
+              "(no sharing configured)");
+    /* Replicas label and allocatable agree (no product label to check): a layered node. */
+    CHECK_STR(reason_of("{" A40 ",\"nvidia.com/gpu.count\":\"1\"," MIXED ",\"nvidia.com/mig-1g.5gb.replicas\":\"4\"}",
+                        "{\"nvidia.com/gpu\":\"0\",\"nvidia.com/mig-1g.5gb\":\"28\"}", NULL),
+              "");
     /* Mixed strategy: unknown profile, impossible mixes, counts that do not add up. */
     CHECK_STR(reason_of("{" A40 ",\"nvidia.com/gpu.count\":\"1\"," MIXED "}",
                         "{\"nvidia.com/gpu\":\"0\",\"nvidia.com/mig-1g.10gb.me\":\"1\"}", NULL),
@@ -907,5 +910,159 @@ TEST(node_json_mig_mixed_impossible_is_bounded) {
     CHECK_INT(total, 58);
     char why[200];
     CHECK_MSG(model_node_check(n, why, sizeof why), "%s", why);
+    model_node_free(n);
+}
+
+/* ------------------------------------------------ layered sharing ---- */
+
+/* Instances of profile `name` on the node, and how many of them carry `replicas`. */
+static int count_instances(const model_node *n, const char *name, int replicas, int *with) {
+    int total = 0;
+    *with = 0;
+    for (int i = 0; i < n->ngpus; i++)
+        for (int k = 0; k < n->gpus[i].ninst; k++) {
+            const model_gpu *g = &n->gpus[i];
+            if (strcmp(g->product->profiles[g->inst[k].profile].name, name)) continue;
+            total++;
+            *with += g->inst[k].replicas == replicas;
+        }
+    return total;
+}
+
+TEST(node_json_layered_mixed_timeslice) {
+    const char *files[] = {"nodes/a100-mig-mixed-timeslice.json", "nodes/a100-mig-mixed-timeslice-rename.json"};
+    for (int f = 0; f < 2; f++) {
+        model_node *n = fixture_node(files[f]);
+        CHECK(n);
+        CHECK_STR(n->reason, "");
+        CHECK_INT(n->mig_strategy, MODEL_MIG_MIXED);
+        CHECK_INT(n->mig_sharing, MODEL_GPU_TIMESLICE);
+        CHECK_INT(n->mig_renamed, f == 1);
+        CHECK_INT(n->sharing, MODEL_GPU_WHOLE);   /* the full-GPU sharing is separate */
+        CHECK_INT(n->ngpus, 2);
+        int with;
+        CHECK_INT(count_instances(n, "1g.10gb", 4, &with), 8);
+        CHECK_INT(with, 8);                         /* every 1g.10gb: 4 replicas */
+        CHECK_INT(count_instances(n, "3g.40gb", 1, &with), 2);
+        CHECK_INT(with, 2);                         /* 3g.40gb stays plain */
+        CHECK(model_node_mig_layered(n));
+        CHECK_INT(model_gpu_free_replicas(&n->gpus[0]), 1 + 4 * 4);
+        char why[200];
+        CHECK_MSG(model_node_check(n, why, sizeof why), "%s", why);
+        model_node_free(n);
+    }
+}
+
+TEST(node_json_layered_single_timeslice) {
+    const char *files[] = {"nodes/h100-mig-single-timeslice.json", "nodes/h100-mig-single-timeslice-rename.json"};
+    for (int f = 0; f < 2; f++) {
+        model_node *n = fixture_node(files[f]);
+        CHECK(n);
+        CHECK_STR(n->reason, "");
+        CHECK_INT(n->mig_strategy, MODEL_MIG_SINGLE);
+        CHECK_INT(n->mig_sharing, MODEL_GPU_TIMESLICE);
+        CHECK_INT(n->mig_renamed, f == 1);
+        CHECK_INT(n->ngpus, 2);
+        int with;
+        CHECK_INT(count_instances(n, "1g.10gb", 2, &with), 14);
+        CHECK_INT(with, 14);
+        /* A free replica of a 1g instance is half of a free 1g instance's capacity. */
+        CHECK_INT(model_gpu_free_compute(&n->gpus[0]), 1000);
+        model_node_free(n);
+    }
+}
+
+TEST(node_json_layered_mps_refused) {
+    model_node *n = fixture_node("nodes/a100-mig-mixed-mps.json");
+    CHECK(n);
+    CHECK_INT(n->ngpus, 0);
+    CHECK_CONTAINS(n->reason, "label nvidia.com/mig-1g.10gb.sharing-strategy=mps: the NVIDIA device plugin does not "
+                              "share MIG devices by MPS");
+    model_node_free(n);
+}
+
+TEST(node_json_layered_contradictions) {
+    /* Labels and allocatable that disagree: a readable reason, no GPUs. */
+#define L1G(extra) "{" A40 ",\"nvidia.com/gpu.count\":\"1\"," MIXED extra "}"
+    CHECK_STR(reason_of(L1G(",\"nvidia.com/mig-1g.5gb.replicas\":\"4\",\"nvidia.com/mig-1g.5gb.count\":\"7\""),
+                        "{\"nvidia.com/mig-1g.5gb\":\"26\"}", NULL),
+              "status.allocatable nvidia.com/mig-1g.5gb=26 is not a multiple of nvidia.com/mig-1g.5gb.replicas=4");
+    CHECK_STR(reason_of(L1G(",\"nvidia.com/mig-1g.5gb.replicas\":\"2\",\"nvidia.com/mig-1g.5gb.count\":\"7\""),
+                        "{\"nvidia.com/mig-1g.5gb\":\"16\"}", NULL),
+              "label nvidia.com/mig-1g.5gb.count=7 x nvidia.com/mig-1g.5gb.replicas=2 = 14, but status.allocatable "
+              "nvidia.com/mig-1g.5gb=16");
+    CHECK_STR(reason_of(L1G(",\"nvidia.com/mig-1g.5gb.replicas\":\"2\","
+                            "\"nvidia.com/mig-1g.5gb.product\":\"NVIDIA-A100-SXM4-40GB-MIG-1g.5gb\""),
+                        "{\"nvidia.com/mig-1g.5gb\":\"14\"}", NULL),
+              "nvidia.com/mig-1g.5gb.replicas=2 and status.allocatable nvidia.com/mig-1g.5gb, but label "
+              "nvidia.com/mig-1g.5gb.product=NVIDIA-A100-SXM4-40GB-MIG-1g.5gb lacks the -SHARED suffix the device "
+              "plugin adds to shared devices");
+    CHECK_CONTAINS(reason_of(L1G(",\"nvidia.com/mig-1g.5gb.replicas\":\"2\","
+                                 "\"nvidia.com/mig-1g.5gb.product\":\"NVIDIA-A100-SXM4-40GB-MIG-1g.5gb-SHARED\""),
+                             "{\"nvidia.com/mig-1g.5gb.shared\":\"14\"}", NULL),
+                   "has the -SHARED suffix (renameByDefault off) but replicas are advertised as nvidia.com/mig-1g.5gb.shared");
+    CHECK_CONTAINS(reason_of(L1G(",\"nvidia.com/mig-1g.5gb.replicas\":\"2\",\"nvidia.com/mig-1g.5gb.sharing-strategy\":\"none\""),
+                             "{\"nvidia.com/mig-1g.5gb\":\"14\"}", NULL),
+                   "label nvidia.com/mig-1g.5gb.replicas=2 but nvidia.com/mig-1g.5gb.sharing-strategy=none");
+    CHECK_CONTAINS(reason_of(L1G(",\"nvidia.com/mig-1g.5gb.replicas\":\"64\""), "{\"nvidia.com/mig-1g.5gb\":\"448\"}",
+                             NULL),
+                   "more than the 32 replicas per MIG instance supported");
+    CHECK_CONTAINS(reason_of(L1G(",\"nvidia.com/mig-1g.5gb.replicas\":\"2\""),
+                             "{\"nvidia.com/mig-1g.5gb\":\"2\",\"nvidia.com/mig-1g.5gb.shared\":\"2\"}", NULL),
+                   "advertises both nvidia.com/mig-1g.5gb and nvidia.com/mig-1g.5gb.shared");
+    CHECK_CONTAINS(reason_of(L1G(",\"nvidia.com/mig-1g.5gb.replicas\":\"2\",\"nvidia.com/mig-2g.10gb.replicas\":\"2\""),
+                             "{\"nvidia.com/mig-1g.5gb.shared\":\"6\",\"nvidia.com/mig-2g.10gb\":\"4\"}", NULL),
+                   "renames the replicas of some MIG profiles (.shared) but not of others");
+    /* Single strategy: replicas advertised under both names, or renamed with -SHARED. */
+#define S1G(extra) "{\"nvidia.com/gpu.product\":\"NVIDIA-A100-SXM4-40GB-MIG-1g.5gb" extra "\",\"nvidia.com/gpu.count\":\"7\"," \
+                   "\"nvidia.com/gpu.replicas\":\"2\",\"nvidia.com/mig.strategy\":\"single\"}"
+    CHECK_STR(reason_of(S1G("-SHARED"), "{\"nvidia.com/gpu\":\"14\"}", NULL), "");
+    CHECK_STR(reason_of(S1G(""), "{\"nvidia.com/gpu.shared\":\"14\"}", NULL), "");
+    CHECK_CONTAINS(reason_of(S1G("-SHARED"), "{\"nvidia.com/gpu.shared\":\"14\"}", NULL),
+                   "has the -SHARED suffix (renameByDefault off) but replicas are advertised as nvidia.com/gpu.shared");
+    CHECK_CONTAINS(reason_of(S1G(""), "{\"nvidia.com/gpu\":\"14\"}", NULL), "lacks the -SHARED suffix");
+    CHECK_CONTAINS(reason_of(S1G("-SHARED"), "{\"nvidia.com/gpu\":\"14\",\"nvidia.com/gpu.shared\":\"14\"}", NULL),
+                   "advertises both nvidia.com/gpu=14 and nvidia.com/gpu.shared=14");
+    /* Replicas 1 on a MIG instance is today's plain MIG: nothing changes. */
+    model_node *n = mk(L1G(",\"nvidia.com/mig-1g.5gb.replicas\":\"1\",\"nvidia.com/mig-1g.5gb.sharing-strategy\":\"none\""),
+                       "{\"nvidia.com/mig-1g.5gb\":\"7\"}", NULL);
+    CHECK_STR(n->reason, "");
+    CHECK_INT(n->mig_sharing, MODEL_GPU_WHOLE);
+    CHECK(!model_node_mig_layered(n));
+    model_node_free(n);
+    /* Layered instances and instances created on demand are not combined. */
+    CHECK_CONTAINS(reason_of(L1G(",\"nvidia.com/mig-1g.5gb.replicas\":\"2\""), "{\"nvidia.com/mig-1g.5gb\":\"2\"}",
+                             "[{\"index\":0,\"mig\":[{\"profile\":\"1g.5gb\",\"start\":0}],\"mig_dynamic\":true}]"),
+                   "does not combine with instances created on demand");
+#undef L1G
+#undef S1G
+}
+
+TEST(node_layered_by_hand) {
+    const model_gpu_product *a80 = product("NVIDIA-A100-SXM4-80GB");
+    model_node *n = model_node_new("hand");
+    model_gpu *g = model_node_add_gpu(n, a80, MODEL_GPU_MIG, 1, 0);
+    model_gpu *w = model_node_add_gpu(n, a80, MODEL_GPU_WHOLE, 1, 0);
+    int p1 = model_product_profile_index(a80, "1g.10gb"), p3 = model_product_profile_index(a80, "3g.40gb");
+    char err[200];
+    CHECK_INT(model_gpu_add_mig_instance(g, p1, 0, err, sizeof err), 0);
+    CHECK_INT(model_gpu_share_mig_profile(g, p1, MODEL_GPU_TIMESLICE, 4, err, sizeof err), 0);
+    CHECK_INT(g->inst[0].replicas, 4);                     /* existing instance */
+    CHECK_INT(model_gpu_add_mig_instance(g, p1, 1, err, sizeof err), 0);
+    CHECK_INT(g->inst[1].replicas, 4);                     /* added later */
+    CHECK_INT(model_gpu_add_mig_instance(g, p3, 4, err, sizeof err), 0);
+    CHECK_INT(g->inst[2].replicas, 1);                     /* other profile: plain */
+    CHECK_INT(g->mig_sharing, MODEL_GPU_TIMESLICE);
+    CHECK(model_gpu_share_mig_profile(g, p3, MODEL_GPU_MPS, 2, err, sizeof err) < 0);
+    CHECK_CONTAINS(err, "already shared by timeslice");
+    CHECK(model_gpu_share_mig_profile(g, p3, MODEL_GPU_TIMESLICE, MODEL_MIG_MAX_REPLICAS + 1, err, sizeof err) < 0);
+    CHECK(model_gpu_share_mig_profile(w, p3, MODEL_GPU_TIMESLICE, 2, err, sizeof err) < 0);
+    CHECK(model_gpu_share_mig_profile(g, 99, MODEL_GPU_TIMESLICE, 2, err, sizeof err) < 0);
+    CHECK(model_node_mig_layered(n));
+    /* back to plain */
+    CHECK_INT(model_gpu_share_mig_profile(g, p1, MODEL_GPU_TIMESLICE, 1, err, sizeof err), 0);
+    CHECK_INT(g->inst[0].replicas, 1);
+    CHECK_INT(g->mig_sharing, MODEL_GPU_WHOLE);
+    CHECK(!model_node_mig_layered(n));
     model_node_free(n);
 }

@@ -838,3 +838,113 @@ TEST(policy_fast_memory_share_equals_generic) {
     CHECK(compared > 10000);
     policy_workload_free(w);
 }
+
+/* ------------------------------------------------------------ layered sharing */
+
+/* Replicas of time-sliced MIG instances, under every policy: feasible exactly when model_fit
+ * says so, a choice that materialises, the default path equal to the generic one, and a
+ * free replica of a 1g instance counted as less capacity than a free 1g instance. */
+TEST(policy_layered_mig_agrees_with_model_fit) {
+    uint64_t x = 4242;
+    model_request t[5] = {req_mig("1g.10gb"), req_mig("1g.10gb"), req_mig("3g.40gb"), req_frac(100, 1000), req_cpu(500)};
+    t[0].isolation = MODEL_ISO_TIMESLICE;
+    t[1].mig_replica = true;
+    t[3].isolation = MODEL_ISO_TIMESLICE;
+    t[3].memory_mib = 2000;
+    long counts[5] = {6, 3, 2, 3, 1};
+    policy_workload *w = wl(t, counts, 5);
+    policy_ctx ctx[2];
+    policy_ctx_init(&ctx[0], 3);
+    ctx[0].workload = w;
+    policy_ctx_init(&ctx[1], 4);   /* no workload: mig-aware against the request's shape */
+    int checked = 0, feasible = 0, replicas = 0;
+    char uid[MODEL_UID_LEN], err[256];
+    for (int round = 0; round < 24; round++) {
+        bool single = round % 3 == 2, renamed = (round / 3) % 2;
+        model_node *n = layered_node("layered", 1 + rnd(&x, 3), single, 2 + rnd(&x, 3), renamed);
+        /* idle: a free replica of a 1g is 1/R of a free 1g instance's capacity */
+        CHECK_INT(policy_gpu_free(&n->gpus[0]), 1000 * (single ? 7 : 7) / 7);
+        for (int k = 0; k < 30; k++) {
+            int kind = rnd(&x, 7);
+            model_request q = kind <= 2 ? req_mig(kind == 2 ? "3g.40gb" : "1g.10gb")
+                              : kind == 3 ? req_frac(50 * (1 + rnd(&x, 4)), 0)
+                              : kind == 4 ? req_whole(1, 0) : req_cpu(0);
+            if (kind == 0) q.isolation = rnd(&x, 2) ? MODEL_ISO_TIMESLICE : MODEL_ISO_ANY;
+            if (kind == 1) q.mig_replica = true;
+            if (kind == 3) q.isolation = rnd(&x, 2) ? MODEL_ISO_TIMESLICE : MODEL_ISO_ANY;
+            if (kind == 4) q.isolation = rnd(&x, 2) ? MODEL_ISO_TIMESLICE : MODEL_ISO_DEFAULT;
+            if (kind == 5) { q.kind = MODEL_REQ_SHARED; q.count = 1; }
+            int fits = model_fit(n, &q, NULL, 0, NULL, 0) > 0;
+            model_assignment keep;
+            bool have = false;
+            for (int c = 0; c < 2; c++)
+                for (int pi = 0; pi < policy_count(); pi++) {
+                    const policy *p = policy_at(pi);
+                    policy_result res;
+                    char why[256];
+                    if (c == 1 && p == policy_find("fgd")) continue;   /* fgd needs a workload */
+                    CHECK_MSG(policy_score(p, &q, n, &ctx[c], &res, why, sizeof why) == 0, "%s: %s", policy_name(p), why);
+                    CHECK_MSG(res.feasible == fits, "%s: feasible %d, model_fit %d (%s)", policy_name(p), res.feasible,
+                              fits, why);
+                    CHECK(same_fast_generic(p, &q, n, &ctx[c], "layered"));
+                    checked++;
+                    if (!fits || !res.feasible) continue;
+                    feasible++;
+                    model_assignment a;
+                    CHECK_MSG(policy_materialize(n, &q, &res.choice, &a, err, sizeof err) == 0, "%s: %s",
+                              policy_name(p), err);
+                    if (c == 0 && p == policy_find("fgd")) keep = a, have = true;
+                }
+            if (have) {
+                snprintf(uid, sizeof uid, "p%d", k);
+                CHECK_MSG(model_assign(n, uid, &keep, err, sizeof err) == 0, "%s", err);
+                replicas += keep.grant[0].replica >= 0 && keep.grant[0].mig_profile >= 0;
+            }
+            if (k % 4 == 3 && n->nlive) {   /* departures: replicas come back */
+                int j = rnd(&x, n->nallocs);
+                if (n->allocs[j].uid[0]) {
+                    snprintf(uid, sizeof uid, "%s", n->allocs[j].uid);
+                    model_release(n, uid);
+                }
+            }
+            CHECK(model_node_check(n, err, sizeof err));
+        }
+        policy_frag_report rep;
+        model_node *one[1] = {n};
+        CHECK_INT(policy_frag_cluster(one, 1, w, &rep), 0);
+        CHECK(rep.frag_milli >= 0 && rep.frag_milli <= rep.free_milli + 1e-9);
+        model_node_free(n);
+    }
+    CHECK_MSG(checked > 5000 && feasible > 1000 && replicas > 50, "checked %d feasible %d replicas %d", checked, feasible,
+              replicas);
+    policy_workload_free(w);
+}
+
+/* Free capacity of a layered GPU by hand: replicas taken lower R in 1/R steps of the instance. */
+TEST(policy_layered_free_capacity) {
+    model_node *n = layered_node("one", 1, false, 4, false);
+    model_request q = req_mig("1g.10gb");
+    q.isolation = MODEL_ISO_TIMESLICE;
+    int R0 = policy_gpu_free(&n->gpus[0]);
+    CHECK_INT(R0, 1000);   /* nothing held: 3 + 4 of 7 compute slices */
+    model_assignment a[8];
+    char err[256];
+    CHECK(model_fit(n, &q, a, 8, NULL, 0) == 4);
+    CHECK_INT(model_assign(n, "a", &a[0], err, sizeof err), 0);
+    /* one replica of a 1g = 1/4 of 1/7 of the GPU */
+    CHECK_INT(policy_gpu_free(&n->gpus[0]), (7000 - 1000 / 4) / 7);
+    model_request whole1g = req_mig("3g.40gb");
+    CHECK(model_fit(n, &whole1g, a, 8, NULL, 0) == 1);
+    CHECK_INT(model_assign(n, "b", &a[0], err, sizeof err), 0);
+    CHECK_INT(policy_gpu_free(&n->gpus[0]), (4000 - 250) / 7);
+    /* the frag measure: a 1g-replica type still has room, a plain 1g type does not */
+    model_request types[2] = {q, req_mig("1g.10gb")};
+    long counts[2] = {1, 1};
+    policy_workload *w = wl(types, counts, 2);
+    double per[2];
+    CHECK(policy_frag_node(n, w, per) >= 0);
+    CHECK(per[0] == 0);                                   /* room: nothing is fragmented for it */
+    CHECK(per[1] == policy_gpu_free(&n->gpus[0]));        /* no plain 1g: every free bit is stranded */
+    policy_workload_free(w);
+    model_node_free(n);
+}

@@ -4,13 +4,17 @@
  * digest the unoptimised code produced, so an optimisation that changes any decision
  * fails here. Two streams: the openb default trace on the 1,213 openb GPU nodes (the
  * whole-mode fast paths), and a seeded mix of MIG, time-sliced, memory-sized and
- * isolated requests with departures on a mixed cluster (the generic and MIG paths).
+ * isolated requests with departures on a mixed cluster (the generic and MIG paths), and
+ * a third: replicas of time-sliced MIG instances (layered sharing) next to plain MIG nodes,
+ * pinned from the generic path (every policy_score call forced through model_fit's
+ * candidates) and required to equal it.
  *
  * When a change is meant to alter decisions, TESSERA_DIGEST_PRINT=1 prints the new
  * digests; say why in the commit that re-pins them.
  */
 #include "harness.h"
 #include "policy_helpers.h"
+#include "policy/policy_int.h"   /* policy_test_generic_only */
 
 #include <math.h>
 #include <stdint.h>
@@ -215,21 +219,124 @@ static uint64_t mix_digest(const char *pname, bool mig_target, int *placed) {
     return h;
 }
 
+/* Layered sharing: 32 nodes -- A100-80GB mixed with 3g.40gb plain + 4 x 1g.10gb time-sliced
+ * (replicas 2..4, renamed or not), MIG single 7 x 1g.10gb time-sliced, and plain static MIG
+ * (3g+2g+1g+1g) -- under MIG requests of every form, fractions, whole and shared requests. */
+#define LAYERED_NODES 32
+#define LAYERED_STEPS 900
+static model_request layered_request(uint64_t *x) {
+    int kind = rndi(x, 8);
+    model_request q;
+    if (kind <= 3) {
+        q = req_mig(kind == 3 ? "3g.40gb" : rndi(x, 4) ? "1g.10gb" : "2g.20gb");
+        if (kind == 0) q.isolation = rndi(x, 2) ? MODEL_ISO_TIMESLICE : MODEL_ISO_ANY;
+        if (kind == 1) q.mig_replica = true;
+    } else if (kind == 4) {
+        q = req_frac(50 * (1 + rndi(x, 6)), 500);
+        q.isolation = rndi(x, 2) ? MODEL_ISO_TIMESLICE : MODEL_ISO_ANY;
+    } else if (kind == 5) {
+        q = req_whole(1, 0);
+        q.isolation = rndi(x, 3) ? MODEL_ISO_TIMESLICE : MODEL_ISO_MIG;
+    } else if (kind == 6) {
+        q = req_whole(1, 0);
+        q.kind = MODEL_REQ_SHARED;
+    } else {
+        q = req_cpu(1000);
+    }
+    return q;
+}
+
+static uint64_t layered_digest(const char *pname, bool generic, int *placed) {
+    const model_gpu_product *a100 = model_catalog_find(model_catalog_default(), "NVIDIA-A100-SXM4-80GB");
+    uint64_t x = 0x5eed1a7e4edull, h = 0xcbf29ce484222325ull;
+    model_node *nodes[LAYERED_NODES];
+    char name[32], uid[32], err[256];
+    for (int i = 0; i < LAYERED_NODES; i++) {
+        snprintf(name, sizeof name, "lay-%02d", i);
+        if (i % 4 == 3) {
+            nodes[i] = model_node_new(name);
+            nodes[i]->mig_strategy = MODEL_MIG_MIXED;
+            for (int g = 0; g < 4; g++) {
+                model_gpu *gg = model_node_add_gpu(nodes[i], a100, MODEL_GPU_MIG, 1, 0);
+                const char *pr[] = {"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"};
+                int st[] = {4, 0, 2, 3};
+                for (int k = 0; k < 4; k++)
+                    model_gpu_add_mig_instance(gg, model_product_profile_index(a100, pr[k]), st[k], NULL, 0);
+            }
+        } else {
+            nodes[i] = layered_node(name, 2 + i % 3, i % 4 == 2, 2 + i % 3, i % 8 < 2);
+        }
+    }
+    policy_workload *w = policy_workload_new();
+    uint64_t wx = 11;
+    for (int k = 0; k < 48; k++) {
+        model_request q = layered_request(&wx);
+        policy_workload_add(w, &q, 1 + rndi(&wx, 5), NULL, 0);
+    }
+    policy_workload_finish(w, 95.0, NULL, 0);
+    policy_ctx ctx;
+    policy_ctx_init(&ctx, 9);
+    ctx.workload = w;
+    const policy *p = policy_find(pname);
+    policy_result res[LAYERED_NODES];
+    int home[LAYERED_STEPS];
+    *placed = 0;
+    policy_test_generic_only = generic;
+    for (int k = 0; k < LAYERED_STEPS; k++) {
+        home[k] = -1;
+        model_request q = layered_request(&x);
+        ctx.decision = (uint64_t)k;
+        for (int i = 0; i < LAYERED_NODES; i++) policy_score(p, &q, nodes[i], &ctx, &res[i], NULL, 0);
+        int win = policy_select(p, &ctx, res, LAYERED_NODES);
+        h = fold(h, win, res);
+        if (win >= 0) {
+            model_assignment a;
+            snprintf(uid, sizeof uid, "pod-%d", k);
+            if (policy_materialize(nodes[win], &q, &res[win].choice, &a, err, sizeof err) == 0 &&
+                model_assign(nodes[win], uid, &a, err, sizeof err) == 0) {
+                home[k] = win;
+                (*placed)++;
+            } else {
+                h = fnv(h, -7);
+            }
+        }
+        if (k % 3 == 2) {
+            int j = rndi(&x, k + 1);
+            if (home[j] >= 0) {
+                snprintf(uid, sizeof uid, "pod-%d", j);
+                model_release(nodes[home[j]], uid);
+                home[j] = -1;
+            }
+        }
+    }
+    policy_test_generic_only = false;
+    for (int i = 0; i < LAYERED_NODES; i++) {
+        if (!model_node_check(nodes[i], err, sizeof err)) {
+            fprintf(stderr, "%s: node %s: %s\n", pname, nodes[i]->name, err);
+            *placed = -2;
+        }
+        model_node_free(nodes[i]);
+    }
+    policy_workload_free(w);
+    return h;
+}
+
 typedef struct pinned {
     const char *policy;
     uint64_t openb, mix, mixm;   /* digests of the unoptimised code */
+    uint64_t layered;            /* the generic path's, on the layered cluster */
 } pinned;
 
 static const pinned PINNED[] = {
-    {"binpack", 0xdfea68d0fd79781full, 0x8be921350a4a49faull, 0x8be921350a4a49faull},
-    {"spread", 0x5294718cd24183e1ull, 0x9f5d19fe8dc8c90cull, 0x9f5d19fe8dc8c90cull},
-    {"bestfit", 0x7d183dcdcb78b355ull, 0x947930bef1815ef4ull, 0x947930bef1815ef4ull},
-    {"dotprod", 0xa1bda85675378e0bull, 0xd7b392c81648c011ull, 0xd7b392c81648c011ull},
-    {"gpupacking", 0xc2fd795670b1e221ull, 0x1e1f45bf6503ee6full, 0x1e1f45bf6503ee6full},
-    {"gpuclustering", 0xbbabcd65776484f9ull, 0x3e4fea8f98abf673ull, 0x3e4fea8f98abf673ull},
-    {"random", 0x8a9246f05cd783dcull, 0xb8e4b8da70252a0cull, 0xb8e4b8da70252a0cull},
-    {"fgd", 0xaedc84de46e038b1ull, 0x1203c3043dace291ull, 0x2eb23b2e6090d508ull},
-    {"mig-aware", 0x456b02fb65646476ull, 0x7b1f3224861b1a48ull, 0xeb4a4024e1c3e7eaull},
+    {"binpack", 0xdfea68d0fd79781full, 0x8be921350a4a49faull, 0x8be921350a4a49faull, 0x69fdeb2866cc3135ull},
+    {"spread", 0x5294718cd24183e1ull, 0x9f5d19fe8dc8c90cull, 0x9f5d19fe8dc8c90cull, 0x7d2a850c941d40b8ull},
+    {"bestfit", 0x7d183dcdcb78b355ull, 0x947930bef1815ef4ull, 0x947930bef1815ef4ull, 0xe18c5fa7f6d08bcfull},
+    {"dotprod", 0xa1bda85675378e0bull, 0xd7b392c81648c011ull, 0xd7b392c81648c011ull, 0x41724b934605d8b6ull},
+    {"gpupacking", 0xc2fd795670b1e221ull, 0x1e1f45bf6503ee6full, 0x1e1f45bf6503ee6full, 0xbd6bc7e6fb4a800full},
+    {"gpuclustering", 0xbbabcd65776484f9ull, 0x3e4fea8f98abf673ull, 0x3e4fea8f98abf673ull, 0x6494b19443940db0ull},
+    {"random", 0x8a9246f05cd783dcull, 0xb8e4b8da70252a0cull, 0xb8e4b8da70252a0cull, 0xb99385645ebb9ea3ull},
+    {"fgd", 0xaedc84de46e038b1ull, 0x1203c3043dace291ull, 0x2eb23b2e6090d508ull, 0xe0a53bbd0698d154ull},
+    {"mig-aware", 0x456b02fb65646476ull, 0x7b1f3224861b1a48ull, 0xeb4a4024e1c3e7eaull, 0x51719bbaa2fc73cdull},
 };
 
 static void check_policy(int i) {
@@ -239,10 +346,18 @@ static void check_policy(int i) {
     int placed_mm;
     uint64_t m = mix_digest(pn->policy, false, &placed_m);
     uint64_t mm = mix_digest(pn->policy, true, &placed_mm);
+    int placed_l, placed_lg;
+    uint64_t l = layered_digest(pn->policy, false, &placed_l), lg = layered_digest(pn->policy, true, &placed_lg);
     if (digest_print())
-        fprintf(stderr, "    {\"%s\", 0x%016llxull, 0x%016llxull, 0x%016llxull},   /* placed %d, %d, %d */\n",
-                pn->policy, (unsigned long long)o, (unsigned long long)m, (unsigned long long)mm, placed_o, placed_m,
-                placed_mm);
+        fprintf(stderr, "    {\"%s\", 0x%016llxull, 0x%016llxull, 0x%016llxull, 0x%016llxull},   /* placed %d, %d, %d, %d */\n",
+                pn->policy, (unsigned long long)o, (unsigned long long)m, (unsigned long long)mm,
+                (unsigned long long)lg, placed_o, placed_m, placed_mm, placed_lg);
+    CHECK_MSG(placed_l > 0 && placed_l == placed_lg, "%s: layered replay failed (%d, generic %d)", pn->policy, placed_l,
+              placed_lg);
+    CHECK_MSG(l == lg, "%s: layered decisions differ from the generic path: 0x%016llx vs 0x%016llx", pn->policy,
+              (unsigned long long)l, (unsigned long long)lg);
+    CHECK_MSG(lg == pn->layered, "%s: layered decisions changed: digest 0x%016llx, pinned 0x%016llx", pn->policy,
+              (unsigned long long)lg, (unsigned long long)pn->layered);
     CHECK_MSG(placed_o > 0, "%s: cannot read the openb data (run from the repo root)", pn->policy);
     CHECK_MSG(placed_m > 0, "%s: mixed cluster replay failed (%d)", pn->policy, placed_m);
     CHECK_MSG(o == pn->openb, "%s: openb decisions changed: digest 0x%016llx, pinned 0x%016llx", pn->policy,

@@ -509,10 +509,30 @@ TEST(request_rejects_mig_misuse) {
     }
     CHECK_REJECT(parse_pod("", "'nvidia.com/mig-1g.10gb':'129'", &r, err, sizeof err),
                  "nvidia.com/mig-1g.10gb: 129 is more than any node can give one pod (at most 128)");
-    CHECK_REJECT(parse_pod("'tessera.io/isolation':'mps'", "'nvidia.com/mig-1g.10gb':'1'", &r, err, sizeof err),
-                 "tessera.io/isolation: mps cannot serve nvidia.com/mig-1g.10gb");
-    CHECK_REJECT(parse_pod("'tessera.io/isolation':'timeslice'", "'nvidia.com/mig-1g.10gb':'1'", &r, err, sizeof err),
-                 "tessera.io/isolation: timeslice cannot serve");
+    /* Layered sharing: timeslice/mps accept a replica of a shared instance; the .shared name asks
+     * for a replica outright, which isolation mig cannot serve. */
+    CHECK_INT(parse_pod("'tessera.io/isolation':'timeslice'", "'nvidia.com/mig-1g.10gb':'2'", &r, err, sizeof err), 0);
+    CHECK_INT(r.kind, MODEL_REQ_MIG);
+    CHECK(!r.mig_replica);
+    CHECK_INT(r.isolation, MODEL_ISO_TIMESLICE);
+    CHECK_INT(parse_pod("", "'nvidia.com/mig-1g.10gb.shared':'1'", &r, err, sizeof err), 0);
+    CHECK_INT(r.kind, MODEL_REQ_MIG);
+    CHECK(r.mig_replica);
+    CHECK_STR(r.mig_profile, "1g.10gb");
+    char buf[128];
+    model_request_format(&r, buf, sizeof buf);
+    CHECK_STR(buf, "1 x mig 1g.10gb replica");
+    CHECK_INT(parse_pod("", "'nvidia.com/mig-1g.10gb.me.shared':'1'", &r, err, sizeof err), 0);
+    CHECK_STR(r.mig_profile, "1g.10gb+me");
+    CHECK(r.mig_replica);
+    CHECK_REJECT(parse_pod("'tessera.io/isolation':'mig'", "'nvidia.com/mig-1g.10gb.shared':'1'", &r, err, sizeof err),
+                 "tessera.io/isolation: mig cannot serve nvidia.com/mig-1g.10gb.shared");
+    CHECK_REJECT(parse_pod("", "'nvidia.com/mig-1g.10gb.shared':'1','nvidia.com/gpu':'1'", &r, err, sizeof err),
+                 "nvidia.com/mig-1g.10gb.shared cannot be combined with nvidia.com/gpu");
+    model_request a, b2;
+    CHECK_INT(parse_pod("", "'nvidia.com/mig-1g.10gb.shared':'1'", &a, err, sizeof err), 0);
+    CHECK_INT(parse_pod("", "'nvidia.com/mig-1g.10gb':'1'", &b2, err, sizeof err), 0);
+    CHECK(!model_request_same(&a, &b2));
 }
 
 TEST(request_rejects_conflicting_gpu_forms) {

@@ -127,3 +127,49 @@ TEST(sim_cluster_catalog_id_and_round_trip) {
     sim_cluster_free(c);
     sim_cluster_free(d);
 }
+
+/* Layered sharing: "mig:<layout>+timeslice:N" parses, prints back, and becomes the Node the
+ * GPU operator publishes for it (per-profile replicas labels, replicas x instances advertised),
+ * which the model reads as time-sliced instances; MPS on MIG is refused as the device plugin does. */
+TEST(sim_cluster_layered_sharing) {
+    sim_sharing s;
+    char err[256], buf[128];
+    CHECK(sim_sharing_parse("mig:3g.40gb+4x1g.10gb+timeslice:4", &s, err, sizeof err) == 0);
+    CHECK_INT(s.kind, SIM_SHARE_MIG);
+    CHECK_INT(s.nitems, 2);
+    CHECK_INT(s.mig_replicas, 4);
+    sim_sharing_format(&s, buf, sizeof buf);
+    CHECK_STR(buf, "mig:3g.40gb+4x1g.10gb+timeslice:4");
+    CHECK(sim_sharing_parse("mig:3g.40gb", &s, err, sizeof err) == 0);
+    CHECK_INT(s.mig_replicas, 1);
+    CHECK(sim_sharing_parse("mig:3g.40gb+mps:4", &s, err, sizeof err) != 0);
+    CHECK_CONTAINS(err, "cannot be shared by MPS");
+    CHECK(sim_sharing_parse("mig:timeslice:4+3g.40gb", &s, err, sizeof err) != 0);
+    CHECK(sim_sharing_parse("mig:3g.40gb+timeslice:1", &s, err, sizeof err) != 0);
+    CHECK(sim_sharing_parse("mig:3g.40gb+timeslice:4+timeslice:2", &s, err, sizeof err) != 0);
+
+    sim_cluster *c = cluster_of("{\"nodeGroups\": [{\"name\": \"lay\", \"count\": 2, \"gpusPerNode\": 2, "
+                                "\"gpuProduct\": \"NVIDIA-A100-SXM4-80GB\", \"sharing\": \"mig:3g.40gb+4x1g.10gb+timeslice:4\"}]}",
+                                err, sizeof err);
+    CHECK_MSG(c != NULL, "%s", err);
+    if (!c) return;
+    model_node *n = sim_group_node(&c->groups[0], NULL, "lay-0", err, sizeof err);
+    CHECK_MSG(n != NULL, "%s", err);
+    if (n) {
+        CHECK_INT(n->ngpus, 2);
+        CHECK_INT(n->mig_sharing, MODEL_GPU_TIMESLICE);
+        int shared = 0, plain = 0;
+        for (int i = 0; i < n->ngpus; i++)
+            for (int k = 0; k < n->gpus[i].ninst; k++) {
+                shared += n->gpus[i].inst[k].replicas == 4;
+                plain += n->gpus[i].inst[k].replicas == 1;
+            }
+        CHECK_INT(shared, 2 * 5);   /* every instance of the layout, as the config lists every profile */
+        CHECK_INT(plain, 0);
+        model_node_free(n);
+    }
+    char *back = sim_cluster_to_json(c);
+    CHECK_CONTAINS(back, "mig:3g.40gb+4x1g.10gb+timeslice:4");
+    free(back);
+    sim_cluster_free(c);
+}

@@ -128,3 +128,35 @@ TEST(sim_plan_chooses_sharing) {
     sim_cluster_free(c);
     sim_trace_free(t);
 }
+
+/* On the demo inputs the plan compares the sharing options on the shared groups, a layered
+ * one among them, and says whether layering needs fewer GPUs (spread: fewer than MIG alone
+ * and time-slicing alone, as sim/README.md shows). */
+TEST(sim_plan_compares_layered_sharing_on_the_demo) {
+    char err[512];
+    sim_cluster *c;
+    sim_trace *t;
+    CHECK(load_demo(&c, &t));
+    sim_plan_opts o = {0};
+    add_target(&o, "wait.p95.inference<=30s");
+    add_target(&o, "unschedulable==0");
+    const char *opts[] = {"timeslice:4", "mig:on-demand", "mig:3g.40gb+4g.40gb", "mig:3g.40gb+4g.40gb+timeslice:4"};
+    o.nsharing = 4;
+    o.seed = 42;   /* `tessera-sim plan`'s default, what make sim and sim/README.md show */
+    for (int k = 0; k < 4; k++) CHECK(sim_sharing_parse(opts[k], &o.sharing[k], err, sizeof err) == 0);
+    sim_plan_result p;
+    CHECK_MSG(sim_plan(c, t, "spread", &o, &p, err, sizeof err) == 0, "%s", err);
+    CHECK_INT(p.nopt, 4);
+    CHECK_STR(p.opt[3], "mig:3g.40gb+4g.40gb+timeslice:4");
+    int lay, mig, ts;
+    sim_plan_layering(&p, &lay, &mig, &ts);
+    CHECK_INT(lay, 3);
+    CHECK(mig == 1 || mig == 2);
+    CHECK_INT(ts, 0);
+    CHECK_MSG(lay >= 0 && mig >= 0 && ts >= 0 && p.opt_gpus[lay] < p.opt_gpus[mig] && p.opt_gpus[lay] < p.opt_gpus[ts],
+              "layered %d, MIG %d, time-slicing %d GPUs", lay >= 0 ? p.opt_gpus[lay] : -9, mig >= 0 ? p.opt_gpus[mig] : -9,
+              ts >= 0 ? p.opt_gpus[ts] : -9);
+    sim_plan_result_free(&p);
+    sim_cluster_free(c);
+    sim_trace_free(t);
+}

@@ -47,3 +47,17 @@ TEST(sim_slowdown_mig_and_mps) {
     CHECK_NEAR(sim_rate_grant(w, &gs, 1.0, 1.0), 0.31, 1e-9);         /* soft shares time-slice */
     model_node_free(n);
 }
+
+/* Time-slicing inside a MIG instance: alone, the MIG rate; with co-tenants of the same
+ * instance, time-slicing scaled to the instance's share (data/sharing-costs.md section 7). */
+TEST(sim_slowdown_layered_mig) {
+    double s = 42.0 / 108.0;   /* A100 3g */
+    CHECK_NEAR(sim_rate_mig_timeslice(0.2, 0.0, s), sim_rate_share(0.2, s), 1e-12);
+    CHECK_NEAR(sim_rate_mig_timeslice(0.8, 0.0, s), s / 0.8, 1e-12);
+    /* two tenants each needing the whole instance: (1/2)(1 - 0.38) of what each needs */
+    CHECK_NEAR(sim_rate_mig_timeslice(s, s, s), 0.5 * (1 - SIM_TIMESLICE_LOSS), 1e-12);
+    /* idle co-tenants (notebooks) barely cost anything */
+    CHECK(sim_rate_mig_timeslice(0.05, 0.02, s) > 0.99);
+    /* more co-tenants never help */
+    CHECK(sim_rate_mig_timeslice(0.3, 0.6, s) < sim_rate_mig_timeslice(0.3, 0.2, s));
+}
