@@ -389,6 +389,34 @@ TEST(ext_rsv_regrant_moves_only_the_grants_of_one_gpu) {
     model_node_free(n);
 }
 
+/* A move keeps the request's constraints: a time-slice replica does not go to an MPS GPU, nor a share to
+ * another product (the pod may have excluded it with gpu-models); regrant sees no request, so it keeps both. */
+TEST(ext_rsv_regrant_keeps_mode_and_product) {
+    model_node *n = model_node_new("n");
+    const model_gpu_product *a100 = model_catalog_find(model_catalog_default(), "NVIDIA-A100-SXM4-80GB");
+    const model_gpu_product *h100 = model_catalog_find(model_catalog_default(), "NVIDIA-H100-80GB-HBM3");
+    CHECK(a100 != NULL);
+    CHECK(h100 != NULL);
+    if (!a100 || !h100) { model_node_free(n); return; }
+    model_node_add_gpu(n, a100, MODEL_GPU_TIMESLICE, 4, 0);   /* #0 */
+    model_node_add_gpu(n, a100, MODEL_GPU_MPS, 4, 0);         /* #1 */
+    model_node_add_gpu(n, a100, MODEL_GPU_TIMESLICE, 4, 0);   /* #2 */
+    model_node_add_gpu(n, h100, MODEL_GPU_WHOLE, 1, 0);       /* #3 */
+    model_node_add_gpu(n, a100, MODEL_GPU_WHOLE, 1, 0);       /* #4 */
+    model_assignment rep = {.ngrants = 1}, frac = {.ngrants = 1}, out;
+    rep.grant[0] = (model_grant){.gpu = 0, .mig_inst = -1, .mig_profile = -1, .mig_start = -1, .replica = 1,
+                                 .memory_mib = 20000, .compute_permille = 250};
+    frac.grant[0] = (model_grant){.gpu = 4, .mig_inst = -1, .mig_profile = -1, .mig_start = -1, .replica = -1,
+                                  .memory_mib = 8000, .compute_permille = 100};
+    char err[256] = "";
+    CHECK_INT(model_regrant(n, &rep, 0, 1, &out, err, sizeof err), -1);   /* MPS */
+    CHECK_CONTAINS(err, "mps");
+    CHECK_INT(model_regrant(n, &rep, 0, 2, &out, err, sizeof err), 0);    /* its twin */
+    CHECK_INT(model_regrant(n, &frac, 4, 3, &out, err, sizeof err), -1);  /* another product */
+    CHECK_CONTAINS(err, "H100");
+    model_node_free(n);
+}
+
 /* The cache: a reservation pod is not accounted (its tenants are), and a bound pod whose assignment
  * annotation changes is placed again from the new text. */
 TEST(ext_rsv_state_ignores_reservations_and_follows_a_moved_assignment) {
