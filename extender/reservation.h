@@ -37,7 +37,13 @@ typedef struct ext_rsv_config {
     char image[512];      /* tessera-reserve's image; "" = the extender's own, read once from its Pod
                            * ($POD_NAMESPACE/$POD_NAME: container tessera-extender, else the first) */
     int grace_ms;         /* a reservation without tenants is deleted after this long (default 30000) */
-    int max_attempts;     /* reservations tried per unit before its shares are given up (default 3) */
+    int timeout_ms;       /* a reservation that has published no UUID this long after its creation (image
+                           * pull failing, tessera-reserve crashing or refused its PATCH) is treated as
+                           * refused (default 300000, --reservation-timeout) */
+    int retry_ms;         /* a share given up and left pending (no controller) is tried again after this,
+                           * doubling up to 10 minutes (default 30000) */
+    int max_attempts;     /* reservations refused under one share before it is given up (default 3);
+                           * a tessera.io/reserve-error gives up at once (the node's setup, not the GPU) */
     int tick_ms;          /* reconcile at least this often (default 1000) */
     int request_timeout_ms; /* one API call (default 5000) */
 } ext_rsv_config;
@@ -63,7 +69,8 @@ void ext_rsv_free(ext_rsv *r);
 void ext_rsv_on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj);
 
 /* /debug/state: adds "reservations": [{node, gpu, unit, name, uuid, tenants: ["ns/name"], state:
- * pending|ready|refused|releasing, age_s}]. */
+ * pending|ready|refused|releasing, age_s, waiting}] (waiting: why a pending one has no UUID yet, its
+ * container's "reason: message", e.g. ImagePullBackOff; "" when none). */
 void ext_rsv_debug(ext_rsv *r, cJSON *out);
 
 typedef enum ext_rsv_state { EXT_RSV_PENDING = 0, EXT_RSV_READY, EXT_RSV_REFUSED, EXT_RSV_RELEASING, EXT_RSV_NSTATES } ext_rsv_state;
