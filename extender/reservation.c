@@ -1027,6 +1027,9 @@ static bool tenant_units_ready(const plan *p, int s, ext_delivery_unit *du, int 
     return *ndu > 0;
 }
 
+/* The CUDA base images set ENV NVIDIA_VISIBLE_DEVICES all (their "# nvidia-container-runtime" block, as copied
+ * into many Dockerfiles built on nvidia/cuda), so a container that tessera's ConfigMap does not override sees
+ * every GPU under the NVIDIA runtime. */
 #define NOMUT_WHY "not mutated by tessera's webhook (created before the webhook was installed, or it was bypassed): " \
                   "tessera cannot limit which GPUs its containers see; an image that sets NVIDIA_VISIBLE_DEVICES=all " \
                   "(the nvidia/cuda images do) sees every GPU of the node"
@@ -1470,8 +1473,8 @@ int ext_rsv_start(ext_rsv *r, char *err, size_t errlen) {
         return -1;
     }
     r->started = true;
-    ext_log(EXT_LOG_INFO, "event=reservations-started namespace=%s grace_ms=%d image=%s", r->cfg.ns, r->cfg.grace_ms,
-            r->cfg.image[0] ? r->cfg.image : "(own pod's)");
+    ext_log(EXT_LOG_INFO, "event=reservations-started namespace=%s grace_ms=%d timeout_ms=%d image=%s", r->cfg.ns,
+            r->cfg.grace_ms, r->cfg.timeout_ms, r->cfg.image[0] ? r->cfg.image : "(own pod's)");
     return 0;
 }
 

@@ -6,11 +6,14 @@
  * Level-triggered: a worker thread compares what the API objects say (reservation pods, share pods and
  * their tessera.io/assignment, seen through the same watch events as ext_state) with what should be,
  * and acts: create a missing reservation, write a missing or stale ConfigMap, move the waiting shares
- * of a refused reservation to another idle GPU of the node (patching their assignment), give up on
- * them with an Event (deleting those a controller owns, so they are re-created and re-scheduled), and
- * delete a reservation that had no tenant for the grace period. Nothing lives only in memory: after a
- * restart the same pass rebuilds everything from the API (in-memory bits are only "Event already
- * emitted", "ConfigMap already written" and attempt counts, all of which may be lost safely).
+ * of a refused (or timed-out) reservation to another idle GPU of the node (patching their assignment
+ * and their count of refusals), give up on them with an Event (deleting those a controller owns, so
+ * they are re-created and re-scheduled; retrying bare ones with backoff), warn about (and delete if
+ * owned) started shares whose reservation went away, and delete a reservation that had no tenant for
+ * the grace period. A node whose GPUs cannot be read is left alone. Nothing lives only in memory: after
+ * a restart the same pass rebuilds everything from the API (in-memory bits are only "Event already
+ * emitted", "ConfigMap already written", retry backoffs, attempt names and tombstones of deleted
+ * reservations, all of which may be lost safely).
  *
  * Invariants: never two live reservations (not Failed, not being deleted) for one unit (names are
  * deterministic per unit and attempt, the table is checked first, a duplicate is deleted); a share's
