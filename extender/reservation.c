@@ -355,10 +355,13 @@ typedef struct plan {
     unit *u;
     int nu, ucap;
     int *rp_unit;             /* per reservation: its unit, -1 */
-    char (*frozen)[NAME_LEN]; /* nodes whose GPUs cannot be read now (no model, a reason, an assignment that
-                               * does not decode): tenancy is unknown there, so nothing is released,
-                               * created, moved or given up until they can */
+    char (*frozen)[NAME_LEN]; /* nodes whose GPUs cannot be read now (no model, or a reason): tenancy is
+                               * unknown there, so nothing is released, created, moved or given up until
+                               * they can */
     int nfrozen, frozen_cap;
+    struct held { char node[NAME_LEN]; int gpu; } *held;   /* GPUs (index; -1 all of the node) named by a share
+                                                             * whose assignment does not decode: not released */
+    int nheld, held_cap;
 } plan;
 
 static void plan_free(plan *p) {
@@ -369,6 +372,7 @@ static void plan_free(plan *p) {
     free(p->u);
     free(p->rp_unit);
     free(p->frozen);
+    free(p->held);
     memset(p, 0, sizeof *p);
 }
 
@@ -396,6 +400,38 @@ static bool node_frozen(const plan *p, const char *node) {
     for (int i = 0; i < p->nfrozen; i++)
         if (!strcmp(p->frozen[i], node)) return true;
     return false;
+}
+
+static void hold(plan *p, const char *node, int gpu) {
+    if (p->nheld == p->held_cap) {
+        int cap = p->held_cap ? 2 * p->held_cap : 4;
+        struct held *nh = realloc(p->held, (size_t)cap * sizeof *nh);
+        if (!nh) return;
+        p->held = nh;
+        p->held_cap = cap;
+    }
+    cpy(p->held[p->nheld].node, NAME_LEN, node);
+    p->held[p->nheld++].gpu = gpu;
+}
+
+static bool is_held(const plan *p, const char *node, int gpu) {
+    for (int i = 0; i < p->nheld; i++)
+        if ((p->held[i].gpu < 0 || p->held[i].gpu == gpu) && !strcmp(p->held[i].node, node)) return true;
+    return false;
+}
+
+/* A share whose assignment does not decode against its node's model (a GPU gone from the labels, a MIG
+ * profile renamed): its containers may still run on the GPUs its raw text names, so their reservations
+ * stay. Text that names none holds the whole node. The node itself goes on. */
+static void hold_raw(plan *p, const char *node, const char *ann) {
+    cJSON *o = ann ? cJSON_Parse(ann) : NULL, *g;
+    int n = 0;
+    cJSON_ArrayForEach(g, jget(o, "grants")) {
+        const cJSON *i = jget(g, "gpu");
+        if (cJSON_IsNumber(i) && i->valuedouble >= 0 && i->valuedouble < 1000) { hold(p, node, i->valueint); n++; }
+    }
+    if (!n) hold(p, node, -1);
+    cJSON_Delete(o);
 }
 
 static void freeze(plan *p, const char *node, const char *why) {
@@ -447,7 +483,7 @@ static void plan_units(ext_rsv *r, plan *p) {
         if (n->reason[0]) { freeze(p, s->node, n->reason); continue; }
         model_assignment a;
         char err[256];
-        if (ext_ann_decode(n, s->ann, &a, err, sizeof err) != 0) { freeze(p, s->node, err); continue; }
+        if (ext_ann_decode(n, s->ann, &a, err, sizeof err) != 0) { hold_raw(p, s->node, s->ann); continue; }
         for (int k = 0; k < a.ngrants; k++) {
             const model_grant *gr = &a.grant[k];
             const model_gpu *g = &n->gpus[gr->gpu];
@@ -785,8 +821,12 @@ static bool drop_cm(ext_rsv *r, const spod *s) {
     if (!s->delivery[0]) return true;
     char path[512], *resp = NULL, body[256];
     snprintf(path, sizeof path, "/api/v1/namespaces/%s/configmaps/%s", s->ns, s->delivery);
-    int code = call(r, "GET", path, NULL, &resp, "read delivery ConfigMap");
-    if (code == 404) { free(resp); return true; }
+    char err[256] = "";
+    int code = ext_kube_request(r->k, "GET", path, NULL, r->cfg.request_timeout_ms, &resp, err, sizeof err);
+    if (code == 404) { free(resp); return true; }   /* the usual case: not written yet */
+    if (code != 200)
+        ext_log(EXT_LOG_WARN, "event=reservation-api-error what=\"read delivery ConfigMap before a move\" path=%s code=%d "
+                              "err=\"%s\"", path, code, err);
     cJSON *cur = code == 200 && resp ? cJSON_Parse(resp) : NULL;
     free(resp);
     if (!cur) return false;
@@ -1034,7 +1074,7 @@ static bool tenant_units_ready(const plan *p, int s, ext_delivery_unit *du, int 
                   "tessera cannot limit which GPUs its containers see; an image that sets NVIDIA_VISIBLE_DEVICES=all " \
                   "(the nvidia/cuda images do) sees every GPU of the node"
 
-/* Does a share in the cache (which a bind updates at once, before the watch shows it) hold rp's unit? */
+/* Does a soft share in the cache (which a bind updates at once, before the watch shows it) hold rp's unit? */
 static bool unit_in_use(ext_rsv *r, const rpod *rp) {
     bool used = false;
     ext_state_lock(r->st);
@@ -1043,6 +1083,9 @@ static bool unit_in_use(ext_rsv *r, const rpod *rp) {
     for (int i = 0; n && i < n->nallocs && !used; i++) {
         const model_alloc *al = &n->allocs[i];
         if (!al->uid[0]) continue;
+        /* Only soft shares are tenants: a whole-GPU pod the model put on that index gets its own device. */
+        const ext_pod *ep = ext_state_pod(r->st, al->uid);
+        if (!ep || ep->req.kind != MODEL_REQ_FRACTION) continue;
         for (int k = 0; k < al->a.ngrants && !used; k++) {
             const model_grant *gr = &al->a.grant[k];
             if (gr->gpu < 0 || gr->gpu >= n->ngpus || n->gpus[gr->gpu].index != rp->gpu) continue;
@@ -1185,7 +1228,7 @@ static int64_t run_pass(ext_rsv *r) {
             if (!exhausted) {
                 for (int i = 0; i < u->nt; i++) {
                     spod *s = &p.sp[u->t[i].s];
-                    if (s->started || !strcmp(s->ev_refused_for, rf->name)) continue;
+                    if (s->started || s->ev_unavail || !strcmp(s->ev_refused_for, rf->name)) continue;
                     char msg[2048];
                     snprintf(msg, sizeof msg, "the kubelet refused reservation %s/%s of GPU %d on node %s (%s); tessera "
                                               "tries another GPU of the node", r->cfg.ns, rf->name, u->gpu, u->node, rwhy);
@@ -1292,7 +1335,8 @@ static int64_t run_pass(ext_rsv *r) {
     for (int i = 0; i < p.nrp; i++) {
         rpod *t = ext_map_get(r->rpods, p.rp[i].name);
         if (!t) continue;
-        bool has = (p.rp_unit[i] >= 0 && p.u[p.rp_unit[i]].nt > 0) || p.rp[i].claimed || node_frozen(&p, p.rp[i].node);
+        bool has = (p.rp_unit[i] >= 0 && p.u[p.rp_unit[i]].nt > 0) || p.rp[i].claimed || node_frozen(&p, p.rp[i].node) ||
+                   is_held(&p, p.rp[i].node, p.rp[i].gpu);
         if (has || p.rp[i].deleting || t->deleting) {
             t->tenantless_ms = 0;
             p.rp[i].tenantless_ms = 0;

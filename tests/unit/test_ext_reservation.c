@@ -1428,3 +1428,35 @@ TEST(ext_rsv_duplicate_kept_is_the_one_the_started_share_uses) {
     CHECK_MSG(kept, "kept the reservation the running share does not use");
     CHECK_STR(uuid, "GPU-b");
 }
+
+/* Review 1, the other way a share's GPU stops decoding: the node's labels now say fewer GPUs (a relabel) while
+ * a share runs on GPU 1. The reservation its assignment names stays; the node goes on working for others. */
+TEST(ext_rsv_share_whose_gpu_left_the_labels_keeps_its_reservation) {
+    rt r;
+    rt_start(&r, 2, true, 200);
+    char g1[256], g0[256];
+    rsv_name(1, 1, g1, sizeof g1);
+    rsv_name(0, 1, g0, sizeof g0);
+    if (r.ok) put_bound_share(&r, "s1", 8000, 1, false, true);
+    bool cm = r.ok && WAIT(has_cm(&r, "s1"), 5000);
+    mark_started(&r, "s1", false);
+    put_node(r.api, 1);
+    bool shrunk = WAIT(({
+                           ext_state_lock(r.st);
+                           const ext_node *n = ext_state_node(r.st, "n1");
+                           bool y = n && n->m && n->m->ngpus == 1 && !n->m->reason[0];
+                           ext_state_unlock(r.st);
+                           y;
+                       }),
+                       2000);
+    nap_ms(800);   /* four grace periods */
+    bool kept = pod_exists(&r, RNS, g1);
+    put_bound_share(&r, "s2", 8000, 0, false, true);   /* the node still serves others */
+    bool other = WAIT(has_cm(&r, "s2") && pod_exists(&r, RNS, g0), 3000);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK(cm);
+    CHECK(shrunk);
+    CHECK_MSG(kept, "the reservation of a running share was released when its GPU left the labels");
+    CHECK(other);
+}
