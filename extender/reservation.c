@@ -95,8 +95,7 @@ struct ext_rsv {
     ext_map *rpods;           /* name -> rpod */
     ext_map *spods;           /* uid -> spod */
     ext_map *units;           /* key -> unit_mem (worker only) */
-    ext_map *tombs;           /* uid -> int64_t ms: reservations this controller deleted; no late event revives one */
-    uint64_t sseq;            /* bumped by every share pod change: a release re-checks it before its DELETE */
+    ext_map *tombs;           /* uid -> tomb: reservations this controller deleted; no late event revives one */
     uint32_t gen;
     bool synced, dirty, stop, started;
     pthread_t thr;
@@ -267,7 +266,6 @@ static void spod_update(ext_rsv *r, const cJSON *obj) {
     s->refusals = rf ? atoi(rf) : 0;
     if (s->refusals < 0) s->refusals = 0;
     s->gen = r->gen;
-    r->sseq++;
 }
 
 static void kick_locked(ext_rsv *r) {
@@ -316,7 +314,6 @@ void ext_rsv_on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const c
             } else if (ev == EXT_KUBE_DELETED) {
                 const char *uid = jstr(meta, "uid", NULL);
                 if (uid) spod_free(ext_map_del(r->spods, uid));
-                r->sseq++;
             } else {
                 spod_update(r, obj);
             }
