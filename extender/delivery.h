@@ -79,6 +79,9 @@ cJSON *ext_delivery_data(const ext_delivery_unit *u, int n);
 #define EXT_RSV_ANN_UNIT         "tessera.io/reservation-unit"     /* gpu | mig:<profile>@<start> | replica:<r> */
 #define EXT_RSV_ANN_UUID         "tessera.io/gpu-uuid"             /* written by tessera-reserve */
 #define EXT_RSV_ANN_ERROR        "tessera.io/reserve-error"        /* written by tessera-reserve */
+/* On a share pod, written by tessera with each move: how many reservations were refused under it, so
+ * the bound on attempts holds across moves and restarts. */
+#define EXT_RSV_ANN_REFUSALS     "tessera.io/reservation-refusals"
 #define EXT_RSV_PRIORITY_CLASS   "tessera-reservation"
 #define EXT_RSV_SERVICE_ACCOUNT  "tessera-reserve"
 #define EXT_RSV_CONTAINER        "reserve"
@@ -91,6 +94,8 @@ cJSON *ext_delivery_data(const ext_delivery_unit *u, int n);
 #define EXT_DLV_EV_REFUSED     "TesseraGPURefused"
 #define EXT_DLV_EV_UNAVAILABLE "TesseraGPUUnavailable"
 #define EXT_DLV_EV_NOT_MUTATED "TesseraGPUNotMutated"
+#define EXT_DLV_EV_LOST        "TesseraGPULost"              /* a started share's reservation went away */
+#define EXT_DLV_EV_CONFLICT    "TesseraGPUDeliveryConflict"  /* its ConfigMap name belongs to another pod */
 
 /* The unit a grant names on its GPU: "gpu", "mig:<profile>@<start>" (catalog spelling),
  * "mig:<profile>@<start>/r<r>" (a replica of a time-sliced instance) or "replica:<r>".

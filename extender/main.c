@@ -121,6 +121,9 @@ static void usage(FILE *f) {
 "  --reservation-namespace NS  where reservation pods live (default $POD_NAMESPACE, else tessera)\n"
 "  --reservation-grace SECONDS a reservation whose last share ended is deleted after this long\n"
 "                              (default 30)\n"
+"  --reservation-timeout SECONDS  a reservation that has not reported its GPU's UUID this long\n"
+"                              after its creation (image not pulled, tessera-reserve crashing)\n"
+"                              counts as refused: its shares move or are given up (default 300)\n"
 "  --reserve-image IMAGE       image of the reservation pods (default: the extender's own, read\n"
 "                              from its Pod $POD_NAMESPACE/$POD_NAME)\n"
 "\n"
@@ -228,7 +231,7 @@ int main(int argc, char **argv) {
            /* admission webhook */
            O_WH_LISTEN, O_WH_CERT, O_WH_KEY, O_WH_SECRET, O_WH_CONFIG, O_WH_RUNTIME, O_SCHED_NAME,
            /* soft-share delivery */
-           O_DELIVERY, O_RSV_GRACE, O_RSV_NS, O_RSV_IMAGE };
+           O_DELIVERY, O_RSV_GRACE, O_RSV_NS, O_RSV_IMAGE, O_RSV_TIMEOUT };
     static const struct option opts[] = {
         {"listen", required_argument, 0, O_LISTEN}, {"url-prefix", required_argument, 0, O_PREFIX},
         {"policy", required_argument, 0, O_POLICY}, {"cluster", required_argument, 0, O_CLUSTER},
@@ -254,6 +257,7 @@ int main(int argc, char **argv) {
         /* soft-share delivery */
         {"soft-share-delivery", required_argument, 0, O_DELIVERY}, {"reservation-grace", required_argument, 0, O_RSV_GRACE},
         {"reservation-namespace", required_argument, 0, O_RSV_NS}, {"reserve-image", required_argument, 0, O_RSV_IMAGE},
+        {"reservation-timeout", required_argument, 0, O_RSV_TIMEOUT},
         {0, 0, 0, 0}};
     ext_http_config hc;
     memset(&hc, 0, sizeof hc);
@@ -368,6 +372,12 @@ int main(int argc, char **argv) {
             int secs;
             if (parse_seconds(optarg, &secs) < 0) { fprintf(stderr, "--reservation-grace: seconds, 1..86400\n"); return 2; }
             rsvc.grace_ms = secs * 1000;
+            break;
+        }
+        case O_RSV_TIMEOUT: {
+            int secs;
+            if (parse_seconds(optarg, &secs) < 0) { fprintf(stderr, "--reservation-timeout: seconds, 1..86400\n"); return 2; }
+            rsvc.timeout_ms = secs * 1000;
             break;
         }
         case O_RSV_NS:

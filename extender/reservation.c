@@ -33,10 +33,14 @@ typedef struct rpod {
     int attempt;              /* from the name; -1 when it does not end in one */
     char phase[32], reason[128], message[256];
     char uuid[512], rerr[256];
+    char wreason[64], wmessage[256];   /* its container's state.waiting (ImagePullBackOff...): why no UUID yet */
     bool deleting;
     uint32_t gen;
+    int64_t created_wall_ms;  /* metadata.creationTimestamp (ms since the epoch), 0 if unknown */
     int64_t first_ms;         /* when this controller first saw it (age) */
     int64_t tenantless_ms;    /* since when it has had no tenant; 0: it has tenants */
+    bool stuck;               /* pass only: no UUID within --reservation-timeout: treated as refused */
+    bool claimed;             /* pass only: shares were moved onto it in this pass: not released */
 } rpod;
 
 /* A share pod: bound, running or waiting, a fraction with our assignment. The tail is the worker's
@@ -46,23 +50,34 @@ typedef struct spod {
     char *ann;                /* tessera.io/assignment text */
     char delivery[NAME_LEN];  /* tessera.io/delivery: the ConfigMap's name; "" if not mutated */
     bool owned;               /* an ownerReference with controller: true */
-    bool started;             /* a container ran: it cannot be moved any more */
+    bool started;             /* a container (init or app) ran: it cannot be moved any more */
+    int refusals;             /* EXT_RSV_ANN_REFUSALS: reservations refused under it so far (survives restarts) */
     uint32_t gen;
-    char ev_pending_for[NAME_LEN], ev_refused_for[NAME_LEN];
+    char ev_pending_for[NAME_LEN + 96], ev_refused_for[NAME_LEN];
     char cm_written[1024];    /* the UUIDs of the ConfigMap last ensured */
-    bool ev_delivered, ev_nomut, ev_unavail;
+    bool ev_delivered, ev_nomut, ev_unavail, ev_lost, ev_foreign;
+    int64_t retry_ms;         /* given up and left pending: try again from then (0: not given up) */
+    int retry_backoff_ms;
 } spod;
 
-/* Per unit: attempts made (names) and refusals seen, so a unit that the kubelet keeps refusing is given up. */
+/* Per unit: the last attempt made (names are never reused). Refusals are counted per share instead
+ * (spod.refusals, on the pod), so they survive moves and restarts. */
 typedef struct unit_mem {
     char key[NAME_LEN + UNIT_LEN + 16];
-    int last_attempt, refusals;
+    int last_attempt;
     uint32_t seen_pass;
 } unit_mem;
 
+/* A reservation this controller deleted, kept a while so that no late event makes it live again. */
+typedef struct tomb {
+    int64_t ms;
+    char uid[MODEL_UID_LEN];
+} tomb;
+#define TOMB_MS 600000
+
 /* What /debug/state and the gauge show: the last pass's view. */
 typedef struct view {
-    char node[NAME_LEN], unit[UNIT_LEN], name[NAME_LEN], uuid[512];
+    char node[NAME_LEN], unit[UNIT_LEN], name[NAME_LEN], uuid[512], waiting[352];
     int gpu;
     ext_rsv_state state;
     int64_t first_ms;
@@ -81,6 +96,7 @@ struct ext_rsv {
     ext_map *rpods;           /* name -> rpod */
     ext_map *spods;           /* uid -> spod */
     ext_map *units;           /* key -> unit_mem (worker only) */
+    ext_map *tombs;           /* uid -> tomb: reservations this controller deleted; no late event revives one */
     uint32_t gen;
     bool synced, dirty, stop, started;
     pthread_t thr;
@@ -104,6 +120,8 @@ void ext_rsv_config_defaults(ext_rsv_config *cfg) {
     const char *ns = getenv("POD_NAMESPACE");
     snprintf(cfg->ns, sizeof cfg->ns, "%s", ns && ns[0] ? ns : EXT_RSV_DEFAULT_NS);
     cfg->grace_ms = 30000;
+    cfg->timeout_ms = 300000;
+    cfg->retry_ms = 30000;
     cfg->max_attempts = 3;
     cfg->tick_ms = 1000;
     cfg->request_timeout_ms = 5000;
@@ -134,11 +152,32 @@ static bool is_reservation(ext_rsv *r, const cJSON *meta) {
     return ns && l && !strcmp(ns, r->cfg.ns) && !strcmp(l, "true");
 }
 
+/* RFC 3339 "2026-11-25T16:30:33Z" -> ms since the epoch; 0 when it is not one. */
+static int64_t rfc3339_ms(const char *t) {
+    struct tm tm = {0};
+    if (!t || sscanf(t, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+                     &tm.tm_sec) != 6)
+        return 0;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    time_t s = timegm(&tm);
+    return s < 0 ? 0 : (int64_t)s * 1000;
+}
+
+static int64_t wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void rpod_update(ext_rsv *r, const cJSON *obj) {
     const cJSON *meta = jget(obj, "metadata");
-    const char *name = jstr(meta, "name", NULL);
+    const char *name = jstr(meta, "name", NULL), *uid = jstr(meta, "uid", NULL);
     if (!name || strlen(name) >= NAME_LEN) return;
     rpod *p = ext_map_get(r->rpods, name);
+    /* We deleted it: an event that was on its way (or a stale relist) must not make it live again. */
+    bool gone = uid && ext_map_get(r->tombs, uid) != NULL;
+    if (!p && gone) return;
     if (!p) {
         if (!(p = calloc(1, sizeof *p))) return;
         cpy(p->name, sizeof p->name, name);
@@ -159,16 +198,31 @@ static void rpod_update(ext_rsv *r, const cJSON *obj) {
     cpy(p->message, sizeof p->message, jstr(obj, "status", "message"));
     cpy(p->uuid, sizeof p->uuid, jstr(ann, EXT_RSV_ANN_UUID, NULL));
     cpy(p->rerr, sizeof p->rerr, jstr(ann, EXT_RSV_ANN_ERROR, NULL));
-    p->deleting = jstr(meta, "deletionTimestamp", NULL) != NULL;
+    p->wreason[0] = p->wmessage[0] = 0;
+    const cJSON *cs;
+    cJSON_ArrayForEach(cs, jget(jget(obj, "status"), "containerStatuses")) {
+        const cJSON *w = jget(jget(cs, "state"), "waiting");
+        if (w && jstr(w, "reason", NULL)) {
+            cpy(p->wreason, sizeof p->wreason, jstr(w, "reason", NULL));
+            cpy(p->wmessage, sizeof p->wmessage, jstr(w, "message", NULL));
+        }
+    }
+    p->created_wall_ms = rfc3339_ms(jstr(meta, "creationTimestamp", NULL));
+    p->deleting = jstr(meta, "deletionTimestamp", NULL) != NULL || gone;
     p->gen = r->gen;
 }
 
+/* A container ran: an init container counts (it saw the delivered environment too), and so does one
+ * that already terminated. */
 static bool pod_started(const cJSON *obj) {
-    const cJSON *cs = jget(jget(obj, "status"), "containerStatuses"), *c;
-    cJSON_ArrayForEach(c, cs) {
-        if (jget(jget(c, "state"), "running")) return true;
-        const cJSON *rc = jget(c, "restartCount");
-        if (cJSON_IsNumber(rc) && rc->valuedouble > 0) return true;
+    static const char *const lists[2] = {"initContainerStatuses", "containerStatuses"};
+    for (int l = 0; l < 2; l++) {
+        const cJSON *c;
+        cJSON_ArrayForEach(c, jget(jget(obj, "status"), lists[l])) {
+            if (jget(jget(c, "state"), "running") || jget(jget(c, "state"), "terminated")) return true;
+            const cJSON *rc = jget(c, "restartCount");
+            if (cJSON_IsNumber(rc) && rc->valuedouble > 0) return true;
+        }
     }
     return false;
 }
@@ -209,6 +263,9 @@ static void spod_update(ext_rsv *r, const cJSON *obj) {
     const cJSON *o;
     cJSON_ArrayForEach(o, jget(meta, "ownerReferences")) if (cJSON_IsTrue(jget(o, "controller"))) s->owned = true;
     s->started = pod_started(obj);
+    const char *rf = jstr(meta, "annotations", EXT_RSV_ANN_REFUSALS);
+    s->refusals = rf ? atoi(rf) : 0;
+    if (s->refusals < 0) s->refusals = 0;
     s->gen = r->gen;
 }
 
@@ -296,6 +353,13 @@ typedef struct plan {
     unit *u;
     int nu, ucap;
     int *rp_unit;             /* per reservation: its unit, -1 */
+    char (*frozen)[NAME_LEN]; /* nodes whose GPUs cannot be read now (no model, or a reason): tenancy is
+                               * unknown there, so nothing is released, created, moved or given up until
+                               * they can */
+    int nfrozen, frozen_cap;
+    struct held { char node[NAME_LEN]; int gpu; } *held;   /* GPUs (index; -1 all of the node) named by a share
+                                                             * whose assignment does not decode: not released */
+    int nheld, held_cap;
 } plan;
 
 static void plan_free(plan *p) {
@@ -305,6 +369,8 @@ static void plan_free(plan *p) {
     free(p->rp);
     free(p->u);
     free(p->rp_unit);
+    free(p->frozen);
+    free(p->held);
     memset(p, 0, sizeof *p);
 }
 
@@ -318,8 +384,66 @@ static void unit_key(const char *node, int gpu, const char *u, char *buf, size_t
     snprintf(buf, len, "%s/%d/%s", node, gpu, u);
 }
 
-static bool rpod_live(const rpod *p) { return !p->deleting && strcmp(p->phase, "Failed") != 0 && !p->rerr[0]; }
-static bool rpod_refused(const rpod *p) { return !p->deleting && (!strcmp(p->phase, "Failed") || p->rerr[0]); }
+static bool rpod_live(const rpod *p) {
+    return !p->deleting && strcmp(p->phase, "Failed") != 0 && !p->rerr[0] && !p->stuck;
+}
+static bool rpod_refused(const rpod *p) { return !p->deleting && (!strcmp(p->phase, "Failed") || p->rerr[0] || p->stuck); }
+
+/* Why a reservation has no UUID yet, from its container's waiting state ("" when it says nothing). */
+static void waiting_text(const rpod *p, char *buf, size_t len) {
+    snprintf(buf, len, "%s%s%s", p->wreason, p->wreason[0] && p->wmessage[0] ? ": " : "", p->wreason[0] ? p->wmessage : "");
+}
+
+static bool node_frozen(const plan *p, const char *node) {
+    for (int i = 0; i < p->nfrozen; i++)
+        if (!strcmp(p->frozen[i], node)) return true;
+    return false;
+}
+
+static void hold(plan *p, const char *node, int gpu) {
+    if (p->nheld == p->held_cap) {
+        int cap = p->held_cap ? 2 * p->held_cap : 4;
+        struct held *nh = realloc(p->held, (size_t)cap * sizeof *nh);
+        if (!nh) return;
+        p->held = nh;
+        p->held_cap = cap;
+    }
+    cpy(p->held[p->nheld].node, NAME_LEN, node);
+    p->held[p->nheld++].gpu = gpu;
+}
+
+static bool is_held(const plan *p, const char *node, int gpu) {
+    for (int i = 0; i < p->nheld; i++)
+        if ((p->held[i].gpu < 0 || p->held[i].gpu == gpu) && !strcmp(p->held[i].node, node)) return true;
+    return false;
+}
+
+/* A share whose assignment does not decode against its node's model (a GPU gone from the labels, a MIG
+ * profile renamed): its containers may still run on the GPUs its raw text names, so their reservations
+ * stay. Text that names none holds the whole node. The node itself goes on. */
+static void hold_raw(plan *p, const char *node, const char *ann) {
+    cJSON *o = ann ? cJSON_Parse(ann) : NULL, *g;
+    int n = 0;
+    cJSON_ArrayForEach(g, jget(o, "grants")) {
+        const cJSON *i = jget(g, "gpu");
+        if (cJSON_IsNumber(i) && i->valuedouble >= 0 && i->valuedouble < 1000) { hold(p, node, i->valueint); n++; }
+    }
+    if (!n) hold(p, node, -1);
+    cJSON_Delete(o);
+}
+
+static void freeze(plan *p, const char *node, const char *why) {
+    if (node_frozen(p, node)) return;
+    if (p->nfrozen == p->frozen_cap) {
+        int cap = p->frozen_cap ? 2 * p->frozen_cap : 4;
+        char(*nf)[NAME_LEN] = realloc(p->frozen, (size_t)cap * sizeof *nf);
+        if (!nf) return;
+        p->frozen = nf;
+        p->frozen_cap = cap;
+    }
+    cpy(p->frozen[p->nfrozen++], NAME_LEN, node);
+    ext_log(EXT_LOG_DEBUG, "event=reservations-frozen node=%s why=\"%s\"", node, why);
+}
 
 static int snapshot(ext_rsv *r, plan *p) {
     pthread_mutex_lock(&r->mu);
@@ -350,11 +474,14 @@ static void plan_units(ext_rsv *r, plan *p) {
     for (int i = 0; i < p->nsp; i++) {
         spod *s = &p->sp[i];
         const ext_node *en = ext_state_node(r->st, s->node);
-        if (!en || !en->m || !s->ann) continue;
+        if (!en || !en->m || !s->ann) { freeze(p, s->node, "no node model"); continue; }
         const model_node *n = en->m;
+        /* A reason empties the model's GPUs (a device plugin restarting reports allocatable 0, a MIG
+         * relabel): the shares there still run on their GPUs. */
+        if (n->reason[0]) { freeze(p, s->node, n->reason); continue; }
         model_assignment a;
         char err[256];
-        if (ext_ann_decode(n, s->ann, &a, err, sizeof err) != 0) continue;
+        if (ext_ann_decode(n, s->ann, &a, err, sizeof err) != 0) { hold_raw(p, s->node, s->ann); continue; }
         for (int k = 0; k < a.ngrants; k++) {
             const model_grant *gr = &a.grant[k];
             const model_gpu *g = &n->gpus[gr->gpu];
@@ -393,6 +520,11 @@ static void plan_units(ext_rsv *r, plan *p) {
                 devmem = g->product->profiles[gr->mig_profile].memory_mib;
             x->t[x->nt++] = (tenant){i, gr->gpu, gr->memory_mib, gr->compute_permille, devmem};
         }
+    }
+    for (int i = 0; i < p->nrp; i++) {
+        const ext_node *en = ext_state_node(r->st, p->rp[i].node);
+        if (!en || !en->m) freeze(p, p->rp[i].node, "no node model");
+        else if (en->m->reason[0]) freeze(p, p->rp[i].node, en->m->reason);
     }
     ext_state_unlock(r->st);
     for (int i = 0; i < p->nrp; i++) {
@@ -550,10 +682,18 @@ static void table_learn(ext_rsv *r, const char *resp) {
     cJSON_Delete(o);
 }
 
-static void table_forget_rpod(ext_rsv *r, const char *name) {
+static void table_forget_rpod(ext_rsv *r, const char *name, const char *uid) {
     pthread_mutex_lock(&r->mu);
     rpod *p = ext_map_get(r->rpods, name);
     if (p) p->deleting = true;   /* the watch removes it; until then it is releasing, not live */
+    if (uid && uid[0] && strlen(uid) < MODEL_UID_LEN && !ext_map_get(r->tombs, uid)) {
+        tomb *t = calloc(1, sizeof *t);
+        if (t) {
+            t->ms = ext_now_ms();
+            cpy(t->uid, sizeof t->uid, uid);
+            if (ext_map_put(r->tombs, t->uid, t) != 0) free(t);
+        }
+    }
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -615,9 +755,11 @@ static bool delete_pod(ext_rsv *r, const char *ns, const char *name, const char 
     return ok;
 }
 
-/* Write the share's ConfigMap: POST; when it exists, GET and PUT if it says something else. true when the
- * API holds exactly data; *fresh when this call changed it (the share learns its GPU now). */
-static bool ensure_cm(ext_rsv *r, const spod *s, const cJSON *data, bool *fresh) {
+/* Write the share's ConfigMap: POST; when it exists, GET and PUT if it says something else. 1 when the
+ * API holds exactly data; *fresh when this call changed it (the share learns its GPU now). 0 on an API
+ * error; -1 when a ConfigMap of that name exists that is not this pod's (owned by another pod, or not a
+ * delivery ConfigMap at all): it is never taken over. */
+static int ensure_cm(ext_rsv *r, const spod *s, const cJSON *data, bool *fresh) {
     *fresh = false;
     cJSON *cm = cJSON_CreateObject();
     cJSON_AddStringToObject(cm, "apiVersion", "v1");
@@ -651,11 +793,20 @@ static bool ensure_cm(ext_rsv *r, const spod *s, const cJSON *data, bool *fresh)
         if (cur) {
             const cJSON *cd = jget(cur, "data"), *co = jget(jget(cur, "metadata"), "ownerReferences");
             const char *rv = jstr(cur, "metadata", "resourceVersion");
-            bool owner_ok = false;
+            bool owner_ok = false, foreign = false;
             const cJSON *o;
             cJSON_ArrayForEach(o, co) {
-                const char *ou = jstr(o, "uid", NULL);
+                const char *ou = jstr(o, "uid", NULL), *ok_ = jstr(o, "kind", NULL);
                 if (ou && !strcmp(ou, s->uid)) owner_ok = true;
+                else if (ok_ && !strcmp(ok_, "Pod")) foreign = true;
+            }
+            const char *lbl = jstr(jget(cur, "metadata"), "labels", EXT_DLV_LABEL_DELIVERY);
+            if (!owner_ok && (foreign || !lbl || strcmp(lbl, "true") != 0)) {
+                /* Another pod's (a tessera.io/delivery copied into this pod) or someone's own ConfigMap. */
+                cJSON_Delete(cur);
+                cJSON_Delete(cm);
+                op_count(r, EXT_RSV_OP_CONFIGMAP, false);
+                return -1;
             }
             if (cd && cJSON_Compare(cd, data, true) && owner_ok) {
                 ok = true;
@@ -671,7 +822,36 @@ static bool ensure_cm(ext_rsv *r, const spod *s, const cJSON *data, bool *fresh)
     }
     cJSON_Delete(cm);
     op_count(r, EXT_RSV_OP_CONFIGMAP, ok);
-    return ok;
+    return ok ? 1 : 0;
+}
+
+/* Delete the share's ConfigMap if it is this pod's (before a move: a container created meanwhile must
+ * wait for the new GPU's, not start on the old one). true when it is gone or never was. */
+static bool drop_cm(ext_rsv *r, const spod *s) {
+    if (!s->delivery[0]) return true;
+    char path[512], *resp = NULL, body[256];
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/configmaps/%s", s->ns, s->delivery);
+    char err[256] = "";
+    int code = ext_kube_request(r->k, "GET", path, NULL, r->cfg.request_timeout_ms, &resp, err, sizeof err);
+    if (code == 404) { free(resp); return true; }   /* the usual case: not written yet */
+    if (code != 200)
+        ext_log(EXT_LOG_WARN, "event=reservation-api-error what=\"read delivery ConfigMap before a move\" path=%s code=%d "
+                              "err=\"%s\"", path, code, err);
+    cJSON *cur = code == 200 && resp ? cJSON_Parse(resp) : NULL;
+    free(resp);
+    if (!cur) return false;
+    bool mine = false;
+    const cJSON *o;
+    cJSON_ArrayForEach(o, jget(jget(cur, "metadata"), "ownerReferences")) {
+        const char *ou = jstr(o, "uid", NULL);
+        if (ou && !strcmp(ou, s->uid)) mine = true;
+    }
+    const char *uid = jstr(cur, "metadata", "uid");
+    snprintf(body, sizeof body, "{\"kind\":\"DeleteOptions\",\"apiVersion\":\"v1\",\"preconditions\":{\"uid\":\"%s\"}}",
+             uid ? uid : "");
+    code = mine ? call(r, "DELETE", path, uid ? body : NULL, NULL, "delete delivery ConfigMap before a move") : 200;
+    cJSON_Delete(cur);
+    return (code >= 200 && code < 300) || code == 404;
 }
 
 /* Copy the worker's per-share memory back into the table (the snapshot is a copy). */
@@ -686,19 +866,30 @@ static void share_memory_back(ext_rsv *r, const plan *p) {
         s->ev_delivered = p->sp[i].ev_delivered;
         s->ev_nomut = p->sp[i].ev_nomut;
         s->ev_unavail = p->sp[i].ev_unavail;
+        s->ev_lost = p->sp[i].ev_lost;
+        s->ev_foreign = p->sp[i].ev_foreign;
+        s->retry_ms = p->sp[i].retry_ms;
+        s->retry_backoff_ms = p->sp[i].retry_backoff_ms;
     }
     pthread_mutex_unlock(&r->mu);
 }
 
-/* Give up on the waiting tenants of u: an Event each, and the ones a controller owns are deleted so they
- * are re-created and scheduled again. */
+/* Give up on the waiting tenants of u: an Event each (once), and the ones a controller owns are deleted
+ * so they are re-created and scheduled again; the others are tried again after a backoff. */
 static void give_up(ext_rsv *r, plan *p, unit *u, const char *why, bool *errors) {
+    int64_t now = ext_now_ms();
     for (int i = 0; i < u->nt; i++) {
         spod *s = &p->sp[u->t[i].s];
-        if (s->started || s->ev_unavail) continue;
+        if (s->started) continue;
+        if (!s->owned) {   /* left pending: try again later, doubling */
+            s->retry_backoff_ms = s->retry_backoff_ms ? 2 * s->retry_backoff_ms : r->cfg.retry_ms;
+            if (s->retry_backoff_ms > 600000) s->retry_backoff_ms = 600000;
+            s->retry_ms = now + s->retry_backoff_ms;
+        }
+        if (s->ev_unavail) continue;
         char msg[768];
         snprintf(msg, sizeof msg, "no GPU could be reserved on node %s (%s): %s", u->node, why,
-                 s->owned ? "deleted for re-scheduling" : "left pending");
+                 s->owned ? "deleted for re-scheduling" : "left pending; tessera tries again later");
         emit(r, s, "Warning", EXT_DLV_EV_UNAVAILABLE, msg);
         s->ev_unavail = true;
         ext_log(EXT_LOG_WARN, "event=share-unavailable pod=%s/%s node=%s gpu=%d why=\"%s\" action=%s", s->ns, s->name,
@@ -710,6 +901,23 @@ static void give_up(ext_rsv *r, plan *p, unit *u, const char *why, bool *errors)
     }
 }
 
+/* A share tessera cannot deliver safely (ev: which Event flag): a Warning once; a controller's pod is
+ * deleted (its replacement goes through the webhook and the scheduler again), a bare one is left. */
+static void reject_share(ext_rsv *r, spod *s, bool *ev, const char *reason, const char *what, bool *errors) {
+    if (*ev) return;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s: %s", what,
+             s->owned ? "deleted so that its controller re-creates it" : "left as it is; delete and re-create it");
+    emit(r, s, "Warning", reason, msg);
+    *ev = true;
+    ext_log(EXT_LOG_WARN, "event=share-rejected pod=%s/%s reason=%s why=\"%s\" action=%s", s->ns, s->name, reason, what,
+            s->owned ? "delete" : "leave");
+    if (s->owned && !delete_pod(r, s->ns, s->name, s->uid, "delete share tessera cannot deliver")) {
+        *ev = false;
+        *errors = true;
+    }
+}
+
 /* The policy name in an assignment annotation, kept when the grants move. */
 static void ann_policy(const char *ann, char *buf, size_t len) {
     cJSON *o = cJSON_Parse(ann);
@@ -718,27 +926,47 @@ static void ann_policy(const char *ann, char *buf, size_t len) {
     cJSON_Delete(o);
 }
 
-/* Move u's waiting tenants to another idle GPU of the node (the model decides whether they fit). Under the
- * state lock the new assignments are applied to the cache first, so no bind can take that GPU meanwhile;
- * then each share's annotation is patched. true when moved. */
-static bool move_tenants(ext_rsv *r, plan *p, unit *u, bool *errors, char *why, size_t whylen) {
+/* How GPU g (index) of u's node can take u's tenants: 2 = a live reservation of the same unit kind waits
+ * there without tenants (its grace period): the GPU is physically held for tessera already, take it
+ * first; 1 = no reservation there; 0 = not a candidate (one with tenants, or one still terminating: the
+ * kubelet counts its device until it is gone). */
+static int candidate_kind(plan *p, const unit *u, int g, int *reuse) {
+    int kind = 1;
+    *reuse = -1;
+    for (int k = 0; k < p->nrp; k++) {
+        rpod *x = &p->rp[k];
+        if (strcmp(x->node, u->node) != 0 || x->gpu != g) continue;
+        if (x->deleting) return 0;
+        if (!rpod_live(x)) continue;   /* refused: it is deleted; it holds no device */
+        bool tenants = (p->rp_unit[k] >= 0 && p->u[p->rp_unit[k]].nt > 0) || x->claimed;
+        if (tenants || strcmp(x->unit, u->unit) != 0) return 0;
+        kind = 2;
+        *reuse = k;
+    }
+    return kind;
+}
+
+/* Move u's waiting tenants to another idle GPU of the node (the model decides whether they fit), one that
+ * a tenant-less reservation still holds first. Under the state lock the new assignments are applied to
+ * the cache first, so no bind can take that GPU meanwhile; then each share's ConfigMap (if one was
+ * written for the old GPU) is deleted and its annotation patched, with refusals (the count so far) so
+ * that the bound on attempts holds across moves and restarts. true when moved. */
+static bool move_tenants(ext_rsv *r, plan *p, unit *u, int refusals, bool *errors, char *why, size_t whylen) {
     int nw = 0;
     for (int i = 0; i < u->nt; i++) nw += !p->sp[u->t[i].s].started;
     if (nw == 0) return true;
     char *newann[64] = {0}, *oldann[64] = {0};
-    int who[64], nmoved = 0, target = -1;
+    int who[64], nmoved = 0, target = -1, reused = -1;
     if (nw > 64) { cpy(why, whylen, "too many waiting shares"); return false; }
     ext_state_lock(r->st);
     const ext_node *en = ext_state_node(r->st, u->node);
     const model_node *n = en ? en->m : NULL;
+    for (int round = 2; round >= 1 && target < 0; round--)
     for (int cand = 0; n && cand < n->ngpus && target < 0; cand++) {
         const model_gpu *g = &n->gpus[cand];
         if (cand == u->gpu_slot || !model_gpu_idle(g)) continue;
-        bool backing = false;
-        for (int k = 0; k < p->nrp; k++)
-            if (!strcmp(p->rp[k].node, u->node) && p->rp[k].gpu == g->index && rpod_live(&p->rp[k])) backing = true;
-        unit_mem *m = unit_mem_get(r, u->node, g->index, u->unit);   /* grants keep their slot/replica */
-        if (backing || (m && m->refusals >= r->cfg.max_attempts)) continue;
+        int reuse;
+        if (candidate_kind(p, u, g->index, &reuse) != round) continue;   /* grants keep their slot/replica */
         model_node *c = model_node_clone(n);
         if (!c) break;
         bool fits = true;
@@ -768,6 +996,7 @@ static bool move_tenants(ext_rsv *r, plan *p, unit *u, bool *errors, char *why, 
         model_node_free(c);
         if (fits) {
             target = cand;
+            reused = reuse;
         } else {
             for (int i = 0; i < nmoved; i++) { free(newann[i]); newann[i] = NULL; }
             nmoved = 0;
@@ -790,25 +1019,33 @@ static bool move_tenants(ext_rsv *r, plan *p, unit *u, bool *errors, char *why, 
     int to_index = target >= 0 && n ? n->gpus[target].index : -1;
     ext_state_unlock(r->st);
     if (target < 0) return false;
+    if (reused >= 0) p->rp[reused].claimed = true;   /* not released by this pass's stale view */
     bool any = false;
     for (int i = 0; i < nmoved; i++) {
         spod *s = &p->sp[who[i]];
         if (!newann[i]) { free(oldann[i]); continue; }
-        cJSON *patch = cJSON_CreateObject();
-        cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_AddObjectToObject(patch, "metadata"), "annotations"),
-                                EXT_ANN_ASSIGNMENT, newann[i]);
-        char *text = cJSON_PrintUnformatted(patch), path[512], *resp = NULL;
-        cJSON_Delete(patch);
-        snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", s->ns, s->name);
-        int code = text ? call(r, "PATCH", path, text, &resp, "move share") : -1;
-        free(text);
+        char *text = NULL, path[512], *resp = NULL, cnt[16];
+        int code = -1;
+        if (drop_cm(r, s)) {
+            s->cm_written[0] = 0;
+            cJSON *patch = cJSON_CreateObject();
+            cJSON *anns = cJSON_AddObjectToObject(cJSON_AddObjectToObject(patch, "metadata"), "annotations");
+            cJSON_AddStringToObject(anns, EXT_ANN_ASSIGNMENT, newann[i]);
+            snprintf(cnt, sizeof cnt, "%d", refusals);
+            cJSON_AddStringToObject(anns, EXT_RSV_ANN_REFUSALS, cnt);
+            text = cJSON_PrintUnformatted(patch);
+            cJSON_Delete(patch);
+            snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", s->ns, s->name);
+            code = text ? call(r, "PATCH", path, text, &resp, "move share") : -1;
+            free(text);
+        }
         bool ok = code == 200 || code == 201;
         op_count(r, EXT_RSV_OP_MOVE, ok);
         if (ok) {
             any = true;
             table_learn(r, resp);
-            ext_log(EXT_LOG_INFO, "event=share-moved pod=%s/%s node=%s from_gpu=%d to_gpu=%d", s->ns, s->name, u->node,
-                    u->gpu, to_index);
+            ext_log(EXT_LOG_INFO, "event=share-moved pod=%s/%s node=%s from_gpu=%d to_gpu=%d refusals=%d%s", s->ns,
+                    s->name, u->node, u->gpu, to_index, refusals, reused >= 0 ? " onto=held-reservation" : "");
         } else {
             *errors = true;
             char err[256];
@@ -840,6 +1077,65 @@ static bool tenant_units_ready(const plan *p, int s, ext_delivery_unit *du, int 
     return *ndu > 0;
 }
 
+/* The CUDA base images set ENV NVIDIA_VISIBLE_DEVICES all (their "# nvidia-container-runtime" block, as copied
+ * into many Dockerfiles built on nvidia/cuda), so a container that tessera's ConfigMap does not override sees
+ * every GPU under the NVIDIA runtime. */
+#define NOMUT_WHY "not mutated by tessera's webhook (created before the webhook was installed, or it was bypassed): " \
+                  "tessera cannot limit which GPUs its containers see; an image that sets NVIDIA_VISIBLE_DEVICES=all " \
+                  "(the nvidia/cuda images do) sees every GPU of the node"
+
+/* Does a soft share in the cache (which a bind updates at once, before the watch shows it) hold rp's unit? */
+static bool unit_in_use(ext_rsv *r, const rpod *rp) {
+    bool used = false;
+    ext_state_lock(r->st);
+    const ext_node *en = ext_state_node(r->st, rp->node);
+    const model_node *n = en ? en->m : NULL;
+    for (int i = 0; n && i < n->nallocs && !used; i++) {
+        const model_alloc *al = &n->allocs[i];
+        if (!al->uid[0]) continue;
+        /* Only soft shares are tenants: a whole-GPU pod the model put on that index gets its own device. */
+        const ext_pod *ep = ext_state_pod(r->st, al->uid);
+        if (!ep || ep->req.kind != MODEL_REQ_FRACTION) continue;
+        for (int k = 0; k < al->a.ngrants && !used; k++) {
+            const model_grant *gr = &al->a.grant[k];
+            if (gr->gpu < 0 || gr->gpu >= n->ngpus || n->gpus[gr->gpu].index != rp->gpu) continue;
+            char u[UNIT_LEN];
+            ext_rsv_unit_of(&n->gpus[gr->gpu], gr, u, sizeof u);
+            used = !strcmp(u, rp->unit);
+        }
+    }
+    ext_state_unlock(r->st);
+    return used;
+}
+
+/* Does the ConfigMap of share s name uuid? (the memory of the last write, else the API) */
+static bool cm_names(ext_rsv *r, const spod *s, const char *uuid) {
+    char buf[1024];
+    cpy(buf, sizeof buf, s->cm_written);
+    if (!buf[0] && s->delivery[0]) {
+        char path[512], *resp = NULL;
+        snprintf(path, sizeof path, "/api/v1/namespaces/%s/configmaps/%s", s->ns, s->delivery);
+        cJSON *cm = call(r, "GET", path, NULL, &resp, "read delivery ConfigMap") == 200 && resp ? cJSON_Parse(resp) : NULL;
+        free(resp);
+        cpy(buf, sizeof buf, jstr(jget(cm, "data"), EXT_DLV_ENV_VISIBLE, NULL));
+        cJSON_Delete(cm);
+    }
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        if (!strcmp(t, uuid)) return true;
+    return false;
+}
+
+/* Which of two live reservations of one unit to keep: the one whose UUID the started shares' ConfigMaps
+ * name (their containers use that device), then one with a UUID, then the lower attempt. */
+static int keep_score(ext_rsv *r, plan *p, const unit *u, const rpod *rp) {
+    if (!rp->uuid[0]) return 0;
+    for (int i = 0; i < u->nt; i++) {
+        const spod *s = &p->sp[u->t[i].s];
+        if (s->started && cm_names(r, s, rp->uuid)) return 2;
+    }
+    return 1;
+}
+
 static int64_t run_pass(ext_rsv *r) {
     int64_t now = ext_now_ms(), next = now + r->cfg.tick_ms;
     bool errors = false;
@@ -847,6 +1143,16 @@ static int64_t run_pass(ext_rsv *r) {
     if (snapshot(r, &p) != 0) { plan_free(&p); return now + 1000; }
     r->pass++;
     plan_units(r, &p);
+
+    /* No UUID within --reservation-timeout of its creation (the API's clock, so a restart does not reset
+     * it): the image does not pull, tessera-reserve crashes or cannot PATCH its pod. Treated as refused. */
+    int64_t wall = wall_ms();
+    for (int i = 0; i < p.nrp; i++) {
+        rpod *rp = &p.rp[i];
+        if (rp->uuid[0] || rp->rerr[0] || rp->deleting || !strcmp(rp->phase, "Failed")) continue;
+        int64_t age = rp->created_wall_ms > 0 ? wall - rp->created_wall_ms : now - rp->first_ms;
+        rp->stuck = age >= r->cfg.timeout_ms;
+    }
 
     /* Live reservations per unit: exactly one is kept; duplicates (a race, a restart) are deleted. */
     for (int i = 0; i < p.nrp; i++) {
@@ -860,13 +1166,13 @@ static int64_t run_pass(ext_rsv *r) {
         if (!rpod_live(&p.rp[i])) continue;
         if (u->live < 0) { u->live = i; continue; }
         rpod *a = &p.rp[u->live], *b = &p.rp[i];
-        bool b_better = (b->uuid[0] && !a->uuid[0]) ||
-                        ((b->uuid[0] != 0) == (a->uuid[0] != 0) && b->attempt >= 0 && (a->attempt < 0 || b->attempt < a->attempt));
+        int sa = keep_score(r, &p, u, a), sb = keep_score(r, &p, u, b);
+        bool b_better = sb > sa || (sb == sa && b->attempt >= 0 && (a->attempt < 0 || b->attempt < a->attempt));
         rpod *drop = b_better ? a : b;
         if (b_better) u->live = i;
         ext_log(EXT_LOG_WARN, "event=reservation-duplicate name=%s node=%s gpu=%d unit=%s action=delete", drop->name,
                 drop->node, drop->gpu, drop->unit);
-        if (delete_pod(r, r->cfg.ns, drop->name, drop->uid, "delete duplicate reservation")) table_forget_rpod(r, drop->name);
+        if (delete_pod(r, r->cfg.ns, drop->name, drop->uid, "delete duplicate reservation")) table_forget_rpod(r, drop->name, drop->uid);
         else errors = true;
         drop->deleting = true;
     }
@@ -875,54 +1181,108 @@ static int64_t run_pass(ext_rsv *r) {
         unit *u = &p.u[ui];
         unit_mem *m = unit_mem_get(r, u->node, u->gpu, u->unit);
         if (m) m->seen_pass = r->pass;
+        bool frozen = node_frozen(&p, u->node);
+        /* Not mutated by the webhook: nothing limits which GPUs its containers see (an image that sets
+         * NVIDIA_VISIBLE_DEVICES=all, as the nvidia/cuda images do, sees every GPU of the node). */
+        for (int i = 0; i < u->nt; i++) {
+            spod *s = &p.sp[u->t[i].s];
+            if (s->delivery[0]) continue;
+            if (s->owned) {
+                reject_share(r, s, &s->ev_nomut, EXT_DLV_EV_NOT_MUTATED, NOMUT_WHY, &errors);
+            } else if (!s->ev_nomut) {
+                emit(r, s, "Warning", EXT_DLV_EV_NOT_MUTATED, NOMUT_WHY ": delete and re-create it");
+                s->ev_nomut = true;
+            }
+        }
+        if (frozen) continue;   /* tenancy unknown there: decide nothing until the node reads again */
         if (!u->resource[0]) {   /* not deliverable by a reservation (MPS) */
             give_up(r, &p, u, u->why, &errors);
             continue;
         }
+        /* No live reservation any more under shares that already run: it was deleted by hand or evicted.
+         * Their containers keep the GPU they were given, which nothing reserves now; a new reservation
+         * could get another one, so tessera does not quietly re-home them. */
+        if (u->live < 0) {
+            for (int i = 0; i < u->nt; i++) {
+                spod *s = &p.sp[u->t[i].s];
+                if (!s->started || !s->delivery[0]) continue;
+                char what[768];
+                snprintf(what, sizeof what, "the reservation of GPU %d on node %s%s%s is gone (deleted or evicted) while "
+                         "the pod runs: its containers keep a GPU that nothing reserves, which the kubelet may give to "
+                         "another pod", u->gpu, u->node, u->refused >= 0 ? ", " : "",
+                         u->refused >= 0 ? p.rp[u->refused].name : "");
+                reject_share(r, s, &s->ev_lost, EXT_DLV_EV_LOST, what, &errors);
+            }
+        }
         /* A refused reservation: tell the waiting shares, move them if the node has another idle GPU. */
         if (u->refused >= 0 && u->live < 0) {
             rpod *rf = &p.rp[u->refused];
-            char rwhy[1024];
-            snprintf(rwhy, sizeof rwhy, "%s%s%s", rf->rerr[0] ? rf->rerr : rf->reason[0] ? rf->reason : "Failed",
-                     !rf->rerr[0] && rf->message[0] ? ": " : "", !rf->rerr[0] ? rf->message : "");
-            if (m) m->refusals++;
-            bool exhausted = m && m->refusals >= r->cfg.max_attempts;
+            char rwhy[1024], wt[352];
+            waiting_text(rf, wt, sizeof wt);
+            if (rf->stuck)
+                snprintf(rwhy, sizeof rwhy, "no GPU UUID %d s after its creation%s%s%s", r->cfg.timeout_ms / 1000,
+                         wt[0] ? " (its container waits: " : "", wt, wt[0] ? ")" : "");
+            else
+                snprintf(rwhy, sizeof rwhy, "%s%s%s", rf->rerr[0] ? rf->rerr : rf->reason[0] ? rf->reason : "Failed",
+                         !rf->rerr[0] && rf->message[0] ? ": " : "", !rf->rerr[0] ? rf->message : "");
+            /* Refusals are counted per share, on the pod: a move to another GPU does not reset them. */
+            int n = 1;
+            for (int i = 0; i < u->nt; i++)
+                if (!p.sp[u->t[i].s].started && p.sp[u->t[i].s].refusals + 1 > n) n = p.sp[u->t[i].s].refusals + 1;
+            /* tessera-reserve could not tell which GPU it got: the node's device-plugin setup (e.g. index IDs
+             * under CDI), the same on every GPU of the node: moving would only repeat it. */
+            bool setup = rf->rerr[0] != 0;
+            bool exhausted = setup || n >= r->cfg.max_attempts;
             char mwhy[256] = "";
             bool moved = false;
             if (!exhausted) {
                 for (int i = 0; i < u->nt; i++) {
                     spod *s = &p.sp[u->t[i].s];
-                    if (s->started || !strcmp(s->ev_refused_for, rf->name)) continue;
+                    if (s->started || s->ev_unavail || !strcmp(s->ev_refused_for, rf->name)) continue;
                     char msg[2048];
                     snprintf(msg, sizeof msg, "the kubelet refused reservation %s/%s of GPU %d on node %s (%s); tessera "
                                               "tries another GPU of the node", r->cfg.ns, rf->name, u->gpu, u->node, rwhy);
                     emit(r, s, "Warning", EXT_DLV_EV_REFUSED, msg);
                     cpy(s->ev_refused_for, sizeof s->ev_refused_for, rf->name);
                 }
-                moved = move_tenants(r, &p, u, &errors, mwhy, sizeof mwhy);
+                moved = move_tenants(r, &p, u, n, &errors, mwhy, sizeof mwhy);
             }
-            ext_log(EXT_LOG_WARN, "event=reservation-refused name=%s node=%s gpu=%d unit=%s why=\"%s\" action=%s", rf->name,
-                    u->node, u->gpu, u->unit, rwhy, moved ? "moved" : "give-up");
+            ext_log(EXT_LOG_WARN, "event=reservation-refused name=%s node=%s gpu=%d unit=%s why=\"%s\" refusals=%d action=%s",
+                    rf->name, u->node, u->gpu, u->unit, rwhy, n, moved ? "moved" : "give-up");
             if (!moved) {
-                char gwhy[1400];
-                snprintf(gwhy, sizeof gwhy, "%s; %s", rwhy, exhausted ? "too many refused attempts" : mwhy);
+                char gwhy[1400], lim[64];
+                snprintf(lim, sizeof lim, "%d reservations refused", n);
+                snprintf(gwhy, sizeof gwhy, "%s; %s", rwhy,
+                         setup ? "a node setup problem, not this GPU's" : exhausted ? lim : mwhy);
                 give_up(r, &p, u, gwhy, &errors);
             }
-            if (delete_pod(r, r->cfg.ns, rf->name, rf->uid, "delete refused reservation")) table_forget_rpod(r, rf->name);
+            if (delete_pod(r, r->cfg.ns, rf->name, rf->uid, "delete refused reservation")) table_forget_rpod(r, rf->name, rf->uid);
             else errors = true;
             rf->deleting = true;
             continue;   /* next pass sees the moved shares on their new unit */
         }
         if (u->refused >= 0) {   /* refused, but another reservation already serves the unit */
             rpod *rf = &p.rp[u->refused];
-            if (delete_pod(r, r->cfg.ns, rf->name, rf->uid, "delete refused reservation")) table_forget_rpod(r, rf->name);
+            if (delete_pod(r, r->cfg.ns, rf->name, rf->uid, "delete refused reservation")) table_forget_rpod(r, rf->name, rf->uid);
             else errors = true;
             rf->deleting = true;
         }
         if (u->live < 0) {
-            if (m && m->refusals >= r->cfg.max_attempts) continue;   /* given up; released when the shares go */
+            /* One of the unit's reservations is still terminating: the kubelet counts its device until it is
+             * gone, so a new one now could be refused for nothing. Its DELETED event wakes us. */
+            bool terminating = false;
+            for (int i = 0; i < p.nrp; i++) terminating |= p.rp_unit[i] == ui && p.rp[i].deleting;
+            if (terminating) continue;
             bool waiting = false;
-            for (int i = 0; i < u->nt; i++) waiting |= !p.sp[u->t[i].s].ev_unavail || p.sp[u->t[i].s].started;
+            for (int i = 0; i < u->nt; i++) {
+                spod *s = &p.sp[u->t[i].s];
+                if (s->started) continue;   /* lost (above) or never mutated: a new GPU would not reach it */
+                if (!s->ev_unavail) waiting = true;
+                else if (!s->owned && s->retry_ms) {   /* given up and left pending: try again after the backoff */
+                    if (now >= s->retry_ms) waiting = true;
+                    else if (s->retry_ms < next) next = s->retry_ms;
+                }
+            }
             if (!waiting) continue;
             if (!create_reservation(r, &p, u)) errors = true;
             continue;
@@ -931,23 +1291,19 @@ static int64_t run_pass(ext_rsv *r) {
         for (int i = 0; i < u->nt; i++) {
             spod *s = &p.sp[u->t[i].s];
             if (!lv->uuid[0]) {
-                if (strcmp(s->ev_pending_for, lv->name) != 0) {
-                    char msg[768];
-                    snprintf(msg, sizeof msg, "waiting for reservation %s/%s of GPU %d on node %s", r->cfg.ns, lv->name,
-                             u->gpu, u->node);
+                char key[sizeof s->ev_pending_for], wt[352];
+                waiting_text(lv, wt, sizeof wt);
+                snprintf(key, sizeof key, "%s|%.90s", lv->name, lv->wreason);
+                if (strcmp(s->ev_pending_for, key) != 0) {
+                    char msg[1024];
+                    snprintf(msg, sizeof msg, "waiting for reservation %s/%s of GPU %d on node %s%s%s", r->cfg.ns, lv->name,
+                             u->gpu, u->node, wt[0] ? "; its container waits: " : "", wt);
                     emit(r, s, "Normal", EXT_DLV_EV_PENDING, msg);
-                    cpy(s->ev_pending_for, sizeof s->ev_pending_for, lv->name);
+                    cpy(s->ev_pending_for, sizeof s->ev_pending_for, key);
                 }
                 continue;
             }
-            if (!s->delivery[0]) {
-                if (!s->ev_nomut) {
-                    emit(r, s, "Warning", EXT_DLV_EV_NOT_MUTATED,
-                         "not mutated by tessera's webhook: the container will not see its GPU");
-                    s->ev_nomut = true;
-                }
-                continue;
-            }
+            if (!s->delivery[0]) continue;   /* not mutated: warned above */
             ext_delivery_unit du[MODEL_MAX_GPUS];
             int ndu = 0;
             if (!tenant_units_ready(&p, u->t[i].s, du, &ndu, MODEL_MAX_GPUS)) continue;   /* another GPU pending */
@@ -958,7 +1314,8 @@ static int64_t run_pass(ext_rsv *r) {
             if (!strcmp(s->cm_written, uuids)) continue;
             cJSON *data = ext_delivery_data(du, ndu);
             bool fresh = false;
-            if (data && ensure_cm(r, s, data, &fresh)) {
+            int rc = data ? ensure_cm(r, s, data, &fresh) : 0;
+            if (rc > 0) {
                 cpy(s->cm_written, sizeof s->cm_written, uuids);
                 if (fresh || !s->ev_delivered) {
                     char msg[1400];
@@ -968,6 +1325,12 @@ static int64_t run_pass(ext_rsv *r) {
                     ext_log(EXT_LOG_INFO, "event=share-delivered pod=%s/%s uuid=%s configmap=%s written=%s", s->ns,
                             s->name, uuids, s->delivery, fresh ? "yes" : "already");
                 }
+            } else if (rc < 0) {
+                char what[768];
+                snprintf(what, sizeof what, "its tessera.io/delivery names ConfigMap %s, which is not this pod's (copied "
+                         "from another pod?): tessera does not overwrite it, and the pod's containers would read it",
+                         s->delivery);
+                reject_share(r, s, &s->ev_foreign, EXT_DLV_EV_CONFLICT, what, &errors);
             } else {
                 errors = true;
             }
@@ -975,12 +1338,15 @@ static int64_t run_pass(ext_rsv *r) {
         }
     }
 
-    /* Reservations without tenants: refused ones go at once, the others after the grace period. */
+    /* Reservations without tenants: refused ones go at once, the others after the grace period. One on a
+     * frozen node keeps its tenants as far as anyone can tell; one that shares were moved onto in this
+     * pass has them already. */
     pthread_mutex_lock(&r->mu);
     for (int i = 0; i < p.nrp; i++) {
         rpod *t = ext_map_get(r->rpods, p.rp[i].name);
         if (!t) continue;
-        bool has = p.rp_unit[i] >= 0 && p.u[p.rp_unit[i]].nt > 0;
+        bool has = (p.rp_unit[i] >= 0 && p.u[p.rp_unit[i]].nt > 0) || p.rp[i].claimed || node_frozen(&p, p.rp[i].node) ||
+                   is_held(&p, p.rp[i].node, p.rp[i].gpu);
         if (has || p.rp[i].deleting || t->deleting) {
             t->tenantless_ms = 0;
             p.rp[i].tenantless_ms = 0;
@@ -995,15 +1361,29 @@ static int64_t run_pass(ext_rsv *r) {
         if (!rp->tenantless_ms) continue;
         int64_t due = rp->tenantless_ms + r->cfg.grace_ms;
         if (rpod_refused(rp) || now >= due) {
+            /* A bind since this pass's snapshot may have put a share on the unit: the cache knows at once. */
+            if (!rpod_refused(rp) && unit_in_use(r, rp)) continue;
             ext_log(EXT_LOG_INFO, "event=reservation-released name=%s node=%s gpu=%d unit=%s why=%s", rp->name, rp->node,
                     rp->gpu, rp->unit, rpod_refused(rp) ? "refused-without-tenants" : "no-tenants");
-            if (delete_pod(r, r->cfg.ns, rp->name, rp->uid, "release reservation")) table_forget_rpod(r, rp->name);
+            if (delete_pod(r, r->cfg.ns, rp->name, rp->uid, "release reservation")) table_forget_rpod(r, rp->name, rp->uid);
             else errors = true;
             rp->deleting = true;
         } else if (due < next) {
             next = due;
         }
     }
+
+    /* Tombstones outlive any event that could still be on its way. */
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        size_t it = 0;
+        tomb *t;
+        bool again = false;
+        while ((t = ext_map_next(r->tombs, &it)))
+            if (now - t->ms > TOMB_MS) { free(ext_map_del(r->tombs, t->uid)); again = true; break; }
+        if (!again) break;
+    }
+    pthread_mutex_unlock(&r->mu);
 
     /* Forget the attempts of units nobody uses any more. */
     for (;;) {
@@ -1027,10 +1407,11 @@ static int64_t run_pass(ext_rsv *r) {
         cpy(v->unit, sizeof v->unit, rp->unit);
         cpy(v->name, sizeof v->name, rp->name);
         cpy(v->uuid, sizeof v->uuid, rp->uuid);
+        waiting_text(rp, v->waiting, sizeof v->waiting);
         v->gpu = rp->gpu;
         v->first_ms = rp->first_ms;
         v->state = rp->deleting       ? EXT_RSV_RELEASING
-                   : rpod_refused(rp)   ? EXT_RSV_REFUSED
+                   : rpod_refused(rp) || rp->stuck ? EXT_RSV_REFUSED
                    : rp->tenantless_ms  ? EXT_RSV_RELEASING
                    : rp->uuid[0]        ? EXT_RSV_READY
                                         : EXT_RSV_PENDING;
@@ -1107,6 +1488,8 @@ ext_rsv *ext_rsv_new(const ext_rsv_config *cfg, ext_state *st, ext_kube *k, ext_
         if (!r->cfg.ns[0]) memcpy(r->cfg.ns, d.ns, sizeof d.ns);
         if (r->cfg.grace_ms < 0) r->cfg.grace_ms = d.grace_ms;
         if (r->cfg.max_attempts <= 0) r->cfg.max_attempts = d.max_attempts;
+        if (r->cfg.timeout_ms <= 0) r->cfg.timeout_ms = d.timeout_ms;
+        if (r->cfg.retry_ms <= 0) r->cfg.retry_ms = d.retry_ms;
         if (r->cfg.tick_ms <= 0) r->cfg.tick_ms = d.tick_ms;
         if (r->cfg.request_timeout_ms <= 0) r->cfg.request_timeout_ms = d.request_timeout_ms;
     }
@@ -1117,10 +1500,12 @@ ext_rsv *ext_rsv_new(const ext_rsv_config *cfg, ext_state *st, ext_kube *k, ext_
     r->rpods = ext_map_new();
     r->spods = ext_map_new();
     r->units = ext_map_new();
-    if (!r->rpods || !r->spods || !r->units) {
+    r->tombs = ext_map_new();
+    if (!r->rpods || !r->spods || !r->units || !r->tombs) {
         ext_map_free(r->rpods);
         ext_map_free(r->spods);
         ext_map_free(r->units);
+        ext_map_free(r->tombs);
         free(r);
         snprintf(err, errlen, "out of memory");
         return NULL;
@@ -1142,8 +1527,8 @@ int ext_rsv_start(ext_rsv *r, char *err, size_t errlen) {
         return -1;
     }
     r->started = true;
-    ext_log(EXT_LOG_INFO, "event=reservations-started namespace=%s grace_ms=%d image=%s", r->cfg.ns, r->cfg.grace_ms,
-            r->cfg.image[0] ? r->cfg.image : "(own pod's)");
+    ext_log(EXT_LOG_INFO, "event=reservations-started namespace=%s grace_ms=%d timeout_ms=%d image=%s", r->cfg.ns,
+            r->cfg.grace_ms, r->cfg.timeout_ms, r->cfg.image[0] ? r->cfg.image : "(own pod's)");
     return 0;
 }
 
@@ -1167,9 +1552,12 @@ void ext_rsv_free(ext_rsv *r) {
     while ((v = ext_map_next(r->spods, &it))) spod_free(v);
     it = 0;
     while ((v = ext_map_next(r->units, &it))) free(v);
+    it = 0;
+    while ((v = ext_map_next(r->tombs, &it))) free(v);
     ext_map_free(r->rpods);
     ext_map_free(r->spods);
     ext_map_free(r->units);
+    ext_map_free(r->tombs);
     for (int i = 0; i < r->nviews; i++) free(r->views[i].tenants);
     free(r->views);
     pthread_mutex_destroy(&r->mu);
@@ -1194,6 +1582,7 @@ void ext_rsv_debug(ext_rsv *r, cJSON *out) {
         cJSON_AddItemToObject(j, "tenants", t ? t : cJSON_CreateArray());
         cJSON_AddStringToObject(j, "state", ext_rsv_state_name(v->state));
         cJSON_AddNumberToObject(j, "age_s", (double)((now - v->first_ms) / 1000));
+        cJSON_AddStringToObject(j, "waiting", v->waiting);
         cJSON_AddItemToArray(arr, j);
     }
     pthread_mutex_unlock(&r->mu);

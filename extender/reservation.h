@@ -6,11 +6,14 @@
  * Level-triggered: a worker thread compares what the API objects say (reservation pods, share pods and
  * their tessera.io/assignment, seen through the same watch events as ext_state) with what should be,
  * and acts: create a missing reservation, write a missing or stale ConfigMap, move the waiting shares
- * of a refused reservation to another idle GPU of the node (patching their assignment), give up on
- * them with an Event (deleting those a controller owns, so they are re-created and re-scheduled), and
- * delete a reservation that had no tenant for the grace period. Nothing lives only in memory: after a
- * restart the same pass rebuilds everything from the API (in-memory bits are only "Event already
- * emitted", "ConfigMap already written" and attempt counts, all of which may be lost safely).
+ * of a refused (or timed-out) reservation to another idle GPU of the node (patching their assignment
+ * and their count of refusals), give up on them with an Event (deleting those a controller owns, so
+ * they are re-created and re-scheduled; retrying bare ones with backoff), warn about (and delete if
+ * owned) started shares whose reservation went away, and delete a reservation that had no tenant for
+ * the grace period. A node whose GPUs cannot be read is left alone. Nothing lives only in memory: after
+ * a restart the same pass rebuilds everything from the API (in-memory bits are only "Event already
+ * emitted", "ConfigMap already written", retry backoffs, attempt names and tombstones of deleted
+ * reservations, all of which may be lost safely).
  *
  * Invariants: never two live reservations (not Failed, not being deleted) for one unit (names are
  * deterministic per unit and attempt, the table is checked first, a duplicate is deleted); a share's
@@ -37,7 +40,13 @@ typedef struct ext_rsv_config {
     char image[512];      /* tessera-reserve's image; "" = the extender's own, read once from its Pod
                            * ($POD_NAMESPACE/$POD_NAME: container tessera-extender, else the first) */
     int grace_ms;         /* a reservation without tenants is deleted after this long (default 30000) */
-    int max_attempts;     /* reservations tried per unit before its shares are given up (default 3) */
+    int timeout_ms;       /* a reservation that has published no UUID this long after its creation (image
+                           * pull failing, tessera-reserve crashing or refused its PATCH) is treated as
+                           * refused (default 300000, --reservation-timeout) */
+    int retry_ms;         /* a share given up and left pending (no controller) is tried again after this,
+                           * doubling up to 10 minutes (default 30000) */
+    int max_attempts;     /* reservations refused under one share before it is given up (default 3);
+                           * a tessera.io/reserve-error gives up at once (the node's setup, not the GPU) */
     int tick_ms;          /* reconcile at least this often (default 1000) */
     int request_timeout_ms; /* one API call (default 5000) */
 } ext_rsv_config;
@@ -63,7 +72,8 @@ void ext_rsv_free(ext_rsv *r);
 void ext_rsv_on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj);
 
 /* /debug/state: adds "reservations": [{node, gpu, unit, name, uuid, tenants: ["ns/name"], state:
- * pending|ready|refused|releasing, age_s}]. */
+ * pending|ready|refused|releasing, age_s, waiting}] (waiting: why a pending one has no UUID yet, its
+ * container's "reason: message", e.g. ImagePullBackOff; "" when none). */
 void ext_rsv_debug(ext_rsv *r, cJSON *out);
 
 typedef enum ext_rsv_state { EXT_RSV_PENDING = 0, EXT_RSV_READY, EXT_RSV_REFUSED, EXT_RSV_RELEASING, EXT_RSV_NSTATES } ext_rsv_state;

@@ -10,7 +10,11 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 
+#include <pthread.h>
+#include <stdint.h>
+
 #include "extender/base64.h"
+#include "extender/state.h"
 #include "model/request.h"
 
 #define REVIEW_API "admission.k8s.io/v1"
@@ -108,9 +112,10 @@ static cJSON *cm_ref(const char *cm) {
     return e;
 }
 
-/* envFrom of one container; -1 with why when envFrom is not an array. */
-static int patch_env_from(cJSON *ops, const cJSON *ctr, const char *list, int i, const char *cm, char *why,
-                          size_t whylen) {
+/* envFrom of one container; -1 with why when envFrom is not an array. A reference to stale (the
+ * delivery name the pod came with, when it is not this admission's) is pointed at cm instead. */
+static int patch_env_from(cJSON *ops, const cJSON *ctr, const char *list, int i, const char *cm, const char *stale,
+                          char *why, size_t whylen) {
     char path[128];
     const cJSON *ef = cJSON_GetObjectItemCaseSensitive(ctr, "envFrom");
     if (!ef || cJSON_IsNull(ef)) {
@@ -125,10 +130,20 @@ static int patch_env_from(cJSON *ops, const cJSON *ctr, const char *list, int i,
         return -1;
     }
     const cJSON *e;
+    bool has = false;
+    int j = 0;
     cJSON_ArrayForEach(e, ef) {
         const cJSON *n = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "configMapRef"), "name");
-        if (cJSON_IsString(n) && !strcmp(n->valuestring, cm)) return 0;
+        if (cJSON_IsString(n) && !strcmp(n->valuestring, cm)) has = true;
+        if (cJSON_IsString(n) && stale && !strcmp(n->valuestring, stale)) {
+            /* RFC 6902 "add" onto an existing member replaces it. */
+            snprintf(path, sizeof path, "/spec/%s/%d/envFrom/%d/configMapRef/name", list, i, j);
+            op_add(ops, path, cJSON_CreateString(cm));
+            has = true;
+        }
+        j++;
     }
+    if (has) return 0;
     snprintf(path, sizeof path, "/spec/%s/%d/envFrom/-", list, i);
     op_add(ops, path, cm_ref(cm));
     return 0;
@@ -182,6 +197,43 @@ static const char *sets_visible_devices(const cJSON *spec, const char **list) {
     return NULL;
 }
 
+/* Delivery names this process issued lately. The apiserver may call the webhook again for the same
+ * pod within one request (reinvocationPolicy: IfNeeded) with another request uid; the name the first
+ * call gave is then kept. A name the pod came with that was not issued here lately was copied from
+ * another pod (a template made from `kubectl get pod -o yaml`) and is replaced. Forgetting (a restart,
+ * another replica answered first) only renames once more, consistently: correctness does not depend
+ * on this memory. */
+#define ISSUED_SLOTS 4096
+#define ISSUED_MS 120000   /* longer than any admission request with its webhook calls */
+static struct { uint64_t h; int64_t ms; } issued[ISSUED_SLOTS];
+static int issued_next;
+static pthread_mutex_t issued_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t name_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+static void issued_note(const char *name) {
+    uint64_t h = name_hash(name);
+    pthread_mutex_lock(&issued_mu);
+    issued[issued_next].h = h;
+    issued[issued_next].ms = ext_now_ms();
+    issued_next = (issued_next + 1) % ISSUED_SLOTS;
+    pthread_mutex_unlock(&issued_mu);
+}
+
+static bool issued_lately(const char *name) {
+    uint64_t h = name_hash(name);
+    int64_t now = ext_now_ms();
+    bool y = false;
+    pthread_mutex_lock(&issued_mu);
+    for (int i = 0; i < ISSUED_SLOTS && !y; i++) y = issued[i].h == h && now - issued[i].ms < ISSUED_MS;
+    pthread_mutex_unlock(&issued_mu);
+    return y;
+}
+
 /* The patch for a soft share (an empty array when it has everything), or NULL with why. */
 static cJSON *share_patch(const ext_webhook_config *cfg, const cJSON *pod, const char *uid, char *why, size_t whylen) {
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
@@ -190,11 +242,20 @@ static cJSON *share_patch(const ext_webhook_config *cfg, const cJSON *pod, const
     if (cfg->delivery == EXT_DELIVERY_RESERVATION) {
         const cJSON *anns = cJSON_GetObjectItemCaseSensitive(meta, "annotations");
         const cJSON *d = cJSON_GetObjectItemCaseSensitive(anns, EXT_DLV_ANN_DELIVERY);
+        /* The name comes from this admission's uid. A tessera.io/delivery the pod already carries is kept
+         * only when it is that name (a replay of this review) or one this process issued lately (a
+         * reinvocation); any other was copied from another pod (a template made from `kubectl get pod -o
+         * yaml`): it names that pod's ConfigMap and would hand this pod that pod's GPU. It is replaced, and
+         * so are the containers' references to it. */
         char cm[256];
-        if (cJSON_IsString(d) && d->valuestring[0]) {
-            snprintf(cm, sizeof cm, "%s", d->valuestring);
-        } else {
-            ext_delivery_cm_name(uid, cm, sizeof cm);
+        const char *stale = NULL;
+        ext_delivery_cm_name(uid, cm, sizeof cm);
+        bool keep = cJSON_IsString(d) && d->valuestring[0] &&
+                    (!strcmp(d->valuestring, cm) || issued_lately(d->valuestring));
+        if (keep) snprintf(cm, sizeof cm, "%s", d->valuestring);
+        else if (cJSON_IsString(d) && d->valuestring[0]) stale = d->valuestring;
+        issued_note(cm);
+        if (!keep) {
             cJSON *v = cJSON_CreateString(cm);
             if (!cJSON_IsObject(meta)) {
                 cJSON *m = cJSON_CreateObject();
@@ -217,7 +278,7 @@ static cJSON *share_patch(const ext_webhook_config *cfg, const cJSON *pod, const
             int i = 0;
             const cJSON *c;
             cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(spec, lists[l])) {
-                if (patch_env_from(ops, c, lists[l], i++, cm, why, whylen) < 0) {
+                if (patch_env_from(ops, c, lists[l], i++, cm, stale, why, whylen) < 0) {
                     cJSON_Delete(ops);
                     return NULL;
                 }

@@ -802,14 +802,20 @@ int model_regrant(const model_node *n, const model_assignment *from, int from_gp
     if (from->ngrants < 0 || from->ngrants > MODEL_MAX_GPUS) REFUSE("assignment has %d grants", from->ngrants);
     *out = *from;
     model_assignment moved = {0};
-    const model_gpu *to = &n->gpus[to_gpu];
+    const model_gpu *to = &n->gpus[to_gpu], *fr = &n->gpus[from_gpu];
+    /* The fit chose from_gpu for the request's constraints (gpu-models, isolation); the same product in
+     * the same mode satisfies them too, anything else might not (a time-slice replica on an MPS GPU, a
+     * model the pod excluded), and regrant does not see the request. */
+    if (to->product != fr->product || to->mode != fr->mode)
+        REFUSE("GPU %d (%s, %s) is not like GPU %d (%s, %s)", to->index, to->product ? to->product->product : "?",
+               model_gpu_mode_name(to->mode), fr->index, fr->product ? fr->product->product : "?", model_gpu_mode_name(fr->mode));
     for (int k = 0; k < from->ngrants; k++) {
         if (from->grant[k].gpu == to_gpu) REFUSE("assignment already has a grant on GPU %d", to->index);
         if (from->grant[k].gpu != from_gpu) continue;
         model_grant *g = &out->grant[k];
         g->gpu = (int8_t)to_gpu;
         if (g->mig_profile >= 0) {
-            if (to->mode != MODEL_GPU_MIG || to->product != n->gpus[from_gpu].product)
+            if (to->mode != MODEL_GPU_MIG)
                 REFUSE("GPU %d cannot take a MIG grant of GPU %d", to->index, n->gpus[from_gpu].index);
             int i = 0;
             while (i < to->ninst && !(to->inst[i].profile == g->mig_profile && to->inst[i].start == g->mig_start)) i++;

@@ -54,7 +54,9 @@ const model_alloc *model_node_find(const model_node *n, const char *uid);
  * and another one of the node takes it. MIG grants keep their profile and start slot (an idle
  * instance there, or one created on demand); a whole-GPU grant charges the new GPU's memory.
  * Pure: n is not changed. 0 with *out, or -1 with err when from has no grant on from_gpu, already
- * has one on to_gpu, or the moved grants do not fit on to_gpu as n stands now. */
+ * has one on to_gpu, to_gpu is not the same product in the same mode as from_gpu (the request's
+ * constraints held for from_gpu, so they hold for its twin), or the moved grants do not fit on
+ * to_gpu as n stands now. */
 int model_regrant(const model_node *n, const model_assignment *from, int from_gpu, int to_gpu, model_assignment *out,
                   char *err, size_t errlen);
 /* "GPU 2 exclusive; GPU 3 mig 3g.40gb@4" */

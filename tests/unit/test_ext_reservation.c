@@ -29,6 +29,7 @@ typedef struct rt {
     ext_rsv *rsv;
     ext_verbs v;
     int grace_ms;
+    int timeout_ms, retry_ms;   /* 0: the controller's defaults */
     bool ok;
 } rt;
 
@@ -99,6 +100,8 @@ static void rt_up(rt *r) {
     snprintf(rc.ns, sizeof rc.ns, RNS);
     snprintf(rc.image, sizeof rc.image, "registry.example/tessera:test");
     rc.grace_ms = r->grace_ms;
+    rc.timeout_ms = r->timeout_ms;
+    rc.retry_ms = r->retry_ms;
     rc.tick_ms = 100;
     r->rsv = ext_rsv_new(&rc, r->st, r->k, r->ev, NULL, err, sizeof err);
     ext_verbs_init(&r->v, r->st, NULL, rt_bind_fn, r->k);
@@ -386,6 +389,34 @@ TEST(ext_rsv_regrant_moves_only_the_grants_of_one_gpu) {
     CHECK_CONTAINS(err, "MiB free");
     char why[256];
     CHECK(model_node_check(n, why, sizeof why));   /* n was not touched */
+    model_node_free(n);
+}
+
+/* A move keeps the request's constraints: a time-slice replica does not go to an MPS GPU, nor a share to
+ * another product (the pod may have excluded it with gpu-models); regrant sees no request, so it keeps both. */
+TEST(ext_rsv_regrant_keeps_mode_and_product) {
+    model_node *n = model_node_new("n");
+    const model_gpu_product *a100 = model_catalog_find(model_catalog_default(), "NVIDIA-A100-SXM4-80GB");
+    const model_gpu_product *h100 = model_catalog_find(model_catalog_default(), "NVIDIA-H100-80GB-HBM3");
+    CHECK(a100 != NULL);
+    CHECK(h100 != NULL);
+    if (!a100 || !h100) { model_node_free(n); return; }
+    model_node_add_gpu(n, a100, MODEL_GPU_TIMESLICE, 4, 0);   /* #0 */
+    model_node_add_gpu(n, a100, MODEL_GPU_MPS, 4, 0);         /* #1 */
+    model_node_add_gpu(n, a100, MODEL_GPU_TIMESLICE, 4, 0);   /* #2 */
+    model_node_add_gpu(n, h100, MODEL_GPU_WHOLE, 1, 0);       /* #3 */
+    model_node_add_gpu(n, a100, MODEL_GPU_WHOLE, 1, 0);       /* #4 */
+    model_assignment rep = {.ngrants = 1}, frac = {.ngrants = 1}, out;
+    rep.grant[0] = (model_grant){.gpu = 0, .mig_inst = -1, .mig_profile = -1, .mig_start = -1, .replica = 1,
+                                 .memory_mib = 20000, .compute_permille = 250};
+    frac.grant[0] = (model_grant){.gpu = 4, .mig_inst = -1, .mig_profile = -1, .mig_start = -1, .replica = -1,
+                                  .memory_mib = 8000, .compute_permille = 100};
+    char err[256] = "";
+    CHECK_INT(model_regrant(n, &rep, 0, 1, &out, err, sizeof err), -1);   /* MPS */
+    CHECK_CONTAINS(err, "mps");
+    CHECK_INT(model_regrant(n, &rep, 0, 2, &out, err, sizeof err), 0);    /* its twin */
+    CHECK_INT(model_regrant(n, &frac, 4, 3, &out, err, sizeof err), -1);  /* another product */
+    CHECK_CONTAINS(err, "H100");
     model_node_free(n);
 }
 
@@ -898,4 +929,534 @@ TEST(ext_rsv_mixed_burst_never_double_holds_a_device) {
     CHECK_INT(doubles, 0);
     CHECK(unit_once);
     CHECK_MSG(consistent, "%s", cwhy);
+}
+
+/* ------------------------------------------------------------------ review of issue 11 */
+
+/* The share's containers ran (an init container that finished counts too). */
+static void mark_started(rt *r, const char *name, bool init_only) {
+    fake_api_patch(r->api, "pods", "default", name,
+                   init_only ? "{\"status\":{\"phase\":\"Pending\",\"initContainerStatuses\":[{\"name\":\"init\",\"state\":"
+                               "{\"terminated\":{\"exitCode\":0}}}],\"containerStatuses\":[{\"name\":\"main\",\"state\":"
+                               "{\"waiting\":{\"reason\":\"PodInitializing\"}}}]}}"
+                             : "{\"status\":{\"phase\":\"Running\",\"containerStatuses\":[{\"name\":\"main\",\"state\":"
+                               "{\"running\":{}}}]}}");
+}
+
+static bool node_has_reason(rt *r) {
+    ext_state_lock(r->st);
+    const ext_node *n = ext_state_node(r->st, "n1");
+    bool y = n && n->m && n->m->reason[0];
+    ext_state_unlock(r->st);
+    return y;
+}
+
+/* Review 1: the device plugin restarts (a GPU-operator upgrade): allocatable nvidia.com/gpu is 0 for a while
+ * and the node model has a reason and no GPUs. The running share still uses its GPU: its reservation is not
+ * released, nothing is given up, and when the inventory comes back everything is as it was. */
+TEST(ext_rsv_node_losing_its_gpu_inventory_keeps_the_reservations) {
+    rt r;
+    rt_start(&r, 1, true, 200);
+    char err[512] = "?", name[256], before[64] = "", after[64] = "";
+    rsv_name(0, 1, name, sizeof name);
+    if (r.ok) bind_share(&r, "s1", 8000, true, true, err, sizeof err);
+    bool cm = r.ok && WAIT(has_cm(&r, "s1"), 5000);
+    cm_uuid(&r, "s1", before, sizeof before);
+    mark_started(&r, "s1", false);
+    fake_api_patch(r.api, "nodes", NULL, "n1", "{\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"0\"}}}");
+    bool reason = WAIT(node_has_reason(&r), 2000);
+    nap_ms(800);   /* four grace periods */
+    bool kept = pod_exists(&r, RNS, name), share = pod_exists(&r, "default", "s1");
+    int bad = count_events(&r, EXT_DLV_EV_UNAVAILABLE, "s1") + count_events(&r, EXT_DLV_EV_LOST, "s1");
+    put_node(r.api, 1);
+    bool back = WAIT(!node_has_reason(&r), 2000);
+    nap_ms(500);
+    bool kept2 = pod_exists(&r, RNS, name) && count_reservations(&r) == 1;
+    cm_uuid(&r, "s1", after, sizeof after);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK_STR(err, "");
+    CHECK(cm);
+    CHECK(reason);
+    CHECK_MSG(kept, "the reservation of a running share was released while the node had no GPU inventory");
+    CHECK(share);
+    CHECK_INT(bad, 0);
+    CHECK(back);
+    CHECK(kept2);
+    CHECK_STR(after, before);
+}
+
+/* Play a kubelet that refuses every reservation (with reserve_error: tessera-reserve reports that it cannot
+ * tell its GPU) until the share is gone or ms pass. The number of reservations it saw. */
+static int refuse_all(rt *r, const char *share, bool reserve_error, int ms) {
+    int64_t end = ext_now_ms() + ms;
+    int seen = 0;
+    while (ext_now_ms() < end && pod_exists(r, "default", share)) {
+        cJSON *rs = reservations(r), *x;
+        cJSON_ArrayForEach(x, rs) {
+            if (!strcmp(jpath(x, "status", "phase", NULL), "Failed") ||
+                jpath(x, "metadata", "annotations", EXT_RSV_ANN_ERROR)[0])
+                continue;
+            seen++;
+            const char *n = jpath(x, "metadata", "name", NULL);
+            if (reserve_error)
+                fake_api_patch(r->api, "pods", RNS, n,
+                               "{\"metadata\":{\"annotations\":{\"" EXT_RSV_ANN_ERROR "\":\"NVIDIA_VISIBLE_DEVICES names "
+                               "device indexes, not UUIDs (deviceIDStrategy=index)\"}},\"status\":{\"phase\":\"Running\"}}");
+            else
+                refuse(r, n);
+        }
+        cJSON_Delete(rs);
+        nap_ms(5);
+    }
+    return seen;
+}
+
+/* Review 2: tessera-reserve's reserve-error is the node's setup, the same on every GPU: no moves, the owned
+ * share is given up at once (one Warning, deleted), one reservation tried in all. */
+TEST(ext_rsv_reserve_error_gives_up_at_once) {
+    rt r;
+    rt_start(&r, 2, false, 30000);
+    if (r.ok) put_bound_share(&r, "s1", 8000, 0, true, true);
+    int seen = r.ok ? refuse_all(&r, "s1", true, 3000) : -1;
+    bool deleted = !pod_exists(&r, "default", "s1");
+    bool warned = WAIT(count_events(&r, EXT_DLV_EV_UNAVAILABLE, "s1") == 1, 2000);
+    nap_ms(300);
+    int unavail = count_events(&r, EXT_DLV_EV_UNAVAILABLE, "s1"), refused = count_events(&r, EXT_DLV_EV_REFUSED, "s1");
+    ext_rsv_stats st;
+    ext_rsv_get_stats(r.rsv, &st);
+    int left = count_reservations(&r);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK_MSG(deleted, "the owned share was not given up (%d reservations tried)", seen);
+    CHECK(warned);
+    CHECK_INT(unavail, 1);
+    CHECK_INT(refused, 0);
+    CHECK_INT(seen, 1);
+    CHECK_INT((int)st.ops[EXT_RSV_OP_CREATE][0], 1);
+    CHECK_INT(left, 0);
+}
+
+/* Review 2: the kubelet refuses every reservation (the device plugin is down: UnexpectedAdmissionError). The
+ * share is moved between the node's GPUs at most max_attempts (3) reservations in all, then given up: one
+ * Warning, deleted. Before, the count was per GPU and tenants went GPU0 -> GPU1 -> GPU0... forever. */
+TEST(ext_rsv_repeated_refusals_are_bounded_per_share) {
+    rt r;
+    rt_start(&r, 2, false, 30000);
+    if (r.ok) put_bound_share(&r, "s1", 8000, 0, true, true);
+    int seen = r.ok ? refuse_all(&r, "s1", false, 4000) : -1;
+    bool deleted = !pod_exists(&r, "default", "s1");
+    bool warned = WAIT(count_events(&r, EXT_DLV_EV_UNAVAILABLE, "s1") == 1, 2000);
+    nap_ms(300);
+    int unavail = count_events(&r, EXT_DLV_EV_UNAVAILABLE, "s1");
+    ext_rsv_stats st;
+    ext_rsv_get_stats(r.rsv, &st);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK_MSG(deleted, "the owned share was not given up (%d reservations tried)", seen);
+    CHECK(warned);
+    CHECK_INT(unavail, 1);
+    CHECK_INT(seen, 3);
+    CHECK_INT((int)st.ops[EXT_RSV_OP_CREATE][0], 3);
+    CHECK_INT((int)st.ops[EXT_RSV_OP_MOVE][0], 2);
+}
+
+/* Review 3: a reservation deleted by hand under shares that already started (one only through its init
+ * container). Their containers keep the old GPU; tessera does not re-home them: a Warning each, the owned
+ * one deleted, the bare one left with its ConfigMap as it was, no new reservation for them. */
+TEST(ext_rsv_lost_reservation_of_started_shares_warns_and_does_not_rehome) {
+    rt r;
+    rt_start(&r, 2, true, 30000);
+    char err[512] = "?", err2[512] = "?", name[256], before[64] = "", after[64] = "";
+    rsv_name(0, 1, name, sizeof name);
+    if (r.ok) bind_share(&r, "own", 8000, true, true, err, sizeof err);
+    if (r.ok) bind_share(&r, "bare", 8000, false, true, err2, sizeof err2);
+    bool cms = r.ok && WAIT(has_cm(&r, "own") && has_cm(&r, "bare"), 5000);
+    cm_uuid(&r, "bare", before, sizeof before);
+    mark_started(&r, "own", false);
+    mark_started(&r, "bare", true);
+    nap_ms(150);   /* the controller sees them started */
+    fake_api_delete(r.api, "pods", RNS, name);
+    bool deleted = WAIT(!pod_exists(&r, "default", "own"), 3000);
+    bool warned = WAIT(count_events(&r, EXT_DLV_EV_LOST, "own") == 1 && count_events(&r, EXT_DLV_EV_LOST, "bare") == 1, 2000);
+    nap_ms(400);
+    int lost_bare = count_events(&r, EXT_DLV_EV_LOST, "bare");
+    bool bare_left = pod_exists(&r, "default", "bare");
+    cm_uuid(&r, "bare", after, sizeof after);
+    int left = count_reservations(&r);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK_STR(err, "");
+    CHECK_STR(err2, "");
+    CHECK(cms);
+    CHECK(deleted);
+    CHECK(warned);
+    CHECK_INT(lost_bare, 1);
+    CHECK(bare_left);
+    CHECK_STR(after, before);
+    CHECK_INT(left, 0);
+}
+
+/* Review 6: a refused reservation's shares move onto a GPU that a tenant-less reservation still holds (its
+ * grace period): it is reused, not skipped. Before, that GPU did not count and the share was given up. */
+TEST(ext_rsv_move_reuses_a_reservation_in_its_grace_period) {
+    rt r;
+    rt_start(&r, 2, false, 30000);   /* the test plays the kubelet */
+    char g0[256], g1[256], g1b[256], uuid[64] = "";
+    rsv_name(0, 1, g0, sizeof g0);
+    rsv_name(1, 1, g1, sizeof g1);
+    rsv_name(1, 2, g1b, sizeof g1b);
+    if (r.ok) put_bound_share(&r, "old", 8000, 1, false, true);
+    bool held = r.ok && WAIT(pod_exists(&r, RNS, g1), 3000);
+    report_uuid(&r, g1, "GPU-test-1");
+    bool cm_old = WAIT(has_cm(&r, "old"), 3000);
+    fake_api_delete(r.api, "pods", "default", "old");   /* GPU 1's reservation is now in its grace */
+    nap_ms(150);
+    put_bound_share(&r, "s1", 8000, 0, true, true);
+    bool created = WAIT(pod_exists(&r, RNS, g0), 3000);
+    refuse(&r, g0);
+    bool cm = WAIT(has_cm(&r, "s1"), 3000);
+    cm_uuid(&r, "s1", uuid, sizeof uuid);
+    nap_ms(200);
+    bool reused = pod_exists(&r, RNS, g1) && !pod_exists(&r, RNS, g1b);
+    int unavail = count_events(&r, EXT_DLV_EV_UNAVAILABLE, "s1");
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK(held);
+    CHECK(cm_old);
+    CHECK(created);
+    CHECK(cm);
+    CHECK_STR(uuid, "GPU-test-1");
+    CHECK(reused);
+    CHECK_INT(unavail, 0);
+}
+
+/* Review 7: while a unit's reservation is terminating (the kubelet still counts its device), no new one is
+ * made for it: it would be refused for nothing. When it is gone, the next attempt is admitted. */
+TEST(ext_rsv_no_new_reservation_while_the_old_one_terminates) {
+    rt r;
+    rt_start(&r, 1, true, 30000);
+    char err[512] = "?", first[256], second[256], uuid[64] = "";
+    rsv_name(0, 1, first, sizeof first);
+    rsv_name(0, 2, second, sizeof second);
+    if (r.ok) bind_share(&r, "s1", 8000, true, true, err, sizeof err);
+    bool cm = r.ok && WAIT(has_cm(&r, "s1"), 5000);
+    fake_api_patch(r.api, "pods", RNS, first, "{\"metadata\":{\"deletionTimestamp\":\"2026-01-01T00:00:00Z\"}}");
+    nap_ms(400);
+    bool waited = !pod_exists(&r, RNS, second);
+    /* The kubelet stops the container and lets go of the device, then the pod object goes (that order). */
+    fake_api_patch(r.api, "pods", RNS, first, "{\"status\":{\"phase\":\"Succeeded\"}}");
+    WAIT(({
+             char *h = fake_kubelet_holder(r.kl, "n1", "GPU-n1-0");
+             bool f = h == NULL;
+             free(h);
+             f;
+         }),
+         2000);
+    fake_api_delete(r.api, "pods", RNS, first);
+    bool made = WAIT(pod_exists(&r, RNS, second), 3000);
+    bool delivered = WAIT(({
+                              cm_uuid(&r, "s1", uuid, sizeof uuid);
+                              cJSON *rs = reservations(&r);
+                              const char *u = jpath(cJSON_GetArrayItem(rs, 0), "metadata", "annotations", EXT_RSV_ANN_UUID);
+                              bool y = u[0] && !strcmp(u, uuid);
+                              cJSON_Delete(rs);
+                              y;
+                          }),
+                          3000);
+    int refused = fake_kubelet_refused(r.kl);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK_STR(err, "");
+    CHECK(cm);
+    CHECK_MSG(waited, "a new reservation was made while the old one was terminating");
+    CHECK(made);
+    CHECK(delivered);
+    CHECK_INT(refused, 0);
+}
+
+/* Review 8: an owned share the webhook did not mutate is deleted (its replacement passes the webhook); a
+ * bare one keeps its Warning (ext_rsv_share_without_webhook_gets_a_warning_once). */
+TEST(ext_rsv_unmutated_owned_share_is_deleted) {
+    rt r;
+    rt_start(&r, 1, true, 30000);
+    if (r.ok) put_bound_share(&r, "plain", 8000, 0, true, false);
+    bool deleted = r.ok && WAIT(!pod_exists(&r, "default", "plain"), 3000);
+    bool warned = WAIT(count_events(&r, EXT_DLV_EV_NOT_MUTATED, "plain") == 1, 2000);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK(deleted);
+    CHECK(warned);
+}
+
+/* A ConfigMap already there under a share's delivery name, owned by another pod (a copied annotation). */
+static void put_foreign_cm(rt *r, const char *share) {
+    char cm[1024];
+    snprintf(cm, sizeof cm, "{\"metadata\":{\"name\":\"" EXT_DLV_CM_PREFIX "%s\",\"namespace\":\"default\",\"labels\":"
+                            "{\"" EXT_DLV_LABEL_DELIVERY "\":\"true\"},\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":"
+                            "\"Pod\",\"name\":\"other\",\"uid\":\"uid-other\"}]},\"data\":{\"" EXT_DLV_ENV_VISIBLE "\":"
+                            "\"GPU-of-other\"}}", share);
+    fake_api_put(r->api, "configmaps", cm);
+}
+
+/* Review 9, the controller's side: a share whose delivery name is another pod's ConfigMap does not take it
+ * over (its data and owner stay); a Warning, and the owned share is deleted. */
+TEST(ext_rsv_never_takes_over_another_pods_configmap) {
+    rt r;
+    rt_start(&r, 1, true, 30000);
+    if (r.ok) {
+        put_foreign_cm(&r, "bare");
+        put_foreign_cm(&r, "own");
+        put_bound_share(&r, "bare", 4000, 0, false, true);
+        put_bound_share(&r, "own", 4000, 0, true, true);
+    }
+    bool warned = r.ok && WAIT(count_events(&r, EXT_DLV_EV_CONFLICT, "bare") == 1 &&
+                                   count_events(&r, EXT_DLV_EV_CONFLICT, "own") == 1, 3000);
+    bool deleted = WAIT(!pod_exists(&r, "default", "own"), 2000);
+    nap_ms(300);
+    cJSON *cm = cm_of(&r, "bare");
+    char data[64], owner[64];
+    snprintf(data, sizeof data, "%s", jpath(cm, "data", EXT_DLV_ENV_VISIBLE, NULL));
+    const cJSON *o = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cm, "metadata"), "ownerReferences"), 0);
+    snprintf(owner, sizeof owner, "%s", jpath(o, "uid", NULL, NULL));
+    cJSON_Delete(cm);
+    int n = count_events(&r, EXT_DLV_EV_CONFLICT, "bare");
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK(warned);
+    CHECK(deleted);
+    CHECK_STR(data, "GPU-of-other");
+    CHECK_STR(owner, "uid-other");
+    CHECK_INT(n, 1);
+}
+
+/* Review 11: a bare share given up (no GPU could be reserved) is tried again after the backoff, and gets its
+ * GPU once one can be had; the Warning is not repeated. */
+TEST(ext_rsv_given_up_bare_share_is_retried) {
+    rt r;
+    memset(&r, 0, sizeof r);
+    rt_start(&r, 1, false, 30000);
+    rt_down(&r);
+    r.retry_ms = 200;
+    rt_up(&r);
+    char first[256], second[256], uuid[64] = "";
+    rsv_name(0, 1, first, sizeof first);
+    rsv_name(0, 2, second, sizeof second);
+    if (r.ok) put_bound_share(&r, "bare", 8000, 0, false, true);
+    bool created = r.ok && WAIT(pod_exists(&r, RNS, first), 3000);
+    refuse(&r, first);
+    bool warned = WAIT(count_events(&r, EXT_DLV_EV_UNAVAILABLE, "bare") == 1, 2000);
+    bool retried = WAIT(pod_exists(&r, RNS, second), 3000);
+    report_uuid(&r, second, "GPU-later");
+    bool cm = WAIT(has_cm(&r, "bare"), 3000);
+    cm_uuid(&r, "bare", uuid, sizeof uuid);
+    int n = count_events(&r, EXT_DLV_EV_UNAVAILABLE, "bare");
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK(created);
+    CHECK(warned);
+    CHECK(retried);
+    CHECK(cm);
+    CHECK_STR(uuid, "GPU-later");
+    CHECK_INT(n, 1);
+}
+
+/* Review 12: a reservation whose container cannot start says why in the share's Pending Event and in
+ * /debug/state, and after --reservation-timeout it counts as refused (here: the only GPU, so given up). */
+TEST(ext_rsv_stuck_reservation_says_why_and_times_out) {
+    rt r;
+    memset(&r, 0, sizeof r);
+    rt_start(&r, 1, false, 30000);
+    rt_down(&r);
+    r.timeout_ms = 2000;   /* creationTimestamp has whole seconds: it may trip up to 1 s early */
+    rt_up(&r);
+    char first[256], waiting[256] = "";
+    rsv_name(0, 1, first, sizeof first);
+    if (r.ok) put_bound_share(&r, "s1", 8000, 0, true, true);
+    bool created = r.ok && WAIT(pod_exists(&r, RNS, first), 3000);
+    fake_api_patch(r.api, "pods", RNS, first,
+                   "{\"status\":{\"phase\":\"Pending\",\"containerStatuses\":[{\"name\":\"reserve\",\"state\":{\"waiting\":"
+                   "{\"reason\":\"ImagePullBackOff\",\"message\":\"Back-off pulling image \\\"registry.example/tessera:test\\\"\"}}}]}}");
+    bool said = WAIT(({
+                         char *all = fake_api_events(r.api);
+                         bool y = all && strstr(all, "its container waits: ImagePullBackOff");
+                         free(all);
+                         y;
+                     }),
+                     1000);
+    ext_reply dbg = {0};
+    WAIT(({
+             ext_reply_free(&dbg);
+             memset(&dbg, 0, sizeof dbg);
+             ext_debug_state(&r.v, NULL, &dbg);
+             dbg.body && strstr(dbg.body, "ImagePullBackOff");
+         }),
+         1000);
+    cJSON *dj = dbg.body ? cJSON_Parse(dbg.body) : NULL;
+    ext_reply_free(&dbg);
+    snprintf(waiting, sizeof waiting, "%s", jpath(cJSON_GetArrayItem(cJSON_GetObjectItem(dj, "reservations"), 0), "waiting", NULL, NULL));
+    cJSON_Delete(dj);
+    bool early = pod_exists(&r, "default", "s1");
+    bool gave_up = WAIT(!pod_exists(&r, "default", "s1"), 4000);
+    bool why = WAIT(({
+                        char *all = fake_api_events(r.api);
+                        bool y = all && strstr(all, "no GPU UUID 2 s after its creation (its container waits: ImagePullBackOff");
+                        free(all);
+                        y;
+                    }),
+                    2000);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK(created);
+    CHECK(said);
+    CHECK_CONTAINS(waiting, "ImagePullBackOff: Back-off pulling image");
+    CHECK(early);
+    CHECK(gave_up);
+    CHECK(why);
+}
+
+/* Review 13: a late watch event for a reservation tessera deleted (here after its DELETED) does not make it
+ * live again: the next share on that GPU gets a new reservation, not the dead one's UUID. */
+TEST(ext_rsv_late_event_does_not_revive_a_deleted_reservation) {
+    rt r;
+    rt_start(&r, 1, true, 200);
+    char err[512] = "?", err2[512] = "?", first[256], olduid[128] = "", uuid[64] = "";
+    rsv_name(0, 1, first, sizeof first);
+    if (r.ok) bind_share(&r, "s1", 8000, false, true, err, sizeof err);
+    bool cm = r.ok && WAIT(has_cm(&r, "s1"), 5000);
+    char *old = fake_api_get(r.api, "pods", RNS, first);
+    cJSON *o = old ? cJSON_Parse(old) : NULL;
+    free(old);
+    snprintf(olduid, sizeof olduid, "%s", jpath(o, "metadata", "uid", NULL));
+    fake_api_delete(r.api, "pods", "default", "s1");
+    bool released = WAIT(!pod_exists(&r, RNS, first), 3000);
+    bool forgotten = WAIT(({
+                              ext_reply d = {0};
+                              ext_debug_state(&r.v, NULL, &d);
+                              bool y = d.body && !strstr(d.body, first);
+                              ext_reply_free(&d);
+                              y;
+                          }),
+                          2000);
+    WAIT(({
+             char *h = fake_kubelet_holder(r.kl, "n1", "GPU-n1-0");
+             bool f = h == NULL;
+             free(h);
+             f;
+         }),
+         2000);
+    if (o) ext_rsv_on_event(r.rsv, EXT_KUBE_POD, EXT_KUBE_MODIFIED, o);   /* late, stale */
+    cJSON_Delete(o);
+    if (r.ok) bind_share(&r, "s2", 8000, false, true, err2, sizeof err2);
+    bool made = WAIT(count_reservations(&r) == 1, 3000);
+    bool cm2 = WAIT(has_cm(&r, "s2"), 3000);
+    cm_uuid(&r, "s2", uuid, sizeof uuid);
+    cJSON *rs = reservations(&r);
+    const char *nu = jpath(cJSON_GetArrayItem(rs, 0), "metadata", "uid", NULL);
+    bool fresh = nu[0] && strcmp(nu, olduid) != 0;
+    char *held = fake_kubelet_devices(r.kl, nu);
+    cJSON_Delete(rs);
+    bool exact = held && !strcmp(held, uuid);
+    free(held);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK_STR(err, "");
+    CHECK_STR(err2, "");
+    CHECK(cm);
+    CHECK(released);
+    CHECK(forgotten);
+    CHECK_MSG(made, "no new reservation: the deleted one was taken as live");
+    CHECK(fresh);
+    CHECK(cm2);
+    CHECK(exact);
+}
+
+/* A reservation pod as another replica (or a crash mid-create) left it: admitted, with uuid. */
+static void put_rsv(rt *r, int gpu, int attempt, const char *uuid) {
+    char name[256], p[2048];
+    rsv_name(gpu, attempt, name, sizeof name);
+    snprintf(p, sizeof p, "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"" RNS "\",\"uid\":\"uid-%s\",\"labels\":{\""
+                          EXT_RSV_LABEL "\":\"true\"},\"annotations\":{\"" EXT_RSV_ANN_NODE "\":\"n1\",\"" EXT_RSV_ANN_GPU
+                          "\":\"%d\",\"" EXT_RSV_ANN_UNIT "\":\"gpu\",\"" EXT_RSV_ANN_UUID "\":\"%s\"}},\"spec\":{\"nodeName\":"
+                          "\"n1\",\"containers\":[{\"name\":\"reserve\",\"image\":\"x\",\"resources\":{\"limits\":{"
+                          "\"nvidia.com/gpu\":\"1\"}}}]},\"status\":{\"phase\":\"Running\"}}", name, name, gpu, uuid);
+    fake_api_put(r->api, "pods", p);
+}
+
+/* Review 15: two live reservations for one unit; the started share's ConfigMap names the second one's
+ * device. That one is kept (the container uses it) and the ConfigMap is left as it is. */
+TEST(ext_rsv_duplicate_kept_is_the_one_the_started_share_uses) {
+    rt r;
+    memset(&r, 0, sizeof r);
+    char err[256], a1[256], a2[256], uuid[64] = "";
+    r.grace_ms = 30000;
+    r.api = fake_api_start(0, err, sizeof err);
+    rsv_name(0, 1, a1, sizeof a1);
+    rsv_name(0, 2, a2, sizeof a2);
+    if (r.api) {
+        put_node(r.api, 2);
+        put_rsv(&r, 0, 1, "GPU-a");
+        put_rsv(&r, 0, 2, "GPU-b");
+        put_bound_share(&r, "s1", 8000, 0, false, true);
+        mark_started(&r, "s1", false);
+        ext_delivery_unit du = {"GPU-b", 8000, 98, 81920};
+        cJSON *data = ext_delivery_data(&du, 1);
+        cJSON *cm = cJSON_CreateObject();
+        cJSON *meta = cJSON_AddObjectToObject(cm, "metadata");
+        cJSON_AddStringToObject(meta, "name", EXT_DLV_CM_PREFIX "s1");
+        cJSON_AddStringToObject(meta, "namespace", "default");
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(meta, "labels"), EXT_DLV_LABEL_DELIVERY, "true");
+        cJSON *own = cJSON_CreateObject();
+        cJSON_AddStringToObject(own, "kind", "Pod");
+        cJSON_AddStringToObject(own, "name", "s1");
+        cJSON_AddStringToObject(own, "uid", "uid-s1");
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(meta, "ownerReferences"), own);
+        cJSON_AddItemToObject(cm, "data", data);
+        char *t = cJSON_PrintUnformatted(cm);
+        fake_api_put(r.api, "configmaps", t);
+        free(t);
+        cJSON_Delete(cm);
+        rt_up(&r);
+    }
+    bool one = r.ok && WAIT(count_reservations(&r) == 1, 3000);
+    nap_ms(200);
+    bool kept = pod_exists(&r, RNS, a2) && !pod_exists(&r, RNS, a1);
+    cm_uuid(&r, "s1", uuid, sizeof uuid);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK(one);
+    CHECK_MSG(kept, "kept the reservation the running share does not use");
+    CHECK_STR(uuid, "GPU-b");
+}
+
+/* Review 1, the other way a share's GPU stops decoding: the node's labels now say fewer GPUs (a relabel) while
+ * a share runs on GPU 1. The reservation its assignment names stays; the node goes on working for others. */
+TEST(ext_rsv_share_whose_gpu_left_the_labels_keeps_its_reservation) {
+    rt r;
+    rt_start(&r, 2, true, 200);
+    char g1[256], g0[256];
+    rsv_name(1, 1, g1, sizeof g1);
+    rsv_name(0, 1, g0, sizeof g0);
+    if (r.ok) put_bound_share(&r, "s1", 8000, 1, false, true);
+    bool cm = r.ok && WAIT(has_cm(&r, "s1"), 5000);
+    mark_started(&r, "s1", false);
+    put_node(r.api, 1);
+    bool shrunk = WAIT(({
+                           ext_state_lock(r.st);
+                           const ext_node *n = ext_state_node(r.st, "n1");
+                           bool y = n && n->m && n->m->ngpus == 1 && !n->m->reason[0];
+                           ext_state_unlock(r.st);
+                           y;
+                       }),
+                       2000);
+    nap_ms(800);   /* four grace periods */
+    bool kept = pod_exists(&r, RNS, g1);
+    put_bound_share(&r, "s2", 8000, 0, false, true);   /* the node still serves others */
+    bool other = WAIT(has_cm(&r, "s2") && pod_exists(&r, RNS, g0), 3000);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK(cm);
+    CHECK(shrunk);
+    CHECK_MSG(kept, "the reservation of a running share was released when its GPU left the labels");
+    CHECK(other);
 }

@@ -248,28 +248,49 @@ TEST(webhook_replay_is_byte_identical_and_mutated_pod_gets_no_patch) {
     CHECK(no_patch);
 }
 
-/* A pod that already names its delivery ConfigMap keeps that name. */
-TEST(webhook_existing_delivery_annotation_names_the_configmap) {
+/* A delivery annotation the pod came with that this webhook did not just issue was copied from another pod
+ * (a Deployment template made from `kubectl get pod -o yaml`): it names that pod's ConfigMap, which would
+ * hand this pod that pod's GPU. It is replaced by this admission's name, in the annotation and in every
+ * container's envFrom, so no container keeps a reference to the other pod's ConfigMap. */
+TEST(webhook_copied_delivery_annotation_is_replaced) {
     ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
-    const char *pod_sq = "{'metadata':{'name':'p','annotations':{'tessera.io/delivery':'mine','gpu-memory':'4096'}},"
-                         "'spec':{'schedulerName':'tessera-scheduler','containers':[{'name':'c'}]}}";
-    char *body = review("u2", "CREATE", "Pod", pod_sq);
+    const char *pod_sq = "{'metadata':{'name':'p','annotations':{'tessera.io/delivery':'tessera-gpu-of-another-pod',"
+                         "'gpu-memory':'4096'}},'spec':{'schedulerName':'tessera-scheduler','initContainers':[{'name':'i',"
+                         "'envFrom':[{'configMapRef':{'name':'tessera-gpu-of-another-pod'}}]}],'containers':[{'name':'c',"
+                         "'envFrom':[{'secretRef':{'name':'s'}},{'configMapRef':{'name':'tessera-gpu-of-another-pod'}}]}]}}";
+    char *body = review("U2-copy", "CREATE", "Pod", pod_sq);
     int st;
     cJSON *rep = mutate(&c, body, &st, NULL);
     free(body);
     cJSON *pod = patched_pod(pod_sq, rep);
-    cJSON *ops = patch_of(rep);
-    char *ops_txt = ops ? cJSON_PrintUnformatted(ops) : NULL;
-    bool ok = pod && has_cm_ref(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "spec"),
-                                                                                   "containers"), 0), "mine");
-    bool no_ann_op = ops_txt && !strstr(ops_txt, "/metadata");
-    free(ops_txt);
-    cJSON_Delete(ops);
+    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
+    const cJSON *ctr = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(spec, "containers"), 0);
+    const cJSON *init = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(spec, "initContainers"), 0);
+    const char *ann = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "metadata"), "annotations"), "tessera.io/delivery"));
+    char annv[128];
+    snprintf(annv, sizeof annv, "%s", ann ? ann : "");
+    bool refs = pod && has_cm_ref(ctr, "tessera-gpu-u2-copy") && has_cm_ref(init, "tessera-gpu-u2-copy");
+    bool no_old = pod && !has_cm_ref(ctr, "tessera-gpu-of-another-pod") && !has_cm_ref(init, "tessera-gpu-of-another-pod");
+    int nref = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(ctr, "envFrom"));
+    /* The pod as patched, admitted again (reinvocation, another request uid): kept, no patch. */
+    char *ptxt = pod ? pod_text(pod) : strdup("{}");
+    body = review("u2-again", "CREATE", "Pod", ptxt);
+    int st2;
+    cJSON *rep2 = mutate(&c, body, &st2, NULL);
+    bool no_patch = rep2 && !cJSON_GetObjectItemCaseSensitive(resp_of(rep2), "patch");
+    free(body);
+    free(ptxt);
+    cJSON_Delete(rep2);
     cJSON_Delete(pod);
     cJSON_Delete(rep);
     CHECK_INT(st, 200);
-    CHECK(ok);
-    CHECK(no_ann_op);
+    CHECK_STR(annv, "tessera-gpu-u2-copy");
+    CHECK(refs);
+    CHECK(no_old);
+    CHECK_INT(nref, 2);   /* the secret's and ours: the old reference was renamed, not added to */
+    CHECK_INT(st2, 200);
+    CHECK(no_patch);
 }
 
 /* Delivery none: only the marker (it still makes kube-scheduler call the extender). */
