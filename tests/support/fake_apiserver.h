@@ -68,7 +68,8 @@
 typedef struct fake_api fake_api;
 
 /* Special "status" values for fake_api_inject besides real HTTP codes (which answer with that code and a
- * Status body whose message is "injected <code>"). */
+ * Status body whose message is "injected <code>"; 429 answers as the apiserver's priority-and-fairness
+ * throttling does: Retry-After: 1 and a plain-text body). */
 #define FAKE_API_GONE_EVENT 1410 /* a watch answers 200 + ERROR event {code:410} (a list answers 410) */
 #define FAKE_API_GARBAGE    1001 /* 200 with a body that is not JSON (for a watch: one garbage line) */
 #define FAKE_API_HANGUP     1002 /* close the connection without answering */
