@@ -136,7 +136,7 @@ static ext_leader *new_leader(soak *s, inst *in, char *err, size_t errlen) {
 
 static int inst_start(soak *s, inst *in, const char *id, char *err, size_t errlen) {
     snprintf(in->id, sizeof in->id, "%s", id);
-    ext_state_config sc = {.standalone = false};
+    ext_state_config sc = {.standalone = false, .assume_ttl_ms = s->cfg.assume_ttl_ms};
     if (!(in->st = ext_state_new(&sc))) return snprintf(err, errlen, "out of memory"), -1;
     ext_kube_config kc;
     ext_kube_config_defaults(&kc);

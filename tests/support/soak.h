@@ -25,6 +25,8 @@ typedef struct soak_config {
     int slow_max_ms;
     int fault_every_ms;     /* one fault about this often (default 300) */
     int leader_every_s;     /* a leader change this often (default: seconds / 3, at least one per run) */
+    int assume_ttl_ms;      /* the caches' assumption TTL (ext_state_config; default 30000): a bind the watch
+                             * never confirms (the pod was deleted meanwhile) is held this long */
     unsigned seed;          /* 0: 1 */
     bool verbose;           /* a progress line every 10 s on stderr */
 } soak_config;

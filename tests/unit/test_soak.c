@@ -11,7 +11,10 @@
 
 TEST(soak_short_churn_with_faults_ends_equal_to_a_fresh_relist) {
     soak_config c = {.seconds = 12, .nodes = 8, .pods = 30, .slow_min_ms = 100, .slow_max_ms = 500,
-                     .fault_every_ms = 250, .leader_every_s = 4, .seed = 13};
+                     .fault_every_ms = 250, .leader_every_s = 4, .seed = 13,
+                     .assume_ttl_ms = 5000};   /* > the longest injected stall or outage */
+    const char *sd = getenv("SOAK_SEED");
+    if (sd && atoi(sd) > 0) c.seed = (unsigned)atoi(sd);
     const char *e = getenv("SOAK_SECONDS");
     if (e && atoi(e) > 0) c.seconds = atoi(e);
     soak_report r;
