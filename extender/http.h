@@ -11,8 +11,8 @@
  * Overload degrades into answers, never into dropped connections: a connection opened while
  * max_conns are already open, a bind while max_binds are in flight, and a body that would
  * take the buffered request bodies over max_body_total all get 503 + Retry-After with a JSON
- * Error (the connection is closed after it, which sheds the load); kube-scheduler retries
- * such a pod after its backoff instead of parking it as unschedulable. Probes (/healthz,
+ * Error (the connection is closed after it, which sheds the load): kube-scheduler gets an
+ * answer that says why, not an EOF. Probes (/healthz,
  * /readyz, /metrics) are answered even over the cap. Only past max_conns + 1024 (or when the
  * process runs out of descriptors, whose soft limit is raised to the hard one at start) does
  * libmicrohttpd itself close new connections unanswered.

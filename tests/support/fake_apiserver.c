@@ -504,6 +504,15 @@ int fake_api_bindings(fake_api *f) {
     return n;
 }
 
+void fake_api_forget_records(fake_api *f) {
+    pthread_mutex_lock(&f->mu);
+    for (size_t i = 0; i < f->nlog; i++) free(f->log[i]);
+    f->nlog = 0;
+    for (int i = 0; i < f->nbind; i++) free(f->bind_bodies[i]);
+    f->nbind = 0;
+    pthread_mutex_unlock(&f->mu);
+}
+
 char *fake_api_binding_body(fake_api *f, int i) {
     pthread_mutex_lock(&f->mu);
     char *out = i >= 0 && i < f->nbind ? fa_strdup(f->bind_bodies[i]) : NULL;

@@ -137,6 +137,9 @@ int fake_api_requests(fake_api *f, const char *target);
 /* Binding requests received (whatever their outcome), and a copy of the i-th body (NULL if out of range). */
 int fake_api_bindings(fake_api *f);
 char *fake_api_binding_body(fake_api *f, int i);
+/* Forget the request log and the binding bodies recorded so far (counts start again from 0), so a long run
+ * (the soak) does not grow the fake's memory with them. */
+void fake_api_forget_records(fake_api *f);
 /* The Events created so far, as a JSON array in creation order, and how many there are. Injected faults answer
  * before an Event is created, so a failed post is not recorded. */
 char *fake_api_events(fake_api *f);
