@@ -58,8 +58,8 @@ typedef struct inst {
     int gen;
 } inst;
 
-typedef struct dpod { char name[32], uid[48], node[32]; bool bound; } dpod;
-typedef struct dnode { char name[32]; int tmpl; int npods; } dnode;
+typedef struct dpod { char name[32], uid[48], node[64]; bool bound; } dpod;
+typedef struct dnode { char name[64]; int tmpl; int npods; } dnode;
 
 typedef struct soak {
     soak_config cfg;
@@ -207,7 +207,7 @@ static char *node_text(const ext_state *st, const ext_node *n) {
             }
     }
 #undef ADD_LINE
-    qsort(lines, (size_t)nl, sizeof *lines, cmp_line);
+    if (nl > 1) qsort(lines, (size_t)nl, sizeof *lines, cmp_line);
     out[0] = 0;
     for (int i = 0; i < nl; i++) {
         size_t l = strlen(lines[i]);

@@ -35,8 +35,13 @@ TEST(soak_short_churn_with_faults_ends_equal_to_a_fresh_relist) {
     uint64_t nf = 0;
     for (int i = 0; i < SOAK_FAULT_N; i++) nf += r.faults[i];
     CHECK(nf > 20);
-    /* flat: no descriptor leaked (a few sockets may be mid-reconnect), RSS within a margin */
-    CHECK_MSG(r.fds[2] <= r.fds[1] + 8, "open fds grew from %d after warm-up to %d at the end", r.fds[1], r.fds[2]);
+    /* flat: connections come and go with the faults (a cut watch is a socket on each side, both in this
+     * process), so the count moves by a few; a leak would grow with the hundreds of faults injected */
+    int base = r.fds[0] > r.fds[1] ? r.fds[0] : r.fds[1];
+    CHECK_MSG(r.fds[2] <= base + 16, "open fds grew from %d at start and %d after warm-up to %d at the end", r.fds[0],
+              r.fds[1], r.fds[2]);
+#ifndef __SANITIZE_ADDRESS__   /* AddressSanitizer's quarantine holds freed memory: RSS says nothing there */
     CHECK_MSG(r.rss_kb[2] <= r.rss_kb[1] + r.rss_kb[1] / 2 + 16384, "RSS grew from %ld KiB after warm-up to %ld KiB",
               r.rss_kb[1], r.rss_kb[2]);
+#endif
 }
