@@ -223,7 +223,7 @@ static enum MHD_Result serve_bind(ext_http *h, struct MHD_Connection *c, req_ctx
     pthread_t t;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 256u << 10);
+    pthread_attr_setstacksize(&attr, 1u << 20);   /* curl and TLS run on it: room to spare, touched pages only */
     int err = pthread_create(&t, &attr, bind_thread, rc);
     pthread_attr_destroy(&attr);
     if (err != 0) {   /* no thread to be had: bind here (this polling thread waits), then answer */
