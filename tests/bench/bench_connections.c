@@ -227,6 +227,10 @@ int main(void) {
         proc_figures(pid, &rss[3], &fds[3]);
         if (fds[3] <= fds[0]) break;
     }
+    long rss_later = -1;   /* the allocator hands freed memory back over seconds, not at once */
+    int fds_later = 0;
+    sleep(12);
+    proc_figures(pid, &rss_later, &fds_later);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
 
@@ -240,6 +244,7 @@ int main(void) {
                pct(lp, np, .5), pct(lp, np, .99), bad);
     printf("  server RSS (MiB) / fds: start %.1f / %d, storm held %.1f / %d, after latency %.1f / %d, all closed %.1f / %d\n",
            rss[0] / 1024.0, fds[0], rss[1] / 1024.0, fds[1], rss[2] / 1024.0, fds[2], rss[3] / 1024.0, fds[3]);
+    printf("  12 s after all closed: RSS %.1f MiB, %d fds\n", rss_later / 1024.0, fds_later);
     if (held)
         printf("  per held connection: %.1f KiB RSS\n", (double)(rss[1] - rss[0]) / held);
     free(c);

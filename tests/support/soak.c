@@ -623,8 +623,12 @@ int soak_run(const soak_config *cfg_in, soak_report *r, char *err, size_t errlen
             next_leader = now_ms() + (int64_t)c->leader_every_s * 1000;
         }
         if (c->verbose && now >= next_note) {
-            fprintf(stderr, "soak: %llds pods=%d nodes=%d binds=%llu faults=%llu checks=%llu overcommits=%llu\n",
-                    (long long)((now - s->t0_ms) / 1000), s->npods, s->nnodes,
+            long rss;
+            int fds;
+            proc_sample(&rss, &fds);
+            fprintf(stderr, "soak: %llds rss=%.1fMiB fds=%d pods=%d nodes=%d binds=%llu faults=%llu checks=%llu "
+                            "overcommits=%llu\n", (long long)((now - s->t0_ms) / 1000), rss / 1024.0, fds,
+                    s->npods, s->nnodes,
                     (unsigned long long)r->ops[SOAK_BIND_OK], (unsigned long long)(r->faults[0] + r->faults[1] +
                     r->faults[2] + r->faults[3] + r->faults[4] + r->faults[5] + r->faults[6] + r->faults[7]),
                     (unsigned long long)r->checks, (unsigned long long)r->overcommits);
