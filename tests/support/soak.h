@@ -61,8 +61,8 @@ typedef struct soak_report {
 const char *soak_op_name(soak_op o);
 const char *soak_fault_name(soak_fault f);
 
-/* 0 when the run went through (then look at overcommits and diff_nodes), -1 with err when it could not
- * start or settle. */
+/* 0 when the run went through (then look at overcommits and diff_nodes, which stays non-zero when the caches
+ * did not come to equal a fresh list within the assumption TTL + 30 s), -1 with err when it could not start. */
 int soak_run(const soak_config *cfg, soak_report *out, char *err, size_t errlen);
 
 /* The figures, several lines. */
