@@ -131,7 +131,8 @@ $(TEST_BIN): $(TEST_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
 
 # Each tests/bench/NAME.c is a program of its own; `make bench` builds and runs them all.
 # Benches may use the fake API server (tests/support); bench_extender runs the real binary.
-BENCH_SUPPORT_OBJ := $(BUILD)/tests/support/fake_apiserver.o $(BUILD)/tests/support/fake_kubelet.o
+BENCH_SUPPORT_OBJ := $(BUILD)/tests/support/fake_apiserver.o $(BUILD)/tests/support/fake_kubelet.o \
+                     $(BUILD)/tests/support/soak.o
 $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BENCH_SUPPORT_OBJ) $(BUILD)/libtessera.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")

@@ -7,11 +7,14 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "extender/health.h"
 #include "extender/log.h"
@@ -28,7 +31,13 @@ struct ext_http {
     ext_metrics metrics;
     int port;
     char *tls_cert, *tls_key, *tls_ca;
+    _Atomic int conns;            /* connections open now */
+    _Atomic int binds;            /* bind threads running */
+    _Atomic size_t body_bytes;    /* request bodies buffered now, all connections */
 };
+
+/* The socket context of a connection opened over max_conns: its requests get 503. */
+static char over_cap_tag;
 
 typedef enum route {
     R_NONE = 0, R_FILTER, R_PRIORITIZE, R_BIND, R_PREEMPT, R_WEBHOOK, R_HEALTHZ, R_READYZ, R_METRICS, R_DEBUG
@@ -38,9 +47,15 @@ typedef struct req_ctx {
     route r;
     bool post_route;        /* the route wants POST */
     bool too_big;
+    int shed;               /* 1 + EXT_HTTP_SHED_*: answer 503 once the body is read; 0: serve */
     char *buf;
     size_t len, cap;
     struct timespec t0;
+    /* a bind runs in its own thread while the connection is suspended */
+    ext_http *h;
+    struct MHD_Connection *conn;
+    _Atomic int bind_state;   /* 0 not started, 1 running, 2 done: rep holds the answer */
+    ext_reply rep;
 } req_ctx;
 
 static uint64_t elapsed_ns(const struct timespec *t0) {
@@ -74,6 +89,9 @@ static route route_of(const ext_http *h, const char *url, bool *post) {
 
 static enum MHD_Result send_body(struct MHD_Connection *c, int status, const char *ctype, char *body, size_t len,
                                  const char *allow) {
+    bool over = false;   /* a connection over the cap is closed after each answer: that sheds the load */
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (ci && ci->socket_context == &over_cap_tag) over = true;
     struct MHD_Response *resp = MHD_create_response_from_buffer(len, body ? body : (char *)"", body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
     if (!resp) {
         free(body);
@@ -81,6 +99,8 @@ static enum MHD_Result send_body(struct MHD_Connection *c, int status, const cha
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     if (allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+    if (status == 503) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (over) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, resp);
     MHD_destroy_response(resp);
     return rc;
@@ -97,6 +117,23 @@ static enum MHD_Result send_error(struct MHD_Connection *c, int status, const ch
     ext_reply_error(&r, status, msg);
     return send_reply(c, &r, allow);
 }
+
+static const char *const shed_msg[3] = {
+    "overloaded: too many connections to the tessera extender; retry after the Retry-After delay",
+    "overloaded: too many binds are waiting on the API server; retry after the Retry-After delay",
+    "overloaded: too many request bodies are buffered; retry after the Retry-After delay",
+};
+
+/* Count a request body in or out of the server-wide budget; false (nothing counted) when it would go over. */
+static bool body_take(ext_http *h, size_t n) {
+    size_t cur = atomic_load(&h->body_bytes);
+    do {
+        if (cur + n > h->cfg.max_body_total) return false;
+    } while (!atomic_compare_exchange_weak(&h->body_bytes, &cur, cur + n));
+    return true;
+}
+
+static void body_give(ext_http *h, size_t n) { atomic_fetch_sub(&h->body_bytes, n); }
 
 static void count_reject(ext_http *h, int status) {
     int k = status == 404 ? 0 : status == 405 ? 1 : 2;
@@ -163,6 +200,55 @@ static bool client_trusted(ext_http *h, struct MHD_Connection *c) {
 #endif
 }
 
+static void observe(ext_http *h, ext_verb vb, req_ctx *rc, const ext_reply *rep) {
+    ext_metrics_observe(&h->metrics, vb, elapsed_ns(&rc->t0), rep->status);
+    if (rep->status != 200)
+        ext_log(EXT_LOG_INFO, "http=%s status=%d body=%.300s", ext_verb_name(vb), rep->status, rep->body ? rep->body : "");
+}
+
+static void run_bind(req_ctx *rc) {
+    ext_verb_bind(rc->h->cfg.verbs, rc->buf ? rc->buf : "", rc->len, &rc->rep);
+    observe(rc->h, EXT_VERB_BIND, rc, &rc->rep);
+    atomic_store(&rc->bind_state, 2);
+}
+
+static void *bind_thread(void *arg) {
+    req_ctx *rc = arg;
+    ext_http *h = rc->h;
+    run_bind(rc);
+    /* After the resume the connection's thread answers and frees rc: touch neither again. The count
+     * drops last, so ext_http_stop (which waits for it) never stops the daemon under a suspended one. */
+    MHD_resume_connection(rc->conn);
+    atomic_fetch_sub(&h->binds, 1);
+    return NULL;
+}
+
+/* A bind waits on the Lease and the API server for up to seconds: it runs in a thread of its own
+ * with the connection suspended, and the connection's polling thread goes on serving the others.
+ * Called again after the resume, it answers. */
+static enum MHD_Result serve_bind(ext_http *h, struct MHD_Connection *c, req_ctx *rc) {
+    if (atomic_load(&rc->bind_state) == 2) return send_reply(c, &rc->rep, NULL);
+    if (atomic_fetch_add(&h->binds, 1) >= h->cfg.max_binds) {
+        atomic_fetch_sub(&h->binds, 1);
+        atomic_fetch_add(&h->metrics.http_shed[EXT_HTTP_SHED_BINDS], 1);
+        return send_error(c, 503, shed_msg[EXT_HTTP_SHED_BINDS], NULL);
+    }
+    atomic_store(&rc->bind_state, 1);
+    MHD_suspend_connection(c);
+    pthread_attr_t attr;
+    pthread_t t;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 1u << 20);   /* curl and TLS run on it: room to spare, touched pages only */
+    int err = pthread_create(&t, &attr, bind_thread, rc);
+    pthread_attr_destroy(&attr);
+    if (err != 0) {   /* no thread to be had: bind here (this polling thread waits), then answer */
+        ext_log(EXT_LOG_WARN, "http=bind why=\"cannot start a bind thread (errno %d); binding inline\"", err);
+        bind_thread(rc);
+    }
+    return MHD_YES;
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     ext_http *h = cls;
@@ -172,7 +258,17 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         if (!rc) return MHD_NO;
         clock_gettime(CLOCK_MONOTONIC, &rc->t0);
         rc->r = route_of(h, url, &rc->post_route);
+        rc->h = h;
+        rc->conn = c;
         *con_cls = rc;
+        bool probe = rc->r == R_HEALTHZ || rc->r == R_READYZ || rc->r == R_METRICS;
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        if (!probe && ci && ci->socket_context == &over_cap_tag) {
+            /* The body is read (and dropped) before the 503, so the connection closes cleanly:
+             * closing a socket with unread data would reset it and could lose the answer. */
+            rc->shed = 1 + EXT_HTTP_SHED_CONNS;
+            return MHD_YES;
+        }
         if (!client_trusted(h, c)) {
             ext_log(EXT_LOG_WARN, "http=refused why=\"no trusted client certificate\"");
             return send_error(c, 403, "a client certificate signed by the --tls-client-ca CA is required", NULL);
@@ -180,8 +276,16 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         /* A declared length over the limit is refused before a byte of it is read. */
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
-        if (declared > 0 && declared <= h->cfg.max_body && (rc->buf = malloc((size_t)declared + 1)))
-            rc->cap = (size_t)declared + 1;   /* one buffer for the whole body: no copying as it grows */
+        if (declared > 0 && declared <= h->cfg.max_body) {
+            if (!body_take(h, (size_t)declared + 1)) {
+                rc->shed = 1 + EXT_HTTP_SHED_MEMORY;
+                return MHD_YES;
+            }
+            if ((rc->buf = malloc((size_t)declared + 1)))
+                rc->cap = (size_t)declared + 1;   /* one buffer for the whole body: no copying as it grows */
+            else
+                body_give(h, (size_t)declared + 1);
+        }
         if (declared > h->cfg.max_body) {
             rc->too_big = true;
             count_reject(h, 413);
@@ -192,18 +296,31 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return MHD_YES;
     }
     if (*upload_size > 0) {
-        if (!rc->too_big) {
+        if (!rc->too_big && !rc->shed) {
             if (rc->len + *upload_size > h->cfg.max_body) {
                 rc->too_big = true;
                 free(rc->buf);
+                body_give(h, rc->cap);
                 rc->buf = NULL;
                 rc->len = rc->cap = 0;
             } else {
                 if (rc->len + *upload_size + 1 > rc->cap) {
                     size_t nc = rc->cap ? rc->cap : 4096;
                     while (nc < rc->len + *upload_size + 1) nc *= 2;
+                    if (!body_take(h, nc - rc->cap)) {
+                        rc->shed = 1 + EXT_HTTP_SHED_MEMORY;
+                        free(rc->buf);
+                        body_give(h, rc->cap);
+                        rc->buf = NULL;
+                        rc->len = rc->cap = 0;
+                        *upload_size = 0;
+                        return MHD_YES;
+                    }
                     char *nb = realloc(rc->buf, nc);
-                    if (!nb) return MHD_NO;
+                    if (!nb) {
+                        body_give(h, nc - rc->cap);
+                        return MHD_NO;
+                    }
                     rc->buf = nb;
                     rc->cap = nc;
                 }
@@ -215,6 +332,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return MHD_YES;
     }
     /* The whole request is in. */
+    if (rc->shed) {
+        atomic_fetch_add(&h->metrics.http_shed[rc->shed - 1], 1);
+        return send_error(c, 503, shed_msg[rc->shed - 1], NULL);
+    }
     bool is_post = !strcmp(method, MHD_HTTP_METHOD_POST);
     bool is_get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
     if (rc->r == R_NONE) {
@@ -250,16 +371,14 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             ext_log(EXT_LOG_INFO, "http=webhook refused=%.400s", rep.body);
         return send_reply(c, &rep, NULL);
     }
+    if (rc->r == R_BIND) return serve_bind(h, c, rc);
     ext_verb vb;
     switch (rc->r) {
     case R_FILTER: vb = EXT_VERB_FILTER; ext_verb_filter(h->cfg.verbs, body, rc->len, &rep); break;
     case R_PRIORITIZE: vb = EXT_VERB_PRIORITIZE; ext_verb_prioritize(h->cfg.verbs, body, rc->len, &rep); break;
-    case R_BIND: vb = EXT_VERB_BIND; ext_verb_bind(h->cfg.verbs, body, rc->len, &rep); break;
     default: vb = EXT_VERB_PREEMPT; ext_verb_preempt(h->cfg.verbs, body, rc->len, &rep); break;
     }
-    ext_metrics_observe(&h->metrics, vb, elapsed_ns(&rc->t0), rep.status);
-    if (rep.status != 200)
-        ext_log(EXT_LOG_INFO, "http=%s status=%d body=%.300s", ext_verb_name(vb), rep.status, rep.body ? rep.body : "");
+    observe(h, vb, rc, &rep);
     return send_reply(c, &rep, NULL);
 }
 
@@ -268,9 +387,38 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     if (!rc) return;
     if (toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED)
         ext_log(EXT_LOG_WARN, "http=timeout route=%d received=%zu", (int)rc->r, rc->len);
+    body_give(rc->h, rc->cap);
     free(rc->buf);
+    ext_reply_free(&rc->rep);
     free(rc);
     *con_cls = NULL;
+}
+
+/* Counts connections and marks those opened over the cap (their requests get 503, see handler). */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    ext_http *h = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        int n = atomic_fetch_add(&h->conns, 1) + 1;
+        *socket_context = n > h->cfg.max_conns ? &over_cap_tag : NULL;
+        atomic_fetch_add(&h->metrics.http_connections, 1);
+    } else {
+        atomic_fetch_sub(&h->conns, 1);
+        atomic_fetch_sub(&h->metrics.http_connections, 1);
+    }
+}
+
+/* The server is built for thousands of connections: raise the soft descriptor limit to the hard
+ * one (the usual soft default of 1024 would stop it first). Returns the limit now in force. */
+static rlim_t raise_nofile(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 1024;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rlim_t old = rl.rlim_cur;
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) rl.rlim_cur = old;
+    }
+    return rl.rlim_cur;
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -344,6 +492,21 @@ ext_http *ext_http_start(const ext_http_config *cfg, char *err, size_t errlen) {
     h->cfg.tls_cert_pem = h->cfg.tls_key_pem = NULL;   /* the caller's strings may go away; h->tls_* are ours */
     if (!h->cfg.max_body) h->cfg.max_body = 8u << 20;
     if (h->cfg.conn_timeout_s <= 0) h->cfg.conn_timeout_s = 30;
+    if (h->cfg.threads <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        h->cfg.threads = n < 2 ? 2 : n > 8 ? 8 : (int)n;
+    }
+    if (h->cfg.max_conns <= 0) h->cfg.max_conns = 4096;
+    if (h->cfg.max_binds <= 0) h->cfg.max_binds = 64;
+    if (!h->cfg.max_body_total) h->cfg.max_body_total = h->cfg.max_body * 4 > (256u << 20) ? h->cfg.max_body * 4 : (256u << 20);
+    if (h->cfg.max_body_total < h->cfg.max_body + 1) h->cfg.max_body_total = h->cfg.max_body + 1;
+    /* libmicrohttpd closes connections past its own limit unanswered: keep that limit 1024 above
+     * ours (room to answer 503) and inside the descriptors we have (a few hundred kept for the API
+     * client, watches and files). */
+    rlim_t nofile = raise_nofile();
+    unsigned mhd_limit = (unsigned)h->cfg.max_conns + 1024;
+    if (nofile < (rlim_t)mhd_limit + 256) mhd_limit = nofile > 512 ? (unsigned)(nofile - 256) : 256;
+    if ((unsigned)h->cfg.max_conns > mhd_limit) h->cfg.max_conns = (int)mhd_limit;
     size_t pl = strlen(h->cfg.prefix);
     while (pl > 0 && h->cfg.prefix[pl - 1] == '/') h->cfg.prefix[--pl] = 0;   /* as kube-scheduler trims it */
     struct sockaddr_storage ss;
@@ -352,7 +515,8 @@ ext_http *ext_http_start(const ext_http_config *cfg, char *err, size_t errlen) {
         free(h);
         return NULL;
     }
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    /* epoll: no FD_SETSIZE ceiling; suspend/resume: binds off the polling threads (serve_bind). */
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
     struct MHD_OptionItem tls[4];
     int nt = 0;
@@ -391,8 +555,15 @@ ext_http *ext_http_start(const ext_http_config *cfg, char *err, size_t errlen) {
                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)h->cfg.conn_timeout_s,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)512,
+                            MHD_OPTION_CONNECTION_LIMIT, mhd_limit,
+                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)h->cfg.threads,
+                            /* each connection's buffer for headers and body chunks, 16 KiB (about 21 KiB of RSS per
+                             * kept-alive connection in bench_connections; the body itself
+                             * is copied out, bounded by max_body and max_body_total) */
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384,
+                            MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)4096,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, h,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
                             MHD_OPTION_ARRAY, tls,
                             MHD_OPTION_END);
     if (!h->d) {
@@ -421,7 +592,17 @@ ext_metrics *ext_http_metrics(ext_http *h) { return h ? &h->metrics : NULL; }
 
 void ext_http_stop(ext_http *h) {
     if (!h) return;
-    if (h->d) MHD_stop_daemon(h->d);
+    if (h->d) {
+        /* Stop accepting, then let binds in flight finish (each is bounded by the API client's
+         * timeout): libmicrohttpd refuses to stop with a connection still suspended. */
+        MHD_socket lfd = MHD_quiesce_daemon(h->d);
+        if (lfd != MHD_INVALID_SOCKET) close(lfd);   /* quiescing hands the listening socket to us */
+        while (atomic_load(&h->binds) > 0) {
+            struct timespec ts = {0, 5 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        MHD_stop_daemon(h->d);
+    }
     free(h->tls_cert);
     free(h->tls_key);
     free(h->tls_ca);

@@ -1,7 +1,21 @@
 /* http.h -- the extender's HTTP(S) server on libmicrohttpd: routes kube-scheduler's POSTs
- * to the verbs and serves /healthz, /readyz, /metrics and /debug/state. One thread per
- * connection, so a bind waiting on the API server never holds up a filter; keep-alive;
- * bounded bodies; an idle or slow connection is closed after a timeout.
+ * to the verbs and serves /healthz, /readyz, /metrics and /debug/state. keep-alive; bounded
+ * bodies; an idle or slow connection is closed after a timeout.
+ *
+ * Connections: a small pool of threads, each polling its share of the connections with epoll,
+ * so there is no descriptor ceiling (select() stops at FD_SETSIZE = 1024) and thousands of
+ * kept-alive connections cost a little memory each, not a thread each. A bind, which waits
+ * on the API server (and on the Lease), runs in a thread of its own while its connection is
+ * suspended, so it never holds up the filter and prioritize calls polled by the same thread.
+ *
+ * Overload degrades into answers, never into dropped connections: a connection opened while
+ * max_conns are already open, a bind while max_binds are in flight, and a body that would
+ * take the buffered request bodies over max_body_total all get 503 + Retry-After with a JSON
+ * Error (the connection is closed after it, which sheds the load): kube-scheduler gets an
+ * answer that says why, not an EOF. Probes (/healthz,
+ * /readyz, /metrics) are answered even over the cap. Only past max_conns + 1024 (or when the
+ * process runs out of descriptors, whose soft limit is raised to the hard one at start) does
+ * libmicrohttpd itself close new connections unanswered.
  *
  * Routes (prefix = --url-prefix, default "/tessera"):
  *   POST <prefix>/filter | /prioritize | /bind | /preempt     the verbs (verbs.h)
@@ -32,6 +46,11 @@ typedef struct ext_http_config {
     char prefix[256];            /* "" or "/tessera" (no trailing '/') */
     size_t max_body;             /* bytes; default 8 MiB */
     int conn_timeout_s;          /* idle/slow connection timeout; default 30 */
+    int threads;                 /* polling threads; default: the CPUs, 2..8 */
+    int max_conns;               /* connections served normally; more get 503 (default 4096) */
+    int max_binds;               /* binds in flight (each waits on the API server); default 64 */
+    size_t max_body_total;       /* request bodies buffered at once, all connections; default
+                                  * 256 MiB or 4 x max_body, whichever is larger */
     const char *tls_cert_file;   /* PEM; with tls_key_file turns HTTPS on */
     const char *tls_key_file;
     const char *tls_client_ca_file;  /* PEM; clients must present a certificate it signed */
@@ -62,6 +81,9 @@ typedef struct ext_http ext_http;
 ext_http *ext_http_start(const ext_http_config *cfg, char *err, size_t errlen);
 int ext_http_port(const ext_http *h);      /* the port actually bound */
 ext_metrics *ext_http_metrics(ext_http *h);
+
+/* Overload reasons, the index of ext_metrics.http_shed. */
+enum { EXT_HTTP_SHED_CONNS = 0, EXT_HTTP_SHED_BINDS, EXT_HTTP_SHED_MEMORY };
 /* Stop accepting, finish in-flight requests, free. */
 void ext_http_stop(ext_http *h);
 

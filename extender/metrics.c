@@ -189,6 +189,13 @@ char *ext_metrics_render(ext_metrics *m, ext_verbs *v, const ext_kube_stats *ks,
             "# TYPE tessera_http_rejected_total counter\n");
     for (int k = 0; k < 3; k++)
         sbf(&b, "tessera_http_rejected_total{code=\"%d\"} %llu\n", rej[k], (unsigned long long)atomic_load(&m->http_rejected[k]));
+    static const char *const shed[3] = {"connections", "binds", "memory"};   /* http.c's EXT_HTTP_SHED_* */
+    sbf(&b, "# HELP tessera_http_overload_total Requests answered 503 with Retry-After because a limit was reached.\n"
+            "# TYPE tessera_http_overload_total counter\n");
+    for (int k = 0; k < 3; k++)
+        sbf(&b, "tessera_http_overload_total{limit=\"%s\"} %llu\n", shed[k], (unsigned long long)atomic_load(&m->http_shed[k]));
+    sbf(&b, "# HELP tessera_http_connections Client connections open now.\n# TYPE tessera_http_connections gauge\n"
+            "tessera_http_connections %lld\n", (long long)atomic_load(&m->http_connections));
     sbf(&b, "# HELP tessera_binds_total Bind calls by result.\n# TYPE tessera_binds_total counter\n");
     for (int o = 0; o < EXT_BIND_NOUTCOMES; o++)
         sbf(&b, "tessera_binds_total{result=\"%s\"} %llu\n", ext_bind_outcome_name(o),

@@ -23,6 +23,9 @@ typedef struct ext_metrics {
     _Atomic uint64_t sum_ns[EXT_VERB_N];
     _Atomic uint64_t status[EXT_VERB_N][6];                     /* by class: 1xx..5xx, index 0 other */
     _Atomic uint64_t http_rejected[3];                          /* 404, 405, 413 outside the verbs */
+    /* overload (http.c): 503s by reason (EXT_HTTP_SHED_*) and connections open now */
+    _Atomic uint64_t http_shed[3];
+    _Atomic int64_t http_connections;
 } ext_metrics;
 
 const char *ext_verb_name(ext_verb v);

@@ -521,6 +521,15 @@ int fake_api_bindings(fake_api *f) {
     return n;
 }
 
+void fake_api_forget_records(fake_api *f) {
+    pthread_mutex_lock(&f->mu);
+    for (size_t i = 0; i < f->nlog; i++) free(f->log[i]);
+    f->nlog = 0;
+    for (int i = 0; i < f->nbind; i++) free(f->bind_bodies[i]);
+    f->nbind = 0;
+    pthread_mutex_unlock(&f->mu);
+}
+
 char *fake_api_binding_body(fake_api *f, int i) {
     pthread_mutex_lock(&f->mu);
     char *out = i >= 0 && i < f->nbind ? fa_strdup(f->bind_bodies[i]) : NULL;
@@ -1235,6 +1244,17 @@ static enum MHD_Result fa_handle(void *cls, struct MHD_Connection *c, const char
         ret = fa_watch_start(f, c, kind, true, false);
     } else if (inject == FAKE_API_GARBAGE) {
         ret = watch && kind >= 0 ? fa_watch_start(f, c, kind, false, true) : fa_send(c, 200, "{\"items\": [ garbage");
+    } else if (inject == 429) {
+        /* as the apiserver's priority-and-fairness filter throttles (k8s.io/apiserver/pkg/server/filters,
+         * tooManyRequests): 429, Retry-After, and a plain-text body rather than a Status */
+        const char *txt = "Too many requests, please try again later.\n";
+        struct MHD_Response *r = MHD_create_response_from_buffer(strlen(txt), (void *)txt, MHD_RESPMEM_PERSISTENT);
+        if (r) {
+            MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
+            MHD_add_response_header(r, "Retry-After", "1");
+        }
+        ret = r ? MHD_queue_response(c, 429, r) : MHD_NO;
+        if (r) MHD_destroy_response(r);
     } else if (inject) {
         char msg[256];
         int code = inject == FAKE_API_GONE_EVENT ? 410 : inject;

@@ -68,7 +68,8 @@
 typedef struct fake_api fake_api;
 
 /* Special "status" values for fake_api_inject besides real HTTP codes (which answer with that code and a
- * Status body whose message is "injected <code>"). */
+ * Status body whose message is "injected <code>"; 429 answers as the apiserver's priority-and-fairness
+ * throttling does: Retry-After: 1 and a plain-text body). */
 #define FAKE_API_GONE_EVENT 1410 /* a watch answers 200 + ERROR event {code:410} (a list answers 410) */
 #define FAKE_API_GARBAGE    1001 /* 200 with a body that is not JSON (for a watch: one garbage line) */
 #define FAKE_API_HANGUP     1002 /* close the connection without answering */
@@ -140,6 +141,9 @@ int fake_api_requests(fake_api *f, const char *target);
 /* Binding requests received (whatever their outcome), and a copy of the i-th body (NULL if out of range). */
 int fake_api_bindings(fake_api *f);
 char *fake_api_binding_body(fake_api *f, int i);
+/* Forget the request log and the binding bodies recorded so far (counts start again from 0), so a long run
+ * (the soak) does not grow the fake's memory with them. */
+void fake_api_forget_records(fake_api *f);
 /* The Events created so far, as a JSON array in creation order, and how many there are. Injected faults answer
  * before an Event is created, so a failed post is not recorded. */
 char *fake_api_events(fake_api *f);
