@@ -253,7 +253,7 @@ static void gen_candidates(fit_run *f, const route_plan *p) {
     const model_request *r = f->r;
     for (int gi = 0; gi < n->ngpus; gi++) {
         const model_gpu *g = &n->gpus[gi];
-        if (!product_allows(g->product, n, r)) continue;
+        if (!product_allows(g->product, n, r) || !model_gpu_reachable(g, r)) continue;
         f->st.gpus_model_ok++;
         int made = 0;
         switch (g->mode) {

@@ -518,7 +518,8 @@ bool model_request_same(const model_request *a, const model_request *b) {
     if (a->kind != b->kind || a->count != b->count || a->memory_mib != b->memory_mib ||
         a->memory_permille != b->memory_permille || a->compute_permille != b->compute_permille ||
         a->isolation != b->isolation || a->nmodels != b->nmodels || a->cpu_milli != b->cpu_milli ||
-        a->memory_bytes != b->memory_bytes || a->priority != b->priority || a->no_mps != b->no_mps ||
+        a->memory_bytes != b->memory_bytes || a->priority != b->priority || a->no_mps != b->no_mps || a->via_dra != b->via_dra ||
+        a->dra_min_memory_mib != b->dra_min_memory_mib ||
         strncmp(a->mig_profile, b->mig_profile, sizeof a->mig_profile))
         return false;
     for (int i = 0; i < a->nmodels && i < MODEL_MAX_MODELS; i++)
