@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "extender/log.h"
+
 #define KUBE_PAGE_LIMIT     500
 #define KUBE_MAX_LINE       (16u << 20)  /* one watch event; a Node with huge annotations stays far below */
 #define KUBE_MAX_BODY       (512u << 20) /* one list page of 500 objects */
@@ -24,17 +26,32 @@
 #define KUBE_POOL           8            /* idle bind handles kept for connection reuse */
 #define SA_DIR              "/var/run/secrets/kubernetes.io/serviceaccount/"
 
-enum { OUT_OK = 0, OUT_ENDED, OUT_GONE, OUT_ERROR, OUT_STOP, OUT_RELIST };
+enum { OUT_OK = 0, OUT_ENDED, OUT_GONE, OUT_ERROR, OUT_STOP, OUT_RELIST, OUT_ABSENT };
 
-static const char *const kube_path[2] = {"/api/v1/nodes", "/api/v1/pods"};
+/* optional: only with cfg.dra, and a 404 means "not served here" (kube.h) */
+static const struct { const char *path, *name; bool optional; } kube_kinds[EXT_KUBE_NKINDS] = {
+    {"/api/v1/nodes", "Node", false},
+    {"/api/v1/pods", "Pod", false},
+    {"/apis/resource.k8s.io/v1/resourceslices", "ResourceSlice", true},
+    {"/apis/resource.k8s.io/v1/resourceclaims", "ResourceClaim", true},
+    {"/apis/resource.k8s.io/v1/deviceclasses", "DeviceClass", true},
+};
+#define kube_path(kind) (kube_kinds[kind].path)
+
+const char *ext_kube_kind_name(ext_kube_kind kind) {
+    return kind >= 0 && kind < EXT_KUBE_NKINDS ? kube_kinds[kind].name : "?";
+}
+
+static bool kind_on(const ext_kube *k, int kind);
 
 struct ext_kube {
     ext_kube_config cfg;
     char base[512]; /* api_url without the trailing '/' */
     ext_kube_handler handler;
     void *user;
-    pthread_t thr[2];
-    CURLM *multi[2]; /* one per thread: curl_multi_wakeup lets ext_kube_free interrupt a watch at once */
+    pthread_t thr[EXT_KUBE_NKINDS];
+    bool running[EXT_KUBE_NKINDS];
+    CURLM *multi[EXT_KUBE_NKINDS]; /* one per thread: curl_multi_wakeup lets ext_kube_free interrupt a watch at once */
     bool started;
     atomic_bool stop;
     pthread_mutex_t mu; /* stats, and the condition backoff sleeps wait on */
@@ -45,9 +62,9 @@ struct ext_kube {
     int npool;
     /* ext_kube_relist: tickets asked for, the ticket each thread's current list serves (that thread only),
      * and the latest ticket a completed list served (under mu). */
-    _Atomic uint64_t relist_req[2];
-    uint64_t relist_served[2];
-    uint64_t relist_done[2];
+    _Atomic uint64_t relist_req[EXT_KUBE_NKINDS];
+    uint64_t relist_served[EXT_KUBE_NKINDS];
+    uint64_t relist_done[EXT_KUBE_NKINDS];
 };
 
 /* over: max was reached; truncate: then drop the rest quietly (error bodies) instead of failing the transfer */
@@ -264,10 +281,10 @@ static int kube_list(ext_kube *k, CURL *h, int kind, char **rv) {
         int n;
         if (cont) {
             char *esc = curl_easy_escape(h, cont, 0);
-            n = esc ? snprintf(url, sizeof url, "%s%s?limit=%d&continue=%s", k->base, kube_path[kind], KUBE_PAGE_LIMIT, esc) : -1;
+            n = esc ? snprintf(url, sizeof url, "%s%s?limit=%d&continue=%s", k->base, kube_path(kind), KUBE_PAGE_LIMIT, esc) : -1;
             curl_free(esc);
         } else {
-            n = snprintf(url, sizeof url, "%s%s?limit=%d", k->base, kube_path[kind], KUBE_PAGE_LIMIT);
+            n = snprintf(url, sizeof url, "%s%s?limit=%d", k->base, kube_path(kind), KUBE_PAGE_LIMIT);
         }
         if (n < 0 || (size_t)n >= sizeof url) break;
         struct curl_slist *hdrs = kube_headers(k, NULL, err, sizeof err);
@@ -286,6 +303,7 @@ static int kube_list(ext_kube *k, CURL *h, int kind, char **rv) {
         if (rc != CURLE_OK || code != 200) {
             free(b.p);
             out = rc == CURLE_OK && code == 410 ? OUT_GONE : OUT_ERROR; /* 410: the continue token expired */
+            if (rc == CURLE_OK && code == 404 && kube_kinds[kind].optional && !announced) out = OUT_ABSENT;
             break;
         }
         cJSON *root = b.p ? cJSON_ParseWithLength(b.p, b.n) : NULL;
@@ -400,7 +418,7 @@ static int kube_watch(ext_kube *k, CURL *h, int kind, char **rv, int *events) {
     char url[2048], errbuf[CURL_ERROR_SIZE], err[256];
     char *esc = curl_easy_escape(h, *rv ? *rv : "", 0);
     int n = esc ? snprintf(url, sizeof url, "%s%s?watch=1&resourceVersion=%s&allowWatchBookmarks=true&timeoutSeconds=%d",
-                           k->base, kube_path[kind], esc, k->cfg.watch_timeout_s) : -1;
+                           k->base, kube_path(kind), esc, k->cfg.watch_timeout_s) : -1;
     curl_free(esc);
     *events = 0;
     if (n < 0 || (size_t)n >= sizeof url) return OUT_ERROR;
@@ -459,7 +477,7 @@ static void *kube_thread(void *arg) {
     int backoff = KUBE_BACKOFF_MIN_MS < bmax ? KUBE_BACKOFF_MIN_MS : bmax;
     const int bmin = backoff;
     char *rv = NULL;
-    bool need_list = true;
+    bool need_list = true, absent_said = false;
     int gones = 0;
     CURL *h = NULL;
     while (!atomic_load(&k->stop)) {
@@ -477,6 +495,7 @@ static void *kube_thread(void *arg) {
             if (out == OUT_OK) {
                 need_list = false;
                 pthread_mutex_lock(&k->mu);
+                k->st.absent[kind] = false;
                 k->relist_done[kind] = k->relist_served[kind];
                 pthread_mutex_unlock(&k->mu);
             }
@@ -513,6 +532,23 @@ static void *kube_thread(void *arg) {
             need_list = true;
             kube_sleep(k, jitter(&seed, backoff));
             backoff = backoff * 2 < bmax ? backoff * 2 : bmax;
+            break;
+        case OUT_ABSENT:
+            /* An older cluster: the kind is simply not there. Said once; the caller sees an empty list (so it
+             * drops what an earlier list had and counts as synced); asked again quietly, in case it appears. */
+            if (!absent_said)
+                ext_log(EXT_LOG_WARN, "event=api-absent kind=%s path=%s why=\"404: this API server does not serve "
+                        "it (resource.k8s.io/v1 needs Kubernetes 1.34+ with DRA on); tessera carries on without it\"",
+                        kube_kinds[kind].name, kube_path(kind));
+            absent_said = true;
+            k->handler(k->user, (ext_kube_kind)kind, EXT_KUBE_RELIST, NULL);
+            k->handler(k->user, (ext_kube_kind)kind, EXT_KUBE_SYNCED, NULL);
+            pthread_mutex_lock(&k->mu);
+            k->st.synced[kind] = k->st.absent[kind] = true;
+            k->relist_done[kind] = k->relist_served[kind];
+            pthread_mutex_unlock(&k->mu);
+            need_list = true;
+            kube_sleep(k, jitter(&seed, bmax));
             break;
         default:
             break;
@@ -555,30 +591,33 @@ ext_kube *ext_kube_new(const ext_kube_config *cfg, char *err, size_t errlen) {
     return k;
 }
 
+static bool kind_on(const ext_kube *k, int kind) { return !kube_kinds[kind].optional || k->cfg.dra; }
+
 int ext_kube_start(ext_kube *k, ext_kube_handler handler, void *user, char *err, size_t errlen) {
     if (!k || !handler) { snprintf(err, errlen, "no client or handler"); return -1; }
     if (k->started) { snprintf(err, errlen, "already started"); return -1; }
     k->handler = handler;
     k->user = user;
-    for (int i = 0; i < 2; i++) {
-        if (!k->multi[i] && !(k->multi[i] = curl_multi_init())) {
+    for (int i = 0; i < EXT_KUBE_NKINDS; i++) {
+        if (kind_on(k, i) && !k->multi[i] && !(k->multi[i] = curl_multi_init())) {
             snprintf(err, errlen, "curl_multi_init failed");
             return -1;
         }
     }
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < EXT_KUBE_NKINDS; i++) {
+        if (!kind_on(k, i)) continue;
         kube_thread_arg *a = malloc(sizeof *a);
         if (a) *a = (kube_thread_arg){k, i};
         int rc = a ? pthread_create(&k->thr[i], NULL, kube_thread, a) : ENOMEM;
         if (rc != 0) {
             free(a);
             snprintf(err, errlen, "cannot start the watch thread: %s", strerror(rc));
-            if (i == 1) {
-                atomic_store(&k->stop, true);
-                pthread_join(k->thr[0], NULL);
-            }
+            atomic_store(&k->stop, true);
+            for (int j = 0; j < i; j++)
+                if (k->running[j]) pthread_join(k->thr[j], NULL);
             return -1;
         }
+        k->running[i] = true;
     }
     k->started = true;
     return 0;
@@ -590,13 +629,11 @@ void ext_kube_free(ext_kube *k) {
     atomic_store(&k->stop, true);
     pthread_cond_broadcast(&k->cv);
     pthread_mutex_unlock(&k->mu);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < EXT_KUBE_NKINDS; i++)
         if (k->multi[i]) curl_multi_wakeup(k->multi[i]);
-    if (k->started) {
-        pthread_join(k->thr[0], NULL);
-        pthread_join(k->thr[1], NULL);
-    }
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; k->started && i < EXT_KUBE_NKINDS; i++)
+        if (k->running[i]) pthread_join(k->thr[i], NULL);
+    for (int i = 0; i < EXT_KUBE_NKINDS; i++)
         if (k->multi[i]) curl_multi_cleanup(k->multi[i]);
     for (int i = 0; i < k->npool; i++) curl_easy_cleanup(k->pool[i]);
     pthread_cond_destroy(&k->cv);

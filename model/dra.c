@@ -20,7 +20,12 @@ static const char *jstr(const cJSON *o, const char *k) {
     const cJSON *v = jget(o, k);
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
-static void cpy(char *dst, size_t len, const char *src) { snprintf(dst, len, "%s", src ? src : ""); }
+/* Copy with truncation (names longer than the model keeps are cut, never overflow). */
+static void cpy(char *dst, size_t len, const char *src) {
+    size_t n = src ? strnlen(src, len - 1) : 0;
+    if (n) memcpy(dst, src, n);
+    dst[n] = 0;
+}
 
 /* An attribute's value: {"string": ...} | {"version": ...} | {"int": n} | {"bool": b}, as v1 serves them. */
 static const char *attr_str(const cJSON *attrs, const char *name) {
