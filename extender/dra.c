@@ -28,6 +28,7 @@ typedef struct dclaim {
     int nres;                         /* -1: not allocated */
     model_dra_result res[MODEL_DRA_MAX_RESULTS];
     int nreserved;                    /* status.reservedFor entries (pods sharing it) */
+    char reserved[8][MODEL_UID_LEN];  /* the first of their UIDs */
     char node[256];                   /* where its devices are ("" unknown or none) */
     uint32_t gen;
 } dclaim;
@@ -216,7 +217,12 @@ static void claim_event(ext_dra *d, ext_kube_event ev, const cJSON *obj, ext_dra
     snprintf(c->uid, sizeof c->uid, "claim:%.56s", uid && uid[0] ? uid : key);
     c->spec = cJSON_Duplicate(jget(obj, "spec"), 1);
     c->nres = model_dra_claim_results(obj, c->res, MODEL_DRA_MAX_RESULTS);
-    c->nreserved = cJSON_GetArraySize(jget(jget(obj, "status"), "reservedFor"));
+    const cJSON *rf;
+    cJSON_ArrayForEach(rf, jget(jget(obj, "status"), "reservedFor")) {
+        const char *u = jstr(rf, "uid");
+        if (u && c->nreserved < 8) snprintf(c->reserved[c->nreserved], MODEL_UID_LEN, "%.63s", u);
+        c->nreserved++;
+    }
     c->gen = d->gen[1];
     claim_locate(d, c);
     if (ext_map_put(d->claims, c->key, c) != 0) {
@@ -427,26 +433,24 @@ model_dra_verdict ext_dra_pod_request(const ext_dra *d, const cJSON *pod, model_
     return v;
 }
 
-void ext_dra_pod_allocation(const ext_dra *d, const cJSON *pod, char *buf, size_t len) {
-    size_t off = 0;
+void ext_dra_allocation_for(const ext_dra *d, const char *ns, const char *pod_uid, char *buf, size_t len) {
+    size_t off = 0, pre = strlen(ns) + 1;
     buf[0] = 0;
-    const char *ns = jstr(jget(pod, "metadata"), "namespace");
-    if (!ns) ns = "default";
-    const cJSON *rc;
-    cJSON_ArrayForEach(rc, jget(jget(pod, "spec"), "resourceClaims")) {
-        const char *cn = claim_name(pod, rc);
-        char key[400];
-        snprintf(key, sizeof key, "%s/%s", ns, cn ? cn : "");
-        const dclaim *c = cn && d ? ext_map_get(d->claims, key) : NULL;
-        if (!c || c->nres <= 0) continue;
+    size_t it = 0;
+    dclaim *c;
+    while (d && pod_uid && (c = ext_map_next(d->claims, &it))) {
+        if (c->nres <= 0 || strncmp(c->key, ns, pre - 1) != 0 || c->key[pre - 1] != '/') continue;
+        bool mine = false;
+        for (int i = 0; i < c->nreserved && i < 8; i++) mine |= !strcmp(c->reserved[i], pod_uid);
+        if (!mine) continue;
         for (int i = 0; i < c->nres && off + 1 < len; i++) {
-            int w = snprintf(buf + off, len - off, "%s%s/%s/%s", off ? "," : "", cn, c->res[i].pool, c->res[i].device);
-            if (w < 0) break;
+            int w = snprintf(buf + off, len - off, "%s%s:%s/%s", off ? "," : "", c->key + pre, c->res[i].pool,
+                             c->res[i].device);
+            if (w < 0 || (size_t)w >= len - off) {
+                buf[off] = 0;   /* cut at the last whole entry */
+                return;
+            }
             off += (size_t)w;
-        }
-        if (off >= len) {
-            buf[len - 1] = 0;
-            return;
         }
     }
 }

@@ -19,6 +19,9 @@
 #include "model/dra.h"
 #include "model/node.h"
 
+/* The annotation bind puts on a DRA pod's Binding: the devices its claims were allocated. */
+#define EXT_ANN_DRA_ALLOCATION "tessera.io/dra-allocation"
+
 typedef struct ext_dra ext_dra;
 
 ext_dra *ext_dra_new(void);
@@ -50,12 +53,10 @@ model_dra_verdict ext_dra_pod_request(const ext_dra *d, const cJSON *pod, model_
 /* Whether the pod names any ResourceClaim (directly or through a template). */
 bool ext_dra_pod_has_claims(const cJSON *pod);
 
-/* The devices the pod's claims were allocated, for the Binding's annotation: "claim/gpu-1,..." ("" when
+/* The devices allocated to the claims of namespace ns reserved for pod uid (status.reservedFor, which
+ * DynamicResources writes before the bind), for the Binding's annotation: "claim:pool/device,..." ("" when
  * none is known yet). */
-void ext_dra_pod_allocation(const ext_dra *d, const cJSON *pod, char *buf, size_t len);
-
-/* A claim by namespace/name: 1 asks for GPUs tessera knows, 0 not, -1 unknown claim (webhook). */
-int ext_dra_claim_wants_gpu(const ext_dra *d, const char *ns, const char *name);
+void ext_dra_allocation_for(const ext_dra *d, const char *ns, const char *pod_uid, char *buf, size_t len);
 
 /* For /debug/state: slices, pools, claims and what each holds. */
 cJSON *ext_dra_debug(const ext_dra *d);

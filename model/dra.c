@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/fit.h"
 #include "model/quantity.h"
 
 /* ------------------------------------------------------------ reading objects ---- */
@@ -538,4 +539,32 @@ model_dra_verdict model_dra_request(const cJSON *claim_spec, model_dra_class_fn 
         v = MODEL_DRA_JUDGED;
     }
     return v;
+}
+
+/* ------------------------------------------------------------ static feasibility ---- */
+
+bool model_dra_could_fit(const model_node *n, const model_request *r, char *why, size_t whylen) {
+    int have = 0, dra = 0;
+    for (int i = 0; i < n->ngpus; i++) {
+        const model_gpu *g = &n->gpus[i];
+        if (!g->dra) continue;
+        dra++;
+        if (!model_fit_gpu_allowed(n, g, r)) continue;
+        if (r->kind == MODEL_REQ_WHOLE) {
+            have += g->mode == MODEL_GPU_WHOLE || (g->mode == MODEL_GPU_MIG && g->mig_dynamic);
+        } else if (r->kind == MODEL_REQ_MIG && g->mode == MODEL_GPU_MIG) {
+            int pi = model_product_profile_index(g->product, r->mig_profile);
+            if (pi < 0) continue;
+            if (g->mig_dynamic) { have += g->product->profiles[pi].max_instances; continue; }
+            for (int k = 0; k < g->ninst; k++) have += g->inst[k].profile == pi;
+        }
+    }
+    if (have >= r->count) return true;
+    char rb[160];
+    model_request_format(r, rb, sizeof rb);
+    if (why) {
+        if (!dra) snprintf(why, whylen, "no GPU published through DRA (%s) on this node", MODEL_DRA_DRIVER);
+        else snprintf(why, whylen, "DRA publishes %d matching device%s here, the claim asks %s", have, have == 1 ? "" : "s", rb);
+    }
+    return false;
 }

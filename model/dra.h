@@ -105,4 +105,10 @@ typedef const cJSON *(*model_dra_class_fn)(void *user, const char *class_name);
 model_dra_verdict model_dra_request(const cJSON *claim_spec, model_dra_class_fn classes, void *user,
                                     model_request *out, char *why, size_t whylen);
 
+/* Whether n publishes enough devices for a judged claim request r (via_dra) if none were taken: the only
+ * grounds on which tessera's filter refuses a node for a claim, because DynamicResources refuses it too.
+ * Usage is not looked at (a claim tessera has not seen deallocated yet must not cost a node). why says what
+ * is missing. */
+bool model_dra_could_fit(const model_node *n, const model_request *r, char *why, size_t whylen);
+
 #endif

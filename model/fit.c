@@ -184,6 +184,10 @@ bool model_fit_product_allowed(const model_node *n, const model_request *r) {
     return false;
 }
 
+bool model_fit_gpu_allowed(const model_node *n, const model_gpu *g, const model_request *r) {
+    return product_allows(g->product, n, r) && model_gpu_reachable(g, r);
+}
+
 static void note_room(fit_run *f, const model_gpu *g) {
     int mem = model_gpu_free_memory(g), comp = model_gpu_free_compute(g);
     if (mem > f->st.best_free_mem || (mem == f->st.best_free_mem && comp > f->st.best_free_compute)) {
