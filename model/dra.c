@@ -191,6 +191,14 @@ static void merge_mig(model_node *n, model_gpu *g, const model_dra_device *dev, 
 int model_node_add_dra(model_node *n, const model_dra_device *dev, int ndev, const model_catalog *cat) {
     if (!n || ndev <= 0) return 0;
     if (!cat) cat = model_catalog_default();
+    bool any = false;
+    for (int k = 0; k < ndev; k++) any |= dev[k].type != MODEL_DRA_OTHER;
+    if (any && n->plugin_idle) {
+        /* GFD labels the GPUs, the device plugin is off: DRA hands them out. Not a fault any more. */
+        n->reason[0] = 0;
+        n->plugin_idle = false;
+        n->ngpus = 0;
+    }
     int marked = 0;
     /* Each physical GPU once: a "gpu" device, or the parent named by MIG devices. */
     for (int k = 0; k < ndev; k++) {

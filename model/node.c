@@ -470,6 +470,7 @@ static int add_annotated_instances(model_node *n, const node_in *in, model_gpu *
 /* ----------------------------------------------------------- setups ---- */
 
 static int not_advertised(model_node *n, const node_in *in) {
+    if (!n->reason[0]) n->plugin_idle = true;   /* the reason, unless DRA publishes the GPUs (model/dra.h) */
     return node_fail(n, "no GPU resource advertised in status.allocatable yet (labels say %s=%s, %s=%" PRId64
                      "; the device plugin may not be running)",
                      LBL "gpu.product", in->product_label, LBL "gpu.count", in->count);

@@ -117,6 +117,8 @@ typedef struct model_node {
                                          * request may use depends on its path (model_gpu_reachable) */
     char dra_note[MODEL_REASON_LEN];    /* where the device-plugin and DRA views disagree ("" = nowhere);
                                          * unlike reason, the node still takes pods */
+    bool plugin_idle;                   /* reason is only "labels show GPUs, the device plugin advertises
+                                         * none": what a node whose GPUs DRA publishes looks like */
 } model_node;
 
 /* Build by hand. model_node_add_gpu returns the GPU or NULL (too many GPUs, bad
