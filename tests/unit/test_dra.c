@@ -560,6 +560,15 @@ static char *claim_pod(void) {
 
 static char *args_for(const char *pod, const char *const *names, int n) { return args_names(pod, names, n); }
 
+/* A Binding "posted": its annotations kept as text. */
+static int capture_bind(void *user, const char *ns, const char *name, const char *uid, const char *node,
+                        const cJSON *annotations, char *err, size_t errlen) {
+    char *t = cJSON_PrintUnformatted(annotations);
+    snprintf(user, 512, "%s/%s@%s %s", ns, name, node, t ? t : "");
+    free(t);
+    return 0;
+}
+
 TEST(dra_pod_with_claim_template_filter_prioritize_bind) {
     ext_state *st = dra_state();
     /* dra-c: a third node, two free A100s */
@@ -589,7 +598,8 @@ TEST(dra_pod_with_claim_template_filter_prioritize_bind) {
     apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-pending.json");     /* the pod's own claim */
 
     ext_verbs v;
-    ext_verbs_init(&v, st, policy_find("binpack"), NULL, NULL);
+    char posted[512] = "";
+    ext_verbs_init(&v, st, policy_find("binpack"), capture_bind, posted);
     char *pod = claim_pod();
     const char *names[] = {"dra-a", "dra-c", "cpu-1", "unknown-node"};
     char *args = args_for(pod, names, 4);
@@ -629,6 +639,7 @@ TEST(dra_pod_with_claim_template_filter_prioritize_bind) {
     snprintf(berr, sizeof berr, "%s", cJSON_GetObjectItem(b, "Error")->valuestring);
     cJSON_Delete(b);
     CHECK_STR(berr, "");
+    CHECK_STR(posted, "ml/train-1@dra-a {\"tessera.io/dra-allocation\":\"train-1-gpu-q8m4w:dra-a/gpu-0\"}");
     ext_state_lock(st);
     const ext_pod *bp = ext_state_pod(st, "p0a1b2c3-0000-4000-8000-00000000000b");
     CHECK(!bp || !bp->holds);   /* the claim holds the GPU, not the pod */
