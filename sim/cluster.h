@@ -5,7 +5,14 @@
  *   {"nodeGroups": [{"name": "a100", "count": 4, "gpuProduct": "NVIDIA-A100-SXM4-80GB",
  *                    "gpusPerNode": 8, "cpuMilli": 64000, "memoryMiB": 524288,
  *                    "sharing": "whole" | "timeslice:N" | "mps:N" | "mig:3g.40gb+2x2g.20gb"
- *                               | "mig:on-demand"}]}
+ *                               | "mig:on-demand",
+ *                    "dra": false}]}
+ *
+ * "dra": true: the group's GPUs are published by NVIDIA's DRA driver in a ResourceSlice (and the
+ * device plugin is off), as the extender reads them (model/dra.h): "whole" gives one device per GPU,
+ * "mig:<layout>" the MIG devices of that layout (static MIG), "mig:on-demand" the GPU and its
+ * placements (the driver's DynamicMIG). Only claims (trace pods with "claim") can use them;
+ * time-slicing and MPS are set on a claim with DRA, not on the node, so they are refused here.
  *
  * Schema: sim/schema/cluster.schema.json. cpuMilli and memoryMiB go together: with
  * both, the node checks host CPU and memory; with neither, only GPUs count.
@@ -13,6 +20,7 @@
 #ifndef SIM_CLUSTER_H
 #define SIM_CLUSTER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +53,7 @@ typedef struct sim_group {
     int64_t cpu_milli;         /* 0 with memory_mib 0: host resources not tracked */
     int64_t memory_mib;
     sim_sharing sharing;
+    bool dra;                  /* GPUs published through DRA (a ResourceSlice), not the device plugin */
 } sim_group;
 
 typedef struct sim_cluster {

@@ -4,6 +4,7 @@
  * server, an older cluster without the API) and the verbs (filter, prioritize, bind), plus a randomized check
  * that a node with both device-plugin GPUs and DRA devices is never over-committed.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -805,4 +806,75 @@ TEST(dra_randomized_both_paths_never_overcommitted) {
         ext_state_free(st);
     }
     CHECK_MSG(mixed > 0 && squeezed > 0, "mixed %d squeezed %d: the sequence must exercise both", mixed, squeezed);
+}
+
+/* ------------------------------------------------------------ simulator ---- */
+
+#include "sim/cluster.h"
+#include "sim/replay.h"
+#include "sim/trace.h"
+
+TEST(dra_sim_cluster_and_claim_trace_replay) {
+    char err[300];
+    const char *cj = "{\"nodeGroups\": ["
+                     "{\"name\": \"dra-whole\", \"count\": 1, \"gpuProduct\": \"NVIDIA-A100-SXM4-40GB\", \"gpusPerNode\": 2, \"dra\": true},"
+                     "{\"name\": \"dra-mig\", \"count\": 1, \"gpuProduct\": \"NVIDIA-A100-SXM4-40GB\", \"gpusPerNode\": 1,"
+                     " \"sharing\": \"mig:3g.20gb+2x1g.5gb\", \"dra\": true},"
+                     "{\"name\": \"plugin\", \"count\": 1, \"gpuProduct\": \"NVIDIA-A100-SXM4-40GB\", \"gpusPerNode\": 1}]}";
+    sim_cluster *c = sim_cluster_from_json(cj, strlen(cj), NULL, err, sizeof err);
+    CHECK_MSG(c, "%s", err);
+    /* DRA groups are modelled from the ResourceSlice the driver would publish */
+    model_node *n = c ? sim_group_node(&c->groups[1], NULL, "dra-mig-0", err, sizeof err) : NULL;
+    CHECK_MSG(n && n->ngpus == 1 && n->gpus[0].dra_only && n->gpus[0].mode == MODEL_GPU_MIG && n->gpus[0].ninst == 3,
+              "%s", err);
+    model_node_free(n);
+    char *back = c ? sim_cluster_to_json(c) : NULL;
+    CHECK(back && strstr(back, "\"dra\":\ttrue"));
+    free(back);
+    /* time-slicing belongs on the claim with DRA */
+    const char *bad = "{\"nodeGroups\": [{\"name\": \"x\", \"count\": 1, \"gpuProduct\": \"NVIDIA-A100-SXM4-40GB\","
+                      " \"gpusPerNode\": 1, \"sharing\": \"timeslice:4\", \"dra\": true}]}";
+    sim_cluster *cb = sim_cluster_from_json(bad, strlen(bad), NULL, err, sizeof err);
+    CHECK(!cb && strstr(err, "set on the claim"));
+    /* claim-shaped requests: 2 whole GPUs, a MIG slice by profile, a product selector with time-slicing config;
+     * and a device-plugin pod, which DRA-only GPUs cannot serve */
+#define CLAIM(cls, extra) "\"pod\": {\"claim\": {\"devices\": {\"requests\": [{\"name\": \"g\", \"exactly\": {\"deviceClassName\": \"" cls "\"" extra "}}]"
+    const char *tj =
+        "{\"workloads\": ["
+        "{\"id\": \"w2\", \"kind\": \"training\", \"arrival\": 0, \"duration\": 100, " CLAIM("gpu.nvidia.com", ", \"count\": 2") "}}}},"
+        "{\"id\": \"m1\", \"kind\": \"notebook\", \"arrival\": 1, \"duration\": 100, " CLAIM("mig.nvidia.com",
+        ", \"selectors\": [{\"cel\": {\"expression\": \"device.attributes['gpu.nvidia.com'].profile == '1g.5gb'\"}}]") "}}}},"
+        "{\"id\": \"ts\", \"kind\": \"inference\", \"arrival\": 2, \"duration\": 50, " CLAIM("gpu.nvidia.com",
+        ", \"selectors\": [{\"cel\": {\"expression\": \"device.attributes['gpu.nvidia.com'].productName == 'NVIDIA A100-SXM4-40GB'\"}}]")
+        ", \"config\": [{\"requests\": [\"g\"], \"opaque\": {\"driver\": \"gpu.nvidia.com\", \"parameters\": {\"apiVersion\": "
+        "\"resource.nvidia.com/v1beta1\", \"kind\": \"GpuConfig\", \"sharing\": {\"strategy\": \"TimeSlicing\"}}}}]}}}},"
+        "{\"id\": \"dp\", \"kind\": \"training\", \"arrival\": 3, \"duration\": 10, \"pod\": {\"resources\": {\"requests\": {\"nvidia.com/gpu\": \"1\"}}}}"
+        "]}";
+    sim_trace *t = sim_trace_from_json(tj, strlen(tj), err, sizeof err);
+    CHECK_MSG(t, "%s", err);
+    CHECK(t && t->shapes[t->w[0].shape].req.via_dra && t->shapes[t->w[0].shape].req.count == 2);
+    CHECK(t && t->shapes[t->w[1].shape].req.kind == MODEL_REQ_MIG);
+    if (c && t) {
+        sim_replay_opts o;
+        sim_replay_defaults(&o);
+        o.policy = "binpack";
+        o.check = true;
+        sim_replay_result r;
+        CHECK_INT(sim_replay(c, t, &o, &r, err, sizeof err), 0);
+        /* w2 takes dra-whole's two GPUs, m1 a 1g.5gb on dra-mig, ts waits for dra-whole (the plugin node's GPU is
+         * not DRA's), dp runs at once on the plugin node */
+        CHECK_MSG(r.placed == 4, "placed %d unsched %d: %g %g %g %g", r.placed, r.unschedulable, r.start[0], r.start[1], r.start[2], r.start[3]);
+        CHECK_MSG(fabs((r.start[0]) - (0)) < 1e-9, "%g", (double)(r.start[0]));
+        CHECK_MSG(fabs((r.start[1]) - (1)) < 1e-9, "%g", (double)(r.start[1]));
+        CHECK_MSG(fabs((r.start[2]) - (100)) < 1e-9, "%g", (double)(r.start[2]));
+        CHECK_MSG(fabs((r.start[3]) - (3)) < 1e-9, "%g", (double)(r.start[3]));
+        sim_replay_result_free(&r);
+    }
+    /* a claim the simulator cannot judge is an error naming it */
+    const char *tb = "{\"workloads\": [{\"id\": \"x\", \"kind\": \"training\", \"arrival\": 0, \"duration\": 1, "
+                     CLAIM("gpu.nvidia.com", ", \"allocationMode\": \"All\"") "}}}}]}";
+    sim_trace *t2 = sim_trace_from_json(tb, strlen(tb), err, sizeof err);
+    CHECK(!t2 && strstr(err, "allocationMode All"));
+    sim_trace_free(t);
+    sim_cluster_free(c);
 }
