@@ -505,6 +505,32 @@ TEST(dra_restart_rebuilds_usage_from_the_api) {
     char h3[1024];
     dra_holdings(c.st, h3, sizeof h3);
     CHECK(strstr(h3, UA0) == NULL);
+    /* the driver republishes dra-a's pool (generation 2, new slice name) and drops generation 1, on the watch:
+     * the inventory follows and the allocated claim still holds gpu-1 */
+    cJSON *s2 = fx("slice-dra-a.json");
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(s2, "metadata"), "name", cJSON_CreateString("dra-a-gpu.nvidia.com-gen2"));
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetObjectItem(s2, "spec"), "pool"), "generation", cJSON_CreateNumber(2));
+    char *s2t = cJSON_PrintUnformatted(s2);
+    cJSON_Delete(s2);
+    fake_api_put(api, "resourceslices", s2t);
+    free(s2t);
+    fake_api_delete(api, "resourceslices", NULL, "dra-a-gpu.nvidia.com-k7x2p");
+    bool gen2 = false;
+    for (int i = 0; i < 500 && !gen2; i++) {
+        ext_state_lock(c.st);
+        const ext_node *n = ext_state_node(c.st, "dra-a");
+        cJSON *dbg = ext_dra_debug(ext_state_dra(c.st));
+        char *dt = cJSON_PrintUnformatted(dbg);
+        gen2 = n && n->m && n->m->ngpus == 2 && dt && !strstr(dt, "k7x2p") && strstr(dt, "gen2");
+        free(dt);
+        cJSON_Delete(dbg);
+        ext_state_unlock(c.st);
+        if (!gen2) usleep(10000);
+    }
+    CHECK(gen2);
+    char h4[1024];
+    dra_holdings(c.st, h4, sizeof h4);
+    CHECK(strstr(h4, "dra-a/" UA1 "=claim:c0a1b2c3-0000-4000-8000-00000000000a") != NULL);
     dra_stop(&c);
     fake_api_free(api);
 }
@@ -831,6 +857,14 @@ TEST(dra_sim_cluster_and_claim_trace_replay) {
     char *back = c ? sim_cluster_to_json(c) : NULL;
     CHECK(back && strstr(back, "\"dra\":\ttrue"));
     free(back);
+    /* mig:on-demand with DRA: the driver's DynamicMIG (the GPU and its placements published) */
+    const char *dyn = "{\"nodeGroups\": [{\"name\": \"d\", \"count\": 1, \"gpuProduct\": \"NVIDIA-H100-80GB-HBM3\","
+                      " \"gpusPerNode\": 2, \"sharing\": \"mig:on-demand\", \"dra\": true}]}";
+    sim_cluster *cd = sim_cluster_from_json(dyn, strlen(dyn), NULL, err, sizeof err);
+    model_node *dn = cd ? sim_group_node(&cd->groups[0], NULL, "d-0", err, sizeof err) : NULL;
+    CHECK_MSG(dn && dn->ngpus == 2 && dn->gpus[1].mig_dynamic && dn->gpus[1].dra_only, "%s", err);
+    model_node_free(dn);
+    sim_cluster_free(cd);
     /* time-slicing belongs on the claim with DRA */
     const char *bad = "{\"nodeGroups\": [{\"name\": \"x\", \"count\": 1, \"gpuProduct\": \"NVIDIA-A100-SXM4-40GB\","
                       " \"gpusPerNode\": 1, \"sharing\": \"timeslice:4\", \"dra\": true}]}";
