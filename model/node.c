@@ -925,9 +925,11 @@ static int read_gpus(model_node *n, node_in *in) {
             return node_fail(n, "status.allocatable advertises GPUs but the node has no %s label (is GPU feature "
                              "discovery running?)", LBL "gpu.product");
         const char *present = label(in, LBL "gpu.present");
-        if (present && !strcmp(present, "true"))
+        if (present && !strcmp(present, "true")) {
+            if (!n->reason[0]) n->plugin_idle = true;   /* nothing for the device plugin; DRA may publish them */
             return node_fail(n, "%s=true but GPU feature discovery has not labelled the GPUs yet (no %s)",
                              LBL "gpu.present", LBL "gpu.product");
+        }
         if (in->ann.present)
             return node_fail(n, "annotation " ANN_GPUS " lists %d GPUs but the node has no %s label", in->ann.n,
                              LBL "gpu.product");

@@ -118,7 +118,8 @@ typedef struct model_node {
     char dra_note[MODEL_REASON_LEN];    /* where the device-plugin and DRA views disagree ("" = nowhere);
                                          * unlike reason, the node still takes pods */
     bool plugin_idle;                   /* reason is only "labels show GPUs, the device plugin advertises
-                                         * none": what a node whose GPUs DRA publishes looks like */
+                                         * none" (or GFD has not labelled them): what a node whose GPUs DRA
+                                         * publishes looks like; model_node_add_dra clears it */
 } model_node;
 
 /* Build by hand. model_node_add_gpu returns the GPU or NULL (too many GPUs, bad
