@@ -1,7 +1,7 @@
 /* dra.c -- the DRA object cache of dra.h: ResourceSlices by name, ResourceClaims by namespace/name,
- * DeviceClasses by name, each with a relist mark. Lookups walk the slices (one or a few per node), which is
- * simple and fast enough for thousands of nodes; nothing here is on the filter's per-node path except
- * through the node models it helps build.
+ * DeviceClasses by name, each with a relist mark; and two indexes so that rebuilding one node costs what that
+ * node has, not what the cluster has: per node its slices and the claims holding devices there, per pool
+ * (driver/pool) the node its slices name (GPU pools are node-local: the driver names them after the node).
  */
 #include "extender/dra.h"
 
@@ -39,8 +39,26 @@ typedef struct dclass {
     uint32_t gen;
 } dclass;
 
+/* Per node: its slices, and the claims whose devices are there (both borrowed from the maps above). */
+typedef struct dnode {
+    char key[256];
+    dslice **sl;
+    int nsl, capsl;
+    dclaim **cl;
+    int ncl, capcl;
+} dnode;
+
+/* Per pool ("driver/pool"): the node its slices name, and how many slices it has. */
+typedef struct dpool {
+    char key[400];
+    char node[256];
+    int refs;
+} dpool;
+
 struct ext_dra {
     ext_map *slices, *claims, *classes;
+    ext_map *nodes, *pools;    /* the indexes */
+    int unlocated;             /* allocated claims whose devices are on no known node yet */
     uint32_t gen[NDRA];
     bool synced[NDRA];
 };
@@ -51,7 +69,9 @@ ext_dra *ext_dra_new(void) {
     d->slices = ext_map_new();
     d->claims = ext_map_new();
     d->classes = ext_map_new();
-    if (!d->slices || !d->claims || !d->classes) {
+    d->nodes = ext_map_new();
+    d->pools = ext_map_new();
+    if (!d->slices || !d->claims || !d->classes || !d->nodes || !d->pools) {
         ext_dra_free(d);
         return NULL;
     }
@@ -80,6 +100,16 @@ void ext_dra_free(ext_dra *d) {
     while (d->claims && (v = ext_map_next(d->claims, &it))) claim_free(v);
     it = 0;
     while (d->classes && (v = ext_map_next(d->classes, &it))) class_free(v);
+    it = 0;
+    while (d->nodes && (v = ext_map_next(d->nodes, &it))) {
+        free(((dnode *)v)->sl);
+        free(((dnode *)v)->cl);
+        free(v);
+    }
+    it = 0;
+    while (d->pools && (v = ext_map_next(d->pools, &it))) free(v);
+    ext_map_free(d->nodes);
+    ext_map_free(d->pools);
     ext_map_free(d->slices);
     ext_map_free(d->claims);
     ext_map_free(d->classes);
@@ -94,21 +124,119 @@ static const char *jstr(const cJSON *o, const char *k) {
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-/* ------------------------------------------------------------ pools ---- */
+/* ------------------------------------------------------------ indexes and pools ---- */
 
-/* The newest generation of a pool and whether all its slices of that generation are here. */
-static int64_t pool_newest(const ext_dra *d, const char *driver, const char *pool, int *have, int *want) {
+static dnode *dnode_find(const ext_dra *d, const char *node) {
+    return node && node[0] ? ext_map_get(d->nodes, node) : NULL;
+}
+
+static dnode *dnode_get(ext_dra *d, const char *node, bool create) {
+    if (!node || !node[0]) return NULL;
+    dnode *n = ext_map_get(d->nodes, node);
+    if (n || !create || strlen(node) >= sizeof n->key) return n;
+    if (!(n = calloc(1, sizeof *n))) return NULL;
+    snprintf(n->key, sizeof n->key, "%s", node);
+    if (ext_map_put(d->nodes, n->key, n) != 0) {
+        free(n);
+        return NULL;
+    }
+    return n;
+}
+
+static void dnode_maybe_drop(ext_dra *d, dnode *n) {
+    if (!n || n->nsl || n->ncl) return;
+    ext_map_del(d->nodes, n->key);
+    free(n->sl);
+    free(n->cl);
+    free(n);
+}
+
+static bool ptr_add(void ***arr, int *n, int *cap, void *p) {
+    if (*n == *cap) {
+        int c = *cap ? 2 * *cap : 4;
+        void **g = realloc(*arr, (size_t)c * sizeof *g);
+        if (!g) return false;
+        *arr = g;
+        *cap = c;
+    }
+    (*arr)[(*n)++] = p;
+    return true;
+}
+
+static void ptr_del(void **arr, int *n, const void *p) {
+    for (int i = 0; i < *n; i++)
+        if (arr[i] == p) {
+            arr[i] = arr[--*n];
+            return;
+        }
+}
+
+static void pool_key(char *buf, size_t len, const char *driver, const char *pool) {
+    snprintf(buf, len, "%.120s/%.256s", driver, pool);
+}
+
+static void slice_index(ext_dra *d, dslice *s) {
+    dnode *n = dnode_get(d, s->s.node, true);
+    if (n) ptr_add((void ***)&n->sl, &n->nsl, &n->capsl, s);
+    char k[400];
+    pool_key(k, sizeof k, s->s.driver, s->s.pool);
+    dpool *p = ext_map_get(d->pools, k);
+    if (!p && (p = calloc(1, sizeof *p)) != NULL) {
+        snprintf(p->key, sizeof p->key, "%s", k);
+        if (ext_map_put(d->pools, p->key, p) != 0) {
+            free(p);
+            p = NULL;
+        }
+    }
+    if (p) {
+        p->refs++;
+        if (s->s.node[0]) snprintf(p->node, sizeof p->node, "%s", s->s.node);
+    }
+}
+
+static void slice_unindex(ext_dra *d, dslice *s) {
+    dnode *n = dnode_get(d, s->s.node, false);
+    if (n) {
+        ptr_del((void **)n->sl, &n->nsl, s);
+        dnode_maybe_drop(d, n);
+    }
+    char k[400];
+    pool_key(k, sizeof k, s->s.driver, s->s.pool);
+    dpool *p = ext_map_get(d->pools, k);
+    if (p && --p->refs <= 0) {
+        ext_map_del(d->pools, p->key);
+        free(p);
+    }
+}
+
+static void claim_index(ext_dra *d, dclaim *c) {
+    dnode *n = dnode_get(d, c->node, true);
+    if (n) ptr_add((void ***)&n->cl, &n->ncl, &n->capcl, c);
+    else if (c->nres > 0 && !c->node[0]) d->unlocated++;
+}
+
+static void claim_unindex(ext_dra *d, dclaim *c) {
+    dnode *n = dnode_get(d, c->node, false);
+    if (n) {
+        ptr_del((void **)n->cl, &n->ncl, c);
+        dnode_maybe_drop(d, n);
+    } else if (c->nres > 0 && !c->node[0]) {
+        d->unlocated--;
+    }
+}
+
+/* The newest generation of a pool among the node's slices, and whether all its slices of that generation are
+ * here. */
+static int64_t pool_newest(const dnode *n, const char *driver, const char *pool, int *have, int *want) {
     int64_t g = INT64_MIN;
-    size_t it = 0;
-    dslice *s;
-    while ((s = ext_map_next(d->slices, &it)))
-        if (!strcmp(s->s.driver, driver) && !strcmp(s->s.pool, pool) && s->s.generation > g) g = s->s.generation;
     *have = *want = 0;
-    it = 0;
-    while ((s = ext_map_next(d->slices, &it)))
-        if (!strcmp(s->s.driver, driver) && !strcmp(s->s.pool, pool) && s->s.generation == g) {
+    for (int i = 0; n && i < n->nsl; i++)
+        if (!strcmp(n->sl[i]->s.driver, driver) && !strcmp(n->sl[i]->s.pool, pool) && n->sl[i]->s.generation > g)
+            g = n->sl[i]->s.generation;
+    for (int i = 0; n && i < n->nsl; i++)
+        if (!strcmp(n->sl[i]->s.driver, driver) && !strcmp(n->sl[i]->s.pool, pool) && n->sl[i]->s.generation == g) {
             (*have)++;
-            *want = s->s.count;
+            *want = n->sl[i]->s.count;
         }
     return g;
 }
@@ -116,16 +244,20 @@ static int64_t pool_newest(const ext_dra *d, const char *driver, const char *poo
 /* A device of the newest generation of (driver, pool), and the node its slice names. */
 static const model_dra_device *device_find(const ext_dra *d, const char *driver, const char *pool, const char *name,
                                            const char **node) {
+    char k[400];
+    pool_key(k, sizeof k, driver, pool);
+    const dpool *p = ext_map_get(d->pools, k);
+    const dnode *n = p ? dnode_find(d, p->node) : NULL;
+    if (!n) return NULL;
     int have, want;
-    int64_t g = pool_newest(d, driver, pool, &have, &want);
-    size_t it = 0;
-    dslice *s;
-    while ((s = ext_map_next(d->slices, &it))) {
+    int64_t g = pool_newest(n, driver, pool, &have, &want);
+    for (int i = 0; i < n->nsl; i++) {
+        const dslice *s = n->sl[i];
         if (strcmp(s->s.driver, driver) || strcmp(s->s.pool, pool) || s->s.generation != g) continue;
-        for (int i = 0; i < s->s.ndev; i++)
-            if (!strcmp(s->s.dev[i].name, name)) {
-                if (node) *node = s->s.node;
-                return &s->s.dev[i];
+        for (int j = 0; j < s->s.ndev; j++)
+            if (!strcmp(s->s.dev[j].name, name)) {
+                if (node) *node = n->key;
+                return &s->s.dev[j];
             }
     }
     return NULL;
@@ -161,6 +293,7 @@ static void slice_event(ext_dra *d, ext_kube_event ev, const cJSON *obj, ext_dra
     if (ev == EXT_KUBE_DELETED) {
         if (old) {
             ext_map_del(d->slices, name);
+            slice_unindex(d, old);
             slice_free(old);
         }
         touch_node(touch, user, oldnode);
@@ -175,19 +308,28 @@ static void slice_event(ext_dra *d, ext_kube_event ev, const cJSON *obj, ext_dra
     }
     snprintf(s->key, sizeof s->key, "%s", name);
     s->gen = d->gen[0];
+    if (old) slice_unindex(d, old);
     if (ext_map_put(d->slices, s->key, s) != 0) {
         slice_free(s);
+        if (old) {
+            ext_map_del(d->slices, name);
+            slice_free(old);
+        }
         return;
     }
+    slice_index(d, s);
     slice_free(old);
     touch_node(touch, user, oldnode);
     if (strcmp(oldnode, s->s.node) != 0) touch_node(touch, user, s->s.node);
     /* claims on this pool may only now be placeable on a node */
     size_t it = 0;
     dclaim *c;
-    while ((c = ext_map_next(d->claims, &it)))
+    while (d->unlocated > 0 && (c = ext_map_next(d->claims, &it)))
         if (!c->node[0] && c->nres > 0) {
             claim_locate(d, c);
+            if (!c->node[0]) continue;
+            d->unlocated--;
+            claim_index(d, c);
             touch_node(touch, user, c->node);
         }
 }
@@ -206,6 +348,7 @@ static void claim_event(ext_dra *d, ext_kube_event ev, const cJSON *obj, ext_dra
     if (ev == EXT_KUBE_DELETED) {
         if (old) {
             ext_map_del(d->claims, key);
+            claim_unindex(d, old);
             claim_free(old);
         }
         touch_node(touch, user, oldnode);
@@ -225,10 +368,16 @@ static void claim_event(ext_dra *d, ext_kube_event ev, const cJSON *obj, ext_dra
     }
     c->gen = d->gen[1];
     claim_locate(d, c);
+    if (old) claim_unindex(d, old);
     if (ext_map_put(d->claims, c->key, c) != 0) {
         claim_free(c);
+        if (old) {
+            ext_map_del(d->claims, key);
+            claim_free(old);
+        }
         return;
     }
+    claim_index(d, c);
     /* an unchanged allocation changes no node (reservedFor churns as pods come and go) */
     bool same = old && old->nres == c->nres && !strcmp(oldnode, c->node) &&
                 (c->nres <= 0 || !memcmp(old->res, c->res, (size_t)c->nres * sizeof c->res[0])) && !strcmp(old->uid, c->uid);
@@ -275,11 +424,13 @@ static void sweep(ext_dra *d, int i, ext_dra_touch_fn touch, void *user) {
         if (i == 0) {
             dslice *s = gone;
             ext_map_del(m, s->key);
+            slice_unindex(d, s);
             touch_node(touch, user, s->s.node);
             slice_free(s);
         } else if (i == 1) {
             dclaim *c = gone;
             ext_map_del(m, c->key);
+            claim_unindex(d, c);
             touch_node(touch, user, c->node);
             claim_free(c);
         } else {
@@ -320,15 +471,15 @@ static void note_incomplete(model_node *m, const char *pool, int have, int want)
 }
 
 void ext_dra_merge(const ext_dra *d, model_node *m, const model_catalog *cat) {
-    if (!d || !m || ext_map_count(d->slices) == 0) return;
+    const dnode *dn = d && m ? dnode_find(d, m->name) : NULL;
+    if (!dn) return;
     int n = 0, cap = 0;
     model_dra_device *all = NULL;
-    size_t it = 0;
-    dslice *s;
-    while ((s = ext_map_next(d->slices, &it))) {
-        if (strcmp(s->s.node, m->name) != 0 || strcmp(s->s.driver, MODEL_DRA_DRIVER) != 0) continue;
+    for (int i = 0; i < dn->nsl; i++) {
+        const dslice *s = dn->sl[i];
+        if (strcmp(s->s.driver, MODEL_DRA_DRIVER) != 0) continue;
         int have, want;
-        if (pool_newest(d, s->s.driver, s->s.pool, &have, &want) != s->s.generation) continue;   /* being replaced */
+        if (pool_newest(dn, s->s.driver, s->s.pool, &have, &want) != s->s.generation) continue;   /* being replaced */
         if (have < want)   /* what is here is there; what is missing cannot be used by claims yet either */
             note_incomplete(m, s->s.pool, have, want);
         if (n + s->s.ndev > cap) {
@@ -346,12 +497,11 @@ void ext_dra_merge(const ext_dra *d, model_node *m, const model_catalog *cat) {
 }
 
 int ext_dra_apply_claims(const ext_dra *d, model_node *m) {
-    if (!d || !m || !m->has_dra) return 0;
+    const dnode *dn = d && m && m->has_dra ? dnode_find(d, m->name) : NULL;
     int applied = 0;
-    size_t it = 0;
-    dclaim *c;
-    while ((c = ext_map_next(d->claims, &it))) {
-        if (c->nres <= 0 || strcmp(c->node, m->name) != 0) continue;
+    for (int k = 0; dn && k < dn->ncl; k++) {
+        const dclaim *c = dn->cl[k];
+        if (c->nres <= 0) continue;
         model_assignment a;
         memset(&a, 0, sizeof a);
         char err[256] = "";
@@ -466,7 +616,7 @@ cJSON *ext_dra_debug(const ext_dra *d) {
     dslice *s;
     while ((s = ext_map_next(d->slices, &it))) {
         int have, want;
-        int64_t g = pool_newest(d, s->s.driver, s->s.pool, &have, &want);
+        int64_t g = pool_newest(dnode_find(d, s->s.node), s->s.driver, s->s.pool, &have, &want);
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "name", s->key);
         cJSON_AddStringToObject(j, "driver", s->s.driver);
