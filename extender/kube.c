@@ -65,6 +65,7 @@ struct ext_kube {
     _Atomic uint64_t relist_req[EXT_KUBE_NKINDS];
     uint64_t relist_served[EXT_KUBE_NKINDS];
     uint64_t relist_done[EXT_KUBE_NKINDS];
+    int absent_code[EXT_KUBE_NKINDS];   /* the 404 or 403 an optional kind's list got (that thread only) */
 };
 
 /* over: max was reached; truncate: then drop the rest quietly (error bodies) instead of failing the transfer */
@@ -303,7 +304,10 @@ static int kube_list(ext_kube *k, CURL *h, int kind, char **rv) {
         if (rc != CURLE_OK || code != 200) {
             free(b.p);
             out = rc == CURLE_OK && code == 410 ? OUT_GONE : OUT_ERROR; /* 410: the continue token expired */
-            if (rc == CURLE_OK && code == 404 && kube_kinds[kind].optional && !announced) out = OUT_ABSENT;
+            if (rc == CURLE_OK && (code == 404 || code == 403) && kube_kinds[kind].optional && !announced) {
+                out = OUT_ABSENT;
+                k->absent_code[kind] = (int)code;
+            }
             break;
         }
         cJSON *root = b.p ? cJSON_ParseWithLength(b.p, b.n) : NULL;
@@ -536,7 +540,11 @@ static void *kube_thread(void *arg) {
         case OUT_ABSENT:
             /* An older cluster: the kind is simply not there. Said once; the caller sees an empty list (so it
              * drops what an earlier list had and counts as synced); asked again quietly, in case it appears. */
-            if (!absent_said)
+            if (!absent_said && k->absent_code[kind] == 403)
+                ext_log(EXT_LOG_WARN, "event=api-absent kind=%s path=%s why=\"403: tessera's ServiceAccount may not list "
+                        "it (deploy/rbac.yaml grants get/list/watch on resource.k8s.io); tessera carries on without it, "
+                        "so GPUs held through claims are not accounted\"", kube_kinds[kind].name, kube_path(kind));
+            else if (!absent_said)
                 ext_log(EXT_LOG_WARN, "event=api-absent kind=%s path=%s why=\"404: this API server does not serve "
                         "it (resource.k8s.io/v1 needs Kubernetes 1.34+ with DRA on); tessera carries on without it\"",
                         kube_kinds[kind].name, kube_path(kind));

@@ -17,8 +17,8 @@
 
 /* Nodes and pods always; the resource.k8s.io/v1 kinds of Dynamic Resource Allocation only with cfg.dra. A
  * cluster that does not serve resource.k8s.io/v1 (before Kubernetes 1.34, or DRA turned off) answers their
- * list with 404: that is logged once and handled as an empty list (RELIST, SYNCED), then asked again every
- * backoff_max_ms, quietly, in case the API appears. */
+ * list with 404, and one whose RBAC lacks them with 403: either is logged once and handled as an empty list
+ * (RELIST, SYNCED), then asked again every backoff_max_ms, quietly, in case the API or the right appears. */
 typedef enum ext_kube_kind {
     EXT_KUBE_NODE = 0,
     EXT_KUBE_POD = 1,
@@ -104,7 +104,7 @@ typedef struct ext_kube_stats {
     uint64_t gone[EXT_KUBE_NKINDS];           /* 410 Gone answers (each forces a relist) */
     uint64_t errors[EXT_KUBE_NKINDS];         /* failed requests (connection, 5xx, bad JSON) */
     bool synced[EXT_KUBE_NKINDS];             /* the latest list of this kind completed */
-    bool absent[EXT_KUBE_NKINDS];             /* the API server does not serve the kind (404) */
+    bool absent[EXT_KUBE_NKINDS];             /* the kind's list answered 404 or 403 (an optional kind) */
 } ext_kube_stats;
 
 void ext_kube_get_stats(ext_kube *k, ext_kube_stats *out);

@@ -574,6 +574,13 @@ TEST(dra_older_cluster_without_the_api_carries_on) {
     }
     CHECK(seen);
     dra_stop(&a);
+    /* RBAC without resource.k8s.io (403) must not keep the extender from ever being ready either */
+    fake_api_inject(api, "/apis/resource.k8s.io/v1/resourceclaims", 403, 1000000);
+    dra_run b;
+    CHECK(dra_start(&b, url));
+    ext_kube_get_stats(b.k, &ks);
+    CHECK(ks.absent[EXT_KUBE_RESOURCECLAIM] && !ks.absent[EXT_KUBE_RESOURCESLICE]);
+    dra_stop(&b);
     fake_api_free(api);
 }
 
