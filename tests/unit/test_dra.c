@@ -655,6 +655,26 @@ TEST(dra_pod_with_claim_template_filter_prioritize_bind) {
     }
     CHECK_MSG(sa > sc2, "dra-a %d, dra-c %d", sa, sc2);
     cJSON_Delete(p);
+    /* and with fragmentation gradient descent against a workload of 2-GPU claims: dra-a's lone free GPU is
+     * fragmentation (no 2-GPU claim fits there), taking it removes it; on dra-c it would create one */
+    policy_workload *wl = policy_workload_new();
+    model_request two = {.kind = MODEL_REQ_WHOLE, .count = 2, .via_dra = true};
+    char werr[256];
+    CHECK(policy_workload_add(wl, &two, 10, werr, sizeof werr) == 0 && policy_workload_finish(wl, 95, werr, sizeof werr) == 0);
+    ext_verbs vf;
+    ext_verbs_init(&vf, st, policy_find("fgd"), NULL, NULL);
+    vf.ctx.workload = wl;
+    p = call_verb(&vf, ext_verb_prioritize, args, NULL);
+    sa = sc2 = -1;
+    cJSON_ArrayForEach(e, p) {
+        const char *h = cJSON_GetObjectItem(e, "Host")->valuestring;
+        int s = cJSON_GetObjectItem(e, "Score")->valueint;
+        if (!strcmp(h, "dra-a")) sa = s;
+        if (!strcmp(h, "dra-c")) sc2 = s;
+    }
+    CHECK_MSG(sa > sc2, "fgd: dra-a %d, dra-c %d", sa, sc2);
+    cJSON_Delete(p);
+    policy_workload_free(wl);
     /* bind posts the Binding only: nothing reserved by tessera, the claim's devices recorded once allocated */
     cJSON *claim = fx("claim-pending.json");
     cJSON *status = cJSON_GetObjectItem(claim, "status");
