@@ -369,8 +369,19 @@ static void explain(const fit_run *f, const route_plan *p, const char *hint, cha
     const fit_stats *s = &f->st;
     char req[160];
     model_request_format(r, req, sizeof req);
+    if (s->gpus_model_ok == 0 && n->has_dra) {
+        /* which GPUs a request may use depends on its path (model_gpu_reachable) */
+        int reach = 0;
+        for (int i = 0; i < n->ngpus; i++) reach += model_gpu_reachable(&n->gpus[i], r);
+        if (!reach) {
+            snprintf(why, len, r->via_dra ? "no GPU here is published through DRA (a claim cannot get one)"
+                                          : "every GPU here is published through DRA only (the device plugin hands out "
+                                            "none): ask for it with a ResourceClaim");
+            return;
+        }
+    }
     if (s->gpus_model_ok == 0) {
-        snprintf(why, len, "GPU model %s is not among tessera.io/gpu-models", n->gpus[0].product->product);
+        snprintf(why, len, "GPU model %s is not among tessera.io/gpu-models", n->ngpus ? n->gpus[0].product->product : "?");
         return;
     }
     if (s->gpus_route_ok == 0) {

@@ -120,7 +120,9 @@ TEST(dra_inventory_whole_and_mig_into_the_model) {
     model_request dr = {.kind = MODEL_REQ_WHOLE, .count = 2, .via_dra = true};
     CHECK(model_fit_any(na, &dr, NULL, 0));
     model_request dp = {.kind = MODEL_REQ_WHOLE, .count = 1};
-    CHECK(!model_fit_any(na, &dp, NULL, 0));
+    char fw[256] = "";
+    CHECK(!model_fit_any(na, &dp, fw, sizeof fw));
+    CHECK_MSG(strstr(fw, "published through DRA only") != NULL, "%s", fw);
     model_request mr = {.kind = MODEL_REQ_MIG, .count = 1, .via_dra = true};
     snprintf(mr.mig_profile, sizeof mr.mig_profile, "1g.5gb");
     CHECK(model_fit_any(nb, &mr, NULL, 0));
