@@ -282,6 +282,12 @@ int model_node_add_dra(model_node *n, const model_dra_device *dev, int ndev, con
         marked++;
     }
     if (marked) n->has_dra = true;
+    /* GFD counts the physical GPUs: more GPUs than that means one was counted twice (UUIDs that differ between
+     * the tessera.io/gpus annotation and DRA, say). Better no GPU pods than a GPU promised twice. */
+    if (marked && n->gpu_count_label > 0 && n->ngpus > n->gpu_count_label)
+        refuse(n, "the device plugin and DRA together show %d GPUs, but GPU feature discovery counts %d "
+               "(nvidia.com/gpu.count): a GPU would be counted twice; check the UUIDs in tessera.io/gpus against "
+               "the ResourceSlices", n->ngpus, n->gpu_count_label);
     return marked;
 }
 

@@ -955,6 +955,7 @@ static int read_gpus(model_node *n, node_in *in) {
     /* Old GFD wrote bytes; no GPU has 16 TB, so a figure that large cannot be MiB. */
     if (in->memory_label > 16000000) in->memory_label /= 1024 * 1024;
     bool single = in->pl.mig_profile[0] != 0;
+    if (!single && in->count <= MODEL_MAX_GPUS) n->gpu_count_label = (int)in->count;   /* physical GPUs (model/dra.h) */
     if (!single && in->count > MODEL_MAX_GPUS)
         return node_fail(n, "%s=%" PRId64 " is more than the %d GPUs a node may have", LBL "gpu.count", in->count,
                          MODEL_MAX_GPUS);

@@ -117,6 +117,8 @@ typedef struct model_node {
                                          * request may use depends on its path (model_gpu_reachable) */
     char dra_note[MODEL_REASON_LEN];    /* where the device-plugin and DRA views disagree ("" = nowhere);
                                          * unlike reason, the node still takes pods */
+    int gpu_count_label;                /* nvidia.com/gpu.count when it counts physical GPUs (0: unknown):
+                                         * the device plugin and DRA together must not show more */
     bool plugin_idle;                   /* reason is only "labels show GPUs, the device plugin advertises
                                          * none" (or GFD has not labelled them): what a node whose GPUs DRA
                                          * publishes looks like; model_node_add_dra clears it */

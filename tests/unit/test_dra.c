@@ -154,6 +154,22 @@ TEST(dra_both_paths_one_gpu_never_twice) {
     CHECK(!model_fit_any(m, &two, NULL, 0));
     CHECK(model_fit_any(m, &one, NULL, 0));
     model_node_free(m);
+    /* the annotation names UUIDs DRA does not: the views disagree, and the node says how rather than counting 4 */
+    cJSON *no = fx("node-both.json");
+    cJSON_AddStringToObject(cJSON_GetObjectItem(cJSON_GetObjectItem(no, "metadata"), "annotations"), "tessera.io/gpus",
+                            "[{\"uuid\":\"GPU-x0\"},{\"uuid\":\"GPU-x1\"}]");
+    char err2[256];
+    m = model_node_from_json(no, NULL, err2, sizeof err2);
+    cJSON_Delete(no);
+    CHECK(m && m->ngpus == 2 && !strcmp(m->gpus[1].uuid, "GPU-x1"));
+    cJSON *so = fx("slice-both.json");
+    model_dra_slice sl;
+    model_dra_slice_parse(so, &sl, err2, sizeof err2);
+    model_node_add_dra(m, sl.dev, sl.ndev, NULL);
+    CHECK_MSG(strstr(m->reason, "show 4 GPUs, but GPU feature discovery counts 2") != NULL, "%s", m->reason);
+    model_dra_slice_clear(&sl);
+    cJSON_Delete(so);
+    model_node_free(m);
 }
 
 TEST(dra_views_that_disagree_are_named) {
