@@ -5,7 +5,8 @@
  *      (each rebuilds its node from the Node model, its devices and its claims)
  *   B  filter and prioritize of a pod whose GPU is a claim from a template, over all N nodes: p50 and p99
  *
- *   make build/bench/bench_dra && build/bench/bench_dra        (BENCH_DRA_NODES=N, default 1000)
+ *   make build/bench/bench_dra && build/bench/bench_dra   (BENCH_DRA_NODES=N, default 1000; BENCH_DRA_SHOW=1
+ *   prints one prioritize answer)
  */
 #include <stdio.h>
 #include <stdlib.h>
