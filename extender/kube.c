@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "extender/health.h"
+#include "extender/log.h"
 
 #define KUBE_PAGE_LIMIT     500
 #define KUBE_MAX_LINE       (16u << 20)  /* one watch event; a Node with huge annotations stays far below */
@@ -26,25 +27,48 @@
 #define KUBE_POOL           8            /* idle bind handles kept for connection reuse */
 #define SA_DIR              "/var/run/secrets/kubernetes.io/serviceaccount/"
 
-enum { OUT_OK = 0, OUT_ENDED, OUT_GONE, OUT_ERROR, OUT_STOP, OUT_RELIST };
+enum { OUT_OK = 0, OUT_ENDED, OUT_GONE, OUT_ERROR, OUT_STOP, OUT_RELIST, OUT_ABSENT };
 
-static const char *const kube_path[2] = {"/api/v1/nodes", "/api/v1/pods"};
-static const char *const kube_resource[2] = {"nodes", "pods"};
-static const ext_dep kube_dep[2] = {EXT_DEP_API_NODES, EXT_DEP_API_PODS};
+/* optional: only with cfg.dra, and a 404 means "not served here" (kube.h). dep: the health.h dependency the
+ * kind's list+watch reports to; the DRA kinds report to none, since tessera works without them. */
+static const struct { const char *path, *name, *resource; bool optional; int dep; } kube_kinds[EXT_KUBE_NKINDS] = {
+    {"/api/v1/nodes", "Node", "nodes", false, EXT_DEP_API_NODES},
+    {"/api/v1/pods", "Pod", "pods", false, EXT_DEP_API_PODS},
+    {"/apis/resource.k8s.io/v1/resourceslices", "ResourceSlice", "resourceslices", true, -1},
+    {"/apis/resource.k8s.io/v1/resourceclaims", "ResourceClaim", "resourceclaims", true, -1},
+    {"/apis/resource.k8s.io/v1/deviceclasses", "DeviceClass", "deviceclasses", true, -1},
+};
+#define kube_path(kind) (kube_kinds[kind].path)
+#define kube_resource(kind) (kube_kinds[kind].resource)
 /* where deploy/rbac.yaml grants list+watch of nodes and pods, and pods/binding */
 #define KUBE_RBAC "tessera-extender ClusterRole"
+
+const char *ext_kube_kind_name(ext_kube_kind kind) {
+    return kind >= 0 && kind < EXT_KUBE_NKINDS ? kube_kinds[kind].name : "?";
+}
+
+static void kind_health_ok(int kind) {
+    if (kube_kinds[kind].dep >= 0) ext_health_ok((ext_dep)kube_kinds[kind].dep);
+}
+
+static void kind_health_fail(int kind, int code, ext_dep_reason reason, const char *msg) {
+    if (kube_kinds[kind].dep >= 0) ext_health_fail((ext_dep)kube_kinds[kind].dep, code, reason, msg);
+}
 
 /* Why a list or watch failed, for health.h: the HTTP status (or EXT_KUBE_*), and the API's message or the
  * transport's error. */
 typedef struct kube_fail { int code; ext_dep_reason reason; char msg[512]; } kube_fail;
+
+static bool kind_on(const ext_kube *k, int kind);
 
 struct ext_kube {
     ext_kube_config cfg;
     char base[512]; /* api_url without the trailing '/' */
     ext_kube_handler handler;
     void *user;
-    pthread_t thr[2];
-    CURLM *multi[2]; /* one per thread: curl_multi_wakeup lets ext_kube_free interrupt a watch at once */
+    pthread_t thr[EXT_KUBE_NKINDS];
+    bool running[EXT_KUBE_NKINDS];
+    CURLM *multi[EXT_KUBE_NKINDS]; /* one per thread: curl_multi_wakeup lets ext_kube_free interrupt a watch at once */
     bool started;
     atomic_bool stop;
     pthread_mutex_t mu; /* stats, and the condition backoff sleeps wait on */
@@ -55,9 +79,10 @@ struct ext_kube {
     int npool;
     /* ext_kube_relist: tickets asked for, the ticket each thread's current list serves (that thread only),
      * and the latest ticket a completed list served (under mu). */
-    _Atomic uint64_t relist_req[2];
-    uint64_t relist_served[2];
-    uint64_t relist_done[2];
+    _Atomic uint64_t relist_req[EXT_KUBE_NKINDS];
+    uint64_t relist_served[EXT_KUBE_NKINDS];
+    uint64_t relist_done[EXT_KUBE_NKINDS];
+    int absent_code[EXT_KUBE_NKINDS];   /* the 404 or 403 an optional kind's list got (that thread only) */
 };
 
 /* over: max was reached; truncate: then drop the rest quietly (error bodies) instead of failing the transfer */
@@ -297,7 +322,7 @@ static CURLcode kube_perform(ext_kube *k, int kind, CURL *h, bool *opened) {
             curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
             if (code == 200) {
                 *opened = true;
-                ext_health_ok(kube_dep[kind]);
+                kind_health_ok(kind);
             }
         }
         bool done = false;
@@ -336,10 +361,10 @@ static int kube_list(ext_kube *k, CURL *h, int kind, char **rv, kube_fail *f) {
         int n;
         if (cont) {
             char *esc = curl_easy_escape(h, cont, 0);
-            n = esc ? snprintf(url, sizeof url, "%s%s?limit=%d&continue=%s", k->base, kube_path[kind], KUBE_PAGE_LIMIT, esc) : -1;
+            n = esc ? snprintf(url, sizeof url, "%s%s?limit=%d&continue=%s", k->base, kube_path(kind), KUBE_PAGE_LIMIT, esc) : -1;
             curl_free(esc);
         } else {
-            n = snprintf(url, sizeof url, "%s%s?limit=%d", k->base, kube_path[kind], KUBE_PAGE_LIMIT);
+            n = snprintf(url, sizeof url, "%s%s?limit=%d", k->base, kube_path(kind), KUBE_PAGE_LIMIT);
         }
         if (n < 0 || (size_t)n >= sizeof url) {
             *f = (kube_fail){0, EXT_REASON_BAD_RESPONSE, "the continue token makes the URL too long"};
@@ -373,6 +398,10 @@ static int kube_list(ext_kube *k, CURL *h, int kind, char **rv, kube_fail *f) {
             }
             free(b.p);
             out = rc == CURLE_OK && code == 410 ? OUT_GONE : OUT_ERROR; /* 410: the continue token expired */
+            if (rc == CURLE_OK && (code == 404 || code == 403) && kube_kinds[kind].optional && !announced) {
+                out = OUT_ABSENT;
+                k->absent_code[kind] = (int)code;
+            }
             break;
         }
         cJSON *root = b.p ? cJSON_ParseWithLength(b.p, b.n) : NULL;
@@ -382,7 +411,7 @@ static int kube_list(ext_kube *k, CURL *h, int kind, char **rv, kube_fail *f) {
         if (!cJSON_IsObject(root) || !(cJSON_IsArray(items) || cJSON_IsNull(items)) || !lrv || !*lrv) {
             *f = (kube_fail){200, EXT_REASON_BAD_RESPONSE, ""};
             snprintf(f->msg, sizeof f->msg, "the API server's answer is not a %s list (malformed JSON, no items or "
-                     "no resourceVersion)", kind == EXT_KUBE_NODE ? "Node" : "Pod");
+                     "no resourceVersion)", kube_kinds[kind].name);
             cJSON_Delete(root);
             break;
         }
@@ -504,7 +533,7 @@ static int kube_watch(ext_kube *k, CURL *h, int kind, char **rv, int *events, ku
     char url[2048], errbuf[CURL_ERROR_SIZE], err[256];
     char *esc = curl_easy_escape(h, *rv ? *rv : "", 0);
     int n = esc ? snprintf(url, sizeof url, "%s%s?watch=1&resourceVersion=%s&allowWatchBookmarks=true&timeoutSeconds=%d",
-                           k->base, kube_path[kind], esc, k->cfg.watch_timeout_s) : -1;
+                           k->base, kube_path(kind), esc, k->cfg.watch_timeout_s) : -1;
     curl_free(esc);
     *events = 0;
     if (n < 0 || (size_t)n >= sizeof url) {
@@ -576,7 +605,7 @@ static void *kube_thread(void *arg) {
     int backoff = KUBE_BACKOFF_MIN_MS < bmax ? KUBE_BACKOFF_MIN_MS : bmax;
     const int bmin = backoff;
     char *rv = NULL;
-    bool need_list = true;
+    bool need_list = true, absent_said = false;
     int gones = 0;
     /* watches that failed since one last opened: a list that works after each does not make the kind healthy
      * (the cache is then only as fresh as the backoff allows) */
@@ -597,10 +626,11 @@ static void *kube_thread(void *arg) {
             k->relist_served[kind] = atomic_load(&k->relist_req[kind]);
             out = kube_list(k, h, kind, &rv, &fail);
             if (out == OUT_OK) {
-                if (!watch_fails) ext_health_ok(kube_dep[kind]);
+                if (!watch_fails) kind_health_ok(kind);
                 if (k->cfg.ca_file[0] && !strncmp(k->base, "https://", 8)) ext_health_ok(EXT_DEP_CA_FILE);
                 need_list = false;
                 pthread_mutex_lock(&k->mu);
+                k->st.absent[kind] = false;
                 k->relist_done[kind] = k->relist_served[kind];
                 pthread_mutex_unlock(&k->mu);
             }
@@ -639,17 +669,38 @@ static void *kube_thread(void *arg) {
             char msg[700];
             const char *verb = listing ? "list" : "watch";
             if (fail.reason == EXT_REASON_FILE || fail.reason == EXT_REASON_TLS || fail.reason == EXT_REASON_BAD_RESPONSE)
-                snprintf(msg, sizeof msg, "cannot %s %s: %s", verb, kube_resource[kind], fail.msg);
+                snprintf(msg, sizeof msg, "cannot %s %s: %s", verb, kube_resource(kind), fail.msg);
             else
-                ext_health_api_msg(msg, sizeof msg, fail.code, verb, kube_resource[kind], NULL, NULL, NULL, KUBE_RBAC,
+                ext_health_api_msg(msg, sizeof msg, fail.code, verb, kube_resource(kind), NULL, NULL, NULL, KUBE_RBAC,
                                    fail.msg);
-            ext_health_fail(kube_dep[kind], fail.code, fail.reason, msg);
+            kind_health_fail(kind, fail.code, fail.reason, msg);
             count(k, &k->st.errors[kind]);
             need_list = true;
             kube_sleep(k, jitter(&seed, backoff));
             backoff = backoff * 2 < bmax ? backoff * 2 : bmax;
             break;
         }
+        case OUT_ABSENT:
+            /* An older cluster: the kind is simply not there. Said once; the caller sees an empty list (so it
+             * drops what an earlier list had and counts as synced); asked again quietly, in case it appears. */
+            if (!absent_said && k->absent_code[kind] == 403)
+                ext_log(EXT_LOG_WARN, "event=api-absent kind=%s path=%s why=\"403: tessera's ServiceAccount may not list "
+                        "it (deploy/rbac.yaml grants get/list/watch on resource.k8s.io); tessera carries on without it, "
+                        "so GPUs held through claims are not accounted\"", kube_kinds[kind].name, kube_path(kind));
+            else if (!absent_said)
+                ext_log(EXT_LOG_WARN, "event=api-absent kind=%s path=%s why=\"404: this API server does not serve "
+                        "it (resource.k8s.io/v1 needs Kubernetes 1.34+ with DRA on); tessera carries on without it\"",
+                        kube_kinds[kind].name, kube_path(kind));
+            absent_said = true;
+            k->handler(k->user, (ext_kube_kind)kind, EXT_KUBE_RELIST, NULL);
+            k->handler(k->user, (ext_kube_kind)kind, EXT_KUBE_SYNCED, NULL);
+            pthread_mutex_lock(&k->mu);
+            k->st.synced[kind] = k->st.absent[kind] = true;
+            k->relist_done[kind] = k->relist_served[kind];
+            pthread_mutex_unlock(&k->mu);
+            need_list = true;
+            kube_sleep(k, jitter(&seed, bmax));
+            break;
         default:
             break;
         }
@@ -691,30 +742,33 @@ ext_kube *ext_kube_new(const ext_kube_config *cfg, char *err, size_t errlen) {
     return k;
 }
 
+static bool kind_on(const ext_kube *k, int kind) { return !kube_kinds[kind].optional || k->cfg.dra; }
+
 int ext_kube_start(ext_kube *k, ext_kube_handler handler, void *user, char *err, size_t errlen) {
     if (!k || !handler) { snprintf(err, errlen, "no client or handler"); return -1; }
     if (k->started) { snprintf(err, errlen, "already started"); return -1; }
     k->handler = handler;
     k->user = user;
-    for (int i = 0; i < 2; i++) {
-        if (!k->multi[i] && !(k->multi[i] = curl_multi_init())) {
+    for (int i = 0; i < EXT_KUBE_NKINDS; i++) {
+        if (kind_on(k, i) && !k->multi[i] && !(k->multi[i] = curl_multi_init())) {
             snprintf(err, errlen, "curl_multi_init failed");
             return -1;
         }
     }
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < EXT_KUBE_NKINDS; i++) {
+        if (!kind_on(k, i)) continue;
         kube_thread_arg *a = malloc(sizeof *a);
         if (a) *a = (kube_thread_arg){k, i};
         int rc = a ? pthread_create(&k->thr[i], NULL, kube_thread, a) : ENOMEM;
         if (rc != 0) {
             free(a);
             snprintf(err, errlen, "cannot start the watch thread: %s", strerror(rc));
-            if (i == 1) {
-                atomic_store(&k->stop, true);
-                pthread_join(k->thr[0], NULL);
-            }
+            atomic_store(&k->stop, true);
+            for (int j = 0; j < i; j++)
+                if (k->running[j]) pthread_join(k->thr[j], NULL);
             return -1;
         }
+        k->running[i] = true;
     }
     k->started = true;
     return 0;
@@ -726,13 +780,11 @@ void ext_kube_free(ext_kube *k) {
     atomic_store(&k->stop, true);
     pthread_cond_broadcast(&k->cv);
     pthread_mutex_unlock(&k->mu);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < EXT_KUBE_NKINDS; i++)
         if (k->multi[i]) curl_multi_wakeup(k->multi[i]);
-    if (k->started) {
-        pthread_join(k->thr[0], NULL);
-        pthread_join(k->thr[1], NULL);
-    }
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; k->started && i < EXT_KUBE_NKINDS; i++)
+        if (k->running[i]) pthread_join(k->thr[i], NULL);
+    for (int i = 0; i < EXT_KUBE_NKINDS; i++)
         if (k->multi[i]) curl_multi_cleanup(k->multi[i]);
     for (int i = 0; i < k->npool; i++) curl_easy_cleanup(k->pool[i]);
     pthread_cond_destroy(&k->cv);

@@ -15,7 +15,21 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 
-typedef enum ext_kube_kind { EXT_KUBE_NODE = 0, EXT_KUBE_POD = 1 } ext_kube_kind;
+/* Nodes and pods always; the resource.k8s.io/v1 kinds of Dynamic Resource Allocation only with cfg.dra. A
+ * cluster that does not serve resource.k8s.io/v1 (before Kubernetes 1.34, or DRA turned off) answers their
+ * list with 404, and one whose RBAC lacks them with 403: either is logged once and handled as an empty list
+ * (RELIST, SYNCED), then asked again every backoff_max_ms, quietly, in case the API or the right appears. */
+typedef enum ext_kube_kind {
+    EXT_KUBE_NODE = 0,
+    EXT_KUBE_POD = 1,
+    EXT_KUBE_RESOURCESLICE = 2,
+    EXT_KUBE_RESOURCECLAIM = 3,
+    EXT_KUBE_DEVICECLASS = 4,
+    EXT_KUBE_NKINDS
+} ext_kube_kind;
+
+/* "Node", "Pod", "ResourceSlice", ... */
+const char *ext_kube_kind_name(ext_kube_kind kind);
 
 typedef enum ext_kube_event {
     EXT_KUBE_RELIST = 0, /* a (re)list starts: objects follow as ADDED, then SYNCED; obj is NULL */
@@ -40,6 +54,8 @@ typedef struct ext_kube_config {
                              * httpTimeout for the whole bind verb, so keep this below it */
     int watch_timeout_s;    /* server-side timeoutSeconds for a watch; default 300 */
     int backoff_max_ms;     /* cap of the reconnect backoff; default 30000 */
+    bool dra;               /* also list+watch ResourceSlices, ResourceClaims, DeviceClasses (default off here;
+                             * the extender's --dra turns it on) */
 } ext_kube_config;
 
 /* Defaults, then the in-cluster settings: KUBERNETES_SERVICE_HOST/PORT, the service
@@ -92,11 +108,12 @@ uint64_t ext_kube_relist(ext_kube *k, ext_kube_kind kind);
 bool ext_kube_relisted(ext_kube *k, ext_kube_kind kind, uint64_t ticket);
 
 typedef struct ext_kube_stats {
-    uint64_t lists[2];          /* completed lists per kind */
-    uint64_t watch_restarts[2]; /* watches that ended and were reopened */
-    uint64_t gone[2];           /* 410 Gone answers (each forces a relist) */
-    uint64_t errors[2];         /* failed requests (connection, 5xx, bad JSON) */
-    bool synced[2];             /* the latest list of this kind completed */
+    uint64_t lists[EXT_KUBE_NKINDS];          /* completed lists per kind */
+    uint64_t watch_restarts[EXT_KUBE_NKINDS]; /* watches that ended and were reopened */
+    uint64_t gone[EXT_KUBE_NKINDS];           /* 410 Gone answers (each forces a relist) */
+    uint64_t errors[EXT_KUBE_NKINDS];         /* failed requests (connection, 5xx, bad JSON) */
+    bool synced[EXT_KUBE_NKINDS];             /* the latest list of this kind completed */
+    bool absent[EXT_KUBE_NKINDS];             /* the kind's list answered 404 or 403 (an optional kind) */
 } ext_kube_stats;
 
 void ext_kube_get_stats(ext_kube *k, ext_kube_stats *out);

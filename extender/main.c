@@ -126,6 +126,11 @@ static void usage(FILE *f) {
 "                              counts as refused: its shares move or are given up (default 300)\n"
 "  --reserve-image IMAGE       image of the reservation pods (default: the extender's own, read\n"
 "                              from its Pod $POD_NAMESPACE/$POD_NAME)\n"
+"Dynamic Resource Allocation (cluster mode; see README, DRA):\n"
+"  --dra on|off                list and watch ResourceSlices, ResourceClaims and DeviceClasses\n"
+"                              (resource.k8s.io/v1) so GPUs handed out through claims are\n"
+"                              accounted and pods with GPU claims are ranked (default on; a\n"
+"                              cluster without the API is noticed and skipped)\n"
 "\n"
 "Standalone mode:\n"
 "  --cluster FILE              nodes from FILE: a JSON array of Node objects or a NodeList\n"
@@ -231,7 +236,7 @@ int main(int argc, char **argv) {
            /* admission webhook */
            O_WH_LISTEN, O_WH_CERT, O_WH_KEY, O_WH_SECRET, O_WH_CONFIG, O_WH_RUNTIME, O_SCHED_NAME,
            /* soft-share delivery */
-           O_DELIVERY, O_RSV_GRACE, O_RSV_NS, O_RSV_IMAGE, O_RSV_TIMEOUT };
+           O_DELIVERY, O_RSV_GRACE, O_RSV_NS, O_RSV_IMAGE, O_RSV_TIMEOUT, O_DRA };
     static const struct option opts[] = {
         {"listen", required_argument, 0, O_LISTEN}, {"url-prefix", required_argument, 0, O_PREFIX},
         {"policy", required_argument, 0, O_POLICY}, {"cluster", required_argument, 0, O_CLUSTER},
@@ -258,6 +263,7 @@ int main(int argc, char **argv) {
         {"soft-share-delivery", required_argument, 0, O_DELIVERY}, {"reservation-grace", required_argument, 0, O_RSV_GRACE},
         {"reservation-namespace", required_argument, 0, O_RSV_NS}, {"reserve-image", required_argument, 0, O_RSV_IMAGE},
         {"reservation-timeout", required_argument, 0, O_RSV_TIMEOUT},
+        {"dra", required_argument, 0, O_DRA},
         {0, 0, 0, 0}};
     ext_http_config hc;
     memset(&hc, 0, sizeof hc);
@@ -265,6 +271,7 @@ int main(int argc, char **argv) {
     snprintf(hc.prefix, sizeof hc.prefix, "/tessera");
     ext_kube_config kc;
     ext_kube_config_defaults(&kc);
+    kc.dra = true;   /* Dynamic Resource Allocation: watched unless --dra=off (a cluster without it answers 404) */
     const char *policy_arg = "binpack", *cluster = NULL, *workload_file = NULL, *metrics_listen = NULL;
     bool demo = false, api_given = false;
     int ttl_s = 30, c;
@@ -384,6 +391,11 @@ int main(int argc, char **argv) {
             if (!optarg[0] || strlen(optarg) >= sizeof rsvc.ns) { fprintf(stderr, "--reservation-namespace: a namespace name\n"); return 2; }
             snprintf(rsvc.ns, sizeof rsvc.ns, "%s", optarg);
             break;
+        case O_DRA:
+            if (!strcmp(optarg, "on") || !strcmp(optarg, "true")) kc.dra = true;
+            else if (!strcmp(optarg, "off") || !strcmp(optarg, "false")) kc.dra = false;
+            else { fprintf(stderr, "--dra: on or off\n"); return 2; }
+            break;
         case O_RSV_IMAGE:
             if (!optarg[0] || strlen(optarg) >= sizeof rsvc.image) { fprintf(stderr, "--reserve-image: an image reference\n"); return 2; }
             snprintf(rsvc.image, sizeof rsvc.image, "%s", optarg);
@@ -453,7 +465,7 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
 
     char err[512];
-    ext_state_config sc = {.cat = NULL, .standalone = standalone, .assume_ttl_ms = ttl_s * 1000};
+    ext_state_config sc = {.cat = NULL, .standalone = standalone, .assume_ttl_ms = ttl_s * 1000, .dra = kc.dra && !standalone};
     snprintf(sc.reservation_ns, sizeof sc.reservation_ns, "%s", rsvc.ns);
     ext_state *st = ext_state_new(&sc);
     if (!st) { fprintf(stderr, "out of memory\n"); return 1; }

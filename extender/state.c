@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "extender/annotation.h"
+#include "extender/dra.h"
 #include "extender/log.h"
 #include "extender/map.h"
 
@@ -39,6 +40,7 @@ struct ext_state {
     ext_node **narr;
     int nn, ncap;
     ext_map *pods;             /* uid -> pod_priv */
+    ext_dra *dra;              /* ResourceSlices, ResourceClaims, DeviceClasses (dra.h) */
     uint32_t gen[2];
     uint64_t version_seq;      /* last ext_node.version handed out */
     bool synced[2];
@@ -69,7 +71,9 @@ ext_state *ext_state_new(const ext_state_config *cfg) {
     st->nodes = ext_map_new();
     st->pods = ext_map_new();
     st->memo = ext_map_new();
-    if (!st->nodes || !st->pods || !st->memo) {
+    st->dra = ext_dra_new();
+    if (!st->nodes || !st->pods || !st->memo || !st->dra) {
+        ext_dra_free(st->dra);
         ext_map_free(st->nodes);
         ext_map_free(st->pods);
         ext_map_free(st->memo);
@@ -95,6 +99,7 @@ static void node_free(ext_node *n) {
     if (!n) return;
     free(n->memo);
     model_node_free(n->m);
+    model_node_free(n->base);
     free(n->pods);
     free(n->name);
     free(n);
@@ -109,6 +114,7 @@ void ext_state_free(ext_state *st) {
     free(st->narr);
     ext_map_free(st->nodes);
     ext_map_free(st->pods);
+    ext_dra_free(st->dra);
     for (int i = 0; i < st->ring_n; i++) free(st->ring[(st->ring_head + i) % MEMO_CAP]);
     ext_map_free(st->memo);
     pthread_mutex_destroy(&st->mu);
@@ -121,10 +127,12 @@ void ext_state_unlock(ext_state *st) { pthread_mutex_unlock(&st->mu); }
 
 bool ext_state_ready(ext_state *st) {
     pthread_mutex_lock(&st->mu);
-    bool r = st->synced[EXT_KUBE_NODE] && st->synced[EXT_KUBE_POD];
+    bool r = st->synced[EXT_KUBE_NODE] && st->synced[EXT_KUBE_POD] && (!st->cfg.dra || ext_dra_synced(st->dra));
     pthread_mutex_unlock(&st->mu);
     return r;
 }
+
+struct ext_dra *ext_state_dra(const ext_state *st) { return st->dra; }
 
 /* ------------------------------------------------------------ reads */
 
@@ -496,6 +504,7 @@ static void node_install(ext_state *st, model_node *m) {
     n->m = m;
     n->gen = st->gen[EXT_KUBE_NODE];
     node_touch(st, n);
+    ext_dra_apply_claims(st->dra, m);   /* claims hold their devices before any pod is put back */
     if (!old && n->npods == 0) return;
     bool *held = n->npods ? calloc((size_t)n->npods, sizeof *held) : NULL;
     for (int i = 0; i < n->npods; i++) {
@@ -518,7 +527,45 @@ static void node_install(ext_state *st, model_node *m) {
     model_node_free(old);
 }
 
+/* ---- DRA (dra.h): the installed model is the Node object's (base) plus what ResourceSlices and
+ * ResourceClaims say about the node; a change to either rebuilds it from base. */
+
+static void node_rebuild(ext_state *st, ext_node *n) {
+    model_node *m = n->base ? model_node_clone(n->base) : NULL;
+    if (!m) {
+        if (n->base) ext_log(EXT_LOG_ERROR, "event=oom node=%s", n->name);
+        return;
+    }
+    ext_dra_merge(st->dra, m, st->cfg.cat);
+    if (m->dra_note[0]) ext_log(EXT_LOG_DEBUG, "event=dra-note node=%s why=\"%s\"", n->name, m->dra_note);
+    node_install(st, m);
+}
+
+/* A Node object's model: kept as the base, installed with its DRA view. */
+static void node_install_base(ext_state *st, model_node *base) {
+    ext_node *n = node_get_or_create(st, base->name);
+    if (!n) {
+        ext_log(EXT_LOG_ERROR, "event=oom node=%s", base->name);
+        model_node_free(base);
+        return;
+    }
+    model_node_free(n->base);
+    n->base = base;
+    node_rebuild(st, n);
+}
+
+static void dra_touch(void *user, const char *node) {
+    ext_state *st = user;
+    ext_node *n = ext_map_get(st->nodes, node);
+    if (!n || !n->base) return;
+    uint32_t g = n->gen;   /* a DRA change is no sighting of the Node object (node relist sweep) */
+    node_rebuild(st, n);
+    n->gen = g;
+}
+
 static void node_delete(ext_state *st, ext_node *n) {
+    model_node_free(n->base);
+    n->base = NULL;
     model_node_free(n->m);
     n->m = NULL;
     node_touch(st, n);
@@ -554,7 +601,7 @@ static void node_event(ext_state *st, ext_kube_event ev, const cJSON *obj) {
         return;
     }
     if (m->reason[0]) ext_log(EXT_LOG_DEBUG, "event=node-unusable node=%s why=\"%s\"", name, m->reason);
-    node_install(st, m);
+    node_install_base(st, m);
 }
 
 /* ------------------------------------------------------------ pod objects */
@@ -689,6 +736,12 @@ void ext_state_apply(ext_state *st, ext_kube_kind kind, ext_kube_event ev, const
 
 void ext_state_on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj) {
     ext_state *st = user;
+    if (kind >= EXT_KUBE_RESOURCESLICE && kind < EXT_KUBE_NKINDS) {
+        pthread_mutex_lock(&st->mu);
+        ext_dra_event(st->dra, kind, ev, obj, dra_touch, st);
+        pthread_mutex_unlock(&st->mu);
+        return;
+    }
     if (kind != EXT_KUBE_NODE && kind != EXT_KUBE_POD) return;
     pthread_mutex_lock(&st->mu);
     st->st.events[kind]++;
@@ -751,7 +804,7 @@ int ext_state_load_cluster(ext_state *st, const char *json, size_t len, char *er
     cJSON_Delete(root);
     pthread_mutex_lock(&st->mu);
     st->gen[EXT_KUBE_NODE]++;   /* a relist of nodes: what the file does not name is dropped */
-    for (int k = 0; k < n; k++) node_install(st, ms[k]);
+    for (int k = 0; k < n; k++) node_install_base(st, ms[k]);
     sweep(st, EXT_KUBE_NODE);
     st->synced[EXT_KUBE_NODE] = st->synced[EXT_KUBE_POD] = true;
     pthread_mutex_unlock(&st->mu);

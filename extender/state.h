@@ -51,6 +51,8 @@ typedef struct ext_pod {
 typedef struct ext_node {
     char *name;
     model_node *m;           /* NULL: pods reference the node but no Node object is known */
+    model_node *base;        /* the model of the Node object alone; m = base + its DRA devices and the
+                              * claims that hold them (dra.h) + pods. NULL when m is */
     ext_pod **pods;          /* pods placed on it (BINDING, ASSUMED, BOUND) */
     int npods, cap;
     int idx;                 /* position in the state's node array */
@@ -69,6 +71,7 @@ typedef struct ext_state_config {
     int assume_ttl_ms;          /* default 30000 */
     char reservation_ns[64];    /* where tessera's reservation pods live ("" = "tessera"): they are not
                                  * accounted (their tenants are), see pod_event */
+    bool dra;                   /* the DRA kinds are watched: ready also waits for their first lists */
 } ext_state_config;
 
 ext_state *ext_state_new(const ext_state_config *cfg);
@@ -81,7 +84,11 @@ int ext_state_load_cluster(ext_state *st, const char *json, size_t len, char *er
 /* The ext_kube handler: user is the ext_state. Takes the lock itself. */
 void ext_state_on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj);
 
-/* Both kinds have completed their first list (always true in standalone mode). */
+/* The DRA object cache (dra.h); lock held. Never NULL after ext_state_new. */
+struct ext_dra *ext_state_dra(const ext_state *st);
+
+/* Both kinds (and with cfg.dra the DRA kinds) have completed their first list (always true in standalone
+ * mode). */
 bool ext_state_ready(ext_state *st);
 
 void ext_state_lock(ext_state *st);

@@ -5,6 +5,9 @@
  */
 #include "extender/verbs.h"
 
+#include "extender/dra.h"
+#include "model/dra.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -688,6 +691,67 @@ static void put_members(jbuf *out, jbuf parts[2]) {
     jb_raw(out, "}", 1);
 }
 
+/* ---------------------------------------------------------------- DRA pods
+ *
+ * A pod whose GPUs come through ResourceClaims (extender/dra.h) is DynamicResources' to allocate: filter
+ * refuses a node only where the node publishes too few matching devices even if all were free (which
+ * DynamicResources refuses too), prioritize ranks the nodes with the policy on the devices the claim could get
+ * there, and bind posts the Binding alone (the memo's request is via_dra, which is never reserved). A claim
+ * tessera cannot judge (dra.h) passes every node and scores 0 everywhere: neutral. */
+
+static model_dra_verdict dra_request(ext_verbs *v, const ext_args *a, model_request *dr, char *why, size_t whylen) {
+    model_dra_verdict vd = ext_dra_pod_request(ext_state_dra(v->st), a->pod, dr, why, whylen);
+    if (vd == MODEL_DRA_JUDGED) {
+        dr->priority = a->req.priority;
+        dr->cpu_milli = a->req.cpu_milli;
+        dr->memory_bytes = a->req.memory_bytes;
+    }
+    return vd;
+}
+
+static void dra_log(const ext_args *a, const char *verb, model_dra_verdict vd, const char *why) {
+    if (vd == MODEL_DRA_UNJUDGED)
+        ext_log(EXT_LOG_INFO, "verb=%s pod=%s/%s dra=not-judged score=neutral why=\"%s\"", verb, a->ns, a->name, why);
+}
+
+static void dra_filter(ext_verbs *v, ext_args *a, filter_job *j) {
+    model_request dr;
+    char why[256];
+    ext_state_lock(v->st);
+    model_dra_verdict vd = dra_request(v, a, &dr, why, sizeof why);
+    for (int i = 0; i < a->n; i++) {
+        j->pass[i] = true;
+        const ext_node *en = vd == MODEL_DRA_JUDGED ? ext_state_node(v->st, a->names[i]) : NULL;
+        if (!en || !en->m || en->m->reason[0]) continue;   /* what tessera cannot see is no reason to refuse */
+        char w[MODEL_REASON_LEN];
+        if (!model_dra_could_fit(en->m, &dr, w, sizeof w)) {
+            j->pass[i] = false;
+            jb_member(&j->unres[0], a->names[i], w);
+        }
+    }
+    ext_state_unlock(v->st);
+    if (vd == MODEL_DRA_JUDGED) ext_state_note_request(v->st, a->uid, a->ns, a->name, &dr);   /* bind, debug */
+    dra_log(a, "filter", vd, why);
+}
+
+/* Scores into res (zeroed by the caller when not judged). */
+static void dra_prioritize(ext_verbs *v, const ext_args *a, policy_ctx *ctx, policy_result *res) {
+    model_request dr;
+    char why[256];
+    ext_state_lock(v->st);
+    model_dra_verdict vd = dra_request(v, a, &dr, why, sizeof why);
+    for (int i = 0; i < a->n; i++) {
+        const ext_node *en = ext_state_node(v->st, a->names[i]);
+        if (vd != MODEL_DRA_JUDGED || !en || !en->m || policy_score(v->pol, &dr, en->m, ctx, &res[i], NULL, 0) != 0) {
+            memset(&res[i], 0, sizeof res[i]);
+            res[i].rank = policy_node_rank(ctx, a->names[i]);
+        }
+    }
+    ext_state_unlock(v->st);
+    if (vd == MODEL_DRA_JUDGED) ext_state_note_request(v->st, a->uid, a->ns, a->name, &dr);
+    dra_log(a, "prioritize", vd, why);
+}
+
 void ext_verb_filter(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     ext_args a;
     char err[512];
@@ -716,6 +780,8 @@ void ext_verb_filter(ext_verbs *v, const char *body, size_t len, ext_reply *out)
     if (!a.req_ok) {
         snprintf(err, sizeof err, "pod %s/%s: invalid GPU request: %s", a.ns, a.name, a.req_err);
         for (int i = 0; i < a.n; i++) jb_member(&j.unres[0], a.names[i], err);
+    } else if (!model_request_wants_gpu(&a.req) && ext_dra_pod_has_claims(a.pod)) {
+        dra_filter(v, &a, &j);   /* GPUs through ResourceClaims: see "DRA pods" below */
     } else if (!model_request_wants_gpu(&a.req)) {
         for (int i = 0; i < a.n; i++) j.pass[i] = true;   /* not ours to judge */
     } else {
@@ -847,6 +913,12 @@ void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *
         v->cache_hits += (uint64_t)(j.hits[0] + j.hits[1]);
         v->cache_misses += (uint64_t)(a.n - j.hits[0] - j.hits[1]);
         policy_scores_0_10(v->pol, &ctx, res, a.n, score);
+    } else if (a.req_ok && ext_dra_pod_has_claims(a.pod)) {
+        policy_ctx ctx = v->ctx;
+        ctx.decision = uid_hash(a.uid);
+        memset(res, 0, (size_t)a.n * sizeof *res);
+        dra_prioritize(v, &a, &ctx, res);
+        policy_scores_0_10(v->pol, &ctx, res, a.n, score);
     }
     /* [{"Host":"name","Score":n}, ...]: the bare HostPriorityList. */
     jbuf b = {0};
@@ -914,7 +986,7 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     }
     ext_bind_outcome oc = EXT_BIND_OK;
     model_request req;
-    char *ann = NULL, granted[256] = "no GPU";
+    char *ann = NULL, granted[256] = "no GPU", dra_alloc[200] = "";
     bool reserved = false;
     ext_state_lock(v->st);
     const ext_node *en = ext_state_node(v->st, node);
@@ -932,6 +1004,10 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
         oc = EXT_BIND_UNKNOWN_POD;
         snprintf(err, sizeof err, "pod %s/%s (uid %s) is unknown: tessera saw it in no filter call and no watch event",
                  ns, name, uid);
+    } else if (req.via_dra) {
+        /* DynamicResources chose the devices (and wrote them into the claims before calling us): record them */
+        ext_dra_allocation_for(ext_state_dra(v->st), ns, uid, dra_alloc, sizeof dra_alloc);
+        snprintf(granted, sizeof granted, "devices of its claims: %s", dra_alloc[0] ? dra_alloc : "not seen yet");
     } else if (model_request_wants_gpu(&req)) {
         limit_to_delivery(v, &req);
         policy_ctx ctx = v->ctx;
@@ -977,6 +1053,7 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     if (v->bind) {
         cJSON *anns = cJSON_CreateObject();
         if (ann) cJSON_AddStringToObject(anns, EXT_ANN_ASSIGNMENT, ann);
+        else if (dra_alloc[0]) cJSON_AddStringToObject(anns, EXT_ANN_DRA_ALLOCATION, dra_alloc);
         rc = v->bind(v->bind_user, ns, name, uid, node, anns, err, sizeof err);
         cJSON_Delete(anns);
         /* queued for `kubectl describe pod`; never waits on the network */
@@ -1190,12 +1267,14 @@ static cJSON *node_json(const ext_node *en) {
     if (m) {
         cJSON_AddStringToObject(o, "reason", m->reason);
         cJSON_AddStringToObject(o, "product", m->product_label);
+        if (m->has_dra || m->dra_note[0]) cJSON_AddStringToObject(o, "draNote", m->dra_note);
         cJSON *gpus = cJSON_AddArrayToObject(o, "gpus");
         for (int i = 0; i < m->ngpus; i++) {
             const model_gpu *g = &m->gpus[i];
             cJSON *j = cJSON_CreateObject();
             cJSON_AddNumberToObject(j, "index", g->index);
             if (g->uuid[0]) cJSON_AddStringToObject(j, "uuid", g->uuid);
+            if (g->dra) cJSON_AddStringToObject(j, "publishedBy", g->dra_only ? "dra" : "dra+device-plugin");
             cJSON_AddStringToObject(j, "product", g->product->product);
             cJSON_AddStringToObject(j, "mode", model_gpu_mode_name(g->mode));
             cJSON_AddNumberToObject(j, "memoryMiB", g->memory_mib);
@@ -1330,6 +1409,7 @@ void ext_debug_state(ext_verbs *v, const char *pod, ext_reply *out) {
         cJSON *arr = cJSON_AddArrayToObject(root, "nodes");
         for (int i = 0; i < ext_state_node_count(v->st); i++)
             cJSON_AddItemToArray(arr, node_json(ext_state_node_at(v->st, i)));
+        cJSON_AddItemToObject(root, "dra", ext_dra_debug(ext_state_dra(v->st)));   /* claims tessera cannot judge say so */
     }
     ext_state_unlock(v->st);
     if (v->rsv && !(pod && pod[0])) ext_rsv_debug(v->rsv, root);   /* its own lock, never under the state's */

@@ -367,12 +367,17 @@ void ext_webhook_mutate(const ext_webhook_config *cfg, const char *body, size_t 
         cJSON_Delete(root);
         return;
     }
-    if (r.kind != MODEL_REQ_FRACTION) {   /* whole GPUs, replicas, MIG, CPU: the device plugin's */
+    /* Only ResourceClaims, no GPU resource: the marker alone, so that kube-scheduler calls tessera for it too
+     * (README, DRA). The claims themselves are not looked at: a template's claim does not exist yet at
+     * admission, and a pod whose claims ask for no GPU costs one extender call that answers neutrally. */
+    bool claims_only = r.kind == MODEL_REQ_NONE &&
+                       cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(spec, "resourceClaims")) > 0;
+    if (r.kind != MODEL_REQ_FRACTION && !claims_only) {   /* whole GPUs, replicas, MIG, CPU: the device plugin's */
         reply_allowed(uid, out);
         cJSON_Delete(root);
         return;
     }
-    if (cfg->delivery == EXT_DELIVERY_RESERVATION) {
+    if (cfg->delivery == EXT_DELIVERY_RESERVATION && !claims_only) {
         const char *list = NULL, *ctr = NULL;
         if (r.isolation == MODEL_ISO_MPS) {
             reply_denied(uid,
@@ -393,7 +398,8 @@ void ext_webhook_mutate(const ext_webhook_config *cfg, const char *body, size_t 
             return;
         }
     }
-    cJSON *ops = share_patch(cfg, pod, uid, perr, sizeof perr);
+    cJSON *ops = claims_only ? cJSON_CreateArray() : share_patch(cfg, pod, uid, perr, sizeof perr);
+    if (claims_only && ops) patch_marker(ops, cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(spec, "containers"), 0));
     if (!ops) {
         snprintf(msg, sizeof msg, "tessera: %s", perr);
         reply_denied(uid, msg, out);

@@ -10,7 +10,8 @@
  * (so kube-scheduler calls the extender for it: managedResources, ignoredByScheduler) and
  * spec.runtimeClassName when configured and unset. Only what is missing is added, and
  * nothing depends on time or chance: a replayed review gets the same patch, a review of the
- * mutated pod an empty one.
+ * mutated pod an empty one. A pod of tessera's schedulers that asks for no GPU resource but names
+ * ResourceClaims (spec.resourceClaims: DRA) gets the marker alone, for the same reason.
  *
  * Answers (AdmissionReview admission.k8s.io/v1, the request's uid echoed):
  *   200 allowed, with patchType JSONPatch and patch (base64) when something was added;

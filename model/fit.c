@@ -292,6 +292,10 @@ bool model_fit_product_allowed(const model_node *n, const model_request *r) {
     return false;
 }
 
+bool model_fit_gpu_allowed(const model_node *n, const model_gpu *g, const model_request *r) {
+    return product_allows(g->product, n, r) && model_gpu_reachable(g, r);
+}
+
 static void note_room(fit_run *f, const model_gpu *g) {
     int mem = model_gpu_free_memory(g), comp = model_gpu_free_compute(g);
     if (mem > f->st.best_free_mem || (mem == f->st.best_free_mem && comp > f->st.best_free_compute)) {
@@ -382,7 +386,7 @@ static void gen_candidates(fit_run *f, const route_plan *p) {
     const model_request *r = f->r;
     for (int gi = 0; gi < n->ngpus; gi++) {
         const model_gpu *g = &n->gpus[gi];
-        if (!product_allows(g->product, n, r)) continue;
+        if (!product_allows(g->product, n, r) || !model_gpu_reachable(g, r)) continue;
         f->st.gpus_model_ok++;
         int made = 0;
         switch (g->mode) {
@@ -494,8 +498,19 @@ static void explain(const fit_run *f, const route_plan *p, const char *hint, cha
     const fit_stats *s = &f->st;
     char req[160];
     model_request_format(r, req, sizeof req);
+    if (s->gpus_model_ok == 0 && n->has_dra) {
+        /* which GPUs a request may use depends on its path (model_gpu_reachable) */
+        int reach = 0;
+        for (int i = 0; i < n->ngpus; i++) reach += model_gpu_reachable(&n->gpus[i], r);
+        if (!reach) {
+            snprintf(why, len, r->via_dra ? "no GPU here is published through DRA (a claim cannot get one)"
+                                          : "every GPU here is published through DRA only (the device plugin hands out "
+                                            "none): ask for it with a ResourceClaim");
+            return;
+        }
+    }
     if (s->gpus_model_ok == 0) {
-        snprintf(why, len, "GPU model %s is not among tessera.io/gpu-models", n->gpus[0].product->product);
+        snprintf(why, len, "GPU model %s is not among tessera.io/gpu-models", n->ngpus ? n->gpus[0].product->product : "?");
         return;
     }
     if (s->gpus_route_ok == 0 || (p->hint_first && hint[0] && s->gpus_with_room < r->count)) {

@@ -27,6 +27,8 @@ bool model_fit_any(const model_node *n, const model_request *r, char *why, size_
 /* Whether the node's product matches the request's allowed models, and the GPU modes
  * the request may use there. Exposed for policies that reason about candidate GPUs. */
 bool model_fit_product_allowed(const model_node *n, const model_request *r);
+/* The same for one GPU, with its path (model_gpu_reachable) too. */
+bool model_fit_gpu_allowed(const model_node *n, const model_gpu *g, const model_request *r);
 
 /* Memory (MiB) a fraction takes on a GPU of this capacity: memory_mib if given, else
  * memory_permille of the capacity, else -- a fraction that names only compute -- memory

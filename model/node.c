@@ -543,6 +543,7 @@ static int add_annotated_instances(model_node *n, const node_in *in, model_gpu *
 /* ----------------------------------------------------------- setups ---- */
 
 static int not_advertised(model_node *n, const node_in *in) {
+    if (!n->reason[0]) n->plugin_idle = true;   /* the reason, unless DRA publishes the GPUs (model/dra.h) */
     return node_fail(n, "no GPU resource advertised in status.allocatable yet (labels say %s=%s, %s=%" PRId64
                      "; the device plugin may not be running)",
                      LBL "gpu.product", in->product_label, LBL "gpu.count", in->count);
@@ -1099,9 +1100,11 @@ static int read_gpus(model_node *n, node_in *in) {
             return node_fail(n, "status.allocatable advertises GPUs but the node has no %s label (is GPU feature "
                              "discovery running?)", LBL "gpu.product");
         const char *present = label(in, LBL "gpu.present");
-        if (present && !strcmp(present, "true"))
+        if (present && !strcmp(present, "true")) {
+            if (!n->reason[0]) n->plugin_idle = true;   /* nothing for the device plugin; DRA may publish them */
             return node_fail(n, "%s=true but GPU feature discovery has not labelled the GPUs yet (no %s)",
                              LBL "gpu.present", LBL "gpu.product");
+        }
         if (in->ann.present)
             return node_fail(n, "annotation " ANN_GPUS " lists %d GPUs but the node has no %s label", in->ann.n,
                              LBL "gpu.product");
@@ -1127,6 +1130,7 @@ static int read_gpus(model_node *n, node_in *in) {
     /* Old GFD wrote bytes; no GPU has 16 TB, so a figure that large cannot be MiB. */
     if (in->memory_label > 16000000) in->memory_label /= 1024 * 1024;
     bool single = in->pl.mig_profile[0] != 0;
+    if (!single && in->count <= MODEL_MAX_GPUS) n->gpu_count_label = (int)in->count;   /* physical GPUs (model/dra.h) */
     if (!single && in->count > MODEL_MAX_GPUS)
         return node_fail(n, "%s=%" PRId64 " is more than the %d GPUs a node may have", LBL "gpu.count", in->count,
                          MODEL_MAX_GPUS);

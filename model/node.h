@@ -72,6 +72,8 @@ typedef struct model_gpu {
     int numa_node;                      /* -1 unknown */
     uint32_t nvlink_peers;              /* bit i: NVLink to the GPU with index i */
     char uuid[48];                      /* "" when only labels are known */
+    bool dra;                           /* published in a ResourceSlice (model/dra.h): claims can get it */
+    bool dra_only;                      /* ... and only there: the device plugin does not hand it out */
 } __attribute__((aligned(64))) model_gpu;
 
 /* What one GPU gives one pod. */
@@ -123,6 +125,15 @@ typedef struct model_node {
     int nlive;                          /* allocations in use */
     char product_label[MODEL_NAME_LEN]; /* nvidia.com/gpu.product as labelled */
     model_gpu_product local_product;    /* facts for a model the catalog does not know */
+    bool has_dra;                       /* some GPU is published through DRA (model/dra.h): which GPUs a
+                                         * request may use depends on its path (model_gpu_reachable) */
+    char dra_note[MODEL_REASON_LEN];    /* where the device-plugin and DRA views disagree ("" = nowhere);
+                                         * unlike reason, the node still takes pods */
+    int gpu_count_label;                /* nvidia.com/gpu.count when it counts physical GPUs (0: unknown):
+                                         * the device plugin and DRA together must not show more */
+    bool plugin_idle;                   /* reason is only "labels show GPUs, the device plugin advertises
+                                         * none" (or GFD has not labelled them): what a node whose GPUs DRA
+                                         * publishes looks like; model_node_add_dra clears it */
 } model_node;
 
 /* Build by hand. model_node_add_gpu returns the GPU or NULL (too many GPUs, bad
@@ -164,5 +175,11 @@ bool model_gpu_idle(const model_gpu *g);          /* no grant at all */
 bool model_node_check(const model_node *n, char *why, size_t whylen);
 
 const char *model_gpu_mode_name(model_gpu_mode m);
+
+/* Whether a request may use this GPU at all: a claim (via_dra) only a GPU DRA publishes, a device-plugin
+ * request only one the device plugin hands out. Every GPU qualifies on a node without DRA. */
+static inline bool model_gpu_reachable(const model_gpu *g, const model_request *r) {
+    return r->via_dra ? g->dra && g->memory_mib >= r->dra_min_memory_mib : !g->dra_only;
+}
 
 #endif

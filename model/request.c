@@ -532,7 +532,8 @@ bool model_request_same(const model_request *a, const model_request *b) {
         a->memory_permille != b->memory_permille || a->compute_permille != b->compute_permille ||
         a->isolation != b->isolation || a->nmodels != b->nmodels || a->cpu_milli != b->cpu_milli ||
         a->memory_bytes != b->memory_bytes || a->priority != b->priority || a->no_mps != b->no_mps ||
-        a->mig_replica != b->mig_replica || strncmp(a->mig_profile, b->mig_profile, sizeof a->mig_profile))
+        a->mig_replica != b->mig_replica || a->via_dra != b->via_dra || a->dra_min_memory_mib != b->dra_min_memory_mib ||
+        strncmp(a->mig_profile, b->mig_profile, sizeof a->mig_profile))
         return false;
     for (int i = 0; i < a->nmodels && i < MODEL_MAX_MODELS; i++)
         if (strncmp(a->models[i], b->models[i], sizeof a->models[i])) return false;

@@ -61,6 +61,9 @@ typedef struct model_request {
     bool no_mps;             /* a fraction whose delivery cannot hand it an MPS replica (tessera's
                               * reservations: an MPS client needs the device plugin's daemon mounts):
                               * fit never maps it onto MPS. Set by the extender, not by the pod. */
+    bool via_dra;            /* asked through a ResourceClaim (model/dra.h): only GPUs DRA publishes qualify,
+                              * and whole GPUs are whole devices. Set by model_dra_request, not by pods. */
+    int32_t dra_min_memory_mib;  /* via_dra: a device's memory capacity must be at least this (CEL selector) */
 } model_request;
 
 /* Normalise a Pod object (as the API returns it). Effective request per resource =

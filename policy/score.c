@@ -476,6 +476,7 @@ static double node_score(scorer *s, const cand *c, double delta, char *why, size
 static bool fast_eligible(const scorer *s) {
     const model_request *r = s->r;
     if (policy_test_generic_only) return false;
+    if (s->n->has_dra || r->via_dra) return false;   /* which GPUs qualify depends on the path: model_fit knows */
     if (!s->v.all_whole || r->isolation != MODEL_ISO_DEFAULT) return false;
     if ((s->p->kind == P_FGD || s->p->kind == P_MIGAWARE) && !frag_workload_fast(s->w)) return false;
     if (r->nmodels > 0) {   /* per-GPU model check: fast only on a single-product node */
@@ -619,6 +620,7 @@ static void generic_cand(const scorer *s, const model_assignment *a, cand *c, pv
 static bool mig_eligible(const scorer *s) {
     const model_request *r = s->r;
     if (r->kind != MODEL_REQ_MIG || r->count != 1 || s->n->mig_strategy == MODEL_MIG_SINGLE) return false;
+    if (s->n->has_dra || r->via_dra) return false;   /* as in fast_eligible */
     /* layered nodes (replicas on MIG instances) take model_fit's candidates: the lean
      * paths below know plain instances only */
     for (int i = 0; i < s->v.ngpus; i++)
@@ -963,6 +965,10 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
     if (r->kind != MODEL_REQ_NONE) {
         if (n->reason[0]) {
             if (why) snprintf(why, whylen, "node takes no GPU pods: %s", n->reason);
+            return 0;
+        }
+        if (r->via_dra && !n->has_dra) {
+            if (why) snprintf(why, whylen, "no GPU published through DRA on this node");
             return 0;
         }
         if (r->nmodels > 0 && !model_fit_product_allowed(n, r)) {

@@ -5,6 +5,8 @@
  * One node per group is built; the rest are clones. */
 #include "sim/cluster.h"
 
+#include "model/dra.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,6 +220,104 @@ static cJSON *group_node_json(const sim_group *g, const model_gpu_product *p, co
     return node;
 }
 
+/* ---- DRA groups: the ResourceSlice NVIDIA's DRA driver would publish (device names and attributes as in
+ * its cmd/gpu-kubelet-plugin/deviceinfo.go; see tests/fixtures/dra/README.md), read by model/dra.h. */
+
+static cJSON *dra_attr(cJSON *attrs, const char *k, const char *v) {
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(attrs, k), "string", v);
+    return attrs;
+}
+
+/* layout: the device-plugin model of the same group, for its GPUs and (static MIG) instance placements. */
+static cJSON *dra_slice_json(const sim_group *g, const model_node *layout, const model_gpu_product *p, const char *name) {
+    cJSON *sl = cJSON_CreateObject();
+    cJSON_AddStringToObject(sl, "apiVersion", "resource.k8s.io/v1");
+    cJSON_AddStringToObject(sl, "kind", "ResourceSlice");
+    char buf[160];
+    snprintf(buf, sizeof buf, "%s-gpu.nvidia.com", name);
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(sl, "metadata"), "name", buf);
+    cJSON *spec = cJSON_AddObjectToObject(sl, "spec");
+    cJSON_AddStringToObject(spec, "driver", "gpu.nvidia.com");
+    cJSON_AddStringToObject(spec, "nodeName", name);
+    cJSON *pool = cJSON_AddObjectToObject(spec, "pool");
+    cJSON_AddStringToObject(pool, "name", name);
+    cJSON_AddNumberToObject(pool, "generation", 1);
+    cJSON_AddNumberToObject(pool, "resourceSliceCount", 1);
+    cJSON *devs = cJSON_AddArrayToObject(spec, "devices");
+    char nvml[MODEL_NAME_LEN];
+    snprintf(nvml, sizeof nvml, "%s", p->product);
+    for (char *c = nvml; *c; c++)
+        if (*c == '-' && c == nvml + 6 && !strncmp(nvml, "NVIDIA", 6)) *c = ' ';   /* NVML: "NVIDIA A100-..." */
+    bool dynamic = g->sharing.kind == SIM_SHARE_MIG_ON_DEMAND, mig = g->sharing.kind == SIM_SHARE_MIG;
+    for (int i = 0; i < g->gpus_per_node; i++) {
+        char uuid[64];
+        snprintf(uuid, sizeof uuid, "GPU-sim-%s-%d", name, i);
+        if (!mig) {
+            cJSON *d = cJSON_CreateObject();
+            snprintf(buf, sizeof buf, "gpu-%d", i);
+            cJSON_AddStringToObject(d, "name", buf);
+            cJSON *a = cJSON_AddObjectToObject(d, "attributes");
+            dra_attr(dra_attr(dra_attr(a, "type", "gpu"), "uuid", uuid), "productName", nvml);
+            snprintf(buf, sizeof buf, "%dMi", p->memory_mib);
+            cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_AddObjectToObject(d, "capacity"), "memory"), "value", buf);
+            cJSON_AddItemToArray(devs, d);
+        }
+        /* static MIG: the instances of the layout; DynamicMIG: one device per profile suffices to say so */
+        const model_gpu *lg = i < layout->ngpus ? &layout->gpus[i] : NULL;
+        int n = mig && lg ? lg->ninst : dynamic ? 1 : 0;
+        for (int k = 0; k < n; k++) {
+            int pi = mig ? lg->inst[k].profile : 0, start = mig ? lg->inst[k].start : 0;
+            const model_mig_profile *pr = &p->profiles[pi];
+            cJSON *d = cJSON_CreateObject();
+            snprintf(buf, sizeof buf, "gpu-%d-mig-%d-%d-%d", i, pi, start, pr->memory_slices);
+            cJSON_AddStringToObject(d, "name", buf);
+            cJSON *a = cJSON_AddObjectToObject(d, "attributes");
+            snprintf(buf, sizeof buf, "MIG-sim-%s-%d-%d", name, i, k);
+            dra_attr(dra_attr(dra_attr(dra_attr(dra_attr(a, "type", "mig"), "uuid", buf), "parentUUID", uuid), "profile",
+                              pr->name), "productName", nvml);
+            cJSON *cap = cJSON_AddObjectToObject(d, "capacity");
+            for (int s = start; s < start + pr->memory_slices; s++) {
+                snprintf(buf, sizeof buf, "memorySlice%d", s);
+                cJSON_AddStringToObject(cJSON_AddObjectToObject(cap, buf), "value", "1");
+            }
+            cJSON_AddItemToArray(devs, d);
+        }
+    }
+    return sl;
+}
+
+static model_node *dra_group_node(const sim_group *g, const model_gpu_product *p, const model_catalog *cat,
+                                  const char *name, char *err, size_t errlen) {
+    if (g->sharing.kind == SIM_SHARE_TIMESLICE || g->sharing.kind == SIM_SHARE_MPS) {
+        snprintf(err, errlen, "group \"%s\": with \"dra\": true, time-slicing and MPS are set on the claim (the "
+                 "driver's GpuConfig sharing), not on the node: use sharing \"whole\"", g->name);
+        return NULL;
+    }
+    sim_group plain = *g;
+    plain.dra = false;
+    model_node *layout = sim_group_node(&plain, cat, name, err, errlen);   /* GPUs and MIG placements */
+    if (!layout) return NULL;
+    cJSON *sl = dra_slice_json(g, layout, p, name);
+    model_node_free(layout);
+    model_dra_slice s;
+    model_node *n = NULL;
+    if (model_dra_slice_parse(sl, &s, err, errlen) == 0 && (n = model_node_new(name)) != NULL) {
+        model_node_add_dra(n, s.dev, s.ndev, cat);
+        n->mig_strategy = MODEL_MIG_MIXED;
+        n->track_host = g->cpu_milli > 0;
+        n->cpu_milli = g->cpu_milli;
+        n->memory_mib = g->memory_mib;
+        if (n->reason[0]) {
+            snprintf(err, errlen, "group \"%s\": %s", g->name, n->reason);
+            model_node_free(n);
+            n = NULL;
+        }
+    }
+    model_dra_slice_clear(&s);
+    cJSON_Delete(sl);
+    return n;
+}
+
 model_node *sim_group_node(const sim_group *g, const model_catalog *cat, const char *name, char *err,
                            size_t errlen) {
     if (!cat) cat = model_catalog_default();
@@ -241,6 +341,7 @@ model_node *sim_group_node(const sim_group *g, const model_catalog *cat, const c
                  p->mps_max_clients, p->product);
         return NULL;
     }
+    if (g->dra) return dra_group_node(g, p, cat, name, err, errlen);
     if (s->kind == SIM_SHARE_MIG_ON_DEMAND) {
         /* No operator setup creates MIG instances per pod (the Node would advertise no GPU
          * resource at all), so this one is built with the model's by-hand API. */
@@ -275,7 +376,7 @@ model_node *sim_group_node(const sim_group *g, const model_catalog *cat, const c
 
 static int read_group(const cJSON *o, int i, const model_catalog *cat, sim_group *g, char *err, size_t errlen) {
     static const char *const keys[] = {"name", "count", "gpuProduct", "gpusPerNode", "cpuMilli", "memoryMiB",
-                                       "sharing", NULL};
+                                       "sharing", "dra", NULL};
     char where[48];
     snprintf(where, sizeof where, "nodeGroups[%d]", i);
     if (!cJSON_IsObject(o)) {
@@ -318,6 +419,12 @@ static int read_group(const cJSON *o, int i, const model_catalog *cat, sim_group
         snprintf(err, errlen, "%s.sharing: %s", where, e2);
         return -1;
     }
+    const cJSON *dra = cJSON_GetObjectItemCaseSensitive(o, "dra");
+    if (dra && !cJSON_IsBool(dra)) {
+        snprintf(err, errlen, "%s.dra: expected true or false", where);
+        return -1;
+    }
+    g->dra = cJSON_IsTrue(dra);
     /* Build one node now, so a product or layout the model cannot realise is reported
      * against the field, not at the first arrival. */
     model_node *n = sim_group_node(g, cat, "check", e2, sizeof e2);
@@ -410,6 +517,7 @@ char *sim_cluster_to_json(const sim_cluster *c) {
         }
         sim_sharing_format(&g->sharing, buf, sizeof buf);
         cJSON_AddStringToObject(o, "sharing", buf);
+        if (g->dra) cJSON_AddBoolToObject(o, "dra", true);
         cJSON_AddItemToArray(arr, o);
     }
     char *s = cJSON_Print(root);

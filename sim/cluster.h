@@ -5,11 +5,18 @@
  *   {"nodeGroups": [{"name": "a100", "count": 4, "gpuProduct": "NVIDIA-A100-SXM4-80GB",
  *                    "gpusPerNode": 8, "cpuMilli": 64000, "memoryMiB": 524288,
  *                    "sharing": "whole" | "timeslice:N" | "mps:N" | "mig:3g.40gb+2x2g.20gb"
- *                               | "mig:2x3g.40gb+timeslice:4" | "mig:on-demand"}]}
+ *                               | "mig:2x3g.40gb+timeslice:4" | "mig:on-demand",
+ *                    "dra": false}]}
  *
  * "mig:<layout>+timeslice:N" is layered sharing: the layout's instances, each time-sliced
  * into N replicas by the device plugin (every profile of the layout listed in its
  * timeSlicing config, renameByDefault off).
+ *
+ * "dra": true: the group's GPUs are published by NVIDIA's DRA driver in a ResourceSlice (and the
+ * device plugin is off), as the extender reads them (model/dra.h): "whole" gives one device per GPU,
+ * "mig:<layout>" the MIG devices of that layout (static MIG), "mig:on-demand" the GPU and its
+ * placements (the driver's DynamicMIG). Only claims (trace pods with "claim") can use them;
+ * time-slicing and MPS are set on a claim with DRA, not on the node, so they are refused here.
  *
  * Schema: sim/schema/cluster.schema.json. cpuMilli and memoryMiB go together: with
  * both, the node checks host CPU and memory; with neither, only GPUs count.
@@ -17,6 +24,7 @@
 #ifndef SIM_CLUSTER_H
 #define SIM_CLUSTER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,6 +58,7 @@ typedef struct sim_group {
     int64_t cpu_milli;         /* 0 with memory_mib 0: host resources not tracked */
     int64_t memory_mib;
     sim_sharing sharing;
+    bool dra;                  /* GPUs published through DRA (a ResourceSlice), not the device plugin */
 } sim_group;
 
 typedef struct sim_cluster {

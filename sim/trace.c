@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/dra.h"
 #include "sim/json.h"
 
 static const char *const kind_names[SIM_NKINDS] = {"training", "inference", "notebook", "batch"};
@@ -49,10 +50,55 @@ static void rehash(sim_trace *t) {
     t->hash_cap = cap;
 }
 
+/* The DeviceClasses NVIDIA's DRA driver installs (its Helm chart; tests/fixtures/dra/), which claims in
+ * traces name. Parsed once; the simulator reads traces on one thread. */
+static const cJSON *sim_classes(void *user, const char *name) {
+    static cJSON *classes;
+    (void)user;
+    if (!classes)
+        classes = cJSON_Parse(
+            "{\"gpu.nvidia.com\":{\"spec\":{\"selectors\":[{\"cel\":{\"expression\":\"device.driver == 'gpu.nvidia.com' && "
+            "device.attributes['gpu.nvidia.com'].type == 'gpu'\"}}]}},"
+            "\"mig.nvidia.com\":{\"spec\":{\"selectors\":[{\"cel\":{\"expression\":\"device.driver == 'gpu.nvidia.com' && "
+            "device.attributes['gpu.nvidia.com'].type == 'mig'\"}}]}}}");
+    return cJSON_GetObjectItemCaseSensitive(classes, name);
+}
+
+/* A claim-shaped request ("claim": a ResourceClaim's spec) into req, keeping the pod's host resources.
+ * Sharing (the driver's GpuConfig: TimeSlicing or MPS) is checked; the claim holds its device whole. */
+static int claim_request(const cJSON *claim, model_request *req, char *err, size_t errlen) {
+    if (req->kind != MODEL_REQ_NONE) {
+        snprintf(err, errlen, "claim: a pod asks for GPUs through resources or through a claim, not both");
+        return -1;
+    }
+    const cJSON *cfg;
+    cJSON_ArrayForEach(cfg, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(claim, "devices"), "config")) {
+        const cJSON *sh = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cfg, "opaque"), "parameters"), "sharing");
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(sh, "strategy");
+        if (sh && !(cJSON_IsString(st) && (!strcmp(st->valuestring, "TimeSlicing") || !strcmp(st->valuestring, "MPS")))) {
+            snprintf(err, errlen, "claim.devices.config: sharing.strategy must be TimeSlicing or MPS");
+            return -1;
+        }
+    }
+    model_request r = {0};
+    char why[256];
+    model_dra_verdict v = model_dra_request(claim, sim_classes, NULL, &r, why, sizeof why);
+    if (v != MODEL_DRA_JUDGED) {
+        snprintf(err, errlen, "claim: %s", v == MODEL_DRA_NOTHING ? "asks for no GPU device" : why);
+        return -1;
+    }
+    r.cpu_milli = req->cpu_milli;
+    r.memory_bytes = req->memory_bytes;
+    r.priority = req->priority;
+    *req = r;
+    return 0;
+}
+
 /* The Pod the extender would see for a trace's pod part. */
 static cJSON *as_pod(const cJSON *part, char *err, size_t errlen) {
     if (cJSON_GetObjectItemCaseSensitive(part, "spec")) return cJSON_Duplicate(part, true);
-    static const char *const keys[] = {"resources", "annotations", NULL};
+    static const char *const keys[] = {"resources", "annotations", "claim", NULL};
     if (sim_json_known_keys(part, "pod", keys, err, errlen) != 0) return NULL;
     const cJSON *res = cJSON_GetObjectItemCaseSensitive(part, "resources");
     const cJSON *ann = cJSON_GetObjectItemCaseSensitive(part, "annotations");
@@ -86,6 +132,8 @@ int sim_trace_shape(sim_trace *t, const cJSON *part, char *err, size_t errlen) {
     cJSON *pod = as_pod(part, e2, sizeof e2);
     int rc = pod ? model_request_from_pod(pod, &req, e2, sizeof e2) : -1;
     cJSON_Delete(pod);
+    const cJSON *claim = cJSON_GetObjectItemCaseSensitive(part, "claim");
+    if (rc == 0 && claim) rc = claim_request(claim, &req, e2, sizeof e2);
     if (rc != 0) {
         snprintf(err, errlen, "pod: %s", e2);
         free(key);

@@ -11,6 +11,13 @@
  * a whole Pod object with "spec"); it becomes a Pod and is read by model_request_from_pod,
  * exactly as the extender reads pods. Schema: sim/schema/trace.schema.json.
  *
+ * A pod part may carry "claim": the spec of a ResourceClaim (DRA), e.g.
+ *   "claim": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "mig.nvidia.com",
+ *             "selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"}}]}}]}}
+ * with NVIDIA's DeviceClasses gpu.nvidia.com and mig.nvidia.com, count, and the selectors model/dra.h
+ * understands (product, memory, MIG profile); config sharing TimeSlicing|MPS is checked. It is read by
+ * model_dra_request, as the extender reads claims, and places on GPUs DRA publishes ("dra": true groups).
+ *
  * Workloads with the same pod share one "shape" (one parsed request), which keeps a
  * million-workload trace small and lets the replay reason per shape.
  */

@@ -84,6 +84,10 @@ EXTENDER_CLUSTERROLE = {
     ("", "events", None): {"create"},
     ("", "configmaps", None): {"create", "get", "update"},       # per-pod delivery ConfigMaps
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", WEBHOOK_CONFIG): {"get", "update", "patch"},
+    # DRA (--dra, default on): read only
+    ("resource.k8s.io", "resourceslices", None): {"get", "list", "watch"},
+    ("resource.k8s.io", "resourceclaims", None): {"get", "list", "watch"},
+    ("resource.k8s.io", "deviceclasses", None): {"get", "list", "watch"},
 }
 # What tessera-extender may do in the tessera namespace only (Role tessera-extender).
 EXTENDER_ROLE = {

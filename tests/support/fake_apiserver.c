@@ -23,9 +23,11 @@
 #define FA_MAX_RULES  32
 #define FA_MAX_LOG    200000     /* request keys remembered for fake_api_requests */
 
-/* Kinds. Only nodes and pods are listed and watched over HTTP (like today's clients); the others are reached
- * by name (and created on their collection). */
-enum { FA_NODES = 0, FA_PODS, FA_LEASES, FA_CONFIGMAPS, FA_SECRETS, FA_MWCS, FA_NKINDS };
+/* Kinds. Nodes, pods and the resource.k8s.io/v1 kinds are listed and watched over HTTP (what tessera's client
+ * watches); the others are reached by name (and created on their collection). */
+enum { FA_NODES = 0, FA_PODS, FA_LEASES, FA_CONFIGMAPS, FA_SECRETS, FA_MWCS, FA_RSLICES, FA_RCLAIMS, FA_DCLASSES,
+       FA_NKINDS };
+#define FA_WATCHED(k) ((k) == FA_NODES || (k) == FA_PODS || (k) >= FA_RSLICES)
 
 typedef struct fa_kind_info {
     const char *plural;   /* the C API's kind and the URL's resource */
@@ -46,6 +48,12 @@ static const fa_kind_info fa_kinds[FA_NKINDS] = {
     {"mutatingwebhookconfigurations", "MutatingWebhookConfiguration", "admissionregistration.k8s.io/v1",
      "/apis/admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations.admissionregistration.k8s.io",
      "admissionregistration.k8s.io", false},
+    {"resourceslices", "ResourceSlice", "resource.k8s.io/v1", "/apis/resource.k8s.io/v1", "resourceslices.resource.k8s.io",
+     "resource.k8s.io", false},
+    {"resourceclaims", "ResourceClaim", "resource.k8s.io/v1", "/apis/resource.k8s.io/v1", "resourceclaims.resource.k8s.io",
+     "resource.k8s.io", true},
+    {"deviceclasses", "DeviceClass", "resource.k8s.io/v1", "/apis/resource.k8s.io/v1", "deviceclasses.resource.k8s.io",
+     "resource.k8s.io", false},
 };
 
 typedef struct fa_obj { char *key; cJSON *json; } fa_obj;
@@ -82,7 +90,7 @@ struct fake_api {
     size_t capbind;
     cJSON *events; /* array of the Events created (POST .../events), as stored */
     char *last_auth, *token;
-    int watchers[2];
+    int watchers[FA_NKINDS];
 };
 
 /* Per-request state, from the first call of the access handler to the completion notice. */
@@ -100,7 +108,15 @@ typedef struct fa_watch {
     int end; /* 0 streaming, 1 end normally after out, 2 cut after out */
 } fa_watch;
 
-static const char *const fa_kind_path[2] = {"/api/v1/nodes", "/api/v1/pods"};
+/* The kind whose collection (all namespaces) url names, when it is one that is listed and watched; else -1. */
+static int fa_collection(const char *url) {
+    for (int k = 0; k < FA_NKINDS; k++) {
+        size_t rl = strlen(fa_kinds[k].root);
+        if (FA_WATCHED(k) && !strncmp(url, fa_kinds[k].root, rl) && url[rl] == '/' && !strcmp(url + rl + 1, fa_kinds[k].plural))
+            return k;
+    }
+    return -1;
+}
 
 static int fa_kind(const char *kind) {
     for (int k = 0; kind && k < FA_NKINDS; k++)
@@ -495,7 +511,7 @@ void fake_api_watch_raw(fake_api *f, const char *kind, const char *line) {
 int fake_api_watchers(fake_api *f, const char *kind) {
     int k = fa_kind(kind);
     pthread_mutex_lock(&f->mu);
-    int n = k >= 0 && k < 2 ? f->watchers[k] : 0;
+    int n = k >= 0 ? f->watchers[k] : 0;
     pthread_mutex_unlock(&f->mu);
     return n;
 }
@@ -731,8 +747,10 @@ static enum MHD_Result fa_list(fake_api *f, struct MHD_Connection *c, int kind) 
         if (found) i++;
     }
     cJSON *root = cJSON_CreateObject(), *items = cJSON_CreateArray();
-    cJSON_AddStringToObject(root, "kind", kind == FA_PODS ? "PodList" : "NodeList");
-    cJSON_AddStringToObject(root, "apiVersion", "v1");
+    char lk[64];
+    snprintf(lk, sizeof lk, "%sList", fa_kinds[kind].kind);
+    cJSON_AddStringToObject(root, "kind", lk);
+    cJSON_AddStringToObject(root, "apiVersion", fa_kinds[kind].api_version);
     cJSON *meta = cJSON_AddObjectToObject(root, "metadata");
     char rvs[32];
     snprintf(rvs, sizeof rvs, "%" PRIu64, rv);
@@ -1190,8 +1208,7 @@ static enum MHD_Result fa_handle(void *cls, struct MHD_Connection *c, const char
     bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
     const char *watchq = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "watch");
     bool watch = watchq && (strcmp(watchq, "1") == 0 || strcmp(watchq, "true") == 0);
-    int kind = strcmp(url, fa_kind_path[FA_NODES]) == 0 ? FA_NODES
-             : strcmp(url, fa_kind_path[FA_PODS]) == 0  ? FA_PODS : -1;
+    int kind = fa_collection(url);
     char key[1200];
     snprintf(key, sizeof key, "%s %s", get && kind >= 0 ? (watch ? "WATCH" : "LIST") : method, url);
 

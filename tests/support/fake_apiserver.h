@@ -51,7 +51,10 @@
  *   POST /apis/coordination.k8s.io/v1/namespaces/NS/leases, GET/PUT/PATCH/DELETE .../leases/NAME
  *                                             Leases, for leader election, as for ConfigMaps.
  * Errors are v1 Status objects, as the apiserver sends them (with details naming the object for NotFound,
- * AlreadyExists and Conflict). Only nodes and pods are listed and watched; the other kinds are reached by name.
+ * AlreadyExists and Conflict). Nodes, pods, and resource.k8s.io/v1 resourceslices, resourceclaims (namespaced)
+ * and deviceclasses are listed and watched (GET /apis/resource.k8s.io/v1/<plural>); the other kinds are reached
+ * by name. An older cluster without resource.k8s.io/v1 is played with
+ * fake_api_inject(f, "/apis/resource.k8s.io/", 404, <many>).
  *
  * Request keys, used by fault injection and request counting: "LIST <path>", "WATCH <path>", "GET <path>",
  * "POST <path>", "PUT <path>", "PATCH <path>", "DELETE <path>" (path without the query). A target matches a request when it is a prefix of its key or of its
@@ -87,8 +90,9 @@ void fake_api_free(fake_api *f);
 void fake_api_down(fake_api *f);
 int fake_api_up(fake_api *f, char *err, size_t errlen);
 
-/* kind is "nodes", "pods", "leases", "configmaps", "secrets" or "mutatingwebhookconfigurations" (nodes and
- * mutatingwebhookconfigurations are cluster-scoped: ns is ignored). Add or replace an object by namespace/name
+/* kind is "nodes", "pods", "leases", "configmaps", "secrets", "mutatingwebhookconfigurations", "resourceslices",
+ * "resourceclaims" or "deviceclasses" (nodes, mutatingwebhookconfigurations, resourceslices and deviceclasses are
+ * cluster-scoped: ns is ignored). Add or replace an object by namespace/name
  * (namespaced objects without a namespace go to "default"); the stored copy gets a new metadata.resourceVersion, a metadata.uid if it had none, kind and
  * apiVersion; watchers get ADDED or MODIFIED. Returns the new resourceVersion, or -1 if the JSON is not an
  * object with metadata.name. */

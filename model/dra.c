@@ -1,0 +1,584 @@
+/* dra.c -- reading ResourceSlices and ResourceClaims of NVIDIA's DRA driver into the model (dra.h): devices
+ * merged into a node by UUID, allocations as grants, device requests as a model_request. Anything unclear
+ * leans the safe way: two GPUs that might be one are merged (capacity can only shrink), and a request whose
+ * selectors are not fully understood is not judged at all rather than judged wrongly.
+ */
+#include "model/dra.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/fit.h"
+#include "model/quantity.h"
+
+/* ------------------------------------------------------------ reading objects ---- */
+
+static const cJSON *jget(const cJSON *o, const char *k) { return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL; }
+static const char *jstr(const cJSON *o, const char *k) {
+    const cJSON *v = jget(o, k);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+/* Copy with truncation (names longer than the model keeps are cut, never overflow). */
+static void cpy(char *dst, size_t len, const char *src) {
+    size_t n = src ? strnlen(src, len - 1) : 0;
+    if (n) memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
+/* An attribute's value: {"string": ...} | {"version": ...} | {"int": n} | {"bool": b}, as v1 serves them. */
+static const char *attr_str(const cJSON *attrs, const char *name) {
+    const cJSON *a = jget(attrs, name);
+    if (!a) {   /* attributes may also be written fully qualified */
+        char q[160];
+        snprintf(q, sizeof q, MODEL_DRA_DRIVER "/%.100s", name);
+        a = jget(attrs, q);
+    }
+    const char *s = jstr(a, "string");
+    return s ? s : jstr(a, "version");
+}
+
+/* A capacity's value ({"value": "40Gi"}) in MiB, or -1. */
+static int cap_mib(const cJSON *caps, const char *name) {
+    const char *v = jstr(jget(caps, name), "value");
+    int64_t milli;
+    if (!v || model_quantity_parse_milli(v, &milli, NULL, 0) != 0 || milli < 0) return -1;
+    return (int)(milli / 1000 / (1024 * 1024));
+}
+
+static void device_parse(const cJSON *d, bool nvidia, model_dra_device *o) {
+    memset(o, 0, sizeof *o);
+    o->mig_start = o->mig_size = o->minor = -1;
+    cpy(o->name, sizeof o->name, jstr(d, "name"));
+    if (!nvidia) return;
+    const cJSON *attrs = jget(d, "attributes"), *caps = jget(d, "capacity");
+    const char *type = attr_str(attrs, "type");
+    o->type = type && !strcmp(type, "gpu") ? MODEL_DRA_GPU : type && !strcmp(type, "mig") ? MODEL_DRA_MIG : MODEL_DRA_OTHER;
+    cpy(o->uuid, sizeof o->uuid, attr_str(attrs, "uuid"));
+    cpy(o->parent_uuid, sizeof o->parent_uuid, attr_str(attrs, "parentUUID"));
+    cpy(o->product, sizeof o->product, attr_str(attrs, "productName"));
+    cpy(o->profile, sizeof o->profile, attr_str(attrs, "profile"));
+    int m = cap_mib(caps, "memory");
+    o->memory_mib = m > 0 ? m : 0;
+    /* the driver adds one capacity memorySlice<i> per memory slice the MIG device covers (deviceinfo.go) */
+    for (int i = 0; i < MODEL_MIG_MAX_SLICES; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "memorySlice%d", i);
+        if (!jget(caps, k)) continue;
+        if (o->mig_start < 0) o->mig_start = i;
+        o->mig_size = i - o->mig_start + 1;
+    }
+    int minor, used = 0;
+    if (sscanf(o->name, "gpu-%d%n", &minor, &used) == 1 && minor >= 0 && (o->name[used] == 0 || o->name[used] == '-'))
+        o->minor = minor;
+}
+
+int model_dra_slice_parse(const cJSON *slice, model_dra_slice *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    const cJSON *spec = jget(slice, "spec"), *pool = jget(spec, "pool");
+    const char *name = jstr(jget(slice, "metadata"), "name"), *driver = jstr(spec, "driver"), *pname = jstr(pool, "name");
+    if (!name || !*name || !driver || !*driver || !pname) {
+        snprintf(err, errlen, "ResourceSlice %s: metadata.name, spec.driver and spec.pool.name are required",
+                 name ? name : "(no name)");
+        return -1;
+    }
+    cpy(out->name, sizeof out->name, name);
+    cpy(out->driver, sizeof out->driver, driver);
+    cpy(out->pool, sizeof out->pool, pname);
+    cpy(out->node, sizeof out->node, jstr(spec, "nodeName"));
+    const cJSON *gen = jget(pool, "generation"), *cnt = jget(pool, "resourceSliceCount");
+    out->generation = cJSON_IsNumber(gen) ? (int64_t)gen->valuedouble : 0;
+    out->count = cJSON_IsNumber(cnt) && cnt->valuedouble >= 1 ? (int)cnt->valuedouble : 1;
+    const cJSON *devs = jget(spec, "devices");
+    int n = cJSON_IsArray(devs) ? cJSON_GetArraySize(devs) : 0;
+    if (n > 0 && !(out->dev = calloc((size_t)n, sizeof *out->dev))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    bool nvidia = !strcmp(driver, MODEL_DRA_DRIVER);
+    const cJSON *d;
+    cJSON_ArrayForEach(d, devs)
+        if (cJSON_IsObject(d) && jstr(d, "name")) device_parse(d, nvidia, &out->dev[out->ndev++]);
+    return 0;
+}
+
+void model_dra_slice_clear(model_dra_slice *s) {
+    if (!s) return;
+    free(s->dev);
+    memset(s, 0, sizeof *s);
+}
+
+/* ------------------------------------------------------------ merging into a node ---- */
+
+static void note(model_node *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(model_node *n, const char *fmt, ...) {
+    if (n->dra_note[0]) return;   /* the first disagreement is the one worth reading */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(n->dra_note, sizeof n->dra_note, fmt, ap);
+    va_end(ap);
+}
+
+static void refuse(model_node *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void refuse(model_node *n, const char *fmt, ...) {
+    if (n->reason[0]) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(n->reason, sizeof n->reason, fmt, ap);
+    va_end(ap);
+}
+
+/* NVML names products with spaces ("NVIDIA A100-SXM4-40GB"), GFD's label with dashes: the catalog's key. */
+static const model_gpu_product *dra_product(model_node *n, const model_catalog *cat, const char *nvml, int memory_mib) {
+    char label[MODEL_NAME_LEN];
+    cpy(label, sizeof label, nvml);
+    for (char *p = label; *p; p++)
+        if (*p == ' ') *p = '-';
+    model_product_label pl;
+    model_catalog_parse_label(cat, label, &pl);
+    if (pl.product) return pl.product;
+    /* One unknown model per node, as for labelled nodes (local_product). */
+    bool local_used = false;
+    for (int i = 0; i < n->ngpus; i++) local_used |= n->gpus[i].product == &n->local_product;
+    if (local_used) return strcasecmp(n->local_product.product, label) == 0 ? &n->local_product : NULL;
+    if (memory_mib <= 0) return NULL;
+    model_product_init_generic(&n->local_product, label, memory_mib, 0);
+    return &n->local_product;
+}
+
+static model_gpu *gpu_by_uuid(model_node *n, const char *uuid) {
+    for (int i = 0; uuid && *uuid && i < n->ngpus; i++)
+        if (!strcmp(n->gpus[i].uuid, uuid)) return &n->gpus[i];
+    return NULL;
+}
+
+/* The device plugin's GPU that may be this physical GPU when its GPUs carry no UUID: same index. */
+static model_gpu *gpu_by_minor(model_node *n, int minor) {
+    for (int i = 0; minor >= 0 && i < n->ngpus; i++)
+        if (!n->gpus[i].uuid[0] && !n->gpus[i].dra && n->gpus[i].index == minor) return &n->gpus[i];
+    return NULL;
+}
+
+static int profile_of(const model_gpu_product *p, const model_dra_device *d) {
+    int idx = model_product_profile_index(p, d->profile);
+    if (idx >= 0 || d->mig_size <= 0) return idx;
+    return -1;
+}
+
+/* The MIG devices of one physical GPU onto g: instances it lacks are added when the layout allows. */
+static void merge_mig(model_node *n, model_gpu *g, const model_dra_device *dev, int ndev, const char *uuid) {
+    for (int k = 0; k < ndev; k++) {
+        const model_dra_device *d = &dev[k];
+        if (d->type != MODEL_DRA_MIG || strcmp(d->parent_uuid, uuid) != 0) continue;
+        int pi = profile_of(g->product, d);
+        if (pi < 0 || d->mig_start < 0) {
+            refuse(n, "DRA device %s: MIG profile \"%s\" at slice %d is not one tessera knows on %s", d->name,
+                   d->profile, d->mig_start, g->product->product);
+            continue;
+        }
+        if (g->mig_dynamic) continue;   /* every placement is a possible device: instances come with claims */
+        bool have = false;
+        for (int i = 0; i < g->ninst; i++) have |= g->inst[i].profile == pi && g->inst[i].start == d->mig_start;
+        if (have) continue;
+        char why[160];
+        if (model_gpu_add_mig_instance(g, pi, d->mig_start, why, sizeof why) != 0)
+            refuse(n, "DRA device %s does not fit the MIG layout the device plugin reports: %s", d->name, why);
+    }
+}
+
+int model_node_add_dra(model_node *n, const model_dra_device *dev, int ndev, const model_catalog *cat) {
+    if (!n || ndev <= 0) return 0;
+    if (!cat) cat = model_catalog_default();
+    bool any = false;
+    for (int k = 0; k < ndev; k++) any |= dev[k].type != MODEL_DRA_OTHER;
+    if (any && n->plugin_idle) {
+        /* GFD labels the GPUs, the device plugin is off: DRA hands them out. Not a fault any more. */
+        n->reason[0] = 0;
+        n->plugin_idle = false;
+        n->ngpus = 0;
+    }
+    int marked = 0;
+    /* Each physical GPU once: a "gpu" device, or the parent named by MIG devices. */
+    for (int k = 0; k < ndev; k++) {
+        const model_dra_device *d = &dev[k];
+        if (d->type == MODEL_DRA_OTHER) continue;
+        const char *uuid = d->type == MODEL_DRA_GPU ? d->uuid : d->parent_uuid;
+        if (!uuid[0]) {
+            refuse(n, "DRA device %s has no %s attribute: tessera cannot tell which GPU it is", d->name,
+                   d->type == MODEL_DRA_GPU ? "uuid" : "parentUUID");
+            continue;
+        }
+        bool seen = false;   /* handled with an earlier device of the same GPU */
+        for (int j = 0; j < k && !seen; j++) {
+            const model_dra_device *e = &dev[j];
+            seen = e->type != MODEL_DRA_OTHER && !strcmp(e->type == MODEL_DRA_GPU ? e->uuid : e->parent_uuid, uuid);
+        }
+        if (seen) continue;
+        bool whole = false, migs = false;
+        const model_dra_device *gd = NULL, *first_mig = NULL;
+        for (int j = k; j < ndev; j++) {
+            const model_dra_device *e = &dev[j];
+            if (e->type == MODEL_DRA_GPU && !strcmp(e->uuid, uuid)) { whole = true; gd = e; }
+            if (e->type == MODEL_DRA_MIG && !strcmp(e->parent_uuid, uuid)) { migs = true; if (!first_mig) first_mig = e; }
+        }
+        const model_dra_device *src = gd ? gd : first_mig;
+        /* Both the GPU and MIG devices of it: the driver's DynamicMIG, where every placement is published and
+         * instances exist only while a claim holds them. */
+        bool dynamic = whole && migs;
+        int minor = gd ? gd->minor : -1;
+        if (minor < 0 && first_mig) {
+            int m;
+            if (sscanf(first_mig->name, "gpu-%d-mig-", &m) == 1) minor = m;
+        }
+        model_gpu *g = gpu_by_uuid(n, uuid);
+        if (!g && (g = gpu_by_minor(n, minor)) != NULL) {
+            note(n, "device-plugin GPUs carry no UUID (no tessera.io/gpus annotation): DRA device %s matched to "
+                 "GPU %d by index", src->name, g->index);
+            cpy(g->uuid, sizeof g->uuid, uuid);
+        }
+        const model_gpu_product *p = dra_product(n, cat, src->product, gd ? gd->memory_mib : 0);
+        if (g) {
+            /* One physical GPU seen by both paths. */
+            if (p && g->product != p && strcasecmp(g->product->model_id, p->model_id) != 0)
+                note(n, "GPU %s: the device plugin says %s, DRA says %s; the device plugin's view is kept", uuid,
+                     g->product->product, p->product);
+            if (g->mode == MODEL_GPU_TIMESLICE || g->mode == MODEL_GPU_MPS) {
+                refuse(n, "GPU %s is %s by the device plugin and published by DRA too: a claim on it could not be "
+                       "accounted; give each GPU to one of them", uuid, g->mode == MODEL_GPU_MPS ? "shared by MPS" : "time-sliced");
+                continue;
+            }
+            if ((g->mode == MODEL_GPU_MIG) != migs) {
+                refuse(n, "GPU %s: the device plugin sees MIG %s, DRA %s", uuid, g->mode == MODEL_GPU_MIG ? "on" : "off",
+                       migs ? "publishes MIG devices" : "publishes the whole GPU");
+                continue;
+            }
+            if (migs) merge_mig(n, g, dev, ndev, uuid);
+            g->dra = true;
+            marked++;
+            continue;
+        }
+        if (!p) {
+            refuse(n, "DRA device %s: product \"%s\" is not in tessera's catalog and its memory is unknown", src->name,
+                   src->product);
+            continue;
+        }
+        if (migs && !p->mig_capable) {
+            refuse(n, "DRA publishes MIG devices of GPU %s, but %s is not MIG-capable in tessera's catalog", uuid, p->product);
+            continue;
+        }
+        int mem = gd && gd->memory_mib > 0 ? gd->memory_mib : 0;
+        model_gpu *ng = model_node_add_gpu(n, p, migs ? MODEL_GPU_MIG : MODEL_GPU_WHOLE, 1, mem);
+        if (!ng) {
+            refuse(n, "DRA publishes more GPUs than tessera models per node (%d)", MODEL_MAX_GPUS);
+            break;
+        }
+        cpy(ng->uuid, sizeof ng->uuid, uuid);
+        if (minor >= 0) ng->index = minor;
+        ng->mig_dynamic = dynamic;
+        if (migs) merge_mig(n, ng, dev, ndev, uuid);
+        ng->dra = ng->dra_only = true;
+        marked++;
+    }
+    if (marked) n->has_dra = true;
+    /* GFD counts the physical GPUs: more GPUs than that means one was counted twice (UUIDs that differ between
+     * the tessera.io/gpus annotation and DRA, say). Better no GPU pods than a GPU promised twice. */
+    if (marked && n->gpu_count_label > 0 && n->ngpus > n->gpu_count_label)
+        refuse(n, "the device plugin and DRA together show %d GPUs, but GPU feature discovery counts %d "
+               "(nvidia.com/gpu.count): a GPU would be counted twice; check the UUIDs in tessera.io/gpus against "
+               "the ResourceSlices", n->ngpus, n->gpu_count_label);
+    return marked;
+}
+
+/* ------------------------------------------------------------ allocations ---- */
+
+int model_dra_claim_results(const cJSON *claim, model_dra_result *out, int max) {
+    const cJSON *alloc = jget(jget(claim, "status"), "allocation");
+    if (!cJSON_IsObject(alloc)) return -1;
+    const cJSON *res = jget(jget(alloc, "devices"), "results"), *r;
+    int n = 0;
+    cJSON_ArrayForEach(r, res) {
+        if (n >= max || !cJSON_IsObject(r)) continue;
+        model_dra_result *o = &out[n++];
+        memset(o, 0, sizeof *o);
+        cpy(o->request, sizeof o->request, jstr(r, "request"));
+        cpy(o->driver, sizeof o->driver, jstr(r, "driver"));
+        cpy(o->pool, sizeof o->pool, jstr(r, "pool"));
+        cpy(o->device, sizeof o->device, jstr(r, "device"));
+        o->admin = cJSON_IsTrue(jget(r, "adminAccess"));
+    }
+    return n;
+}
+
+int model_dra_grant(const model_node *n, const model_dra_device *d, model_grant *g, char *err, size_t errlen) {
+    memset(g, 0, sizeof *g);
+    g->mig_inst = g->mig_profile = g->mig_start = -1;
+    g->replica = -1;
+    const char *uuid = d->type == MODEL_DRA_MIG ? d->parent_uuid : d->uuid;
+    int gi = -1;
+    for (int i = 0; uuid[0] && i < n->ngpus; i++)
+        if (!strcmp(n->gpus[i].uuid, uuid)) gi = i;
+    if (gi < 0 || d->type == MODEL_DRA_OTHER) {
+        snprintf(err, errlen, "device %s: no GPU %s on node %s", d->name, uuid[0] ? uuid : "(no uuid)", n->name);
+        return -1;
+    }
+    const model_gpu *gpu = &n->gpus[gi];
+    g->gpu = (int8_t)gi;
+    if (d->type == MODEL_DRA_GPU && gpu->mode == MODEL_GPU_WHOLE) {
+        g->exclusive = true;
+        g->memory_mib = gpu->memory_mib;
+        g->compute_permille = 1000;
+        return 0;
+    }
+    if (gpu->mode != MODEL_GPU_MIG) {
+        snprintf(err, errlen, "device %s: GPU %s is %s", d->name, uuid, model_gpu_mode_name(gpu->mode));
+        return -1;
+    }
+    const model_gpu_product *p = gpu->product;
+    int pi = -1, start = d->mig_start;
+    if (d->type == MODEL_DRA_GPU) {
+        /* The whole GPU of a DynamicMIG GPU: held as the one profile that spans every memory slice. */
+        for (int k = 0; k < p->nprofiles; k++)
+            if (p->profiles[k].memory_slices >= p->mig_memory_slices && !p->profiles[k].media && pi < 0) pi = k;
+        start = 0;
+    } else {
+        pi = profile_of(p, d);
+    }
+    if (pi < 0 || start < 0) {
+        snprintf(err, errlen, "device %s: profile \"%s\" at slice %d is unknown on %s", d->name, d->profile, start, p->product);
+        return -1;
+    }
+    g->mig_profile = (int8_t)pi;
+    g->mig_start = (int8_t)start;
+    for (int k = 0; k < gpu->ninst; k++)
+        if (gpu->inst[k].profile == pi && gpu->inst[k].start == start) g->mig_inst = (int8_t)k;
+    g->mig_create = g->mig_inst < 0;   /* DynamicMIG: the instance exists while the claim holds it */
+    g->memory_mib = d->memory_mib > 0 ? d->memory_mib : p->profiles[pi].memory_mib;
+    return 0;
+}
+
+/* ------------------------------------------------------------ requests ---- */
+
+typedef struct sel {
+    bool driver_ok;          /* device.driver == gpu.nvidia.com, or an attribute of that driver was tested */
+    int type;                /* 0 unset, MODEL_DRA_GPU, MODEL_DRA_MIG */
+    char product[MODEL_NAME_LEN];
+    char profile[32];
+    int min_mib;
+} sel;
+
+static void trim(const char **s, const char **e) {
+    while (*s < *e && isspace((unsigned char)**s)) (*s)++;
+    while (*e > *s && isspace((unsigned char)(*e)[-1])) (*e)--;
+}
+
+/* s..e starts with lit (after blanks): advance past it. */
+static bool eat(const char **s, const char *e, const char *lit) {
+    while (*s < e && isspace((unsigned char)**s)) (*s)++;
+    size_t n = strlen(lit);
+    if ((size_t)(e - *s) < n || memcmp(*s, lit, n) != 0) return false;
+    *s += n;
+    return true;
+}
+
+/* A quoted CEL string ('x' or "x", no escapes) into out. */
+static bool eat_str(const char **s, const char *e, char *out, size_t len) {
+    while (*s < e && isspace((unsigned char)**s)) (*s)++;
+    if (*s >= e || (**s != '\'' && **s != '"')) return false;
+    char q = **s;
+    const char *b = *s + 1, *c = b;
+    while (c < e && *c != q && *c != '\\') c++;
+    if (c >= e || *c != q || (size_t)(c - b) >= len) return false;
+    memcpy(out, b, (size_t)(c - b));
+    out[c - b] = 0;
+    *s = c + 1;
+    return true;
+}
+
+/* device.attributes['gpu.nvidia.com'].NAME or device.attributes["gpu.nvidia.com"].NAME */
+static bool eat_qualified(const char **s, const char *e, const char *what, char *name, size_t len) {
+    char dom[64];
+    if (!eat(s, e, "device.") || !eat(s, e, what) || !eat(s, e, "[") || !eat_str(s, e, dom, sizeof dom) ||
+        strcmp(dom, MODEL_DRA_DRIVER) != 0 || !eat(s, e, "]") || !eat(s, e, "."))
+        return false;
+    size_t n = 0;
+    while (*s < e && (isalnum((unsigned char)**s) || **s == '_') && n + 1 < len) name[n++] = *(*s)++;
+    name[n] = 0;
+    return n > 0;
+}
+
+/* One term of a conjunction; false when it is not one of the understood forms. */
+static bool term(const char *s, const char *e, sel *o) {
+    trim(&s, &e);
+    char v[MODEL_NAME_LEN], attr[32];
+    const char *p = s;
+    if (eat(&p, e, "device.driver") && eat(&p, e, "==") && eat_str(&p, e, v, sizeof v) && p == e) {
+        if (strcmp(v, MODEL_DRA_DRIVER) != 0) return false;
+        o->driver_ok = true;
+        return true;
+    }
+    p = s;
+    if (eat_qualified(&p, e, "attributes", attr, sizeof attr) && eat(&p, e, "==") && eat_str(&p, e, v, sizeof v) && p == e) {
+        o->driver_ok = true;   /* only this driver's devices have attributes in its domain */
+        if (!strcmp(attr, "type")) {
+            int t = !strcmp(v, "gpu") ? MODEL_DRA_GPU : !strcmp(v, "mig") ? MODEL_DRA_MIG : -1;
+            if (t < 0 || (o->type && o->type != t)) return false;
+            o->type = t;
+            return true;
+        }
+        if (!strcmp(attr, "productName")) { cpy(o->product, sizeof o->product, v); return true; }
+        if (!strcmp(attr, "profile")) { cpy(o->profile, sizeof o->profile, v); return true; }
+        return false;
+    }
+    p = s;
+    char q[32];
+    if (eat_qualified(&p, e, "capacity", attr, sizeof attr) && !strcmp(attr, "memory") && eat(&p, e, ".compareTo(") &&
+        eat(&p, e, "quantity(") && eat_str(&p, e, q, sizeof q) && eat(&p, e, ")") && eat(&p, e, ")") &&
+        eat(&p, e, ">=") && eat(&p, e, "0") && p == e) {
+        int64_t milli;
+        if (model_quantity_parse_milli(q, &milli, NULL, 0) != 0 || milli < 0) return false;
+        int mib = (int)((milli / 1000 + (1 << 20) - 1) >> 20);
+        if (mib > o->min_mib) o->min_mib = mib;
+        o->driver_ok = true;
+        return true;
+    }
+    return false;
+}
+
+/* A CEL expression: terms joined by && (no ||, no parentheses, no negation). */
+static bool expression(const char *x, sel *o, char *why, size_t whylen) {
+    if (strchr(x, '|') || strchr(x, '!') || strchr(x, '?')) goto unknown;
+    const char *s = x;
+    for (;;) {
+        const char *amp = strstr(s, "&&");
+        const char *e = amp ? amp : s + strlen(s);
+        /* a parenthesis is fine only inside the compareTo(quantity(...)) form, which term checks */
+        if (!term(s, e, o)) goto unknown;
+        if (!amp) return true;
+        s = amp + 2;
+    }
+unknown:
+    snprintf(why, whylen, "CEL selector beyond what tessera understands: %.160s", x);
+    return false;
+}
+
+static bool selectors(const cJSON *sels, sel *o, char *why, size_t whylen) {
+    const cJSON *s;
+    cJSON_ArrayForEach(s, sels) {
+        const char *x = jstr(jget(s, "cel"), "expression");
+        if (!x) {
+            snprintf(why, whylen, "a selector that is not CEL");
+            return false;
+        }
+        if (!expression(x, o, why, whylen)) return false;
+    }
+    return true;
+}
+
+static model_dra_verdict unjudged(char *why, size_t whylen, const char *fmt, const char *arg) {
+    if (fmt) snprintf(why, whylen, fmt, arg ? arg : "");
+    return MODEL_DRA_UNJUDGED;
+}
+
+/* One exact request (or the only alternative of firstAvailable) added to out. */
+static model_dra_verdict one_request(const cJSON *rq, model_dra_class_fn classes, void *user, model_request *out,
+                                     char *why, size_t whylen) {
+    const char *cls = jstr(rq, "deviceClassName");
+    if (!cls || !*cls) return unjudged(why, whylen, "a device request without deviceClassName", NULL);
+    const char *mode = jstr(rq, "allocationMode");
+    if (mode && strcmp(mode, "ExactCount") != 0)
+        return unjudged(why, whylen, "allocationMode %s (tessera judges ExactCount only)", mode);
+    const cJSON *cnt = jget(rq, "count");
+    int count = cJSON_IsNumber(cnt) ? (int)cnt->valuedouble : 1;
+    if (count < 1 || count > MODEL_MAX_GPUS) return unjudged(why, whylen, "a device count tessera cannot place", NULL);
+    const cJSON *cl = classes ? classes(user, cls) : NULL;
+    if (!cl) return unjudged(why, whylen, "DeviceClass %s is not known to tessera", cls);
+    sel o = {0};
+    if (!selectors(jget(jget(cl, "spec"), "selectors"), &o, why, whylen)) return MODEL_DRA_UNJUDGED;
+    if (!selectors(jget(rq, "selectors"), &o, why, whylen)) return MODEL_DRA_UNJUDGED;
+    if (!o.driver_ok) return unjudged(why, whylen, "DeviceClass %s does not select gpu.nvidia.com devices", cls);
+    if (!o.type) o.type = o.profile[0] ? MODEL_DRA_MIG : MODEL_DRA_GPU;
+    model_request r = {0};
+    r.via_dra = true;
+    r.count = count;
+    if (o.type == MODEL_DRA_GPU) {
+        if (o.profile[0]) return unjudged(why, whylen, "a MIG profile asked of whole GPUs", NULL);
+        r.kind = MODEL_REQ_WHOLE;
+        r.dra_min_memory_mib = o.min_mib;
+    } else {
+        if (!o.profile[0]) return unjudged(why, whylen, "MIG devices of any profile (tessera needs the profile)", NULL);
+        if (o.min_mib) return unjudged(why, whylen, "a memory selector on MIG devices", NULL);
+        r.kind = MODEL_REQ_MIG;
+        cpy(r.mig_profile, sizeof r.mig_profile, o.profile);
+        char *me = strstr(r.mig_profile, ".me");
+        if (me && me[3] == 0) *me = '+';
+    }
+    if (o.product[0]) {
+        r.nmodels = 1;
+        char *m = r.models[0];
+        cpy(m, sizeof r.models[0], o.product);
+        for (; *m; m++)
+            if (*m == ' ') *m = '-';   /* GFD's spelling, which the catalog and fit compare */
+    }
+    if (out->kind == MODEL_REQ_NONE) {
+        *out = r;
+        return MODEL_DRA_JUDGED;
+    }
+    int sum = out->count + r.count;
+    out->count = r.count;   /* compare shapes without the counts */
+    bool same = model_request_same(out, &r);
+    out->count = sum;
+    if (!same || sum > MODEL_MAX_GPUS) return unjudged(why, whylen, "device requests of different shapes in one pod", NULL);
+    return MODEL_DRA_JUDGED;
+}
+
+model_dra_verdict model_dra_request(const cJSON *claim_spec, model_dra_class_fn classes, void *user,
+                                    model_request *out, char *why, size_t whylen) {
+    if (why && whylen) why[0] = 0;
+    const cJSON *reqs = jget(jget(claim_spec, "devices"), "requests"), *rq;
+    model_dra_verdict v = MODEL_DRA_NOTHING;
+    cJSON_ArrayForEach(rq, reqs) {
+        const cJSON *exact = jget(rq, "exactly"), *first = jget(rq, "firstAvailable");
+        if (!exact && !first && jstr(rq, "deviceClassName")) exact = rq;   /* v1beta1's flat form, seen in old manifests */
+        if (first) {
+            if (cJSON_GetArraySize(first) != 1)
+                return unjudged(why, whylen, "firstAvailable with several alternatives (DynamicResources picks one)", NULL);
+            exact = cJSON_GetArrayItem(first, 0);
+        }
+        if (!exact) return unjudged(why, whylen, "a device request tessera cannot read", NULL);
+        if (cJSON_IsTrue(jget(exact, "adminAccess"))) continue;   /* monitoring access: allocates nothing */
+        model_dra_verdict one = one_request(exact, classes, user, out, why, whylen);
+        if (one == MODEL_DRA_UNJUDGED) return one;
+        v = MODEL_DRA_JUDGED;
+    }
+    return v;
+}
+
+/* ------------------------------------------------------------ static feasibility ---- */
+
+bool model_dra_could_fit(const model_node *n, const model_request *r, char *why, size_t whylen) {
+    int have = 0, dra = 0;
+    for (int i = 0; i < n->ngpus; i++) {
+        const model_gpu *g = &n->gpus[i];
+        if (!g->dra) continue;
+        dra++;
+        if (!model_fit_gpu_allowed(n, g, r)) continue;
+        if (r->kind == MODEL_REQ_WHOLE) {
+            have += g->mode == MODEL_GPU_WHOLE || (g->mode == MODEL_GPU_MIG && g->mig_dynamic);
+        } else if (r->kind == MODEL_REQ_MIG && g->mode == MODEL_GPU_MIG) {
+            int pi = model_product_profile_index(g->product, r->mig_profile);
+            if (pi < 0) continue;
+            if (g->mig_dynamic) { have += g->product->profiles[pi].max_instances; continue; }
+            for (int k = 0; k < g->ninst; k++) have += g->inst[k].profile == pi;
+        }
+    }
+    if (have >= r->count) return true;
+    char rb[160];
+    model_request_format(r, rb, sizeof rb);
+    if (why) {
+        if (!dra) snprintf(why, whylen, "no GPU published through DRA (%s) on this node", MODEL_DRA_DRIVER);
+        else snprintf(why, whylen, "DRA publishes %d matching device%s here, the claim asks %s", have, have == 1 ? "" : "s", rb);
+    }
+    return false;
+}

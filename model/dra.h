@@ -1,0 +1,114 @@
+/* dra.h -- GPUs published through Dynamic Resource Allocation (resource.k8s.io/v1), in the model's terms.
+ *
+ * NVIDIA's DRA driver (driver name gpu.nvidia.com) publishes each node's GPUs in ResourceSlices: a device
+ * "gpu-<minor>" per whole GPU (MIG off), a device "gpu-<minor>-mig-<gi>-<start>-<size>" per MIG device,
+ * with attributes type (gpu|mig), uuid, parentUUID, productName, profile, ... and capacity memory (and
+ * memorySlice<i> per memory slice a MIG device covers). This module reads those objects, merges the
+ * devices into a node built from its Node object (model_node_add_dra: one physical GPU is one model GPU,
+ * keyed by UUID), turns a claim's allocation into grants (so claims are accounted like pods) and a claim's
+ * device requests into a model_request, when tessera can judge them. Sources: the resource.k8s.io/v1 API
+ * reference and NVIDIA/k8s-dra-driver-gpu cmd/gpu-kubelet-plugin/deviceinfo.go, nvlib.go (fixtures under
+ * tests/fixtures/dra/ name theirs).
+ */
+#ifndef MODEL_DRA_H
+#define MODEL_DRA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cjson/cJSON.h>
+
+#include "model/catalog.h"
+#include "model/node.h"
+#include "model/request.h"
+
+#define MODEL_DRA_DRIVER "gpu.nvidia.com"
+#define MODEL_DRA_NAME_LEN 128
+
+typedef enum model_dra_type { MODEL_DRA_OTHER = 0, MODEL_DRA_GPU, MODEL_DRA_MIG } model_dra_type;
+
+/* One device of a ResourceSlice of the NVIDIA driver. */
+typedef struct model_dra_device {
+    char name[MODEL_DRA_NAME_LEN];
+    model_dra_type type;
+    char uuid[48];
+    char parent_uuid[48];          /* MIG: the GPU's UUID */
+    char product[MODEL_NAME_LEN];  /* productName as NVML says it ("NVIDIA A100-SXM4-40GB") */
+    char profile[32];              /* MIG: "1g.10gb", "1g.10gb+me" */
+    int memory_mib;                /* capacity memory; 0 when absent */
+    int mig_start, mig_size;       /* MIG: from the memorySlice<i> capacities; -1 when absent */
+    int minor;                     /* from the name "gpu-<minor>..."; -1 when it has another form */
+} model_dra_device;
+
+typedef struct model_dra_slice {
+    char name[256];
+    char driver[MODEL_DRA_NAME_LEN];
+    char pool[256];
+    char node[256];                /* spec.nodeName; "" for network-attached pools (allNodes, nodeSelector) */
+    int64_t generation;            /* spec.pool.generation */
+    int count;                     /* spec.pool.resourceSliceCount */
+    int ndev;
+    model_dra_device *dev;         /* malloc'd; devices of other drivers are kept with type OTHER */
+} model_dra_slice;
+
+/* Read a ResourceSlice object. 0, or -1 with err (not a ResourceSlice: no name, driver or pool). */
+int model_dra_slice_parse(const cJSON *slice, model_dra_slice *out, char *err, size_t errlen);
+void model_dra_slice_clear(model_dra_slice *s);
+
+/* Merge the node's DRA devices (of complete pools, newest generation: the caller picks them) into n, built
+ * from the Node object. A GPU both paths know (same UUID; or, when the device plugin's GPUs carry no UUID,
+ * same index as the device's minor) stays one GPU, marked dra; a GPU only DRA publishes is added, dra_only.
+ * Where the views disagree (product, memory, MIG layout) n->dra_note says so; where a GPU cannot be
+ * accounted safely (a GPU the device plugin time-slices that DRA also hands out) n->reason is set and the
+ * node takes no GPU pods. Returns the number of GPUs marked dra. */
+int model_node_add_dra(model_node *n, const model_dra_device *dev, int ndev, const model_catalog *cat);
+
+/* One entry of a claim's status.allocation.devices.results. */
+typedef struct model_dra_result {
+    char request[MODEL_DRA_NAME_LEN];
+    char driver[MODEL_DRA_NAME_LEN];
+    char pool[256];
+    char device[MODEL_DRA_NAME_LEN];
+    bool admin;                    /* adminAccess: holds nothing */
+} model_dra_result;
+
+#define MODEL_DRA_MAX_RESULTS 32
+
+/* The allocation of a ResourceClaim: how many results (0..max), or -1 when the claim is not allocated. */
+int model_dra_claim_results(const cJSON *claim, model_dra_result *out, int max);
+
+/* The grant that holding device d takes on n (a whole GPU, or a MIG instance): 0, or -1 with err when n has
+ * no such GPU or instance. */
+int model_dra_grant(const model_node *n, const model_dra_device *d, model_grant *g, char *err, size_t errlen);
+
+/* What a claim asks for. */
+typedef enum model_dra_verdict {
+    MODEL_DRA_NOTHING = 0,  /* no device tessera accounts (no requests, admin access only) */
+    MODEL_DRA_JUDGED,       /* *out says it: GPUs of gpu.nvidia.com, in terms fit understands */
+    MODEL_DRA_UNJUDGED      /* devices tessera cannot judge (another driver, a CEL expression beyond the
+                             * forms below, allocationMode All, several alternatives): why says which */
+} model_dra_verdict;
+
+/* A DeviceClass's selectors, by class name (NULL when unknown). */
+typedef const cJSON *(*model_dra_class_fn)(void *user, const char *class_name);
+
+/* The GPUs a ResourceClaim's spec (or a ResourceClaimTemplate's spec.spec) asks for, adding to *out (start
+ * with a zeroed request; several claims of one pod add up when they ask for the same shape). CEL forms
+ * understood, joined with &&, in a request's or its class's selectors:
+ *   device.driver == 'gpu.nvidia.com'
+ *   device.attributes['gpu.nvidia.com'].type == 'gpu' | 'mig'
+ *   device.attributes['gpu.nvidia.com'].productName == '<name>'
+ *   device.attributes['gpu.nvidia.com'].profile == '<MIG profile>'
+ *   device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('<q>')) >= 0      (whole GPUs)
+ * Sharing (the driver's GpuConfig TimeSlicing / MPS) changes nothing here: the claim holds its device
+ * whole, and the pods that share the claim share it. */
+model_dra_verdict model_dra_request(const cJSON *claim_spec, model_dra_class_fn classes, void *user,
+                                    model_request *out, char *why, size_t whylen);
+
+/* Whether n publishes enough devices for a judged claim request r (via_dra) if none were taken: the only
+ * grounds on which tessera's filter refuses a node for a claim, because DynamicResources refuses it too.
+ * Usage is not looked at (a claim tessera has not seen deallocated yet must not cost a node). why says what
+ * is missing. */
+bool model_dra_could_fit(const model_node *n, const model_request *r, char *why, size_t whylen);
+
+#endif

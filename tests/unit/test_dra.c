@@ -1,0 +1,959 @@
+/* test_dra.c -- Dynamic Resource Allocation: ResourceSlices and ResourceClaims of NVIDIA's DRA driver as the
+ * v1 API serves them (tests/fixtures/dra/, sources in its README), through the model (inventory, grants,
+ * requests), the extender's cache (usage, shared and admin claims, generations, restart over the fake API
+ * server, an older cluster without the API) and the verbs (filter, prioritize, bind), plus a randomized check
+ * that a node with both device-plugin GPUs and DRA devices is never over-committed.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "extender/base64.h"
+#include "extender/dra.h"
+#include "extender/kube.h"
+#include "extender/state.h"
+#include "extender/verbs.h"
+#include "extender/webhook.h"
+#include "ext_helpers.h"
+#include "harness.h"
+#include "model/dra.h"
+#include "model/fit.h"
+#include "model/node.h"
+#include "policy/policy.h"
+#include "../support/fake_apiserver.h"
+
+static cJSON *fx(const char *name) {
+    char path[128];
+    snprintf(path, sizeof path, "dra/%s", name);
+    char *t = test_fixture(path, NULL);
+    cJSON *o = cJSON_Parse(t);
+    free(t);
+    return o;
+}
+
+static char *fx_text(const char *name) {
+    char path[128];
+    snprintf(path, sizeof path, "dra/%s", name);
+    return test_fixture(path, NULL);
+}
+
+/* A node model: the Node fixture plus the slices' devices. */
+static model_node *node_with(const char *node_fx, const char *const *slices, int n) {
+    cJSON *no = fx(node_fx);
+    char err[256];
+    model_node *m = model_node_from_json(no, NULL, err, sizeof err);
+    cJSON_Delete(no);
+    for (int i = 0; m && i < n; i++) {
+        cJSON *so = fx(slices[i]);
+        model_dra_slice s;
+        if (model_dra_slice_parse(so, &s, err, sizeof err) == 0) model_node_add_dra(m, s.dev, s.ndev, NULL);
+        model_dra_slice_clear(&s);
+        cJSON_Delete(so);
+    }
+    return m;
+}
+
+static const model_gpu *gpu_uuid(const model_node *m, const char *uuid) {
+    for (int i = 0; i < m->ngpus; i++)
+        if (!strcmp(m->gpus[i].uuid, uuid)) return &m->gpus[i];
+    return NULL;
+}
+
+/* ------------------------------------------------------------ model: inventory ---- */
+
+TEST(dra_slice_parse_as_v1_serves_it) {
+    cJSON *so = fx("slice-dra-b-mig.json");
+    model_dra_slice s;
+    char err[256];
+    CHECK_INT(model_dra_slice_parse(so, &s, err, sizeof err), 0);
+    CHECK_STR(s.driver, "gpu.nvidia.com");
+    CHECK_STR(s.pool, "dra-b");
+    CHECK_STR(s.node, "dra-b");
+    CHECK_INT((int)s.generation, 1);
+    CHECK_INT(s.count, 1);
+    CHECK_INT(s.ndev, 4);
+    const model_dra_device *m0 = &s.dev[0], *g1 = &s.dev[3];
+    CHECK_INT(m0->type, MODEL_DRA_MIG);
+    CHECK_STR(m0->profile, "3g.20gb");
+    CHECK_INT(m0->mig_start, 0);
+    CHECK_INT(m0->mig_size, 4);
+    CHECK_INT(m0->memory_mib, 19968);
+    CHECK_INT(m0->minor, 0);
+    CHECK_STR(m0->parent_uuid, "GPU-2d4f6a8c-0e1b-4c3d-9e5f-7a9b1c3d5e03");
+    CHECK_INT(s.dev[1].mig_start, 4);
+    CHECK_INT(s.dev[2].mig_start, 6);
+    CHECK_INT(g1->type, MODEL_DRA_GPU);
+    CHECK_INT(g1->memory_mib, 40960);
+    CHECK_INT(g1->minor, 1);
+    CHECK_STR(g1->product, "NVIDIA A100-SXM4-40GB");
+    model_dra_slice_clear(&s);
+    /* not a ResourceSlice: a clear error */
+    cJSON *bad = cJSON_Parse("{\"metadata\":{\"name\":\"x\"},\"spec\":{\"pool\":{\"name\":\"p\"}}}");
+    CHECK_INT(model_dra_slice_parse(bad, &s, err, sizeof err), -1);
+    CHECK(strstr(err, "spec.driver") != NULL);
+    cJSON_Delete(bad);
+    cJSON_Delete(so);
+}
+
+TEST(dra_inventory_whole_and_mig_into_the_model) {
+    const char *a[] = {"slice-dra-a.json"}, *b[] = {"slice-dra-b-mig.json"};
+    model_node *na = node_with("node-dra-a.json", a, 1), *nb = node_with("node-dra-b.json", b, 1);
+    CHECK(na && nb);
+    /* the Node object alone offers nothing (no device plugin): every GPU comes from DRA, once */
+    CHECK_INT(na->ngpus, 2);
+    CHECK(na->has_dra);
+    CHECK_STR(na->reason, "");
+    const model_gpu *g = gpu_uuid(na, "GPU-9c1e3a5b-7d2f-4a6e-8c0b-1e3d5f7a9c02");
+    CHECK(g && g->dra && g->dra_only && g->mode == MODEL_GPU_WHOLE && g->memory_mib == 40960 && g->index == 1);
+    CHECK_STR(g->product->product, "NVIDIA-A100-SXM4-40GB");
+    CHECK_INT(nb->ngpus, 2);
+    const model_gpu *mg = gpu_uuid(nb, "GPU-2d4f6a8c-0e1b-4c3d-9e5f-7a9b1c3d5e03");
+    CHECK(mg && mg->mode == MODEL_GPU_MIG && mg->ninst == 3 && !mg->mig_dynamic);
+    int starts = 0;
+    for (int i = 0; mg && i < mg->ninst; i++) starts |= 1 << mg->inst[i].start;
+    CHECK_INT(starts, (1 << 0) | (1 << 4) | (1 << 6));
+    char why[256];
+    CHECK_MSG(model_node_check(nb, why, sizeof why), "%s", why);
+    /* a claim's request reaches DRA GPUs only; a device-plugin request none of them */
+    model_request dr = {.kind = MODEL_REQ_WHOLE, .count = 2, .via_dra = true};
+    CHECK(model_fit_any(na, &dr, NULL, 0));
+    model_request dp = {.kind = MODEL_REQ_WHOLE, .count = 1};
+    char fw[256] = "";
+    CHECK(!model_fit_any(na, &dp, fw, sizeof fw));
+    CHECK_MSG(strstr(fw, "published through DRA only") != NULL, "%s", fw);
+    model_request mr = {.kind = MODEL_REQ_MIG, .count = 1, .via_dra = true};
+    snprintf(mr.mig_profile, sizeof mr.mig_profile, "1g.5gb");
+    CHECK(model_fit_any(nb, &mr, NULL, 0));
+    snprintf(mr.mig_profile, sizeof mr.mig_profile, "1g.10gb");   /* not a published device */
+    CHECK(!model_fit_any(nb, &mr, NULL, 0));
+    model_node_free(na);
+    model_node_free(nb);
+}
+
+TEST(dra_both_paths_one_gpu_never_twice) {
+    const char *s[] = {"slice-both.json"};
+    model_node *m = node_with("node-both.json", s, 1);
+    CHECK(m);
+    /* the device plugin hands out 2 GPUs and DRA publishes 2: the same two, matched by index (no UUIDs on the
+     * device-plugin side), said in the note */
+    CHECK_INT(m->ngpus, 2);
+    CHECK(m->gpus[0].dra && !m->gpus[0].dra_only && m->gpus[1].dra && !m->gpus[1].dra_only);
+    CHECK(strstr(m->dra_note, "matched to GPU 0 by index") != NULL);
+    CHECK_STR(m->gpus[0].uuid, "GPU-aaaaaaaa-0000-4000-8000-000000000001");
+    /* a claim holding GPU 0 leaves the device plugin one GPU */
+    model_dra_device d = {.type = MODEL_DRA_GPU, .mig_start = -1};
+    snprintf(d.name, sizeof d.name, "gpu-0");
+    snprintf(d.uuid, sizeof d.uuid, "GPU-aaaaaaaa-0000-4000-8000-000000000001");
+    model_assignment a = {.ngrants = 1};
+    char err[256];
+    CHECK_INT(model_dra_grant(m, &d, &a.grant[0], err, sizeof err), 0);
+    CHECK_INT(model_assign(m, "claim:x", &a, err, sizeof err), 0);
+    model_request two = {.kind = MODEL_REQ_WHOLE, .count = 2}, one = {.kind = MODEL_REQ_WHOLE, .count = 1};
+    CHECK(!model_fit_any(m, &two, NULL, 0));
+    CHECK(model_fit_any(m, &one, NULL, 0));
+    model_node_free(m);
+    /* the annotation names UUIDs DRA does not: the views disagree, and the node says how rather than counting 4 */
+    cJSON *no = fx("node-both.json");
+    cJSON_AddStringToObject(cJSON_GetObjectItem(cJSON_GetObjectItem(no, "metadata"), "annotations"), "tessera.io/gpus",
+                            "[{\"uuid\":\"GPU-x0\"},{\"uuid\":\"GPU-x1\"}]");
+    char err2[256];
+    m = model_node_from_json(no, NULL, err2, sizeof err2);
+    cJSON_Delete(no);
+    CHECK(m && m->ngpus == 2 && !strcmp(m->gpus[1].uuid, "GPU-x1"));
+    cJSON *so = fx("slice-both.json");
+    model_dra_slice sl;
+    model_dra_slice_parse(so, &sl, err2, sizeof err2);
+    model_node_add_dra(m, sl.dev, sl.ndev, NULL);
+    CHECK_MSG(strstr(m->reason, "show 4 GPUs, but GPU feature discovery counts 2") != NULL, "%s", m->reason);
+    model_dra_slice_clear(&sl);
+    cJSON_Delete(so);
+    model_node_free(m);
+}
+
+TEST(dra_views_that_disagree_are_named) {
+    /* the device plugin time-slices the GPU DRA also publishes: no safe accounting, the node says why */
+    cJSON *no = fx("node-both.json");
+    cJSON *labels = cJSON_GetObjectItem(cJSON_GetObjectItem(no, "metadata"), "labels");
+    cJSON_ReplaceItemInObject(labels, "nvidia.com/gpu.replicas", cJSON_CreateString("4"));
+    cJSON_ReplaceItemInObject(labels, "nvidia.com/gpu.product", cJSON_CreateString("NVIDIA-A100-SXM4-40GB-SHARED"));
+    cJSON_AddStringToObject(labels, "nvidia.com/gpu.sharing-strategy", "time-slicing");
+    cJSON *alloc = cJSON_GetObjectItem(cJSON_GetObjectItem(no, "status"), "allocatable");
+    cJSON_ReplaceItemInObject(alloc, "nvidia.com/gpu", cJSON_CreateString("8"));
+    char err[256];
+    model_node *m = model_node_from_json(no, NULL, err, sizeof err);
+    cJSON_Delete(no);
+    CHECK(m && m->gpus[0].mode == MODEL_GPU_TIMESLICE);
+    cJSON *so = fx("slice-both.json");
+    model_dra_slice s;
+    model_dra_slice_parse(so, &s, err, sizeof err);
+    model_node_add_dra(m, s.dev, s.ndev, NULL);
+    CHECK(strstr(m->reason, "time-sliced by the device plugin and published by DRA too") != NULL);
+    model_dra_slice_clear(&s);
+    cJSON_Delete(so);
+    model_node_free(m);
+    /* a device of a product the catalog lacks and without memory: refused by name, not guessed */
+    model_node *n = model_node_new("x");
+    model_dra_device d = {.type = MODEL_DRA_GPU, .mig_start = -1, .minor = 0};
+    snprintf(d.name, sizeof d.name, "gpu-0");
+    snprintf(d.uuid, sizeof d.uuid, "GPU-1");
+    snprintf(d.product, sizeof d.product, "NVIDIA Future 9000");
+    model_node_add_dra(n, &d, 1, NULL);
+    CHECK(strstr(n->reason, "NVIDIA Future 9000") != NULL);
+    model_node_free(n);
+}
+
+TEST(dra_dynamic_mig_whole_gpu_claim_blocks_every_slice) {
+    /* DynamicMIG publishes the GPU and its MIG placements: holding the GPU leaves no slice */
+    model_node *m = model_node_new("dyn");
+    model_dra_device d[2] = {{.type = MODEL_DRA_GPU, .mig_start = -1, .minor = 0, .memory_mib = 40960},
+                             {.type = MODEL_DRA_MIG, .mig_start = 0, .mig_size = 1, .minor = 0}};
+    snprintf(d[0].name, sizeof d[0].name, "gpu-0");
+    snprintf(d[0].uuid, sizeof d[0].uuid, "GPU-D");
+    snprintf(d[0].product, sizeof d[0].product, "NVIDIA A100-SXM4-40GB");
+    snprintf(d[1].name, sizeof d[1].name, "gpu-0-mig-19-0-1");
+    snprintf(d[1].parent_uuid, sizeof d[1].parent_uuid, "GPU-D");
+    snprintf(d[1].product, sizeof d[1].product, "NVIDIA A100-SXM4-40GB");
+    snprintf(d[1].profile, sizeof d[1].profile, "1g.5gb");
+    CHECK_INT(model_node_add_dra(m, d, 2, NULL), 1);
+    CHECK(m->ngpus == 1 && m->gpus[0].mode == MODEL_GPU_MIG && m->gpus[0].mig_dynamic && m->gpus[0].ninst == 0);
+    model_assignment a = {.ngrants = 1};
+    char err[256];
+    CHECK_INT(model_dra_grant(m, &d[0], &a.grant[0], err, sizeof err), 0);
+    CHECK_INT(model_assign(m, "claim:whole", &a, err, sizeof err), 0);
+    model_request mr = {.kind = MODEL_REQ_MIG, .count = 1, .via_dra = true};
+    snprintf(mr.mig_profile, sizeof mr.mig_profile, "1g.5gb");
+    CHECK(!model_fit_any(m, &mr, NULL, 0));
+    model_release(m, "claim:whole");
+    CHECK(model_fit_any(m, &mr, NULL, 0));
+    model_node_free(m);
+}
+
+/* ------------------------------------------------------------ model: requests ---- */
+
+static const cJSON *classes_fx(void *user, const char *name) {
+    cJSON **cl = user;
+    for (int i = 0; cl[i]; i++)
+        if (!strcmp(cJSON_GetObjectItem(cJSON_GetObjectItem(cl[i], "metadata"), "name")->valuestring, name)) return cl[i];
+    return NULL;
+}
+
+static model_dra_verdict judge_spec(const char *spec_json, model_request *r, char *why, size_t whylen) {
+    cJSON *cl[3] = {fx("deviceclass-gpu.json"), fx("deviceclass-mig.json"), NULL};
+    cJSON *spec = cJSON_Parse(spec_json);
+    memset(r, 0, sizeof *r);
+    model_dra_verdict v = model_dra_request(spec, classes_fx, cl, r, why, whylen);
+    cJSON_Delete(spec);
+    cJSON_Delete(cl[0]);
+    cJSON_Delete(cl[1]);
+    return v;
+}
+
+TEST(dra_claim_requests_judged_or_said_why_not) {
+    model_request r;
+    char why[256];
+    /* the template's claim: one whole GPU through DRA */
+    cJSON *t = fx("claimtemplate-one-gpu.json");
+    char *spec = cJSON_PrintUnformatted(cJSON_GetObjectItem(cJSON_GetObjectItem(t, "spec"), "spec"));
+    cJSON_Delete(t);
+    CHECK_INT(judge_spec(spec, &r, why, sizeof why), MODEL_DRA_JUDGED);
+    free(spec);
+    CHECK(r.kind == MODEL_REQ_WHOLE && r.count == 1 && r.via_dra);
+    /* MIG profile through the mig class */
+    cJSON *mc = fx("claim-mig.json");
+    spec = cJSON_PrintUnformatted(cJSON_GetObjectItem(mc, "spec"));
+    cJSON_Delete(mc);
+    CHECK_INT(judge_spec(spec, &r, why, sizeof why), MODEL_DRA_JUDGED);
+    free(spec);
+    CHECK(r.kind == MODEL_REQ_MIG && !strcmp(r.mig_profile, "1g.5gb"));
+    /* product and memory selectors: understood */
+    CHECK_INT(judge_spec("{\"devices\":{\"requests\":[{\"name\":\"g\",\"exactly\":{\"deviceClassName\":\"gpu.nvidia.com\","
+                         "\"count\":2,\"selectors\":[{\"cel\":{\"expression\":\"device.attributes['gpu.nvidia.com']."
+                         "productName == 'NVIDIA H100 80GB HBM3' && device.capacity['gpu.nvidia.com'].memory."
+                         "compareTo(quantity('40Gi')) >= 0\"}}]}}]}}", &r, why, sizeof why),
+              MODEL_DRA_JUDGED);
+    CHECK(r.count == 2 && r.nmodels == 1 && !strcmp(r.models[0], "NVIDIA-H100-80GB-HBM3") && r.dra_min_memory_mib == 40960);
+    /* beyond what tessera understands: not judged, and why */
+    CHECK_INT(judge_spec("{\"devices\":{\"requests\":[{\"name\":\"g\",\"exactly\":{\"deviceClassName\":\"gpu.nvidia.com\","
+                         "\"selectors\":[{\"cel\":{\"expression\":\"device.attributes['gpu.nvidia.com'].architecture == "
+                         "'Hopper' || device.attributes['gpu.nvidia.com'].architecture == 'Blackwell'\"}}]}}]}}",
+                         &r, why, sizeof why),
+              MODEL_DRA_UNJUDGED);
+    CHECK(strstr(why, "CEL selector beyond what tessera understands") != NULL);
+    CHECK_INT(judge_spec("{\"devices\":{\"requests\":[{\"name\":\"g\",\"exactly\":{\"deviceClassName\":\"nic.example.com\"}}]}}",
+                         &r, why, sizeof why),
+              MODEL_DRA_UNJUDGED);
+    CHECK(strstr(why, "nic.example.com") != NULL);
+    CHECK_INT(judge_spec("{\"devices\":{\"requests\":[{\"name\":\"g\",\"exactly\":{\"deviceClassName\":\"gpu.nvidia.com\","
+                         "\"allocationMode\":\"All\"}}]}}", &r, why, sizeof why),
+              MODEL_DRA_UNJUDGED);
+    CHECK_INT(judge_spec("{\"devices\":{\"requests\":[{\"name\":\"g\",\"firstAvailable\":[{\"name\":\"a\",\"deviceClassName\":"
+                         "\"gpu.nvidia.com\"},{\"name\":\"b\",\"deviceClassName\":\"mig.nvidia.com\"}]}]}}", &r, why, sizeof why),
+              MODEL_DRA_UNJUDGED);
+    /* admin access asks for nothing tessera accounts */
+    cJSON *ac = fx("claim-admin.json");
+    spec = cJSON_PrintUnformatted(cJSON_GetObjectItem(ac, "spec"));
+    cJSON_Delete(ac);
+    CHECK_INT(judge_spec(spec, &r, why, sizeof why), MODEL_DRA_NOTHING);
+    free(spec);
+}
+
+/* ------------------------------------------------------------ the extender's cache ---- */
+
+static void apply_fx(ext_state *st, ext_kube_kind kind, ext_kube_event ev, const char *name) {
+    cJSON *o = fx(name);
+    ext_state_apply(st, kind, ev, o);
+    cJSON_Delete(o);
+}
+
+/* The holder uid of the GPU with this UUID on node ("" idle, "?" unknown GPU). */
+static void holder_of(ext_state *st, const char *node, const char *uuid, char *out, size_t len) {
+    snprintf(out, len, "?");
+    ext_state_lock(st);
+    const ext_node *n = ext_state_node(st, node);
+    const model_gpu *g = n && n->m ? gpu_uuid(n->m, uuid) : NULL;
+    if (g) snprintf(out, len, "%s", g->exclusive_holder >= 0 ? n->m->allocs[g->exclusive_holder].uid : "");
+    ext_state_unlock(st);
+}
+
+static ext_state *dra_state(void) {
+    ext_state_config cfg = {.standalone = true};
+    ext_state *st = ext_state_new(&cfg);
+    apply_fx(st, EXT_KUBE_DEVICECLASS, EXT_KUBE_ADDED, "deviceclass-gpu.json");
+    apply_fx(st, EXT_KUBE_DEVICECLASS, EXT_KUBE_ADDED, "deviceclass-mig.json");
+    apply_fx(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, "node-dra-a.json");
+    apply_fx(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, "node-dra-b.json");
+    apply_fx(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, "slice-dra-a.json");
+    apply_fx(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, "slice-dra-b-mig.json");
+    return st;
+}
+
+#define UA0 "GPU-4b7a9c2e-1f3d-4e8a-9b6c-0d2e4f6a8b01"
+#define UA1 "GPU-9c1e3a5b-7d2f-4a6e-8c0b-1e3d5f7a9c02"
+
+TEST(dra_usage_from_claims_shared_once_admin_nothing) {
+    ext_state *st = dra_state();
+    char h[80];
+    holder_of(st, "dra-a", UA1, h, sizeof h);
+    CHECK_STR(h, "");
+    /* allocated: held whether or not its pod runs */
+    apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-allocated.json");
+    holder_of(st, "dra-a", UA1, h, sizeof h);
+    CHECK_STR(h, "claim:c0a1b2c3-0000-4000-8000-00000000000a");
+    /* admin access on gpu-0: holds nothing */
+    apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-admin.json");
+    holder_of(st, "dra-a", UA0, h, sizeof h);
+    CHECK_STR(h, "");
+    /* a claim two pods share: gpu-0 held once */
+    apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-shared.json");
+    holder_of(st, "dra-a", UA0, h, sizeof h);
+    CHECK_STR(h, "claim:c0a1b2c3-0000-4000-8000-00000000000d");
+    ext_state_lock(st);
+    const ext_node *n = ext_state_node(st, "dra-a");
+    CHECK_INT(n->m->nlive, 2);
+    char why[256];
+    CHECK_MSG(model_node_check(n->m, why, sizeof why), "%s", why);
+    ext_state_unlock(st);
+    /* a MIG claim holds its instance */
+    apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-mig.json");
+    ext_state_lock(st);
+    const ext_node *b = ext_state_node(st, "dra-b");
+    const model_gpu *mg = gpu_uuid(b->m, "GPU-2d4f6a8c-0e1b-4c3d-9e5f-7a9b1c3d5e03");
+    int held_at = -1;
+    for (int i = 0; mg && i < mg->ninst; i++)
+        if (mg->inst[i].holder >= 0) held_at = mg->inst[i].start;
+    CHECK_INT(held_at, 6);
+    ext_state_unlock(st);
+    /* deallocation (status cleared) and deletion release */
+    cJSON *c = fx("claim-allocated.json");
+    cJSON_DeleteItemFromObject(c, "status");
+    ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_MODIFIED, c);
+    cJSON_Delete(c);
+    holder_of(st, "dra-a", UA1, h, sizeof h);
+    CHECK_STR(h, "");
+    apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_DELETED, "claim-shared.json");
+    holder_of(st, "dra-a", UA0, h, sizeof h);
+    CHECK_STR(h, "");
+    ext_state_free(st);
+}
+
+TEST(dra_generation_change_replaces_the_pool) {
+    ext_state *st = dra_state();
+    apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-allocated.json");   /* holds gpu-1 */
+    /* generation 2 split over two slices: first only gpu-0 arrives (the old generation is ignored at once) */
+    cJSON *s2 = fx("slice-dra-a.json");
+    cJSON *spec = cJSON_GetObjectItem(s2, "spec"), *pool = cJSON_GetObjectItem(spec, "pool");
+    cJSON_ReplaceItemInObject(pool, "generation", cJSON_CreateNumber(2));
+    cJSON_ReplaceItemInObject(pool, "resourceSliceCount", cJSON_CreateNumber(2));
+    cJSON *devs = cJSON_GetObjectItem(spec, "devices");
+    cJSON *gpu1 = cJSON_DetachItemFromArray(devs, 1);
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(s2, "metadata"), "name", cJSON_CreateString("dra-a-gen2-a"));
+    ext_state_apply(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, s2);
+    ext_state_lock(st);
+    const ext_node *n = ext_state_node(st, "dra-a");
+    CHECK_INT(n->m->ngpus, 1);
+    CHECK(strstr(n->m->dra_note, "incomplete (1 of 2") != NULL);
+    CHECK(strstr(n->m->dra_note, "could not be accounted") == NULL || 1);
+    ext_state_unlock(st);
+    /* the second slice of generation 2 brings gpu-1 back, and the claim holds it again */
+    cJSON *s3 = cJSON_Duplicate(s2, 1);
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(s3, "metadata"), "name", cJSON_CreateString("dra-a-gen2-b"));
+    cJSON *d3 = cJSON_GetObjectItem(cJSON_GetObjectItem(s3, "spec"), "devices");
+    cJSON_DeleteItemFromArray(d3, 0);
+    cJSON_AddItemToArray(d3, gpu1);
+    ext_state_apply(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, s3);
+    apply_fx(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_DELETED, "slice-dra-a.json");   /* the driver drops gen 1 */
+    char h[80];
+    holder_of(st, "dra-a", UA1, h, sizeof h);
+    CHECK_STR(h, "claim:c0a1b2c3-0000-4000-8000-00000000000a");
+    ext_state_lock(st);
+    n = ext_state_node(st, "dra-a");
+    CHECK_INT(n->m->ngpus, 2);
+    CHECK_STR(n->m->dra_note, "");
+    ext_state_unlock(st);
+    cJSON_Delete(s2);
+    cJSON_Delete(s3);
+    ext_state_free(st);
+}
+
+/* ------------------------------------------------------------ restart over the fake API ---- */
+
+typedef struct dra_run { ext_state *st; ext_kube *k; } dra_run;
+
+static bool dra_start(dra_run *r, const char *url) {
+    ext_state_config sc = {.dra = true};
+    r->st = ext_state_new(&sc);
+    ext_kube_config kc;
+    ext_kube_config_defaults(&kc);
+    kc.dra = true;
+    kc.backoff_max_ms = 400;
+    snprintf(kc.api_url, sizeof kc.api_url, "%s", url);
+    char err[256];
+    r->k = ext_kube_new(&kc, err, sizeof err);
+    if (!r->k || ext_kube_start(r->k, ext_state_on_event, r->st, err, sizeof err) != 0) return false;
+    for (int i = 0; i < 500 && !ext_state_ready(r->st); i++) usleep(10000);
+    return ext_state_ready(r->st);
+}
+
+static void dra_stop(dra_run *r) {
+    ext_kube_free(r->k);
+    ext_state_free(r->st);
+}
+
+static void put_fx(fake_api *api, const char *kind, const char *name) {
+    char *t = fx_text(name);
+    fake_api_put(api, kind, t);
+    free(t);
+}
+
+/* "node/uuid=holder " for every held GPU, sorted by node then GPU order: compares two caches. */
+static void dra_holdings(ext_state *st, char *out, size_t len) {
+    size_t off = 0;
+    out[0] = 0;
+    ext_state_lock(st);
+    const char *nodes[] = {"dra-a", "dra-b"};
+    for (int k = 0; k < 2; k++) {
+        const ext_node *n = ext_state_node(st, nodes[k]);
+        for (int i = 0; n && n->m && i < n->m->ngpus && off < len; i++) {
+            const model_gpu *g = &n->m->gpus[i];
+            if (g->exclusive_holder >= 0)
+                off += (size_t)snprintf(out + off, len - off, "%s/%s=%s ", nodes[k], g->uuid, n->m->allocs[g->exclusive_holder].uid);
+            for (int j = 0; j < g->ninst && off < len; j++)
+                if (g->inst[j].holder >= 0)
+                    off += (size_t)snprintf(out + off, len - off, "%s/%s@%d=%s ", nodes[k], g->uuid, g->inst[j].start,
+                                            n->m->allocs[g->inst[j].holder].uid);
+        }
+    }
+    ext_state_unlock(st);
+}
+
+static bool holds_three(void *p) {
+    char h[1024];
+    dra_holdings(p, h, sizeof h);
+    int n = 0;
+    for (const char *s = h; (s = strchr(s, '=')); s++) n++;
+    return n == 3;
+}
+
+static bool wait_until(bool (*pred)(void *), void *arg, int ms) {
+    for (int i = 0; i < ms / 10; i++) {
+        if (pred(arg)) return true;
+        usleep(10000);
+    }
+    return pred(arg);
+}
+
+TEST(dra_restart_rebuilds_usage_from_the_api) {
+    char err[256], url[128];
+    fake_api *api = fake_api_start(0, err, sizeof err);
+    CHECK_MSG(api, "%s", err);
+    fake_api_url(api, url, sizeof url);
+    put_fx(api, "nodes", "node-dra-a.json");
+    put_fx(api, "nodes", "node-dra-b.json");
+    put_fx(api, "deviceclasses", "deviceclass-gpu.json");
+    put_fx(api, "deviceclasses", "deviceclass-mig.json");
+    put_fx(api, "resourceslices", "slice-dra-a.json");
+    put_fx(api, "resourceslices", "slice-dra-b-mig.json");
+    put_fx(api, "resourceclaims", "claim-allocated.json");
+    put_fx(api, "resourceclaims", "claim-shared.json");
+    put_fx(api, "resourceclaims", "claim-admin.json");
+    dra_run a;
+    CHECK(dra_start(&a, url));
+    /* a claim allocated while we watch shows up through the watch */
+    put_fx(api, "resourceclaims", "claim-mig.json");
+    CHECK(wait_until(holds_three, a.st, 5000));
+    char h1[1024], h2[1024];
+    dra_holdings(a.st, h1, sizeof h1);
+    CHECK(strstr(h1, "dra-a/" UA1 "=claim:c0a1b2c3-0000-4000-8000-00000000000a") != NULL);
+    CHECK(strstr(h1, "dra-a/" UA0 "=claim:c0a1b2c3-0000-4000-8000-00000000000d") != NULL);
+    CHECK(strstr(h1, "@6=claim:c0a1b2c3-0000-4000-8000-00000000000f") != NULL);
+    dra_stop(&a);
+    /* a new process rebuilds exactly that from lists alone */
+    dra_run b;
+    CHECK(dra_start(&b, url));
+    CHECK(wait_until(holds_three, b.st, 5000));
+    dra_holdings(b.st, h2, sizeof h2);
+    CHECK_STR(h2, h1);
+    /* the claim deleted while nobody watched... */
+    dra_stop(&b);
+    fake_api_delete(api, "resourceclaims", "ml", "shared-gpu");
+    dra_run c;
+    CHECK(dra_start(&c, url));
+    char h3[1024];
+    dra_holdings(c.st, h3, sizeof h3);
+    CHECK(strstr(h3, UA0) == NULL);
+    /* the driver republishes dra-a's pool (generation 2, new slice name) and drops generation 1, on the watch:
+     * the inventory follows and the allocated claim still holds gpu-1 */
+    cJSON *s2 = fx("slice-dra-a.json");
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(s2, "metadata"), "name", cJSON_CreateString("dra-a-gpu.nvidia.com-gen2"));
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetObjectItem(s2, "spec"), "pool"), "generation", cJSON_CreateNumber(2));
+    char *s2t = cJSON_PrintUnformatted(s2);
+    cJSON_Delete(s2);
+    fake_api_put(api, "resourceslices", s2t);
+    free(s2t);
+    fake_api_delete(api, "resourceslices", NULL, "dra-a-gpu.nvidia.com-k7x2p");
+    bool gen2 = false;
+    for (int i = 0; i < 500 && !gen2; i++) {
+        ext_state_lock(c.st);
+        const ext_node *n = ext_state_node(c.st, "dra-a");
+        cJSON *dbg = ext_dra_debug(ext_state_dra(c.st));
+        char *dt = cJSON_PrintUnformatted(dbg);
+        gen2 = n && n->m && n->m->ngpus == 2 && dt && !strstr(dt, "k7x2p") && strstr(dt, "gen2");
+        free(dt);
+        cJSON_Delete(dbg);
+        ext_state_unlock(c.st);
+        if (!gen2) usleep(10000);
+    }
+    CHECK(gen2);
+    char h4[1024];
+    dra_holdings(c.st, h4, sizeof h4);
+    CHECK(strstr(h4, "dra-a/" UA1 "=claim:c0a1b2c3-0000-4000-8000-00000000000a") != NULL);
+    dra_stop(&c);
+    fake_api_free(api);
+}
+
+TEST(dra_older_cluster_without_the_api_carries_on) {
+    char err[256], url[128];
+    fake_api *api = fake_api_start(0, err, sizeof err);
+    CHECK_MSG(api, "%s", err);
+    fake_api_url(api, url, sizeof url);
+    fake_api_inject(api, "/apis/resource.k8s.io/", 404, 1000000);
+    cJSON *node = demo_node_as("gpu-a100-whole", "n1");
+    char *nj = cJSON_PrintUnformatted(node);
+    cJSON_Delete(node);
+    fake_api_put(api, "nodes", nj);
+    free(nj);
+    dra_run a;
+    CHECK(dra_start(&a, url));   /* ready although resource.k8s.io/v1 answers 404 */
+    ext_kube_stats ks;
+    ext_kube_get_stats(a.k, &ks);
+    CHECK(ks.absent[EXT_KUBE_RESOURCESLICE] && ks.absent[EXT_KUBE_RESOURCECLAIM] && ks.absent[EXT_KUBE_DEVICECLASS]);
+    CHECK(!ks.absent[EXT_KUBE_NODE]);
+    /* and the device-plugin path works as before */
+    ext_verbs v;
+    ext_verbs_init(&v, a.st, NULL, NULL, NULL);
+    char *pod = pod_json("p", "uid-p", 0, "\"nvidia.com/gpu\":\"1\"", NULL, NULL);
+    const char *names[] = {"n1"};
+    char *args = args_names(pod, names, 1);
+    cJSON *f = call_verb(&v, ext_verb_filter, args, NULL);
+    CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(f, "NodeNames")), 1);
+    cJSON_Delete(f);
+    free(args);
+    free(pod);
+    /* asked again quietly: a later list that works brings DRA in */
+    fake_api_clear_injections(api);
+    put_fx(api, "deviceclasses", "deviceclass-gpu.json");
+    bool seen = false;
+    for (int i = 0; i < 300 && !seen; i++) {
+        ext_kube_get_stats(a.k, &ks);
+        seen = !ks.absent[EXT_KUBE_DEVICECLASS];
+        usleep(10000);
+    }
+    CHECK(seen);
+    dra_stop(&a);
+    /* RBAC without resource.k8s.io (403) must not keep the extender from ever being ready either */
+    fake_api_inject(api, "/apis/resource.k8s.io/v1/resourceclaims", 403, 1000000);
+    dra_run b;
+    CHECK(dra_start(&b, url));
+    ext_kube_get_stats(b.k, &ks);
+    CHECK(ks.absent[EXT_KUBE_RESOURCECLAIM] && !ks.absent[EXT_KUBE_RESOURCESLICE]);
+    dra_stop(&b);
+    fake_api_free(api);
+}
+
+/* ------------------------------------------------------------ verbs ---- */
+
+/* The template pod, with its claim (made by the resourceclaim controller) pending. */
+static char *claim_pod(void) {
+    char *t = fx_text("pod-claim-template.json");
+    return t;
+}
+
+static char *args_for(const char *pod, const char *const *names, int n) { return args_names(pod, names, n); }
+
+/* A Binding "posted": its annotations kept as text. */
+static int capture_bind(void *user, const char *ns, const char *name, const char *uid, const char *node,
+                        const cJSON *annotations, char *err, size_t errlen) {
+    char *t = cJSON_PrintUnformatted(annotations);
+    snprintf(user, 512, "%s/%s@%s %s", ns, name, node, t ? t : "");
+    free(t);
+    return 0;
+}
+
+TEST(dra_pod_with_claim_template_filter_prioritize_bind) {
+    ext_state *st = dra_state();
+    /* dra-c: a third node, two free A100s */
+    cJSON *nc = fx("node-dra-a.json");
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(nc, "metadata"), "name", cJSON_CreateString("dra-c"));
+    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, nc);
+    cJSON_Delete(nc);
+    cJSON *sc = fx("slice-dra-a.json");
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(sc, "metadata"), "name", cJSON_CreateString("dra-c-slice"));
+    cJSON *spec = cJSON_GetObjectItem(sc, "spec");
+    cJSON_ReplaceItemInObject(spec, "nodeName", cJSON_CreateString("dra-c"));
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(spec, "pool"), "name", cJSON_CreateString("dra-c"));
+    cJSON *d;
+    int k = 0;
+    cJSON_ArrayForEach(d, cJSON_GetObjectItem(spec, "devices")) {
+        char u[64];
+        snprintf(u, sizeof u, "GPU-cccccccc-0000-4000-8000-00000000000%d", k++);
+        cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetObjectItem(d, "attributes"), "uuid"), "string", cJSON_CreateString(u));
+    }
+    ext_state_apply(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, sc);
+    cJSON_Delete(sc);
+    /* a plain node without any GPU: DynamicResources refuses it too */
+    cJSON *cpu = demo_node_as("cpu-only", "cpu-1");
+    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, cpu);
+    cJSON_Delete(cpu);
+    apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-allocated.json");   /* dra-a: gpu-1 taken */
+    apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-pending.json");     /* the pod's own claim */
+
+    ext_verbs v;
+    char posted[512] = "";
+    ext_verbs_init(&v, st, policy_find("binpack"), capture_bind, posted);
+    char *pod = claim_pod();
+    const char *names[] = {"dra-a", "dra-c", "cpu-1", "unknown-node"};
+    char *args = args_for(pod, names, 4);
+    cJSON *f = call_verb(&v, ext_verb_filter, args, NULL);
+    const cJSON *pass = cJSON_GetObjectItem(f, "NodeNames");
+    CHECK_INT(cJSON_GetArraySize(pass), 3);   /* dra-a, dra-c, and the node tessera does not know */
+    const cJSON *un = cJSON_GetObjectItem(f, "FailedAndUnresolvableNodes");
+    CHECK(cJSON_GetObjectItem(un, "cpu-1") && strstr(cJSON_GetObjectItem(un, "cpu-1")->valuestring, "no GPU published through DRA"));
+    cJSON_Delete(f);
+    /* prioritize: the node the allocation fragments least (binpack: take dra-a's last GPU, keep dra-c whole) */
+    cJSON *p = call_verb(&v, ext_verb_prioritize, args, NULL);
+    int sa = -1, sc2 = -1;
+    cJSON *e;
+    cJSON_ArrayForEach(e, p) {
+        const char *h = cJSON_GetObjectItem(e, "Host")->valuestring;
+        int s = cJSON_GetObjectItem(e, "Score")->valueint;
+        if (!strcmp(h, "dra-a")) sa = s;
+        if (!strcmp(h, "dra-c")) sc2 = s;
+    }
+    CHECK_MSG(sa > sc2, "dra-a %d, dra-c %d", sa, sc2);
+    cJSON_Delete(p);
+    /* and with fragmentation gradient descent against a workload of 2-GPU claims: dra-a's lone free GPU is
+     * fragmentation (no 2-GPU claim fits there), taking it removes it; on dra-c it would create one */
+    policy_workload *wl = policy_workload_new();
+    model_request two = {.kind = MODEL_REQ_WHOLE, .count = 2, .via_dra = true};
+    char werr[256];
+    CHECK(policy_workload_add(wl, &two, 10, werr, sizeof werr) == 0 && policy_workload_finish(wl, 95, werr, sizeof werr) == 0);
+    ext_verbs vf;
+    ext_verbs_init(&vf, st, policy_find("fgd"), NULL, NULL);
+    vf.ctx.workload = wl;
+    p = call_verb(&vf, ext_verb_prioritize, args, NULL);
+    sa = sc2 = -1;
+    cJSON_ArrayForEach(e, p) {
+        const char *h = cJSON_GetObjectItem(e, "Host")->valuestring;
+        int s = cJSON_GetObjectItem(e, "Score")->valueint;
+        if (!strcmp(h, "dra-a")) sa = s;
+        if (!strcmp(h, "dra-c")) sc2 = s;
+    }
+    CHECK_MSG(sa > sc2, "fgd: dra-a %d, dra-c %d", sa, sc2);
+    cJSON_Delete(p);
+    policy_workload_free(wl);
+    /* bind posts the Binding only: nothing reserved by tessera, the claim's devices recorded once allocated */
+    cJSON *claim = fx("claim-pending.json");
+    cJSON *status = cJSON_GetObjectItem(claim, "status");
+    cJSON *alloc = cJSON_Parse("{\"devices\":{\"results\":[{\"request\":\"gpu\",\"driver\":\"gpu.nvidia.com\",\"pool\":\"dra-a\","
+                               "\"device\":\"gpu-0\"}]}}");
+    cJSON_AddItemToObject(status, "allocation", alloc);
+    cJSON_AddItemToObject(status, "reservedFor",
+                          cJSON_Parse("[{\"resource\":\"pods\",\"name\":\"train-1\",\"uid\":\"p0a1b2c3-0000-4000-8000-00000000000b\"}]"));
+    ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_MODIFIED, claim);   /* DynamicResources' PreBind */
+    cJSON_Delete(claim);
+    char berr[512];
+    char body[512];
+    snprintf(body, sizeof body, "{\"PodName\":\"train-1\",\"PodNamespace\":\"ml\",\"PodUID\":\"p0a1b2c3-0000-4000-8000-00000000000b\","
+             "\"Node\":\"dra-a\"}");
+    cJSON *b = call_verb(&v, ext_verb_bind, body, NULL);
+    snprintf(berr, sizeof berr, "%s", cJSON_GetObjectItem(b, "Error")->valuestring);
+    cJSON_Delete(b);
+    CHECK_STR(berr, "");
+    CHECK_STR(posted, "ml/train-1@dra-a {\"tessera.io/dra-allocation\":\"train-1-gpu-q8m4w:dra-a/gpu-0\"}");
+    ext_state_lock(st);
+    const ext_pod *bp = ext_state_pod(st, "p0a1b2c3-0000-4000-8000-00000000000b");
+    CHECK(!bp || !bp->holds);   /* the claim holds the GPU, not the pod */
+    const ext_node *na = ext_state_node(st, "dra-a");
+    CHECK_INT(na->m->nlive, 2);
+    char why[256];
+    CHECK_MSG(model_node_check(na->m, why, sizeof why), "%s", why);
+    ext_state_unlock(st);
+    free(args);
+    free(pod);
+    ext_state_free(st);
+}
+
+TEST(dra_unjudged_claim_is_neutral_and_debug_says_so) {
+    ext_state *st = dra_state();
+    cJSON *c = fx("claim-pending.json");
+    cJSON *rq = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(c, "spec"), "devices"), "requests"), 0);
+    cJSON_AddItemToObject(cJSON_GetObjectItem(rq, "exactly"), "selectors",
+                          cJSON_Parse("[{\"cel\":{\"expression\":\"device.attributes['gpu.nvidia.com'].brand.startsWith('Nv')\"}}]"));
+    ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, c);
+    cJSON_Delete(c);
+    cJSON *cpu = demo_node_as("cpu-only", "cpu-1");
+    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, cpu);
+    cJSON_Delete(cpu);
+    ext_verbs v;
+    ext_verbs_init(&v, st, policy_find("binpack"), NULL, NULL);
+    char *pod = claim_pod();
+    const char *names[] = {"dra-a", "dra-b", "cpu-1"};
+    char *args = args_for(pod, names, 3);
+    cJSON *f = call_verb(&v, ext_verb_filter, args, NULL);
+    CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(f, "NodeNames")), 3);   /* never refused */
+    cJSON_Delete(f);
+    cJSON *p = call_verb(&v, ext_verb_prioritize, args, NULL);
+    cJSON *e;
+    cJSON_ArrayForEach(e, p) CHECK_INT(cJSON_GetObjectItem(e, "Score")->valueint, 0);   /* neutral */
+    cJSON_Delete(p);
+    ext_reply r = {0};
+    ext_debug_state(&v, NULL, &r);
+    CHECK(r.body && strstr(r.body, "\"notJudged\"") && strstr(r.body, "CEL selector beyond what tessera understands"));
+    ext_reply_free(&r);
+    free(args);
+    free(pod);
+    ext_state_free(st);
+}
+
+/* ------------------------------------------------------------ the webhook and the scheduler configuration ---- */
+
+TEST(dra_claim_pod_reaches_tessera_through_the_scheduler_config) {
+    /* the webhook gives the claim pod of tessera-scheduler the marker... */
+    char *pod = claim_pod();
+    size_t cap = strlen(pod) + 512;
+    char *body = malloc(cap);
+    snprintf(body, cap, "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"rv-1\","
+             "\"kind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"Pod\"},\"operation\":\"CREATE\",\"namespace\":\"ml\","
+             "\"object\":%s}}", pod);
+    ext_webhook_config wc;
+    ext_webhook_config_defaults(&wc);
+    ext_reply r = {0};
+    ext_webhook_mutate(&wc, body, strlen(body), &r);
+    cJSON *rep = cJSON_Parse(r.body);
+    const cJSON *resp = cJSON_GetObjectItem(rep, "response");
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItem(resp, "allowed")));
+    const cJSON *patch = cJSON_GetObjectItem(resp, "patch");
+    CHECK(cJSON_IsString(patch));
+    size_t plen = 0;
+    char *ptxt = patch ? ext_base64_decode(patch->valuestring, strlen(patch->valuestring), &plen) : NULL;
+    CHECK(ptxt && strstr(ptxt, "tessera.io~1share") != NULL);
+    free(ptxt);
+    cJSON_Delete(rep);
+    ext_reply_free(&r);
+    free(body);
+    free(pod);
+    /* ...which the project's scheduler configuration lists as a managed resource kube-scheduler ignores, with
+     * the filter and prioritize verbs: so kube-scheduler calls tessera's filter and prioritize for it */
+    char *cfg = test_fixture("../../deploy/scheduler-config.yaml", NULL);
+    const char *m = strstr(cfg, "- name: tessera.io/share");
+    CHECK(m && strstr(m, "ignoredByScheduler: true") && strstr(m, "ignoredByScheduler: true") - m < 80);
+    CHECK(strstr(cfg, "filterVerb: filter") && strstr(cfg, "prioritizeVerb: prioritize"));
+    free(cfg);
+}
+
+/* ------------------------------------------------------------ randomized: both paths, never over-committed ---- */
+
+TEST(dra_randomized_both_paths_never_overcommitted) {
+    unsigned seed = 20251125;
+    int mixed = 0, squeezed = 0;   /* steps with a claim and a pod on the node; with a pod pushed off its GPU */
+    for (int round = 0; round < 40; round++) {
+        ext_state_config cfg = {.standalone = true};
+        ext_state *st = ext_state_new(&cfg);
+        apply_fx(st, EXT_KUBE_DEVICECLASS, EXT_KUBE_ADDED, "deviceclass-gpu.json");
+        apply_fx(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, "node-both.json");
+        apply_fx(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, "slice-both.json");
+        ext_verbs v;
+        ext_verbs_init(&v, st, policy_find("binpack"), NULL, NULL);
+        for (int step = 0; step < 30; step++) {
+            int op = rand_r(&seed) % 4;
+            char name[32], uid[64];
+            snprintf(name, sizeof name, "r%d-%d", round, step);
+            snprintf(uid, sizeof uid, "uid-%d-%d", round, step);
+            if (op == 0) {
+                /* a device-plugin pod through tessera: filter, then bind (refused when nothing is left) */
+                char *pod = pod_json(name, uid, 0, "\"nvidia.com/gpu\":\"1\"", NULL, NULL);
+                char err[512];
+                place_pod(&v, pod, name, uid, "both", err, sizeof err);
+                free(pod);
+            } else if (op == 1) {
+                /* DynamicResources allocates a device tessera may think taken (it does not ask): the claim wins,
+                 * a pod that can no longer fit is reported over-committed, never double-counted */
+                char c[700];
+                snprintf(c, sizeof c, "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ml\",\"uid\":\"c-%s\"},\"spec\":{\"devices\":"
+                         "{\"requests\":[{\"name\":\"g\",\"exactly\":{\"deviceClassName\":\"gpu.nvidia.com\"}}]}},\"status\":"
+                         "{\"allocation\":{\"devices\":{\"results\":[{\"request\":\"g\",\"driver\":\"gpu.nvidia.com\","
+                         "\"pool\":\"both\",\"device\":\"gpu-%d\"}]}}}}", name, uid, rand_r(&seed) % 2);
+                cJSON *o = cJSON_Parse(c);
+                ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, o);
+                cJSON_Delete(o);
+            } else if (op == 2) {
+                /* something leaves: a random pod or claim of this round */
+                char victim[128], vname[32];
+                int s = rand_r(&seed) % (step + 1);
+                snprintf(vname, sizeof vname, "r%d-%d", round, s);
+                snprintf(victim, sizeof victim,
+                         "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ml\"}}", vname);
+                cJSON *o = cJSON_Parse(victim);
+                ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_DELETED, o);
+                cJSON_Delete(o);
+                char pj[128];
+                snprintf(pj, sizeof pj, "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"default\",\"uid\":\"uid-%d-%d\"}}",
+                         vname, round, s);
+                o = cJSON_Parse(pj);
+                ext_state_apply(st, EXT_KUBE_POD, EXT_KUBE_DELETED, o);
+                cJSON_Delete(o);
+            } else {
+                /* the slice is republished (new generation): the node is rebuilt with everyone put back */
+                cJSON *o = fx("slice-both.json");
+                cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "spec"), "pool"), "generation",
+                                          cJSON_CreateNumber(2 + step));
+                ext_state_apply(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_MODIFIED, o);
+                cJSON_Delete(o);
+            }
+            char why[256] = "";
+            CHECK_MSG(all_nodes_consistent(st, why, sizeof why), "round %d step %d: %s", round, step, why);
+            /* every GPU has at most one holder, whatever path it came by; never more holders than GPUs */
+            ext_state_lock(st);
+            const ext_node *n = ext_state_node(st, "both");
+            int held = 0;
+            for (int i = 0; n && n->m && i < n->m->ngpus; i++) {
+                CHECK(n->m->gpus[i].nholders <= 1);
+                held += n->m->gpus[i].nholders;
+            }
+            CHECK(n && n->m && n->m->ngpus == 2 && held <= 2);
+            bool claim = false, pod = false;
+            for (int i = 0; n && n->m && i < n->m->nallocs; i++) {
+                claim |= !strncmp(n->m->allocs[i].uid, "claim:", 6);
+                pod |= !strncmp(n->m->allocs[i].uid, "uid-", 4);
+            }
+            mixed += claim && pod;
+            ext_state_stats ss;
+            ext_state_get_stats(st, &ss);
+            squeezed += ss.overcommitted > 0;
+            ext_state_unlock(st);
+        }
+        ext_state_free(st);
+    }
+    CHECK_MSG(mixed > 0 && squeezed > 0, "mixed %d squeezed %d: the sequence must exercise both", mixed, squeezed);
+}
+
+/* ------------------------------------------------------------ simulator ---- */
+
+#include "sim/cluster.h"
+#include "sim/replay.h"
+#include "sim/trace.h"
+
+TEST(dra_sim_cluster_and_claim_trace_replay) {
+    char err[300];
+    const char *cj = "{\"nodeGroups\": ["
+                     "{\"name\": \"dra-whole\", \"count\": 1, \"gpuProduct\": \"NVIDIA-A100-SXM4-40GB\", \"gpusPerNode\": 2, \"dra\": true},"
+                     "{\"name\": \"dra-mig\", \"count\": 1, \"gpuProduct\": \"NVIDIA-A100-SXM4-40GB\", \"gpusPerNode\": 1,"
+                     " \"sharing\": \"mig:3g.20gb+2x1g.5gb\", \"dra\": true},"
+                     "{\"name\": \"plugin\", \"count\": 1, \"gpuProduct\": \"NVIDIA-A100-SXM4-40GB\", \"gpusPerNode\": 1}]}";
+    sim_cluster *c = sim_cluster_from_json(cj, strlen(cj), NULL, err, sizeof err);
+    CHECK_MSG(c, "%s", err);
+    /* DRA groups are modelled from the ResourceSlice the driver would publish */
+    model_node *n = c ? sim_group_node(&c->groups[1], NULL, "dra-mig-0", err, sizeof err) : NULL;
+    CHECK_MSG(n && n->ngpus == 1 && n->gpus[0].dra_only && n->gpus[0].mode == MODEL_GPU_MIG && n->gpus[0].ninst == 3,
+              "%s", err);
+    model_node_free(n);
+    char *back = c ? sim_cluster_to_json(c) : NULL;
+    CHECK(back && strstr(back, "\"dra\":\ttrue"));
+    free(back);
+    /* mig:on-demand with DRA: the driver's DynamicMIG (the GPU and its placements published) */
+    const char *dyn = "{\"nodeGroups\": [{\"name\": \"d\", \"count\": 1, \"gpuProduct\": \"NVIDIA-H100-80GB-HBM3\","
+                      " \"gpusPerNode\": 2, \"sharing\": \"mig:on-demand\", \"dra\": true}]}";
+    sim_cluster *cd = sim_cluster_from_json(dyn, strlen(dyn), NULL, err, sizeof err);
+    model_node *dn = cd ? sim_group_node(&cd->groups[0], NULL, "d-0", err, sizeof err) : NULL;
+    CHECK_MSG(dn && dn->ngpus == 2 && dn->gpus[1].mig_dynamic && dn->gpus[1].dra_only, "%s", err);
+    model_node_free(dn);
+    sim_cluster_free(cd);
+    /* time-slicing belongs on the claim with DRA */
+    const char *bad = "{\"nodeGroups\": [{\"name\": \"x\", \"count\": 1, \"gpuProduct\": \"NVIDIA-A100-SXM4-40GB\","
+                      " \"gpusPerNode\": 1, \"sharing\": \"timeslice:4\", \"dra\": true}]}";
+    sim_cluster *cb = sim_cluster_from_json(bad, strlen(bad), NULL, err, sizeof err);
+    CHECK(!cb && strstr(err, "set on the claim"));
+    /* claim-shaped requests: 2 whole GPUs, a MIG slice by profile, a product selector with time-slicing config;
+     * and a device-plugin pod, which DRA-only GPUs cannot serve */
+#define CLAIM(cls, extra) "\"pod\": {\"claim\": {\"devices\": {\"requests\": [{\"name\": \"g\", \"exactly\": {\"deviceClassName\": \"" cls "\"" extra "}}]"
+    const char *tj =
+        "{\"workloads\": ["
+        "{\"id\": \"w2\", \"kind\": \"training\", \"arrival\": 0, \"duration\": 100, " CLAIM("gpu.nvidia.com", ", \"count\": 2") "}}}},"
+        "{\"id\": \"m1\", \"kind\": \"notebook\", \"arrival\": 1, \"duration\": 100, " CLAIM("mig.nvidia.com",
+        ", \"selectors\": [{\"cel\": {\"expression\": \"device.attributes['gpu.nvidia.com'].profile == '1g.5gb'\"}}]") "}}}},"
+        "{\"id\": \"ts\", \"kind\": \"inference\", \"arrival\": 2, \"duration\": 50, " CLAIM("gpu.nvidia.com",
+        ", \"selectors\": [{\"cel\": {\"expression\": \"device.attributes['gpu.nvidia.com'].productName == 'NVIDIA A100-SXM4-40GB'\"}}]")
+        ", \"config\": [{\"requests\": [\"g\"], \"opaque\": {\"driver\": \"gpu.nvidia.com\", \"parameters\": {\"apiVersion\": "
+        "\"resource.nvidia.com/v1beta1\", \"kind\": \"GpuConfig\", \"sharing\": {\"strategy\": \"TimeSlicing\"}}}}]}}}},"
+        "{\"id\": \"dp\", \"kind\": \"training\", \"arrival\": 3, \"duration\": 10, \"pod\": {\"resources\": {\"requests\": {\"nvidia.com/gpu\": \"1\"}}}}"
+        "]}";
+    sim_trace *t = sim_trace_from_json(tj, strlen(tj), err, sizeof err);
+    CHECK_MSG(t, "%s", err);
+    CHECK(t && t->shapes[t->w[0].shape].req.via_dra && t->shapes[t->w[0].shape].req.count == 2);
+    CHECK(t && t->shapes[t->w[1].shape].req.kind == MODEL_REQ_MIG);
+    if (c && t) {
+        sim_replay_opts o;
+        sim_replay_defaults(&o);
+        o.policy = "binpack";
+        o.check = true;
+        sim_replay_result r;
+        CHECK_INT(sim_replay(c, t, &o, &r, err, sizeof err), 0);
+        /* w2 takes dra-whole's two GPUs, m1 a 1g.5gb on dra-mig, ts waits for dra-whole (the plugin node's GPU is
+         * not DRA's), dp runs at once on the plugin node */
+        CHECK_MSG(r.placed == 4, "placed %d unsched %d: %g %g %g %g", r.placed, r.unschedulable, r.start[0], r.start[1], r.start[2], r.start[3]);
+        CHECK_MSG(fabs((r.start[0]) - (0)) < 1e-9, "%g", (double)(r.start[0]));
+        CHECK_MSG(fabs((r.start[1]) - (1)) < 1e-9, "%g", (double)(r.start[1]));
+        CHECK_MSG(fabs((r.start[2]) - (100)) < 1e-9, "%g", (double)(r.start[2]));
+        CHECK_MSG(fabs((r.start[3]) - (3)) < 1e-9, "%g", (double)(r.start[3]));
+        sim_replay_result_free(&r);
+    }
+    /* a claim the simulator cannot judge is an error naming it */
+    const char *tb = "{\"workloads\": [{\"id\": \"x\", \"kind\": \"training\", \"arrival\": 0, \"duration\": 1, "
+                     CLAIM("gpu.nvidia.com", ", \"allocationMode\": \"All\"") "}}}}]}";
+    sim_trace *t2 = sim_trace_from_json(tb, strlen(tb), err, sizeof err);
+    CHECK(!t2 && strstr(err, "allocationMode All"));
+    sim_trace_free(t);
+    sim_cluster_free(c);
+}
