@@ -1,0 +1,355 @@
+/* fuzz_targets.c -- the fuzz target bodies (see fuzz_targets.h). Compiled into the unit
+ * tests (gcc, corpus replay) and into each libFuzzer binary (clang, build-fuzz/).
+ *
+ * Inputs are passed as the parsers receive them in production: functions that take a
+ * length get an exact-size copy with no terminating NUL (so a read past len is an ASan
+ * report, not luck), functions that take a C string get a NUL-terminated copy.
+ */
+#include "tests/fuzz/fuzz_targets.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+
+#include "extender/annotation.h"
+#include "extender/state.h"
+#include "extender/verbs.h"
+#include "extender/webhook.h"
+#include "model/catalog.h"
+#include "model/fit.h"
+#include "model/node.h"
+#include "model/quantity.h"
+#include "model/request.h"
+#include "policy/policy.h"
+#include "reserve/device.h"
+#include "sim/cluster.h"
+#include "sim/openb.h"
+#include "sim/trace.h"
+
+/* the demo cluster, compiled in by the Makefile (build/gen/demo_cluster_data.c) */
+extern const unsigned char sim_demo_cluster_json[];
+extern const size_t sim_demo_cluster_json_len;
+
+/* A broken promise: report it the way a sanitizer would, so libFuzzer saves the input. */
+#define FUZZ_REQUIRE(cond, ...)                                                  \
+    do {                                                                         \
+        if (!(cond)) {                                                           \
+            fprintf(stderr, "fuzz: invariant broken: %s: ", #cond);              \
+            fprintf(stderr, __VA_ARGS__);                                        \
+            fprintf(stderr, "\n");                                               \
+            abort();                                                             \
+        }                                                                        \
+    } while (0)
+
+static char *copy_exact(const uint8_t *data, size_t len) {
+    char *p = malloc(len ? len : 1);
+    if (!p) abort();
+    if (len) memcpy(p, data, len);
+    return p;
+}
+
+static char *copy_cstr(const uint8_t *data, size_t len) {
+    char *p = malloc(len + 1);
+    if (!p) abort();
+    if (len) memcpy(p, data, len);
+    p[len] = 0;
+    return p;
+}
+
+/* ---- the extender's verbs on a standalone demo state ---- */
+
+/* Pods every verb run starts with: two placed (the victims preempt can name, the GPUs bind
+ * competes for), one only filtered (a pending pod bind can place). Names and UIDs are what
+ * the bind corpus uses. */
+#define POD_FMT                                                                                                   \
+    "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"default\",\"uid\":\"%s\"},\"spec\":{\"priority\":%d,"        \
+    "\"schedulerName\":\"tessera-scheduler\",\"containers\":[{\"name\":\"main\",\"image\":\"x\",\"resources\":{" \
+    "\"limits\":{%s},\"requests\":{%s}}}]},\"status\":{\"phase\":\"Pending\"}}"
+
+static void must_filter_bind(ext_verbs *v, const char *name, const char *uid, int prio, const char *res,
+                             const char *node) {
+    char pod[1024], body[2048];
+    snprintf(pod, sizeof pod, POD_FMT, name, uid, prio, res, res);
+    snprintf(body, sizeof body, "{\"Pod\":%s,\"Nodes\":null,\"NodeNames\":[\"%s\"]}", pod, node ? node : "gpu-a100-whole");
+    ext_reply r = {0};
+    ext_verb_filter(v, body, strlen(body), &r);
+    FUZZ_REQUIRE(r.status == 200, "setup filter of %s: %d %s", name, r.status, r.body ? r.body : "");
+    ext_reply_free(&r);
+    if (!node) return;
+    snprintf(body, sizeof body, "{\"PodName\":\"%s\",\"PodNamespace\":\"default\",\"PodUID\":\"%s\",\"Node\":\"%s\"}",
+             name, uid, node);
+    ext_verb_bind(v, body, strlen(body), &r);
+    FUZZ_REQUIRE(r.status == 200 && r.body && strstr(r.body, "\"Error\":\"\""), "setup bind of %s: %s", name,
+                 r.body ? r.body : "");
+    ext_reply_free(&r);
+}
+
+static ext_state *verbs_setup(ext_verbs *v) {
+    ext_state_config cfg = {.standalone = true};
+    ext_state *st = ext_state_new(&cfg);
+    char err[256];
+    if (ext_state_load_cluster(st, (const char *)sim_demo_cluster_json, sim_demo_cluster_json_len, err, sizeof err) != 0) {
+        fprintf(stderr, "fuzz: demo cluster: %s\n", err);
+        abort();
+    }
+    ext_verbs_init(v, st, policy_find("binpack"), NULL, NULL);
+    must_filter_bind(v, "placed-whole", "uid-placed-whole", 0, "\"nvidia.com/gpu\":\"1\"", "gpu-a100-whole");
+    must_filter_bind(v, "placed-mig", "uid-placed-mig", 0, "\"nvidia.com/mig-3g.20gb\":\"1\"", "gpu-a100-mig");
+    must_filter_bind(v, "pending", "uid-pending", 1000, "\"nvidia.com/gpu\":\"2\"", NULL);
+    return st;
+}
+
+/* After any verb: the reply is JSON (kube-scheduler decodes every reply) and no GPU of any
+ * node is over-committed. */
+static void verbs_check(ext_state *st, const ext_reply *r, const char *verb) {
+    FUZZ_REQUIRE(r->status >= 200 && r->status < 600, "%s: status %d", verb, r->status);
+    FUZZ_REQUIRE(r->body != NULL, "%s: no body", verb);
+    cJSON *o = cJSON_ParseWithLength(r->body, r->len);
+    FUZZ_REQUIRE(o != NULL, "%s: reply is not JSON: %.200s", verb, r->body);
+    cJSON_Delete(o);
+    char why[256] = "";
+    ext_state_lock(st);
+    for (int i = 0; i < ext_state_node_count(st); i++) {
+        const ext_node *n = ext_state_node_at(st, i);
+        FUZZ_REQUIRE(!n->m || model_node_check(n->m, why, sizeof why), "%s: node %s: %s", verb, n->name, why);
+    }
+    ext_state_unlock(st);
+}
+
+static void run_verb(const uint8_t *data, size_t len, void (*verb)(ext_verbs *, const char *, size_t, ext_reply *),
+                     const char *name) {
+    ext_verbs v;
+    ext_state *st = verbs_setup(&v);
+    char *body = copy_exact(data, len);
+    ext_reply r = {0};
+    verb(&v, body, len, &r);
+    verbs_check(st, &r, name);
+    ext_reply_free(&r);
+    free(body);
+    ext_state_free(st);
+}
+
+void fuzz_filter_one(const uint8_t *data, size_t len) { run_verb(data, len, ext_verb_filter, "filter"); }
+void fuzz_prioritize_one(const uint8_t *data, size_t len) { run_verb(data, len, ext_verb_prioritize, "prioritize"); }
+void fuzz_bind_one(const uint8_t *data, size_t len) { run_verb(data, len, ext_verb_bind, "bind"); }
+void fuzz_preempt_one(const uint8_t *data, size_t len) { run_verb(data, len, ext_verb_preempt, "preempt"); }
+
+/* ---- model: pods, nodes, quantities ---- */
+
+void fuzz_request_one(const uint8_t *data, size_t len) {
+    char *json = copy_exact(data, len);
+    model_request r;
+    char err[256];
+    if (model_request_from_pod_json(json, len, &r, err, sizeof err) == 0 && r.kind != MODEL_REQ_NONE) {
+        FUZZ_REQUIRE(r.count >= 1, "request kind %d with count %d", (int)r.kind, r.count);
+        FUZZ_REQUIRE(r.memory_permille >= 0 && r.memory_permille <= 1000, "memory_permille %d", r.memory_permille);
+        FUZZ_REQUIRE(r.compute_permille >= 0 && r.compute_permille <= 1000, "compute_permille %d", r.compute_permille);
+        FUZZ_REQUIRE(r.memory_mib >= 0, "memory_mib %d", r.memory_mib);
+    }
+    free(json);
+}
+
+void fuzz_node_one(const uint8_t *data, size_t len) {
+    char *json = copy_exact(data, len);
+    char err[256], why[256] = "";
+    model_node *n = model_node_from_json_text(json, len, model_catalog_default(), err, sizeof err);
+    if (n) {
+        FUZZ_REQUIRE(n->ngpus >= 0 && n->ngpus <= MODEL_MAX_GPUS, "ngpus %d", n->ngpus);
+        FUZZ_REQUIRE(model_node_check(n, why, sizeof why), "fresh node %s: %s", n->name, why);
+        model_node *c = model_node_clone(n);
+        FUZZ_REQUIRE(c != NULL, "clone failed");
+        model_node_free(c);
+        model_node_free(n);
+    }
+    free(json);
+}
+
+void fuzz_quantity_one(const uint8_t *data, size_t len) {
+    char *s = copy_cstr(data, len);
+    char err[128];
+    int64_t milli = 0, value = 0;
+    int rm = model_quantity_parse_milli(s, &milli, err, sizeof err);
+    int ri = model_quantity_parse_int(s, &value, err, sizeof err);
+    if (ri == 0) {
+        FUZZ_REQUIRE(value >= 0, "parse_int(\"%s\") = %lld", s, (long long)value);
+        FUZZ_REQUIRE(rm == 0, "parse_int accepts \"%s\" but parse_milli does not", s);
+        FUZZ_REQUIRE(milli == value * 1000, "\"%s\": milli %lld, int %lld", s, (long long)milli, (long long)value);
+    }
+    free(s);
+}
+
+/* ---- the assignment annotation, against each demo node ---- */
+
+/* The demo nodes, built once and never changed (each call clones before assigning). */
+static model_node *ann_nodes[16];
+static int ann_nnodes = -1;
+
+static void ann_nodes_init(void) {
+    if (ann_nnodes >= 0) return;
+    ann_nnodes = 0;
+    cJSON *root = cJSON_ParseWithLength((const char *)sim_demo_cluster_json, sim_demo_cluster_json_len);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(root, "items")) {
+        char err[256];
+        model_node *n = model_node_from_json(it, model_catalog_default(), err, sizeof err);
+        if (n && ann_nnodes < (int)(sizeof ann_nodes / sizeof ann_nodes[0])) ann_nodes[ann_nnodes++] = n;
+        else model_node_free(n);
+    }
+    cJSON_Delete(root);
+    FUZZ_REQUIRE(ann_nnodes > 0, "no demo nodes");
+}
+
+void fuzz_annotation_one(const uint8_t *data, size_t len) {
+    ann_nodes_init();
+    char *text = copy_cstr(data, len);
+    for (int i = 0; i < ann_nnodes; i++) {
+        model_assignment a;
+        char err[256], why[256] = "";
+        if (ext_ann_decode(ann_nodes[i], text, &a, err, sizeof err) != 0) continue;
+        /* What the cache does next with a decoded annotation: model_assign re-checks it. It
+         * either refuses or leaves the node consistent; it never over-commits. */
+        model_node *c = model_node_clone(ann_nodes[i]);
+        if (model_assign(c, "fuzz-uid", &a, err, sizeof err) == 0) {
+            FUZZ_REQUIRE(model_node_check(c, why, sizeof why), "node %s after assign: %s", c->name, why);
+            /* and encoding it again gives an annotation that decodes to the same GPUs */
+            char *again = ext_ann_encode(c, &a, "binpack");
+            model_assignment b;
+            FUZZ_REQUIRE(again && ext_ann_decode(ann_nodes[i], again, &b, err, sizeof err) == 0,
+                         "re-encoded annotation does not decode: %s", err);
+            free(again);
+        }
+        model_node_free(c);
+    }
+    free(text);
+}
+
+/* ---- the simulator's inputs ---- */
+
+void fuzz_trace_one(const uint8_t *data, size_t len) {
+    char *json = copy_exact(data, len);
+    char err[256];
+    sim_trace *t = sim_trace_from_json(json, len, err, sizeof err);
+    if (t) {
+        /* what `tessera-sim convert` writes must read back */
+        char *buf = NULL;
+        size_t blen = 0;
+        FILE *f = open_memstream(&buf, &blen);
+        FUZZ_REQUIRE(f != NULL, "open_memstream");
+        int rc = sim_trace_write(t, f);
+        fclose(f);
+        if (rc == 0) {
+            sim_trace *t2 = sim_trace_from_json(buf, blen, err, sizeof err);
+            FUZZ_REQUIRE(t2 != NULL, "written trace does not read back: %s", err);
+            sim_trace_free(t2);
+        }
+        free(buf);
+        sim_trace_free(t);
+    }
+    free(json);
+}
+
+void fuzz_openb_one(const uint8_t *data, size_t len) {
+    char *text = copy_exact(data, len);
+    char err[256];
+    sim_openb_node *nodes = NULL;
+    sim_openb_pod *pods = NULL;
+    int nn = 0, np = 0;
+    if (sim_openb_parse_nodes(text, len, &nodes, &nn, err, sizeof err) == 0) free(nodes);
+    if (sim_openb_parse_pods(text, len, &pods, &np, err, sizeof err) == 0) {
+        for (int i = 0; i < np; i++) {
+            model_request r;
+            sim_openb_request(&pods[i], &r);
+        }
+        free(pods);
+    }
+    free(text);
+}
+
+void fuzz_cluster_one(const uint8_t *data, size_t len) {
+    char *json = copy_exact(data, len);
+    char err[256];
+    sim_cluster *c = sim_cluster_from_json(json, len, NULL, err, sizeof err);
+    if (c) {
+        /* Building every node is what replay and plan do first; a file can ask for more
+         * nodes than a fuzz run should build, so only modest clusters are built. */
+        if (sim_cluster_nodes(c) <= 256) {
+            model_node **nodes = NULL;
+            int *group_of = NULL, n = 0;
+            if (sim_cluster_build(c, NULL, &nodes, &group_of, &n, err, sizeof err) == 0)
+                sim_cluster_free_nodes(nodes, group_of, n);
+        }
+        char *out = sim_cluster_to_json(c);
+        FUZZ_REQUIRE(out != NULL, "sim_cluster_to_json failed");
+        sim_cluster *c2 = sim_cluster_from_json(out, strlen(out), NULL, err, sizeof err);
+        FUZZ_REQUIRE(c2 != NULL, "written cluster does not read back: %s", err);
+        sim_cluster_free(c2);
+        free(out);
+        sim_cluster_free(c);
+    }
+    free(json);
+}
+
+/* ---- the admission webhook, under both delivery modes ---- */
+
+void fuzz_webhook_one(const uint8_t *data, size_t len) {
+    char *body = copy_exact(data, len);
+    for (int mode = 0; mode < 2; mode++) {
+        ext_webhook_config cfg;
+        ext_webhook_config_defaults(&cfg);
+        if (mode == 1) {
+            cfg.delivery = EXT_DELIVERY_RESERVATION;
+            snprintf(cfg.runtime_class, sizeof cfg.runtime_class, "nvidia");
+        }
+        ext_reply r = {0};
+        ext_webhook_mutate(&cfg, body, len, &r);
+        FUZZ_REQUIRE(r.body != NULL, "webhook: no body (status %d)", r.status);
+        cJSON *o = cJSON_ParseWithLength(r.body, r.len);
+        FUZZ_REQUIRE(o != NULL, "webhook reply is not JSON: %.200s", r.body);
+        cJSON_Delete(o);
+        ext_reply_free(&r);
+    }
+    free(body);
+}
+
+/* ---- tessera-reserve: NVIDIA_VISIBLE_DEVICES against a fixed container view ---- */
+
+/* A read-only tree in the repository (relative to the repository root, where both
+ * `make fuzz` and `make test` run): two GPUs in proc, their device nodes, and a
+ * volume-mounts directory. */
+#define RESERVE_ROOT "tests/fuzz/reserve-root"
+
+void fuzz_reserve_visible_one(const uint8_t *data, size_t len) {
+    char *visible = copy_cstr(data, len);
+    reserve_env env = {
+        .visible = visible,
+        .devices_dir = RESERVE_ROOT "/devices",
+        .proc_root = RESERVE_ROOT "/proc",
+        .dev_root = RESERVE_ROOT "/dev",
+    };
+    char out[512], why[512];
+    int m = reserve_find_devices(&env, out, sizeof out, why, sizeof why);
+    if (m != RESERVE_FAILED) {
+        FUZZ_REQUIRE(out[0] != 0, "method %s but no device", reserve_method_name(m));
+        FUZZ_REQUIRE(!strstr(out, "::"), "replica suffix left in \"%s\"", out);
+    }
+    free(visible);
+}
+
+const fuzz_target fuzz_targets[] = {
+    {"filter", fuzz_filter_one},
+    {"prioritize", fuzz_prioritize_one},
+    {"bind", fuzz_bind_one},
+    {"preempt", fuzz_preempt_one},
+    {"request", fuzz_request_one},
+    {"node", fuzz_node_one},
+    {"annotation", fuzz_annotation_one},
+    {"quantity", fuzz_quantity_one},
+    {"trace", fuzz_trace_one},
+    {"openb", fuzz_openb_one},
+    {"cluster", fuzz_cluster_one},
+    {"webhook", fuzz_webhook_one},
+    {"reserve_visible", fuzz_reserve_visible_one},
+    {NULL, NULL},
+};
