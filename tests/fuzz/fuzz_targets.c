@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "extender/annotation.h"
+#include "extender/base64.h"
 #include "extender/state.h"
 #include "extender/verbs.h"
 #include "extender/webhook.h"
@@ -293,6 +294,87 @@ void fuzz_cluster_one(const uint8_t *data, size_t len) {
 
 /* ---- the admission webhook, under both delivery modes ---- */
 
+/* RFC 6902 "add" (the only operation the webhook emits) of value at the JSON Pointer path
+ * (RFC 6901) in doc, as the apiserver applies it: the parent must exist; in an object the
+ * member is added or replaced; in an array the index must be 0..size or "-". 0, or -1 when
+ * the apiserver would reject the patch (and with it the pod). */
+static int patch_add(cJSON *doc, const char *path, const cJSON *value) {
+    if (path[0] != '/') return -1;
+    cJSON *parent = doc;
+    const char *p = path + 1;
+    for (;;) {
+        char tok[256];
+        size_t n = 0;
+        for (; *p && *p != '/'; p++) {
+            if (n + 1 >= sizeof tok) return -1;
+            if (*p == '~' && (p[1] == '0' || p[1] == '1')) tok[n++] = p[1] == '0' ? '~' : '/', p++;
+            else tok[n++] = *p;
+        }
+        tok[n] = 0;
+        bool last = *p == 0;
+        if (!last) p++;
+        if (cJSON_IsObject(parent)) {
+            cJSON *child = cJSON_GetObjectItemCaseSensitive(parent, tok);
+            if (last) {
+                cJSON *v = cJSON_Duplicate(value, 1);
+                if (child) cJSON_ReplaceItemViaPointer(parent, child, v);
+                else cJSON_AddItemToObject(parent, tok, v);
+                return 0;
+            }
+            if (!child) return -1;
+            parent = child;
+        } else if (cJSON_IsArray(parent)) {
+            int size = cJSON_GetArraySize(parent);
+            if (last && !strcmp(tok, "-")) {
+                cJSON_AddItemToArray(parent, cJSON_Duplicate(value, 1));
+                return 0;
+            }
+            char *endp;
+            long i = strtol(tok, &endp, 10);
+            if (!tok[0] || *endp || i < 0 || i > size || (!last && i == size)) return -1;
+            if (last) {
+                cJSON *v = cJSON_Duplicate(value, 1);
+                if (i == size) cJSON_AddItemToArray(parent, v);
+                else cJSON_InsertItemInArray(parent, (int)i, v);
+                return 0;
+            }
+            parent = cJSON_GetArrayItem(parent, (int)i);
+        } else {
+            return -1;
+        }
+    }
+}
+
+/* The patch of an allowed reply, decoded; NULL when the reply carries none. */
+static cJSON *reply_patch(const cJSON *reply) {
+    const cJSON *resp = cJSON_GetObjectItemCaseSensitive(reply, "response");
+    const cJSON *patch = cJSON_GetObjectItemCaseSensitive(resp, "patch");
+    if (!patch) return NULL;
+    FUZZ_REQUIRE(cJSON_IsString(patch), "webhook: patch is not a string");
+    const cJSON *pt = cJSON_GetObjectItemCaseSensitive(resp, "patchType");
+    FUZZ_REQUIRE(cJSON_IsString(pt) && !strcmp(pt->valuestring, "JSONPatch"), "webhook: patch without patchType JSONPatch");
+    size_t n = 0;
+    char *raw = ext_base64_decode(patch->valuestring, strlen(patch->valuestring), &n);
+    FUZZ_REQUIRE(raw != NULL, "webhook: patch is not base64");
+    cJSON *ops = cJSON_ParseWithLength(raw, n);
+    free(raw);
+    FUZZ_REQUIRE(cJSON_IsArray(ops) && cJSON_GetArraySize(ops) > 0, "webhook: patch is not a non-empty JSON array");
+    return ops;
+}
+
+static cJSON *webhook_call(const ext_webhook_config *cfg, const char *body, size_t len, int *status) {
+    ext_reply r = {0};
+    ext_webhook_mutate(cfg, body, len, &r);
+    FUZZ_REQUIRE(r.body != NULL, "webhook: no body (status %d)", r.status);
+    cJSON *o = cJSON_ParseWithLength(r.body, r.len);
+    FUZZ_REQUIRE(o != NULL, "webhook reply is not JSON: %.200s", r.body);
+    *status = r.status;
+    ext_reply_free(&r);
+    return o;
+}
+
+/* The reply is JSON; a patch applies to the pod as the apiserver would apply it, and a
+ * review of the patched pod (the same review, replayed) asks for nothing more (webhook.h). */
 void fuzz_webhook_one(const uint8_t *data, size_t len) {
     char *body = copy_exact(data, len);
     for (int mode = 0; mode < 2; mode++) {
@@ -302,13 +384,36 @@ void fuzz_webhook_one(const uint8_t *data, size_t len) {
             cfg.delivery = EXT_DELIVERY_RESERVATION;
             snprintf(cfg.runtime_class, sizeof cfg.runtime_class, "nvidia");
         }
-        ext_reply r = {0};
-        ext_webhook_mutate(&cfg, body, len, &r);
-        FUZZ_REQUIRE(r.body != NULL, "webhook: no body (status %d)", r.status);
-        cJSON *o = cJSON_ParseWithLength(r.body, r.len);
-        FUZZ_REQUIRE(o != NULL, "webhook reply is not JSON: %.200s", r.body);
-        cJSON_Delete(o);
-        ext_reply_free(&r);
+        int status;
+        cJSON *reply = webhook_call(&cfg, body, len, &status);
+        cJSON *ops = status == 200 ? reply_patch(reply) : NULL;
+        if (ops) {
+            cJSON *review = cJSON_ParseWithLength(body, len);
+            cJSON *pod = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(review, "request"), "object");
+            const cJSON *op;
+            cJSON_ArrayForEach(op, ops) {
+                const cJSON *kind = cJSON_GetObjectItemCaseSensitive(op, "op");
+                const cJSON *path = cJSON_GetObjectItemCaseSensitive(op, "path");
+                const cJSON *value = cJSON_GetObjectItemCaseSensitive(op, "value");
+                FUZZ_REQUIRE(cJSON_IsString(kind) && !strcmp(kind->valuestring, "add") && cJSON_IsString(path) && value,
+                             "webhook: patch operation is not {op: add, path, value}");
+                FUZZ_REQUIRE(patch_add(pod, path->valuestring, value) == 0, "webhook: patch does not apply at %s",
+                             path->valuestring);
+            }
+            char *again = cJSON_PrintUnformatted(review);
+            int status2;
+            cJSON *reply2 = webhook_call(&cfg, again, strlen(again), &status2);
+            cJSON *ops2 = reply_patch(reply2);
+            if (ops2) {
+                char *txt = cJSON_PrintUnformatted(ops2);
+                FUZZ_REQUIRE(ops2 == NULL, "webhook: the patched pod is patched again: %.300s", txt);
+            }
+            cJSON_Delete(reply2);
+            free(again);
+            cJSON_Delete(review);
+            cJSON_Delete(ops);
+        }
+        cJSON_Delete(reply);
     }
     free(body);
 }
