@@ -132,7 +132,56 @@ static void run_verb(const uint8_t *data, size_t len, void (*verb)(ext_verbs *, 
     ext_state_free(st);
 }
 
-void fuzz_filter_one(const uint8_t *data, size_t len) { run_verb(data, len, ext_verb_filter, "filter"); }
+/* Filter, and two promises beyond the reply's shape: asking again gives the same answer
+ * (the second is served from the answer cache), and in NodeNames mode a node filter passed
+ * takes the pod when kube-scheduler binds it there. */
+void fuzz_filter_one(const uint8_t *data, size_t len) {
+    ext_verbs v;
+    ext_state *st = verbs_setup(&v);
+    char *body = copy_exact(data, len);
+    ext_reply r1 = {0}, r2 = {0};
+    ext_verb_filter(&v, body, len, &r1);
+    verbs_check(st, &r1, "filter");
+    ext_verb_filter(&v, body, len, &r2);
+    verbs_check(st, &r2, "filter again");
+    FUZZ_REQUIRE(r1.status == r2.status && r1.len == r2.len && !memcmp(r1.body, r2.body, r1.len),
+                 "filter answers differently the second time:\n%.400s\n%.400s", r1.body, r2.body);
+    cJSON *args = r1.status == 200 ? cJSON_ParseWithLength(body, len) : NULL;
+    cJSON *reply = args ? cJSON_ParseWithLength(r1.body, r1.len) : NULL;
+    const cJSON *pod = cJSON_GetObjectItemCaseSensitive(args, "Pod");
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
+    const cJSON *uid = cJSON_GetObjectItemCaseSensitive(meta, "uid");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(meta, "name");
+    const cJSON *ns = cJSON_GetObjectItemCaseSensitive(meta, "namespace");
+    const cJSON *passed = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(reply, "NodeNames"), 0);
+    model_request req;
+    char err[256];
+    if (cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(args, "NodeNames")) && cJSON_IsString(passed) &&
+        cJSON_IsString(uid) && cJSON_IsString(name) && cJSON_IsString(ns) && uid->valuestring[0] &&
+        strncmp(uid->valuestring, "uid-", 4) != 0 &&   /* not a pod of the setup */
+        model_request_from_pod(pod, &req, err, sizeof err) == 0 && model_request_wants_gpu(&req)) {
+        cJSON *b = cJSON_CreateObject();
+        cJSON_AddStringToObject(b, "PodName", name->valuestring);
+        cJSON_AddStringToObject(b, "PodNamespace", ns->valuestring);
+        cJSON_AddStringToObject(b, "PodUID", uid->valuestring);
+        cJSON_AddStringToObject(b, "Node", passed->valuestring);
+        char *bb = cJSON_PrintUnformatted(b);
+        ext_reply rb = {0};
+        ext_verb_bind(&v, bb, strlen(bb), &rb);
+        verbs_check(st, &rb, "bind after filter");
+        FUZZ_REQUIRE(rb.status == 200 && strstr(rb.body, "\"Error\":\"\""),
+                     "filter passed %s but bind refuses: %.300s", passed->valuestring, rb.body);
+        ext_reply_free(&rb);
+        free(bb);
+        cJSON_Delete(b);
+    }
+    cJSON_Delete(reply);
+    cJSON_Delete(args);
+    ext_reply_free(&r1);
+    ext_reply_free(&r2);
+    free(body);
+    ext_state_free(st);
+}
 void fuzz_prioritize_one(const uint8_t *data, size_t len) { run_verb(data, len, ext_verb_prioritize, "prioritize"); }
 void fuzz_bind_one(const uint8_t *data, size_t len) { run_verb(data, len, ext_verb_bind, "bind"); }
 void fuzz_preempt_one(const uint8_t *data, size_t len) { run_verb(data, len, ext_verb_preempt, "preempt"); }
