@@ -184,7 +184,68 @@ void fuzz_filter_one(const uint8_t *data, size_t len) {
 }
 void fuzz_prioritize_one(const uint8_t *data, size_t len) { run_verb(data, len, ext_verb_prioritize, "prioritize"); }
 void fuzz_bind_one(const uint8_t *data, size_t len) { run_verb(data, len, ext_verb_bind, "bind"); }
-void fuzz_preempt_one(const uint8_t *data, size_t len) { run_verb(data, len, ext_verb_preempt, "preempt"); }
+/* The victims kube-scheduler proposed for a node, from the request's map (either form). */
+static int proposed_victims(const cJSON *args, const char *node, const char **uids, int max) {
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(args, "NodeNameToMetaVictims");
+    bool is_meta = cJSON_IsObject(meta);
+    const cJSON *map = is_meta ? meta : cJSON_GetObjectItemCaseSensitive(args, "NodeNameToVictims");
+    const cJSON *pods = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(map, node), "Pods");
+    const cJSON *pp, *plist = cJSON_IsArray(pods) ? pods : NULL;
+    int n = 0;
+    cJSON_ArrayForEach(pp, plist) {
+        const cJSON *u = is_meta ? cJSON_GetObjectItemCaseSensitive(pp, "UID")
+                                 : cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pp, "metadata"), "uid");
+        if (cJSON_IsString(u) && n < max) uids[n++] = u->valuestring;
+    }
+    return n;
+}
+
+/* Preempt, and what its answer promises: every victim it names was proposed for that node,
+ * and for a GPU pod, evicting them makes the pod fit the node. */
+void fuzz_preempt_one(const uint8_t *data, size_t len) {
+    ext_verbs v;
+    ext_state *st = verbs_setup(&v);
+    char *body = copy_exact(data, len);
+    ext_reply r = {0};
+    ext_verb_preempt(&v, body, len, &r);
+    verbs_check(st, &r, "preempt");
+    cJSON *args = r.status == 200 ? cJSON_ParseWithLength(body, len) : NULL;
+    cJSON *reply = args ? cJSON_ParseWithLength(r.body, r.len) : NULL;
+    model_request req;
+    char err[256];
+    bool gpu_pod = args && model_request_from_pod(cJSON_GetObjectItemCaseSensitive(args, "Pod"), &req, err, sizeof err) == 0 &&
+                   model_request_wants_gpu(&req);
+    const cJSON *ent;
+    cJSON_ArrayForEach(ent, cJSON_GetObjectItemCaseSensitive(reply, "NodeNameToMetaVictims")) {
+        const char *proposed[64], *kept[64];
+        int np = proposed_victims(args, ent->string, proposed, 64), nk = 0;
+        const cJSON *pp;
+        cJSON_ArrayForEach(pp, cJSON_GetObjectItemCaseSensitive(ent, "Pods")) {
+            const cJSON *u = cJSON_GetObjectItemCaseSensitive(pp, "UID");
+            FUZZ_REQUIRE(cJSON_IsString(u), "preempt: victim without a UID on %s", ent->string);
+            bool found = false;
+            for (int i = 0; i < np && !found; i++) found = !strcmp(proposed[i], u->valuestring);
+            FUZZ_REQUIRE(found || np == 64, "preempt: victim %s on %s was not proposed", u->valuestring, ent->string);
+            if (nk < 64) kept[nk++] = u->valuestring;
+        }
+        if (!gpu_pod || nk == 64) continue;
+        ext_state_lock(st);
+        const ext_node *en = ext_state_node(st, ent->string);
+        if (en && en->m) {
+            model_node *c = ext_state_node_without(st, en, kept, nk);
+            char why[256] = "";
+            FUZZ_REQUIRE(c && model_fit(c, &req, NULL, 0, why, sizeof why) > 0,
+                         "preempt: evicting %d victim(s) on %s leaves the pod unplaceable: %s", nk, ent->string, why);
+            model_node_free(c);
+        }
+        ext_state_unlock(st);
+    }
+    cJSON_Delete(reply);
+    cJSON_Delete(args);
+    ext_reply_free(&r);
+    free(body);
+    ext_state_free(st);
+}
 
 /* ---- model: pods, nodes, quantities ---- */
 
