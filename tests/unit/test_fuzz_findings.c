@@ -34,3 +34,28 @@ TEST(fuzz_finding_two_mig_instances_on_one_gpu_bind) {
     CHECK_MSG(all_nodes_consistent(st, why, sizeof why), "%s", why);
     ext_state_free(st);
 }
+
+/* A Pod UID longer than the cache keeps: filter used to pass the nodes while remembering
+ * nothing, so bind then said the pod was "unknown: tessera saw it in no filter call". Now
+ * filter and preempt refuse it with a 400 that names the field. Found by the filter target. */
+TEST(fuzz_finding_overlong_pod_uid_is_a_clear_error) {
+    ext_state *st = demo_state();
+    ext_verbs v;
+    ext_verbs_init(&v, st, NULL, NULL, NULL);
+    char uid[100];
+    memset(uid, '4', 80);
+    uid[80] = 0;
+    char *pod = pod_json("long-uid", uid, 0, "\"nvidia.com/gpu\":\"1\"", NULL, NULL);
+    const char *names[] = {"gpu-a100-whole"};
+    char *args = args_names(pod, names, 1);
+    int status = 0;
+    cJSON *r = call_verb(&v, ext_verb_filter, args, &status);
+    CHECK_INT(status, 400);
+    const cJSON *e = cJSON_GetObjectItem(r, "Error");
+    CHECK(cJSON_IsString(e));
+    CHECK_CONTAINS(e->valuestring, "Pod.metadata.uid: 80 characters");
+    cJSON_Delete(r);
+    free(args);
+    free(pod);
+    ext_state_free(st);
+}
