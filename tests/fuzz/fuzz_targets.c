@@ -184,18 +184,24 @@ void fuzz_filter_one(const uint8_t *data, size_t len) {
 }
 void fuzz_prioritize_one(const uint8_t *data, size_t len) { run_verb(data, len, ext_verb_prioritize, "prioritize"); }
 void fuzz_bind_one(const uint8_t *data, size_t len) { run_verb(data, len, ext_verb_bind, "bind"); }
-/* The victims kube-scheduler proposed for a node, from the request's map (either form). */
+/* The victims kube-scheduler proposed for a node, from the request's map (either form;
+ * every entry of that name, as a fuzzed body can repeat a key). The verb, like Go's decoder,
+ * matches the ExtenderPreemptionArgs keys case-insensitively, so this does too. */
 static int proposed_victims(const cJSON *args, const char *node, const char **uids, int max) {
-    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(args, "NodeNameToMetaVictims");
+    const cJSON *meta = cJSON_GetObjectItem(args, "NodeNameToMetaVictims");
     bool is_meta = cJSON_IsObject(meta);
-    const cJSON *map = is_meta ? meta : cJSON_GetObjectItemCaseSensitive(args, "NodeNameToVictims");
-    const cJSON *pods = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(map, node), "Pods");
-    const cJSON *pp, *plist = cJSON_IsArray(pods) ? pods : NULL;
+    const cJSON *map = is_meta ? meta : cJSON_GetObjectItem(args, "NodeNameToVictims");
+    const cJSON *ent, *emap = cJSON_IsObject(map) ? map : NULL;
     int n = 0;
-    cJSON_ArrayForEach(pp, plist) {
-        const cJSON *u = is_meta ? cJSON_GetObjectItemCaseSensitive(pp, "UID")
-                                 : cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pp, "metadata"), "uid");
-        if (cJSON_IsString(u) && n < max) uids[n++] = u->valuestring;
+    cJSON_ArrayForEach(ent, emap) {
+        if (!ent->string || strcmp(ent->string, node) != 0) continue;
+        const cJSON *pods = cJSON_GetObjectItem(ent, "Pods");
+        const cJSON *pp, *plist = cJSON_IsArray(pods) ? pods : NULL;
+        cJSON_ArrayForEach(pp, plist) {
+            const cJSON *u = is_meta ? cJSON_GetObjectItem(pp, "UID")
+                                     : cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pp, "metadata"), "uid");
+            if (cJSON_IsString(u) && n < max) uids[n++] = u->valuestring;
+        }
     }
     return n;
 }
@@ -213,7 +219,7 @@ void fuzz_preempt_one(const uint8_t *data, size_t len) {
     cJSON *reply = args ? cJSON_ParseWithLength(r.body, r.len) : NULL;
     model_request req;
     char err[256];
-    bool gpu_pod = args && model_request_from_pod(cJSON_GetObjectItemCaseSensitive(args, "Pod"), &req, err, sizeof err) == 0 &&
+    bool gpu_pod = args && model_request_from_pod(cJSON_GetObjectItem(args, "Pod"), &req, err, sizeof err) == 0 &&
                    model_request_wants_gpu(&req);
     const cJSON *ent;
     cJSON_ArrayForEach(ent, cJSON_GetObjectItemCaseSensitive(reply, "NodeNameToMetaVictims")) {
