@@ -182,7 +182,42 @@ void fuzz_filter_one(const uint8_t *data, size_t len) {
     free(body);
     ext_state_free(st);
 }
-void fuzz_prioritize_one(const uint8_t *data, size_t len) { run_verb(data, len, ext_verb_prioritize, "prioritize"); }
+/* Prioritize: a 200 is a bare array of {Host, Score} with Score in 0..10 (extender/README.md)
+ * for hosts the request named. */
+void fuzz_prioritize_one(const uint8_t *data, size_t len) {
+    ext_verbs v;
+    ext_state *st = verbs_setup(&v);
+    char *body = copy_exact(data, len);
+    ext_reply r = {0};
+    ext_verb_prioritize(&v, body, len, &r);
+    verbs_check(st, &r, "prioritize");
+    if (r.status == 200) {
+        cJSON *reply = cJSON_ParseWithLength(r.body, r.len);
+        FUZZ_REQUIRE(cJSON_IsArray(reply), "prioritize: 200 without an array: %.200s", r.body);
+        const cJSON *hp;
+        cJSON_ArrayForEach(hp, reply) {
+            const cJSON *host = cJSON_GetObjectItemCaseSensitive(hp, "Host");
+            const cJSON *score = cJSON_GetObjectItemCaseSensitive(hp, "Score");
+            FUZZ_REQUIRE(cJSON_IsString(host) && cJSON_IsNumber(score), "prioritize: entry without Host and Score");
+            FUZZ_REQUIRE(score->valuedouble >= 0 && score->valuedouble <= 10 &&
+                             score->valuedouble == (double)(int)score->valuedouble,
+                         "prioritize: %s scored %g", host->valuestring, score->valuedouble);
+            /* the host was in the request (as a name, or a Node's metadata.name); checked for
+             * names the request cannot have spelt with JSON escapes */
+            bool plain = strlen(host->valuestring) < 300;
+            for (const char *c = host->valuestring; *c && plain; c++)
+                plain = (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-' || *c == '.';
+            char needle[320];
+            snprintf(needle, sizeof needle, "\"%s\"", host->valuestring);
+            FUZZ_REQUIRE(!plain || memmem(body, len, needle, strlen(needle)), "prioritize: host %s was not asked about",
+                         host->valuestring);
+        }
+        cJSON_Delete(reply);
+    }
+    ext_reply_free(&r);
+    free(body);
+    ext_state_free(st);
+}
 void fuzz_bind_one(const uint8_t *data, size_t len) { run_verb(data, len, ext_verb_bind, "bind"); }
 /* The victims kube-scheduler proposed for a node, from the request's map (either form;
  * every entry of that name, as a fuzzed body can repeat a key). The verb, like Go's decoder,
