@@ -288,6 +288,47 @@ void fuzz_preempt_one(const uint8_t *data, size_t len) {
     ext_state_free(st);
 }
 
+/* ---- the watch: Node and Pod events from the API server ---- */
+
+/* A watch stream as the API server sends it, gathered into one JSON array of
+ * {"type": "ADDED"|"MODIFIED"|"DELETED", "object": {...}} (the kind from object.kind), applied
+ * in order to the demo state. After every event no GPU may be over-committed: a pod whose
+ * annotation or request no longer fits is marked overcommitted and holds nothing. */
+void fuzz_watch_one(const uint8_t *data, size_t len) {
+    cJSON *events = cJSON_ParseWithLength((const char *)data, len);
+    if (!cJSON_IsArray(events)) {
+        cJSON_Delete(events);
+        return;
+    }
+    ext_verbs v;
+    ext_state *st = verbs_setup(&v);
+    const cJSON *e;
+    int i = 0;
+    cJSON_ArrayForEach(e, events) {
+        if (++i > 64) break;   /* a long stream teaches nothing a short one does not */
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(e, "type");
+        const cJSON *obj = cJSON_GetObjectItemCaseSensitive(e, "object");
+        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(obj, "kind");
+        if (!cJSON_IsString(type) || !cJSON_IsString(kind)) continue;
+        ext_kube_event ev = !strcmp(type->valuestring, "ADDED")      ? EXT_KUBE_ADDED
+                            : !strcmp(type->valuestring, "MODIFIED") ? EXT_KUBE_MODIFIED
+                            : !strcmp(type->valuestring, "DELETED")  ? EXT_KUBE_DELETED
+                                                                     : EXT_KUBE_RELIST;
+        if (ev == EXT_KUBE_RELIST) continue;
+        ext_kube_kind k = !strcmp(kind->valuestring, "Node") ? EXT_KUBE_NODE : EXT_KUBE_POD;
+        ext_state_apply(st, k, ev, obj);
+        char why[256] = "";
+        ext_state_lock(st);
+        for (int n = 0; n < ext_state_node_count(st); n++) {
+            const ext_node *en = ext_state_node_at(st, n);
+            FUZZ_REQUIRE(!en->m || model_node_check(en->m, why, sizeof why), "event %d: node %s: %s", i, en->name, why);
+        }
+        ext_state_unlock(st);
+    }
+    ext_state_free(st);
+    cJSON_Delete(events);
+}
+
 /* ---- model: pods, nodes, quantities ---- */
 
 void fuzz_request_one(const uint8_t *data, size_t len) {
@@ -598,6 +639,7 @@ const fuzz_target fuzz_targets[] = {
     {"prioritize", fuzz_prioritize_one},
     {"bind", fuzz_bind_one},
     {"preempt", fuzz_preempt_one},
+    {"watch", fuzz_watch_one},
     {"request", fuzz_request_one},
     {"node", fuzz_node_one},
     {"annotation", fuzz_annotation_one},

@@ -18,6 +18,7 @@ void fuzz_filter_one(const uint8_t *data, size_t len);
 void fuzz_prioritize_one(const uint8_t *data, size_t len);
 void fuzz_bind_one(const uint8_t *data, size_t len);
 void fuzz_preempt_one(const uint8_t *data, size_t len);
+void fuzz_watch_one(const uint8_t *data, size_t len);
 void fuzz_request_one(const uint8_t *data, size_t len);
 void fuzz_node_one(const uint8_t *data, size_t len);
 void fuzz_annotation_one(const uint8_t *data, size_t len);
