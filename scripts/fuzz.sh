@@ -7,11 +7,12 @@
 #   scripts/fuzz.sh [TARGET...]        all targets, or only those named
 #   scripts/fuzz.sh --merge TARGET...  minimise tests/fuzz/corpus/TARGET in place (-merge=1)
 #
-# Environment: FUZZ_SECONDS (per target), FUZZ_ARGS (extra libFuzzer flags, e.g. -jobs=2).
+# Environment: FUZZ_SECONDS (per target), FUZZ_ARGS (extra libFuzzer flags, e.g. -jobs=2),
+# FUZZ_BUILD (the build directory, default build-fuzz: a second one lets two campaigns run).
 # New inputs go to build-fuzz/corpus/TARGET (the repository's corpus is only read), findings
 # to build-fuzz/crashes/TARGET/, each run's log to build-fuzz/logs/TARGET.log.
 set -u
-B=build-fuzz
+B=${FUZZ_BUILD:-build-fuzz}
 secs=${FUZZ_SECONDS:-10}
 extra=${FUZZ_ARGS:-}
 merge=0
