@@ -183,6 +183,6 @@ fuzz:
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh scripts/fuzz.sh $(FUZZ)
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-fuzz2
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
