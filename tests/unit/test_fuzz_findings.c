@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ext_helpers.h"
+#include "sim/trace.h"
 
 /* Two instances of one MIG profile that land on the same GPU: filter passes the node, and
  * bind must then place the pod (policy_materialize used to compare the grant count with the
@@ -58,4 +59,22 @@ TEST(fuzz_finding_overlong_pod_uid_is_a_clear_error) {
     free(args);
     free(pod);
     ext_state_free(st);
+}
+
+/* A trace duration below a millisecond was accepted, but sim_trace_write keeps three
+ * decimals, so `tessera-sim convert` wrote "duration": 0.000 and could not read its own
+ * output. Durations under 0.001 s are now refused on reading. Found by the trace target. */
+TEST(fuzz_finding_sub_millisecond_duration_is_refused) {
+    const char *pod = "\"pod\": {\"resources\": {\"requests\": {\"nvidia.com/gpu\": \"1\"}}}";
+    char json[512], err[256] = "";
+    snprintf(json, sizeof json,
+             "{\"workloads\": [{\"id\": \"a\", \"kind\": \"batch\", \"arrival\": 1, \"duration\": 9841E-21, %s}]}", pod);
+    sim_trace *t = sim_trace_from_json(json, strlen(json), err, sizeof err);
+    CHECK(t == NULL);
+    CHECK_CONTAINS(err, "workloads[0].duration: must be > 0 seconds (at least 0.001");
+    snprintf(json, sizeof json,
+             "{\"workloads\": [{\"id\": \"a\", \"kind\": \"batch\", \"arrival\": 1, \"duration\": 0.001, %s}]}", pod);
+    t = sim_trace_from_json(json, strlen(json), err, sizeof err);
+    CHECK_MSG(t != NULL, "%s", err);
+    sim_trace_free(t);
 }
