@@ -34,7 +34,8 @@ EXT_SRC    := $(filter-out extender/main.c,$(wildcard extender/*.c))
 BENCH_SRC  := $(wildcard tests/bench/*.c)
 # reserve/: tessera-reserve, the node-side program of a reservation pod; device.c is pure and unit-tested.
 RESERVE_LIB_SRC := reserve/device.c
-TEST_SRC   := $(wildcard tests/unit/*.c) $(wildcard tests/support/*.c) $(RESERVE_LIB_SRC)
+# tests/fuzz/fuzz_targets.c: the fuzz target bodies, replayed over their corpora by the unit tests.
+TEST_SRC   := $(wildcard tests/unit/*.c) $(wildcard tests/support/*.c) $(RESERVE_LIB_SRC) tests/fuzz/fuzz_targets.c
 GEN_SRC    := $(BUILD)/gen/catalog_data.c
 
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(MODEL_SRC) $(POLICY_SRC)) $(BUILD)/gen/catalog_data.o
@@ -55,7 +56,7 @@ RESERVE_BIN := $(BUILD)/tessera-reserve
 TEST_BIN := $(BUILD)/tessera-tests
 BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all run sim test asan bench clean deps
+.PHONY: all run sim test asan bench clean deps fuzz fuzz-build
 all: $(EXT_BIN) $(RESERVE_BIN) $(SIM_BIN) $(TEST_BIN)
 
 deps: $(BUILD)/.deps
@@ -167,7 +168,25 @@ asan:
 	    build-asan/tessera-tests build-asan/tessera-extender build-asan/tessera-reserve
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 sh scripts/run-tests.sh build-asan/tessera-tests
 
+# Fuzzing (tests/fuzz/README.md): libFuzzer binaries built with clang, ASan and UBSan into
+# build-fuzz/, each run for FUZZ_SECONDS. Only this target needs clang (scripts/fuzz.sh
+# installs it); `make` and `make test` never do.
+FUZZ_SECONDS ?= 10
+FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(filter-out tests/fuzz/fuzz_targets.c,$(wildcard tests/fuzz/fuzz_*.c)))
+FUZZ_BIN := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
+FUZZ_LIB_OBJ := $(BUILD)/tests/fuzz/fuzz_targets.o $(patsubst %.c,$(BUILD)/%.o,$(RESERVE_LIB_SRC))
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
+fuzz-build: $(FUZZ_BIN)
+# keep the wrappers' objects (intermediates of the pattern rule above) so a rebuild is a no-op
+.SECONDARY: $(patsubst %,$(BUILD)/tests/fuzz/fuzz_%.o,$(FUZZ_TARGETS))
+
+fuzz:
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh scripts/fuzz.sh $(FUZZ)
+
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz build-fuzz2
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -382,6 +382,11 @@ static int parse_pod(ext_args *a, const cJSON *pod, char *err, size_t errlen) {
     }
     if (!a->ns) a->ns = "default";
     if (!a->uid) a->uid = "";
+    if (strlen(a->uid) >= MODEL_UID_LEN) {   /* the cache could not keep it, and bind would not find the pod */
+        snprintf(err, errlen, "Pod.metadata.uid: %zu characters, longer than the %d tessera keeps", strlen(a->uid),
+                 MODEL_UID_LEN - 1);
+        return -1;
+    }
     a->req_ok = model_request_from_pod(a->pod, &a->req, a->req_err, sizeof a->req_err) == 0;
     return 0;
 }

@@ -74,18 +74,24 @@ void policy_scores_0_10(const policy *p, const policy_ctx *ctx, policy_result *r
 }
 
 /* Whether assignment a realises choice c: the same GPUs, and the same MIG slot /
- * replica where the choice names one. */
+ * replica where the choice names one. A choice lists each GPU once (score.c generic_cand),
+ * while an assignment has one grant per instance or replica: two MIG instances on one GPU
+ * are two grants on GPU 0 and the choice {0}, so the grants' distinct GPUs are compared. */
 static bool matches(const model_assignment *a, const policy_choice *c) {
-    if (a->ngrants != c->ngpus) return false;
     int8_t g[MODEL_MAX_GPUS];
-    for (int i = 0; i < a->ngrants; i++) g[i] = a->grant[i].gpu;
-    for (int i = 1; i < a->ngrants; i++)
-        for (int j = i; j > 0 && g[j - 1] > g[j]; j--) {
-            int8_t t = g[j];
-            g[j] = g[j - 1];
-            g[j - 1] = t;
-        }
-    for (int i = 0; i < a->ngrants; i++)
+    int ng = 0;
+    for (int i = 0; i < a->ngrants; i++) {
+        int8_t x = a->grant[i].gpu;
+        int j = ng;
+        while (j > 0 && g[j - 1] > x) j--;   /* insertion point, ascending */
+        if (j > 0 && g[j - 1] == x) continue;
+        if (ng == MODEL_MAX_GPUS) return false;
+        memmove(&g[j + 1], &g[j], (size_t)(ng - j) * sizeof g[0]);
+        g[j] = x;
+        ng++;
+    }
+    if (ng != c->ngpus) return false;
+    for (int i = 0; i < ng; i++)
         if (g[i] != c->gpu[i]) return false;
     if (c->mig_profile >= 0) {
         const model_grant *f = &a->grant[0];

@@ -5,6 +5,10 @@ set -u
 # libgnutls28-dev: the webhook's certificates (certs.c) and --tls-client-ca. The code still
 # compiles without it (EXT_HAVE_GNUTLS unset), but then it cannot make certificates.
 pkgs="libmicrohttpd-dev libcjson-dev libcurl4-openssl-dev libjemalloc-dev libgnutls28-dev pkg-config"
+# TESSERA_DEPS_FUZZ=1 (scripts/fuzz.sh, `make fuzz` only): clang and its compiler-rt, which holds
+# libFuzzer and the sanitizer runtimes (-fsanitize=fuzzer,address,undefined). `make` and
+# `make test` never need them.
+[ "${TESSERA_DEPS_FUZZ:-0}" = 1 ] && pkgs="$pkgs clang libclang-rt-dev"
 missing=""
 if command -v dpkg-query >/dev/null 2>&1; then
     for p in $pkgs; do
@@ -53,4 +57,5 @@ fi
 echo "deps: missing build dependencies:$missing" >&2
 echo "deps: on Debian/Ubuntu run as root: apt-get install$missing" >&2
 echo "deps: elsewhere install a C compiler, libmicrohttpd, cJSON, libcurl, jemalloc and GnuTLS with their headers and pkg-config files" >&2
+[ "${TESSERA_DEPS_FUZZ:-0}" = 1 ] && echo "deps: make fuzz also needs clang with libFuzzer (compiler-rt)" >&2
 exit 1

@@ -212,8 +212,10 @@ static int read_workload(sim_trace *t, const cJSON *o, int i, char *err, size_t 
     w.kind = (uint8_t)k;
     if (sim_json_num(o, where, "arrival", true, 0, 1e12, &w.arrival, err, errlen) != 0) return -1;
     if (sim_json_num(o, where, "duration", true, 0, 1e12, &d, err, errlen) != 0) return -1;
-    if (d <= 0) {
-        snprintf(err, errlen, "%s.duration: must be > 0 seconds", where);
+    /* sim_trace_write keeps milliseconds (%.3f): a shorter duration would be written as 0
+     * and the converted trace could not be read back */
+    if (d < 0.001) {
+        snprintf(err, errlen, "%s.duration: must be > 0 seconds (at least 0.001, a millisecond)", where);
         return -1;
     }
     w.duration = d;

@@ -1,0 +1,653 @@
+/* fuzz_targets.c -- the fuzz target bodies (see fuzz_targets.h). Compiled into the unit
+ * tests (gcc, corpus replay) and into each libFuzzer binary (clang, build-fuzz/).
+ *
+ * Inputs are passed as the parsers receive them in production: functions that take a
+ * length get an exact-size copy with no terminating NUL (so a read past len is an ASan
+ * report, not luck), functions that take a C string get a NUL-terminated copy.
+ */
+#include "tests/fuzz/fuzz_targets.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+
+#include "extender/annotation.h"
+#include "extender/base64.h"
+#include "extender/state.h"
+#include "extender/verbs.h"
+#include "extender/webhook.h"
+#include "model/catalog.h"
+#include "model/fit.h"
+#include "model/node.h"
+#include "model/quantity.h"
+#include "model/request.h"
+#include "policy/policy.h"
+#include "reserve/device.h"
+#include "sim/cluster.h"
+#include "sim/openb.h"
+#include "sim/trace.h"
+
+/* the demo cluster, compiled in by the Makefile (build/gen/demo_cluster_data.c) */
+extern const unsigned char sim_demo_cluster_json[];
+extern const size_t sim_demo_cluster_json_len;
+
+/* A broken promise: report it the way a sanitizer would, so libFuzzer saves the input. */
+#define FUZZ_REQUIRE(cond, ...)                                                  \
+    do {                                                                         \
+        if (!(cond)) {                                                           \
+            fprintf(stderr, "fuzz: invariant broken: %s: ", #cond);              \
+            fprintf(stderr, __VA_ARGS__);                                        \
+            fprintf(stderr, "\n");                                               \
+            abort();                                                             \
+        }                                                                        \
+    } while (0)
+
+static char *copy_exact(const uint8_t *data, size_t len) {
+    char *p = malloc(len ? len : 1);
+    if (!p) abort();
+    if (len) memcpy(p, data, len);
+    return p;
+}
+
+static char *copy_cstr(const uint8_t *data, size_t len) {
+    char *p = malloc(len + 1);
+    if (!p) abort();
+    if (len) memcpy(p, data, len);
+    p[len] = 0;
+    return p;
+}
+
+/* ---- the extender's verbs on a standalone demo state ---- */
+
+/* Pods every verb run starts with: two placed (the victims preempt can name, the GPUs bind
+ * competes for), one only filtered (a pending pod bind can place). Names and UIDs are what
+ * the bind corpus uses. */
+#define POD_FMT                                                                                                   \
+    "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"default\",\"uid\":\"%s\"},\"spec\":{\"priority\":%d,"        \
+    "\"schedulerName\":\"tessera-scheduler\",\"containers\":[{\"name\":\"main\",\"image\":\"x\",\"resources\":{" \
+    "\"limits\":{%s},\"requests\":{%s}}}]},\"status\":{\"phase\":\"Pending\"}}"
+
+static void must_filter_bind(ext_verbs *v, const char *name, const char *uid, int prio, const char *res,
+                             const char *node) {
+    char pod[1024], body[2048];
+    snprintf(pod, sizeof pod, POD_FMT, name, uid, prio, res, res);
+    snprintf(body, sizeof body, "{\"Pod\":%s,\"Nodes\":null,\"NodeNames\":[\"%s\"]}", pod, node ? node : "gpu-a100-whole");
+    ext_reply r = {0};
+    ext_verb_filter(v, body, strlen(body), &r);
+    FUZZ_REQUIRE(r.status == 200, "setup filter of %s: %d %s", name, r.status, r.body ? r.body : "");
+    ext_reply_free(&r);
+    if (!node) return;
+    snprintf(body, sizeof body, "{\"PodName\":\"%s\",\"PodNamespace\":\"default\",\"PodUID\":\"%s\",\"Node\":\"%s\"}",
+             name, uid, node);
+    ext_verb_bind(v, body, strlen(body), &r);
+    FUZZ_REQUIRE(r.status == 200 && r.body && strstr(r.body, "\"Error\":\"\""), "setup bind of %s: %s", name,
+                 r.body ? r.body : "");
+    ext_reply_free(&r);
+}
+
+static ext_state *verbs_setup(ext_verbs *v) {
+    ext_state_config cfg = {.standalone = true};
+    ext_state *st = ext_state_new(&cfg);
+    char err[256];
+    if (ext_state_load_cluster(st, (const char *)sim_demo_cluster_json, sim_demo_cluster_json_len, err, sizeof err) != 0) {
+        fprintf(stderr, "fuzz: demo cluster: %s\n", err);
+        abort();
+    }
+    ext_verbs_init(v, st, policy_find("binpack"), NULL, NULL);
+    must_filter_bind(v, "placed-whole", "uid-placed-whole", 0, "\"nvidia.com/gpu\":\"1\"", "gpu-a100-whole");
+    must_filter_bind(v, "placed-mig", "uid-placed-mig", 0, "\"nvidia.com/mig-3g.20gb\":\"1\"", "gpu-a100-mig");
+    must_filter_bind(v, "pending", "uid-pending", 1000, "\"nvidia.com/gpu\":\"2\"", NULL);
+    return st;
+}
+
+/* After any verb: the reply is JSON (kube-scheduler decodes every reply) and no GPU of any
+ * node is over-committed. */
+static void verbs_check(ext_state *st, const ext_reply *r, const char *verb) {
+    FUZZ_REQUIRE(r->status >= 200 && r->status < 600, "%s: status %d", verb, r->status);
+    FUZZ_REQUIRE(r->body != NULL, "%s: no body", verb);
+    cJSON *o = cJSON_ParseWithLength(r->body, r->len);
+    FUZZ_REQUIRE(o != NULL, "%s: reply is not JSON: %.200s", verb, r->body);
+    cJSON_Delete(o);
+    char why[256] = "";
+    ext_state_lock(st);
+    for (int i = 0; i < ext_state_node_count(st); i++) {
+        const ext_node *n = ext_state_node_at(st, i);
+        FUZZ_REQUIRE(!n->m || model_node_check(n->m, why, sizeof why), "%s: node %s: %s", verb, n->name, why);
+    }
+    ext_state_unlock(st);
+}
+
+static void run_verb(const uint8_t *data, size_t len, void (*verb)(ext_verbs *, const char *, size_t, ext_reply *),
+                     const char *name) {
+    ext_verbs v;
+    ext_state *st = verbs_setup(&v);
+    char *body = copy_exact(data, len);
+    ext_reply r = {0};
+    verb(&v, body, len, &r);
+    verbs_check(st, &r, name);
+    ext_reply_free(&r);
+    free(body);
+    ext_state_free(st);
+}
+
+/* Filter, and two promises beyond the reply's shape: asking again gives the same answer
+ * (the second is served from the answer cache), and in NodeNames mode a node filter passed
+ * takes the pod when kube-scheduler binds it there. */
+void fuzz_filter_one(const uint8_t *data, size_t len) {
+    ext_verbs v;
+    ext_state *st = verbs_setup(&v);
+    char *body = copy_exact(data, len);
+    ext_reply r1 = {0}, r2 = {0};
+    ext_verb_filter(&v, body, len, &r1);
+    verbs_check(st, &r1, "filter");
+    ext_verb_filter(&v, body, len, &r2);
+    verbs_check(st, &r2, "filter again");
+    FUZZ_REQUIRE(r1.status == r2.status && r1.len == r2.len && !memcmp(r1.body, r2.body, r1.len),
+                 "filter answers differently the second time:\n%.400s\n%.400s", r1.body, r2.body);
+    cJSON *args = r1.status == 200 ? cJSON_ParseWithLength(body, len) : NULL;
+    cJSON *reply = args ? cJSON_ParseWithLength(r1.body, r1.len) : NULL;
+    const cJSON *pod = cJSON_GetObjectItemCaseSensitive(args, "Pod");
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
+    const cJSON *uid = cJSON_GetObjectItemCaseSensitive(meta, "uid");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(meta, "name");
+    const cJSON *ns = cJSON_GetObjectItemCaseSensitive(meta, "namespace");
+    const cJSON *passed = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(reply, "NodeNames"), 0);
+    model_request req;
+    char err[256];
+    if (cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(args, "NodeNames")) && cJSON_IsString(passed) &&
+        cJSON_IsString(uid) && cJSON_IsString(name) && cJSON_IsString(ns) && uid->valuestring[0] &&
+        strncmp(uid->valuestring, "uid-", 4) != 0 &&   /* not a pod of the setup */
+        model_request_from_pod(pod, &req, err, sizeof err) == 0 && model_request_wants_gpu(&req)) {
+        cJSON *b = cJSON_CreateObject();
+        cJSON_AddStringToObject(b, "PodName", name->valuestring);
+        cJSON_AddStringToObject(b, "PodNamespace", ns->valuestring);
+        cJSON_AddStringToObject(b, "PodUID", uid->valuestring);
+        cJSON_AddStringToObject(b, "Node", passed->valuestring);
+        char *bb = cJSON_PrintUnformatted(b);
+        ext_reply rb = {0};
+        ext_verb_bind(&v, bb, strlen(bb), &rb);
+        verbs_check(st, &rb, "bind after filter");
+        FUZZ_REQUIRE(rb.status == 200 && strstr(rb.body, "\"Error\":\"\""),
+                     "filter passed %s but bind refuses: %.300s", passed->valuestring, rb.body);
+        ext_reply_free(&rb);
+        free(bb);
+        cJSON_Delete(b);
+    }
+    cJSON_Delete(reply);
+    cJSON_Delete(args);
+    ext_reply_free(&r1);
+    ext_reply_free(&r2);
+    free(body);
+    ext_state_free(st);
+}
+/* Prioritize: a 200 is a bare array of {Host, Score} with Score in 0..10 (extender/README.md)
+ * for hosts the request named. */
+void fuzz_prioritize_one(const uint8_t *data, size_t len) {
+    ext_verbs v;
+    ext_state *st = verbs_setup(&v);
+    char *body = copy_exact(data, len);
+    ext_reply r = {0};
+    ext_verb_prioritize(&v, body, len, &r);
+    verbs_check(st, &r, "prioritize");
+    if (r.status == 200) {
+        cJSON *reply = cJSON_ParseWithLength(r.body, r.len);
+        FUZZ_REQUIRE(cJSON_IsArray(reply), "prioritize: 200 without an array: %.200s", r.body);
+        const cJSON *hp;
+        cJSON_ArrayForEach(hp, reply) {
+            const cJSON *host = cJSON_GetObjectItemCaseSensitive(hp, "Host");
+            const cJSON *score = cJSON_GetObjectItemCaseSensitive(hp, "Score");
+            FUZZ_REQUIRE(cJSON_IsString(host) && cJSON_IsNumber(score), "prioritize: entry without Host and Score");
+            FUZZ_REQUIRE(score->valuedouble >= 0 && score->valuedouble <= 10 &&
+                             score->valuedouble == (double)(int)score->valuedouble,
+                         "prioritize: %s scored %g", host->valuestring, score->valuedouble);
+            /* the host was in the request (as a name, or a Node's metadata.name); checked for
+             * names the request cannot have spelt with JSON escapes */
+            bool plain = strlen(host->valuestring) < 300;
+            for (const char *c = host->valuestring; *c && plain; c++)
+                plain = (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-' || *c == '.';
+            char needle[320];
+            snprintf(needle, sizeof needle, "\"%s\"", host->valuestring);
+            FUZZ_REQUIRE(!plain || memmem(body, len, needle, strlen(needle)), "prioritize: host %s was not asked about",
+                         host->valuestring);
+        }
+        cJSON_Delete(reply);
+    }
+    ext_reply_free(&r);
+    free(body);
+    ext_state_free(st);
+}
+void fuzz_bind_one(const uint8_t *data, size_t len) { run_verb(data, len, ext_verb_bind, "bind"); }
+/* The victims kube-scheduler proposed for a node, from the request's map (either form;
+ * every entry of that name, as a fuzzed body can repeat a key). The verb, like Go's decoder,
+ * matches the ExtenderPreemptionArgs keys case-insensitively, so this does too. */
+static int proposed_victims(const cJSON *args, const char *node, const char **uids, int max) {
+    const cJSON *meta = cJSON_GetObjectItem(args, "NodeNameToMetaVictims");
+    bool is_meta = cJSON_IsObject(meta);
+    const cJSON *map = is_meta ? meta : cJSON_GetObjectItem(args, "NodeNameToVictims");
+    const cJSON *ent, *emap = cJSON_IsObject(map) ? map : NULL;
+    int n = 0;
+    cJSON_ArrayForEach(ent, emap) {
+        if (!ent->string || strcmp(ent->string, node) != 0) continue;
+        const cJSON *pods = cJSON_GetObjectItem(ent, "Pods");
+        const cJSON *pp, *plist = cJSON_IsArray(pods) ? pods : NULL;
+        cJSON_ArrayForEach(pp, plist) {
+            const cJSON *u = is_meta ? cJSON_GetObjectItem(pp, "UID")
+                                     : cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pp, "metadata"), "uid");
+            if (cJSON_IsString(u) && n < max) uids[n++] = u->valuestring;
+        }
+    }
+    return n;
+}
+
+/* Preempt, and what its answer promises: every victim it names was proposed for that node,
+ * and for a GPU pod, evicting them makes the pod fit the node. */
+void fuzz_preempt_one(const uint8_t *data, size_t len) {
+    ext_verbs v;
+    ext_state *st = verbs_setup(&v);
+    char *body = copy_exact(data, len);
+    ext_reply r = {0};
+    ext_verb_preempt(&v, body, len, &r);
+    verbs_check(st, &r, "preempt");
+    cJSON *args = r.status == 200 ? cJSON_ParseWithLength(body, len) : NULL;
+    cJSON *reply = args ? cJSON_ParseWithLength(r.body, r.len) : NULL;
+    model_request req;
+    char err[256];
+    bool gpu_pod = args && model_request_from_pod(cJSON_GetObjectItem(args, "Pod"), &req, err, sizeof err) == 0 &&
+                   model_request_wants_gpu(&req);
+    const cJSON *ent;
+    cJSON_ArrayForEach(ent, cJSON_GetObjectItemCaseSensitive(reply, "NodeNameToMetaVictims")) {
+        const char *proposed[64], *kept[64];
+        int np = proposed_victims(args, ent->string, proposed, 64), nk = 0;
+        const cJSON *pp;
+        cJSON_ArrayForEach(pp, cJSON_GetObjectItemCaseSensitive(ent, "Pods")) {
+            const cJSON *u = cJSON_GetObjectItemCaseSensitive(pp, "UID");
+            FUZZ_REQUIRE(cJSON_IsString(u), "preempt: victim without a UID on %s", ent->string);
+            bool found = false;
+            for (int i = 0; i < np && !found; i++) found = !strcmp(proposed[i], u->valuestring);
+            FUZZ_REQUIRE(found || np == 64, "preempt: victim %s on %s was not proposed", u->valuestring, ent->string);
+            if (nk < 64) kept[nk++] = u->valuestring;
+        }
+        if (!gpu_pod || nk == 64) continue;
+        ext_state_lock(st);
+        const ext_node *en = ext_state_node(st, ent->string);
+        if (en && en->m) {
+            model_node *c = ext_state_node_without(st, en, kept, nk);
+            char why[256] = "";
+            FUZZ_REQUIRE(c && model_fit(c, &req, NULL, 0, why, sizeof why) > 0,
+                         "preempt: evicting %d victim(s) on %s leaves the pod unplaceable: %s", nk, ent->string, why);
+            model_node_free(c);
+        }
+        ext_state_unlock(st);
+    }
+    cJSON_Delete(reply);
+    cJSON_Delete(args);
+    ext_reply_free(&r);
+    free(body);
+    ext_state_free(st);
+}
+
+/* ---- the watch: Node and Pod events from the API server ---- */
+
+/* A watch stream as the API server sends it, gathered into one JSON array of
+ * {"type": "ADDED"|"MODIFIED"|"DELETED", "object": {...}} (the kind from object.kind), applied
+ * in order to the demo state. After every event no GPU may be over-committed: a pod whose
+ * annotation or request no longer fits is marked overcommitted and holds nothing. */
+void fuzz_watch_one(const uint8_t *data, size_t len) {
+    cJSON *events = cJSON_ParseWithLength((const char *)data, len);
+    if (!cJSON_IsArray(events)) {
+        cJSON_Delete(events);
+        return;
+    }
+    ext_verbs v;
+    ext_state *st = verbs_setup(&v);
+    const cJSON *e;
+    int i = 0;
+    cJSON_ArrayForEach(e, events) {
+        if (++i > 64) break;   /* a long stream teaches nothing a short one does not */
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(e, "type");
+        const cJSON *obj = cJSON_GetObjectItemCaseSensitive(e, "object");
+        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(obj, "kind");
+        if (!cJSON_IsString(type) || !cJSON_IsString(kind)) continue;
+        ext_kube_event ev = !strcmp(type->valuestring, "ADDED")      ? EXT_KUBE_ADDED
+                            : !strcmp(type->valuestring, "MODIFIED") ? EXT_KUBE_MODIFIED
+                            : !strcmp(type->valuestring, "DELETED")  ? EXT_KUBE_DELETED
+                                                                     : EXT_KUBE_RELIST;
+        if (ev == EXT_KUBE_RELIST) continue;
+        ext_kube_kind k = !strcmp(kind->valuestring, "Node") ? EXT_KUBE_NODE : EXT_KUBE_POD;
+        ext_state_apply(st, k, ev, obj);
+        char why[256] = "";
+        ext_state_lock(st);
+        for (int n = 0; n < ext_state_node_count(st); n++) {
+            const ext_node *en = ext_state_node_at(st, n);
+            FUZZ_REQUIRE(!en->m || model_node_check(en->m, why, sizeof why), "event %d: node %s: %s", i, en->name, why);
+        }
+        ext_state_unlock(st);
+    }
+    ext_state_free(st);
+    cJSON_Delete(events);
+}
+
+/* ---- model: pods, nodes, quantities ---- */
+
+void fuzz_request_one(const uint8_t *data, size_t len) {
+    char *json = copy_exact(data, len);
+    model_request r;
+    char err[256];
+    if (model_request_from_pod_json(json, len, &r, err, sizeof err) == 0 && r.kind != MODEL_REQ_NONE) {
+        FUZZ_REQUIRE(r.count >= 1, "request kind %d with count %d", (int)r.kind, r.count);
+        FUZZ_REQUIRE(r.memory_permille >= 0 && r.memory_permille <= 1000, "memory_permille %d", r.memory_permille);
+        FUZZ_REQUIRE(r.compute_permille >= 0 && r.compute_permille <= 1000, "compute_permille %d", r.compute_permille);
+        FUZZ_REQUIRE(r.memory_mib >= 0, "memory_mib %d", r.memory_mib);
+    }
+    free(json);
+}
+
+void fuzz_node_one(const uint8_t *data, size_t len) {
+    char *json = copy_exact(data, len);
+    char err[256], why[256] = "";
+    model_node *n = model_node_from_json_text(json, len, model_catalog_default(), err, sizeof err);
+    if (n) {
+        FUZZ_REQUIRE(n->ngpus >= 0 && n->ngpus <= MODEL_MAX_GPUS, "ngpus %d", n->ngpus);
+        FUZZ_REQUIRE(model_node_check(n, why, sizeof why), "fresh node %s: %s", n->name, why);
+        model_node *c = model_node_clone(n);
+        FUZZ_REQUIRE(c != NULL, "clone failed");
+        model_node_free(c);
+        model_node_free(n);
+    }
+    free(json);
+}
+
+void fuzz_quantity_one(const uint8_t *data, size_t len) {
+    char *s = copy_cstr(data, len);
+    char err[128];
+    int64_t milli = 0, value = 0;
+    int rm = model_quantity_parse_milli(s, &milli, err, sizeof err);
+    int ri = model_quantity_parse_int(s, &value, err, sizeof err);
+    if (ri == 0) {
+        FUZZ_REQUIRE(value >= 0, "parse_int(\"%s\") = %lld", s, (long long)value);
+        FUZZ_REQUIRE(rm == 0, "parse_int accepts \"%s\" but parse_milli does not", s);
+        FUZZ_REQUIRE(milli == value * 1000, "\"%s\": milli %lld, int %lld", s, (long long)milli, (long long)value);
+    }
+    free(s);
+}
+
+/* ---- the assignment annotation, against each demo node ---- */
+
+/* The demo nodes, built once and never changed (each call clones before assigning). */
+static model_node *ann_nodes[16];
+static int ann_nnodes = -1;
+
+static void ann_nodes_init(void) {
+    if (ann_nnodes >= 0) return;
+    ann_nnodes = 0;
+    cJSON *root = cJSON_ParseWithLength((const char *)sim_demo_cluster_json, sim_demo_cluster_json_len);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(root, "items")) {
+        char err[256];
+        model_node *n = model_node_from_json(it, model_catalog_default(), err, sizeof err);
+        if (n && ann_nnodes < (int)(sizeof ann_nodes / sizeof ann_nodes[0])) ann_nodes[ann_nnodes++] = n;
+        else model_node_free(n);
+    }
+    cJSON_Delete(root);
+    FUZZ_REQUIRE(ann_nnodes > 0, "no demo nodes");
+}
+
+void fuzz_annotation_one(const uint8_t *data, size_t len) {
+    ann_nodes_init();
+    char *text = copy_cstr(data, len);
+    for (int i = 0; i < ann_nnodes; i++) {
+        model_assignment a;
+        char err[256], why[256] = "";
+        if (ext_ann_decode(ann_nodes[i], text, &a, err, sizeof err) != 0) continue;
+        /* What the cache does next with a decoded annotation: model_assign re-checks it. It
+         * either refuses or leaves the node consistent; it never over-commits. */
+        model_node *c = model_node_clone(ann_nodes[i]);
+        if (model_assign(c, "fuzz-uid", &a, err, sizeof err) == 0) {
+            FUZZ_REQUIRE(model_node_check(c, why, sizeof why), "node %s after assign: %s", c->name, why);
+            /* and encoding it again gives an annotation that decodes to the same GPUs */
+            char *again = ext_ann_encode(c, &a, "binpack");
+            model_assignment b;
+            FUZZ_REQUIRE(again && ext_ann_decode(ann_nodes[i], again, &b, err, sizeof err) == 0,
+                         "re-encoded annotation does not decode: %s", err);
+            free(again);
+        }
+        model_node_free(c);
+    }
+    free(text);
+}
+
+/* ---- the simulator's inputs ---- */
+
+void fuzz_trace_one(const uint8_t *data, size_t len) {
+    char *json = copy_exact(data, len);
+    char err[256];
+    sim_trace *t = sim_trace_from_json(json, len, err, sizeof err);
+    if (t) {
+        /* what `tessera-sim convert` writes must read back */
+        char *buf = NULL;
+        size_t blen = 0;
+        FILE *f = open_memstream(&buf, &blen);
+        FUZZ_REQUIRE(f != NULL, "open_memstream");
+        int rc = sim_trace_write(t, f);
+        fclose(f);
+        if (rc == 0) {
+            sim_trace *t2 = sim_trace_from_json(buf, blen, err, sizeof err);
+            FUZZ_REQUIRE(t2 != NULL, "written trace does not read back: %s", err);
+            sim_trace_free(t2);
+        }
+        free(buf);
+        sim_trace_free(t);
+    }
+    free(json);
+}
+
+void fuzz_openb_one(const uint8_t *data, size_t len) {
+    char *text = copy_exact(data, len);
+    char err[256];
+    sim_openb_node *nodes = NULL;
+    sim_openb_pod *pods = NULL;
+    int nn = 0, np = 0;
+    if (sim_openb_parse_nodes(text, len, &nodes, &nn, err, sizeof err) == 0) free(nodes);
+    if (sim_openb_parse_pods(text, len, &pods, &np, err, sizeof err) == 0) {
+        for (int i = 0; i < np; i++) {
+            model_request r;
+            sim_openb_request(&pods[i], &r);
+        }
+        free(pods);
+    }
+    free(text);
+}
+
+void fuzz_cluster_one(const uint8_t *data, size_t len) {
+    char *json = copy_exact(data, len);
+    char err[256];
+    sim_cluster *c = sim_cluster_from_json(json, len, NULL, err, sizeof err);
+    if (c) {
+        /* Building every node is what replay and plan do first; a file can ask for more
+         * nodes than a fuzz run should build, so only modest clusters are built. */
+        if (sim_cluster_nodes(c) <= 256) {
+            model_node **nodes = NULL;
+            int *group_of = NULL, n = 0;
+            if (sim_cluster_build(c, NULL, &nodes, &group_of, &n, err, sizeof err) == 0)
+                sim_cluster_free_nodes(nodes, group_of, n);
+        }
+        char *out = sim_cluster_to_json(c);
+        FUZZ_REQUIRE(out != NULL, "sim_cluster_to_json failed");
+        sim_cluster *c2 = sim_cluster_from_json(out, strlen(out), NULL, err, sizeof err);
+        FUZZ_REQUIRE(c2 != NULL, "written cluster does not read back: %s", err);
+        sim_cluster_free(c2);
+        free(out);
+        sim_cluster_free(c);
+    }
+    free(json);
+}
+
+/* ---- the admission webhook, under both delivery modes ---- */
+
+/* RFC 6902 "add" (the only operation the webhook emits) of value at the JSON Pointer path
+ * (RFC 6901) in doc, as the apiserver applies it: the parent must exist; in an object the
+ * member is added or replaced; in an array the index must be 0..size or "-". 0, or -1 when
+ * the apiserver would reject the patch (and with it the pod). */
+static int patch_add(cJSON *doc, const char *path, const cJSON *value) {
+    if (path[0] != '/') return -1;
+    cJSON *parent = doc;
+    const char *p = path + 1;
+    for (;;) {
+        char tok[256];
+        size_t n = 0;
+        for (; *p && *p != '/'; p++) {
+            if (n + 1 >= sizeof tok) return -1;
+            if (*p == '~' && (p[1] == '0' || p[1] == '1')) tok[n++] = p[1] == '0' ? '~' : '/', p++;
+            else tok[n++] = *p;
+        }
+        tok[n] = 0;
+        bool last = *p == 0;
+        if (!last) p++;
+        if (cJSON_IsObject(parent)) {
+            cJSON *child = cJSON_GetObjectItemCaseSensitive(parent, tok);
+            if (last) {
+                cJSON *v = cJSON_Duplicate(value, 1);
+                if (child) cJSON_ReplaceItemViaPointer(parent, child, v);
+                else cJSON_AddItemToObject(parent, tok, v);
+                return 0;
+            }
+            if (!child) return -1;
+            parent = child;
+        } else if (cJSON_IsArray(parent)) {
+            int size = cJSON_GetArraySize(parent);
+            if (last && !strcmp(tok, "-")) {
+                cJSON_AddItemToArray(parent, cJSON_Duplicate(value, 1));
+                return 0;
+            }
+            char *endp;
+            long i = strtol(tok, &endp, 10);
+            if (!tok[0] || *endp || i < 0 || i > size || (!last && i == size)) return -1;
+            if (last) {
+                cJSON *v = cJSON_Duplicate(value, 1);
+                if (i == size) cJSON_AddItemToArray(parent, v);
+                else cJSON_InsertItemInArray(parent, (int)i, v);
+                return 0;
+            }
+            parent = cJSON_GetArrayItem(parent, (int)i);
+        } else {
+            return -1;
+        }
+    }
+}
+
+/* The patch of an allowed reply, decoded; NULL when the reply carries none. */
+static cJSON *reply_patch(const cJSON *reply) {
+    const cJSON *resp = cJSON_GetObjectItemCaseSensitive(reply, "response");
+    const cJSON *patch = cJSON_GetObjectItemCaseSensitive(resp, "patch");
+    if (!patch) return NULL;
+    FUZZ_REQUIRE(cJSON_IsString(patch), "webhook: patch is not a string");
+    const cJSON *pt = cJSON_GetObjectItemCaseSensitive(resp, "patchType");
+    FUZZ_REQUIRE(cJSON_IsString(pt) && !strcmp(pt->valuestring, "JSONPatch"), "webhook: patch without patchType JSONPatch");
+    size_t n = 0;
+    char *raw = ext_base64_decode(patch->valuestring, strlen(patch->valuestring), &n);
+    FUZZ_REQUIRE(raw != NULL, "webhook: patch is not base64");
+    cJSON *ops = cJSON_ParseWithLength(raw, n);
+    free(raw);
+    FUZZ_REQUIRE(cJSON_IsArray(ops) && cJSON_GetArraySize(ops) > 0, "webhook: patch is not a non-empty JSON array");
+    return ops;
+}
+
+static cJSON *webhook_call(const ext_webhook_config *cfg, const char *body, size_t len, int *status) {
+    ext_reply r = {0};
+    ext_webhook_mutate(cfg, body, len, &r);
+    FUZZ_REQUIRE(r.body != NULL, "webhook: no body (status %d)", r.status);
+    cJSON *o = cJSON_ParseWithLength(r.body, r.len);
+    FUZZ_REQUIRE(o != NULL, "webhook reply is not JSON: %.200s", r.body);
+    *status = r.status;
+    ext_reply_free(&r);
+    return o;
+}
+
+/* The reply is JSON; a patch applies to the pod as the apiserver would apply it, and a
+ * review of the patched pod (the same review, replayed) asks for nothing more (webhook.h). */
+void fuzz_webhook_one(const uint8_t *data, size_t len) {
+    char *body = copy_exact(data, len);
+    for (int mode = 0; mode < 2; mode++) {
+        ext_webhook_config cfg;
+        ext_webhook_config_defaults(&cfg);
+        if (mode == 1) {
+            cfg.delivery = EXT_DELIVERY_RESERVATION;
+            snprintf(cfg.runtime_class, sizeof cfg.runtime_class, "nvidia");
+        }
+        int status;
+        cJSON *reply = webhook_call(&cfg, body, len, &status);
+        cJSON *ops = status == 200 ? reply_patch(reply) : NULL;
+        if (ops) {
+            cJSON *review = cJSON_ParseWithLength(body, len);
+            cJSON *pod = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(review, "request"), "object");
+            const cJSON *op;
+            cJSON_ArrayForEach(op, ops) {
+                const cJSON *kind = cJSON_GetObjectItemCaseSensitive(op, "op");
+                const cJSON *path = cJSON_GetObjectItemCaseSensitive(op, "path");
+                const cJSON *value = cJSON_GetObjectItemCaseSensitive(op, "value");
+                FUZZ_REQUIRE(cJSON_IsString(kind) && !strcmp(kind->valuestring, "add") && cJSON_IsString(path) && value,
+                             "webhook: patch operation is not {op: add, path, value}");
+                FUZZ_REQUIRE(patch_add(pod, path->valuestring, value) == 0, "webhook: patch does not apply at %s",
+                             path->valuestring);
+            }
+            char *again = cJSON_PrintUnformatted(review);
+            int status2;
+            cJSON *reply2 = webhook_call(&cfg, again, strlen(again), &status2);
+            cJSON *ops2 = reply_patch(reply2);
+            if (ops2) {
+                char *txt = cJSON_PrintUnformatted(ops2);
+                FUZZ_REQUIRE(ops2 == NULL, "webhook: the patched pod is patched again: %.300s", txt);
+            }
+            cJSON_Delete(reply2);
+            free(again);
+            cJSON_Delete(review);
+            cJSON_Delete(ops);
+        }
+        cJSON_Delete(reply);
+    }
+    free(body);
+}
+
+/* ---- tessera-reserve: NVIDIA_VISIBLE_DEVICES against a fixed container view ---- */
+
+/* A read-only tree in the repository (relative to the repository root, where both
+ * `make fuzz` and `make test` run): two GPUs in proc, their device nodes, and a
+ * volume-mounts directory. */
+#define RESERVE_ROOT "tests/fuzz/reserve-root"
+
+void fuzz_reserve_visible_one(const uint8_t *data, size_t len) {
+    char *visible = copy_cstr(data, len);
+    reserve_env env = {
+        .visible = visible,
+        .devices_dir = RESERVE_ROOT "/devices",
+        .proc_root = RESERVE_ROOT "/proc",
+        .dev_root = RESERVE_ROOT "/dev",
+    };
+    char out[512], why[512];
+    int m = reserve_find_devices(&env, out, sizeof out, why, sizeof why);
+    if (m != RESERVE_FAILED) {
+        FUZZ_REQUIRE(out[0] != 0, "method %s but no device", reserve_method_name(m));
+        FUZZ_REQUIRE(!strstr(out, "::"), "replica suffix left in \"%s\"", out);
+    }
+    free(visible);
+}
+
+const fuzz_target fuzz_targets[] = {
+    {"filter", fuzz_filter_one},
+    {"prioritize", fuzz_prioritize_one},
+    {"bind", fuzz_bind_one},
+    {"preempt", fuzz_preempt_one},
+    {"watch", fuzz_watch_one},
+    {"request", fuzz_request_one},
+    {"node", fuzz_node_one},
+    {"annotation", fuzz_annotation_one},
+    {"quantity", fuzz_quantity_one},
+    {"trace", fuzz_trace_one},
+    {"openb", fuzz_openb_one},
+    {"cluster", fuzz_cluster_one},
+    {"webhook", fuzz_webhook_one},
+    {"reserve_visible", fuzz_reserve_visible_one},
+    {NULL, NULL},
+};
