@@ -72,6 +72,7 @@ typedef struct fa_rule { char target[256]; int status, count, stall_ms; char msg
 
 struct fake_api {
     pthread_mutex_t mu;
+    char *tls_cert, *tls_key;   /* PEM: serve HTTPS (fake_api_start_tls); NULL: plain HTTP */
     pthread_cond_t cv; /* CLOCK_MONOTONIC; broadcast on every event and watch control */
     struct MHD_Daemon *d;
     int port;
@@ -1312,11 +1313,17 @@ static int fa_listen(fake_api *f, int port, char *err, size_t errlen) {
     sin.sin_family = AF_INET;
     sin.sin_port = htons((uint16_t)port);
     sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD,
-                                            (uint16_t)port, NULL, NULL, fa_handle, f,
-                                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
-                                            MHD_OPTION_NOTIFY_COMPLETED, fa_completed, f,
-                                            MHD_OPTION_END);
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD;
+    struct MHD_Daemon *d =
+        f->tls_cert ? MHD_start_daemon(flags | MHD_USE_TLS, (uint16_t)port, NULL, NULL, fa_handle, f,
+                                       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
+                                       MHD_OPTION_NOTIFY_COMPLETED, fa_completed, f,
+                                       MHD_OPTION_HTTPS_MEM_CERT, f->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, f->tls_key,
+                                       MHD_OPTION_END)
+                    : MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, fa_handle, f,
+                                       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
+                                       MHD_OPTION_NOTIFY_COMPLETED, fa_completed, f,
+                                       MHD_OPTION_END);
     if (!d) {
         snprintf(err, errlen, "fake apiserver: cannot listen on 127.0.0.1:%d: %s", port, strerror(errno));
         return -1;
@@ -1329,9 +1336,15 @@ static int fa_listen(fake_api *f, int port, char *err, size_t errlen) {
     return 0;
 }
 
-fake_api *fake_api_start(int port, char *err, size_t errlen) {
+fake_api *fake_api_start(int port, char *err, size_t errlen) { return fake_api_start_tls(port, NULL, NULL, err, errlen); }
+
+fake_api *fake_api_start_tls(int port, const char *cert_pem, const char *key_pem, char *err, size_t errlen) {
     fake_api *f = fa_xmalloc(sizeof *f);
     memset(f, 0, sizeof *f);
+    if (cert_pem && key_pem) {
+        f->tls_cert = strdup(cert_pem);
+        f->tls_key = strdup(key_pem);
+    }
     pthread_mutex_init(&f->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -1342,6 +1355,8 @@ fake_api *fake_api_start(int port, char *err, size_t errlen) {
     if (fa_listen(f, port, err, errlen) != 0) {
         pthread_cond_destroy(&f->cv);
         pthread_mutex_destroy(&f->mu);
+        free(f->tls_cert);
+        free(f->tls_key);
         free(f);
         return NULL;
     }
@@ -1355,7 +1370,11 @@ int fake_api_port(fake_api *f) {
     return p;
 }
 
-void fake_api_url(fake_api *f, char *buf, size_t len) { snprintf(buf, len, "http://127.0.0.1:%d", fake_api_port(f)); }
+void fake_api_url(fake_api *f, char *buf, size_t len) {
+    /* HTTPS by name: the test certificate is for "localhost" */
+    if (f->tls_cert) snprintf(buf, len, "https://localhost:%d", fake_api_port(f));
+    else snprintf(buf, len, "http://127.0.0.1:%d", fake_api_port(f));
+}
 
 void fake_api_down(fake_api *f) {
     pthread_mutex_lock(&f->mu);
@@ -1381,6 +1400,8 @@ int fake_api_up(fake_api *f, char *err, size_t errlen) {
 void fake_api_free(fake_api *f) {
     if (!f) return;
     fake_api_down(f);
+    free(f->tls_cert);
+    free(f->tls_key);
     for (int k = 0; k < FA_NKINDS; k++) {
         for (size_t i = 0; i < f->store[k].n; i++) {
             free(f->store[k].v[i].key);

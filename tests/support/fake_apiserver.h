@@ -79,8 +79,11 @@ typedef struct fake_api fake_api;
 
 /* Listen on 127.0.0.1:port (0 = any free port). NULL with err on failure. */
 fake_api *fake_api_start(int port, char *err, size_t errlen);
+/* The same over HTTPS with this PEM certificate and key (for the name "localhost": fake_api_url then gives
+ * "https://localhost:PORT"), to test the client's CA file and TLS failures. */
+fake_api *fake_api_start_tls(int port, const char *cert_pem, const char *key_pem, char *err, size_t errlen);
 int fake_api_port(fake_api *f);
-/* "http://127.0.0.1:PORT" into buf. */
+/* "http://127.0.0.1:PORT" (or "https://localhost:PORT" with TLS) into buf. */
 void fake_api_url(fake_api *f, char *buf, size_t len);
 /* Stop the server and free everything (open watches are cut). NULL is fine. */
 void fake_api_free(fake_api *f);

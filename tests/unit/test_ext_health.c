@@ -17,6 +17,7 @@
 
 #include "../support/fake_apiserver.h"
 #include "ext_helpers.h"
+#include "extender/certs.h"
 #include "extender/health.h"
 #include "extender/http.h"
 #include "extender/kube.h"
@@ -39,6 +40,7 @@ typedef struct hx {
     int port;
     bool with_events;   /* set before hx_run: post Events about binds, as in cluster mode */
     bool on_calls;      /* set before hx_run: the leader campaigns only while scheduling calls come (main.c) */
+    const char *ca_file;   /* set before hx_run: the CA bundle for an HTTPS fake API */
     ext_events *ev;
 } hx;
 
@@ -58,12 +60,13 @@ static int hx_bind(void *user, const char *ns, const char *name, const char *uid
 
 static void hx_kube_stats(void *user, ext_kube_stats *out) { ext_kube_get_stats(user, out); }
 
-/* The fake API with one A100 node and one pending GPU pod default/p1; faults go in before hx_run. */
-static bool hx_api(hx *x) {
+/* The fake API (over HTTPS with cert/key, else HTTP) with one A100 node and one pending GPU pod default/p1;
+ * faults go in before hx_run. */
+static bool hx_api_tls(hx *x, const char *cert, const char *key) {
     memset(x, 0, sizeof *x);
     ext_health_reset();
     char err[256];
-    if (!(x->api = fake_api_start(0, err, sizeof err))) return false;
+    if (!(x->api = fake_api_start_tls(0, cert, key, err, sizeof err))) return false;
     cJSON *node = demo_node_as(HX_NODE, HX_NODE);
     char *txt = cJSON_PrintUnformatted(node);
     fake_api_put(x->api, "nodes", txt);
@@ -75,6 +78,8 @@ static bool hx_api(hx *x) {
     return true;
 }
 
+static bool hx_api(hx *x) { return hx_api_tls(x, NULL, NULL); }
+
 /* The extender as main.c wires it in cluster mode (leader election only when asked). */
 static bool hx_run(hx *x, const char *token_file, bool leader) {
     char err[256], url[128];
@@ -85,6 +90,7 @@ static bool hx_run(hx *x, const char *token_file, bool leader) {
     ext_kube_config_defaults(&kc);
     snprintf(kc.api_url, sizeof kc.api_url, "%s", url);
     if (token_file) snprintf(kc.token_file, sizeof kc.token_file, "%s", token_file);
+    if (x->ca_file) snprintf(kc.ca_file, sizeof kc.ca_file, "%s", x->ca_file);
     kc.backoff_max_ms = 300;
     kc.request_timeout_ms = 2000;
     if (!(x->k = ext_kube_new(&kc, err, sizeof err))) return false;
@@ -526,6 +532,79 @@ TEST(ext_health_token_file_missing_or_empty_is_shown_until_it_is_there) {
     CHECK_MSG(said401, "/readyz with a wrong token: %s", why401);
     CHECK_MSG(ready, "/readyz after the cure: %s", why2);
     CHECK(m_ok1);
+}
+
+/* The API server's CA bundle: missing, then the wrong CA (the API server's certificate is not trusted), then
+ * the right one. Each failure is one warn line, a /readyz reason, a metric and the verbs' error text; the
+ * right CA clears them. */
+TEST(ext_health_ca_file_missing_or_wrong_is_shown_until_it_is_right) {
+    ext_cert_pem ca = {0}, other = {0}, srv = {0};
+    char cerr[256] = "";
+    const char *dns[] = {"localhost"};
+    bool certs = ext_certs_make_ca("test API CA", 2, &ca, cerr, sizeof cerr) == 0 &&
+                 ext_certs_make_ca("some other CA", 2, &other, cerr, sizeof cerr) == 0 &&
+                 ext_certs_make_serving(&ca, dns, 1, 1, &srv, cerr, sizeof cerr) == 0;
+    CHECK_MSG(certs, "certificates: %s", cerr);
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/tessera-test-ca-%d.pem", (int)getpid());
+    unlink(path);
+    hx x;
+    bool api = hx_api_tls(&x, srv.cert, srv.key);
+    if (!api) {
+        ext_cert_pem_free(&ca), ext_cert_pem_free(&other), ext_cert_pem_free(&srv);
+        CHECK(api);
+    }
+    x.ca_file = path;
+    logcap_start(EXT_LOG_INFO);
+    bool run = hx_run(&x, NULL, false);
+    /* missing: the CA file itself is the dependency that fails */
+    bool warned = hx_wait_log("level=warn event=dependency-failing dependency=ca-file", path, 1, 5000);
+    char why[2048] = "", ferr[2048] = "", why2[2048] = "", why3[2048] = "";
+    bool said = false;
+    for (int t = 0; t < 5000 && !said; t += 20) {
+        hx_readyz(&x, why, sizeof why);
+        said = strstr(why, "ca-file: ") != NULL;
+        if (!said) hx_nap(20);
+    }
+    bool m_fail = hx_metric(&x, "tessera_dependency_ok{dependency=\"ca-file\"} 0");
+    hx_filter_error(&x, ferr, sizeof ferr);
+    /* the wrong CA: the API server's certificate does not verify */
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(other.cert, f);
+        fclose(f);
+    }
+    bool tls_said = false;
+    for (int t = 0; t < 5000 && !tls_said; t += 20) {
+        hx_readyz(&x, why2, sizeof why2);
+        tls_said = strstr(why2, "TLS with the API server failed") != NULL;
+        if (!tls_said) hx_nap(20);
+    }
+    /* the right CA */
+    f = fopen(path, "w");
+    if (f) {
+        fputs(ca.cert, f);
+        fclose(f);
+    }
+    bool ready = hx_wait_readyz(&x, 200, why3, sizeof why3, 8000);
+    bool recovered = hx_wait_log("level=info event=dependency-recovered dependency=ca-file", NULL, 1, 5000);
+    bool m_ok = hx_metric(&x, "tessera_dependency_ok{dependency=\"ca-file\"} 1");
+    hx_stop(&x);
+    logcap_stop();
+    unlink(path);
+    ext_cert_pem_free(&ca);
+    ext_cert_pem_free(&other);
+    ext_cert_pem_free(&srv);
+    CHECK(run);
+    CHECK(warned);
+    CHECK_MSG(said, "/readyz with no CA file: %s", why);
+    CHECK_CONTAINS(why, path);
+    CHECK(m_fail);
+    CHECK_CONTAINS(ferr, "tessera is not synced with the API server yet: ");
+    CHECK_MSG(tls_said, "/readyz with the wrong CA: %s", why2);
+    CHECK_MSG(ready, "/readyz with the right CA: %s", why3);
+    CHECK(recovered);
+    CHECK(m_ok);
 }
 
 /* The words for each status, which the tests above see only in part. */
