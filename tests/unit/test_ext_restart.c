@@ -8,7 +8,10 @@
  * The binary is the one next to the test binary (make builds both; `make asan` builds
  * both with the sanitizers).
  */
+#include <arpa/inet.h>
 #include <curl/curl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -199,4 +202,47 @@ TEST(ext_restart_after_sigkill_mid_burst_rebuilds_the_api_state) {
     CHECK_INT(after.bound, R_PODS);
     CHECK_INT(max_per_gpu, 2);
     CHECK(full);
+}
+
+/* Its own listener: an address that is taken makes the binary exit 1 at once, naming the address, rather
+ * than run without serving. */
+TEST(ext_listen_address_in_use_exits_with_the_address) {
+    char bin[600];
+    CHECK_MSG(extender_path(bin, sizeof bin), "tessera-extender is not built next to the tests (run make)");
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sin;
+    bool bound = s >= 0 && bind(s, (struct sockaddr *)&sin, sizeof sin) == 0 && listen(s, 1) == 0 &&
+                 getsockname(s, (struct sockaddr *)&sin, &sl) == 0;
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(sin.sin_port));
+    int fds[2];
+    bool piped = bound && pipe(fds) == 0;
+    pid_t pid = piped ? fork() : -1;
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        close(fds[1]);
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, 1);
+        execl(bin, bin, "--demo", "--listen", addr, (char *)NULL);
+        _exit(127);
+    }
+    char out[4096] = "";
+    size_t n = 0;
+    if (piped) {
+        close(fds[1]);
+        ssize_t r;
+        while (n < sizeof out - 1 && (r = read(fds[0], out + n, sizeof out - 1 - n)) > 0) n += (size_t)r;
+        out[n] = 0;
+        close(fds[0]);
+    }
+    int st = 0;
+    if (pid > 0) waitpid(pid, &st, 0);
+    if (s >= 0) close(s);
+    CHECK(bound);
+    CHECK(pid > 0);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 1, "exit status %d", st);
+    CHECK_CONTAINS(out, addr);
+    CHECK_CONTAINS(out, "cannot listen on");
 }
