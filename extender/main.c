@@ -68,8 +68,10 @@ static void usage(FILE *f) {
 "Cluster mode (in-cluster service account by default):\n"
 "  --kube-api URL              API server URL, e.g. https://10.0.0.1:6443 (default: in-cluster\n"
 "                              config from KUBERNETES_SERVICE_HOST/PORT and the service account)\n"
-"  --token-file FILE           bearer token file (re-read on every reconnect)\n"
-"  --ca-file FILE              CA bundle for the API server's certificate\n"
+"  --token-file FILE           bearer token file (re-read on every reconnect); used with\n"
+"                              --kube-api (in-cluster, the service account's token is used)\n"
+"  --ca-file FILE              CA bundle for the API server's certificate; used with --kube-api\n"
+"                              (in-cluster, the service account's ca.crt)\n"
 "  --client-cert FILE          client certificate for the API server\n"
 "  --client-key FILE           key for --client-cert\n"
 "  --insecure-skip-tls-verify  do not verify the API server's certificate (tests only)\n"
@@ -91,11 +93,14 @@ static void usage(FILE *f) {
 "                              get, create and update leases there\n"
 "  --leader-elect-name NAME    name of the Lease (default tessera-extender)\n"
 "  --leader-elect-lease-duration D   how long a holder that stopped renewing keeps the\n"
-"                              Lease, in whole seconds (default 15s)\n"
+"                              Lease (default 15s; written to the Lease rounded up to whole\n"
+"                              seconds)\n"
 "  --leader-elect-renew-deadline D   the leader stops binding when it could not renew for\n"
 "                              this long (default 10s)\n"
 "  --leader-elect-retry-period D     between two attempts to acquire or renew (default 2s)\n"
-"                              Durations: 15s, 500ms, 1m. Identity: $POD_NAME (else the host\n"
+"                              Durations: 15s, 500ms, 1m; lease duration > renew deadline >\n"
+"                              1.2 x retry period, and --bind-timeout < lease duration.\n"
+"                              Identity: $POD_NAME (else the host\n"
 "                              name) plus a random suffix. The Lease is released on SIGTERM.\n"
 "\n"
 "Admission webhook (POST /webhook/mutate; also served on --listen, e.g. by --demo):\n"
@@ -113,6 +118,7 @@ static void usage(FILE *f) {
 "  --webhook-runtime-class NAME  runtimeClassName the webhook gives soft shares that have none\n"
 "  --scheduler-name NAME       pods of this scheduler are mutated (repeatable; default\n"
 "                              tessera-scheduler); other pods are left unchanged\n"
+"\n"
 "Soft-share delivery (cluster mode; see deploy/README.md, Soft shares):\n"
 "  --soft-share-delivery MODE  reservation (default in cluster mode): tessera reserves each GPU that\n"
 "                              carries soft shares with a tessera-reserve pod and hands its UUID to\n"
@@ -125,7 +131,9 @@ static void usage(FILE *f) {
 "                              after its creation (image not pulled, tessera-reserve crashing)\n"
 "                              counts as refused: its shares move or are given up (default 300)\n"
 "  --reserve-image IMAGE       image of the reservation pods (default: the extender's own, read\n"
-"                              from its Pod $POD_NAMESPACE/$POD_NAME)\n"
+"                              from its Pod $POD_NAMESPACE/$POD_NAME; outside a pod, give it or\n"
+"                              no reservation is created)\n"
+"\n"
 "Dynamic Resource Allocation (cluster mode; see README, DRA):\n"
 "  --dra on|off                list and watch ResourceSlices, ResourceClaims and DeviceClasses\n"
 "                              (resource.k8s.io/v1) so GPUs handed out through claims are\n"
@@ -134,16 +142,18 @@ static void usage(FILE *f) {
 "\n"
 "Standalone mode:\n"
 "  --cluster FILE              nodes from FILE: a JSON array of Node objects or a NodeList\n"
-"  --demo                      the embedded demo cluster (MIG, time-sliced, MPS, whole GPUs)\n"
+"  --demo                      the embedded demo cluster (whole GPUs, MIG mixed and single,\n"
+"                              time-sliced, MPS, MIG instances time-sliced (layered), CPU-only)\n"
 "\n"
 "Other:\n"
 "  --log-level LEVEL           debug | info | warn | error | off (default info)\n"
 "  --help                      this text\n"
 "\n"
 "Endpoints: GET /healthz, /readyz (503 until the cache is synced, and while something tessera\n"
-"needs fails: the API's list/watch, bind, the Lease, the token or CA file; the body says which\n"
-"and why), /metrics (Prometheus; tessera_dependency_ok, tessera_dependency_failures_total),\n"
-"/debug/state (JSON; ?pod=namespace/name explains where a pod fits and why).\n"
+"needs fails: the API's list/watch, bind, the Lease, the token or CA file, the listener, the\n"
+"webhook's TLS listener; the body says which and why), /metrics (Prometheus;\n"
+"tessera_dependency_ok, tessera_dependency_failures_total), /debug/state (JSON;\n"
+"?pod=namespace/name explains where a pod fits and why), POST /webhook/mutate.\n"
 "SIGTERM or SIGINT: stop accepting, finish in-flight requests, exit 0.\n");
 }
 
@@ -570,7 +580,8 @@ int main(int argc, char **argv) {
         }
     }
     /* The webhook's TLS listener on the Secret's certificate, (re)started by ext_webhook_tls below;
-     * while it cannot start, /readyz says why (so the Service sends reviews to other replicas). */
+     * while it cannot start, /readyz says why (the Service publishes not-ready pods, so reviews
+     * sent to this replica fail until a retry works: see deploy/service.yaml). */
     ext_webhook_listener *whl = NULL;
     if (webhook_listen[0] && !webhook_cert) {
         ext_http_config wl = hc;
