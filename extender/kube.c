@@ -107,14 +107,17 @@ int ext_kube_config_in_cluster(ext_kube_config *cfg, char *err, size_t errlen) {
         snprintf(err, errlen, "not running in a cluster: KUBERNETES_SERVICE_HOST/PORT are not set");
         return -1;
     }
-    if (access(SA_DIR "token", R_OK) != 0) {
-        snprintf(err, errlen, "in-cluster: cannot read %s: %s", SA_DIR "token", strerror(errno));
+    /* a token or CA file given on the command line wins over the service account's */
+    const char *token = cfg->token_file[0] ? cfg->token_file : SA_DIR "token";
+    if (access(token, R_OK) != 0) {
+        snprintf(err, errlen, "in-cluster: cannot read %s: %s", token, strerror(errno));
         return -1;
     }
     /* an IPv6 service address needs brackets in a URL */
     snprintf(cfg->api_url, sizeof cfg->api_url, strchr(host, ':') ? "https://[%s]:%s" : "https://%s:%s", host, port);
-    snprintf(cfg->token_file, sizeof cfg->token_file, "%s", SA_DIR "token");
-    if (access(SA_DIR "ca.crt", R_OK) == 0) snprintf(cfg->ca_file, sizeof cfg->ca_file, "%s", SA_DIR "ca.crt");
+    if (!cfg->token_file[0]) snprintf(cfg->token_file, sizeof cfg->token_file, "%s", SA_DIR "token");
+    if (!cfg->ca_file[0] && access(SA_DIR "ca.crt", R_OK) == 0)
+        snprintf(cfg->ca_file, sizeof cfg->ca_file, "%s", SA_DIR "ca.crt");
     return 0;
 }
 
