@@ -30,7 +30,8 @@ static int64_t mono_ms(void) {
 
 const char *ext_dep_name(ext_dep d) {
     static const char *n[EXT_DEP_N] = {"api-nodes", "api-pods", "bind", "lease", "token-file", "ca-file", "listen",
-                                       "events", "reservations", "webhook-secret", "webhook-config", "webhook-listen"};
+                                       "events", "reservations", "webhook-secret", "webhook-config", "webhook-listen",
+                                       "api-resourceslices", "api-resourceclaims", "api-deviceclasses"};
     return d >= 0 && d < EXT_DEP_N ? n[d] : "?";
 }
 
@@ -44,7 +45,7 @@ const char *ext_dep_reason_name(ext_dep_reason r) {
 bool ext_dep_blocks_ready(ext_dep d) {
     /* Without these tessera answers from a stale cache, or cannot bind at all. Events are best-effort; the
      * reservation controller and the webhook affect soft shares only, and kube-scheduler's calls do not go
-     * through them. */
+     * through them; without the DRA kinds only GPUs held through claims go unaccounted (degraded). */
     return d <= EXT_DEP_LISTEN;
 }
 

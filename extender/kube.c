@@ -30,13 +30,13 @@
 enum { OUT_OK = 0, OUT_ENDED, OUT_GONE, OUT_ERROR, OUT_STOP, OUT_RELIST, OUT_ABSENT };
 
 /* optional: only with cfg.dra, and a 404 means "not served here" (kube.h). dep: the health.h dependency the
- * kind's list+watch reports to; the DRA kinds report to none, since tessera works without them. */
+ * kind's list+watch reports to (the DRA kinds' do not block readiness: health.c). */
 static const struct { const char *path, *name, *resource; bool optional; int dep; } kube_kinds[EXT_KUBE_NKINDS] = {
     {"/api/v1/nodes", "Node", "nodes", false, EXT_DEP_API_NODES},
     {"/api/v1/pods", "Pod", "pods", false, EXT_DEP_API_PODS},
-    {"/apis/resource.k8s.io/v1/resourceslices", "ResourceSlice", "resourceslices", true, -1},
-    {"/apis/resource.k8s.io/v1/resourceclaims", "ResourceClaim", "resourceclaims", true, -1},
-    {"/apis/resource.k8s.io/v1/deviceclasses", "DeviceClass", "deviceclasses", true, -1},
+    {"/apis/resource.k8s.io/v1/resourceslices", "ResourceSlice", "resourceslices", true, EXT_DEP_API_SLICES},
+    {"/apis/resource.k8s.io/v1/resourceclaims", "ResourceClaim", "resourceclaims", true, EXT_DEP_API_CLAIMS},
+    {"/apis/resource.k8s.io/v1/deviceclasses", "DeviceClass", "deviceclasses", true, EXT_DEP_API_CLASSES},
 };
 #define kube_path(kind) (kube_kinds[kind].path)
 #define kube_resource(kind) (kube_kinds[kind].resource)
@@ -695,6 +695,13 @@ static void *kube_thread(void *arg) {
                         "it (resource.k8s.io/v1 needs Kubernetes 1.34+ with DRA on); tessera carries on without it\"",
                         kube_kinds[kind].name, kube_path(kind));
             absent_said = true;
+            if (k->absent_code[kind] == 403) {
+                char m[300];
+                snprintf(m, sizeof m, "forbidden: cannot list %s: check the %s", kube_resource(kind), KUBE_RBAC);
+                kind_health_fail(kind, 403, EXT_REASON_FORBIDDEN, m);
+            } else {
+                kind_health_ok(kind);   /* not served by this API server: nothing to fail */
+            }
             k->handler(k->user, (ext_kube_kind)kind, EXT_KUBE_RELIST, NULL);
             k->handler(k->user, (ext_kube_kind)kind, EXT_KUBE_SYNCED, NULL);
             pthread_mutex_lock(&k->mu);

@@ -564,6 +564,11 @@ int main(int argc, char **argv) {
         static const ext_dep used[] = {EXT_DEP_API_NODES, EXT_DEP_API_PODS, EXT_DEP_BIND, EXT_DEP_LISTEN, EXT_DEP_EVENTS};
         for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) ext_health_register(used[i]);
         if (leader) ext_health_register(EXT_DEP_LEASE);
+        if (kc.dra) {
+            ext_health_register(EXT_DEP_API_SLICES);
+            ext_health_register(EXT_DEP_API_CLAIMS);
+            ext_health_register(EXT_DEP_API_CLASSES);
+        }
         if (rsv) ext_health_register(EXT_DEP_RESERVATIONS);
         if (kc.token_file[0]) ext_health_register(EXT_DEP_TOKEN_FILE);
         if (kc.ca_file[0]) {
