@@ -41,6 +41,7 @@ typedef struct hx {
     bool with_events;   /* set before hx_run: post Events about binds, as in cluster mode */
     bool on_calls;      /* set before hx_run: the leader campaigns only while scheduling calls come (main.c) */
     const char *ca_file;   /* set before hx_run: the CA bundle for an HTTPS fake API */
+    bool dra;              /* set before hx_run: list+watch the DRA kinds too (--dra) */
     ext_events *ev;
 } hx;
 
@@ -84,13 +85,14 @@ static bool hx_api(hx *x) { return hx_api_tls(x, NULL, NULL); }
 static bool hx_run(hx *x, const char *token_file, bool leader) {
     char err[256], url[128];
     fake_api_url(x->api, url, sizeof url);
-    ext_state_config sc = {.standalone = false};
+    ext_state_config sc = {.standalone = false, .dra = x->dra};
     x->st = ext_state_new(&sc);
     ext_kube_config kc;
     ext_kube_config_defaults(&kc);
     snprintf(kc.api_url, sizeof kc.api_url, "%s", url);
     if (token_file) snprintf(kc.token_file, sizeof kc.token_file, "%s", token_file);
     if (x->ca_file) snprintf(kc.ca_file, sizeof kc.ca_file, "%s", x->ca_file);
+    kc.dra = x->dra;
     kc.backoff_max_ms = 300;
     kc.request_timeout_ms = 2000;
     if (!(x->k = ext_kube_new(&kc, err, sizeof err))) return false;
@@ -605,6 +607,39 @@ TEST(ext_health_ca_file_missing_or_wrong_is_shown_until_it_is_right) {
     CHECK_MSG(ready, "/readyz with the right CA: %s", why3);
     CHECK(recovered);
     CHECK(m_ok);
+}
+
+/* ResourceClaims the API server cannot list: GPUs held through claims would go unaccounted, so it is a failing
+ * dependency, shown as degraded (scheduling of everything else goes on), counted, and cleared when it works. */
+TEST(ext_health_dra_claims_failing_are_degraded_not_blocking) {
+    hx x;
+    CHECK(hx_api(&x));
+    x.dra = true;
+    fake_api_inject(x.api, "LIST /apis/resource.k8s.io/v1/resourceclaims", 500, 100000);
+    logcap_start(EXT_LOG_INFO);
+    bool run = hx_run(&x, NULL, false);
+    bool warned = hx_wait_log("level=warn event=dependency-failing dependency=api-resourceclaims", "cannot list resourceclaims",
+                              1, 8000);
+    char why[2048] = "", why2[2048] = "";
+    bool degraded = false;
+    for (int t = 0; t < 5000 && !degraded; t += 20) {
+        long rz = hx_readyz(&x, why, sizeof why);
+        degraded = rz == 200 && strstr(why, "degraded: ") && strstr(why, "api-resourceclaims");
+        if (!degraded) hx_nap(20);
+    }
+    bool m_fail = hx_metric(&x, "tessera_dependency_ok{dependency=\"api-resourceclaims\"} 0");
+    fake_api_clear_injections(x.api);
+    bool recovered = hx_wait_log("level=info event=dependency-recovered dependency=api-resourceclaims", NULL, 1, 8000);
+    long rz2 = hx_readyz(&x, why2, sizeof why2);
+    hx_stop(&x);
+    logcap_stop();
+    CHECK(run);
+    CHECK(warned);
+    CHECK_MSG(degraded, "/readyz while claims fail: %s", why);
+    CHECK(m_fail);
+    CHECK(recovered);
+    CHECK_INT(rz2, 200);
+    CHECK(!strstr(why2, "api-resourceclaims"));
 }
 
 /* The words for each status, which the tests above see only in part. */
