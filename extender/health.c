@@ -43,10 +43,10 @@ const char *ext_dep_reason_name(ext_dep_reason r) {
 }
 
 bool ext_dep_blocks_ready(ext_dep d) {
-    /* Without these tessera answers from a stale cache, or cannot bind at all. Events are best-effort; the
-     * reservation controller and the webhook affect soft shares only, and kube-scheduler's calls do not go
-     * through them; without the DRA kinds only GPUs held through claims go unaccounted (degraded). */
-    return d <= EXT_DEP_LISTEN;
+    /* Without these tessera answers from a stale cache (the DRA kinds: GPUs held through claims would go
+     * unaccounted), or cannot bind at all. Events are best-effort; the reservation controller and the webhook
+     * affect soft shares only, and kube-scheduler's calls do not go through them. */
+    return d <= EXT_DEP_LISTEN || d == EXT_DEP_API_SLICES || d == EXT_DEP_API_CLAIMS || d == EXT_DEP_API_CLASSES;
 }
 
 /* Failed attempts in a row before d is failing. Most dependencies retry within seconds, where one failure is

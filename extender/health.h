@@ -43,7 +43,8 @@ typedef enum ext_dep {
     EXT_DEP_WEBHOOK_SECRET,  /* the webhook's TLS Secret */
     EXT_DEP_WEBHOOK_CONFIG,  /* the caBundle of the MutatingWebhookConfiguration */
     EXT_DEP_WEBHOOK_LISTEN,  /* the webhook's TLS listener (--webhook-listen) */
-    EXT_DEP_API_SLICES,      /* list+watch of ResourceSlices (--dra; a 404 is "not served", not a failure) */
+    EXT_DEP_API_SLICES,      /* list+watch of ResourceSlices (--dra; a 404 is "not served", not a failure;
+                              * blocks readiness like nodes and pods: claims' GPUs would go unaccounted) */
     EXT_DEP_API_CLAIMS,      /* list+watch of ResourceClaims */
     EXT_DEP_API_CLASSES,     /* list+watch of DeviceClasses */
     EXT_DEP_N

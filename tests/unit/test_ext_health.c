@@ -609,9 +609,9 @@ TEST(ext_health_ca_file_missing_or_wrong_is_shown_until_it_is_right) {
     CHECK(m_ok);
 }
 
-/* ResourceClaims the API server cannot list: GPUs held through claims would go unaccounted, so it is a failing
- * dependency, shown as degraded (scheduling of everything else goes on), counted, and cleared when it works. */
-TEST(ext_health_dra_claims_failing_are_degraded_not_blocking) {
+/* ResourceClaims the API server cannot list: GPUs held through claims would go unaccounted, so tessera is not
+ * ready, says why in /readyz, the metric and the verbs' error text, and is ready again when the list works. */
+TEST(ext_health_dra_claims_that_cannot_be_listed_block_readiness_until_they_can) {
     hx x;
     CHECK(hx_api(&x));
     x.dra = true;
@@ -620,26 +620,28 @@ TEST(ext_health_dra_claims_failing_are_degraded_not_blocking) {
     bool run = hx_run(&x, NULL, false);
     bool warned = hx_wait_log("level=warn event=dependency-failing dependency=api-resourceclaims", "cannot list resourceclaims",
                               1, 8000);
-    char why[2048] = "", why2[2048] = "";
-    bool degraded = false;
-    for (int t = 0; t < 5000 && !degraded; t += 20) {
-        long rz = hx_readyz(&x, why, sizeof why);
-        degraded = rz == 200 && strstr(why, "degraded: ") && strstr(why, "api-resourceclaims");
-        if (!degraded) hx_nap(20);
+    char why[2048] = "", why2[2048] = "", ferr[2048] = "";
+    bool said = false;
+    long rz = 0;
+    for (int t = 0; t < 5000 && !said; t += 20) {
+        rz = hx_readyz(&x, why, sizeof why);
+        said = rz == 503 && strstr(why, "api-resourceclaims: cannot list resourceclaims") != NULL;
+        if (!said) hx_nap(20);
     }
     bool m_fail = hx_metric(&x, "tessera_dependency_ok{dependency=\"api-resourceclaims\"} 0");
+    hx_filter_error(&x, ferr, sizeof ferr);
     fake_api_clear_injections(x.api);
     bool recovered = hx_wait_log("level=info event=dependency-recovered dependency=api-resourceclaims", NULL, 1, 8000);
-    long rz2 = hx_readyz(&x, why2, sizeof why2);
+    bool ready = hx_wait_readyz(&x, 200, why2, sizeof why2, 8000);
     hx_stop(&x);
     logcap_stop();
     CHECK(run);
     CHECK(warned);
-    CHECK_MSG(degraded, "/readyz while claims fail: %s", why);
+    CHECK_MSG(said, "/readyz while claims fail: %ld %s", rz, why);
     CHECK(m_fail);
+    CHECK_CONTAINS(ferr, "api-resourceclaims");
     CHECK(recovered);
-    CHECK_INT(rz2, 200);
-    CHECK(!strstr(why2, "api-resourceclaims"));
+    CHECK_MSG(ready, "/readyz after the cure: %s", why2);
 }
 
 /* The words for each status, which the tests above see only in part. */
