@@ -21,7 +21,7 @@
 #define GPU_SPEC 8000.0     /* FGD normalisation: 8 GPUs */
 #define GEN_MAX 128         /* candidates examined on the generic path (model_fit order) */
 
-enum { P_BINPACK, P_SPREAD, P_BESTFIT, P_DOTPROD, P_GPUPACKING, P_GPUCLUSTERING, P_RANDOM, P_FGD, P_MIGAWARE };
+enum { P_BINPACK, P_SPREAD, P_BESTFIT, P_DOTPROD, P_GPUPACKING, P_GPUCLUSTERING, P_RANDOM, P_FGD, P_MIGAWARE, P_PACK };
 
 struct policy {
     const char *name;
@@ -39,6 +39,7 @@ static const policy registry[] = {
     {"random", P_RANDOM, "one random feasible node, random GPU (FGD baseline)"},
     {"fgd", P_FGD, "least growth of fragmentation against the target workload (FGD, ATC '23)"},
     {"mig-aware", P_MIGAWARE, "idle MIG instance first, else the GPU/slot that keeps most demand placeable"},
+    {"fgd-pack", P_PACK, "FGD's exact fragmentation change plus best-fit residuals (tessera)"},
 };
 #define NPOLICIES ((int)(sizeof registry / sizeof registry[0]))
 
@@ -394,6 +395,38 @@ static double mig_placements(const scorer *s, const cand *c, const pv_gpu *ga) {
     return sum;
 }
 
+/* ------------------------------------------------------------ fgd-pack (experimental knobs) */
+
+#include <stdlib.h>
+static double knob(const char *name, double def) {
+    const char *v = getenv(name);
+    return v ? atof(v) : def;
+}
+
+/* Within a node: the GPU(s) with the largest fragmentation decrease; among equal
+ * decreases, the tightest GPU (least free before). */
+static double pack_gpu_key(const cand *c) {
+    double k = 0;
+    for (int i = 0; i < c->nchg; i++) k -= c->R0[i];
+    return 1e-6 * k;
+}
+
+static double pack_node_score(scorer *s, const cand *c, double delta, char *why, size_t whylen) {
+    (void)c;
+    static double A = -1, B, Q, C, SG;
+    if (A < 0) { A = knob("PK_A", 0.1); B = knob("PK_B", 0.0); Q = knob("PK_Q", 0); C = knob("PK_C", 0); SG = knob("PK_SG", 0); }
+    if (SG > 0) delta = SG * (double)(int64_t)(100.0 * sigmoid(delta / 1000.0)) ;
+    const nodeinfo *ni = &s->ni;
+    double gl = (double)(ni->gpu_free - ni->gpu_req);          /* milli-GPU left on the node */
+    double cl = ni->cpu_free > 0 ? (double)(ni->cpu_free - ni->cpu_req) / CPU_SPEC * GPU_SPEC : 0; /* CPU left, scaled */
+    double d = Q > 0 ? Q * floor(delta / Q) : delta;
+    double sc = d - A * gl - B * cl;
+    if (C > 0 && s->n->ngpus > 0 && ni->fully_free == s->v.ngpus && s->r->kind != MODEL_REQ_NONE) sc -= C;
+    if (why) snprintf(why, whylen, "fgd-pack: fragmentation %.1f -> %.1f (decrease %+.1f), leaves %.0f milli-GPU -> %.1f",
+                      s->F0, s->F0 - delta, delta, gl, sc);
+    return sc;
+}
+
 /* Candidate preference within a node; higher wins, ties keep the earlier candidate. */
 static double cand_key(scorer *s, const cand *c, const pv_gpu *ga, int idx, double *delta_out) {
     switch (s->p->kind) {
@@ -405,6 +438,11 @@ static double cand_key(scorer *s, const cand *c, const pv_gpu *ga, int idx, doub
     case P_RANDOM:   /* mig_lean draws the same way */
         return (double)(policy_hash64(policy_hash64(s->ctx->seed ^ 0xa5a5u) ^ policy_hash64(s->ctx->decision) ^
                                       s->name_hash ^ (uint64_t)idx) >> 11);
+    case P_PACK: {
+        double d = frag_delta(s, c, ga);
+        *delta_out = d;
+        return d + pack_gpu_key(c);
+    }
     case P_FGD:
     case P_MIGAWARE: {
         double d = frag_delta(s, c, ga);
@@ -458,6 +496,7 @@ static double node_score(scorer *s, const cand *c, double delta, char *why, size
         if (why) snprintf(why, whylen, "random: draw %.6f (the highest draw among feasible nodes gets 100)", raw);
         return raw;
     }
+    case P_PACK: return pack_node_score(s, c, delta, why, whylen);
     case P_FGD:
     case P_MIGAWARE: {
         bool exact = s->p->kind == P_MIGAWARE || s->ctx->fgd_exact;
@@ -477,7 +516,7 @@ static bool fast_eligible(const scorer *s) {
     const model_request *r = s->r;
     if (policy_test_generic_only) return false;
     if (!s->v.all_whole || r->isolation != MODEL_ISO_DEFAULT) return false;
-    if ((s->p->kind == P_FGD || s->p->kind == P_MIGAWARE) && !frag_workload_fast(s->w)) return false;
+    if (s->w && !frag_workload_fast(s->w)) return false;
     if (r->nmodels > 0) {   /* per-GPU model check: fast only on a single-product node */
         for (int i = 1; i < s->n->ngpus; i++)
             if (s->n->gpus[i].product != s->n->gpus[0].product) return false;
@@ -784,7 +823,7 @@ static bool mig_frag_eligible(const scorer *s) {
 static int mig_frag_lean(scorer *s, cand *best, double *best_key, double *best_delta) {
     const policy_workload *w = s->w;
     const frag_state *st = &s->st;
-    bool migaware = s->p->kind == P_MIGAWARE, exact = migaware || s->ctx->fgd_exact;
+    bool migaware = s->p->kind == P_MIGAWARE, exact = migaware || s->p->kind == P_PACK || s->ctx->fgd_exact;
     int64_t cpu = st->cpu == INT64_MAX ? INT64_MAX : st->cpu - s->r->cpu_milli;
     int nc = 0, idx = -2, win = -1;
     model_grant wg = {0};
@@ -935,9 +974,9 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
     s->w = NULL;
     s->name_hash = name_hash;
     wl_buf wb;
-    if (p->kind == P_FGD) {
+    if (p->kind == P_FGD || p->kind == P_PACK) {
         if (!ctx->workload || !ctx->workload->finished || ctx->workload->nkept == 0) {
-            if (why) snprintf(why, whylen, "fgd needs a finished target workload in ctx->workload");
+            if (why) snprintf(why, whylen, "%s needs a finished target workload in ctx->workload", p->name);
             return -1;
         }
         s->w = ctx->workload;
@@ -1075,7 +1114,7 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
     out->choice = c->c;
     out->raw = node_score(s, c, best_delta, why ? wbuf : NULL, sizeof wbuf);
     out->score = out->raw;
-    if (s->p->kind == P_FGD || s->p->kind == P_MIGAWARE) out->raw = best_delta;
+    if (s->p->kind == P_FGD || s->p->kind == P_MIGAWARE || s->p->kind == P_PACK) out->raw = best_delta;
     if (why) {
         fmt_choice(n, &c->c, cbuf, sizeof cbuf);
         snprintf(why, whylen, "%s; %s of %d candidate%s", wbuf, cbuf, nc, nc == 1 ? "" : "s");
