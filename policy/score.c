@@ -421,6 +421,21 @@ static double pack_node_score(scorer *s, const cand *c, double delta, char *why,
     double cl = ni->cpu_free > 0 ? (double)(ni->cpu_free - ni->cpu_req) / CPU_SPEC * GPU_SPEC : 0; /* CPU left, scaled */
     double d = Q > 0 ? Q * floor(delta / Q) : delta;
     double sc = d - A * gl - B * cl;
+    static double M = -1;
+    if (M < 0) M = knob("PK_M", 0);
+    if (M > 0 && s->r->kind == MODEL_REQ_FRACTION && c->nchg == 1) {
+        double left = c->R1[0];   /* milli left on the chosen GPU */
+        if (M == 1) sc = -left * 1000 + fgd_value(delta, false) + 1e-3 * sc;
+        else if (M == 2) sc = fgd_value(delta, false) * 1e6 - left + 1e-3 * sc;
+        else if (M == 3) sc = (c->R0[0] < 1000 ? 1e9 : 0) + fgd_value(delta, false) * 1e6 - left;
+        else if (M == 4) {
+            int partial = 0;
+            for (int i = 0; i < s->v.ngpus; i++) partial += s->v.R[i] > 0 && s->v.R[i] < 1000;
+            sc = (c->R0[0] < 1000 ? 1e9 : partial ? 5e8 : 0) + fgd_value(delta, false) * 1e6 - left;
+        } else if (M == 5) sc = (c->R0[0] < 1000 ? 1e9 : 0) + fgd_value(delta, false) * 1e6;
+    } else if (M > 0) {
+        sc = fgd_value(delta, false) * 1e6 + (knob("PK_W", 0) > 0 ? sc : 0);
+    }
     if (C > 0 && s->n->ngpus > 0 && ni->fully_free == s->v.ngpus && s->r->kind != MODEL_REQ_NONE) sc -= C;
     if (why) snprintf(why, whylen, "fgd-pack: fragmentation %.1f -> %.1f (decrease %+.1f), leaves %.0f milli-GPU -> %.1f",
                       s->F0, s->F0 - delta, delta, gl, sc);
@@ -441,6 +456,7 @@ static double cand_key(scorer *s, const cand *c, const pv_gpu *ga, int idx, doub
     case P_PACK: {
         double d = frag_delta(s, c, ga);
         *delta_out = d;
+        if (knob("PK_GK", 0) > 0) { double k = 0; for (int i = 0; i < c->nchg; i++) k -= c->R1[i]; return k * 1e6 + d; }
         return d + pack_gpu_key(c);
     }
     case P_FGD:
