@@ -459,10 +459,10 @@ static double pack_node_score(scorer *s, const cand *c, double delta, char *why,
     bool share = s->r->kind == MODEL_REQ_FRACTION && c->nchg == 1;
     int left = share ? c->R1[0] : -1;
     /* Shares, lexicographic in one number: 0.0999 per milli filled; FGD's 0..100 below
-     * 0.0999; then, below 1/1001, the exact decrease less a tenth of the GPU compute the
+     * 0.0999; then, below 1/1001, the exact decrease less twice the GPU compute the
      * node keeps free (a fuller node), which measured better than the node ranking here. */
     double gl = (double)(s->ni.gpu_free - s->ni.gpu_req);
-    double sc = share ? 0.0999 * (1000 - left) + q / 1001.0 + 1e-9 * (delta - 0.1 * gl) : q;
+    double sc = share ? 0.0999 * (1000 - left) + q / 1001.0 + 1e-9 * (delta - 2 * gl) : q;
     if (why) {
         size_t off = 0;
         if (share) off = (size_t)snprintf(why, whylen, "fgd-pack: GPU left with %d milli-GPU (tightest wins); ", left);
