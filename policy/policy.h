@@ -73,6 +73,45 @@ int policy_workload_count(const policy_workload *w);           /* kept types aft
 const policy_task_type *policy_workload_type(const policy_workload *w, int i);
 double policy_workload_coverage(const policy_workload *w);    /* share of tasks the kept types cover, 0..1 */
 
+/* A number that differs between any two finished workloads alive in the process (and
+ * between a workload and a later one at the same address): what a cache of scores keys
+ * on. 0 for NULL or unfinished. */
+uint64_t policy_workload_version(const policy_workload *w);
+
+/* ---------------------------------------------------------------- online target workload
+ *
+ * FGD's target workload is the whole trace, known in advance. The online estimate
+ * knows only what has arrived: each arriving request adds weight 1 to its shape, and
+ * every weight halves after half_life more arrivals (an exponentially decaying count;
+ * the estimate follows a drifting workload, about 1.44 x half_life arrivals of memory).
+ * The finished workload the policies read (95 % coverage, as the paper) is a snapshot,
+ * rebuilt from the weights:
+ *   - during the warm-up (the first `warmup` arrivals) after every arrival, since each
+ *     early arrival moves the estimate a lot;
+ *   - after it, every max(1, half_life / 20) arrivals (5 % of the memory: the estimate
+ *     cannot have moved much, and every rebuild makes cached node scores stale).
+ * Before the first arrival there is no estimate (policy_online_current returns NULL).
+ * Arrivals, not seconds: the simulator's openb experiment has no clock, and in the
+ * extender a pod is an arrival the first time it is scored. */
+
+#define POLICY_ONLINE_HALF_LIFE 1000   /* arrivals (defaults of the extender and tessera-sim) */
+#define POLICY_ONLINE_WARMUP 100
+
+typedef struct policy_online policy_online;
+
+/* half_life > 0 arrivals, warmup >= 0. NULL with err on bad arguments or no memory. */
+policy_online *policy_online_new(double half_life, long warmup, char *err, size_t errlen);
+void policy_online_free(policy_online *o);
+
+/* One arrival of r. 1 when the snapshot was rebuilt (policy_online_current changed), 0
+ * when not, -1 with err on a bad request or no memory (the estimate is unchanged). */
+int policy_online_observe(policy_online *o, const model_request *r, char *err, size_t errlen);
+
+/* The current snapshot (finished; owned by o, valid until the next rebuild), or NULL
+ * before the first arrival. */
+const policy_workload *policy_online_current(const policy_online *o);
+long policy_online_arrivals(const policy_online *o);
+
 /* ---------------------------------------------------------------- fragmentation */
 
 /* Free capacity of one GPU in milli-GPU (0..1000), the R_{n,g} of the paper:

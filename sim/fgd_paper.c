@@ -58,6 +58,7 @@ typedef struct job {
 typedef struct grid {
     const sim_fgd_opts *o;
     const policy **pol;
+    bool *online;               /* per policy: "@online", the estimate instead of the list's workload */
     list_data *lists;
     sim_openb_node *nodes;
     int nnodes, gpus;
@@ -176,6 +177,15 @@ static void run_one(grid *G, const job *j, sim_fgd_run *out) {
     ctx.workload = L->w;
     policy_inc *inc = c ? policy_inc_new(G->pol[j->policy], &ctx, c->nodes, c->n, 0) : NULL;
     policy_result *scratch = c && G->o->full_scoring ? malloc((size_t)c->n * sizeof *scratch) : NULL;
+    policy_online *est = NULL;
+    if (c && G->online[j->policy]) {
+        est = policy_online_new(G->o->half_life > 0 ? G->o->half_life : POLICY_ONLINE_HALF_LIFE,
+                                G->o->warmup > 0 ? G->o->warmup : G->o->warmup < 0 ? 0 : POLICY_ONLINE_WARMUP, err, sizeof err);
+        if (!est) {
+            run_error(G, err);
+            goto done;
+        }
+    }
     if (!c || !fragn || !freen || !inc || (G->o->full_scoring && !scratch)) {
         run_error(G, c ? "out of memory" : err);
         goto done;
@@ -195,6 +205,17 @@ static void run_one(grid *G, const job *j, sim_fgd_run *out) {
         int pod = j->seq[k];
         model_assignment a;
         int i;
+        if (est) {   /* the pod has arrived: it counts in the estimate it is placed with */
+            int changed = policy_online_observe(est, &L->req[pod], err, sizeof err);
+            if (changed < 0) {
+                run_error(G, err);
+                goto done;
+            }
+            if (changed) {
+                ctx.workload = policy_online_current(est);
+                policy_inc_set_workload(inc, ctx.workload);
+            }
+        }
         if (scratch) {
             ctx.decision = (uint64_t)k;
             i = policy_place(G->pol[j->policy], &ctx, &L->req[pod], c->nodes, c->n, scratch, &a, NULL, 0);
@@ -258,6 +279,7 @@ static void run_one(grid *G, const job *j, sim_fgd_run *out) {
     }
 done:
     policy_inc_free(inc);
+    policy_online_free(est);
     free(scratch);
     free(fragn);
     free(freen);
@@ -299,8 +321,13 @@ int sim_fgd_run_grid(const sim_fgd_opts *o, sim_fgd_result *out, char *err, size
         snprintf(err, errlen, "out of memory");
         goto done;
     }
+    G.online = calloc((size_t)o->npolicies, sizeof *G.online);
+    if (!G.online) {
+        snprintf(err, errlen, "out of memory");
+        goto done;
+    }
     for (int i = 0; i < o->npolicies; i++) {
-        if (!(G.pol[i] = policy_find(o->policies[i]))) {
+        if (!(G.pol[i] = sim_fgd_policy_find(o->policies[i], &G.online[i]))) {
             snprintf(err, errlen, "unknown policy \"%s\"", o->policies[i]);
             goto done;
         }
@@ -366,6 +393,7 @@ done:
     for (int l = 0; G.lists && l < o->nlists; l++) free_list(&G.lists[l]);
     free(G.lists);
     free(G.pol);
+    free(G.online);
     free(G.nodes);
     pthread_mutex_destroy(&G.errlock);
     if (rc < 0) sim_fgd_result_free(out);
@@ -412,12 +440,28 @@ static const struct { const char *name, *label; } labels[] = {
     {"random", "01-Random"},   {"dotprod", "02-DotProd"}, {"gpuclustering", "03-GpuClustering"},
     {"gpupacking", "04-GpuPacking"}, {"bestfit", "05-BestFit"}, {"fgd", "06-FGD"},
     {"binpack", "07-Binpack"}, {"spread", "08-Spread"}, {"mig-aware", "09-MigAware"},
+    {"fgd-pack", "10-FGDPack"},
 };
 
+#define ONLINE_SUFFIX "@online"
+
+const policy *sim_fgd_policy_find(const char *name, bool *online) {
+    char base[64];
+    size_t l = strlen(name), sl = strlen(ONLINE_SUFFIX);
+    bool on = l > sl && !strcmp(name + l - sl, ONLINE_SUFFIX);
+    if (l >= sizeof base) return NULL;
+    snprintf(base, sizeof base, "%.*s", (int)(on ? l - sl : l), name);
+    if (online) *online = on;
+    return policy_find(base);
+}
+
 void sim_fgd_policy_label(const char *name, char *buf, size_t len) {
+    bool on = false;
+    const policy *p = sim_fgd_policy_find(name, &on);
+    const char *base = p ? policy_name(p) : name;
     for (size_t i = 0; i < sizeof labels / sizeof labels[0]; i++)
-        if (!strcmp(labels[i].name, name)) {
-            snprintf(buf, len, "%s", labels[i].label);
+        if (!strcmp(labels[i].name, base)) {
+            snprintf(buf, len, "%s%s", labels[i].label, on ? "-online" : "");
             return;
         }
     snprintf(buf, len, "99-%s", name);
@@ -589,7 +633,12 @@ static void fgd_usage(FILE *f) {
             "inflated to 130 %% of the 6,212 GPUs, placed one pod at a time with each policy, nothing\n"
             "departs; allocation and fragmentation bucketed by arrived %%. One run per thread.\n"
             "\n"
-            "  --policies LIST   comma list (default random,dotprod,gpuclustering,gpupacking,bestfit,fgd)\n"
+            "  --policies LIST   comma list (default random,dotprod,gpuclustering,gpupacking,bestfit,fgd);\n"
+            "                    NAME@online (fgd@online, fgd-pack@online) estimates the target workload\n"
+            "                    from the pods arrived so far instead of being given the whole list's\n"
+            "  --half-life N     @online: a shape's weight halves after N more arrivals (default %d)\n"
+            "  --warmup N        @online: rebuild the estimate after each of the first N arrivals (default\n"
+            "                    %d), then every half-life/20 arrivals\n"
             "  --seeds SEEDS     42..51 (default), or a comma list\n"
             "  --pod-lists LIST  openb pod lists by short name (default: default); other than default\n"
             "                    they need --data\n"
@@ -604,7 +653,9 @@ static void fgd_usage(FILE *f) {
             "Writes DIR/analysis_allo_discrete.csv, analysis_frag_discrete.csv and\n"
             "analysis_frag_ratio_discrete.csv in the layout of the authors' expected_results, and\n"
             "DIR/alloc_LIST.svg and DIR/unalloc_LIST.svg (the paper's Fig. 9a); prints unallocated GPU %%\n"
-            "at arrived = 100 %% per policy.\n");
+            "at arrived = 100 %% per policy. Fragmentation is always measured against the whole list's\n"
+            "workload (the experiment's yardstick, whatever a policy was given).\n",
+            POLICY_ONLINE_HALF_LIFE, POLICY_ONLINE_WARMUP);
 }
 
 /* "--name value" or "--name=value": the value, advancing *i; NULL if this is not it. */
@@ -655,6 +706,21 @@ int sim_cmd_fgd_paper(int argc, char **argv) {
                 fprintf(stderr, "tessera-sim fgd-paper: --tune \"%s\": expected a number in (0, 10]\n", v);
                 return 2;
             }
+        } else if ((v = opt_value(argc, argv, &i, "--half-life"))) {
+            char *end;
+            o.half_life = strtod(v, &end);
+            if (*end || !(o.half_life > 0 && o.half_life < 1e9)) {
+                fprintf(stderr, "tessera-sim fgd-paper: --half-life \"%s\": expected a number of arrivals > 0\n", v);
+                return 2;
+            }
+        } else if ((v = opt_value(argc, argv, &i, "--warmup"))) {
+            char *end;
+            o.warmup = strtol(v, &end, 10);
+            if (!*end && o.warmup == 0) o.warmup = -1;   /* none (0 in the struct is the default) */
+            if (*end || o.warmup < -1) {
+                fprintf(stderr, "tessera-sim fgd-paper: --warmup \"%s\": expected a number of arrivals >= 0\n", v);
+                return 2;
+            }
         } else if (!strcmp(argv[i], "--no-progress")) {
             o.progress = false;
         } else {
@@ -668,7 +734,7 @@ int sim_cmd_fgd_paper(int argc, char **argv) {
     o.nlists = split_list(list_buf, lists);
     o.seeds = seeds;
     for (int p = 0; p < o.npolicies; p++)
-        if (!policy_find(pols[p])) {
+        if (!sim_fgd_policy_find(pols[p], NULL)) {
             fprintf(stderr, "tessera-sim fgd-paper: unknown policy \"%s\" (known:", pols[p]);
             for (int k = 0; k < policy_count(); k++) fprintf(stderr, " %s", policy_name(policy_at(k)));
             fprintf(stderr, ")\n");
