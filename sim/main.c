@@ -17,6 +17,7 @@
 #include "sim/progress.h"
 #include "sim/replay.h"
 #include "sim/report.h"
+#include "sim/sweep.h"
 #include "sim/trace.h"
 
 /* The bundled demo cluster and trace (data/sim/), compiled in by the Makefile. */
@@ -47,6 +48,7 @@ static void usage(FILE *f) {
             "                            the smallest node count per group (and sharing) meeting the\n"
             "                            targets, e.g. --target \"wait.p95.inference<=30s\"\n"
             "  fgd-paper ...             the FGD paper's experiment (tessera-sim fgd-paper --help)\n"
+            "  sweep ... / merge DIR     that experiment over a grid, locally or as a Kubernetes Indexed Job\n"
             "  convert openb ...         openb CSVs to a cluster and a trace (tessera-sim convert --help)\n"
             "\n"
             "  -h, --help                this text\n"
@@ -433,6 +435,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "plan")) return cmd_plan(argc - 1, argv + 1);
     if (!strcmp(cmd, "fgd-paper")) return sim_cmd_fgd_paper(argc - 1, argv + 1);
     if (!strcmp(cmd, "convert")) return sim_cmd_convert(argc - 1, argv + 1);
+    if (!strcmp(cmd, "sweep")) return sim_cmd_sweep(argc - 1, argv + 1);
+    if (!strcmp(cmd, "merge")) return sim_cmd_merge(argc - 1, argv + 1);
     fprintf(stderr, "tessera-sim: unknown command \"%s\"\n", cmd);
     usage(stderr);
     return 2;
