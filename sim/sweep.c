@@ -54,7 +54,7 @@ typedef struct sweep_job {
     int *cells, ncells;
     atomic_int next, failed;
     char key[4096];
-    char err[512];
+    char err[1400];
     pthread_mutex_t lock;
 } sweep_job;
 
@@ -75,8 +75,8 @@ static void put_array(FILE *f, const char *name, const double *v) {
 static int write_cell(sweep_job *J, int k, const sim_fgd_run *r, int total_gpus, char *err, size_t errlen) {
     int l, p, s;
     cell_coords(J->g, k, &l, &p, &s);
-    char path[1200], tmp[1300];
-    snprintf(path, sizeof path, "%s/cells/cell-%05d.json", J->dir, k);
+    char path[600], tmp[640];
+    snprintf(path, sizeof path, "%.500s/cells/cell-%05d.json", J->dir, k);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "w");
     if (!f) {
@@ -111,14 +111,14 @@ static void run_cell(sweep_job *J, int k) {
                       .lists = &g->lists[l], .nlists = 1, .data_dir = J->data_dir, .threads = 1, .tune = tune_of(g),
                       .half_life = g->half_life, .warmup = g->warmup};
     sim_fgd_result r;
-    char err[512], msg[700];
+    char err[512], msg[1400];
     if (sim_fgd_run_grid(&o, &r, err, sizeof err) < 0) {
         snprintf(msg, sizeof msg, "cell %d (%s, %s, seed %llu): %s", k, g->lists[l], g->policies[p],
                  (unsigned long long)g->seeds[s], err);
         job_error(J, msg);
         return;
     }
-    if (write_cell(J, k, &r.runs[0], r.total_gpus, err, sizeof err) < 0) job_error(J, err);
+    if (write_cell(J, k, &r.runs[0], r.total_gpus, msg, sizeof msg) < 0) job_error(J, msg);
     sim_fgd_result_free(&r);
 }
 
@@ -252,11 +252,6 @@ static bool read_array(const cJSON *o, const char *name, double *out) {
         out[x++] = v->valuedouble;
     }
     return true;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 /* Median unallocated % at x, mean failed tasks, for one (list, policy). */
@@ -718,7 +713,7 @@ int sim_cmd_sweep(int argc, char **argv) {
         }
         index = (int)x;
     }
-    char err[1024];
+    char err[2048];
     int n = sim_sweep_cells(&g);
     if (sim_sweep_run(&g, data, shards ? shards : 1, index, threads, out, err, sizeof err) < 0) {
         fprintf(stderr, "tessera-sim sweep: %s\n", err);
