@@ -88,7 +88,7 @@ uint64_t policy_workload_version(const policy_workload *w);
  * rebuilt from the weights:
  *   - during the warm-up (the first `warmup` arrivals) after every arrival, since each
  *     early arrival moves the estimate a lot;
- *   - after it, every max(1, half_life / 20) arrivals (5 % of the memory: the estimate
+ *   - after it, at every multiple of max(1, half_life / 20) arrivals (5 % of the memory: the estimate
  *     cannot have moved much, and every rebuild makes cached node scores stale).
  * Before the first arrival there is no estimate (policy_online_current returns NULL).
  * Arrivals, not seconds: the simulator's openb experiment has no clock, and in the

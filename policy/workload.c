@@ -215,7 +215,7 @@ typedef struct online_shape {
 
 struct policy_online {
     double half_life, g, scale;   /* scale = g^arrivals (since the last rescale) */
-    long warmup, arrivals, since;
+    long warmup, arrivals;
     int n, cap;
     online_shape *shapes;
     policy_workload *cur;
@@ -301,7 +301,6 @@ int policy_online_observe(policy_online *o, const model_request *r, char *err, s
         o->n++;
     }
     o->arrivals++;
-    o->since++;
     o->scale *= o->g;
     o->shapes[i].weight += o->scale;
     if (o->scale > RESCALE) {
@@ -310,11 +309,10 @@ int policy_online_observe(policy_online *o, const model_request *r, char *err, s
     }
     long every = (long)(o->half_life / 20);
     if (every < 1) every = 1;
-    if (o->cur && o->arrivals > o->warmup && o->since < every) return 0;
+    if (o->cur && o->arrivals > o->warmup && o->arrivals % every != 0) return 0;
     policy_workload *w = online_build(o, err, errlen);
     if (!w) return -1;
     policy_workload_free(o->cur);
     o->cur = w;
-    o->since = 0;
     return 1;
 }

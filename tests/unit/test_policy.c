@@ -510,7 +510,7 @@ TEST(policy_tiebreak_by_rank_and_scale_0_10) {
 TEST(policy_registry_lists_all) {
     const char *names[] = {"binpack", "spread", "bestfit", "dotprod", "gpupacking", "gpuclustering", "random", "fgd",
                            "mig-aware"};
-    CHECK_INT(policy_count(), 9);
+    CHECK_INT(policy_count(), 10);
     for (int i = 0; i < 9; i++) {
         const policy *p = policy_find(names[i]);
         CHECK_MSG(p != NULL, "%s missing", names[i]);

@@ -230,6 +230,8 @@ static const pinned PINNED[] = {
     {"random", 0x8a9246f05cd783dcull, 0xb8e4b8da70252a0cull, 0xb8e4b8da70252a0cull},
     {"fgd", 0xaedc84de46e038b1ull, 0x1203c3043dace291ull, 0x2eb23b2e6090d508ull},
     {"mig-aware", 0x456b02fb65646476ull, 0x7b1f3224861b1a48ull, 0xeb4a4024e1c3e7eaull},
+    /* pinned from its first version (fast and generic paths agree: test_policy.c) */
+    {"fgd-pack", 0xd78a8aeac6afa0d3ull, 0x9f0d26c592e4a904ull, 0x1cdad380eb6fef5cull},
 };
 
 static void check_policy(int i) {
@@ -263,3 +265,4 @@ TEST(policy_digest_gpuclustering) { check_policy(5); }
 TEST(policy_digest_random) { check_policy(6); }
 TEST(policy_digest_fgd) { check_policy(7); }
 TEST(policy_digest_mig_aware) { check_policy(8); }
+TEST(policy_digest_fgd_pack) { check_policy(9); }
