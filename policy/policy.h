@@ -88,14 +88,19 @@ uint64_t policy_workload_version(const policy_workload *w);
  * rebuilt from the weights:
  *   - during the warm-up (the first `warmup` arrivals) after every arrival, since each
  *     early arrival moves the estimate a lot;
- *   - after it, at every multiple of max(1, half_life / 20) arrivals (5 % of the memory: the estimate
- *     cannot have moved much, and every rebuild makes cached node scores stale).
+ *   - after it, at every multiple of max(1, half_life / 20) arrivals (5 % of the memory),
+ *     and then only if the new popularities differ from the current ones by at least
+ *     POLICY_ONLINE_MIN_CHANGE in total variation distance (half the sum of |p - p'|
+ *     over shapes): every rebuild makes the cached node scores stale (the simulator's
+ *     incremental selector, the extender's score cache), and a steady workload's
+ *     estimate only jitters.
  * Before the first arrival there is no estimate (policy_online_current returns NULL).
  * Arrivals, not seconds: the simulator's openb experiment has no clock, and in the
  * extender a pod is an arrival the first time it is scored. */
 
 #define POLICY_ONLINE_HALF_LIFE 1000   /* arrivals (defaults of the extender and tessera-sim) */
 #define POLICY_ONLINE_WARMUP 100
+#define POLICY_ONLINE_MIN_CHANGE 0.02
 
 typedef struct policy_online policy_online;
 

@@ -272,6 +272,27 @@ static policy_workload *online_build(const policy_online *o, char *err, size_t e
     return w;
 }
 
+/* Total variation distance between two finished workloads' popularities: half the sum
+ * over shapes of |p_a - p_b| (a shape kept in one only counts its whole p). 0..1. */
+static double online_distance(const policy_workload *a, const policy_workload *b) {
+    double d = 0;
+    for (int i = 0; i < a->nkept; i++) {
+        double pb = 0;
+        for (int j = 0; j < b->nkept; j++)
+            if (shape_cmp(&a->types[i], &b->types[j]) == 0) {
+                pb = b->types[j].p;
+                break;
+            }
+        d += fabs(a->types[i].p - pb);
+    }
+    for (int j = 0; j < b->nkept; j++) {
+        bool in_a = false;
+        for (int i = 0; i < a->nkept && !in_a; i++) in_a = shape_cmp(&a->types[i], &b->types[j]) == 0;
+        if (!in_a) d += b->types[j].p;
+    }
+    return d / 2;
+}
+
 int policy_online_observe(policy_online *o, const model_request *r, char *err, size_t errlen) {
     if (!o || !r) {
         if (err) snprintf(err, errlen, "online workload: NULL argument");
@@ -309,9 +330,14 @@ int policy_online_observe(policy_online *o, const model_request *r, char *err, s
     }
     long every = (long)(o->half_life / 20);
     if (every < 1) every = 1;
-    if (o->cur && o->arrivals > o->warmup && o->arrivals % every != 0) return 0;
+    bool warm = o->arrivals > o->warmup;
+    if (o->cur && warm && o->arrivals % every != 0) return 0;
     policy_workload *w = online_build(o, err, errlen);
     if (!w) return -1;
+    if (o->cur && warm && online_distance(o->cur, w) < POLICY_ONLINE_MIN_CHANGE) {
+        policy_workload_free(w);   /* not worth invalidating every cached score */
+        return 0;
+    }
     policy_workload_free(o->cur);
     o->cur = w;
     return 1;

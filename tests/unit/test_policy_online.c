@@ -45,26 +45,32 @@ TEST(policy_online_half_life) {
 
 TEST(policy_online_rebuild_schedule) {
     char err[256];
-    policy_online *o = policy_online_new(200, 30, err, sizeof err);   /* rebuild every 10 after 30 */
+    policy_online *o = policy_online_new(200, 30, err, sizeof err);   /* look every 10 after 30 */
     CHECK(o);
-    model_request a = whole(1, 2000);
+    /* 100 arrivals of one shape, then 100 of another */
+    model_request a = whole(1, 2000), b = whole(4, 8000);
     int rebuilt[200];
     uint64_t last = 0;
     bool versions_change = true;
     for (int i = 0; i < 200; i++) {
-        rebuilt[i] = policy_online_observe(o, &a, err, sizeof err);
+        rebuilt[i] = policy_online_observe(o, i < 100 ? &a : &b, err, sizeof err);
         if (rebuilt[i] == 1) {
             uint64_t v = policy_workload_version(policy_online_current(o));
             versions_change = versions_change && v != 0 && v != last;
             last = v;
         }
     }
+    /* warm-up: after every arrival */
     for (int i = 0; i < 30; i++) CHECK_MSG(rebuilt[i] == 1, "warm-up arrival %d not rebuilt", i + 1);
-    for (int i = 30; i < 200; i++) {
-        int want = (i - 29) % 10 == 0;   /* arrival n = i + 1: 40, 50, ... */
-        CHECK_MSG(rebuilt[i] == want, "arrival %d: rebuilt %d, want %d", i + 1, rebuilt[i], want);
-    }
+    /* then one shape only: the estimate does not move, nothing is rebuilt */
+    for (int i = 30; i < 100; i++) CHECK_MSG(rebuilt[i] == 0, "arrival %d rebuilt a steady estimate", i + 1);
+    /* after the switch: only at multiples of 10 arrivals, and the first one already
+     * moved the estimate by more than POLICY_ONLINE_MIN_CHANGE */
+    for (int i = 100; i < 200; i++)
+        if ((i + 1) % 10) CHECK_MSG(rebuilt[i] == 0, "arrival %d rebuilt off the schedule", i + 1);
+    CHECK(rebuilt[109] == 1 && rebuilt[199] == 1);
     CHECK(versions_change);
+    CHECK(p_of(policy_online_current(o), 4) > 0.5);
     policy_online_free(o);
 }
 
