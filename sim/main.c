@@ -146,8 +146,9 @@ static int split_policies(const char *s, char names[][32], int max, const char *
         }
         memcpy(names[n], p, len);
         names[n][len] = 0;
-        if (!policy_find(names[n])) {
-            fprintf(stderr, "tessera-sim %s: unknown policy \"%s\"; known:", cmd, names[n]);
+        if (!sim_fgd_policy_find(names[n], NULL)) {
+            fprintf(stderr, "tessera-sim %s: unknown policy \"%s\" (NAME@online: estimate the target workload "
+                            "from arrivals); known:", cmd, names[n]);
             for (int i = 0; i < policy_count(); i++) fprintf(stderr, " %s", policy_name(policy_at(i)));
             fputc('\n', stderr);
             return -1;
