@@ -17,11 +17,20 @@
 #include <unistd.h>
 
 #include "policy/policy.h"
+#include "sim/cluster.h"
 #include "sim/fgd_paper.h"
+#include "sim/gen.h"
+#include "sim/replay.h"
+
+/* the bundled demo cluster (data/sim/demo-cluster.json), compiled in */
+extern const unsigned char sim_demo_sim_cluster_json[];
+extern const size_t sim_demo_sim_cluster_json_len;
 
 /* ---------------------------------------------------------------- grid */
 
-int sim_sweep_cells(const sim_sweep_grid *g) { return g->nlists * g->npolicies * g->nseeds; }
+static int openb_cells(const sim_sweep_grid *g) { return g->nlists * g->npolicies * g->nseeds; }
+int sim_sweep_cells(const sim_sweep_grid *g) { return openb_cells(g) + g->npolicies * g->nreplay; }
+static int scale_of(const sim_sweep_grid *g) { return g->replay_scale > 0 ? g->replay_scale : 10; }
 
 static double tune_of(const sim_sweep_grid *g) { return g->tune > 0 ? g->tune : 1.3; }
 static double half_life_of(const sim_sweep_grid *g) { return g->half_life > 0 ? g->half_life : POLICY_ONLINE_HALF_LIFE; }
@@ -37,7 +46,13 @@ void sim_sweep_grid_key(const sim_sweep_grid *g, char *buf, size_t len) {
     for (int i = 0; i < g->nseeds && off < len; i++)
         off += (size_t)snprintf(buf + off, len - off, "%s%llu", i ? "," : "", (unsigned long long)g->seeds[i]);
     if (off < len)
-        snprintf(buf + off, len - off, " tune=%g half-life=%g warmup=%ld", tune_of(g), half_life_of(g), warmup_of(g));
+        off += (size_t)snprintf(buf + off, len - off, " tune=%g half-life=%g warmup=%ld", tune_of(g), half_life_of(g),
+                                warmup_of(g));
+    if (g->nreplay && off < len) {
+        off += (size_t)snprintf(buf + off, len - off, " replay-scale=%d replay-seeds=", scale_of(g));
+        for (int i = 0; i < g->nreplay && off < len; i++)
+            off += (size_t)snprintf(buf + off, len - off, "%s%llu", i ? "," : "", (unsigned long long)g->replay_seeds[i]);
+    }
 }
 
 static void cell_coords(const sim_sweep_grid *g, int k, int *l, int *p, int *s) {
@@ -103,8 +118,116 @@ static int write_cell(sweep_job *J, int k, const sim_fgd_run *r, int total_gpus,
     return 0;
 }
 
+/* ---------------------------------------------------------------- replay cells */
+
+typedef struct replay_cell {
+    int policy;
+    uint64_t seed;
+    int workloads, placed, unschedulable, gpus;
+    double gpu_hours, alloc_mean, frag_mean;
+    sim_kind_stats kind[SIM_NKINDS], all;
+} replay_cell;
+
+static const char *const stat_names[] = {"waitP50", "waitP95", "waitP99", "waitMax", "waitMean", "slowMean", "slowP95"};
+#define NSTATS 7
+
+static double *stat_ref(sim_kind_stats *k, int i) {
+    double *v[] = {&k->wait_p50, &k->wait_p95, &k->wait_p99, &k->wait_max, &k->wait_mean, &k->slow_mean, &k->slow_p95};
+    return v[i];
+}
+
+/* The demo cluster with every group's count times scale, and gen's mixed trace. */
+static int replay_inputs(const sim_sweep_grid *g, uint64_t seed, sim_cluster **cl, sim_trace **tr, char *err,
+                         size_t errlen) {
+    *tr = NULL;
+    *cl = sim_cluster_from_json((const char *)sim_demo_sim_cluster_json, sim_demo_sim_cluster_json_len, NULL, err, errlen);
+    if (!*cl) return -1;
+    for (int i = 0; i < (*cl)->ngroups; i++) (*cl)->groups[i].count *= scale_of(g);
+    sim_gen_opts o;
+    sim_gen_defaults(&o);
+    o.seed = seed;
+    o.workloads = 300L * scale_of(g);
+    o.hours = 8;
+    *tr = sim_gen(&o, err, errlen);
+    if (!*tr) {
+        sim_cluster_free(*cl);
+        *cl = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static int write_replay_cell(sweep_job *J, int k, const replay_cell *c, char *err, size_t errlen) {
+    char path[600], tmp[640];
+    snprintf(path, sizeof path, "%.500s/cells/cell-%05d.json", J->dir, k);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    cJSON *key = cJSON_CreateString(J->key);
+    char *kq = key ? cJSON_PrintUnformatted(key) : NULL;
+    fprintf(f, "{\"grid\": %s,\n \"cell\": %d, \"kind\": \"replay\", \"policy\": \"%s\", \"traceSeed\": %llu,\n"
+               " \"workloads\": %d, \"placed\": %d, \"unschedulable\": %d, \"gpus\": %d,\n"
+               " \"gpuHours\": %.17g, \"allocMeanPct\": %.17g, \"fragMeanPct\": %.17g",
+            kq ? kq : "\"\"", k, J->g->policies[c->policy], (unsigned long long)c->seed, c->workloads, c->placed,
+            c->unschedulable, c->gpus, c->gpu_hours, c->alloc_mean, c->frag_mean);
+    free(kq);
+    cJSON_Delete(key);
+    replay_cell cc = *c;
+    for (int kd = 0; kd <= SIM_NKINDS; kd++) {
+        sim_kind_stats *ks = kd < SIM_NKINDS ? &cc.kind[kd] : &cc.all;
+        fprintf(f, ",\n \"%s\": {\"n\": %d", kd < SIM_NKINDS ? sim_kind_name(kd) : "all", ks->n);
+        for (int i = 0; i < NSTATS; i++) fprintf(f, ", \"%s\": %.17g", stat_names[i], *stat_ref(ks, i));
+        fputc('}', f);
+    }
+    fprintf(f, "}\n");
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+static void run_replay_cell(sweep_job *J, int k) {
+    const sim_sweep_grid *g = J->g;
+    int r = k - openb_cells(g), p = r / g->nreplay, si = r % g->nreplay;
+    char err[600], msg[1400];
+    sim_cluster *cl;
+    sim_trace *tr;
+    if (replay_inputs(g, g->replay_seeds[si], &cl, &tr, err, sizeof err) < 0) {
+        snprintf(msg, sizeof msg, "cell %d (replay, trace seed %llu): %s", k, (unsigned long long)g->replay_seeds[si], err);
+        job_error(J, msg);
+        return;
+    }
+    sim_replay_opts o;
+    sim_replay_defaults(&o);
+    o.policy = g->policies[p];
+    sim_replay_result res;
+    if (sim_replay(cl, tr, &o, &res, err, sizeof err) != 0) {
+        snprintf(msg, sizeof msg, "cell %d (replay %s, trace seed %llu): %s", k, g->policies[p],
+                 (unsigned long long)g->replay_seeds[si], err);
+        job_error(J, msg);
+    } else {
+        replay_cell c = {.policy = p, .seed = g->replay_seeds[si], .workloads = res.workloads, .placed = res.placed,
+                         .unschedulable = res.unschedulable, .gpus = res.gpus, .gpu_hours = res.gpu_hours,
+                         .alloc_mean = res.alloc_mean_pct, .frag_mean = res.frag_mean_pct, .all = res.all};
+        memcpy(c.kind, res.kind, sizeof c.kind);
+        if (write_replay_cell(J, k, &c, msg, sizeof msg) < 0) job_error(J, msg);
+        sim_replay_result_free(&res);
+    }
+    sim_cluster_free(cl);
+    sim_trace_free(tr);
+}
+
 static void run_cell(sweep_job *J, int k) {
     const sim_sweep_grid *g = J->g;
+    if (k >= openb_cells(g)) {
+        run_replay_cell(J, k);
+        return;
+    }
     int l, p, s;
     cell_coords(g, k, &l, &p, &s);
     sim_fgd_opts o = {.policies = &g->policies[p], .npolicies = 1, .seeds = &g->seeds[s], .nseeds = 1,
@@ -225,9 +348,10 @@ static int parse_key(char *key, sim_sweep_grid *g) {
         if (!strcmp(tok, "tune")) g->tune = atof(v);
         else if (!strcmp(tok, "half-life")) g->half_life = atof(v);
         else if (!strcmp(tok, "warmup")) g->warmup = atol(v) == 0 ? -1 : atol(v);
+        else if (!strcmp(tok, "replay-scale")) g->replay_scale = atoi(v);
         else {
             int *n = !strcmp(tok, "lists") ? &g->nlists : !strcmp(tok, "policies") ? &g->npolicies
-                                                        : !strcmp(tok, "seeds") ? &g->nseeds : NULL;
+                   : !strcmp(tok, "seeds") ? &g->nseeds : !strcmp(tok, "replay-seeds") ? &g->nreplay : NULL;
             if (!n) return -1;
             for (char *it = v, *next; it && *it; it = next) {
                 next = strchr(it, ',');
@@ -235,7 +359,8 @@ static int parse_key(char *key, sim_sweep_grid *g) {
                 if (*n >= SIM_SWEEP_MAX) return -1;
                 if (n == &g->nlists) g->lists[(*n)++] = it;
                 else if (n == &g->npolicies) g->policies[(*n)++] = it;
-                else g->seeds[(*n)++] = strtoull(it, NULL, 10);
+                else if (n == &g->nseeds) g->seeds[(*n)++] = strtoull(it, NULL, 10);
+                else g->replay_seeds[(*n)++] = strtoull(it, NULL, 10);
             }
         }
     }
@@ -342,6 +467,119 @@ static int write_summary(const sim_fgd_result *r, const sim_sweep_grid *g, const
     return rc;
 }
 
+static bool read_replay_cell(const cJSON *o, const sim_sweep_grid *g, int r, replay_cell *c) {
+    memset(c, 0, sizeof *c);
+    c->policy = r / g->nreplay;
+    c->seed = g->replay_seeds[r % g->nreplay];
+    const char *ints[] = {"workloads", "placed", "unschedulable", "gpus"};
+    int *iv[] = {&c->workloads, &c->placed, &c->unschedulable, &c->gpus};
+    for (int i = 0; i < 4; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, ints[i]);
+        if (!cJSON_IsNumber(v)) return false;
+        *iv[i] = v->valueint;
+    }
+    const char *dbl[] = {"gpuHours", "allocMeanPct", "fragMeanPct"};
+    double *dv[] = {&c->gpu_hours, &c->alloc_mean, &c->frag_mean};
+    for (int i = 0; i < 3; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, dbl[i]);
+        if (!cJSON_IsNumber(v)) return false;
+        *dv[i] = v->valuedouble;
+    }
+    for (int kd = 0; kd <= SIM_NKINDS; kd++) {
+        const cJSON *ko = cJSON_GetObjectItemCaseSensitive(o, kd < SIM_NKINDS ? sim_kind_name(kd) : "all");
+        sim_kind_stats *ks = kd < SIM_NKINDS ? &c->kind[kd] : &c->all;
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(ko, "n");
+        if (!cJSON_IsNumber(n)) return false;
+        ks->n = n->valueint;
+        for (int i = 0; i < NSTATS; i++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(ko, stat_names[i]);
+            if (!cJSON_IsNumber(v)) return false;
+            *stat_ref(ks, i) = v->valuedouble;
+        }
+    }
+    return true;
+}
+
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median over the trace seeds of one number of a policy's replay cells. */
+static double replay_median(const replay_cell *cells, const sim_sweep_grid *g, int p, double (*get)(const replay_cell *, int),
+                            int arg) {
+    double v[SIM_SWEEP_MAX];
+    for (int s = 0; s < g->nreplay; s++) v[s] = get(&cells[p * g->nreplay + s], arg);
+    qsort(v, (size_t)g->nreplay, sizeof *v, cmp_dbl);
+    int n = g->nreplay;
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static double get_alloc(const replay_cell *c, int a) { (void)a; return c->alloc_mean; }
+static double get_frag(const replay_cell *c, int a) { (void)a; return c->frag_mean; }
+static double get_gpuh(const replay_cell *c, int a) { (void)a; return c->gpu_hours; }
+static double get_unsch(const replay_cell *c, int a) { (void)a; return c->unschedulable; }
+static double get_wait95(const replay_cell *c, int k) { return k < SIM_NKINDS ? c->kind[k].wait_p95 : c->all.wait_p95; }
+static double get_waitmean(const replay_cell *c, int k) { return k < SIM_NKINDS ? c->kind[k].wait_mean : c->all.wait_mean; }
+static double get_slow(const replay_cell *c, int k) { return k < SIM_NKINDS ? c->kind[k].slow_mean : c->all.slow_mean; }
+
+/* replay.csv: one row per (policy, trace seed, kind); replay.md: medians over the seeds. */
+static int write_replay(const replay_cell *cells, const sim_sweep_grid *g, const char *out, FILE *tf, char *err,
+                        size_t errlen) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/replay.csv", out);
+    FILE *c = fopen(path, "w");
+    snprintf(path, sizeof path, "%s/replay.md", out);
+    FILE *m = fopen(path, "w");
+    if (!c || !m) {
+        snprintf(err, errlen, "cannot write the replay summary in %s: %s", out, strerror(errno));
+        if (c) fclose(c);
+        if (m) fclose(m);
+        return -1;
+    }
+    fprintf(c, "policy,trace_seed,workloads,gpus,unschedulable,gpu_hours,alloc_mean_pct,frag_mean_pct,kind,n");
+    for (int i = 0; i < NSTATS; i++) fprintf(c, ",%s", stat_names[i]);
+    fputc('\n', c);
+    for (int p = 0; p < g->npolicies; p++)
+        for (int s = 0; s < g->nreplay; s++) {
+            replay_cell x = cells[p * g->nreplay + s];
+            for (int kd = 0; kd <= SIM_NKINDS; kd++) {
+                sim_kind_stats *ks = kd < SIM_NKINDS ? &x.kind[kd] : &x.all;
+                fprintf(c, "%s,%llu,%d,%d,%d,%.3f,%.3f,%.3f,%s,%d", g->policies[p], (unsigned long long)x.seed,
+                        x.workloads, x.gpus, x.unschedulable, x.gpu_hours, x.alloc_mean, x.frag_mean,
+                        kd < SIM_NKINDS ? sim_kind_name(kd) : "all", ks->n);
+                for (int i = 0; i < NSTATS; i++) fprintf(c, ",%.3f", *stat_ref(ks, i));
+                fputc('\n', c);
+            }
+        }
+    FILE *tabs[2] = {m, tf};
+    for (int t = 0; t < 2; t++) {
+        FILE *f = tabs[t];
+        if (!f) continue;
+        fprintf(f, "\nTimed replays (arrivals and departures) of gen's mixed trace, %d workloads over 8 h, on the demo "
+                   "cluster x %d (%d GPUs); median of %d trace seed(s). Waits in minutes; slow = running time / "
+                   "dedicated duration\n\n", cells[0].workloads, scale_of(g), cells[0].gpus, g->nreplay);
+        fprintf(f, "| policy | alloc %% | frag %% | GPU-h | unsch |");
+        for (int k = 0; k < SIM_NKINDS; k++) fprintf(f, " %s wait p95 | %s wait mean | %s slow |", sim_kind_name(k),
+                                                    sim_kind_name(k), sim_kind_name(k));
+        fprintf(f, " all wait p95 |\n| --- | ---: | ---: | ---: | ---: |");
+        for (int k = 0; k < SIM_NKINDS; k++) fprintf(f, " ---: | ---: | ---: |");
+        fprintf(f, " ---: |\n");
+        for (int p = 0; p < g->npolicies; p++) {
+            fprintf(f, "| %s | %.1f | %.1f | %.0f | %.0f |", g->policies[p], replay_median(cells, g, p, get_alloc, 0),
+                    replay_median(cells, g, p, get_frag, 0), replay_median(cells, g, p, get_gpuh, 0),
+                    replay_median(cells, g, p, get_unsch, 0));
+            for (int k = 0; k < SIM_NKINDS; k++)
+                fprintf(f, " %.1f | %.1f | %.2f |", replay_median(cells, g, p, get_wait95, k) / 60,
+                        replay_median(cells, g, p, get_waitmean, k) / 60, replay_median(cells, g, p, get_slow, k));
+            fprintf(f, " %.1f |\n", replay_median(cells, g, p, get_wait95, SIM_NKINDS) / 60);
+        }
+    }
+    int rc = (fclose(c) != 0) | (fclose(m) != 0) ? -1 : 0;
+    if (rc) snprintf(err, errlen, "cannot write the replay summary in %s", out);
+    return rc;
+}
+
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 int sim_sweep_merge(const char *dir, const char *out_dir, FILE *tf, char *err, size_t errlen) {
@@ -373,6 +611,8 @@ int sim_sweep_merge(const char *dir, const char *out_dir, FILE *tf, char *err, s
     sim_sweep_grid g;
     sim_fgd_result r = {0};
     bool *seen = NULL;
+    replay_cell *rc_cells = NULL;
+    int ncells = 0;
     if (nn == 0) {
         snprintf(err, errlen, "no cell files (cell-NNNNN.json) in %s", cells_dir);
         goto done;
@@ -398,10 +638,12 @@ int sim_sweep_merge(const char *dir, const char *out_dir, FILE *tf, char *err, s
                 cJSON_Delete(o);
                 goto done;
             }
-            r.nruns = sim_sweep_cells(&g);
-            r.runs = calloc((size_t)r.nruns, sizeof *r.runs);
-            seen = calloc((size_t)r.nruns, sizeof *seen);
-            if (!r.runs || !seen) {
+            r.nruns = openb_cells(&g);
+            ncells = sim_sweep_cells(&g);
+            r.runs = calloc((size_t)r.nruns + 1, sizeof *r.runs);
+            seen = calloc((size_t)ncells, sizeof *seen);
+            rc_cells = calloc((size_t)(ncells - r.nruns) + 1, sizeof *rc_cells);
+            if (!r.runs || !seen || !rc_cells) {
                 snprintf(err, errlen, "out of memory");
                 cJSON_Delete(o);
                 goto done;
@@ -413,7 +655,7 @@ int sim_sweep_merge(const char *dir, const char *out_dir, FILE *tf, char *err, s
         }
         const cJSON *ck = cJSON_GetObjectItemCaseSensitive(o, "cell");
         int k = cJSON_IsNumber(ck) ? ck->valueint : -1;
-        if (k < 0 || k >= r.nruns) {
+        if (k < 0 || k >= ncells) {
             snprintf(err, errlen, "%s: cell number out of the grid", path);
             cJSON_Delete(o);
             goto done;
@@ -424,6 +666,15 @@ int sim_sweep_merge(const char *dir, const char *out_dir, FILE *tf, char *err, s
             goto done;
         }
         seen[k] = true;
+        if (k >= r.nruns) {
+            bool ok = read_replay_cell(o, &g, k - r.nruns, &rc_cells[k - r.nruns]);
+            cJSON_Delete(o);
+            if (!ok) {
+                snprintf(err, errlen, "%s: missing or malformed replay fields", path);
+                goto done;
+            }
+            continue;
+        }
         sim_fgd_run *u = &r.runs[k];
         int l, p, s;
         cell_coords(&g, k, &l, &p, &s);
@@ -446,20 +697,21 @@ int sim_sweep_merge(const char *dir, const char *out_dir, FILE *tf, char *err, s
         }
     }
     int missing = 0, first_missing = -1;
-    for (int k = 0; k < r.nruns; k++)
+    for (int k = 0; k < ncells; k++)
         if (!seen[k]) {
             if (first_missing < 0) first_missing = k;
             missing++;
         }
     if (missing) {
         snprintf(err, errlen, "%d of %d cells missing in %s (first: cell %d); run the missing shards, then merge again",
-                 missing, r.nruns, cells_dir, first_missing);
+                 missing, ncells, cells_dir, first_missing);
         goto done;
     }
     sim_fgd_opts o = {.policies = g.policies, .npolicies = g.npolicies, .seeds = g.seeds, .nseeds = g.nseeds,
                       .lists = g.lists, .nlists = g.nlists, .tune = tune_of(&g)};
     if (mkdir_p(out_dir, err, errlen) < 0 || sim_fgd_write(&r, &o, out_dir, err, errlen) < 0 ||
-        write_summary(&r, &g, out_dir, tf, err, errlen) < 0)
+        write_summary(&r, &g, out_dir, tf, err, errlen) < 0 ||
+        (g.nreplay && write_replay(rc_cells, &g, out_dir, tf, err, errlen) < 0))
         goto done;
     rc = 0;
 done:
@@ -468,6 +720,7 @@ done:
     free(key);
     free(parse);
     free(seen);
+    free(rc_cells);
     sim_fgd_result_free(&r);
     return rc;
 }
@@ -533,6 +786,9 @@ static void sweep_usage(FILE *f) {
             "  --tune X          inflate to X times capacity (default 1.3)\n"
             "  --half-life N     @online estimate: half-life in arrivals (default %d)\n"
             "  --warmup N        @online estimate: warm-up in arrivals (default %d)\n"
+            "  --replay-seeds S  also timed replays (arrivals and departures) of gen's mixed trace, one per\n"
+            "                    seed and policy: 300 x scale workloads over 8 h on the demo cluster x scale\n"
+            "  --replay-scale K  (default 10)\n"
             "  --data DIR        openb CSVs (data/openb in the repository; in the image\n"
             "                    /usr/share/tessera/openb)\n"
             "run:\n"
@@ -572,7 +828,7 @@ static void yq(FILE *f, const char *s) {
  * for Parallel Processing with Static Work Assignment"). Cell files are written under
  * temporary names and renamed, so a retried index never leaves half a file. */
 static void emit_job(FILE *f, const sim_sweep_grid *g, const char *lists, const char *pols, const char *seeds,
-                     int shards, int parallelism, const char *image, const char *claim, const char *name,
+                     const char *replay_seeds, int shards, int parallelism, const char *image, const char *claim, const char *name,
                      const char *ns) {
     char key[4096];
     sim_sweep_grid_key(g, key, sizeof key);
@@ -601,6 +857,11 @@ static void emit_job(FILE *f, const sim_sweep_grid *g, const char *lists, const 
     snprintf(num, sizeof num, "%g", half_life_of(g));
     fprintf(f, "        - \"--half-life\"\n        - \"%s\"\n", num);
     fprintf(f, "        - \"--warmup\"\n        - \"%ld\"\n", warmup_of(g));
+    if (g->nreplay) {
+        fprintf(f, "        - \"--replay-seeds\"\n        - ");
+        yq(f, replay_seeds);
+        fprintf(f, "\n        - \"--replay-scale\"\n        - \"%d\"\n", scale_of(g));
+    }
     fprintf(f, "        - \"--data\"\n        - \"/usr/share/tessera/openb\"\n");
     fprintf(f, "        - \"--shards\"\n        - \"%d\"\n        - \"--shard-index\"\n        - \"env\"\n", shards);
     fprintf(f, "        - \"--threads\"\n        - \"1\"\n        - \"--out\"\n        - \"/results\"\n");
@@ -613,7 +874,7 @@ static void emit_job(FILE *f, const sim_sweep_grid *g, const char *lists, const 
 }
 
 int sim_cmd_sweep(int argc, char **argv) {
-    char lists_buf[2048] = "default", pols_buf[2048] = DEFAULT_POLICIES, seeds_buf[512] = "42..51";
+    char lists_buf[2048] = "default", pols_buf[2048] = DEFAULT_POLICIES, seeds_buf[512] = "42..51", replay_buf[512] = "";
     char lists_arg[2048], pols_arg[2048];
     const char *out = "sweep-out", *data = NULL, *image = "tessera-extender", *claim = "tessera-sweep",
                *name = "tessera-sweep", *ns = "tessera", *v, *index_arg = NULL;
@@ -642,6 +903,11 @@ int sim_cmd_sweep(int argc, char **argv) {
             g.warmup = strtol(v, &end, 10);
             if (*end || g.warmup < 0) goto bad;
             if (g.warmup == 0) g.warmup = -1;
+        } else if ((v = value(argc, argv, &i, "--replay-seeds"))) {
+            snprintf(replay_buf, sizeof replay_buf, "%s", v);
+        } else if ((v = value(argc, argv, &i, "--replay-scale"))) {
+            g.replay_scale = (int)strtol(v, &end, 10);
+            if (*end || g.replay_scale < 1 || g.replay_scale > 1000) goto bad;
         } else if ((v = value(argc, argv, &i, "--data"))) {
             data = v;
         } else if ((v = value(argc, argv, &i, "--out"))) {
@@ -681,6 +947,10 @@ int sim_cmd_sweep(int argc, char **argv) {
     g.nlists = split(lists_buf, g.lists);
     g.npolicies = split(pols_buf, g.policies);
     g.nseeds = seeds_of(seeds_buf, g.seeds);
+    if (replay_buf[0] && (g.nreplay = seeds_of(replay_buf, g.replay_seeds)) <= 0) {
+        fprintf(stderr, "tessera-sim sweep: --replay-seeds \"%s\": expected A..B or a comma list\n", replay_buf);
+        return 2;
+    }
     if (g.nlists <= 0 || g.npolicies <= 0 || g.nseeds <= 0) {
         fprintf(stderr, "tessera-sim sweep: need 1..%d pod lists, policies and seeds (--seeds A..B or a comma list)\n",
                 SIM_SWEEP_MAX);
@@ -697,7 +967,7 @@ int sim_cmd_sweep(int argc, char **argv) {
             return 2;
         }
         if (parallelism < 1 || parallelism > shards) parallelism = shards;
-        emit_job(stdout, &g, lists_arg, pols_arg, seeds_buf, shards, parallelism, image, claim, name, ns);
+        emit_job(stdout, &g, lists_arg, pols_arg, seeds_buf, replay_buf, shards, parallelism, image, claim, name, ns);
         return 0;
     }
     int index = 0;
