@@ -401,9 +401,11 @@ static double mig_placements(const scorer *s, const cand *c, const pv_gpu *ga) {
  * losses remain after FGD on the openb trace, measured at arrived = 100 %: free compute
  * left in slivers on shared GPUs (about 93 % of what FGD leaves unallocated), and idle
  * GPUs on nodes whose host CPU is gone. fgd-pack answers each:
- *   - a share of one GPU goes to the GPU, cluster-wide, it fills tightest (least compute
- *     left after it: best fit at the GPU level, where FGD's node score would spread
- *     shares over more GPUs); FGD's score breaks ties;
+ *   - a soft share of one whole-mode GPU goes to the GPU, cluster-wide, it fills
+ *     tightest (least compute left after it: best fit at the GPU level, where FGD's node
+ *     score would spread shares over more GPUs); FGD's score breaks ties. (Nodes that
+ *     would serve the share as a MIG slice or a replica score as below; both scales
+ *     run 0..100.)
  *   - everything else (and the ties above) by FGD's quantised score of the
  *     fragmentation decrease minus PACK_STRAND_WEIGHT x the growth of stranded GPUs:
  *     idle GPUs the node's free CPU cannot serve at the CPU per GPU the target workload
@@ -456,7 +458,9 @@ static double pack_node_score(scorer *s, const cand *c, double delta, char *why,
         strand = pack_stranded(idle1, cf - s->r->cpu_milli, cbar) - pack_stranded(idle0, cf, cbar);
     }
     double q = fgd_value(delta - PACK_STRAND_WEIGHT * strand, false);   /* 0..100, integer */
-    bool share = s->r->kind == MODEL_REQ_FRACTION && c->nchg == 1;
+    /* Only a soft share of a whole-mode GPU: applied to MIG slices and replicas too, the
+     * best fit lost to fgd on timed replays of the mixed trace (sim/README.md). */
+    bool share = s->r->kind == MODEL_REQ_FRACTION && c->nchg == 1 && s->n->gpus[c->g[0]].mode == MODEL_GPU_WHOLE;
     int left = share ? c->R1[0] : -1;
     /* Shares, lexicographic in one number: 0.0999 per milli filled; FGD's 0..100 below
      * 0.0999; then, below 1/1001, the exact decrease less twice the GPU compute the
