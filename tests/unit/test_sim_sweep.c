@@ -66,12 +66,14 @@ static sim_sweep_grid small_grid(void) {
     g.seeds[g.nseeds++] = 43;
     g.tune = 0.3;   /* 30 % of the capacity arrives: fast, still placements and a shape */
     g.half_life = 2000;
+    g.replay_seeds[g.nreplay++] = 5;   /* and one timed replay per policy, on the demo cluster as bundled */
+    g.replay_scale = 1;
     return g;
 }
 
 static const char *const outputs[] = {"analysis_allo_discrete.csv", "analysis_frag_discrete.csv",
                                       "analysis_frag_ratio_discrete.csv", "summary.csv", "summary.json", "table.md",
-                                      "alloc_default.svg", "unalloc_default.svg"};
+                                      "alloc_default.svg", "unalloc_default.svg", "replay.csv", "replay.md"};
 
 TEST(sim_sweep_shards_merge_equal_local_run) {
     char a[] = "/tmp/tessera-sweep-a-XXXXXX", b[] = "/tmp/tessera-sweep-b-XXXXXX", c[] = "/tmp/tessera-sweep-c-XXXXXX";
@@ -79,10 +81,10 @@ TEST(sim_sweep_shards_merge_equal_local_run) {
     sim_sweep_grid g = small_grid();
     char err[1024];
     int n = sim_sweep_cells(&g);
-    CHECK_INT(n, 6);
+    CHECK_INT(n, 9);   /* 1 list x 3 policies x 2 seeds, and 3 policies x 1 trace */
     bool ok = sim_sweep_run(&g, NULL, 1, 0, 2, a, err, sizeof err) == 0 && sim_sweep_merge(a, a, NULL, err, sizeof err) == 0;
-    /* 4 shards of 6 cells: shard i runs cells i, i+4 -> 2, 2, 1, 1 new files */
-    static const int expect_new[] = {2, 2, 1, 1};
+    /* 4 shards of 9 cells: shard i runs cells i, i+4, i+8 -> 3, 2, 2, 2 new files */
+    static const int expect_new[] = {3, 2, 2, 2};
     bool split_ok = true;
     for (int i = 0; i < 4 && ok; i++) {
         int before = count_cells(b);
@@ -108,8 +110,11 @@ TEST(sim_sweep_shards_merge_equal_local_run) {
         if (i < 3) same_grid = same_grid && same_file(a, c, outputs[i]);
     }
     char *table = ok ? read_all(a, "table.md") : NULL;
-    bool table_ok = table && strstr(table, "| default |") && strstr(table, "fgd-pack@online");
+    char *replay = ok ? read_all(a, "replay.md") : NULL;
+    bool table_ok = table && strstr(table, "| default |") && strstr(table, "fgd-pack@online") && replay &&
+                    strstr(replay, "| fgd-pack@online |") && strstr(replay, "300 workloads");
     free(table);
+    free(replay);
     rm_rf(a);
     rm_rf(b);
     rm_rf(c);
@@ -125,6 +130,7 @@ TEST(sim_sweep_merge_refuses_missing_and_foreign_cells) {
     CHECK(mkdtemp(a));
     sim_sweep_grid g = small_grid();
     g.npolicies = 1;   /* fgd only: 2 cells */
+    g.nreplay = 0;
     char err[1024], path[700];
     bool ran = sim_sweep_run(&g, NULL, 2, 0, 1, a, err, sizeof err) == 0;   /* only cell 0 */
     int missing = ran ? sim_sweep_merge(a, a, NULL, err, sizeof err) : 0;
