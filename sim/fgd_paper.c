@@ -638,7 +638,7 @@ static void fgd_usage(FILE *f) {
             "                    from the pods arrived so far instead of being given the whole list's\n"
             "  --half-life N     @online: a shape's weight halves after N more arrivals (default %d)\n"
             "  --warmup N        @online: rebuild the estimate after each of the first N arrivals (default\n"
-            "                    %d), then every half-life/20 arrivals\n"
+            "                    %d), then every half-life/20 arrivals if it moved by 2 %% or more\n"
             "  --seeds SEEDS     42..51 (default), or a comma list\n"
             "  --pod-lists LIST  openb pod lists by short name (default: default); other than default\n"
             "                    they need --data\n"
