@@ -188,7 +188,7 @@ typedef struct policy_result {
 typedef struct policy policy;
 
 /* Registry: "binpack", "spread", "bestfit", "dotprod", "gpupacking", "gpuclustering",
- * "random", "fgd", "mig-aware". NULL for an unknown name.
+ * "random", "fgd", "mig-aware", "fgd-pack". NULL for an unknown name.
  *
  *   binpack / spread  node: 100 * (mean GPU use after placement) / 100 * (1 - that); use of
  *                     a GPU = weighted mean of compute, memory and (time-slice/MPS)
@@ -206,7 +206,14 @@ typedef struct policy policy;
  *                     starts). Other requests: fgd with the exact score. Without a workload
  *                     (or, for MIG requests, without MIG types in it) it measures against
  *                     every profile of the node's MIG product, equally likely, or the
- *                     request's own shape. */
+ *                     request's own shape
+ *   fgd-pack          needs ctx->workload (score.c, "fgd-pack", has the why). A soft share
+ *                     of one whole-mode GPU: the GPU it leaves with the least compute free,
+ *                     cluster-wide (score 0.0999 per milli filled), then fgd's score. Any
+ *                     other request: fgd's quantised score of (fragmentation decrease -
+ *                     0.1 x growth of idle GPUs the node's free CPU cannot serve at the
+ *                     workload's mean CPU per GPU). GPU on a node: the largest exact
+ *                     fragmentation decrease, then the tightest. */
 const policy *policy_find(const char *name);
 int policy_count(void);
 const policy *policy_at(int i);
