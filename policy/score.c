@@ -39,7 +39,7 @@ static const policy registry[] = {
     {"random", P_RANDOM, "one random feasible node, random GPU (FGD baseline)"},
     {"fgd", P_FGD, "least growth of fragmentation against the target workload (FGD, ATC '23)"},
     {"mig-aware", P_MIGAWARE, "idle MIG instance first, else the GPU/slot that keeps most demand placeable"},
-    {"fgd-pack", P_PACK, "FGD's exact fragmentation change plus best-fit residuals (tessera)"},
+    {"fgd-pack", P_PACK, "shares: the whole-mode GPU they fill tightest; else FGD less CPU-stranded GPUs (tessera)"},
 };
 #define NPOLICIES ((int)(sizeof registry / sizeof registry[0]))
 
@@ -469,7 +469,8 @@ static double pack_node_score(scorer *s, const cand *c, double delta, char *why,
     double sc = share ? 0.0999 * (1000 - left) + q / 1001.0 + 1e-9 * (delta - 2 * gl) : q;
     if (why) {
         size_t off = 0;
-        if (share) off = (size_t)snprintf(why, whylen, "fgd-pack: GPU left with %d milli-GPU (tightest wins); ", left);
+        off = share ? (size_t)snprintf(why, whylen, "fgd-pack: GPU left with %d milli-GPU (tightest wins); ", left)
+                    : (size_t)snprintf(why, whylen, "fgd-pack: ");
         if (off < whylen)
             snprintf(why + off, whylen - off, "fragmentation %.1f -> %.1f (decrease %+.1f), stranded idle GPUs %+.0f milli "
                      "(x%.2g) -> FGD %.0f -> %.3f", s->F0, s->F0 - delta, delta, strand, PACK_STRAND_WEIGHT, q, sc);
