@@ -158,8 +158,9 @@ bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
 
 # Unit and end-to-end tests, then the deployment manifest checks; the last line sums both.
-# The restart test runs the real extender binary, and test_reserve the real tessera-reserve, built next to the tests.
-test: $(TEST_BIN) $(EXT_BIN) $(RESERVE_BIN)
+# The restart test runs the real extender binary, and test_reserve the real tessera-reserve, built next to the tests;
+# the manifest checks run tessera-sim's sweep Job.
+test: $(TEST_BIN) $(EXT_BIN) $(RESERVE_BIN) $(SIM_BIN)
 	@sh scripts/run-tests.sh $(TEST_BIN)
 
 asan:

@@ -53,10 +53,14 @@ static void usage(FILE *f) {
 "  --policy NAME               scoring policy (default binpack): ");
     for (int i = 0; i < policy_count(); i++) fprintf(f, "%s%s", i ? ", " : "", policy_name(policy_at(i)));
     fprintf(f, "\n"
-"                              (fgd needs --workload)\n"
+"                              (fgd and fgd-pack need --workload or --online-workload)\n"
 "  --workload FILE             target workload for fgd and the fragmentation metric: a JSON\n"
 "                              array (or List) of Pod objects, each counted once (default:\n"
 "                              the GPU pods in the cache, at each /metrics scrape)\n"
+"  --online-workload           estimate the target workload from the GPU pods prioritized so\n"
+"                              far instead (each pod counts once; a shape's weight halves every\n"
+"                              --online-half-life pods; policy/policy.h has the rules)\n"
+"  --online-half-life N        half-life of the online estimate, in pods (default 1000)\n"
 "  --max-body-bytes N          largest request body accepted; larger gets 413 (default 8388608)\n"
 "  --conn-timeout SECONDS      close a connection idle or stalled this long (default 30)\n"
 "  --tls-cert FILE             serve HTTPS with this PEM certificate (needs --tls-key)\n"
@@ -241,7 +245,7 @@ static void print_demo_help(const char *listen, int port, const char *prefix, co
 
 int main(int argc, char **argv) {
     enum { O_LISTEN = 1000, O_PREFIX, O_POLICY, O_CLUSTER, O_DEMO, O_API, O_TOKEN, O_CA, O_CCERT, O_CKEY, O_INSECURE,
-           O_TCERT, O_TKEY, O_TCA, O_MAXBODY, O_TTL, O_CONNTO, O_LOG, O_HELP, O_WORKLOAD, O_BINDTO, O_MLISTEN,
+           O_TCERT, O_TKEY, O_TCA, O_MAXBODY, O_TTL, O_CONNTO, O_LOG, O_HELP, O_WORKLOAD, O_ONLINE, O_ONLINE_HL, O_BINDTO, O_MLISTEN,
            O_LE, O_LE_NS, O_LE_NAME, O_LE_LEASE, O_LE_RENEW, O_LE_RETRY,
            /* admission webhook */
            O_WH_LISTEN, O_WH_CERT, O_WH_KEY, O_WH_SECRET, O_WH_CONFIG, O_WH_RUNTIME, O_SCHED_NAME,
@@ -258,6 +262,7 @@ int main(int argc, char **argv) {
         {"max-body-bytes", required_argument, 0, O_MAXBODY}, {"assume-ttl", required_argument, 0, O_TTL},
         {"conn-timeout", required_argument, 0, O_CONNTO}, {"log-level", required_argument, 0, O_LOG},
         {"help", no_argument, 0, O_HELP}, {"workload", required_argument, 0, O_WORKLOAD},
+        {"online-workload", no_argument, 0, O_ONLINE}, {"online-half-life", required_argument, 0, O_ONLINE_HL},
         {"bind-timeout", required_argument, 0, O_BINDTO}, {"metrics-listen", required_argument, 0, O_MLISTEN},
         {"leader-elect", optional_argument, 0, O_LE}, {"leader-elect-namespace", required_argument, 0, O_LE_NS},
         {"leader-elect-name", required_argument, 0, O_LE_NAME},
@@ -283,6 +288,8 @@ int main(int argc, char **argv) {
     ext_kube_config_defaults(&kc);
     kc.dra = true;   /* Dynamic Resource Allocation: watched unless --dra=off (a cluster without it answers 404) */
     const char *policy_arg = "binpack", *cluster = NULL, *workload_file = NULL, *metrics_listen = NULL;
+    bool online_workload = false;
+    double online_half_life = POLICY_ONLINE_HALF_LIFE;
     bool demo = false, api_given = false;
     int ttl_s = 30, c;
     char err0[512];
@@ -338,6 +345,16 @@ int main(int argc, char **argv) {
             break;
         }
         case O_WORKLOAD: workload_file = optarg; break;
+        case O_ONLINE: online_workload = true; break;
+        case O_ONLINE_HL: {
+            char *end;
+            online_half_life = strtod(optarg, &end);
+            if (*end || !(online_half_life > 0 && online_half_life < 1e9)) {
+                fprintf(stderr, "--online-half-life %s: expected a number of pods > 0\n", optarg);
+                return 2;
+            }
+            break;
+        }
         case O_MLISTEN: metrics_listen = optarg; break;
         case O_BINDTO: {
             int secs;
@@ -426,8 +443,14 @@ int main(int argc, char **argv) {
         free(wjson);
         if (!workload) { fprintf(stderr, "--workload %s: %s\n", workload_file, werr); return 2; }
     }
-    if (!strcmp(policy_arg, "fgd") && !workload) {
-        fprintf(stderr, "--policy fgd needs a target workload: give --workload FILE\n");
+    if (online_workload && workload) {
+        fprintf(stderr, "--workload and --online-workload exclude each other: a given target workload, or one "
+                        "estimated from the pods\n");
+        policy_workload_free(workload);
+        return 2;
+    }
+    if ((!strcmp(policy_arg, "fgd") || !strcmp(policy_arg, "fgd-pack")) && !workload && !online_workload) {
+        fprintf(stderr, "--policy %s needs a target workload: give --workload FILE or --online-workload\n", policy_arg);
         policy_workload_free(workload);
         return 2;
     }
@@ -554,6 +577,11 @@ int main(int argc, char **argv) {
     verbs.rsv = rsv;
     verbs.fraction_no_mps = delivery_mode == EXT_DELIVERY_RESERVATION;
     verbs.ctx.workload = workload;
+    if (online_workload) {
+        char oerr[256];
+        verbs.online = policy_online_new(online_half_life, POLICY_ONLINE_WARMUP, oerr, sizeof oerr);
+        if (!verbs.online) fprintf(stderr, "--online-workload: %s; continuing without a target workload\n", oerr);
+    }
     verbs.leader = leader;
     hc.verbs = &verbs;
     hc.webhook = &wc;
@@ -705,6 +733,7 @@ int main(int argc, char **argv) {
     ext_rsv_free(rsv);   /* after the client: its watch threads feed the controller's tables */
     ext_state_free(st);
     policy_workload_free(workload);
+    policy_online_free(verbs.online);   /* after the servers: nothing prioritizes any more */
     if (!exit_code) ext_log(EXT_LOG_INFO, "event=stopped");
     return exit_code;
 }

@@ -317,7 +317,9 @@ static uint64_t score_ctx_key(const ext_verbs *v) {
     if (policy_draws_per_decision(v->pol)) return 0;
     const policy_ctx *c = &v->ctx;
     uint64_t h = uid_hash(policy_name(v->pol));
-    uint64_t parts[] = {c->seed, (uint64_t)(uintptr_t)c->workload, c->fgd_exact, c->tiebreak};
+    /* the workload's version, not its address: an online estimate's next snapshot may
+     * reuse the address of the one it replaced */
+    uint64_t parts[] = {c->seed, policy_workload_version(c->workload), c->fgd_exact, c->tiebreak};
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) h = (h ^ parts[i]) * 1099511628211ull + 0x9e3779b97f4a7c15ull;
     double w[] = {c->w_memory, c->w_compute, c->w_replica};
     for (int i = 0; i < 3; i++) {
@@ -326,6 +328,20 @@ static uint64_t score_ctx_key(const ext_verbs *v) {
         h = (h ^ bits) * 1099511628211ull;
     }
     return h | 1;
+}
+
+/* --online-workload: count the pod as an arrival the first time it is prioritized, and
+ * point ctx.workload at the estimate's current snapshot (lock held). */
+static void online_observe(ext_verbs *v, const char *uid, const model_request *r) {
+    if (!v->online) return;
+    uint64_t h = uid_hash(uid) | 1;
+    for (int i = 0; i < EXT_ONLINE_SEEN; i++)
+        if (v->online_seen[i] == h) return;
+    v->online_seen[v->online_next] = h;
+    v->online_next = (v->online_next + 1) % EXT_ONLINE_SEEN;
+    char err[256];
+    if (policy_online_observe(v->online, r, err, sizeof err) < 0) return;   /* a request the model refused */
+    v->ctx.workload = policy_online_current(v->online);
 }
 
 /* The node's entry, allocated on first use (lock held, one thread). NULL when out of memory. */
@@ -907,9 +923,11 @@ void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *
     if (a.req_ok && model_request_wants_gpu(&a.req)) {
         policy_ctx ctx = v->ctx;
         ctx.decision = uid_hash(a.uid);
-        score_job j = {.st = v->st, .v = v, .a = &a, .ctx = &ctx, .ctx_key = score_ctx_key(v), .res = res,
-                       .fresh = fresh};
+        score_job j = {.st = v->st, .v = v, .a = &a, .ctx = &ctx, .res = res, .fresh = fresh};
         ext_state_lock(v->st);
+        online_observe(v, a.uid, &a.req);
+        ctx.workload = v->ctx.workload;   /* read under the lock: a rebuild frees the old one */
+        j.ctx_key = score_ctx_key(v);
         j.shape = shape_id(v, &a.req);
         j.clock = ++memo_clock;
         run_split(a.n, score_range, &j);

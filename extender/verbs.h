@@ -49,11 +49,18 @@ const char *ext_bind_outcome_name(ext_bind_outcome o);
  * replicas, a Job's workers) while only the node that took the last one changed, so most
  * nodes are answered without model_fit or the policy. Shapes get ids from a small table. */
 #define EXT_SHAPES 16
+/* Pods already counted by the online estimate: a pod kube-scheduler retries is prioritized
+ * again, but arrived once. The last EXT_ONLINE_SEEN UIDs are remembered. */
+#define EXT_ONLINE_SEEN 4096
 
 typedef struct ext_verbs {
     ext_state *st;
     const policy *pol;
     policy_ctx ctx;              /* per call a copy gets decision = hash of the pod UID */
+    policy_online *online;       /* --online-workload: ctx.workload is its current estimate (under
+                                  * the state lock: prioritize observes each new GPU pod) */
+    uint64_t online_seen[EXT_ONLINE_SEEN];   /* UID hashes already observed (ring; 0 = empty) */
+    int online_next;
     ext_bind_fn bind;            /* NULL: standalone, binds are recorded in memory only */
     void *bind_user;
     ext_leader *leader;          /* NULL: no leader election, this replica binds */

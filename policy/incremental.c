@@ -213,6 +213,12 @@ void policy_inc_touch_all(policy_inc *s) {
     s->loglen = 0;
 }
 
+void policy_inc_set_workload(policy_inc *s, const policy_workload *w) {
+    if (!s || s->ctx.workload == w) return;
+    s->ctx.workload = w;
+    policy_inc_touch_all(s);   /* every score may depend on it */
+}
+
 /* Bring the cache up to date with the log; -1 if a score failed. */
 static int refresh(policy_inc *s, shape_cache *c, const model_request *r, char *why, size_t whylen) {
     if (c->stale) {

@@ -49,6 +49,10 @@ void policy_inc_free(policy_inc *s);
 void policy_inc_touch(policy_inc *s, int i);
 void policy_inc_touch_all(policy_inc *s);
 
+/* Replace ctx.workload (an online estimate's new snapshot): every cached score is
+ * dropped, as after policy_inc_touch_all. */
+void policy_inc_set_workload(policy_inc *s, const policy_workload *w);
+
 /* What policy_place(p, ctx with .decision = decision, r, nodes, n, ...) returns: the
  * winner's index with out filled, or -1 (no node fits, or bad input; why says which). */
 int policy_inc_place(policy_inc *s, const model_request *r, uint64_t decision, model_assignment *out, char *why,

@@ -73,6 +73,50 @@ int policy_workload_count(const policy_workload *w);           /* kept types aft
 const policy_task_type *policy_workload_type(const policy_workload *w, int i);
 double policy_workload_coverage(const policy_workload *w);    /* share of tasks the kept types cover, 0..1 */
 
+/* A number that differs between any two finished workloads alive in the process (and
+ * between a workload and a later one at the same address): what a cache of scores keys
+ * on. 0 for NULL or unfinished. */
+uint64_t policy_workload_version(const policy_workload *w);
+
+/* ---------------------------------------------------------------- online target workload
+ *
+ * FGD's target workload is the whole trace, known in advance. The online estimate
+ * knows only what has arrived: each arriving request adds weight 1 to its shape, and
+ * every weight halves after half_life more arrivals (an exponentially decaying count;
+ * the estimate follows a drifting workload, about 1.44 x half_life arrivals of memory).
+ * The finished workload the policies read (95 % coverage, as the paper) is a snapshot,
+ * rebuilt from the weights:
+ *   - during the warm-up (the first `warmup` arrivals) after every arrival, since each
+ *     early arrival moves the estimate a lot;
+ *   - after it, at every multiple of max(1, half_life / 20) arrivals (5 % of the memory),
+ *     and then only if the new popularities differ from the current ones by at least
+ *     POLICY_ONLINE_MIN_CHANGE in total variation distance (half the sum of |p - p'|
+ *     over shapes): every rebuild makes the cached node scores stale (the simulator's
+ *     incremental selector, the extender's score cache), and a steady workload's
+ *     estimate only jitters.
+ * Before the first arrival there is no estimate (policy_online_current returns NULL).
+ * Arrivals, not seconds: the simulator's openb experiment has no clock, and in the
+ * extender a pod is an arrival the first time it is scored. */
+
+#define POLICY_ONLINE_HALF_LIFE 1000   /* arrivals (defaults of the extender and tessera-sim) */
+#define POLICY_ONLINE_WARMUP 100
+#define POLICY_ONLINE_MIN_CHANGE 0.02
+
+typedef struct policy_online policy_online;
+
+/* half_life > 0 arrivals, warmup >= 0. NULL with err on bad arguments or no memory. */
+policy_online *policy_online_new(double half_life, long warmup, char *err, size_t errlen);
+void policy_online_free(policy_online *o);
+
+/* One arrival of r. 1 when the snapshot was rebuilt (policy_online_current changed), 0
+ * when not, -1 with err on a bad request or no memory (the estimate is unchanged). */
+int policy_online_observe(policy_online *o, const model_request *r, char *err, size_t errlen);
+
+/* The current snapshot (finished; owned by o, valid until the next rebuild), or NULL
+ * before the first arrival. */
+const policy_workload *policy_online_current(const policy_online *o);
+long policy_online_arrivals(const policy_online *o);
+
 /* ---------------------------------------------------------------- fragmentation */
 
 /* Free capacity of one GPU in milli-GPU (0..1000), the R_{n,g} of the paper:
@@ -146,7 +190,7 @@ typedef struct policy_result {
 typedef struct policy policy;
 
 /* Registry: "binpack", "spread", "bestfit", "dotprod", "gpupacking", "gpuclustering",
- * "random", "fgd", "mig-aware". NULL for an unknown name.
+ * "random", "fgd", "mig-aware", "fgd-pack". NULL for an unknown name.
  *
  *   binpack / spread  node: 100 * (mean GPU use after placement) / 100 * (1 - that); use of
  *                     a GPU = weighted mean of compute, memory and (time-slice/MPS)
@@ -164,7 +208,14 @@ typedef struct policy policy;
  *                     starts). Other requests: fgd with the exact score. Without a workload
  *                     (or, for MIG requests, without MIG types in it) it measures against
  *                     every profile of the node's MIG product, equally likely, or the
- *                     request's own shape. */
+ *                     request's own shape
+ *   fgd-pack          needs ctx->workload (score.c, "fgd-pack", has the why). A soft share
+ *                     of one whole-mode GPU: the GPU it leaves with the least compute free,
+ *                     cluster-wide (score 0.0999 per milli filled), then fgd's score. Any
+ *                     other request: fgd's quantised score of (fragmentation decrease -
+ *                     0.1 x growth of idle GPUs the node's free CPU cannot serve at the
+ *                     workload's mean CPU per GPU). GPU on a node: the largest exact
+ *                     fragmentation decrease, then the tightest. */
 const policy *policy_find(const char *name);
 int policy_count(void);
 const policy *policy_at(int i);

@@ -1,9 +1,11 @@
 /* workload.c -- the target workload: request shapes with counts, cut to the most common
  * ones covering a share of all tasks (95 % in the FGD paper) and renormalised. The
- * simulator builds it from a trace, the extender from pods it has seen or a file.
+ * simulator builds it from a trace, the extender from pods it has seen or a file; or
+ * either estimates it online from arrivals so far (policy_online_*, the end of the file).
  */
 #include "policy/policy_int.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,4 +201,149 @@ const policy_task_type *policy_workload_type(const policy_workload *w, int i) {
 
 double policy_workload_coverage(const policy_workload *w) {
     return w && w->finished && w->total ? (double)w->kept / (double)w->total : 0.0;
+}
+
+uint64_t policy_workload_version(const policy_workload *w) { return w && w->finished ? w->id : 0; }
+
+/* ---------------------------------------------------------------- online estimate */
+
+/* Decay without touching every weight per arrival: arrival n adds g^n (g = 2^(1/half
+ * life)) to its shape, so weight / g^n is the decayed count. When g^n grows large every
+ * weight is divided down (RESCALE), which changes nothing relative. */
+#define RESCALE 1e200
+
+typedef struct online_shape {
+    policy_task_type t;     /* shape_of; count unused */
+    model_request r;        /* one request of the shape, to rebuild the workload from */
+    double weight;
+} online_shape;
+
+struct policy_online {
+    double half_life, g, scale;   /* scale = g^arrivals (since the last rescale) */
+    long warmup, arrivals;
+    int n, cap;
+    online_shape *shapes;
+    policy_workload *cur;
+};
+
+policy_online *policy_online_new(double half_life, long warmup, char *err, size_t errlen) {
+    if (!(half_life > 0 && half_life < 1e12) || warmup < 0) {
+        if (err) snprintf(err, errlen, "online workload: half-life must be > 0 arrivals and warm-up >= 0");
+        return NULL;
+    }
+    policy_online *o = calloc(1, sizeof *o);
+    if (!o) {
+        if (err) snprintf(err, errlen, "online workload: out of memory");
+        return NULL;
+    }
+    o->half_life = half_life;
+    o->g = pow(2.0, 1.0 / half_life);
+    o->scale = 1.0;
+    o->warmup = warmup;
+    return o;
+}
+
+void policy_online_free(policy_online *o) {
+    if (!o) return;
+    free(o->shapes);
+    policy_workload_free(o->cur);
+    free(o);
+}
+
+const policy_workload *policy_online_current(const policy_online *o) { return o ? o->cur : NULL; }
+long policy_online_arrivals(const policy_online *o) { return o ? o->arrivals : 0; }
+
+/* A finished workload from the decayed weights. Counts are the weights relative to the
+ * newest arrival's, in millionths (integers, as policy_workload_add takes): a shape last
+ * seen 20 half-lives ago still counts 1. */
+static policy_workload *online_build(const policy_online *o, char *err, size_t errlen) {
+    policy_workload *w = policy_workload_new();
+    if (!w) {
+        if (err) snprintf(err, errlen, "online workload: out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < o->n; i++) {
+        double c = o->shapes[i].weight / o->scale * 1e6;
+        long count = c < 1 ? 1 : c > 1e15 ? (long)1e15 : (long)llround(c);
+        if (policy_workload_add(w, &o->shapes[i].r, count, err, errlen) < 0) {
+            policy_workload_free(w);
+            return NULL;
+        }
+    }
+    if (policy_workload_finish(w, 95.0, err, errlen) < 0) {
+        policy_workload_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+/* Total variation distance between two finished workloads' popularities: half the sum
+ * over shapes of |p_a - p_b| (a shape kept in one only counts its whole p). 0..1. */
+static double online_distance(const policy_workload *a, const policy_workload *b) {
+    double d = 0;
+    for (int i = 0; i < a->nkept; i++) {
+        double pb = 0;
+        for (int j = 0; j < b->nkept; j++)
+            if (shape_cmp(&a->types[i], &b->types[j]) == 0) {
+                pb = b->types[j].p;
+                break;
+            }
+        d += fabs(a->types[i].p - pb);
+    }
+    for (int j = 0; j < b->nkept; j++) {
+        bool in_a = false;
+        for (int i = 0; i < a->nkept && !in_a; i++) in_a = shape_cmp(&a->types[i], &b->types[j]) == 0;
+        if (!in_a) d += b->types[j].p;
+    }
+    return d / 2;
+}
+
+int policy_online_observe(policy_online *o, const model_request *r, char *err, size_t errlen) {
+    if (!o || !r) {
+        if (err) snprintf(err, errlen, "online workload: NULL argument");
+        return -1;
+    }
+    /* validate as policy_workload_add would, before changing anything */
+    policy_workload *probe = policy_workload_new();
+    int ok = probe ? policy_workload_add(probe, r, 1, err, errlen) : -1;
+    policy_workload_free(probe);
+    if (ok < 0) return -1;
+    policy_task_type t;
+    shape_of(r, &t);
+    int i = 0;
+    while (i < o->n && shape_cmp(&o->shapes[i].t, &t) != 0) i++;
+    if (i == o->n) {
+        if (o->n == o->cap) {
+            int cap = o->cap ? 2 * o->cap : 64;
+            online_shape *ns = realloc(o->shapes, (size_t)cap * sizeof *ns);
+            if (!ns) {
+                if (err) snprintf(err, errlen, "online workload: out of memory");
+                return -1;
+            }
+            o->shapes = ns;
+            o->cap = cap;
+        }
+        o->shapes[i] = (online_shape){.t = t, .r = *r, .weight = 0};
+        o->n++;
+    }
+    o->arrivals++;
+    o->scale *= o->g;
+    o->shapes[i].weight += o->scale;
+    if (o->scale > RESCALE) {
+        for (int k = 0; k < o->n; k++) o->shapes[k].weight /= o->scale;
+        o->scale = 1.0;
+    }
+    long every = (long)(o->half_life / 20);
+    if (every < 1) every = 1;
+    bool warm = o->arrivals > o->warmup;
+    if (o->cur && warm && o->arrivals % every != 0) return 0;
+    policy_workload *w = online_build(o, err, errlen);
+    if (!w) return -1;
+    if (o->cur && warm && online_distance(o->cur, w) < POLICY_ONLINE_MIN_CHANGE) {
+        policy_workload_free(w);   /* not worth invalidating every cached score */
+        return 0;
+    }
+    policy_workload_free(o->cur);
+    o->cur = w;
+    return 1;
 }

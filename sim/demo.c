@@ -101,6 +101,9 @@ int sim_demo_run(const char *wanted, FILE *out) {
 
     policy_ctx ctx;
     policy_ctx_init(&ctx, 42);
+    /* fgd and fgd-pack measure against a target workload: here the one estimated from
+     * the pods so far (policy_online_*), as the extender's --online-workload does */
+    policy_online *est = policy_online_new(POLICY_ONLINE_HALF_LIFE, POLICY_ONLINE_WARMUP, NULL, 0);
     fprintf(out, "\nplacing %d pods with policy %s (%s)\n", cJSON_GetArraySize(pods_json), policy_name(pol),
             policy_summary(pol));
     int placed = 0, refused = 0;
@@ -124,20 +127,24 @@ int sim_demo_run(const char *wanted, FILE *out) {
         }
         model_assignment a;
         ctx.decision++;
+        if (est && policy_online_observe(est, &r, NULL, 0) > 0) ctx.workload = policy_online_current(est);
         int win = policy_place(pol, &ctx, &r, nodes, nnodes, scratch, &a, why, sizeof why);
         if (win < 0) {
             fprintf(out, "      -> stays pending: %s\n", why[0] ? why : "no node fits");
             refused++;
             continue;
         }
-        char where[256];
+        char where[256], because[512];
         model_assignment_format(nodes[win], &a, where, sizeof where);
+        policy_result wr;   /* why this node: the winner's breakdown, before the pod lands */
+        if (policy_score(pol, &r, nodes[win], &ctx, &wr, because, sizeof because) != 0) because[0] = 0;
         if (model_assign(nodes[win], cJSON_IsString(uid) ? uid->valuestring : pod, &a, err, sizeof err) < 0) {
             fprintf(out, "      -> %s refused the assignment: %s\n", nodes[win]->name, err);
             refused++;
             continue;
         }
         fprintf(out, "      -> %s: %s\n", nodes[win]->name, where);
+        if (because[0]) fprintf(out, "         why: %s\n", because);
         placed++;
     }
 
@@ -150,6 +157,7 @@ int sim_demo_run(const char *wanted, FILE *out) {
     }
     free(nodes);
     free(scratch);
+    policy_online_free(est);
     cJSON_Delete(croot);
     cJSON_Delete(proot);
     return 0;

@@ -58,6 +58,7 @@ typedef struct job {
 typedef struct grid {
     const sim_fgd_opts *o;
     const policy **pol;
+    bool *online;               /* per policy: "@online", the estimate instead of the list's workload */
     list_data *lists;
     sim_openb_node *nodes;
     int nnodes, gpus;
@@ -176,6 +177,15 @@ static void run_one(grid *G, const job *j, sim_fgd_run *out) {
     ctx.workload = L->w;
     policy_inc *inc = c ? policy_inc_new(G->pol[j->policy], &ctx, c->nodes, c->n, 0) : NULL;
     policy_result *scratch = c && G->o->full_scoring ? malloc((size_t)c->n * sizeof *scratch) : NULL;
+    policy_online *est = NULL;
+    if (c && G->online[j->policy]) {
+        est = policy_online_new(G->o->half_life > 0 ? G->o->half_life : POLICY_ONLINE_HALF_LIFE,
+                                G->o->warmup > 0 ? G->o->warmup : G->o->warmup < 0 ? 0 : POLICY_ONLINE_WARMUP, err, sizeof err);
+        if (!est) {
+            run_error(G, err);
+            goto done;
+        }
+    }
     if (!c || !fragn || !freen || !inc || (G->o->full_scoring && !scratch)) {
         run_error(G, c ? "out of memory" : err);
         goto done;
@@ -195,6 +205,17 @@ static void run_one(grid *G, const job *j, sim_fgd_run *out) {
         int pod = j->seq[k];
         model_assignment a;
         int i;
+        if (est) {   /* the pod has arrived: it counts in the estimate it is placed with */
+            int changed = policy_online_observe(est, &L->req[pod], err, sizeof err);
+            if (changed < 0) {
+                run_error(G, err);
+                goto done;
+            }
+            if (changed) {
+                ctx.workload = policy_online_current(est);
+                policy_inc_set_workload(inc, ctx.workload);
+            }
+        }
         if (scratch) {
             ctx.decision = (uint64_t)k;
             i = policy_place(G->pol[j->policy], &ctx, &L->req[pod], c->nodes, c->n, scratch, &a, NULL, 0);
@@ -217,8 +238,25 @@ static void run_one(grid *G, const job *j, sim_fgd_run *out) {
             freen[i] = fr1;
         } else {
             out->failed++;
+            if (getenv("PK_DIAG") && 100.0 * (double)arrived / cap < 100.0) {
+                const model_request *q = &L->req[pod];
+                fprintf(stderr, "FAIL %s kind=%d count=%d comp=%d cpu=%lld models=%d\n", G->o->policies[j->policy], q->kind, q->count, q->compute_permille, (long long)q->cpu_milli, q->nmodels);
+            }
         }
         arrived += sim_openb_pod_gpu_milli(&L->pods[pod]);
+        if (getenv("PK_DIAG2") && 100.0 * (double)arrived / cap >= 100.0 && !out->tasks_dumped) {
+            out->tasks_dumped = 1;
+            double part = 0, whole_ok = 0, whole_nocpu = 0; int nodes_nocpu = 0;
+            for (int q = 0; q < c->n; q++) {
+                const model_node *nd = c->nodes[q];
+                int64_t cf = nd->cpu_milli - nd->cpu_used_milli;
+                int wf = 0;
+                for (int g = 0; g < nd->ngpus; g++) { int R = policy_gpu_free(&nd->gpus[g]); if (R >= 1000) wf++; else part += R; }
+                if (cf < 4000 * (wf ? 1 : 1)) { whole_nocpu += 1000.0 * wf; if (wf) nodes_nocpu++; } else whole_ok += 1000.0 * wf;
+            }
+            fprintf(stderr, "DIAG %s seed %llu: partial-GPU free %.1f GPUs, idle GPUs with cpu %.0f, idle GPUs without 4 cores %.0f on %d nodes\n",
+                    G->o->policies[j->policy], (unsigned long long)j->seed, part / 1000, whole_ok / 1000, whole_nocpu / 1000, nodes_nocpu);
+        }
         int x = (int)nearbyint(100.0 * (double)arrived / cap);
         x = x < 0 ? 0 : x >= SIM_FGD_BUCKETS ? SIM_FGD_BUCKETS - 1 : x;
         sa[x] += 100.0 * (cap - FREE) / cap;
@@ -241,6 +279,7 @@ static void run_one(grid *G, const job *j, sim_fgd_run *out) {
     }
 done:
     policy_inc_free(inc);
+    policy_online_free(est);
     free(scratch);
     free(fragn);
     free(freen);
@@ -282,8 +321,13 @@ int sim_fgd_run_grid(const sim_fgd_opts *o, sim_fgd_result *out, char *err, size
         snprintf(err, errlen, "out of memory");
         goto done;
     }
+    G.online = calloc((size_t)o->npolicies, sizeof *G.online);
+    if (!G.online) {
+        snprintf(err, errlen, "out of memory");
+        goto done;
+    }
     for (int i = 0; i < o->npolicies; i++) {
-        if (!(G.pol[i] = policy_find(o->policies[i]))) {
+        if (!(G.pol[i] = sim_fgd_policy_find(o->policies[i], &G.online[i]))) {
             snprintf(err, errlen, "unknown policy \"%s\"", o->policies[i]);
             goto done;
         }
@@ -349,6 +393,7 @@ done:
     for (int l = 0; G.lists && l < o->nlists; l++) free_list(&G.lists[l]);
     free(G.lists);
     free(G.pol);
+    free(G.online);
     free(G.nodes);
     pthread_mutex_destroy(&G.errlock);
     if (rc < 0) sim_fgd_result_free(out);
@@ -395,12 +440,28 @@ static const struct { const char *name, *label; } labels[] = {
     {"random", "01-Random"},   {"dotprod", "02-DotProd"}, {"gpuclustering", "03-GpuClustering"},
     {"gpupacking", "04-GpuPacking"}, {"bestfit", "05-BestFit"}, {"fgd", "06-FGD"},
     {"binpack", "07-Binpack"}, {"spread", "08-Spread"}, {"mig-aware", "09-MigAware"},
+    {"fgd-pack", "10-FGDPack"},
 };
 
+#define ONLINE_SUFFIX "@online"
+
+const policy *sim_fgd_policy_find(const char *name, bool *online) {
+    char base[64];
+    size_t l = strlen(name), sl = strlen(ONLINE_SUFFIX);
+    bool on = l > sl && !strcmp(name + l - sl, ONLINE_SUFFIX);
+    if (l >= sizeof base) return NULL;
+    snprintf(base, sizeof base, "%.*s", (int)(on ? l - sl : l), name);
+    if (online) *online = on;
+    return policy_find(base);
+}
+
 void sim_fgd_policy_label(const char *name, char *buf, size_t len) {
+    bool on = false;
+    const policy *p = sim_fgd_policy_find(name, &on);
+    const char *base = p ? policy_name(p) : name;
     for (size_t i = 0; i < sizeof labels / sizeof labels[0]; i++)
-        if (!strcmp(labels[i].name, name)) {
-            snprintf(buf, len, "%s", labels[i].label);
+        if (!strcmp(labels[i].name, base)) {
+            snprintf(buf, len, "%s%s", labels[i].label, on ? "-online" : "");
             return;
         }
     snprintf(buf, len, "99-%s", name);
@@ -572,7 +633,12 @@ static void fgd_usage(FILE *f) {
             "inflated to 130 %% of the 6,212 GPUs, placed one pod at a time with each policy, nothing\n"
             "departs; allocation and fragmentation bucketed by arrived %%. One run per thread.\n"
             "\n"
-            "  --policies LIST   comma list (default random,dotprod,gpuclustering,gpupacking,bestfit,fgd)\n"
+            "  --policies LIST   comma list (default random,dotprod,gpuclustering,gpupacking,bestfit,fgd);\n"
+            "                    NAME@online (fgd@online, fgd-pack@online) estimates the target workload\n"
+            "                    from the pods arrived so far instead of being given the whole list's\n"
+            "  --half-life N     @online: a shape's weight halves after N more arrivals (default %d)\n"
+            "  --warmup N        @online: rebuild the estimate after each of the first N arrivals (default\n"
+            "                    %d), then every half-life/20 arrivals if it moved by 2 %% or more\n"
             "  --seeds SEEDS     42..51 (default), or a comma list\n"
             "  --pod-lists LIST  openb pod lists by short name (default: default); other than default\n"
             "                    they need --data\n"
@@ -587,7 +653,9 @@ static void fgd_usage(FILE *f) {
             "Writes DIR/analysis_allo_discrete.csv, analysis_frag_discrete.csv and\n"
             "analysis_frag_ratio_discrete.csv in the layout of the authors' expected_results, and\n"
             "DIR/alloc_LIST.svg and DIR/unalloc_LIST.svg (the paper's Fig. 9a); prints unallocated GPU %%\n"
-            "at arrived = 100 %% per policy.\n");
+            "at arrived = 100 %% per policy. Fragmentation is always measured against the whole list's\n"
+            "workload (the experiment's yardstick, whatever a policy was given).\n",
+            POLICY_ONLINE_HALF_LIFE, POLICY_ONLINE_WARMUP);
 }
 
 /* "--name value" or "--name=value": the value, advancing *i; NULL if this is not it. */
@@ -638,6 +706,21 @@ int sim_cmd_fgd_paper(int argc, char **argv) {
                 fprintf(stderr, "tessera-sim fgd-paper: --tune \"%s\": expected a number in (0, 10]\n", v);
                 return 2;
             }
+        } else if ((v = opt_value(argc, argv, &i, "--half-life"))) {
+            char *end;
+            o.half_life = strtod(v, &end);
+            if (*end || !(o.half_life > 0 && o.half_life < 1e9)) {
+                fprintf(stderr, "tessera-sim fgd-paper: --half-life \"%s\": expected a number of arrivals > 0\n", v);
+                return 2;
+            }
+        } else if ((v = opt_value(argc, argv, &i, "--warmup"))) {
+            char *end;
+            o.warmup = strtol(v, &end, 10);
+            if (!*end && o.warmup == 0) o.warmup = -1;   /* none (0 in the struct is the default) */
+            if (*end || o.warmup < -1) {
+                fprintf(stderr, "tessera-sim fgd-paper: --warmup \"%s\": expected a number of arrivals >= 0\n", v);
+                return 2;
+            }
         } else if (!strcmp(argv[i], "--no-progress")) {
             o.progress = false;
         } else {
@@ -651,7 +734,7 @@ int sim_cmd_fgd_paper(int argc, char **argv) {
     o.nlists = split_list(list_buf, lists);
     o.seeds = seeds;
     for (int p = 0; p < o.npolicies; p++)
-        if (!policy_find(pols[p])) {
+        if (!sim_fgd_policy_find(pols[p], NULL)) {
             fprintf(stderr, "tessera-sim fgd-paper: unknown policy \"%s\" (known:", pols[p]);
             for (int k = 0; k < policy_count(); k++) fprintf(stderr, " %s", policy_name(policy_at(k)));
             fprintf(stderr, ")\n");

@@ -25,6 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "policy/policy.h"
+
 int sim_cmd_fgd_paper(int argc, char **argv);   /* argv[0] = "fgd-paper"; exit status */
 int sim_cmd_convert(int argc, char **argv);     /* argv[0] = "convert"; in convert.c */
 
@@ -41,6 +43,8 @@ typedef struct sim_fgd_opts {
     int threads;                    /* 0: every online core */
     double tune;                    /* 0: 1.3 */
     bool progress;                  /* progress bar (still only on a terminal, after 1 s) */
+    double half_life;               /* NAME@online policies: estimate half-life in arrivals (0: default) */
+    long warmup;                    /* ... and warm-up in arrivals (0: default, < 0: none) */
     bool full_scoring;              /* policy_place (every node scored per pod) instead of
                                      * policy_inc_place: same results, for benchmarks */
 } sim_fgd_opts;
@@ -49,6 +53,7 @@ typedef struct sim_fgd_run {
     int list, policy;               /* indices into the opts arrays */
     uint64_t seed;
     int tasks, failed;              /* arrivals after inflation; those that fit nowhere */
+    int tasks_dumped;
     double alloc[SIM_FGD_BUCKETS];  /* mean allocated GPU % of capacity per bucket */
     double frag[SIM_FGD_BUCKETS];   /* mean fragmentation amount % of capacity */
     double ratio[SIM_FGD_BUCKETS];  /* mean fragmentation ratio % of free GPU */
@@ -68,6 +73,10 @@ void sim_fgd_result_free(sim_fgd_result *r);
 /* Median over seeds of the unallocated GPU % (100 - alloc) at bucket x for one list and
  * policy; NAN if no such run. */
 double sim_fgd_median_unalloc(const sim_fgd_result *r, int list, int pol, int x);
+
+/* A policy of the grid by name: a registry name, or NAME@online (*online set: the
+ * target workload is estimated from the arrivals so far, policy_online_*). NULL if unknown. */
+const policy *sim_fgd_policy_find(const char *name, bool *online);
 
 /* The authors' sc_policy label ("06-FGD"; other policies "NN-name"). */
 void sim_fgd_policy_label(const char *name, char *buf, size_t len);

@@ -17,6 +17,7 @@
 #include "sim/progress.h"
 #include "sim/replay.h"
 #include "sim/report.h"
+#include "sim/sweep.h"
 #include "sim/trace.h"
 
 /* The bundled demo cluster and trace (data/sim/), compiled in by the Makefile. */
@@ -52,6 +53,7 @@ static void usage(FILE *f) {
             "                            (layered), mig:on-demand; exit status 3: no cluster tried\n"
             "                            meets the targets\n"
             "  fgd-paper ...             the FGD paper's experiment (tessera-sim fgd-paper --help)\n"
+            "  sweep ... / merge DIR     that experiment over a grid, locally or as a Kubernetes Indexed Job\n"
             "  convert openb ...         openb CSVs to a cluster and a trace (tessera-sim convert --help)\n"
             "\n"
             "  -h, --help                this text\n"
@@ -149,8 +151,9 @@ static int split_policies(const char *s, char names[][32], int max, const char *
         }
         memcpy(names[n], p, len);
         names[n][len] = 0;
-        if (!policy_find(names[n])) {
-            fprintf(stderr, "tessera-sim %s: unknown policy \"%s\"; known:", cmd, names[n]);
+        if (!sim_fgd_policy_find(names[n], NULL)) {
+            fprintf(stderr, "tessera-sim %s: unknown policy \"%s\" (NAME@online: estimate the target workload "
+                            "from arrivals); known:", cmd, names[n]);
             for (int i = 0; i < policy_count(); i++) fprintf(stderr, " %s", policy_name(policy_at(i)));
             fputc('\n', stderr);
             return -1;
@@ -438,6 +441,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "plan")) return cmd_plan(argc - 1, argv + 1);
     if (!strcmp(cmd, "fgd-paper")) return sim_cmd_fgd_paper(argc - 1, argv + 1);
     if (!strcmp(cmd, "convert")) return sim_cmd_convert(argc - 1, argv + 1);
+    if (!strcmp(cmd, "sweep")) return sim_cmd_sweep(argc - 1, argv + 1);
+    if (!strcmp(cmd, "merge")) return sim_cmd_merge(argc - 1, argv + 1);
     fprintf(stderr, "tessera-sim: unknown command \"%s\"\n", cmd);
     usage(stderr);
     return 2;

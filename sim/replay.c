@@ -12,6 +12,7 @@
 #include "model/fit.h"
 #include "policy/incremental.h"
 #include "policy/policy.h"
+#include "sim/fgd_paper.h"
 #include "sim/progress.h"
 #include "sim/slowdown.h"
 
@@ -50,6 +51,8 @@ typedef struct state {
     policy_ctx ctx;
     policy_workload *wl;
     policy_inc *inc;
+    policy_online *est;         /* NAME@online: the target workload estimated from arrivals so far */
+    uint8_t *observed;          /* per workload: counted in est (a retry from the queue is no arrival) */
     const sim_replay_opts *o;
     run *r;
     uint32_t *seq;           /* arrival rank (FIFO order) */
@@ -231,6 +234,15 @@ static bool try_place(state *s, int w) {
     model_assignment a;
     char why[256], uid[16];
     s->placements++;
+    if (s->est && !s->observed[w]) {
+        s->observed[w] = 1;
+        char err[256];
+        int changed = policy_online_observe(s->est, &s->t->shapes[wk->shape].req, err, sizeof err);
+        if (changed > 0) {
+            s->ctx.workload = policy_online_current(s->est);
+            policy_inc_set_workload(s->inc, s->ctx.workload);
+        }
+    }
     int k = policy_inc_place(s->inc, &s->t->shapes[wk->shape].req, s->seq[w], &a, why, sizeof why);
     if (k < 0) return false;
     snprintf(uid, sizeof uid, "%d", w);
@@ -386,7 +398,8 @@ static int setup(state *s, const sim_cluster *c, const sim_trace *t, const sim_r
                  size_t errlen) {
     s->t = t;
     s->o = o;
-    s->pol = policy_find(o->policy);
+    bool online = false;
+    s->pol = sim_fgd_policy_find(o->policy, &online);
     if (!s->pol) {
         snprintf(err, errlen, "unknown policy \"%s\"", o->policy);
         return -1;
@@ -405,6 +418,17 @@ static int setup(state *s, const sim_cluster *c, const sim_trace *t, const sim_r
     if (t->n > 0 && policy_workload_finish(s->wl, 95, err, errlen) != 0) return -1;
     policy_ctx_init(&s->ctx, o->seed);
     s->ctx.workload = t->n > 0 ? s->wl : NULL;
+    if (online && t->n > 0) {
+        /* Nothing has arrived yet: no estimate. The first arrival is observed before it is
+         * placed, so the policy always has one; fragmentation is still measured against
+         * the trace's shapes (s->wl), the yardstick of every policy. */
+        s->est = policy_online_new(POLICY_ONLINE_HALF_LIFE, POLICY_ONLINE_WARMUP, err, errlen);
+        s->observed = calloc((size_t)t->n, 1);
+        if (!s->est || !s->observed) {
+            if (s->est) snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+    }
     s->inc = policy_inc_new(s->pol, &s->ctx, s->nodes, s->n, 0);
     s->r = calloc((size_t)t->n + 1, sizeof *s->r);
     s->seq = malloc(((size_t)t->n + 1) * sizeof *s->seq);
@@ -438,6 +462,8 @@ static void teardown(state *s) {
     free(s->node_milli);
     free(s->heap);
     policy_inc_free(s->inc);
+    policy_online_free(s->est);
+    free(s->observed);
     policy_workload_free(s->wl);
     sim_cluster_free_nodes(s->nodes, s->group_of, s->n);
 }

@@ -1406,13 +1406,102 @@ try:
                 else:
                     os.makedirs(os.path.dirname(target), exist_ok=True)
                     shutil.copy(path, target)
-        dry = subprocess.run(["make", "-n", "-C", scratch, "build/tessera-extender", "build/tessera-reserve"], capture_output=True, text=True)
-        check("the Containerfile's build stage COPYs everything `make build/tessera-extender build/tessera-reserve` needs",
+        dry = subprocess.run(["make", "-n", "-C", scratch, "build/tessera-extender", "build/tessera-reserve", "build/tessera-sim"],
+                             capture_output=True, text=True)
+        check("the Containerfile's build stage COPYs everything `make build/tessera-extender build/tessera-reserve "
+              "build/tessera-sim` needs",
               dry.returncode == 0, (dry.stderr or dry.stdout).strip()[-300:])
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 except OSError as e:
     check("deploy/Containerfile exists", False, str(e))
+
+# ---- tessera-sim sweep --emit-job: the Indexed Job that runs a sweep on the cluster -------
+# What an Indexed Job is: batch/v1 JobSpec.completionMode "Indexed" gives each pod an index
+# 0..completions-1 (env JOB_COMPLETION_INDEX, annotation batch.kubernetes.io/job-completion-index)
+# and completes when every index has succeeded once (kubernetes.io/docs/tasks/job/
+# indexed-parallel-processing-static/; the JobSpec API reference).
+SIM_BIN = "/usr/local/bin/tessera-sim"
+OPENB_IN_IMAGE = "/usr/share/tessera/openb"
+sim = os.path.join(ROOT, "build", "tessera-sim")
+if not os.access(sim, os.X_OK):
+    print("# SKIP sweep Job checks: build/tessera-sim not built (make build/tessera-sim)")
+else:
+    try:
+        cf_runtime = "\n".join(last)
+    except NameError:
+        cf_runtime = ""
+    check("runtime stage carries tessera-sim at %s and the openb trace at %s (the sweep Job's command and --data)"
+          % (SIM_BIN, OPENB_IN_IMAGE), SIM_BIN in cf_runtime and OPENB_IN_IMAGE in cf_runtime)
+    SHARDS = 3
+    grid = ["--pod-lists", "default", "--policies", "fgd,fgd-pack@online", "--seeds", "42,43", "--tune", "0.2"]
+    emitted = subprocess.run([sim, "sweep"] + grid + ["--emit-job", "--shards", str(SHARDS), "--parallelism", "2"],
+                             capture_output=True, text=True)
+    docs = [d for d in yaml.safe_load_all(emitted.stdout) if d] if emitted.returncode == 0 else []
+    check("tessera-sim sweep --emit-job prints one YAML document", len(docs) == 1,
+          emitted.stderr.strip()[-300:] or emitted.stdout[:300])
+    if docs:
+        job = docs[0]
+        spec = job.get("spec", {})
+        tmpl = spec.get("template", {}).get("spec", {})
+        ctrs = tmpl.get("containers", [])
+        c0 = ctrs[0] if ctrs else {}
+        cmd = c0.get("command", []) + c0.get("args", [])
+        def argval(name):
+            return cmd[cmd.index(name) + 1] if name in cmd and cmd.index(name) + 1 < len(cmd) else None
+        check("sweep Job: batch/v1 Job in namespace %s" % NAMESPACE,
+              job.get("apiVersion") == "batch/v1" and job.get("kind") == "Job"
+              and job.get("metadata", {}).get("namespace") == NAMESPACE, str(job.get("metadata")))
+        check("sweep Job: completionMode Indexed, completions = --shards, 1 <= parallelism <= completions",
+              spec.get("completionMode") == "Indexed" and spec.get("completions") == SHARDS
+              and 1 <= spec.get("parallelism", 0) <= SHARDS, str({k: spec.get(k) for k in ("completionMode", "completions", "parallelism")}))
+        check("sweep Job: restartPolicy Never (a failed index is retried as a new pod)", tmpl.get("restartPolicy") == "Never")
+        check("sweep Job: one container, image %s (the image deploy/Containerfile builds)" % EXTENDER_IMAGE,
+              len(ctrs) == 1 and c0.get("image") == EXTENDER_IMAGE, str([c.get("image") for c in ctrs]))
+        psc, csc = tmpl.get("securityContext", {}), c0.get("securityContext", {})
+        check("sweep Job: runs as non-root UID %d, no privilege escalation, read-only root filesystem" % RUNTIME_UID,
+              psc.get("runAsNonRoot") is True and psc.get("runAsUser") == RUNTIME_UID
+              and csc.get("allowPrivilegeEscalation") is False and csc.get("readOnlyRootFilesystem") is True, str((psc, csc)))
+        req = c0.get("resources", {}).get("requests", {})
+        check("sweep Job: CPU and memory requested", "cpu" in req and "memory" in req, str(req))
+        check("sweep Job: runs %s sweep on its shard (--shards %d --shard-index env) with --data %s"
+              % (SIM_BIN, SHARDS, OPENB_IN_IMAGE),
+              cmd[:2] == [SIM_BIN, "sweep"] and argval("--shards") == str(SHARDS) and argval("--shard-index") == "env"
+              and argval("--data") == OPENB_IN_IMAGE, str(cmd))
+        out_dir = argval("--out")
+        mounts = {m.get("mountPath"): m.get("name") for m in c0.get("volumeMounts", [])}
+        vols = {v.get("name"): v for v in tmpl.get("volumes", [])}
+        check("sweep Job: --out is a mounted PersistentVolumeClaim (cell files outlive the pods)",
+              out_dir in mounts and "persistentVolumeClaim" in vols.get(mounts.get(out_dir), {}), str((out_dir, mounts, vols)))
+        check("sweep Job: the grid of the command line is the one asked for",
+              all(argval(grid[i]) == grid[i + 1] for i in range(0, len(grid), 2)), str(cmd))
+        # Run the Job's command for every index, as the Job controller would (local binary and
+        # data, a scratch --out): every cell must be written exactly once, and merge must accept them.
+        scratch = tempfile.mkdtemp(prefix="tessera-sweep-job-")
+        try:
+            local = [sim] + cmd[1:]
+            local[local.index("--data") + 1] = os.path.join(ROOT, "data", "openb")
+            local[local.index("--out") + 1] = scratch
+            runs, per_index = [], []
+            for i in range(spec.get("completions", 0)):
+                before = set(os.listdir(os.path.join(scratch, "cells"))) if os.path.isdir(os.path.join(scratch, "cells")) else set()
+                r = subprocess.run(local, capture_output=True, text=True, env=dict(os.environ, JOB_COMPLETION_INDEX=str(i)))
+                runs.append(r.returncode)
+                after = set(os.listdir(os.path.join(scratch, "cells")))
+                per_index.append(len(after - before))
+            cells = sorted(os.listdir(os.path.join(scratch, "cells")))
+            check("sweep Job: every index runs (exit 0) and the %d cells are written once across the %d indices"
+                  % (2 * 2, SHARDS), runs == [0] * SHARDS and sum(per_index) == 4 and len(cells) == 4,
+                  str((runs, per_index, cells)))
+            merged = subprocess.run([sim, "merge", scratch], capture_output=True, text=True)
+            check("tessera-sim merge joins the Job's cell files", merged.returncode == 0
+                  and os.path.exists(os.path.join(scratch, "table.md")), merged.stderr.strip()[-300:])
+            noenv = subprocess.run(local, capture_output=True, text=True,
+                                   env={k: v for k, v in os.environ.items() if k != "JOB_COMPLETION_INDEX"})
+            check("sweep --shard-index env outside a Job fails with a clear message",
+                  noenv.returncode == 2 and "JOB_COMPLETION_INDEX" in noenv.stderr, noenv.stderr.strip())
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)

@@ -212,3 +212,40 @@ TEST(ext_cache_pod_and_node_events_change_the_answer) {
     CHECK_MSG(fail5, "a node relabelled to T4 still passes a 40,000 MiB request: %s", s5);
     free(s5);
 }
+
+/* --online-workload: each pod counts once in the estimate however often kube-scheduler
+ * prioritizes it, fgd-pack scores against the estimate, and a score cached under one
+ * estimate is not served under the next (the cache keys on the workload's version). */
+TEST(ext_online_workload_counts_each_pod_once) {
+    char **names;
+    ext_state *st = mixed_cluster(10, &names);
+    ext_verbs v;
+    ext_verbs_init(&v, st, policy_find("fgd-pack"), NULL, NULL);
+    char err[256];
+    v.online = policy_online_new(1000, 100, err, sizeof err);
+    char *pa = pod_json("a", "uid-online-a", 0, "\"nvidia.com/gpu\":\"1\"", NULL, NULL);
+    char *pb = pod_json("b", "uid-online-b", 0, "\"nvidia.com/gpumem\":\"8192\"", NULL, NULL);
+    char *aa = args_names(pa, (const char *const *)names, 10), *ab = args_names(pb, (const char *const *)names, 10);
+    char *r1 = reply_of(&v, ext_verb_prioritize, aa);
+    uint64_t ver1 = policy_workload_version(v.ctx.workload);
+    char *r2 = reply_of(&v, ext_verb_prioritize, aa);   /* a retry: no new arrival */
+    uint64_t ver2 = policy_workload_version(v.ctx.workload);
+    unsigned long long hits2 = v.cache_hits;
+    char *r3 = reply_of(&v, ext_verb_prioritize, ab);   /* a new pod: warm-up rebuilds the estimate */
+    uint64_t ver3 = policy_workload_version(v.ctx.workload);
+    char *r4 = reply_of(&v, ext_verb_prioritize, aa);   /* a's shape again, under the new estimate */
+    unsigned long long hits4 = v.cache_hits;
+    long arrivals = policy_online_arrivals(v.online);
+    bool ok = r1 && r2 && r3 && r4 && top_node(r1) >= 0 && top_node(r3) >= 0 && !strcmp(r1, r2);
+    free(r1), free(r2), free(r3), free(r4);
+    free(aa), free(ab), free(pa), free(pb);
+    policy_online_free(v.online);
+    for (int i = 0; i < 10; i++) free(names[i]);
+    free(names);
+    ext_state_free(st);
+    CHECK(ok);
+    CHECK_INT((int)arrivals, 2);
+    CHECK(ver1 != 0 && ver1 == ver2 && ver3 != ver1);
+    CHECK_MSG(hits2 > 0, "the retry was not served from the cache");
+    CHECK_MSG(hits4 == hits2, "%llu scores cached under the old estimate were served under the new one", hits4 - hits2);
+}

@@ -510,7 +510,7 @@ TEST(policy_tiebreak_by_rank_and_scale_0_10) {
 TEST(policy_registry_lists_all) {
     const char *names[] = {"binpack", "spread", "bestfit", "dotprod", "gpupacking", "gpuclustering", "random", "fgd",
                            "mig-aware"};
-    CHECK_INT(policy_count(), 9);
+    CHECK_INT(policy_count(), 10);
     for (int i = 0; i < 9; i++) {
         const policy *p = policy_find(names[i]);
         CHECK_MSG(p != NULL, "%s missing", names[i]);
@@ -882,7 +882,8 @@ TEST(policy_layered_mig_agrees_with_model_fit) {
                     const policy *p = policy_at(pi);
                     policy_result res;
                     char why[256];
-                    if (c == 1 && p == policy_find("fgd")) continue;   /* fgd needs a workload */
+                    /* fgd and fgd-pack need a workload */
+                    if (c == 1 && (p == policy_find("fgd") || p == policy_find("fgd-pack"))) continue;
                     CHECK_MSG(policy_score(p, &q, n, &ctx[c], &res, why, sizeof why) == 0, "%s: %s", policy_name(p), why);
                     CHECK_MSG(res.feasible == fits, "%s: feasible %d, model_fit %d (%s)", policy_name(p), res.feasible,
                               fits, why);
