@@ -76,7 +76,7 @@ cJSON *ext_delivery_data(const ext_delivery_unit *u, int n);
 #define EXT_RSV_LABEL            "tessera.io/reservation"          /* value "true" */
 #define EXT_RSV_ANN_NODE         "tessera.io/reservation-node"
 #define EXT_RSV_ANN_GPU          "tessera.io/reservation-gpu"      /* model_gpu.index, decimal */
-#define EXT_RSV_ANN_UNIT         "tessera.io/reservation-unit"     /* gpu | mig:<profile>@<start> | replica:<r> */
+#define EXT_RSV_ANN_UNIT         "tessera.io/reservation-unit"     /* gpu | mig:<profile>@<start> | mig:<profile>@<start>/r<r> | replica:<r> */
 #define EXT_RSV_ANN_UUID         "tessera.io/gpu-uuid"             /* written by tessera-reserve */
 #define EXT_RSV_ANN_ERROR        "tessera.io/reserve-error"        /* written by tessera-reserve */
 /* On a share pod, written by tessera with each move: how many reservations were refused under it, so

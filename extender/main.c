@@ -50,8 +50,19 @@ static void usage(FILE *f) {
 "  --url-prefix PATH           path part of kube-scheduler's urlPrefix; verbs are served at\n"
 "                              POST PATH/filter, PATH/prioritize, PATH/bind, PATH/preempt\n"
 "                              (default /tessera, i.e. urlPrefix: http://HOST:PORT/tessera)\n"
-"  --policy NAME               scoring policy (default binpack): ");
-    for (int i = 0; i < policy_count(); i++) fprintf(f, "%s%s", i ? ", " : "", policy_name(policy_at(i)));
+"  --policy NAME               scoring policy (default binpack):\n"
+"                              ");
+    /* the names wrapped at 100 columns, under the description column */
+    for (int i = 0, col = 30; i < policy_count(); i++) {
+        const char *pn = policy_name(policy_at(i));
+        if (i && col + 2 + (int)strlen(pn) > 100) {
+            fprintf(f, ",\n%30s", "");
+            col = 30;
+        } else if (i) {
+            col += fprintf(f, ", ");
+        }
+        col += fprintf(f, "%s", pn);
+    }
     fprintf(f, "\n"
 "                              (fgd and fgd-pack need --workload or --online-workload)\n"
 "  --workload FILE             target workload for fgd and the fragmentation metric: a JSON\n"

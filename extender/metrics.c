@@ -96,6 +96,18 @@ static int mig_free_instances(const model_gpu *g, int k) {
  * metric's base unit (MiB -> bytes, permille -> ratio). */
 enum { G_MEM_USED, G_MEM_FREE, G_COMP_USED, G_COMP_FREE, G_REP_USED, G_REP_FREE, G_MIG_USED, G_MIG_FREE };
 
+/* Replicas taken and free over the shared instances of a MIG GPU (layered sharing). */
+static void layered_replicas(const model_gpu *g, int *used, int *free_) {
+    *used = *free_ = 0;
+    for (int k = 0; k < g->ninst; k++) {
+        const model_mig_instance *in = &g->inst[k];
+        if (in->replicas < 2) continue;
+        int u = __builtin_popcount(in->rep_used);
+        *used += u;
+        *free_ += in->replicas - u;
+    }
+}
+
 static void gpu_gauges(sb *b, const char *metric, const char *help, int which, double scale, ext_state *st) {
     sbf(b, "# HELP %s %s\n# TYPE %s gauge\n", metric, help, metric);
     for (int i = 0; i < ext_state_node_count(st); i++) {
@@ -111,8 +123,17 @@ static void gpu_gauges(sb *b, const char *metric, const char *help, int which, d
             case G_MEM_FREE: val = model_gpu_free_memory(g); break;
             case G_COMP_USED: val = g->compute_used_permille; break;
             case G_COMP_FREE: val = model_gpu_free_compute(g); break;
-            case G_REP_USED: if (!shared) continue; val = g->replicas_used; break;
-            case G_REP_FREE: if (!shared) continue; val = model_gpu_free_replicas(g); break;
+            case G_REP_USED:
+            case G_REP_FREE:
+                if (shared) {
+                    val = which == G_REP_USED ? g->replicas_used : model_gpu_free_replicas(g);
+                } else if (g->mode == MODEL_GPU_MIG && model_gpu_mig_layered(g)) {
+                    layered_replicas(g, &h, &f);   /* replicas of time-sliced MIG instances */
+                    val = which == G_REP_USED ? h : f;
+                } else {
+                    continue;
+                }
+                break;
             case G_MIG_USED: if (g->mode != MODEL_GPU_MIG) continue; mig_slices(g, &h, &f); val = h; break;
             default: if (g->mode != MODEL_GPU_MIG) continue; mig_slices(g, &h, &f); val = f; break;
             }
@@ -300,8 +321,8 @@ char *ext_metrics_render(ext_metrics *m, ext_verbs *v, const ext_kube_stats *ks,
                permille, st);
     gpu_gauges(&b, "tessera_gpu_compute_free_ratio", "Share of the GPU's compute (SMs) not granted.", G_COMP_FREE,
                permille, st);
-    gpu_gauges(&b, "tessera_gpu_replicas_allocated", "Time-slice/MPS replicas taken.", G_REP_USED, 1, st);
-    gpu_gauges(&b, "tessera_gpu_replicas_free", "Time-slice/MPS replicas free.", G_REP_FREE, 1, st);
+    gpu_gauges(&b, "tessera_gpu_replicas_allocated", "Time-slice/MPS replicas taken (of the GPU, or of its time-sliced MIG instances).", G_REP_USED, 1, st);
+    gpu_gauges(&b, "tessera_gpu_replicas_free", "Time-slice/MPS replicas free (of the GPU, or of its time-sliced MIG instances).", G_REP_FREE, 1, st);
     gpu_gauges(&b, "tessera_gpu_mig_slices_allocated", "MIG memory slices held by pods.", G_MIG_USED, 1, st);
     gpu_gauges(&b, "tessera_gpu_mig_slices_free", "MIG memory slices not held by pods.", G_MIG_FREE, 1, st);
     cluster_gauges(&b, v, st);

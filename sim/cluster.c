@@ -108,7 +108,7 @@ int sim_sharing_parse(const char *s, sim_sharing *out, char *err, size_t errlen)
         out->kind = SIM_SHARE_MIG;
         return parse_mig_layout(s + 4, out, err, errlen);
     }
-    snprintf(err, errlen, "\"%s\": expected whole, timeslice:N, mps:N, mig:<layout> or mig:on-demand", s);
+    snprintf(err, errlen, "\"%s\": expected whole, timeslice:N, mps:N, mig:<layout>, mig:<layout>+timeslice:N or mig:on-demand", s);
     return -1;
 }
 
