@@ -10,6 +10,7 @@
 #include "ext_helpers.h"
 #include "extender/annotation.h"
 #include "extender/delivery.h"
+#include "extender/metrics.h"
 
 #define LAYERED "gpu-a100-layered"
 #define MIG1G "\"nvidia.com/mig-1g.10gb\":\"1\""
@@ -189,8 +190,23 @@ TEST(ext_layered_fill_preempt_and_debug_state) {
     }
     bool named = cJSON_GetArraySize(holders) == 4 && cJSON_IsString(cJSON_GetArrayItem(holders, 0));
     cJSON_Delete(d);
+    /* the replica gauges count the instances' replicas: all 32 taken on the layered node's GPUs */
+    static ext_metrics m;   /* zeroed */
+    size_t mlen = 0;
+    char *metrics = ext_metrics_render(&m, &v, NULL, &mlen);
+    long taken = 0, free_left = 0;
+    for (const char *p = metrics; p && (p = strstr(p, "\ntessera_gpu_replicas_")); p++) {
+        bool used = !strncmp(p, "\ntessera_gpu_replicas_allocated{node=\"" LAYERED "\"", 39 + strlen(LAYERED));
+        bool fre = !strncmp(p, "\ntessera_gpu_replicas_free{node=\"" LAYERED "\"", 34 + strlen(LAYERED));
+        const char *sp = (used || fre) ? strchr(p + 1, ' ') : NULL;
+        if (sp && used) taken += atol(sp + 1);
+        if (sp && fre) free_left += atol(sp + 1);
+    }
+    free(metrics);
     ext_state_free(st);
     CHECK_MSG(named, "/debug/state lists no replica holders for the layered node");
+    CHECK_INT(taken, 32);
+    CHECK_INT(free_left, 0);
 }
 
 /* What a reservation pod asks the device plugin for, for a replica of a shared instance. */
