@@ -33,6 +33,7 @@ struct ext_http {
     char *tls_cert, *tls_key, *tls_ca;
     _Atomic int conns;            /* connections open now */
     _Atomic int binds;            /* bind threads running */
+    _Atomic bool stopping;        /* ext_http_stop began: no new bind threads */
     _Atomic size_t body_bytes;    /* request bodies buffered now, all connections */
 };
 
@@ -228,6 +229,7 @@ static void *bind_thread(void *arg) {
  * Called again after the resume, it answers. */
 static enum MHD_Result serve_bind(ext_http *h, struct MHD_Connection *c, req_ctx *rc) {
     if (atomic_load(&rc->bind_state) == 2) return send_reply(c, &rc->rep, NULL);
+    if (atomic_load(&h->stopping)) return send_error(c, 503, "tessera-extender is shutting down; retry", NULL);
     if (atomic_fetch_add(&h->binds, 1) >= h->cfg.max_binds) {
         atomic_fetch_sub(&h->binds, 1);
         atomic_fetch_add(&h->metrics.http_shed[EXT_HTTP_SHED_BINDS], 1);
@@ -593,10 +595,12 @@ ext_metrics *ext_http_metrics(ext_http *h) { return h ? &h->metrics : NULL; }
 void ext_http_stop(ext_http *h) {
     if (!h) return;
     if (h->d) {
-        /* Stop accepting, then let binds in flight finish (each is bounded by the API client's
-         * timeout): libmicrohttpd refuses to stop with a connection still suspended. */
-        MHD_socket lfd = MHD_quiesce_daemon(h->d);
-        if (lfd != MHD_INVALID_SOCKET) close(lfd);   /* quiescing hands the listening socket to us */
+        /* Let binds in flight finish (each is bounded by the API client's timeout; new ones are
+         * refused): libmicrohttpd refuses to stop with a connection still suspended. No
+         * MHD_quiesce_daemon: with epoll and a thread pool, libmicrohttpd 0.9.75's quiesce races
+         * its own worker threads removing the listening socket from their epoll sets and aborts
+         * the process ("Failed to remove listen FD from epoll set"). */
+        atomic_store(&h->stopping, true);
         while (atomic_load(&h->binds) > 0) {
             struct timespec ts = {0, 5 * 1000 * 1000};
             nanosleep(&ts, NULL);
