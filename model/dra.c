@@ -104,6 +104,11 @@ int model_dra_slice_parse(const cJSON *slice, model_dra_slice *out, char *err, s
     /* a count beyond INT_MAX stays a pool that is never complete */
     out->count = (int)jint(cnt, 1, INT_MAX, 1);
     const cJSON *devs = jget(spec, "devices");
+    /* an object's members iterate like a list's items, but no room was counted for them */
+    if (devs && !cJSON_IsArray(devs) && !cJSON_IsNull(devs)) {
+        snprintf(err, errlen, "ResourceSlice %s: spec.devices is not a list", name);
+        return -1;
+    }
     int n = cJSON_IsArray(devs) ? cJSON_GetArraySize(devs) : 0;
     if (n > 0 && !(out->dev = calloc((size_t)n, sizeof *out->dev))) {
         snprintf(err, errlen, "out of memory");

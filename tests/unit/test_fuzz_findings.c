@@ -110,3 +110,18 @@ TEST(fuzz_finding_dra_numbers_beyond_int_are_clamped) {
     CHECK_MSG(strstr(why, "count") != NULL, "%s", why);
     cJSON_Delete(spec);
 }
+
+/* A ResourceSlice whose spec.devices is an object, not a list: room was counted only for a
+ * list's items, but the loop also walks an object's members, so its devices were written
+ * through a NULL pointer (a crash of the extender on one malformed slice). Now a clear error. */
+TEST(fuzz_finding_dra_slice_devices_not_a_list_is_refused) {
+    cJSON *o = cJSON_Parse("{\"metadata\":{\"name\":\"s\"},\"spec\":{\"driver\":\"gpu.nvidia.com\",\"nodeName\":"
+                           "\"both\",\"pool\":{\"name\":\"both\"},\"devices\":{\"a\":{\"name\":\"gpu-0\"}}}}");
+    model_dra_slice s;
+    char err[256] = "";
+    CHECK_INT(model_dra_slice_parse(o, &s, err, sizeof err), -1);
+    CHECK_MSG(strstr(err, "spec.devices is not a list") != NULL, "%s", err);
+    CHECK_INT(s.ndev, 0);
+    model_dra_slice_clear(&s);
+    cJSON_Delete(o);
+}
