@@ -125,3 +125,30 @@ TEST(fuzz_finding_dra_slice_devices_not_a_list_is_refused) {
     model_dra_slice_clear(&s);
     cJSON_Delete(o);
 }
+
+/* A ResourceSlice that publishes no devices (spec.devices absent), the only slice of its node:
+ * merging copied zero devices from a NULL array into a NULL buffer (undefined behaviour that
+ * UBSan stopped the dra_watch target on). The node keeps its device-plugin GPUs and no DRA view. */
+TEST(fuzz_finding_dra_slice_without_devices_merges_cleanly) {
+    ext_state_config cfg = {.standalone = true};
+    ext_state *st = ext_state_new(&cfg);
+    char *node = test_fixture("dra/node-both.json", NULL);
+    cJSON *no = cJSON_Parse(node);
+    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, no);
+    cJSON *sl = cJSON_Parse("{\"kind\":\"ResourceSlice\",\"metadata\":{\"name\":\"both-empty\"},\"spec\":{\"driver\":"
+                            "\"gpu.nvidia.com\",\"nodeName\":\"both\",\"pool\":{\"name\":\"both\",\"generation\":1,"
+                            "\"resourceSliceCount\":1}}}");
+    ext_state_apply(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, sl);
+    ext_state_lock(st);
+    const ext_node *n = ext_state_node(st, "both");
+    CHECK(n && n->m);
+    if (n && n->m) {
+        CHECK_INT(n->m->ngpus, 2);
+        CHECK(!n->m->has_dra);
+    }
+    ext_state_unlock(st);
+    cJSON_Delete(sl);
+    cJSON_Delete(no);
+    free(node);
+    ext_state_free(st);
+}
