@@ -482,6 +482,7 @@ void ext_dra_merge(const ext_dra *d, model_node *m, const model_catalog *cat) {
         if (pool_newest(dn, s->s.driver, s->s.pool, &have, &want) != s->s.generation) continue;   /* being replaced */
         if (have < want)   /* what is here is there; what is missing cannot be used by claims yet either */
             note_incomplete(m, s->s.pool, have, want);
+        if (s->s.ndev == 0) continue;   /* nothing to copy (and no array to copy from) */
         if (n + s->s.ndev > cap) {
             int nc = (n + s->s.ndev) * 2;
             model_dra_device *g = realloc(all, (size_t)nc * sizeof *g);

@@ -6,6 +6,7 @@
 #include "model/dra.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,12 +41,22 @@ static const char *attr_str(const cJSON *attrs, const char *name) {
     return s ? s : jstr(a, "version");
 }
 
+/* A JSON number as an integer clamped to lo..hi (dflt when it is not a number): the API's int64
+ * fields arrive as doubles, and converting one beyond the target type's range is undefined. */
+static int64_t jint(const cJSON *o, int64_t lo, int64_t hi, int64_t dflt) {
+    if (!cJSON_IsNumber(o) || o->valuedouble != o->valuedouble) return dflt;   /* not a number, NaN */
+    if (o->valuedouble <= (double)lo) return lo;
+    if (o->valuedouble >= (double)hi) return hi;
+    return (int64_t)o->valuedouble;
+}
+
 /* A capacity's value ({"value": "40Gi"}) in MiB, or -1. */
 static int cap_mib(const cJSON *caps, const char *name) {
     const char *v = jstr(jget(caps, name), "value");
     int64_t milli;
     if (!v || model_quantity_parse_milli(v, &milli, NULL, 0) != 0 || milli < 0) return -1;
-    return (int)(milli / 1000 / (1024 * 1024));
+    int64_t mib = milli / 1000 / (1024 * 1024);
+    return mib > INT_MAX ? INT_MAX : (int)mib;
 }
 
 static void device_parse(const cJSON *d, bool nvidia, model_dra_device *o) {
@@ -89,9 +100,15 @@ int model_dra_slice_parse(const cJSON *slice, model_dra_slice *out, char *err, s
     cpy(out->pool, sizeof out->pool, pname);
     cpy(out->node, sizeof out->node, jstr(spec, "nodeName"));
     const cJSON *gen = jget(pool, "generation"), *cnt = jget(pool, "resourceSliceCount");
-    out->generation = cJSON_IsNumber(gen) ? (int64_t)gen->valuedouble : 0;
-    out->count = cJSON_IsNumber(cnt) && cnt->valuedouble >= 1 ? (int)cnt->valuedouble : 1;
+    out->generation = jint(gen, -(INT64_C(1) << 53), INT64_C(1) << 53, 0);
+    /* a count beyond INT_MAX stays a pool that is never complete */
+    out->count = (int)jint(cnt, 1, INT_MAX, 1);
     const cJSON *devs = jget(spec, "devices");
+    /* an object's members iterate like a list's items, but no room was counted for them */
+    if (devs && !cJSON_IsArray(devs) && !cJSON_IsNull(devs)) {
+        snprintf(err, errlen, "ResourceSlice %s: spec.devices is not a list", name);
+        return -1;
+    }
     int n = cJSON_IsArray(devs) ? cJSON_GetArraySize(devs) : 0;
     if (n > 0 && !(out->dev = calloc((size_t)n, sizeof *out->dev))) {
         snprintf(err, errlen, "out of memory");
@@ -438,7 +455,8 @@ static bool term(const char *s, const char *e, sel *o) {
         eat(&p, e, ">=") && eat(&p, e, "0") && p == e) {
         int64_t milli;
         if (model_quantity_parse_milli(q, &milli, NULL, 0) != 0 || milli < 0) return false;
-        int mib = (int)((milli / 1000 + (1 << 20) - 1) >> 20);
+        int64_t mib64 = (milli / 1000 + (1 << 20) - 1) >> 20;
+        int mib = mib64 > INT_MAX ? INT_MAX : (int)mib64;
         if (mib > o->min_mib) o->min_mib = mib;
         o->driver_ok = true;
         return true;
@@ -490,7 +508,7 @@ static model_dra_verdict one_request(const cJSON *rq, model_dra_class_fn classes
     if (mode && strcmp(mode, "ExactCount") != 0)
         return unjudged(why, whylen, "allocationMode %s (tessera judges ExactCount only)", mode);
     const cJSON *cnt = jget(rq, "count");
-    int count = cJSON_IsNumber(cnt) ? (int)cnt->valuedouble : 1;
+    int count = (int)jint(cnt, 0, MODEL_MAX_GPUS + 1, 1);   /* out of range either way: unjudged below */
     if (count < 1 || count > MODEL_MAX_GPUS) return unjudged(why, whylen, "a device count tessera cannot place", NULL);
     const cJSON *cl = classes ? classes(user, cls) : NULL;
     if (!cl) return unjudged(why, whylen, "DeviceClass %s is not known to tessera", cls);

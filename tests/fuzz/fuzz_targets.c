@@ -15,10 +15,12 @@
 
 #include "extender/annotation.h"
 #include "extender/base64.h"
+#include "extender/dra.h"
 #include "extender/state.h"
 #include "extender/verbs.h"
 #include "extender/webhook.h"
 #include "model/catalog.h"
+#include "model/dra.h"
 #include "model/fit.h"
 #include "model/node.h"
 #include "model/quantity.h"
@@ -634,6 +636,290 @@ void fuzz_reserve_visible_one(const uint8_t *data, size_t len) {
     free(visible);
 }
 
+/* ---- Dynamic Resource Allocation: ResourceSlices, ResourceClaims, DeviceClasses ---- */
+
+/* The DRA fixtures (tests/fixtures/dra, relative to the repository root where `make test` and
+ * `make fuzz` run), parsed once and never changed: every call builds its own nodes and state. */
+#define DRA_FX "tests/fixtures/dra/"
+
+typedef struct dra_fx {
+    const char *file;
+    ext_kube_kind kind;
+    cJSON *obj;
+} dra_fx;
+
+/* Applied in this order to a fresh state: the driver's classes, three nodes (dra-a and dra-b
+ * with DRA only, "both" where the device plugin hands out the GPUs DRA publishes too) and
+ * their slices. */
+static dra_fx dra_fxs[] = {
+    {"deviceclass-gpu.json", EXT_KUBE_DEVICECLASS, NULL}, {"deviceclass-mig.json", EXT_KUBE_DEVICECLASS, NULL},
+    {"node-dra-a.json", EXT_KUBE_NODE, NULL},             {"node-dra-b.json", EXT_KUBE_NODE, NULL},
+    {"node-both.json", EXT_KUBE_NODE, NULL},              {"slice-dra-a.json", EXT_KUBE_RESOURCESLICE, NULL},
+    {"slice-dra-b-mig.json", EXT_KUBE_RESOURCESLICE, NULL}, {"slice-both.json", EXT_KUBE_RESOURCESLICE, NULL},
+};
+#define DRA_NFX ((int)(sizeof dra_fxs / sizeof dra_fxs[0]))
+
+/* A device-plugin pod on "both" holding one of its GPUs (guessed from its request, as the cache
+ * places a bound pod without an assignment annotation), so DRA holdings meet device-plugin ones. */
+static const char dra_dp_pod[] =
+    "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"dp-pod\",\"namespace\":\"default\",\"uid\":\"uid-dp-pod\"},"
+    "\"spec\":{\"nodeName\":\"both\",\"schedulerName\":\"tessera-scheduler\",\"containers\":[{\"name\":\"main\","
+    "\"image\":\"x\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]},\"status\":{\"phase\":\"Running\"}}";
+
+/* Node models built from the Node fixtures alone (no DRA yet), for the model-level targets. */
+static model_node *dra_base[3];
+
+static cJSON *dra_load(const char *file) {
+    char path[256];
+    snprintf(path, sizeof path, DRA_FX "%s", file);
+    FILE *f = fopen(path, "rb");
+    FUZZ_REQUIRE(f != NULL, "cannot open %s (run from the repository root)", path);
+    char buf[16384];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    cJSON *o = cJSON_ParseWithLength(buf, n);
+    FUZZ_REQUIRE(o != NULL, "%s is not JSON", path);
+    return o;
+}
+
+static void dra_init(void) {
+    if (dra_fxs[0].obj) return;
+    for (int i = 0; i < DRA_NFX; i++) dra_fxs[i].obj = dra_load(dra_fxs[i].file);
+    int nb = 0;
+    for (int i = 0; i < DRA_NFX; i++) {
+        if (dra_fxs[i].kind != EXT_KUBE_NODE) continue;
+        char err[256];
+        dra_base[nb] = model_node_from_json(dra_fxs[i].obj, model_catalog_default(), err, sizeof err);
+        FUZZ_REQUIRE(dra_base[nb] != NULL, "%s: %s", dra_fxs[i].file, err);
+        nb++;
+    }
+}
+
+static const cJSON *dra_class(void *user, const char *name) {
+    (void)user;
+    for (int i = 0; i < DRA_NFX; i++) {
+        const cJSON *md = cJSON_GetObjectItemCaseSensitive(dra_fxs[i].obj, "metadata");
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(md, "name");
+        if (dra_fxs[i].kind == EXT_KUBE_DEVICECLASS && cJSON_IsString(nm) && !strcmp(nm->valuestring, name))
+            return dra_fxs[i].obj;
+    }
+    return NULL;
+}
+
+/* What fit is handed must be a request it can judge: a judged claim asks for >= 1 device. */
+static void dra_check_request(const model_request *r, const char *what) {
+    if (r->kind == MODEL_REQ_NONE) return;
+    FUZZ_REQUIRE(r->count >= 1 && r->count <= MODEL_MAX_GPUS * 8, "%s: request kind %d with count %d", what,
+                 (int)r->kind, r->count);
+    FUZZ_REQUIRE(r->memory_permille >= 0 && r->memory_permille <= 1000, "%s: memory_permille %d", what,
+                 r->memory_permille);
+    FUZZ_REQUIRE(r->compute_permille >= 0 && r->compute_permille <= 1000, "%s: compute_permille %d", what,
+                 r->compute_permille);
+    FUZZ_REQUIRE(r->memory_mib >= 0, "%s: memory_mib %d", what, r->memory_mib);
+}
+
+static void dra_check_nodes(ext_state *st, const char *what, int step) {
+    char why[256] = "";
+    ext_state_lock(st);
+    for (int n = 0; n < ext_state_node_count(st); n++) {
+        const ext_node *en = ext_state_node_at(st, n);
+        FUZZ_REQUIRE(!en->m || (en->m->ngpus >= 0 && en->m->ngpus <= MODEL_MAX_GPUS), "%s %d: node %s: ngpus %d",
+                     what, step, en->name, en->m->ngpus);
+        FUZZ_REQUIRE(!en->m || model_node_check(en->m, why, sizeof why), "%s %d: node %s: %s", what, step, en->name,
+                     why);
+    }
+    ext_state_unlock(st);
+}
+
+/* A standalone state with the DRA fixtures applied and the device-plugin pod placed on "both". */
+static ext_state *dra_state(void) {
+    dra_init();
+    ext_state_config cfg = {.standalone = true};
+    ext_state *st = ext_state_new(&cfg);
+    FUZZ_REQUIRE(st != NULL, "ext_state_new");
+    for (int i = 0; i < DRA_NFX; i++) ext_state_apply(st, dra_fxs[i].kind, EXT_KUBE_ADDED, dra_fxs[i].obj);
+    cJSON *pod = cJSON_Parse(dra_dp_pod);
+    ext_state_apply(st, EXT_KUBE_POD, EXT_KUBE_ADDED, pod);
+    cJSON_Delete(pod);
+    ext_state_lock(st);
+    const ext_node *both = ext_state_node(st, "both");
+    FUZZ_REQUIRE(both && both->m && both->m->has_dra, "setup: node both has no DRA view");
+    bool held = false;
+    for (int i = 0; i < both->m->nallocs; i++) held |= !strcmp(both->m->allocs[i].uid, "uid-dp-pod");
+    FUZZ_REQUIRE(held, "setup: the device-plugin pod holds nothing on both");
+    ext_state_unlock(st);
+    return st;
+}
+
+/* A ResourceSlice, as a node's kubelet plugin publishes it: read it, merge its devices into
+ * each fixture node (DRA only, and "both" where the device plugin hands the GPUs out too), then
+ * hold each device it publishes, one claim per device, as the cache would. The merged node is
+ * consistent and clones; a hold either is refused or leaves the node consistent. */
+void fuzz_dra_slice_one(const uint8_t *data, size_t len) {
+    dra_init();
+    cJSON *o = cJSON_ParseWithLength((const char *)data, len);
+    if (!o) return;
+    model_dra_slice s;
+    char err[256], why[256] = "";
+    if (model_dra_slice_parse(o, &s, err, sizeof err) == 0) {
+        FUZZ_REQUIRE(s.ndev >= 0 && (s.ndev == 0 || s.dev), "slice: ndev %d, dev %p", s.ndev, (void *)s.dev);
+        for (int b = 0; b < 3; b++) {
+            model_node *m = model_node_clone(dra_base[b]);
+            FUZZ_REQUIRE(m != NULL, "clone failed");
+            model_node_add_dra(m, s.dev, s.ndev, model_catalog_default());
+            FUZZ_REQUIRE(m->ngpus >= 0 && m->ngpus <= MODEL_MAX_GPUS, "%s: ngpus %d", m->name, m->ngpus);
+            FUZZ_REQUIRE(model_node_check(m, why, sizeof why), "%s after the slice: %s", m->name, why);
+            model_node *c = model_node_clone(m);
+            FUZZ_REQUIRE(c != NULL, "clone of the merged node failed");
+            model_node_free(c);
+            for (int i = 0; i < s.ndev && i < 64; i++) {
+                model_assignment a;
+                memset(&a, 0, sizeof a);
+                if (model_dra_grant(m, &s.dev[i], &a.grant[0], err, sizeof err) != 0) continue;
+                a.ngrants = 1;
+                char uid[32];
+                snprintf(uid, sizeof uid, "claim:%d", i);
+                model_assign(m, uid, &a, err, sizeof err);
+                FUZZ_REQUIRE(model_node_check(m, why, sizeof why), "%s after holding %s: %s", m->name, s.dev[i].name,
+                             why);
+            }
+            model_node_free(m);
+        }
+    }
+    model_dra_slice_clear(&s);
+    cJSON_Delete(o);
+}
+
+/* A ResourceClaim: its spec turned into a request (with the driver's DeviceClasses), directly
+ * and through a pod that names it; then the claim, and a second claim with the same allocation,
+ * added to the cache where "both" already has a device-plugin pod. No GPU is over-committed
+ * after each step, and deleting both claims leaves no claim holding anything. */
+void fuzz_dra_claim_one(const uint8_t *data, size_t len) {
+    cJSON *claim = cJSON_ParseWithLength((const char *)data, len);
+    if (!cJSON_IsObject(claim)) {
+        cJSON_Delete(claim);
+        return;
+    }
+    ext_state *st = dra_state();
+    char why[256];
+    model_request r;
+    memset(&r, 0, sizeof r);
+    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(claim, "spec");
+    if (model_dra_request(spec, dra_class, NULL, &r, why, sizeof why) == MODEL_DRA_JUDGED) {
+        dra_check_request(&r, "claim spec");
+        for (int b = 0; b < 3; b++) model_dra_could_fit(dra_base[b], &r, why, sizeof why);
+    }
+    model_dra_result res[MODEL_DRA_MAX_RESULTS];
+    int nres = model_dra_claim_results(claim, res, MODEL_DRA_MAX_RESULTS);
+    FUZZ_REQUIRE(nres >= -1 && nres <= MODEL_DRA_MAX_RESULTS, "claim results %d", nres);
+
+    ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, claim);
+    dra_check_nodes(st, "claim added", 0);
+
+    /* a pod naming the claim, as ext_dra_pod_request sees it in filter */
+    const cJSON *md = cJSON_GetObjectItemCaseSensitive(claim, "metadata");
+    const cJSON *ns = cJSON_GetObjectItemCaseSensitive(md, "namespace");
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(md, "name");
+    cJSON *pod = cJSON_CreateObject();
+    cJSON *pmd = cJSON_AddObjectToObject(pod, "metadata");
+    cJSON_AddStringToObject(pmd, "name", "claim-pod");
+    cJSON_AddStringToObject(pmd, "namespace", cJSON_IsString(ns) ? ns->valuestring : "default");
+    cJSON_AddStringToObject(pmd, "uid", "uid-claim-pod");
+    cJSON *rcs = cJSON_AddArrayToObject(cJSON_AddObjectToObject(pod, "spec"), "resourceClaims");
+    cJSON *rc = cJSON_CreateObject();
+    cJSON_AddStringToObject(rc, "name", "gpu");
+    cJSON_AddStringToObject(rc, "resourceClaimName", cJSON_IsString(nm) ? nm->valuestring : "");
+    cJSON_AddItemToArray(rcs, rc);
+    ext_state_lock(st);
+    memset(&r, 0, sizeof r);
+    if (ext_dra_pod_request(ext_state_dra(st), pod, &r, why, sizeof why) == MODEL_DRA_JUDGED)
+        dra_check_request(&r, "pod's claim");
+    char alloc[512];
+    ext_dra_allocation_for(ext_state_dra(st), cJSON_IsString(ns) ? ns->valuestring : "default", "uid-claim-pod",
+                           alloc, sizeof alloc);
+    FUZZ_REQUIRE(memchr(alloc, 0, sizeof alloc) != NULL, "allocation annotation not terminated");
+    cJSON *dbg = ext_dra_debug(ext_state_dra(st));
+    FUZZ_REQUIRE(dbg != NULL, "ext_dra_debug returned NULL");
+    cJSON_Delete(dbg);
+    ext_state_unlock(st);
+    cJSON_Delete(pod);
+
+    /* the same allocation claimed a second time (another claim): never held twice */
+    cJSON *twin = cJSON_Duplicate(claim, 1);
+    cJSON *tmd = cJSON_GetObjectItemCaseSensitive(twin, "metadata");
+    if (cJSON_IsObject(tmd)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(tmd, "name");
+        cJSON_DeleteItemFromObjectCaseSensitive(tmd, "uid");
+        cJSON_AddStringToObject(tmd, "name", "fuzz-twin");
+        cJSON_AddStringToObject(tmd, "uid", "uid-fuzz-twin");
+        ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, twin);
+        dra_check_nodes(st, "twin claim added", 1);
+        ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_DELETED, twin);
+        dra_check_nodes(st, "twin claim deleted", 2);
+    }
+    cJSON_Delete(twin);
+    ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_DELETED, claim);
+    dra_check_nodes(st, "claim deleted", 3);
+    ext_state_lock(st);
+    for (int n = 0; n < ext_state_node_count(st); n++) {
+        const ext_node *en = ext_state_node_at(st, n);
+        for (int i = 0; en->m && i < en->m->nallocs; i++)
+            FUZZ_REQUIRE(strncmp(en->m->allocs[i].uid, "claim:", 6) != 0, "node %s: %s still holds after deletion",
+                         en->name, en->m->allocs[i].uid);
+    }
+    ext_state_unlock(st);
+    ext_state_free(st);
+    cJSON_Delete(claim);
+}
+
+/* A watch stream of every kind the extender follows with --dra: Node, Pod, ResourceSlice,
+ * ResourceClaim, DeviceClass (from object.kind), as [{"type": ..., "object": {...}}, ...], types
+ * ADDED, MODIFIED, DELETED and also RELIST / SYNCED (a relist drops what it did not mention),
+ * applied to the DRA fixture state. After every event no GPU is over-committed. */
+void fuzz_dra_watch_one(const uint8_t *data, size_t len) {
+    cJSON *events = cJSON_ParseWithLength((const char *)data, len);
+    if (!cJSON_IsArray(events)) {
+        cJSON_Delete(events);
+        return;
+    }
+    ext_state *st = dra_state();
+    const cJSON *e;
+    int i = 0;
+    cJSON_ArrayForEach(e, events) {
+        if (++i > 64) break;
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(e, "type");
+        const cJSON *obj = cJSON_GetObjectItemCaseSensitive(e, "object");
+        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(obj, "kind");
+        if (!cJSON_IsString(type)) continue;
+        const char *t = type->valuestring;
+        ext_kube_event ev = !strcmp(t, "ADDED")      ? EXT_KUBE_ADDED
+                            : !strcmp(t, "MODIFIED") ? EXT_KUBE_MODIFIED
+                            : !strcmp(t, "DELETED")  ? EXT_KUBE_DELETED
+                            : !strcmp(t, "RELIST")   ? EXT_KUBE_RELIST
+                            : !strcmp(t, "SYNCED")   ? EXT_KUBE_SYNCED
+                                                     : (ext_kube_event)-1;
+        if ((int)ev < 0 || !cJSON_IsString(kind)) continue;
+        const char *k = kind->valuestring;
+        ext_kube_kind kk = !strcmp(k, "Node")            ? EXT_KUBE_NODE
+                           : !strcmp(k, "Pod")           ? EXT_KUBE_POD
+                           : !strcmp(k, "ResourceSlice") ? EXT_KUBE_RESOURCESLICE
+                           : !strcmp(k, "ResourceClaim") ? EXT_KUBE_RESOURCECLAIM
+                           : !strcmp(k, "DeviceClass")   ? EXT_KUBE_DEVICECLASS
+                                                         : EXT_KUBE_NKINDS;
+        if (kk == EXT_KUBE_NKINDS) continue;
+        /* RELIST and SYNCED carry no object, as ext_kube delivers them */
+        ext_state_apply(st, kk, ev, ev == EXT_KUBE_RELIST || ev == EXT_KUBE_SYNCED ? NULL : obj);
+        dra_check_nodes(st, "event", i);
+    }
+    ext_state_lock(st);
+    cJSON *dbg = ext_dra_debug(ext_state_dra(st));
+    FUZZ_REQUIRE(dbg != NULL, "ext_dra_debug returned NULL");
+    cJSON_Delete(dbg);
+    ext_state_unlock(st);
+    ext_state_free(st);
+    cJSON_Delete(events);
+}
+
 const fuzz_target fuzz_targets[] = {
     {"filter", fuzz_filter_one},
     {"prioritize", fuzz_prioritize_one},
@@ -649,5 +935,8 @@ const fuzz_target fuzz_targets[] = {
     {"cluster", fuzz_cluster_one},
     {"webhook", fuzz_webhook_one},
     {"reserve_visible", fuzz_reserve_visible_one},
+    {"dra_slice", fuzz_dra_slice_one},
+    {"dra_claim", fuzz_dra_claim_one},
+    {"dra_watch", fuzz_dra_watch_one},
     {NULL, NULL},
 };

@@ -1,0 +1,17 @@
+/* fuzz_dra_claim.c -- libFuzzer entry point for the "dra_claim" target; the body is fuzz_dra_claim_one in
+ * fuzz_targets.c, which `make test` also replays over tests/fuzz/corpus/dra_claim and crashes/dra_claim. */
+#include "tests/fuzz/fuzz_targets.h"
+#include "extender/log.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    ext_log_set_level(EXT_LOG_OFF);   /* a rejected input is not news; findings abort */
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len) {
+    fuzz_dra_claim_one(data, len);
+    return 0;
+}
