@@ -434,15 +434,8 @@ static void node_retry(ext_state *st, ext_node *n) {
     }
     for (int i = 0; i < n->npods; i++) {   /* facts first: every annotation that fits now */
         pod_priv *qp = (pod_priv *)n->pods[i];
-        model_assignment a;
-        char err[MODEL_REASON_LEN];
         if (qp->pub.phase != EXT_POD_BOUND || !qp->pub.overcommitted || !qp->ann) continue;
-        if (ext_ann_decode(n->m, qp->ann, &a, err, sizeof err) == 0 &&
-            model_assign(n->m, qp->pub.uid, &a, err, sizeof err) == 0) {
-            qp->pub.a = a;
-            qp->pub.holds = true;
-            qp->pub.derived = qp->pub.overcommitted = false;
-        }
+        if (!pod_apply(st, n, qp, NULL, APPLY_FACTS)) qp->pub.overcommitted = true;   /* a guess, below */
     }
     for (int i = 0; i < n->npods; i++) {   /* then guesses for the rest */
         pod_priv *qp = (pod_priv *)n->pods[i];
