@@ -46,7 +46,8 @@ bool ext_dep_blocks_ready(ext_dep d) {
     /* Without these tessera answers from a stale cache (the DRA kinds: GPUs held through claims would go
      * unaccounted), or cannot bind at all. Events are best-effort; the reservation controller and the webhook
      * affect soft shares only, and kube-scheduler's calls do not go through them. */
-    return d <= EXT_DEP_LISTEN || d == EXT_DEP_API_SLICES || d == EXT_DEP_API_CLAIMS || d == EXT_DEP_API_CLASSES;
+    return d <= EXT_DEP_LISTEN || d == EXT_DEP_API_SLICES || d == EXT_DEP_API_CLAIMS || d == EXT_DEP_API_CLASSES ||
+           d == EXT_DEP_WEBHOOK_LISTEN;   /* pod creation of tessera's pods fails on a replica without it */
 }
 
 /* Failed attempts in a row before d is failing. Most dependencies retry within seconds, where one failure is

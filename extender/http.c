@@ -147,21 +147,18 @@ static enum MHD_Result serve_get(ext_http *h, struct MHD_Connection *c, route r)
     case R_HEALTHZ:
         return send_body(c, 200, "text/plain", strdup("ok\n"), 3, NULL);
     case R_READYZ: {
-        /* not ready while the cache is unsynced, a dependency that tessera cannot answer correctly without is
-         * failing (health.h), or ready_check says no (main.c: the webhook's TLS listener): the body says which,
-         * with the API's message */
-        char why[2048], warn[1024], hook[1024] = "", msg[4300];
+        /* not ready while the cache is unsynced or a dependency that tessera cannot answer correctly without is
+         * failing (health.h): the body says which, with the API's message */
+        char why[2048], warn[1024], msg[3200];
         bool synced = ext_state_ready(h->cfg.verbs->st), deps = !h->cfg.health || ext_health_ready(why, sizeof why);
-        bool hook_ok = !h->cfg.ready_check || h->cfg.ready_check(h->cfg.ready_user, hook, sizeof hook);
         warn[0] = 0;
         if (h->cfg.health) ext_health_warnings(warn, sizeof warn);
-        if (synced && deps && hook_ok) {
+        if (synced && deps) {
             snprintf(msg, sizeof msg, "ready\n%s%s%s", warn[0] ? "degraded: " : "", warn, warn[0] ? "\n" : "");
             return send_body(c, 200, "text/plain", strdup(msg), strlen(msg), NULL);
         }
-        snprintf(msg, sizeof msg, "not ready: %s%s%s%s%s%s%s", synced ? "" : "the cache has not synced with the API server yet",
-                 !synced && (!deps || !hook_ok) ? "; " : "", deps ? "" : why, !deps && !hook_ok ? "; " : "",
-                 hook_ok ? "" : hook, warn[0] ? "; degraded: " : "", warn);
+        snprintf(msg, sizeof msg, "not ready: %s%s%s%s%s", synced ? "" : "the cache has not synced with the API server yet",
+                 !synced && !deps ? "; " : "", deps ? "" : why, warn[0] ? "; degraded: " : "", warn);
         return send_error(c, 503, msg, NULL);
     }
     case R_METRICS: {

@@ -20,8 +20,8 @@
  * Routes (prefix = --url-prefix, default "/tessera"):
  *   POST <prefix>/filter | /prioritize | /bind | /preempt     the verbs (verbs.h)
  *   GET  /healthz        200 "ok" while the process serves
- *   GET  /readyz         200 once the cache is synced, cfg.ready_check agrees and (with cfg.health)
- *                        no dependency that blocks readiness is failing, else 503 naming why
+ *   GET  /readyz         200 once the cache is synced and (with cfg.health) no dependency that
+ *                        blocks readiness is failing, else 503 naming why
  *   GET  /metrics        Prometheus text
  *   GET  /debug/state    JSON of the cache; ?pod=namespace/name explains one pod
  *   POST /webhook/mutate the mutating admission webhook (webhook.h), when cfg.webhook is set
@@ -65,10 +65,6 @@ typedef struct ext_http_config {
     ext_metrics *metrics_from;   /* render these verb metrics instead of this server's own
                                   * (the ops server shows the verb server's histograms) */
     ext_verbs *verbs;
-    /* /readyz beyond the cache (main.c: the webhook's TLS listener serves): NULL, or false with
-     * why, which /readyz answers with 503 "not ready: <why>". */
-    bool (*ready_check)(void *user, char *why, size_t whylen);
-    void *ready_user;
     bool health;                 /* /readyz also needs every dependency that blocks readiness to work (health.h;
                                   * cluster mode) and names the failing ones */
     /* Watch statistics for /metrics (cluster mode); NULL in standalone mode. */

@@ -631,8 +631,6 @@ int main(int argc, char **argv) {
         ext_http_config wl = hc;
         snprintf(wl.listen, sizeof wl.listen, "%s", webhook_listen);
         if (!(whl = ext_webhook_listener_new(&wl))) { fprintf(stderr, "out of memory\n"); return 1; }
-        hc.ready_check = ext_webhook_listener_ready;
-        hc.ready_user = whl;
     }
     ext_http *http = ext_http_start(&hc, err, sizeof err);
     if (!http) {
@@ -674,7 +672,6 @@ int main(int argc, char **argv) {
     if (webhook_listen[0]) {
         ext_http_config fc = hc;
         fc.webhook_only = true;
-        fc.ready_check = NULL;
         fc.tls_client_ca_file = NULL;
         snprintf(fc.listen, sizeof fc.listen, "%s", webhook_listen);
         fc.tls_cert_file = webhook_cert;

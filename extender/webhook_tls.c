@@ -570,7 +570,6 @@ struct ext_webhook_listener {
     ext_http_config cfg;
     ext_http *h;
     pthread_mutex_t mu;
-    char down[768];   /* why the last start failed; "" while serving or before the first certificate */
 };
 
 ext_webhook_listener *ext_webhook_listener_new(const ext_http_config *cfg) {
@@ -578,7 +577,6 @@ ext_webhook_listener *ext_webhook_listener_new(const ext_http_config *cfg) {
     if (!l) return NULL;
     l->cfg = *cfg;
     l->cfg.webhook_only = true;
-    l->cfg.ready_check = NULL;
     l->cfg.tls_cert_file = l->cfg.tls_key_file = l->cfg.tls_client_ca_file = NULL;
     pthread_mutex_init(&l->mu, NULL);
     return l;
@@ -598,25 +596,16 @@ int ext_webhook_listener_on_pem(void *listener, const ext_cert_pem *serving) {
     l->cfg.tls_cert_pem = l->cfg.tls_key_pem = NULL;
     int rc = 0;
     if (l->h) {
-        l->down[0] = 0;
         ext_log(EXT_LOG_INFO, "event=serving-webhook listen=%s port=%d cert=secret", l->cfg.listen, ext_http_port(l->h));
         ext_health_ok(EXT_DEP_WEBHOOK_LISTEN);
     } else {
-        snprintf(l->down, sizeof l->down, "the webhook's TLS listener on %s is down: %s (retried)", l->cfg.listen, err);
-        ext_health_fail(EXT_DEP_WEBHOOK_LISTEN, 0, EXT_REASON_LISTEN, l->down);   /* logs it at warn */
+        char down[768];   /* /readyz shows it (health.h: the webhook's listener blocks readiness) */
+        snprintf(down, sizeof down, "the webhook's TLS listener on %s is down: %s (retried)", l->cfg.listen, err);
+        ext_health_fail(EXT_DEP_WEBHOOK_LISTEN, 0, EXT_REASON_LISTEN, down);   /* logs it at warn */
         rc = -1;
     }
     pthread_mutex_unlock(&l->mu);
     return rc;
-}
-
-bool ext_webhook_listener_ready(void *listener, char *why, size_t whylen) {
-    ext_webhook_listener *l = listener;
-    pthread_mutex_lock(&l->mu);
-    bool ok = !l->down[0];
-    if (!ok) snprintf(why, whylen, "%s", l->down);
-    pthread_mutex_unlock(&l->mu);
-    return ok;
 }
 
 int ext_webhook_listener_port(ext_webhook_listener *l) {

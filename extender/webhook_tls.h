@@ -78,13 +78,10 @@ void ext_webhook_tls_stop(ext_webhook_tls *t);
 /* The webhook's TLS listener on the certificate of the Secret: ext_webhook_listener_on_pem is the
  * background check's on_pem and restarts the server (cfg, copied, with webhook_only) with each new
  * certificate. A failed start (port taken, bad key) returns -1, so the check retries it, and is
- * kept as the reason ext_webhook_listener_ready gives (main.c's /readyz hook, so the Service
- * sends admission reviews to the other replicas meanwhile). */
+ * reported to health.h as the failing webhook-listen dependency, which /readyz names. */
 typedef struct ext_webhook_listener ext_webhook_listener;
 ext_webhook_listener *ext_webhook_listener_new(const ext_http_config *cfg);
 int ext_webhook_listener_on_pem(void *listener, const ext_cert_pem *serving);
-/* false with why while the last start failed; true before the first certificate and while serving. */
-bool ext_webhook_listener_ready(void *listener, char *why, size_t whylen);
 int ext_webhook_listener_port(ext_webhook_listener *l);   /* 0 while not serving */
 /* Stop the server (in-flight reviews finish) and free; after ext_webhook_tls_stop. NULL is fine. */
 void ext_webhook_listener_free(ext_webhook_listener *l);

@@ -22,6 +22,7 @@
 #include "extender/http.h"
 #include "extender/kube.h"
 #include "extender/log.h"
+#include "extender/health.h"
 #include "extender/webhook_tls.h"
 #include "tests/support/fake_apiserver.h"
 
@@ -642,8 +643,8 @@ static long get(const char *url, bool tls, char body[1024]) {
 }
 
 /* Review finding 4: the webhook's listener cannot start (its port is taken). The certificate
- * check hands the certificate over again every retry_interval_s, /readyz (the hook main.c sets)
- * says why meanwhile, and once the port is free the listener serves and /readyz is 200. */
+ * check hands the certificate over again every retry_interval_s, /readyz (the health registry's
+ * webhook-listen dependency) says why meanwhile, and once the port is free the listener serves and /readyz is 200. */
 TEST(webhook_tls_listener_that_fails_to_start_is_retried_and_readyz_says_why) {
     if (!ext_certs_available()) return;
     int port = 0, fd = hold_port(&port);
@@ -661,9 +662,10 @@ TEST(webhook_tls_listener_that_fails_to_start_is_retried_and_readyz_says_why) {
     ext_http_config hc = {.conn_timeout_s = 2, .verbs = &v, .webhook = &wc};
     snprintf(hc.listen, sizeof hc.listen, "127.0.0.1:%d", port);
     ext_webhook_listener *l = ext_webhook_listener_new(&hc);
-    /* the ops server with the readiness hook, as main.c wires it */
-    ext_http_config oc = {.conn_timeout_s = 2, .verbs = &v, .ops_only = true, .ready_check = ext_webhook_listener_ready,
-                          .ready_user = l};
+    /* the ops server with /readyz on the health registry, as main.c wires it */
+    ext_health_reset();
+    ext_health_register(EXT_DEP_WEBHOOK_LISTEN);
+    ext_http_config oc = {.conn_timeout_s = 2, .verbs = &v, .ops_only = true, .health = true};
     snprintf(oc.listen, sizeof oc.listen, "127.0.0.1:0");
     char err[512] = "", url[128], body[1024], why[512] = "";
     ext_http *ops = ext_http_start(&oc, err, sizeof err);
@@ -675,7 +677,7 @@ TEST(webhook_tls_listener_that_fails_to_start_is_retried_and_readyz_says_why) {
     bool down = false;
     for (int i = 0; i < 500 && !down; i++) {
         usleep(10000);
-        down = !ext_webhook_listener_ready(l, why, sizeof why);
+        down = !ext_health_ready(why, sizeof why);
     }
     long while_down = get(url, false, body);
     bool says = strstr(body, "webhook's TLS listener") && strstr(body, hc.listen) && strstr(body, "address in use");
@@ -696,6 +698,7 @@ TEST(webhook_tls_listener_that_fails_to_start_is_retried_and_readyz_says_why) {
     ext_http_stop(ops);
     ext_state_free(st);
     mock_free(&m);
+    ext_health_reset();
     CHECK_INT(before, 200);
     CHECK_MSG(down, "the listener never reported the taken port");
     CHECK_INT(while_down, 503);
