@@ -141,8 +141,19 @@ EXT_HELPER void place_pod(ext_verbs *v, const char *pod, const char *name, const
     const char *names[1] = {node};
     char *args = args_names(pod, names, 1);
     cJSON *r = call_verb(v, ext_verb_filter, args, NULL);
-    cJSON_Delete(r);
     free(args);
+    /* kube-scheduler binds only a node the filter let through: otherwise err is the filter's reason */
+    const cJSON *passed = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "NodeNames"), 0);
+    if (!cJSON_IsString(passed) || strcmp(passed->valuestring, node) != 0) {
+        const cJSON *why = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "FailedNodes"), node);
+        if (!why) why = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "FailedAndUnresolvableNodes"), node);
+        const cJSON *e = cJSON_GetObjectItem(r, "Error");
+        snprintf(err, errlen, "filter: %s", cJSON_IsString(why) ? why->valuestring
+                                            : cJSON_IsString(e) && e->valuestring[0] ? e->valuestring : "node not passed");
+        cJSON_Delete(r);
+        return;
+    }
+    cJSON_Delete(r);
     bind_pod(v, name, uid, node, err, errlen);
 }
 
