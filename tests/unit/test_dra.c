@@ -604,9 +604,25 @@ TEST(dra_older_cluster_without_the_api_carries_on) {
 /* ------------------------------------------------------------ verbs ---- */
 
 /* The template pod, with its claim (made by the resourceclaim controller) pending. */
+/* The fixture as kube-scheduler sees it: after tessera's webhook added the marker tessera.io/share to the first
+ * app container (dra_pod_with_claim_template_reaches_tessera checks the webhook does), without which
+ * kube-scheduler would not call the extender at all (managedResources). */
 static char *claim_pod(void) {
     char *t = fx_text("pod-claim-template.json");
-    return t;
+    cJSON *pod = cJSON_Parse(t);
+    free(t);
+    cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), "containers"), 0);
+    cJSON *res = cJSON_GetObjectItem(c0, "resources");
+    if (!res) res = cJSON_AddObjectToObject(c0, "resources");
+    const char *kinds[] = {"requests", "limits"};
+    for (int i = 0; i < 2; i++) {
+        cJSON *k = cJSON_GetObjectItem(res, kinds[i]);
+        if (!k) k = cJSON_AddObjectToObject(res, kinds[i]);
+        cJSON_AddStringToObject(k, "tessera.io/share", "1");
+    }
+    char *out = cJSON_PrintUnformatted(pod);
+    cJSON_Delete(pod);
+    return out;
 }
 
 static char *args_for(const char *pod, const char *const *names, int n) { return args_names(pod, names, n); }
@@ -760,7 +776,7 @@ TEST(dra_unjudged_claim_is_neutral_and_debug_says_so) {
 
 TEST(dra_claim_pod_reaches_tessera_through_the_scheduler_config) {
     /* the webhook gives the claim pod of tessera-scheduler the marker... */
-    char *pod = claim_pod();
+    char *pod = fx_text("pod-claim-template.json");   /* as created: before the webhook */
     size_t cap = strlen(pod) + 512;
     char *body = malloc(cap);
     snprintf(body, cap, "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"rv-1\","
