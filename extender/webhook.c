@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "extender/base64.h"
+#include "extender/dra.h"
 #include "extender/state.h"
 #include "model/request.h"
 
@@ -370,8 +371,7 @@ void ext_webhook_mutate(const ext_webhook_config *cfg, const char *body, size_t 
     /* Only ResourceClaims, no GPU resource: the marker alone, so that kube-scheduler calls tessera for it too
      * (README, DRA). The claims themselves are not looked at: a template's claim does not exist yet at
      * admission, and a pod whose claims ask for no GPU costs one extender call that answers neutrally. */
-    bool claims_only = r.kind == MODEL_REQ_NONE &&
-                       cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(spec, "resourceClaims")) > 0;
+    bool claims_only = r.kind == MODEL_REQ_NONE && ext_dra_pod_has_claims(pod);
     if (r.kind != MODEL_REQ_FRACTION && !claims_only) {   /* whole GPUs, replicas, MIG, CPU: the device plugin's */
         reply_allowed(uid, out);
         cJSON_Delete(root);

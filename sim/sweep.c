@@ -20,6 +20,7 @@
 #include "sim/cluster.h"
 #include "sim/fgd_paper.h"
 #include "sim/gen.h"
+#include "sim/json.h"
 #include "sim/replay.h"
 
 /* the bundled demo cluster (data/sim/demo-cluster.json), compiled in */
@@ -316,28 +317,6 @@ int sim_sweep_run(const sim_sweep_grid *g, const char *data_dir, int shards, int
 
 /* ---------------------------------------------------------------- merge */
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 65536, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        size_t r = fread(b + n, 1, cap - n, f);
-        n += r;
-        if (n < cap) break;
-        char *nb = realloc(b, cap *= 2);
-        if (!nb) {
-            free(b);
-            b = NULL;
-        } else {
-            b = nb;
-        }
-    }
-    fclose(f);
-    if (b) *len = n;
-    return b;
-}
-
 /* The grid back from its key (strings point into the key buffer, which is kept). */
 static int parse_key(char *key, sim_sweep_grid *g) {
     memset(g, 0, sizeof *g);
@@ -621,12 +600,14 @@ int sim_sweep_merge(const char *dir, const char *out_dir, FILE *tf, char *err, s
         char path[1400];
         snprintf(path, sizeof path, "%s/%s", cells_dir, names[i]);
         size_t len = 0;
-        char *text = slurp(path, &len);
+        char rerr[256] = "";
+        char *text = sim_read_file(path, &len, rerr, sizeof rerr);
         cJSON *o = text ? cJSON_ParseWithLength(text, len) : NULL;
         free(text);
         const cJSON *gk = cJSON_GetObjectItemCaseSensitive(o, "grid");
         if (!cJSON_IsString(gk)) {
-            snprintf(err, errlen, "%s: not a cell file of tessera-sim sweep", path);
+            if (rerr[0]) snprintf(err, errlen, "%s", rerr);
+            else snprintf(err, errlen, "%s: not a cell file of tessera-sim sweep", path);
             cJSON_Delete(o);
             goto done;
         }
