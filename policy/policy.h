@@ -209,13 +209,12 @@ typedef struct policy policy;
  *                     (or, for MIG requests, without MIG types in it) it measures against
  *                     every profile of the node's MIG product, equally likely, or the
  *                     request's own shape
- *   fgd-pack          needs ctx->workload (score.c, "fgd-pack", has the why). A soft share
- *                     of one whole-mode GPU: the GPU it leaves with the least compute free,
- *                     cluster-wide (score 0.0999 per milli filled), then fgd's score. Any
- *                     other request: fgd's quantised score of (fragmentation decrease -
- *                     0.1 x growth of idle GPUs the node's free CPU cannot serve at the
- *                     workload's mean CPU per GPU). GPU on a node: the largest exact
- *                     fragmentation decrease, then the tightest. */
+ *   fgd-pack          needs ctx->workload (score.c, "fgd-pack", has the why): fgd's
+ *                     quantised score of (fragmentation decrease - 0.1 x growth of the
+ *                     node's stranded GPUs: per GPU task type of the workload, popularity-
+ *                     weighted, the idle GPUs its free CPU cannot feed at that type's CPU
+ *                     per GPU). Ties: the node rank, as fgd. GPU on a node: the largest
+ *                     exact fragmentation decrease, then the tightest. */
 const policy *policy_find(const char *name);
 int policy_count(void);
 const policy *policy_at(int i);

@@ -14,6 +14,7 @@
 #include "policy/policy_int.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -39,7 +40,7 @@ static const policy registry[] = {
     {"random", P_RANDOM, "one random feasible node, random GPU (FGD baseline)"},
     {"fgd", P_FGD, "least growth of fragmentation against the target workload (FGD, ATC '23)"},
     {"mig-aware", P_MIGAWARE, "idle MIG instance first, else the GPU/slot that keeps most demand placeable"},
-    {"fgd-pack", P_PACK, "shares: the whole-mode GPU they fill tightest; else FGD less CPU-stranded GPUs (tessera)"},
+    {"fgd-pack", P_PACK, "FGD less the idle GPUs a node's CPU would strand, per task type (tessera)"},
 };
 #define NPOLICIES ((int)(sizeof registry / sizeof registry[0]))
 
@@ -397,48 +398,85 @@ static double mig_placements(const scorer *s, const cand *c, const pv_gpu *ga) {
 
 /* ------------------------------------------------------------ fgd-pack
  *
- * tessera's own policy (sim/README.md, "Packing beyond FGD" has the measurements). Two
- * losses remain after FGD on the openb trace, measured at arrived = 100 %: free compute
- * left in slivers on shared GPUs (about 93 % of what FGD leaves unallocated), and idle
- * GPUs on nodes whose host CPU is gone. fgd-pack answers each:
- *   - a soft share of one whole-mode GPU goes to the GPU, cluster-wide, it fills
- *     tightest (least compute left after it: best fit at the GPU level, where FGD's node
- *     score would spread shares over more GPUs); FGD's score breaks ties. (Nodes that
- *     would serve the share as a MIG slice or a replica score as below; both scales
- *     run 0..100.)
- *   - everything else (and the ties above) by FGD's quantised score of the
- *     fragmentation decrease minus PACK_STRAND_WEIGHT x the growth of stranded GPUs:
- *     idle GPUs the node's free CPU cannot serve at the CPU per GPU the target workload
- *     asks for on average. The seeded node ranking still breaks FGD's ties: the spread
- *     it gives is worth keeping (an exact, unquantised FGD does much worse).
- * Within a node the GPU(s) with the largest exact fragmentation decrease win, then the
- * tightest. A pure function of (request, node, ctx): the incremental selector applies. */
+ * tessera's own policy (sim/README.md, "Packing beyond FGD" has the measurements). FGD
+ * leaves idle GPUs behind on nodes whose host CPU is gone: its measure asks only whether
+ * one task of each type still fits a node, so it happily takes the CPU that the node's
+ * other idle GPUs would have needed. fgd-pack scores a node by FGD's quantised score of
+ *     fragmentation decrease - PACK_STRAND_WEIGHT x growth of stranded GPUs,
+ * where the stranded GPUs of a node are, for each GPU task type of the target workload,
+ * the idle GPUs its free CPU cannot serve at that type's CPU per GPU, weighted by the
+ * type's popularity. Per type, not at the workload's mean CPU per GPU: a node with little
+ * CPU per GPU (openb's V100M16) is not stranded for the many tasks that ask for little
+ * CPU, and a mean-based measure pulled every low-CPU task onto such nodes, taking GPUs
+ * that model-restricted tasks needed (it lost to FGD on the gpuspec lists).
+ * The seeded node ranking breaks FGD's ties, as in fgd: the spread it gives is worth
+ * keeping (an exact, unquantised FGD does much worse). Within a node the GPU(s) with the
+ * largest exact fragmentation decrease win, then the tightest. A pure function of
+ * (request, node, ctx): the incremental selector applies. */
 
-#define PACK_STRAND_WEIGHT 0.1   /* tuned on the default list, seeds 42..51 (0.05..0.2 within 0.06 %) */
+#define PACK_STRAND_WEIGHT 0.1   /* tuned on the default list, seeds 42..51 */
 
-/* CPU milli per GPU the workload's GPU types ask for, p-weighted (a share counts as its
- * fraction of a GPU); remembered per thread for the last workload. */
-static double pack_cpu_per_gpu(const policy_workload *w) {
-    static _Thread_local uint64_t id;
-    static _Thread_local double v;
-    if (id == w->id) return v;
-    double c = 0, k = 0;
-    for (int t = 0; t < w->nkept; t++) {
-        const policy_task_type *tt = &w->types[t];
-        if (tt->gpus <= 0) continue;
-        c += tt->p * (double)tt->cpu_milli;
-        k += tt->p * (tt->demand_permille > 0 ? tt->gpus * tt->demand_permille / 1000.0 : tt->gpus);
-    }
-    id = w->id;
-    v = k > 0 ? c / k : 0;
-    return v;
+/* The target workload's GPU task types by CPU per GPU, with prefix sums, so the stranded
+ * GPUs of a node cost a binary search rather than a pass over the types. Built per
+ * thread for the last workload seen (an @online estimate changes id when republished). */
+typedef struct pack_cpu_profile {
+    uint64_t id;
+    int n;                               /* GPU types that ask for host CPU */
+    double cpu_per_gpu[POLICY_MAX_TYPES];   /* descending */
+    double P[POLICY_MAX_TYPES + 1];      /* P[k]: popularity of the first k, over all GPU types' */
+    double Q[POLICY_MAX_TYPES + 1];      /* Q[k]: sum of popularity / cpu_per_gpu of the first k */
+} pack_cpu_profile;
+
+static int cmp_desc(const void *a, const void *b) {
+    double x = ((const double *)a)[0], y = ((const double *)b)[0];
+    return (x < y) - (x > y);
 }
 
-/* Milli-GPU of idle GPUs the node's free CPU cannot serve at cbar CPU per GPU. */
-static double pack_stranded(int idle, int64_t cpu_free, double cbar) {
-    if (cbar <= 0) return 0;
-    double usable = (double)cpu_free / cbar;
-    return usable >= idle ? 0 : 1000.0 * (idle - usable);
+static const pack_cpu_profile *pack_profile(const policy_workload *w) {
+    static _Thread_local pack_cpu_profile pr;
+    static _Thread_local bool built;
+    if (built && pr.id == w->id) return &pr;
+    double pairs[POLICY_MAX_TYPES][2], gpu_p = 0;
+    int n = 0;
+    for (int t = 0; t < w->nkept && n < POLICY_MAX_TYPES; t++) {
+        const policy_task_type *tt = &w->types[t];
+        if (tt->gpus <= 0) continue;   /* CPU-only: no GPU to strand */
+        gpu_p += tt->p;
+        /* a share needs its CPU for its fraction of a GPU */
+        double gpus = tt->demand_permille > 0 ? tt->gpus * tt->demand_permille / 1000.0 : tt->gpus;
+        if (tt->cpu_milli <= 0 || gpus <= 0) continue;
+        pairs[n][0] = (double)tt->cpu_milli / gpus;
+        pairs[n][1] = tt->p;
+        n++;
+    }
+    qsort(pairs, (size_t)n, sizeof pairs[0], cmp_desc);
+    pr.n = n;
+    pr.P[0] = pr.Q[0] = 0;
+    for (int i = 0; i < n; i++) {
+        double p = gpu_p > 0 ? pairs[i][1] / gpu_p : 0;
+        pr.cpu_per_gpu[i] = pairs[i][0];
+        pr.P[i + 1] = pr.P[i] + p;
+        pr.Q[i + 1] = pr.Q[i] + p / pairs[i][0];
+    }
+    pr.id = w->id;
+    built = true;
+    return &pr;
+}
+
+/* Milli-GPU of the node's `idle` GPUs that cpu_free cannot serve, averaged over the types:
+ * sum of p x max(0, idle - cpu_free / cpu_per_gpu). A type strands GPUs exactly when its
+ * CPU per GPU exceeds cpu_free / idle, a prefix of the descending list. */
+static double pack_stranded(const pack_cpu_profile *pr, int idle, int64_t cpu_free) {
+    if (idle <= 0) return 0;
+    if (cpu_free < 0) cpu_free = 0;
+    double x = (double)cpu_free / idle;
+    int lo = 0, hi = pr->n;   /* first index with cpu_per_gpu <= x */
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (pr->cpu_per_gpu[mid] > x) lo = mid + 1;
+        else hi = mid;
+    }
+    return 1000.0 * (idle * pr->P[lo] - (double)cpu_free * pr->Q[lo]);
 }
 
 /* Among equal fragmentation decreases, the tightest GPU(s). */
@@ -451,31 +489,17 @@ static double pack_gpu_key(const cand *c) {
 static double pack_node_score(scorer *s, const cand *c, double delta, char *why, size_t whylen) {
     double strand = 0;
     if (s->n->track_host) {
-        double cbar = pack_cpu_per_gpu(s->w);
+        const pack_cpu_profile *pr = pack_profile(s->w);
         int idle0 = s->ni.fully_free, idle1 = idle0;
         for (int i = 0; i < c->nchg; i++) idle1 -= c->R0[i] >= 1000 && c->R1[i] < 1000;
         int64_t cf = s->n->cpu_milli - s->n->cpu_used_milli;
-        strand = pack_stranded(idle1, cf - s->r->cpu_milli, cbar) - pack_stranded(idle0, cf, cbar);
+        strand = pack_stranded(pr, idle1, cf - s->r->cpu_milli) - pack_stranded(pr, idle0, cf);
     }
     double q = fgd_value(delta - PACK_STRAND_WEIGHT * strand, false);   /* 0..100, integer */
-    /* Only a soft share of a whole-mode GPU: applied to MIG slices and replicas too, the
-     * best fit lost to fgd on timed replays of the mixed trace (sim/README.md). */
-    bool share = s->r->kind == MODEL_REQ_FRACTION && c->nchg == 1 && s->n->gpus[c->g[0]].mode == MODEL_GPU_WHOLE;
-    int left = share ? c->R1[0] : -1;
-    /* Shares, lexicographic in one number: 0.0999 per milli filled; FGD's 0..100 below
-     * 0.0999; then, below 1/1001, the exact decrease less twice the GPU compute the
-     * node keeps free (a fuller node), which measured better than the node ranking here. */
-    double gl = (double)(s->ni.gpu_free - s->ni.gpu_req);
-    double sc = share ? 0.0999 * (1000 - left) + q / 1001.0 + 1e-9 * (delta - 2 * gl) : q;
-    if (why) {
-        size_t off = 0;
-        off = share ? (size_t)snprintf(why, whylen, "fgd-pack: GPU left with %d milli-GPU (tightest wins); ", left)
-                    : (size_t)snprintf(why, whylen, "fgd-pack: ");
-        if (off < whylen)
-            snprintf(why + off, whylen - off, "fragmentation %.1f -> %.1f (decrease %+.1f), stranded idle GPUs %+.0f milli "
-                     "(x%.2g) -> FGD %.0f -> %.3f", s->F0, s->F0 - delta, delta, strand, PACK_STRAND_WEIGHT, q, sc);
-    }
-    return sc;
+    if (why)
+        snprintf(why, whylen, "fgd-pack: fragmentation %.1f -> %.1f (decrease %+.1f), stranded idle GPUs %+.0f milli "
+                 "(x%.2g) -> FGD %.0f", s->F0, s->F0 - delta, delta, strand, PACK_STRAND_WEIGHT, q);
+    return q;
 }
 
 /* Candidate preference within a node; higher wins, ties keep the earlier candidate. */

@@ -238,25 +238,8 @@ static void run_one(grid *G, const job *j, sim_fgd_run *out) {
             freen[i] = fr1;
         } else {
             out->failed++;
-            if (getenv("PK_DIAG") && 100.0 * (double)arrived / cap < 100.0) {
-                const model_request *q = &L->req[pod];
-                fprintf(stderr, "FAIL %s kind=%d count=%d comp=%d cpu=%lld models=%d\n", G->o->policies[j->policy], q->kind, q->count, q->compute_permille, (long long)q->cpu_milli, q->nmodels);
-            }
         }
         arrived += sim_openb_pod_gpu_milli(&L->pods[pod]);
-        if (getenv("PK_DIAG2") && 100.0 * (double)arrived / cap >= 100.0 && !out->tasks_dumped) {
-            out->tasks_dumped = 1;
-            double part = 0, whole_ok = 0, whole_nocpu = 0; int nodes_nocpu = 0;
-            for (int q = 0; q < c->n; q++) {
-                const model_node *nd = c->nodes[q];
-                int64_t cf = nd->cpu_milli - nd->cpu_used_milli;
-                int wf = 0;
-                for (int g = 0; g < nd->ngpus; g++) { int R = policy_gpu_free(&nd->gpus[g]); if (R >= 1000) wf++; else part += R; }
-                if (cf < 4000 * (wf ? 1 : 1)) { whole_nocpu += 1000.0 * wf; if (wf) nodes_nocpu++; } else whole_ok += 1000.0 * wf;
-            }
-            fprintf(stderr, "DIAG %s seed %llu: partial-GPU free %.1f GPUs, idle GPUs with cpu %.0f, idle GPUs without 4 cores %.0f on %d nodes\n",
-                    G->o->policies[j->policy], (unsigned long long)j->seed, part / 1000, whole_ok / 1000, whole_nocpu / 1000, nodes_nocpu);
-        }
         int x = (int)nearbyint(100.0 * (double)arrived / cap);
         x = x < 0 ? 0 : x >= SIM_FGD_BUCKETS ? SIM_FGD_BUCKETS - 1 : x;
         sa[x] += 100.0 * (cap - FREE) / cap;

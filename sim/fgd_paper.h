@@ -53,7 +53,6 @@ typedef struct sim_fgd_run {
     int list, policy;               /* indices into the opts arrays */
     uint64_t seed;
     int tasks, failed;              /* arrivals after inflation; those that fit nowhere */
-    int tasks_dumped;
     double alloc[SIM_FGD_BUCKETS];  /* mean allocated GPU % of capacity per bucket */
     double frag[SIM_FGD_BUCKETS];   /* mean fragmentation amount % of capacity */
     double ratio[SIM_FGD_BUCKETS];  /* mean fragmentation ratio % of free GPU */

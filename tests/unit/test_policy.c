@@ -373,6 +373,46 @@ TEST(policy_fgd_cpu_only_keeps_gpu_nodes_hostable) {
     model_node_free(roomy);
 }
 
+TEST(policy_fgd_pack_strands_per_task_type) {
+    /* Half the GPU tasks ask for 2 cores per GPU, half for 16. "lean" has 8 GPUs and 72
+     * cores, "fat" 2 GPUs and 80. A 40-core CPU-only task leaves one task of each type
+     * placeable on either node, so FGD's measure sees no difference (both decreases 0,
+     * the node rank decides). fgd-pack counts the idle GPUs each type could no longer
+     * feed: on lean, 16-core tasks strand 8 - 72/16 = 3.5 GPUs before and 8 - 32/16 = 6
+     * after, times their popularity 0.5 = +1250 milli; 2-core tasks strand none (a mean
+     * of 9 cores per GPU would have said +4444). On fat nothing is stranded. */
+    model_node *lean = mknode("lean", 8, 72000), *fat = mknode("fat", 2, 80000);
+    model_request types[2] = {req_whole(1, 2000), req_whole(1, 16000)};
+    long counts[2] = {1, 1};
+    policy_workload *w = wl(types, counts, 2);
+    policy_ctx ctx;
+    policy_ctx_init(&ctx, 7);
+    ctx.workload = w;
+    model_request r = req_cpu(40000);
+    model_node *nodes[2] = {lean, fat};
+    policy_result res[2];
+    char why[512];
+    CHECK_INT(policy_score(policy_find("fgd-pack"), &r, lean, &ctx, &res[0], why, sizeof why), 0);
+    CHECK_CONTAINS(why, "decrease +0.0), stranded idle GPUs +1250 milli (x0.1) -> FGD 46");
+    CHECK_INT(policy_score(policy_find("fgd-pack"), &r, fat, &ctx, &res[1], why, sizeof why), 0);
+    CHECK_CONTAINS(why, "stranded idle GPUs +0 milli (x0.1) -> FGD 50");
+    CHECK_INT(pick("fgd-pack", &ctx, &r, nodes, 2, res), 1);
+    CHECK_INT(pick("fgd", &ctx, &r, nodes, 2, res), res[0].rank < res[1].rank ? 0 : 1);   /* a tie for fgd */
+    CHECK(res[0].score == res[1].score);
+    /* Taking every core strands every idle GPU for both types: 8000 - 1750. */
+    model_request all = req_cpu(72000);
+    CHECK_INT(policy_score(policy_find("fgd-pack"), &all, lean, &ctx, &res[0], why, sizeof why), 0);
+    CHECK_CONTAINS(why, "stranded idle GPUs +6250 milli");
+    /* A 2-core GPU task takes a GPU that 16-core tasks could not have fed: stranding
+     * drops (8 -> 7 idle GPUs, 72 -> 70 cores: 3.5 -> 2.625 stranded, times 0.5). */
+    model_request g = req_whole(1, 2000);
+    CHECK_INT(policy_score(policy_find("fgd-pack"), &g, lean, &ctx, &res[0], why, sizeof why), 0);
+    CHECK_CONTAINS(why, "stranded idle GPUs -438 milli");
+    policy_workload_free(w);
+    model_node_free(lean);
+    model_node_free(fat);
+}
+
 TEST(policy_fgd_needs_workload) {
     model_node *n = mknode("n", 1, 1000);
     policy_ctx ctx;

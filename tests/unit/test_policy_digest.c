@@ -340,9 +340,9 @@ static const pinned PINNED[] = {
     {"random", 0x8a9246f05cd783dcull, 0x4bdae55257310d10ull, 0x4bdae55257310d10ull, 0xb99385645ebb9ea3ull},
     {"fgd", 0xaedc84de46e038b1ull, 0x008440f089417e9eull, 0x3be9132f99c6048dull, 0xe0a53bbd0698d154ull},
     {"mig-aware", 0x456b02fb65646476ull, 0x0f6f93e33536e492ull, 0xbb1c547c26cdc1f4ull, 0x51719bbaa2fc73cdull},
-    /* pinned from its first version (fast and generic paths agree: test_policy.c); the mixed streams re-pinned
-     * after select.c placed two-instance MIG pods it used to refuse (the fuzz finding) */
-    {"fgd-pack", 0xd78a8aeac6afa0d3ull, 0xe9f24f36df5f4425ull, 0xa5b3c7fd248d8e05ull, 0x4b7f324357870851ull},
+    /* re-pinned when fgd-pack became FGD less the stranded GPUs per task type (no share rule, no
+     * fuller-node tie-break; sim/README.md); fast and generic paths agree: test_policy.c */
+    {"fgd-pack", 0xf352a0153659d541ull, 0x1dbcc593b98f17d4ull, 0xd4429c3552ba2478ull, 0x4b7f324357870851ull},
 };
 
 static void check_policy(int i) {

@@ -181,7 +181,7 @@ TEST(sim_fgd_paper_bad_input) {
 /* fgd-pack against fgd on a few seeds of the default list (sim/README.md has all 17
  * lists x 10 seeds): fewer unallocated GPUs at arrived = 100 %, with the whole list's
  * workload and with the online estimate (against fgd given the whole list: the harder
- * comparison). Medians on seeds 42..44: fgd 4.84 %, fgd-pack 4.32 %, fgd-pack@online 4.43 %. */
+ * comparison). Medians on seeds 42..44: fgd 4.84 %, fgd-pack 4.29 %, fgd-pack@online 4.33 %. */
 TEST(sim_fgd_paper_fgd_pack_beats_fgd) {
     static const uint64_t seeds[] = {42, 43, 44};
     const char *pols[] = {"fgd", "fgd-pack", "fgd-pack@online"}, *lists[] = {"default"};
@@ -194,6 +194,6 @@ TEST(sim_fgd_paper_fgd_pack_beats_fgd) {
     for (int p = 0; p < 3; p++) m[p] = sim_fgd_median_unalloc(&r, 0, p, 100);
     sim_fgd_result_free(&r);
     if (getenv("TESSERA_PRINT")) fprintf(stderr, "fgd %.2f fgd-pack %.2f fgd-pack@online %.2f\n", m[0], m[1], m[2]);
-    CHECK_MSG(m[1] < m[0] - 0.3 && m[1] < 4.5, "oracle: fgd-pack %.2f %%, fgd %.2f %%", m[1], m[0]);
-    CHECK_MSG(m[2] < m[0] - 0.3 && m[2] < 4.6, "online: fgd-pack@online %.2f %%, fgd %.2f %%", m[2], m[0]);
+    CHECK_MSG(m[1] < m[0] - 0.4 && m[1] < 4.4, "oracle: fgd-pack %.2f %%, fgd %.2f %%", m[1], m[0]);
+    CHECK_MSG(m[2] < m[0] - 0.4 && m[2] < 4.45, "online: fgd-pack@online %.2f %%, fgd %.2f %%", m[2], m[0]);
 }
