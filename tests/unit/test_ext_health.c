@@ -213,7 +213,13 @@ static bool hx_wait_synced(hx *x, int ms) {
     return ext_state_ready(x->st);
 }
 
-static void hx_bind_p1(hx *x, char *err, size_t len) { bind_pod(&x->v, "p1", "uid-p1", HX_NODE, err, len); }
+/* One scheduling attempt for p1 as kube-scheduler makes it, a retry included: filter, then
+ * bind to the node the filter let through. */
+static void hx_bind_p1(hx *x, char *err, size_t len) {
+    char *pod = pod_json("p1", "uid-p1", 0, "\"nvidia.com/gpu\":\"1\"", NULL, NULL);
+    place_pod(&x->v, pod, "p1", "uid-p1", HX_NODE, err, len);
+    free(pod);
+}
 
 /* A filter call's Error (what kube-scheduler reports when the extender cannot answer). */
 static void hx_filter_error(hx *x, char *err, size_t len) {

@@ -176,9 +176,22 @@ static char *share_json(const char *name, int mib, bool owned, bool mutated, con
     cJSON *c = cJSON_CreateObject();
     cJSON_AddStringToObject(c, "name", "main");
     cJSON_AddStringToObject(c, "image", "x");
+    /* As the API server stores it: requests defaulted from limits, the priority admission's 0, and after the
+     * webhook the marker resource and the envFrom of the delivery ConfigMap. */
     snprintf(buf, sizeof buf, "%d", mib);
-    cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_AddObjectToObject(c, "resources"), "limits"), "nvidia.com/gpumem", buf);
+    cJSON *res = cJSON_AddObjectToObject(c, "resources");
+    for (int k = 0; k < 2; k++) {
+        cJSON *l = cJSON_AddObjectToObject(res, k ? "requests" : "limits");
+        cJSON_AddStringToObject(l, "nvidia.com/gpumem", buf);
+        if (mutated) cJSON_AddStringToObject(l, EXT_DLV_MARKER_RESOURCE, "1");
+    }
+    if (mutated) {
+        cJSON *from = cJSON_CreateObject();
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(from, "configMapRef"), "name", cm);
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(c, "envFrom"), from);
+    }
     cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "containers"), c);
+    cJSON_AddNumberToObject(spec, "priority", 0);
     cJSON_AddStringToObject(cJSON_AddObjectToObject(p, "status"), "phase", "Pending");
     char *s = cJSON_PrintUnformatted(p);
     cJSON_Delete(p);
