@@ -556,7 +556,7 @@ static int parse_node_names(ext_args *a, jscan_span names, char *err, size_t err
  * With 1,000 full Node objects (megabytes) that is most of filter's time saved. */
 /* What the delivery of soft shares can serve narrows where a fraction may go (model_request.no_mps). */
 static void limit_to_delivery(const ext_verbs *v, model_request *r) {
-    if (v->fraction_no_mps && r->kind == MODEL_REQ_FRACTION) r->no_mps = true;
+    if (v->fraction_no_mps) model_request_for_reservation_delivery(r);
 }
 
 static int parse_args(ext_args *a, const char *body, size_t len, char *err, size_t errlen) {

@@ -516,6 +516,10 @@ void model_request_format(const model_request *r, char *buf, size_t len) {
         req_appendf(buf, len, &off, " isolation=%s", model_isolation_name(r->isolation));
 }
 
+void model_request_for_reservation_delivery(model_request *r) {
+    if (r->kind == MODEL_REQ_FRACTION) r->no_mps = true;
+}
+
 const char *model_isolation_name(model_isolation iso) {
     switch (iso) {
     case MODEL_ISO_DEFAULT: return "default";

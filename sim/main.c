@@ -39,13 +39,14 @@ static void usage(FILE *f) {
             "      [--tenants N] [-o FILE]\n"
             "                            write a synthetic trace (distributions in sim/README.md)\n"
             "  replay [--cluster FILE] [--trace FILE] [--policies a,b,..] [--seed N] [--samples N]\n"
-            "         [--no-frag] [--json | --csv] [-o FILE] [--svg FILE] [--alloc-svg FILE]\n"
+            "         [--no-frag] [--soft-share-delivery reservation|none] [--json | --csv] [-o FILE]\n"
+            "         [--svg FILE] [--alloc-svg FILE]\n"
             "                            replay the trace per policy: waits, slowdown, allocation,\n"
             "                            fragmentation, GPU-hours (default: the bundled demo; policies\n"
             "                            " DEFAULT_POLICIES ", seed 42, 100 samples)\n"
             "  plan [--cluster FILE] [--trace FILE] --target METRIC<=VALUE ... [--policies a,b,..]\n"
             "       [--sharing-options whole,timeslice:4,...] [--seed N] [--json | --csv] [-o FILE]\n"
-            "       [--svg FILE]\n"
+            "       [--soft-share-delivery reservation|none] [--svg FILE]\n"
             "                            the smallest node count per group (and sharing) meeting the\n"
             "                            targets, e.g. --target \"wait.p95.inference<=30s\"; policies\n"
             "                            default fgd,bestfit,binpack; sharing options are whole,\n"
@@ -56,6 +57,9 @@ static void usage(FILE *f) {
             "  sweep ... / merge DIR     that experiment over a grid, locally or as a Kubernetes Indexed Job\n"
             "  convert openb ...         openb CSVs to a cluster and a trace (tessera-sim convert --help)\n"
             "\n"
+            "  --soft-share-delivery M   replay, plan: as tessera-extender's flag. reservation (default):\n"
+            "                            a fraction never goes onto an MPS replica, which its\n"
+            "                            reservation cannot hold; none: it may\n"
             "  -h, --help                this text\n"
             "policies: ");
     for (int i = 0; i < policy_count(); i++) fprintf(f, "%s%s", i ? ", " : "", policy_name(policy_at(i)));
@@ -67,6 +71,7 @@ typedef struct common {
     const char *cluster, *trace, *policies, *svg, *alloc_svg, *out;
     uint64_t seed;
     sim_format fmt;
+    bool delivery_none;   /* --soft-share-delivery none */
     int samples;
     bool frag;
 } common;
@@ -108,6 +113,16 @@ static int common_opt(int argc, char **argv, int *i, common *c, const char *cmd)
         ++*i;
         if (seed) c->seed = v;
         else c->samples = (int)v;
+        return 1;
+    }
+    if (!strcmp(a, "--soft-share-delivery")) {
+        if (need_arg(argc, argv, *i, cmd)) return -1;
+        const char *v = argv[++*i];
+        if (strcmp(v, "reservation") != 0 && strcmp(v, "none") != 0) {
+            fprintf(stderr, "tessera-sim %s: --soft-share-delivery: reservation or none, as tessera-extender's\n", cmd);
+            return -1;
+        }
+        c->delivery_none = !strcmp(v, "none");
         return 1;
     }
     if (!strcmp(a, "--json")) return c->fmt = SIM_FMT_JSON, 1;
@@ -252,6 +267,7 @@ static void replay_one(void *arg, int i) {
     o.seed = j->c->seed;
     o.samples = j->c->samples;
     o.frag = j->c->frag;
+    o.soft_share_delivery_none = j->c->delivery_none;
     o.progress = &j->progress;
     j->failed[i] = sim_replay(j->cl, j->tr, &o, &j->res[i], j->err[i], sizeof j->err[i]) != 0;
 }
@@ -369,6 +385,7 @@ static int cmd_plan(int argc, char **argv) {
         return 2;
     }
     po.seed = c.seed;
+    po.soft_share_delivery_none = c.delivery_none;
     char names[16][32];
     int np = split_policies(c.policies, names, 16, "plan");
     if (np <= 0) return 2;

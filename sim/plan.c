@@ -113,6 +113,7 @@ int sim_plan_check(const sim_cluster *c, const sim_trace *t, const char *policy,
     sim_replay_defaults(&ro);
     ro.policy = policy;
     ro.seed = o->seed;
+    ro.soft_share_delivery_none = o->soft_share_delivery_none;
     ro.frag = false;
     ro.samples = 2;
     if (sim_cluster_nodes(c) == 0) {

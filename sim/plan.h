@@ -53,6 +53,7 @@ typedef struct sim_plan_opts {
     int nsharing;                        /* 0: keep each group's sharing */
     sim_sharing sharing[SIM_PLAN_MAX_SHARING];
     uint64_t seed;
+    bool soft_share_delivery_none;       /* sim_replay_opts' */
     int max_scale;                       /* upper bound: counts x this (0: 64) */
 } sim_plan_opts;
 

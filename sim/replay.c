@@ -44,6 +44,7 @@ typedef struct queue {      /* waiting workloads of one shape, a heap by (priori
 
 typedef struct state {
     const sim_trace *t;
+    model_request *req;         /* per shape: the trace's request, narrowed as the extender's delivery narrows it */
     model_node **nodes;
     int *group_of;
     int n;
@@ -237,13 +238,13 @@ static bool try_place(state *s, int w) {
     if (s->est && !s->observed[w]) {
         s->observed[w] = 1;
         char err[256];
-        int changed = policy_online_observe(s->est, &s->t->shapes[wk->shape].req, err, sizeof err);
+        int changed = policy_online_observe(s->est, &s->req[wk->shape], err, sizeof err);
         if (changed > 0) {
             s->ctx.workload = policy_online_current(s->est);
             policy_inc_set_workload(s->inc, s->ctx.workload);
         }
     }
-    int k = policy_inc_place(s->inc, &s->t->shapes[wk->shape].req, s->seq[w], &a, why, sizeof why);
+    int k = policy_inc_place(s->inc, &s->req[wk->shape], s->seq[w], &a, why, sizeof why);
     if (k < 0) return false;
     snprintf(uid, sizeof uid, "%d", w);
     if (model_assign(s->nodes[k], uid, &a, why, sizeof why) != 0) {
@@ -279,7 +280,7 @@ static void depart(state *s, int w) {
         int sh = s->waiting[i];
         queue *q = &s->q[sh];
         if (q->ready) continue;
-        if (model_fit(s->nodes[k], &s->t->shapes[sh].req, NULL, 0, NULL, 0) > 0) {
+        if (model_fit(s->nodes[k], &s->req[sh], NULL, 0, NULL, 0) > 0) {
             q->ready = true;
             s->nready++;
         }
@@ -405,7 +406,17 @@ static int setup(state *s, const sim_cluster *c, const sim_trace *t, const sim_r
         return -1;
     }
     if (sim_cluster_build(c, NULL, &s->nodes, &s->group_of, &s->n, err, errlen) != 0) return -1;
-    /* The target workload (fgd, mig-aware, fragmentation): the trace's shapes by count. */
+    s->req = malloc(((size_t)t->nshapes + 1) * sizeof *s->req);
+    if (!s->req) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int sh = 0; sh < t->nshapes; sh++) {
+        s->req[sh] = t->shapes[sh].req;
+        if (!o->soft_share_delivery_none) model_request_for_reservation_delivery(&s->req[sh]);
+    }
+    /* The target workload (fgd, mig-aware, fragmentation): the trace's shapes by count, as the
+     * pods ask (the extender's --workload file is read the same way, not narrowed). */
     long *count = calloc((size_t)t->nshapes + 1, sizeof *count);
     for (int i = 0; i < t->n; i++) count[t->w[i].shape]++;
     s->wl = policy_workload_new();
@@ -445,7 +456,7 @@ static int setup(state *s, const sim_cluster *c, const sim_trace *t, const sim_r
         bool fits = false;
         for (int i = 0; i < s->n && !fits; i++)
             if (i == 0 || s->group_of[i] != s->group_of[i - 1])
-                fits = model_fit(s->nodes[i], &t->shapes[sh].req, NULL, 0, NULL, 0) > 0;
+                fits = model_fit(s->nodes[i], &s->req[sh], NULL, 0, NULL, 0) > 0;
         s->q[sh].unschedulable = !fits;
     }
     return 0;
@@ -455,6 +466,7 @@ static void teardown(state *s) {
     if (s->q && s->t)
         for (int sh = 0; sh < s->t->nshapes; sh++) free(s->q[sh].w);
     free(s->q);
+    free(s->req);
     free(s->waiting);
     free(s->r);
     free(s->seq);

@@ -33,6 +33,9 @@ typedef struct sim_replay_opts {
     int samples;             /* points of the allocation/fragmentation time series (0: 100) */
     bool frag;               /* measure fragmentation at each sample (policy_frag_cluster) */
     bool check;              /* model_node_check every touched node (tests; slow) */
+    bool soft_share_delivery_none;  /* as tessera-extender --soft-share-delivery=none: fractions may map
+                                     * onto MPS replicas; false (the default, as the extender's):
+                                     * model_request_for_reservation_delivery applies */
     struct sim_progress *progress;  /* if not NULL, ticked once per arrival (sim/progress.h) */
 } sim_replay_opts;
 

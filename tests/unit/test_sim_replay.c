@@ -113,6 +113,42 @@ TEST(sim_replay_unschedulable_is_counted_not_queued) {
     sim_cluster_free(c);
 }
 
+/* The simulator narrows fractions as the extender does by default (its reservations cannot
+ * hold an MPS client, model_request_for_reservation_delivery): on a cluster of MPS GPUs a
+ * 2 GiB share that takes any isolation has nowhere to go, unless --soft-share-delivery none.
+ * An MPS replica asked for as such (nvidia.com/gpu with isolation mps: the device plugin's
+ * own unit) still goes there. */
+TEST(sim_replay_fraction_never_on_mps_with_reservation_delivery) {
+    sim_cluster *c = one_group("Tesla-T4", 1, 1, "mps:4");
+    char err[256];
+    sim_trace *t = trace_of("{\"workloads\": ["
+                            "{\"id\": \"share\", \"kind\": \"notebook\", \"arrival\": 0, \"duration\": 100,"
+                            " \"pod\": {\"resources\": {\"limits\": {\"nvidia.com/gpumem\": \"2048\"}},"
+                            " \"annotations\": {\"tessera.io/isolation\": \"any\"}}},"
+                            "{\"id\": \"replica\", \"kind\": \"inference\", \"arrival\": 0, \"duration\": 100, "
+                            "\"pod\": {\"resources\": {\"requests\": {\"nvidia.com/gpu\": \"1\"}},"
+                            " \"annotations\": {\"tessera.io/isolation\": \"mps\"}}}]}",
+                            err, sizeof err);
+    CHECK_MSG(c && t, "%s", err);
+    sim_replay_result r;
+    CHECK(run(c, t, "binpack", &r) == 0);
+    CHECK_INT(r.unschedulable, 1);
+    CHECK_INT(r.unschedulable_kind[SIM_NOTEBOOK], 1);
+    CHECK_INT(r.placed, 1);
+    sim_replay_result_free(&r);
+    sim_replay_opts o;
+    sim_replay_defaults(&o);
+    o.policy = "binpack";
+    o.check = true;
+    o.soft_share_delivery_none = true;
+    CHECK(sim_replay(c, t, &o, &r, err, sizeof err) == 0);
+    CHECK_INT(r.unschedulable, 0);
+    CHECK_INT(r.placed, 2);
+    sim_replay_result_free(&r);
+    sim_trace_free(t);
+    sim_cluster_free(c);
+}
+
 /* Every policy on the demo inputs: all placed, all departed, model_node_check after
  * every change (o.check), waits never negative, and the same result twice. */
 TEST(sim_replay_demo_every_policy_consistent) {
