@@ -961,51 +961,34 @@ static bool move_tenants(ext_rsv *r, plan *p, unit *u, int refusals, bool *error
     ext_state_lock(r->st);
     const ext_node *en = ext_state_node(r->st, u->node);
     const model_node *n = en ? en->m : NULL;
-    for (int round = 2; round >= 1 && target < 0; round--)
-    for (int cand = 0; n && cand < n->ngpus && target < 0; cand++) {
-        const model_gpu *g = &n->gpus[cand];
-        if (cand == u->gpu_slot || !model_gpu_idle(g)) continue;
-        int reuse;
-        if (candidate_kind(p, u, g->index, &reuse) != round) continue;   /* grants keep their slot/replica */
-        model_node *c = model_node_clone(n);
-        if (!c) break;
-        bool fits = true;
-        nmoved = 0;
-        for (int i = 0; i < u->nt && fits; i++) {
-            spod *s = &p->sp[u->t[i].s];
-            if (s->started) continue;
-            model_assignment a, out;
-            char err[256];
-            if (ext_ann_decode(c, s->ann, &a, err, sizeof err) != 0 ||
-                model_regrant(c, &a, u->gpu_slot, cand, &out, err, sizeof err) != 0) {
-                fits = false;
-                snprintf(why, whylen, "%s", err);
-                break;
-            }
-            model_release(c, s->uid);
-            if (model_assign(c, s->uid, &out, err, sizeof err) != 0) {
-                fits = false;
-                snprintf(why, whylen, "%s", err);
-                break;
-            }
-            char pol[64];
-            ann_policy(s->ann, pol, sizeof pol);
-            newann[nmoved] = ext_ann_encode(c, &out, pol);
-            who[nmoved++] = u->t[i].s;
+    /* What the reservations allow per GPU (candidate_kind); which GPU takes the shares, the model decides. */
+    int8_t rank[MODEL_MAX_GPUS] = {0};
+    int reuse_of[MODEL_MAX_GPUS];
+    for (int g = 0; n && g < n->ngpus; g++)
+        if (g != u->gpu_slot) rank[g] = (int8_t)candidate_kind(p, u, n->gpus[g].index, &reuse_of[g]);
+    model_assignment from[64], to[64];
+    const char *uids[64];
+    char pol[64][64];
+    for (int i = 0; n && i < u->nt && nmoved >= 0; i++) {
+        spod *s = &p->sp[u->t[i].s];
+        if (s->started) continue;
+        char err[256];
+        if (ext_ann_decode(n, s->ann, &from[nmoved], err, sizeof err) != 0) {
+            snprintf(why, whylen, "%s", err);
+            nmoved = -1;
+            break;
         }
-        model_node_free(c);
-        if (fits) {
-            target = cand;
-            reused = reuse;
-        } else {
-            for (int i = 0; i < nmoved; i++) { free(newann[i]); newann[i] = NULL; }
-            nmoved = 0;
-        }
+        ann_policy(s->ann, pol[nmoved], sizeof pol[nmoved]);
+        uids[nmoved] = s->uid;
+        who[nmoved++] = u->t[i].s;
     }
+    if (n && nmoved > 0) target = model_regrant_group(n, nmoved, uids, from, u->gpu_slot, rank, to, why, whylen);
     if (target >= 0) {
+        reused = reuse_of[target];
         for (int i = 0; i < nmoved; i++) {
             spod *s = &p->sp[who[i]];
             char err[256];
+            newann[i] = ext_ann_encode(n, &to[i], pol[i]);
             oldann[i] = strdup(s->ann);
             if (!newann[i] || ext_state_reassign(r->st, s->uid, newann[i], err, sizeof err) != 0) {
                 ext_log(EXT_LOG_WARN, "event=move-refused pod=%s/%s why=\"%s\"", s->ns, s->name, newann[i] ? err : "oom");
@@ -1013,8 +996,9 @@ static bool move_tenants(ext_rsv *r, plan *p, unit *u, int refusals, bool *error
                 newann[i] = NULL;
             }
         }
-    } else if (!why[0]) {
-        snprintf(why, whylen, "no other idle GPU on the node");
+    } else {
+        if (!n && !why[0]) snprintf(why, whylen, "node %.200s is not in the cache", u->node);
+        nmoved = 0;
     }
     int to_index = target >= 0 && n ? n->gpus[target].index : -1;
     ext_state_unlock(r->st);

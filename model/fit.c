@@ -858,6 +858,32 @@ int model_regrant(const model_node *n, const model_assignment *from, int from_gp
     return rc;
 }
 
+int model_regrant_group(const model_node *n, int ntenants, const char *const *uids, const model_assignment *from,
+                        int from_gpu, const int8_t *rank, model_assignment *out, char *err, size_t errlen) {
+    if (errlen) err[0] = 0;
+    int top = 0;
+    for (int g = 0; g < n->ngpus; g++)
+        if (rank[g] > top) top = rank[g];
+    for (int want = top; want >= 1; want--)
+        for (int g = 0; g < n->ngpus; g++) {
+            if (g == from_gpu || rank[g] != want || !model_gpu_idle(&n->gpus[g])) continue;
+            model_node *c = model_node_clone(n);
+            if (!c) REFUSE("out of memory");
+            bool fits = true;
+            for (int i = 0; i < ntenants && fits; i++) {
+                fits = model_regrant(c, &from[i], from_gpu, g, &out[i], err, errlen) == 0;
+                if (fits) {
+                    model_release(c, uids[i]);
+                    fits = model_assign(c, uids[i], &out[i], err, errlen) == 0;
+                }
+            }
+            model_node_free(c);
+            if (fits) return g;
+        }
+    if (errlen && !err[0]) snprintf(err, errlen, "no other idle GPU on the node");
+    return -1;
+}
+
 void model_assignment_format(const model_node *n, const model_assignment *a, char *buf, size_t len) {
     size_t off = 0;
     buf[0] = 0;

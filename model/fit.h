@@ -61,6 +61,16 @@ const model_alloc *model_node_find(const model_node *n, const char *uid);
  * to_gpu as n stands now. */
 int model_regrant(const model_node *n, const model_assignment *from, int from_gpu, int to_gpu, model_assignment *out,
                   char *err, size_t errlen);
+/* Where the tenants of GPU from_gpu go together when that GPU cannot be had: the idle GPU
+ * (no grant at all) of the highest rank, then the lowest index, to which every tenant's
+ * grants move (model_regrant) and fit together once their old grants are released. rank[g]
+ * is the caller's preference per GPU (0: not a candidate; the reservation controller ranks a
+ * GPU whose reservation it already holds above a free one). Pure: n is not changed. The GPU
+ * chosen, with out[i] tenant i's moved assignment; -1 with err (the last refusal's reason,
+ * or that no other idle GPU is there). */
+int model_regrant_group(const model_node *n, int ntenants, const char *const *uids, const model_assignment *from,
+                        int from_gpu, const int8_t *rank, model_assignment *out, char *err, size_t errlen);
+
 /* "GPU 2 exclusive; GPU 3 mig 3g.40gb@4" */
 void model_assignment_format(const model_node *n, const model_assignment *a, char *buf, size_t len);
 

@@ -405,6 +405,44 @@ TEST(ext_rsv_regrant_moves_only_the_grants_of_one_gpu) {
     model_node_free(n);
 }
 
+/* Where the waiting shares of a refused GPU go together: the idle GPU of the highest rank, then the lowest
+ * index, that the model lets take all of them (not another product: the pods may have excluded it; not a
+ * busy GPU; not one ranked 0). */
+TEST(ext_rsv_regrant_group_picks_the_ranked_gpu_that_takes_all) {
+    model_node *n = model_node_new("n");
+    const model_gpu_product *p = model_catalog_find(model_catalog_default(), "NVIDIA-A100-SXM4-80GB");
+    const model_gpu_product *h100 = model_catalog_find(model_catalog_default(), "NVIDIA-H100-80GB-HBM3");
+    CHECK(p != NULL && h100 != NULL);
+    if (!p || !h100) { model_node_free(n); return; }
+    for (int i = 0; i < 5; i++) model_node_add_gpu(n, i == 2 ? h100 : p, MODEL_GPU_WHOLE, 1, 0);
+    model_assignment t[2] = {{.ngrants = 1}, {.ngrants = 1}}, other = {.ngrants = 1}, out[2];
+    for (int i = 0; i < 2; i++)
+        t[i].grant[0] = (model_grant){.gpu = 0, .mig_inst = -1, .mig_profile = -1, .mig_start = -1, .replica = -1,
+                                      .memory_mib = 30000, .compute_permille = 300};
+    other.grant[0] = (model_grant){.gpu = 1, .mig_inst = -1, .mig_profile = -1, .mig_start = -1, .replica = -1,
+                                   .memory_mib = 40000, .compute_permille = 400};
+    char err[256];
+    CHECK_INT(model_assign(n, "s1", &t[0], err, sizeof err), 0);
+    CHECK_INT(model_assign(n, "s2", &t[1], err, sizeof err), 0);
+    CHECK_INT(model_assign(n, "busy", &other, err, sizeof err), 0);   /* GPU 1: not idle */
+    const char *uids[2] = {"s1", "s2"};
+    int8_t rank[5] = {0, 2, 1, 0, 1};   /* 1 busy, 2 an H100, 3 ranked 0: GPU 4 */
+    CHECK_INT(model_regrant_group(n, 2, uids, t, 0, rank, out, err, sizeof err), 4);
+    CHECK_INT(out[0].grant[0].gpu, 4);
+    CHECK_INT(out[1].grant[0].gpu, 4);
+    CHECK_INT(out[1].grant[0].memory_mib, 30000);
+    rank[3] = 1;   /* the lower index among equals */
+    CHECK_INT(model_regrant_group(n, 2, uids, t, 0, rank, out, err, sizeof err), 3);
+    rank[4] = 2;   /* a GPU whose reservation is held comes first, whatever its index */
+    CHECK_INT(model_regrant_group(n, 2, uids, t, 0, rank, out, err, sizeof err), 4);
+    int8_t none[5] = {0, 2, 0, 0, 0};   /* only the busy GPU is allowed */
+    CHECK_INT(model_regrant_group(n, 2, uids, t, 0, none, out, err, sizeof err), -1);
+    CHECK_CONTAINS(err, "no other idle GPU");
+    char why[256];
+    CHECK(model_node_check(n, why, sizeof why));   /* n was not touched */
+    model_node_free(n);
+}
+
 /* A move keeps the request's constraints: a time-slice replica does not go to an MPS GPU, nor a share to
  * another product (the pod may have excluded it with gpu-models); regrant sees no request, so it keeps both. */
 TEST(ext_rsv_regrant_keeps_mode_and_product) {
