@@ -67,7 +67,7 @@ static sim_sweep_grid small_grid(void) {
     g.tune = 0.3;   /* 30 % of the capacity arrives: fast, still placements and a shape */
     g.half_life = 2000;
     g.replay_seeds[g.nreplay++] = 5;   /* and one timed replay per policy, on the demo cluster as bundled */
-    g.replay_scale = 1;
+    g.replay_scales[g.nscales++] = 1;
     return g;
 }
 
