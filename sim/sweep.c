@@ -880,7 +880,7 @@ static int scales_of(const char *s, int *out) {
         char *end;
         long v = strtol(s, &end, 10);
         if (n == SIM_SWEEP_MAX || end == s || *s < '0' || *s > '9' || v < 1 || v > SIM_SWEEP_MAX_SCALE ||
-            (*end && *end != ','))
+            (*end && (*end != ',' || !end[1])))
             return -1;
         out[n++] = (int)v;
         s = *end ? end + 1 : end;
@@ -919,12 +919,12 @@ static void sweep_usage(FILE *f) {
             "                    bundled demo cluster (data/sim/demo-cluster.json) with every group x scale\n"
             "  --replay-scales LIST  scales of the replay cluster and trace, whole numbers 1..%d, e.g.\n"
             "                    5,10,20 (default 10); --replay-scale K is the same as --replay-scales K\n"
-            "  --replay-sharing LIST  sharing options of the replay cluster, e.g. as-is,whole,timeslice:4:\n"
-            "                    as-is keeps the cluster file's; an option (the syntax of tessera-sim plan\n"
+            "  --replay-sharing LIST  sharing of the replay cluster, e.g. as-is,whole,timeslice:4 (default\n"
+            "                    as-is, the cluster file's own). An option (the syntax of tessera-sim plan\n"
             "                    --sharing-options: whole, timeslice:N, mps:N, mig:<layout>,\n"
             "                    mig:<layout>+timeslice:N, mig:on-demand) goes on every shared group (not\n"
             "                    \"whole\") that can be set up that way, as plan compares options; the\n"
-            "                    others keep theirs (default as-is)\n"
+            "                    others keep theirs. One that no group can take is refused\n"
             "  --data DIR        openb CSVs (data/openb in the repository; in the image\n"
             "                    /usr/share/tessera/openb)\n"
             "run:\n"
@@ -1019,6 +1019,7 @@ static void emit_job(FILE *f, const sim_sweep_grid *g, const char *lists, const 
 int sim_cmd_sweep(int argc, char **argv) {
     char lists_buf[2048] = "default", pols_buf[2048] = DEFAULT_POLICIES, seeds_buf[512] = "42..51", replay_buf[512] = "";
     char scales_buf[512] = "", sharing_buf[4096] = "";
+    const char *scales_flag = "--replay-scales";   /* or its synonym, as given */
     char lists_arg[2048], pols_arg[2048];
     const char *out = "sweep-out", *data = NULL, *image = "tessera-extender", *claim = "tessera-sweep",
                *name = "tessera-sweep", *ns = "tessera", *v, *index_arg = NULL;
@@ -1049,7 +1050,11 @@ int sim_cmd_sweep(int argc, char **argv) {
             if (g.warmup == 0) g.warmup = -1;
         } else if ((v = value(argc, argv, &i, "--replay-seeds"))) {
             snprintf(replay_buf, sizeof replay_buf, "%s", v);
-        } else if ((v = value(argc, argv, &i, "--replay-scales")) || (v = value(argc, argv, &i, "--replay-scale"))) {
+        } else if ((v = value(argc, argv, &i, "--replay-scales"))) {
+            scales_flag = "--replay-scales";
+            snprintf(scales_buf, sizeof scales_buf, "%s", v);
+        } else if ((v = value(argc, argv, &i, "--replay-scale"))) {   /* the one-scale synonym */
+            scales_flag = "--replay-scale";
             snprintf(scales_buf, sizeof scales_buf, "%s", v);
         } else if ((v = value(argc, argv, &i, "--replay-sharing"))) {
             snprintf(sharing_buf, sizeof sharing_buf, "%s", v);
@@ -1102,8 +1107,8 @@ int sim_cmd_sweep(int argc, char **argv) {
         return 2;
     }
     if (scales_buf[0] && (g.nscales = scales_of(scales_buf, g.replay_scales)) <= 0) {
-        fprintf(stderr, "tessera-sim sweep: --replay-scales \"%s\": expected 1..%d comma-separated whole numbers in "
-                        "1..%d\n", scales_buf, SIM_SWEEP_MAX, SIM_SWEEP_MAX_SCALE);
+        fprintf(stderr, "tessera-sim sweep: %s \"%s\": expected a comma list of 1..%d scales, each a whole number in "
+                        "1..%d\n", scales_flag, scales_buf, SIM_SWEEP_MAX, SIM_SWEEP_MAX_SCALE);
         return 2;
     }
     char sharing_copy[sizeof sharing_buf];
