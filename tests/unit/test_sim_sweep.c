@@ -6,6 +6,7 @@
 #include "sim_helpers.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -301,6 +302,30 @@ TEST(sim_sweep_refuses_bad_replay_axes) {
     g.replay_scales[1] = SIM_SWEEP_MAX_SCALE + 1;
     CHECK(sim_sweep_check(&g, err, sizeof err) < 0);
     CHECK_CONTAINS(err, "1001");
+    /* the command line: exit status 2 and nothing run, as for the other flag errors */
+    static const char *const bad[][2] = {
+        {"--replay-scales", "0"}, {"--replay-scales", "1001"}, {"--replay-scales", "abc"}, {"--replay-scales", "1,"},
+        {"--replay-scale", "0"}, {"--replay-sharing", "timeslice"}, {"--replay-sharing", "mig:1g.5gb"},
+        {"--replay-scales", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,"
+                            "34,35,36,37,38,39,40,41,42,43,44,45,46,47,48,49,50,51,52,53,54,55,56,57,58,59,60,61,62,63,64,65"}};
+    char many[65 * 6 + 1] = "";
+    for (int i = 0; i < 65; i++) strcat(many, i ? ",whole" : "whole");
+    int saved = dup(2), devnull = open("/dev/null", O_WRONLY);   /* the errors are expected: keep them off the log */
+    dup2(devnull, 2);
+    int status[sizeof bad / sizeof *bad + 2];
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char *argv[] = {"sweep", "--seeds", "42", "--policies", "fgd", "--replay-seeds", "5", (char *)bad[i][0],
+                        (char *)bad[i][1], "--emit-job", "--shards", "2", NULL};
+        status[i] = sim_cmd_sweep(12, argv);
+    }
+    char *too_many[] = {"sweep", "--replay-seeds", "5", "--replay-sharing", many, "--emit-job", "--shards", "2", NULL};
+    status[sizeof bad / sizeof *bad] = sim_cmd_sweep(8, too_many);
+    char *no_seeds[] = {"sweep", "--replay-scales", "1,2", "--emit-job", "--shards", "2", NULL};
+    status[sizeof bad / sizeof *bad + 1] = sim_cmd_sweep(6, no_seeds);
+    dup2(saved, 2);
+    close(saved);
+    close(devnull);
+    for (size_t i = 0; i < sizeof status / sizeof *status; i++) CHECK_MSG(status[i] == 2, "case %zu: status %d", i, status[i]);
     g = small_grid();
     g.nscales = 0;   /* the default scale, 10, and sharing as-is: the key of before the axes */
     sim_sweep_grid_key(&g, key, sizeof key);
