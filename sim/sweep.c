@@ -294,9 +294,10 @@ static void run_replay_cell(sweep_job *J, int k) {
                  (unsigned long long)g->replay_seeds[si], err);
         job_error(J, msg);
     } else {
-        replay_cell c = {.scale = scale_at(g, sc), .sharing = sh, .policy = p, .seed = g->replay_seeds[si], .workloads = res.workloads, .placed = res.placed,
-                         .unschedulable = res.unschedulable, .gpus = res.gpus, .gpu_hours = res.gpu_hours,
-                         .alloc_mean = res.alloc_mean_pct, .frag_mean = res.frag_mean_pct, .all = res.all};
+        replay_cell c = {.scale = scale_at(g, sc), .sharing = sh, .policy = p, .seed = g->replay_seeds[si],
+                         .workloads = res.workloads, .placed = res.placed, .unschedulable = res.unschedulable,
+                         .gpus = res.gpus, .gpu_hours = res.gpu_hours, .alloc_mean = res.alloc_mean_pct,
+                         .frag_mean = res.frag_mean_pct, .all = res.all};
         memcpy(c.kind, res.kind, sizeof c.kind);
         if (write_replay_cell(J, k, &c, msg, sizeof msg) < 0) job_error(J, msg);
         sim_replay_result_free(&res);
@@ -562,7 +563,8 @@ static bool read_replay_cell(const cJSON *o, const sim_sweep_grid *g, int r, rep
     replay_coords(g, r, &sc, &c->sharing, &c->policy, &si);
     c->scale = scale_at(g, sc);
     c->seed = g->replay_seeds[si];
-    const cJSON *scale = cJSON_GetObjectItemCaseSensitive(o, "scale"), *sharing = cJSON_GetObjectItemCaseSensitive(o, "sharing");
+    const cJSON *scale = cJSON_GetObjectItemCaseSensitive(o, "scale");
+    const cJSON *sharing = cJSON_GetObjectItemCaseSensitive(o, "sharing");
     if ((scale && (!cJSON_IsNumber(scale) || scale->valueint != c->scale)) ||
         (sharing && (!cJSON_IsString(sharing) || strcmp(sharing->valuestring, sharing_at(g, c->sharing)))))
         return false;
