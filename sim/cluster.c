@@ -372,6 +372,27 @@ model_node *sim_group_node(const sim_group *g, const model_catalog *cat, const c
     return n;
 }
 
+bool sim_group_can_share(const sim_group *g, const sim_sharing *opt, const model_catalog *cat) {
+    sim_group try = *g;
+    try.sharing = *opt;
+    char err[256];
+    model_node *probe = sim_group_node(&try, cat, "probe", err, sizeof err);
+    bool ok = probe != NULL;
+    model_node_free(probe);
+    return ok;
+}
+
+int sim_cluster_apply_sharing(sim_cluster *c, const sim_sharing *opt, const model_catalog *cat) {
+    int took = 0;
+    for (int i = 0; i < c->ngroups; i++) {
+        sim_group *g = &c->groups[i];
+        if (g->sharing.kind == SIM_SHARE_WHOLE || !sim_group_can_share(g, opt, cat)) continue;
+        g->sharing = *opt;
+        took++;
+    }
+    return took;
+}
+
 /* ------------------------------------------------------------ reading ---- */
 
 static int read_group(const cJSON *o, int i, const model_catalog *cat, sim_group *g, char *err, size_t errlen) {

@@ -93,6 +93,16 @@ int sim_cluster_gpus(const sim_cluster *c);
 model_node *sim_group_node(const sim_group *g, const model_catalog *cat, const char *name, char *err,
                            size_t errlen);
 
+/* Whether group g's product can be set up with sharing opt (a node of g built that way
+ * models without error); g itself is not changed. */
+bool sim_group_can_share(const sim_group *g, const sim_sharing *opt, const model_catalog *cat);
+
+/* Sharing option opt on every shared group of c (sharing other than "whole") that can be
+ * set up that way; the other groups keep theirs. The one rule `tessera-sim plan` uses to
+ * compare sharing options and `tessera-sim sweep --replay-sharing` uses to apply one.
+ * Returns how many groups took it (0: none could; c is then unchanged). */
+int sim_cluster_apply_sharing(sim_cluster *c, const sim_sharing *opt, const model_catalog *cat);
+
 /* Every node of the cluster ("<group>-<i>"), in group order; group_of[i] is node i's
  * group. Both arrays are malloc'd; free with sim_cluster_free_nodes. -1 with err. */
 int sim_cluster_build(const sim_cluster *c, const model_catalog *cat, model_node ***nodes, int **group_of,

@@ -184,11 +184,8 @@ static int choose_sharing(search *s, sim_cluster *c, int g, int limit) {
     if (best_count >= 0) best = c->groups[g];
     for (int k = 0; k < s->o->nsharing; k++) {
         sim_group saved = c->groups[g];
-        c->groups[g].sharing = s->o->sharing[k];
-        char e2[256];
-        model_node *probe = sim_group_node(&c->groups[g], NULL, "probe", e2, sizeof e2);
-        if (probe) {   /* else this product cannot be set up that way: skip the option */
-            model_node_free(probe);
+        if (sim_group_can_share(&c->groups[g], &s->o->sharing[k], NULL)) {   /* else skip the option */
+            c->groups[g].sharing = s->o->sharing[k];
             int n = smallest(s, c, g, limit);
             if (n == -1) return -1;
             if (n >= 0 && (best_count < 0 || n < best_count)) best_count = n, best = c->groups[g];
@@ -231,12 +228,7 @@ int sim_plan(const sim_cluster *base, const sim_trace *t, const char *policy, co
     for (int k = 0; rc == 0 && k < o->nsharing; k++) {
         sim_cluster *alt = sim_cluster_clone(base);
         for (int g = 0; g < alt->ngroups; g++) {
-            sim_group try = alt->groups[g];
-            try.sharing = o->sharing[k];
-            char e2[256];
-            model_node *probe = sim_group_node(&try, NULL, "probe", e2, sizeof e2);
-            if (probe) alt->groups[g].sharing = o->sharing[k];
-            model_node_free(probe);
+            if (sim_group_can_share(&alt->groups[g], &o->sharing[k], NULL)) alt->groups[g].sharing = o->sharing[k];
             if (alt->groups[g].count == 0) alt->groups[g].count = 1;
         }
         rc = upper_bound(&s, alt, limit, scale);
@@ -286,23 +278,17 @@ fail:
     return -1;
 }
 
-/* The comparison of plan.h: option k on every shared group that can take it, then the
- * search without options. GPUs of the result, -1 never met, -2 no group took it. */
+/* The comparison of plan.h: option k on every shared group that can take it
+ * (sim_cluster_apply_sharing), then the search without options. GPUs of the result, -1
+ * never met, -2 no group took it. */
 static int compare_option(search *s, const sim_cluster *base, const sim_sharing *opt, int scale) {
     sim_cluster *c = sim_cluster_clone(base);
-    int *limit = malloc((size_t)c->ngroups * sizeof *limit), took = 0, rc = -1;
+    int *limit = malloc((size_t)c->ngroups * sizeof *limit), rc = -1;
     for (int g = 0; g < c->ngroups; g++) {
         limit[g] = (c->groups[g].count ? c->groups[g].count : 1) * scale;
         if (c->groups[g].count == 0) c->groups[g].count = 1;
-        if (c->groups[g].sharing.kind == SIM_SHARE_WHOLE) continue;
-        sim_group try = c->groups[g];
-        try.sharing = *opt;
-        char e2[256];
-        model_node *probe = sim_group_node(&try, NULL, "probe", e2, sizeof e2);
-        if (probe) c->groups[g].sharing = *opt, took++;
-        model_node_free(probe);
     }
-    if (!took) {
+    if (sim_cluster_apply_sharing(c, opt, NULL) == 0) {
         rc = -2;
         goto out;
     }

@@ -29,9 +29,46 @@ extern const size_t sim_demo_sim_cluster_json_len;
 
 /* ---------------------------------------------------------------- grid */
 
+/* The replay axes with their defaults filled in: scales {10}, sharing {"as-is"}. */
+static int nscales_of(const sim_sweep_grid *g) { return g->nscales > 0 ? g->nscales : 1; }
+static int scale_at(const sim_sweep_grid *g, int i) { return g->nscales > 0 ? g->replay_scales[i] : 10; }
+static int nsharing_of(const sim_sweep_grid *g) { return g->nsharing > 0 ? g->nsharing : 1; }
+static const char *sharing_at(const sim_sweep_grid *g, int i) {
+    return g->nsharing > 0 ? g->replay_sharing[i] : SIM_SWEEP_AS_IS;
+}
+static bool default_sharing(const sim_sweep_grid *g) {
+    return nsharing_of(g) == 1 && !strcmp(sharing_at(g, 0), SIM_SWEEP_AS_IS);
+}
+
 static int openb_cells(const sim_sweep_grid *g) { return g->nlists * g->npolicies * g->nseeds; }
-int sim_sweep_cells(const sim_sweep_grid *g) { return openb_cells(g) + g->npolicies * g->nreplay; }
-static int scale_of(const sim_sweep_grid *g) { return g->replay_scale > 0 ? g->replay_scale : 10; }
+/* replay cells per (scale, sharing) */
+static int replay_block(const sim_sweep_grid *g) { return g->npolicies * g->nreplay; }
+int sim_sweep_cells(const sim_sweep_grid *g) {
+    return openb_cells(g) + nscales_of(g) * nsharing_of(g) * replay_block(g);
+}
+
+/* Replay cell r (0 = the first after the openb cells) as (scale, sharing, policy, trace
+ * seed) indices, in sweep.h's nesting order. */
+static void replay_coords(const sim_sweep_grid *g, int r, int *sc, int *sh, int *p, int *s) {
+    *s = r % g->nreplay;
+    *p = (r / g->nreplay) % g->npolicies;
+    *sh = (r / replay_block(g)) % nsharing_of(g);
+    *sc = r / (replay_block(g) * nsharing_of(g));
+}
+
+/* "5,10,20" and "as-is,whole": the replay axes as the key and the Job's command give them. */
+static void join_scales(const sim_sweep_grid *g, char *buf, size_t len) {
+    size_t off = 0;
+    buf[0] = 0;
+    for (int i = 0; i < nscales_of(g) && off < len; i++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%d", i ? "," : "", scale_at(g, i));
+}
+static void join_sharing(const sim_sweep_grid *g, char *buf, size_t len) {
+    size_t off = 0;
+    buf[0] = 0;
+    for (int i = 0; i < nsharing_of(g) && off < len; i++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? "," : "", sharing_at(g, i));
+}
 
 static double tune_of(const sim_sweep_grid *g) { return g->tune > 0 ? g->tune : 1.3; }
 static double half_life_of(const sim_sweep_grid *g) { return g->half_life > 0 ? g->half_life : POLICY_ONLINE_HALF_LIFE; }
@@ -50,9 +87,17 @@ void sim_sweep_grid_key(const sim_sweep_grid *g, char *buf, size_t len) {
         off += (size_t)snprintf(buf + off, len - off, " tune=%g half-life=%g warmup=%ld", tune_of(g), half_life_of(g),
                                 warmup_of(g));
     if (g->nreplay && off < len) {
-        off += (size_t)snprintf(buf + off, len - off, " replay-scale=%d replay-seeds=", scale_of(g));
+        char scales[SIM_SWEEP_MAX * 6];
+        join_scales(g, scales, sizeof scales);
+        off += (size_t)snprintf(buf + off, len - off, " replay-scale=%s replay-seeds=", scales);
         for (int i = 0; i < g->nreplay && off < len; i++)
             off += (size_t)snprintf(buf + off, len - off, "%s%llu", i ? "," : "", (unsigned long long)g->replay_seeds[i]);
+        /* absent for "as-is" alone, so a grid without the sharing axis keeps the key it had */
+        if (!default_sharing(g) && off < len) {
+            char sharing[SIM_SWEEP_MAX * 64];
+            join_sharing(g, sharing, sizeof sharing);
+            off += (size_t)snprintf(buf + off, len - off, " replay-sharing=%s", sharing);
+        }
     }
 }
 
@@ -122,7 +167,7 @@ static int write_cell(sweep_job *J, int k, const sim_fgd_run *r, int total_gpus,
 /* ---------------------------------------------------------------- replay cells */
 
 typedef struct replay_cell {
-    int policy;
+    int scale, sharing, policy;   /* sharing and policy: indices into the grid */
     uint64_t seed;
     int workloads, placed, unschedulable, gpus;
     double gpu_hours, alloc_mean, frag_mean;
@@ -137,17 +182,51 @@ static double *stat_ref(sim_kind_stats *k, int i) {
     return v[i];
 }
 
-/* The demo cluster with every group's count times scale, and gen's mixed trace. */
-static int replay_inputs(const sim_sweep_grid *g, uint64_t seed, sim_cluster **cl, sim_trace **tr, char *err,
+static sim_cluster *demo_cluster(char *err, size_t errlen) {
+    return sim_cluster_from_json((const char *)sim_demo_sim_cluster_json, sim_demo_sim_cluster_json_len, NULL, err,
+                                 errlen);
+}
+
+/* Sharing option `sharing` ("as-is" or sim_sharing_parse's syntax) on cluster c by the rule
+ * `plan` compares options with. -1 with err when it does not parse or no group takes it. */
+static int apply_sharing(sim_cluster *c, const char *sharing, char *err, size_t errlen) {
+    if (!strcmp(sharing, SIM_SWEEP_AS_IS)) return 0;
+    sim_sharing opt;
+    char e2[300];
+    if (sim_sharing_parse(sharing, &opt, e2, sizeof e2) != 0) {
+        snprintf(err, errlen, "--replay-sharing %s (or %s: the cluster file's own sharing)", e2, SIM_SWEEP_AS_IS);
+        return -1;
+    }
+    if (sim_cluster_apply_sharing(c, &opt, NULL) > 0) return 0;
+    size_t off = (size_t)snprintf(err, errlen, "--replay-sharing \"%s\": no shared group of the demo cluster can be set "
+                                                "up that way (shared groups:", sharing);
+    for (int i = 0; i < c->ngroups && off < errlen; i++) {
+        char buf[300];
+        if (c->groups[i].sharing.kind == SIM_SHARE_WHOLE) continue;
+        sim_sharing_format(&c->groups[i].sharing, buf, sizeof buf);
+        off += (size_t)snprintf(err + off, errlen - off, " %s %s %s,", c->groups[i].name, c->groups[i].product, buf);
+    }
+    if (off < errlen) snprintf(err + off - 1, errlen - off + 1, ")");
+    return -1;
+}
+
+/* The demo cluster with every group's count times scale and the sharing applied, and gen's
+ * mixed trace of 300 x scale workloads. */
+static int replay_inputs(int scale, const char *sharing, uint64_t seed, sim_cluster **cl, sim_trace **tr, char *err,
                          size_t errlen) {
     *tr = NULL;
-    *cl = sim_cluster_from_json((const char *)sim_demo_sim_cluster_json, sim_demo_sim_cluster_json_len, NULL, err, errlen);
+    *cl = demo_cluster(err, errlen);
     if (!*cl) return -1;
-    for (int i = 0; i < (*cl)->ngroups; i++) (*cl)->groups[i].count *= scale_of(g);
+    for (int i = 0; i < (*cl)->ngroups; i++) (*cl)->groups[i].count *= scale;
+    if (apply_sharing(*cl, sharing, err, errlen) < 0) {
+        sim_cluster_free(*cl);
+        *cl = NULL;
+        return -1;
+    }
     sim_gen_opts o;
     sim_gen_defaults(&o);
     o.seed = seed;
-    o.workloads = 300L * scale_of(g);
+    o.workloads = 300L * scale;
     o.hours = 8;
     *tr = sim_gen(&o, err, errlen);
     if (!*tr) {
@@ -169,11 +248,13 @@ static int write_replay_cell(sweep_job *J, int k, const replay_cell *c, char *er
     }
     cJSON *key = cJSON_CreateString(J->key);
     char *kq = key ? cJSON_PrintUnformatted(key) : NULL;
-    fprintf(f, "{\"grid\": %s,\n \"cell\": %d, \"kind\": \"replay\", \"policy\": \"%s\", \"traceSeed\": %llu,\n"
+    fprintf(f, "{\"grid\": %s,\n \"cell\": %d, \"kind\": \"replay\", \"scale\": %d, \"sharing\": \"%s\", "
+               "\"policy\": \"%s\", \"traceSeed\": %llu,\n"
                " \"workloads\": %d, \"placed\": %d, \"unschedulable\": %d, \"gpus\": %d,\n"
                " \"gpuHours\": %.17g, \"allocMeanPct\": %.17g, \"fragMeanPct\": %.17g",
-            kq ? kq : "\"\"", k, J->g->policies[c->policy], (unsigned long long)c->seed, c->workloads, c->placed,
-            c->unschedulable, c->gpus, c->gpu_hours, c->alloc_mean, c->frag_mean);
+            kq ? kq : "\"\"", k, c->scale, sharing_at(J->g, c->sharing), J->g->policies[c->policy],
+            (unsigned long long)c->seed, c->workloads, c->placed, c->unschedulable, c->gpus, c->gpu_hours, c->alloc_mean,
+            c->frag_mean);
     free(kq);
     cJSON_Delete(key);
     replay_cell cc = *c;
@@ -194,11 +275,12 @@ static int write_replay_cell(sweep_job *J, int k, const replay_cell *c, char *er
 
 static void run_replay_cell(sweep_job *J, int k) {
     const sim_sweep_grid *g = J->g;
-    int r = k - openb_cells(g), p = r / g->nreplay, si = r % g->nreplay;
-    char err[600], msg[1400];
+    int sc, sh, p, si;
+    replay_coords(g, k - openb_cells(g), &sc, &sh, &p, &si);
+    char err[1000], msg[1400];
     sim_cluster *cl;
     sim_trace *tr;
-    if (replay_inputs(g, g->replay_seeds[si], &cl, &tr, err, sizeof err) < 0) {
+    if (replay_inputs(scale_at(g, sc), sharing_at(g, sh), g->replay_seeds[si], &cl, &tr, err, sizeof err) < 0) {
         snprintf(msg, sizeof msg, "cell %d (replay, trace seed %llu): %s", k, (unsigned long long)g->replay_seeds[si], err);
         job_error(J, msg);
         return;
@@ -212,9 +294,10 @@ static void run_replay_cell(sweep_job *J, int k) {
                  (unsigned long long)g->replay_seeds[si], err);
         job_error(J, msg);
     } else {
-        replay_cell c = {.policy = p, .seed = g->replay_seeds[si], .workloads = res.workloads, .placed = res.placed,
-                         .unschedulable = res.unschedulable, .gpus = res.gpus, .gpu_hours = res.gpu_hours,
-                         .alloc_mean = res.alloc_mean_pct, .frag_mean = res.frag_mean_pct, .all = res.all};
+        replay_cell c = {.scale = scale_at(g, sc), .sharing = sh, .policy = p, .seed = g->replay_seeds[si],
+                         .workloads = res.workloads, .placed = res.placed, .unschedulable = res.unschedulable,
+                         .gpus = res.gpus, .gpu_hours = res.gpu_hours, .alloc_mean = res.alloc_mean_pct,
+                         .frag_mean = res.frag_mean_pct, .all = res.all};
         memcpy(c.kind, res.kind, sizeof c.kind);
         if (write_replay_cell(J, k, &c, msg, sizeof msg) < 0) job_error(J, msg);
         sim_replay_result_free(&res);
@@ -264,6 +347,30 @@ static int mkdir_p(const char *dir, char *err, size_t errlen) {
     return 0;
 }
 
+int sim_sweep_check(const sim_sweep_grid *g, char *err, size_t errlen) {
+    for (int p = 0; p < g->npolicies; p++)
+        if (!sim_fgd_policy_find(g->policies[p], NULL)) {
+            snprintf(err, errlen, "unknown policy \"%s\" (see tessera-sim fgd-paper --help)", g->policies[p]);
+            return -1;
+        }
+    if (g->nscales < 0 || g->nscales > SIM_SWEEP_MAX || g->nsharing < 0 || g->nsharing > SIM_SWEEP_MAX) {
+        snprintf(err, errlen, "at most %d replay scales and %d replay sharing options", SIM_SWEEP_MAX, SIM_SWEEP_MAX);
+        return -1;
+    }
+    for (int i = 0; i < nscales_of(g); i++)
+        if (scale_at(g, i) < 1 || scale_at(g, i) > SIM_SWEEP_MAX_SCALE) {
+            snprintf(err, errlen, "--replay-scales: %d is out of range (1..%d)", scale_at(g, i), SIM_SWEEP_MAX_SCALE);
+            return -1;
+        }
+    for (int i = 0; i < nsharing_of(g); i++) {
+        sim_cluster *c = demo_cluster(err, errlen);
+        int rc = c ? apply_sharing(c, sharing_at(g, i), err, errlen) : -1;
+        sim_cluster_free(c);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
 int sim_sweep_run(const sim_sweep_grid *g, const char *data_dir, int shards, int index, int threads,
                   const char *dir, char *err, size_t errlen) {
     int n = sim_sweep_cells(g);
@@ -272,11 +379,11 @@ int sim_sweep_run(const sim_sweep_grid *g, const char *data_dir, int shards, int
                                                    : "shard index must be in 0..shards-1");
         return -1;
     }
-    for (int p = 0; p < g->npolicies; p++)
-        if (!sim_fgd_policy_find(g->policies[p], NULL)) {
-            snprintf(err, errlen, "sweep: unknown policy \"%s\"", g->policies[p]);
-            return -1;
-        }
+    char cerr[900];
+    if (sim_sweep_check(g, cerr, sizeof cerr) < 0) {
+        snprintf(err, errlen, "sweep: %s", cerr);
+        return -1;
+    }
     char cells_dir[1100];
     snprintf(cells_dir, sizeof cells_dir, "%s/cells", dir);
     if (mkdir_p(dir, err, errlen) < 0 || mkdir_p(cells_dir, err, errlen) < 0) return -1;
@@ -327,10 +434,10 @@ static int parse_key(char *key, sim_sweep_grid *g) {
         if (!strcmp(tok, "tune")) g->tune = atof(v);
         else if (!strcmp(tok, "half-life")) g->half_life = atof(v);
         else if (!strcmp(tok, "warmup")) g->warmup = atol(v) == 0 ? -1 : atol(v);
-        else if (!strcmp(tok, "replay-scale")) g->replay_scale = atoi(v);
         else {
             int *n = !strcmp(tok, "lists") ? &g->nlists : !strcmp(tok, "policies") ? &g->npolicies
-                   : !strcmp(tok, "seeds") ? &g->nseeds : !strcmp(tok, "replay-seeds") ? &g->nreplay : NULL;
+                   : !strcmp(tok, "seeds") ? &g->nseeds : !strcmp(tok, "replay-seeds") ? &g->nreplay
+                   : !strcmp(tok, "replay-scale") ? &g->nscales : !strcmp(tok, "replay-sharing") ? &g->nsharing : NULL;
             if (!n) return -1;
             for (char *it = v, *next; it && *it; it = next) {
                 next = strchr(it, ',');
@@ -339,6 +446,8 @@ static int parse_key(char *key, sim_sweep_grid *g) {
                 if (n == &g->nlists) g->lists[(*n)++] = it;
                 else if (n == &g->npolicies) g->policies[(*n)++] = it;
                 else if (n == &g->nseeds) g->seeds[(*n)++] = strtoull(it, NULL, 10);
+                else if (n == &g->nscales) g->replay_scales[(*n)++] = atoi(it);
+                else if (n == &g->nsharing) g->replay_sharing[(*n)++] = it;
                 else g->replay_seeds[(*n)++] = strtoull(it, NULL, 10);
             }
         }
@@ -446,10 +555,19 @@ static int write_summary(const sim_fgd_result *r, const sim_sweep_grid *g, const
     return rc;
 }
 
+/* Replay cell r of grid g from its file. The scale and sharing fields (absent in files
+ * written before those axes) must agree with the cell's place in the grid. */
 static bool read_replay_cell(const cJSON *o, const sim_sweep_grid *g, int r, replay_cell *c) {
     memset(c, 0, sizeof *c);
-    c->policy = r / g->nreplay;
-    c->seed = g->replay_seeds[r % g->nreplay];
+    int sc, si;
+    replay_coords(g, r, &sc, &c->sharing, &c->policy, &si);
+    c->scale = scale_at(g, sc);
+    c->seed = g->replay_seeds[si];
+    const cJSON *scale = cJSON_GetObjectItemCaseSensitive(o, "scale");
+    const cJSON *sharing = cJSON_GetObjectItemCaseSensitive(o, "sharing");
+    if ((scale && (!cJSON_IsNumber(scale) || scale->valueint != c->scale)) ||
+        (sharing && (!cJSON_IsString(sharing) || strcmp(sharing->valuestring, sharing_at(g, c->sharing)))))
+        return false;
     const char *ints[] = {"workloads", "placed", "unschedulable", "gpus"};
     int *iv[] = {&c->workloads, &c->placed, &c->unschedulable, &c->gpus};
     for (int i = 0; i < 4; i++) {
@@ -484,7 +602,8 @@ static int cmp_dbl(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Median over the trace seeds of one number of a policy's replay cells. */
+/* Median over the trace seeds of one number of a policy's replay cells; cells is one
+ * (scale, sharing) block. */
 static double replay_median(const replay_cell *cells, const sim_sweep_grid *g, int p, double (*get)(const replay_cell *, int),
                             int arg) {
     double v[SIM_SWEEP_MAX];
@@ -502,7 +621,40 @@ static double get_wait95(const replay_cell *c, int k) { return k < SIM_NKINDS ? 
 static double get_waitmean(const replay_cell *c, int k) { return k < SIM_NKINDS ? c->kind[k].wait_mean : c->all.wait_mean; }
 static double get_slow(const replay_cell *c, int k) { return k < SIM_NKINDS ? c->kind[k].slow_mean : c->all.slow_mean; }
 
-/* replay.csv: one row per (policy, trace seed, kind); replay.md: medians over the seeds. */
+/* One (scale, sharing) block of replay cells as a table of medians over the trace seeds. */
+static void replay_table(FILE *f, const sim_sweep_grid *g, const replay_cell *cells) {
+    /* With the sharing axis the title says which sharing the table is; "as-is" alone says
+     * nothing, so a grid without the axis writes the table it wrote before. */
+    const char *sh = sharing_at(g, cells[0].sharing);
+    char sharing[400] = "";
+    if (!default_sharing(g) && !strcmp(sh, SIM_SWEEP_AS_IS))
+        snprintf(sharing, sizeof sharing, ", sharing as in the cluster file");
+    else if (!default_sharing(g))
+        snprintf(sharing, sizeof sharing, ", %s on every shared group that can be set up so", sh);
+    fprintf(f, "\nTimed replays (arrivals and departures) of gen's mixed trace, %d workloads over 8 h, on the demo "
+               "cluster x %d (%d GPUs)%s; median of %d trace seed(s). Waits in minutes; slow = running time / "
+               "dedicated duration\n\n", cells[0].workloads, cells[0].scale, cells[0].gpus, sharing, g->nreplay);
+    fprintf(f, "| policy | alloc %% | frag %% | GPU-h | unsch |");
+    for (int k = 0; k < SIM_NKINDS; k++) fprintf(f, " %s wait p95 | %s wait mean | %s slow |", sim_kind_name(k),
+                                                sim_kind_name(k), sim_kind_name(k));
+    fprintf(f, " all wait p95 |\n| --- | ---: | ---: | ---: | ---: |");
+    for (int k = 0; k < SIM_NKINDS; k++) fprintf(f, " ---: | ---: | ---: |");
+    fprintf(f, " ---: |\n");
+    for (int p = 0; p < g->npolicies; p++) {
+        fprintf(f, "| %s | %.1f | %.1f | %.0f | %.0f |", g->policies[p], replay_median(cells, g, p, get_alloc, 0),
+                replay_median(cells, g, p, get_frag, 0), replay_median(cells, g, p, get_gpuh, 0),
+                replay_median(cells, g, p, get_unsch, 0));
+        for (int k = 0; k < SIM_NKINDS; k++)
+            fprintf(f, " %.1f | %.1f | %.2f |", replay_median(cells, g, p, get_wait95, k) / 60,
+                    replay_median(cells, g, p, get_waitmean, k) / 60, replay_median(cells, g, p, get_slow, k));
+        fprintf(f, " %.1f |\n", replay_median(cells, g, p, get_wait95, SIM_NKINDS) / 60);
+    }
+}
+
+/* replay.csv: one row per (scale, sharing, policy, trace seed, kind), with scale and sharing
+ * columns; replay.md: medians over the trace seeds, one table per (scale, sharing), each
+ * titled with its workloads, cluster and GPUs (which change with the scale; one wide
+ * table with two more key columns would repeat them on every row). */
 static int write_replay(const replay_cell *cells, const sim_sweep_grid *g, const char *out, FILE *tf, char *err,
                         size_t errlen) {
     char path[1200];
@@ -516,44 +668,26 @@ static int write_replay(const replay_cell *cells, const sim_sweep_grid *g, const
         if (m) fclose(m);
         return -1;
     }
-    fprintf(c, "policy,trace_seed,workloads,gpus,unschedulable,gpu_hours,alloc_mean_pct,frag_mean_pct,kind,n");
+    fprintf(c, "scale,sharing,policy,trace_seed,workloads,gpus,unschedulable,gpu_hours,alloc_mean_pct,frag_mean_pct,"
+               "kind,n");
     for (int i = 0; i < NSTATS; i++) fprintf(c, ",%s", stat_names[i]);
     fputc('\n', c);
-    for (int p = 0; p < g->npolicies; p++)
-        for (int s = 0; s < g->nreplay; s++) {
-            replay_cell x = cells[p * g->nreplay + s];
-            for (int kd = 0; kd <= SIM_NKINDS; kd++) {
-                sim_kind_stats *ks = kd < SIM_NKINDS ? &x.kind[kd] : &x.all;
-                fprintf(c, "%s,%llu,%d,%d,%d,%.3f,%.3f,%.3f,%s,%d", g->policies[p], (unsigned long long)x.seed,
-                        x.workloads, x.gpus, x.unschedulable, x.gpu_hours, x.alloc_mean, x.frag_mean,
-                        kd < SIM_NKINDS ? sim_kind_name(kd) : "all", ks->n);
-                for (int i = 0; i < NSTATS; i++) fprintf(c, ",%.3f", *stat_ref(ks, i));
-                fputc('\n', c);
-            }
-        }
-    FILE *tabs[2] = {m, tf};
-    for (int t = 0; t < 2; t++) {
-        FILE *f = tabs[t];
-        if (!f) continue;
-        fprintf(f, "\nTimed replays (arrivals and departures) of gen's mixed trace, %d workloads over 8 h, on the demo "
-                   "cluster x %d (%d GPUs); median of %d trace seed(s). Waits in minutes; slow = running time / "
-                   "dedicated duration\n\n", cells[0].workloads, scale_of(g), cells[0].gpus, g->nreplay);
-        fprintf(f, "| policy | alloc %% | frag %% | GPU-h | unsch |");
-        for (int k = 0; k < SIM_NKINDS; k++) fprintf(f, " %s wait p95 | %s wait mean | %s slow |", sim_kind_name(k),
-                                                    sim_kind_name(k), sim_kind_name(k));
-        fprintf(f, " all wait p95 |\n| --- | ---: | ---: | ---: | ---: |");
-        for (int k = 0; k < SIM_NKINDS; k++) fprintf(f, " ---: | ---: | ---: |");
-        fprintf(f, " ---: |\n");
-        for (int p = 0; p < g->npolicies; p++) {
-            fprintf(f, "| %s | %.1f | %.1f | %.0f | %.0f |", g->policies[p], replay_median(cells, g, p, get_alloc, 0),
-                    replay_median(cells, g, p, get_frag, 0), replay_median(cells, g, p, get_gpuh, 0),
-                    replay_median(cells, g, p, get_unsch, 0));
-            for (int k = 0; k < SIM_NKINDS; k++)
-                fprintf(f, " %.1f | %.1f | %.2f |", replay_median(cells, g, p, get_wait95, k) / 60,
-                        replay_median(cells, g, p, get_waitmean, k) / 60, replay_median(cells, g, p, get_slow, k));
-            fprintf(f, " %.1f |\n", replay_median(cells, g, p, get_wait95, SIM_NKINDS) / 60);
+    int nrc = sim_sweep_cells(g) - openb_cells(g);
+    for (int r = 0; r < nrc; r++) {
+        replay_cell x = cells[r];
+        for (int kd = 0; kd <= SIM_NKINDS; kd++) {
+            sim_kind_stats *ks = kd < SIM_NKINDS ? &x.kind[kd] : &x.all;
+            fprintf(c, "%d,%s,%s,%llu,%d,%d,%d,%.3f,%.3f,%.3f,%s,%d", x.scale, sharing_at(g, x.sharing),
+                    g->policies[x.policy], (unsigned long long)x.seed, x.workloads, x.gpus, x.unschedulable, x.gpu_hours,
+                    x.alloc_mean, x.frag_mean, kd < SIM_NKINDS ? sim_kind_name(kd) : "all", ks->n);
+            for (int i = 0; i < NSTATS; i++) fprintf(c, ",%.3f", *stat_ref(ks, i));
+            fputc('\n', c);
         }
     }
+    FILE *tabs[2] = {m, tf};
+    for (int t = 0; t < 2; t++)
+        for (int b = 0; tabs[t] && b < nrc; b += replay_block(g))
+            replay_table(tabs[t], g, cells + b);
     int rc = (fclose(c) != 0) | (fclose(m) != 0) ? -1 : 0;
     if (rc) snprintf(err, errlen, "cannot write the replay summary in %s", out);
     return rc;
@@ -741,6 +875,21 @@ static int seeds_of(const char *s, uint64_t *out) {
     return n ? n : -1;
 }
 
+/* "5,10,20": whole numbers in 1..SIM_SWEEP_MAX_SCALE, at most SIM_SWEEP_MAX; -1 on a bad list. */
+static int scales_of(const char *s, int *out) {
+    int n = 0;
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (n == SIM_SWEEP_MAX || end == s || *s < '0' || *s > '9' || v < 1 || v > SIM_SWEEP_MAX_SCALE ||
+            (*end && (*end != ',' || !end[1])))
+            return -1;
+        out[n++] = (int)v;
+        s = *end ? end + 1 : end;
+    }
+    return n ? n : -1;
+}
+
 static const char *value(int argc, char **argv, int *i, const char *name) {
     size_t l = strlen(name);
     if (strncmp(argv[*i], name, l)) return NULL;
@@ -768,8 +917,16 @@ static void sweep_usage(FILE *f) {
             "  --half-life N     @online estimate: half-life in arrivals (default %d)\n"
             "  --warmup N        @online estimate: warm-up in arrivals (default %d)\n"
             "  --replay-seeds S  also timed replays (arrivals and departures) of gen's mixed trace, one per\n"
-            "                    seed and policy: 300 x scale workloads over 8 h on the demo cluster x scale\n"
-            "  --replay-scale K  (default 10)\n"
+            "                    scale, sharing, policy and seed: 300 x scale workloads over 8 h on the\n"
+            "                    bundled demo cluster (data/sim/demo-cluster.json) with every group x scale\n"
+            "  --replay-scales LIST  scales of the replay cluster and trace, whole numbers 1..%d, e.g.\n"
+            "                    5,10,20 (default 10); --replay-scale K is the same as --replay-scales K\n"
+            "  --replay-sharing LIST  sharing of the replay cluster, e.g. as-is,whole,timeslice:4 (default\n"
+            "                    as-is, the cluster file's own). An option (the syntax of tessera-sim plan\n"
+            "                    --sharing-options: whole, timeslice:N, mps:N, mig:<layout>,\n"
+            "                    mig:<layout>+timeslice:N, mig:on-demand) goes on every shared group (not\n"
+            "                    \"whole\") that can be set up that way, as plan compares options; the\n"
+            "                    others keep theirs. One that no group can take is refused\n"
             "  --data DIR        openb CSVs (data/openb in the repository; in the image\n"
             "                    /usr/share/tessera/openb)\n"
             "run:\n"
@@ -789,7 +946,7 @@ static void sweep_usage(FILE *f) {
             "  --parallelism P   pods at once (default: --shards)\n"
             "  --name NAME       Job name (default tessera-sweep)\n"
             "  --namespace NS    (default tessera)\n",
-            DEFAULT_POLICIES, POLICY_ONLINE_HALF_LIFE, POLICY_ONLINE_WARMUP);
+            DEFAULT_POLICIES, POLICY_ONLINE_HALF_LIFE, POLICY_ONLINE_WARMUP, SIM_SWEEP_MAX_SCALE);
 }
 
 /* YAML double-quoted scalar: the characters our arguments can hold need no escapes
@@ -839,9 +996,16 @@ static void emit_job(FILE *f, const sim_sweep_grid *g, const char *lists, const 
     fprintf(f, "        - \"--half-life\"\n        - \"%s\"\n", num);
     fprintf(f, "        - \"--warmup\"\n        - \"%ld\"\n", warmup_of(g));
     if (g->nreplay) {
+        char scales[SIM_SWEEP_MAX * 6], sharing[SIM_SWEEP_MAX * 64];
+        join_scales(g, scales, sizeof scales);
+        join_sharing(g, sharing, sizeof sharing);
         fprintf(f, "        - \"--replay-seeds\"\n        - ");
         yq(f, replay_seeds);
-        fprintf(f, "\n        - \"--replay-scale\"\n        - \"%d\"\n", scale_of(g));
+        fprintf(f, "\n        - \"--replay-scales\"\n        - ");
+        yq(f, scales);
+        fprintf(f, "\n        - \"--replay-sharing\"\n        - ");
+        yq(f, sharing);
+        fputc('\n', f);
     }
     fprintf(f, "        - \"--data\"\n        - \"/usr/share/tessera/openb\"\n");
     fprintf(f, "        - \"--shards\"\n        - \"%d\"\n        - \"--shard-index\"\n        - \"env\"\n", shards);
@@ -856,6 +1020,8 @@ static void emit_job(FILE *f, const sim_sweep_grid *g, const char *lists, const 
 
 int sim_cmd_sweep(int argc, char **argv) {
     char lists_buf[2048] = "default", pols_buf[2048] = DEFAULT_POLICIES, seeds_buf[512] = "42..51", replay_buf[512] = "";
+    char scales_buf[512] = "", sharing_buf[4096] = "";
+    const char *scales_flag = "--replay-scales";   /* or its synonym, as given */
     char lists_arg[2048], pols_arg[2048];
     const char *out = "sweep-out", *data = NULL, *image = "tessera-extender", *claim = "tessera-sweep",
                *name = "tessera-sweep", *ns = "tessera", *v, *index_arg = NULL;
@@ -886,9 +1052,14 @@ int sim_cmd_sweep(int argc, char **argv) {
             if (g.warmup == 0) g.warmup = -1;
         } else if ((v = value(argc, argv, &i, "--replay-seeds"))) {
             snprintf(replay_buf, sizeof replay_buf, "%s", v);
-        } else if ((v = value(argc, argv, &i, "--replay-scale"))) {
-            g.replay_scale = (int)strtol(v, &end, 10);
-            if (*end || g.replay_scale < 1 || g.replay_scale > 1000) goto bad;
+        } else if ((v = value(argc, argv, &i, "--replay-scales"))) {
+            scales_flag = "--replay-scales";
+            snprintf(scales_buf, sizeof scales_buf, "%s", v);
+        } else if ((v = value(argc, argv, &i, "--replay-scale"))) {   /* the one-scale synonym */
+            scales_flag = "--replay-scale";
+            snprintf(scales_buf, sizeof scales_buf, "%s", v);
+        } else if ((v = value(argc, argv, &i, "--replay-sharing"))) {
+            snprintf(sharing_buf, sizeof sharing_buf, "%s", v);
         } else if ((v = value(argc, argv, &i, "--data"))) {
             data = v;
         } else if ((v = value(argc, argv, &i, "--out"))) {
@@ -932,16 +1103,33 @@ int sim_cmd_sweep(int argc, char **argv) {
         fprintf(stderr, "tessera-sim sweep: --replay-seeds \"%s\": expected A..B or a comma list\n", replay_buf);
         return 2;
     }
+    if ((scales_buf[0] || sharing_buf[0]) && !g.nreplay) {
+        fprintf(stderr, "tessera-sim sweep: --replay-scales and --replay-sharing shape the replay cells: give "
+                        "--replay-seeds too\n");
+        return 2;
+    }
+    if (scales_buf[0] && (g.nscales = scales_of(scales_buf, g.replay_scales)) <= 0) {
+        fprintf(stderr, "tessera-sim sweep: %s \"%s\": expected a comma list of 1..%d scales, each a whole number in "
+                        "1..%d\n", scales_flag, scales_buf, SIM_SWEEP_MAX, SIM_SWEEP_MAX_SCALE);
+        return 2;
+    }
+    char sharing_copy[sizeof sharing_buf];
+    snprintf(sharing_copy, sizeof sharing_copy, "%s", sharing_buf);
+    if (sharing_buf[0] && (g.nsharing = split(sharing_copy, g.replay_sharing)) <= 0) {
+        fprintf(stderr, "tessera-sim sweep: --replay-sharing \"%s\": expected 1..%d comma-separated sharing options\n",
+                sharing_buf, SIM_SWEEP_MAX);
+        return 2;
+    }
     if (g.nlists <= 0 || g.npolicies <= 0 || g.nseeds <= 0) {
         fprintf(stderr, "tessera-sim sweep: need 1..%d pod lists, policies and seeds (--seeds A..B or a comma list)\n",
                 SIM_SWEEP_MAX);
         return 2;
     }
-    for (int p = 0; p < g.npolicies; p++)
-        if (!sim_fgd_policy_find(g.policies[p], NULL)) {
-            fprintf(stderr, "tessera-sim sweep: unknown policy \"%s\" (see tessera-sim fgd-paper --help)\n", g.policies[p]);
-            return 2;
-        }
+    char err[2048];
+    if (sim_sweep_check(&g, err, sizeof err) < 0) {
+        fprintf(stderr, "tessera-sim sweep: %s\n", err);
+        return 2;
+    }
     if (emit) {
         if (shards < 1) {
             fprintf(stderr, "tessera-sim sweep --emit-job: give --shards N (the Job's completions)\n");
@@ -964,7 +1152,6 @@ int sim_cmd_sweep(int argc, char **argv) {
         }
         index = (int)x;
     }
-    char err[2048];
     int n = sim_sweep_cells(&g);
     if (sim_sweep_run(&g, data, shards ? shards : 1, index, threads, out, err, sizeof err) < 0) {
         fprintf(stderr, "tessera-sim sweep: %s\n", err);

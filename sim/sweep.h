@@ -5,12 +5,16 @@
  * CSVs, charts and summary a local run writes.
  *
  * Cell k of the grid is (list, policy, seed) in fgd-paper's nesting order (lists, then
- * policies, then seeds); after those come the replay cells, (policy, trace seed): a timed
- * replay (sim/replay.h, arrivals and departures) of the generated mixed trace (`gen`'s
- * defaults, 300 x scale workloads over 8 hours) on the bundled demo cluster with every
- * group's node count times scale. With --shards N, index i runs the cells k with
- * k % N == i. A cell's numbers do not depend on which cells share a process, so any split
- * merges into the same files.
+ * policies, then seeds); after those come the replay cells, (scale, sharing, policy, trace
+ * seed) nested in that order (scales outermost, trace seeds innermost): a timed replay
+ * (sim/replay.h, arrivals and departures) of the generated mixed trace (`gen`'s defaults,
+ * 300 x scale workloads over 8 hours) on the bundled demo cluster with every group's node
+ * count times scale and the sharing option applied by sim_cluster_apply_sharing (every
+ * shared group that can be set up that way takes it, as `plan` compares options; "as-is"
+ * keeps the cluster file's). With one scale and one sharing the replay cells are numbered
+ * as before these axes existed: (policy, trace seed). With --shards N, index i runs the
+ * cells k with k % N == i. A cell's numbers do not depend on which cells share a process,
+ * so any split merges into the same files.
  */
 #ifndef SIM_SWEEP_H
 #define SIM_SWEEP_H
@@ -36,10 +40,21 @@ typedef struct sim_sweep_grid {
     long warmup;                           /* 0: POLICY_ONLINE_WARMUP, < 0: none */
     uint64_t replay_seeds[SIM_SWEEP_MAX];  /* gen seeds of the replay cells (none: no replays) */
     int nreplay;
-    int replay_scale;                      /* 0: 10 */
+    int replay_scales[SIM_SWEEP_MAX];      /* 1..SIM_SWEEP_MAX_SCALE (none: 10 alone) */
+    int nscales;
+    const char *replay_sharing[SIM_SWEEP_MAX];   /* "as-is" or a sharing option (none: "as-is" alone) */
+    int nsharing;
 } sim_sweep_grid;
 
+#define SIM_SWEEP_MAX_SCALE 1000
+#define SIM_SWEEP_AS_IS "as-is"   /* the replay sharing that keeps the cluster file's */
+
 int sim_sweep_cells(const sim_sweep_grid *g);   /* openb cells + replay cells */
+
+/* Whether the grid can run: known policies, scales in range, sharing options that parse
+ * and that at least one group of the demo cluster can take. 0, or -1 with err naming the
+ * bad item. sim_sweep_run checks this too. */
+int sim_sweep_check(const sim_sweep_grid *g, char *err, size_t errlen);
 
 /* One line that names the grid: every cell file carries it, and merge refuses files of
  * different grids. */

@@ -24,6 +24,7 @@ without the webhook; a CPU-only pod must not.
 What "consistent" means is spelled out in the constants below: when the extender gains
 or renames a flag, a metric or an API permission, change them here together with deploy/.
 """
+import csv
 import json
 import os
 import re
@@ -1434,7 +1435,11 @@ else:
     check("runtime stage carries tessera-sim at %s and the openb trace at %s (the sweep Job's command and --data)"
           % (SIM_BIN, OPENB_IN_IMAGE), SIM_BIN in cf_runtime and OPENB_IN_IMAGE in cf_runtime)
     SHARDS = 3
-    grid = ["--pod-lists", "default", "--policies", "fgd,fgd-pack@online", "--seeds", "42,43", "--tune", "0.2"]
+    # openb cells (2 policies x 2 seeds) and replay cells over both replay axes (2 scales x 2
+    # sharing x 2 policies x 1 trace seed; scale 1 is 300 workloads, scale 2 600: fast)
+    grid = ["--pod-lists", "default", "--policies", "fgd,fgd-pack@online", "--seeds", "42,43", "--tune", "0.2",
+            "--replay-seeds", "1", "--replay-scales", "1,2", "--replay-sharing", "as-is,whole"]
+    NCELLS = 2 * 2 + 2 * 2 * 2 * 1
     emitted = subprocess.run([sim, "sweep"] + grid + ["--emit-job", "--shards", str(SHARDS), "--parallelism", "2"],
                              capture_output=True, text=True)
     docs = [d for d in yaml.safe_load_all(emitted.stdout) if d] if emitted.returncode == 0 else []
@@ -1491,11 +1496,24 @@ else:
                 per_index.append(len(after - before))
             cells = sorted(os.listdir(os.path.join(scratch, "cells")))
             check("sweep Job: every index runs (exit 0) and the %d cells are written once across the %d indices"
-                  % (2 * 2, SHARDS), runs == [0] * SHARDS and sum(per_index) == 4 and len(cells) == 4,
+                  % (NCELLS, SHARDS), runs == [0] * SHARDS and sum(per_index) == NCELLS and len(cells) == NCELLS,
                   str((runs, per_index, cells)))
+            replays = []
+            for name in cells:
+                with open(os.path.join(scratch, "cells", name)) as f:
+                    cell = json.load(f)
+                if cell.get("kind") == "replay":
+                    replays.append((cell.get("scale"), cell.get("sharing"), cell.get("policy")))
+            want = [(sc, sh, p) for sc in (1, 2) for sh in ("as-is", "whole") for p in ("fgd", "fgd-pack@online")]
+            check("sweep Job: one replay cell per (scale, sharing, policy), in that order", replays == want, str(replays))
             merged = subprocess.run([sim, "merge", scratch], capture_output=True, text=True)
-            check("tessera-sim merge joins the Job's cell files", merged.returncode == 0
-                  and os.path.exists(os.path.join(scratch, "table.md")), merged.stderr.strip()[-300:])
+            rows = set()
+            if os.path.exists(os.path.join(scratch, "replay.csv")):
+                with open(os.path.join(scratch, "replay.csv")) as f:
+                    rows = {(r["scale"], r["sharing"], r["policy"]) for r in csv.DictReader(f)}
+            check("tessera-sim merge joins the Job's cell files, replay.csv with scale and sharing columns",
+                  merged.returncode == 0 and os.path.exists(os.path.join(scratch, "table.md"))
+                  and rows == {(str(sc), sh, p) for sc, sh, p in want}, merged.stderr.strip()[-300:] or str(rows))
             noenv = subprocess.run(local, capture_output=True, text=True,
                                    env={k: v for k, v in os.environ.items() if k != "JOB_COMPLETION_INDEX"})
             check("sweep --shard-index env outside a Job fails with a clear message",

@@ -173,3 +173,42 @@ TEST(sim_cluster_layered_sharing) {
     free(back);
     sim_cluster_free(c);
 }
+
+/* plan's rule for one sharing option, as sim_cluster_apply_sharing has it: every shared
+ * group that can be set up that way takes it; whole groups and groups whose product cannot
+ * keep theirs; an option no group can take changes nothing. */
+TEST(sim_cluster_apply_sharing_takes_shared_groups_that_can) {
+    char err[512], buf[128];
+    sim_cluster *c = sim_cluster_from_json((const char *)sim_demo_sim_cluster_json, sim_demo_sim_cluster_json_len,
+                                           NULL, err, sizeof err);
+    CHECK_MSG(c, "%s", err);
+    sim_sharing opt;
+    /* two 3g.40gb per GPU: the A100s under MIG and the H100s (MIG on demand) can take it,
+     * the T4s cannot run MIG, the whole A100s are not a shared group */
+    CHECK(sim_sharing_parse("mig:2x3g.40gb", &opt, err, sizeof err) == 0);
+    sim_cluster *m = sim_cluster_clone(c);
+    CHECK_INT(sim_cluster_apply_sharing(m, &opt, NULL), 2);
+    sim_sharing_format(&m->groups[0].sharing, buf, sizeof buf);
+    CHECK_STR(buf, "whole");   /* a100: whole, not a shared group */
+    sim_sharing_format(&m->groups[1].sharing, buf, sizeof buf);
+    CHECK_STR(buf, "mig:2x3g.40gb");
+    sim_sharing_format(&m->groups[2].sharing, buf, sizeof buf);
+    CHECK_STR(buf, "timeslice:4");   /* a T4 cannot run MIG */
+    sim_sharing_format(&m->groups[3].sharing, buf, sizeof buf);
+    CHECK_STR(buf, "mig:2x3g.40gb");
+    sim_cluster_free(m);
+    /* "whole": every shared group can, so the cluster has whole GPUs only */
+    CHECK(sim_sharing_parse("whole", &opt, err, sizeof err) == 0);
+    m = sim_cluster_clone(c);
+    CHECK_INT(sim_cluster_apply_sharing(m, &opt, NULL), 3);
+    for (int g = 0; g < m->ngroups; g++) CHECK_INT(m->groups[g].sharing.kind, SIM_SHARE_WHOLE);
+    sim_cluster_free(m);
+    /* a 40 GB A100's profile: no product of the demo has it */
+    CHECK(sim_sharing_parse("mig:1g.5gb", &opt, err, sizeof err) == 0);
+    m = sim_cluster_clone(c);
+    CHECK_INT(sim_cluster_apply_sharing(m, &opt, NULL), 0);
+    sim_sharing_format(&m->groups[1].sharing, buf, sizeof buf);
+    CHECK_STR(buf, "mig:3g.40gb+2x2g.20gb");
+    sim_cluster_free(m);
+    sim_cluster_free(c);
+}

@@ -3,12 +3,16 @@
  * byte for byte what a local run gives, and that equals fgd-paper's own grid; merge
  * refuses an incomplete set and files of another grid. */
 #include "harness.h"
+#include "sim_helpers.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "sim/fgd_paper.h"
+#include "sim/gen.h"
+#include "sim/replay.h"
 #include "sim/sweep.h"
 
 static char *read_all(const char *dir, const char *name) {
@@ -67,7 +71,7 @@ static sim_sweep_grid small_grid(void) {
     g.tune = 0.3;   /* 30 % of the capacity arrives: fast, still placements and a shape */
     g.half_life = 2000;
     g.replay_seeds[g.nreplay++] = 5;   /* and one timed replay per policy, on the demo cluster as bundled */
-    g.replay_scale = 1;
+    g.replay_scales[g.nscales++] = 1;
     return g;
 }
 
@@ -155,4 +159,176 @@ TEST(sim_sweep_merge_refuses_missing_and_foreign_cells) {
     CHECK_INT(foreign, -1);
     CHECK(says_foreign);
     CHECK_INT(empty, -1);
+}
+
+/* The replay axes: scales {1, 2} x sharing {as-is, whole} x fgd x trace seed 5, after one
+ * openb cell. */
+static sim_sweep_grid axes_grid(void) {
+    sim_sweep_grid g = small_grid();
+    g.npolicies = 1;   /* fgd */
+    g.nseeds = 1;
+    g.nscales = 0;
+    g.replay_scales[g.nscales++] = 1;
+    g.replay_scales[g.nscales++] = 2;
+    g.replay_sharing[g.nsharing++] = "as-is";
+    g.replay_sharing[g.nsharing++] = "whole";
+    return g;
+}
+
+/* The "all" row of replay.csv for (scale, sharing): workloads, GPUs, mean allocated %. */
+static bool replay_row(const char *csv, int scale, const char *sharing, int *workloads, int *gpus, double *alloc) {
+    char want[64];
+    snprintf(want, sizeof want, "%d,%s,fgd,5,", scale, sharing);
+    for (const char *line = csv; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        const char *eol = strchr(line, '\n');
+        size_t n = eol ? (size_t)(eol - line) : strlen(line);
+        char row[1024];
+        snprintf(row, sizeof row, "%.*s", (int)(n < sizeof row ? n : sizeof row - 1), line);
+        if (strncmp(row, want, strlen(want)) || !strstr(row, ",all,")) continue;
+        int unsch;
+        double gpuh, frag;
+        return sscanf(row + strlen(want), "%d,%d,%d,%lf,%lf,%lf", workloads, gpus, &unsch, &gpuh, alloc, &frag) == 6;
+    }
+    return false;
+}
+
+static bool cell_is(const char *dir, int k, const char *want) {
+    char name[64];
+    snprintf(name, sizeof name, "cells/cell-%05d.json", k);
+    char *text = read_all(dir, name);
+    bool ok = text && strstr(text, want);
+    free(text);
+    return ok;
+}
+
+TEST(sim_sweep_replay_scales_and_sharing_are_axes) {
+    char a[] = "/tmp/tessera-sweep-x-XXXXXX", b[] = "/tmp/tessera-sweep-y-XXXXXX";
+    CHECK(mkdtemp(a) && mkdtemp(b));
+    sim_sweep_grid g = axes_grid();
+    char err[1024] = "";
+    CHECK_INT(sim_sweep_cells(&g), 5);   /* 1 openb cell, then 2 scales x 2 sharing x 1 policy x 1 trace */
+    bool ok = sim_sweep_run(&g, NULL, 1, 0, 2, a, err, sizeof err) == 0 && sim_sweep_merge(a, a, NULL, err, sizeof err) == 0;
+    /* 3 shards of 5 cells: {0, 3}, {1, 4}, {2} */
+    static const int expect_new[] = {2, 2, 1};
+    bool split_ok = true;
+    for (int i = 0; i < 3 && ok; i++) {
+        int before = count_cells(b);
+        ok = sim_sweep_run(&g, NULL, 3, i, 1, b, err, sizeof err) == 0;
+        split_ok = split_ok && count_cells(b) - before == expect_new[i];
+    }
+    split_ok = split_ok && count_cells(b) == 5;
+    if (ok) ok = sim_sweep_merge(b, b, NULL, err, sizeof err) == 0;
+    bool same = ok;
+    for (size_t i = 0; ok && i < sizeof outputs / sizeof *outputs; i++) same = same && same_file(a, b, outputs[i]);
+    /* sweep.h's order: scales outermost, then sharing, policy, trace seed */
+    bool order = cell_is(a, 1, "\"scale\": 1, \"sharing\": \"as-is\"") && cell_is(a, 2, "\"scale\": 1, \"sharing\": \"whole\"") &&
+                 cell_is(a, 3, "\"scale\": 2, \"sharing\": \"as-is\"") && cell_is(a, 4, "\"scale\": 2, \"sharing\": \"whole\"") &&
+                 cell_is(a, 0, "\"grid\": \"lists=default policies=fgd seeds=42 tune=0.3 half-life=2000 warmup=100 "
+                               "replay-scale=1,2 replay-seeds=5 replay-sharing=as-is,whole\"");
+    char *csv = ok ? read_all(a, "replay.csv") : NULL, *md = ok ? read_all(a, "replay.md") : NULL;
+    int w[4] = {0}, gpus[4] = {0};
+    double alloc[4] = {0};
+    bool rows = csv && replay_row(csv, 1, "as-is", &w[0], &gpus[0], &alloc[0]) &&
+                replay_row(csv, 1, "whole", &w[1], &gpus[1], &alloc[1]) &&
+                replay_row(csv, 2, "as-is", &w[2], &gpus[2], &alloc[2]) &&
+                replay_row(csv, 2, "whole", &w[3], &gpus[3], &alloc[3]);
+    bool titles = md && strstr(md, "300 workloads over 8 h, on the demo cluster x 1 (40 GPUs), sharing as in the cluster file") &&
+                  strstr(md, "600 workloads over 8 h, on the demo cluster x 2 (80 GPUs), whole on every shared group");
+    free(csv);
+    free(md);
+    rm_rf(a);
+    rm_rf(b);
+    CHECK_MSG(ok, "%s", err);
+    CHECK_MSG(split_ok, "the shards did not run every cell exactly once");
+    CHECK_MSG(same, "merged shards differ from the local run");
+    CHECK_MSG(order, "cells are not in (scale, sharing, policy, trace seed) order, or the key lacks the axes");
+    CHECK(rows);
+    CHECK(titles);
+    /* the scale multiplies the workloads and the nodes; sharing leaves the hardware alone */
+    CHECK_INT(w[0], 300);
+    CHECK_INT(w[2], 600);
+    CHECK_INT(gpus[0], 40);
+    CHECK_INT(gpus[1], 40);
+    CHECK_INT(gpus[2], 80);
+    /* the whole cell is the replay on the demo cluster with every group's GPUs whole, and
+     * that places the trace differently from the cluster as bundled */
+    double direct = -1;
+    sim_cluster *c = sim_cluster_from_json((const char *)sim_demo_sim_cluster_json, sim_demo_sim_cluster_json_len,
+                                           NULL, err, sizeof err);
+    sim_gen_opts go;
+    sim_gen_defaults(&go);
+    go.seed = 5;
+    go.workloads = 300;
+    go.hours = 8;
+    sim_trace *t = c ? sim_gen(&go, err, sizeof err) : NULL;
+    sim_replay_opts ro;
+    sim_replay_defaults(&ro);
+    ro.policy = "fgd";
+    sim_replay_result res;
+    for (int i = 0; c && i < c->ngroups; i++) sim_sharing_parse("whole", &c->groups[i].sharing, err, sizeof err);
+    if (t && sim_replay(c, t, &ro, &res, err, sizeof err) == 0) {
+        direct = res.alloc_mean_pct;
+        sim_replay_result_free(&res);
+    }
+    sim_trace_free(t);
+    sim_cluster_free(c);
+    CHECK_MSG(fabs(direct - alloc[1]) < 0.0006, "whole cell %.3f, replay on whole GPUs %.3f", alloc[1], direct);
+    CHECK(fabs(alloc[0] - alloc[1]) > 0.1);
+    CHECK(fabs(alloc[2] - alloc[3]) > 0.1);
+}
+
+/* Bad replay axes are refused before any cell runs, naming the bad item; the default axes
+ * keep the key a grid had before they existed. */
+TEST(sim_sweep_refuses_bad_replay_axes) {
+    char err[1024], key[4096];
+    sim_sweep_grid g = axes_grid();
+    CHECK(sim_sweep_check(&g, err, sizeof err) == 0);
+    g.replay_sharing[1] = "timeslice:x";
+    CHECK(sim_sweep_check(&g, err, sizeof err) < 0);
+    CHECK_CONTAINS(err, "timeslice:x");
+    g.replay_sharing[1] = "mig:1g.5gb";   /* parses; no group of the demo cluster can take it */
+    CHECK(sim_sweep_check(&g, err, sizeof err) < 0);
+    CHECK_CONTAINS(err, "\"mig:1g.5gb\": no shared group of the demo cluster");
+    char dir[] = "/tmp/tessera-sweep-z-XXXXXX";
+    CHECK(mkdtemp(dir));
+    int rc = sim_sweep_run(&g, NULL, 1, 0, 1, dir, err, sizeof err);
+    int written = count_cells(dir);
+    rm_rf(dir);
+    CHECK_INT(rc, -1);
+    CHECK_INT(written, 0);
+    g = axes_grid();
+    g.replay_scales[1] = 0;
+    CHECK(sim_sweep_check(&g, err, sizeof err) < 0);
+    g.replay_scales[1] = SIM_SWEEP_MAX_SCALE + 1;
+    CHECK(sim_sweep_check(&g, err, sizeof err) < 0);
+    CHECK_CONTAINS(err, "1001");
+    /* the command line: exit status 2 and nothing run, as for the other flag errors */
+    static const char *const bad[][2] = {
+        {"--replay-scales", "0"}, {"--replay-scales", "1001"}, {"--replay-scales", "abc"}, {"--replay-scales", "1,"},
+        {"--replay-scale", "0"}, {"--replay-sharing", "timeslice"}, {"--replay-sharing", "mig:1g.5gb"},
+        {"--replay-scales", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,"
+                            "34,35,36,37,38,39,40,41,42,43,44,45,46,47,48,49,50,51,52,53,54,55,56,57,58,59,60,61,62,63,64,65"}};
+    char many[65 * 6 + 1] = "";
+    for (int i = 0; i < 65; i++) strcat(many, i ? ",whole" : "whole");
+    int saved = dup(2), devnull = open("/dev/null", O_WRONLY);   /* the errors are expected: keep them off the log */
+    dup2(devnull, 2);
+    int status[sizeof bad / sizeof *bad + 2];
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char *argv[] = {"sweep", "--seeds", "42", "--policies", "fgd", "--replay-seeds", "5", (char *)bad[i][0],
+                        (char *)bad[i][1], "--emit-job", "--shards", "2", NULL};
+        status[i] = sim_cmd_sweep(12, argv);
+    }
+    char *too_many[] = {"sweep", "--replay-seeds", "5", "--replay-sharing", many, "--emit-job", "--shards", "2", NULL};
+    status[sizeof bad / sizeof *bad] = sim_cmd_sweep(8, too_many);
+    char *no_seeds[] = {"sweep", "--replay-scales", "1,2", "--emit-job", "--shards", "2", NULL};
+    status[sizeof bad / sizeof *bad + 1] = sim_cmd_sweep(6, no_seeds);
+    dup2(saved, 2);
+    close(saved);
+    close(devnull);
+    for (size_t i = 0; i < sizeof status / sizeof *status; i++) CHECK_MSG(status[i] == 2, "case %zu: status %d", i, status[i]);
+    g = small_grid();
+    g.nscales = 0;   /* the default scale, 10, and sharing as-is: the key of before the axes */
+    sim_sweep_grid_key(&g, key, sizeof key);
+    CHECK_CONTAINS(key, "warmup=100 replay-scale=10 replay-seeds=5");
+    CHECK(strstr(key, "replay-sharing") == NULL);
 }
