@@ -878,7 +878,10 @@ int model_regrant_group(const model_node *n, int ntenants, const char *const *ui
                 }
             }
             model_node_free(c);
-            if (fits) return g;
+            if (fits) {
+                if (errlen) err[0] = 0;   /* an earlier candidate's refusal is no answer */
+                return g;
+            }
         }
     if (errlen && !err[0]) snprintf(err, errlen, "no other idle GPU on the node");
     return -1;

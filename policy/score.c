@@ -408,7 +408,8 @@ static double mig_placements(const scorer *s, const cand *c, const pv_gpu *ga) {
  * type's popularity. Per type, not at the workload's mean CPU per GPU: a node with little
  * CPU per GPU (openb's V100M16) is not stranded for the many tasks that ask for little
  * CPU, and a mean-based measure pulled every low-CPU task onto such nodes, taking GPUs
- * that model-restricted tasks needed (it lost to FGD on the gpuspec lists).
+ * that model-restricted tasks needed (it lost to FGD on all four gpuspec lists; per type
+ * it still loses gpuspec25 and gpuspec33, sim/README.md).
  * The seeded node ranking breaks FGD's ties, as in fgd: the spread it gives is worth
  * keeping (an exact, unquantised FGD does much worse). Within a node the GPU(s) with the
  * largest exact fragmentation decrease win, then the tightest. A pure function of
@@ -427,9 +428,12 @@ typedef struct pack_cpu_profile {
     double Q[POLICY_MAX_TYPES + 1];      /* Q[k]: sum of popularity / cpu_per_gpu of the first k */
 } pack_cpu_profile;
 
+/* By CPU per GPU, descending; equal ones by popularity, so the prefix sums are added in
+ * one order on every libc (qsort is not stable). */
 static int cmp_desc(const void *a, const void *b) {
-    double x = ((const double *)a)[0], y = ((const double *)b)[0];
-    return (x < y) - (x > y);
+    const double *x = a, *y = b;
+    if (x[0] != y[0]) return (x[0] < y[0]) - (x[0] > y[0]);
+    return (x[1] < y[1]) - (x[1] > y[1]);
 }
 
 static const pack_cpu_profile *pack_profile(const policy_workload *w) {

@@ -114,7 +114,7 @@ typedef struct sweep_job {
     const char *data_dir, *dir;
     int *cells, ncells;
     atomic_int next, failed;
-    char key[4096];
+    char key[SIM_SWEEP_KEY_MAX];
     char err[1400];
     pthread_mutex_t lock;
 } sweep_job;
@@ -362,6 +362,27 @@ int sim_sweep_check(const sim_sweep_grid *g, char *err, size_t errlen) {
             snprintf(err, errlen, "--replay-scales: %d is out of range (1..%d)", scale_at(g, i), SIM_SWEEP_MAX_SCALE);
             return -1;
         }
+    for (int i = 0; i < nscales_of(g); i++)
+        for (int j = 0; j < i; j++)
+            if (scale_at(g, i) == scale_at(g, j)) {
+                snprintf(err, errlen, "--replay-scales: %d is given twice", scale_at(g, i));
+                return -1;
+            }
+    for (int i = 0; i < nsharing_of(g); i++)
+        for (int j = 0; j < i; j++)
+            if (!strcmp(sharing_at(g, i), sharing_at(g, j))) {
+                snprintf(err, errlen, "--replay-sharing: \"%.64s\" is given twice", sharing_at(g, i));
+                return -1;
+            }
+    {   /* every cell file carries the key, and merge compares it whole: it must not be cut */
+        char key[SIM_SWEEP_KEY_MAX + 1];
+        sim_sweep_grid_key(g, key, sizeof key);
+        if (strlen(key) >= SIM_SWEEP_KEY_MAX) {
+            snprintf(err, errlen, "the grid is too large to name in %d bytes: give fewer or shorter axis items",
+                     SIM_SWEEP_KEY_MAX);
+            return -1;
+        }
+    }
     for (int i = 0; i < nsharing_of(g); i++) {
         sim_cluster *c = demo_cluster(err, errlen);
         int rc = c ? apply_sharing(c, sharing_at(g, i), err, errlen) : -1;
@@ -926,7 +947,9 @@ static void sweep_usage(FILE *f) {
             "                    --sharing-options: whole, timeslice:N, mps:N, mig:<layout>,\n"
             "                    mig:<layout>+timeslice:N, mig:on-demand) goes on every shared group (not\n"
             "                    \"whole\") that can be set up that way, as plan compares options; the\n"
-            "                    others keep theirs. One that no group can take is refused\n"
+            "                    others keep theirs. One that no group can take is refused.\n"
+            "                    Replays place fractions as tessera-extender's default\n"
+            "                    --soft-share-delivery=reservation does: never on an MPS replica\n"
             "  --data DIR        openb CSVs (data/openb in the repository; in the image\n"
             "                    /usr/share/tessera/openb)\n"
             "run:\n"
@@ -968,7 +991,7 @@ static void yq(FILE *f, const char *s) {
 static void emit_job(FILE *f, const sim_sweep_grid *g, const char *lists, const char *pols, const char *seeds,
                      const char *replay_seeds, int shards, int parallelism, const char *image, const char *claim, const char *name,
                      const char *ns) {
-    char key[4096];
+    char key[SIM_SWEEP_KEY_MAX];
     sim_sweep_grid_key(g, key, sizeof key);
     fprintf(f, "# tessera-sim sweep as a Kubernetes Indexed Job: %d cells in %d shards.\n", sim_sweep_cells(g), shards);
     fprintf(f, "# grid: %s\n", key);

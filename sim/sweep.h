@@ -26,7 +26,8 @@
 int sim_cmd_sweep(int argc, char **argv);   /* argv[0] = "sweep"; exit status */
 int sim_cmd_merge(int argc, char **argv);   /* argv[0] = "merge" */
 
-#define SIM_SWEEP_MAX 64   /* items per axis */
+#define SIM_SWEEP_MAX 64          /* items per axis */
+#define SIM_SWEEP_KEY_MAX 4096    /* bytes of a grid's key (sim_sweep_grid_key), its NUL included */
 
 typedef struct sim_sweep_grid {
     const char *lists[SIM_SWEEP_MAX];

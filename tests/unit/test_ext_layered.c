@@ -248,7 +248,7 @@ TEST(ext_layered_reservation_resource_names) {
 
 /* prioritize, called as kube-scheduler calls it (with the nodes the filter let through: of
  * the demo's MIG nodes only the layered one takes a time-sliced 1g.10gb), agrees with the
- * filter and gives the layered node the top score; the annotation decoder refuses a replica out of
+ * filter: the node scores 10, not the 0 of a node the pod cannot go to; the annotation decoder refuses a replica out of
  * range or on an instance created on demand. */
 TEST(ext_layered_prioritize_and_bad_annotations) {
     ext_state *st = demo_state();

@@ -403,11 +403,11 @@ TEST(policy_fgd_pack_strands_per_task_type) {
     model_request all = req_cpu(72000);
     CHECK_INT(policy_score(policy_find("fgd-pack"), &all, lean, &ctx, &res[0], why, sizeof why), 0);
     CHECK_CONTAINS(why, "stranded idle GPUs +6250 milli");
-    /* A 2-core GPU task takes a GPU that 16-core tasks could not have fed: stranding
-     * drops (8 -> 7 idle GPUs, 72 -> 70 cores: 3.5 -> 2.625 stranded, times 0.5). */
-    model_request g = req_whole(1, 2000);
+    /* A 4-core GPU task takes a GPU that 16-core tasks could not have fed: stranding
+     * drops (8 -> 7 idle GPUs, 72 -> 68 cores: 3.5 -> 2.75 stranded, times 0.5). */
+    model_request g = req_whole(1, 4000);
     CHECK_INT(policy_score(policy_find("fgd-pack"), &g, lean, &ctx, &res[0], why, sizeof why), 0);
-    CHECK_CONTAINS(why, "stranded idle GPUs -438 milli");
+    CHECK_CONTAINS(why, "stranded idle GPUs -375 milli");
     policy_workload_free(w);
     model_node_free(lean);
     model_node_free(fat);

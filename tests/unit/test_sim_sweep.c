@@ -306,6 +306,7 @@ TEST(sim_sweep_refuses_bad_replay_axes) {
     static const char *const bad[][2] = {
         {"--replay-scales", "0"}, {"--replay-scales", "1001"}, {"--replay-scales", "abc"}, {"--replay-scales", "1,"},
         {"--replay-scale", "0"}, {"--replay-sharing", "timeslice"}, {"--replay-sharing", "mig:1g.5gb"},
+        {"--replay-scales", "2,2"}, {"--replay-sharing", "whole,timeslice:4,whole"},
         {"--replay-scales", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,"
                             "34,35,36,37,38,39,40,41,42,43,44,45,46,47,48,49,50,51,52,53,54,55,56,57,58,59,60,61,62,63,64,65"}};
     char many[65 * 6 + 1] = "";
@@ -326,6 +327,16 @@ TEST(sim_sweep_refuses_bad_replay_axes) {
     close(saved);
     close(devnull);
     for (size_t i = 0; i < sizeof status / sizeof *status; i++) CHECK_MSG(status[i] == 2, "case %zu: status %d", i, status[i]);
+    /* a grid whose key would not fit the cell files' SIM_SWEEP_KEY_MAX bytes is refused, not cut */
+    g = axes_grid();
+    static char names[SIM_SWEEP_MAX][80];
+    for (int i = 0; i < SIM_SWEEP_MAX; i++) {
+        snprintf(names[i], sizeof names[i], "a-pod-list-with-a-rather-long-name-number-%02d-of-a-grid-too-large-to-name", i);
+        g.lists[i] = names[i];
+    }
+    g.nlists = SIM_SWEEP_MAX;
+    CHECK(sim_sweep_check(&g, err, sizeof err) < 0);
+    CHECK_CONTAINS(err, "too large to name");
     g = small_grid();
     g.nscales = 0;   /* the default scale, 10, and sharing as-is: the key of before the axes */
     sim_sweep_grid_key(&g, key, sizeof key);
