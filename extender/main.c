@@ -450,7 +450,9 @@ int main(int argc, char **argv) {
         size_t wlen = 0;
         char *wjson = slurp(workload_file, &wlen), werr[512];
         if (!wjson) { fprintf(stderr, "--workload %s: %s\n", workload_file, strerror(errno)); return 2; }
-        workload = ext_workload_from_json(wjson, wlen, werr, sizeof werr);
+        /* the delivery's default is settled below (reservation in cluster mode): the same rule here */
+        bool rsv_delivery = delivery_mode >= 0 ? delivery_mode == EXT_DELIVERY_RESERVATION : !(cluster || demo);
+        workload = ext_workload_from_json(wjson, wlen, rsv_delivery, werr, sizeof werr);
         free(wjson);
         if (!workload) { fprintf(stderr, "--workload %s: %s\n", workload_file, werr); return 2; }
     }

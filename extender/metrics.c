@@ -166,7 +166,7 @@ static void cluster_gauges(sb *b, ext_verbs *v, ext_state *st) {
            "# TYPE tessera_cluster_free_gpus gauge\ntessera_cluster_free_gpus %d\n", idle);
     /* The FGD measure: the share of free GPU capacity that the target workload's tasks
      * cannot use where it lies (0 = none wasted). */
-    policy_workload *own = v->ctx.workload ? NULL : ext_workload_from_state(st);
+    policy_workload *own = v->ctx.workload ? NULL : ext_workload_from_state(st, v->fraction_no_mps);
     const policy_workload *w = v->ctx.workload ? v->ctx.workload : own;
     policy_frag_report fr;
     sbf(b, "# HELP tessera_cluster_fragmentation_ratio Free GPU capacity the target workload cannot use, "

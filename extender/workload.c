@@ -7,7 +7,8 @@
 
 #define COVERAGE_PCT 95.0
 
-policy_workload *ext_workload_from_json(const char *json, size_t len, char *err, size_t errlen) {
+policy_workload *ext_workload_from_json(const char *json, size_t len, bool reservation_delivery, char *err,
+                                        size_t errlen) {
     cJSON *root = cJSON_ParseWithLength(json, len);
     const cJSON *items = cJSON_IsArray(root) ? root : cJSON_GetObjectItemCaseSensitive(root, "items");
     if (!cJSON_IsArray(items)) {
@@ -27,8 +28,9 @@ policy_workload *ext_workload_from_json(const char *json, size_t len, char *err,
     cJSON_ArrayForEach(pod, items) {
         model_request r;
         char why[256];
-        if (!cJSON_IsObject(pod) || model_request_from_pod(pod, &r, why, sizeof why) != 0 ||
-            policy_workload_add(w, &r, 1, why, sizeof why) != 0) {
+        bool ok = cJSON_IsObject(pod) && model_request_from_pod(pod, &r, why, sizeof why) == 0;
+        if (ok && reservation_delivery) model_request_for_reservation_delivery(&r);
+        if (!ok || policy_workload_add(w, &r, 1, why, sizeof why) != 0) {
             snprintf(err, errlen, "items[%d]: %s", i, cJSON_IsObject(pod) ? why : "expected a Pod object");
             policy_workload_free(w);
             cJSON_Delete(root);
@@ -45,14 +47,17 @@ policy_workload *ext_workload_from_json(const char *json, size_t len, char *err,
     return w;
 }
 
-policy_workload *ext_workload_from_state(const ext_state *st) {
+policy_workload *ext_workload_from_state(const ext_state *st, bool reservation_delivery) {
     policy_workload *w = policy_workload_new();
     if (!w) return NULL;
     size_t it = 0;
     int n = 0;
     const ext_pod *p;
-    while ((p = ext_state_pod_next(st, &it)))
-        if (model_request_wants_gpu(&p->req) && policy_workload_add(w, &p->req, 1, NULL, 0) == 0) n++;
+    while ((p = ext_state_pod_next(st, &it))) {
+        model_request r = p->req;
+        if (reservation_delivery) model_request_for_reservation_delivery(&r);
+        if (model_request_wants_gpu(&r) && policy_workload_add(w, &r, 1, NULL, 0) == 0) n++;
+    }
     if (n == 0 || policy_workload_finish(w, COVERAGE_PCT, NULL, 0) != 0) {
         policy_workload_free(w);
         return NULL;

@@ -357,6 +357,7 @@ static bool room_generic(const policy_workload *w, const frag_state *st, int ti,
                                                 : 0;
             return !g->excl && R >= t->demand_permille && g->free_mem >= need;
         }
+        if (r->no_mps && g->mode == MODEL_GPU_MPS) return false;   /* fit would not place it there either */
         return replica_mode && iso_takes_replica(r->isolation, g->mode) && g->free_rep >= 1;
     case MODEL_REQ_SHARED:
         if (!replica_mode || g->free_rep < 1) return false;

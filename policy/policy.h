@@ -58,8 +58,8 @@ policy_workload *policy_workload_new(void);
 void policy_workload_free(policy_workload *w);
 
 /* Count `count` tasks shaped like r. Requests with the same shape (kind, count, per-GPU
- * compute/memory, MIG profile, isolation, model list, host CPU -- not host memory, which
- * the FGD measure ignores) are one type. -1 with err on bad input or after finish. */
+ * compute/memory, MIG profile, isolation, no_mps, model list, host CPU -- not host memory,
+ * which the FGD measure ignores) are one type. -1 with err on bad input or after finish. */
 int policy_workload_add(policy_workload *w, const model_request *r, long count, char *err, size_t errlen);
 
 /* Sort the types by count, most common first (equal counts keep the order in which the

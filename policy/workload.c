@@ -32,6 +32,7 @@ static void shape_of(const model_request *r, policy_task_type *t) {
     if (r->kind == MODEL_REQ_MIG) snprintf(t->req.mig_profile, sizeof t->req.mig_profile, "%s", r->mig_profile);
     t->req.mig_replica = r->kind == MODEL_REQ_MIG && r->mig_replica;
     t->req.isolation = r->isolation;
+    t->req.no_mps = r->no_mps;   /* where its delivery lets it go is part of the shape */
     t->req.nmodels = r->nmodels;
     for (int i = 0; i < r->nmodels && i < MODEL_MAX_MODELS; i++)
         snprintf(t->req.models[i], sizeof t->req.models[i], "%s", r->models[i]);
@@ -57,6 +58,7 @@ static int shape_cmp(const policy_task_type *a, const policy_task_type *b) {
     CMP(a->req.isolation, b->req.isolation);
     CMP(a->req.nmodels, b->req.nmodels);
     CMP(a->req.mig_replica, b->req.mig_replica);
+    CMP(a->req.no_mps, b->req.no_mps);
 #undef CMP
     int c = strcmp(a->req.mig_profile, b->req.mig_profile);
     for (int i = 0; !c && i < a->req.nmodels; i++) c = strcmp(a->req.models[i], b->req.models[i]);

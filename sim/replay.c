@@ -415,13 +415,14 @@ static int setup(state *s, const sim_cluster *c, const sim_trace *t, const sim_r
         s->req[sh] = t->shapes[sh].req;
         if (!o->soft_share_delivery_none) model_request_for_reservation_delivery(&s->req[sh]);
     }
-    /* The target workload (fgd, mig-aware, fragmentation): the trace's shapes by count, as the
-     * pods ask (the extender's --workload file is read the same way, not narrowed). */
+    /* The target workload (fgd, mig-aware, fragmentation): the trace's shapes by count, narrowed
+     * as placed (the extender reads its --workload file the same way), so the measure does not
+     * count room the delivery could never use. */
     long *count = calloc((size_t)t->nshapes + 1, sizeof *count);
     for (int i = 0; i < t->n; i++) count[t->w[i].shape]++;
     s->wl = policy_workload_new();
     for (int sh = 0; sh < t->nshapes; sh++)
-        if (count[sh] && policy_workload_add(s->wl, &t->shapes[sh].req, count[sh], err, errlen) != 0) {
+        if (count[sh] && policy_workload_add(s->wl, &s->req[sh], count[sh], err, errlen) != 0) {
             free(count);
             return -1;
         }

@@ -11,7 +11,7 @@
 TEST(ext_workload_file_rejects_an_invalid_pod_by_index) {
     size_t len;
     char *txt = test_fixture("../../data/demo-pods.json", &len), err[256] = "";
-    policy_workload *w = ext_workload_from_json(txt, len, err, sizeof err);
+    policy_workload *w = ext_workload_from_json(txt, len, false, err, sizeof err);
     free(txt);
     CHECK(w == NULL);
     CHECK_MSG(strstr(err, "items[11]") && strstr(err, "gpu-fraction"), "err: %s", err);
@@ -26,7 +26,7 @@ TEST(ext_workload_file_counts_each_pod_once) {
     cJSON_DeleteItemFromArray(items, cJSON_GetArraySize(items) - 1);
     char *ok = cJSON_PrintUnformatted(items);   /* a bare array this time */
     cJSON_Delete(root);
-    policy_workload *w = ext_workload_from_json(ok, strlen(ok), err, sizeof err);
+    policy_workload *w = ext_workload_from_json(ok, strlen(ok), false, err, sizeof err);
     free(ok);
     CHECK_MSG(w != NULL, "err: %s", err);
     long tasks = 0;
@@ -37,11 +37,38 @@ TEST(ext_workload_file_counts_each_pod_once) {
     CHECK(cov >= 0.95 && cov <= 1.0);
 }
 
+/* With reservation delivery (the extender's default in a cluster) the file's fractions are
+ * narrowed as filter narrows pods (never an MPS replica); nothing else changes. */
+TEST(ext_workload_file_narrows_fractions_for_reservation_delivery) {
+    size_t len;
+    char *txt = test_fixture("../../data/demo-pods.json", &len), err[256] = "";
+    cJSON *root = cJSON_Parse(txt);
+    free(txt);
+    cJSON *items = cJSON_GetObjectItem(root, "items");
+    cJSON_DeleteItemFromArray(items, cJSON_GetArraySize(items) - 1);   /* the invalid last pod */
+    char *ok = cJSON_PrintUnformatted(items);
+    cJSON_Delete(root);
+    int fractions = 0;
+    for (int d = 0; d < 2; d++) {
+        policy_workload *w = ext_workload_from_json(ok, strlen(ok), d == 1, err, sizeof err);
+        CHECK_MSG(w != NULL, "err: %s", err);
+        for (int i = 0; w && i < policy_workload_count(w); i++) {
+            const policy_task_type *t = policy_workload_type(w, i);
+            bool frac = t->req.kind == MODEL_REQ_FRACTION;
+            fractions += frac && d == 1;
+            CHECK_MSG(t->req.no_mps == (frac && d == 1), "type %d: kind %d no_mps %d", i, t->req.kind, t->req.no_mps);
+        }
+        policy_workload_free(w);
+    }
+    free(ok);
+    CHECK(fractions > 0);   /* the demo pods have soft shares */
+}
+
 TEST(ext_workload_file_bad_input_is_a_clear_error) {
     static const char *bad[] = {"", "{", "42", "{\"items\":{}}", "[]", "[7]"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char err[256] = "";
-        policy_workload *w = ext_workload_from_json(bad[i], strlen(bad[i]), err, sizeof err);
+        policy_workload *w = ext_workload_from_json(bad[i], strlen(bad[i]), false, err, sizeof err);
         CHECK_MSG(w == NULL && err[0], "input %zu (%s) accepted or no message", i, bad[i]);
     }
 }
@@ -50,7 +77,7 @@ TEST(ext_workload_file_bad_input_is_a_clear_error) {
 TEST(ext_workload_from_state_follows_the_cache) {
     ext_state *st = demo_state();
     ext_state_lock(st);
-    policy_workload *none = ext_workload_from_state(st);
+    policy_workload *none = ext_workload_from_state(st, false);
     ext_state_unlock(st);
     CHECK(none == NULL);   /* no pods yet */
     char *pod = pod_json("w", "uid-w", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "gpu-a100-whole");
@@ -59,7 +86,7 @@ TEST(ext_workload_from_state_follows_the_cache) {
     ext_state_apply(st, EXT_KUBE_POD, EXT_KUBE_ADDED, obj);
     cJSON_Delete(obj);
     ext_state_lock(st);
-    policy_workload *w = ext_workload_from_state(st);
+    policy_workload *w = ext_workload_from_state(st, false);
     ext_state_unlock(st);
     int types = w ? policy_workload_count(w) : -1;
     const policy_task_type *t = w ? policy_workload_type(w, 0) : NULL;

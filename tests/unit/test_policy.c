@@ -100,6 +100,31 @@ TEST(policy_frag_by_hand) {
     model_node_free(n);
 }
 
+/* A fraction that its delivery cannot hand an MPS replica (model_request_for_reservation_delivery)
+ * finds no room on an MPS GPU in the measure either, as fit finds no place there: every free
+ * replica counts as fragmentation for it. */
+TEST(policy_frag_mps_room_follows_the_delivery) {
+    model_gpu_product t4;
+    model_product_init_generic(&t4, "T4", 16000, 0);
+    model_node *n = model_node_new("mps");
+    model_node_add_gpu(n, &t4, MODEL_GPU_MPS, 4, 0);
+    model_request share = req_frac(250, 0);
+    share.isolation = MODEL_ISO_ANY;
+    long one = 1;
+    policy_workload *any = wl(&share, &one, 1);
+    model_request_for_reservation_delivery(&share);
+    CHECK(share.no_mps);
+    policy_workload *rsv = wl(&share, &one, 1);
+    CHECK_MSG(fabs(policy_frag_node(n, any, NULL)) < 1e-9, "frag %.1f: a free replica is room", policy_frag_node(n, any, NULL));
+    CHECK_MSG(fabs(policy_frag_node(n, rsv, NULL) - 1000) < 1e-9, "frag %.1f: all free GPU, no room for it",
+              policy_frag_node(n, rsv, NULL));
+    model_request fit = share;
+    CHECK(model_fit(n, &fit, NULL, 0, NULL, 0) == 0);   /* and fit agrees */
+    policy_workload_free(any);
+    policy_workload_free(rsv);
+    model_node_free(n);
+}
+
 TEST(policy_workload_rules) {
     policy_workload *w = policy_workload_new();
     char err[128];
