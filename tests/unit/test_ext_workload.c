@@ -17,15 +17,21 @@ TEST(ext_workload_file_rejects_an_invalid_pod_by_index) {
     CHECK_MSG(strstr(err, "items[11]") && strstr(err, "gpu-fraction"), "err: %s", err);
 }
 
-TEST(ext_workload_file_counts_each_pod_once) {
+/* The demo pods without that invalid last one, as a bare array (caller frees). */
+static char *valid_demo_pods(void) {
     size_t len;
-    char *txt = test_fixture("../../data/demo-pods.json", &len), err[256] = "";
+    char *txt = test_fixture("../../data/demo-pods.json", &len);
     cJSON *root = cJSON_Parse(txt);
     free(txt);
     cJSON *items = cJSON_GetObjectItem(root, "items");
     cJSON_DeleteItemFromArray(items, cJSON_GetArraySize(items) - 1);
-    char *ok = cJSON_PrintUnformatted(items);   /* a bare array this time */
+    char *ok = cJSON_PrintUnformatted(items);
     cJSON_Delete(root);
+    return ok;
+}
+
+TEST(ext_workload_file_counts_each_pod_once) {
+    char *ok = valid_demo_pods(), err[256] = "";
     policy_workload *w = ext_workload_from_json(ok, strlen(ok), false, err, sizeof err);
     free(ok);
     CHECK_MSG(w != NULL, "err: %s", err);
@@ -40,14 +46,7 @@ TEST(ext_workload_file_counts_each_pod_once) {
 /* With reservation delivery (the extender's default in a cluster) the file's fractions are
  * narrowed as filter narrows pods (never an MPS replica); nothing else changes. */
 TEST(ext_workload_file_narrows_fractions_for_reservation_delivery) {
-    size_t len;
-    char *txt = test_fixture("../../data/demo-pods.json", &len), err[256] = "";
-    cJSON *root = cJSON_Parse(txt);
-    free(txt);
-    cJSON *items = cJSON_GetObjectItem(root, "items");
-    cJSON_DeleteItemFromArray(items, cJSON_GetArraySize(items) - 1);   /* the invalid last pod */
-    char *ok = cJSON_PrintUnformatted(items);
-    cJSON_Delete(root);
+    char *ok = valid_demo_pods(), err[256] = "";
     int fractions = 0;
     for (int d = 0; d < 2; d++) {
         policy_workload *w = ext_workload_from_json(ok, strlen(ok), d == 1, err, sizeof err);
