@@ -225,42 +225,27 @@ static void claim_unindex(ext_dra *d, dclaim *c) {
     }
 }
 
-/* The newest generation of a pool among the node's slices, and whether all its slices of that generation are
- * here. */
-static int64_t pool_newest(const dnode *n, const char *driver, const char *pool, int *have, int *want) {
-    int64_t g = INT64_MIN;
-    *have = *want = 0;
-    for (int i = 0; n && i < n->nsl; i++)
-        if (!strcmp(n->sl[i]->s.driver, driver) && !strcmp(n->sl[i]->s.pool, pool) && n->sl[i]->s.generation > g)
-            g = n->sl[i]->s.generation;
-    for (int i = 0; n && i < n->nsl; i++)
-        if (!strcmp(n->sl[i]->s.driver, driver) && !strcmp(n->sl[i]->s.pool, pool) && n->sl[i]->s.generation == g) {
-            (*have)++;
-            *want = n->sl[i]->s.count;
-        }
-    return g;
+/* The node's slices as the model's functions take them (malloc'd, caller frees; NULL for none). */
+static const model_dra_slice **slice_ptrs(const dnode *n) {
+    if (!n || n->nsl == 0) return NULL;
+    const model_dra_slice **p = malloc((size_t)n->nsl * sizeof *p);
+    for (int i = 0; p && i < n->nsl; i++) p[i] = &n->sl[i]->s;
+    return p;
 }
 
-/* A device of the newest generation of (driver, pool), and the node its slice names. */
+/* A device of the current generation of (driver, pool) (model_dra_find_device), and the node its slice
+ * names. */
 static const model_dra_device *device_find(const ext_dra *d, const char *driver, const char *pool, const char *name,
                                            const char **node) {
     char k[400];
     pool_key(k, sizeof k, driver, pool);
     const dpool *p = ext_map_get(d->pools, k);
     const dnode *n = p ? dnode_find(d, p->node) : NULL;
-    if (!n) return NULL;
-    int have, want;
-    int64_t g = pool_newest(n, driver, pool, &have, &want);
-    for (int i = 0; i < n->nsl; i++) {
-        const dslice *s = n->sl[i];
-        if (strcmp(s->s.driver, driver) || strcmp(s->s.pool, pool) || s->s.generation != g) continue;
-        for (int j = 0; j < s->s.ndev; j++)
-            if (!strcmp(s->s.dev[j].name, name)) {
-                if (node) *node = n->key;
-                return &s->s.dev[j];
-            }
-    }
-    return NULL;
+    const model_dra_slice **sl = slice_ptrs(n);
+    const model_dra_device *dev = sl ? model_dra_find_device(sl, n->nsl, driver, pool, name) : NULL;
+    free(sl);
+    if (dev && node) *node = n->key;
+    return dev;
 }
 
 static void claim_locate(const ext_dra *d, dclaim *c) {
@@ -465,64 +450,38 @@ void ext_dra_event(ext_dra *d, ext_kube_kind kind, ext_kube_event ev, const cJSO
 
 /* ------------------------------------------------------------ node models ---- */
 
-static void note_incomplete(model_node *m, const char *pool, int have, int want) {
-    if (!m->dra_note[0])
-        snprintf(m->dra_note, sizeof m->dra_note, "DRA pool %.160s is incomplete (%d of %d ResourceSlices)", pool, have, want);
-}
-
 void ext_dra_merge(const ext_dra *d, model_node *m, const model_catalog *cat) {
     const dnode *dn = d && m ? dnode_find(d, m->name) : NULL;
-    if (!dn) return;
-    int n = 0, cap = 0;
-    model_dra_device *all = NULL;
-    for (int i = 0; i < dn->nsl; i++) {
-        const dslice *s = dn->sl[i];
-        if (strcmp(s->s.driver, MODEL_DRA_DRIVER) != 0) continue;
-        int have, want;
-        if (pool_newest(dn, s->s.driver, s->s.pool, &have, &want) != s->s.generation) continue;   /* being replaced */
-        if (have < want)   /* what is here is there; what is missing cannot be used by claims yet either */
-            note_incomplete(m, s->s.pool, have, want);
-        if (s->s.ndev == 0) continue;   /* nothing to copy (and no array to copy from) */
-        if (n + s->s.ndev > cap) {
-            int nc = (n + s->s.ndev) * 2;
-            model_dra_device *g = realloc(all, (size_t)nc * sizeof *g);
-            if (!g) break;
-            all = g;
-            cap = nc;
-        }
-        memcpy(all + n, s->s.dev, (size_t)s->s.ndev * sizeof *all);
-        n += s->s.ndev;
-    }
-    if (n > 0) model_node_add_dra(m, all, n, cat);
-    free(all);
+    const model_dra_slice **sl = slice_ptrs(dn);
+    if (sl && model_dra_merge_slices(m, sl, dn->nsl, cat) < 0)
+        ext_log(EXT_LOG_WARN, "event=dra-merge-failed node=%s why=\"out of memory\"", m->name);
+    free(sl);
+}
+
+typedef struct claim_find {
+    const ext_dra *d;
+    const char *node;
+} claim_find;
+
+static const model_dra_device *claim_device(void *user, const model_dra_result *r, bool *on_node) {
+    const claim_find *f = user;
+    const char *node = NULL;
+    const model_dra_device *dev = device_find(f->d, r->driver, r->pool, r->device, &node);
+    *on_node = node && !strcmp(node, f->node);
+    return dev;
 }
 
 int ext_dra_apply_claims(const ext_dra *d, model_node *m) {
     const dnode *dn = d && m && m->has_dra ? dnode_find(d, m->name) : NULL;
+    claim_find f = {d, m ? m->name : ""};
     int applied = 0;
     for (int k = 0; dn && k < dn->ncl; k++) {
         const dclaim *c = dn->cl[k];
         if (c->nres <= 0) continue;
-        model_assignment a;
-        memset(&a, 0, sizeof a);
         char err[256] = "";
-        bool ok = true;
-        for (int i = 0; i < c->nres && ok; i++) {
-            const model_dra_result *r = &c->res[i];
-            if (r->admin || strcmp(r->driver, MODEL_DRA_DRIVER) != 0) continue;   /* admin access holds nothing */
-            const char *node = NULL;
-            const model_dra_device *dev = device_find(d, r->driver, r->pool, r->device, &node);
-            if (!dev) {
-                snprintf(err, sizeof err, "device %s of pool %s is not published", r->device, r->pool);
-                ok = false;
-            } else if (node && !strcmp(node, m->name) && a.ngrants < MODEL_MAX_GPUS) {
-                ok = model_dra_grant(m, dev, &a.grant[a.ngrants], err, sizeof err) == 0;
-                if (ok) a.ngrants++;
-            }
-        }
-        if (ok && a.ngrants == 0) continue;
-        if (ok && model_assign(m, c->uid, &a, err, sizeof err) == 0) {
-            applied++;
+        int rc = model_dra_account_claim(m, c->uid, c->res, c->nres, claim_device, &f, err, sizeof err);
+        if (rc >= 0) {
+            applied += rc;
             continue;
         }
         ext_log(EXT_LOG_WARN, "event=claim-unaccounted claim=%s node=%s why=\"%s\"", c->key, m->name, err);
@@ -616,8 +575,11 @@ cJSON *ext_dra_debug(const ext_dra *d) {
     size_t it = 0;
     dslice *s;
     while ((s = ext_map_next(d->slices, &it))) {
-        int have, want;
-        int64_t g = pool_newest(dnode_find(d, s->s.node), s->s.driver, s->s.pool, &have, &want);
+        int have = 0, want = 0;
+        const dnode *dn = dnode_find(d, s->s.node);
+        const model_dra_slice **ptrs = slice_ptrs(dn);
+        int64_t g = ptrs ? model_dra_pool_current(ptrs, dn->nsl, s->s.driver, s->s.pool, &have, &want) : INT64_MIN;
+        free(ptrs);
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "name", s->key);
         cJSON_AddStringToObject(j, "driver", s->s.driver);

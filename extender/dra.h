@@ -1,7 +1,9 @@
 /* dra.h -- the extender's cache of Dynamic Resource Allocation objects (ResourceSlices, ResourceClaims,
  * DeviceClasses of resource.k8s.io/v1), kept beside the state's nodes and pods (state.h owns one and calls it
- * under its lock). It answers three questions and decides nothing about placement (model/dra.h does):
- *   - which GPU devices a node publishes (newest generation of each pool; incomplete pools said so),
+ * under its lock). It answers three questions by indexing the objects and asking model/dra.h, which holds
+ * the rules (the simulator uses the same ones) and decides about placement:
+ *   - which GPU devices a node publishes (model_dra_merge_slices: newest generation of each pool; incomplete
+ *     pools said so),
  *   - which devices allocated claims hold on a node (a claim holds its devices once, however many pods share
  *     it through reservedFor, from allocation until it is deallocated or deleted; admin access holds nothing),
  *   - what a pod's claims ask for (its direct claims, and those made from its templates, found through
@@ -37,10 +39,11 @@ void ext_dra_event(ext_dra *d, ext_kube_kind kind, ext_kube_event ev, const cJSO
 /* Whether the first list of every DRA kind has been delivered (or answered 404). */
 bool ext_dra_synced(const ext_dra *d);
 
-/* Merge the node's published GPUs into m (model_node_add_dra), noting incomplete pools in m->dra_note. */
+/* Merge the node's published GPUs into m (model_dra_merge_slices), noting incomplete pools in m->dra_note. */
 void ext_dra_merge(const ext_dra *d, model_node *m, const model_catalog *cat);
 
-/* Hold, on m, the devices allocated claims hold there: one allocation per claim, uid "claim:<claim uid>".
+/* Hold, on m, the devices allocated claims hold there (model_dra_account_claim): one allocation per claim,
+ * uid "claim:<claim uid>".
  * A device tessera cannot place (unknown, or already held) is logged and reported in m->dra_note. Returns
  * the number of claims applied. */
 int ext_dra_apply_claims(const ext_dra *d, model_node *m);

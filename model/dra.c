@@ -328,6 +328,85 @@ int model_dra_claim_results(const cJSON *claim, model_dra_result *out, int max) 
     return n;
 }
 
+int64_t model_dra_pool_current(const model_dra_slice *const *slices, int n, const char *driver, const char *pool,
+                               int *have, int *want) {
+    int64_t g = INT64_MIN;
+    *have = *want = 0;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(slices[i]->driver, driver) && !strcmp(slices[i]->pool, pool) && slices[i]->generation > g)
+            g = slices[i]->generation;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(slices[i]->driver, driver) && !strcmp(slices[i]->pool, pool) && slices[i]->generation == g) {
+            (*have)++;
+            *want = slices[i]->count;
+        }
+    return g;
+}
+
+const model_dra_device *model_dra_find_device(const model_dra_slice *const *slices, int n, const char *driver,
+                                              const char *pool, const char *name) {
+    int have, want;
+    int64_t g = model_dra_pool_current(slices, n, driver, pool, &have, &want);
+    for (int i = 0; i < n; i++) {
+        const model_dra_slice *s = slices[i];
+        if (strcmp(s->driver, driver) || strcmp(s->pool, pool) || s->generation != g) continue;
+        for (int j = 0; j < s->ndev; j++)
+            if (!strcmp(s->dev[j].name, name)) return &s->dev[j];
+    }
+    return NULL;
+}
+
+int model_dra_merge_slices(model_node *m, const model_dra_slice *const *slices, int n, const model_catalog *cat) {
+    int nd = 0, cap = 0;
+    model_dra_device *all = NULL;
+    for (int i = 0; i < n; i++) {
+        const model_dra_slice *s = slices[i];
+        if (strcmp(s->driver, MODEL_DRA_DRIVER) != 0) continue;
+        int have, want;
+        if (model_dra_pool_current(slices, n, s->driver, s->pool, &have, &want) != s->generation) continue;
+        if (have < want && !m->dra_note[0])
+            snprintf(m->dra_note, sizeof m->dra_note, "DRA pool %.160s is incomplete (%d of %d ResourceSlices)", s->pool,
+                     have, want);
+        if (s->ndev == 0) continue;   /* nothing to copy (and no array to copy from) */
+        if (nd + s->ndev > cap) {
+            int nc = (nd + s->ndev) * 2;
+            model_dra_device *g = realloc(all, (size_t)nc * sizeof *g);
+            if (!g) {
+                free(all);
+                return -1;
+            }
+            all = g;
+            cap = nc;
+        }
+        memcpy(all + nd, s->dev, (size_t)s->ndev * sizeof *all);
+        nd += s->ndev;
+    }
+    int marked = nd > 0 ? model_node_add_dra(m, all, nd, cat) : 0;
+    free(all);
+    return marked;
+}
+
+int model_dra_account_claim(model_node *m, const char *uid, const model_dra_result *res, int nres,
+                            model_dra_device_fn find, void *user, char *err, size_t errlen) {
+    model_assignment a;
+    memset(&a, 0, sizeof a);
+    for (int i = 0; i < nres; i++) {
+        const model_dra_result *r = &res[i];
+        if (r->admin || strcmp(r->driver, MODEL_DRA_DRIVER) != 0) continue;   /* admin access holds nothing */
+        bool here = false;
+        const model_dra_device *dev = find(user, r, &here);
+        if (!dev) {
+            snprintf(err, errlen, "device %s of pool %s is not published", r->device, r->pool);
+            return -1;
+        }
+        if (!here || a.ngrants >= MODEL_MAX_GPUS) continue;
+        if (model_dra_grant(m, dev, &a.grant[a.ngrants], err, errlen) != 0) return -1;
+        a.ngrants++;
+    }
+    if (a.ngrants == 0) return 0;
+    return model_assign(m, uid, &a, err, errlen) == 0 ? 1 : -1;
+}
+
 int model_dra_grant(const model_node *n, const model_dra_device *d, model_grant *g, char *err, size_t errlen) {
     memset(g, 0, sizeof *g);
     g->mig_inst = g->mig_profile = g->mig_start = -1;

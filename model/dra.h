@@ -63,6 +63,21 @@ void model_dra_slice_clear(model_dra_slice *s);
  * node takes no GPU pods. Returns the number of GPUs marked dra. */
 int model_node_add_dra(model_node *n, const model_dra_device *dev, int ndev, const model_catalog *cat);
 
+/* Of one node's slices, the generation of (driver, pool) that counts: the newest among them (an older one is
+ * being replaced, and the scheduler's allocator ignores it too). have: that generation's slices among them;
+ * want: its spec.pool.resourceSliceCount. INT64_MIN when no slice is of that pool. */
+int64_t model_dra_pool_current(const model_dra_slice *const *slices, int n, const char *driver, const char *pool,
+                               int *have, int *want);
+
+/* The device called name in the current generation of (driver, pool) among slices; NULL if none. */
+const model_dra_device *model_dra_find_device(const model_dra_slice *const *slices, int n, const char *driver,
+                                              const char *pool, const char *name);
+
+/* Merge the devices of NVIDIA's driver in a node's current slices into node m (model_node_add_dra). A pool whose
+ * current generation is not all there is used as far as it is (what is missing cannot be allocated to claims
+ * either) and named in m->dra_note. Returns model_node_add_dra's count; -1 out of memory. */
+int model_dra_merge_slices(model_node *m, const model_dra_slice *const *slices, int n, const model_catalog *cat);
+
 /* One entry of a claim's status.allocation.devices.results. */
 typedef struct model_dra_result {
     char request[MODEL_DRA_NAME_LEN];
@@ -80,6 +95,17 @@ int model_dra_claim_results(const cJSON *claim, model_dra_result *out, int max);
 /* The grant that holding device d takes on n (a whole GPU, or a MIG instance): 0, or -1 with err when n has
  * no such GPU or instance. */
 int model_dra_grant(const model_node *n, const model_dra_device *d, model_grant *g, char *err, size_t errlen);
+
+/* Where a claim's result is: its device (NULL: not published) and whether that device is on the node being
+ * accounted. */
+typedef const model_dra_device *(*model_dra_device_fn)(void *user, const model_dra_result *r, bool *on_node);
+
+/* Account an allocated claim (its results) on node m: every result of NVIDIA's driver that is not admin access
+ * (which holds nothing) and whose device is on m takes that device's grant (model_dra_grant); the grants are
+ * assigned to uid, once however many pods share the claim. 1 assigned, 0 nothing of it on m, -1 with err (a
+ * device not published, a grant or the assignment refused); m is unchanged unless 1. */
+int model_dra_account_claim(model_node *m, const char *uid, const model_dra_result *res, int nres,
+                            model_dra_device_fn find, void *user, char *err, size_t errlen);
 
 /* What a claim asks for. */
 typedef enum model_dra_verdict {

@@ -302,7 +302,8 @@ static model_node *dra_group_node(const sim_group *g, const model_gpu_product *p
     model_dra_slice s;
     model_node *n = NULL;
     if (model_dra_slice_parse(sl, &s, err, errlen) == 0 && (n = model_node_new(name)) != NULL) {
-        model_node_add_dra(n, s.dev, s.ndev, cat);
+        const model_dra_slice *sp = &s;   /* the same rule as the extender's: which slices and devices count */
+        if (model_dra_merge_slices(n, &sp, 1, cat) < 0) snprintf(n->reason, sizeof n->reason, "out of memory");
         n->mig_strategy = MODEL_MIG_MIXED;
         n->track_host = g->cpu_milli > 0;
         n->cpu_milli = g->cpu_milli;

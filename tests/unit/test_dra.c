@@ -132,6 +132,60 @@ TEST(dra_inventory_whole_and_mig_into_the_model) {
     model_node_free(nb);
 }
 
+/* The rules the extender and the simulator share (model/dra.h): a pool's current generation and whether it is
+ * all there, the devices that count, and how an allocated claim is accounted. */
+static const model_dra_device *only_here(void *user, const model_dra_result *r, bool *on_node) {
+    const model_dra_slice *const *sl = user;
+    *on_node = strcmp(r->pool, "elsewhere") != 0;
+    return model_dra_find_device(sl, 2, r->driver, strcmp(r->pool, "elsewhere") ? r->pool : "dra-a", r->device);
+}
+
+TEST(dra_model_generations_devices_and_claim_accounting) {
+    cJSON *so = fx("slice-dra-a.json");
+    model_dra_slice old, cur;
+    char err[256];
+    CHECK_INT(model_dra_slice_parse(so, &old, err, sizeof err), 0);
+    CHECK_INT(model_dra_slice_parse(so, &cur, err, sizeof err), 0);
+    cJSON_Delete(so);
+    cur.generation = 2;   /* the driver republished the pool: two slices now, one here yet */
+    cur.count = 2;
+    old.ndev = 1;         /* the old generation had gpu-0 only */
+    const model_dra_slice *sl[2] = {&old, &cur};
+    int have, want;
+    CHECK(model_dra_pool_current(sl, 2, MODEL_DRA_DRIVER, "dra-a", &have, &want) == 2);
+    CHECK_INT(have, 1);
+    CHECK_INT(want, 2);
+    CHECK(model_dra_pool_current(sl, 2, MODEL_DRA_DRIVER, "nope", &have, &want) == INT64_MIN);
+    CHECK(model_dra_find_device(sl, 2, MODEL_DRA_DRIVER, "dra-a", "gpu-0") == &cur.dev[0]);   /* not the old one */
+    CHECK(model_dra_find_device(sl, 2, MODEL_DRA_DRIVER, "dra-a", "gpu-7") == NULL);
+    cJSON *no = fx("node-dra-a.json");
+    model_node *m = model_node_from_json(no, NULL, err, sizeof err);
+    cJSON_Delete(no);
+    CHECK(m != NULL);
+    if (!m) { model_dra_slice_clear(&old); model_dra_slice_clear(&cur); return; }
+    CHECK_INT(model_dra_merge_slices(m, sl, 2, NULL), 2);   /* gpu-0 and gpu-1 of generation 2, each once */
+    CHECK_INT(m->ngpus, 2);
+    CHECK_CONTAINS(m->dra_note, "DRA pool dra-a is incomplete (1 of 2 ResourceSlices)");
+    /* a claim: admin access and another driver hold nothing; a device on another node is not this node's */
+    model_dra_result res[4] = {{.driver = MODEL_DRA_DRIVER, .pool = "dra-a", .device = "gpu-0", .admin = true},
+                               {.driver = "other.example.com", .pool = "x", .device = "d"},
+                               {.driver = MODEL_DRA_DRIVER, .pool = "elsewhere", .device = "gpu-0"},
+                               {.driver = MODEL_DRA_DRIVER, .pool = "dra-a", .device = "gpu-1"}};
+    CHECK_INT(model_dra_account_claim(m, "claim:a", res, 3, only_here, (void *)sl, err, sizeof err), 0);
+    CHECK_INT(model_dra_account_claim(m, "claim:a", res, 4, only_here, (void *)sl, err, sizeof err), 1);
+    int held = 0;
+    for (int g = 0; g < m->ngpus; g++) held += !model_gpu_idle(&m->gpus[g]);
+    CHECK_INT(held, 1);
+    model_dra_result gone = {.driver = MODEL_DRA_DRIVER, .pool = "dra-a", .device = "gpu-9"};
+    CHECK_INT(model_dra_account_claim(m, "claim:b", &gone, 1, only_here, (void *)sl, err, sizeof err), -1);
+    CHECK_CONTAINS(err, "device gpu-9 of pool dra-a is not published");
+    char why[256];
+    CHECK_MSG(model_node_check(m, why, sizeof why), "%s", why);
+    model_node_free(m);
+    model_dra_slice_clear(&old);
+    model_dra_slice_clear(&cur);
+}
+
 TEST(dra_both_paths_one_gpu_never_twice) {
     const char *s[] = {"slice-both.json"};
     model_node *m = node_with("node-both.json", s, 1);
