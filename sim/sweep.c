@@ -709,7 +709,8 @@ static int write_replay(const replay_cell *cells, const sim_sweep_grid *g, const
     for (int t = 0; t < 2; t++)
         for (int b = 0; tabs[t] && b < nrc; b += replay_block(g))
             replay_table(tabs[t], g, cells + b);
-    int rc = (fclose(c) != 0) | (fclose(m) != 0) ? -1 : 0;
+    int rc_c = fclose(c), rc_m = fclose(m);   /* both closed, whatever the first says */
+    int rc = rc_c != 0 || rc_m != 0 ? -1 : 0;
     if (rc) snprintf(err, errlen, "cannot write the replay summary in %s", out);
     return rc;
 }
