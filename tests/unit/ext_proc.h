@@ -31,8 +31,8 @@ EXT_PROC_HELPER void *drain_log(void *arg) {
     return NULL;
 }
 
-/* build/tessera-extender, next to this test binary. */
-EXT_PROC_HELPER bool extender_path(char *out, size_t len) {
+/* build/<name> (a program the build made next to this test binary), if it is there and executable. */
+EXT_PROC_HELPER bool sibling_binary_path(const char *name, char *out, size_t len) {
     char self[512];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) return false;
@@ -40,9 +40,12 @@ EXT_PROC_HELPER bool extender_path(char *out, size_t len) {
     char *slash = strrchr(self, '/');
     if (!slash) return false;
     *slash = 0;
-    snprintf(out, len, "%s/tessera-extender", self);
+    snprintf(out, len, "%s/%s", self, name);
     return access(out, X_OK) == 0;
 }
+
+/* build/tessera-extender, next to this test binary. */
+EXT_PROC_HELPER bool extender_path(char *out, size_t len) { return sibling_binary_path("tessera-extender", out, len); }
 
 /* Start the extender in cluster mode against api_url, with extra flags (NULL-terminated, may be NULL); the
  * port it bound is read from its event=serving log line. */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ext_helpers.h"
+#include "ext_proc.h"
 #include "extender/http.h"
 
 #define NODES 4
@@ -38,18 +39,6 @@ static int slow_api(void *user, const char *ns, const char *name, const char *ui
     return 0;
 }
 
-typedef struct cbuf { char *p; size_t len; } cbuf;
-static size_t cb(char *d, size_t sz, size_t n, void *u) {
-    cbuf *b = u;
-    char *np = realloc(b->p, b->len + sz * n + 1);
-    if (!np) return 0;
-    b->p = np;
-    memcpy(b->p + b->len, d, sz * n);
-    b->len += sz * n;
-    b->p[b->len] = 0;
-    return sz * n;
-}
-
 static cJSON *post(CURL *c, const char *base, const char *verb, const char *body) {
     char url[128];
     snprintf(url, sizeof url, "%s/tessera/%s", base, verb);
@@ -57,7 +46,7 @@ static cJSON *post(CURL *c, const char *base, const char *verb, const char *body
     curl_easy_reset(c);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, cb);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
     long code = 0;

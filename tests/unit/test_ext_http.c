@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ext_helpers.h"
+#include "ext_proc.h"
 #include "extender/http.h"
 
 typedef struct srv {
@@ -49,25 +50,12 @@ static void srv_stop(srv *s) {
     curl_global_cleanup();
 }
 
-typedef struct buf { char *p; size_t len; } buf;
-
-static size_t on_data(char *d, size_t sz, size_t n, void *u) {
-    buf *b = u;
-    char *np = realloc(b->p, b->len + sz * n + 1);
-    if (!np) return 0;
-    b->p = np;
-    memcpy(b->p + b->len, d, sz * n);
-    b->len += sz * n;
-    b->p[b->len] = 0;
-    return sz * n;
-}
-
 /* One request on the server's keep-alive handle. Returns the status; *body (caller frees). */
 static long req(srv *s, const char *method, const char *path, const char *body, size_t len, bool chunked, char **out,
                 long *connects) {
     char url[512];
     snprintf(url, sizeof url, "%s%s", s->base, path);
-    buf b = {0};
+    cbuf b = {0};
     CURL *c = s->c;
     curl_easy_reset(c);
     curl_easy_setopt(c, CURLOPT_URL, url);
@@ -79,7 +67,7 @@ static long req(srv *s, const char *method, const char *path, const char *body, 
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
         if (!chunked) curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)len);
     }
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
     long code = 0;
@@ -366,7 +354,7 @@ static long tls_get(int port, const char *dir, const char *client) {
     snprintf(url, sizeof url, "https://127.0.0.1:%d/healthz", port);
     snprintf(ca, sizeof ca, "%s/ca.crt", dir);
     CURL *c = curl_easy_init();
-    buf b = {0};
+    cbuf b = {0};
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_CAINFO, ca);
     if (client) {
@@ -375,7 +363,7 @@ static long tls_get(int port, const char *dir, const char *client) {
         curl_easy_setopt(c, CURLOPT_SSLCERT, crt);
         curl_easy_setopt(c, CURLOPT_SSLKEY, key);
     }
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
     long code = 0;

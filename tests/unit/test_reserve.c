@@ -3,6 +3,7 @@
  * and /dev trees), and the real build/tessera-reserve binary against the fake API server.
  */
 #include "harness.h"
+#include "ext_proc.h"
 #include "reserve/device.h"
 #include "tests/support/fake_apiserver.h"
 
@@ -249,17 +250,7 @@ TEST(reserve_output_too_small) {
 
 /* ---- the real binary ------------------------------------------------------------------------------ */
 
-static bool reserve_path(char *out, size_t len) {
-    char self[512];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) return false;
-    self[n] = 0;
-    char *slash = strrchr(self, '/');
-    if (!slash) return false;
-    *slash = 0;
-    snprintf(out, len, "%s/tessera-reserve", self);
-    return access(out, X_OK) == 0;
-}
+static bool reserve_path(char *out, size_t len) { return sibling_binary_path("tessera-reserve", out, len); }
 
 /* Run bin with exactly envp, stdout and stderr into files. */
 static pid_t spawn(char *const argv[], char *const envp[], const char *out_path, const char *err_path) {

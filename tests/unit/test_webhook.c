@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "ext_helpers.h"
+#include "ext_proc.h"
 #include "extender/base64.h"
 #include "extender/certs.h"
 #include "extender/http.h"
@@ -524,23 +525,10 @@ TEST(webhook_base64_round_trip) {
 
 /* ---- served over HTTP ---------------------------------------------------------------- */
 
-typedef struct wbuf { char *p; size_t len; } wbuf;
-
-static size_t wb_data(char *d, size_t sz, size_t n, void *u) {
-    wbuf *b = u;
-    char *np = realloc(b->p, b->len + sz * n + 1);
-    if (!np) return 0;
-    b->p = np;
-    memcpy(b->p + b->len, d, sz * n);
-    b->len += sz * n;
-    b->p[b->len] = 0;
-    return sz * n;
-}
-
 /* POST (body) or GET (NULL) url; with ca_file over HTTPS, the name resolved to 127.0.0.1. */
 static long http_call(const char *url, const char *body, const char *ca_file, const char *resolve, char **out) {
     CURL *c = curl_easy_init();
-    wbuf b = {0};
+    cbuf b = {0};
     curl_easy_setopt(c, CURLOPT_URL, url);
     struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
     struct curl_slist *res = resolve ? curl_slist_append(NULL, resolve) : NULL;
@@ -548,7 +536,7 @@ static long http_call(const char *url, const char *body, const char *ca_file, co
     if (res) curl_easy_setopt(c, CURLOPT_RESOLVE, res);
     if (ca_file) curl_easy_setopt(c, CURLOPT_CAINFO, ca_file);
     if (body) curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, wb_data);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
     long code = 0;
