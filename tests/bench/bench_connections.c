@@ -27,6 +27,7 @@
 #include "extender/log.h"
 #include "extender/state.h"
 #include "extender/verbs.h"
+#include "tests/unit/ext_proc.h"
 
 extern const unsigned char sim_demo_cluster_json[];
 extern const size_t sim_demo_cluster_json_len;
@@ -68,21 +69,8 @@ static void proc_figures(pid_t pid, long *rss_kb, int *fds) {
     if (d) closedir(d);
 }
 
-static int conn_open(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    struct timeval tv = {20, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    int one = 1;   /* as Go's net/http client: no Nagle delay between the header and the body */
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
+/* As kube-scheduler's Go client connects: no Nagle delay between the header and the body. */
+static int conn_open(int port) { return loopback_connect(port, 20, true); }
 
 static int send_req(int fd, const char *path, const char *body) {
     char head[256];

@@ -28,6 +28,7 @@
 #include "extender/state.h"
 #include "extender/verbs.h"
 #include "policy/policy.h"
+#include "tests/unit/ext_proc.h"
 #include "tests/support/fake_apiserver.h"
 #include "tests/support/fake_kubelet.h"
 
@@ -65,14 +66,6 @@ typedef struct env {
     ext_rsv *rsv;
     ext_verbs v;
 } env;
-
-static int bind_fn(void *user, const char *ns, const char *name, const char *uid, const char *node,
-                   const cJSON *annotations, char *err, size_t errlen) {
-    int code = ext_kube_bind(user, ns, name, uid, node, annotations, err, errlen);
-    if (code == 200 || code == 201) return 0;
-    if (code > 0 && !err[0]) snprintf(err, errlen, "API server answered %d", code);
-    return -1;
-}
 
 static void on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj) {
     env *e = user;
@@ -120,7 +113,7 @@ static int env_up(env *e, int nodes) {
     snprintf(rc.image, sizeof rc.image, "registry.example/tessera:bench");
     rc.grace_ms = 600000;
     if (!(e->rsv = ext_rsv_new(&rc, e->st, e->k, e->ev, NULL, err, sizeof err))) { fprintf(stderr, "%s\n", err); return -1; }
-    ext_verbs_init(&e->v, e->st, policy_find("binpack"), bind_fn, e->k);
+    ext_verbs_init(&e->v, e->st, policy_find("binpack"), kube_bind_fn, e->k);
     e->v.events = e->ev;
     e->v.rsv = e->rsv;
     e->v.fraction_no_mps = true;

@@ -1,21 +1,30 @@
 /* ext_proc.h -- the real tessera-extender binary as a child process, for end-to-end tests: start it in
  * cluster mode against a fake API server, read the port it bound from its log, talk HTTP to it, end it with
- * a signal (SIGKILL: a crash without warning). Static functions, so each test file stands alone.
+ * a signal (SIGKILL: a crash without warning). Also the few pieces the benches share with the tests (a raw
+ * loopback connection, main.c's bind callback): benches cannot include ext_helpers.h, which needs the harness.
+ * Static functions, so each test file stands alone.
  */
 #ifndef TEST_EXT_PROC_H
 #define TEST_EXT_PROC_H
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
+
+#include "extender/kube.h"
 
 #define EXT_PROC_HELPER static __attribute__((unused))
 
@@ -120,6 +129,34 @@ EXT_PROC_HELPER cJSON *http(int port, const char *path, const char *body, long *
     cJSON *o = *code == 200 && b.p ? cJSON_Parse(b.p) : NULL;
     free(b.p);
     return o;
+}
+
+/* A raw TCP connection to 127.0.0.1:port whose reads time out after timeout_s, or -1. nodelay turns off Nagle
+ * as Go's net/http client does (no delay between a request's header and its body). */
+EXT_PROC_HELPER int loopback_connect(int port, int timeout_s, bool nodelay) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct timeval tv = {timeout_s, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    int one = 1;
+    if (nodelay) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* main.c's kube_bind, for in-process verbs wired to a real ext_kube (user): 0 on 200/201, else -1 with the
+ * API client's message. */
+EXT_PROC_HELPER int kube_bind_fn(void *user, const char *ns, const char *name, const char *uid, const char *node,
+                                 const cJSON *annotations, char *err, size_t errlen) {
+    int code = ext_kube_bind(user, ns, name, uid, node, annotations, err, errlen);
+    if (code == 200 || code == 201) return 0;
+    if (code > 0 && !err[0]) snprintf(err, errlen, "API server answered %d", code);
+    return -1;
 }
 
 EXT_PROC_HELPER bool wait_ready(int port) {

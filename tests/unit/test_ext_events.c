@@ -9,6 +9,7 @@
 
 #include "../support/fake_apiserver.h"
 #include "ext_helpers.h"
+#include "ext_proc.h"
 #include "extender/events.h"
 #include "extender/kube.h"
 
@@ -20,15 +21,6 @@ typedef struct ev_run {
     ext_verbs v;
     bool ok;
 } ev_run;
-
-/* main.c's kube_bind: post the Binding, 0 on 200/201. */
-static int ev_bind_fn(void *user, const char *ns, const char *name, const char *uid, const char *node,
-                      const cJSON *annotations, char *err, size_t errlen) {
-    int code = ext_kube_bind(user, ns, name, uid, node, annotations, err, errlen);
-    if (code == 200 || code == 201) return 0;
-    if (code > 0 && !err[0]) snprintf(err, errlen, "API server answered %d", code);
-    return -1;
-}
 
 static void nap_ms(int ms) {
     struct timespec ts = {0, ms * 1000L * 1000L};
@@ -74,7 +66,7 @@ static void ev_start(ev_run *r, const char *const *names, int n, int queue_max, 
     ec.drain_ms = 1000;
     snprintf(ec.instance, sizeof ec.instance, "tessera-test-0");
     r->ev = ext_events_start(r->k, &ec, err, sizeof err);
-    ext_verbs_init(&r->v, r->st, NULL, ev_bind_fn, r->k);
+    ext_verbs_init(&r->v, r->st, NULL, kube_bind_fn, r->k);
     r->v.events = r->ev;   /* as main.c wires it: the verbs' bind emits the Events */
     r->ok = r->ev != NULL;
 }

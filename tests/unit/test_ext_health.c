@@ -17,6 +17,7 @@
 
 #include "../support/fake_apiserver.h"
 #include "ext_helpers.h"
+#include "ext_proc.h"
 #include "extender/certs.h"
 #include "extender/health.h"
 #include "extender/http.h"
@@ -48,15 +49,6 @@ typedef struct hx {
 static void hx_nap(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
-}
-
-/* As main.c's: 0 on 201, else -1 with the API client's message. */
-static int hx_bind(void *user, const char *ns, const char *name, const char *uid, const char *node,
-                   const cJSON *annotations, char *err, size_t errlen) {
-    int code = ext_kube_bind(user, ns, name, uid, node, annotations, err, errlen);
-    if (code == 200 || code == 201) return 0;
-    if (code > 0 && !err[0]) snprintf(err, errlen, "API server answered %d", code);
-    return -1;
 }
 
 static void hx_kube_stats(void *user, ext_kube_stats *out) { ext_kube_get_stats(user, out); }
@@ -106,7 +98,7 @@ static bool hx_run(hx *x, const char *token_file, bool leader) {
         lc.always_campaign = !x->on_calls;
         if (!(x->l = ext_leader_new(&lc, x->k, err, sizeof err))) return false;
     }
-    ext_verbs_init(&x->v, x->st, policy_find("binpack"), hx_bind, x->k);
+    ext_verbs_init(&x->v, x->st, policy_find("binpack"), kube_bind_fn, x->k);
     x->v.leader = x->l;
     if (x->with_events && !(x->v.events = x->ev = ext_events_start(x->k, NULL, err, sizeof err))) return false;
     ext_http_config hc;

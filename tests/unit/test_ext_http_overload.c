@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "ext_helpers.h"
+#include "ext_proc.h"
 #include "extender/http.h"
 
 static double now_s(void) {
@@ -25,19 +26,7 @@ static double now_s(void) {
     return (double)t.tv_sec + t.tv_nsec / 1e9;
 }
 
-static int conn_open(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    struct timeval tv = {10, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
+static int conn_open(int port) { return loopback_connect(port, 10, false); }
 
 static bool send_req(int fd, const char *method, const char *path, const char *body) {
     char head[512];

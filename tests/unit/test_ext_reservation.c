@@ -12,6 +12,7 @@
 #include "../support/fake_apiserver.h"
 #include "../support/fake_kubelet.h"
 #include "ext_helpers.h"
+#include "ext_proc.h"
 #include "extender/delivery.h"
 #include "extender/events.h"
 #include "extender/kube.h"
@@ -45,14 +46,6 @@ static void nap_ms(int ms) {
         while (!(ok_ = (cond)) && ext_now_ms() < d_) nap_ms(5);                 \
         ok_;                                                                    \
     })
-
-static int rt_bind_fn(void *user, const char *ns, const char *name, const char *uid, const char *node,
-                      const cJSON *annotations, char *err, size_t errlen) {
-    int code = ext_kube_bind(user, ns, name, uid, node, annotations, err, errlen);
-    if (code == 200 || code == 201) return 0;
-    if (code > 0 && !err[0]) snprintf(err, errlen, "API server answered %d", code);
-    return -1;
-}
 
 /* main.c's on_watch_event: the cache first, then the controller. */
 static void rt_handler(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj) {
@@ -104,7 +97,7 @@ static void rt_up(rt *r) {
     rc.retry_ms = r->retry_ms;
     rc.tick_ms = 100;
     r->rsv = ext_rsv_new(&rc, r->st, r->k, r->ev, NULL, err, sizeof err);
-    ext_verbs_init(&r->v, r->st, NULL, rt_bind_fn, r->k);
+    ext_verbs_init(&r->v, r->st, NULL, kube_bind_fn, r->k);
     r->v.events = r->ev;
     r->v.rsv = r->rsv;
     if (!r->ev || !r->rsv || ext_kube_start(r->k, rt_handler, r, err, sizeof err) != 0) return;
