@@ -3,15 +3,4 @@
 #include "tests/fuzz/fuzz_targets.h"
 #include "extender/log.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    ext_log_set_level(EXT_LOG_OFF);   /* a rejected input is not news; findings abort */
-    return 0;
-}
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len) {
-    fuzz_reserve_visible_one(data, len);
-    return 0;
-}
+FUZZ_LIBFUZZER_TARGET(fuzz_reserve_visible_one)

@@ -292,6 +292,31 @@ void fuzz_preempt_one(const uint8_t *data, size_t len) {
 
 /* ---- the watch: Node and Pod events from the API server ---- */
 
+/* No GPU of any node in st is over-committed (what and step say when, in the message). */
+static void check_nodes(ext_state *st, const char *what, int step) {
+    char why[256] = "";
+    ext_state_lock(st);
+    for (int n = 0; n < ext_state_node_count(st); n++) {
+        const ext_node *en = ext_state_node_at(st, n);
+        FUZZ_REQUIRE(!en->m || (en->m->ngpus >= 0 && en->m->ngpus <= MODEL_MAX_GPUS), "%s %d: node %s: ngpus %d",
+                     what, step, en->name, en->m->ngpus);
+        FUZZ_REQUIRE(!en->m || model_node_check(en->m, why, sizeof why), "%s %d: node %s: %s", what, step, en->name,
+                     why);
+    }
+    ext_state_unlock(st);
+}
+
+/* A watch event's "type" as ext_kube delivers it, or -1 for one it does not know. */
+static int watch_event_type(const char *t) {
+    return !strcmp(t, "ADDED")      ? (int)EXT_KUBE_ADDED
+           : !strcmp(t, "MODIFIED") ? (int)EXT_KUBE_MODIFIED
+           : !strcmp(t, "DELETED")  ? (int)EXT_KUBE_DELETED
+           : !strcmp(t, "RELIST")   ? (int)EXT_KUBE_RELIST
+           : !strcmp(t, "SYNCED")   ? (int)EXT_KUBE_SYNCED
+                                    : -1;
+}
+
+
 /* A watch stream as the API server sends it, gathered into one JSON array of
  * {"type": "ADDED"|"MODIFIED"|"DELETED", "object": {...}} (the kind from object.kind), applied
  * in order to the demo state. After every event no GPU may be over-committed: a pod whose
@@ -312,20 +337,11 @@ void fuzz_watch_one(const uint8_t *data, size_t len) {
         const cJSON *obj = cJSON_GetObjectItemCaseSensitive(e, "object");
         const cJSON *kind = cJSON_GetObjectItemCaseSensitive(obj, "kind");
         if (!cJSON_IsString(type) || !cJSON_IsString(kind)) continue;
-        ext_kube_event ev = !strcmp(type->valuestring, "ADDED")      ? EXT_KUBE_ADDED
-                            : !strcmp(type->valuestring, "MODIFIED") ? EXT_KUBE_MODIFIED
-                            : !strcmp(type->valuestring, "DELETED")  ? EXT_KUBE_DELETED
-                                                                     : EXT_KUBE_RELIST;
-        if (ev == EXT_KUBE_RELIST) continue;
+        int ev = watch_event_type(type->valuestring);
+        if (ev < 0 || ev == EXT_KUBE_RELIST || ev == EXT_KUBE_SYNCED) continue;   /* this stream has no relists */
         ext_kube_kind k = !strcmp(kind->valuestring, "Node") ? EXT_KUBE_NODE : EXT_KUBE_POD;
-        ext_state_apply(st, k, ev, obj);
-        char why[256] = "";
-        ext_state_lock(st);
-        for (int n = 0; n < ext_state_node_count(st); n++) {
-            const ext_node *en = ext_state_node_at(st, n);
-            FUZZ_REQUIRE(!en->m || model_node_check(en->m, why, sizeof why), "event %d: node %s: %s", i, en->name, why);
-        }
-        ext_state_unlock(st);
+        ext_state_apply(st, k, (ext_kube_event)ev, obj);
+        check_nodes(st, "event", i);
     }
     ext_state_free(st);
     cJSON_Delete(events);
@@ -718,19 +734,6 @@ static void dra_check_request(const model_request *r, const char *what) {
     FUZZ_REQUIRE(r->memory_mib >= 0, "%s: memory_mib %d", what, r->memory_mib);
 }
 
-static void dra_check_nodes(ext_state *st, const char *what, int step) {
-    char why[256] = "";
-    ext_state_lock(st);
-    for (int n = 0; n < ext_state_node_count(st); n++) {
-        const ext_node *en = ext_state_node_at(st, n);
-        FUZZ_REQUIRE(!en->m || (en->m->ngpus >= 0 && en->m->ngpus <= MODEL_MAX_GPUS), "%s %d: node %s: ngpus %d",
-                     what, step, en->name, en->m->ngpus);
-        FUZZ_REQUIRE(!en->m || model_node_check(en->m, why, sizeof why), "%s %d: node %s: %s", what, step, en->name,
-                     why);
-    }
-    ext_state_unlock(st);
-}
-
 /* A standalone state with the DRA fixtures applied and the device-plugin pod placed on "both". */
 static ext_state *dra_state(void) {
     dra_init();
@@ -814,7 +817,7 @@ void fuzz_dra_claim_one(const uint8_t *data, size_t len) {
     FUZZ_REQUIRE(nres >= -1 && nres <= MODEL_DRA_MAX_RESULTS, "claim results %d", nres);
 
     ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, claim);
-    dra_check_nodes(st, "claim added", 0);
+    check_nodes(st, "claim added", 0);
 
     /* a pod naming the claim, as ext_dra_pod_request sees it in filter */
     const cJSON *md = cJSON_GetObjectItemCaseSensitive(claim, "metadata");
@@ -853,13 +856,13 @@ void fuzz_dra_claim_one(const uint8_t *data, size_t len) {
         cJSON_AddStringToObject(tmd, "name", "fuzz-twin");
         cJSON_AddStringToObject(tmd, "uid", "uid-fuzz-twin");
         ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, twin);
-        dra_check_nodes(st, "twin claim added", 1);
+        check_nodes(st, "twin claim added", 1);
         ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_DELETED, twin);
-        dra_check_nodes(st, "twin claim deleted", 2);
+        check_nodes(st, "twin claim deleted", 2);
     }
     cJSON_Delete(twin);
     ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_DELETED, claim);
-    dra_check_nodes(st, "claim deleted", 3);
+    check_nodes(st, "claim deleted", 3);
     ext_state_lock(st);
     for (int n = 0; n < ext_state_node_count(st); n++) {
         const ext_node *en = ext_state_node_at(st, n);
@@ -891,14 +894,9 @@ void fuzz_dra_watch_one(const uint8_t *data, size_t len) {
         const cJSON *obj = cJSON_GetObjectItemCaseSensitive(e, "object");
         const cJSON *kind = cJSON_GetObjectItemCaseSensitive(obj, "kind");
         if (!cJSON_IsString(type)) continue;
-        const char *t = type->valuestring;
-        ext_kube_event ev = !strcmp(t, "ADDED")      ? EXT_KUBE_ADDED
-                            : !strcmp(t, "MODIFIED") ? EXT_KUBE_MODIFIED
-                            : !strcmp(t, "DELETED")  ? EXT_KUBE_DELETED
-                            : !strcmp(t, "RELIST")   ? EXT_KUBE_RELIST
-                            : !strcmp(t, "SYNCED")   ? EXT_KUBE_SYNCED
-                                                     : (ext_kube_event)-1;
-        if ((int)ev < 0 || !cJSON_IsString(kind)) continue;
+        int t = watch_event_type(type->valuestring);
+        if (t < 0 || !cJSON_IsString(kind)) continue;
+        ext_kube_event ev = (ext_kube_event)t;
         const char *k = kind->valuestring;
         ext_kube_kind kk = !strcmp(k, "Node")            ? EXT_KUBE_NODE
                            : !strcmp(k, "Pod")           ? EXT_KUBE_POD
@@ -909,7 +907,7 @@ void fuzz_dra_watch_one(const uint8_t *data, size_t len) {
         if (kk == EXT_KUBE_NKINDS) continue;
         /* RELIST and SYNCED carry no object, as ext_kube delivers them */
         ext_state_apply(st, kk, ev, ev == EXT_KUBE_RELIST || ev == EXT_KUBE_SYNCED ? NULL : obj);
-        dra_check_nodes(st, "event", i);
+        check_nodes(st, "event", i);
     }
     ext_state_lock(st);
     cJSON *dbg = ext_dra_debug(ext_state_dra(st));

@@ -41,4 +41,18 @@ typedef struct fuzz_target {
 /* Every target, in the order `make fuzz` runs them; ends with {NULL, NULL}. */
 extern const fuzz_target fuzz_targets[];
 
+/* The libFuzzer entry points for one target (fuzz_<target>.c is just this line): the log is off, since a
+ * rejected input is not news and findings abort. Needs extender/log.h. */
+#define FUZZ_LIBFUZZER_TARGET(one)                                  \
+    int LLVMFuzzerInitialize(int *argc, char ***argv);              \
+    int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);    \
+    int LLVMFuzzerInitialize(int *argc, char ***argv) {             \
+        ext_log_set_level(EXT_LOG_OFF);                             \
+        return 0;                                                   \
+    }                                                               \
+    int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len) {   \
+        one(data, len);                                             \
+        return 0;                                                   \
+    }
+
 #endif
