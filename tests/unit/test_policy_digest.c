@@ -151,6 +151,59 @@ static model_request mix_request(uint64_t *x) {
     return q;
 }
 
+/* The stream both synthetic digests run: steps arrivals drawn by next(x), each scored on every node and placed
+ * on the winner (folded into *h; a choice that does not materialise or assign folds -7); every third step one
+ * earlier pod, drawn by x, leaves. Returns how many pods were placed. */
+static int stream_place(const policy *p, policy_ctx *ctx, model_node **nodes, int nnodes, int steps,
+                        model_request (*next)(uint64_t *), uint64_t *x, uint64_t *h) {
+    policy_result *res = calloc((size_t)nnodes, sizeof *res);
+    int *home = calloc((size_t)steps, sizeof *home);
+    char uid[32], err[256];
+    int placed = 0;
+    for (int k = 0; k < steps; k++) {
+        home[k] = -1;
+        model_request q = next(x);
+        ctx->decision = (uint64_t)k;
+        for (int i = 0; i < nnodes; i++) policy_score(p, &q, nodes[i], ctx, &res[i], NULL, 0);
+        int win = policy_select(p, ctx, res, nnodes);
+        *h = fold(*h, win, res);
+        if (win >= 0) {
+            model_assignment a;
+            snprintf(uid, sizeof uid, "pod-%d", k);
+            if (policy_materialize(nodes[win], &q, &res[win].choice, &a, err, sizeof err) == 0 &&
+                model_assign(nodes[win], uid, &a, err, sizeof err) == 0) {
+                home[k] = win;
+                placed++;
+            } else {
+                *h = fnv(*h, -7);
+            }
+        }
+        if (k % 3 == 2) {
+            int j = rndi(x, k + 1);
+            if (home[j] >= 0) {
+                snprintf(uid, sizeof uid, "pod-%d", j);
+                model_release(nodes[home[j]], uid);
+                home[j] = -1;
+            }
+        }
+    }
+    free(home);
+    free(res);
+    return placed;
+}
+
+/* Every node still consistent (else *placed = -2, with the reason on stderr); the nodes are freed. */
+static void nodes_check_free(const char *pname, model_node **nodes, int nnodes, int *placed) {
+    char err[256];
+    for (int i = 0; i < nnodes; i++) {
+        if (!model_node_check(nodes[i], err, sizeof err)) {
+            fprintf(stderr, "%s: node %s: %s\n", pname, nodes[i]->name, err);
+            *placed = -2;
+        }
+        model_node_free(nodes[i]);
+    }
+}
+
 /* MIX_STEPS arrivals on the mixed cluster; every third step one earlier pod leaves.
  * mig_target: the target workload has only MIG, whole-GPU and CPU-only shapes (what
  * fgd / mig-aware's MIG fast path takes); otherwise every shape the stream draws. */
@@ -177,44 +230,8 @@ static uint64_t mix_digest(const char *pname, bool mig_target, int *placed) {
     policy_ctx_init(&ctx, 7);
     ctx.workload = w;
     const policy *p = policy_find(pname);
-    policy_result res[MIX_NODES];
-    int home[MIX_STEPS];
-    char uid[32], err[256];
-    *placed = 0;
-    for (int k = 0; k < MIX_STEPS; k++) {
-        home[k] = -1;
-        model_request q = mix_request(&x);
-        ctx.decision = (uint64_t)k;
-        for (int i = 0; i < MIX_NODES; i++) policy_score(p, &q, nodes[i], &ctx, &res[i], NULL, 0);
-        int win = policy_select(p, &ctx, res, MIX_NODES);
-        h = fold(h, win, res);
-        if (win >= 0) {
-            model_assignment a;
-            snprintf(uid, sizeof uid, "pod-%d", k);
-            if (policy_materialize(nodes[win], &q, &res[win].choice, &a, err, sizeof err) == 0 &&
-                model_assign(nodes[win], uid, &a, err, sizeof err) == 0) {
-                home[k] = win;
-                (*placed)++;
-            } else {
-                h = fnv(h, -7);
-            }
-        }
-        if (k % 3 == 2) {
-            int j = rndi(&x, k + 1);
-            if (home[j] >= 0) {
-                snprintf(uid, sizeof uid, "pod-%d", j);
-                model_release(nodes[home[j]], uid);
-                home[j] = -1;
-            }
-        }
-    }
-    for (int i = 0; i < MIX_NODES; i++) {
-        if (!model_node_check(nodes[i], err, sizeof err)) {
-            fprintf(stderr, "%s: node %s: %s\n", pname, nodes[i]->name, err);
-            *placed = -2;
-        }
-        model_node_free(nodes[i]);
-    }
+    *placed = stream_place(p, &ctx, nodes, MIX_NODES, MIX_STEPS, mix_request, &x, &h);
+    nodes_check_free(pname, nodes, MIX_NODES, placed);
     policy_workload_free(w);
     return h;
 }
@@ -250,7 +267,7 @@ static uint64_t layered_digest(const char *pname, bool generic, int *placed) {
     const model_gpu_product *a100 = model_catalog_find(model_catalog_default(), "NVIDIA-A100-SXM4-80GB");
     uint64_t x = 0x5eed1a7e4edull, h = 0xcbf29ce484222325ull;
     model_node *nodes[LAYERED_NODES];
-    char name[32], uid[32], err[256];
+    char name[32];
     for (int i = 0; i < LAYERED_NODES; i++) {
         snprintf(name, sizeof name, "lay-%02d", i);
         if (i % 4 == 3) {
@@ -278,45 +295,10 @@ static uint64_t layered_digest(const char *pname, bool generic, int *placed) {
     policy_ctx_init(&ctx, 9);
     ctx.workload = w;
     const policy *p = policy_find(pname);
-    policy_result res[LAYERED_NODES];
-    int home[LAYERED_STEPS];
-    *placed = 0;
     policy_test_generic_only = generic;
-    for (int k = 0; k < LAYERED_STEPS; k++) {
-        home[k] = -1;
-        model_request q = layered_request(&x);
-        ctx.decision = (uint64_t)k;
-        for (int i = 0; i < LAYERED_NODES; i++) policy_score(p, &q, nodes[i], &ctx, &res[i], NULL, 0);
-        int win = policy_select(p, &ctx, res, LAYERED_NODES);
-        h = fold(h, win, res);
-        if (win >= 0) {
-            model_assignment a;
-            snprintf(uid, sizeof uid, "pod-%d", k);
-            if (policy_materialize(nodes[win], &q, &res[win].choice, &a, err, sizeof err) == 0 &&
-                model_assign(nodes[win], uid, &a, err, sizeof err) == 0) {
-                home[k] = win;
-                (*placed)++;
-            } else {
-                h = fnv(h, -7);
-            }
-        }
-        if (k % 3 == 2) {
-            int j = rndi(&x, k + 1);
-            if (home[j] >= 0) {
-                snprintf(uid, sizeof uid, "pod-%d", j);
-                model_release(nodes[home[j]], uid);
-                home[j] = -1;
-            }
-        }
-    }
+    *placed = stream_place(p, &ctx, nodes, LAYERED_NODES, LAYERED_STEPS, layered_request, &x, &h);
     policy_test_generic_only = false;
-    for (int i = 0; i < LAYERED_NODES; i++) {
-        if (!model_node_check(nodes[i], err, sizeof err)) {
-            fprintf(stderr, "%s: node %s: %s\n", pname, nodes[i]->name, err);
-            *placed = -2;
-        }
-        model_node_free(nodes[i]);
-    }
+    nodes_check_free(pname, nodes, LAYERED_NODES, placed);
     policy_workload_free(w);
     return h;
 }
