@@ -437,7 +437,9 @@ TEST(ext_verbs_reservation_delivery_keeps_fractions_off_mps) {
             v.fraction_no_mps = deliver;
             char ann[128];
             snprintf(ann, sizeof ann, "\"tessera.io/gpu-fraction\":\"0.2\",\"tessera.io/isolation\":\"%s\"", isos[k]);
-            char *pod = pod_json("f", "uid-f", 0, "", ann, NULL);
+            /* as kube-scheduler gets it: the webhook's marker makes the annotation-only pod reach tessera
+             * (deploy/scheduler-config.yaml managedResources); without it tessera is never asked */
+            char *pod = pod_json("f", "uid-f", 0, "\"tessera.io/share\":\"1\"", ann, NULL);
             char *args = args_names(pod, names, 2);
             int status;
             cJSON *r = call_verb(&v, ext_verb_filter, args, &status);
