@@ -83,8 +83,10 @@ EXT_HELPER ext_state *demo_state(void) {
     return st;
 }
 
-/* A Pod as the scheduler's informer sends it. limits: the inside of a resources.limits
- * object ("\"nvidia.com/gpu\":\"1\""); annotations: inside of metadata.annotations. */
+/* A Pod as the scheduler's informer sends it, with the schedulerName of deploy's profile.
+ * limits: the inside of a resources.limits object ("\"nvidia.com/gpu\":\"1\""), which
+ * kube-scheduler only passes on if it names a managed resource (an annotation-only pod needs
+ * the webhook's "tessera.io/share":"1"); annotations: inside of metadata.annotations. */
 EXT_HELPER char *pod_json(const char *name, const char *uid, int priority, const char *limits, const char *annotations,
                       const char *node) {
     size_t cap = 2048 + strlen(limits) + (annotations ? strlen(annotations) : 0);
@@ -92,7 +94,7 @@ EXT_HELPER char *pod_json(const char *name, const char *uid, int priority, const
     snprintf(s, cap,
              "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"default\",\"uid\":\"%s\",\"annotations\":{%s}},"
              "\"spec\":{\"containers\":[{\"name\":\"main\",\"image\":\"x\",\"resources\":{\"limits\":{%s},"
-             "\"requests\":{%s}}}],\"priority\":%d%s%s%s,\"schedulerName\":\"tessera\"},"
+             "\"requests\":{%s}}}],\"priority\":%d%s%s%s,\"schedulerName\":\"tessera-scheduler\"},"
              "\"status\":{\"phase\":\"%s\"}}",
              name, uid, annotations ? annotations : "", limits, limits, priority, node ? ",\"nodeName\":\"" : "",
              node ? node : "", node ? "\"" : "", node ? "Running" : "Pending");

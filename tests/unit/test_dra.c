@@ -729,9 +729,19 @@ TEST(dra_pod_with_claim_template_filter_prioritize_bind) {
     CHECK_INT(cJSON_GetArraySize(pass), 3);   /* dra-a, dra-c, and the node tessera does not know */
     const cJSON *un = cJSON_GetObjectItem(f, "FailedAndUnresolvableNodes");
     CHECK(cJSON_GetObjectItem(un, "cpu-1") && strstr(cJSON_GetObjectItem(un, "cpu-1")->valuestring, "no GPU published through DRA"));
+    /* kube-scheduler calls prioritize only with the nodes the filter let through (extender-api.md, "When the
+     * extender is called"): cpu-1 is not among them */
+    const char *passed[4];
+    int npassed = 0;
+    const cJSON *pn;
+    cJSON_ArrayForEach(pn, pass)
+        if (cJSON_IsString(pn) && npassed < 4) passed[npassed++] = pn->valuestring;
+    free(args);
+    args = args_for(pod, passed, npassed);
     cJSON_Delete(f);
     /* prioritize: the node the allocation fragments least (binpack: take dra-a's last GPU, keep dra-c whole) */
     cJSON *p = call_verb(&v, ext_verb_prioritize, args, NULL);
+    CHECK_INT(cJSON_GetArraySize(p), 3);
     int sa = -1, sc2 = -1;
     cJSON *e;
     cJSON_ArrayForEach(e, p) {
@@ -814,6 +824,7 @@ TEST(dra_unjudged_claim_is_neutral_and_debug_says_so) {
     CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(f, "NodeNames")), 3);   /* never refused */
     cJSON_Delete(f);
     cJSON *p = call_verb(&v, ext_verb_prioritize, args, NULL);
+    CHECK_INT(cJSON_GetArraySize(p), 3);   /* one score per node, so the loop below checks every node */
     cJSON *e;
     cJSON_ArrayForEach(e, p) CHECK_INT(cJSON_GetObjectItem(e, "Score")->valueint, 0);   /* neutral */
     cJSON_Delete(p);

@@ -29,14 +29,52 @@ static int keep_bind(void *user, const char *ns, const char *name, const char *u
     return 0;
 }
 
-/* Filter one pod over the demo's MIG nodes; the reply object (caller deletes). */
-static cJSON *filter_mig_nodes(ext_verbs *v, const char *pod) {
-    const char *names[] = {LAYERED, "gpu-a100-mig", "gpu-h100-single"};
-    char *args = args_names(pod, names, 3);
+/* Whether deploy/scheduler-config.yaml lists res as a managed resource with ignoredByScheduler: true. */
+static bool ignored_by_scheduler(const char *res) {
+    char *cfg = test_fixture("../../deploy/scheduler-config.yaml", NULL), key[160];
+    snprintf(key, sizeof key, "- name: %s\n", res);
+    const char *m = cfg ? strstr(cfg, key) : NULL, *ign = m ? strstr(m, "ignoredByScheduler:") : NULL;
+    bool yes = ign && !strncmp(ign + strlen("ignoredByScheduler:"), " true", 5);
+    free(cfg);
+    return yes;
+}
+
+/* What kube-scheduler's NodeResourcesFit leaves of the empty demo nodes `in` for pod before the extender
+ * is asked (extender-api.md, "When the extender is called"): a node must advertise in status.allocatable
+ * every extended resource the pod requests that is not ignoredByScheduler. Returns how many are in out. */
+static int fit_candidates(const char *pod, const char *const *in, int n, const char **out) {
+    cJSON *p = cJSON_Parse(pod);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        cJSON *node = demo_node_as(in[i], in[i]);
+        const cJSON *alloc = cJSON_GetObjectItem(cJSON_GetObjectItem(node, "status"), "allocatable"), *c, *q;
+        bool fits = node != NULL;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItem(cJSON_GetObjectItem(p, "spec"), "containers"))
+            cJSON_ArrayForEach(q, cJSON_GetObjectItem(cJSON_GetObjectItem(c, "resources"), "requests")) {
+                if (!strchr(q->string, '/') || ignored_by_scheduler(q->string)) continue;
+                const char *have = cJSON_GetStringValue(cJSON_GetObjectItem(alloc, q->string));
+                if (!have || atol(have) < atol(cJSON_GetStringValue(q) ? q->valuestring : "0")) fits = false;
+            }
+        cJSON_Delete(node);
+        if (fits) out[k++] = in[i];
+    }
+    cJSON_Delete(p);
+    return k;
+}
+
+/* Filter one pod over the demo's MIG nodes that kube-scheduler's own filters let through; the reply
+ * object (caller deletes). */
+static cJSON *filter_nodes(ext_verbs *v, const char *pod, const char *const *names, int n) {
+    char *args = args_names(pod, names, n);
     int status;
     cJSON *r = call_verb(v, ext_verb_filter, args, &status);
     free(args);
     return status == 200 ? r : (cJSON_Delete(r), NULL);
+}
+
+static cJSON *filter_mig_nodes(ext_verbs *v, const char *pod) {
+    const char *all[] = {LAYERED, "gpu-a100-mig", "gpu-h100-single"}, *names[3];
+    return filter_nodes(v, pod, names, fit_candidates(pod, all, 3, names));
 }
 
 static bool passes(const cJSON *reply, const char *node) {
@@ -58,14 +96,17 @@ TEST(ext_layered_filter_whole_means_whole) {
     ext_verbs_init(&v, st, NULL, NULL, NULL);
     /* nvidia.com/mig-1g.10gb without isolation: the device plugin would hand a replica. */
     char *pod = pod_json("nb", "uid-nb", 0, MIG1G, NULL, NULL);
+    const char *all[] = {LAYERED, "gpu-a100-mig", "gpu-h100-single"}, *fit[3];
+    CHECK_INT(fit_candidates(pod, all, 3, fit), 1);   /* kube-scheduler asks about the layered node only */
+    CHECK_STR(fit[0], LAYERED);
     cJSON *r = filter_mig_nodes(&v, pod);
     free(pod);
     CHECK(r);
     CHECK(!passes(r, LAYERED));
     CHECK_CONTAINS(failed_why(r, LAYERED), "tessera.io/isolation: timeslice");
     cJSON_Delete(r);
-    /* With isolation timeslice it passes there (and the A100-40GB node, whose 1g.10gb is
-     * a plain instance, is still a candidate for a whole one). */
+    /* With isolation timeslice it passes there (the other MIG nodes advertise no
+     * nvidia.com/mig-1g.10gb, so kube-scheduler never asks about them). */
     pod = pod_json("nb2", "uid-nb2", 0, MIG1G, TS, NULL);
     r = filter_mig_nodes(&v, pod);
     free(pod);
@@ -76,7 +117,9 @@ TEST(ext_layered_filter_whole_means_whole) {
      * scheduler-config.yaml keeps ignoredByScheduler: false for the .shared names); the
      * filter still refuses it with the reason, for a configuration that ignores them. */
     pod = pod_json("nb3", "uid-nb3", 0, "\"nvidia.com/mig-1g.10gb.shared\":\"1\"", NULL, NULL);
-    r = filter_mig_nodes(&v, pod);
+    const char *none[3], *layered[] = {LAYERED};
+    CHECK_INT(fit_candidates(pod, layered, 1, none), 0);   /* what the deployed configuration does */
+    r = filter_nodes(&v, pod, layered, 1);
     free(pod);
     CHECK(r && !passes(r, LAYERED));
     CHECK_CONTAINS(failed_why(r, LAYERED), "renameByDefault is off");
@@ -246,22 +289,32 @@ TEST(ext_layered_reservation_resource_names) {
     model_node_free(n);
 }
 
-/* prioritize, called as kube-scheduler calls it (with the nodes the filter let through: of
- * the demo's MIG nodes only the layered one takes a time-sliced 1g.10gb), agrees with the
- * filter: the node scores 10, not the 0 of a node the pod cannot go to; the annotation decoder refuses a replica out of
- * range or on an instance created on demand. */
+/* prioritize, called as kube-scheduler calls it: only when two or more nodes are left after its own filters
+ * and the extender's, and only with those nodes (extender-api.md, "When the extender is called"). Of the
+ * demo's MIG nodes only the layered one advertises nvidia.com/mig-1g.10gb, so a second layered node (a copy,
+ * same allocatable) is added; with one replica already taken on the first, binpack gives it 10 and the empty
+ * copy less. Then the annotation decoder refuses a replica out of range or on an instance created on demand. */
 TEST(ext_layered_prioritize_and_bad_annotations) {
     ext_state *st = demo_state();
+    cJSON *copy = demo_node_as(LAYERED, LAYERED "-b");
+    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, copy);
+    cJSON_Delete(copy);
     ext_verbs v;
     ext_verbs_init(&v, st, policy_find("binpack"), NULL, NULL);
+    char perr[512];
+    char *first = pod_json("p0", "uid-p0", 0, MIG1G, TS, NULL);
+    place_pod(&v, first, "p0", "uid-p0", LAYERED, perr, sizeof perr);
+    free(first);
+    CHECK_STR(perr, "");
     char *pod = pod_json("p", "uid-p", 0, MIG1G, TS, NULL);
-    cJSON *fr = filter_mig_nodes(&v, pod);
-    const char *names[3];
+    const char *both[] = {LAYERED, LAYERED "-b"};
+    cJSON *fr = filter_nodes(&v, pod, both, 2);
+    const char *names[2];
     int nn = 0;
     const cJSON *it, *passed = cJSON_GetObjectItem(fr, "NodeNames");
     cJSON_ArrayForEach(it, passed)
-        if (cJSON_IsString(it) && nn < 3) names[nn++] = it->valuestring;
-    CHECK(fr && passes(fr, LAYERED));
+        if (cJSON_IsString(it) && nn < 2) names[nn++] = it->valuestring;
+    CHECK_INT(nn, 2);
     char *args = args_names(pod, names, nn);
     int status;
     cJSON *r = call_verb(&v, ext_verb_prioritize, args, &status);
@@ -269,14 +322,17 @@ TEST(ext_layered_prioritize_and_bad_annotations) {
     free(args);
     CHECK_INT(status, 200);
     CHECK_INT(cJSON_GetArraySize(r), nn);
-    int layered_score = -1;
+    int layered_score = -1, copy_score = -1;
     cJSON_ArrayForEach(it, r) {
         const char *host = cJSON_GetStringValue(cJSON_GetObjectItem(it, "Host"));
-        if (host && !strcmp(host, LAYERED)) layered_score = (int)cJSON_GetObjectItem(it, "Score")->valuedouble;
+        int sc = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(it, "Score"));
+        if (host && !strcmp(host, LAYERED)) layered_score = sc;
+        if (host && !strcmp(host, LAYERED "-b")) copy_score = sc;
     }
     cJSON_Delete(r);
     cJSON_Delete(fr);
     CHECK_INT(layered_score, 10);
+    CHECK_MSG(copy_score >= 0 && copy_score < 10, "empty copy scored %d", copy_score);
 
     ext_state_lock(st);
     const model_node *m = ext_state_node(st, LAYERED)->m;

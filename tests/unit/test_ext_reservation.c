@@ -164,7 +164,7 @@ static char *share_json(const char *name, int mib, bool owned, bool mutated, con
         cJSON_AddItemToArray(cJSON_AddArrayToObject(meta, "ownerReferences"), o);
     }
     cJSON *spec = cJSON_AddObjectToObject(p, "spec");
-    cJSON_AddStringToObject(spec, "schedulerName", "tessera");
+    cJSON_AddStringToObject(spec, "schedulerName", "tessera-scheduler");   /* deploy/scheduler-config.yaml's profile */
     if (ann) cJSON_AddStringToObject(spec, "nodeName", "n1");
     cJSON *c = cJSON_CreateObject();
     cJSON_AddStringToObject(c, "name", "main");

@@ -140,13 +140,17 @@ TEST(ext_verbs_bind_until_full_then_no_room) {
         put(&v, name, 0, WHOLE1, "a-0", err, sizeof err);
         CHECK_STR(err, "");
     }
-    /* kube-scheduler filters w7 and w8 while one GPU is left; w7's bind takes it; w8's bind comes too late */
+    /* kube-scheduler filters w7 and w8 while one GPU is left; w7's bind takes it; w8's bind comes too late.
+     * They ask a whole GPU's memory as a share: for nvidia.com/gpu kube-scheduler's own NodeResourcesFit
+     * counts the assumed w7 and would never ask tessera about w8, but nvidia.com/gpumem is
+     * ignoredByScheduler (deploy/scheduler-config.yaml), so only tessera's accounting stands in between
+     * (w8's cycle runs while w7's bind is still in flight: binding is asynchronous). */
     const char *a0[] = {"a-0"};
     for (int i = 7; i < 9; i++) {
         char uid[32];
         snprintf(name, sizeof name, "w%d", i);
         snprintf(uid, sizeof uid, "uid-w%d", i);
-        char *pod = pod_json(name, uid, 0, WHOLE1, NULL, NULL), *args = args_names(pod, a0, 1);
+        char *pod = pod_json(name, uid, 0, "\"nvidia.com/gpumem\":\"81920\"", NULL, NULL), *args = args_names(pod, a0, 1);
         cJSON *f = call_verb(&v, ext_verb_filter, args, NULL);
         bool passed = cJSON_GetArraySize(cJSON_GetObjectItem(f, "NodeNames")) == 1;
         cJSON_Delete(f);
@@ -437,7 +441,9 @@ TEST(ext_verbs_reservation_delivery_keeps_fractions_off_mps) {
             v.fraction_no_mps = deliver;
             char ann[128];
             snprintf(ann, sizeof ann, "\"tessera.io/gpu-fraction\":\"0.2\",\"tessera.io/isolation\":\"%s\"", isos[k]);
-            char *pod = pod_json("f", "uid-f", 0, "", ann, NULL);
+            /* as kube-scheduler gets it: the webhook's marker makes the annotation-only pod reach tessera
+             * (deploy/scheduler-config.yaml managedResources); without it tessera is never asked */
+            char *pod = pod_json("f", "uid-f", 0, "\"tessera.io/share\":\"1\"", ann, NULL);
             char *args = args_names(pod, names, 2);
             int status;
             cJSON *r = call_verb(&v, ext_verb_filter, args, &status);
