@@ -6,6 +6,7 @@
 #define EXT_MAP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct ext_map ext_map;
 
@@ -21,5 +22,9 @@ size_t ext_map_count(const ext_map *m);
 /* Iteration: size_t it = 0; void *v; while ((v = ext_map_next(m, &it))) ...
  * Entries must not be added or removed during a walk. */
 void *ext_map_next(const ext_map *m, size_t *it);
+
+/* The 64-bit FNV-1a hash of s (NULL hashes as ""): the table's own hash before its final mix,
+ * shared so the extender hashes a name or UID one way. */
+uint64_t ext_map_str_hash(const char *s);
 
 #endif
