@@ -262,6 +262,21 @@ static void touch_node(ext_dra_touch_fn touch, void *user, const char *node) {
     if (touch && node && node[0]) touch(user, node);
 }
 
+/* Forget a slice or a claim: out of its map and the indexes, its node told, freed. */
+static void slice_drop(ext_dra *d, dslice *s, ext_dra_touch_fn touch, void *user) {
+    ext_map_del(d->slices, s->key);
+    slice_unindex(d, s);
+    touch_node(touch, user, s->s.node);
+    slice_free(s);
+}
+
+static void claim_drop(ext_dra *d, dclaim *c, ext_dra_touch_fn touch, void *user) {
+    ext_map_del(d->claims, c->key);
+    claim_unindex(d, c);
+    touch_node(touch, user, c->node);
+    claim_free(c);
+}
+
 static void slice_event(ext_dra *d, ext_kube_event ev, const cJSON *obj, ext_dra_touch_fn touch, void *user) {
     const char *name = model_json_str(model_json_get(obj, "metadata"), "name");
     if (!name || !name[0] || strlen(name) >= sizeof((dslice *)0)->key) {
@@ -269,17 +284,12 @@ static void slice_event(ext_dra *d, ext_kube_event ev, const cJSON *obj, ext_dra
         return;
     }
     dslice *old = ext_map_get(d->slices, name);
-    char oldnode[256] = "";
-    if (old) snprintf(oldnode, sizeof oldnode, "%s", old->s.node);
     if (ev == EXT_KUBE_DELETED) {
-        if (old) {
-            ext_map_del(d->slices, name);
-            slice_unindex(d, old);
-            slice_free(old);
-        }
-        touch_node(touch, user, oldnode);
+        if (old) slice_drop(d, old, touch, user);
         return;
     }
+    char oldnode[256] = "";
+    if (old) snprintf(oldnode, sizeof oldnode, "%s", old->s.node);
     dslice *s = calloc(1, sizeof *s);
     char err[256];
     if (!s || model_dra_slice_parse(obj, &s->s, err, sizeof err) != 0) {
@@ -325,17 +335,12 @@ static void claim_event(ext_dra *d, ext_kube_event ev, const cJSON *obj, ext_dra
         return;
     }
     dclaim *old = ext_map_get(d->claims, key);
-    char oldnode[256] = "";
-    if (old) snprintf(oldnode, sizeof oldnode, "%s", old->node);
     if (ev == EXT_KUBE_DELETED) {
-        if (old) {
-            ext_map_del(d->claims, key);
-            claim_unindex(d, old);
-            claim_free(old);
-        }
-        touch_node(touch, user, oldnode);
+        if (old) claim_drop(d, old, touch, user);
         return;
     }
+    char oldnode[256] = "";
+    if (old) snprintf(oldnode, sizeof oldnode, "%s", old->node);
     dclaim *c = calloc(1, sizeof *c);
     if (!c) return;
     snprintf(c->key, sizeof c->key, "%s", key);
@@ -404,17 +409,9 @@ static void sweep(ext_dra *d, int i, ext_dra_touch_fn touch, void *user) {
         }
         if (!gone) return;
         if (i == 0) {
-            dslice *s = gone;
-            ext_map_del(m, s->key);
-            slice_unindex(d, s);
-            touch_node(touch, user, s->s.node);
-            slice_free(s);
+            slice_drop(d, gone, touch, user);
         } else if (i == 1) {
-            dclaim *c = gone;
-            ext_map_del(m, c->key);
-            claim_unindex(d, c);
-            touch_node(touch, user, c->node);
-            claim_free(c);
+            claim_drop(d, gone, touch, user);
         } else {
             dclass *c = gone;
             ext_map_del(m, c->key);
