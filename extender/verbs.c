@@ -717,11 +717,7 @@ static void put_members(jbuf *out, jbuf parts[2]) {
 
 static model_dra_verdict dra_request(ext_verbs *v, const ext_args *a, model_request *dr, char *why, size_t whylen) {
     model_dra_verdict vd = ext_dra_pod_request(ext_state_dra(v->st), a->pod, dr, why, whylen);
-    if (vd == MODEL_DRA_JUDGED) {
-        dr->priority = a->req.priority;
-        dr->cpu_milli = a->req.cpu_milli;
-        dr->memory_bytes = a->req.memory_bytes;
-    }
+    if (vd == MODEL_DRA_JUDGED) model_dra_request_of_pod(dr, &a->req);
     return vd;
 }
 

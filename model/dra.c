@@ -650,6 +650,12 @@ model_dra_verdict model_dra_request(const cJSON *claim_spec, model_dra_class_fn 
     return v;
 }
 
+void model_dra_request_of_pod(model_request *dr, const model_request *pod) {
+    dr->priority = pod->priority;
+    dr->cpu_milli = pod->cpu_milli;
+    dr->memory_bytes = pod->memory_bytes;
+}
+
 /* ------------------------------------------------------------ static feasibility ---- */
 
 bool model_dra_could_fit(const model_node *n, const model_request *r, char *why, size_t whylen) {
