@@ -300,12 +300,8 @@ static void slice_event(ext_dra *d, ext_kube_event ev, const cJSON *obj, ext_dra
     snprintf(s->key, sizeof s->key, "%s", name);
     s->gen = d->gen[0];
     if (old) slice_unindex(d, old);
-    if (ext_map_put(d->slices, s->key, s) != 0) {
+    if (ext_map_put(d->slices, s->key, s) != 0) {   /* out of memory; only a new key can fail (map.h) */
         slice_free(s);
-        if (old) {
-            ext_map_del(d->slices, name);
-            slice_free(old);
-        }
         return;
     }
     slice_index(d, s);
@@ -356,12 +352,8 @@ static void claim_event(ext_dra *d, ext_kube_event ev, const cJSON *obj, ext_dra
     c->gen = d->gen[1];
     claim_locate(d, c);
     if (old) claim_unindex(d, old);
-    if (ext_map_put(d->claims, c->key, c) != 0) {
+    if (ext_map_put(d->claims, c->key, c) != 0) {   /* out of memory; only a new key can fail (map.h) */
         claim_free(c);
-        if (old) {
-            ext_map_del(d->claims, key);
-            claim_free(old);
-        }
         return;
     }
     claim_index(d, c);

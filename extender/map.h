@@ -14,7 +14,7 @@ ext_map *ext_map_new(void);
 void ext_map_free(ext_map *m);          /* frees the table, not the values */
 
 void *ext_map_get(const ext_map *m, const char *key);
-/* Insert, or replace the value of an existing key. */
+/* Insert, or replace the value of an existing key (which allocates nothing, so never fails). */
 int ext_map_put(ext_map *m, const char *key, void *val);   /* 0 ok, -1 out of memory */
 void *ext_map_del(ext_map *m, const char *key);            /* removed value or NULL */
 size_t ext_map_count(const ext_map *m);
