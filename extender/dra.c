@@ -12,6 +12,7 @@
 #include "extender/log.h"
 #include "extender/map.h"
 #include "model/fit.h"
+#include "model/json.h"
 
 #define NDRA 3   /* the DRA kinds, from EXT_KUBE_RESOURCESLICE on */
 
@@ -118,11 +119,6 @@ void ext_dra_free(ext_dra *d) {
 
 bool ext_dra_synced(const ext_dra *d) { return d->synced[0] && d->synced[1] && d->synced[2]; }
 
-static const cJSON *jget(const cJSON *o, const char *k) { return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL; }
-static const char *jstr(const cJSON *o, const char *k) {
-    const cJSON *v = jget(o, k);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
 
 /* ------------------------------------------------------------ indexes and pools ---- */
 
@@ -266,24 +262,34 @@ static void touch_node(ext_dra_touch_fn touch, void *user, const char *node) {
     if (touch && node && node[0]) touch(user, node);
 }
 
+/* Forget a slice or a claim: out of its map and the indexes, its node told, freed. */
+static void slice_drop(ext_dra *d, dslice *s, ext_dra_touch_fn touch, void *user) {
+    ext_map_del(d->slices, s->key);
+    slice_unindex(d, s);
+    touch_node(touch, user, s->s.node);
+    slice_free(s);
+}
+
+static void claim_drop(ext_dra *d, dclaim *c, ext_dra_touch_fn touch, void *user) {
+    ext_map_del(d->claims, c->key);
+    claim_unindex(d, c);
+    touch_node(touch, user, c->node);
+    claim_free(c);
+}
+
 static void slice_event(ext_dra *d, ext_kube_event ev, const cJSON *obj, ext_dra_touch_fn touch, void *user) {
-    const char *name = jstr(jget(obj, "metadata"), "name");
+    const char *name = model_json_str(model_json_get(obj, "metadata"), "name");
     if (!name || !name[0] || strlen(name) >= sizeof((dslice *)0)->key) {
         ext_log(EXT_LOG_WARN, "event=bad-object kind=ResourceSlice why=\"no usable metadata.name\"");
         return;
     }
     dslice *old = ext_map_get(d->slices, name);
-    char oldnode[256] = "";
-    if (old) snprintf(oldnode, sizeof oldnode, "%s", old->s.node);
     if (ev == EXT_KUBE_DELETED) {
-        if (old) {
-            ext_map_del(d->slices, name);
-            slice_unindex(d, old);
-            slice_free(old);
-        }
-        touch_node(touch, user, oldnode);
+        if (old) slice_drop(d, old, touch, user);
         return;
     }
+    char oldnode[256] = "";
+    if (old) snprintf(oldnode, sizeof oldnode, "%s", old->s.node);
     dslice *s = calloc(1, sizeof *s);
     char err[256];
     if (!s || model_dra_slice_parse(obj, &s->s, err, sizeof err) != 0) {
@@ -294,12 +300,8 @@ static void slice_event(ext_dra *d, ext_kube_event ev, const cJSON *obj, ext_dra
     snprintf(s->key, sizeof s->key, "%s", name);
     s->gen = d->gen[0];
     if (old) slice_unindex(d, old);
-    if (ext_map_put(d->slices, s->key, s) != 0) {
+    if (ext_map_put(d->slices, s->key, s) != 0) {   /* out of memory; only a new key can fail (map.h) */
         slice_free(s);
-        if (old) {
-            ext_map_del(d->slices, name);
-            slice_free(old);
-        }
         return;
     }
     slice_index(d, s);
@@ -320,46 +322,38 @@ static void slice_event(ext_dra *d, ext_kube_event ev, const cJSON *obj, ext_dra
 }
 
 static void claim_event(ext_dra *d, ext_kube_event ev, const cJSON *obj, ext_dra_touch_fn touch, void *user) {
-    const cJSON *meta = jget(obj, "metadata");
-    const char *ns = jstr(meta, "namespace"), *name = jstr(meta, "name"), *uid = jstr(meta, "uid");
+    const cJSON *meta = model_json_get(obj, "metadata");
+    const char *ns = model_json_str(meta, "namespace"), *name = model_json_str(meta, "name");
+    const char *uid = model_json_str(meta, "uid");
     char key[400];
     if (!name || !name[0] || snprintf(key, sizeof key, "%s/%s", ns ? ns : "default", name) >= (int)sizeof key) {
         ext_log(EXT_LOG_WARN, "event=bad-object kind=ResourceClaim why=\"no usable metadata.name\"");
         return;
     }
     dclaim *old = ext_map_get(d->claims, key);
-    char oldnode[256] = "";
-    if (old) snprintf(oldnode, sizeof oldnode, "%s", old->node);
     if (ev == EXT_KUBE_DELETED) {
-        if (old) {
-            ext_map_del(d->claims, key);
-            claim_unindex(d, old);
-            claim_free(old);
-        }
-        touch_node(touch, user, oldnode);
+        if (old) claim_drop(d, old, touch, user);
         return;
     }
+    char oldnode[256] = "";
+    if (old) snprintf(oldnode, sizeof oldnode, "%s", old->node);
     dclaim *c = calloc(1, sizeof *c);
     if (!c) return;
     snprintf(c->key, sizeof c->key, "%s", key);
     snprintf(c->uid, sizeof c->uid, "claim:%.56s", uid && uid[0] ? uid : key);
-    c->spec = cJSON_Duplicate(jget(obj, "spec"), 1);
+    c->spec = cJSON_Duplicate(model_json_get(obj, "spec"), 1);
     c->nres = model_dra_claim_results(obj, c->res, MODEL_DRA_MAX_RESULTS);
     const cJSON *rf;
-    cJSON_ArrayForEach(rf, jget(jget(obj, "status"), "reservedFor")) {
-        const char *u = jstr(rf, "uid");
+    cJSON_ArrayForEach(rf, model_json_get(model_json_get(obj, "status"), "reservedFor")) {
+        const char *u = model_json_str(rf, "uid");
         if (u && c->nreserved < 8) snprintf(c->reserved[c->nreserved], MODEL_UID_LEN, "%.63s", u);
         c->nreserved++;
     }
     c->gen = d->gen[1];
     claim_locate(d, c);
     if (old) claim_unindex(d, old);
-    if (ext_map_put(d->claims, c->key, c) != 0) {
+    if (ext_map_put(d->claims, c->key, c) != 0) {   /* out of memory; only a new key can fail (map.h) */
         claim_free(c);
-        if (old) {
-            ext_map_del(d->claims, key);
-            claim_free(old);
-        }
         return;
     }
     claim_index(d, c);
@@ -373,7 +367,7 @@ static void claim_event(ext_dra *d, ext_kube_event ev, const cJSON *obj, ext_dra
 }
 
 static void class_event(ext_dra *d, ext_kube_event ev, const cJSON *obj) {
-    const char *name = jstr(jget(obj, "metadata"), "name");
+    const char *name = model_json_str(model_json_get(obj, "metadata"), "name");
     if (!name || !name[0] || strlen(name) >= sizeof((dclass *)0)->key) return;
     dclass *old = ext_map_get(d->classes, name);
     if (ev == EXT_KUBE_DELETED) {
@@ -407,17 +401,9 @@ static void sweep(ext_dra *d, int i, ext_dra_touch_fn touch, void *user) {
         }
         if (!gone) return;
         if (i == 0) {
-            dslice *s = gone;
-            ext_map_del(m, s->key);
-            slice_unindex(d, s);
-            touch_node(touch, user, s->s.node);
-            slice_free(s);
+            slice_drop(d, gone, touch, user);
         } else if (i == 1) {
-            dclaim *c = gone;
-            ext_map_del(m, c->key);
-            claim_unindex(d, c);
-            touch_node(touch, user, c->node);
-            claim_free(c);
+            claim_drop(d, gone, touch, user);
         } else {
             dclass *c = gone;
             ext_map_del(m, c->key);
@@ -494,17 +480,19 @@ int ext_dra_apply_claims(const ext_dra *d, model_node *m) {
 /* ------------------------------------------------------------ pods ---- */
 
 bool ext_dra_pod_has_claims(const cJSON *pod) {
-    return cJSON_GetArraySize(jget(jget(pod, "spec"), "resourceClaims")) > 0;
+    return cJSON_GetArraySize(model_json_get(model_json_get(pod, "spec"), "resourceClaims")) > 0;
 }
 
 /* The ResourceClaim name behind one entry of pod.spec.resourceClaims, or NULL (a template's claim not made yet). */
 static const char *claim_name(const cJSON *pod, const cJSON *rc) {
-    const char *direct = jstr(rc, "resourceClaimName");
+    const char *direct = model_json_str(rc, "resourceClaimName");
     if (direct) return direct;
-    const char *entry = jstr(rc, "name");
+    const char *entry = model_json_str(rc, "name");
     const cJSON *st;
-    cJSON_ArrayForEach(st, jget(jget(pod, "status"), "resourceClaimStatuses"))
-        if (entry && !strcmp(jstr(st, "name") ? jstr(st, "name") : "", entry)) return jstr(st, "resourceClaimName");
+    cJSON_ArrayForEach(st, model_json_get(model_json_get(pod, "status"), "resourceClaimStatuses")) {
+        const char *n = model_json_str(st, "name");
+        if (entry && !strcmp(n ? n : "", entry)) return model_json_str(st, "resourceClaimName");
+    }
     return NULL;
 }
 
@@ -517,15 +505,15 @@ model_dra_verdict ext_dra_pod_request(const ext_dra *d, const cJSON *pod, model_
                                       size_t whylen) {
     memset(out, 0, sizeof *out);
     if (why && whylen) why[0] = 0;
-    const char *ns = jstr(jget(pod, "metadata"), "namespace");
+    const char *ns = model_json_str(model_json_get(pod, "metadata"), "namespace");
     if (!ns) ns = "default";
     model_dra_verdict v = MODEL_DRA_NOTHING;
     const cJSON *rc;
-    cJSON_ArrayForEach(rc, jget(jget(pod, "spec"), "resourceClaims")) {
+    cJSON_ArrayForEach(rc, model_json_get(model_json_get(pod, "spec"), "resourceClaims")) {
         const char *cn = claim_name(pod, rc);
         if (!cn) {
-            snprintf(why, whylen, "the claim of template %s is not created yet", jstr(rc, "resourceClaimTemplateName") ?
-                     jstr(rc, "resourceClaimTemplateName") : "?");
+            const char *tn = model_json_str(rc, "resourceClaimTemplateName");
+            snprintf(why, whylen, "the claim of template %s is not created yet", tn ? tn : "?");
             return MODEL_DRA_UNJUDGED;
         }
         char key[400];

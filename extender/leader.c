@@ -16,6 +16,7 @@
 
 #include "extender/health.h"
 #include "extender/log.h"
+#include "model/json.h"
 
 /* where deploy/rbac.yaml grants the Lease verbs */
 #define LEADER_RBAC "tessera-leader-election Role"
@@ -186,9 +187,10 @@ typedef struct lease_rec {
     int secs, transitions;
 } lease_rec;
 
+/* "" rather than NULL for a missing string: the lease fields are copied as they are. */
 static const char *jstr(const cJSON *o, const char *k) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(v) ? v->valuestring : "";
+    const char *v = model_json_str(o, k);
+    return v ? v : "";
 }
 
 static int parse_lease(const char *body, lease_rec *r) {

@@ -515,29 +515,33 @@ int main(int argc, char **argv) {
     snprintf(sc.reservation_ns, sizeof sc.reservation_ns, "%s", rsvc.ns);
     ext_state *st = ext_state_new(&sc);
     if (!st) { fprintf(stderr, "out of memory\n"); return 1; }
+    /* Everything startup makes, NULL until made: a failure below frees what exists at `fail`. */
+    int exit_code = 2;   /* a bad flag or input; 1 once the problem is at run time */
     ext_kube *kube = NULL;
+    ext_leader *leader = NULL;
+    ext_events *events = NULL;
+    ext_rsv *rsv = NULL;
+    ext_webhook_listener *whl = NULL;
+    ext_http *http = NULL, *ops = NULL;
     if (standalone) {
         size_t len = 0;
         char *json = NULL;
         if (demo) {
             if (!sim_demo_cluster_json || !&sim_demo_cluster_json_len) {
                 fprintf(stderr, "--demo: this binary was built without the demo cluster; use --cluster FILE\n");
-                ext_state_free(st);
-                return 2;
+                goto fail;
             }
             json = strndup((const char *)sim_demo_cluster_json, sim_demo_cluster_json_len);
             len = json ? strlen(json) : 0;
         } else if (!(json = slurp(cluster, &len))) {
             fprintf(stderr, "--cluster %s: %s\n", cluster, strerror(errno));
-            ext_state_free(st);
-            return 2;
+            goto fail;
         }
         int rc = json ? ext_state_load_cluster(st, json, len, err, sizeof err) : -1;
         free(json);
         if (rc < 0) {
             fprintf(stderr, "--cluster: %s\n", json ? err : "out of memory");
-            ext_state_free(st);
-            return 2;
+            goto fail;
         }
         ext_state_lock(st);
         ext_log(EXT_LOG_INFO, "event=standalone nodes=%d source=%s", ext_state_node_count(st), demo ? "demo" : cluster);
@@ -545,43 +549,30 @@ int main(int argc, char **argv) {
     } else {
         if (!api_given && ext_kube_config_in_cluster(&kc, err, sizeof err) < 0) {
             fprintf(stderr, "no in-cluster configuration (%s): give --kube-api URL, or --cluster FILE for standalone mode\n", err);
-            ext_state_free(st);
-            return 2;
+            goto fail;
         }
         if (!(kube = ext_kube_new(&kc, err, sizeof err))) {
             fprintf(stderr, "API client: %s\n", err);
-            ext_state_free(st);
-            return 2;
+            goto fail;
         }
     }
-    ext_leader *leader = NULL;
     if (kube && leader_elect != 0 && !(leader = ext_leader_new(&lc, kube, err, sizeof err))) {
         fprintf(stderr, "%s\n", err);
-        ext_kube_free(kube);
-        ext_state_free(st);
-        return 2;
+        goto fail;
     }
     /* Events before HTTP: the first bind may come as soon as the server listens. */
-    ext_events *events = NULL;
+    exit_code = 1;
     if (kube) {
         ext_events_config ec;
         ext_events_config_defaults(&ec);
         if (!(events = ext_events_start(kube, &ec, err, sizeof err))) {
             fprintf(stderr, "%s\n", err);
-            ext_leader_free(leader);
-            ext_kube_free(kube);
-            ext_state_free(st);
-            return 1;
+            goto fail;
         }
     }
-    ext_rsv *rsv = NULL;
     if (kube && delivery_mode == EXT_DELIVERY_RESERVATION && !(rsv = ext_rsv_new(&rsvc, st, kube, events, leader, err, sizeof err))) {
         fprintf(stderr, "%s\n", err);
-        ext_events_stop(events);
-        ext_leader_free(leader);
-        ext_kube_free(kube);
-        ext_state_free(st);
-        return 1;
+        goto fail;
     }
     watch_users wu = {st, rsv};
     ext_verbs verbs;
@@ -628,24 +619,15 @@ int main(int argc, char **argv) {
     /* The webhook's TLS listener on the Secret's certificate, (re)started by ext_webhook_tls below;
      * while it cannot start, /readyz says why (the Service publishes not-ready pods, so reviews
      * sent to this replica fail until a retry works: see deploy/service.yaml). */
-    ext_webhook_listener *whl = NULL;
     if (webhook_listen[0] && !webhook_cert) {
         ext_http_config wl = hc;
         snprintf(wl.listen, sizeof wl.listen, "%s", webhook_listen);
-        if (!(whl = ext_webhook_listener_new(&wl))) { fprintf(stderr, "out of memory\n"); return 1; }
+        if (!(whl = ext_webhook_listener_new(&wl))) { fprintf(stderr, "out of memory\n"); goto fail; }
     }
-    ext_http *http = ext_http_start(&hc, err, sizeof err);
-    if (!http) {
+    if (!(http = ext_http_start(&hc, err, sizeof err))) {
         fprintf(stderr, "%s\n", err);
-        ext_webhook_listener_free(whl);
-        ext_rsv_free(rsv);
-        ext_events_stop(events);
-        ext_leader_free(leader);
-        ext_kube_free(kube);
-        ext_state_free(st);
-        return 1;
+        goto fail;
     }
-    ext_http *ops = NULL;
     if (metrics_listen) {
         ext_http_config oc = hc;
         snprintf(oc.listen, sizeof oc.listen, "%s", metrics_listen);
@@ -654,14 +636,7 @@ int main(int argc, char **argv) {
         oc.tls_cert_file = oc.tls_key_file = oc.tls_client_ca_file = NULL;
         if (!(ops = ext_http_start(&oc, err, sizeof err))) {
             fprintf(stderr, "--metrics-listen: %s\n", err);
-            ext_http_stop(http);
-            ext_webhook_listener_free(whl);
-            ext_rsv_free(rsv);
-            ext_events_stop(events);
-            ext_leader_free(leader);
-            ext_kube_free(kube);
-            ext_state_free(st);
-            return 1;
+            goto fail;
         }
         ext_log(EXT_LOG_INFO, "event=serving-ops listen=%s port=%d", metrics_listen, ext_http_port(ops));
     }
@@ -688,15 +663,7 @@ int main(int argc, char **argv) {
                          : !(wtls = ext_webhook_tls_start(&wtc, ext_webhook_tls_kube_request, kube,
                                                           ext_webhook_listener_on_pem, whl, err, sizeof err))) {
             fprintf(stderr, "--webhook-listen: %s\n", err);
-            ext_http_stop(ops);
-            ext_http_stop(http);
-            ext_webhook_listener_free(whl);
-            ext_rsv_free(rsv);
-            ext_events_stop(events);
-            ext_leader_free(leader);
-            ext_kube_free(kube);
-            ext_state_free(st);
-            return 1;
+            goto fail;
         }
         if (whf)
             ext_log(EXT_LOG_INFO, "event=serving-webhook listen=%s port=%d cert=%s", webhook_listen, ext_http_port(whf),
@@ -706,7 +673,7 @@ int main(int argc, char **argv) {
             ext_delivery_mode_name(wc.delivery), wc.runtime_class[0] ? wc.runtime_class : "-",
             webhook_listen[0] ? webhook_listen : "-");
     if (standalone) print_demo_help(hc.listen, ext_http_port(http), hc.prefix, &wc);
-    int exit_code = 0;
+    exit_code = 0;
     if ((kube && ext_kube_start(kube, on_watch_event, &wu, err, sizeof err) < 0) ||
         (leader && ext_leader_start(leader, err, sizeof err) < 0) || (rsv && ext_rsv_start(rsv, err, sizeof err) < 0)) {
         fprintf(stderr, "API client: %s\n", err);
@@ -745,5 +712,16 @@ int main(int argc, char **argv) {
     policy_workload_free(workload);
     policy_online_free(verbs.online);   /* after the servers: nothing prioritizes any more */
     if (!exit_code) ext_log(EXT_LOG_INFO, "event=stopped");
+    return exit_code;
+
+fail:   /* startup failed before anything ran: free what was made, newest first */
+    ext_http_stop(ops);
+    ext_http_stop(http);
+    ext_webhook_listener_free(whl);
+    ext_rsv_free(rsv);
+    ext_events_stop(events);
+    ext_leader_free(leader);
+    ext_kube_free(kube);
+    ext_state_free(st);
     return exit_code;
 }

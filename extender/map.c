@@ -15,10 +15,15 @@ struct ext_map {
     /* iteration state: bucket index and position inside the chain are packed in the cursor */
 };
 
-static uint64_t hash(const char *s) {
+uint64_t ext_map_str_hash(const char *s) {
     uint64_t h = 1469598103934665603ull;   /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h ^ (h >> 29);
+    for (; s && *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static uint64_t hash(const char *s) {
+    uint64_t h = ext_map_str_hash(s);
+    return h ^ (h >> 29);   /* FNV-1a's low bits, which pick the bucket, mix poorly alone */
 }
 
 ext_map *ext_map_new(void) {

@@ -21,6 +21,7 @@
 #include "extender/log.h"
 #include "extender/map.h"
 #include "model/fit.h"
+#include "model/json.h"
 #include "model/request.h"
 
 #define NAME_LEN 254
@@ -129,11 +130,9 @@ void ext_rsv_config_defaults(ext_rsv_config *cfg) {
 
 /* ------------------------------------------------------------------ JSON helpers */
 
-static const cJSON *jget(const cJSON *o, const char *a) { return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, a) : NULL; }
+/* The string at o.a, or at o.a.b when b is given. */
 static const char *jstr(const cJSON *o, const char *a, const char *b) {
-    const cJSON *v = jget(o, a);
-    if (b) v = jget(v, b);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
+    return b ? model_json_str(model_json_get(o, a), b) : model_json_str(o, a);
 }
 static void cpy(char *dst, size_t len, const char *src) { snprintf(dst, len, "%s", src ? src : ""); }
 
@@ -171,7 +170,7 @@ static int64_t wall_ms(void) {
 }
 
 static void rpod_update(ext_rsv *r, const cJSON *obj) {
-    const cJSON *meta = jget(obj, "metadata");
+    const cJSON *meta = model_json_get(obj, "metadata");
     const char *name = jstr(meta, "name", NULL), *uid = jstr(meta, "uid", NULL);
     if (!name || strlen(name) >= NAME_LEN) return;
     rpod *p = ext_map_get(r->rpods, name);
@@ -184,7 +183,7 @@ static void rpod_update(ext_rsv *r, const cJSON *obj) {
         if (ext_map_put(r->rpods, p->name, p) != 0) { free(p); return; }
         p->first_ms = ext_now_ms();
     }
-    const cJSON *ann = jget(meta, "annotations");
+    const cJSON *ann = model_json_get(meta, "annotations");
     cpy(p->uid, sizeof p->uid, jstr(meta, "uid", NULL));
     cpy(p->node, sizeof p->node, jstr(ann, EXT_RSV_ANN_NODE, NULL));
     cpy(p->unit, sizeof p->unit, jstr(ann, EXT_RSV_ANN_UNIT, NULL));
@@ -200,8 +199,8 @@ static void rpod_update(ext_rsv *r, const cJSON *obj) {
     cpy(p->rerr, sizeof p->rerr, jstr(ann, EXT_RSV_ANN_ERROR, NULL));
     p->wreason[0] = p->wmessage[0] = 0;
     const cJSON *cs;
-    cJSON_ArrayForEach(cs, jget(jget(obj, "status"), "containerStatuses")) {
-        const cJSON *w = jget(jget(cs, "state"), "waiting");
+    cJSON_ArrayForEach(cs, model_json_get(model_json_get(obj, "status"), "containerStatuses")) {
+        const cJSON *w = model_json_get(model_json_get(cs, "state"), "waiting");
         if (w && jstr(w, "reason", NULL)) {
             cpy(p->wreason, sizeof p->wreason, jstr(w, "reason", NULL));
             cpy(p->wmessage, sizeof p->wmessage, jstr(w, "message", NULL));
@@ -218,9 +217,10 @@ static bool pod_started(const cJSON *obj) {
     static const char *const lists[2] = {"initContainerStatuses", "containerStatuses"};
     for (int l = 0; l < 2; l++) {
         const cJSON *c;
-        cJSON_ArrayForEach(c, jget(jget(obj, "status"), lists[l])) {
-            if (jget(jget(c, "state"), "running") || jget(jget(c, "state"), "terminated")) return true;
-            const cJSON *rc = jget(c, "restartCount");
+        cJSON_ArrayForEach(c, model_json_get(model_json_get(obj, "status"), lists[l])) {
+            const cJSON *state = model_json_get(c, "state");
+            if (model_json_get(state, "running") || model_json_get(state, "terminated")) return true;
+            const cJSON *rc = model_json_get(c, "restartCount");
             if (cJSON_IsNumber(rc) && rc->valuedouble > 0) return true;
         }
     }
@@ -229,7 +229,7 @@ static bool pod_started(const cJSON *obj) {
 
 /* A share pod, or removed from the table when it is not (any more) one. */
 static void spod_update(ext_rsv *r, const cJSON *obj) {
-    const cJSON *meta = jget(obj, "metadata");
+    const cJSON *meta = model_json_get(obj, "metadata");
     const char *uid = jstr(meta, "uid", NULL), *name = jstr(meta, "name", NULL), *ns = jstr(meta, "namespace", NULL);
     if (!uid || !uid[0] || strlen(uid) >= MODEL_UID_LEN || !name || strlen(name) >= NAME_LEN) return;
     if (!ns) ns = "default";
@@ -261,7 +261,8 @@ static void spod_update(ext_rsv *r, const cJSON *obj) {
     cpy(s->delivery, sizeof s->delivery, d && strlen(d) < NAME_LEN ? d : "");
     s->owned = false;
     const cJSON *o;
-    cJSON_ArrayForEach(o, jget(meta, "ownerReferences")) if (cJSON_IsTrue(jget(o, "controller"))) s->owned = true;
+    cJSON_ArrayForEach(o, model_json_get(meta, "ownerReferences"))
+        if (cJSON_IsTrue(model_json_get(o, "controller"))) s->owned = true;
     s->started = pod_started(obj);
     const char *rf = jstr(meta, "annotations", EXT_RSV_ANN_REFUSALS);
     s->refusals = rf ? atoi(rf) : 0;
@@ -307,7 +308,7 @@ void ext_rsv_on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const c
         case EXT_KUBE_MODIFIED:
         case EXT_KUBE_DELETED: {
             if (!cJSON_IsObject(obj)) break;
-            const cJSON *meta = jget(obj, "metadata");
+            const cJSON *meta = model_json_get(obj, "metadata");
             if (is_reservation(r, meta)) {
                 const char *name = jstr(meta, "name", NULL);
                 if (ev == EXT_KUBE_DELETED) { if (name) free(ext_map_del(r->rpods, name)); }
@@ -424,8 +425,8 @@ static bool is_held(const plan *p, const char *node, int gpu) {
 static void hold_raw(plan *p, const char *node, const char *ann) {
     cJSON *o = ann ? cJSON_Parse(ann) : NULL, *g;
     int n = 0;
-    cJSON_ArrayForEach(g, jget(o, "grants")) {
-        const cJSON *i = jget(g, "gpu");
+    cJSON_ArrayForEach(g, model_json_get(o, "grants")) {
+        const cJSON *i = model_json_get(g, "gpu");
         if (cJSON_IsNumber(i) && i->valuedouble >= 0 && i->valuedouble < 1000) { hold(p, node, i->valueint); n++; }
     }
     if (!n) hold(p, node, -1);
@@ -578,7 +579,7 @@ static bool reserve_image(ext_rsv *r, char *buf, size_t len) {
     cJSON *pod = code == 200 && resp ? cJSON_Parse(resp) : NULL;
     free(resp);
     const cJSON *c, *first = NULL, *mine = NULL;
-    cJSON_ArrayForEach(c, jget(jget(pod, "spec"), "containers")) {
+    cJSON_ArrayForEach(c, model_json_get(model_json_get(pod, "spec"), "containers")) {
         if (!first) first = c;
         const char *cn = jstr(c, "name", NULL);
         if (cn && !strcmp(cn, EXT_RSV_SELF_CONTAINER)) mine = c;
@@ -674,7 +675,7 @@ static void table_learn(ext_rsv *r, const char *resp) {
     cJSON *o = resp ? cJSON_Parse(resp) : NULL;
     if (cJSON_IsObject(o)) {
         pthread_mutex_lock(&r->mu);
-        const cJSON *meta = jget(o, "metadata");
+        const cJSON *meta = model_json_get(o, "metadata");
         if (is_reservation(r, meta)) rpod_update(r, o);
         else spod_update(r, o);
         pthread_mutex_unlock(&r->mu);
@@ -791,7 +792,8 @@ static int ensure_cm(ext_rsv *r, const spod *s, const cJSON *data, bool *fresh) 
         free(resp);
         resp = NULL;
         if (cur) {
-            const cJSON *cd = jget(cur, "data"), *co = jget(jget(cur, "metadata"), "ownerReferences");
+            const cJSON *cd = model_json_get(cur, "data");
+            const cJSON *co = model_json_get(model_json_get(cur, "metadata"), "ownerReferences");
             const char *rv = jstr(cur, "metadata", "resourceVersion");
             bool owner_ok = false, foreign = false;
             const cJSON *o;
@@ -800,7 +802,7 @@ static int ensure_cm(ext_rsv *r, const spod *s, const cJSON *data, bool *fresh) 
                 if (ou && !strcmp(ou, s->uid)) owner_ok = true;
                 else if (ok_ && !strcmp(ok_, "Pod")) foreign = true;
             }
-            const char *lbl = jstr(jget(cur, "metadata"), "labels", EXT_DLV_LABEL_DELIVERY);
+            const char *lbl = jstr(model_json_get(cur, "metadata"), "labels", EXT_DLV_LABEL_DELIVERY);
             if (!owner_ok && (foreign || !lbl || strcmp(lbl, "true") != 0)) {
                 /* Another pod's (a tessera.io/delivery copied into this pod) or someone's own ConfigMap. */
                 cJSON_Delete(cur);
@@ -842,7 +844,7 @@ static bool drop_cm(ext_rsv *r, const spod *s) {
     if (!cur) return false;
     bool mine = false;
     const cJSON *o;
-    cJSON_ArrayForEach(o, jget(jget(cur, "metadata"), "ownerReferences")) {
+    cJSON_ArrayForEach(o, model_json_get(model_json_get(cur, "metadata"), "ownerReferences")) {
         const char *ou = jstr(o, "uid", NULL);
         if (ou && !strcmp(ou, s->uid)) mine = true;
     }
@@ -1101,7 +1103,7 @@ static bool cm_names(ext_rsv *r, const spod *s, const char *uuid) {
         snprintf(path, sizeof path, "/api/v1/namespaces/%s/configmaps/%s", s->ns, s->delivery);
         cJSON *cm = call(r, "GET", path, NULL, &resp, "read delivery ConfigMap") == 200 && resp ? cJSON_Parse(resp) : NULL;
         free(resp);
-        cpy(buf, sizeof buf, jstr(jget(cm, "data"), EXT_DLV_ENV_VISIBLE, NULL));
+        cpy(buf, sizeof buf, jstr(model_json_get(cm, "data"), EXT_DLV_ENV_VISIBLE, NULL));
         cJSON_Delete(cm);
     }
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))

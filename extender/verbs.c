@@ -18,6 +18,7 @@
 #include "extender/jscan.h"
 #include "extender/health.h"
 #include "extender/log.h"
+#include "extender/map.h"
 #include "extender/reservation.h"
 
 /* The answer before the first sync, with what keeps tessera from syncing when health.h knows (the API
@@ -66,12 +67,6 @@ void ext_verbs_init(ext_verbs *v, ext_state *st, const policy *pol, ext_bind_fn 
     policy_ctx_init(&v->ctx, 0);
     v->bind = bind;
     v->bind_user = bind_user;
-}
-
-static uint64_t uid_hash(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; s && *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
 }
 
 /* ---------------------------------------------------------------- reply text */
@@ -316,7 +311,7 @@ static uint32_t shape_id(ext_verbs *v, const model_request *r) {
 static uint64_t score_ctx_key(const ext_verbs *v) {
     if (policy_draws_per_decision(v->pol)) return 0;
     const policy_ctx *c = &v->ctx;
-    uint64_t h = uid_hash(policy_name(v->pol));
+    uint64_t h = ext_map_str_hash(policy_name(v->pol));
     /* the workload's version, not its address: an online estimate's next snapshot may
      * reuse the address of the one it replaced */
     uint64_t parts[] = {c->seed, policy_workload_version(c->workload), c->fgd_exact, c->tiebreak};
@@ -334,7 +329,7 @@ static uint64_t score_ctx_key(const ext_verbs *v) {
  * point ctx.workload at the estimate's current snapshot (lock held). */
 static void online_observe(ext_verbs *v, const char *uid, const model_request *r) {
     if (!v->online) return;
-    uint64_t h = uid_hash(uid) | 1;
+    uint64_t h = ext_map_str_hash(uid) | 1;
     for (int i = 0; i < EXT_ONLINE_SEEN; i++)
         if (v->online_seen[i] == h) return;
     v->online_seen[v->online_next] = h;
@@ -722,11 +717,7 @@ static void put_members(jbuf *out, jbuf parts[2]) {
 
 static model_dra_verdict dra_request(ext_verbs *v, const ext_args *a, model_request *dr, char *why, size_t whylen) {
     model_dra_verdict vd = ext_dra_pod_request(ext_state_dra(v->st), a->pod, dr, why, whylen);
-    if (vd == MODEL_DRA_JUDGED) {
-        dr->priority = a->req.priority;
-        dr->cpu_milli = a->req.cpu_milli;
-        dr->memory_bytes = a->req.memory_bytes;
-    }
+    if (vd == MODEL_DRA_JUDGED) model_dra_request_of_pod(dr, &a->req);
     return vd;
 }
 
@@ -922,7 +913,7 @@ void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *
     if (a.req_ok) ext_state_note_request(v->st, a.uid, a.ns, a.name, &a.req);
     if (a.req_ok && model_request_wants_gpu(&a.req)) {
         policy_ctx ctx = v->ctx;
-        ctx.decision = uid_hash(a.uid);
+        ctx.decision = ext_map_str_hash(a.uid);
         score_job j = {.st = v->st, .v = v, .a = &a, .ctx = &ctx, .res = res, .fresh = fresh};
         ext_state_lock(v->st);
         online_observe(v, a.uid, &a.req);
@@ -938,7 +929,7 @@ void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *
         policy_scores_0_10(v->pol, &ctx, res, a.n, score);
     } else if (a.req_ok && ext_dra_pod_has_claims(a.pod)) {
         policy_ctx ctx = v->ctx;
-        ctx.decision = uid_hash(a.uid);
+        ctx.decision = ext_map_str_hash(a.uid);
         memset(res, 0, (size_t)a.n * sizeof *res);
         dra_prioritize(v, &a, &ctx, res);
         policy_scores_0_10(v->pol, &ctx, res, a.n, score);
@@ -1034,7 +1025,7 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     } else if (model_request_wants_gpu(&req)) {
         limit_to_delivery(v, &req);
         policy_ctx ctx = v->ctx;
-        ctx.decision = uid_hash(uid);
+        ctx.decision = ext_map_str_hash(uid);
         policy_result res;
         model_assignment a;
         char why[MODEL_REASON_LEN];
@@ -1385,7 +1376,7 @@ void ext_debug_state(ext_verbs *v, const char *pod, ext_reply *out) {
         cJSON_AddStringToObject(root, "uid", uid);
         cJSON_AddStringToObject(root, "request", buf);
         policy_ctx ctx = v->ctx;
-        ctx.decision = uid_hash(uid);
+        ctx.decision = ext_map_str_hash(uid);
         int n = ext_state_node_count(v->st);
         policy_result *res = calloc((size_t)n + 1, sizeof *res);
         int *score = calloc((size_t)n + 1, sizeof *score);

@@ -15,6 +15,7 @@
 
 #include "extender/base64.h"
 #include "extender/dra.h"
+#include "extender/map.h"
 #include "extender/state.h"
 #include "model/request.h"
 
@@ -211,9 +212,8 @@ static int issued_next;
 static pthread_mutex_t issued_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static uint64_t name_hash(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h ? h : 1;
+    uint64_t h = ext_map_str_hash(s);
+    return h ? h : 1;   /* 0 marks an empty slot */
 }
 
 static void issued_note(const char *name) {

@@ -13,15 +13,11 @@
 #include <string.h>
 
 #include "model/fit.h"
+#include "model/json.h"
 #include "model/quantity.h"
 
 /* ------------------------------------------------------------ reading objects ---- */
 
-static const cJSON *jget(const cJSON *o, const char *k) { return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL; }
-static const char *jstr(const cJSON *o, const char *k) {
-    const cJSON *v = jget(o, k);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
 /* Copy with truncation (names longer than the model keeps are cut, never overflow). */
 static void cpy(char *dst, size_t len, const char *src) {
     size_t n = src ? strnlen(src, len - 1) : 0;
@@ -31,14 +27,14 @@ static void cpy(char *dst, size_t len, const char *src) {
 
 /* An attribute's value: {"string": ...} | {"version": ...} | {"int": n} | {"bool": b}, as v1 serves them. */
 static const char *attr_str(const cJSON *attrs, const char *name) {
-    const cJSON *a = jget(attrs, name);
+    const cJSON *a = model_json_get(attrs, name);
     if (!a) {   /* attributes may also be written fully qualified */
         char q[160];
         snprintf(q, sizeof q, MODEL_DRA_DRIVER "/%.100s", name);
-        a = jget(attrs, q);
+        a = model_json_get(attrs, q);
     }
-    const char *s = jstr(a, "string");
-    return s ? s : jstr(a, "version");
+    const char *s = model_json_str(a, "string");
+    return s ? s : model_json_str(a, "version");
 }
 
 /* A JSON number as an integer clamped to lo..hi (dflt when it is not a number): the API's int64
@@ -52,7 +48,7 @@ static int64_t jint(const cJSON *o, int64_t lo, int64_t hi, int64_t dflt) {
 
 /* A capacity's value ({"value": "40Gi"}) in MiB, or -1. */
 static int cap_mib(const cJSON *caps, const char *name) {
-    const char *v = jstr(jget(caps, name), "value");
+    const char *v = model_json_str(model_json_get(caps, name), "value");
     int64_t milli;
     if (!v || model_quantity_parse_milli(v, &milli, NULL, 0) != 0 || milli < 0) return -1;
     int64_t mib = milli / 1000 / (1024 * 1024);
@@ -62,9 +58,9 @@ static int cap_mib(const cJSON *caps, const char *name) {
 static void device_parse(const cJSON *d, bool nvidia, model_dra_device *o) {
     memset(o, 0, sizeof *o);
     o->mig_start = o->mig_size = o->minor = -1;
-    cpy(o->name, sizeof o->name, jstr(d, "name"));
+    cpy(o->name, sizeof o->name, model_json_str(d, "name"));
     if (!nvidia) return;
-    const cJSON *attrs = jget(d, "attributes"), *caps = jget(d, "capacity");
+    const cJSON *attrs = model_json_get(d, "attributes"), *caps = model_json_get(d, "capacity");
     const char *type = attr_str(attrs, "type");
     o->type = type && !strcmp(type, "gpu") ? MODEL_DRA_GPU : type && !strcmp(type, "mig") ? MODEL_DRA_MIG : MODEL_DRA_OTHER;
     cpy(o->uuid, sizeof o->uuid, attr_str(attrs, "uuid"));
@@ -77,7 +73,7 @@ static void device_parse(const cJSON *d, bool nvidia, model_dra_device *o) {
     for (int i = 0; i < MODEL_MIG_MAX_SLICES; i++) {
         char k[32];
         snprintf(k, sizeof k, "memorySlice%d", i);
-        if (!jget(caps, k)) continue;
+        if (!model_json_get(caps, k)) continue;
         if (o->mig_start < 0) o->mig_start = i;
         o->mig_size = i - o->mig_start + 1;
     }
@@ -88,8 +84,9 @@ static void device_parse(const cJSON *d, bool nvidia, model_dra_device *o) {
 
 int model_dra_slice_parse(const cJSON *slice, model_dra_slice *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
-    const cJSON *spec = jget(slice, "spec"), *pool = jget(spec, "pool");
-    const char *name = jstr(jget(slice, "metadata"), "name"), *driver = jstr(spec, "driver"), *pname = jstr(pool, "name");
+    const cJSON *spec = model_json_get(slice, "spec"), *pool = model_json_get(spec, "pool");
+    const char *name = model_json_str(model_json_get(slice, "metadata"), "name");
+    const char *driver = model_json_str(spec, "driver"), *pname = model_json_str(pool, "name");
     if (!name || !*name || !driver || !*driver || !pname) {
         snprintf(err, errlen, "ResourceSlice %s: metadata.name, spec.driver and spec.pool.name are required",
                  name ? name : "(no name)");
@@ -98,12 +95,12 @@ int model_dra_slice_parse(const cJSON *slice, model_dra_slice *out, char *err, s
     cpy(out->name, sizeof out->name, name);
     cpy(out->driver, sizeof out->driver, driver);
     cpy(out->pool, sizeof out->pool, pname);
-    cpy(out->node, sizeof out->node, jstr(spec, "nodeName"));
-    const cJSON *gen = jget(pool, "generation"), *cnt = jget(pool, "resourceSliceCount");
+    cpy(out->node, sizeof out->node, model_json_str(spec, "nodeName"));
+    const cJSON *gen = model_json_get(pool, "generation"), *cnt = model_json_get(pool, "resourceSliceCount");
     out->generation = jint(gen, -(INT64_C(1) << 53), INT64_C(1) << 53, 0);
     /* a count beyond INT_MAX stays a pool that is never complete */
     out->count = (int)jint(cnt, 1, INT_MAX, 1);
-    const cJSON *devs = jget(spec, "devices");
+    const cJSON *devs = model_json_get(spec, "devices");
     /* an object's members iterate like a list's items, but no room was counted for them */
     if (devs && !cJSON_IsArray(devs) && !cJSON_IsNull(devs)) {
         snprintf(err, errlen, "ResourceSlice %s: spec.devices is not a list", name);
@@ -117,7 +114,7 @@ int model_dra_slice_parse(const cJSON *slice, model_dra_slice *out, char *err, s
     bool nvidia = !strcmp(driver, MODEL_DRA_DRIVER);
     const cJSON *d;
     cJSON_ArrayForEach(d, devs)
-        if (cJSON_IsObject(d) && jstr(d, "name")) device_parse(d, nvidia, &out->dev[out->ndev++]);
+        if (cJSON_IsObject(d) && model_json_str(d, "name")) device_parse(d, nvidia, &out->dev[out->ndev++]);
     return 0;
 }
 
@@ -311,19 +308,19 @@ int model_node_add_dra(model_node *n, const model_dra_device *dev, int ndev, con
 /* ------------------------------------------------------------ allocations ---- */
 
 int model_dra_claim_results(const cJSON *claim, model_dra_result *out, int max) {
-    const cJSON *alloc = jget(jget(claim, "status"), "allocation");
+    const cJSON *alloc = model_json_get(model_json_get(claim, "status"), "allocation");
     if (!cJSON_IsObject(alloc)) return -1;
-    const cJSON *res = jget(jget(alloc, "devices"), "results"), *r;
+    const cJSON *res = model_json_get(model_json_get(alloc, "devices"), "results"), *r;
     int n = 0;
     cJSON_ArrayForEach(r, res) {
         if (n >= max || !cJSON_IsObject(r)) continue;
         model_dra_result *o = &out[n++];
         memset(o, 0, sizeof *o);
-        cpy(o->request, sizeof o->request, jstr(r, "request"));
-        cpy(o->driver, sizeof o->driver, jstr(r, "driver"));
-        cpy(o->pool, sizeof o->pool, jstr(r, "pool"));
-        cpy(o->device, sizeof o->device, jstr(r, "device"));
-        o->admin = cJSON_IsTrue(jget(r, "adminAccess"));
+        cpy(o->request, sizeof o->request, model_json_str(r, "request"));
+        cpy(o->driver, sizeof o->driver, model_json_str(r, "driver"));
+        cpy(o->pool, sizeof o->pool, model_json_str(r, "pool"));
+        cpy(o->device, sizeof o->device, model_json_str(r, "device"));
+        o->admin = cJSON_IsTrue(model_json_get(r, "adminAccess"));
     }
     return n;
 }
@@ -563,7 +560,7 @@ unknown:
 static bool selectors(const cJSON *sels, sel *o, char *why, size_t whylen) {
     const cJSON *s;
     cJSON_ArrayForEach(s, sels) {
-        const char *x = jstr(jget(s, "cel"), "expression");
+        const char *x = model_json_str(model_json_get(s, "cel"), "expression");
         if (!x) {
             snprintf(why, whylen, "a selector that is not CEL");
             return false;
@@ -581,19 +578,19 @@ static model_dra_verdict unjudged(char *why, size_t whylen, const char *fmt, con
 /* One exact request (or the only alternative of firstAvailable) added to out. */
 static model_dra_verdict one_request(const cJSON *rq, model_dra_class_fn classes, void *user, model_request *out,
                                      char *why, size_t whylen) {
-    const char *cls = jstr(rq, "deviceClassName");
+    const char *cls = model_json_str(rq, "deviceClassName");
     if (!cls || !*cls) return unjudged(why, whylen, "a device request without deviceClassName", NULL);
-    const char *mode = jstr(rq, "allocationMode");
+    const char *mode = model_json_str(rq, "allocationMode");
     if (mode && strcmp(mode, "ExactCount") != 0)
         return unjudged(why, whylen, "allocationMode %s (tessera judges ExactCount only)", mode);
-    const cJSON *cnt = jget(rq, "count");
+    const cJSON *cnt = model_json_get(rq, "count");
     int count = (int)jint(cnt, 0, MODEL_MAX_GPUS + 1, 1);   /* out of range either way: unjudged below */
     if (count < 1 || count > MODEL_MAX_GPUS) return unjudged(why, whylen, "a device count tessera cannot place", NULL);
     const cJSON *cl = classes ? classes(user, cls) : NULL;
     if (!cl) return unjudged(why, whylen, "DeviceClass %s is not known to tessera", cls);
     sel o = {0};
-    if (!selectors(jget(jget(cl, "spec"), "selectors"), &o, why, whylen)) return MODEL_DRA_UNJUDGED;
-    if (!selectors(jget(rq, "selectors"), &o, why, whylen)) return MODEL_DRA_UNJUDGED;
+    if (!selectors(model_json_get(model_json_get(cl, "spec"), "selectors"), &o, why, whylen)) return MODEL_DRA_UNJUDGED;
+    if (!selectors(model_json_get(rq, "selectors"), &o, why, whylen)) return MODEL_DRA_UNJUDGED;
     if (!o.driver_ok) return unjudged(why, whylen, "DeviceClass %s does not select gpu.nvidia.com devices", cls);
     if (!o.type) o.type = o.profile[0] ? MODEL_DRA_MIG : MODEL_DRA_GPU;
     model_request r = {0};
@@ -633,23 +630,30 @@ static model_dra_verdict one_request(const cJSON *rq, model_dra_class_fn classes
 model_dra_verdict model_dra_request(const cJSON *claim_spec, model_dra_class_fn classes, void *user,
                                     model_request *out, char *why, size_t whylen) {
     if (why && whylen) why[0] = 0;
-    const cJSON *reqs = jget(jget(claim_spec, "devices"), "requests"), *rq;
+    const cJSON *reqs = model_json_get(model_json_get(claim_spec, "devices"), "requests"), *rq;
     model_dra_verdict v = MODEL_DRA_NOTHING;
     cJSON_ArrayForEach(rq, reqs) {
-        const cJSON *exact = jget(rq, "exactly"), *first = jget(rq, "firstAvailable");
-        if (!exact && !first && jstr(rq, "deviceClassName")) exact = rq;   /* v1beta1's flat form, seen in old manifests */
+        const cJSON *exact = model_json_get(rq, "exactly"), *first = model_json_get(rq, "firstAvailable");
+        /* v1beta1's flat form, seen in old manifests */
+        if (!exact && !first && model_json_str(rq, "deviceClassName")) exact = rq;
         if (first) {
             if (cJSON_GetArraySize(first) != 1)
                 return unjudged(why, whylen, "firstAvailable with several alternatives (DynamicResources picks one)", NULL);
             exact = cJSON_GetArrayItem(first, 0);
         }
         if (!exact) return unjudged(why, whylen, "a device request tessera cannot read", NULL);
-        if (cJSON_IsTrue(jget(exact, "adminAccess"))) continue;   /* monitoring access: allocates nothing */
+        if (cJSON_IsTrue(model_json_get(exact, "adminAccess"))) continue;   /* monitoring access: allocates nothing */
         model_dra_verdict one = one_request(exact, classes, user, out, why, whylen);
         if (one == MODEL_DRA_UNJUDGED) return one;
         v = MODEL_DRA_JUDGED;
     }
     return v;
+}
+
+void model_dra_request_of_pod(model_request *dr, const model_request *pod) {
+    dr->priority = pod->priority;
+    dr->cpu_milli = pod->cpu_milli;
+    dr->memory_bytes = pod->memory_bytes;
 }
 
 /* ------------------------------------------------------------ static feasibility ---- */

@@ -131,6 +131,10 @@ typedef const cJSON *(*model_dra_class_fn)(void *user, const char *class_name);
 model_dra_verdict model_dra_request(const cJSON *claim_spec, model_dra_class_fn classes, void *user,
                                     model_request *out, char *why, size_t whylen);
 
+/* A pod's judged claim request dr takes the rest from the pod's own request: priority, CPU and memory
+ * count on a node as for any pod. The extender and the simulator build a DRA pod's request this way. */
+void model_dra_request_of_pod(model_request *dr, const model_request *pod);
+
 /* Whether n publishes enough devices for a judged claim request r (via_dra) if none were taken: the only
  * grounds on which tessera's filter refuses a node for a claim, because DynamicResources refuses it too.
  * Usage is not looked at (a claim tessera has not seen deallocated yet must not cost a node). why says what

@@ -39,10 +39,10 @@ static const char *shared_by(model_gpu_mode m) { return m == MODEL_GPU_MPS ? "sh
 static bool node_shares_profile(const model_node *n, const char *profile) {
     for (int i = 0; i < n->ngpus; i++) {
         const model_gpu *g = &n->gpus[i];
+        if (!g->ninst) continue;
+        int pi = model_product_profile_index(g->product, profile);   /* once per GPU, not per instance */
         for (int k = 0; k < g->ninst; k++)
-            if (g->inst[k].replicas > 1 &&
-                model_product_profile_index(g->product, profile) == g->inst[k].profile)
-                return true;
+            if (g->inst[k].replicas > 1 && g->inst[k].profile == pi) return true;
     }
     return false;
 }

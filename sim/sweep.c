@@ -132,36 +132,52 @@ static void put_array(FILE *f, const char *name, const double *v) {
     fputc(']', f);
 }
 
-/* Write to a temporary name, then rename: a cell file exists only when complete. */
-static int write_cell(sweep_job *J, int k, const sim_fgd_run *r, int total_gpus, char *err, size_t errlen) {
-    int l, p, s;
-    cell_coords(J->g, k, &l, &p, &s);
+/* A cell file is written to a temporary name, then renamed: it exists only when complete. */
+typedef struct cell_file {
+    FILE *f;
     char path[600], tmp[640];
-    snprintf(path, sizeof path, "%.500s/cells/cell-%05d.json", J->dir, k);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+} cell_file;
+
+/* Opens cell k's file under its temporary name and writes what every cell file opens with: the
+ * grid key (quoted by cJSON) and the cell number; the caller goes on with its own "name": value pairs. */
+static int cell_begin(sweep_job *J, int k, cell_file *cf, char *err, size_t errlen) {
+    snprintf(cf->path, sizeof cf->path, "%.500s/cells/cell-%05d.json", J->dir, k);
+    snprintf(cf->tmp, sizeof cf->tmp, "%s.tmp.%ld", cf->path, (long)getpid());
+    cf->f = fopen(cf->tmp, "w");
+    if (!cf->f) {
+        snprintf(err, errlen, "cannot write %s: %s", cf->tmp, strerror(errno));
         return -1;
     }
-    cJSON *key = cJSON_CreateString(J->key);   /* quoted by cJSON */
+    cJSON *key = cJSON_CreateString(J->key);
     char *kq = key ? cJSON_PrintUnformatted(key) : NULL;
-    fprintf(f, "{\"grid\": %s,\n \"cell\": %d, \"list\": \"%s\", \"policy\": \"%s\", \"seed\": %llu,\n"
-               " \"tasks\": %d, \"failed\": %d, \"totalGpus\": %d",
-            kq ? kq : "\"\"", k, J->g->lists[l], J->g->policies[p], (unsigned long long)J->g->seeds[s], r->tasks,
-            r->failed, total_gpus);
+    fprintf(cf->f, "{\"grid\": %s,\n \"cell\": %d, ", kq ? kq : "\"\"", k);
     free(kq);
     cJSON_Delete(key);
-    put_array(f, "alloc", r->alloc);
-    put_array(f, "frag", r->frag);
-    put_array(f, "ratio", r->ratio);
-    fprintf(f, "}\n");
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
+    return 0;
+}
+
+/* Closes the object, the file, and renames it to its real name. */
+static int cell_end(cell_file *cf, char *err, size_t errlen) {
+    fprintf(cf->f, "}\n");
+    if (fclose(cf->f) != 0 || rename(cf->tmp, cf->path) != 0) {
+        snprintf(err, errlen, "cannot write %s: %s", cf->path, strerror(errno));
+        unlink(cf->tmp);
         return -1;
     }
     return 0;
+}
+
+static int write_cell(sweep_job *J, int k, const sim_fgd_run *r, int total_gpus, char *err, size_t errlen) {
+    int l, p, s;
+    cell_coords(J->g, k, &l, &p, &s);
+    cell_file cf;
+    if (cell_begin(J, k, &cf, err, errlen) < 0) return -1;
+    fprintf(cf.f, "\"list\": \"%s\", \"policy\": \"%s\", \"seed\": %llu,\n \"tasks\": %d, \"failed\": %d, \"totalGpus\": %d",
+            J->g->lists[l], J->g->policies[p], (unsigned long long)J->g->seeds[s], r->tasks, r->failed, total_gpus);
+    put_array(cf.f, "alloc", r->alloc);
+    put_array(cf.f, "frag", r->frag);
+    put_array(cf.f, "ratio", r->ratio);
+    return cell_end(&cf, err, errlen);
 }
 
 /* ---------------------------------------------------------------- replay cells */
@@ -238,39 +254,21 @@ static int replay_inputs(int scale, const char *sharing, uint64_t seed, sim_clus
 }
 
 static int write_replay_cell(sweep_job *J, int k, const replay_cell *c, char *err, size_t errlen) {
-    char path[600], tmp[640];
-    snprintf(path, sizeof path, "%.500s/cells/cell-%05d.json", J->dir, k);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
-        return -1;
-    }
-    cJSON *key = cJSON_CreateString(J->key);
-    char *kq = key ? cJSON_PrintUnformatted(key) : NULL;
-    fprintf(f, "{\"grid\": %s,\n \"cell\": %d, \"kind\": \"replay\", \"scale\": %d, \"sharing\": \"%s\", "
-               "\"policy\": \"%s\", \"traceSeed\": %llu,\n"
-               " \"workloads\": %d, \"placed\": %d, \"unschedulable\": %d, \"gpus\": %d,\n"
-               " \"gpuHours\": %.17g, \"allocMeanPct\": %.17g, \"fragMeanPct\": %.17g",
-            kq ? kq : "\"\"", k, c->scale, sharing_at(J->g, c->sharing), J->g->policies[c->policy],
-            (unsigned long long)c->seed, c->workloads, c->placed, c->unschedulable, c->gpus, c->gpu_hours, c->alloc_mean,
-            c->frag_mean);
-    free(kq);
-    cJSON_Delete(key);
+    cell_file cf;
+    if (cell_begin(J, k, &cf, err, errlen) < 0) return -1;
+    fprintf(cf.f, "\"kind\": \"replay\", \"scale\": %d, \"sharing\": \"%s\", \"policy\": \"%s\", \"traceSeed\": %llu,\n"
+                  " \"workloads\": %d, \"placed\": %d, \"unschedulable\": %d, \"gpus\": %d,\n"
+                  " \"gpuHours\": %.17g, \"allocMeanPct\": %.17g, \"fragMeanPct\": %.17g",
+            c->scale, sharing_at(J->g, c->sharing), J->g->policies[c->policy], (unsigned long long)c->seed,
+            c->workloads, c->placed, c->unschedulable, c->gpus, c->gpu_hours, c->alloc_mean, c->frag_mean);
     replay_cell cc = *c;
     for (int kd = 0; kd <= SIM_NKINDS; kd++) {
         sim_kind_stats *ks = kd < SIM_NKINDS ? &cc.kind[kd] : &cc.all;
-        fprintf(f, ",\n \"%s\": {\"n\": %d", kd < SIM_NKINDS ? sim_kind_name(kd) : "all", ks->n);
-        for (int i = 0; i < NSTATS; i++) fprintf(f, ", \"%s\": %.17g", stat_names[i], *stat_ref(ks, i));
-        fputc('}', f);
+        fprintf(cf.f, ",\n \"%s\": {\"n\": %d", kd < SIM_NKINDS ? sim_kind_name(kd) : "all", ks->n);
+        for (int i = 0; i < NSTATS; i++) fprintf(cf.f, ", \"%s\": %.17g", stat_names[i], *stat_ref(ks, i));
+        fputc('}', cf.f);
     }
-    fprintf(f, "}\n");
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    return cell_end(&cf, err, errlen);
 }
 
 static void run_replay_cell(sweep_job *J, int k) {

@@ -88,9 +88,7 @@ static int claim_request(const cJSON *claim, model_request *req, char *err, size
         snprintf(err, errlen, "claim: %s", v == MODEL_DRA_NOTHING ? "asks for no GPU device" : why);
         return -1;
     }
-    r.cpu_milli = req->cpu_milli;
-    r.memory_bytes = req->memory_bytes;
-    r.priority = req->priority;
+    model_dra_request_of_pod(&r, req);
     *req = r;
     return 0;
 }
