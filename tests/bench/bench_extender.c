@@ -140,7 +140,7 @@ static void node_json(buf *b, int i, bool full) {
 /* One fractional pod: GPU memory (MiB) and 30 % of the SMs. */
 #define FRACTIONAL_POD_FMT                                                                                        \
     "{\"metadata\":{\"name\":\"infer-7\",\"namespace\":\"ml\",\"uid\":\"6f1c2a9e-0000-4000-8000-000000000007\","     \
-    "\"annotations\":{}},\"spec\":{\"schedulerName\":\"tessera\",\"priority\":0,\"containers\":[{\"name\":\"main\","   \
+    "\"annotations\":{}},\"spec\":{\"schedulerName\":\"tessera-scheduler\",\"priority\":0,\"containers\":[{\"name\":\"main\","   \
     "\"image\":\"registry.example.com/ml/infer:v3\",\"resources\":{\"requests\":{\"cpu\":\"2\",\"memory\":\"8Gi\"},"      \
     "\"limits\":{\"nvidia.com/gpumem\":\"%d\",\"nvidia.com/gpucores\":\"30\"}}}]}}"
 #define FRACTIONAL_POD_MIB 10240
@@ -483,7 +483,7 @@ static void bench_d(void) {
         int node = i % NODES, k = i / NODES;
         bf(&b, "{\"metadata\":{\"name\":\"job-%05d\",\"namespace\":\"team-%d\",\"uid\":\"pod-uid-%06d\","
                "\"labels\":{\"app\":\"job-%05d\",\"team\":\"team-%d\"}},"
-               "\"spec\":{\"nodeName\":\"node-%05d\",\"schedulerName\":\"tessera\",\"priority\":0,"
+               "\"spec\":{\"nodeName\":\"node-%05d\",\"schedulerName\":\"tessera-scheduler\",\"priority\":0,"
                "\"containers\":[{\"name\":\"main\",\"image\":\"registry.example.com/ml/train:v1\","
                "\"resources\":{\"requests\":{\"cpu\":\"4\",\"memory\":\"32Gi\"},\"limits\":{%s}}}]},"
                "\"status\":{\"phase\":\"Running\",\"podIP\":\"10.2.%d.%d\"}}",

@@ -404,7 +404,7 @@ static void pod_create(soak *s) {
     char j[2048];
     snprintf(j, sizeof j,
              "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"default\",\"uid\":\"%s\",\"annotations\":{%s}},"
-             "\"spec\":{\"schedulerName\":\"tessera\",\"containers\":[{\"name\":\"main\",\"image\":\"x\","
+             "\"spec\":{\"schedulerName\":\"tessera-scheduler\",\"containers\":[{\"name\":\"main\",\"image\":\"x\","
              "\"resources\":{\"limits\":{%s},\"requests\":{%s}}}]},\"status\":{\"phase\":\"Pending\"}}",
              p->name, p->uid, fm->annotations, fm->limits, fm->limits);
     fake_api_put(s->api, "pods", j);

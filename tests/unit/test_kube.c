@@ -187,7 +187,7 @@ static void put_node(env *e, const char *name) {
 static long long put_pod(env *e, const char *ns, const char *name, const char *node) {
     char j[512];
     snprintf(j, sizeof j, "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"%s\",\"annotations\":{\"keep\":\"me\"}},"
-             "\"spec\":{\"schedulerName\":\"tessera\",%s%s%s\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+             "\"spec\":{\"schedulerName\":\"tessera-scheduler\",%s%s%s\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
              "{\"nvidia.com/gpu\":\"1\"}}}]}}", name, ns, node ? "\"nodeName\":\"" : "", node ? node : "",
              node ? "\"," : "");
     return fake_api_put(e->f, "pods", j);
