@@ -1287,12 +1287,13 @@ TEST(ext_rsv_given_up_bare_share_is_retried) {
     rsv_name(0, 1, first, sizeof first);
     rsv_name(0, 2, second, sizeof second);
     if (r.ok) put_bound_share(&r, "bare", 8000, 0, false, true);
-    bool created = r.ok && WAIT(pod_exists(&r, RNS, first), 3000);
+    /* deadlines, not sleeps: generous, since a loaded machine once took 3.2 s over a 3 s one */
+    bool created = r.ok && WAIT(pod_exists(&r, RNS, first), 10000);
     refuse(&r, first);
-    bool warned = WAIT(count_events(&r, EXT_DLV_EV_UNAVAILABLE, "bare") == 1, 2000);
-    bool retried = WAIT(pod_exists(&r, RNS, second), 3000);
+    bool warned = WAIT(count_events(&r, EXT_DLV_EV_UNAVAILABLE, "bare") == 1, 10000);
+    bool retried = WAIT(pod_exists(&r, RNS, second), 10000);
     report_uuid(&r, second, "GPU-later");
-    bool cm = WAIT(has_cm(&r, "bare"), 3000);
+    bool cm = WAIT(has_cm(&r, "bare"), 10000);
     cm_uuid(&r, "bare", uuid, sizeof uuid);
     int n = count_events(&r, EXT_DLV_EV_UNAVAILABLE, "bare");
     rt_stop(&r);
