@@ -31,7 +31,8 @@ static int64_t mono_ms(void) {
 const char *ext_dep_name(ext_dep d) {
     static const char *n[EXT_DEP_N] = {"api-nodes", "api-pods", "bind", "lease", "token-file", "ca-file", "listen",
                                        "events", "reservations", "webhook-secret", "webhook-config", "webhook-listen",
-                                       "api-resourceslices", "api-resourceclaims", "api-deviceclasses"};
+                                       "api-resourceslices", "api-resourceclaims", "api-deviceclasses",
+                                       "reserve-image"};
     return d >= 0 && d < EXT_DEP_N ? n[d] : "?";
 }
 
@@ -52,10 +53,11 @@ bool ext_dep_blocks_ready(ext_dep d) {
 
 /* Failed attempts in a row before d is failing. Most dependencies retry within seconds, where one failure is
  * often a blip; these retry only every 10 s to 10 min (the webhook's Secret and caBundle) or not at all (a
- * listener), so their first failure is already the persistent one. */
+ * listener), or find a fact that will not change (the reservation image: our Pod has no tessera-extender
+ * container), so their first failure is already the persistent one. */
 static int fail_after(ext_dep d) {
     return d == EXT_DEP_WEBHOOK_SECRET || d == EXT_DEP_WEBHOOK_CONFIG || d == EXT_DEP_WEBHOOK_LISTEN ||
-                   d == EXT_DEP_LISTEN ? 1 : EXT_HEALTH_FAIL_AFTER;
+           d == EXT_DEP_RESERVE_IMAGE || d == EXT_DEP_LISTEN ? 1 : EXT_HEALTH_FAIL_AFTER;
 }
 
 ext_dep_reason ext_health_reason_of(int code) {

@@ -47,6 +47,8 @@ typedef enum ext_dep {
                               * blocks readiness like nodes and pods: claims' GPUs would go unaccounted) */
     EXT_DEP_API_CLAIMS,      /* list+watch of ResourceClaims */
     EXT_DEP_API_CLASSES,     /* list+watch of DeviceClasses */
+    EXT_DEP_RESERVE_IMAGE,   /* the image reservation pods run: --reserve-image, else the image of our own
+                              * tessera-extender container, read from our Pod (a warning: only soft shares need it) */
     EXT_DEP_N
 } ext_dep;
 

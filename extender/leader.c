@@ -25,6 +25,7 @@ struct ext_leader {
     ext_leader_config cfg;
     ext_kube *k;
     char path[256];            /* /apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME */
+    char sched_path[256];      /* kube-scheduler's Lease, "" when none is followed */
     pthread_t thr;
     bool started;
     _Atomic int64_t last_call; /* monotonic ms of the latest scheduling call; INT64_MIN/2: none */
@@ -43,8 +44,21 @@ struct ext_leader {
     bool need_relist;          /* acquired from someone else: bind only after a fresh pod list */
     uint64_t relist_ticket;
     char last_err[512];        /* the latest failed Lease call, "" after a success: said in may_bind's why */
+    /* kube-scheduler's Lease as last read (leader thread writes, under mu) */
+    int sched_state;           /* KS_* */
+    char sched_rv[64], sched_holder[192];
+    int64_t sched_seen_at;     /* when its resourceVersion last changed, on our clock */
+    int64_t sched_warned_at;   /* the last warning that it cannot be read */
     ext_leader_stats st;
 };
+
+enum { KS_NOT_FOLLOWED = 0, KS_MINE, KS_OTHER, KS_NO_HOLDER, KS_UNKNOWN };
+
+static const char *sched_state_name(int s) {
+    static const char *const n[] = {"", "mine", "other", "none", "unknown"};
+    return s >= 0 && s < (int)(sizeof n / sizeof n[0]) ? n[s] : "?";
+}
+
 
 /* ---- small helpers ----------------------------------------------------------------------------------- */
 
@@ -141,6 +155,33 @@ void ext_leader_config_defaults(ext_leader_config *cfg) {
     cfg->lease_ms = 15000;
     cfg->renew_ms = 10000;
     cfg->retry_ms = 2000;
+    snprintf(cfg->sched_name, sizeof cfg->sched_name, "tessera-scheduler");
+    /* kube-scheduler's identity is os.Hostname() + "_" + a UUID; a pod's host name is its name cut to 63
+     * characters (the kubelet's rule). POD_NAME rather than gethostname(): the same in a pod, and it lets two
+     * replicas run on one machine (tests) as two pods. */
+    if (pod && *pod) snprintf(cfg->pod_host, sizeof cfg->pod_host, "%.63s", pod);
+    else if (gethostname(cfg->pod_host, sizeof cfg->pod_host - 1) != 0) cfg->pod_host[0] = 0;
+}
+
+int ext_leader_parse_scheduler_lease(ext_leader_config *cfg, const char *s, char *err, size_t errlen) {
+    const char *slash = strchr(s, '/');
+    char ns[64] = "", name[128] = "";
+    if (slash) {
+        if ((size_t)(slash - s) >= sizeof ns || strlen(slash + 1) >= sizeof name || !slash[1] || slash == s) {
+            snprintf(err, errlen, "--scheduler-lease: NAMESPACE/NAME, NAME or \"\" (got \"%s\")", s);
+            return -1;
+        }
+        memcpy(ns, s, (size_t)(slash - s));
+        snprintf(name, sizeof name, "%s", slash + 1);
+    } else if (strlen(s) < sizeof name) {
+        snprintf(name, sizeof name, "%s", s);
+    } else {
+        snprintf(err, errlen, "--scheduler-lease: name too long");
+        return -1;
+    }
+    snprintf(cfg->sched_ns, sizeof cfg->sched_ns, "%s", ns);
+    snprintf(cfg->sched_name, sizeof cfg->sched_name, "%s", name);
+    return 0;
 }
 
 int ext_leader_parse_duration(const char *s, int *ms) {
@@ -161,9 +202,11 @@ static bool name_ok(const char *s) {
 }
 
 int ext_leader_config_check(const ext_leader_config *c, char *err, size_t errlen) {
-    if (!name_ok(c->ns) || !name_ok(c->name)) {
-        snprintf(err, errlen, "leader election: namespace \"%s\" and Lease name \"%s\" must be DNS names "
-                 "(lower-case letters, digits, '-', '.')", c->ns, c->name);
+    if (!name_ok(c->ns) || !name_ok(c->name) || (c->sched_name[0] && (!name_ok(c->sched_name) ||
+                                                                      (c->sched_ns[0] && !name_ok(c->sched_ns))))) {
+        snprintf(err, errlen, "leader election: namespace \"%s\", Lease name \"%s\" and kube-scheduler's Lease "
+                 "\"%s/%s\" must be DNS names (lower-case letters, digits, '-', '.')", c->ns, c->name,
+                 c->sched_ns[0] ? c->sched_ns : c->ns, c->sched_name);
         return -1;
     }
     if (!c->identity[0]) { snprintf(err, errlen, "leader election: empty identity"); return -1; }
@@ -395,10 +438,74 @@ static void release(ext_leader *l) {
     free(resp);
 }
 
-/* ---- the thread -------------------------------------------------------------------------------------- */
+/* ---- following kube-scheduler's Lease (leader.h, "Who campaigns") ------------------------------------------ */
+
+/* Read kube-scheduler's Lease once and judge it on our clock, as we judge our own. */
+static void poll_scheduler(ext_leader *l) {
+    if (!l->sched_path[0]) return;
+    char err[256], *resp = NULL;
+    int code = ext_kube_request(l->k, "GET", l->sched_path, NULL, req_timeout(l), &resp, err, sizeof err);
+    lease_rec r;
+    bool parsed = code == 200 && parse_lease(resp, &r) == 0;
+    free(resp);
+    int64_t now = mono_ms();
+    pthread_mutex_lock(&l->mu);
+    int before = l->sched_state;
+    if (code == 404) {
+        l->sched_state = KS_NO_HOLDER;
+        l->sched_holder[0] = l->sched_rv[0] = 0;
+    } else if (!parsed) {
+        l->sched_state = KS_UNKNOWN;
+        if (now - l->sched_warned_at >= 60000 || before != KS_UNKNOWN) {
+            l->sched_warned_at = now;
+            ext_log(EXT_LOG_WARN, "event=scheduler-lease-unreadable lease=%s code=%d err=\"%s\" effect=\"campaigning for "
+                    "%s/%s regardless, so background work goes on; with two replicas the Lease may then settle on the "
+                    "one whose kube-scheduler is idle: give tessera get on that Lease (deploy/rbac.yaml)\"",
+                    l->sched_path, code, code == 200 ? "not a Lease" : err, l->cfg.ns, l->cfg.name);
+        }
+    } else {
+        if (strcmp(r.rv, l->sched_rv) != 0) {
+            snprintf(l->sched_rv, sizeof l->sched_rv, "%s", r.rv);
+            l->sched_seen_at = now;
+        }
+        snprintf(l->sched_holder, sizeof l->sched_holder, "%s", r.holder);
+        size_t hl = strlen(l->cfg.pod_host);
+        bool mine = hl && !strncmp(r.holder, l->cfg.pod_host, hl) && r.holder[hl] == '_';
+        bool valid = r.holder[0] && now < l->sched_seen_at + (int64_t)r.secs * 1000;
+        l->sched_state = !valid ? KS_NO_HOLDER : mine ? KS_MINE : KS_OTHER;
+    }
+    if (l->sched_state != before)
+        ext_log(EXT_LOG_INFO, "event=scheduler-lease lease=%s state=%s holder=%s", l->sched_path,
+                sched_state_name(l->sched_state), l->sched_holder[0] ? l->sched_holder : "-");
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* Not campaigning: still read our Lease, so a holder that dies is replaced leaseDuration after its last
+ * renewal rather than leaseDuration after we started to look. */
+static void observe_only(ext_leader *l) {
+    char err[256], *resp = NULL;
+    int code = ext_kube_request(l->k, "GET", l->path, NULL, req_timeout(l), &resp, err, sizeof err);
+    lease_rec r;
+    if (code == 200 && parse_lease(resp, &r) == 0) {
+        pthread_mutex_lock(&l->mu);
+        observe(l, &r, mono_ms());
+        pthread_mutex_unlock(&l->mu);
+    }
+    free(resp);
+}
+
+/* ---- the thread ---------------------------------------------------------------------------------------- */
+
+/* Lock held. The rules (a)-(d) of leader.h. */
+static bool campaigning_locked(ext_leader *l, int64_t now) {
+    return !l->sched_path[0] || l->sched_state != KS_OTHER || now - atomic_load(&l->last_call) < l->cfg.lease_ms;
+}
 
 static bool campaigning(ext_leader *l, int64_t now) {
-    return l->cfg.always_campaign || now - atomic_load(&l->last_call) < l->cfg.lease_ms;
+    pthread_mutex_lock(&l->mu);
+    bool c = campaigning_locked(l, now);
+    pthread_mutex_unlock(&l->mu);
+    return c;
 }
 
 static void *leader_thread(void *arg) {
@@ -409,15 +516,17 @@ static void *leader_thread(void *arg) {
         bool stop = l->stop;
         pthread_mutex_unlock(&l->mu);
         if (stop) break;
+        poll_scheduler(l);
         if (!campaigning(l, mono_ms())) {
-            release(l); /* idle: let the replica whose kube-scheduler is active take over at once */
+            release(l); /* another replica's kube-scheduler is active: let it take over at once */
+            observe_only(l);
             pthread_mutex_lock(&l->mu);
             bool had_err = l->last_err[0] != 0;
             l->last_err[0] = 0;
             pthread_mutex_unlock(&l->mu);
             if (had_err) ext_health_idle(EXT_DEP_LEASE);   /* no attempt would ever clear it: do not stay unready */
             pthread_mutex_lock(&l->mu);
-            if (!l->stop && !campaigning(l, mono_ms())) cond_wait_ms(l, l->cfg.retry_ms);
+            if (!l->stop && !campaigning_locked(l, mono_ms())) cond_wait_ms(l, l->cfg.retry_ms);
             pthread_mutex_unlock(&l->mu);
             continue;
         }
@@ -443,6 +552,10 @@ ext_leader *ext_leader_new(const ext_leader_config *cfg, ext_kube *k, char *err,
     l->cfg = *cfg;
     l->k = k;
     snprintf(l->path, sizeof l->path, "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", cfg->ns, cfg->name);
+    if (cfg->sched_name[0])
+        snprintf(l->sched_path, sizeof l->sched_path, "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s",
+                 cfg->sched_ns[0] ? cfg->sched_ns : cfg->ns, cfg->sched_name);
+    l->sched_state = cfg->sched_name[0] ? KS_UNKNOWN : KS_NOT_FOLLOWED;
     atomic_init(&l->last_call, INT64_MIN / 2);
     pthread_mutex_init(&l->mu, NULL);
     pthread_condattr_t ca;
@@ -458,8 +571,9 @@ int ext_leader_start(ext_leader *l, char *err, size_t errlen) {
     int rc = pthread_create(&l->thr, NULL, leader_thread, l);
     if (rc != 0) { snprintf(err, errlen, "cannot start the leader election thread: %s", strerror(rc)); return -1; }
     l->started = true;
-    ext_log(EXT_LOG_INFO, "event=leader-election lease=%s/%s identity=%s lease_ms=%d renew_ms=%d retry_ms=%d",
-            l->cfg.ns, l->cfg.name, l->cfg.identity, l->cfg.lease_ms, l->cfg.renew_ms, l->cfg.retry_ms);
+    ext_log(EXT_LOG_INFO, "event=leader-election lease=%s/%s identity=%s lease_ms=%d renew_ms=%d retry_ms=%d "
+            "follows=%s scheduler_identity=%s_*", l->cfg.ns, l->cfg.name, l->cfg.identity, l->cfg.lease_ms,
+            l->cfg.renew_ms, l->cfg.retry_ms, l->sched_path[0] ? l->sched_path : "-(campaigns always)", l->cfg.pod_host);
     return 0;
 }
 
@@ -485,7 +599,7 @@ void ext_leader_free(ext_leader *l) {
 void ext_leader_note_call(ext_leader *l) {
     if (!l) return;
     int64_t now = mono_ms(), prev = atomic_exchange(&l->last_call, now);
-    if (now - prev >= l->cfg.lease_ms && !l->cfg.always_campaign) { /* was idle: start campaigning now */
+    if (now - prev >= l->cfg.lease_ms) { /* calls start: campaign now if we did not (rule (c)) */
         pthread_mutex_lock(&l->mu);
         pthread_cond_broadcast(&l->cv);
         pthread_mutex_unlock(&l->mu);
@@ -534,6 +648,23 @@ bool ext_leader_may_bind(ext_leader *l, int wait_ms, char *why, size_t whylen) {
         struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
     }
+}
+
+bool ext_leader_may_act(ext_leader *l) {
+    if (!l) return true;
+    pthread_mutex_lock(&l->mu);
+    bool ok = !l->stopping && valid_locked(l) &&
+              (!l->need_relist || ext_kube_relisted(l->k, EXT_KUBE_POD, l->relist_ticket));
+    pthread_mutex_unlock(&l->mu);
+    return ok;
+}
+
+const char *ext_leader_scheduler_state(ext_leader *l) {
+    if (!l) return "";
+    pthread_mutex_lock(&l->mu);
+    const char *s = sched_state_name(l->sched_state);
+    pthread_mutex_unlock(&l->mu);
+    return s;
 }
 
 void ext_leader_holder(ext_leader *l, char *buf, size_t len) {

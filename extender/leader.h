@@ -13,15 +13,35 @@
  *             client-go's ReleaseOnCancel, so a successor takes over at once instead of waiting out the Lease.
  *
  * Who campaigns. Each tessera pod pairs a kube-scheduler with its extender on loopback, and kube-scheduler's own
- * Lease already makes one of them active; only the active one calls its extender. So an extender campaigns only
- * while it receives scheduling calls (ext_leader_note_call from every verb), for up to leaseDuration after the
- * last one, then releases. Campaigning regardless would let the Lease settle on a pod whose kube-scheduler is
- * idle while the active one's binds are refused forever. The first bind after a quiet spell waits up to the
- * retry period for the campaign that the preceding filter call started.
+ * Lease (--scheduler-lease, deploy: tessera/tessera-scheduler) already makes one of them active; only the active
+ * one calls its extender. The one Lease serves two duties, and what each needs decides who campaigns:
+ *   - binding needs ONE binder, the replica whose kube-scheduler is active (its binds are the ones that arrive),
+ *     with a cache that holds every pod the previous binder bound (the relist below);
+ *   - background work (the reservation controller: soft-share delivery, release after the grace, timeouts,
+ *     refusals, lost GPUs, orphans; reservation.h) needs exactly one replica AT ALL TIMES, calls or not, that
+ *     resumes when any one replica is lost, and that sees the binder's moves and binds at once: it must be the
+ *     binder itself, since a share moved to another GPU by one process while another binds onto that GPU would
+ *     over-commit it.
+ * So an extender campaigns while
+ *   (a) the kube-scheduler of its own pod holds kube-scheduler's Lease (holderIdentity "<pod host name>_<uuid>",
+ *       as kube-scheduler writes it; the host name of a pod is its name, so $POD_NAME cut to 63 characters, else
+ *       gethostname()), polled every retry period, whether or not anything is being scheduled; or
+ *   (b) kube-scheduler's Lease has no valid holder (missing, released, or unchanged for its lease duration on
+ *       our clock) or cannot be read: kube-scheduler is between leaders, and background work must not stop; or
+ *   (c) it received a scheduling call within leaseDuration (ext_leader_note_call), so the first bind after a
+ *       change never waits for the next poll; or
+ *   (d) there is no kube-scheduler Lease to follow (sched_name "", --scheduler-lease ""): one replica, or kube-scheduler
+ *       without leader election; it then campaigns always.
+ * A holder whose condition lapses (another replica's kube-scheduler holds its Lease and no call came for
+ * leaseDuration) releases at once, so the right replica takes over without waiting out the Lease. A replica
+ * that does not campaign still reads the Lease every retry period, so after a holder dies without releasing it
+ * takes over leaseDuration after the holder's last renewal, not leaseDuration after it started looking.
+ * Takeover after a holder is killed: about leaseDuration + one retry period (both Leases expire together).
+ * The first bind after a change waits up to the retry period for the acquisition.
  *
- * Binding also needs a current cache: after acquiring a Lease that someone else wrote since we last held it,
- * ext_leader_may_bind stays false until a fresh list of pods (ext_kube_relist) has been applied, which holds
- * every pod the previous leader bound.
+ * Acting also needs a current cache: after acquiring a Lease that someone else wrote since we last held it,
+ * ext_leader_may_bind and ext_leader_may_act stay false until a fresh list of pods (ext_kube_relist) has been
+ * applied, which holds every pod the previous leader bound and every reservation it made.
  *
  * Thread-safe. One background thread talks to the API; the queries below only read its results.
  */
@@ -45,13 +65,18 @@ typedef struct ext_leader_config {
     int bind_budget_ms;       /* the longest one Binding call may take (its timeout); 0: not checked. A bind
                                  starts only if it ends before anyone else could take the Lease, i.e. before
                                  the last renewal + leaseDuration */
-    bool always_campaign;     /* campaign even without scheduling calls (tests, an extender behind a Service) */
+    char sched_ns[64];        /* kube-scheduler's own Lease, followed as above: namespace ("" = ns) and name */
+    char sched_name[128];     /* (default "tessera-scheduler", as deploy/); "" = none to follow: campaign always */
+    char pod_host[64];        /* our pod's host name: kube-scheduler's identity starts "<pod_host>_" (default:
+                                 $POD_NAME cut to 63, as the kubelet names a pod's host, else gethostname()) */
 } ext_leader_config;
 
 /* Defaults as above, identity included. */
 void ext_leader_config_defaults(ext_leader_config *cfg);
 /* client-go's rules: lease > renew > 1.2 x retry > 0, non-empty names; bind budget < lease. -1 with err. */
 int ext_leader_config_check(const ext_leader_config *cfg, char *err, size_t errlen);
+/* --scheduler-lease: "NS/NAME", "NAME" (in cfg->ns) or "" (none: campaign always) into cfg. -1 with err. */
+int ext_leader_parse_scheduler_lease(ext_leader_config *cfg, const char *s, char *err, size_t errlen);
 /* "15s", "1500ms", "2m", or a bare number of seconds -> ms in 1..3600000. -1 if malformed. */
 int ext_leader_parse_duration(const char *s, int *ms);
 
@@ -71,6 +96,14 @@ void ext_leader_note_call(ext_leader *l);
 
 /* We hold the Lease and our last renewal began less than renewDeadline ago. NULL l: true (no election). */
 bool ext_leader_is_leader(ext_leader *l);
+
+/* May this replica do the background work now: leader, not stopping, and the cache relisted since the
+ * acquisition (as ext_leader_may_bind, without waiting and without the bind budget). NULL l: true. */
+bool ext_leader_may_act(ext_leader *l);
+
+/* What we last saw of kube-scheduler's Lease: "mine" (our kube-scheduler holds it), "other" (another one
+ * does), "none" (no valid holder, or not found), "unknown" (cannot be read), "" (none followed). */
+const char *ext_leader_scheduler_state(ext_leader *l);
 
 /* May this replica post a Binding now: leader, not stopping, the bind budget fits before the Lease could pass
  * to someone else, and the cache relisted since the acquisition. Waits up to wait_ms (< 0: the retry period)

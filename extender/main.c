@@ -95,12 +95,21 @@ static void usage(FILE *f) {
 "  --assume-ttl SECONDS        how long a bound pod is held as assumed until the watch\n"
 "                              confirms it (default 30)\n"
 "\n"
-"Leader election (cluster mode; only the holder of the Lease binds, the others keep a synced\n"
-"cache and answer filter, prioritize and preempt; see deploy/README.md, High availability):\n"
+"Leader election (cluster mode; see deploy/README.md, High availability). Only the holder of the\n"
+"Lease binds and runs the background work (soft-share delivery, release, timeouts); the others\n"
+"keep a synced cache and answer filter, prioritize and preempt:\n"
 "  --leader-elect[=BOOL]       campaign for the Lease (default true in cluster mode;\n"
 "                              --leader-elect=true is an error with --cluster/--demo, =false\n"
-"                              is accepted). A replica campaigns only while it receives\n"
-"                              scheduling calls, i.e. while its kube-scheduler is the active one\n"
+"                              is accepted)\n"
+"  --scheduler-lease NS/NAME   kube-scheduler's own Lease (its leaderElection resourceNamespace/\n"
+"                              resourceName; NAME alone: in --leader-elect-namespace). A replica\n"
+"                              campaigns while the kube-scheduler of its own pod holds it (its\n"
+"                              identity starts with $POD_NAME, else the host name), while it has\n"
+"                              no valid holder, and while scheduling calls arrive; so the Lease\n"
+"                              is held at all times, by the replica whose kube-scheduler is active.\n"
+"                              Default: tessera-scheduler in the Lease's namespace (deploy/).\n"
+"                              \"\": none to follow, campaign always (one replica, or kube-scheduler\n"
+"                              without leader election)\n"
 "  --leader-elect-namespace NS namespace of the Lease (default: tessera's own namespace, i.e.\n"
 "                              $POD_NAMESPACE, else the service account's namespace file\n"
 "                              /var/run/secrets/kubernetes.io/serviceaccount/namespace, else\n"
@@ -257,7 +266,7 @@ static void print_demo_help(const char *listen, int port, const char *prefix, co
 int main(int argc, char **argv) {
     enum { O_LISTEN = 1000, O_PREFIX, O_POLICY, O_CLUSTER, O_DEMO, O_API, O_TOKEN, O_CA, O_CCERT, O_CKEY, O_INSECURE,
            O_TCERT, O_TKEY, O_TCA, O_MAXBODY, O_TTL, O_CONNTO, O_LOG, O_HELP, O_WORKLOAD, O_ONLINE, O_ONLINE_HL, O_BINDTO, O_MLISTEN,
-           O_LE, O_LE_NS, O_LE_NAME, O_LE_LEASE, O_LE_RENEW, O_LE_RETRY,
+           O_LE, O_LE_NS, O_LE_NAME, O_LE_LEASE, O_LE_RENEW, O_LE_RETRY, O_LE_SCHED,
            /* admission webhook */
            O_WH_LISTEN, O_WH_CERT, O_WH_KEY, O_WH_SECRET, O_WH_CONFIG, O_WH_RUNTIME, O_SCHED_NAME,
            /* soft-share delivery */
@@ -280,6 +289,7 @@ int main(int argc, char **argv) {
         {"leader-elect-lease-duration", required_argument, 0, O_LE_LEASE},
         {"leader-elect-renew-deadline", required_argument, 0, O_LE_RENEW},
         {"leader-elect-retry-period", required_argument, 0, O_LE_RETRY},
+        {"scheduler-lease", required_argument, 0, O_LE_SCHED},
         /* admission webhook */
         {"webhook-listen", required_argument, 0, O_WH_LISTEN}, {"webhook-cert", required_argument, 0, O_WH_CERT},
         {"webhook-key", required_argument, 0, O_WH_KEY}, {"webhook-secret", required_argument, 0, O_WH_SECRET},
@@ -384,6 +394,9 @@ int main(int argc, char **argv) {
             break;
         case O_LE_NS: snprintf(lc.ns, sizeof lc.ns, "%s", optarg); break;
         case O_LE_NAME: snprintf(lc.name, sizeof lc.name, "%s", optarg); break;
+        case O_LE_SCHED:
+            if (ext_leader_parse_scheduler_lease(&lc, optarg, err0, sizeof err0) < 0) { fprintf(stderr, "%s\n", err0); return 2; }
+            break;
         case O_LE_LEASE: case O_LE_RENEW: case O_LE_RETRY: {
             int *dst = c == O_LE_LEASE ? &lc.lease_ms : c == O_LE_RENEW ? &lc.renew_ms : &lc.retry_ms;
             if (ext_leader_parse_duration(optarg, dst) < 0) {
@@ -601,7 +614,10 @@ int main(int argc, char **argv) {
             ext_health_register(EXT_DEP_API_CLAIMS);
             ext_health_register(EXT_DEP_API_CLASSES);
         }
-        if (rsv) ext_health_register(EXT_DEP_RESERVATIONS);
+        if (rsv) {
+            ext_health_register(EXT_DEP_RESERVATIONS);
+            ext_health_register(EXT_DEP_RESERVE_IMAGE);
+        }
         if (kc.token_file[0]) ext_health_register(EXT_DEP_TOKEN_FILE);
         if (kc.ca_file[0]) {
             ext_health_register(EXT_DEP_CA_FILE);

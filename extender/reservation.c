@@ -105,6 +105,8 @@ struct ext_rsv {
     int nviews;
 
     int64_t image_next_ms;    /* next try to read our own image */
+    int image_backoff_ms;
+    char image_why[768];      /* why it is unknown, as last reported ("" when known or not yet judged) */
     int backoff_ms;
     uint32_t pass;
     _Atomic uint64_t ops[EXT_RSV_NOPS][2];
@@ -203,7 +205,11 @@ static void rpod_update(ext_rsv *r, const cJSON *obj) {
         const cJSON *w = model_json_get(model_json_get(cs, "state"), "waiting");
         if (w && jstr(w, "reason", NULL)) {
             cpy(p->wreason, sizeof p->wreason, jstr(w, "reason", NULL));
-            cpy(p->wmessage, sizeof p->wmessage, jstr(w, "message", NULL));
+            /* a crash loop says only "back-off ...": the last exit says why (StartError: exec ... no such file) */
+            const cJSON *t = model_json_get(model_json_get(cs, "lastState"), "terminated");
+            const char *tr = jstr(t, "reason", NULL), *tm = jstr(t, "message", NULL);
+            snprintf(p->wmessage, sizeof p->wmessage, "%s%s%s%s%s%s", jstr(w, "message", NULL) ? jstr(w, "message", NULL) : "",
+                     tr ? " (last exit: " : "", tr ? tr : "", tr && tm ? ": " : "", tr && tm ? tm : "", tr ? ")" : "");
         }
     }
     p->created_wall_ms = rfc3339_ms(jstr(meta, "creationTimestamp", NULL));
@@ -390,6 +396,17 @@ static bool rpod_live(const rpod *p) {
 }
 static bool rpod_refused(const rpod *p) { return !p->deleting && (!strcmp(p->phase, "Failed") || p->rerr[0] || p->stuck); }
 
+/* A waiting reason that will not cure itself by waiting a little (the image, the command, the container's
+ * configuration, a crash loop), as opposed to ContainerCreating or PodInitializing: worth a Warning at once. */
+static bool container_failing(const char *reason) {
+    static const char *const bad[] = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
+                                      "CreateContainerError", "CreateContainerConfigError", "RunContainerError",
+                                      "CrashLoopBackOff", "StartError", "PreStartHookError", "PostStartHookError"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (!strcmp(reason, bad[i])) return true;
+    return false;
+}
+
 /* Why a reservation has no UUID yet, from its container's waiting state ("" when it says nothing). */
 static void waiting_text(const rpod *p, char *buf, size_t len) {
     snprintf(buf, len, "%s%s%s", p->wreason, p->wreason[0] && p->wmessage[0] ? ": " : "", p->wreason[0] ? p->wmessage : "");
@@ -565,37 +582,87 @@ static int call(ext_rsv *r, const char *method, const char *path, const char *bo
 }
 
 /* The image of tessera-reserve: the flag, else our own Pod's container image. */
-static bool reserve_image(ext_rsv *r, char *buf, size_t len) {
+/* The image of our own container, EXT_RSV_SELF_CONTAINER, in our Pod as the API shows it. deploy/ runs it as a
+ * native sidecar, in spec.initContainers (restartPolicy: Always); a plain container is looked up too. Never
+ * another container's image: kube-scheduler's has no tessera-reserve, and every reservation would wait in
+ * RunContainerError for ever. */
+static const char *own_container_image(const cJSON *pod) {
+    static const char *const lists[2] = {"initContainers", "containers"};
+    for (int l = 0; l < 2; l++) {
+        const cJSON *c;
+        cJSON_ArrayForEach(c, model_json_get(model_json_get(pod, "spec"), lists[l])) {
+            const char *cn = jstr(c, "name", NULL), *img = jstr(c, "image", NULL);
+            if (cn && !strcmp(cn, EXT_RSV_SELF_CONTAINER) && img && img[0]) return img;
+        }
+    }
+    return NULL;
+}
+
+/* It cannot be known: say so once per cause, in the log, /readyz (a warning: only soft shares need it) and,
+ * when we know our Pod, an Event on it. */
+static void image_unknown(ext_rsv *r, const char *why, const cJSON *pod) {
+    if (!strcmp(r->image_why, why)) return;   /* written by the worker only: it may read without the lock */
     pthread_mutex_lock(&r->mu);
-    cpy(buf, len, r->cfg.image);
+    cpy(r->image_why, sizeof r->image_why, why);
     pthread_mutex_unlock(&r->mu);
-    if (buf[0]) return true;
-    const char *ns = getenv("POD_NAMESPACE"), *name = getenv("POD_NAME");
+    ext_log(EXT_LOG_ERROR, "event=reserve-image-unknown why=\"%s\" effect=\"no reservation pod can be created: soft "
+            "shares wait\" hint=\"--reserve-image IMAGE\"", why);
+    ext_health_fail(EXT_DEP_RESERVE_IMAGE, 0, EXT_REASON_REJECTED, why);
+    const cJSON *meta = model_json_get(pod, "metadata");
+    if (pod && jstr(meta, "name", NULL) && jstr(meta, "uid", NULL))
+        ext_events_emit(r->ev, "Warning", "TesseraReserveImageUnknown", jstr(meta, "namespace", NULL),
+                        jstr(meta, "name", NULL), jstr(meta, "uid", NULL), why);
+}
+
+/* Learn tessera-reserve's image (worker thread, on every replica, from the start): --reserve-image, else our
+ * own container's image from $POD_NAMESPACE/$POD_NAME. Retried with backoff while the API cannot answer. */
+static void resolve_image(ext_rsv *r) {
+    pthread_mutex_lock(&r->mu);
+    bool known = r->cfg.image[0] != 0;
+    pthread_mutex_unlock(&r->mu);
     int64_t now = ext_now_ms();
-    if (!ns || !name || !ns[0] || !name[0] || now < r->image_next_ms) return false;
-    char path[512], *resp = NULL;
+    if (known || now < r->image_next_ms) return;
+    const char *ns = getenv("POD_NAMESPACE"), *name = getenv("POD_NAME");
+    if (!ns || !name || !ns[0] || !name[0]) {
+        image_unknown(r, "no --reserve-image, and $POD_NAMESPACE/$POD_NAME are not set, so tessera cannot read the "
+                         "image of its own tessera-extender container", NULL);
+        r->image_next_ms = INT64_MAX;   /* the environment does not change */
+        return;
+    }
+    char path[512], *resp = NULL, why[700];
     snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ns, name);
     int code = call(r, "GET", path, NULL, &resp, "read own pod for --reserve-image");
     cJSON *pod = code == 200 && resp ? cJSON_Parse(resp) : NULL;
     free(resp);
-    const cJSON *c, *first = NULL, *mine = NULL;
-    cJSON_ArrayForEach(c, model_json_get(model_json_get(pod, "spec"), "containers")) {
-        if (!first) first = c;
-        const char *cn = jstr(c, "name", NULL);
-        if (cn && !strcmp(cn, EXT_RSV_SELF_CONTAINER)) mine = c;
-    }
-    const char *img = jstr(mine ? mine : first, "image", NULL);
-    if (img && img[0]) {
+    const char *img = own_container_image(pod);
+    if (img) {
         pthread_mutex_lock(&r->mu);
         cpy(r->cfg.image, sizeof r->cfg.image, img);
+        r->image_why[0] = 0;
         pthread_mutex_unlock(&r->mu);
-        cpy(buf, len, img);
-        ext_log(EXT_LOG_INFO, "event=reserve-image image=%s from=pod/%s/%s", img, ns, name);
+        ext_health_ok(EXT_DEP_RESERVE_IMAGE);
+        ext_log(EXT_LOG_INFO, "event=reserve-image image=%s from=pod/%s/%s container=%s", img, ns, name,
+                EXT_RSV_SELF_CONTAINER);
+    } else if (pod) {
+        snprintf(why, sizeof why, "pod %s/%s has no container named %s (looked in spec.initContainers and "
+                 "spec.containers), so tessera does not know the image that holds tessera-reserve", ns, name,
+                 EXT_RSV_SELF_CONTAINER);
+        image_unknown(r, why, pod);
+        r->image_next_ms = now + 300000;   /* a pod's containers do not change; a renamed one needs a restart */
     } else {
-        r->image_next_ms = now + 30000;
-        ext_log(EXT_LOG_WARN, "event=reserve-image-unknown pod=%s/%s why=\"no container image\" hint=\"--reserve-image\"", ns, name);
+        r->image_backoff_ms = r->image_backoff_ms ? (r->image_backoff_ms * 2 > 60000 ? 60000 : r->image_backoff_ms * 2) : 1000;
+        r->image_next_ms = now + r->image_backoff_ms;
+        snprintf(why, sizeof why, "cannot read pod %s/%s to learn the tessera-reserve image (%s %d)", ns, name,
+                 code == 200 ? "not a Pod:" : "API status", code);
+        if (r->image_backoff_ms >= 8000) image_unknown(r, why, NULL);   /* a blip is not worth a warning */
     }
     cJSON_Delete(pod);
+}
+
+static bool reserve_image(ext_rsv *r, char *buf, size_t len) {
+    pthread_mutex_lock(&r->mu);
+    cpy(buf, len, r->cfg.image);
+    pthread_mutex_unlock(&r->mu);
     return buf[0] != 0;
 }
 
@@ -701,8 +768,17 @@ static void table_forget_rpod(ext_rsv *r, const char *name, const char *uid) {
 static bool create_reservation(ext_rsv *r, plan *p, unit *u) {
     char image[512];
     if (!reserve_image(r, image, sizeof image)) {
-        ext_log(EXT_LOG_WARN, "event=reservation-skipped node=%s gpu=%d unit=%s why=\"no tessera-reserve image: give "
-                              "--reserve-image or set POD_NAMESPACE/POD_NAME\"", u->node, u->gpu, u->unit);
+        char msg[2048];
+        snprintf(msg, sizeof msg, "no reservation can be created for GPU %d on node %s: %s", u->gpu, u->node,
+                 r->image_why[0] ? r->image_why : "the tessera-reserve image is not known yet");
+        ext_log(EXT_LOG_WARN, "event=reservation-skipped node=%s gpu=%d unit=%s why=\"%s\"", u->node, u->gpu, u->unit, msg);
+        for (int i = 0; i < u->nt; i++) {
+            spod *s = &p->sp[u->t[i].s];
+            if (r->image_why[0] && strcmp(s->ev_pending_for, "|no-image") != 0) {
+                emit(r, s, "Warning", EXT_DLV_EV_PENDING, msg);
+                cpy(s->ev_pending_for, sizeof s->ev_pending_for, "|no-image");
+            }
+        }
         return false;
     }
     unit_mem *m = unit_mem_get(r, u->node, u->gpu, u->unit);
@@ -1281,10 +1357,13 @@ static int64_t run_pass(ext_rsv *r) {
                 waiting_text(lv, wt, sizeof wt);
                 snprintf(key, sizeof key, "%s|%.90s", lv->name, lv->wreason);
                 if (strcmp(s->ev_pending_for, key) != 0) {
-                    char msg[1024];
-                    snprintf(msg, sizeof msg, "waiting for reservation %s/%s of GPU %d on node %s%s%s", r->cfg.ns, lv->name,
-                             u->gpu, u->node, wt[0] ? "; its container waits: " : "", wt);
-                    emit(r, s, "Normal", EXT_DLV_EV_PENDING, msg);
+                    char msg[2048];
+                    bool failing = container_failing(lv->wreason);
+                    snprintf(msg, sizeof msg, "%s reservation %s/%s of GPU %d on node %s%s%s%s", failing ? "the kubelet cannot start"
+                             : "waiting for", r->cfg.ns, lv->name, u->gpu, u->node,
+                             wt[0] ? (failing ? ": " : "; its container waits: ") : "", wt,
+                             failing ? "; tessera gives up on it after --reservation-timeout" : "");
+                    emit(r, s, failing ? "Warning" : "Normal", EXT_DLV_EV_PENDING, msg);
                     cpy(s->ev_pending_for, sizeof s->ev_pending_for, key);
                 }
                 continue;
@@ -1449,7 +1528,8 @@ static void *worker(void *arg) {
         r->dirty = false;
         bool synced = r->synced;
         pthread_mutex_unlock(&r->mu);
-        bool go = synced && ext_state_ready(r->st) && (!r->leader || ext_leader_is_leader(r->leader));
+        resolve_image(r);
+        bool go = synced && ext_state_ready(r->st) && (!r->leader || ext_leader_may_act(r->leader));
         next = go ? run_pass(r) : ext_now_ms() + (r->cfg.tick_ms < 200 ? r->cfg.tick_ms : 200);
         backing_off = r->backoff_ms > 0;
         pthread_mutex_lock(&r->mu);
@@ -1555,7 +1635,12 @@ void ext_rsv_debug(ext_rsv *r, cJSON *out) {
     if (!r || !out) return;
     cJSON *arr = cJSON_AddArrayToObject(out, "reservations");
     int64_t now = ext_now_ms();
+    bool active = !r->leader || ext_leader_may_act(r->leader);
     pthread_mutex_lock(&r->mu);
+    cJSON *ctl = cJSON_AddObjectToObject(out, "reservation_controller");
+    cJSON_AddBoolToObject(ctl, "active", active);   /* this replica holds the Lease: it runs the passes */
+    cJSON_AddStringToObject(ctl, "reserve_image", r->cfg.image);
+    cJSON_AddStringToObject(ctl, "reserve_image_problem", r->image_why);
     for (int i = 0; i < r->nviews; i++) {
         const view *v = &r->views[i];
         cJSON *j = cJSON_CreateObject();

@@ -19,8 +19,11 @@
  * deterministic per unit and attempt, the table is checked first, a duplicate is deleted); a share's
  * ConfigMap names exactly the UUID its reservation holds.
  *
- * It runs only once ext_state is synced and, with leader election, only on the leader. No HTTP call is
- * made under the state lock or the controller's own lock; the verbs never wait for it.
+ * It runs only once ext_state is synced and, with leader election, only on the holder of the Lease once it
+ * may act (ext_leader_may_act: relisted after a takeover). The Lease is held at all times, whether or not
+ * anything is being scheduled (leader.h, "Who campaigns"), so delivery, release after the grace, timeouts,
+ * refusals, lost GPUs and orphans make progress in an idle cluster and resume after a replica is lost.
+ * No HTTP call is made under the state lock or the controller's own lock; the verbs never wait for it.
  */
 #ifndef EXT_RESERVATION_H
 #define EXT_RESERVATION_H
@@ -37,8 +40,11 @@
 
 typedef struct ext_rsv_config {
     char ns[64];          /* the reservation namespace (default $POD_NAMESPACE, else "tessera") */
-    char image[512];      /* tessera-reserve's image; "" = the extender's own, read once from its Pod
-                           * ($POD_NAMESPACE/$POD_NAME: container tessera-extender, else the first) */
+    char image[512];      /* tessera-reserve's image; "" = the extender's own, read from its Pod at start
+                           * ($POD_NAMESPACE/$POD_NAME: the container named tessera-extender, in
+                           * spec.initContainers (deploy/'s native sidecar) or spec.containers; never another
+                           * container's). Unknown: said in the log, /readyz (warning reserve-image) and an
+                           * Event on our Pod, and no reservation is created */
     int grace_ms;         /* a reservation without tenants is deleted after this long (default 30000) */
     int timeout_ms;       /* a reservation that has published no UUID this long after its creation (image
                            * pull failing, tessera-reserve crashing or refused its PATCH) is treated as
@@ -73,7 +79,9 @@ void ext_rsv_on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const c
 
 /* /debug/state: adds "reservations": [{node, gpu, unit, name, uuid, tenants: ["ns/name"], state:
  * pending|ready|refused|releasing, age_s, waiting}] (waiting: why a pending one has no UUID yet, its
- * container's "reason: message", e.g. ImagePullBackOff; "" when none). */
+ * container's "reason: message", e.g. ImagePullBackOff, with the last exit of a crash loop; "" when none;
+ * the view of this replica's last pass) and "reservation_controller": {active, reserve_image,
+ * reserve_image_problem}. */
 void ext_rsv_debug(ext_rsv *r, cJSON *out);
 
 typedef enum ext_rsv_state { EXT_RSV_PENDING = 0, EXT_RSV_READY, EXT_RSV_REFUSED, EXT_RSV_RELEASING, EXT_RSV_NSTATES } ext_rsv_state;

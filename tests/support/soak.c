@@ -124,7 +124,9 @@ static ext_leader *new_leader(soak *s, inst *in, char *err, size_t errlen) {
     lc.lease_ms = 3000;
     lc.renew_ms = 2000;
     lc.retry_ms = 300;
-    lc.always_campaign = true;   /* the driver calls whichever instance leads, like a Service in front */
+    /* --scheduler-lease "": no kube-scheduler Lease to follow, every instance campaigns, and the driver calls
+     * whichever leads, like a Service in front */
+    lc.sched_name[0] = 0;
     ext_leader *l = ext_leader_new(&lc, in->k, err, errlen);
     if (l && ext_leader_start(l, err, errlen) != 0) {
         ext_leader_free(l);

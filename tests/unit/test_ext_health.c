@@ -40,7 +40,8 @@ typedef struct hx {
     ext_http *h;
     int port;
     bool with_events;   /* set before hx_run: post Events about binds, as in cluster mode */
-    bool on_calls;      /* set before hx_run: the leader campaigns only while scheduling calls come (main.c) */
+    bool on_calls;      /* set before hx_run: another pod's kube-scheduler holds tessera/tessera-scheduler, so
+                         * this replica campaigns only while scheduling calls come (leader.h, as deployed) */
     const char *ca_file;   /* set before hx_run: the CA bundle for an HTTPS fake API */
     bool dra;              /* set before hx_run: list+watch the DRA kinds too (--dra) */
     ext_events *ev;
@@ -95,7 +96,13 @@ static bool hx_run(hx *x, const char *token_file, bool leader) {
         lc.lease_ms = 1500;
         lc.renew_ms = 1000;
         lc.retry_ms = 100;
-        lc.always_campaign = !x->on_calls;
+        /* without on_calls, no kube-scheduler Lease to follow (--scheduler-lease ""): it campaigns always */
+        if (ext_leader_parse_scheduler_lease(&lc, x->on_calls ? "tessera/tessera-scheduler" : "", err, sizeof err) != 0)
+            return false;
+        snprintf(lc.pod_host, sizeof lc.pod_host, "pod-a");
+        if (x->on_calls)
+            fake_api_put(x->api, "leases", "{\"metadata\":{\"name\":\"tessera-scheduler\",\"namespace\":\"tessera\"},"
+                         "\"spec\":{\"holderIdentity\":\"pod-z_5e0d-kube\",\"leaseDurationSeconds\":3600}}");
         if (!(x->l = ext_leader_new(&lc, x->k, err, sizeof err))) return false;
     }
     ext_verbs_init(&x->v, x->st, policy_find("binpack"), kube_bind_fn, x->k);
@@ -272,8 +279,8 @@ TEST(ext_health_lease_in_a_missing_namespace_is_logged_shown_counted_and_told) {
     CHECK_STR(berr2, "");
 }
 
-/* A replica whose kube-scheduler goes idle stops campaigning, so nothing would retry the Lease to clear its
- * failure: it is forgotten rather than keeping the replica unready for ever. */
+/* A replica whose kube-scheduler is not the active one stops campaigning once calls stop, so nothing would
+ * retry the Lease to clear its failure: it is forgotten rather than keeping the replica unready for ever. */
 TEST(ext_health_lease_failure_is_forgotten_when_the_replica_goes_idle) {
     hx x;
     CHECK(hx_api(&x));

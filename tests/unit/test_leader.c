@@ -1,7 +1,8 @@
 /* test_leader.c -- leader election (extender/leader.c) against the fake API server's Leases: acquire, renew,
  * a Lease taken over after expiry, a conflict on renew, API outages and stalls (step down after the renew
  * deadline), release on shutdown, two candidates never leading at once, and the bind fence in the verbs
- * (a follower refuses without posting; a new leader relists pods before it binds; an idle replica releases).
+ * (a follower refuses without posting; a new leader relists pods before it binds; a replica whose kube-scheduler
+ * is not the active one releases), and following kube-scheduler's own Lease with no scheduling call at all.
  * Durations are scaled down to a second; waits poll with deadlines, so a slow machine is slower, not flaky. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -69,6 +70,17 @@ static void put_lease(fake_api *f, const char *holder, int secs, int transitions
     fake_api_put(f, "leases", json);
 }
 
+/* kube-scheduler's own Lease (deploy/scheduler-config.yaml: tessera/tessera-scheduler), as kube-scheduler
+ * writes it: holderIdentity "<host name>_<uuid>". */
+static void put_sched_lease(fake_api *f, const char *holder, int secs) {
+    char json[512];
+    snprintf(json, sizeof json,
+             "{\"metadata\":{\"name\":\"tessera-scheduler\",\"namespace\":\"tessera\"},\"spec\":{\"holderIdentity\":\"%s\","
+             "\"leaseDurationSeconds\":%d,\"acquireTime\":\"2026-01-01T00:00:00.000000Z\","
+             "\"renewTime\":\"2026-01-01T00:00:00.000000Z\",\"leaseTransitions\":0}}", holder, secs);
+    fake_api_put(f, "leases", json);
+}
+
 typedef struct env {
     fake_api *f;
     ext_kube *k;
@@ -92,7 +104,10 @@ static void env_free(env *e) {
     fake_api_free(e->f);
 }
 
-static ext_leader *candidate(env *e, const char *id, int lease, int renew, int retry, bool always) {
+/* A replica with identity id. pod_host NULL: no kube-scheduler Lease to follow (--scheduler-lease "": it
+ * campaigns always, as one replica does); else it follows tessera/tessera-scheduler as deploy/ runs it, and
+ * its own kube-scheduler's identity starts "<pod_host>_". */
+static ext_leader *candidate(env *e, const char *id, int lease, int renew, int retry, const char *pod_host) {
     ext_leader_config c;
     ext_leader_config_defaults(&c);
     snprintf(c.ns, sizeof c.ns, "tessera");
@@ -100,8 +115,9 @@ static ext_leader *candidate(env *e, const char *id, int lease, int renew, int r
     c.lease_ms = lease;
     c.renew_ms = renew;
     c.retry_ms = retry;
-    c.always_campaign = always;
     char err[256];
+    if (ext_leader_parse_scheduler_lease(&c, pod_host ? "tessera/tessera-scheduler" : "", err, sizeof err) != 0) return NULL;
+    snprintf(c.pod_host, sizeof c.pod_host, "%s", pod_host ? pod_host : "");
     ext_leader *l = ext_leader_new(&c, e->k, err, sizeof err);
     if (l && ext_leader_start(l, err, sizeof err) != 0) { ext_leader_free(l); l = NULL; }
     if (!l) fprintf(stdout, "    candidate %s: %s\n", id, err);
@@ -142,7 +158,7 @@ TEST(leader_config_rules) {
 TEST(leader_acquires_creates_and_renews) {
     env e;
     CHECK(env_init(&e));
-    ext_leader *a = candidate(&e, "pod-a_1", 1000, 600, 100, true);
+    ext_leader *a = candidate(&e, "pod-a_1", 1000, 600, 100, NULL);
     int t = a ? wait_leader(a, true, 3000) : -1;
     lease_view v1, v2;
     bool got1 = read_lease(e.f, &v1);
@@ -173,7 +189,7 @@ TEST(leader_waits_for_a_foreign_lease_to_expire_then_takes_it) {
     CHECK(env_init(&e));
     put_lease(e.f, "pod-z_9", 1, 4);   /* never renewed: expires 1 s after we first see it */
     int64_t t0 = now_ms();
-    ext_leader *a = candidate(&e, "pod-a_1", 1000, 600, 100, true);
+    ext_leader *a = candidate(&e, "pod-a_1", 1000, 600, 100, NULL);
     nap_ms(500);
     bool early = a && ext_leader_is_leader(a);
     char why[256] = "", holder[192] = "";
@@ -200,7 +216,7 @@ TEST(leader_conflict_on_renew_steps_down_at_once) {
     env e;
     CHECK(env_init(&e));
     /* a renew deadline far longer than the retry period: stepping down early can only be the conflict */
-    ext_leader *a = candidate(&e, "pod-a_1", 3000, 2500, 100, true);
+    ext_leader *a = candidate(&e, "pod-a_1", 3000, 2500, 100, NULL);
     bool led = a && wait_leader(a, true, 3000) >= 0;
     put_lease(e.f, "pod-b_2", 1, 1);   /* another replica wrote the Lease: our resourceVersion is stale */
     int down = a ? wait_leader(a, false, 2000) : -1;
@@ -228,7 +244,7 @@ TEST(leader_conflict_on_renew_steps_down_at_once) {
 TEST(leader_api_outage_steps_down_after_renew_deadline_and_recovers) {
     env e;
     CHECK(env_init(&e));
-    ext_leader *a = candidate(&e, "pod-a_1", 1000, 600, 100, true);
+    ext_leader *a = candidate(&e, "pod-a_1", 1000, 600, 100, NULL);
     bool led = a && wait_leader(a, true, 3000) >= 0;
     int64_t t0 = now_ms();
     fake_api_down(e.f);
@@ -268,7 +284,7 @@ TEST(leader_refuses_binds_that_could_outlive_the_lease) {
     c.renew_ms = 1500;
     c.retry_ms = 100;
     c.bind_budget_ms = 2000;
-    c.always_campaign = true;
+    c.sched_name[0] = 0;   /* --scheduler-lease "": one replica, campaigning always */
     char err[256], why[256] = "";
     CHECK(ext_leader_config_check(&c, err, sizeof err) < 0);   /* a bind as long as the Lease: never safe */
     CHECK_CONTAINS(err, "shorter than the lease duration");
@@ -295,7 +311,7 @@ TEST(leader_refuses_binds_that_could_outlive_the_lease) {
 TEST(leader_stalled_api_steps_down) {
     env e;
     CHECK(env_init(&e));
-    ext_leader *a = candidate(&e, "pod-a_1", 1000, 600, 100, true);
+    ext_leader *a = candidate(&e, "pod-a_1", 1000, 600, 100, NULL);
     bool led = a && wait_leader(a, true, 3000) >= 0;
     fake_api_inject_stall(e.f, "/apis/coordination.k8s.io/", 1500, 4);
     int down = a ? wait_leader(a, false, 2000) : -1;
@@ -313,7 +329,7 @@ TEST(leader_stalled_api_steps_down) {
 TEST(leader_releases_on_shutdown_and_successor_takes_over_at_once) {
     env e;
     CHECK(env_init(&e));
-    ext_leader *a = candidate(&e, "pod-a_1", 1000, 600, 100, true);
+    ext_leader *a = candidate(&e, "pod-a_1", 1000, 600, 100, NULL);
     bool led = a && wait_leader(a, true, 3000) >= 0;
     ext_leader_stop(a);
     char why[256] = "";
@@ -322,7 +338,7 @@ TEST(leader_releases_on_shutdown_and_successor_takes_over_at_once) {
     lease_view v;
     read_lease(e.f, &v);
     /* a follower that saw a's record just before: it would have to wait out 1 s without the release */
-    ext_leader *b = candidate(&e, "pod-b_2", 1000, 600, 100, true);
+    ext_leader *b = candidate(&e, "pod-b_2", 1000, 600, 100, NULL);
     int t = b ? wait_leader(b, true, 3000) : -1;
     ext_leader_free(b);
     env_free(&e);
@@ -359,7 +375,7 @@ static void *sample(void *arg) {
 TEST(leader_two_candidates_never_both_lead) {
     env e;
     CHECK(env_init(&e));
-    sampler s = {.a = candidate(&e, "pod-a_1", 1000, 600, 100, true), .b = candidate(&e, "pod-b_2", 1000, 600, 100, true)};
+    sampler s = {.a = candidate(&e, "pod-a_1", 1000, 600, 100, NULL), .b = candidate(&e, "pod-b_2", 1000, 600, 100, NULL)};
     atomic_init(&s.done, false);
     pthread_mutex_init(&s.mu, NULL);
     pthread_t thr;
@@ -425,10 +441,12 @@ TEST(leader_fences_binds_and_relists_after_taking_over) {
     char err[256];
     bool started = ext_kube_start(e.k, ext_state_on_event, st, err, sizeof err) == 0;
     for (int i = 0; started && i < 500 && !ext_state_ready(st); i++) nap_ms(10);
-    /* the real mode: campaign only while scheduling calls arrive */
-    ext_leader *a = candidate(&e, "pod-a_1", 1000, 600, 100, false);
+    /* as deployed: another pod's kube-scheduler is active, so this replica only watches the Leases ... */
+    put_sched_lease(e.f, "pod-z_6d1c0e7e-kube", 3600);
+    ext_leader *a = candidate(&e, "pod-a_1", 1000, 600, 100, "pod-a");
     nap_ms(300);
-    int idle_calls = fake_api_requests(e.f, "/apis/coordination.k8s.io/");
+    int idle_calls = fake_api_requests(e.f, "PUT /apis/coordination.k8s.io/") +
+                     fake_api_requests(e.f, "POST /apis/coordination.k8s.io/");
     ext_verbs v;
     ext_verbs_init(&v, st, NULL, kube_bind_fn, e.k);
     v.leader = a;
@@ -494,4 +512,46 @@ TEST(leader_fences_binds_and_relists_after_taking_over) {
     CHECK_CONTAINS(metrics, "# TYPE tessera_leader_lease_errors_total counter\n");
     CHECK_CONTAINS(metrics, "=\"not_leader\"} 1\n");   /* the bind counter, whatever its label is called */
     free(metrics);
+}
+
+/* Deliver 1 of issue 19: the Lease follows the active kube-scheduler with no scheduling call at all, so the
+ * background work it carries runs in an idle cluster; it moves when kube-scheduler's Lease moves, and nobody
+ * writes it in vain while kube-scheduler's Lease names a third pod. */
+TEST(leader_follows_its_kube_scheduler_with_no_calls) {
+    env e;
+    CHECK(env_init(&e));
+    put_sched_lease(e.f, "pod-z_0b7f-kube", 3600);   /* a third replica's kube-scheduler leads */
+    ext_leader *a = candidate(&e, "pod-a_1", 1000, 600, 100, "pod-a");
+    ext_leader *b = candidate(&e, "pod-b_2", 1000, 600, 100, "pod-b");
+    nap_ms(400);
+    int writes_while_other = fake_api_requests(e.f, "PUT /apis/coordination.k8s.io/") +
+                             fake_api_requests(e.f, "POST /apis/coordination.k8s.io/");
+    bool led_while_other = ext_leader_is_leader(a) || ext_leader_is_leader(b);
+    const char *st_other = ext_leader_scheduler_state(a);
+    put_sched_lease(e.f, "pod-a_0b7f-kube", 3600);   /* pod-a's kube-scheduler wins its Lease */
+    int t_a = wait_leader(a, true, 3000);
+    bool b_led = ext_leader_is_leader(b);
+    const char *st_mine = ext_leader_scheduler_state(a);
+    put_sched_lease(e.f, "pod-b_77aa-kube", 3600);   /* failover of kube-scheduler to pod-b */
+    int t_b = wait_leader(b, true, 3000);
+    int t_a_off = wait_leader(a, false, 3000);
+    lease_view lv;
+    read_lease(e.f, &lv);
+    fake_api_delete(e.f, "leases", "tessera", "tessera-scheduler");   /* between leaders: work must go on */
+    nap_ms(500);
+    bool b_kept = ext_leader_is_leader(b) && !ext_leader_is_leader(a);
+    const char *st_none = ext_leader_scheduler_state(b);
+    ext_leader_free(a);
+    ext_leader_free(b);
+    env_free(&e);
+    CHECK_INT(writes_while_other, 0);
+    CHECK(!led_while_other);
+    CHECK_STR(st_other, "other");
+    CHECK_MSG(t_a >= 0, "pod-a never took the Lease after its kube-scheduler did");
+    CHECK(!b_led);
+    CHECK_STR(st_mine, "mine");
+    CHECK_MSG(t_b >= 0 && t_a_off >= 0, "the Lease did not follow kube-scheduler to pod-b (b %d ms, a off %d ms)", t_b, t_a_off);
+    CHECK_STR(lv.holder, "pod-b_2");
+    CHECK(b_kept);
+    CHECK_STR(st_none, "none");
 }
