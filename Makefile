@@ -125,19 +125,22 @@ $(RESERVE_BIN): $(RESERVE_OBJ)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $(RESERVE_OBJ) $(LDLIBS)
 
+# libyaml: the tests read deploy/'s manifests themselves (tests/support/yaml_json.c), to start tessera as
+# deploy/ runs it. Only the tests and benches link it; the programs do not.
+TEST_LIBS = $(shell pkg-config --libs yaml-0.1 2>/dev/null || echo -lyaml)
+
 # The unit tests link every library object (model, policy, extender, sim) but no main().
 $(TEST_BIN): $(TEST_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS) $(TEST_LIBS)
 
 # Each tests/bench/NAME.c is a program of its own; `make bench` builds and runs them all.
 # Benches may use the fake API server (tests/support); bench_extender runs the real binary.
-BENCH_SUPPORT_OBJ := $(BUILD)/tests/support/fake_apiserver.o $(BUILD)/tests/support/fake_kubelet.o \
-                     $(BUILD)/tests/support/soak.o
+BENCH_SUPPORT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/support/*.c))
 $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BENCH_SUPPORT_OBJ) $(BUILD)/libtessera.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BENCH_SUPPORT_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BENCH_SUPPORT_OBJ) $(BUILD)/libtessera.a $(LDLIBS) $(TEST_LIBS)
 $(BUILD)/bench/bench_extender: $(EXT_BIN)
 
 # The main job: the extender on the embedded demo cluster, until Ctrl-C.

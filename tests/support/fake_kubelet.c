@@ -20,6 +20,32 @@ typedef struct fk_res {
     char **holder; /* per device: the holding pod's uid, NULL when free */
 } fk_res;
 
+/* An image as the node's container runtime knows it. */
+typedef struct fk_image {
+    char name[256];
+    int pull_ms;          /* a first pull on a node takes this long */
+    bool pullable;        /* false: ErrImagePull, then ImagePullBackOff, for ever */
+    char binaries[512];   /* comma-joined paths a command may name; "" = any */
+} fk_image;
+
+/* An image pulled (or being pulled) on a node. */
+typedef struct fk_pulled { char node[256], image[256]; int64_t done_ms; } fk_pulled;
+
+typedef enum fk_cstate { FK_PULLING = 0, FK_PULL_FAILED, FK_NO_BINARY, FK_CONFIG, FK_RUNNING, FK_DONE } fk_cstate;
+
+/* One container of an admitted pod, on its way to running. */
+typedef struct fk_ctr {
+    char name[128], image[256];
+    bool init, sidecar;     /* an init container; one with restartPolicy: Always (a native sidecar) */
+    fk_cstate st;
+    int64_t next_ms;        /* the next retry (config) or the pull's end */
+    int backoff_ms, restarts;
+    char reason[64], message[512];
+    int64_t started_ms;
+    cJSON *env;             /* the environment it started with (RUNNING), name -> value */
+    cJSON *def;             /* its spec (owned copy) */
+} fk_ctr;
+
 /* A pod the kubelet has decided about (admitted or refused), by uid. */
 typedef struct fk_pod {
     char uid[128], ns[256], name[256], node[256];
@@ -29,6 +55,10 @@ typedef struct fk_pod {
     int64_t admitted_ms;
     char *devices;    /* comma-joined device IDs ("" when none) */
     bool seen;        /* in the latest list */
+    fk_ctr *ctrs;     /* init containers in order, then the app containers */
+    int nctrs;
+    bool status_dirty;
+    char phase[16];   /* what it last wrote */
 } fk_pod;
 
 struct fake_kubelet {
@@ -46,6 +76,10 @@ struct fake_kubelet {
     int reserve_delay_ms;
     char **doubled; /* "node/device" keys counted by double_holds */
     size_t ndoubled;
+    fk_image *images;
+    size_t nimages;
+    fk_pulled *pulled;
+    size_t npulled;
 };
 
 static void *fk_xcalloc(size_t n, size_t size) {
@@ -71,8 +105,10 @@ static int64_t fk_now_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The string at obj.a.b (obj.a when b is NULL), "" when there is none. */
 static const char *fk_str(const cJSON *obj, const char *a, const char *b) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, a), b);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, a);
+    if (b) v = cJSON_GetObjectItemCaseSensitive(v, b);
     return cJSON_IsString(v) ? v->valuestring : "";
 }
 
@@ -163,6 +199,257 @@ static void fk_refuse(fake_kubelet *k, const char *ns, const char *name, const c
     k->refused++;
 }
 
+/* ---- containers: images, commands, configuration, start ------------------------------------------------- */
+
+static fk_image *fk_find_image(fake_kubelet *k, const char *name) {
+    for (size_t i = 0; i < k->nimages; i++)
+        if (!strcmp(k->images[i].name, name)) return &k->images[i];
+    return NULL;
+}
+
+/* When the image will be on the node (a first pull starts now). */
+static int64_t fk_pull_done(fake_kubelet *k, const char *node, const char *image, int64_t now) {
+    for (size_t i = 0; i < k->npulled; i++)
+        if (!strcmp(k->pulled[i].node, node) && !strcmp(k->pulled[i].image, image)) return k->pulled[i].done_ms;
+    fk_image *im = fk_find_image(k, image);
+    k->pulled = fk_xrealloc(k->pulled, (k->npulled + 1) * sizeof *k->pulled);
+    fk_pulled *pl = &k->pulled[k->npulled++];
+    snprintf(pl->node, sizeof pl->node, "%s", node);
+    snprintf(pl->image, sizeof pl->image, "%s", image);
+    pl->done_ms = now + (im ? im->pull_ms : 0);
+    return pl->done_ms;
+}
+
+static void fk_set(fk_ctr *c, fk_cstate st, const char *reason, const char *msg) {
+    c->st = st;
+    snprintf(c->reason, sizeof c->reason, "%s", reason ? reason : "");
+    snprintf(c->message, sizeof c->message, "%s", msg ? msg : "");
+}
+
+/* The ConfigMap ns/name's data, or NULL (caller deletes). */
+static cJSON *fk_configmap_data(fake_kubelet *k, const char *ns, const char *name) {
+    char *t = fake_api_get(k->f, "configmaps", ns, name);
+    cJSON *cm = t ? cJSON_Parse(t) : NULL;
+    free(t);
+    cJSON *data = cm ? cJSON_DetachItemFromObjectCaseSensitive(cm, "data") : NULL;
+    cJSON_Delete(cm);
+    return cm && !data ? cJSON_CreateObject() : data;
+}
+
+static void fk_env_set(cJSON *env, const char *name, const char *value) {
+    if (cJSON_GetObjectItemCaseSensitive(env, name)) cJSON_ReplaceItemInObjectCaseSensitive(env, name, cJSON_CreateString(value));
+    else cJSON_AddStringToObject(env, name, value);
+}
+
+/* makeEnvironmentVariables: the device plugin's variables, then envFrom, then env (later wins). A
+ * ConfigMap that is not there and not optional stops the container (CreateContainerConfigError), message as
+ * the kubelet writes it. NULL with msg. */
+static cJSON *fk_make_env(fake_kubelet *k, const fk_pod *p, const fk_ctr *c, char *msg, size_t msglen) {
+    cJSON *env = cJSON_CreateObject();
+    bool wants_device = false;
+    for (size_t i = 0; i < k->nres; i++)
+        if (!strcmp(k->res[i].node, p->node) && fk_ctr_req(c->def, k->res[i].name) > 0) wants_device = true;
+    if (wants_device && p->devices[0]) fk_env_set(env, "NVIDIA_VISIBLE_DEVICES", p->devices);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(c->def, "envFrom")) {
+        const cJSON *ref = cJSON_GetObjectItemCaseSensitive(e, "configMapRef");
+        const char *name = fk_str(e, "configMapRef", "name");
+        if (!ref || !*name) continue;
+        cJSON *data = fk_configmap_data(k, p->ns, name);
+        if (!data) {
+            if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ref, "optional"))) continue;
+            snprintf(msg, msglen, "configmap \"%s\" not found", name);
+            cJSON_Delete(env);
+            return NULL;
+        }
+        const cJSON *kv;
+        cJSON_ArrayForEach(kv, data)
+            if (cJSON_IsString(kv)) fk_env_set(env, kv->string, kv->valuestring);
+        cJSON_Delete(data);
+    }
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(c->def, "env")) {
+        const char *name = fk_str(e, "name", NULL), *value = NULL;
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, "value");
+        const cJSON *ref = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "valueFrom"), "configMapKeyRef");
+        if (!name) continue;
+        if (cJSON_IsString(v)) value = v->valuestring;
+        cJSON *data = NULL;
+        if (ref) {
+            const char *cm = fk_str(ref, "name", NULL), *key = fk_str(ref, "key", NULL);
+            data = cm ? fk_configmap_data(k, p->ns, cm) : NULL;
+            const cJSON *dv = cJSON_GetObjectItemCaseSensitive(data, key ? key : "");
+            if (!cJSON_IsString(dv) && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ref, "optional"))) {
+                snprintf(msg, msglen, data ? "couldn't find key %s in ConfigMap %s/%s" : "configmap \"%s\" not found",
+                         data ? key : cm, p->ns, cm);
+                cJSON_Delete(data);
+                cJSON_Delete(env);
+                return NULL;
+            }
+            if (cJSON_IsString(dv)) value = dv->valuestring;
+        }
+        if (value) fk_env_set(env, name, value);
+        cJSON_Delete(data);
+    }
+    return env;
+}
+
+/* One step of one container; true when what the API shows of it changed. */
+static bool fk_ctr_step(fake_kubelet *k, fk_pod *p, fk_ctr *c, int64_t now) {
+    if (c->st == FK_RUNNING || c->st == FK_DONE || now < c->next_ms) return false;
+    fk_image *im = fk_find_image(k, c->image);
+    if (c->st == FK_PULLING || c->st == FK_PULL_FAILED) {
+        int64_t done = fk_pull_done(k, p->node, c->image, now);
+        if (now < done) {
+            bool was = !strcmp(c->reason, "ContainerCreating");
+            fk_set(c, FK_PULLING, "ContainerCreating", "");
+            c->next_ms = done;
+            return !was;
+        }
+        if (im && !im->pullable) {
+            char msg[512];
+            bool first = c->st == FK_PULLING;
+            snprintf(msg, sizeof msg, first ? "failed to pull and unpack image \"%s\": failed to resolve reference: "
+                     "pull access denied, repository does not exist or may require authorization"
+                     : "Back-off pulling image \"%s\"", c->image);
+            fk_set(c, FK_PULL_FAILED, first ? "ErrImagePull" : "ImagePullBackOff", msg);
+            c->next_ms = now + 1000;
+            return true;
+        }
+        /* the image is there: does it hold the command? */
+        const cJSON *cmd = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(c->def, "command"), 0);
+        if (im && im->binaries[0] && cJSON_IsString(cmd)) {
+            char list[520];
+            snprintf(list, sizeof list, ",%s,", im->binaries);
+            char needle[300];
+            snprintf(needle, sizeof needle, ",%s,", cmd->valuestring);
+            if (!strstr(list, needle)) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "failed to create containerd task: failed to create shim task: OCI runtime "
+                         "create failed: runc create failed: unable to start container process: exec: \"%s\": stat %s: "
+                         "no such file or directory: unknown", cmd->valuestring, cmd->valuestring);
+                fk_set(c, FK_NO_BINARY, "RunContainerError", msg);
+                c->next_ms = now + 1000;
+                return true;
+            }
+        }
+        c->st = FK_CONFIG;
+        c->backoff_ms = 0;
+    }
+    if (c->st == FK_NO_BINARY) {   /* it exits at once, again and again */
+        c->restarts++;
+        char keep[512];
+        snprintf(keep, sizeof keep, "%s", c->message);
+        fk_set(c, FK_NO_BINARY, "CrashLoopBackOff", keep);
+        c->next_ms = now + 1000;
+        return c->restarts == 1;
+    }
+    /* FK_CONFIG: build the environment; a missing ConfigMap waits for the next retry */
+    char msg[512] = "";
+    cJSON *env = fk_make_env(k, p, c, msg, sizeof msg);
+    if (!env) {
+        bool same = !strcmp(c->reason, "CreateContainerConfigError") && !strcmp(c->message, msg);
+        fk_set(c, FK_CONFIG, "CreateContainerConfigError", msg);
+        c->backoff_ms = c->backoff_ms ? (c->backoff_ms * 2 > 8000 ? 8000 : c->backoff_ms * 2) : 1000;
+        c->next_ms = now + c->backoff_ms;
+        return !same;
+    }
+    cJSON_Delete(c->env);
+    c->env = env;
+    c->started_ms = now;
+    fk_set(c, c->init && !c->sidecar ? FK_DONE : FK_RUNNING, "", "");
+    return true;
+}
+
+/* Caller holds mu. Init containers one after another (a native sidecar must be running, an ordinary one must
+ * have completed, before the next starts), then the app containers together. */
+static void fk_pod_step(fake_kubelet *k, fk_pod *p, int64_t now) {
+    for (int i = 0; i < p->nctrs; i++) {
+        fk_ctr *c = &p->ctrs[i];
+        if (fk_ctr_step(k, p, c, now)) p->status_dirty = true;
+        if (c->init && c->st != FK_RUNNING && c->st != FK_DONE) return;
+    }
+}
+
+static cJSON *fk_ctr_status(const fk_ctr *c) {
+    cJSON *s = cJSON_CreateObject(), *state = cJSON_CreateObject();
+    cJSON_AddStringToObject(s, "name", c->name);
+    cJSON_AddStringToObject(s, "image", c->image);
+    cJSON_AddBoolToObject(s, "ready", c->st == FK_RUNNING);
+    cJSON_AddBoolToObject(s, "started", c->st == FK_RUNNING);
+    cJSON_AddNumberToObject(s, "restartCount", c->restarts);
+    if (c->st == FK_RUNNING) {
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(state, "running"), "startedAt", "2026-01-01T00:00:00Z");
+    } else if (c->st == FK_DONE) {
+        cJSON *t = cJSON_AddObjectToObject(state, "terminated");
+        cJSON_AddStringToObject(t, "reason", "Completed");
+        cJSON_AddNumberToObject(t, "exitCode", 0);
+    } else {
+        cJSON *w = cJSON_AddObjectToObject(state, "waiting");
+        cJSON_AddStringToObject(w, "reason", c->reason[0] ? c->reason : "PodInitializing");
+        if (c->message[0]) cJSON_AddStringToObject(w, "message", c->message);
+    }
+    cJSON_AddItemToObject(s, "state", state);
+    if (c->st == FK_NO_BINARY && c->restarts > 0) {   /* the crash loop's last exit */
+        cJSON *t = cJSON_AddObjectToObject(cJSON_AddObjectToObject(s, "lastState"), "terminated");
+        cJSON_AddStringToObject(t, "reason", "StartError");
+        cJSON_AddStringToObject(t, "message", c->message);
+        cJSON_AddNumberToObject(t, "exitCode", 128);
+    }
+    return s;
+}
+
+/* Caller holds mu. Write the pod's status when it changed: phase Running once an app container runs. */
+static void fk_write_status(fake_kubelet *k, fk_pod *p) {
+    if (!p->status_dirty || !p->live) return;
+    p->status_dirty = false;
+    cJSON *patch = cJSON_CreateObject(), *st = cJSON_AddObjectToObject(patch, "status");
+    cJSON *ics = cJSON_CreateArray(), *cs = cJSON_CreateArray();
+    bool running = false;
+    for (int i = 0; i < p->nctrs; i++) {
+        cJSON_AddItemToArray(p->ctrs[i].init ? ics : cs, fk_ctr_status(&p->ctrs[i]));
+        running |= !p->ctrs[i].init && p->ctrs[i].st == FK_RUNNING;
+    }
+    snprintf(p->phase, sizeof p->phase, "%s", running ? "Running" : "Pending");
+    cJSON_AddStringToObject(st, "phase", p->phase);
+    if (cJSON_GetArraySize(ics)) cJSON_AddItemToObject(st, "initContainerStatuses", ics);
+    else cJSON_Delete(ics);
+    cJSON_AddItemToObject(st, "containerStatuses", cs);
+    char *txt = cJSON_PrintUnformatted(patch);
+    fake_api_patch(k->f, "pods", p->ns, p->name, txt);
+    free(txt);
+    cJSON_Delete(patch);
+}
+
+static void fk_free_ctrs(fk_pod *p) {
+    for (int i = 0; i < p->nctrs; i++) {
+        cJSON_Delete(p->ctrs[i].env);
+        cJSON_Delete(p->ctrs[i].def);
+    }
+    free(p->ctrs);
+    p->ctrs = NULL;
+    p->nctrs = 0;
+}
+
+static void fk_make_ctrs(fk_pod *p, const cJSON *pod) {
+    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
+    int n = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(spec, "initContainers")) +
+            cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(spec, "containers"));
+    p->ctrs = fk_xcalloc((size_t)n, sizeof *p->ctrs);
+    static const char *const lists[2] = {"initContainers", "containers"};
+    for (int l = 0; l < 2; l++) {
+        const cJSON *c;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(spec, lists[l])) {
+            fk_ctr *x = &p->ctrs[p->nctrs++];
+            snprintf(x->name, sizeof x->name, "%s", fk_str(c, "name", NULL));
+            snprintf(x->image, sizeof x->image, "%s", fk_str(c, "image", NULL));
+            x->init = l == 0;
+            x->sidecar = x->init && !strcmp(fk_str(c, "restartPolicy", NULL), "Always");
+            x->def = cJSON_Duplicate(c, 1);
+        }
+    }
+    p->status_dirty = true;
+}
+
 /* Caller holds mu. Decide about a new pod on a registered node, as kubelet admission and the device manager's
  * Allocate do; the decision is recorded by uid so it is made once. */
 static void fk_admit(fake_kubelet *k, const cJSON *pod, const char *uid, const char *node) {
@@ -241,7 +528,7 @@ static void fk_admit(fake_kubelet *k, const cJSON *pod, const char *uid, const c
     p->admitted_ms = fk_now_ms();
     const char *label = fk_str(cJSON_GetObjectItemCaseSensitive(pod, "metadata"), "labels", "tessera.io/reservation");
     p->reservation = strcmp(label, "true") == 0;
-    fake_api_patch(k->f, "pods", ns, name, "{\"status\":{\"phase\":\"Running\"}}");
+    fk_make_ctrs(p, pod);   /* the containers start in the passes that follow */
     k->admitted++;
 }
 
@@ -311,13 +598,19 @@ static void fk_pass(fake_kubelet *k) {
         if (k->pods[i].seen) { k->pods[keep++] = k->pods[i]; continue; }
         fk_release(k, &k->pods[i]);
         free(k->pods[i].devices);
+        fk_free_ctrs(&k->pods[i]);
     }
     k->npods = keep;
     int64_t now = fk_now_ms();
     for (size_t i = 0; i < k->npods; i++) {
         fk_pod *p = &k->pods[i];
-        if (p->live && p->reservation && !p->reported && !k->silent && now - p->admitted_ms >= k->reserve_delay_ms)
+        if (p->live) fk_pod_step(k, p, now);
+        /* tessera-reserve runs in the reservation's app container: it reports once that container runs */
+        const fk_ctr *app = p->nctrs ? &p->ctrs[p->nctrs - 1] : NULL;
+        if (p->live && p->reservation && !p->reported && !k->silent && app && app->st == FK_RUNNING &&
+            now - app->started_ms >= k->reserve_delay_ms)
             fk_report(k, p);
+        fk_write_status(k, p);
     }
     fk_check_doubles(k);
     pthread_mutex_unlock(&k->mu);
@@ -353,8 +646,13 @@ void fake_kubelet_stop(fake_kubelet *k) {
         free(k->res[i].holder);
     }
     free(k->res);
-    for (size_t i = 0; i < k->npods; i++) free(k->pods[i].devices);
+    for (size_t i = 0; i < k->npods; i++) {
+        free(k->pods[i].devices);
+        fk_free_ctrs(&k->pods[i]);
+    }
     free(k->pods);
+    free(k->images);
+    free(k->pulled);
     for (size_t i = 0; i < k->ndoubled; i++) free(k->doubled[i]);
     free(k->doubled);
     pthread_mutex_destroy(&k->mu);
@@ -445,4 +743,44 @@ int fake_kubelet_refused(fake_kubelet *k) {
     int n = k->refused;
     pthread_mutex_unlock(&k->mu);
     return n;
+}
+
+void fake_kubelet_add_image(fake_kubelet *k, const char *image, int pull_ms, bool pullable, const char *binaries) {
+    if (!image) return;
+    pthread_mutex_lock(&k->mu);
+    fk_image *im = fk_find_image(k, image);
+    if (!im) {
+        k->images = fk_xrealloc(k->images, (k->nimages + 1) * sizeof *k->images);
+        im = &k->images[k->nimages++];
+        memset(im, 0, sizeof *im);
+        snprintf(im->name, sizeof im->name, "%s", image);
+    }
+    im->pull_ms = pull_ms > 0 ? pull_ms : 0;
+    im->pullable = pullable;
+    snprintf(im->binaries, sizeof im->binaries, "%s", binaries ? binaries : "");
+    pthread_mutex_unlock(&k->mu);
+}
+
+static const fk_ctr *fk_find_ctr(fake_kubelet *k, const char *uid, const char *container) {
+    fk_pod *p = uid ? fk_find_pod(k, uid) : NULL;
+    for (int i = 0; p && i < p->nctrs; i++)
+        if (!container || !strcmp(p->ctrs[i].name, container)) return &p->ctrs[i];
+    return NULL;
+}
+
+char *fake_kubelet_env(fake_kubelet *k, const char *pod_uid, const char *container, const char *var) {
+    pthread_mutex_lock(&k->mu);
+    const fk_ctr *c = fk_find_ctr(k, pod_uid, container);
+    const cJSON *v = c && c->st == FK_RUNNING ? cJSON_GetObjectItemCaseSensitive(c->env, var) : NULL;
+    char *out = cJSON_IsString(v) ? fk_strdup(v->valuestring) : NULL;
+    pthread_mutex_unlock(&k->mu);
+    return out;
+}
+
+bool fake_kubelet_running(fake_kubelet *k, const char *pod_uid, const char *container) {
+    pthread_mutex_lock(&k->mu);
+    const fk_ctr *c = fk_find_ctr(k, pod_uid, container);
+    bool r = c && c->st == FK_RUNNING;
+    pthread_mutex_unlock(&k->mu);
+    return r;
 }

@@ -13,9 +13,21 @@
  *     switches to reason "OutOf<resource>", message "Node didn't have enough resource: <resource>, requested: N,
  *     used: U, capacity: C", what the predicate admission writes). Otherwise it gets free devices (lowest index
  *     first, or random ones after fake_kubelet_set_random) and status.phase "Running".
- *   - plays tessera-reserve in a reservation pod (label tessera.io/reservation: "true") once admitted: merges the
- *     annotation tessera.io/gpu-uuid = its device IDs, comma-joined (tessera.io/reserve-error when it got none),
- *     at once, after a delay, or never.
+ *   - starts an admitted pod's containers as the kubelet does, writing status.initContainerStatuses and
+ *     containerStatuses (reason and message as a real kubelet writes them) and phase Pending, then Running
+ *     once an app container runs: init containers one after another (a native sidecar, restartPolicy Always,
+ *     must be running and an ordinary one completed before the next starts), then the app containers. Per
+ *     container: the image is pulled (fake_kubelet_add_image: a first pull on a node takes its time, with
+ *     waiting reason ContainerCreating; an image that cannot be pulled waits in ErrImagePull, then
+ *     ImagePullBackOff); a command the image does not hold fails with RunContainerError, then
+ *     CrashLoopBackOff with lastState.terminated StartError; the environment is made as makeEnvironmentVariables
+ *     does (the device plugin's NVIDIA_VISIBLE_DEVICES, envFrom, env): a ConfigMap that does not exist and is
+ *     not optional holds the container in CreateContainerConfigError, retried after 1, 2, 4, 8, 8... s, and it
+ *     starts at the first retry after the ConfigMap appears. Images never registered pull at once and hold
+ *     every command.
+ *   - plays tessera-reserve in a reservation pod (label tessera.io/reservation: "true") once its container runs:
+ *     merges the annotation tessera.io/gpu-uuid = its device IDs, comma-joined (tessera.io/reserve-error when
+ *     it got none), at once, after a delay, or never.
  *   - frees a pod's devices when it is deleted or its phase becomes Succeeded or Failed.
  * Status and annotations are written with fake_api_patch (atomic, so a concurrent client's change is kept).
  *
@@ -49,6 +61,16 @@ void fake_kubelet_set_outof_reason(fake_kubelet *k, bool on);
 void fake_kubelet_set_reserve_delay_ms(fake_kubelet *k, int ms);
 /* tessera-reserve never writes its annotation (a reservation that stays pending). */
 void fake_kubelet_set_reserve_silent(fake_kubelet *k, bool on);
+
+/* The node's container runtime knows image: a first pull on a node takes pull_ms; pullable false: the pull
+ * fails for ever; binaries: the comma-joined paths a container's command[0] may name ("" = any). */
+void fake_kubelet_add_image(fake_kubelet *k, const char *image, int pull_ms, bool pullable, const char *binaries);
+
+/* The value of var in the environment container (NULL: the first) of the pod started with, or NULL when it
+ * does not run (yet) or has no such variable. */
+char *fake_kubelet_env(fake_kubelet *k, const char *pod_uid, const char *container, const char *var);
+/* The container (NULL: the first) runs. */
+bool fake_kubelet_running(fake_kubelet *k, const char *pod_uid, const char *container);
 
 /* The uid of the live pod holding device_id on node, or NULL when it is free (or unknown). */
 char *fake_kubelet_holder(fake_kubelet *k, const char *node, const char *device_id);

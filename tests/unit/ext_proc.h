@@ -131,6 +131,22 @@ EXT_PROC_HELPER cJSON *http(int port, const char *path, const char *body, long *
     return o;
 }
 
+/* GET the body as text (caller frees; NULL when nothing answered), whatever its status and type. */
+EXT_PROC_HELPER char *http_text(int port, const char *path, long *code) {
+    CURL *c = curl_easy_init();
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    cbuf b = {0};
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+    *code = 0;
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, code);
+    curl_easy_cleanup(c);
+    return b.p;
+}
+
 /* A raw TCP connection to 127.0.0.1:port whose reads time out after timeout_s, or -1. nodelay turns off Nagle
  * as Go's net/http client does (no delay between a request's header and its body). */
 EXT_PROC_HELPER int loopback_connect(int port, int timeout_s, bool nodelay) {

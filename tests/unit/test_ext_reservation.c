@@ -1324,7 +1324,9 @@ TEST(ext_rsv_stuck_reservation_says_why_and_times_out) {
                    "{\"reason\":\"ImagePullBackOff\",\"message\":\"Back-off pulling image \\\"registry.example/tessera:test\\\"\"}}}]}}");
     bool said = WAIT(({
                          char *all = fake_api_events(r.api);
-                         bool y = all && strstr(all, "its container waits: ImagePullBackOff");
+                         /* a pull that fails is a Warning at once, not only at --reservation-timeout */
+                         bool y = all && strstr(all, "the kubelet cannot start reservation") &&
+                                  strstr(all, ": ImagePullBackOff: Back-off pulling image") && strstr(all, "\"Warning\"");
                          free(all);
                          y;
                      }),

@@ -12,6 +12,7 @@
 
 #include "ext_helpers.h"
 #include "ext_proc.h"
+#include "tests/support/json_patch.h"
 #include "extender/base64.h"
 #include "extender/certs.h"
 #include "extender/http.h"
@@ -68,56 +69,6 @@ static cJSON *mutate(const ext_webhook_config *c, const char *body, int *status,
 
 static const cJSON *resp_of(const cJSON *o) { return cJSON_GetObjectItemCaseSensitive(o, "response"); }
 
-/* RFC 6901 token, unescaped. */
-static void token_unescape(char *t) {
-    char *o = t;
-    for (char *p = t; *p; p++) {
-        if (p[0] == '~' && (p[1] == '0' || p[1] == '1')) {
-            *o++ = p[1] == '0' ? '~' : '/';
-            p++;
-        } else {
-            *o++ = *p;
-        }
-    }
-    *o = 0;
-}
-
-/* Applies a JSON Patch of "add" operations (all the webhook emits) to doc. 0, or -1. */
-static int apply_patch(cJSON *doc, const cJSON *ops) {
-    const cJSON *op;
-    cJSON_ArrayForEach(op, ops) {
-        const cJSON *o = cJSON_GetObjectItemCaseSensitive(op, "op"), *p = cJSON_GetObjectItemCaseSensitive(op, "path");
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(op, "value");
-        if (!cJSON_IsString(o) || strcmp(o->valuestring, "add") || !cJSON_IsString(p) || !v || p->valuestring[0] != '/')
-            return -1;
-        char path[512];
-        snprintf(path, sizeof path, "%s", p->valuestring + 1);
-        char *toks[32];
-        int n = 0;
-        for (char *save = NULL, *t = strtok_r(path, "/", &save); t && n < 32; t = strtok_r(NULL, "/", &save)) {
-            token_unescape(t);
-            toks[n++] = t;
-        }
-        cJSON *cur = doc;
-        for (int i = 0; i < n - 1; i++) {
-            cur = cJSON_IsArray(cur) ? cJSON_GetArrayItem(cur, atoi(toks[i])) : cJSON_GetObjectItemCaseSensitive(cur, toks[i]);
-            if (!cur) return -1;   /* RFC 6902: the parent must exist */
-        }
-        cJSON *val = cJSON_Duplicate(v, 1);
-        if (cJSON_IsArray(cur)) {
-            if (!strcmp(toks[n - 1], "-")) cJSON_AddItemToArray(cur, val);
-            else cJSON_InsertItemInArray(cur, atoi(toks[n - 1]), val);
-        } else if (cJSON_IsObject(cur)) {
-            if (cJSON_GetObjectItemCaseSensitive(cur, toks[n - 1])) cJSON_ReplaceItemInObjectCaseSensitive(cur, toks[n - 1], val);
-            else cJSON_AddItemToObject(cur, toks[n - 1], val);
-        } else {
-            cJSON_Delete(val);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 /* The decoded patch of a reply (NULL when there is none). */
 static cJSON *patch_of(const cJSON *reply) {
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(resp_of(reply), "patch");
@@ -134,7 +85,7 @@ static cJSON *patched_pod(const char *pod_sq, const cJSON *reply) {
     cJSON *pod = cJSON_Parse(s);
     free(s);
     cJSON *ops = patch_of(reply);
-    if (ops && apply_patch(pod, ops) < 0) {
+    if (ops && json_patch_apply(pod, ops) < 0) {
         cJSON_Delete(pod);
         pod = NULL;
     }

@@ -1,0 +1,482 @@
+/* test_deployed.c -- soft shares as `kubectl apply -k deploy/` runs tessera (issue 19). Two replicas of the
+ * real tessera-extender binary, each started with exactly the arguments and environment of deploy/'s
+ * Deployment, with its own Pod as the ReplicaSet makes it (the extender a native sidecar in initContainers)
+ * and leader election as deployed; beside each, a fake kube-scheduler that plays deploy/'s
+ * KubeSchedulerConfiguration (its own Lease; it calls only its own extender, and only while pods are
+ * pending). Pods are created through tessera's webhook; the fake kubelet pulls images, refuses a command an
+ * image lacks, and holds a container whose envFrom ConfigMap is missing in CreateContainerConfigError.
+ * Timings are deploy/'s own (a 15 s Lease, a 30 s grace), so these tests take a while; each says what it
+ * measured. tests/support/deployed.h lists the few things a test machine cannot do as a cluster does.
+ */
+#include <signal.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "ext_proc.h"
+#include "ext_helpers.h"
+#include "extender/delivery.h"
+#include "tests/support/deployed.h"
+#include "tests/support/fake_apiserver.h"
+#include "tests/support/fake_kubelet.h"
+#include "tests/support/fake_scheduler.h"
+
+#define GPU_NODE "gpu-1"
+#define GPU_PREFIX "GPU-9f3c"
+
+typedef struct cluster {
+    fake_api *api;
+    fake_kubelet *kl;
+    deployed *d;
+    deployed_replica rep[2];
+    fake_scheduler *ks[2];
+    char deploy_dir[640];
+    char err[1024];
+} cluster;
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void nap(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* deploy/ of this tree: next to the build directory that holds this binary. */
+static bool deploy_dir(char *out, size_t len) {
+    char self[512];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return false;
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    if (!slash) return false;
+    *slash = 0;
+    snprintf(out, len, "%s/../deploy", self);
+    char probe[600];
+    snprintf(probe, sizeof probe, "%s/kustomization.yaml", out);
+    return access(probe, R_OK) == 0;
+}
+
+static const char *pod_names[2] = {"tessera-scheduler-7c9f5d8b6d-q4x2n", "tessera-scheduler-7c9f5d8b6d-h8m5t"};
+
+/* A cluster as deploy/ makes it, with one GPU node of 8 A100s whose first pull of tessera's image takes
+ * pull_ms (pullable false: it cannot be pulled there). pod0 (may be NULL): the Pod the API shows for the
+ * first replica instead of deploy/'s. Both replicas ready, one kube-scheduler leading. */
+static bool cluster_start(cluster *c, int pull_ms, bool pullable, const cJSON *pod0) {
+    memset(c, 0, sizeof *c);
+    char bin[1024];
+    if (!extender_path(bin, sizeof bin) || !deploy_dir(c->deploy_dir, sizeof c->deploy_dir)) {
+        snprintf(c->err, sizeof c->err, "no build/tessera-extender or deploy/ next to the test binary");
+        return false;
+    }
+    if (!(c->api = fake_api_start(0, c->err, sizeof c->err))) return false;
+    if (!(c->d = deployed_load(c->deploy_dir, c->err, sizeof c->err))) return false;
+    deployed_apply(c->d, c->api);
+    cJSON *node = demo_node_as("gpu-a100-whole", GPU_NODE);
+    char *nj = cJSON_PrintUnformatted(node);
+    cJSON_Delete(node);
+    fake_api_put(c->api, "nodes", nj);
+    free(nj);
+    c->kl = fake_kubelet_start(c->api);
+    fake_kubelet_add_node(c->kl, GPU_NODE, "nvidia.com/gpu", 8, GPU_PREFIX);
+    char bins[512];
+    deployed_image_binaries(c->deploy_dir, bins, sizeof bins);
+    fake_kubelet_add_image(c->kl, c->d->extender_image, pull_ms, pullable, bins);
+    /* every other image of the Deployment holds only its own command (kube-scheduler's has no tessera-reserve) */
+    const cJSON *ctr;
+    cJSON_ArrayForEach(ctr, cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(
+                                                    c->d->deployment, "spec"), "template"), "spec"), "containers")) {
+        const cJSON *img = cJSON_GetObjectItem(ctr, "image"), *cmd = cJSON_GetArrayItem(cJSON_GetObjectItem(ctr, "command"), 0);
+        if (cJSON_IsString(img) && cJSON_IsString(cmd)) fake_kubelet_add_image(c->kl, img->valuestring, 0, true, cmd->valuestring);
+    }
+    for (int i = 0; i < 2; i++) {
+        char node_name[16];
+        snprintf(node_name, sizeof node_name, "cp-%d", i + 1);
+        int rc;
+        if (i == 0 && pod0) rc = deployed_replica_start_as(c->d, c->api, bin, pod0, &c->rep[i], c->err, sizeof c->err);
+        else rc = deployed_replica_start(c->d, c->api, bin, pod_names[i], node_name, &c->rep[i], c->err, sizeof c->err);
+        if (rc != 0) return false;
+    }
+    for (int i = 0; i < 2; i++)
+        if (!wait_ready(c->rep[i].ops_port)) { snprintf(c->err, sizeof c->err, "replica %d never ready", i); return false; }
+    for (int i = 0; i < 2; i++) c->ks[i] = fake_scheduler_start(c->api, c->d, c->rep[i].pod_name, c->rep[i].verbs_port);
+    for (int64_t t0 = now_ms(); now_ms() - t0 < 10000; nap(20))
+        if (fake_scheduler_leading(c->ks[0]) || fake_scheduler_leading(c->ks[1])) return true;
+    snprintf(c->err, sizeof c->err, "no kube-scheduler leads");
+    return false;
+}
+
+static void cluster_stop(cluster *c) {
+    for (int i = 0; i < 2; i++) {
+        fake_scheduler_stop(c->ks[i], true);
+        deployed_replica_stop(&c->rep[i], SIGTERM);
+    }
+    fake_kubelet_stop(c->kl);
+    deployed_free(c->d);
+    fake_api_free(c->api);
+}
+
+static int scheduling_calls(cluster *c) { return fake_scheduler_calls(c->ks[0]) + fake_scheduler_calls(c->ks[1]); }
+
+/* The holder of the extender's Lease ("" if none). */
+static void extender_holder(cluster *c, char *buf, size_t len) {
+    const char *name = deployed_extender_arg(c->d, "--leader-elect-name");
+    char *t = fake_api_get(c->api, "leases", c->d->ns, name ? name : "tessera-extender");
+    cJSON *l = t ? cJSON_Parse(t) : NULL;
+    free(t);
+    const cJSON *h = cJSON_GetObjectItem(cJSON_GetObjectItem(l, "spec"), "holderIdentity");
+    snprintf(buf, len, "%s", cJSON_IsString(h) ? h->valuestring : "");
+    cJSON_Delete(l);
+}
+
+/* Which replica holds the extender's Lease (its identity starts with the pod name), or -1. */
+static int lease_replica(cluster *c) {
+    char h[256];
+    extender_holder(c, h, sizeof h);
+    for (int i = 0; i < 2; i++) {
+        size_t n = strlen(c->rep[i].pod_name);
+        if (!strncmp(h, c->rep[i].pod_name, n) && h[n] == '_') return i;
+    }
+    return -1;
+}
+
+/* A share as a user writes it (gpu-fraction annotation only), created through replica r's webhook: the stored
+ * pod's uid and its delivery ConfigMap's name. */
+static bool create_share(cluster *c, int r, const char *name, const char *fraction, char *uid, size_t uidlen, char *cm,
+                         size_t cmlen) {
+    char pod[1024];
+    snprintf(pod, sizeof pod,
+             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s\",\"namespace\":\"default\","
+             "\"annotations\":{\"tessera.io/gpu-fraction\":\"%s\"}},\"spec\":{\"schedulerName\":\"%s\","
+             "\"containers\":[{\"name\":\"app\",\"image\":\"nvidia/cuda:12.4.1-base-ubuntu22.04\"}]}}",
+             name, fraction, c->d->scheduler_name);
+    cJSON *stored = deployed_create_pod(c->api, &c->rep[r], pod, c->err, sizeof c->err);
+    const cJSON *meta = cJSON_GetObjectItem(stored, "metadata");
+    const cJSON *u = cJSON_GetObjectItem(meta, "uid"), *d = cJSON_GetObjectItem(cJSON_GetObjectItem(meta, "annotations"), EXT_DLV_ANN_DELIVERY);
+    snprintf(uid, uidlen, "%s", cJSON_IsString(u) ? u->valuestring : "");
+    snprintf(cm, cmlen, "%s", cJSON_IsString(d) ? d->valuestring : "");
+    cJSON_Delete(stored);
+    return uid[0] && cm[0];
+}
+
+static cJSON *get_obj(cluster *c, const char *kind, const char *ns, const char *name) {
+    char *t = fake_api_get(c->api, kind, ns, name);
+    cJSON *o = t ? cJSON_Parse(t) : NULL;
+    free(t);
+    return o;
+}
+
+static bool bound(cluster *c, const char *name) {
+    cJSON *p = get_obj(c, "pods", "default", name);
+    bool b = cJSON_IsString(cJSON_GetObjectItem(cJSON_GetObjectItem(p, "spec"), "nodeName"));
+    cJSON_Delete(p);
+    return b;
+}
+
+/* The live reservation pods (label tessera.io/reservation, not being deleted), as an array (caller deletes). */
+static cJSON *reservations(cluster *c) {
+    char *t = fake_api_list(c->api, "pods");
+    cJSON *all = t ? cJSON_Parse(t) : NULL, *out = cJSON_CreateArray();
+    free(t);
+    cJSON *p;
+    cJSON_ArrayForEach(p, all) {
+        const cJSON *meta = cJSON_GetObjectItem(p, "metadata");
+        const cJSON *l = cJSON_GetObjectItem(cJSON_GetObjectItem(meta, "labels"), EXT_RSV_LABEL);
+        if (cJSON_IsString(l) && !strcmp(l->valuestring, "true") && !cJSON_GetObjectItem(meta, "deletionTimestamp"))
+            cJSON_AddItemToArray(out, cJSON_Duplicate(p, 1));
+    }
+    cJSON_Delete(all);
+    return out;
+}
+
+static const char *ann(const cJSON *pod, const char *key) {
+    const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "metadata"), "annotations"), key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* The UUIDs a share's ConfigMap hands it ("" when it does not exist). */
+static void cm_uuid(cluster *c, const char *cm, char *buf, size_t len) {
+    cJSON *o = get_obj(c, "configmaps", "default", cm);
+    const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "data"), EXT_DLV_ENV_VISIBLE);
+    snprintf(buf, len, "%s", cJSON_IsString(v) ? v->valuestring : "");
+    cJSON_Delete(o);
+}
+
+/* The waiting reason the fake kubelet wrote for the pod's first app container ("" if none). */
+static void waiting_reason(cluster *c, const char *name, char *buf, size_t len) {
+    cJSON *p = get_obj(c, "pods", "default", name);
+    const cJSON *w = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(
+                         cJSON_GetObjectItem(p, "status"), "containerStatuses"), 0), "state"), "waiting");
+    const cJSON *r = cJSON_GetObjectItem(w, "reason");
+    snprintf(buf, len, "%s", cJSON_IsString(r) ? r->valuestring : "");
+    cJSON_Delete(p);
+}
+
+/* (a) and (b): a share bound, then no scheduling call at all. Its reservation's container starts 20 s later
+ * (a first image pull) and the share is still delivered within 1 s of the UUID; deleting it in the idle cluster
+ * releases the reservation after deploy/'s grace. */
+TEST(deployed_idle_cluster_delivers_and_releases_with_no_scheduling_call) {
+    cluster c;
+    bool up = cluster_start(&c, 20000, true, NULL);
+    char uid[128] = "", cm[256] = "";
+    bool created = up && create_share(&c, 0, "share-a", "0.5", uid, sizeof uid, cm, sizeof cm);
+    int64_t t_bound = 0;
+    for (int64_t t0 = now_ms(); created && now_ms() - t0 < 10000 && !t_bound; nap(20))
+        if (bound(&c, "share-a")) t_bound = now_ms();
+    nap(300);   /* the bind's last call has returned */
+    int calls_after_bind = scheduling_calls(&c);
+    /* the reservation: made at once, in deploy/'s image (the native sidecar's, not kube-scheduler's) */
+    cJSON *rs = NULL;
+    for (int64_t t0 = now_ms(); t_bound && now_ms() - t0 < 5000; nap(20)) {
+        cJSON_Delete(rs);
+        rs = reservations(&c);
+        if (cJSON_GetArraySize(rs) > 0) break;
+    }
+    const cJSON *rp = cJSON_GetArrayItem(rs, 0);
+    char rname[256] = "", rimage[256] = "";
+    snprintf(rname, sizeof rname, "%s", rp ? cJSON_GetObjectItem(cJSON_GetObjectItem(rp, "metadata"), "name")->valuestring : "");
+    const cJSON *rc0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(rp, "spec"), "containers"), 0);
+    snprintf(rimage, sizeof rimage, "%s", cJSON_IsString(cJSON_GetObjectItem(rc0, "image")) ? cJSON_GetObjectItem(rc0, "image")->valuestring : "");
+    cJSON_Delete(rs);
+    char share_wait[64] = "";
+    for (int64_t t0 = now_ms(); rname[0] && now_ms() - t0 < 5000 && !share_wait[0]; nap(50))
+        waiting_reason(&c, "share-a", share_wait, sizeof share_wait);
+    /* UUID, then ConfigMap: with nothing being scheduled */
+    int64_t t_uuid = 0, t_cm = 0;
+    char uuid[128] = "", cmv[128] = "";
+    for (int64_t t0 = now_ms(); rname[0] && now_ms() - t0 < 40000 && !t_cm; nap(10)) {
+        if (!t_uuid) {
+            cJSON *p = get_obj(&c, "pods", c.d->ns, rname);
+            const char *u = ann(p, EXT_RSV_ANN_UUID);
+            if (u) { t_uuid = now_ms(); snprintf(uuid, sizeof uuid, "%s", u); }
+            cJSON_Delete(p);
+        }
+        cm_uuid(&c, cm, cmv, sizeof cmv);
+        if (cmv[0]) t_cm = now_ms();
+    }
+    /* the kubelet retries the share's container and it starts with exactly that GPU */
+    char *seen = NULL;
+    for (int64_t t0 = now_ms(); t_cm && now_ms() - t0 < 15000 && !seen; nap(50))
+        seen = fake_kubelet_env(c.kl, uid, "app", EXT_DLV_ENV_VISIBLE);
+    int calls_after_delivery = scheduling_calls(&c);
+    /* (b): the last share goes; the reservation goes after the grace, still with no call */
+    const char *grace_s = deployed_extender_arg(c.d, "--reservation-grace");
+    int grace_ms = grace_s ? atoi(grace_s) * 1000 : -1;
+    int64_t t_del = now_ms(), t_gone = 0;
+    fake_api_delete(c.api, "pods", "default", "share-a");
+    for (; seen && now_ms() - t_del < grace_ms + 10000 && !t_gone; nap(50)) {
+        cJSON *p = get_obj(&c, "pods", c.d->ns, rname);
+        if (!p) t_gone = now_ms();
+        cJSON_Delete(p);
+    }
+    int calls_at_end = scheduling_calls(&c);
+    int doubles = c.kl ? fake_kubelet_double_holds(c.kl) : -1;
+    char want_image[256];
+    snprintf(want_image, sizeof want_image, "%s", c.d ? c.d->extender_image : "?");
+    if (up) cluster_stop(&c);
+    CHECK_MSG(up, "%s", c.err);
+    CHECK_MSG(created, "%s", c.err);
+    CHECK_MSG(t_bound, "the share was never bound");
+    CHECK_MSG(rname[0], "no reservation was created");
+    CHECK_STR(rimage, want_image);   /* the sidecar's image, after kustomization.yaml's images: */
+    CHECK_STR(share_wait, "CreateContainerConfigError");
+    CHECK_MSG(t_uuid && t_uuid - t_bound >= 15000, "UUID %lld ms after the bind; the pull takes 20 s",
+              (long long)(t_uuid - t_bound));
+    CHECK_MSG(t_cm && t_cm - t_uuid <= 1000, "ConfigMap %lld ms after the UUID (target: 1 s)", (long long)(t_cm - t_uuid));
+    CHECK_STR(cmv, uuid);
+    CHECK_MSG(seen && !strcmp(seen, uuid), "the share's container saw NVIDIA_VISIBLE_DEVICES=%s, its GPU is %s",
+              seen ? seen : "(not started)", uuid);
+    free(seen);
+    CHECK_MSG(grace_ms > 0, "deploy/ gives no --reservation-grace");
+    CHECK_MSG(t_gone && t_gone - t_del >= grace_ms - 1000 && t_gone - t_del <= grace_ms + 2000,
+              "the reservation went %lld ms after its last share (grace %d ms; target: grace + 2 s)",
+              (long long)(t_gone - t_del), grace_ms);
+    CHECK_INT(calls_after_delivery, calls_after_bind);
+    CHECK_INT(calls_at_end, calls_after_bind);
+    CHECK_INT(doubles, 0);
+    printf("    idle cluster: UUID %lld ms after the bind, ConfigMap %lld ms after the UUID, reservation deleted %lld ms "
+           "after its last share (grace %d ms), %d scheduling calls after the bind\n", (long long)(t_uuid - t_bound),
+           (long long)(t_cm - t_uuid), (long long)(t_gone - t_del), grace_ms, calls_at_end - calls_after_bind);
+}
+
+/* (c): the replica doing the background work dies (kill -9 of its pod's processes, its Leases left to expire)
+ * while 4 shares wait for their reservations: the other replica takes the Lease without any scheduling call
+ * and delivers all 4. */
+TEST(deployed_killed_background_replica_is_replaced_and_waiting_shares_delivered) {
+    cluster c;
+    bool up = cluster_start(&c, 8000, true, NULL);
+    char uid[4][128], cm[4][256];
+    int made = 0;
+    for (int i = 0; up && i < 4; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "wait-%d", i);
+        made += create_share(&c, i % 2, name, "0.75", uid[i], sizeof uid[i], cm[i], sizeof cm[i]);   /* one per GPU */
+    }
+    int nbound = 0;
+    for (int64_t t0 = now_ms(); made == 4 && now_ms() - t0 < 15000 && nbound < 4; nap(50)) {
+        nbound = 0;
+        for (int i = 0; i < 4; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "wait-%d", i);
+            nbound += bound(&c, name);
+        }
+    }
+    int nres = 0;
+    for (int64_t t0 = now_ms(); nbound == 4 && now_ms() - t0 < 5000 && nres < 4; nap(50)) {
+        cJSON *rs = reservations(&c);
+        nres = cJSON_GetArraySize(rs);
+        cJSON_Delete(rs);
+    }
+    int victim = lease_replica(&c), survivor = 1 - victim;
+    char delivered_before[128] = "";
+    if (victim >= 0) cm_uuid(&c, cm[0], delivered_before, sizeof delivered_before);
+    int64_t t_kill = now_ms();
+    if (victim >= 0) {   /* the node of its pod died: both processes gone, nothing released */
+        fake_scheduler_stop(c.ks[victim], false);
+        c.ks[victim] = NULL;
+        deployed_replica_stop(&c.rep[victim], SIGKILL);
+    }
+    int calls0 = victim >= 0 ? fake_scheduler_calls(c.ks[survivor]) : 0;
+    int64_t t_lease = 0, t_all = 0;
+    int ndelivered = 0, right = 0;
+    for (; victim >= 0 && now_ms() - t_kill < 40000 && !t_all; nap(50)) {
+        if (!t_lease && lease_replica(&c) == survivor) t_lease = now_ms();
+        ndelivered = right = 0;
+        cJSON *rs = reservations(&c);
+        for (int i = 0; i < 4; i++) {
+            char v[128];
+            cm_uuid(&c, cm[i], v, sizeof v);
+            ndelivered += v[0] != 0;
+            const cJSON *r;   /* the ConfigMap names the UUID of a live reservation */
+            cJSON_ArrayForEach(r, rs) right += v[0] && ann(r, EXT_RSV_ANN_UUID) && !strcmp(ann(r, EXT_RSV_ANN_UUID), v);
+        }
+        cJSON_Delete(rs);
+        if (ndelivered == 4 && right == 4) t_all = now_ms();
+    }
+    int running = 0;
+    for (int64_t t0 = now_ms(); t_all && now_ms() - t0 < 15000 && running < 4; nap(50)) {
+        running = 0;
+        for (int i = 0; i < 4; i++) running += fake_kubelet_running(c.kl, uid[i], "app");
+    }
+    int calls1 = victim >= 0 ? fake_scheduler_calls(c.ks[survivor]) : 0;
+    int doubles = c.kl ? fake_kubelet_double_holds(c.kl) : -1;
+    int lease_ms = c.d ? c.d->lease_ms : 0, retry_ms = c.d ? c.d->retry_ms : 0;
+    if (up) cluster_stop(&c);
+    CHECK_MSG(up, "%s", c.err);
+    CHECK_INT(made, 4);
+    CHECK_INT(nbound, 4);
+    CHECK_INT(nres, 4);
+    CHECK_MSG(victim >= 0, "no replica held the extender's Lease");
+    CHECK_STR(delivered_before, "");   /* the kill landed while they waited */
+    CHECK_MSG(t_lease, "the surviving replica never took the Lease");
+    CHECK_MSG(t_all, "%d of 4 shares delivered (%d naming a live reservation's UUID) 40 s after the kill", ndelivered, right);
+    CHECK_INT(running, 4);
+    CHECK_INT(calls1, calls0);   /* nothing was scheduled meanwhile */
+    CHECK_INT(doubles, 0);
+    /* the Lease passes once the dead holder's record is leaseDuration old on the survivor's clock (read every
+     * quarter retry period): the target is the lease duration; slack for a loaded machine */
+    CHECK_MSG(t_lease - t_kill <= lease_ms + retry_ms / 4 + 1500, "took over %lld ms after the kill (lease %d ms, retry %d ms)",
+              (long long)(t_lease - t_kill), lease_ms, retry_ms);
+    printf("    kill -9 of the background replica: the other took the Lease after %lld ms (lease %d ms) and delivered "
+           "all 4 waiting shares %lld ms after the kill, with no scheduling call\n", (long long)(t_lease - t_kill),
+           lease_ms, (long long)(t_all - t_kill));
+}
+
+/* (d): a reservation whose image cannot be pulled: within seconds, not at --reservation-timeout, the share's
+ * Event and /debug/state name the kubelet's reason. */
+TEST(deployed_unpullable_reservation_image_is_reported_within_seconds) {
+    cluster c;
+    bool up = cluster_start(&c, 0, false, NULL);
+    char uid[128] = "", cm[256] = "";
+    bool created = up && create_share(&c, 0, "pull-a", "0.5", uid, sizeof uid, cm, sizeof cm);
+    int64_t t_bound = 0;
+    for (int64_t t0 = now_ms(); created && now_ms() - t0 < 10000 && !t_bound; nap(20))
+        if (bound(&c, "pull-a")) t_bound = now_ms();
+    int64_t t_event = 0, t_debug = 0;
+    char event[1024] = "", waiting[512] = "";
+    int leader = -1;
+    for (; t_bound && now_ms() - t_bound < 15000 && (!t_event || !t_debug); nap(50)) {
+        if (!t_event) {
+            char *all = fake_api_events(c.api);
+            cJSON *evs = all ? cJSON_Parse(all) : NULL, *e;
+            free(all);
+            cJSON_ArrayForEach(e, evs) {
+                const cJSON *io = cJSON_GetObjectItem(e, "involvedObject"), *msg = cJSON_GetObjectItem(e, "message");
+                const cJSON *type = cJSON_GetObjectItem(e, "type"), *n = cJSON_GetObjectItem(io, "name");
+                if (cJSON_IsString(n) && !strcmp(n->valuestring, "pull-a") && cJSON_IsString(msg) && cJSON_IsString(type) &&
+                    !strcmp(type->valuestring, "Warning") && strstr(msg->valuestring, "ErrImagePull")) {
+                    t_event = now_ms();
+                    snprintf(event, sizeof event, "%s", msg->valuestring);
+                }
+            }
+            cJSON_Delete(evs);
+        }
+        if (!t_debug && (leader = lease_replica(&c)) >= 0) {
+            long code;
+            cJSON *st = http(c.rep[leader].verbs_port, "/debug/state", NULL, &code);
+            const cJSON *w = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(st, "reservations"), 0), "waiting");
+            if (cJSON_IsString(w) && (strstr(w->valuestring, "ErrImagePull") || strstr(w->valuestring, "ImagePullBackOff"))) {
+                t_debug = now_ms();
+                snprintf(waiting, sizeof waiting, "%s", w->valuestring);
+            }
+            cJSON_Delete(st);
+        }
+    }
+    if (up) cluster_stop(&c);
+    CHECK_MSG(up, "%s", c.err);
+    CHECK_MSG(t_bound, "the share was never bound");
+    CHECK_MSG(t_event && t_event - t_bound <= 5000, "no Warning naming ErrImagePull on the share within 5 s (%lld ms)",
+              (long long)(t_event ? t_event - t_bound : -1));
+    CHECK_CONTAINS(event, "the kubelet cannot start reservation");
+    CHECK_CONTAINS(event, "pull access denied");
+    CHECK_MSG(t_debug && t_debug - t_bound <= 5000, "/debug/state did not name the pull failure within 5 s");
+    printf("    unpullable image: Warning on the share %lld ms after the bind (\"%.80s...\"), /debug/state waiting=\"%.60s\"\n",
+           (long long)(t_event - t_bound), event, waiting);
+}
+
+/* Issue 19, deliver 2: tessera's Pod without a container named tessera-extender (renamed in a copy of the
+ * Deployment): tessera says so at start, in the log, /readyz and an Event on its Pod, and never falls back to
+ * another container's image (kube-scheduler's, which has no tessera-reserve). */
+TEST(deployed_missing_own_container_is_said_at_start_not_guessed) {
+    char dir[640], err[512] = "";
+    deployed *d = deploy_dir(dir, sizeof dir) ? deployed_load(dir, err, sizeof err) : NULL;
+    cJSON *pod = d ? deployed_pod(d, pod_names[0], "cp-1") : NULL;
+    cJSON *ic = cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), "initContainers"), *x;
+    cJSON_ArrayForEach(x, ic) {
+        cJSON *n = cJSON_GetObjectItem(x, "name");
+        if (cJSON_IsString(n) && !strcmp(n->valuestring, "tessera-extender")) cJSON_SetValuestring(n, "extender");
+    }
+    cluster c;
+    bool up = pod && cluster_start(&c, 0, true, pod);
+    char why[2048] = "";
+    bool said = false;
+    for (int64_t t0 = now_ms(); up && now_ms() - t0 < 5000 && !said; nap(50)) {
+        long code;
+        char *txt = http_text(c.rep[0].ops_port, "/readyz", &code);
+        snprintf(why, sizeof why, "%s", txt ? txt : "");
+        free(txt);
+        said = strstr(why, "reserve-image") && strstr(why, "has no container named tessera-extender");
+    }
+    char *events = up ? fake_api_events(c.api) : NULL;
+    bool event = events && strstr(events, "TesseraReserveImageUnknown") && strstr(events, pod_names[0]);
+    free(events);
+    /* the other replica's Pod is deploy/'s own: it knows the image */
+    long code = 0;
+    cJSON *st = up ? http(c.rep[1].verbs_port, "/debug/state", NULL, &code) : NULL;
+    const cJSON *img = cJSON_GetObjectItem(cJSON_GetObjectItem(st, "reservation_controller"), "reserve_image");
+    char other[256];
+    snprintf(other, sizeof other, "%s", cJSON_IsString(img) ? img->valuestring : "");
+    cJSON_Delete(st);
+    char want[256];
+    snprintf(want, sizeof want, "%s", d ? d->extender_image : "?");
+    if (up) cluster_stop(&c);
+    cJSON_Delete(pod);
+    deployed_free(d);
+    CHECK_MSG(d, "%s", err);
+    CHECK_MSG(up, "%s", c.err);
+    CHECK_MSG(said, "/readyz: %s", why);
+    CHECK(event);
+    CHECK_STR(other, want);
+}
