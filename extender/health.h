@@ -126,7 +126,8 @@ typedef struct ext_dep_status {
 
 void ext_health_snapshot(ext_dep_status out[EXT_DEP_N]);
 
-/* Forget everything (tests). */
+/* Forget everything (tests: several extenders live in one test process; main.c never calls it, so a running
+ * tessera keeps one registry for its whole life). */
 void ext_health_reset(void);
 
 #endif

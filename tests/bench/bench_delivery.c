@@ -11,6 +11,14 @@
  * kubelet looks for new pods every 10 ms, so B's delivery time includes up to 10 ms of that polling;
  * a real kubelet's admission, image pull and container start come on top in a cluster.
  *
+ *   C  an idle cluster, as deploy/ runs tessera: two replicas of the real binary started from deploy/'s
+ *      Deployment, leader election and fake kube-schedulers as deployed (tests/support/deployed_cluster.h).
+ *      Per round, 8 shares (one per GPU) are bound; their reservations' image takes BENCH_IDLE_PULL_MS
+ *      (default 3000) to pull, so each UUID arrives after the last scheduling call. Measured, with no verb
+ *      called meanwhile: UUID published -> ConfigMap written (p50/p99; targets 1 s), and, after all shares of
+ *      the round are deleted at once, last share gone -> reservation deleted (deploy/'s grace is 30 s;
+ *      target grace + 2 s). BENCH_IDLE_ROUNDS rounds (default 3; 0 skips C): about 40 s each.
+ *
  *   make build/bench/bench_delivery && build/bench/bench_delivery      (BENCH_SAMPLES=N, default 200)
  */
 #include <stdbool.h>
@@ -29,6 +37,7 @@
 #include "extender/verbs.h"
 #include "policy/policy.h"
 #include "tests/unit/ext_proc.h"
+#include "tests/support/deployed_cluster.h"
 #include "tests/support/fake_apiserver.h"
 #include "tests/support/fake_kubelet.h"
 
@@ -237,6 +246,132 @@ static void report(const char *what, double *bind, double *deliver, int n) {
            pct(bind, n, 0.5) / 1e3, pct(bind, n, 0.99) / 1e3, pct(deliver, n, 0.5) / 1e3, pct(deliver, n, 0.99) / 1e3, n);
 }
 
+/* C: one round in an idle deployed cluster: 8 shares bound, their UUIDs and ConfigMaps watched every 2 ms,
+ * then all deleted at once and their reservations watched until gone. Appends UUID -> ConfigMap and last share
+ * gone -> reservation deleted (ms); *calls: verb calls made between the last bind and the end. -1 on failure. */
+static int idle_round(deployed_cluster *c, int round, double *uuid_cm, int *nuc, double *gone, int *ngone, int *calls) {
+    enum { N = 8 };
+    char uid[N][128], cm[N][256], cmv[N][128] = {{0}};
+    double t_cm[N] = {0};
+    struct { char name[256], uuid[128]; double t; } sr[N * 2];
+    int nsr = 0, done = 0, nres = 0;
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "idle-%d-%d", round, i);
+        if (!deployed_cluster_create_share(c, i % 2, name, "0.75", uid[i], sizeof uid[i], cm[i], sizeof cm[i])) {
+            fprintf(stderr, "C: %s\n", c->err);
+            return -1;
+        }
+    }
+    int calls_bound = -1;
+    for (double t0 = now_us(); done < N && now_us() - t0 < 60e6; nap_us(2000)) {
+        cJSON *rs = deployed_cluster_reservations(c);
+        nres = cJSON_GetArraySize(rs);
+        if (calls_bound < 0 && nres == N) calls_bound = deployed_cluster_calls(c);   /* all bound by now */
+        const cJSON *r;
+        cJSON_ArrayForEach(r, rs) {
+            const cJSON *meta = cJSON_GetObjectItem(r, "metadata");
+            const cJSON *u = cJSON_GetObjectItem(cJSON_GetObjectItem(meta, "annotations"), EXT_RSV_ANN_UUID);
+            const char *nm = cJSON_GetObjectItem(meta, "name")->valuestring;
+            bool known = false;
+            for (int k = 0; k < nsr; k++) known |= !strcmp(sr[k].name, nm);
+            if (!cJSON_IsString(u) || known || nsr == N * 2) continue;
+            snprintf(sr[nsr].name, sizeof sr[nsr].name, "%s", nm);
+            snprintf(sr[nsr].uuid, sizeof sr[nsr].uuid, "%s", u->valuestring);
+            sr[nsr++].t = now_us();
+        }
+        cJSON_Delete(rs);
+        for (int i = 0; i < N; i++) {
+            if (t_cm[i] > 0) continue;
+            deployed_cluster_cm_uuid(c, cm[i], cmv[i], sizeof cmv[i]);
+            if (cmv[i][0]) { t_cm[i] = now_us(); done++; }
+        }
+    }
+    if (done < N) { fprintf(stderr, "C: %d of %d shares delivered in 60 s (%d reservations)\n", done, N, nres); return -1; }
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < nsr; k++)
+            if (!strcmp(sr[k].uuid, cmv[i])) uuid_cm[(*nuc)++] = (t_cm[i] - sr[k].t) / 1e3;
+    /* release: every share of the round goes at once */
+    double t_del = now_us();
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "idle-%d-%d", round, i);
+        fake_api_delete(c->api, "pods", "default", name);
+    }
+    double t_gone[N * 2] = {0};
+    int left = nsr;
+    for (; left > 0 && now_us() - t_del < 90e6; nap_us(2000)) {
+        cJSON *rs = deployed_cluster_reservations(c);
+        for (int k = 0; k < nsr; k++) {
+            if (t_gone[k] > 0) continue;
+            bool live = false;
+            const cJSON *r;
+            cJSON_ArrayForEach(r, rs)
+                live |= !strcmp(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "metadata"), "name")->valuestring, sr[k].name);
+            if (!live) { t_gone[k] = now_us(); gone[(*ngone)++] = (t_gone[k] - t_del) / 1e3; left--; }
+        }
+        cJSON_Delete(rs);
+    }
+    *calls += deployed_cluster_calls(c) - calls_bound;
+    return left == 0 ? 0 : -1;
+}
+
+static void report_ms(const char *what, double *v, int n) {
+    if (n <= 0) return;
+    printf("  %-44s n=%-4d p50 %8.1f ms   p99 %8.1f ms   max %8.1f ms\n", what, n, pct(v, n, 0.50), pct(v, n, 0.99),
+           pct(v, n, 1.0));
+}
+
+/* C: the idle deployed cluster (header). 0, 1 on failure, 2 when it cannot be set up here. */
+static int bench_idle(int rounds) {
+    char self[512], bin[700], dir[700];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return 2;
+    self[n] = 0;
+    *strrchr(self, '/') = 0;   /* build/bench */
+    snprintf(bin, sizeof bin, "%s/../tessera-extender", self);
+    snprintf(dir, sizeof dir, "%s/../../deploy", self);
+    char *node = NULL;
+    {   /* the demo cluster's whole-A100 node, as the GPU node */
+        extern const unsigned char sim_demo_cluster_json[];
+        extern const size_t sim_demo_cluster_json_len;
+        char *txt = strndup((const char *)sim_demo_cluster_json, sim_demo_cluster_json_len);
+        cJSON *all = txt ? cJSON_Parse(txt) : NULL, *it;
+        free(txt);
+        cJSON_ArrayForEach(it, cJSON_GetObjectItem(all, "items")) {
+            cJSON *meta = cJSON_GetObjectItem(it, "metadata");
+            if (strcmp(cJSON_GetObjectItem(meta, "name")->valuestring, "gpu-a100-whole") != 0) continue;
+            cJSON_ReplaceItemInObject(meta, "name", cJSON_CreateString("gpu-1"));
+            node = cJSON_PrintUnformatted(it);
+        }
+        cJSON_Delete(all);
+    }
+    const char *p = getenv("BENCH_IDLE_PULL_MS");
+    deployed_cluster_config cfg = {.extender_bin = bin, .deploy_dir = dir, .gpu_node_json = node, .gpus = 8,
+                                   .uuid_prefix = "GPU-b3nc", .pull_ms = p ? atoi(p) : 3000};
+    deployed_cluster c;
+    if (!node || deployed_cluster_start(&c, &cfg) != 0) {
+        fprintf(stderr, "C: cannot start the deployed cluster: %s\n", node ? c.err : "no demo node");
+        if (node) deployed_cluster_stop(&c);
+        free(node);
+        return 2;
+    }
+    double *uc = calloc((size_t)rounds * 8, sizeof *uc), *gone = calloc((size_t)rounds * 16, sizeof *gone);
+    int nuc = 0, ngone = 0, calls = 0, rc = 0;
+    for (int r = 0; r < rounds && rc == 0; r++)
+        if (idle_round(&c, r, uc, &nuc, gone, &ngone, &calls) != 0) rc = 1;
+    const char *grace = deployed_extender_arg(c.d, "--reservation-grace");
+    printf("C idle cluster, as deployed (2 replicas, leader election, deploy/'s args; grace %s s; %d verb calls "
+           "while delivering and releasing)\n", grace ? grace : "?", calls);
+    report_ms("UUID published -> ConfigMap written", uc, nuc);
+    report_ms("last share gone -> reservation deleted", gone, ngone);
+    deployed_cluster_stop(&c);
+    free(uc);
+    free(gone);
+    free(node);
+    return rc;
+}
+
 int main(void) {
     ext_log_set_level(EXT_LOG_ERROR);
     const char *s = getenv("BENCH_SAMPLES");
@@ -280,5 +415,9 @@ int main(void) {
     printf("  B made %d reservations for %d shares; devices held twice: %d\n", rsv_b, n, doubles);
     free(bind);
     free(deliver);
-    return rsv_b == n && doubles == 0 ? 0 : 1;
+    if (rsv_b != n || doubles != 0) return 1;
+
+    const char *r = getenv("BENCH_IDLE_ROUNDS");
+    int rounds = r ? atoi(r) : 3;
+    return rounds > 0 && bench_idle(rounds) == 1 ? 1 : 0;
 }

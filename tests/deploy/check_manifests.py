@@ -556,6 +556,14 @@ check("extender Lease %r is one the Role allows, and not kube-scheduler's %r" % 
       x_name in LEADER_LEASES and x_name != le_cfg.get("resourceName"))
 check("extender identity comes from POD_NAME = metadata.name (downward API)", field_ref("POD_NAME") == "metadata.name",
       repr(field_ref("POD_NAME")))
+# The extender follows kube-scheduler's own Lease (extender/leader.h, "Who campaigns"): --scheduler-lease must
+# name exactly the Lease of scheduler-config.yaml, or the extender's Lease (and the background work it carries)
+# would not follow the active kube-scheduler.
+x_sched = xf.get("scheduler-lease", (x_ns or NAMESPACE) + "/tessera-scheduler")
+x_sched_full = x_sched if "/" in x_sched else "%s/%s" % (x_ns or NAMESPACE, x_sched)
+check("extender --scheduler-lease %r is kube-scheduler's Lease %s/%s (leaderElection)"
+      % (x_sched, le_cfg.get("resourceNamespace"), le_cfg.get("resourceName")),
+      x_sched_full == "%s/%s" % (le_cfg.get("resourceNamespace"), le_cfg.get("resourceName")))
 xld, xrd, xrp = (duration(xf.get("leader-elect-" + k, d)) for k, d in
                  (("lease-duration", "15s"), ("renew-deadline", "10s"), ("retry-period", "2s")))
 check("extender leader election timings are valid (lease duration in whole seconds > renew deadline > "

@@ -438,6 +438,25 @@ static size_t on_data(char *data, size_t sz, size_t n, void *u) {
     return sz * n;
 }
 
+static size_t discard(char *data, size_t sz, size_t n, void *u) {
+    (void)data;
+    (void)u;
+    return sz * n;
+}
+
+bool deployed_http_ok(int port, const char *path) {
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    CURL *c = curl_easy_init();
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 5L);
+    long code = 0;
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(c);
+    return code == 200;
+}
+
 cJSON *deployed_create_pod(fake_api *api, const deployed_replica *r, const char *pod_json, char *err, size_t errlen) {
     static unsigned counter;
     cJSON *pod = cJSON_Parse(pod_json);

@@ -82,6 +82,9 @@ void deployed_image_binaries(const char *deploy_dir, char *buf, size_t len);
 /* Send sig and reap (SIGKILL: the node died; SIGTERM: a clean shutdown). */
 void deployed_replica_stop(deployed_replica *r, int sig);
 
+/* GET http://127.0.0.1:port<path> answers 200. */
+bool deployed_http_ok(int port, const char *path);
+
 /* Does kube-scheduler send this pod to the extender at all: some container or init container names one of
  * managedResources in requests or limits (IsInterested in kube-scheduler's extender.go). */
 bool deployed_interested(const deployed *d, const cJSON *pod);

@@ -15,23 +15,12 @@
 #include "ext_proc.h"
 #include "ext_helpers.h"
 #include "extender/delivery.h"
-#include "tests/support/deployed.h"
-#include "tests/support/fake_apiserver.h"
-#include "tests/support/fake_kubelet.h"
-#include "tests/support/fake_scheduler.h"
+#include "tests/support/deployed_cluster.h"
 
 #define GPU_NODE "gpu-1"
 #define GPU_PREFIX "GPU-9f3c"
 
-typedef struct cluster {
-    fake_api *api;
-    fake_kubelet *kl;
-    deployed *d;
-    deployed_replica rep[2];
-    fake_scheduler *ks[2];
-    char deploy_dir[640];
-    char err[1024];
-} cluster;
+typedef deployed_cluster cluster;
 
 static int64_t now_ms(void) {
     struct timespec ts;
@@ -54,154 +43,43 @@ static bool deploy_dir(char *out, size_t len) {
     if (!slash) return false;
     *slash = 0;
     snprintf(out, len, "%s/../deploy", self);
-    char probe[600];
+    char probe[700];
     snprintf(probe, sizeof probe, "%s/kustomization.yaml", out);
     return access(probe, R_OK) == 0;
 }
 
-static const char *pod_names[2] = {"tessera-scheduler-7c9f5d8b6d-q4x2n", "tessera-scheduler-7c9f5d8b6d-h8m5t"};
-
-/* A cluster as deploy/ makes it, with one GPU node of 8 A100s whose first pull of tessera's image takes
- * pull_ms (pullable false: it cannot be pulled there). pod0 (may be NULL): the Pod the API shows for the
- * first replica instead of deploy/'s. Both replicas ready, one kube-scheduler leading. */
-static bool cluster_start(cluster *c, int pull_ms, bool pullable, const cJSON *pod0) {
+/* deploy/'s cluster with one GPU node of 8 A100s (the demo cluster's gpu-a100-whole) whose first pull of
+ * tessera's image takes pull_ms (unpullable: it cannot be pulled there). pod0 (may be NULL): the Pod the API
+ * shows for the first replica instead of deploy/'s. */
+static bool cluster_start(cluster *c, int pull_ms, bool unpullable, const cJSON *pod0) {
+    char bin[1024], dir[640];
     memset(c, 0, sizeof *c);
-    char bin[1024];
-    if (!extender_path(bin, sizeof bin) || !deploy_dir(c->deploy_dir, sizeof c->deploy_dir)) {
+    if (!extender_path(bin, sizeof bin) || !deploy_dir(dir, sizeof dir)) {
         snprintf(c->err, sizeof c->err, "no build/tessera-extender or deploy/ next to the test binary");
         return false;
     }
-    if (!(c->api = fake_api_start(0, c->err, sizeof c->err))) return false;
-    if (!(c->d = deployed_load(c->deploy_dir, c->err, sizeof c->err))) return false;
-    deployed_apply(c->d, c->api);
     cJSON *node = demo_node_as("gpu-a100-whole", GPU_NODE);
     char *nj = cJSON_PrintUnformatted(node);
     cJSON_Delete(node);
-    fake_api_put(c->api, "nodes", nj);
+    deployed_cluster_config cfg = {.extender_bin = bin, .deploy_dir = dir, .gpu_node_json = nj, .gpus = 8,
+                                   .uuid_prefix = GPU_PREFIX, .pull_ms = pull_ms, .unpullable = unpullable, .pod0 = pod0};
+    int rc = deployed_cluster_start(c, &cfg);
     free(nj);
-    c->kl = fake_kubelet_start(c->api);
-    fake_kubelet_add_node(c->kl, GPU_NODE, "nvidia.com/gpu", 8, GPU_PREFIX);
-    char bins[512];
-    deployed_image_binaries(c->deploy_dir, bins, sizeof bins);
-    fake_kubelet_add_image(c->kl, c->d->extender_image, pull_ms, pullable, bins);
-    /* every other image of the Deployment holds only its own command (kube-scheduler's has no tessera-reserve) */
-    const cJSON *ctr;
-    cJSON_ArrayForEach(ctr, cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(
-                                                    c->d->deployment, "spec"), "template"), "spec"), "containers")) {
-        const cJSON *img = cJSON_GetObjectItem(ctr, "image"), *cmd = cJSON_GetArrayItem(cJSON_GetObjectItem(ctr, "command"), 0);
-        if (cJSON_IsString(img) && cJSON_IsString(cmd)) fake_kubelet_add_image(c->kl, img->valuestring, 0, true, cmd->valuestring);
-    }
-    for (int i = 0; i < 2; i++) {
-        char node_name[16];
-        snprintf(node_name, sizeof node_name, "cp-%d", i + 1);
-        int rc;
-        if (i == 0 && pod0) rc = deployed_replica_start_as(c->d, c->api, bin, pod0, &c->rep[i], c->err, sizeof c->err);
-        else rc = deployed_replica_start(c->d, c->api, bin, pod_names[i], node_name, &c->rep[i], c->err, sizeof c->err);
-        if (rc != 0) return false;
-    }
-    for (int i = 0; i < 2; i++)
-        if (!wait_ready(c->rep[i].ops_port)) { snprintf(c->err, sizeof c->err, "replica %d never ready", i); return false; }
-    for (int i = 0; i < 2; i++) c->ks[i] = fake_scheduler_start(c->api, c->d, c->rep[i].pod_name, c->rep[i].verbs_port);
-    for (int64_t t0 = now_ms(); now_ms() - t0 < 10000; nap(20))
-        if (fake_scheduler_leading(c->ks[0]) || fake_scheduler_leading(c->ks[1])) return true;
-    snprintf(c->err, sizeof c->err, "no kube-scheduler leads");
-    return false;
+    return rc == 0;
 }
 
-static void cluster_stop(cluster *c) {
-    for (int i = 0; i < 2; i++) {
-        fake_scheduler_stop(c->ks[i], true);
-        deployed_replica_stop(&c->rep[i], SIGTERM);
-    }
-    fake_kubelet_stop(c->kl);
-    deployed_free(c->d);
-    fake_api_free(c->api);
-}
-
-static int scheduling_calls(cluster *c) { return fake_scheduler_calls(c->ks[0]) + fake_scheduler_calls(c->ks[1]); }
-
-/* The holder of the extender's Lease ("" if none). */
-static void extender_holder(cluster *c, char *buf, size_t len) {
-    const char *name = deployed_extender_arg(c->d, "--leader-elect-name");
-    char *t = fake_api_get(c->api, "leases", c->d->ns, name ? name : "tessera-extender");
-    cJSON *l = t ? cJSON_Parse(t) : NULL;
-    free(t);
-    const cJSON *h = cJSON_GetObjectItem(cJSON_GetObjectItem(l, "spec"), "holderIdentity");
-    snprintf(buf, len, "%s", cJSON_IsString(h) ? h->valuestring : "");
-    cJSON_Delete(l);
-}
-
-/* Which replica holds the extender's Lease (its identity starts with the pod name), or -1. */
-static int lease_replica(cluster *c) {
-    char h[256];
-    extender_holder(c, h, sizeof h);
-    for (int i = 0; i < 2; i++) {
-        size_t n = strlen(c->rep[i].pod_name);
-        if (!strncmp(h, c->rep[i].pod_name, n) && h[n] == '_') return i;
-    }
-    return -1;
-}
-
-/* A share as a user writes it (gpu-fraction annotation only), created through replica r's webhook: the stored
- * pod's uid and its delivery ConfigMap's name. */
-static bool create_share(cluster *c, int r, const char *name, const char *fraction, char *uid, size_t uidlen, char *cm,
-                         size_t cmlen) {
-    char pod[1024];
-    snprintf(pod, sizeof pod,
-             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s\",\"namespace\":\"default\","
-             "\"annotations\":{\"tessera.io/gpu-fraction\":\"%s\"}},\"spec\":{\"schedulerName\":\"%s\","
-             "\"containers\":[{\"name\":\"app\",\"image\":\"nvidia/cuda:12.4.1-base-ubuntu22.04\"}]}}",
-             name, fraction, c->d->scheduler_name);
-    cJSON *stored = deployed_create_pod(c->api, &c->rep[r], pod, c->err, sizeof c->err);
-    const cJSON *meta = cJSON_GetObjectItem(stored, "metadata");
-    const cJSON *u = cJSON_GetObjectItem(meta, "uid"), *d = cJSON_GetObjectItem(cJSON_GetObjectItem(meta, "annotations"), EXT_DLV_ANN_DELIVERY);
-    snprintf(uid, uidlen, "%s", cJSON_IsString(u) ? u->valuestring : "");
-    snprintf(cm, cmlen, "%s", cJSON_IsString(d) ? d->valuestring : "");
-    cJSON_Delete(stored);
-    return uid[0] && cm[0];
-}
-
-static cJSON *get_obj(cluster *c, const char *kind, const char *ns, const char *name) {
-    char *t = fake_api_get(c->api, kind, ns, name);
-    cJSON *o = t ? cJSON_Parse(t) : NULL;
-    free(t);
-    return o;
-}
-
-static bool bound(cluster *c, const char *name) {
-    cJSON *p = get_obj(c, "pods", "default", name);
-    bool b = cJSON_IsString(cJSON_GetObjectItem(cJSON_GetObjectItem(p, "spec"), "nodeName"));
-    cJSON_Delete(p);
-    return b;
-}
-
-/* The live reservation pods (label tessera.io/reservation, not being deleted), as an array (caller deletes). */
-static cJSON *reservations(cluster *c) {
-    char *t = fake_api_list(c->api, "pods");
-    cJSON *all = t ? cJSON_Parse(t) : NULL, *out = cJSON_CreateArray();
-    free(t);
-    cJSON *p;
-    cJSON_ArrayForEach(p, all) {
-        const cJSON *meta = cJSON_GetObjectItem(p, "metadata");
-        const cJSON *l = cJSON_GetObjectItem(cJSON_GetObjectItem(meta, "labels"), EXT_RSV_LABEL);
-        if (cJSON_IsString(l) && !strcmp(l->valuestring, "true") && !cJSON_GetObjectItem(meta, "deletionTimestamp"))
-            cJSON_AddItemToArray(out, cJSON_Duplicate(p, 1));
-    }
-    cJSON_Delete(all);
-    return out;
-}
+#define cluster_stop deployed_cluster_stop
+#define scheduling_calls deployed_cluster_calls
+#define lease_replica deployed_cluster_lease_replica
+#define create_share deployed_cluster_create_share
+#define get_obj deployed_cluster_get
+#define bound deployed_cluster_bound
+#define reservations deployed_cluster_reservations
+#define cm_uuid deployed_cluster_cm_uuid
 
 static const char *ann(const cJSON *pod, const char *key) {
     const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "metadata"), "annotations"), key);
     return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-/* The UUIDs a share's ConfigMap hands it ("" when it does not exist). */
-static void cm_uuid(cluster *c, const char *cm, char *buf, size_t len) {
-    cJSON *o = get_obj(c, "configmaps", "default", cm);
-    const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "data"), EXT_DLV_ENV_VISIBLE);
-    snprintf(buf, len, "%s", cJSON_IsString(v) ? v->valuestring : "");
-    cJSON_Delete(o);
 }
 
 /* The waiting reason the fake kubelet wrote for the pod's first app container ("" if none). */
@@ -218,8 +96,8 @@ static void waiting_reason(cluster *c, const char *name, char *buf, size_t len) 
  * (a first image pull) and the share is still delivered within 1 s of the UUID; deleting it in the idle cluster
  * releases the reservation after deploy/'s grace. */
 TEST(deployed_idle_cluster_delivers_and_releases_with_no_scheduling_call) {
-    cluster c;
-    bool up = cluster_start(&c, 20000, true, NULL);
+    cluster c = {0};
+    bool up = cluster_start(&c, 20000, false, NULL);
     char uid[128] = "", cm[256] = "";
     bool created = up && create_share(&c, 0, "share-a", "0.5", uid, sizeof uid, cm, sizeof cm);
     int64_t t_bound = 0;
@@ -275,7 +153,7 @@ TEST(deployed_idle_cluster_delivers_and_releases_with_no_scheduling_call) {
     int doubles = c.kl ? fake_kubelet_double_holds(c.kl) : -1;
     char want_image[256];
     snprintf(want_image, sizeof want_image, "%s", c.d ? c.d->extender_image : "?");
-    if (up) cluster_stop(&c);
+    cluster_stop(&c);
     CHECK_MSG(up, "%s", c.err);
     CHECK_MSG(created, "%s", c.err);
     CHECK_MSG(t_bound, "the share was never bound");
@@ -305,8 +183,8 @@ TEST(deployed_idle_cluster_delivers_and_releases_with_no_scheduling_call) {
  * while 4 shares wait for their reservations: the other replica takes the Lease without any scheduling call
  * and delivers all 4. */
 TEST(deployed_killed_background_replica_is_replaced_and_waiting_shares_delivered) {
-    cluster c;
-    bool up = cluster_start(&c, 8000, true, NULL);
+    cluster c = {0};
+    bool up = cluster_start(&c, 8000, false, NULL);
     char uid[4][128], cm[4][256];
     int made = 0;
     for (int i = 0; up && i < 4; i++) {
@@ -333,11 +211,7 @@ TEST(deployed_killed_background_replica_is_replaced_and_waiting_shares_delivered
     char delivered_before[128] = "";
     if (victim >= 0) cm_uuid(&c, cm[0], delivered_before, sizeof delivered_before);
     int64_t t_kill = now_ms();
-    if (victim >= 0) {   /* the node of its pod died: both processes gone, nothing released */
-        fake_scheduler_stop(c.ks[victim], false);
-        c.ks[victim] = NULL;
-        deployed_replica_stop(&c.rep[victim], SIGKILL);
-    }
+    if (victim >= 0) deployed_cluster_kill(&c, victim);   /* the node of its pod died: nothing released */
     int calls0 = victim >= 0 ? fake_scheduler_calls(c.ks[survivor]) : 0;
     int64_t t_lease = 0, t_all = 0;
     int ndelivered = 0, right = 0;
@@ -363,7 +237,7 @@ TEST(deployed_killed_background_replica_is_replaced_and_waiting_shares_delivered
     int calls1 = victim >= 0 ? fake_scheduler_calls(c.ks[survivor]) : 0;
     int doubles = c.kl ? fake_kubelet_double_holds(c.kl) : -1;
     int lease_ms = c.d ? c.d->lease_ms : 0, retry_ms = c.d ? c.d->retry_ms : 0;
-    if (up) cluster_stop(&c);
+    cluster_stop(&c);
     CHECK_MSG(up, "%s", c.err);
     CHECK_INT(made, 4);
     CHECK_INT(nbound, 4);
@@ -387,8 +261,8 @@ TEST(deployed_killed_background_replica_is_replaced_and_waiting_shares_delivered
 /* (d): a reservation whose image cannot be pulled: within seconds, not at --reservation-timeout, the share's
  * Event and /debug/state name the kubelet's reason. */
 TEST(deployed_unpullable_reservation_image_is_reported_within_seconds) {
-    cluster c;
-    bool up = cluster_start(&c, 0, false, NULL);
+    cluster c = {0};
+    bool up = cluster_start(&c, 0, true, NULL);
     char uid[128] = "", cm[256] = "";
     bool created = up && create_share(&c, 0, "pull-a", "0.5", uid, sizeof uid, cm, sizeof cm);
     int64_t t_bound = 0;
@@ -424,7 +298,7 @@ TEST(deployed_unpullable_reservation_image_is_reported_within_seconds) {
             cJSON_Delete(st);
         }
     }
-    if (up) cluster_stop(&c);
+    cluster_stop(&c);
     CHECK_MSG(up, "%s", c.err);
     CHECK_MSG(t_bound, "the share was never bound");
     CHECK_MSG(t_event && t_event - t_bound <= 5000, "no Warning naming ErrImagePull on the share within 5 s (%lld ms)",
@@ -442,14 +316,14 @@ TEST(deployed_unpullable_reservation_image_is_reported_within_seconds) {
 TEST(deployed_missing_own_container_is_said_at_start_not_guessed) {
     char dir[640], err[512] = "";
     deployed *d = deploy_dir(dir, sizeof dir) ? deployed_load(dir, err, sizeof err) : NULL;
-    cJSON *pod = d ? deployed_pod(d, pod_names[0], "cp-1") : NULL;
+    cJSON *pod = d ? deployed_pod(d, deployed_cluster_pods[0], "cp-1") : NULL;
     cJSON *ic = cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), "initContainers"), *x;
     cJSON_ArrayForEach(x, ic) {
         cJSON *n = cJSON_GetObjectItem(x, "name");
         if (cJSON_IsString(n) && !strcmp(n->valuestring, "tessera-extender")) cJSON_SetValuestring(n, "extender");
     }
-    cluster c;
-    bool up = pod && cluster_start(&c, 0, true, pod);
+    cluster c = {0};
+    bool up = pod && cluster_start(&c, 0, false, pod);
     char why[2048] = "";
     bool said = false;
     for (int64_t t0 = now_ms(); up && now_ms() - t0 < 5000 && !said; nap(50)) {
@@ -460,7 +334,7 @@ TEST(deployed_missing_own_container_is_said_at_start_not_guessed) {
         said = strstr(why, "reserve-image") && strstr(why, "has no container named tessera-extender");
     }
     char *events = up ? fake_api_events(c.api) : NULL;
-    bool event = events && strstr(events, "TesseraReserveImageUnknown") && strstr(events, pod_names[0]);
+    bool event = events && strstr(events, "TesseraReserveImageUnknown") && strstr(events, deployed_cluster_pods[0]);
     free(events);
     /* the other replica's Pod is deploy/'s own: it knows the image */
     long code = 0;
@@ -471,7 +345,7 @@ TEST(deployed_missing_own_container_is_said_at_start_not_guessed) {
     cJSON_Delete(st);
     char want[256];
     snprintf(want, sizeof want, "%s", d ? d->extender_image : "?");
-    if (up) cluster_stop(&c);
+    cluster_stop(&c);
     cJSON_Delete(pod);
     deployed_free(d);
     CHECK_MSG(d, "%s", err);
