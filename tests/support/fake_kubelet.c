@@ -133,16 +133,24 @@ static long fk_ctr_req(const cJSON *ctr, const char *res) {
     return fk_qty(v);
 }
 
-/* The pod's effective request of res: the app containers' sum, at least the largest init container's. */
+/* The pod's effective request of res, as the kubelet computes it with native sidecars (KEP-753,
+ * resourcehelper.PodRequests): the app containers and every sidecar (an init container with restartPolicy
+ * Always) run together; an ordinary init container runs beside the sidecars started before it. */
 static long fk_pod_req(const cJSON *pod, const char *res) {
     const cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec"), *c;
-    long sum = 0, init = 0;
+    long sum = 0, init = 0, sidecars = 0;
     cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(spec, "containers")) sum += fk_ctr_req(c, res);
     cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(spec, "initContainers")) {
         long r = fk_ctr_req(c, res);
-        if (r > init) init = r;
+        const cJSON *rp = cJSON_GetObjectItemCaseSensitive(c, "restartPolicy");
+        if (cJSON_IsString(rp) && !strcmp(rp->valuestring, "Always")) {
+            sidecars += r;
+            if (sidecars > init) init = sidecars;
+        } else if (sidecars + r > init) {
+            init = sidecars + r;
+        }
     }
-    return sum > init ? sum : init;
+    return sum + sidecars > init ? sum + sidecars : init;
 }
 
 static fk_res *fk_find_res(fake_kubelet *k, const char *node, const char *name) {

@@ -1,7 +1,9 @@
 /* test_fake_kubelet.c -- the fake kubelet + device plugin: admits pods until a node's devices are taken, then
  * refuses with the kubelet's exact reason and message; frees devices on delete and on a terminal phase; drops
  * extended resources the node does not register (app containers only); plays tessera-reserve in reservation pods
- * (now, later, or never); several resources per node; random picks never hand one device to two pods.
+ * (now, later, or never); several resources per node; random picks never hand one device to two pods; starts
+ * containers as the kubelet does (native sidecars first and counted beside the app, CreateContainerConfigError
+ * until an envFrom ConfigMap exists, image pull failures, a command the image lacks).
  * Waits poll with deadlines, so a slow machine is slower, not flaky. */
 #include <stdlib.h>
 #include <string.h>
@@ -312,3 +314,96 @@ static void random_picks(env *e) {
 }
 
 TEST(fake_kubelet_random_picks_hand_each_device_once) { RUN(random_picks); }
+
+/* The reason and message of container `ctr` in the pod's statuses (list "containerStatuses" or
+ * "initContainerStatuses"): waiting reason, "running", or "terminated"; "" when absent. */
+static void ctr_state(env *e, const char *pod, const char *list, const char *ctr, char *reason, size_t rlen, char *msg,
+                      size_t mlen) {
+    char *s = fake_api_get(e->f, "pods", "default", pod);
+    cJSON *o = s ? cJSON_Parse(s) : NULL, *c;
+    free(s);
+    reason[0] = msg[0] = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "status"), list)) {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(c, "name"), *st = cJSON_GetObjectItemCaseSensitive(c, "state");
+        if (!cJSON_IsString(n) || strcmp(n->valuestring, ctr)) continue;
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(st, "waiting");
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(w, "reason"), *m = cJSON_GetObjectItemCaseSensitive(w, "message");
+        snprintf(reason, rlen, "%s", cJSON_IsString(r) ? r->valuestring
+                                     : cJSON_GetObjectItemCaseSensitive(st, "running") ? "running" : "terminated");
+        snprintf(msg, mlen, "%s", cJSON_IsString(m) ? m->valuestring : "");
+    }
+    cJSON_Delete(o);
+}
+
+/* The kubelet's container rules the deployed-configuration tests rely on (issue 19): a native sidecar starts
+ * before the app containers and its request counts beside theirs; envFrom of a missing ConfigMap holds the
+ * container in CreateContainerConfigError until a retry finds it; an image that cannot be pulled and a command
+ * the image lacks are reported as the kubelet reports them. */
+static void containers_as_the_kubelet(env *e) {
+    fake_kubelet_add_node(e->k, "n1", "nvidia.com/gpu", 2, "GPU-c");
+    fake_kubelet_add_image(e->k, "reg/app:1", 300, true, "/bin/app");
+    fake_kubelet_add_image(e->k, "reg/gone:1", 0, false, "");
+    /* a sidecar asking 1 GPU beside an app container asking 2: 3 > 2 devices -> refused */
+    fake_api_put(e->f, "pods", "{\"metadata\":{\"name\":\"side3\",\"namespace\":\"default\"},\"spec\":{\"nodeName\":\"n1\","
+                 "\"initContainers\":[{\"name\":\"s\",\"image\":\"reg/app:1\",\"restartPolicy\":\"Always\",\"resources\":"
+                 "{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}],\"containers\":[{\"name\":\"c\",\"image\":\"reg/app:1\","
+                 "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"2\"}}}]}}");
+    /* a sidecar, then an app container whose ConfigMap does not exist yet */
+    fake_api_put(e->f, "pods", "{\"metadata\":{\"name\":\"cfg\",\"namespace\":\"default\"},\"spec\":{\"nodeName\":\"n1\","
+                 "\"initContainers\":[{\"name\":\"s\",\"image\":\"reg/app:1\",\"restartPolicy\":\"Always\"}],"
+                 "\"containers\":[{\"name\":\"c\",\"image\":\"reg/app:1\",\"command\":[\"/bin/app\"],"
+                 "\"envFrom\":[{\"configMapRef\":{\"name\":\"cm1\"}}],\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}");
+    fake_api_put(e->f, "pods", "{\"metadata\":{\"name\":\"pull\",\"namespace\":\"default\"},\"spec\":{\"nodeName\":\"n1\","
+                 "\"containers\":[{\"name\":\"c\",\"image\":\"reg/gone:1\"}]}}");
+    fake_api_put(e->f, "pods", "{\"metadata\":{\"name\":\"nocmd\",\"namespace\":\"default\"},\"spec\":{\"nodeName\":\"n1\","
+                 "\"containers\":[{\"name\":\"c\",\"image\":\"reg/app:1\",\"command\":[\"/usr/local/bin/tessera-reserve\"]}]}}");
+    char r[64], m[512], side_r[64], side_m[512], app_r[64] = "", app_m[512] = "", pull_r[64] = "", pull_m[512];
+    char nocmd_r[64] = "", nocmd_m[512];
+    for (int i = 0; i < 300 && (strcmp(app_r, "CreateContainerConfigError") || strcmp(pull_r, "ImagePullBackOff") ||
+                                strcmp(nocmd_r, "CrashLoopBackOff")); i++) {
+        nap_ms(10);
+        ctr_state(e, "cfg", "containerStatuses", "c", app_r, sizeof app_r, app_m, sizeof app_m);
+        ctr_state(e, "pull", "containerStatuses", "c", pull_r, sizeof pull_r, pull_m, sizeof pull_m);
+        ctr_state(e, "nocmd", "containerStatuses", "c", nocmd_r, sizeof nocmd_r, nocmd_m, sizeof nocmd_m);
+    }
+    ctr_state(e, "cfg", "initContainerStatuses", "s", side_r, sizeof side_r, side_m, sizeof side_m);
+    char *refused = pod_field(e, "side3", "status", "reason");
+    char *phase_wait = pod_field(e, "cfg", "status", "phase");
+    fake_api_put(e->f, "configmaps", "{\"metadata\":{\"name\":\"cm1\",\"namespace\":\"default\"},\"data\":"
+                 "{\"NVIDIA_VISIBLE_DEVICES\":\"GPU-x\",\"A\":\"1\"}}");
+    char *env_a = NULL, *env_v = NULL, *uid = NULL;
+    char *s = fake_api_get(e->f, "pods", "default", "cfg");
+    cJSON *o = s ? cJSON_Parse(s) : NULL;
+    free(s);
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "metadata"), "uid");
+    uid = cJSON_IsString(u) ? strdup(u->valuestring) : NULL;
+    cJSON_Delete(o);
+    for (int i = 0; i < 300 && uid && !env_a; i++) {   /* the next retry is 1-2 s away */
+        nap_ms(10);
+        env_a = fake_kubelet_env(e->k, uid, "c", "A");
+    }
+    env_v = uid ? fake_kubelet_env(e->k, uid, "c", "NVIDIA_VISIBLE_DEVICES") : NULL;
+    ctr_state(e, "cfg", "containerStatuses", "c", r, sizeof r, m, sizeof m);
+    char *phase_run = pod_field(e, "cfg", "status", "phase");
+    CHECK_STR(refused, "UnexpectedAdmissionError");   /* the sidecar's GPU counts beside the app's */
+    CHECK_STR(side_r, "running");                     /* the sidecar started before the app container */
+    CHECK_STR(app_r, "CreateContainerConfigError");
+    CHECK_STR(app_m, "configmap \"cm1\" not found");
+    CHECK_STR(phase_wait, "Pending");
+    CHECK_STR(env_a, "1");
+    CHECK_STR(env_v, "GPU-x");                        /* envFrom comes after the device plugin's variable */
+    CHECK_STR(r, "running");
+    CHECK_STR(phase_run, "Running");
+    CHECK_STR(pull_r, "ImagePullBackOff");
+    CHECK_CONTAINS(pull_m, "Back-off pulling image \"reg/gone:1\"");
+    CHECK_STR(nocmd_r, "CrashLoopBackOff");
+    CHECK_CONTAINS(nocmd_m, "exec: \"/usr/local/bin/tessera-reserve\": stat /usr/local/bin/tessera-reserve: no such file");
+    free(refused);
+    free(phase_wait);
+    free(phase_run);
+    free(env_a);
+    free(env_v);
+    free(uid);
+}
+
+TEST(fake_kubelet_starts_containers_as_the_kubelet_does) { RUN(containers_as_the_kubelet); }
