@@ -86,9 +86,9 @@ static void lease_round(fake_scheduler *s) {
     cJSON_Delete(l);
 }
 
-typedef struct body { char *p; size_t len; } body;
+typedef struct body_t { char *p; size_t len; } body_t;
 static size_t on_data(char *data, size_t sz, size_t n, void *u) {
-    body *b = u;
+    body_t *b = u;
     char *np = realloc(b->p, b->len + sz * n + 1);
     if (!np) return 0;
     b->p = np;
@@ -104,7 +104,7 @@ static cJSON *verb(fake_scheduler *s, const char *name, const char *payload) {
     snprintf(url, sizeof url, "http://127.0.0.1:%d%s/%s", s->port, s->d->url_path, name);
     atomic_fetch_add(&s->calls, 1);
     CURL *c = curl_easy_init();
-    body b = {0};
+    body_t b = {0};
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
@@ -133,6 +133,77 @@ static retry *retry_of(fake_scheduler *s, const char *uid) {
     return free_slot;
 }
 
+/* What Go's fmt makes of text used as a format string with no arguments, as kube-scheduler's
+ * Eventf(pod, nil, Warning, "FailedScheduling", "Scheduling", msg) does with msg (schedule_one.go): "%%" is '%',
+ * any other '%' with its flags, width and precision and the verb after them becomes "%!<verb>(MISSING)"
+ * ("25% memory" -> "25%!m(MISSING)emory"), a '%' at the end "%!(NOVERB)". Caller frees. */
+static char *go_sprintf_no_args(const char *fmt) {
+    size_t cap = strlen(fmt) * 6 + 16, o = 0;
+    char *out = malloc(cap);
+    if (!out) return NULL;
+    for (const char *p = fmt; *p;) {
+        if (*p != '%') { out[o++] = *p++; continue; }
+        p++;
+        if (*p == '%') { out[o++] = '%'; p++; continue; }
+        while (*p && strchr("+-# 0", *p)) p++;
+        while (*p >= '0' && *p <= '9') p++;
+        if (*p == '.') for (p++; *p >= '0' && *p <= '9'; p++) {}
+        if (!*p) { o += (size_t)snprintf(out + o, cap - o, "%%!(NOVERB)"); break; }
+        o += (size_t)snprintf(out + o, cap - o, "%%!%c(MISSING)", *p);
+        p++;
+    }
+    out[o] = 0;
+    return out;
+}
+
+/* kube-scheduler's FailedScheduling Event for a pod no node passed: "0/N nodes are available: <count> <reason>,
+ * ...", rendered through the format-string rule above, POSTed to the API server like its event recorder does. */
+static void failed_scheduling(fake_scheduler *s, const cJSON *pod, const cJSON *fr, int nnodes) {
+    char msg[4096];
+    size_t off = (size_t)snprintf(msg, sizeof msg, "0/%d nodes are available:", nnodes);
+    const cJSON *r;
+    const char *err = cJSON_IsString(get(fr, "Error")) ? get(fr, "Error")->valuestring : "";
+    if (err[0]) off += (size_t)snprintf(msg + off, sizeof msg - off, " %s", err);
+    static const char *const maps[2] = {"FailedNodes", "FailedAndUnresolvableNodes"};   /* node name -> reason */
+    for (int k = 0; k < 2; k++)
+        cJSON_ArrayForEach(r, get(fr, maps[k]))
+            if (cJSON_IsString(r) && off < sizeof msg) off += (size_t)snprintf(msg + off, sizeof msg - off, " 1 %s,", r->valuestring);
+    if (off < sizeof msg && msg[off - 1] == ',') msg[off - 1] = '.';
+    char *text = go_sprintf_no_args(msg);
+    const cJSON *meta = get(pod, "metadata");
+    const char *ns = str(meta, "namespace") ? str(meta, "namespace") : "default";
+    cJSON *ev = cJSON_CreateObject(), *m = cJSON_AddObjectToObject(ev, "metadata"), *io = cJSON_AddObjectToObject(ev, "involvedObject");
+    cJSON_AddStringToObject(m, "generateName", "failed-scheduling-");
+    cJSON_AddStringToObject(m, "namespace", ns);
+    cJSON_AddStringToObject(io, "kind", "Pod");
+    cJSON_AddStringToObject(io, "namespace", ns);
+    cJSON_AddStringToObject(io, "name", str(meta, "name") ? str(meta, "name") : "");
+    cJSON_AddStringToObject(io, "uid", str(meta, "uid") ? str(meta, "uid") : "");
+    cJSON_AddStringToObject(ev, "type", "Warning");
+    cJSON_AddStringToObject(ev, "reason", "FailedScheduling");
+    cJSON_AddStringToObject(ev, "action", "Scheduling");
+    cJSON_AddStringToObject(ev, "message", text ? text : "");
+    char *body = cJSON_PrintUnformatted(ev), url[512], base[128];
+    fake_api_url(s->f, base, sizeof base);
+    snprintf(url, sizeof url, "%s/api/v1/namespaces/%s/events", base, ns);
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    body_t sink = {0};
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 5L);
+    curl_easy_perform(c);
+    curl_easy_cleanup(c);
+    curl_slist_free_all(h);
+    free(sink.p);
+    free(body);
+    free(text);
+    cJSON_Delete(ev);
+}
+
 /* Filter, prioritize, bind one pod; false when it must be retried. */
 static bool schedule_one(fake_scheduler *s, const cJSON *pod, const cJSON *nodes) {
     cJSON *args = cJSON_CreateObject();
@@ -146,6 +217,7 @@ static bool schedule_one(fake_scheduler *s, const cJSON *pod, const cJSON *nodes
     free(payload);
     const cJSON *passed = get(fr, "NodeNames");
     bool ok = false;
+    if (fr && cJSON_GetArraySize(passed) == 0) failed_scheduling(s, pod, fr, cJSON_GetArraySize(nodes));
     if (cJSON_GetArraySize(passed) > 0 && !(str(fr, "Error") && str(fr, "Error")[0])) {
         const char *best = cJSON_GetArrayItem(passed, 0)->valuestring;
         cJSON *pr = NULL;

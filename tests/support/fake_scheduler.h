@@ -9,6 +9,9 @@
  *     profile's schedulerName that name one of managedResources (IsInterested): filter with node names
  *     (nodeCacheCapable), prioritize only when two or more nodes passed, then bind through the extender.
  *     Nothing is called while nothing is pending: an idle cluster sees no verb at all.
+ *   - A pod no node passed gets kube-scheduler's FailedScheduling Event, whose message ("0/N nodes are
+ *     available: 1 <reason>, ...") is used as a Go format string as kube-scheduler's Eventf does: a '%' in a
+ *     reason shows as "%!m(MISSING)" there, exactly as `kubectl describe pod` would show it.
  *   - It does not run kube-scheduler's own plugins: tests give it pods whose only constraint is tessera's
  *     (soft shares ask for ignoredByScheduler resources). A failed pod is retried after a second.
  * All functions are thread-safe.

@@ -354,3 +354,52 @@ TEST(deployed_missing_own_container_is_said_at_start_not_guessed) {
     CHECK(event);
     CHECK_STR(other, want);
 }
+
+/* Issue 19, deliver 3: kube-scheduler records FailedScheduling with the extender's reasons as a Go format string;
+ * what `kubectl describe pod` shows must read as tessera wrote it. Eight shares of 0.8 fill the node's GPUs; a
+ * share of 0.25 then fits nowhere, and its reason speaks of percentages. */
+TEST(deployed_failed_scheduling_events_read_as_written) {
+    cluster c = {0};
+    bool up = cluster_start(&c, 0, false, NULL);
+    int made = 0;
+    char uid[128], cm[256];
+    for (int i = 0; up && i < 8; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "big-%d", i);
+        made += create_share(&c, 0, name, "0.8", uid, sizeof uid, cm, sizeof cm);
+    }
+    int nbound = 0;
+    for (int64_t t0 = now_ms(); made == 8 && now_ms() - t0 < 15000 && nbound < 8; nap(50)) {
+        nbound = 0;
+        for (int i = 0; i < 8; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "big-%d", i);
+            nbound += bound(&c, name);
+        }
+    }
+    bool small = nbound == 8 && create_share(&c, 0, "small", "0.25", uid, sizeof uid, cm, sizeof cm);
+    char msg[2048] = "";
+    for (int64_t t0 = now_ms(); small && now_ms() - t0 < 10000 && !msg[0]; nap(50)) {
+        char *all = fake_api_events(c.api);
+        cJSON *evs = all ? cJSON_Parse(all) : NULL, *e;
+        free(all);
+        cJSON_ArrayForEach(e, evs) {
+            const cJSON *r = cJSON_GetObjectItem(e, "reason"), *n = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "involvedObject"), "name");
+            const cJSON *m = cJSON_GetObjectItem(e, "message");
+            if (cJSON_IsString(r) && !strcmp(r->valuestring, "FailedScheduling") && cJSON_IsString(n) &&
+                !strcmp(n->valuestring, "small") && cJSON_IsString(m))
+                snprintf(msg, sizeof msg, "%s", m->valuestring);
+        }
+        cJSON_Delete(evs);
+    }
+    bool placed = bound(&c, "small");
+    cluster_stop(&c);
+    CHECK_MSG(up, "%s", c.err);
+    CHECK_INT(nbound, 8);
+    CHECK(small);
+    CHECK(!placed);
+    CHECK_MSG(msg[0], "no FailedScheduling Event for the share that fits nowhere");
+    CHECK_MSG(!strstr(msg, "%!"), "kubectl describe would show: %s", msg);
+    CHECK_CONTAINS(msg, "25 percent");
+    printf("    FailedScheduling as kubectl shows it: %.200s\n", msg);
+}
