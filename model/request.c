@@ -473,10 +473,12 @@ static void req_appendf(char *buf, size_t len, size_t *off, const char *fmt, ...
     if (n > 0) *off += (size_t)n;
 }
 
-/* 305 -> "30.5%", 300 -> "30%" */
+/* 305 -> "30.5 percent", 300 -> "30 percent". Never a '%' sign: this text reaches kube-scheduler in filter
+ * reasons, and kube-scheduler records its FailedScheduling Event with the reason as a Go format string, where
+ * "25% memory" would read "25%!m(MISSING)emory". */
 static void req_append_permille(char *buf, size_t len, size_t *off, int permille) {
-    if (permille % 10) req_appendf(buf, len, off, "%d.%d%%", permille / 10, permille % 10);
-    else req_appendf(buf, len, off, "%d%%", permille / 10);
+    if (permille % 10) req_appendf(buf, len, off, "%d.%d percent", permille / 10, permille % 10);
+    else req_appendf(buf, len, off, "%d percent", permille / 10);
 }
 
 void model_request_format(const model_request *r, char *buf, size_t len) {

@@ -90,7 +90,8 @@ bool model_request_same(const model_request *a, const model_request *b);
  * fraction must not map onto an MPS replica (sets no_mps). Other kinds are unchanged. */
 void model_request_for_reservation_delivery(model_request *r);
 
-/* Human-readable one-line summary, e.g. "1 x fraction (8192 MiB, 30% SMs)". */
+/* Human-readable one-line summary, e.g. "1 x fraction (8192 MiB, 30 percent SMs)": never a '%' sign, as no
+ * reason model/ writes has one (kube-scheduler uses a filter reason as a format string). */
 void model_request_format(const model_request *r, char *buf, size_t len);
 
 const char *model_isolation_name(model_isolation iso);

@@ -171,7 +171,7 @@ TEST(ext_events_bind_ok_posts_one_normal_assigned_event) {
     CHECK(first[19] == 'Z' && first[10] == 'T');
     CHECK_CONTAINS(msg, "assigned to node n1: GPU ");
     CHECK_CONTAINS(msg, "8000 MiB");
-    CHECK_CONTAINS(msg, "% SMs");
+    CHECK_CONTAINS(msg, " percent SMs");
     CHECK_CONTAINS(msg, "policy binpack");
     CHECK(!strchr(msg, '\n') && strlen(msg) < 1024);
 }

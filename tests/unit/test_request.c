@@ -184,7 +184,7 @@ TEST(request_hami_fraction_multi_gpu) {
     CHECK_INT(r.nmodels, 2);
     CHECK_STR(r.models[0], "NVIDIA-A100-SXM4-80GB");
     CHECK_STR(r.models[1], "NVIDIA-H100-80GB-HBM3");
-    CHECK_FORMAT(r, "2 x fraction (8192 MiB, 30% SMs) models=NVIDIA-A100-SXM4-80GB,NVIDIA-H100-80GB-HBM3");
+    CHECK_FORMAT(r, "2 x fraction (8192 MiB, 30 percent SMs) models=NVIDIA-A100-SXM4-80GB,NVIDIA-H100-80GB-HBM3");
 }
 
 TEST(request_mig_mixed_resource_is_canonicalised) {
@@ -208,7 +208,7 @@ TEST(request_kai_fraction_annotation) {
     CHECK_INT(r.compute_permille, 500);
     CHECK_INT(r.cpu_milli, 250);
     CHECK_INT(r.memory_bytes, 1000000000);
-    CHECK_FORMAT(r, "1 x fraction (50% memory, 50% SMs)");
+    CHECK_FORMAT(r, "1 x fraction (50 percent memory, 50 percent SMs)");
 }
 
 /* ---- inline forms ---- */
@@ -326,7 +326,7 @@ TEST(request_fraction_annotations) {
     /* rounded to permille, at least 1 */
     CHECK_OK(parse_pod("'gpu-fraction':'0.3333'", "", &r, err, sizeof err));
     CHECK_INT(r.memory_permille, 333);
-    CHECK_FORMAT(r, "1 x fraction (33.3% memory, 33.3% SMs)");
+    CHECK_FORMAT(r, "1 x fraction (33.3 percent memory, 33.3 percent SMs)");
     CHECK_OK(parse_pod("'gpu-fraction':'0.0005'", "", &r, err, sizeof err));
     CHECK_INT(r.memory_permille, 1);
     CHECK_OK(parse_pod("'gpu-fraction':'0.00001'", "", &r, err, sizeof err));
@@ -342,7 +342,7 @@ TEST(request_fraction_annotations) {
     /* KAI memory plus HAMi cores: two different dimensions */
     CHECK_OK(parse_pod("'gpu-memory':'4096'", "'nvidia.com/gpucores':'20'", &r, err, sizeof err));
     CHECK_INT(r.compute_permille, 200);
-    CHECK_FORMAT(r, "1 x fraction (4096 MiB, 20% SMs)");
+    CHECK_FORMAT(r, "1 x fraction (4096 MiB, 20 percent SMs)");
 }
 
 TEST(request_models_and_isolation) {
@@ -386,10 +386,10 @@ TEST(request_format_and_names) {
     r.count = 1;
     r.memory_mib = 8192;
     r.compute_permille = 300;
-    CHECK_FORMAT(r, "1 x fraction (8192 MiB, 30% SMs)");
+    CHECK_FORMAT(r, "1 x fraction (8192 MiB, 30 percent SMs)");
     r.memory_permille = 125;
     r.compute_permille = 305;
-    CHECK_FORMAT(r, "1 x fraction (8192 MiB, 12.5% memory, 30.5% SMs)");
+    CHECK_FORMAT(r, "1 x fraction (8192 MiB, 12.5 percent memory, 30.5 percent SMs)");
     r.isolation = MODEL_ISO_MIG;
     r.nmodels = 2;
     strcpy(r.models[0], "A");
