@@ -8,7 +8,9 @@
  *                                    a node whose instances are time-sliced, replicas of them only
  *                                    with tessera.io/isolation timeslice, mps or any
  *   nvidia.com/mig-<profile>.shared: N  N replicas of time-sliced instances (renameByDefault)
- *   nvidia.com/gpumem: MiB           HAMi: memory per GPU (with nvidia.com/gpu: N = N GPUs)
+ *   nvidia.com/gpumem: MiB           HAMi: memory per GPU (with nvidia.com/gpu: N = N GPUs); a plain
+ *                                    number (or k, m, exponent) is MiB as HAMi reads it, a byte suffix
+ *                                    (Ki..Ei, M..E) bytes that must be whole MiB ("20Gi" = 20480)
  *   nvidia.com/gpumem-percentage: P  HAMi: percent of each GPU's memory
  *   nvidia.com/gpucores: P           HAMi: percent of each GPU's compute
  *   annotations tessera.io/gpu-fraction, gpu-fraction (KAI): share of one GPU in (0, 1]
