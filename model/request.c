@@ -6,6 +6,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model/catalog.h"
@@ -390,9 +391,15 @@ static int req_reconcile(req_ctx *c, const int64_t eff[RES_N], const char *frac_
         count = 1;
         if (frac_ann) {
             int permille;
-            if (!req_parse_fraction(frac_val, &permille))
-                return req_fail(c, "metadata.annotations[\"%s\"]: \"%.64s\" is not a share of one GPU in (0, 1]",
-                                frac_ann, frac_val);
+            if (!req_parse_fraction(frac_val, &permille)) {
+                /* "25%": a percentage where a share is meant; say which share */
+                char hint[64] = "", *end;
+                double percent = strtod(frac_val, &end);
+                if (end != frac_val && !strcmp(end, "%") && percent > 0 && percent <= 100)
+                    snprintf(hint, sizeof hint, " (a share, not a percentage: write %g)", percent / 100);
+                return req_fail(c, "metadata.annotations[\"%s\"]: \"%.64s\" is not a share of one GPU in (0, 1]%s",
+                                frac_ann, frac_val, hint);
+            }
             out->memory_permille = out->compute_permille = (int16_t)permille;
         } else {
             if (!req_parse_mib(kai_mem, &gpumem)) {

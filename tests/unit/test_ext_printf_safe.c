@@ -256,7 +256,7 @@ TEST(printf_safe_every_verb_reply_has_no_percent_sign) {
         /* the sweep reached what it is meant to: reasons of every kind, binds that worked and failed */
         bool coverage = s.reasons > 200 && s.errors > 100 && s.bound >= 10 &&
                         strstr(seen, "invalid GPU request") && strstr(seen, " percent SMs") &&
-                        strstr(seen, "\"25 percent\" is not a share") && strstr(seen, "100 percent of requests") &&
+                        strstr(seen, "\"25 percent\" is not a share of one GPU in (0, 1] (a share, not a percentage: write 0.25)") && strstr(seen, "100 percent of requests") &&
                         strstr(seen, "is already on node") && strstr(seen, "not valid JSON");
         char where[200];
         snprintf(where, sizeof where, "%s: %d replies, %d reasons, %d errors, %d bound", modes[m], s.replies, s.reasons,

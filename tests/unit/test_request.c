@@ -362,6 +362,9 @@ TEST(request_gpumem_units) {
     CHECK_REJECT(parse_pod("", "'nvidia.com/gpumem':'8Ei'", &r, err, sizeof err), "larger than any GPU holds");
     CHECK_REJECT(parse_pod("", "'nvidia.com/gpumem':'99999999999999999999Ei'", &r, err, sizeof err), "is too large");
     CHECK_REJECT(parse_pod("", "'nvidia.com/gpumem':'-1Gi'", &r, err, sizeof err), "must not be negative");
+    /* a percentage where a fraction is meant: the share suggested */
+    CHECK_REJECT(parse_pod("'tessera.io/gpu-fraction':'25%'", "'tessera.io/share':'1'", &r, err, sizeof err),
+                 "\"25%\" is not a share of one GPU in (0, 1] (a share, not a percentage: write 0.25)");
     /* KAI's gpu-memory annotation stays a plain number of MiB, with the number suggested */
     CHECK_REJECT(parse_pod("'gpu-memory':'16Gi'", "'tessera.io/share':'1'", &r, err, sizeof err),
                  "\"16Gi\" is not a whole number of MiB greater than 0 (gpu-memory counts MiB: write 16384)");
