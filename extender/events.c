@@ -17,6 +17,7 @@
 #include "extender/health.h"
 #include "extender/log.h"
 #include "extender/state.h"   /* ext_now_ms */
+#include "extender/text.h"
 
 #define EV_MSG_MAX 1024   /* message buffer; the apiserver allows more, but describe output stays readable */
 
@@ -179,8 +180,9 @@ static char *event_json(ext_events *e, const ev_item *it, const char *msg) {
  * 429/5xx; none after a timeout. timeout_ms bounds each attempt. */
 static void post(ext_events *e, const ev_item *it, int timeout_ms, bool may_retry) {
     char msg[EV_MSG_MAX], path[600], err[512];
-    snprintf(msg, sizeof msg, "%s", it->text);
-    if (strlen(it->text) >= sizeof msg) memcpy(msg + sizeof msg - 4, "...", 4);   /* say it was cut */
+    /* '%' as a word (text.h): kube-scheduler's Events about the same pod are printf-safe, and so are ours */
+    if (ext_text_printf_safe(msg, sizeof msg, it->text) >= sizeof msg)
+        memcpy(msg + sizeof msg - 4, "...", 4);   /* say it was cut */
     one_line(msg);
     char *body = event_json(e, it, msg);
     int n = snprintf(path, sizeof path, "/api/v1/namespaces/%s/events", it->ns);

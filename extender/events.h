@@ -49,7 +49,8 @@ ext_events *ext_events_start(ext_kube *k, const ext_events_config *cfg, char *er
 void ext_events_stop(ext_events *e);
 
 /* Queue one Event about pod ns/name (uid) -- type "Normal" or "Warning", reason CamelCase,
- * message one line (cut to fit). Never blocks on the network. false when dropped (queue full,
+ * message one line (cut to fit) with each '%' written as "percent" (text.h), like the reasons
+ * kube-scheduler shows next to it. Never blocks on the network. false when dropped (queue full,
  * stopping, out of memory, or e is NULL). */
 bool ext_events_emit(ext_events *e, const char *type, const char *reason, const char *ns, const char *name,
                      const char *uid, const char *message);

@@ -20,6 +20,7 @@
 #include "extender/log.h"
 #include "extender/map.h"
 #include "extender/reservation.h"
+#include "extender/text.h"
 
 /* The answer before the first sync, with what keeps tessera from syncing when health.h knows (the API
  * server unreachable, a 403 on list pods...): kube-scheduler puts it in the pod's FailedScheduling event. */
@@ -54,9 +55,16 @@ static void reply_json(ext_reply *r, int status, cJSON *root) {
     r->len = r->body ? strlen(r->body) : 0;
 }
 
+/* kube-scheduler shows an Error to people through a format string: no '%' (text.h). */
+static void add_error(cJSON *o, const char *msg) {
+    char *safe = ext_text_printf_safe_dup(msg ? msg : "");
+    cJSON_AddStringToObject(o, "Error", safe ? safe : "out of memory");
+    free(safe);
+}
+
 void ext_reply_error(ext_reply *r, int status, const char *msg) {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "Error", msg);
+    add_error(o, msg);
     reply_json(r, status, o);
 }
 
@@ -120,12 +128,17 @@ static void jb_str(jbuf *b, const char *s) {
     jb_raw(b, "\"", 1);
 }
 
-/* One "key":"value" member of an object being written; commas are the buffer's business. */
+/* One "node":"reason" member of FailedNodes or FailedAndUnresolvableNodes; commas are the
+ * buffer's business. kube-scheduler puts the reason in its FailedScheduling Event as a format
+ * string, so a '%' a reason repeats from the pod is written as a word (text.h); the copy is
+ * made only then, as most reasons have none. */
 static void jb_member(jbuf *b, const char *key, const char *val) {
     if (b->items++) jb_raw(b, ",", 1);
     jb_str(b, key);
     jb_raw(b, ":", 1);
-    jb_str(b, val);
+    char *safe = strchr(val, '%') ? ext_text_printf_safe_dup(val) : NULL;
+    jb_str(b, safe ? safe : val);
+    free(safe);
 }
 
 static void reply_jbuf(ext_reply *r, int status, jbuf *b) {
@@ -601,7 +614,7 @@ static cJSON *filter_result(cJSON *nodes, cJSON *names, cJSON *failed, cJSON *un
     cJSON_AddItemToObject(o, "NodeNames", names ? names : cJSON_CreateNull());
     cJSON_AddItemToObject(o, "FailedNodes", failed ? failed : cJSON_CreateObject());
     cJSON_AddItemToObject(o, "FailedAndUnresolvableNodes", unres ? unres : cJSON_CreateObject());
-    cJSON_AddStringToObject(o, "Error", error ? error : "");
+    add_error(o, error);
     return o;
 }
 

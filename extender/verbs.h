@@ -5,7 +5,8 @@
  * from model_fit, scores and choices from policy/.
  *
  * Status codes: a well-formed request gets 200 even when the answer is "no" (the reason is
- * in FailedNodes or Error, where kube-scheduler shows it to people); a body that is not
+ * in FailedNodes or Error, where kube-scheduler shows it to people -- through a format string, so
+ * no reason or Error carries a '%': text.h); a body that is not
  * the verb's args (malformed or truncated JSON, wrong types, missing fields) gets 400 with
  * {"Error": "..."} -- for filter the whole ExtenderFilterResult with Error set -- and
  * changes nothing. Before the first sync, filter and bind answer 200 with Error set,

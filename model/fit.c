@@ -540,7 +540,7 @@ static void explain(const fit_run *f, const route_plan *p, const char *hint, cha
         else if (s->best_gpu < 0)
             snprintf(why, len, "needs %s; no GPU has any memory or compute free", req);
         else
-            snprintf(why, len, "needs %s; %d GPU%s with room (most free: %d MiB, %d%% SMs on GPU %d)", req,
+            snprintf(why, len, "needs %s; %d GPU%s with room (most free: %d MiB, %d percent SMs on GPU %d)", req,
                      s->gpus_with_room, s->gpus_with_room == 1 ? "" : "s", s->best_free_mem,
                      s->best_free_compute / 10, s->best_gpu);
         return;
@@ -725,7 +725,7 @@ static int apply_grant(model_gpu *gpus, int ngpus, int holder, const model_grant
     if (g->memory_used_mib + gr->memory_mib > g->memory_mib)
         REFUSE("GPU %d has %d MiB free, grant needs %d", g->index, g->memory_mib - g->memory_used_mib, gr->memory_mib);
     if (g->compute_used_permille + gr->compute_permille > 1000)
-        REFUSE("GPU %d has %d%% SMs free, grant needs %d%%", g->index, (1000 - g->compute_used_permille) / 10,
+        REFUSE("GPU %d has %d percent SMs free, grant needs %d percent", g->index, (1000 - g->compute_used_permille) / 10,
                gr->compute_permille / 10);
     g->memory_used_mib += gr->memory_mib;
     g->compute_used_permille += gr->compute_permille;
@@ -910,10 +910,10 @@ void model_assignment_format(const model_node *n, const model_assignment *a, cha
         } else if (gr->exclusive) {
             w = snprintf(buf + off, len - off, "%sGPU %d whole", sep, gr->gpu);
         } else if (gr->replica >= 0) {
-            w = snprintf(buf + off, len - off, "%sGPU %d replica %d (%d MiB, %d%% SMs)", sep, gr->gpu, gr->replica,
+            w = snprintf(buf + off, len - off, "%sGPU %d replica %d (%d MiB, %d percent SMs)", sep, gr->gpu, gr->replica,
                          gr->memory_mib, gr->compute_permille / 10);
         } else {
-            w = snprintf(buf + off, len - off, "%sGPU %d share (%d MiB, %d%% SMs)", sep, gr->gpu, gr->memory_mib,
+            w = snprintf(buf + off, len - off, "%sGPU %d share (%d MiB, %d percent SMs)", sep, gr->gpu, gr->memory_mib,
                          gr->compute_permille / 10);
         }
         if (w < 0) break;

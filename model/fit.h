@@ -14,7 +14,9 @@
 
 /* Feasible assignments of r on n. Writes at most max of them to out (out may be NULL
  * when max is 0) and returns how many there are in all (capped at MODEL_FIT_MAX). When
- * none, why (if not NULL) says what stood in the way in words a person understands. */
+ * none, why (if not NULL) says what stood in the way in words a person understands -- and
+ * with no '%' sign ("30 percent SMs"): kube-scheduler records a filter reason in its
+ * FailedScheduling Event as a Go format string. */
 #define MODEL_FIT_MAX 100000
 int model_fit(const model_node *n, const model_request *r, model_assignment *out, int max, char *why,
               size_t whylen);

@@ -10,8 +10,9 @@
 
 /* Real quantities are short; the cap keeps the digit buffer on the stack. */
 #define QTY_MAX_LEN 128
-/* A binary suffix multiplies by up to 2^60, which adds at most 19 decimal digits. */
-#define QTY_DIGITS (QTY_MAX_LEN + 24)
+/* A binary suffix multiplies by up to 2^60, which adds at most 19 decimal digits; a
+ * negative scale (model_quantity_parse_scaled) halves at most 60 times, one digit each. */
+#define QTY_DIGITS (QTY_MAX_LEN + 64)
 /* Exponents beyond this are clamped: the value overflows or rounds to one milli-unit
  * either way, and clamping keeps the exponent arithmetic itself from overflowing. */
 #define QTY_EXP_CLAMP 100000
@@ -49,7 +50,11 @@ static bool qty_suffix(const char *suf, long *exp10, int *exp2) {
     return true;
 }
 
-int model_quantity_parse_milli(const char *s, int64_t *milli, char *err, size_t errlen) {
+/* The quantity s times 10^shift10 * 2^shift2, as a magnitude rounded up to a whole number
+ * (away from zero, as Kubernetes rounds), its sign, and whether anything was rounded. shift2 may
+ * be negative: halving is multiplying by 5 and moving the point, so it stays exact. */
+static int qty_parse(const char *s, long shift10, int shift2, uint64_t *mag, bool *neg, bool *rounded, char *err,
+                     size_t errlen) {
     if (!s) {
         if (err && errlen) snprintf(err, errlen, "quantity is missing");
         return -1;
@@ -64,8 +69,8 @@ int model_quantity_parse_milli(const char *s, int64_t *milli, char *err, size_t 
     }
 
     const char *p = s;
-    bool neg = false;
-    if (*p == '+' || *p == '-') neg = *p++ == '-';
+    *neg = false;
+    if (*p == '+' || *p == '-') *neg = *p++ == '-';
 
     /* digits[] holds the significant digits most significant first; the value is
      * digits * 10^exp10 * 2^exp2. */
@@ -92,17 +97,18 @@ int model_quantity_parse_milli(const char *s, int64_t *milli, char *err, size_t 
                 "n u m k M G T P E, or an exponent such as e3");
         return -1;
     }
-    exp10 += sexp10 + 3; /* + 3: milli-units */
+    exp10 += sexp10 + shift10;
+    exp2 += shift2;
 
-    if (nd == 0) {
-        *milli = 0;
-        return 0;
-    }
-    /* Multiply by 2^exp2 by doubling the decimal digits in place. */
-    for (int k = 0; k < exp2; k++) {
-        int carry = 0;
+    *mag = 0;
+    *rounded = false;
+    if (nd == 0) return 0;
+    /* Multiply by 2^exp2 by doubling the decimal digits in place; divide by halving them
+     * (times 5, one place to the right). Each step adds at most one digit. */
+    for (; exp2 != 0; exp2 += exp2 > 0 ? -1 : 1) {
+        int f = exp2 > 0 ? 2 : 5, carry = 0;
         for (int i = nd - 1; i >= 0; i--) {
-            int d = digits[i] * 2 + carry;
+            int d = digits[i] * f + carry;
             digits[i] = (char)(d % 10);
             carry = d / 10;
         }
@@ -111,27 +117,53 @@ int model_quantity_parse_milli(const char *s, int64_t *milli, char *err, size_t 
             digits[0] = (char)carry;
             nd++;
         }
+        if (exp2 < 0) exp10--;
     }
 
-    /* The first nd + exp10 digits are the whole milli-units; any non-zero digit after
-     * them is a partial milli-unit, which rounds up (away from zero, as Kubernetes). */
+    /* The first nd + exp10 digits are the whole part; any non-zero digit after them is
+     * a partial unit, which rounds up. */
     long nint = nd + exp10;
     if (nint > 19) {
-        qty_err(err, errlen, s, "is too large (overflows a 64-bit count of milli-units)");
+        qty_err(err, errlen, s, shift10 == 3 && shift2 == 0 ? "is too large (overflows a 64-bit count of milli-units)"
+                                                           : "is too large (overflows a 64-bit count)");
         return -1;
     }
     uint64_t v = 0;
-    bool partial = false;
     /* At most 19 digits: below 10^19, which fits in uint64_t. */
     for (long i = 0; i < nint; i++) v = v * 10 + (uint64_t)(i < nd ? digits[i] : 0);
     for (long i = nint < 0 ? 0 : nint; i < nd; i++)
-        if (digits[i]) partial = true;
-    if (partial) v++;
+        if (digits[i]) *rounded = true;
+    if (*rounded) v++;
+    *mag = v;
+    return 0;
+}
+
+int model_quantity_parse_milli(const char *s, int64_t *milli, char *err, size_t errlen) {
+    uint64_t v;
+    bool neg, rounded;
+    if (qty_parse(s, 3, 0, &v, &neg, &rounded, err, errlen) != 0) return -1;
     if (v > (uint64_t)INT64_MAX) {
         qty_err(err, errlen, s, "is too large (overflows a 64-bit count of milli-units)");
         return -1;
     }
     *milli = neg ? -(int64_t)v : (int64_t)v;
+    return 0;
+}
+
+int model_quantity_parse_scaled(const char *s, int exp2, int64_t *value, bool *exact, char *err, size_t errlen) {
+    uint64_t v;
+    bool neg, rounded;
+    if (qty_parse(s, 0, exp2, &v, &neg, &rounded, err, errlen) != 0) return -1;
+    if (neg && (v || rounded)) {
+        qty_err(err, errlen, s, "must not be negative");
+        return -1;
+    }
+    if (v > (uint64_t)INT64_MAX) {
+        qty_err(err, errlen, s, "is too large (overflows a 64-bit count)");
+        return -1;
+    }
+    *value = (int64_t)v;
+    *exact = !rounded;
     return 0;
 }
 

@@ -19,6 +19,12 @@
  * -1 with a message in err on malformed input or overflow. */
 int model_quantity_parse_milli(const char *s, int64_t *milli, char *err, size_t errlen);
 
+/* Parse a non-negative quantity times 2^exp2, for a unit the quantity is not written in:
+ * exp2 = -20 reads a count of bytes ("20Gi") as MiB (20480). *value is rounded up to a
+ * whole number; *exact says whether it was whole already ("1.5Mi" as MiB: 2, not exact).
+ * -60 <= exp2 <= 60. Returns 0, or -1 with a message in err. */
+int model_quantity_parse_scaled(const char *s, int exp2, int64_t *value, bool *exact, char *err, size_t errlen);
+
 /* Parse a quantity that must be a whole, non-negative number (extended resources such
  * as nvidia.com/gpu: "2" or "2000m" is fine, "1500m" or "-1" is not). */
 int model_quantity_parse_int(const char *s, int64_t *value, char *err, size_t errlen);

@@ -6,6 +6,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model/catalog.h"
@@ -31,6 +32,7 @@ typedef struct req_ctx {
     char *err;
     size_t errlen;
     char mig_resource[96]; /* the pod's one nvidia.com/mig-* resource, "" until seen */
+    bool gpumem_bytes;     /* some nvidia.com/gpumem had a byte suffix (req_gpumem) */
 } req_ctx;
 
 static int req_fail(req_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -51,9 +53,47 @@ static int req_res_index(const char *name) {
     return -1;
 }
 
+/* Whether a quantity's suffix makes it a count of bytes for nvidia.com/gpumem: a binary one
+ * (Ki Mi Gi Ti Pi Ei), or a decimal one from M up (M G T P E), which read as MiB would be a
+ * million MiB or more, more than any GPU holds. Not k: the API server writes a pod's 20000
+ * back as "20k" (Quantity canonical form), and HAMi reads that as 20000 MiB; not m, u, n or
+ * an exponent, which no one writes for bytes. */
+static bool req_byte_suffix(const char *s) {
+    size_t n = strlen(s);
+    if (n >= 3 && s[n - 1] == 'i' && strchr("KMGTPE", s[n - 2])) return true;
+    return n >= 2 && strchr("MGTPE", s[n - 1]) && ((s[n - 2] >= '0' && s[n - 2] <= '9') || s[n - 2] == '.');
+}
+
+/* " (nvidia.com/gpumem counts MiB: write 20480)" for a byte quantity that reads as a
+ * positive number of MiB, "" otherwise: what to write instead of a value that cannot be
+ * read as MiB. */
+static void req_mib_hint(const char *s, const char *field, char *hint, size_t len) {
+    int64_t mib;
+    bool exact;
+    hint[0] = 0;
+    if (req_byte_suffix(s) && model_quantity_parse_scaled(s, -20, &mib, &exact, NULL, 0) == 0 && mib > 0)
+        snprintf(hint, len, " (%s counts MiB: write %lld%s)", field, (long long)mib, exact ? "" : ", which holds it");
+}
+
+/* nvidia.com/gpumem into MiB. A bare number (or "20k") is MiB, as HAMi reads it; a quantity
+ * with a byte suffix (req_byte_suffix) is bytes and must be a whole number of MiB. */
+static int req_gpumem(req_ctx *c, const char *s, const char *where, int64_t *mib) {
+    char qerr[256], hint[96];
+    if (!req_byte_suffix(s)) {
+        if (model_quantity_parse_int(s, mib, qerr, sizeof qerr) == 0) return 0;
+        return req_fail(c, "%s: %s; it counts MiB, e.g. 20480 (or 20Gi)", where, qerr);
+    }
+    bool exact;
+    c->gpumem_bytes = true;
+    if (model_quantity_parse_scaled(s, -20, mib, &exact, qerr, sizeof qerr) != 0) return req_fail(c, "%s: %s", where, qerr);
+    if (exact) return 0;
+    req_mib_hint(s, req_res_names[RES_GPUMEM], hint, sizeof hint);
+    return req_fail(c, "%s: \"%.64s\" is bytes, and not a whole number of MiB%s", where, s, hint);
+}
+
 /* One quantity of requests/limits: cpu and memory in milli-units, GPU resources as
- * whole counts (extended resources are integers in Kubernetes). JSON numbers are taken
- * as the quantity they spell. */
+ * whole counts (extended resources are integers in Kubernetes), nvidia.com/gpumem in MiB
+ * (req_gpumem). JSON numbers are taken as the quantity they spell. */
 static int req_quantity(req_ctx *c, const cJSON *item, const char *where, int r, int64_t *out) {
     char text[64];
     const char *s;
@@ -74,6 +114,7 @@ static int req_quantity(req_ctx *c, const cJSON *item, const char *where, int r,
         if (*out < 0) return req_fail(c, "%s: \"%.64s\" must not be negative", where, s);
         return 0;
     }
+    if (r == RES_GPUMEM) return req_gpumem(c, s, where, out);
     if (model_quantity_parse_int(s, out, qerr, sizeof qerr) != 0) {
         if (r == RES_GPU && strstr(qerr, "whole number"))
             return req_fail(c, "%s: %s; for a share of one GPU use the " ANN_FRACTION " annotation", where, qerr);
@@ -350,14 +391,23 @@ static int req_reconcile(req_ctx *c, const int64_t eff[RES_N], const char *frac_
         count = 1;
         if (frac_ann) {
             int permille;
-            if (!req_parse_fraction(frac_val, &permille))
-                return req_fail(c, "metadata.annotations[\"%s\"]: \"%.64s\" is not a share of one GPU in (0, 1]",
-                                frac_ann, frac_val);
+            if (!req_parse_fraction(frac_val, &permille)) {
+                /* "25%": a percentage where a share is meant; say which share */
+                char hint[64] = "", *end;
+                double percent = strtod(frac_val, &end);
+                if (end != frac_val && !strcmp(end, "%") && percent > 0 && percent <= 100)
+                    snprintf(hint, sizeof hint, " (a share, not a percentage: write %g)", percent / 100);
+                return req_fail(c, "metadata.annotations[\"%s\"]: \"%.64s\" is not a share of one GPU in (0, 1]%s",
+                                frac_ann, frac_val, hint);
+            }
             out->memory_permille = out->compute_permille = (int16_t)permille;
         } else {
-            if (!req_parse_mib(kai_mem, &gpumem))
-                return req_fail(c, "metadata.annotations[\"" ANN_KAI_MEMORY "\"]: \"%.64s\" is not a whole number of MiB greater than 0",
-                                kai_mem);
+            if (!req_parse_mib(kai_mem, &gpumem)) {
+                char hint[96];
+                req_mib_hint(kai_mem, ANN_KAI_MEMORY, hint, sizeof hint);
+                return req_fail(c, "metadata.annotations[\"" ANN_KAI_MEMORY "\"]: \"%.64s\" is not a whole number of MiB greater than 0%s",
+                                kai_mem, hint);
+            }
         }
     } else if (hami) {
         if (gpumem && pct)
@@ -393,10 +443,17 @@ static int req_reconcile(req_ctx *c, const int64_t eff[RES_N], const char *frac_
     if (cores) out->compute_permille = (int16_t)(10 * cores);
     if (gpumem) {
         int max = req_max_catalog_memory();
-        if (gpumem > max)
-            return req_fail(c, "%s: %lld MiB per GPU is larger than any GPU holds (largest: %d MiB)",
+        if (gpumem > max) {
+            /* a count of bytes written bare: say what it is in MiB */
+            char hint[96] = "";
+            int64_t as_mib = gpumem / (1 << 20) + (gpumem % (1 << 20) != 0);
+            if (!c->gpumem_bytes && gpumem >= (1 << 20) && as_mib <= max)
+                snprintf(hint, sizeof hint, "; it counts MiB: for %lld bytes write %lld", (long long)gpumem,
+                         (long long)as_mib);
+            return req_fail(c, "%s: %lld MiB per GPU is larger than any GPU holds (largest: %d MiB)%s",
                             kai_mem ? "metadata.annotations[\"" ANN_KAI_MEMORY "\"]" : req_res_names[RES_GPUMEM],
-                            (long long)gpumem, max);
+                            (long long)gpumem, max, hint);
+        }
         out->memory_mib = (int32_t)gpumem;
     }
 
@@ -473,10 +530,12 @@ static void req_appendf(char *buf, size_t len, size_t *off, const char *fmt, ...
     if (n > 0) *off += (size_t)n;
 }
 
-/* 305 -> "30.5%", 300 -> "30%" */
+/* 305 -> "30.5 percent", 300 -> "30 percent". Never a '%' sign: this text reaches kube-scheduler in filter
+ * reasons, and kube-scheduler records its FailedScheduling Event with the reason as a Go format string, where
+ * "25% memory" would read "25%!m(MISSING)emory". */
 static void req_append_permille(char *buf, size_t len, size_t *off, int permille) {
-    if (permille % 10) req_appendf(buf, len, off, "%d.%d%%", permille / 10, permille % 10);
-    else req_appendf(buf, len, off, "%d%%", permille / 10);
+    if (permille % 10) req_appendf(buf, len, off, "%d.%d percent", permille / 10, permille % 10);
+    else req_appendf(buf, len, off, "%d percent", permille / 10);
 }
 
 void model_request_format(const model_request *r, char *buf, size_t len) {

@@ -8,7 +8,9 @@
  *                                    a node whose instances are time-sliced, replicas of them only
  *                                    with tessera.io/isolation timeslice, mps or any
  *   nvidia.com/mig-<profile>.shared: N  N replicas of time-sliced instances (renameByDefault)
- *   nvidia.com/gpumem: MiB           HAMi: memory per GPU (with nvidia.com/gpu: N = N GPUs)
+ *   nvidia.com/gpumem: MiB           HAMi: memory per GPU (with nvidia.com/gpu: N = N GPUs); a plain
+ *                                    number (or k, m, exponent) is MiB as HAMi reads it, a byte suffix
+ *                                    (Ki..Ei, M..E) bytes that must be whole MiB ("20Gi" = 20480)
  *   nvidia.com/gpumem-percentage: P  HAMi: percent of each GPU's memory
  *   nvidia.com/gpucores: P           HAMi: percent of each GPU's compute
  *   annotations tessera.io/gpu-fraction, gpu-fraction (KAI): share of one GPU in (0, 1]
@@ -90,7 +92,8 @@ bool model_request_same(const model_request *a, const model_request *b);
  * fraction must not map onto an MPS replica (sets no_mps). Other kinds are unchanged. */
 void model_request_for_reservation_delivery(model_request *r);
 
-/* Human-readable one-line summary, e.g. "1 x fraction (8192 MiB, 30% SMs)". */
+/* Human-readable one-line summary, e.g. "1 x fraction (8192 MiB, 30 percent SMs)": never a '%' sign, as no
+ * reason model/ writes has one (kube-scheduler uses a filter reason as a format string). */
 void model_request_format(const model_request *r, char *buf, size_t len);
 
 const char *model_isolation_name(model_isolation iso);

@@ -239,7 +239,7 @@ static double gpupacking_score(const pv_node *v, const model_request *r, const c
     }
     int64_t s = 100 - pct / 10;
     if (s < 50) s = 50;
-    if (why) snprintf(why, whylen, "gpupacking: fits on used GPU(s) with %d%% free -> %lld", pct, (long long)s);
+    if (why) snprintf(why, whylen, "gpupacking: fits on used GPU(s) with %d percent free -> %lld", pct, (long long)s);
     return (double)s;
 }
 
@@ -550,7 +550,7 @@ static double node_score(scorer *s, const cand *c, double delta, char *why, size
         double u0 = why ? node_used_share(s->ctx, s->n, &s->v, s->r, c, false) : 0;   /* only told */
         double u1 = node_used_share(s->ctx, s->n, &s->v, s->r, c, true);
         double sc = s->p->kind == P_BINPACK ? 100.0 * u1 : 100.0 * (1.0 - u1);
-        if (why) snprintf(why, whylen, "%s: node use %.1f%% -> %.1f%% (weights compute %.2g memory %.2g replicas %.2g)",
+        if (why) snprintf(why, whylen, "%s: node use %.1f percent -> %.1f percent (weights compute %.2g memory %.2g replicas %.2g)",
                           s->p->name, 100 * u0, 100 * u1, s->ctx->w_compute, s->ctx->w_memory, s->ctx->w_replica);
         return sc;
     }

@@ -33,6 +33,16 @@ EXT_HELPER cJSON *demo_nodes(void) {
     return root;
 }
 
+/* A body or reply a real kube-scheduler exchanged (tests/fixtures/extender-samples/<mode>/<file>), parsed. */
+EXT_HELPER cJSON *extender_sample(const char *mode, const char *file) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "extender-samples/%s/%s", mode, file);
+    char *txt = test_fixture(rel, NULL);
+    cJSON *o = cJSON_Parse(txt);
+    free(txt);
+    return o;
+}
+
 /* The demo node called `name`, renamed to `as` (a copy the caller owns). */
 EXT_HELPER cJSON *demo_node_as(const char *name, const char *as) {
     cJSON *root = demo_nodes(), *it, *out = NULL;

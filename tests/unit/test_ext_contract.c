@@ -8,15 +8,6 @@
 
 #include "ext_helpers.h"
 
-static cJSON *fixture_json(const char *mode, const char *file) {
-    char rel[256];
-    snprintf(rel, sizeof rel, "extender-samples/%s/%s", mode, file);
-    char *txt = test_fixture(rel, NULL);
-    cJSON *o = cJSON_Parse(txt);
-    free(txt);
-    return o;
-}
-
 static char *fixture_text(const char *mode, const char *file) {
     char rel[256];
     snprintf(rel, sizeof rel, "extender-samples/%s/%s", mode, file);
@@ -25,7 +16,7 @@ static char *fixture_text(const char *mode, const char *file) {
 
 /* The sample cluster (3 nodes without NVIDIA GPUs), from the node-list filter body. */
 static ext_state *sample_state(void) {
-    cJSON *req = fixture_json("node-list", "01-filter.request.json");
+    cJSON *req = extender_sample("node-list", "01-filter.request.json");
     char *nodes = cJSON_PrintUnformatted(cJSON_GetObjectItem(req, "Nodes"));
     ext_state *st = standalone_state(nodes);
     free(nodes);
@@ -52,7 +43,7 @@ static void check_filter(const char *mode, const char *file, const char *respfil
     char *body = fixture_text(mode, file);   /* the exact bytes kube-scheduler sent */
     int status = 0;
     cJSON *got = call_verb(&v, ext_verb_filter, body, &status);
-    cJSON *want = fixture_json(mode, respfile);
+    cJSON *want = extender_sample(mode, respfile);
     cJSON *req = cJSON_Parse(body);
     free(body);
     bool ok = got && status == 200 && same_keys(got, want);
@@ -91,7 +82,7 @@ static void check_prioritize(const char *mode) {
     int status = 0;
     cJSON *got = call_verb(&v, ext_verb_prioritize, body, &status);
     free(body);
-    cJSON *want = fixture_json(mode, "02-prioritize.response.json");
+    cJSON *want = extender_sample(mode, "02-prioritize.response.json");
     bool ok = status == 200 && cJSON_IsArray(got) && cJSON_GetArraySize(got) == cJSON_GetArraySize(want);
     for (int i = 0; ok && i < cJSON_GetArraySize(got); i++) {
         cJSON *g = cJSON_GetArrayItem(got, i), *w = cJSON_GetArrayItem(want, i);
@@ -138,7 +129,7 @@ static void check_sequence(const char *mode) {
         char *body = fixture_text(mode, files[i]);
         int status = 0;
         cJSON *got = call_verb(&v, fns[i], body, &status);
-        cJSON *want = fixture_json(mode, resp[i]);
+        cJSON *want = extender_sample(mode, resp[i]);
         free(body);
         bool shape = status == 200 && got && same_keys(got, want);
         /* bind answers {"Error": ""}; preempt echoes the proposed victims (meta form). */
@@ -167,7 +158,7 @@ TEST(ext_contract_sequence_node_cache) { check_sequence("node-cache"); }
 /* GPU versions of the recorded bodies: the same structure, with demo-cluster nodes
  * (GFD labels) and a pod that asks for nvidia.com/gpu. */
 static char *gpu_body(const char *mode, const char *file, const char *limits) {
-    cJSON *req = fixture_json(mode, file);
+    cJSON *req = extender_sample(mode, file);
     cJSON *pod = cJSON_GetObjectItem(req, "Pod");
     cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), "containers"), 0);
     cJSON *res = cJSON_GetObjectItem(c0, "resources");
@@ -196,7 +187,7 @@ static void check_gpu_filter(const char *mode) {
     char *body = gpu_body(mode, "01-filter.request.json", "\"nvidia.com/gpu\":\"1\"");
     int status;
     cJSON *got = call_verb(&v, ext_verb_filter, body, &status);
-    cJSON *want = fixture_json(mode, "01-filter.response.json");
+    cJSON *want = extender_sample(mode, "01-filter.response.json");
     free(body);
     bool shape = status == 200 && same_keys(got, want);
     cJSON *passed = !strcmp(mode, "node-list") ? cJSON_GetObjectItem(cJSON_GetObjectItem(got, "Nodes"), "items")

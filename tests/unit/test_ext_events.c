@@ -171,7 +171,7 @@ TEST(ext_events_bind_ok_posts_one_normal_assigned_event) {
     CHECK(first[19] == 'Z' && first[10] == 'T');
     CHECK_CONTAINS(msg, "assigned to node n1: GPU ");
     CHECK_CONTAINS(msg, "8000 MiB");
-    CHECK_CONTAINS(msg, "% SMs");
+    CHECK_CONTAINS(msg, " percent SMs");
     CHECK_CONTAINS(msg, "policy binpack");
     CHECK(!strchr(msg, '\n') && strlen(msg) < 1024);
 }
@@ -202,6 +202,34 @@ TEST(ext_events_bind_failure_posts_warning) {
     CHECK_STR(reason, "TesseraBindFailed");
     CHECK_STR(uid, "uid-e2");
     CHECK_CONTAINS(msg, "injected 409");
+}
+
+/* The API server's message has a '%' of its own: neither the bind's Error (kube-scheduler formats it) nor
+ * the Event carries it, both say "percent" (text.h). */
+TEST(ext_events_bind_failure_message_is_printf_safe) {
+    ev_run r;
+    const char *names[] = {"e6"};
+    ev_start(&r, names, 1, 1024, 2000);
+    if (r.ok)
+        fake_api_inject_msg(r.api, "POST /api/v1/namespaces/default/pods/e6/binding", 403, "Forbidden",
+                            "exceeded quota: gpu-quota, 100% of requests.nvidia.com/gpu used", 1);
+    char err[512] = "?";
+    if (r.ok) ev_place(&r, "e6", err, sizeof err);
+    bool got = r.ok && wait_events(r.api, 1, 1000);
+    ev_stop_events(&r);
+    cJSON *e = event_at(r.api, 0);
+    char reason[64], msg[1100];
+    snprintf(reason, sizeof reason, "%s", jstr(e, "reason", NULL));
+    snprintf(msg, sizeof msg, "%s", jstr(e, "message", NULL));
+    cJSON_Delete(e);
+    ev_stop(&r);
+    CHECK(r.ok);
+    CHECK(got);
+    CHECK_STR(reason, "TesseraBindFailed");
+    CHECK_CONTAINS(err, "100 percent of requests");
+    CHECK_MSG(!strchr(err, '%'), "bind Error: %s", err);
+    CHECK_CONTAINS(msg, "100 percent of requests");
+    CHECK_MSG(!strchr(msg, '%'), "Event message: %s", msg);
 }
 
 TEST(ext_events_failing_or_stalled_endpoint_never_delays_binds) {

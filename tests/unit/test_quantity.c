@@ -169,3 +169,38 @@ TEST(quantity_parse_int_whole_non_negative) {
     CHECK_INT(model_quantity_parse_int("two", &v, err, sizeof err), -1);
     CHECK_CONTAINS(err, "\"two\" is not a quantity");
 }
+
+/* A quantity in another unit: bytes read as MiB (exp2 -20) for nvidia.com/gpumem, rounded up with
+ * exact saying whether it was whole; exact arithmetic, no overflow, no negative values. */
+TEST(quantity_parse_scaled_bytes_as_mib) {
+    char err[256] = "";
+    int64_t v = -1;
+    bool exact = false;
+    static const struct { const char *q; int64_t mib; bool exact; } cases[] = {
+        {"20Gi", 20480, true},         {"1536Mi", 1536, true},   {"0.5Gi", 512, true},
+        {"20971520Ki", 20480, true},   {"16384M", 15625, true},  /* 2^14 * 10^6 bytes */
+        {"0Gi", 0, true},
+        /* not whole: rounded up, not exact */
+        {"20G", 19074, false},         /* 19073.486 MiB */
+        {"1.5Mi", 2, false},           {"1", 1, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_MSG(model_quantity_parse_scaled(cases[i].q, -20, &v, &exact, err, sizeof err) == 0, "%s: %s", cases[i].q,
+                  err);
+        CHECK_MSG(v == cases[i].mib && exact == cases[i].exact, "%s: %lld MiB, exact %d", cases[i].q, (long long)v,
+                  exact);
+    }
+    /* huge but representable, then too large */
+    CHECK_INT(model_quantity_parse_scaled("8Ei", -20, &v, &exact, err, sizeof err), 0);
+    CHECK_INT(v, 8LL << 40);
+    CHECK_INT(model_quantity_parse_scaled("99999999999999999999Ei", -20, &v, &exact, err, sizeof err), -1);
+    CHECK_CONTAINS(err, "is too large");
+    /* scaling up; the sign and malformed input */
+    CHECK_INT(model_quantity_parse_scaled("3", 10, &v, &exact, err, sizeof err), 0);
+    CHECK_INT(v, 3072);
+    CHECK_INT(model_quantity_parse_scaled("-1Gi", -20, &v, &exact, err, sizeof err), -1);
+    CHECK_CONTAINS(err, "must not be negative");
+    CHECK_INT(model_quantity_parse_scaled("20GB", -20, &v, &exact, err, sizeof err), -1);
+    CHECK_CONTAINS(err, "is not a quantity");
+    CHECK_INT(model_quantity_parse_scaled(NULL, -20, &v, &exact, NULL, 0), -1);
+}

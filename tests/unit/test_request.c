@@ -184,7 +184,7 @@ TEST(request_hami_fraction_multi_gpu) {
     CHECK_INT(r.nmodels, 2);
     CHECK_STR(r.models[0], "NVIDIA-A100-SXM4-80GB");
     CHECK_STR(r.models[1], "NVIDIA-H100-80GB-HBM3");
-    CHECK_FORMAT(r, "2 x fraction (8192 MiB, 30% SMs) models=NVIDIA-A100-SXM4-80GB,NVIDIA-H100-80GB-HBM3");
+    CHECK_FORMAT(r, "2 x fraction (8192 MiB, 30 percent SMs) models=NVIDIA-A100-SXM4-80GB,NVIDIA-H100-80GB-HBM3");
 }
 
 TEST(request_mig_mixed_resource_is_canonicalised) {
@@ -208,7 +208,7 @@ TEST(request_kai_fraction_annotation) {
     CHECK_INT(r.compute_permille, 500);
     CHECK_INT(r.cpu_milli, 250);
     CHECK_INT(r.memory_bytes, 1000000000);
-    CHECK_FORMAT(r, "1 x fraction (50% memory, 50% SMs)");
+    CHECK_FORMAT(r, "1 x fraction (50 percent memory, 50 percent SMs)");
 }
 
 /* ---- inline forms ---- */
@@ -309,6 +309,67 @@ TEST(request_hami_forms) {
     CHECK_INT(r.memory_mib, max_catalog_memory());
 }
 
+/* nvidia.com/gpumem counts MiB (HAMi); a byte suffix says bytes (README "Request forms"). */
+TEST(request_gpumem_units) {
+    model_request r;
+    char err[512];
+    /* bare: MiB, as HAMi reads it; "20k" is how the API server writes 20000 back */
+    CHECK_OK(parse_pod("", "'nvidia.com/gpumem':'20000'", &r, err, sizeof err));
+    CHECK_INT(r.memory_mib, 20000);
+    CHECK_OK(parse_pod("", "'nvidia.com/gpumem':'20k'", &r, err, sizeof err));
+    CHECK_INT(r.memory_mib, 20000);
+    CHECK_OK(parse_pod("", "'nvidia.com/gpumem':'2e4'", &r, err, sizeof err));
+    CHECK_INT(r.memory_mib, 20000);
+    /* binary suffixes: bytes */
+    CHECK_OK(parse_pod("", "'nvidia.com/gpumem':'20Gi'", &r, err, sizeof err));
+    CHECK_INT(r.kind, MODEL_REQ_FRACTION);
+    CHECK_INT(r.memory_mib, 20480);
+    CHECK_FORMAT(r, "1 x fraction (20480 MiB)");
+    CHECK_OK(parse_pod("", "'nvidia.com/gpumem':'1536Mi'", &r, err, sizeof err));
+    CHECK_INT(r.memory_mib, 1536);
+    CHECK_OK(parse_pod("", "'nvidia.com/gpumem':'0.5Gi'", &r, err, sizeof err));
+    CHECK_INT(r.memory_mib, 512);
+    /* per container, then summed: 8Gi + 4096 MiB */
+    CHECK_OK(parse_q("{'spec':{'containers':[{'resources':{'limits':{'nvidia.com/gpumem':'8Gi'}}},"
+                     "{'resources':{'limits':{'nvidia.com/gpumem':'4096'}}}]}}", &r, err, sizeof err));
+    CHECK_INT(r.memory_mib, 12288);
+    /* with nvidia.com/gpu: N, on each of N GPUs */
+    CHECK_OK(parse_pod("", "'nvidia.com/gpumem':'10Gi','nvidia.com/gpu':'2'", &r, err, sizeof err));
+    CHECK_INT(r.count, 2);
+    CHECK_INT(r.memory_mib, 10240);
+    /* decimal byte suffixes: bytes too, whole MiB only ("16384M" is 15625 MiB) */
+    CHECK_OK(parse_pod("", "'nvidia.com/gpumem':'16384M'", &r, err, sizeof err));
+    CHECK_INT(r.memory_mib, 15625);
+    CHECK_REJECT(parse_pod("", "'nvidia.com/gpumem':'20G'", &r, err, sizeof err),
+                 "nvidia.com/gpumem\"]: \"20G\" is bytes, and not a whole number of MiB "
+                 "(nvidia.com/gpumem counts MiB: write 19074, which holds it)");
+    /* not a whole number of MiB */
+    CHECK_REJECT(parse_pod("", "'nvidia.com/gpumem':'1.5Mi'", &r, err, sizeof err),
+                 "\"1.5Mi\" is bytes, and not a whole number of MiB (nvidia.com/gpumem counts MiB: write 2, which holds it)");
+    CHECK_REJECT(parse_pod("", "'nvidia.com/gpumem':'1000Ki'", &r, err, sizeof err), "not a whole number of MiB");
+    CHECK_REJECT(parse_pod("", "'nvidia.com/gpumem':'0.5'", &r, err, sizeof err),
+                 "\"0.5\" is not a whole number; it counts MiB, e.g. 20480 (or 20Gi)");
+    CHECK_REJECT(parse_pod("", "'nvidia.com/gpumem':'20GB'", &r, err, sizeof err), "it counts MiB, e.g. 20480 (or 20Gi)");
+    /* huge: larger than any GPU, in any unit; a count of bytes written bare gets its MiB suggested */
+    char want[160];
+    snprintf(want, sizeof want, "nvidia.com/gpumem: 21474836480 MiB per GPU is larger than any GPU holds (largest: %d "
+             "MiB); it counts MiB: for 21474836480 bytes write 20480", max_catalog_memory());
+    CHECK_REJECT(parse_pod("", "'nvidia.com/gpumem':'21474836480'", &r, err, sizeof err), want);
+    snprintf(want, sizeof want, "nvidia.com/gpumem: 1048576 MiB per GPU is larger than any GPU holds (largest: %d MiB)",
+             max_catalog_memory());
+    CHECK_REJECT(parse_pod("", "'nvidia.com/gpumem':'1Ti'", &r, err, sizeof err), want);
+    CHECK_MSG(!strstr(err, "bytes"), "1Ti is bytes already: %s", err);
+    CHECK_REJECT(parse_pod("", "'nvidia.com/gpumem':'8Ei'", &r, err, sizeof err), "larger than any GPU holds");
+    CHECK_REJECT(parse_pod("", "'nvidia.com/gpumem':'99999999999999999999Ei'", &r, err, sizeof err), "is too large");
+    CHECK_REJECT(parse_pod("", "'nvidia.com/gpumem':'-1Gi'", &r, err, sizeof err), "must not be negative");
+    /* a percentage where a fraction is meant: the share suggested */
+    CHECK_REJECT(parse_pod("'tessera.io/gpu-fraction':'25%'", "'tessera.io/share':'1'", &r, err, sizeof err),
+                 "\"25%\" is not a share of one GPU in (0, 1] (a share, not a percentage: write 0.25)");
+    /* KAI's gpu-memory annotation stays a plain number of MiB, with the number suggested */
+    CHECK_REJECT(parse_pod("'gpu-memory':'16Gi'", "'tessera.io/share':'1'", &r, err, sizeof err),
+                 "\"16Gi\" is not a whole number of MiB greater than 0 (gpu-memory counts MiB: write 16384)");
+}
+
 TEST(request_fraction_annotations) {
     model_request r;
     char err[256];
@@ -326,7 +387,7 @@ TEST(request_fraction_annotations) {
     /* rounded to permille, at least 1 */
     CHECK_OK(parse_pod("'gpu-fraction':'0.3333'", "", &r, err, sizeof err));
     CHECK_INT(r.memory_permille, 333);
-    CHECK_FORMAT(r, "1 x fraction (33.3% memory, 33.3% SMs)");
+    CHECK_FORMAT(r, "1 x fraction (33.3 percent memory, 33.3 percent SMs)");
     CHECK_OK(parse_pod("'gpu-fraction':'0.0005'", "", &r, err, sizeof err));
     CHECK_INT(r.memory_permille, 1);
     CHECK_OK(parse_pod("'gpu-fraction':'0.00001'", "", &r, err, sizeof err));
@@ -342,7 +403,7 @@ TEST(request_fraction_annotations) {
     /* KAI memory plus HAMi cores: two different dimensions */
     CHECK_OK(parse_pod("'gpu-memory':'4096'", "'nvidia.com/gpucores':'20'", &r, err, sizeof err));
     CHECK_INT(r.compute_permille, 200);
-    CHECK_FORMAT(r, "1 x fraction (4096 MiB, 20% SMs)");
+    CHECK_FORMAT(r, "1 x fraction (4096 MiB, 20 percent SMs)");
 }
 
 TEST(request_models_and_isolation) {
@@ -386,10 +447,10 @@ TEST(request_format_and_names) {
     r.count = 1;
     r.memory_mib = 8192;
     r.compute_permille = 300;
-    CHECK_FORMAT(r, "1 x fraction (8192 MiB, 30% SMs)");
+    CHECK_FORMAT(r, "1 x fraction (8192 MiB, 30 percent SMs)");
     r.memory_permille = 125;
     r.compute_permille = 305;
-    CHECK_FORMAT(r, "1 x fraction (8192 MiB, 12.5% memory, 30.5% SMs)");
+    CHECK_FORMAT(r, "1 x fraction (8192 MiB, 12.5 percent memory, 30.5 percent SMs)");
     r.isolation = MODEL_ISO_MIG;
     r.nmodels = 2;
     strcpy(r.models[0], "A");

@@ -392,6 +392,13 @@ TEST(webhook_refuses_invalid_gpu_request_with_the_parsers_message) {
     CHECK_MSG(!strncmp(msg, "tessera: ", 9), "message: %s", msg);
     CHECK_CONTAINS(msg, "tessera.io/gpu-fraction");
     free(msg);
+    /* gpumem that is bytes but not a whole number of MiB: refused with the number to write */
+    pod = "{'metadata':{'name':'p'},'spec':{'schedulerName':'tessera-scheduler',"
+          "'containers':[{'name':'c','resources':{'limits':{'nvidia.com/gpumem':'20G'}}}]}}";
+    msg = denial(&c, pod, &st);
+    CHECK_MSG(msg != NULL, "20G not refused");
+    CHECK_CONTAINS(msg, "\"20G\" is bytes, and not a whole number of MiB (nvidia.com/gpumem counts MiB: write 19074");
+    free(msg);
 }
 
 TEST(webhook_refuses_a_container_setting_nvidia_visible_devices) {
@@ -430,10 +437,13 @@ TEST(webhook_sets_runtime_class_only_when_configured_and_absent) {
 }
 
 /* A pod without annotations or resources: the objects are created, not assumed. */
-TEST(webhook_creates_missing_objects_for_hami_memory_pod) {
+/* A HAMi memory share (nvidia.com/gpumem: `gpumem`) is wired for delivery, and the patched pod reads as
+ * want_mib: the webhook, the extender and the reservation all read it with model/request.c. */
+static void check_hami_memory_pod(const char *gpumem, int want_mib) {
     ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
-    const char *pod_sq = "{'metadata':{'name':'p'},'spec':{'schedulerName':'tessera-scheduler',"
-                         "'containers':[{'name':'c','resources':{'limits':{'nvidia.com/gpumem':'4096'}}}]}}";
+    char pod_sq[256];
+    snprintf(pod_sq, sizeof pod_sq, "{'metadata':{'name':'p'},'spec':{'schedulerName':'tessera-scheduler',"
+             "'containers':[{'name':'c','resources':{'limits':{'nvidia.com/gpumem':'%s'}}}]}}", gpumem);
     char *body = review("ABC", "CREATE", "Pod", pod_sq);
     int st;
     cJSON *rep = mutate(&c, body, &st, NULL);
@@ -454,7 +464,13 @@ TEST(webhook_creates_missing_objects_for_hami_memory_pod) {
     CHECK(ok);
     CHECK_MSG(prc == 0, "%s", err);
     CHECK_INT(mr.kind, MODEL_REQ_FRACTION);
-    CHECK_INT(mr.memory_mib, 4096);
+    CHECK_INT(mr.memory_mib, want_mib);
+}
+
+TEST(webhook_creates_missing_objects_for_hami_memory_pod) {
+    check_hami_memory_pod("4096", 4096);
+    check_hami_memory_pod("20k", 20000);   /* how the API server writes 20000 back */
+    check_hami_memory_pod("20Gi", 20480);  /* a byte suffix: bytes */
 }
 
 TEST(webhook_base64_round_trip) {
