@@ -72,6 +72,8 @@ EXTENDER_METRICS = {
     "tessera_leader_lease_errors_total": "counter",    # label reason
     "tessera_reservations": "gauge",                   # label state
     "tessera_reservation_ops_total": "counter",        # labels op, result
+    "tessera_namespace_gpu_milli": "gauge",            # label namespace (README, Quotas)
+    "tessera_namespace_gpu_memory_mib": "gauge",       # label namespace
 }
 
 # Exactly what tessera-extender may do cluster-wide: (apiGroup, resource, resourceName|None) -> verbs.
@@ -1377,10 +1379,13 @@ exprs = [t.get("expr", "") for p in panels for t in p.get("targets") or []]
 for v in (dash.get("templating") or {}).get("list") or []:
     q = v.get("query")
     exprs.append(q.get("query", "") if isinstance(q, dict) else (q or "") if v.get("type") == "query" else "")
-# The extender's source writes each of these names (extender/metrics.c).
+# The extender's source writes each of these names (extender/metrics.c, and the per-namespace
+# usage it takes from extender/quota.c).
 try:
-    with open(os.path.join(os.path.dirname(DEPLOY), "extender", "metrics.c")) as fh:
-        msrc = fh.read()
+    msrc = ""
+    for src_ in ("metrics.c", "quota.c"):
+        with open(os.path.join(os.path.dirname(DEPLOY), "extender", src_)) as fh:
+            msrc += fh.read()
     check("extender/metrics.c exports every metric listed here",
           all(m in msrc for m in EXTENDER_METRICS),
           str([m for m in EXTENDER_METRICS if m not in msrc]))
