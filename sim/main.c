@@ -15,6 +15,7 @@
 #include "sim/gen.h"
 #include "sim/plan.h"
 #include "sim/progress.h"
+#include "sim/quota.h"
 #include "sim/replay.h"
 #include "sim/report.h"
 #include "sim/sweep.h"
@@ -40,7 +41,7 @@ static void usage(FILE *f) {
             "                            write a synthetic trace (distributions in sim/README.md)\n"
             "  replay [--cluster FILE] [--trace FILE] [--policies a,b,..] [--seed N] [--samples N]\n"
             "         [--no-frag] [--soft-share-delivery reservation|none] [--json | --csv] [-o FILE]\n"
-            "         [--svg FILE] [--alloc-svg FILE]\n"
+            "         [--svg FILE] [--alloc-svg FILE] [--quota SPEC ...] [--quota-mode M]\n"
             "                            replay the trace per policy: waits, slowdown, allocation,\n"
             "                            fragmentation, GPU-hours (default: the bundled demo; policies\n"
             "                            " DEFAULT_POLICIES ", seed 42, 100 samples)\n"
@@ -57,6 +58,14 @@ static void usage(FILE *f) {
             "  sweep ... / merge DIR     that experiment over a grid, locally or as a Kubernetes Indexed Job\n"
             "  convert openb ...         openb CSVs to a cluster and a trace (tessera-sim convert --help)\n"
             "\n"
+            "  --quota NS=gpu-milli:N[,gpu-memory-mib:M][;NS=...]\n"
+            "                            replay, plan: a namespace's GPU quota in the units tessera's\n"
+            "                            webhook declares (README, Quotas); repeatable. A trace tenant\n"
+            "                            is its own namespace unless --tenant-namespace TENANT=NS maps it\n"
+            "  --quota-mode wait|fifo|refuse\n"
+            "                            a workload over its namespace's quota waits until its charge\n"
+            "                            fits (wait, default), waits with nobody of its namespace passing\n"
+            "                            it (fifo), or is refused as ResourceQuota refuses a pod\n"
             "  --soft-share-delivery M   replay, plan: as tessera-extender's flag. reservation (default):\n"
             "                            a fraction never goes onto an MPS replica, which its\n"
             "                            reservation cannot hold; none: it may\n"
@@ -74,6 +83,7 @@ typedef struct common {
     bool delivery_none;   /* --soft-share-delivery none */
     int samples;
     bool frag;
+    sim_quotas quotas;    /* --quota, --tenant-namespace, --quota-mode */
 } common;
 
 static int need_arg(int argc, char **argv, int i, const char *cmd) {
@@ -123,6 +133,19 @@ static int common_opt(int argc, char **argv, int *i, common *c, const char *cmd)
             return -1;
         }
         c->delivery_none = !strcmp(v, "none");
+        return 1;
+    }
+    if (!strcmp(a, "--quota") || !strcmp(a, "--tenant-namespace") || !strcmp(a, "--quota-mode")) {
+        char err[300];
+        if (need_arg(argc, argv, *i, cmd)) return -1;
+        const char *v = argv[++*i];
+        int rc = !strcmp(a, "--tenant-namespace") ? sim_quotas_map(&c->quotas, v, err, sizeof err)
+               : !strcmp(a, "--quota-mode")       ? sim_quotas_mode(&c->quotas, v, err, sizeof err)
+                                                   : sim_quotas_parse(&c->quotas, v, err, sizeof err);
+        if (rc != 0) {
+            fprintf(stderr, "tessera-sim %s: %s: %s\n", cmd, a, err);
+            return -1;
+        }
         return 1;
     }
     if (!strcmp(a, "--json")) return c->fmt = SIM_FMT_JSON, 1;
@@ -268,6 +291,7 @@ static void replay_one(void *arg, int i) {
     o.samples = j->c->samples;
     o.frag = j->c->frag;
     o.soft_share_delivery_none = j->c->delivery_none;
+    o.quotas = j->c->quotas.n ? &j->c->quotas : NULL;
     o.progress = &j->progress;
     j->failed[i] = sim_replay(j->cl, j->tr, &o, &j->res[i], j->err[i], sizeof j->err[i]) != 0;
 }
@@ -386,6 +410,7 @@ static int cmd_plan(int argc, char **argv) {
     }
     po.seed = c.seed;
     po.soft_share_delivery_none = c.delivery_none;
+    po.quotas = c.quotas.n ? &c.quotas : NULL;
     char names[16][32];
     int np = split_policies(c.policies, names, 16, "plan");
     if (np <= 0) return 2;

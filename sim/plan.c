@@ -114,6 +114,7 @@ int sim_plan_check(const sim_cluster *c, const sim_trace *t, const char *policy,
     ro.policy = policy;
     ro.seed = o->seed;
     ro.soft_share_delivery_none = o->soft_share_delivery_none;
+    ro.quotas = o->quotas;
     ro.frag = false;
     ro.samples = 2;
     if (sim_cluster_nodes(c) == 0) {

@@ -55,6 +55,7 @@ typedef struct sim_plan_opts {
     uint64_t seed;
     bool soft_share_delivery_none;       /* sim_replay_opts' */
     int max_scale;                       /* upper bound: counts x this (0: 64) */
+    const struct sim_quotas *quotas;     /* sim_replay_opts' (sim/quota.h); NULL: none */
 } sim_plan_opts;
 
 typedef struct sim_plan_result {
