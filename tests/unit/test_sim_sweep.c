@@ -202,6 +202,19 @@ static bool cell_is(const char *dir, int k, const char *want) {
     return ok;
 }
 
+/* What a scale-1 replay cell of trace seed 5 replays: the demo cluster as bundled and gen's
+ * mixed trace (NULL when either fails; *c may then be set, free it). */
+static sim_trace *replay_cell_inputs(sim_cluster **c, char *err, size_t errlen) {
+    *c = sim_cluster_from_json((const char *)sim_demo_sim_cluster_json, sim_demo_sim_cluster_json_len, NULL, err,
+                               errlen);
+    sim_gen_opts go;
+    sim_gen_defaults(&go);
+    go.seed = 5;
+    go.workloads = 300;
+    go.hours = 8;
+    return *c ? sim_gen(&go, err, errlen) : NULL;
+}
+
 TEST(sim_sweep_replay_scales_and_sharing_are_axes) {
     char a[] = "/tmp/tessera-sweep-x-XXXXXX", b[] = "/tmp/tessera-sweep-y-XXXXXX";
     CHECK(mkdtemp(a) && mkdtemp(b));
@@ -254,14 +267,8 @@ TEST(sim_sweep_replay_scales_and_sharing_are_axes) {
     /* the whole cell is the replay on the demo cluster with every group's GPUs whole, and
      * that places the trace differently from the cluster as bundled */
     double direct = -1;
-    sim_cluster *c = sim_cluster_from_json((const char *)sim_demo_sim_cluster_json, sim_demo_sim_cluster_json_len,
-                                           NULL, err, sizeof err);
-    sim_gen_opts go;
-    sim_gen_defaults(&go);
-    go.seed = 5;
-    go.workloads = 300;
-    go.hours = 8;
-    sim_trace *t = c ? sim_gen(&go, err, sizeof err) : NULL;
+    sim_cluster *c;
+    sim_trace *t = replay_cell_inputs(&c, err, sizeof err);
     sim_replay_opts ro;
     sim_replay_defaults(&ro);
     ro.policy = "fgd";
@@ -364,14 +371,8 @@ TEST(sim_sweep_replay_cells_carry_quotas) {
     bool column = csv && strstr(csv, ",unschedulable,refused,gpu_hours,");
     free(csv);
     /* the scale-1 cell against a direct replay with the same quota */
-    sim_cluster *c = sim_cluster_from_json((const char *)sim_demo_sim_cluster_json, sim_demo_sim_cluster_json_len,
-                                           NULL, err, sizeof err);
-    sim_gen_opts go;
-    sim_gen_defaults(&go);
-    go.seed = 5;
-    go.workloads = 300;
-    go.hours = 8;
-    sim_trace *t = c ? sim_gen(&go, err, sizeof err) : NULL;
+    sim_cluster *c;
+    sim_trace *t = replay_cell_inputs(&c, err, sizeof err);
     sim_quotas q = {0};
     sim_quotas_parse(&q, "team-1=gpu-milli:1000", err, sizeof err);
     sim_quotas_mode(&q, "fifo", err, sizeof err);
