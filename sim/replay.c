@@ -457,7 +457,7 @@ static void tenant_stats(const state *s, sim_replay_result *out, double *wait) {
     for (int k = 0; k < t->ntenants; k++) {
         sim_tenant_stats *ts = &out->tenant[k];
         snprintf(ts->tenant, sizeof ts->tenant, "%s", t->tenants[k]);
-        snprintf(ts->ns, sizeof ts->ns, "%s", sim_quotas_namespace(s->o->quotas, t->tenants[k]));
+        snprintf(ts->ns, sizeof ts->ns, "%s", s->o->quotas ? sim_quotas_namespace(s->o->quotas, t->tenants[k]) : t->tenants[k]);
         int qi = s->tq[k];
         ts->hard_milli = qi >= 0 ? s->o->quotas->q[qi].gpu_milli : -1;
         ts->hard_mib = qi >= 0 ? s->o->quotas->q[qi].memory_mib : -1;
@@ -603,7 +603,14 @@ static int setup(state *s, const sim_cluster *c, const sim_trace *t, const sim_r
     /* Quotas: each tenant's namespace's quota, and each shape's charge as tessera's webhook declares it
      * for the pod (the request as written, before the delivery narrows it). */
     const sim_quotas *qz = o->quotas;
-    if (qz && qz->n > 0) {
+    if ((!qz || qz->n == 0) && o->tenants) {   /* per-tenant stats, nobody limited */
+        s->tq = malloc(((size_t)t->ntenants + 1) * sizeof *s->tq);
+        if (!s->tq) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        for (int k = 0; k < t->ntenants; k++) s->tq[k] = -1;
+    } else if (qz && qz->n > 0) {
         s->tq = malloc(((size_t)t->ntenants + 1) * sizeof *s->tq);
         s->charge = calloc((size_t)t->nshapes + 1, sizeof *s->charge);
         s->qs = calloc((size_t)qz->n, sizeof *s->qs);

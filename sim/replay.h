@@ -42,6 +42,7 @@ typedef struct sim_replay_opts {
                                      * model_request_for_reservation_delivery applies */
     struct sim_progress *progress;  /* if not NULL, ticked once per arrival (sim/progress.h) */
     const struct sim_quotas *quotas;   /* per-namespace quotas (sim/quota.h); NULL or none: no limit */
+    bool tenants;            /* per-tenant stats (result.tenant) even without quotas (plan's tenant targets) */
 } sim_replay_opts;
 
 void sim_replay_defaults(sim_replay_opts *o);   /* fgd, seed 42, 100 samples, frag on */

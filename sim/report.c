@@ -238,6 +238,8 @@ void sim_report_plan(FILE *f, sim_format fmt, const sim_plan_result *p, int n) {
         }
         fputc('\n', f);
     }
+    for (int i = 0; i < n; i++)
+        if (p[i].replay.ntenants) table_tenants(f, &p[i].replay);
     if (p[0].nopt == 0) return;
     /* Each option on every shared group (the others as given), smallest cluster meeting the
      * targets; then whether layering beats MIG alone and time-slicing alone. */

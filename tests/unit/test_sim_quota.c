@@ -221,3 +221,41 @@ TEST(sim_quota_plan_carries_quotas_into_its_replays) {
     CHECK_MSG(met0, "without a quota 4 jobs on enough GPUs wait 0 s");
     CHECK_MSG(rc1 == 0 && !met1, "with team a held to one GPU its jobs must wait whatever the cluster");
 }
+
+TEST(sim_quota_plan_sizes_a_teams_quota_and_the_cluster_together) {
+    /* b's jobs must start within 20 s. Without a quota a's four jobs take every GPU first, so the
+     * cluster needs 6 GPUs; with a held to 2 GPUs' worth, 4 do. */
+    tbuild b = {0};
+    add_series(&b, "a", 4, 0, 0);
+    add_series(&b, "b", 2, 10, 0);
+    const char *json = done(&b);
+    char err[600];
+    sim_cluster *c = one_group("NVIDIA-A100-SXM4-80GB", 1, 2, "whole");
+    sim_trace *t = trace_of(json, err, sizeof err);
+    CHECK(c && t);
+    sim_plan_opts po = {0};
+    CHECK(sim_target_parse("wait.max.tenant:b<=20s", &po.targets[0], err, sizeof err) == 0);
+    po.ntargets = 1;
+    po.max_scale = 8;
+    sim_plan_result p0, p1;
+    int rc0 = sim_plan(c, t, "binpack", &po, &p0, err, sizeof err);
+    sim_quotas q = {0};
+    CHECK(sim_quotas_parse(&q, "a=gpu-milli:2000", err, sizeof err) == 0);
+    po.quotas = &q;
+    int rc1 = sim_plan(c, t, "binpack", &po, &p1, err, sizeof err);
+    int g0 = rc0 == 0 && p0.met ? sim_cluster_gpus(p0.cluster) : -1, g1 = rc1 == 0 && p1.met ? sim_cluster_gpus(p1.cluster) : -1;
+    if (rc0 == 0) sim_plan_result_free(&p0);
+    if (rc1 == 0) sim_plan_result_free(&p1);
+    /* a tenant the trace does not have is an error, not a target met by nobody waiting */
+    CHECK(sim_target_parse("wait.p95.tenant:nobody<=20s", &po.targets[0], err, sizeof err) == 0);
+    int rc2 = sim_plan(c, t, "binpack", &po, &p1, err, sizeof err);
+    sim_cluster_free(c);
+    sim_trace_free(t);
+    CHECK_INT(g0, 6);
+    CHECK_INT(g1, 4);
+    CHECK_INT(rc2, -1);
+    CHECK_CONTAINS(err, "no tenant \"nobody\"");
+    CHECK(sim_target_parse("wait.p99.tenant:b<=20s", &po.targets[0], err, sizeof err) < 0);
+    CHECK(sim_target_parse("slowdown.mean.tenant:b<=2", &po.targets[0], err, sizeof err) < 0);
+    CHECK_CONTAINS(err, "wait.<p50|p95|max|mean>.tenant:<name>");
+}
