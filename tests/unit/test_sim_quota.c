@@ -170,7 +170,7 @@ TEST(sim_quota_fifo_keeps_small_jobs_from_starving_a_large_one) {
     add(&b, "s0", "a", 0, 1000, 1);
     add(&b, "big", "a", 1, 1000, 2);
     for (int i = 1; i <= 12; i++) {
-        char id[8];
+        char id[16];
         snprintf(id, sizeof id, "s%d", i);
         add(&b, id, "a", 500.0 * i, 1000, 1);
     }
@@ -193,33 +193,39 @@ TEST(sim_quota_fifo_keeps_small_jobs_from_starving_a_large_one) {
     CHECK_MSG(big_fifo <= 1000, "under fifo the large job waited %.0f s", big_fifo);
 }
 
+/* Plan trace json from one node of 2 A100s for one target, with quota spec (NULL: none). The GPUs
+ * of the plan when it meets the target, 0 when no cluster tried does, -1 on an error (in err). */
+static int plan_gpus(const char *json, const char *target, int max_scale, const char *quota, char *err, size_t errlen) {
+    sim_cluster *c = one_group("NVIDIA-A100-SXM4-80GB", 1, 2, "whole");
+    sim_trace *t = trace_of(json, err, errlen);
+    sim_plan_opts po = {0};
+    sim_quotas q = {0};
+    int gpus = -1;
+    po.ntargets = 1;
+    po.max_scale = max_scale;
+    po.quotas = quota ? &q : NULL;
+    sim_plan_result p;
+    if (c && t && sim_target_parse(target, &po.targets[0], err, errlen) == 0 &&
+        (!quota || sim_quotas_parse(&q, quota, err, errlen) == 0) && sim_plan(c, t, "binpack", &po, &p, err, errlen) == 0) {
+        gpus = p.met ? sim_cluster_gpus(p.cluster) : 0;
+        sim_plan_result_free(&p);
+    }
+    sim_cluster_free(c);
+    sim_trace_free(t);
+    return gpus;
+}
+
 TEST(sim_quota_plan_carries_quotas_into_its_replays) {
     /* The plan's replays see the quota: with team a held to one GPU its waits cannot meet a
-     * wait target however many nodes there are, so the plan fails; without, 2 GPUs do. */
+     * wait target however many nodes there are, so the plan fails; without, 4 GPUs do. */
     tbuild b = {0};
     add_series(&b, "a", 4, 0, 0);
     const char *json = done(&b);
-    char err[600];
-    sim_cluster *c = one_group("NVIDIA-A100-SXM4-80GB", 1, 2, "whole");
-    sim_trace *t = trace_of(json, err, sizeof err);
-    CHECK(c && t);
-    sim_plan_opts po = {0};
-    CHECK(sim_target_parse("wait.max.all<=10s", &po.targets[0], err, sizeof err) == 0);
-    po.ntargets = 1;
-    po.max_scale = 4;
-    sim_plan_result p0, p1;
-    int rc0 = sim_plan(c, t, "binpack", &po, &p0, err, sizeof err);
-    sim_quotas q = {0};
-    CHECK(sim_quotas_parse(&q, "a=gpu-milli:1000", err, sizeof err) == 0);
-    po.quotas = &q;
-    int rc1 = sim_plan(c, t, "binpack", &po, &p1, err, sizeof err);
-    bool met0 = rc0 == 0 && p0.met, met1 = rc1 == 0 && p1.met;
-    if (rc0 == 0) sim_plan_result_free(&p0);
-    if (rc1 == 0) sim_plan_result_free(&p1);
-    sim_cluster_free(c);
-    sim_trace_free(t);
-    CHECK_MSG(met0, "without a quota 4 jobs on enough GPUs wait 0 s");
-    CHECK_MSG(rc1 == 0 && !met1, "with team a held to one GPU its jobs must wait whatever the cluster");
+    char err[600] = "";
+    int without = plan_gpus(json, "wait.max.all<=10s", 4, NULL, err, sizeof err);
+    int with = plan_gpus(json, "wait.max.all<=10s", 4, "a=gpu-milli:1000", err, sizeof err);
+    CHECK_MSG(without == 4, "without a quota 4 jobs on 4 GPUs wait 0 s (plan: %d GPUs) %s", without, err);
+    CHECK_MSG(with == 0, "with team a held to one GPU its jobs must wait whatever the cluster (plan: %d GPUs)", with);
 }
 
 TEST(sim_quota_plan_sizes_a_teams_quota_and_the_cluster_together) {
@@ -229,33 +235,14 @@ TEST(sim_quota_plan_sizes_a_teams_quota_and_the_cluster_together) {
     add_series(&b, "a", 4, 0, 0);
     add_series(&b, "b", 2, 10, 0);
     const char *json = done(&b);
-    char err[600];
-    sim_cluster *c = one_group("NVIDIA-A100-SXM4-80GB", 1, 2, "whole");
-    sim_trace *t = trace_of(json, err, sizeof err);
-    CHECK(c && t);
-    sim_plan_opts po = {0};
-    CHECK(sim_target_parse("wait.max.tenant:b<=20s", &po.targets[0], err, sizeof err) == 0);
-    po.ntargets = 1;
-    po.max_scale = 8;
-    sim_plan_result p0, p1;
-    int rc0 = sim_plan(c, t, "binpack", &po, &p0, err, sizeof err);
-    sim_quotas q = {0};
-    CHECK(sim_quotas_parse(&q, "a=gpu-milli:2000", err, sizeof err) == 0);
-    po.quotas = &q;
-    int rc1 = sim_plan(c, t, "binpack", &po, &p1, err, sizeof err);
-    int g0 = rc0 == 0 && p0.met ? sim_cluster_gpus(p0.cluster) : -1, g1 = rc1 == 0 && p1.met ? sim_cluster_gpus(p1.cluster) : -1;
-    if (rc0 == 0) sim_plan_result_free(&p0);
-    if (rc1 == 0) sim_plan_result_free(&p1);
+    char err[600] = "";
+    CHECK_INT(plan_gpus(json, "wait.max.tenant:b<=20s", 8, NULL, err, sizeof err), 6);
+    CHECK_INT(plan_gpus(json, "wait.max.tenant:b<=20s", 8, "a=gpu-milli:2000", err, sizeof err), 4);
     /* a tenant the trace does not have is an error, not a target met by nobody waiting */
-    CHECK(sim_target_parse("wait.p95.tenant:nobody<=20s", &po.targets[0], err, sizeof err) == 0);
-    int rc2 = sim_plan(c, t, "binpack", &po, &p1, err, sizeof err);
-    sim_cluster_free(c);
-    sim_trace_free(t);
-    CHECK_INT(g0, 6);
-    CHECK_INT(g1, 4);
-    CHECK_INT(rc2, -1);
+    CHECK_INT(plan_gpus(json, "wait.p95.tenant:nobody<=20s", 8, "a=gpu-milli:2000", err, sizeof err), -1);
     CHECK_CONTAINS(err, "no tenant \"nobody\"");
-    CHECK(sim_target_parse("wait.p99.tenant:b<=20s", &po.targets[0], err, sizeof err) < 0);
-    CHECK(sim_target_parse("slowdown.mean.tenant:b<=2", &po.targets[0], err, sizeof err) < 0);
+    sim_target tg;
+    CHECK(sim_target_parse("wait.p99.tenant:b<=20s", &tg, err, sizeof err) < 0);
+    CHECK(sim_target_parse("slowdown.mean.tenant:b<=2", &tg, err, sizeof err) < 0);
     CHECK_CONTAINS(err, "wait.<p50|p95|max|mean>.tenant:<name>");
 }
