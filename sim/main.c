@@ -155,6 +155,20 @@ static int common_opt(int argc, char **argv, int *i, common *c, const char *cmd)
     return 0;
 }
 
+/* A quota whose namespace no tenant of the trace maps to limits nobody: most likely a misspelt
+ * name, so say so (the run goes on). */
+static void warn_unused_quotas(const common *c, const sim_trace *tr, const char *cmd) {
+    for (int i = 0; i < c->quotas.n; i++) {
+        bool used = false;
+        for (int k = 0; k < tr->ntenants && !used; k++)
+            used = !strcmp(sim_quotas_namespace(&c->quotas, tr->tenants[k]), c->quotas.q[i].ns);
+        if (!used)
+            fprintf(stderr, "tessera-sim %s: warning: no tenant of the trace is in namespace \"%s\": its quota limits "
+                            "nobody (tenants are their own namespace unless --tenant-namespace maps them)\n",
+                    cmd, c->quotas.q[i].ns);
+    }
+}
+
 static int load_inputs(const common *c, sim_cluster **cl, sim_trace **tr, const char *cmd) {
     char err[600];
     *cl = NULL;
@@ -311,6 +325,7 @@ static int cmd_replay(int argc, char **argv) {
     sim_cluster *cl;
     sim_trace *tr;
     if (load_inputs(&c, &cl, &tr, "replay") != 0) return 2;
+    warn_unused_quotas(&c, tr, "replay");
     replay_job job = {.cl = cl, .tr = tr, .c = &c, .names = names};
     sim_progress_start(&job.progress, "replay", (long)np * tr->n);
     run_parallel(np, replay_one, &job);
@@ -418,6 +433,7 @@ static int cmd_plan(int argc, char **argv) {
     sim_cluster *cl;
     sim_trace *tr;
     if (load_inputs(&c, &cl, &tr, "plan") != 0) return 2;
+    warn_unused_quotas(&c, tr, "plan");
     plan_job job = {.cl = cl, .tr = tr, .o = &po, .names = names};
     sim_progress_start(&job.progress, "plan", np);
     run_parallel(np, plan_one, &job);
