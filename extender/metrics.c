@@ -3,6 +3,7 @@
  * at scrape time, which keeps them exact rather than sampled.
  */
 #include "extender/metrics.h"
+#include "extender/quota.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -326,6 +327,10 @@ char *ext_metrics_render(ext_metrics *m, ext_verbs *v, const ext_kube_stats *ks,
     gpu_gauges(&b, "tessera_gpu_mig_slices_allocated", "MIG memory slices held by pods.", G_MIG_USED, 1, st);
     gpu_gauges(&b, "tessera_gpu_mig_slices_free", "MIG memory slices not held by pods.", G_MIG_FREE, 1, st);
     cluster_gauges(&b, v, st);
+    char *q = ext_quota_metrics(st);   /* per-namespace usage in quota units (quota.h) */
+    if (q) sbf(&b, "%s", q);
+    else b.oom = true;
+    free(q);
     ext_state_unlock(st);
     if (b.oom) { free(b.p); return NULL; }
     *len = b.len;

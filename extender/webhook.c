@@ -17,6 +17,7 @@
 #include "extender/dra.h"
 #include "extender/map.h"
 #include "extender/state.h"
+#include "model/charge.h"
 #include "model/request.h"
 
 #define REVIEW_API "admission.k8s.io/v1"
@@ -102,12 +103,6 @@ static void op_add(cJSON *ops, const char *path, cJSON *value) {
     cJSON_AddItemToArray(ops, op);
 }
 
-static cJSON *marker_map(void) {
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, EXT_DLV_MARKER_RESOURCE, "1");
-    return m;
-}
-
 static cJSON *cm_ref(const char *cm) {
     cJSON *e = cJSON_CreateObject();
     cJSON_AddStringToObject(cJSON_AddObjectToObject(e, "configMapRef"), "name", cm);
@@ -151,14 +146,36 @@ static int patch_env_from(cJSON *ops, const cJSON *ctr, const char *list, int i,
     return 0;
 }
 
-/* The marker in requests and limits of the first app container. */
-static void patch_marker(cJSON *ops, const cJSON *ctr) {
-    if (!ctr) return;
+/* Extended resources the first app container must carry in requests and limits (a resource
+ * holds one value in both). The marker only needs to be there; an accounting resource must hold
+ * exactly its charge: a value already there that differs (written by hand, copied from another
+ * pod) is replaced, since a smaller one would let the pod past its namespace's quota. */
+typedef struct want_res {
+    int n;
+    const char *name[3];
+    char val[3][24];
+    bool exact[3];
+} want_res;
+
+static void want(want_res *w, const char *name, long long v, bool exact) {
+    w->name[w->n] = name;
+    snprintf(w->val[w->n], sizeof w->val[0], "%lld", v);
+    w->exact[w->n++] = exact;
+}
+
+static cJSON *want_map(const want_res *w) {
+    cJSON *m = cJSON_CreateObject();
+    for (int i = 0; i < w->n; i++) cJSON_AddStringToObject(m, w->name[i], w->val[i]);
+    return m;
+}
+
+static void patch_resources(cJSON *ops, const cJSON *ctr, const want_res *w) {
+    if (!ctr || w->n == 0) return;
     const cJSON *res = cJSON_GetObjectItemCaseSensitive(ctr, "resources");
     if (!cJSON_IsObject(res)) {
         cJSON *r = cJSON_CreateObject();
-        cJSON_AddItemToObject(r, "requests", marker_map());
-        cJSON_AddItemToObject(r, "limits", marker_map());
+        cJSON_AddItemToObject(r, "requests", want_map(w));
+        cJSON_AddItemToObject(r, "limits", want_map(w));
         op_add(ops, "/spec/containers/0/resources", r);
         return;
     }
@@ -168,11 +185,15 @@ static void patch_marker(cJSON *ops, const cJSON *ctr) {
         char path[160], esc[64];
         if (!cJSON_IsObject(m)) {
             snprintf(path, sizeof path, "/spec/containers/0/resources/%s", parts[k]);
-            op_add(ops, path, marker_map());
-        } else if (!cJSON_GetObjectItemCaseSensitive(m, EXT_DLV_MARKER_RESOURCE)) {
-            ptr_escape(EXT_DLV_MARKER_RESOURCE, esc, sizeof esc);
+            op_add(ops, path, want_map(w));
+            continue;
+        }
+        for (int i = 0; i < w->n; i++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, w->name[i]);
+            if (v && (!w->exact[i] || (cJSON_IsString(v) && !strcmp(v->valuestring, w->val[i])))) continue;
+            ptr_escape(w->name[i], esc, sizeof esc);
             snprintf(path, sizeof path, "/spec/containers/0/resources/%s/%s", parts[k], esc);
-            op_add(ops, path, cJSON_CreateString("1"));
+            op_add(ops, path, cJSON_CreateString(w->val[i]));   /* "add" onto a member replaces it */
         }
     }
 }
@@ -286,7 +307,6 @@ static cJSON *share_patch(const ext_webhook_config *cfg, const cJSON *pod, const
             }
         }
     }
-    patch_marker(ops, cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(spec, "containers"), 0));
     const cJSON *rc = cJSON_GetObjectItemCaseSensitive(spec, "runtimeClassName");
     if (cfg->runtime_class[0] && (!rc || cJSON_IsNull(rc)))
         op_add(ops, "/spec/runtimeClassName", cJSON_CreateString(cfg->runtime_class));
@@ -372,12 +392,22 @@ void ext_webhook_mutate(const ext_webhook_config *cfg, const char *body, size_t 
      * (README, DRA). The claims themselves are not looked at: a template's claim does not exist yet at
      * admission, and a pod whose claims ask for no GPU costs one extender call that answers neutrally. */
     bool claims_only = r.kind == MODEL_REQ_NONE && ext_dra_pod_has_claims(pod);
-    if (r.kind != MODEL_REQ_FRACTION && !claims_only) {   /* whole GPUs, replicas, MIG, CPU: the device plugin's */
+    if (r.kind == MODEL_REQ_NONE && !claims_only) {   /* asks for no GPU */
         reply_allowed(uid, out);
         cJSON_Delete(root);
         return;
     }
-    if (cfg->delivery == EXT_DELIVERY_RESERVATION && !claims_only) {
+    /* Every GPU request states what it will hold, in the units namespaces' quotas count (README,
+     * Quotas). Claims are not sized: a template's claim does not exist yet at admission. */
+    model_charge charge;
+    if (!claims_only && model_charge_request(&r, cfg->catalog, &charge, perr, sizeof perr) != 0) {
+        snprintf(msg, sizeof msg, "tessera: %s", perr);
+        reply_denied(uid, msg, out);
+        cJSON_Delete(root);
+        return;
+    }
+    bool share = r.kind == MODEL_REQ_FRACTION;
+    if (cfg->delivery == EXT_DELIVERY_RESERVATION && share) {
         const char *list = NULL, *ctr = NULL;
         if (r.isolation == MODEL_ISO_MPS) {
             reply_denied(uid,
@@ -398,8 +428,16 @@ void ext_webhook_mutate(const ext_webhook_config *cfg, const char *body, size_t 
             return;
         }
     }
-    cJSON *ops = claims_only ? cJSON_CreateArray() : share_patch(cfg, pod, uid, perr, sizeof perr);
-    if (claims_only && ops) patch_marker(ops, cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(spec, "containers"), 0));
+    /* whole GPUs, replicas, MIG: the device plugin's; only the accounting resources are added */
+    const cJSON *ctr0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(spec, "containers"), 0);
+    cJSON *ops = share ? share_patch(cfg, pod, uid, perr, sizeof perr) : cJSON_CreateArray();
+    want_res w = {0};
+    if (share || claims_only) want(&w, EXT_DLV_MARKER_RESOURCE, 1, false);
+    if (!claims_only) {
+        want(&w, MODEL_CHARGE_MILLI, (long long)charge.gpu_milli, true);
+        want(&w, MODEL_CHARGE_MEMORY, (long long)charge.memory_mib, true);
+    }
+    if (ops) patch_resources(ops, ctr0, &w);
     if (!ops) {
         snprintf(msg, sizeof msg, "tessera: %s", perr);
         reply_denied(uid, msg, out);

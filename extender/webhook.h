@@ -12,12 +12,16 @@
  * nothing depends on time or chance: a replayed review gets the same patch, a review of the
  * mutated pod an empty one. A pod of tessera's schedulers that asks for no GPU resource but names
  * ResourceClaims (spec.resourceClaims: DRA) gets the marker alone, for the same reason.
+ * Every GPU pod of tessera's schedulers (soft shares, whole GPUs, replicas, MIG) also gets the
+ * accounting resources tessera.io/gpu-milli and tessera.io/gpu-memory-mib, at exactly
+ * model_charge_request's values, in requests and limits of its first app container (a differing
+ * value there is replaced), for ResourceQuota and Kueue to count (README, Quotas).
  *
  * Answers (AdmissionReview admission.k8s.io/v1, the request's uid echoed):
  *   200 allowed, with patchType JSONPatch and patch (base64) when something was added;
- *   200 allowed, unchanged: not a Pod, not CREATE, another scheduler, not a soft share;
+ *   200 allowed, unchanged: not a Pod, not CREATE, another scheduler, no GPU asked;
  *   200 allowed:false with status {code 400, message}: a pod of tessera's schedulers whose GPU
- *       request is invalid, an MPS fraction under reservation delivery, a container that
+ *       request is invalid or fits no GPU of the catalog, an MPS fraction under reservation delivery, a container that
  *       sets NVIDIA_VISIBLE_DEVICES itself (under reservation delivery);
  *   400 {"Error": ...}: not an AdmissionReview v1 (malformed JSON, no request or uid, wrong
  *       types, larger than max_body).
@@ -41,6 +45,7 @@ typedef struct ext_webhook_config {
     char runtime_class[64];                           /* "" = leave runtimeClassName alone */
     ext_delivery_mode delivery;                       /* --soft-share-delivery (delivery.h) */
     size_t max_body;                                  /* bytes; 0 = 8 MiB */
+    const struct model_catalog *catalog;              /* sizes the accounting resources; NULL: compiled-in */
 } ext_webhook_config;
 
 /* Zeroes cfg: default scheduler, no runtime class, delivery none, 8 MiB. */

@@ -183,9 +183,7 @@ static route_plan route_plan_for(const model_node *n, const model_request *r, ch
 /* ------------------------------------------------------------- amounts ---- */
 
 static int mig_profile_memory(const model_gpu *g, const model_mig_profile *pr) {
-    if (pr->memory_mib > 0) return pr->memory_mib;
-    int slices = g->product->mig_memory_slices > 0 ? g->product->mig_memory_slices : 8;
-    return (int)((long long)g->memory_mib * pr->memory_slices / slices);
+    return model_mig_profile_memory(g->product, pr, g->memory_mib);
 }
 
 static int mig_profile_compute(const model_gpu *g, const model_mig_profile *pr) {

@@ -43,6 +43,16 @@ static inline int model_fraction_memory(const model_request *r, int capacity) {
     return 0;
 }
 
+/* Memory (MiB) of a MIG instance of profile pr on a GPU of product p with gpu_memory_mib:
+ * the catalog's observed size, else its share of memory slices. What fit charges a MIG
+ * grant, and what model/charge.h declares for one at admission. */
+static inline int model_mig_profile_memory(const model_gpu_product *p, const model_mig_profile *pr,
+                                           int gpu_memory_mib) {
+    if (pr->memory_mib > 0) return pr->memory_mib;
+    int slices = p->mig_memory_slices > 0 ? p->mig_memory_slices : 8;
+    return (int)((long long)gpu_memory_mib * pr->memory_slices / slices);
+}
+
 /* Apply an assignment for pod uid. 0 on success; -1 with err if the uid already holds
  * something on this node or any grant no longer fits. */
 int model_assign(model_node *n, const char *uid, const model_assignment *a, char *err, size_t errlen);

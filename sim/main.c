@@ -15,6 +15,7 @@
 #include "sim/gen.h"
 #include "sim/plan.h"
 #include "sim/progress.h"
+#include "sim/quota.h"
 #include "sim/replay.h"
 #include "sim/report.h"
 #include "sim/sweep.h"
@@ -40,7 +41,7 @@ static void usage(FILE *f) {
             "                            write a synthetic trace (distributions in sim/README.md)\n"
             "  replay [--cluster FILE] [--trace FILE] [--policies a,b,..] [--seed N] [--samples N]\n"
             "         [--no-frag] [--soft-share-delivery reservation|none] [--json | --csv] [-o FILE]\n"
-            "         [--svg FILE] [--alloc-svg FILE]\n"
+            "         [--svg FILE] [--alloc-svg FILE] [--quota SPEC ...] [--quota-mode M]\n"
             "                            replay the trace per policy: waits, slowdown, allocation,\n"
             "                            fragmentation, GPU-hours (default: the bundled demo; policies\n"
             "                            " DEFAULT_POLICIES ", seed 42, 100 samples)\n"
@@ -48,7 +49,8 @@ static void usage(FILE *f) {
             "       [--sharing-options whole,timeslice:4,...] [--seed N] [--json | --csv] [-o FILE]\n"
             "       [--soft-share-delivery reservation|none] [--svg FILE]\n"
             "                            the smallest node count per group (and sharing) meeting the\n"
-            "                            targets, e.g. --target \"wait.p95.inference<=30s\"; policies\n"
+            "                            targets, e.g. --target \"wait.p95.inference<=30s\" or, per\n"
+            "                            tenant, \"wait.p95.tenant:team-7<=2h\"; policies\n"
             "                            default fgd,bestfit,binpack; sharing options are whole,\n"
             "                            timeslice:N, mps:N, mig:<layout>, mig:<layout>+timeslice:N\n"
             "                            (layered), mig:on-demand; exit status 3: no cluster tried\n"
@@ -57,6 +59,14 @@ static void usage(FILE *f) {
             "  sweep ... / merge DIR     that experiment over a grid, locally or as a Kubernetes Indexed Job\n"
             "  convert openb ...         openb CSVs to a cluster and a trace (tessera-sim convert --help)\n"
             "\n"
+            "  --quota NS=gpu-milli:N[,gpu-memory-mib:M][;NS=...]\n"
+            "                            replay, plan: a namespace's GPU quota in the units tessera's\n"
+            "                            webhook declares (README, Quotas); repeatable. A trace tenant\n"
+            "                            is its own namespace unless --tenant-namespace TENANT=NS maps it\n"
+            "  --quota-mode wait|fifo|refuse\n"
+            "                            a workload over its namespace's quota waits until its charge\n"
+            "                            fits (wait, default), waits with nobody of its namespace passing\n"
+            "                            it (fifo), or is refused as ResourceQuota refuses a pod\n"
             "  --soft-share-delivery M   replay, plan: as tessera-extender's flag. reservation (default):\n"
             "                            a fraction never goes onto an MPS replica, which its\n"
             "                            reservation cannot hold; none: it may\n"
@@ -74,6 +84,7 @@ typedef struct common {
     bool delivery_none;   /* --soft-share-delivery none */
     int samples;
     bool frag;
+    sim_quotas quotas;    /* --quota, --tenant-namespace, --quota-mode */
 } common;
 
 static int need_arg(int argc, char **argv, int i, const char *cmd) {
@@ -125,10 +136,37 @@ static int common_opt(int argc, char **argv, int *i, common *c, const char *cmd)
         c->delivery_none = !strcmp(v, "none");
         return 1;
     }
+    if (!strcmp(a, "--quota") || !strcmp(a, "--tenant-namespace") || !strcmp(a, "--quota-mode")) {
+        char err[300];
+        if (need_arg(argc, argv, *i, cmd)) return -1;
+        const char *v = argv[++*i];
+        int rc = !strcmp(a, "--tenant-namespace") ? sim_quotas_map(&c->quotas, v, err, sizeof err)
+               : !strcmp(a, "--quota-mode")       ? sim_quotas_mode(&c->quotas, v, err, sizeof err)
+                                                   : sim_quotas_parse(&c->quotas, v, err, sizeof err);
+        if (rc != 0) {
+            fprintf(stderr, "tessera-sim %s: %s: %s\n", cmd, a, err);
+            return -1;
+        }
+        return 1;
+    }
     if (!strcmp(a, "--json")) return c->fmt = SIM_FMT_JSON, 1;
     if (!strcmp(a, "--csv")) return c->fmt = SIM_FMT_CSV, 1;
     if (!strcmp(a, "--no-frag")) return c->frag = false, 1;
     return 0;
+}
+
+/* A quota whose namespace no tenant of the trace maps to limits nobody: most likely a misspelt
+ * name, so say so (the run goes on). */
+static void warn_unused_quotas(const common *c, const sim_trace *tr, const char *cmd) {
+    for (int i = 0; i < c->quotas.n; i++) {
+        bool used = false;
+        for (int k = 0; k < tr->ntenants && !used; k++)
+            used = !strcmp(sim_quotas_namespace(&c->quotas, tr->tenants[k]), c->quotas.q[i].ns);
+        if (!used)
+            fprintf(stderr, "tessera-sim %s: warning: no tenant of the trace is in namespace \"%s\": its quota limits "
+                            "nobody (tenants are their own namespace unless --tenant-namespace maps them)\n",
+                    cmd, c->quotas.q[i].ns);
+    }
 }
 
 static int load_inputs(const common *c, sim_cluster **cl, sim_trace **tr, const char *cmd) {
@@ -268,6 +306,7 @@ static void replay_one(void *arg, int i) {
     o.samples = j->c->samples;
     o.frag = j->c->frag;
     o.soft_share_delivery_none = j->c->delivery_none;
+    o.quotas = j->c->quotas.n ? &j->c->quotas : NULL;
     o.progress = &j->progress;
     j->failed[i] = sim_replay(j->cl, j->tr, &o, &j->res[i], j->err[i], sizeof j->err[i]) != 0;
 }
@@ -286,6 +325,7 @@ static int cmd_replay(int argc, char **argv) {
     sim_cluster *cl;
     sim_trace *tr;
     if (load_inputs(&c, &cl, &tr, "replay") != 0) return 2;
+    warn_unused_quotas(&c, tr, "replay");
     replay_job job = {.cl = cl, .tr = tr, .c = &c, .names = names};
     sim_progress_start(&job.progress, "replay", (long)np * tr->n);
     run_parallel(np, replay_one, &job);
@@ -386,12 +426,14 @@ static int cmd_plan(int argc, char **argv) {
     }
     po.seed = c.seed;
     po.soft_share_delivery_none = c.delivery_none;
+    po.quotas = c.quotas.n ? &c.quotas : NULL;
     char names[16][32];
     int np = split_policies(c.policies, names, 16, "plan");
     if (np <= 0) return 2;
     sim_cluster *cl;
     sim_trace *tr;
     if (load_inputs(&c, &cl, &tr, "plan") != 0) return 2;
+    warn_unused_quotas(&c, tr, "plan");
     plan_job job = {.cl = cl, .tr = tr, .o = &po, .names = names};
     sim_progress_start(&job.progress, "plan", np);
     run_parallel(np, plan_one, &job);

@@ -48,8 +48,14 @@ int sim_target_parse(const char *s, sim_target *out, char *err, size_t errlen) {
                      time ? "wait" : "slowdown", time ? "p50, p95, p99, max, mean" : "p95, mean");
             return -1;
         }
-        if (strcmp(kind, "all") && sim_kind_parse(kind) < 0) {
-            snprintf(err, errlen, "--target \"%s\": unknown kind \"%s\" (training, inference, notebook, batch, all)",
+        bool tenant = !strncmp(kind, SIM_TARGET_TENANT, strlen(SIM_TARGET_TENANT));
+        if (tenant && (!time || !strcmp(stat, "p99") || !kind[strlen(SIM_TARGET_TENANT)])) {
+            snprintf(err, errlen, "--target \"%s\": a tenant's target is wait.<p50|p95|max|mean>.tenant:<name>", s);
+            return -1;
+        }
+        if (!tenant && strcmp(kind, "all") && sim_kind_parse(kind) < 0) {
+            snprintf(err, errlen, "--target \"%s\": unknown kind \"%s\" (training, inference, notebook, batch, all, "
+                     "tenant:<name>)",
                      s, kind);
             return -1;
         }
@@ -74,6 +80,15 @@ double sim_target_measure(const sim_target *t, const sim_replay_result *r) {
     char stat[16] = "", kind[32] = "";
     bool time = t->metric[0] == 'w';
     sscanf(t->metric + (time ? 5 : 9), "%15[^.].%31s", stat, kind);
+    if (!strncmp(kind, SIM_TARGET_TENANT, strlen(SIM_TARGET_TENANT))) {
+        for (int i = 0; i < r->ntenants; i++) {
+            const sim_tenant_stats *ts = &r->tenant[i];
+            if (strcmp(ts->tenant, kind + strlen(SIM_TARGET_TENANT))) continue;
+            return !strcmp(stat, "p50") ? ts->wait_p50 : !strcmp(stat, "p95") ? ts->wait_p95
+                 : !strcmp(stat, "max") ? ts->wait_max : ts->wait_mean;
+        }
+        return 0;   /* no stats: sim_plan checked the tenant is in the trace; nothing ran (no wait) */
+    }
     int k = sim_kind_parse(kind);
     const sim_kind_stats *ks = k < 0 ? &r->all : &r->kind[k];
     if (!time) return !strcmp(stat, "p95") ? ks->slow_p95 : ks->slow_mean;
@@ -114,6 +129,8 @@ int sim_plan_check(const sim_cluster *c, const sim_trace *t, const char *policy,
     ro.policy = policy;
     ro.seed = o->seed;
     ro.soft_share_delivery_none = o->soft_share_delivery_none;
+    ro.quotas = o->quotas;
+    for (int i = 0; i < o->ntargets; i++) ro.tenants |= strstr(o->targets[i].metric, SIM_TARGET_TENANT) != NULL;
     ro.frag = false;
     ro.samples = 2;
     if (sim_cluster_nodes(c) == 0) {
@@ -214,6 +231,16 @@ int sim_plan(const sim_cluster *base, const sim_trace *t, const char *policy, co
     memset(out, 0, sizeof *out);
     snprintf(out->policy, sizeof out->policy, "%s", policy);
     out->ntargets = o->ntargets;
+    for (int i = 0; i < o->ntargets; i++) {   /* a tenant's target names a tenant of the trace */
+        const char *tn = strstr(o->targets[i].metric, SIM_TARGET_TENANT);
+        bool known = !tn;
+        for (int k = 0; tn && k < t->ntenants && !known; k++) known = !strcmp(t->tenants[k], tn + strlen(SIM_TARGET_TENANT));
+        if (!known) {
+            snprintf(err, errlen, "--target \"%s\": the trace has no tenant \"%s\"", o->targets[i].text,
+                     tn + strlen(SIM_TARGET_TENANT));
+            return -1;
+        }
+    }
     search s = {t, policy, o, 0, err, errlen};
     sim_cluster *c = sim_cluster_clone(base);
     int scale = o->max_scale > 0 ? o->max_scale : 64;

@@ -2,6 +2,8 @@
  *
  * Targets are "<metric><op><value>", op one of <= < >= > ==:
  *   wait.<p50|p95|p99|max|mean>.<kind|all>   seconds from arrival to start ("30s", "5m", "2h", "30")
+ *   wait.<p50|p95|max|mean>.tenant:<name>    the same for one tenant of the trace (with quotas, sim/quota.h,
+ *                                            its quota wait included)
  *   slowdown.<mean|p95>.<kind|all>            running time / dedicated duration (1 = none)
  *   unschedulable                             workloads that fit nowhere
  *   alloc.mean                                mean allocated GPU % while workloads arrive
@@ -40,6 +42,7 @@ typedef struct sim_target {
 } sim_target;
 
 /* -1 with err naming what is wrong ("wait.p95.inferenc: unknown kind ..."). */
+#define SIM_TARGET_TENANT "tenant:"
 int sim_target_parse(const char *s, sim_target *out, char *err, size_t errlen);
 double sim_target_measure(const sim_target *t, const sim_replay_result *r);
 bool sim_target_met(const sim_target *t, const sim_replay_result *r);
@@ -55,6 +58,7 @@ typedef struct sim_plan_opts {
     uint64_t seed;
     bool soft_share_delivery_none;       /* sim_replay_opts' */
     int max_scale;                       /* upper bound: counts x this (0: 64) */
+    const struct sim_quotas *quotas;     /* sim_replay_opts' (sim/quota.h); NULL: none */
 } sim_plan_opts;
 
 typedef struct sim_plan_result {

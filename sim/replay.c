@@ -9,17 +9,20 @@
 #include <string.h>
 #include <time.h>
 
+#include "model/charge.h"
 #include "model/fit.h"
 #include "policy/incremental.h"
 #include "policy/policy.h"
 #include "sim/fgd_paper.h"
 #include "sim/progress.h"
+#include "sim/quota.h"
 #include "sim/slowdown.h"
 
-enum { W_FUTURE = 0, W_WAIT, W_RUN, W_DONE, W_UNSCHED };
+enum { W_FUTURE = 0, W_WAIT, W_RUN, W_DONE, W_UNSCHED, W_QUOTA, W_REFUSED };
 
 typedef struct run {
     double start, end;       /* s */
+    double admitted;         /* s: when its quota admitted it (its arrival without quota waits) */
     double last;             /* when remaining was last brought up to date */
     double remaining;        /* work left, in seconds on a dedicated GPU */
     double rate;             /* current progress per second (slowdown.h) */
@@ -68,6 +71,17 @@ typedef struct state {
     long alloc_milli;        /* allocated milli-GPU over the cluster */
     int *node_milli;         /* per node */
     long placements;
+    /* quotas (sim/quota.h): per tenant its quota (-1: none), per shape its charge, per quota its use
+     * and the workloads waiting for it, sorted by queue order */
+    int *tq;
+    model_charge *charge;
+    int nquotas;
+    struct qstate {
+        int64_t milli, mib, peak_milli, peak_mib;
+        double area_milli, area_mib;
+        int32_t *w;
+        int n, cap;
+    } *qs;
     char err[640];
     bool failed;
 } state;
@@ -263,6 +277,9 @@ static bool try_place(state *s, int w) {
     return true;
 }
 
+static void quota_charge(state *s, int qi, int w, int sign);
+static void quota_admit(state *s, int qi, bool arriving);
+
 static void depart(state *s, int w) {
     run *x = &s->r[w];
     int k = x->node;
@@ -275,6 +292,11 @@ static void depart(state *s, int w) {
     x->end = s->now;
     node_changed(s, k);
     rerate(s, k, mask);
+    int qi = s->tq ? s->tq[s->t->w[w].tenant] : -1;
+    if (qi >= 0) {
+        quota_charge(s, qi, w, -1);
+        quota_admit(s, qi, false);
+    }
     /* Only node k has more room than before: wake the waiting shapes that fit there. */
     for (int i = 0; i < s->nwaiting; i++) {
         int sh = s->waiting[i];
@@ -306,16 +328,91 @@ static void drain_ready(state *s) {
     }
 }
 
+/* A workload its quota admits (or that has none) joins the placement queue: at its arrival it
+ * is tried at once; admitted later (quota freed by a departure), its shape is marked ready so
+ * drain_ready tries it in queue order. */
+static void admit(state *s, int w, bool arriving) {
+    queue *q = &s->q[s->t->w[w].shape];
+    s->r[w].admitted = s->now;
+    /* Same shape already waiting and nothing freed for it: it cannot fit either. */
+    if (arriving && q->n == 0 && try_place(s, w)) return;
+    s->r[w].state = W_WAIT;
+    q_push(s, q, w);
+    if (!arriving && !q->ready) {
+        q->ready = true;
+        s->nready++;
+    }
+}
+
+static bool quota_fits(const state *s, int qi, int w) {
+    const sim_quota *lim = &s->o->quotas->q[qi];
+    const model_charge *c = &s->charge[s->t->w[w].shape];
+    const struct qstate *u = &s->qs[qi];
+    return (lim->gpu_milli < 0 || u->milli + c->gpu_milli <= lim->gpu_milli) &&
+           (lim->memory_mib < 0 || u->mib + c->memory_mib <= lim->memory_mib);
+}
+
+static void quota_charge(state *s, int qi, int w, int sign) {
+    const model_charge *c = &s->charge[s->t->w[w].shape];
+    struct qstate *u = &s->qs[qi];
+    u->milli += sign * c->gpu_milli;
+    u->mib += sign * c->memory_mib;
+    if (u->milli > u->peak_milli) u->peak_milli = u->milli;
+    if (u->mib > u->peak_mib) u->peak_mib = u->mib;
+}
+
+/* Admit the workloads waiting for quota qi that fit now, in queue order: each on its own
+ * (wait), or none past the first that does not fit (fifo). */
+static void quota_admit(state *s, int qi, bool arriving) {
+    struct qstate *u = &s->qs[qi];
+    int kept = 0;
+    bool blocked = false;
+    for (int i = 0; i < u->n; i++) {
+        int w = u->w[i];
+        if (!blocked && quota_fits(s, qi, w)) {
+            quota_charge(s, qi, w, +1);
+            admit(s, w, arriving);
+        } else {
+            u->w[kept++] = w;
+            blocked |= s->o->quotas->mode == SIM_QUOTA_FIFO;
+        }
+    }
+    u->n = kept;
+}
+
 static void arrive(state *s, int w) {
     queue *q = &s->q[s->t->w[w].shape];
     if (q->unschedulable) {
         s->r[w].state = W_UNSCHED;
         return;
     }
-    /* Same shape already waiting and nothing freed for it: it cannot fit either. */
-    if (q->n == 0 && try_place(s, w)) return;
-    s->r[w].state = W_WAIT;
-    q_push(s, q, w);
+    int qi = s->tq ? s->tq[s->t->w[w].tenant] : -1;
+    if (qi < 0) {
+        admit(s, w, true);
+        return;
+    }
+    const sim_quota *lim = &s->o->quotas->q[qi];
+    const model_charge *c = &s->charge[s->t->w[w].shape];
+    bool never = (lim->gpu_milli >= 0 && c->gpu_milli > lim->gpu_milli) ||
+                 (lim->memory_mib >= 0 && c->memory_mib > lim->memory_mib);
+    struct qstate *u = &s->qs[qi];
+    if (never || (s->o->quotas->mode == SIM_QUOTA_REFUSE && !quota_fits(s, qi, w))) {
+        s->r[w].state = W_REFUSED;
+        return;
+    }
+    /* into the namespace's quota queue at its place (priority, then arrival), then admit what fits */
+    if (u->n == u->cap) {
+        u->cap = u->cap ? 2 * u->cap : 16;
+        u->w = realloc(u->w, (size_t)u->cap * sizeof *u->w);
+    }
+    int i = u->n++;
+    while (i > 0 && q_before(s, w, u->w[i - 1])) {
+        u->w[i] = u->w[i - 1];
+        i--;
+    }
+    u->w[i] = w;
+    s->r[w].state = W_QUOTA;
+    quota_admit(s, qi, true);
 }
 
 /* ---------------------------------------------------------------- results */
@@ -350,6 +447,55 @@ static void kind_stats(double *wait, double *slow, int n, sim_kind_stats *ks) {
     ks->slow_p95 = sim_percentile(slow, n, 95);
 }
 
+/* Per tenant: waits of its workloads that ran, quota waits, and its namespace's quota use. */
+static void tenant_stats(const state *s, sim_replay_result *out, double *wait) {
+    const sim_trace *t = s->t;
+    out->tenant = calloc((size_t)t->ntenants + 1, sizeof *out->tenant);
+    if (!out->tenant) return;
+    out->ntenants = t->ntenants;
+    double horizon = s->now > 0 ? s->now : 1;
+    for (int k = 0; k < t->ntenants; k++) {
+        sim_tenant_stats *ts = &out->tenant[k];
+        snprintf(ts->tenant, sizeof ts->tenant, "%s", t->tenants[k]);
+        snprintf(ts->ns, sizeof ts->ns, "%s", s->o->quotas ? sim_quotas_namespace(s->o->quotas, t->tenants[k]) : t->tenants[k]);
+        int qi = s->tq[k];
+        ts->hard_milli = qi >= 0 ? s->o->quotas->q[qi].gpu_milli : -1;
+        ts->hard_mib = qi >= 0 ? s->o->quotas->q[qi].memory_mib : -1;
+        if (qi >= 0) {
+            ts->peak_milli = s->qs[qi].peak_milli;
+            ts->peak_mib = s->qs[qi].peak_mib;
+            ts->mean_milli = s->qs[qi].area_milli / horizon;
+            ts->mean_mib = s->qs[qi].area_mib / horizon;
+        }
+        int m = 0;
+        double qsum = 0;
+        for (int i = 0; i < t->n; i++) {
+            if (t->w[i].tenant != k) continue;
+            const run *x = &s->r[i];
+            ts->n++;
+            if (x->state == W_REFUSED) ts->refused++;
+            if (x->state != W_DONE) continue;
+            ts->placed++;
+            wait[m++] = x->start - t->w[i].arrival;
+            double qw = x->admitted - t->w[i].arrival;
+            if (qw > 0) {
+                ts->quota_waited++;
+                qsum += qw;
+                if (qw > ts->quota_wait_max) ts->quota_wait_max = qw;
+            }
+        }
+        ts->quota_wait_mean = ts->quota_waited ? qsum / ts->quota_waited : 0;
+        if (m == 0) continue;
+        double sw = 0;
+        for (int i = 0; i < m; i++) sw += wait[i];
+        qsort(wait, (size_t)m, sizeof *wait, cmp_double);
+        ts->wait_mean = sw / m;
+        ts->wait_p50 = sim_percentile(wait, m, 50);
+        ts->wait_p95 = sim_percentile(wait, m, 95);
+        ts->wait_max = wait[m - 1];
+    }
+}
+
 static void collect(const state *s, sim_replay_result *out) {
     const sim_trace *t = s->t;
     double *wait = malloc(((size_t)t->n + 1) * sizeof *wait), *slow = malloc(((size_t)t->n + 1) * sizeof *slow);
@@ -371,8 +517,10 @@ static void collect(const state *s, sim_replay_result *out) {
         out->end[i] = s->r[i].state == W_DONE ? s->r[i].end : -1;
         if (s->r[i].state == W_DONE) out->placed++;
         if (s->r[i].state == W_UNSCHED) out->unschedulable++, out->unschedulable_kind[t->w[i].kind]++;
+        if (s->r[i].state == W_REFUSED) out->refused++;
         if (s->r[i].state == W_DONE && s->r[i].end > out->makespan_s) out->makespan_s = s->r[i].end;
     }
+    if (s->tq) tenant_stats(s, out, wait);
     free(wait);
     free(slow);
 }
@@ -452,6 +600,37 @@ static int setup(state *s, const sim_cluster *c, const sim_trace *t, const sim_r
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    /* Quotas: each tenant's namespace's quota, and each shape's charge as tessera's webhook declares it
+     * for the pod (the request as written, before the delivery narrows it). */
+    const sim_quotas *qz = o->quotas;
+    if ((!qz || qz->n == 0) && o->tenants) {   /* per-tenant stats, nobody limited */
+        s->tq = malloc(((size_t)t->ntenants + 1) * sizeof *s->tq);
+        if (!s->tq) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        for (int k = 0; k < t->ntenants; k++) s->tq[k] = -1;
+    } else if (qz && qz->n > 0) {
+        s->tq = malloc(((size_t)t->ntenants + 1) * sizeof *s->tq);
+        s->charge = calloc((size_t)t->nshapes + 1, sizeof *s->charge);
+        s->qs = calloc((size_t)qz->n, sizeof *s->qs);
+        if (!s->tq || !s->charge || !s->qs) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        s->nquotas = qz->n;
+        for (int k = 0; k < t->ntenants; k++) {
+            const sim_quota *q = sim_quotas_find(qz, sim_quotas_namespace(qz, t->tenants[k]));
+            s->tq[k] = q ? (int)(q - qz->q) : -1;
+        }
+        for (int sh = 0; sh < t->nshapes; sh++) {
+            char cerr[256];
+            /* A pod no GPU of the catalog holds is refused by the webhook; charged nothing here,
+             * it is unschedulable anyway. */
+            if (model_charge_request(&t->shapes[sh].req, NULL, &s->charge[sh], cerr, sizeof cerr) != 0)
+                memset(&s->charge[sh], 0, sizeof s->charge[sh]);
+        }
+    }
     /* Unschedulable: fits on no group's (empty) node. */
     for (int sh = 0; sh < t->nshapes; sh++) {
         bool fits = false;
@@ -464,6 +643,10 @@ static int setup(state *s, const sim_cluster *c, const sim_trace *t, const sim_r
 }
 
 static void teardown(state *s) {
+    for (int i = 0; i < s->nquotas; i++) free(s->qs[i].w);
+    free(s->qs);
+    free(s->tq);
+    free(s->charge);
     if (s->q && s->t)
         for (int sh = 0; sh < s->t->nshapes; sh++) free(s->q[sh].w);
     free(s->q);
@@ -526,6 +709,11 @@ int sim_replay(const sim_cluster *c, const sim_trace *t, const sim_replay_opts *
             si++;
         }
         area += s.alloc_milli * (next - s.now);
+        if (isfinite(next))
+            for (int i = 0; i < s.nquotas; i++) {
+                s.qs[i].area_milli += (double)s.qs[i].milli * (next - s.now);
+                s.qs[i].area_mib += (double)s.qs[i].mib * (next - s.now);
+            }
         if (s.now < horizon) area_window += s.alloc_milli * ((next < horizon ? next : horizon) - s.now);
         s.now = next;
         while (s.nheap > 0 && s.heap[0].t <= s.now) {
@@ -563,6 +751,9 @@ void sim_replay_result_free(sim_replay_result *r) {
     free(r->frag_pct);
     free(r->start);
     free(r->end);
+    free(r->tenant);
+    r->tenant = NULL;
+    r->ntenants = 0;
     r->t = r->alloc_pct = r->frag_pct = r->start = r->end = NULL;
     r->nsamples = 0;
 }

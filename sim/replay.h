@@ -11,6 +11,10 @@
  * A shape that fits on no node of the empty cluster is unschedulable: its workloads are
  * counted and never queued.
  *
+ * Quotas (opts.quotas, sim/quota.h): a workload is charged its pod's quota units from its
+ * arrival; one whose namespace has no room waits for quota (or is refused) before it joins
+ * the queue above. Its wait counts from arrival.
+ *
  * Running time: a workload's work is its duration on a dedicated GPU; it progresses at
  * the rate slowdown.h gives for its GPUs and co-tenants, re-computed whenever a tenant
  * arrives on or leaves one of its GPUs.
@@ -37,6 +41,8 @@ typedef struct sim_replay_opts {
                                      * onto MPS replicas; false (the default, as the extender's):
                                      * model_request_for_reservation_delivery applies */
     struct sim_progress *progress;  /* if not NULL, ticked once per arrival (sim/progress.h) */
+    const struct sim_quotas *quotas;   /* per-namespace quotas (sim/quota.h); NULL or none: no limit */
+    bool tenants;            /* per-tenant stats (result.tenant) even without quotas (plan's tenant targets) */
 } sim_replay_opts;
 
 void sim_replay_defaults(sim_replay_opts *o);   /* fgd, seed 42, 100 samples, frag on */
@@ -46,6 +52,19 @@ typedef struct sim_kind_stats {
     double wait_p50, wait_p95, wait_p99, wait_max, wait_mean;   /* s from arrival to start */
     double slow_mean, slow_p95;  /* running time / duration (1 = no slowdown) */
 } sim_kind_stats;
+
+/* Per trace tenant, with quotas (sim/quota.h): its namespace, that namespace's quota and use
+ * (what its workloads are charged, model/charge.h, from arrival to departure). */
+typedef struct sim_tenant_stats {
+    char tenant[64], ns[64];
+    int64_t hard_milli, hard_mib;        /* the namespace's quota; -1: none on that unit */
+    int n, placed, refused;              /* workloads; ran; refused (over quota, or larger than it) */
+    int quota_waited;                    /* workloads that waited for quota */
+    double wait_p50, wait_p95, wait_max, wait_mean;   /* s from arrival to start, of those that ran */
+    double quota_wait_mean, quota_wait_max;           /* s waiting for quota, of those that waited */
+    int64_t peak_milli, peak_mib;        /* the namespace's use: peak ... */
+    double mean_milli, mean_mib;         /* ... and time-weighted mean until the last event */
+} sim_tenant_stats;
 
 typedef struct sim_replay_result {
     char policy[32];
@@ -61,6 +80,9 @@ typedef struct sim_replay_result {
     double *start, *end;     /* per workload, in trace order; -1 if it never ran */
     double wall_s;           /* wall-clock seconds the replay took */
     long placements_tried;
+    int refused;             /* refused by a quota (sim/quota.h) */
+    int ntenants;            /* with quotas: one entry per trace tenant; 0 without */
+    sim_tenant_stats *tenant;
 } sim_replay_result;
 
 /* Replay. 0 and out filled (free with sim_replay_result_free), or -1 with err (unknown

@@ -35,7 +35,54 @@ static void json_replay(FILE *f, const sim_replay_result *x, const char *indent)
     for (int i = 0; i < x->nsamples; i++) fprintf(f, "%s%.2f", i ? ", " : "", x->alloc_pct[i]);
     fprintf(f, "], \"frag_pct\": [");
     for (int i = 0; i < x->nsamples; i++) fprintf(f, "%s%.2f", i ? ", " : "", x->frag_pct[i]);
-    fprintf(f, "]}}");
+    fprintf(f, "]}");
+    if (x->ntenants) {   /* with quotas (sim/quota.h) */
+        fprintf(f, ",\n%s  \"refused\": %d, \"tenants\": [", indent, x->refused);
+        for (int k = 0; k < x->ntenants; k++) {
+            const sim_tenant_stats *t = &x->tenant[k];
+            fprintf(f,
+                    "%s\n%s    {\"tenant\": \"%s\", \"namespace\": \"%s\", \"quota_gpu_milli\": %lld, "
+                    "\"quota_gpu_memory_mib\": %lld, \"n\": %d, \"placed\": %d, \"refused\": %d, "
+                    "\"wait_p50_s\": %.3f, \"wait_p95_s\": %.3f, \"wait_max_s\": %.3f, \"wait_mean_s\": %.3f, "
+                    "\"quota_waited\": %d, \"quota_wait_mean_s\": %.3f, \"quota_wait_max_s\": %.3f, "
+                    "\"peak_gpu_milli\": %lld, \"peak_gpu_memory_mib\": %lld, \"mean_gpu_milli\": %.1f, "
+                    "\"mean_gpu_memory_mib\": %.1f}",
+                    k ? "," : "", indent, t->tenant, t->ns, (long long)t->hard_milli, (long long)t->hard_mib, t->n,
+                    t->placed, t->refused, t->wait_p50, t->wait_p95, t->wait_max, t->wait_mean, t->quota_waited,
+                    t->quota_wait_mean, t->quota_wait_max, (long long)t->peak_milli, (long long)t->peak_mib,
+                    t->mean_milli, t->mean_mib);
+        }
+        fprintf(f, "]");
+    }
+    fprintf(f, "}");
+}
+
+/* The per-tenant table of a replay with quotas: waits, and the namespace's quota and use. */
+static void table_tenants(FILE *f, const sim_replay_result *x) {
+    fprintf(f, "\n%s: per tenant (quota and use in tessera.io/gpu-milli, GPUs = milli / 1000; %d refused)\n",
+            x->policy, x->refused);
+    fprintf(f, "  %-12s %-12s %11s %5s %6s %5s %25s %18s %17s\n", "tenant", "namespace", "quota GPUs", "n", "placed",
+            "refd", "wait p50/p95/max", "quota wait mean/max", "use GPUs mean/peak");
+    for (int k = 0; k < x->ntenants; k++) {
+        const sim_tenant_stats *t = &x->tenant[k];
+        char a[16], b[16], c[16], d[16], e[16], quota[24], waits[48], qw[40], use[40];
+        sim_format_seconds(t->wait_p50, a, sizeof a);
+        sim_format_seconds(t->wait_p95, b, sizeof b);
+        sim_format_seconds(t->wait_max, c, sizeof c);
+        sim_format_seconds(t->quota_wait_mean, d, sizeof d);
+        sim_format_seconds(t->quota_wait_max, e, sizeof e);
+        if (t->hard_milli >= 0) snprintf(quota, sizeof quota, "%.1f", t->hard_milli / 1000.0);
+        else snprintf(quota, sizeof quota, "%s", t->hard_mib >= 0 ? "(memory)" : "-");
+        if (t->placed) snprintf(waits, sizeof waits, "%s/%s/%s", a, b, c);
+        else snprintf(waits, sizeof waits, "-");
+        if (t->quota_waited) snprintf(qw, sizeof qw, "%d: %s/%s", t->quota_waited, d, e);
+        else snprintf(qw, sizeof qw, "-");
+        if (t->hard_milli >= 0 || t->hard_mib >= 0)
+            snprintf(use, sizeof use, "%.2f/%.2f", t->mean_milli / 1000.0, t->peak_milli / 1000.0);
+        else snprintf(use, sizeof use, "-");
+        fprintf(f, "  %-12s %-12s %11s %5d %6d %5d %25s %18s %17s\n", t->tenant, t->ns, quota, t->n, t->placed,
+                t->refused, waits, qw, use);
+    }
 }
 
 void sim_report_replay(FILE *f, sim_format fmt, const sim_replay_result *r, int n) {
@@ -86,6 +133,8 @@ void sim_report_replay(FILE *f, sim_format fmt, const sim_replay_result *r, int 
         }
         fputc('\n', f);
     }
+    for (int i = 0; i < n; i++)
+        if (r[i].ntenants) table_tenants(f, &r[i]);
 }
 
 int sim_report_replay_svg(const char *path, const char *alloc_path, const sim_replay_result *r, int n, char *err,
@@ -189,6 +238,8 @@ void sim_report_plan(FILE *f, sim_format fmt, const sim_plan_result *p, int n) {
         }
         fputc('\n', f);
     }
+    for (int i = 0; i < n; i++)
+        if (p[i].replay.ntenants) table_tenants(f, &p[i].replay);
     if (p[0].nopt == 0) return;
     /* Each option on every shared group (the others as given), smallest cluster meeting the
      * targets; then whether layering beats MIG alone and time-slicing alone. */

@@ -21,6 +21,7 @@
 #include "sim/fgd_paper.h"
 #include "sim/gen.h"
 #include "sim/json.h"
+#include "sim/quota.h"
 #include "sim/replay.h"
 
 /* the bundled demo cluster (data/sim/demo-cluster.json), compiled in */
@@ -98,7 +99,27 @@ void sim_sweep_grid_key(const sim_sweep_grid *g, char *buf, size_t len) {
             join_sharing(g, sharing, sizeof sharing);
             off += (size_t)snprintf(buf + off, len - off, " replay-sharing=%s", sharing);
         }
+        if (g->replay_quotas && g->replay_quotas[0] && off < len)   /* absent without quotas, as above */
+            off += (size_t)snprintf(buf + off, len - off, " replay-quotas=%s replay-quota-mode=%s", g->replay_quotas,
+                                    g->replay_quota_mode ? g->replay_quota_mode : "wait");
     }
+}
+
+/* A replay cell's quotas: the grid's, times its scale. 0 (q->n == 0 without quotas), or -1 with err. */
+static int cell_quotas(const sim_sweep_grid *g, int scale, sim_quotas *q, char *err, size_t errlen) {
+    memset(q, 0, sizeof *q);
+    if (!g->replay_quotas || !g->replay_quotas[0]) return 0;
+    char e2[400];
+    if (sim_quotas_parse(q, g->replay_quotas, e2, sizeof e2) != 0 ||
+        (g->replay_quota_mode && sim_quotas_mode(q, g->replay_quota_mode, e2, sizeof e2) != 0)) {
+        snprintf(err, errlen, "--replay-quotas: %s", e2);
+        return -1;
+    }
+    for (int i = 0; i < q->n; i++) {
+        if (q->q[i].gpu_milli > 0) q->q[i].gpu_milli *= scale;
+        if (q->q[i].memory_mib > 0) q->q[i].memory_mib *= scale;
+    }
+    return 0;
 }
 
 static void cell_coords(const sim_sweep_grid *g, int k, int *l, int *p, int *s) {
@@ -186,8 +207,10 @@ typedef struct replay_cell {
     int scale, sharing, policy;   /* sharing and policy: indices into the grid */
     uint64_t seed;
     int workloads, placed, unschedulable, gpus;
+    int refused;                  /* by the grid's quotas */
     double gpu_hours, alloc_mean, frag_mean;
     sim_kind_stats kind[SIM_NKINDS], all;
+    const sim_replay_result *res; /* while the cell is written: its per-tenant stats (quotas) */
 } replay_cell;
 
 static const char *const stat_names[] = {"waitP50", "waitP95", "waitP99", "waitMax", "waitMean", "slowMean", "slowP95"};
@@ -268,6 +291,20 @@ static int write_replay_cell(sweep_job *J, int k, const replay_cell *c, char *er
         for (int i = 0; i < NSTATS; i++) fprintf(cf.f, ", \"%s\": %.17g", stat_names[i], *stat_ref(ks, i));
         fputc('}', cf.f);
     }
+    if (c->res && c->res->ntenants) {   /* quotas: refused, and each tenant's waits and quota use */
+        fprintf(cf.f, ",\n \"refused\": %d, \"tenants\": [", c->refused);
+        for (int i = 0; i < c->res->ntenants; i++) {
+            const sim_tenant_stats *t = &c->res->tenant[i];
+            fprintf(cf.f, "%s\n  {\"tenant\": \"%s\", \"namespace\": \"%s\", \"quotaGpuMilli\": %lld, "
+                          "\"quotaGpuMemoryMiB\": %lld, \"n\": %d, \"placed\": %d, \"refused\": %d, "
+                          "\"waitP95\": %.17g, \"waitMean\": %.17g, \"quotaWaited\": %d, \"quotaWaitMean\": %.17g, "
+                          "\"peakGpuMilli\": %lld, \"meanGpuMilli\": %.17g}",
+                    i ? "," : "", t->tenant, t->ns, (long long)t->hard_milli, (long long)t->hard_mib, t->n, t->placed,
+                    t->refused, t->wait_p95, t->wait_mean, t->quota_waited, t->quota_wait_mean,
+                    (long long)t->peak_milli, t->mean_milli);
+        }
+        fputc(']', cf.f);
+    }
     return cell_end(&cf, err, errlen);
 }
 
@@ -286,6 +323,14 @@ static void run_replay_cell(sweep_job *J, int k) {
     sim_replay_opts o;
     sim_replay_defaults(&o);
     o.policy = g->policies[p];
+    sim_quotas q;
+    if (cell_quotas(g, scale_at(g, sc), &q, err, sizeof err) < 0) {   /* sim_sweep_check parsed it: not reached */
+        job_error(J, err);
+        sim_cluster_free(cl);
+        sim_trace_free(tr);
+        return;
+    }
+    o.quotas = q.n ? &q : NULL;
     sim_replay_result res;
     if (sim_replay(cl, tr, &o, &res, err, sizeof err) != 0) {
         snprintf(msg, sizeof msg, "cell %d (replay %s, trace seed %llu): %s", k, g->policies[p],
@@ -295,7 +340,7 @@ static void run_replay_cell(sweep_job *J, int k) {
         replay_cell c = {.scale = scale_at(g, sc), .sharing = sh, .policy = p, .seed = g->replay_seeds[si],
                          .workloads = res.workloads, .placed = res.placed, .unschedulable = res.unschedulable,
                          .gpus = res.gpus, .gpu_hours = res.gpu_hours, .alloc_mean = res.alloc_mean_pct,
-                         .frag_mean = res.frag_mean_pct, .all = res.all};
+                         .frag_mean = res.frag_mean_pct, .all = res.all, .refused = res.refused, .res = &res};
         memcpy(c.kind, res.kind, sizeof c.kind);
         if (write_replay_cell(J, k, &c, msg, sizeof msg) < 0) job_error(J, msg);
         sim_replay_result_free(&res);
@@ -381,6 +426,8 @@ int sim_sweep_check(const sim_sweep_grid *g, char *err, size_t errlen) {
             return -1;
         }
     }
+    sim_quotas q;
+    if (cell_quotas(g, 1, &q, err, errlen) < 0) return -1;
     for (int i = 0; i < nsharing_of(g); i++) {
         sim_cluster *c = demo_cluster(err, errlen);
         int rc = c ? apply_sharing(c, sharing_at(g, i), err, errlen) : -1;
@@ -453,6 +500,8 @@ static int parse_key(char *key, sim_sweep_grid *g) {
         if (!strcmp(tok, "tune")) g->tune = atof(v);
         else if (!strcmp(tok, "half-life")) g->half_life = atof(v);
         else if (!strcmp(tok, "warmup")) g->warmup = atol(v) == 0 ? -1 : atol(v);
+        else if (!strcmp(tok, "replay-quotas")) g->replay_quotas = v;
+        else if (!strcmp(tok, "replay-quota-mode")) g->replay_quota_mode = v;
         else {
             int *n = !strcmp(tok, "lists") ? &g->nlists : !strcmp(tok, "policies") ? &g->npolicies
                    : !strcmp(tok, "seeds") ? &g->nseeds : !strcmp(tok, "replay-seeds") ? &g->nreplay
@@ -594,6 +643,8 @@ static bool read_replay_cell(const cJSON *o, const sim_sweep_grid *g, int r, rep
         if (!cJSON_IsNumber(v)) return false;
         *iv[i] = v->valueint;
     }
+    const cJSON *refused = cJSON_GetObjectItemCaseSensitive(o, "refused");   /* with quotas only */
+    c->refused = cJSON_IsNumber(refused) ? refused->valueint : 0;
     const char *dbl[] = {"gpuHours", "allocMeanPct", "fragMeanPct"};
     double *dv[] = {&c->gpu_hours, &c->alloc_mean, &c->frag_mean};
     for (int i = 0; i < 3; i++) {
@@ -687,8 +738,9 @@ static int write_replay(const replay_cell *cells, const sim_sweep_grid *g, const
         if (m) fclose(m);
         return -1;
     }
-    fprintf(c, "scale,sharing,policy,trace_seed,workloads,gpus,unschedulable,gpu_hours,alloc_mean_pct,frag_mean_pct,"
-               "kind,n");
+    bool quotas = g->replay_quotas && g->replay_quotas[0];
+    fprintf(c, "scale,sharing,policy,trace_seed,workloads,gpus,unschedulable,%sgpu_hours,alloc_mean_pct,frag_mean_pct,"
+               "kind,n", quotas ? "refused," : "");
     for (int i = 0; i < NSTATS; i++) fprintf(c, ",%s", stat_names[i]);
     fputc('\n', c);
     int nrc = sim_sweep_cells(g) - openb_cells(g);
@@ -696,9 +748,11 @@ static int write_replay(const replay_cell *cells, const sim_sweep_grid *g, const
         replay_cell x = cells[r];
         for (int kd = 0; kd <= SIM_NKINDS; kd++) {
             sim_kind_stats *ks = kd < SIM_NKINDS ? &x.kind[kd] : &x.all;
-            fprintf(c, "%d,%s,%s,%llu,%d,%d,%d,%.3f,%.3f,%.3f,%s,%d", x.scale, sharing_at(g, x.sharing),
-                    g->policies[x.policy], (unsigned long long)x.seed, x.workloads, x.gpus, x.unschedulable, x.gpu_hours,
-                    x.alloc_mean, x.frag_mean, kd < SIM_NKINDS ? sim_kind_name(kd) : "all", ks->n);
+            fprintf(c, "%d,%s,%s,%llu,%d,%d,%d,", x.scale, sharing_at(g, x.sharing), g->policies[x.policy],
+                    (unsigned long long)x.seed, x.workloads, x.gpus, x.unschedulable);
+            if (quotas) fprintf(c, "%d,", x.refused);
+            fprintf(c, "%.3f,%.3f,%.3f,%s,%d", x.gpu_hours, x.alloc_mean, x.frag_mean,
+                    kd < SIM_NKINDS ? sim_kind_name(kd) : "all", ks->n);
             for (int i = 0; i < NSTATS; i++) fprintf(c, ",%.3f", *stat_ref(ks, i));
             fputc('\n', c);
         }
@@ -947,6 +1001,10 @@ static void sweep_usage(FILE *f) {
             "                    mig:<layout>+timeslice:N, mig:on-demand) goes on every shared group (not\n"
             "                    \"whole\") that can be set up that way, as plan compares options; the\n"
             "                    others keep theirs. One that no group can take is refused.\n"
+            "  --replay-quotas SPEC  namespace quotas for every replay cell, per scale 1 (times the cell's\n"
+            "                    scale), in tessera-sim replay --quota's syntax over gen's tenants\n"
+            "                    team-1..team-8, e.g. \"team-1=gpu-milli:2000;team-2=gpu-milli:2000\"\n"
+            "  --replay-quota-mode M  wait (default), fifo or refuse (tessera-sim replay --quota-mode)\n"
             "                    Replays place fractions as tessera-extender's default\n"
             "                    --soft-share-delivery=reservation does: never on an MPS replica\n"
             "  --data DIR        openb CSVs (data/openb in the repository; in the image\n"
@@ -1028,6 +1086,13 @@ static void emit_job(FILE *f, const sim_sweep_grid *g, const char *lists, const 
         fprintf(f, "\n        - \"--replay-sharing\"\n        - ");
         yq(f, sharing);
         fputc('\n', f);
+        if (g->replay_quotas && g->replay_quotas[0]) {
+            fprintf(f, "        - \"--replay-quotas\"\n        - ");
+            yq(f, g->replay_quotas);
+            fprintf(f, "\n        - \"--replay-quota-mode\"\n        - ");
+            yq(f, g->replay_quota_mode ? g->replay_quota_mode : "wait");
+            fputc('\n', f);
+        }
     }
     fprintf(f, "        - \"--data\"\n        - \"/usr/share/tessera/openb\"\n");
     fprintf(f, "        - \"--shards\"\n        - \"%d\"\n        - \"--shard-index\"\n        - \"env\"\n", shards);
@@ -1082,6 +1147,10 @@ int sim_cmd_sweep(int argc, char **argv) {
             snprintf(scales_buf, sizeof scales_buf, "%s", v);
         } else if ((v = value(argc, argv, &i, "--replay-sharing"))) {
             snprintf(sharing_buf, sizeof sharing_buf, "%s", v);
+        } else if ((v = value(argc, argv, &i, "--replay-quotas"))) {
+            g.replay_quotas = v;
+        } else if ((v = value(argc, argv, &i, "--replay-quota-mode"))) {
+            g.replay_quota_mode = v;
         } else if ((v = value(argc, argv, &i, "--data"))) {
             data = v;
         } else if ((v = value(argc, argv, &i, "--out"))) {
@@ -1125,9 +1194,9 @@ int sim_cmd_sweep(int argc, char **argv) {
         fprintf(stderr, "tessera-sim sweep: --replay-seeds \"%s\": expected A..B or a comma list\n", replay_buf);
         return 2;
     }
-    if ((scales_buf[0] || sharing_buf[0]) && !g.nreplay) {
-        fprintf(stderr, "tessera-sim sweep: --replay-scales and --replay-sharing shape the replay cells: give "
-                        "--replay-seeds too\n");
+    if ((scales_buf[0] || sharing_buf[0] || g.replay_quotas || g.replay_quota_mode) && !g.nreplay) {
+        fprintf(stderr, "tessera-sim sweep: --replay-scales, --replay-sharing and --replay-quotas shape the replay "
+                        "cells: give --replay-seeds too\n");
         return 2;
     }
     if (scales_buf[0] && (g.nscales = scales_of(scales_buf, g.replay_scales)) <= 0) {

@@ -14,7 +14,9 @@
  * keeps the cluster file's). With one scale and one sharing the replay cells are numbered
  * as before these axes existed: (policy, trace seed). With --shards N, index i runs the
  * cells k with k % N == i. A cell's numbers do not depend on which cells share a process,
- * so any split merges into the same files.
+ * so any split merges into the same files. --replay-quotas gives every replay cell the same
+ * namespace quotas (sim/quota.h) of gen's tenants team-1..team-8; the cell file then carries
+ * each tenant's waits and quota use, and the merged replay.csv a refused column.
  */
 #ifndef SIM_SWEEP_H
 #define SIM_SWEEP_H
@@ -45,6 +47,10 @@ typedef struct sim_sweep_grid {
     int nscales;
     const char *replay_sharing[SIM_SWEEP_MAX];   /* "as-is" or a sharing option (none: "as-is" alone) */
     int nsharing;
+    const char *replay_quotas;             /* sim/quota.h spec for every replay cell, per scale 1 (a cell's
+                                            * quotas are these times its scale, as its cluster and trace
+                                            * are); NULL or "": none */
+    const char *replay_quota_mode;         /* wait (NULL), fifo or refuse */
 } sim_sweep_grid;
 
 #define SIM_SWEEP_MAX_SCALE 1000

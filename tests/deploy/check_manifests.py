@@ -72,6 +72,8 @@ EXTENDER_METRICS = {
     "tessera_leader_lease_errors_total": "counter",    # label reason
     "tessera_reservations": "gauge",                   # label state
     "tessera_reservation_ops_total": "counter",        # labels op, result
+    "tessera_namespace_gpu_milli": "gauge",            # label namespace (README, Quotas)
+    "tessera_namespace_gpu_memory_mib": "gauge",       # label namespace
 }
 
 # Exactly what tessera-extender may do cluster-wide: (apiGroup, resource, resourceName|None) -> verbs.
@@ -126,6 +128,7 @@ NAMESPACE_EXCEPTIONS = {
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "MutatingWebhookConfiguration",
                   "CustomResourceDefinition", "StorageClass"}
 
+ACCOUNTING = ("tessera.io/gpu-milli", "tessera.io/gpu-memory-mib")   # model/charge.h
 # Request forms (model/request.h). ignoredByScheduler must be true exactly where nodes
 # do not advertise the resource.
 BASE_RESOURCES = {
@@ -135,6 +138,9 @@ BASE_RESOURCES = {
     "nvidia.com/gpumem-percentage": True,
     "nvidia.com/gpucores": True,
     MARKER: True,
+    # the accounting resources of every GPU pod (model/charge.h, README "Quotas")
+    ACCOUNTING[0]: True,
+    ACCOUNTING[1]: True,
 }
 MIG_PREFIX = "nvidia.com/mig-"
 # managedResources must list every MIG profile of these catalog products.
@@ -781,6 +787,12 @@ def pod_resources(p):
     return out
 
 
+# The quota example (README, Quotas): a ResourceQuota on both accounting resources, in the
+# only form ResourceQuota accepts for extended resources (requests.<name>).
+quotas = [o for p in example_files for o in docs[p] if o.get("kind") == "ResourceQuota"]
+check("deploy/examples has a ResourceQuota on requests.%s and requests.%s" % ACCOUNTING,
+      any(set((q.get("spec") or {}).get("hard") or {}) == {"requests." + a for a in ACCOUNTING} for q in quotas),
+      str([(q.get("spec") or {}).get("hard") for q in quotas]))
 example_pods = [(p, o) for p in example_files for o in docs[p] if o.get("kind") == "Pod"]
 check("deploy/examples has example pods", len(example_pods) > 0)
 forms = set()
@@ -882,7 +894,7 @@ fake_nodes, meant_for = [], {}
 try:
     with open(FAKE_SH) as fh:
         sh = fh.read()
-    for m in re.finditer(r'^# (pod-[^:]+):.*\n^fake "\$(\d)" (\S+) (\d+) (\d+) (\S+) (\d+) (""|\S+) (.*)$', sh, re.M):
+    for m in re.finditer(r'^# ((?:pod|quota)-[^:]+):.*\n^fake "\$(\d)" (\S+) (\d+) (\d+) (\S+) (\d+) (""|\S+) (.*)$', sh, re.M):
         pods_, idx, prod, cnt, mem, sharing_, reps, mig, res = m.groups()
         name = "fake-node-%s" % idx
         labels = {"kubernetes.io/hostname": name, "nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": prod,
@@ -895,7 +907,7 @@ try:
         labels.update(kv[1:].split("=", 1) for kv in res.split() if kv.startswith("+"))
         fake_nodes.append({"metadata": {"name": name, "labels": labels},
                            "status": {"capacity": alloc, "allocatable": alloc}})
-        for stem in re.findall(r"pod-[a-z0-9-]+", pods_):
+        for stem in re.findall(r"(?:pod|quota)-[a-z0-9-]+", pods_):
             meant_for[stem] = name
 except OSError as e:
     check("deploy/examples/fake-gpu-nodes.sh exists", False, str(e))
@@ -1276,7 +1288,18 @@ else:
         print("# SKIP the webhook half of \"every share pod reaches tessera\": %s%s answers 404 "
               "(this build of tessera-extender does not serve the webhook yet)" % (hook_base, WEBHOOK_PATH))
     elif hook_base:
-        bad, refused, untouched_bad, init_only = [], [], [], []
+        bad, refused, untouched_bad, init_only, unaccounted = [], [], [], [], []
+
+        def accounting_op(o):
+            p = o.get("path", "")
+            if p.startswith("/spec/containers/0/resources/"):
+                last = p.rsplit("/", 1)[1].replace("~1", "/").replace("~0", "~")
+                if last in ACCOUNTING:
+                    return True
+            v = o.get("value")
+            if p == "/spec/containers/0/resources" and isinstance(v, dict):
+                return all(isinstance(m, dict) and set(m) <= set(ACCOUNTING) for m in v.values())
+            return p.startswith("/spec/containers/0/resources/") and isinstance(v, dict) and set(v) <= set(ACCOUNTING)
         for i, (label, p_, delivered) in enumerate(form_pods):
             try:
                 got_, ops, msg = mutate(p_, "form-uid-%d" % i)
@@ -1290,8 +1313,17 @@ else:
                 continue
             if not is_interested(got_, managed):
                 bad.append(label)
-            if delivered.startswith("device plugin") and ops:
-                untouched_bad.append("%s: %d ops" % (label, len(ops)))
+            if delivered.startswith("device plugin"):
+                # only the accounting resources (README, Quotas), nothing else
+                other = [o["path"] for o in ops if not accounting_op(o)]
+                if other:
+                    untouched_bad.append("%s: %s" % (label, ", ".join(other)))
+            app = (got_.get("spec") or {}).get("containers") or [{}]
+            r0 = app[0].get("resources") or {}
+            vals = [(r0.get(sect) or {}).get(k) for k in ACCOUNTING for sect in ("requests", "limits")]
+            if not all(v is not None and re.fullmatch(r"[1-9]\d*", str(v)) for v in vals) or vals[0] != vals[1] \
+                    or vals[2] != vals[3]:
+                unaccounted.append("%s: %s" % (label, vals))
             if marker_name and not is_interested(p_, managed):
                 app = (got_.get("spec") or {}).get("containers") or [{}]
                 r0 = (app[0].get("resources") or {})
@@ -1305,8 +1337,10 @@ else:
         check("the webhook puts the marker %s: \"%s\" in requests and limits of the first app container "
               "(the kubelet drops unadvertised extended resources from app containers only)" %
               (marker_name, marker_value), not init_only, "; ".join(init_only))
-        check("the webhook leaves pods whose GPU the device plugin delivers unchanged", not untouched_bad,
-              "; ".join(untouched_bad))
+        check("the webhook adds only the accounting resources to pods whose GPU the device plugin delivers",
+              not untouched_bad, "; ".join(untouched_bad))
+        check("the webhook gives every GPU request form the accounting resources %s, request = limit, in the first "
+              "app container" % ", ".join(ACCOUNTING), not unaccounted, "; ".join(unaccounted))
         try:
             got_, ops, _ = mutate(cpu_pod, "cpu-uid")
             check("the webhook leaves a CPU-only pod unchanged, and it still does not interest the extender",
@@ -1353,10 +1387,13 @@ exprs = [t.get("expr", "") for p in panels for t in p.get("targets") or []]
 for v in (dash.get("templating") or {}).get("list") or []:
     q = v.get("query")
     exprs.append(q.get("query", "") if isinstance(q, dict) else (q or "") if v.get("type") == "query" else "")
-# The extender's source writes each of these names (extender/metrics.c).
+# The extender's source writes each of these names (extender/metrics.c, and the per-namespace
+# usage it takes from extender/quota.c).
 try:
-    with open(os.path.join(os.path.dirname(DEPLOY), "extender", "metrics.c")) as fh:
-        msrc = fh.read()
+    msrc = ""
+    for src_ in ("metrics.c", "quota.c"):
+        with open(os.path.join(os.path.dirname(DEPLOY), "extender", src_)) as fh:
+            msrc += fh.read()
     check("extender/metrics.c exports every metric listed here",
           all(m in msrc for m in EXTENDER_METRICS),
           str([m for m in EXTENDER_METRICS if m not in msrc]))

@@ -12,6 +12,7 @@
 
 #include "sim/fgd_paper.h"
 #include "sim/gen.h"
+#include "sim/quota.h"
 #include "sim/replay.h"
 #include "sim/sweep.h"
 
@@ -201,6 +202,19 @@ static bool cell_is(const char *dir, int k, const char *want) {
     return ok;
 }
 
+/* What a scale-1 replay cell of trace seed 5 replays: the demo cluster as bundled and gen's
+ * mixed trace (NULL when either fails; *c may then be set, free it). */
+static sim_trace *replay_cell_inputs(sim_cluster **c, char *err, size_t errlen) {
+    *c = sim_cluster_from_json((const char *)sim_demo_sim_cluster_json, sim_demo_sim_cluster_json_len, NULL, err,
+                               errlen);
+    sim_gen_opts go;
+    sim_gen_defaults(&go);
+    go.seed = 5;
+    go.workloads = 300;
+    go.hours = 8;
+    return *c ? sim_gen(&go, err, errlen) : NULL;
+}
+
 TEST(sim_sweep_replay_scales_and_sharing_are_axes) {
     char a[] = "/tmp/tessera-sweep-x-XXXXXX", b[] = "/tmp/tessera-sweep-y-XXXXXX";
     CHECK(mkdtemp(a) && mkdtemp(b));
@@ -253,14 +267,8 @@ TEST(sim_sweep_replay_scales_and_sharing_are_axes) {
     /* the whole cell is the replay on the demo cluster with every group's GPUs whole, and
      * that places the trace differently from the cluster as bundled */
     double direct = -1;
-    sim_cluster *c = sim_cluster_from_json((const char *)sim_demo_sim_cluster_json, sim_demo_sim_cluster_json_len,
-                                           NULL, err, sizeof err);
-    sim_gen_opts go;
-    sim_gen_defaults(&go);
-    go.seed = 5;
-    go.workloads = 300;
-    go.hours = 8;
-    sim_trace *t = c ? sim_gen(&go, err, sizeof err) : NULL;
+    sim_cluster *c;
+    sim_trace *t = replay_cell_inputs(&c, err, sizeof err);
     sim_replay_opts ro;
     sim_replay_defaults(&ro);
     ro.policy = "fgd";
@@ -342,4 +350,60 @@ TEST(sim_sweep_refuses_bad_replay_axes) {
     sim_sweep_grid_key(&g, key, sizeof key);
     CHECK_CONTAINS(key, "warmup=100 replay-scale=10 replay-seeds=5");
     CHECK(strstr(key, "replay-sharing") == NULL);
+}
+
+/* --replay-quotas: every replay cell carries the grid's quotas times its scale; the cell file
+ * has each tenant's waits and quota use, equal to a direct replay with those quotas; the key
+ * names them (merge refuses cells of another quota), replay.csv gains a refused column. */
+TEST(sim_sweep_replay_cells_carry_quotas) {
+    char a[] = "/tmp/tessera-sweep-q-XXXXXX";
+    CHECK(mkdtemp(a));
+    sim_sweep_grid g = axes_grid();
+    g.nsharing = 0;
+    g.replay_quotas = "team-1=gpu-milli:1000";
+    g.replay_quota_mode = "fifo";
+    char err[1024] = "";
+    bool ok = sim_sweep_run(&g, NULL, 1, 0, 2, a, err, sizeof err) == 0 && sim_sweep_merge(a, a, NULL, err, sizeof err) == 0;
+    bool key = cell_is(a, 0, "replay-scale=1,2 replay-seeds=5 replay-quotas=team-1=gpu-milli:1000 replay-quota-mode=fifo\"");
+    bool scaled = cell_is(a, 1, "\"tenant\": \"team-1\", \"namespace\": \"team-1\", \"quotaGpuMilli\": 1000,") &&
+                  cell_is(a, 2, "\"tenant\": \"team-1\", \"namespace\": \"team-1\", \"quotaGpuMilli\": 2000,");
+    char *csv = ok ? read_all(a, "replay.csv") : NULL;
+    bool column = csv && strstr(csv, ",unschedulable,refused,gpu_hours,");
+    free(csv);
+    /* the scale-1 cell against a direct replay with the same quota */
+    sim_cluster *c;
+    sim_trace *t = replay_cell_inputs(&c, err, sizeof err);
+    sim_quotas q = {0};
+    sim_quotas_parse(&q, "team-1=gpu-milli:1000", err, sizeof err);
+    sim_quotas_mode(&q, "fifo", err, sizeof err);
+    sim_replay_opts ro;
+    sim_replay_defaults(&ro);
+    ro.policy = "fgd";
+    ro.quotas = &q;
+    sim_replay_result res;
+    int waited = -1;
+    if (t && sim_replay(c, t, &ro, &res, err, sizeof err) == 0) {
+        for (int i = 0; i < res.ntenants; i++)
+            if (!strcmp(res.tenant[i].tenant, "team-1")) waited = res.tenant[i].quota_waited;
+        sim_replay_result_free(&res);
+    }
+    sim_trace_free(t);
+    sim_cluster_free(c);
+    char want[64];
+    snprintf(want, sizeof want, "\"quotaWaited\": %d,", waited);
+    bool same = waited > 0 && cell_is(a, 1, want);
+    rm_rf(a);
+    CHECK_MSG(ok, "%s", err);
+    CHECK_MSG(key, "the grid key does not name the quotas");
+    CHECK_MSG(scaled, "the cells' quotas are not the grid's times their scale");
+    CHECK_MSG(column, "replay.csv has no refused column");
+    CHECK_MSG(same, "team-1 waited for quota %d times in the direct replay; the cell says otherwise", waited);
+    /* a bad spec is refused before anything runs */
+    g.replay_quotas = "team-1=gpus:3";
+    CHECK(sim_sweep_check(&g, err, sizeof err) < 0);
+    CHECK_CONTAINS(err, "--replay-quotas");
+    g.replay_quotas = "team-1=gpu-milli:1000";
+    g.replay_quota_mode = "strict";
+    CHECK(sim_sweep_check(&g, err, sizeof err) < 0);
+    CHECK_CONTAINS(err, "wait, fifo or refuse");
 }

@@ -17,6 +17,7 @@
 #include "extender/certs.h"
 #include "extender/http.h"
 #include "extender/webhook.h"
+#include "model/charge.h"
 #include "model/request.h"
 
 /* ' for " in inline JSON, to keep it readable. */
@@ -246,7 +247,7 @@ TEST(webhook_copied_delivery_annotation_is_replaced) {
 }
 
 /* Delivery none: only the marker (it still makes kube-scheduler call the extender). */
-TEST(webhook_delivery_none_adds_only_the_marker) {
+TEST(webhook_delivery_none_adds_only_the_marker_and_accounting) {
     ext_webhook_config c = cfg_with(EXT_DELIVERY_NONE);
     char *body = review("u3", "CREATE", "Pod", FRACTION_POD);
     int st;
@@ -254,8 +255,11 @@ TEST(webhook_delivery_none_adds_only_the_marker) {
     free(body);
     cJSON *ops = patch_of(rep);
     char *t = ops ? cJSON_PrintUnformatted(ops) : NULL;
-    bool only_marker = t && cJSON_GetArraySize(ops) == 2 && strstr(t, "/spec/containers/0/resources/requests/tessera.io~1share") &&
-                       strstr(t, "/spec/containers/0/resources/limits") && !strstr(t, "envFrom") && !strstr(t, "delivery");
+    /* the marker and the accounting resources (README, Quotas) in requests, and limits made of them */
+    bool only_marker = t && cJSON_GetArraySize(ops) == 4 && strstr(t, "/spec/containers/0/resources/requests/tessera.io~1share") &&
+                       strstr(t, "/spec/containers/0/resources/requests/tessera.io~1gpu-milli") &&
+                       strstr(t, "/spec/containers/0/resources/requests/tessera.io~1gpu-memory-mib") &&
+                       strstr(t, "\"/spec/containers/0/resources/limits\"") && !strstr(t, "envFrom") && !strstr(t, "delivery");
     free(t);
     cJSON_Delete(ops);
     cJSON_Delete(rep);
@@ -276,15 +280,15 @@ static bool untouched(const ext_webhook_config *c, const char *op, const char *k
     return ok;
 }
 
-TEST(webhook_leaves_non_share_pods_untouched) {
+TEST(webhook_leaves_cpu_and_foreign_pods_untouched) {
     ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
 #define POD1(anns, res) \
     "{'metadata':{'name':'p','annotations':{" anns "}},'spec':{'schedulerName':'tessera-scheduler'," \
     "'containers':[{'name':'c','resources':{'limits':{" res "}}}]}}"
-    CHECK_MSG(untouched(&c, "CREATE", "Pod", POD1("", "'nvidia.com/gpu':'1'")), "whole GPU");
-    CHECK_MSG(untouched(&c, "CREATE", "Pod", POD1("", "'nvidia.com/mig-1g.10gb':'1'")), "MIG");
-    CHECK_MSG(untouched(&c, "CREATE", "Pod", POD1("", "'nvidia.com/gpu.shared':'1'")), "gpu.shared");
     CHECK_MSG(untouched(&c, "CREATE", "Pod", POD1("", "'cpu':'2'")), "CPU only");
+    const char *whole_other = "{'metadata':{'name':'p'},'spec':{'schedulerName':'default-scheduler',"
+                              "'containers':[{'name':'c','resources':{'limits':{'nvidia.com/gpu':'1'}}}]}}";
+    CHECK_MSG(untouched(&c, "CREATE", "Pod", whole_other), "another scheduler's whole-GPU pod");
     CHECK_MSG(untouched(&c, "UPDATE", "Pod", FRACTION_POD), "UPDATE");
     CHECK_MSG(untouched(&c, "CREATE", "Deployment", FRACTION_POD), "not a pod");
     const char *other = "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'0.5'}},"
@@ -420,8 +424,9 @@ TEST(webhook_sets_runtime_class_only_when_configured_and_absent) {
     snprintf(c.runtime_class, sizeof c.runtime_class, "nvidia");
     const char *own = "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'0.5'}},"
                       "'spec':{'schedulerName':'tessera-scheduler','runtimeClassName':'kata',"
-                      "'containers':[{'name':'c','resources':{'requests':{'tessera.io/share':'1'},"
-                      "'limits':{'tessera.io/share':'1'}}}]}}";
+                      "'containers':[{'name':'c','resources':{'requests':{'tessera.io/share':'1',"
+                      "'tessera.io/gpu-milli':'500','tessera.io/gpu-memory-mib':'91680'},"
+                      "'limits':{'tessera.io/share':'1','tessera.io/gpu-milli':'500','tessera.io/gpu-memory-mib':'91680'}}}]}}";
     CHECK_MSG(untouched(&c, "CREATE", "Pod", own), "the pod's own runtimeClassName is kept");
     char *body = review("u", "CREATE", "Pod", FRACTION_POD);
     int st;
@@ -646,4 +651,123 @@ TEST(webhook_http_tls_listener_restarts_on_the_same_port_with_new_pem) {
     CHECK_MSG(h2 != NULL, "restart on port %d: %s", port, err);
     CHECK_INT(new_ca, 200);
     CHECK_INT(old_ca, 0);
+}
+
+/* ------------------------------------------------ accounting resources (README, Quotas) */
+
+static const char *res_of(const cJSON *ctr, const char *part, const char *name) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ctr, "resources"), part), name);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* The pod after the webhook's patch (caller frees; NULL when there is none), its first container in *c0. */
+static cJSON *admitted(const ext_webhook_config *c, const char *pod_sq, const cJSON **c0) {
+    char *body = review("u-quota", "CREATE", "Pod", pod_sq);
+    int st;
+    cJSON *rep = mutate(c, body, &st, NULL);
+    free(body);
+    cJSON *pod = st == 200 ? patched_pod(pod_sq, rep) : NULL;
+    cJSON_Delete(rep);
+    *c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "spec"), "containers"), 0);
+    return pod;
+}
+
+/* The values of the README's Quotas table, one row per request form, with the compiled-in
+ * catalog (the largest GPU is a B200: 183359 MiB). */
+static const struct {
+    const char *anns, *res;
+    const char *milli, *mem;
+} quota_rows[] = {
+    {"", "'nvidia.com/gpu':'2'", "2000", "366718"},
+    {"'tessera.io/gpu-models':'A100-80GB'", "'nvidia.com/gpu':'1'", "1000", "81920"},
+    {"'tessera.io/isolation':'timeslice'", "'nvidia.com/gpu':'1'", "500", "91679"},
+    {"", "'nvidia.com/gpu.shared':'1'", "500", "91679"},
+    {"", "'nvidia.com/mig-3g.40gb':'1'", "429", "40320"},
+    {"'tessera.io/gpu-models':'NVIDIA-A100-SXM4-80GB'", "'nvidia.com/mig-3g.40gb':'1'", "429", "40192"},
+    {"", "'nvidia.com/mig-1g.10gb':'2'", "286", "19968"},
+    {"", "'nvidia.com/mig-1g.10gb.shared':'1'", "72", "4992"},
+    {"", "'nvidia.com/gpumem':'20000'", "868", "20000"},
+    {"", "'nvidia.com/gpumem':'20000','nvidia.com/gpu':'2'", "1736", "40000"},
+    {"", "'nvidia.com/gpumem-percentage':'25'", "250", "45840"},
+    {"", "'nvidia.com/gpucores':'30'", "300", "55008"},
+    {"'tessera.io/gpu-fraction':'0.25'", "", "250", "45840"},
+    {"'gpu-fraction':'0.25'", "", "250", "45840"},
+    {"'gpu-memory':'16384'", "", "1000", "16384"},
+    {"'gpu-memory':'16384','tessera.io/gpu-models':'H100-80GB'", "", "200", "16384"},
+    {"'tessera.io/gpu-fraction':'0.25','tessera.io/gpu-models':'A100-80GB'", "", "250", "20480"},
+    {"'tessera.io/gpu-fraction':'0.25','tessera.io/isolation':'timeslice'", "", "500", "91679"},
+    {"'tessera.io/gpu-fraction':'0.25','tessera.io/isolation':'mig'", "", "1000", "183359"},
+};
+
+TEST(webhook_accounting_resources_for_every_request_form_and_idempotent) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+    for (size_t i = 0; i < sizeof quota_rows / sizeof quota_rows[0]; i++) {
+        char pod_sq[1024];
+        snprintf(pod_sq, sizeof pod_sq,
+                 "{'metadata':{'name':'p','annotations':{%s}},'spec':{'schedulerName':'tessera-scheduler',"
+                 "'containers':[{'name':'c','resources':{'limits':{%s}}},{'name':'side','image':'busybox'}]}}",
+                 quota_rows[i].anns, quota_rows[i].res);
+        const cJSON *c0;
+        cJSON *pod = admitted(&c, pod_sq, &c0);
+        CHECK_MSG(pod, "row %zu: no patched pod", i);
+        const cJSON *c1 = c0->next;
+        const char *got[4] = {res_of(c0, "requests", MODEL_CHARGE_MILLI), res_of(c0, "limits", MODEL_CHARGE_MILLI),
+                              res_of(c0, "requests", MODEL_CHARGE_MEMORY), res_of(c0, "limits", MODEL_CHARGE_MEMORY)};
+        bool ok = got[0] && got[1] && got[2] && got[3] && !strcmp(got[0], quota_rows[i].milli) &&
+                  !strcmp(got[1], quota_rows[i].milli) && !strcmp(got[2], quota_rows[i].mem) &&
+                  !strcmp(got[3], quota_rows[i].mem) && !cJSON_GetObjectItemCaseSensitive(c1, "resources");
+        char *again = ok ? pod_text(pod) : NULL;
+        cJSON_Delete(pod);
+        CHECK_MSG(ok, "row %zu (%s %s): milli %s/%s, memory %s/%s; expected %s, %s", i, quota_rows[i].anns,
+                  quota_rows[i].res, got[0] ? got[0] : "-", got[1] ? got[1] : "-", got[2] ? got[2] : "-",
+                  got[3] ? got[3] : "-", quota_rows[i].milli, quota_rows[i].mem);
+        /* the mutated pod (as the apiserver would re-invoke with it) gets no patch */
+        char *body = review("u-quota", "CREATE", "Pod", again);
+        free(again);
+        int st;
+        cJSON *rep = mutate(&c, body, &st, NULL);
+        free(body);
+        bool none = st == 200 && !cJSON_GetObjectItemCaseSensitive(resp_of(rep), "patch");
+        cJSON_Delete(rep);
+        CHECK_MSG(none, "row %zu: the mutated pod got another patch", i);
+    }
+}
+
+TEST(webhook_accounting_replaces_a_smaller_declared_value) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_NONE);
+    /* A pod that writes its own, smaller charge (to slip under its quota) gets the real one. */
+    const char *pod_sq = "{'metadata':{'name':'p'},'spec':{'schedulerName':'tessera-scheduler','containers':[{'name':'c',"
+                         "'resources':{'requests':{'tessera.io/gpu-milli':'1','tessera.io/gpu-memory-mib':'1'},"
+                         "'limits':{'nvidia.com/gpu':'1','tessera.io/gpu-milli':'1','tessera.io/gpu-memory-mib':'1'}}}]}}";
+    const cJSON *c0;
+    cJSON *pod = admitted(&c, pod_sq, &c0);
+    bool ok = pod && res_of(c0, "requests", MODEL_CHARGE_MILLI) && !strcmp(res_of(c0, "requests", MODEL_CHARGE_MILLI), "1000") &&
+              !strcmp(res_of(c0, "limits", MODEL_CHARGE_MILLI), "1000") &&
+              !strcmp(res_of(c0, "requests", MODEL_CHARGE_MEMORY), "183359") &&
+              !strcmp(res_of(c0, "limits", "nvidia.com/gpu"), "1");
+    cJSON_Delete(pod);
+    CHECK_MSG(ok, "the declared charge was not replaced by the real one");
+}
+
+TEST(webhook_accounting_skips_claims_and_refuses_what_no_gpu_can_hold) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_NONE);
+    /* A claim-only DRA pod gets the marker alone: its claim is not sized at admission. */
+    const char *dra = "{'metadata':{'name':'p'},'spec':{'schedulerName':'tessera-scheduler',"
+                      "'resourceClaims':[{'name':'gpu','resourceClaimTemplateName':'one-gpu'}],"
+                      "'containers':[{'name':'c','resources':{'claims':[{'name':'gpu'}]}}]}}";
+    const cJSON *c0;
+    cJSON *pod = admitted(&c, dra, &c0);
+    int st;
+    bool ok = pod && marker(c0, "requests") && !res_of(c0, "requests", MODEL_CHARGE_MILLI);
+    cJSON_Delete(pod);
+    CHECK_MSG(ok, "claim-only pod: marker without accounting expected");
+    /* A fraction that only MIG may serve but that no MIG profile of the named product holds. */
+    const char *big = "{'metadata':{'name':'p','annotations':{'gpu-memory':'60000','tessera.io/isolation':'mig',"
+                      "'tessera.io/gpu-models':'A100-SXM4-40GB'}},'spec':{'schedulerName':'tessera-scheduler',"
+                      "'containers':[{'name':'c'}]}}";
+    char *msg = denial(&c, big, &st);
+    CHECK_INT(st, 200);
+    CHECK_CONTAINS(msg, "fits no GPU of the catalog");
+    free(msg);
 }
