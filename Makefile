@@ -30,7 +30,7 @@ LDLIBS   = $(PKG_LIBS) $(MALLOC_LIBS) -lm -lpthread
 MODEL_SRC  := $(wildcard model/*.c)
 POLICY_SRC := $(wildcard policy/*.c)
 SIM_SRC    := $(filter-out sim/main.c,$(wildcard sim/*.c))
-EXT_SRC    := $(filter-out extender/main.c,$(wildcard extender/*.c))
+EXT_SRC    := $(filter-out extender/main.c,$(wildcard extender/*.c extender/*/*.c))
 BENCH_SRC  := $(wildcard tests/bench/*.c)
 # reserve/: tessera-reserve, the node-side program of a reservation pod; device.c is pure and unit-tested.
 RESERVE_LIB_SRC := reserve/device.c
@@ -120,7 +120,7 @@ $(EXT_BIN): $(BUILD)/extender/main.o $(EXT_OBJ) $(EXT_DATA_OBJ) $(BUILD)/libtess
 # tessera-reserve needs only the API client (kube.c, one PATCH; it reports to health.c) and the log line format
 # of the extender.
 RESERVE_OBJ := $(BUILD)/reserve/main.o $(patsubst %.c,$(BUILD)/%.o,$(RESERVE_LIB_SRC)) \
-               $(BUILD)/extender/kube.o $(BUILD)/extender/health.o $(BUILD)/extender/log.o
+               $(BUILD)/extender/mirror/kube.o $(BUILD)/extender/health.o $(BUILD)/extender/log.o
 $(RESERVE_BIN): $(RESERVE_OBJ)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $(RESERVE_OBJ) $(LDLIBS)

@@ -16,7 +16,7 @@
 
 #include "extender/health.h"
 #include "extender/log.h"
-#include "extender/state.h"   /* ext_now_ms */
+#include "extender/mirror/state.h"   /* ext_now_ms */
 #include "extender/text.h"
 
 #define EV_MSG_MAX 1024   /* message buffer; the apiserver allows more, but describe output stays readable */

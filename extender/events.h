@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 
 #define EXT_EVENTS_COMPONENT "tessera-extender"  /* source.component and reportingComponent */
 #define EXT_EVENTS_LOG_EVERY 100                 /* failures between two warn lines */

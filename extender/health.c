@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 #include "extender/log.h"
 
 typedef struct dep_entry {

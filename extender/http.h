@@ -36,7 +36,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 #include "extender/metrics.h"
 #include "extender/verbs.h"
 #include "extender/webhook.h"

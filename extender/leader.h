@@ -52,7 +52,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 
 typedef struct ext_leader_config {
     char ns[64];              /* the Lease's namespace (default: tessera's own, ext_kube_own_namespace: $POD_NAMESPACE,

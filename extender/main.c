@@ -11,15 +11,15 @@
 #include <string.h>
 #include <time.h>
 
-#include "extender/delivery.h"
+#include "extender/delivery/delivery.h"
 #include "extender/events.h"
 #include "extender/health.h"
 #include "extender/http.h"
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 #include "extender/leader.h"
 #include "extender/log.h"
-#include "extender/reservation.h"
-#include "extender/state.h"
+#include "extender/delivery/reservation.h"
+#include "extender/mirror/state.h"
 #include "extender/verbs.h"
 #include "extender/webhook.h"
 #include "extender/webhook_tls.h"

@@ -12,8 +12,8 @@
 
 #include "extender/events.h"
 #include "extender/health.h"
-#include "extender/reservation.h"
-#include "extender/state.h"
+#include "extender/delivery/reservation.h"
+#include "extender/mirror/state.h"
 #include "extender/workload.h"
 #include "model/mig.h"
 

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 #include "extender/verbs.h"
 
 typedef enum ext_verb { EXT_VERB_FILTER = 0, EXT_VERB_PRIORITIZE, EXT_VERB_BIND, EXT_VERB_PREEMPT, EXT_VERB_N } ext_verb;

@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 
-#include "extender/state.h"
+#include "extender/mirror/state.h"
 
 typedef struct ext_ns_usage {
     const char *ns;          /* points into the state: valid while its lock is held */

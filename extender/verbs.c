@@ -6,7 +6,7 @@
 #include "extender/verbs.h"
 #include "extender/quota.h"
 
-#include "extender/dra.h"
+#include "extender/mirror/dra.h"
 #include "model/dra.h"
 
 #include <pthread.h>
@@ -20,7 +20,7 @@
 #include "extender/health.h"
 #include "extender/log.h"
 #include "extender/map.h"
-#include "extender/reservation.h"
+#include "extender/delivery/reservation.h"
 #include "extender/text.h"
 
 /* The answer before the first sync, with what keeps tessera from syncing when health.h knows (the API
@@ -723,7 +723,7 @@ static void put_members(jbuf *out, jbuf parts[2]) {
 
 /* ---------------------------------------------------------------- DRA pods
  *
- * A pod whose GPUs come through ResourceClaims (extender/dra.h) is DynamicResources' to allocate: filter
+ * A pod whose GPUs come through ResourceClaims (extender/mirror/dra.h) is DynamicResources' to allocate: filter
  * refuses a node only where the node publishes too few matching devices even if all were free (which
  * DynamicResources refuses too), prioritize ranks the nodes with the policy on the devices the claim could get
  * there, and bind posts the Binding alone (the memo's request is via_dra, which is never reserved). A claim

@@ -22,7 +22,7 @@
 
 #include "extender/events.h"
 #include "extender/leader.h"
-#include "extender/state.h"
+#include "extender/mirror/state.h"
 #include "policy/policy.h"
 
 /* Posts the Binding (ext_kube_bind in cluster mode). 0 on success (HTTP 201), -1 with err. */

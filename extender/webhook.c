@@ -14,9 +14,9 @@
 #include <stdint.h>
 
 #include "extender/base64.h"
-#include "extender/dra.h"
+#include "extender/mirror/dra.h"
 #include "extender/map.h"
-#include "extender/state.h"
+#include "extender/mirror/state.h"
 #include "model/charge.h"
 #include "model/request.h"
 

@@ -11,7 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "extender/base64.h"
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 #include "extender/health.h"
 #include "extender/log.h"
 

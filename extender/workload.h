@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "extender/state.h"
+#include "extender/mirror/state.h"
 #include "policy/policy.h"
 
 /* A finished workload (95 % coverage, as the FGD paper) from a JSON array of Pod objects

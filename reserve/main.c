@@ -3,7 +3,7 @@
  * tessera.io/gpu-uuid (or tessera.io/reserve-error with the reason, which tessera treats as refused),
  * then holds the device by simply staying alive until SIGTERM/SIGINT, like pause.
  */
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 #include "extender/log.h"
 #include "reserve/device.h"
 

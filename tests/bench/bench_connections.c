@@ -25,7 +25,7 @@
 
 #include "extender/http.h"
 #include "extender/log.h"
-#include "extender/state.h"
+#include "extender/mirror/state.h"
 #include "extender/verbs.h"
 #include "tests/unit/ext_proc.h"
 

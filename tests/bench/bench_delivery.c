@@ -28,12 +28,12 @@
 #include <time.h>
 #include <cjson/cJSON.h>
 
-#include "extender/delivery.h"
+#include "extender/delivery/delivery.h"
 #include "extender/events.h"
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 #include "extender/log.h"
-#include "extender/reservation.h"
-#include "extender/state.h"
+#include "extender/delivery/reservation.h"
+#include "extender/mirror/state.h"
 #include "extender/verbs.h"
 #include "policy/policy.h"
 #include "tests/unit/ext_proc.h"

@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "extender/log.h"
-#include "extender/state.h"
+#include "extender/mirror/state.h"
 #include "extender/verbs.h"
 #include "policy/policy.h"
 

@@ -15,8 +15,8 @@
 
 #include "extender/annotation.h"
 #include "extender/base64.h"
-#include "extender/dra.h"
-#include "extender/state.h"
+#include "extender/mirror/dra.h"
+#include "extender/mirror/state.h"
 #include "extender/verbs.h"
 #include "extender/webhook.h"
 #include "model/catalog.h"

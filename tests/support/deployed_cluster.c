@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "extender/delivery.h"
+#include "extender/delivery/delivery.h"
 
 const char *const deployed_cluster_pods[2] = {"tessera-scheduler-7c9f5d8b6d-q4x2n", "tessera-scheduler-7c9f5d8b6d-h8m5t"};
 

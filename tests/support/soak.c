@@ -13,9 +13,9 @@
 #include <unistd.h>
 #include <cjson/cJSON.h>
 
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 #include "extender/leader.h"
-#include "extender/state.h"
+#include "extender/mirror/state.h"
 #include "extender/verbs.h"
 #include "model/fit.h"
 #include "tests/support/fake_apiserver.h"

@@ -11,7 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "extender/log.h"
-#include "extender/state.h"
+#include "extender/mirror/state.h"
 #include "extender/verbs.h"
 #include "harness.h"
 

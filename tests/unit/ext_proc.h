@@ -24,7 +24,7 @@
 #include <unistd.h>
 #include <cjson/cJSON.h>
 
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 
 #define EXT_PROC_HELPER static __attribute__((unused))
 

@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "extender/base64.h"
-#include "extender/dra.h"
-#include "extender/kube.h"
-#include "extender/state.h"
+#include "extender/mirror/dra.h"
+#include "extender/mirror/kube.h"
+#include "extender/mirror/state.h"
 #include "extender/verbs.h"
 #include "extender/webhook.h"
 #include "ext_helpers.h"

@@ -10,7 +10,7 @@
 #include "../support/fake_apiserver.h"
 #include "ext_helpers.h"
 #include "extender/annotation.h"
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 
 static int kube_bind_fn(void *user, const char *ns, const char *name, const char *uid, const char *node,
                         const cJSON *annotations, char *err, size_t errlen) {

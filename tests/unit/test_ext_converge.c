@@ -9,7 +9,7 @@
 
 #include "ext_helpers.h"
 #include "extender/annotation.h"
-#include "extender/state.h"
+#include "extender/mirror/state.h"
 
 static void apply_text(ext_state *st, ext_kube_kind kind, ext_kube_event ev, const char *json) {
     cJSON *o = cJSON_Parse(json);

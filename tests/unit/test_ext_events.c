@@ -11,7 +11,7 @@
 #include "ext_helpers.h"
 #include "ext_proc.h"
 #include "extender/events.h"
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 
 typedef struct ev_run {
     fake_api *api;

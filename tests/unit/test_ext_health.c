@@ -21,7 +21,7 @@
 #include "extender/certs.h"
 #include "extender/health.h"
 #include "extender/http.h"
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 #include "extender/leader.h"
 #include "log_capture.h"
 #include "policy/policy.h"

@@ -14,7 +14,7 @@
 #include "../support/fake_apiserver.h"
 #include "ext_helpers.h"
 #include "extender/annotation.h"
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 #include "log_capture.h"
 
 #define RC_NODE "gpu-a100-whole"   /* 8 x A100 80GB, whole GPUs */

@@ -13,11 +13,11 @@
 #include "../support/fake_kubelet.h"
 #include "ext_helpers.h"
 #include "ext_proc.h"
-#include "extender/delivery.h"
+#include "extender/delivery/delivery.h"
 #include "extender/events.h"
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 #include "extender/metrics.h"
-#include "extender/reservation.h"
+#include "extender/delivery/reservation.h"
 
 #define RNS "tessera"
 

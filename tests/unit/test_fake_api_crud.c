@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "../support/fake_apiserver.h"
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 #include "harness.h"
 
 typedef struct env {

@@ -13,7 +13,7 @@
 
 #include "../support/fake_apiserver.h"
 #include "../support/fake_kubelet.h"
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 #include "harness.h"
 
 typedef struct env {

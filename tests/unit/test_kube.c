@@ -1,9 +1,9 @@
-/* test_kube.c -- the Kubernetes API client (extender/kube.c) against the fake API server on loopback:
+/* test_kube.c -- the Kubernetes API client (extender/mirror/kube.c) against the fake API server on loopback:
  * list, watch, relist on 410, backoff and recovery after errors, binding, tokens, shutdown.
  * Waits poll with a deadline (never a fixed sleep), so a loaded machine makes them slower, not flaky. */
 #include "harness.h"
 
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 #include "tests/support/fake_apiserver.h"
 
 #include <pthread.h>

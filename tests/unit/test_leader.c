@@ -12,7 +12,7 @@
 
 #include "../support/fake_apiserver.h"
 #include "ext_helpers.h"
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 #include "extender/leader.h"
 #include "extender/metrics.h"
 

@@ -20,7 +20,7 @@
 #include "extender/base64.h"
 #include "extender/certs.h"
 #include "extender/http.h"
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 #include "extender/log.h"
 #include "extender/health.h"
 #include "extender/webhook_tls.h"

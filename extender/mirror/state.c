@@ -2,7 +2,7 @@
  * sweep, bind reservations and assumptions with expiry. Placement of pods we did not bind
  * (or whose annotation no longer fits) is re-derived with model_fit, never invented here.
  */
-#include "extender/state.h"
+#include "extender/mirror/state.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "extender/annotation.h"
-#include "extender/dra.h"
+#include "extender/mirror/dra.h"
 #include "extender/log.h"
 #include "extender/map.h"
 

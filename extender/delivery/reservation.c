@@ -5,7 +5,7 @@
  * patched) goes into the tables at once, so the next pass never repeats a write the watch has not
  * shown yet.
  */
-#include "extender/reservation.h"
+#include "extender/delivery/reservation.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -16,7 +16,7 @@
 #include <time.h>
 
 #include "extender/annotation.h"
-#include "extender/delivery.h"
+#include "extender/delivery/delivery.h"
 #include "extender/health.h"
 #include "extender/log.h"
 #include "extender/map.h"

@@ -34,9 +34,9 @@
 #include <cjson/cJSON.h>
 
 #include "extender/events.h"
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 #include "extender/leader.h"
-#include "extender/state.h"
+#include "extender/mirror/state.h"
 
 typedef struct ext_rsv_config {
     char ns[64];          /* the reservation namespace (default $POD_NAMESPACE, else "tessera") */

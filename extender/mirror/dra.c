@@ -3,7 +3,7 @@
  * node has, not what the cluster has: per node its slices and the claims holding devices there, per pool
  * (driver/pool) the node its slices name (GPU pools are node-local: the driver names them after the node).
  */
-#include "extender/dra.h"
+#include "extender/mirror/dra.h"
 
 #include <stdio.h>
 #include <stdlib.h>

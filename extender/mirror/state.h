@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 #include "model/catalog.h"
 #include "model/fit.h"
 #include "model/node.h"

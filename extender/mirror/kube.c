@@ -1,7 +1,7 @@
 /* kube.c -- the Kubernetes API client of kube.h: list+watch of nodes and pods, and pod binding, over libcurl.
  * Any failure we cannot explain (connection error, 5xx, malformed JSON) ends in a fresh list after a backoff,
  * never in resuming a watch: a cache rebuilt from a list cannot drift from the API, a patched-up one can. */
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 
 #include <ctype.h>
 #include <curl/curl.h>

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <cjson/cJSON.h>
 
-#include "extender/kube.h"
+#include "extender/mirror/kube.h"
 #include "model/catalog.h"
 #include "model/dra.h"
 #include "model/node.h"
