@@ -453,6 +453,7 @@ static void pod_unplace(ext_state *st, pod_priv *pp) {
         node_remove_pod(st, n, p);
         p->holds = false;
         if (released) node_retry(st, n);
+        if (n->m) model_node_trim(n->m);
         node_maybe_drop(st, n);
     }
     free(p->node);
@@ -526,27 +527,36 @@ static void node_install(ext_state *st, model_node *m) {
  * there (ext_dra_apply_claims), so the installed model is the Node object's model plus pods, one copy, and a Node
  * event costs no clone and no merge. Most clusters publish no GPU through DRA yet. */
 
+/* m with room for its own GPUs only (model_node_compact), m itself when out of memory. Kept models get no
+ * more GPUs: a DRA merge works on a clone, which has room again. */
+static model_node *compacted(model_node *m) {
+    model_node *c = model_node_compact(m);
+    if (!c) return m;
+    model_node_free(m);
+    return c;
+}
+
 /* Install base's DRA view: base itself when no slice names the node (n->base dropped), else a merged copy
  * (base kept for the next DRA change). */
 static void node_install_view(ext_state *st, ext_node *n, model_node *base) {
     if (!ext_dra_node_has_slices(st->dra, base->name)) {
         if (n->base != base) model_node_free(n->base);
         n->base = NULL;
-        node_install(st, base);
+        node_install(st, compacted(base));
         return;
     }
     if (n->base != base) {
         model_node_free(n->base);
-        n->base = base;
+        n->base = compacted(base);
     }
-    model_node *m = model_node_clone(base);
+    model_node *m = model_node_clone(n->base);
     if (!m) {
         ext_log(EXT_LOG_ERROR, "event=oom node=%s", n->name);
         return;
     }
     ext_dra_merge(st->dra, m, st->cfg.cat);
     if (m->dra_note[0]) ext_log(EXT_LOG_DEBUG, "event=dra-note node=%s why=\"%s\"", n->name, m->dra_note);
-    node_install(st, m);
+    node_install(st, compacted(m));
 }
 
 /* A Node object's model. */

@@ -700,6 +700,8 @@ static mem_fig mem_cell(const char *bin, int n, bool slices, int churn) {
             snprintf(name, sizeof name, "churn-%05d", i - window);
             if (fake_api_delete(api, "pods", "ml", name) != 0) die("churn: delete");
         }
+        if (getenv("BENCH_E_TRACE") && i % 2000 == 1999)
+            fprintf(stderr, "E    %d: RSS %.1f MiB\n", i + 1, (double)xrss_kib(x.pid, "VmRSS:") / 1024);
     }
     fig.churn_s = (now_ms() - t0) / 1000;
     conn_close(&c);
