@@ -17,7 +17,8 @@
  *      after 10,000 pods filtered, bound through the extender and deleted (BENCH_CHURN), bytes per node
  *      (targets at 5,000 nodes: <= 64 MiB without DRA, <= 96 MiB with slices, flat across the churn)
  *   F  fgd and fgd-pack prioritize over 5,000 names with the answer cache defeated (64 request shapes in
- *      turn): the extender's CPU time per call (/proc/PID/stat)
+ *      turn): the extender's CPU time per call (/proc/PID/stat, in cells of BENCH_F_CALLS = 384 calls: a
+ *      clock tick is then 0.5 % of a cell)
  *   G  8 keep-alive connections of cheap calls (a warm filter of 100 names): requests/s, CPU per request
  *   BENCH_REPS (E, default 3) and BENCH_CELLS (F, G, default 7): medians over that many.
  *
@@ -768,11 +769,11 @@ static const char *workload_file(void) {
 }
 
 /* F: fgd and fgd-pack prioritize over all 5,000 nodes with the answer cache defeated (64 request shapes in turn),
- * both builds serving at once, cells of 128 calls alternated between them: the extender's CPU time per call
- * (/proc/PID/stat, user + system) and the wall time, medians over the cells. */
+ * both builds serving at once, cells of BENCH_F_CALLS calls alternated between them: the extender's CPU time per
+ * call (/proc/PID/stat, user + system) and the wall time, medians over the cells. */
 static void bench_f(void) {
     static const char *policies[2] = {"fgd", "fgd-pack"};
-    const int cells = env_int("BENCH_CELLS", 7), per = 128;
+    const int cells = env_int("BENCH_CELLS", 7), per = env_int("BENCH_F_CALLS", 384);
     size_t len[COLD_SHAPES];
     char *body[COLD_SHAPES];
     for (int s = 0; s < COLD_SHAPES; s++) body[s] = args_names_mem(NODES, FRACTIONAL_POD_MIB + 1 + s, &len[s]);
