@@ -2,7 +2,7 @@
  * to the verbs and serves /healthz, /readyz, /metrics and /debug/state. keep-alive; bounded
  * bodies; an idle or slow connection is closed after a timeout.
  *
- * Connections: a small pool of threads, each polling its share of the connections with epoll,
+ * Connections: a pool of threads (8, or 2 per CPU), each polling its share of the connections with epoll,
  * so there is no descriptor ceiling (select() stops at FD_SETSIZE = 1024) and thousands of
  * kept-alive connections cost a little memory each, not a thread each. A bind, which waits
  * on the API server (and on the Lease), runs in a thread of its own while its connection is
@@ -46,7 +46,8 @@ typedef struct ext_http_config {
     char prefix[256];            /* "" or "/tessera" (no trailing '/') */
     size_t max_body;             /* bytes; default 8 MiB */
     int conn_timeout_s;          /* idle/slow connection timeout; default 30 */
-    int threads;                 /* polling threads; default: the CPUs, 2..8 */
+    int threads;                 /* polling threads; default: 8, or 2 per CPU when more (at most 32); with
+                                  * ops_only or webhook_only one per CPU, 2..8 */
     int max_conns;               /* connections served normally; more get 503 (default 4096) */
     int max_binds;               /* binds in flight (each waits on the API server); default 64 */
     size_t max_body_total;       /* request bodies buffered at once, all connections; default

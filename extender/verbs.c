@@ -281,8 +281,11 @@ struct ext_node_memo {
     memo_key fit_key[MEMO_WAYS], score_key[MEMO_WAYS];
     uint64_t score_ctx[MEMO_WAYS];
     uint8_t fit_verdict[MEMO_WAYS];     /* fit_verdict below */
+    bool has_why;                       /* fit_why is allocated (memo_with_why) */
     policy_result score[MEMO_WAYS];     /* rank redone per call under the random tie-break */
-    char fit_why[MEMO_WAYS][MODEL_REASON_LEN];
+    /* Only a node that failed some filter needs its reasons: the block grows to hold them then (a 1 KiB
+     * each of 5,000 nodes otherwise, most of which pass every filter). */
+    char fit_why[][MODEL_REASON_LEN];
 };
 
 /* The way holding shape at this node version, or -1. */
@@ -358,6 +361,18 @@ static struct ext_node_memo *memo_of(ext_state *st, const ext_node *en) {
     struct ext_node_memo **slot = ext_state_node_memo(st, en);
     if (!*slot) *slot = calloc(1, sizeof **slot);
     return *slot;
+}
+
+/* The node's memo with room for the reasons of failed verdicts, or NULL (out of memory: the memo stays
+ * as it was and the verdict is not remembered). */
+static struct ext_node_memo *memo_with_why(ext_state *st, const ext_node *en) {
+    struct ext_node_memo **slot = ext_state_node_memo(st, en);
+    if (!*slot || (*slot)->has_why) return *slot;
+    struct ext_node_memo *g = realloc(*slot, sizeof **slot + MEMO_WAYS * sizeof g->fit_why[0]);
+    if (!g) return NULL;
+    memset(g->fit_why, 0, MEMO_WAYS * sizeof g->fit_why[0]);
+    g->has_why = true;
+    return *slot = g;
 }
 
 /* ---------------------------------------------------------------- args */
@@ -682,7 +697,7 @@ static void filter_range(void *ctx, int part, int from, int to) {
         fit_verdict fv;
         if (w >= 0) {
             fv = (fit_verdict)m->fit_verdict[w];
-            why = m->fit_why[w];
+            why = fv == FIT_OK ? "" : m->fit_why[w];   /* a failed verdict is stored with its reason */
             j->hits[part]++;
         } else {
             fv = judge(j->st, en, nm, &j->a->req, buf, sizeof buf);
@@ -699,11 +714,12 @@ static void filter_remember(filter_job *j) {
         fresh_verdict *f = &j->fresh[i];
         if (!f->en) continue;
         struct ext_node_memo *m = memo_of(j->st, f->en);
-        if (m && (f->verdict == FIT_OK || f->why)) {
+        if (m && f->verdict != FIT_OK) m = f->why ? memo_with_why(j->st, f->en) : NULL;
+        if (m) {
             int w = memo_victim(m->fit_key, f->en->version);
             m->fit_key[w] = (memo_key){f->en->version, j->shape, j->clock};
             m->fit_verdict[w] = (uint8_t)f->verdict;
-            snprintf(m->fit_why[w], sizeof m->fit_why[w], "%s", f->why ? f->why : "");
+            if (m->has_why) snprintf(m->fit_why[w], sizeof m->fit_why[w], "%s", f->why ? f->why : "");
         }
         free(f->why);
     }

@@ -204,6 +204,7 @@ static void merge_mig(model_node *n, model_gpu *g, const model_dra_device *dev, 
 
 int model_node_add_dra(model_node *n, const model_dra_device *dev, int ndev, const model_catalog *cat) {
     if (!n || ndev <= 0) return 0;
+    if (n->gpus_cap < MODEL_MAX_GPUS) return -1;   /* compacted (model_node_compact): no room; merge into a clone */
     if (!cat) cat = model_catalog_default();
     bool any = false;
     for (int k = 0; k < ndev; k++) any |= dev[k].type != MODEL_DRA_OTHER;

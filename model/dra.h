@@ -60,7 +60,7 @@ void model_dra_slice_clear(model_dra_slice *s);
  * same index as the device's minor) stays one GPU, marked dra; a GPU only DRA publishes is added, dra_only.
  * Where the views disagree (product, memory, MIG layout) n->dra_note says so; where a GPU cannot be
  * accounted safely (a GPU the device plugin time-slices that DRA also hands out) n->reason is set and the
- * node takes no GPU pods. Returns the number of GPUs marked dra. */
+ * node takes no GPU pods. Returns the number of GPUs marked dra; -1 on a compacted node (model_node_compact). */
 int model_node_add_dra(model_node *n, const model_dra_device *dev, int ndev, const model_catalog *cat);
 
 /* Of one node's slices, the generation of (driver, pool) that counts: the newest among them (an older one is

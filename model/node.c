@@ -21,17 +21,21 @@
 
 /* ------------------------------------------------------------ by hand ---- */
 
-/* Zeroed and aligned as model_gpu asks (64 bytes), which malloc does not promise. */
-static model_node *node_alloc(void) {
-    size_t size = (sizeof(model_node) + 63) & ~(size_t)63;
+/* Zeroed and aligned as model_gpu asks (64 bytes), which malloc does not promise. cap MODEL_MAX_GPUS: the
+ * whole struct; less: room for cap GPUs and no local_product. */
+static model_node *node_alloc(int cap) {
+    size_t size = cap >= MODEL_MAX_GPUS ? sizeof(model_node) : offsetof(model_node, gpus) + (size_t)cap * sizeof(model_gpu);
+    size = (size + 63) & ~(size_t)63;
     model_node *n = aligned_alloc(64, size);
-    if (n) memset(n, 0, sizeof *n);
+    if (!n) return NULL;
+    memset(n, 0, size);
+    n->gpus_cap = cap >= MODEL_MAX_GPUS ? MODEL_MAX_GPUS : cap;
     return n;
 }
 
 model_node *model_node_new(const char *name) {
     if (!name) return NULL;
-    model_node *n = node_alloc();
+    model_node *n = node_alloc(MODEL_MAX_GPUS);
     if (!n) return NULL;
     n->name = strdup(name);
     if (!n->name) {
@@ -43,7 +47,7 @@ model_node *model_node_new(const char *name) {
 
 model_gpu *model_node_add_gpu(model_node *n, const model_gpu_product *p, model_gpu_mode mode, int replicas,
                               int memory_mib) {
-    if (!n || !p || n->ngpus >= MODEL_MAX_GPUS || memory_mib < 0) return NULL;
+    if (!n || !p || n->ngpus >= n->gpus_cap || memory_mib < 0) return NULL;
     switch (mode) {
     case MODEL_GPU_WHOLE:
         if (replicas > 1) return NULL;
@@ -190,11 +194,13 @@ void model_node_free(model_node *n) {
     free(n);
 }
 
-model_node *model_node_clone(const model_node *n) {
+static model_node *node_copy(const model_node *n, int cap) {
     if (!n) return NULL;
-    model_node *c = node_alloc();
+    model_node *c = node_alloc(cap);
     if (!c) return NULL;
-    memcpy(c, n, sizeof *c);
+    memcpy(c, n, offsetof(model_node, gpus) + (size_t)n->ngpus * sizeof(model_gpu));
+    c->gpus_cap = cap;
+    if (cap == MODEL_MAX_GPUS && n->gpus_cap == MODEL_MAX_GPUS) c->local_product = n->local_product;
     c->name = NULL;
     c->allocs = NULL;
     c->name = strdup(n->name ? n->name : "");
@@ -213,6 +219,22 @@ model_node *model_node_clone(const model_node *n) {
 fail:
     model_node_free(c);
     return NULL;
+}
+
+model_node *model_node_clone(const model_node *n) { return node_copy(n, MODEL_MAX_GPUS); }
+
+model_node *model_node_compact(const model_node *n) {
+    if (!n) return NULL;
+    bool local = false;   /* an unknown GPU model's facts live in the node: keep the whole struct then */
+    for (int i = 0; i < n->ngpus; i++) local |= n->gpus[i].product == &n->local_product;
+    return node_copy(n, local ? MODEL_MAX_GPUS : n->ngpus);
+}
+
+void model_node_trim(model_node *n) {
+    if (!n || n->nlive > 0) return;
+    free(n->allocs);
+    n->allocs = NULL;
+    n->nallocs = n->allocs_cap = 0;
 }
 
 /* ------------------------------------------------------ from a Node ---- */

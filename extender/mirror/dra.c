@@ -436,6 +436,11 @@ void ext_dra_event(ext_dra *d, ext_kube_kind kind, ext_kube_event ev, const cJSO
 
 /* ------------------------------------------------------------ node models ---- */
 
+bool ext_dra_node_has_slices(const ext_dra *d, const char *node) {
+    const dnode *dn = d ? dnode_find(d, node) : NULL;
+    return dn && dn->nsl > 0;
+}
+
 void ext_dra_merge(const ext_dra *d, model_node *m, const model_catalog *cat) {
     const dnode *dn = d && m ? dnode_find(d, m->name) : NULL;
     const model_dra_slice **sl = slice_ptrs(dn);

@@ -39,6 +39,10 @@ void ext_dra_event(ext_dra *d, ext_kube_kind kind, ext_kube_event ev, const cJSO
 /* Whether the first list of every DRA kind has been delivered (or answered 404). */
 bool ext_dra_synced(const ext_dra *d);
 
+/* Whether some ResourceSlice names the node: only then can ext_dra_merge or ext_dra_apply_claims change its model
+ * (a claim holds devices only on a node whose slices publish them). */
+bool ext_dra_node_has_slices(const ext_dra *d, const char *node);
+
 /* Merge the node's published GPUs into m (model_dra_merge_slices), noting incomplete pools in m->dra_note. */
 void ext_dra_merge(const ext_dra *d, model_node *m, const model_catalog *cat);
 

@@ -453,6 +453,7 @@ static void pod_unplace(ext_state *st, pod_priv *pp) {
         node_remove_pod(st, n, p);
         p->holds = false;
         if (released) node_retry(st, n);
+        if (n->m) model_node_trim(n->m);
         node_maybe_drop(st, n);
     }
     free(p->node);
@@ -521,20 +522,44 @@ static void node_install(ext_state *st, model_node *m) {
 }
 
 /* ---- DRA (dra.h): the installed model is the Node object's (base) plus what ResourceSlices and
- * ResourceClaims say about the node; a change to either rebuilds it from base. */
+ * ResourceClaims say about the node; a change to either rebuilds it from base. Only a node some ResourceSlice
+ * names keeps base beside the installed model: without slices nothing is merged and no claim holds a device
+ * there (ext_dra_apply_claims), so the installed model is the Node object's model plus pods, one copy, and a Node
+ * event costs no clone and no merge. Most clusters publish no GPU through DRA yet. */
 
-static void node_rebuild(ext_state *st, ext_node *n) {
-    model_node *m = n->base ? model_node_clone(n->base) : NULL;
+/* m with room for its own GPUs only (model_node_compact), m itself when out of memory. Kept models get no
+ * more GPUs: a DRA merge works on a clone, which has room again. */
+static model_node *compacted(model_node *m) {
+    model_node *c = model_node_compact(m);
+    if (!c) return m;
+    model_node_free(m);
+    return c;
+}
+
+/* Install base's DRA view: base itself when no slice names the node (n->base dropped), else a merged copy
+ * (base kept for the next DRA change). */
+static void node_install_view(ext_state *st, ext_node *n, model_node *base) {
+    if (!ext_dra_node_has_slices(st->dra, base->name)) {
+        if (n->base != base) model_node_free(n->base);
+        n->base = NULL;
+        node_install(st, compacted(base));
+        return;
+    }
+    if (n->base != base) {
+        model_node_free(n->base);
+        n->base = compacted(base);
+    }
+    model_node *m = model_node_clone(n->base);
     if (!m) {
-        if (n->base) ext_log(EXT_LOG_ERROR, "event=oom node=%s", n->name);
+        ext_log(EXT_LOG_ERROR, "event=oom node=%s", n->name);
         return;
     }
     ext_dra_merge(st->dra, m, st->cfg.cat);
     if (m->dra_note[0]) ext_log(EXT_LOG_DEBUG, "event=dra-note node=%s why=\"%s\"", n->name, m->dra_note);
-    node_install(st, m);
+    node_install(st, compacted(m));
 }
 
-/* A Node object's model: kept as the base, installed with its DRA view. */
+/* A Node object's model. */
 static void node_install_base(ext_state *st, model_node *base) {
     ext_node *n = node_get_or_create(st, base->name);
     if (!n) {
@@ -542,17 +567,35 @@ static void node_install_base(ext_state *st, model_node *base) {
         model_node_free(base);
         return;
     }
-    model_node_free(n->base);
-    n->base = base;
-    node_rebuild(st, n);
+    node_install_view(st, n, base);
+}
+
+/* The Node object's model of a node kept without base: the installed model with every pod's GPUs given back
+ * (it holds nothing else: no slice, so no claim, was merged into it). Releasing restores usage exactly and
+ * removes the MIG instances assignments created on demand, leaving the others in their order. */
+static model_node *node_base_of(const ext_node *n) {
+    model_node *b = model_node_clone(n->m);
+    for (int i = 0; b && i < b->nallocs; i++) {
+        if (!b->allocs[i].uid[0]) continue;
+        char uid[MODEL_UID_LEN];
+        memcpy(uid, b->allocs[i].uid, sizeof uid);
+        model_release(b, uid);
+    }
+    return b;
 }
 
 static void dra_touch(void *user, const char *node) {
     ext_state *st = user;
     ext_node *n = ext_map_get(st->nodes, node);
-    if (!n || !n->base) return;
+    if (!n || !n->m) return;
+    model_node *base = n->base;
+    if (!base && !ext_dra_node_has_slices(st->dra, node)) return;   /* a claim's change: nothing held here */
+    if (!base && !(base = node_base_of(n))) {
+        ext_log(EXT_LOG_ERROR, "event=oom node=%s", n->name);
+        return;
+    }
     uint32_t g = n->gen;   /* a DRA change is no sighting of the Node object (node relist sweep) */
-    node_rebuild(st, n);
+    node_install_view(st, n, base);
     n->gen = g;
 }
 

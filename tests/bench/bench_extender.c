@@ -10,8 +10,20 @@
  *   C  sustained filter throughput, 100 candidate names, 1 and 4 clients (target >= 3,000/s)
  *   D  cluster mode against the fake API server (tests/support): 5,000 nodes, 40,000 bound
  *      pods; time from start to /readyz, then RSS (target <= 150 MiB)
+ * Only when BENCH_ONLY names them (minutes each), and with $TESSERA_EXTENDER_OLD (an older build, e.g. one built
+ * in `git worktree add ../old COMMIT`) measured beside this one in the same run, cells alternated:
+ *   E  memory: 1,000 and 5,000 nodes x 8 GPUs as GPU feature discovery labels them, and the same with every
+ *      node's GPUs also published as a ResourceSlice, synced from the fake API server; RSS after the sync,
+ *      after 10,000 pods filtered, bound through the extender and deleted (BENCH_CHURN), bytes per node
+ *      (targets at 5,000 nodes: <= 64 MiB without DRA, <= 96 MiB with slices, flat across the churn)
+ *   F  fgd and fgd-pack prioritize over 5,000 names with the answer cache defeated (64 request shapes in
+ *      turn): the extender's CPU time per call (/proc/PID/stat, in cells of BENCH_F_CALLS = 384 calls: a
+ *      clock tick is then 0.5 % of a cell)
+ *   G  8 keep-alive connections of cheap calls (a warm filter of 100 names): requests/s, CPU per request
+ *   BENCH_REPS (E, default 3) and BENCH_CELLS (F, G, default 7): medians over that many.
  *
- *   make build/bench/bench_extender && build/bench/bench_extender      (BENCH_ONLY=A|B|C|D)
+ *   make build/bench/bench_extender && build/bench/bench_extender      (BENCH_ONLY=A|B|C|D|E|F|G)
+ *   BENCH_ONLY=EFG TESSERA_EXTENDER_OLD=../old/build/tessera-extender build/bench/bench_extender
  *
  * The extender binary is found next to the bench's directory (build/tessera-extender), or
  * at $TESSERA_EXTENDER. Cluster files are generated into a temporary directory.
@@ -199,6 +211,9 @@ static char ext_bin[512];
 static pid_t ext_pid;
 static int ext_port;
 
+/* One extender process (sections E-G run two builds side by side: see bench_compare). */
+typedef struct xproc { pid_t pid; int port; } xproc;
+
 /* Copies the extender's warnings and errors to our stderr until it exits. */
 static void *drain(void *arg) {
     FILE *f = arg;
@@ -209,52 +224,58 @@ static void *drain(void *arg) {
     return NULL;
 }
 
-/* Start the extender with the given flags (NULL-terminated); wait until /healthz would
+/* Start extender binary bin with the given flags (NULL-terminated); wait until /healthz would
  * answer, i.e. until it printed its URL (standalone) or logged event=serving (cluster). */
-static void ext_start(const char *const *flags) {
+static xproc xstart(const char *bin, const char *const *flags) {
     int out[2];
     if (pipe(out) != 0) die("pipe");
-    ext_pid = fork();
-    if (ext_pid < 0) die("fork");
-    if (ext_pid == 0) {
-        const char *argv[32];
+    xproc x = {fork(), 0};
+    if (x.pid < 0) die("fork");
+    if (x.pid == 0) {
+        const char *argv[40];
         int n = 0;
-        argv[n++] = ext_bin;
+        argv[n++] = bin;
         argv[n++] = "--listen";
         argv[n++] = "127.0.0.1:0";
         argv[n++] = "--log-level";
         argv[n++] = "info";
-        for (int i = 0; flags[i] && n < 30; i++) argv[n++] = flags[i];
+        for (int i = 0; flags[i] && n < 38; i++) argv[n++] = flags[i];
         argv[n] = NULL;
         dup2(out[1], 2);   /* the serving line is on stderr in both modes */
         close(out[0]);
         close(out[1]);
         int null = open("/dev/null", O_WRONLY);
         if (null >= 0) dup2(null, 1);
-        execv(ext_bin, (char *const *)argv);
+        execv(bin, (char *const *)argv);
         _exit(127);
     }
     close(out[1]);
     FILE *f = fdopen(out[0], "r");
     char line[1024];
-    ext_port = 0;
     while (fgets(line, sizeof line, f)) {
         char *p = strstr(line, "event=serving listen=");
         if (p && (p = strstr(p, " port="))) {
-            ext_port = atoi(p + 6);
+            x.port = atoi(p + 6);
             break;
         }
     }
-    if (!ext_port) die("the extender did not start (see its output above)");
+    if (!x.port) die("the extender did not start (see its output above)");
     /* Keep draining its log so it never blocks on a full pipe. */
     pthread_t th;
     if (pthread_create(&th, NULL, drain, f) != 0) die("pthread_create");
     pthread_detach(th);
+    return x;
 }
 
-static long ext_rss_kib(const char *field) {
+static void ext_start(const char *const *flags) {
+    xproc x = xstart(ext_bin, flags);
+    ext_pid = x.pid;
+    ext_port = x.port;
+}
+
+static long xrss_kib(pid_t pid, const char *field) {
     char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)ext_pid);
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
     FILE *f = fopen(path, "r");
     long v = -1;
     size_t fl = strlen(field);
@@ -264,25 +285,45 @@ static long ext_rss_kib(const char *field) {
     return v;
 }
 
-static void ext_stop(void) {
-    kill(ext_pid, SIGTERM);
-    int st;
-    waitpid(ext_pid, &st, 0);
+static long ext_rss_kib(const char *field) { return xrss_kib(ext_pid, field); }
+
+/* CPU time (user + system) the process has used so far, in ms. */
+static double xcpu_ms(pid_t pid) {
+    char path[64], line[2048];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f || !fgets(line, sizeof line, f)) die("cannot read /proc/PID/stat");
+    fclose(f);
+    char *p = strrchr(line, ')');   /* the command name may hold spaces */
+    unsigned long ut = 0, stm = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &stm) != 2)
+        die("cannot parse /proc/PID/stat");
+    return (double)(ut + stm) * 1000.0 / (double)sysconf(_SC_CLK_TCK);
 }
+
+static void xstop(xproc x) {
+    kill(x.pid, SIGTERM);
+    int st;
+    waitpid(x.pid, &st, 0);
+}
+
+static void ext_stop(void) { xstop((xproc){ext_pid, ext_port}); }
 
 /* ------------------------------------------------------------ a keep-alive HTTP/1.1 client */
 
 typedef struct conn { int fd; buf in; } conn;
 
-static void conn_open(conn *c) {
+static void conn_open_port(conn *c, int port) {
     memset(c, 0, sizeof *c);
     c->fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)ext_port)};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&a, sizeof a) != 0) die("connect");
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
+
+static void conn_open(conn *c) { conn_open_port(c, ext_port); }
 
 static void conn_close(conn *c) {
     close(c->fd);
@@ -418,12 +459,13 @@ static void bench_b(void) {
 
 /* ------------------------------------------------------------ C */
 
-typedef struct client { const char *body; size_t len; double until; long done; } client;
+/* One client of C and G: the same filter on its own connection until the deadline. */
+typedef struct client { int port; const char *body; size_t len; double until; long done; } client;
 
 static void *client_run(void *arg) {
     client *cl = arg;
     conn c;
-    conn_open(&c);
+    conn_open_port(&c, cl->port);
     while (now_ms() < cl->until) {
         const char *resp;
         size_t rl;
@@ -447,7 +489,7 @@ static void bench_c(void) {
         pthread_t th[4];
         double t0 = now_ms();
         for (int i = 0; i < nclients[k]; i++) {
-            cl[i] = (client){body, len, t0 + secs * 1000, 0};
+            cl[i] = (client){ext_port, body, len, t0 + secs * 1000, 0};
             pthread_create(&th[i], NULL, client_run, &cl[i]);
         }
         long total = 0;
@@ -530,6 +572,303 @@ static void bench_d(void) {
     fake_api_free(api);
 }
 
+/* ------------------------------------------------------------ E, F, G: this build beside another */
+
+/* $TESSERA_EXTENDER_OLD, an older build measured in the same run, cells alternated with this one's (timings on
+ * a shared machine drift; alternating keeps the drift out of the ratio). */
+static char old_bin[512];
+
+static int nbins(void) { return old_bin[0] ? 2 : 1; }
+static const char *bin_at(int k) { return k ? old_bin : ext_bin; }
+static const char *bin_label(int k) { return k ? "old" : "new"; }
+
+static int env_int(const char *k, int dflt) {
+    const char *v = getenv(k);
+    return v && atoi(v) > 0 ? atoi(v) : dflt;
+}
+
+static double median(double *v, int n) { return n ? pct(v, n, 0.5) : -1; }
+
+/* Whether a build knows word (a flag or a policy name): its --help mentions it. An older build may not. */
+static bool bin_knows(const char *bin, const char *word) {
+    char cmd[700], line[1024];
+    snprintf(cmd, sizeof cmd, "'%s' --help 2>&1", bin);
+    FILE *p = popen(cmd, "r");
+    bool found = false;
+    while (p && fgets(line, sizeof line, p))
+        if (strstr(line, word)) found = true;
+    if (p) pclose(p);
+    return found;
+}
+
+/* The same 8 GPUs as node_json's, as NVIDIA's DRA driver publishes them: one ResourceSlice per node, one pool,
+ * devices gpu-<minor> (the minor is how tessera matches them to the GPUs the labels describe). */
+static void slice_json(buf *b, int i) {
+    bf(b, "{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"ResourceSlice\",\"metadata\":{\"name\":\"node-%05d-gpu.nvidia.com\"},"
+          "\"spec\":{\"driver\":\"gpu.nvidia.com\",\"nodeName\":\"node-%05d\",\"pool\":{\"name\":\"node-%05d\","
+          "\"generation\":1,\"resourceSliceCount\":1},\"devices\":[",
+       i, i, i);
+    for (int g = 0; g < GPUS; g++)
+        bf(b, "%s{\"name\":\"gpu-%d\",\"attributes\":{\"type\":{\"string\":\"gpu\"},\"uuid\":{\"string\":\"GPU-%05d-%04d\"},"
+              "\"productName\":{\"string\":\"NVIDIA A100-SXM4-80GB\"},\"index\":{\"int\":%d},\"minor\":{\"int\":%d}},"
+              "\"capacity\":{\"memory\":{\"value\":\"80Gi\"}}}",
+           g ? "," : "", g, i, g, g, g);
+    bstr(b, "]}}");
+}
+
+static void wait_ready(int port, double limit_ms) {
+    conn c;
+    conn_open_port(&c, port);
+    double t0 = now_ms();
+    for (;;) {
+        const char *resp;
+        size_t rl;
+        if (call(&c, "GET", "/readyz", "", 0, &resp, &rl) == 200) break;
+        if (now_ms() - t0 > limit_ms) die("the extender did not sync in time");
+        usleep(20000);
+    }
+    conn_close(&c);
+}
+
+typedef struct mem_fig { double sync_mib, churn_mib, sync_s, churn_s; } mem_fig;
+
+/* One cell of E: n nodes (and with slices their ResourceSlices) in a fresh fake API server, the extender synced,
+ * then `churn` pods each filtered, bound through the extender and deleted again, with up to 1,000 alive at a
+ * time (one GPU each, spread over the nodes). RSS is read 2 s after the sync and 2 s after the last delete
+ * (jemalloc purges in the background). */
+static mem_fig mem_cell(const char *bin, int n, bool slices, int churn) {
+    char err[256], url[128];
+    fake_api *api = fake_api_start(0, err, sizeof err);
+    if (!api) die(err);
+    buf b = {0};
+    for (int i = 0; i < n; i++) {
+        b.len = 0;
+        node_json(&b, i, true);
+        if (fake_api_put(api, "nodes", b.p) < 0) die("fake_api_put node");
+        if (!slices) continue;
+        b.len = 0;
+        slice_json(&b, i);
+        if (fake_api_put(api, "resourceslices", b.p) < 0) die("fake_api_put slice");
+    }
+    fake_api_url(api, url, sizeof url);
+    const char *flags[8] = {"--kube-api", url};
+    int nf = 2;
+    if (bin_knows(bin, "--webhook-listen")) { flags[nf++] = "--webhook-listen"; flags[nf++] = ""; }
+    flags[nf] = NULL;
+    mem_fig fig;
+    double t0 = now_ms();
+    xproc x = xstart(bin, flags);
+    wait_ready(x.port, 300000);
+    fig.sync_s = (now_ms() - t0) / 1000;
+    sleep(2);
+    fig.sync_mib = (double)xrss_kib(x.pid, "VmRSS:") / 1024;
+    conn c;
+    conn_open_port(&c, x.port);
+    const int window = 1000;
+    t0 = now_ms();
+    for (int i = 0; i < churn + window; i++) {
+        char name[32], uid[40], node[32];
+        if (i < churn) {
+            snprintf(name, sizeof name, "churn-%05d", i);
+            snprintf(uid, sizeof uid, "churn-uid-%06d", i);
+            snprintf(node, sizeof node, "node-%05d", i % n);
+            b.len = 0;
+            bf(&b, "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ml\",\"uid\":\"%s\"},\"spec\":{\"schedulerName\":"
+                   "\"tessera-scheduler\",\"priority\":0,\"containers\":[{\"name\":\"main\",\"image\":\"registry.example.com/ml/train:v1\","
+                   "\"resources\":{\"requests\":{\"cpu\":\"4\",\"memory\":\"32Gi\"},\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]},"
+                   "\"status\":{\"phase\":\"Pending\"}}",
+               name, uid);
+            if (fake_api_put(api, "pods", b.p) < 0) die("fake_api_put pod");
+            char *pod = fake_api_get(api, "pods", "ml", name);
+            b.len = 0;
+            bf(&b, "{\"Pod\":%s,\"Nodes\":null,\"NodeNames\":[\"%s\"]}", pod, node);
+            free(pod);
+            const char *resp;
+            size_t rl;
+            int st = call(&c, "POST", "/tessera/filter", b.p, b.len, &resp, &rl);
+            expect_ok(st, "filter", resp);
+            if (!strstr(resp, node)) die("churn: the filter kept no node");
+            b.len = 0;
+            bf(&b, "{\"PodName\":\"%s\",\"PodNamespace\":\"ml\",\"PodUID\":\"%s\",\"Node\":\"%s\"}", name, uid, node);
+            st = call(&c, "POST", "/tessera/bind", b.p, b.len, &resp, &rl);
+            expect_ok(st, "bind", resp);
+            if (strstr(resp, "\"Error\":\"") && !strstr(resp, "\"Error\":\"\"")) {
+                fprintf(stderr, "bind %s: %.300s\n", name, resp);
+                die("churn: bind failed");
+            }
+        }
+        if (i >= window) {
+            snprintf(name, sizeof name, "churn-%05d", i - window);
+            if (fake_api_delete(api, "pods", "ml", name) != 0) die("churn: delete");
+        }
+        if (getenv("BENCH_E_TRACE") && i % 2000 == 1999)
+            fprintf(stderr, "E    %d: RSS %.1f MiB\n", i + 1, (double)xrss_kib(x.pid, "VmRSS:") / 1024);
+    }
+    fig.churn_s = (now_ms() - t0) / 1000;
+    conn_close(&c);
+    sleep(2);
+    fig.churn_mib = (double)xrss_kib(x.pid, "VmRSS:") / 1024;
+    xstop(x);
+    fake_api_free(api);
+    free(b.p);
+    return fig;
+}
+
+static void bench_e(void) {
+    const int reps = env_int("BENCH_REPS", 3), churn = env_int("BENCH_CHURN", 10000);
+    static const int sizes[2] = {1000, NODES};
+    enum { NS = 2, NM = 2 };
+    double sync[NS][NM][2][16], after[NS][NM][2][16];
+    for (int r = 0; r < reps && r < 16; r++)
+        for (int k = 0; k < NS; k++)
+            for (int m = 0; m < NM; m++)
+                for (int bi = 0; bi < nbins(); bi++) {
+                    mem_fig f = mem_cell(bin_at(bi), sizes[k], m == 1, churn);
+                    sync[k][m][bi][r] = f.sync_mib;
+                    after[k][m][bi][r] = f.churn_mib;
+                    printf("E  %s %d nodes%s: synced in %.1f s, RSS %.1f MiB; %d binds+deletes in %.1f s, RSS %.1f MiB\n",
+                           bin_label(bi), sizes[k], m ? " + ResourceSlices" : "", f.sync_s, f.sync_mib, churn, f.churn_s,
+                           f.churn_mib);
+                    fflush(stdout);
+                }
+    int n = reps < 16 ? reps : 16;
+    for (int m = 0; m < NM; m++)
+        for (int bi = 0; bi < nbins(); bi++) {
+            double s0 = median(sync[0][m][bi], n), s1 = median(sync[1][m][bi], n);
+            for (int k = 0; k < NS; k++)
+                printf("E  median of %d, %s, %5d nodes x %d GPUs%s: RSS after sync %.1f MiB, after churn %.1f MiB, "
+                       "%.0f bytes/node (RSS / nodes)\n",
+                       n, bin_label(bi), sizes[k], GPUS, m ? " as ResourceSlices too" : " (labels)",
+                       median(sync[k][m][bi], n), median(after[k][m][bi], n),
+                       median(sync[k][m][bi], n) * 1048576.0 / sizes[k]);
+            printf("E  median of %d, %s%s: %.0f bytes per node more (RSS at %d nodes - RSS at %d nodes) / %d\n", n,
+                   bin_label(bi), m ? " with ResourceSlices" : " (labels)", (s1 - s0) * 1048576.0 / (NODES - 1000), NODES,
+                   1000, NODES - 1000);
+        }
+}
+
+/* A target workload for fgd: a few shapes, as a JSON array of pods. */
+static const char *workload_file(void) {
+    static char path[128];
+    snprintf(path, sizeof path, "%s/workload.json", tmpdir);
+    if (access(path, R_OK) == 0) return path;
+    static const char *limits[] = {"\"nvidia.com/gpumem\":\"10240\",\"nvidia.com/gpucores\":\"30\"",
+                                   "\"nvidia.com/gpumem\":\"20480\",\"nvidia.com/gpucores\":\"50\"",
+                                   "\"nvidia.com/gpu\":\"1\"", "\"nvidia.com/gpu\":\"2\"", "\"nvidia.com/gpu\":\"8\""};
+    buf b = {0};
+    bstr(&b, "[");
+    for (int i = 0; i < 5; i++)
+        bf(&b, "%s{\"metadata\":{\"name\":\"w-%d\",\"namespace\":\"ml\",\"uid\":\"w-uid-%d\"},\"spec\":{\"containers\":[{\"name\":\"m\","
+               "\"resources\":{\"limits\":{%s}}}]}}",
+           i ? "," : "", i, i, limits[i]);
+    bstr(&b, "]");
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(b.p, 1, b.len, f) != b.len || fclose(f) != 0) die("cannot write the workload file");
+    free(b.p);
+    return path;
+}
+
+/* F: fgd and fgd-pack prioritize over all 5,000 nodes with the answer cache defeated (64 request shapes in turn),
+ * both builds serving at once, cells of BENCH_F_CALLS calls alternated between them: the extender's CPU time per
+ * call (/proc/PID/stat, user + system) and the wall time, medians over the cells. */
+static void bench_f(void) {
+    static const char *policies[2] = {"fgd", "fgd-pack"};
+    const int cells = env_int("BENCH_CELLS", 7), per = env_int("BENCH_F_CALLS", 384);
+    size_t len[COLD_SHAPES];
+    char *body[COLD_SHAPES];
+    for (int s = 0; s < COLD_SHAPES; s++) body[s] = args_names_mem(NODES, FRACTIONAL_POD_MIB + 1 + s, &len[s]);
+    for (int p = 0; p < 2; p++) {
+        xproc x[2];
+        conn c[2];
+        bool on[2] = {false, false};
+        for (int bi = 0; bi < nbins(); bi++) {
+            if (!bin_knows(bin_at(bi), policies[p])) {
+                printf("F  %s: %s has no policy %s\n", bin_label(bi), bin_at(bi), policies[p]);
+                continue;
+            }
+            const char *flags[] = {"--cluster", cluster_file(NODES), "--policy", policies[p], "--workload", workload_file(), NULL};
+            x[bi] = xstart(bin_at(bi), flags);
+            conn_open_port(&c[bi], x[bi].port);
+            on[bi] = true;
+        }
+        double cpu[2][64], wall[2][64];
+        int seq = 0;
+        for (int cell = -1; cell < cells && cell < 64; cell++)   /* cell -1 warms up */
+            for (int bi = 0; bi < nbins(); bi++) {
+                if (!on[bi]) continue;
+                double c0 = xcpu_ms(x[bi].pid), w0 = now_ms();
+                for (int i = 0; i < per; i++, seq++) {
+                    const char *resp;
+                    size_t rl;
+                    int s = seq % COLD_SHAPES;
+                    int st = call(&c[bi], "POST", "/tessera/prioritize", body[s], len[s], &resp, &rl);
+                    expect_ok(st, "prioritize", resp);
+                }
+                if (cell < 0) continue;
+                cpu[bi][cell] = (xcpu_ms(x[bi].pid) - c0) / per;
+                wall[bi][cell] = (now_ms() - w0) / per;
+            }
+        double ref = -1;
+        for (int bi = 0; bi < nbins(); bi++) {
+            if (!on[bi]) continue;
+            double mc = median(cpu[bi], cells), mw = median(wall[bi], cells);
+            if (bi == 0) ref = mc;
+            printf("F  %-8s %s, prioritize %d names cold (%d shapes in turn): CPU %.3f ms/call, wall %.3f ms/call "
+                   "(median of %d cells of %d)%s",
+                   policies[p], bin_label(bi), NODES, COLD_SHAPES, mc, mw, cells, per, bi ? "" : "\n");
+            if (bi) printf("; new/old CPU %.2f\n", ref / mc);
+            conn_close(&c[bi]);
+            xstop(x[bi]);
+        }
+    }
+    for (int s = 0; s < COLD_SHAPES; s++) free(body[s]);
+}
+
+/* G: 8 clients on 8 keep-alive connections, each sending the same cheap filter (100 candidate names, answered
+ * from the cache) as fast as it can; both builds serving at once, 2-second cells alternated: requests/s and
+ * the extender's CPU per request, medians over the cells. */
+static void bench_g(void) {
+    enum { CLIENTS = 8 };
+    const int cells = env_int("BENCH_CELLS", 7);
+    size_t len;
+    char *body = args_names(100, &len);
+    xproc x[2];
+    for (int bi = 0; bi < nbins(); bi++) {
+        const char *flags[] = {"--cluster", cluster_file(NODES), NULL};
+        x[bi] = xstart(bin_at(bi), flags);
+    }
+    double rps[2][64], cpu[2][64];
+    for (int cell = -1; cell < cells && cell < 64; cell++)
+        for (int bi = 0; bi < nbins(); bi++) {
+            client g[CLIENTS];
+            pthread_t th[CLIENTS];
+            double t0 = now_ms(), c0 = xcpu_ms(x[bi].pid);
+            for (int i = 0; i < CLIENTS; i++) {
+                g[i] = (client){x[bi].port, body, len, t0 + (cell < 0 ? 500 : 2000), 0};
+                if (pthread_create(&th[i], NULL, client_run, &g[i]) != 0) die("pthread_create");
+            }
+            long total = 0;
+            for (int i = 0; i < CLIENTS; i++) {
+                pthread_join(th[i], NULL);
+                total += g[i].done;
+            }
+            if (cell < 0) continue;
+            rps[bi][cell] = (double)total / ((now_ms() - t0) / 1000);
+            cpu[bi][cell] = (xcpu_ms(x[bi].pid) - c0) * 1000 / (double)total;
+        }
+    double ref = -1;
+    for (int bi = 0; bi < nbins(); bi++) {
+        double r = median(rps[bi], cells);
+        if (bi == 0) ref = r;
+        printf("G  %s, %d keep-alive connections, filter of 100 names (warm): %.0f requests/s, CPU %.1f us/request "
+               "(median of %d 2-s cells)%s",
+               bin_label(bi), CLIENTS, r, median(cpu[bi], cells), cells, bi ? "" : "\n");
+        if (bi) printf("; new/old requests/s %.2f\n", ref / r);
+        xstop(x[bi]);
+    }
+    free(body);
+}
+
 int main(int argc, char **argv) {
     const char *env = getenv("TESSERA_EXTENDER");
     if (env) snprintf(ext_bin, sizeof ext_bin, "%s", env);
@@ -555,6 +894,12 @@ int main(int argc, char **argv) {
     if (!only || strchr(only, 'B')) bench_b();
     if (!only || strchr(only, 'C')) bench_c();
     if (!only || strchr(only, 'D')) bench_d();
+    const char *old = getenv("TESSERA_EXTENDER_OLD");
+    if (old && *old) snprintf(old_bin, sizeof old_bin, "%s", old);
+    if (old_bin[0] && access(old_bin, X_OK) != 0) die("TESSERA_EXTENDER_OLD is not an executable");
+    if (only && strchr(only, 'E')) bench_e();
+    if (only && strchr(only, 'F')) bench_f();
+    if (only && strchr(only, 'G')) bench_g();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "bench_extender: could not remove %s\n", tmpdir);
