@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "extender/state.h"
+#include "extender/mirror/state.h"
 #include "extender/verbs.h"
 #include "ext_helpers.h"
 #include "harness.h"
