@@ -587,6 +587,7 @@ int main(int argc, char **argv) {
         if (!verbs.online) fprintf(stderr, "--online-workload: %s; continuing without a target workload\n", oerr);
     }
     verbs.leader = leader;
+    verbs.kube = kube;   /* bind reads a claim the watch has not shown yet */
     hc.verbs = &verbs;
     hc.webhook = &wc;
     if (kube) {

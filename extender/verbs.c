@@ -9,6 +9,7 @@
 #include "model/dra.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,7 @@ static const char *not_synced(char *buf, size_t len, const char *tail) {
 
 const char *ext_bind_outcome_name(ext_bind_outcome o) {
     static const char *n[] = {"ok", "already_bound", "no_room", "unknown_pod", "unknown_node", "api_error",
-                              "not_ready", "bad_request", "not_leader"};
+                              "not_ready", "bad_request", "not_leader", "claim_unallocated"};
     return o >= 0 && o < EXT_BIND_NOUTCOMES ? n[o] : "?";
 }
 
@@ -67,6 +68,7 @@ void ext_verbs_init(ext_verbs *v, ext_state *st, const policy *pol, ext_bind_fn 
     policy_ctx_init(&v->ctx, 0);
     v->bind = bind;
     v->bind_user = bind_user;
+    v->dra_bind_wait_ms = EXT_DRA_BIND_WAIT_MS;
 }
 
 /* ---------------------------------------------------------------- reply text */
@@ -730,6 +732,7 @@ static void dra_filter(ext_verbs *v, ext_args *a, filter_job *j) {
     model_request dr;
     char why[256];
     ext_state_lock(v->st);
+    ext_dra_note_pod(ext_state_dra(v->st), a->pod);   /* which claims bind records */
     model_dra_verdict vd = dra_request(v, a, &dr, why, sizeof why);
     for (int i = 0; i < a->n; i++) {
         j->pass[i] = true;
@@ -751,6 +754,7 @@ static void dra_prioritize(ext_verbs *v, const ext_args *a, policy_ctx *ctx, pol
     model_request dr;
     char why[256];
     ext_state_lock(v->st);
+    ext_dra_note_pod(ext_state_dra(v->st), a->pod);
     model_dra_verdict vd = dra_request(v, a, &dr, why, sizeof why);
     for (int i = 0; i < a->n; i++) {
         const ext_node *en = ext_state_node(v->st, a->names[i]);
@@ -956,6 +960,53 @@ void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *
 
 /* ---------------------------------------------------------------- bind */
 
+/* A malloc'd formatted string (measured, never cut); NULL when out of memory. */
+static char *str_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *str_printf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!s) return NULL;
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+/* A DRA pod's record was not complete in the cache (rec: ext_dra_bind_record's answer, missing what it lacked):
+ * wait on the watch up to dra_bind_wait_ms (when the pod's claims are known), then read the API. 0 with *text,
+ * or -1 with err saying what bind waited for. Called without the lock. */
+static int dra_settle(ext_verbs *v, const char *ns, const char *name, const char *uid, bool want_extended, int rec,
+                      char **text, char *missing, size_t mlen, char *err, size_t errlen) {
+    int64_t t0 = ext_now_ms(), deadline = t0 + (v->dra_bind_wait_ms > 0 ? v->dra_bind_wait_ms : 0);
+    while (rec == 0 && ext_now_ms() < deadline) {
+        usleep(5000);
+        ext_state_lock(v->st);
+        rec = ext_dra_bind_record(ext_state_dra(v->st), ns, uid, want_extended, text, missing, mlen);
+        ext_state_unlock(v->st);
+    }
+    if (rec == 1) return 0;
+    int waited = (int)(ext_now_ms() - t0);
+    char first[512];
+    snprintf(first, sizeof first, "%s", missing);
+    if (!v->kube) {
+        snprintf(err, errlen, "pod %s/%s: waited %d ms for %s; not bound, so that the record of its devices is never "
+                 "partial (no API server to read it from in standalone mode)", ns, name, waited, first);
+        return -1;
+    }
+    int timeout = v->dra_bind_wait_ms > 0 ? v->dra_bind_wait_ms * 2 : 2000;
+    if (ext_dra_record_from_api(v->kube, ns, name, uid, want_extended, timeout, text, missing, mlen) == 1) {
+        ext_log(EXT_LOG_INFO, "verb=bind pod=%s/%s dra-record=api waited_ms=%d why=\"the watch had not shown %s\"", ns,
+                name, waited, first);
+        return 0;
+    }
+    snprintf(err, errlen, "pod %s/%s: waited %d ms on the watch for %s, then read the API: %s; not bound, so that the "
+             "record of its devices is never partial", ns, name, waited, first, missing);
+    return -1;
+}
+
 static void bind_reply(ext_verbs *v, ext_reply *out, ext_bind_outcome o, int status, const char *err) {
     atomic_fetch_add(&v->bind_outcomes[o], 1);
     ext_reply_error(out, status, err ? err : "");
@@ -971,7 +1022,7 @@ static const char *bind_str(const cJSON *root, const char *key, char *err, size_
 }
 
 void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
-    char err[512];
+    char err[2048];   /* room for namespace, name, node and a claim's names (253 each) in one message */
     cJSON *root = cJSON_ParseWithLength(body, len);
     const char *name = NULL, *ns = NULL, *uid = NULL, *node = NULL;
     if (!root) snprintf(err, sizeof err, "request body is not valid JSON (malformed or truncated)");
@@ -1000,8 +1051,10 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     }
     ext_bind_outcome oc = EXT_BIND_OK;
     model_request req;
-    char *ann = NULL, granted[256] = "no GPU", dra_alloc[200] = "";
-    bool reserved = false;
+    /* granted: the longest assignment text is MODEL_MAX_GPUS grants of under 64 characters each */
+    char *ann = NULL, granted[MODEL_MAX_GPUS * 64 + 16] = "no GPU", *dra_alloc = NULL, dra_missing[512] = "";
+    bool reserved = false, via_dra = false;
+    int dra_rec = 1;
     ext_state_lock(v->st);
     const ext_node *en = ext_state_node(v->st, node);
     const ext_pod *p = ext_state_pod(v->st, uid);
@@ -1018,10 +1071,10 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
         oc = EXT_BIND_UNKNOWN_POD;
         snprintf(err, sizeof err, "pod %s/%s (uid %s) is unknown: tessera saw it in no filter call and no watch event",
                  ns, name, uid);
-    } else if (req.via_dra) {
-        /* DynamicResources chose the devices (and wrote them into the claims before calling us): record them */
-        ext_dra_allocation_for(ext_state_dra(v->st), ns, uid, dra_alloc, sizeof dra_alloc);
-        snprintf(granted, sizeof granted, "devices of its claims: %s", dra_alloc[0] ? dra_alloc : "not seen yet");
+    } else if (req.via_dra || (!model_request_wants_gpu(&req) && ext_dra_noted(ext_state_dra(v->st), uid))) {
+        /* DynamicResources chose the devices and wrote them into the claims just before calling us */
+        via_dra = true;
+        dra_rec = ext_dra_bind_record(ext_state_dra(v->st), ns, uid, false, &dra_alloc, dra_missing, sizeof dra_missing);
     } else if (model_request_wants_gpu(&req)) {
         limit_to_delivery(v, &req);
         policy_ctx ctx = v->ctx;
@@ -1048,6 +1101,9 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
         }
     }
     ext_state_unlock(v->st);
+    if (oc == EXT_BIND_OK && via_dra && dra_rec != 1 && dra_settle(v, ns, name, uid, false, dra_rec, &dra_alloc, dra_missing,
+                                                                  sizeof dra_missing, err, sizeof err) != 0)
+        oc = EXT_BIND_DRA_UNSEEN;
     if (oc == EXT_BIND_ALREADY) {
         cJSON_Delete(root);
         bind_reply(v, out, oc, 200, "");   /* a retry of a bind that worked: the pod is where it was asked to be */
@@ -1057,6 +1113,7 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
         ext_log(EXT_LOG_WARN, "verb=bind outcome=%s pod=%s/%s node=%s err=\"%s\"", ext_bind_outcome_name(oc), ns, name,
                 node, err);
         cJSON_Delete(root);
+        free(dra_alloc);
         bind_reply(v, out, oc, 200, err);
         return;
     }
@@ -1067,14 +1124,16 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     if (v->bind) {
         cJSON *anns = cJSON_CreateObject();
         if (ann) cJSON_AddStringToObject(anns, EXT_ANN_ASSIGNMENT, ann);
-        else if (dra_alloc[0]) cJSON_AddStringToObject(anns, EXT_ANN_DRA_ALLOCATION, dra_alloc);
+        else if (dra_alloc && dra_alloc[0]) cJSON_AddStringToObject(anns, EXT_ANN_DRA_ALLOCATION, dra_alloc);
         rc = v->bind(v->bind_user, ns, name, uid, node, anns, err, sizeof err);
         cJSON_Delete(anns);
-        /* queued for `kubectl describe pod`; never waits on the network */
+        /* queued for `kubectl describe pod`; never waits on the network (events.h cuts a long one, with "...") */
         if (rc == 0) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "assigned to node %s: %s; policy %s", node, granted, policy_name(v->pol));
-            ext_events_emit(v->events, "Normal", "TesseraAssigned", ns, name, uid, msg);
+            char *msg = dra_alloc ? str_printf("assigned to node %s: devices of its claims: %s; policy %s", node,
+                                               dra_alloc[0] ? dra_alloc : "none", policy_name(v->pol))
+                                  : str_printf("assigned to node %s: %s; policy %s", node, granted, policy_name(v->pol));
+            ext_events_emit(v->events, "Normal", "TesseraAssigned", ns, name, uid, msg ? msg : "assigned");
+            free(msg);
         } else {
             ext_events_emit(v->events, "Warning", "TesseraBindFailed", ns, name, uid,
                             err[0] ? err : "the API server refused the Binding");
@@ -1086,17 +1145,19 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
         ext_state_unlock(v->st);
     }
     if (rc != 0) {
-        char msg[700];
-        snprintf(msg, sizeof msg, "binding %s/%s to %s failed: %s", ns, name, node, err[0] ? err : "API error");
+        char *msg = str_printf("binding %s/%s to %s failed: %s", ns, name, node, err[0] ? err : "API error");
         /* while binding itself is failing (health.h logged it once at warn), one line per retried pod is noise */
         ext_log(ext_health_failing(EXT_DEP_BIND, NULL, 0) ? EXT_LOG_DEBUG : EXT_LOG_WARN,
                 "verb=bind outcome=api_error pod=%s/%s node=%s err=\"%s\"", ns, name, node, err);
-        bind_reply(v, out, EXT_BIND_API_ERROR, 200, msg);
+        bind_reply(v, out, EXT_BIND_API_ERROR, 200, msg ? msg : err);
+        free(msg);
     } else {
-        ext_log(EXT_LOG_INFO, "verb=bind outcome=ok pod=%s/%s node=%s assignment=%s", ns, name, node, ann ? ann : "none");
+        ext_log(EXT_LOG_INFO, "verb=bind outcome=ok pod=%s/%s node=%s assignment=%s", ns, name, node,
+                ann ? ann : dra_alloc ? dra_alloc : "none");
         bind_reply(v, out, EXT_BIND_OK, 200, "");
     }
     free(ann);
+    free(dra_alloc);
     cJSON_Delete(root);
 }
 

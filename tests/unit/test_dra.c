@@ -5,6 +5,7 @@
  * that a node with both device-plugin GPUs and DRA devices is never over-committed.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -681,11 +682,12 @@ static char *claim_pod(void) {
 
 static char *args_for(const char *pod, const char *const *names, int n) { return args_names(pod, names, n); }
 
-/* A Binding "posted": its annotations kept as text. */
+/* A Binding "posted": its annotations kept as text (in char[POSTED_LEN]). */
+#define POSTED_LEN 8192
 static int capture_bind(void *user, const char *ns, const char *name, const char *uid, const char *node,
                         const cJSON *annotations, char *err, size_t errlen) {
     char *t = cJSON_PrintUnformatted(annotations);
-    snprintf(user, 512, "%s/%s@%s %s", ns, name, node, t ? t : "");
+    snprintf(user, POSTED_LEN, "%s/%s@%s %s", ns, name, node, t ? t : "");
     free(t);
     return 0;
 }
@@ -719,7 +721,7 @@ TEST(dra_pod_with_claim_template_filter_prioritize_bind) {
     apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-pending.json");     /* the pod's own claim */
 
     ext_verbs v;
-    char posted[512] = "";
+    char posted[POSTED_LEN] = "";
     ext_verbs_init(&v, st, policy_find("binpack"), capture_bind, posted);
     char *pod = claim_pod();
     const char *names[] = {"dra-a", "dra-c", "cpu-1", "unknown-node"};
@@ -1036,4 +1038,165 @@ TEST(dra_sim_cluster_and_claim_trace_replay) {
     CHECK(!t2 && strstr(err, "allocationMode All"));
     sim_trace_free(t);
     sim_cluster_free(c);
+}
+
+/* ------------------------------------------------------------ bind records exactly what was allocated ---- */
+
+/* claim-pending.json allocated to `ndev` devices of pool `pool` named dev-<i>, reserved for the template pod. */
+static char *claim_allocated_text(const char *pool, const char *devfmt, int ndev) {
+    cJSON *claim = fx("claim-pending.json");
+    cJSON *status = cJSON_GetObjectItem(claim, "status");
+    cJSON *alloc = cJSON_AddObjectToObject(status, "allocation");
+    cJSON *res = cJSON_AddArrayToObject(cJSON_AddObjectToObject(alloc, "devices"), "results");
+    for (int i = 0; i < ndev; i++) {
+        char dev[300];
+        snprintf(dev, sizeof dev, devfmt, i);
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddStringToObject(r, "request", "gpu");
+        cJSON_AddStringToObject(r, "driver", "gpu.nvidia.com");
+        cJSON_AddStringToObject(r, "pool", pool);
+        cJSON_AddStringToObject(r, "device", dev);
+        cJSON_AddItemToArray(res, r);
+    }
+    cJSON_AddItemToObject(status, "reservedFor",
+                          cJSON_Parse("[{\"resource\":\"pods\",\"name\":\"train-1\",\"uid\":\"p0a1b2c3-0000-4000-8000-00000000000b\"}]"));
+    char *t = cJSON_PrintUnformatted(claim);
+    cJSON_Delete(claim);
+    return t;
+}
+
+static const char *BIND_TRAIN1 = "{\"PodName\":\"train-1\",\"PodNamespace\":\"ml\",\"PodUID\":\"p0a1b2c3-0000-4000-8000-00000000000b\","
+                                 "\"Node\":\"dra-a\"}";
+#define CLAIM_GET "GET /apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/train-1-gpu-q8m4w"
+
+/* The bind's Error text ("" when it worked). */
+static void bind_error(ext_verbs *v, char *out, size_t len) {
+    cJSON *b = call_verb(v, ext_verb_bind, BIND_TRAIN1, NULL);
+    const cJSON *e = cJSON_GetObjectItem(b, "Error");
+    snprintf(out, len, "%s", cJSON_IsString(e) ? e->valuestring : "(no Error)");
+    cJSON_Delete(b);
+}
+
+typedef struct late_claim { ext_state *st; char *text; int after_ms; } late_claim;
+static void *apply_late(void *arg) {
+    late_claim *l = arg;
+    usleep((useconds_t)l->after_ms * 1000);
+    cJSON *o = cJSON_Parse(l->text);
+    ext_state_apply(l->st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_MODIFIED, o);
+    cJSON_Delete(o);
+    return NULL;
+}
+
+TEST(dra_bind_records_an_allocation_written_just_before_bind) {
+    char err[256], url[128];
+    fake_api *api = fake_api_start(0, err, sizeof err);
+    CHECK_MSG(api, "%s", err);
+    fake_api_url(api, url, sizeof url);
+    put_fx(api, "pods", "pod-claim-template.json");
+    /* the cache (fed by hand: no watch) has the claim as the resourceclaim controller made it */
+    ext_state *st = dra_state();
+    apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-pending.json");
+    ext_kube_config kc;
+    ext_kube_config_defaults(&kc);
+    snprintf(kc.api_url, sizeof kc.api_url, "%s", url);
+    ext_kube *k = ext_kube_new(&kc, err, sizeof err);
+    CHECK_MSG(k, "%s", err);
+    ext_verbs v;
+    char posted[POSTED_LEN] = "";
+    ext_verbs_init(&v, st, policy_find("binpack"), capture_bind, posted);
+    v.kube = k;
+    v.dra_bind_wait_ms = 100;
+    char *pod = claim_pod();
+    const char *names[] = {"dra-a"};
+    char *args = args_for(pod, names, 1);
+    cJSON_Delete(call_verb(&v, ext_verb_filter, args, NULL));
+
+    /* 1. DynamicResources' PreBind wrote the allocation; the watch event is still on its way: the bind reads it */
+    char *two = claim_allocated_text("dra-a", "gpu-%d", 2);
+    fake_api_put(api, "resourceclaims", two);
+    char berr[2048];
+    bind_error(&v, berr, sizeof berr);
+    CHECK_STR(berr, "");
+    CHECK_STR(posted, "ml/train-1@dra-a {\"tessera.io/dra-allocation\":\"train-1-gpu-q8m4w:dra-a/gpu-0,"
+                      "train-1-gpu-q8m4w:dra-a/gpu-1\"}");
+    CHECK_INT(fake_api_requests(api, CLAIM_GET), 1);
+
+    /* 2. the event arrives while bind waits on the watch: recorded from the cache, no read of the API */
+    posted[0] = 0;
+    v.dra_bind_wait_ms = 3000;
+    late_claim l = {st, two, 40};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, apply_late, &l) == 0);
+    bind_error(&v, berr, sizeof berr);
+    pthread_join(th, NULL);
+    CHECK_STR(berr, "");
+    CHECK(strstr(posted, "train-1-gpu-q8m4w:dra-a/gpu-0,train-1-gpu-q8m4w:dra-a/gpu-1") != NULL);
+    CHECK_INT(fake_api_requests(api, CLAIM_GET), 1);
+
+    /* 3. not allocated anywhere: no Binding, and the error says what bind waited for */
+    apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_MODIFIED, "claim-pending.json");
+    put_fx(api, "resourceclaims", "claim-pending.json");
+    posted[0] = 0;
+    v.dra_bind_wait_ms = 50;
+    bind_error(&v, berr, sizeof berr);
+    CHECK_CONTAINS(berr, "waited");
+    CHECK_CONTAINS(berr, "the allocation of claim ml/train-1-gpu-q8m4w");
+    CHECK_CONTAINS(berr, "claim ml/train-1-gpu-q8m4w is not allocated there either");
+    CHECK_STR(posted, "");
+    CHECK_INT((int)v.bind_outcomes[EXT_BIND_DRA_UNSEEN], 1);
+
+    /* 4. standalone (no API to read): refused the same way, never bound with a partial record */
+    v.kube = NULL;
+    bind_error(&v, berr, sizeof berr);
+    CHECK_CONTAINS(berr, "the allocation of claim ml/train-1-gpu-q8m4w");
+    CHECK_CONTAINS(berr, "standalone");
+    CHECK_STR(posted, "");
+    free(two);
+    free(args);
+    free(pod);
+    ext_kube_free(k);
+    ext_state_free(st);
+    fake_api_free(api);
+}
+
+TEST(dra_bind_records_eight_devices_with_long_names_whole) {
+    ext_state *st = dra_state();
+    /* a pool named as long as a node name may be, MIG device names of the current driver */
+    char pool[254];
+    memset(pool, 'p', 253);
+    pool[253] = 0;
+    memcpy(pool, "node-", 5);
+    char *eight = claim_allocated_text(pool, "gpu-%d-mig-1g10gb-19-6", 8);
+    cJSON *o = cJSON_Parse(eight);
+    ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, o);
+    cJSON_Delete(o);
+    ext_verbs v;
+    char posted[POSTED_LEN] = "";
+    ext_verbs_init(&v, st, policy_find("binpack"), capture_bind, posted);
+    char *pod = claim_pod();
+    const char *names[] = {"dra-a"};
+    char *args = args_for(pod, names, 1);
+    cJSON_Delete(call_verb(&v, ext_verb_filter, args, NULL));
+    char berr[2048];
+    bind_error(&v, berr, sizeof berr);
+    CHECK_STR(berr, "");
+    /* the annotation back: eight entries, each exactly claim:pool/device */
+    const char *j = strchr(posted, '{');
+    cJSON *anns = j ? cJSON_Parse(j) : NULL;
+    const cJSON *a = cJSON_GetObjectItem(anns, EXT_ANN_DRA_ALLOCATION);
+    CHECK_MSG(cJSON_IsString(a), "%.300s", posted);
+    char *copy = strdup(cJSON_IsString(a) ? a->valuestring : "");
+    int n = 0;
+    for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save), n++) {
+        char want[600];
+        snprintf(want, sizeof want, "train-1-gpu-q8m4w:%s/gpu-%d-mig-1g10gb-19-6", pool, n);
+        CHECK_STR(tok, want);
+    }
+    CHECK_INT(n, 8);
+    free(copy);
+    cJSON_Delete(anns);
+    free(eight);
+    free(args);
+    free(pod);
+    ext_state_free(st);
 }
