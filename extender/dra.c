@@ -583,6 +583,21 @@ model_dra_verdict ext_dra_pod_request(const ext_dra *d, const cJSON *pod, model_
     return v;
 }
 
+int ext_dra_each_request(const ext_dra *d, ext_dra_request_fn fn, void *user) {
+    int n = 0;
+    size_t it = 0;
+    const dclaim *c;
+    while (d && (c = ext_map_next(d->claims, &it))) {
+        if (c->extended) continue;
+        model_request r = {0};
+        char why[256];
+        if (model_dra_request(c->spec, class_fn, (void *)d, &r, why, sizeof why) != MODEL_DRA_JUDGED) continue;
+        fn(user, &r);
+        n++;
+    }
+    return n;
+}
+
 /* ------------------------------------------------------------ bind's record ---- */
 
 /* A growing string: the record has no size limit but the API's (measure and allocate). */

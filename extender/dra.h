@@ -53,6 +53,13 @@ int ext_dra_apply_claims(const ext_dra *d, model_node *m);
 model_dra_verdict ext_dra_pod_request(const ext_dra *d, const cJSON *pod, model_request *out, char *why,
                                       size_t whylen);
 
+/* Every claim in the cache whose request tessera judges, as the request (model_dra_request), to fn: the GPU work
+ * claims carry, for the target workload built from the cache (workload.h). The claims kube-scheduler makes for
+ * pods' extended resources are left out: their pods ask nvidia.com/gpu and are counted as pods. Returns how
+ * many. */
+typedef void (*ext_dra_request_fn)(void *user, const model_request *r);
+int ext_dra_each_request(const ext_dra *d, ext_dra_request_fn fn, void *user);
+
 /* Whether the pod names any ResourceClaim (directly or through a template). */
 bool ext_dra_pod_has_claims(const cJSON *pod);
 

@@ -756,6 +756,12 @@ static void dra_prioritize(ext_verbs *v, const ext_args *a, policy_ctx *ctx, pol
     ext_state_lock(v->st);
     ext_dra_note_pod(ext_state_dra(v->st), a->pod);
     model_dra_verdict vd = dra_request(v, a, &dr, why, sizeof why);
+    if (vd == MODEL_DRA_JUDGED) {
+        /* a claim pod is GPU work like any other: the online target workload counts its shape (the workload
+         * keeps no path, policy_workload_add), so fgd measures it as it measures the device-plugin pod */
+        online_observe(v, a->uid, &dr);
+        ctx->workload = v->ctx.workload;   /* read under the lock, as in ext_verb_prioritize */
+    }
     for (int i = 0; i < a->n; i++) {
         const ext_node *en = ext_state_node(v->st, a->names[i]);
         if (vd != MODEL_DRA_JUDGED || !en || !en->m || policy_score(v->pol, &dr, en->m, ctx, &res[i], NULL, 0) != 0) {

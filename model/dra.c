@@ -650,6 +650,14 @@ model_dra_verdict model_dra_request(const cJSON *claim_spec, model_dra_class_fn 
     return v;
 }
 
+cJSON *model_dra_chart_classes(void) {
+    return cJSON_Parse(
+        "{\"gpu.nvidia.com\":{\"spec\":{\"selectors\":[{\"cel\":{\"expression\":\"device.driver == 'gpu.nvidia.com' && "
+        "device.attributes['gpu.nvidia.com'].type == 'gpu'\"}}]}},"
+        "\"mig.nvidia.com\":{\"spec\":{\"selectors\":[{\"cel\":{\"expression\":\"device.driver == 'gpu.nvidia.com' && "
+        "device.attributes['gpu.nvidia.com'].type == 'mig'\"}}]}}}");
+}
+
 void model_dra_request_of_pod(model_request *dr, const model_request *pod) {
     dr->priority = pod->priority;
     dr->cpu_milli = pod->cpu_milli;

@@ -131,6 +131,11 @@ typedef const cJSON *(*model_dra_class_fn)(void *user, const char *class_name);
 model_dra_verdict model_dra_request(const cJSON *claim_spec, model_dra_class_fn classes, void *user,
                                     model_request *out, char *why, size_t whylen);
 
+/* The DeviceClasses NVIDIA's driver chart installs (gpu.nvidia.com: whole GPUs, mig.nvidia.com: MIG devices), as
+ * an object keyed by class name (a new tree; the caller deletes it), for inputs that name them without carrying
+ * them: the simulator's traces, the extender's workload file. NULL when out of memory. */
+cJSON *model_dra_chart_classes(void);
+
 /* A pod's judged claim request dr takes the rest from the pod's own request: priority, CPU and memory
  * count on a node as for any pod. The extender and the simulator build a DRA pod's request this way. */
 void model_dra_request_of_pod(model_request *dr, const model_request *pod);

@@ -17,6 +17,7 @@
 #include "extender/state.h"
 #include "extender/verbs.h"
 #include "extender/webhook.h"
+#include "extender/workload.h"
 #include "ext_helpers.h"
 #include "harness.h"
 #include "model/dra.h"
@@ -692,9 +693,8 @@ static int capture_bind(void *user, const char *ns, const char *name, const char
     return 0;
 }
 
-TEST(dra_pod_with_claim_template_filter_prioritize_bind) {
-    ext_state *st = dra_state();
-    /* dra-c: a third node, two free A100s */
+/* dra-c: a third DRA node, two free A100s (dra-a's Node and slice renamed, new UUIDs). */
+static void add_dra_c(ext_state *st) {
     cJSON *nc = fx("node-dra-a.json");
     cJSON_ReplaceItemInObject(cJSON_GetObjectItem(nc, "metadata"), "name", cJSON_CreateString("dra-c"));
     ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, nc);
@@ -713,6 +713,11 @@ TEST(dra_pod_with_claim_template_filter_prioritize_bind) {
     }
     ext_state_apply(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, sc);
     cJSON_Delete(sc);
+}
+
+TEST(dra_pod_with_claim_template_filter_prioritize_bind) {
+    ext_state *st = dra_state();
+    add_dra_c(st);
     /* a plain node without any GPU: DynamicResources refuses it too */
     cJSON *cpu = demo_node_as("cpu-only", "cpu-1");
     ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, cpu);
@@ -1199,4 +1204,133 @@ TEST(dra_bind_records_eight_devices_with_long_names_whole) {
     free(args);
     free(pod);
     ext_state_free(st);
+}
+
+/* ------------------------------------------------------------ claim pods are GPU work for every policy ---- */
+
+/* Scores of dra-a and dra-c for the pod, by the verbs (0..10) and by the policy on the cached models (raw). */
+typedef struct two_scores { int a, c; double raw_a, raw_c; } two_scores;
+
+static two_scores prioritize_two(ext_verbs *v, const char *pod, const model_request *raw_req) {
+    const char *names[] = {"dra-a", "dra-c"};
+    char *args = args_for(pod, names, 2);
+    cJSON *p = call_verb(v, ext_verb_prioritize, args, NULL);
+    two_scores t = {-1, -1, 0, 0};
+    cJSON *e;
+    cJSON_ArrayForEach(e, p) {
+        const char *h = cJSON_GetObjectItem(e, "Host")->valuestring;
+        int s = cJSON_GetObjectItem(e, "Score")->valueint;
+        if (!strcmp(h, "dra-a")) t.a = s;
+        if (!strcmp(h, "dra-c")) t.c = s;
+    }
+    cJSON_Delete(p);
+    free(args);
+    ext_state_lock(v->st);
+    policy_ctx ctx = v->ctx;
+    policy_result ra, rc;
+    if (policy_score(v->pol, raw_req, ext_state_node(v->st, "dra-a")->m, &ctx, &ra, NULL, 0) == 0) t.raw_a = ra.raw;
+    if (policy_score(v->pol, raw_req, ext_state_node(v->st, "dra-c")->m, &ctx, &rc, NULL, 0) == 0) t.raw_c = rc.raw;
+    ext_state_unlock(v->st);
+    return t;
+}
+
+TEST(dra_claim_pod_scores_as_the_device_plugin_pod_for_fgd_and_fgd_pack) {
+    /* the same two nodes, once with the device plugin (node-both's Node alone: 2 x A100-SXM4-40GB), once
+     * published through DRA; on dra-a one GPU is taken (a pod there, a claim here); the target workload is
+     * estimated online from the arrivals, as --online-workload does */
+    ext_state_config cfg = {.standalone = true};
+    ext_state *sp = ext_state_new(&cfg);
+    const char *pn[] = {"dra-a", "dra-c"};
+    for (int i = 0; i < 2; i++) {
+        cJSON *n = fx("node-both.json");
+        cJSON_ReplaceItemInObject(cJSON_GetObjectItem(n, "metadata"), "name", cJSON_CreateString(pn[i]));
+        ext_state_apply(sp, EXT_KUBE_NODE, EXT_KUBE_ADDED, n);
+        cJSON_Delete(n);
+    }
+    char *held = pod_json("held", "uid-held", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "dra-a");
+    cJSON *ho = cJSON_Parse(held);
+    ext_state_apply(sp, EXT_KUBE_POD, EXT_KUBE_ADDED, ho);
+    cJSON_Delete(ho);
+    free(held);
+    ext_state *sd = dra_state();
+    add_dra_c(sd);
+    apply_fx(sd, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-allocated.json");   /* dra-a: gpu-1 taken */
+    apply_fx(sd, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-pending.json");
+    ext_state_lock(sp);
+    ext_state_lock(sd);
+    CHECK_INT(ext_state_node(sp, "dra-a")->m->nlive, 1);
+    CHECK_INT(ext_state_node(sd, "dra-a")->m->nlive, 1);
+    ext_state_unlock(sd);
+    ext_state_unlock(sp);
+    /* the claim pod and the pod asking the same as nvidia.com/gpu (CPU and memory as the template pod's) */
+    char *claim = claim_pod();
+    char *plain = pod_json("train-1", "p0a1b2c3-0000-4000-8000-00000000000b", 0,
+                           "\"nvidia.com/gpu\":\"1\",\"cpu\":\"4\",\"memory\":\"16Gi\"", NULL, NULL);
+    model_request whole = {.kind = MODEL_REQ_WHOLE, .count = 1, .cpu_milli = 4000};
+    model_request whole_dra = whole;
+    whole_dra.via_dra = true;
+    const char *pols[] = {"fgd", "fgd-pack"};
+    for (int k = 0; k < 2; k++) {
+        ext_verbs vp, vd;
+        ext_verbs_init(&vp, sp, policy_find(pols[k]), NULL, NULL);
+        ext_verbs_init(&vd, sd, policy_find(pols[k]), NULL, NULL);
+        char oerr[128];
+        vp.online = policy_online_new(100, POLICY_ONLINE_WARMUP, oerr, sizeof oerr);
+        vd.online = policy_online_new(100, POLICY_ONLINE_WARMUP, oerr, sizeof oerr);
+        /* a 2-GPU task arrived before: dra-a's lone free GPU is a fragment for it, dra-c's pair is not */
+        model_request two = {.kind = MODEL_REQ_WHOLE, .count = 2, .cpu_milli = 4000};
+        CHECK(policy_online_observe(vp.online, &two, oerr, sizeof oerr) >= 0);
+        CHECK(policy_online_observe(vd.online, &two, oerr, sizeof oerr) >= 0);
+        vp.ctx.workload = policy_online_current(vp.online);
+        vd.ctx.workload = policy_online_current(vd.online);
+        two_scores p = prioritize_two(&vp, plain, &whole);
+        two_scores d = prioritize_two(&vd, claim, &whole_dra);
+        CHECK_MSG(p.a == d.a && p.c == d.c, "%s: device plugin %d/%d, claim %d/%d", pols[k], p.a, p.c, d.a, d.c);
+        CHECK_MSG(fabs(p.raw_a - d.raw_a) < 1e-9 && fabs(p.raw_c - d.raw_c) < 1e-9, "%s raw: %g/%g vs %g/%g", pols[k],
+                  p.raw_a, p.raw_c, d.raw_a, d.raw_c);
+        /* and the used node wins by the same margin, not on the tie-break */
+        CHECK_MSG(d.a > d.c, "%s: claim pod dra-a %d, dra-c %d (raw %g, %g)", pols[k], d.a, d.c, d.raw_a, d.raw_c);
+        CHECK_INT(vd.online ? (int)policy_online_arrivals(vd.online) : -1, 2);   /* the claim pod arrived */
+        policy_online_free(vp.online);
+        policy_online_free(vd.online);
+    }
+    /* the metric's workload from the cache counts the claims as GPU work too */
+    ext_state_lock(sd);
+    policy_workload *w = ext_workload_from_state(sd, false);
+    CHECK(w != NULL);
+    bool gpu_type = false;
+    for (int i = 0; w && i < policy_workload_count(w); i++) gpu_type |= policy_workload_type(w, i)->kind == MODEL_REQ_WHOLE;
+    CHECK(gpu_type);
+    policy_workload_free(w);
+    ext_state_unlock(sd);
+    free(claim);
+    free(plain);
+    ext_state_free(sp);
+    ext_state_free(sd);
+}
+
+TEST(dra_workload_file_counts_claim_pods_as_gpu_work) {
+    /* a pod of the template, the template, and a pod asking nvidia.com/gpu: one shape of two tasks */
+    char *pod = claim_pod();
+    char *tmpl = fx_text("claimtemplate-one-gpu.json");
+    char *plain = pod_json("p", "uid-p", 0, "\"nvidia.com/gpu\":\"1\",\"cpu\":\"4\",\"memory\":\"16Gi\"", NULL, NULL);
+    size_t cap = strlen(pod) + strlen(tmpl) + strlen(plain) + 64;
+    char *file = malloc(cap);
+    snprintf(file, cap, "{\"kind\":\"List\",\"items\":[%s,%s,%s]}", pod, tmpl, plain);
+    char err[256];
+    policy_workload *w = ext_workload_from_json(file, strlen(file), false, err, sizeof err);
+    CHECK_MSG(w, "%s", err);
+    CHECK_INT(policy_workload_count(w), 1);
+    CHECK(w && policy_workload_type(w, 0)->kind == MODEL_REQ_WHOLE && policy_workload_type(w, 0)->count == 2);
+    policy_workload_free(w);
+    /* without the template the claim cannot be read: a CPU-only task, as before */
+    snprintf(file, cap, "[%s]", pod);
+    w = ext_workload_from_json(file, strlen(file), false, err, sizeof err);
+    CHECK_MSG(w, "%s", err);
+    CHECK(w && policy_workload_type(w, 0)->kind == MODEL_REQ_NONE);
+    policy_workload_free(w);
+    free(file);
+    free(pod);
+    free(tmpl);
+    free(plain);
 }
