@@ -598,6 +598,51 @@ int ext_dra_each_request(const ext_dra *d, ext_dra_request_fn fn, void *user) {
     return n;
 }
 
+/* ------------------------------------------------------------ extended resources ---- */
+
+const char *ext_dra_class_for_resource(const ext_dra *d, const char *resource) {
+    size_t it = 0;
+    const dclass *c;
+    while (d && resource && (c = ext_map_next(d->classes, &it))) {
+        const char *x = model_json_str(model_json_get(c->obj, "spec"), "extendedResourceName");
+        if (x && !strcmp(x, resource)) return c->key;
+    }
+    return NULL;
+}
+
+bool ext_dra_extended_request(const ext_dra *d, const model_request *pod_req, model_request *out) {
+    if (pod_req->kind != MODEL_REQ_WHOLE || pod_req->isolation != MODEL_ISO_DEFAULT || pod_req->memory_mib ||
+        pod_req->memory_permille || pod_req->compute_permille || pod_req->via_dra)
+        return false;
+    const char *cls = ext_dra_class_for_resource(d, EXT_DRA_GPU_RESOURCE);
+    if (!cls) return false;
+    /* the claim kube-scheduler makes: one request of count N of that class (dynamicresources, extended resources) */
+    cJSON *spec = cJSON_CreateObject(), *rq = cJSON_CreateObject();
+    cJSON *ex = cJSON_AddObjectToObject(rq, "exactly");
+    cJSON_AddStringToObject(rq, "name", "container-0-request-0");
+    cJSON_AddStringToObject(ex, "deviceClassName", cls);
+    cJSON_AddNumberToObject(ex, "count", pod_req->count);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(cJSON_AddObjectToObject(spec, "devices"), "requests"), rq);
+    model_request r = {0};
+    char why[256];
+    bool ok = model_dra_request(spec, class_fn, (void *)d, &r, why, sizeof why) == MODEL_DRA_JUDGED;
+    cJSON_Delete(spec);
+    if (!ok || (r.nmodels > 0 && pod_req->nmodels > 0)) return false;   /* two model lists are not combined */
+    model_dra_request_of_pod(&r, pod_req);
+    if (pod_req->nmodels > 0) {
+        r.nmodels = pod_req->nmodels;
+        memcpy(r.models, pod_req->models, sizeof r.models);
+    }
+    *out = r;
+    return true;
+}
+
+bool ext_dra_pod_extended(const cJSON *pod) {
+    const char *n = model_json_str(model_json_get(model_json_get(pod, "status"), "extendedResourceClaimStatus"),
+                                   "resourceClaimName");
+    return n && n[0];
+}
+
 /* ------------------------------------------------------------ bind's record ---- */
 
 /* A growing string: the record has no size limit but the API's (measure and allocate). */

@@ -60,6 +60,26 @@ model_dra_verdict ext_dra_pod_request(const ext_dra *d, const cJSON *pod, model_
 typedef void (*ext_dra_request_fn)(void *user, const model_request *r);
 int ext_dra_each_request(const ext_dra *d, ext_dra_request_fn fn, void *user);
 
+/* ---- extended resources backed by DRA (Kubernetes 1.34+: DeviceClass spec.extendedResourceName). On a node
+ * whose device plugin does not advertise nvidia.com/gpu (model_dra_extended_on), kube-scheduler serves a pod's
+ * nvidia.com/gpu: N from the class that names it, through a claim it makes for the pod in PreBind (annotated
+ * EXT_DRA_EXTENDED_ANNOTATION, owned by the pod, named in its status.extendedResourceClaimStatus). That claim
+ * holds the devices like any claim; the pod holds nothing itself. */
+#define EXT_DRA_GPU_RESOURCE "nvidia.com/gpu"
+
+/* The DeviceClass whose spec.extendedResourceName is resource; NULL when none. */
+const char *ext_dra_class_for_resource(const ext_dra *d, const char *resource);
+
+/* A device-plugin request (nvidia.com/gpu: N) as DRA serves it: the request of the claim kube-scheduler makes (N
+ * devices of the class mapped to nvidia.com/gpu; model_dra_request), with the pod's priority, host resources and
+ * allowed models. false when no class maps nvidia.com/gpu, the request is not N whole GPUs (shares, MIG,
+ * isolation, HAMi memory), or the class's selectors are beyond what tessera judges. */
+bool ext_dra_extended_request(const ext_dra *d, const model_request *pod_req, model_request *out);
+
+/* Whether the pod's GPUs are already the claim's kube-scheduler made for its extended resources
+ * (status.extendedResourceClaimStatus): the cache accounts that claim, not the pod. */
+bool ext_dra_pod_extended(const cJSON *pod);
+
 /* Whether the pod names any ResourceClaim (directly or through a template). */
 bool ext_dra_pod_has_claims(const cJSON *pod);
 

@@ -622,6 +622,8 @@ static fit_verdict judge(ext_state *st, const ext_node *en, const char *node, co
         snprintf(why, whylen, "node takes no GPU pods: %.200s", en->m->reason);
         return FIT_UNRESOLVABLE;
     }
+    if (r->via_dra)   /* DynamicResources allocates: refuse only where too few devices are published at all */
+        return model_dra_could_fit(en->m, r, why, whylen) ? FIT_OK : FIT_UNRESOLVABLE;
     if (model_fit_any(en->m, r, why, whylen)) return FIT_OK;
     const char *stack[64] = {0};
     const char **uids = en->npods <= 64 ? stack : malloc((size_t)en->npods * sizeof *uids);
@@ -649,10 +651,32 @@ typedef struct fresh_verdict {
     char *why;                   /* malloc'd; NULL when it fits */
 } fresh_verdict;
 
+/* The request a node is judged and scored on: the pod's, or on a node whose GPUs only DRA publishes the one of
+ * the claim kube-scheduler makes for its nvidia.com/gpu (xreq, when a DeviceClass maps it; dra.h). */
+typedef struct node_req { const model_request *req, *xreq; uint32_t shape, xshape; } node_req;
+
+static const model_request *req_on(const node_req *q, const ext_node *en, uint32_t *shape) {
+    bool x = q->xreq && en && en->m && model_dra_extended_on(en->m);
+    *shape = x ? q->xshape : q->shape;
+    return x ? q->xreq : q->req;
+}
+
+/* The extended-resource alternative of a device-plugin request into q (lock held). */
+static void req_prepare(ext_verbs *v, const ext_args *a, node_req *q, model_request *xr) {
+    q->req = &a->req;
+    q->shape = shape_id(v, &a->req);
+    q->xreq = NULL;
+    if (!ext_dra_extended_request(ext_state_dra(v->st), &a->req, xr)) return;
+    q->xreq = xr;
+    q->xshape = shape_id(v, xr);
+    ext_dra_note_pod(ext_state_dra(v->st), a->pod);   /* bind records the claim kube-scheduler will make */
+}
+
 typedef struct filter_job {
     ext_state *st;
     const ext_args *a;
-    uint32_t shape, clock;
+    node_req q;
+    uint32_t clock;
     bool *pass;
     fresh_verdict *fresh;
     long hits[2];
@@ -666,14 +690,16 @@ static void filter_range(void *ctx, int part, int from, int to) {
         const char *nm = j->a->names[i], *why = buf;
         const ext_node *en = ext_state_node(j->st, nm);
         const struct ext_node_memo *m = en && en->m ? en->memo : NULL;
-        int w = m ? memo_find(m->fit_key, en->version, j->shape) : -1;
+        uint32_t shape;
+        const model_request *r = req_on(&j->q, en, &shape);
+        int w = m ? memo_find(m->fit_key, en->version, shape) : -1;
         fit_verdict fv;
         if (w >= 0) {
             fv = (fit_verdict)m->fit_verdict[w];
             why = m->fit_why[w];
             j->hits[part]++;
         } else {
-            fv = judge(j->st, en, nm, &j->a->req, buf, sizeof buf);
+            fv = judge(j->st, en, nm, r, buf, sizeof buf);
             if (en && en->m) j->fresh[i] = (fresh_verdict){en, fv, fv == FIT_OK ? NULL : strdup(buf)};
         }
         if (fv == FIT_OK) j->pass[i] = true;
@@ -688,8 +714,10 @@ static void filter_remember(filter_job *j) {
         if (!f->en) continue;
         struct ext_node_memo *m = memo_of(j->st, f->en);
         if (m && (f->verdict == FIT_OK || f->why)) {
+            uint32_t shape;
+            req_on(&j->q, f->en, &shape);
             int w = memo_victim(m->fit_key, f->en->version);
-            m->fit_key[w] = (memo_key){f->en->version, j->shape, j->clock};
+            m->fit_key[w] = (memo_key){f->en->version, shape, j->clock};
             m->fit_verdict[w] = (uint8_t)f->verdict;
             snprintf(m->fit_why[w], sizeof m->fit_why[w], "%s", f->why ? f->why : "");
         }
@@ -808,7 +836,8 @@ void ext_verb_filter(ext_verbs *v, const char *body, size_t len, ext_reply *out)
         for (int i = 0; i < a.n; i++) j.pass[i] = true;   /* not ours to judge */
     } else {
         ext_state_lock(v->st);
-        j.shape = shape_id(v, &a.req);
+        model_request xr;
+        req_prepare(v, &a, &j.q, &xr);
         j.clock = ++memo_clock;
         run_split(a.n, filter_range, &j);
         filter_remember(&j);
@@ -856,7 +885,8 @@ typedef struct score_job {
     const ext_verbs *v;
     const ext_args *a;
     const policy_ctx *ctx;
-    uint32_t shape, clock;
+    node_req q;
+    uint32_t clock;
     uint64_t ctx_key;            /* 0: do not cache */
     policy_result *res;
     const ext_node **fresh;      /* per candidate: the node whose res[i] is to be remembered */
@@ -868,12 +898,14 @@ static void score_range(void *vctx, int part, int from, int to) {
     for (int i = from; i < to; i++) {
         const ext_node *en = ext_state_node(j->st, j->a->names[i]);
         const struct ext_node_memo *m = j->ctx_key && en && en->m ? en->memo : NULL;
-        int w = m ? memo_find(m->score_key, en->version, j->shape) : -1;
+        uint32_t shape;
+        const model_request *r = req_on(&j->q, en, &shape);
+        int w = m ? memo_find(m->score_key, en->version, shape) : -1;
         if (w >= 0 && m->score_ctx[w] == j->ctx_key) {
             j->res[i] = m->score[w];
             if (j->ctx->tiebreak == POLICY_TIE_RANDOM) j->res[i].rank = policy_node_rank(j->ctx, j->a->names[i]);
             j->hits[part]++;
-        } else if (!en || !en->m || policy_score(j->v->pol, &j->a->req, en->m, j->ctx, &j->res[i], NULL, 0) != 0) {
+        } else if (!en || !en->m || policy_score(j->v->pol, r, en->m, j->ctx, &j->res[i], NULL, 0) != 0) {
             memset(&j->res[i], 0, sizeof j->res[i]);
             j->res[i].rank = policy_node_rank(j->ctx, j->a->names[i]);
         } else if (j->ctx_key) {
@@ -888,8 +920,10 @@ static void score_remember(score_job *j) {
         if (!j->fresh[i]) continue;
         struct ext_node_memo *m = memo_of(j->st, j->fresh[i]);
         if (!m) continue;
+        uint32_t shape;
+        req_on(&j->q, j->fresh[i], &shape);
         int w = memo_victim(m->score_key, j->fresh[i]->version);
-        m->score_key[w] = (memo_key){j->fresh[i]->version, j->shape, j->clock};
+        m->score_key[w] = (memo_key){j->fresh[i]->version, shape, j->clock};
         m->score_ctx[w] = j->ctx_key;
         m->score[w] = j->res[i];
     }
@@ -929,7 +963,8 @@ void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *
         online_observe(v, a.uid, &a.req);
         ctx.workload = v->ctx.workload;   /* read under the lock: a rebuild frees the old one */
         j.ctx_key = score_ctx_key(v);
-        j.shape = shape_id(v, &a.req);
+        model_request xr;
+        req_prepare(v, &a, &j.q, &xr);
         j.clock = ++memo_clock;
         run_split(a.n, score_range, &j);
         score_remember(&j);
@@ -1059,8 +1094,9 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     model_request req;
     /* granted: the longest assignment text is MODEL_MAX_GPUS grants of under 64 characters each */
     char *ann = NULL, granted[MODEL_MAX_GPUS * 64 + 16] = "no GPU", *dra_alloc = NULL, dra_missing[512] = "";
-    bool reserved = false, via_dra = false;
+    bool reserved = false, via_dra = false, extended = false;
     int dra_rec = 1;
+    model_request xr;
     ext_state_lock(v->st);
     const ext_node *en = ext_state_node(v->st, node);
     const ext_pod *p = ext_state_pod(v->st, uid);
@@ -1081,6 +1117,12 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
         /* DynamicResources chose the devices and wrote them into the claims just before calling us */
         via_dra = true;
         dra_rec = ext_dra_bind_record(ext_state_dra(v->st), ns, uid, false, &dra_alloc, dra_missing, sizeof dra_missing);
+    } else if (model_request_wants_gpu(&req) && model_dra_extended_on(en->m) &&
+               ext_dra_extended_request(ext_state_dra(v->st), &req, &xr)) {
+        /* nvidia.com/gpu on a node whose GPUs only DRA publishes: kube-scheduler made a claim for the pod (dra.h),
+         * which holds the devices; record them as for any claim */
+        via_dra = extended = true;
+        dra_rec = ext_dra_bind_record(ext_state_dra(v->st), ns, uid, true, &dra_alloc, dra_missing, sizeof dra_missing);
     } else if (model_request_wants_gpu(&req)) {
         limit_to_delivery(v, &req);
         policy_ctx ctx = v->ctx;
@@ -1107,7 +1149,7 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
         }
     }
     ext_state_unlock(v->st);
-    if (oc == EXT_BIND_OK && via_dra && dra_rec != 1 && dra_settle(v, ns, name, uid, false, dra_rec, &dra_alloc, dra_missing,
+    if (oc == EXT_BIND_OK && via_dra && dra_rec != 1 && dra_settle(v, ns, name, uid, extended, dra_rec, &dra_alloc, dra_missing,
                                                                   sizeof dra_missing, err, sizeof err) != 0)
         oc = EXT_BIND_DRA_UNSEEN;
     if (oc == EXT_BIND_ALREADY) {

@@ -666,6 +666,13 @@ void model_dra_request_of_pod(model_request *dr, const model_request *pod) {
 
 /* ------------------------------------------------------------ static feasibility ---- */
 
+bool model_dra_extended_on(const model_node *n) {
+    if (!n || !n->has_dra || n->ngpus == 0) return false;
+    for (int i = 0; i < n->ngpus; i++)
+        if (!n->gpus[i].dra_only) return false;
+    return true;
+}
+
 bool model_dra_could_fit(const model_node *n, const model_request *r, char *why, size_t whylen) {
     int have = 0, dra = 0;
     for (int i = 0; i < n->ngpus; i++) {

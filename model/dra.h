@@ -140,6 +140,11 @@ cJSON *model_dra_chart_classes(void);
  * count on a node as for any pod. The extender and the simulator build a DRA pod's request this way. */
 void model_dra_request_of_pod(model_request *dr, const model_request *pod);
 
+/* Whether n's GPUs reach pods only through DRA (every GPU is published by DRA alone; the device plugin advertises
+ * none): where kube-scheduler serves a pod's nvidia.com/gpu from the DeviceClass whose extendedResourceName it is,
+ * through a claim it makes for the pod (Kubernetes 1.34+). */
+bool model_dra_extended_on(const model_node *n);
+
 /* Whether n publishes enough devices for a judged claim request r (via_dra) if none were taken: the only
  * grounds on which tessera's filter refuses a node for a claim, because DynamicResources refuses it too.
  * Usage is not looked at (a claim tessera has not seen deallocated yet must not cost a node). why says what

@@ -693,12 +693,15 @@ static int capture_bind(void *user, const char *ns, const char *name, const char
     return 0;
 }
 
-/* dra-c: a third DRA node, two free A100s (dra-a's Node and slice renamed, new UUIDs). */
-static void add_dra_c(ext_state *st) {
+/* dra-c: a third DRA node, two free A100s (dra-a's Node and slice renamed, new UUIDs): its Node object and
+ * ResourceSlice. */
+static cJSON *dra_c_node(void) {
     cJSON *nc = fx("node-dra-a.json");
     cJSON_ReplaceItemInObject(cJSON_GetObjectItem(nc, "metadata"), "name", cJSON_CreateString("dra-c"));
-    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, nc);
-    cJSON_Delete(nc);
+    return nc;
+}
+
+static cJSON *dra_c_slice(void) {
     cJSON *sc = fx("slice-dra-a.json");
     cJSON_ReplaceItemInObject(cJSON_GetObjectItem(sc, "metadata"), "name", cJSON_CreateString("dra-c-slice"));
     cJSON *spec = cJSON_GetObjectItem(sc, "spec");
@@ -711,7 +714,14 @@ static void add_dra_c(ext_state *st) {
         snprintf(u, sizeof u, "GPU-cccccccc-0000-4000-8000-00000000000%d", k++);
         cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetObjectItem(d, "attributes"), "uuid"), "string", cJSON_CreateString(u));
     }
+    return sc;
+}
+
+static void add_dra_c(ext_state *st) {
+    cJSON *nc = dra_c_node(), *sc = dra_c_slice();
+    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, nc);
     ext_state_apply(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, sc);
+    cJSON_Delete(nc);
     cJSON_Delete(sc);
 }
 
@@ -1333,4 +1343,124 @@ TEST(dra_workload_file_counts_claim_pods_as_gpu_work) {
     free(pod);
     free(tmpl);
     free(plain);
+}
+
+/* ------------------------------------------------------------ extended resources backed by DRA ---- */
+
+static void put_obj(fake_api *api, const char *kind, cJSON *o) {
+    char *t = cJSON_PrintUnformatted(o);
+    fake_api_put(api, kind, t);
+    free(t);
+    cJSON_Delete(o);
+}
+
+static int api_bind(void *user, const char *ns, const char *name, const char *uid, const char *node,
+                    const cJSON *annotations, char *err, size_t errlen) {
+    int code = ext_kube_bind(user, ns, name, uid, node, annotations, err, errlen);
+    return code == 200 || code == 201 ? 0 : -1;
+}
+
+static bool ext_settled(void *p) {
+    ext_state *st = p;
+    ext_state_lock(st);
+    const ext_node *n = ext_state_node(st, "dra-a");
+    const ext_pod *pod = ext_state_pod(st, "uid-ext-1");
+    ext_state_stats ss;
+    ext_state_get_stats(st, &ss);
+    bool ok = n && n->m && n->m->nlive == 2 &&
+              ss.overcommitted == 0 && !(pod && pod->holds);
+    ext_state_unlock(st);
+    return ok;
+}
+
+/* What kube-scheduler's DynamicResources does in PreBind for a pod's extended resources: the claim (annotated,
+ * owned by the pod, allocated to dra-a/gpu-0, reserved for it), then the pod's status naming it. */
+static void prebind_extended(fake_api *api) {
+    cJSON *c = cJSON_Parse(
+        "{\"metadata\":{\"name\":\"ext-1-extended-resources-x7k2q\",\"namespace\":\"default\","
+        "\"uid\":\"c0a1b2c3-0000-4000-8000-0000000000e1\","
+        "\"annotations\":{\"resource.kubernetes.io/extended-resource-claim\":\"true\"},"
+        "\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"name\":\"ext-1\",\"uid\":\"uid-ext-1\",\"controller\":true}]},"
+        "\"spec\":{\"devices\":{\"requests\":[{\"name\":\"container-0-request-0\",\"exactly\":{\"deviceClassName\":"
+        "\"gpu.nvidia.com\",\"allocationMode\":\"ExactCount\",\"count\":1}}]}},"
+        "\"status\":{\"allocation\":{\"devices\":{\"results\":[{\"request\":\"container-0-request-0\",\"driver\":"
+        "\"gpu.nvidia.com\",\"pool\":\"dra-a\",\"device\":\"gpu-0\"}]}},"
+        "\"reservedFor\":[{\"resource\":\"pods\",\"name\":\"ext-1\",\"uid\":\"uid-ext-1\"}]}}");
+    put_obj(api, "resourceclaims", c);
+    fake_api_patch(api, "pods", "default", "ext-1",
+                   "{\"status\":{\"extendedResourceClaimStatus\":{\"resourceClaimName\":\"ext-1-extended-resources-x7k2q\","
+                   "\"requestMappings\":[{\"containerName\":\"main\",\"resourceName\":\"nvidia.com/gpu\","
+                   "\"requestName\":\"container-0-request-0\"}]}}}");
+}
+
+TEST(dra_extended_resource_pod_placed_accounted_once_and_recovered) {
+    char err[256], url[128];
+    fake_api *api = fake_api_start(0, err, sizeof err);
+    CHECK_MSG(api, "%s", err);
+    fake_api_url(api, url, sizeof url);
+    put_fx(api, "nodes", "node-dra-a.json");
+    put_obj(api, "nodes", dra_c_node());
+    put_fx(api, "deviceclasses", "deviceclass-gpu.json");   /* extendedResourceName: nvidia.com/gpu */
+    put_fx(api, "resourceslices", "slice-dra-a.json");
+    put_obj(api, "resourceslices", dra_c_slice());
+    put_fx(api, "resourceclaims", "claim-allocated.json");  /* dra-a: gpu-1 taken */
+    char *pod = pod_json("ext-1", "uid-ext-1", 0, "\"nvidia.com/gpu\":\"1\"", NULL, NULL);
+    fake_api_put(api, "pods", pod);
+    dra_run a;
+    CHECK(dra_start(&a, url));
+    ext_verbs v;
+    ext_verbs_init(&v, a.st, policy_find("binpack"), api_bind, a.k);
+    v.kube = a.k;
+    const char *names[] = {"dra-a", "dra-c"};
+    char *args = args_for(pod, names, 2);
+    /* filter: both DRA nodes can serve nvidia.com/gpu through the class (no "ask for it with a ResourceClaim") */
+    cJSON *f = call_verb(&v, ext_verb_filter, args, NULL);
+    CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(f, "NodeNames")), 2);
+    cJSON_Delete(f);
+    /* prioritize with the same policy as any GPU pod: binpack takes dra-a's last GPU */
+    cJSON *p = call_verb(&v, ext_verb_prioritize, args, NULL);
+    int sa = -1, sc = -1;
+    cJSON *e;
+    cJSON_ArrayForEach(e, p) {
+        const char *h = cJSON_GetObjectItem(e, "Host")->valuestring;
+        if (!strcmp(h, "dra-a")) sa = cJSON_GetObjectItem(e, "Score")->valueint;
+        if (!strcmp(h, "dra-c")) sc = cJSON_GetObjectItem(e, "Score")->valueint;
+    }
+    cJSON_Delete(p);
+    CHECK_MSG(sa > sc, "dra-a %d, dra-c %d", sa, sc);
+    /* PreBind makes and allocates the claim; bind records it (from the watch, or read from the API) */
+    prebind_extended(api);
+    char berr[2048];
+    cJSON *b = call_verb(&v, ext_verb_bind, "{\"PodName\":\"ext-1\",\"PodNamespace\":\"default\",\"PodUID\":\"uid-ext-1\","
+                                            "\"Node\":\"dra-a\"}", NULL);
+    snprintf(berr, sizeof berr, "%s", cJSON_GetObjectItem(b, "Error")->valuestring);
+    cJSON_Delete(b);
+    CHECK_STR(berr, "");
+    char *bb = fake_api_binding_body(api, 0);
+    CHECK(bb && strstr(bb, "ext-1-extended-resources-x7k2q:dra-a/gpu-0"));
+    free(bb);
+    /* accounted once: the claim holds gpu-0, the pod holds nothing and is not over-committed */
+    CHECK(wait_until(ext_settled, a.st, 5000));
+    char h1[1024];
+    dra_holdings(a.st, h1, sizeof h1);
+    CHECK_CONTAINS(h1, "dra-a/" UA0 "=claim:c0a1b2c3-0000-4000-8000-0000000000e1");
+    ext_state_lock(a.st);
+    ext_state_stats ss;
+    ext_state_get_stats(a.st, &ss);
+    CHECK_INT(ss.overcommitted, 0);
+    char why[256];
+    CHECK_MSG(model_node_check(ext_state_node(a.st, "dra-a")->m, why, sizeof why), "%s", why);
+    ext_state_unlock(a.st);
+    dra_stop(&a);
+    /* after a restart, from lists alone: the same holdings, nothing over-committed */
+    dra_run r;
+    CHECK(dra_start(&r, url));
+    CHECK(wait_until(ext_settled, r.st, 5000));
+    char h2[1024];
+    dra_holdings(r.st, h2, sizeof h2);
+    CHECK_STR(h2, h1);
+    dra_stop(&r);
+    free(args);
+    free(pod);
+    fake_api_free(api);
 }
