@@ -1,9 +1,16 @@
 /* dra.h -- GPUs published through Dynamic Resource Allocation (resource.k8s.io/v1), in the model's terms.
  *
- * NVIDIA's DRA driver (driver name gpu.nvidia.com) publishes each node's GPUs in ResourceSlices: a device
- * "gpu-<minor>" per whole GPU (MIG off), a device "gpu-<minor>-mig-<gi>-<start>-<size>" per MIG device,
- * with attributes type (gpu|mig), uuid, parentUUID, productName, profile, ... and capacity memory (and
- * memorySlice<i> per memory slice a MIG device covers). This module reads those objects, merges the
+ * NVIDIA's DRA driver (driver name gpu.nvidia.com; release v0.4.0) publishes each node's GPUs in one ResourceSlice
+ * (pool = node name): a device "gpu-<minor>" per whole GPU (MIG off), with attributes type, uuid, productName,
+ * brand, architecture, cudaComputeCapability, driverVersion, cudaDriverVersion and the standard
+ * resource.kubernetes.io/pciBusID and resource.kubernetes.io/pcieRoot (no index or minor attribute: the minor is
+ * read from the name), capacity memory; with static MIG only MIG devices
+ * "gpu-<minor>-mig-<profile without dots>-<GI profile id>-<start>" ("gpu-0-mig-1g5gb-19-6"), with attributes type,
+ * uuid, parentUUID, profile, ... and capacities multiprocessors, copyEngines, decoders, encoders, jpegEngines,
+ * ofaEngines, memory and one memorySlice<i> per memory slice the device covers. The placement comes from the
+ * memorySlice<i> capacities, else from the name (and the profile, when the attribute is absent, from the name too).
+ * Older releases' forms are accepted as well: "gpu-<minor>-mig-<GI profile id>-<start>-<size>", index/minor and
+ * pcieBusID attributes. This module reads those objects, merges the
  * devices into a node built from its Node object (model_node_add_dra: one physical GPU is one model GPU,
  * keyed by UUID), turns a claim's allocation into grants (so claims are accounted like pods) and a claim's
  * device requests into a model_request, when tessera can judge them. Sources: the resource.k8s.io/v1 API
@@ -69,13 +76,17 @@ int model_node_add_dra(model_node *n, const model_dra_device *dev, int ndev, con
 int64_t model_dra_pool_current(const model_dra_slice *const *slices, int n, const char *driver, const char *pool,
                                int *have, int *want);
 
-/* The device called name in the current generation of (driver, pool) among slices; NULL if none. */
+/* The device called name in the current generation of (driver, pool) among slices, else in the newest older
+ * generation that still has it (a generation replaced slice by slice); NULL if none. */
 const model_dra_device *model_dra_find_device(const model_dra_slice *const *slices, int n, const char *driver,
                                               const char *pool, const char *name);
 
-/* Merge the devices of NVIDIA's driver in a node's current slices into node m (model_node_add_dra). A pool whose
- * current generation is not all there is used as far as it is (what is missing cannot be allocated to claims
- * either) and named in m->dra_note. Returns model_node_add_dra's count; -1 out of memory. */
+/* Merge the devices of NVIDIA's driver in a node's slices into node m (model_node_add_dra): of each pool the
+ * newest generation. A pool whose newest generation is not all there is offered to nothing (the 1.36 allocator
+ * takes nothing from it; named in m->dra_note), but its GPUs -- the newest generation's devices, then those only an
+ * older generation's slices still have -- stay in the model with dra unset, so that the claims holding them are
+ * accounted while the driver replaces a generation slice by slice. Returns the number of GPUs marked; -1 out of
+ * memory. */
 int model_dra_merge_slices(model_node *m, const model_dra_slice *const *slices, int n, const model_catalog *cat);
 
 /* One entry of a claim's status.allocation.devices.results. */

@@ -134,6 +134,56 @@ TEST(dra_inventory_whole_and_mig_into_the_model) {
     model_node_free(nb);
 }
 
+/* "uuid:mode:ninst:start@profile..." per GPU, in order: what two inventories are compared on. */
+static void inventory(const model_node *n, char *out, size_t len) {
+    size_t off = 0;
+    out[0] = 0;
+    for (int i = 0; i < n->ngpus && off < len; i++) {
+        const model_gpu *g = &n->gpus[i];
+        off += (size_t)snprintf(out + off, len - off, "%s:%s:%d:%d", g->uuid, model_gpu_mode_name(g->mode), g->memory_mib,
+                                g->ninst);
+        for (int k = 0; k < g->ninst && off < len; k++)
+            off += (size_t)snprintf(out + off, len - off, ":%d@%s", g->inst[k].start, g->product->profiles[g->inst[k].profile].name);
+        if (off < len) off += (size_t)snprintf(out + off, len - off, " ");
+    }
+}
+
+TEST(dra_current_and_older_driver_fixtures_load_alike) {
+    /* v0.4.0 (gpu-<minor> without index/minor; MIG gpu-<N>-mig-<profile>-<gi>-<start>; standard PCI attributes) and
+     * the releases before it (index/minor; MIG gpu-<N>-mig-<gi>-<start>-<size>): one inventory */
+    const char *pairs[2][2] = {{"slice-dra-a.json", "slice-dra-a-v0.3.json"}, {"slice-dra-b-mig.json", "slice-dra-b-mig-v0.3.json"}};
+    const char *nodes[2] = {"node-dra-a.json", "node-dra-b.json"};
+    for (int k = 0; k < 2; k++) {
+        model_node *cur = node_with(nodes[k], &pairs[k][0], 1), *old = node_with(nodes[k], &pairs[k][1], 1);
+        CHECK(cur && old);
+        char ic[1024], io[1024], why[256];
+        inventory(cur, ic, sizeof ic);
+        inventory(old, io, sizeof io);
+        CHECK_STR(ic, io);
+        CHECK_STR(cur->reason, "");
+        CHECK_MSG(model_node_check(cur, why, sizeof why), "%s", why);
+        model_node_free(cur);
+        model_node_free(old);
+    }
+    /* without memorySlice<i> capacities or a profile attribute, the placement and profile come from the name */
+    const char *names[][3] = {{"gpu-0-mig-1g5gb-19-6", "1g.5gb", "6"}, {"gpu-0-mig-3g20gb-9-4", "3g.20gb", "4"},
+                              {"gpu-2-mig-1g10gbme-20-3", "1g.10gb+me", "3"}, {"gpu-2-mig-1g10gb-me-20-5", "1g.10gb+me", "5"},
+                              {"gpu-0-mig-19-6-1", "", "6"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char js[400];
+        snprintf(js, sizeof js, "{\"metadata\":{\"name\":\"s\"},\"spec\":{\"driver\":\"gpu.nvidia.com\",\"pool\":{\"name\":\"p\"},"
+                 "\"devices\":[{\"name\":\"%s\",\"attributes\":{\"type\":{\"string\":\"mig\"}}}]}}", names[i][0]);
+        cJSON *o = cJSON_Parse(js);
+        model_dra_slice sl;
+        char err[256];
+        CHECK(model_dra_slice_parse(o, &sl, err, sizeof err) == 0);
+        CHECK_STR(sl.dev[0].profile, names[i][1]);
+        CHECK_INT(sl.dev[0].mig_start, atoi(names[i][2]));
+        model_dra_slice_clear(&sl);
+        cJSON_Delete(o);
+    }
+}
+
 /* The rules the extender and the simulator share (model/dra.h): a pool's current generation and whether it is
  * all there, the devices that count, and how an allocated claim is accounted. */
 static const model_dra_device *only_here(void *user, const model_dra_result *r, bool *on_node) {
@@ -160,6 +210,12 @@ TEST(dra_model_generations_devices_and_claim_accounting) {
     CHECK(model_dra_pool_current(sl, 2, MODEL_DRA_DRIVER, "nope", &have, &want) == INT64_MIN);
     CHECK(model_dra_find_device(sl, 2, MODEL_DRA_DRIVER, "dra-a", "gpu-0") == &cur.dev[0]);   /* not the old one */
     CHECK(model_dra_find_device(sl, 2, MODEL_DRA_DRIVER, "dra-a", "gpu-7") == NULL);
+    /* a device only the older generation still has (its slice not replaced yet) is found there */
+    cur.ndev = 1;
+    old.dev[0] = cur.dev[1];
+    CHECK(model_dra_find_device(sl, 2, MODEL_DRA_DRIVER, "dra-a", "gpu-1") == &old.dev[0]);
+    old.dev[0] = cur.dev[0];
+    cur.ndev = 2;
     cJSON *no = fx("node-dra-a.json");
     model_node *m = model_node_from_json(no, NULL, err, sizeof err);
     cJSON_Delete(no);
@@ -167,7 +223,13 @@ TEST(dra_model_generations_devices_and_claim_accounting) {
     if (!m) { model_dra_slice_clear(&old); model_dra_slice_clear(&cur); return; }
     CHECK_INT(model_dra_merge_slices(m, sl, 2, NULL), 2);   /* gpu-0 and gpu-1 of generation 2, each once */
     CHECK_INT(m->ngpus, 2);
-    CHECK_CONTAINS(m->dra_note, "DRA pool dra-a is incomplete (1 of 2 ResourceSlices)");
+    CHECK_CONTAINS(m->dra_note, "DRA pool dra-a is incomplete (1 of 2 ResourceSlices of generation 2)");
+    /* the 1.36 allocator takes nothing from an incomplete pool: no claim can get a GPU of it, nor a device-plugin pod */
+    model_request one = {.kind = MODEL_REQ_WHOLE, .count = 1, .via_dra = true};
+    CHECK(!model_dra_could_fit(m, &one, NULL, 0));
+    CHECK(!model_fit_any(m, &one, NULL, 0));
+    one.via_dra = false;
+    CHECK(!model_fit_any(m, &one, NULL, 0));
     /* a claim: admin access and another driver hold nothing; a device on another node is not this node's */
     model_dra_result res[4] = {{.driver = MODEL_DRA_DRIVER, .pool = "dra-a", .device = "gpu-0", .admin = true},
                                {.driver = "other.example.com", .pool = "x", .device = "d"},
@@ -437,7 +499,7 @@ TEST(dra_usage_from_claims_shared_once_admin_nothing) {
 TEST(dra_generation_change_replaces_the_pool) {
     ext_state *st = dra_state();
     apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-allocated.json");   /* holds gpu-1 */
-    /* generation 2 split over two slices: first only gpu-0 arrives (the old generation is ignored at once) */
+    /* generation 2 split over two slices: first only gpu-0 arrives; the pool is incomplete until gpu-1's slice does */
     cJSON *s2 = fx("slice-dra-a.json");
     cJSON *spec = cJSON_GetObjectItem(s2, "spec"), *pool = cJSON_GetObjectItem(spec, "pool");
     cJSON_ReplaceItemInObject(pool, "generation", cJSON_CreateNumber(2));
@@ -448,9 +510,17 @@ TEST(dra_generation_change_replaces_the_pool) {
     ext_state_apply(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, s2);
     ext_state_lock(st);
     const ext_node *n = ext_state_node(st, "dra-a");
-    CHECK_INT(n->m->ngpus, 1);
+    CHECK_INT(n->m->ngpus, 2);   /* gpu-1 is still in generation 1's slice */
     CHECK(strstr(n->m->dra_note, "incomplete (1 of 2") != NULL);
+    /* meanwhile nothing is offered (the 1.36 allocator), and the claim on gpu-1 is not dropped: no under-count */
+    model_request one = {.kind = MODEL_REQ_WHOLE, .count = 1, .via_dra = true};
+    char why[256] = "";
+    CHECK(!model_dra_could_fit(n->m, &one, why, sizeof why));
+    CHECK_INT(n->m->nlive, 1);
     ext_state_unlock(st);
+    char h[80];
+    holder_of(st, "dra-a", UA1, h, sizeof h);
+    CHECK_STR(h, "claim:c0a1b2c3-0000-4000-8000-00000000000a");
     /* the second slice of generation 2 brings gpu-1 back, and the claim holds it again */
     cJSON *s3 = cJSON_Duplicate(s2, 1);
     cJSON_ReplaceItemInObject(cJSON_GetObjectItem(s3, "metadata"), "name", cJSON_CreateString("dra-a-gen2-b"));
@@ -459,13 +529,13 @@ TEST(dra_generation_change_replaces_the_pool) {
     cJSON_AddItemToArray(d3, gpu1);
     ext_state_apply(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, s3);
     apply_fx(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_DELETED, "slice-dra-a.json");   /* the driver drops gen 1 */
-    char h[80];
     holder_of(st, "dra-a", UA1, h, sizeof h);
     CHECK_STR(h, "claim:c0a1b2c3-0000-4000-8000-00000000000a");
     ext_state_lock(st);
     n = ext_state_node(st, "dra-a");
     CHECK_INT(n->m->ngpus, 2);
     CHECK_STR(n->m->dra_note, "");
+    CHECK(model_dra_could_fit(n->m, &one, NULL, 0));   /* complete: gpu-0 is offered again */
     ext_state_unlock(st);
     cJSON_Delete(s2);
     cJSON_Delete(s3);
