@@ -614,6 +614,12 @@ typedef enum { FIT_OK, FIT_FAILED, FIT_UNRESOLVABLE } fit_verdict;
  * node, request larger than the node). Lock held. */
 static fit_verdict judge(ext_state *st, const ext_node *en, const char *node, const model_request *r, char *why,
                          size_t whylen) {
+    if (r->via_dra) {
+        /* DynamicResources allocates: refuse only where too few devices are published at all; what tessera cannot
+         * see (no Node object, a node it cannot model) is no reason to refuse */
+        if (!en || !en->m || en->m->reason[0]) return FIT_OK;
+        return model_dra_could_fit(en->m, r, why, whylen) ? FIT_OK : FIT_UNRESOLVABLE;
+    }
     if (!en || !en->m) {
         snprintf(why, whylen, "node %s is not in tessera's cache (no Node object seen)", node);
         return FIT_UNRESOLVABLE;
@@ -622,8 +628,6 @@ static fit_verdict judge(ext_state *st, const ext_node *en, const char *node, co
         snprintf(why, whylen, "node takes no GPU pods: %.200s", en->m->reason);
         return FIT_UNRESOLVABLE;
     }
-    if (r->via_dra)   /* DynamicResources allocates: refuse only where too few devices are published at all */
-        return model_dra_could_fit(en->m, r, why, whylen) ? FIT_OK : FIT_UNRESOLVABLE;
     if (model_fit_any(en->m, r, why, whylen)) return FIT_OK;
     const char *stack[64] = {0};
     const char **uids = en->npods <= 64 ? stack : malloc((size_t)en->npods * sizeof *uids);
@@ -756,50 +760,29 @@ static void dra_log(const ext_args *a, const char *verb, model_dra_verdict vd, c
         ext_log(EXT_LOG_INFO, "verb=%s pod=%s/%s dra=not-judged score=neutral why=\"%s\"", verb, a->ns, a->name, why);
 }
 
+/* The claim's request is judged on each node as any request is (filter_range, the answer cache), by
+ * model_dra_could_fit (judge). */
 static void dra_filter(ext_verbs *v, ext_args *a, filter_job *j) {
     model_request dr;
     char why[256];
     ext_state_lock(v->st);
     ext_dra_note_pod(ext_state_dra(v->st), a->pod);   /* which claims bind records */
     model_dra_verdict vd = dra_request(v, a, &dr, why, sizeof why);
-    for (int i = 0; i < a->n; i++) {
-        j->pass[i] = true;
-        const ext_node *en = vd == MODEL_DRA_JUDGED ? ext_state_node(v->st, a->names[i]) : NULL;
-        if (!en || !en->m || en->m->reason[0]) continue;   /* what tessera cannot see is no reason to refuse */
-        char w[MODEL_REASON_LEN];
-        if (!model_dra_could_fit(en->m, &dr, w, sizeof w)) {
-            j->pass[i] = false;
-            jb_member(&j->unres[0], a->names[i], w);
-        }
-    }
-    ext_state_unlock(v->st);
-    if (vd == MODEL_DRA_JUDGED) ext_state_note_request(v->st, a->uid, a->ns, a->name, &dr);   /* bind, debug */
-    dra_log(a, "filter", vd, why);
-}
-
-/* Scores into res (zeroed by the caller when not judged). */
-static void dra_prioritize(ext_verbs *v, const ext_args *a, policy_ctx *ctx, policy_result *res) {
-    model_request dr;
-    char why[256];
-    ext_state_lock(v->st);
-    ext_dra_note_pod(ext_state_dra(v->st), a->pod);
-    model_dra_verdict vd = dra_request(v, a, &dr, why, sizeof why);
     if (vd == MODEL_DRA_JUDGED) {
-        /* a claim pod is GPU work like any other: the online target workload counts its shape (the workload
-         * keeps no path, policy_workload_add), so fgd measures it as it measures the device-plugin pod */
-        online_observe(v, a->uid, &dr);
-        ctx->workload = v->ctx.workload;   /* read under the lock, as in ext_verb_prioritize */
-    }
-    for (int i = 0; i < a->n; i++) {
-        const ext_node *en = ext_state_node(v->st, a->names[i]);
-        if (vd != MODEL_DRA_JUDGED || !en || !en->m || policy_score(v->pol, &dr, en->m, ctx, &res[i], NULL, 0) != 0) {
-            memset(&res[i], 0, sizeof res[i]);
-            res[i].rank = policy_node_rank(ctx, a->names[i]);
-        }
+        j->q = (node_req){.req = &dr, .shape = shape_id(v, &dr)};
+        j->clock = ++memo_clock;
+        run_split(a->n, filter_range, j);
+        filter_remember(j);
+    } else {
+        for (int i = 0; i < a->n; i++) j->pass[i] = true;   /* not judged: neutral */
     }
     ext_state_unlock(v->st);
-    if (vd == MODEL_DRA_JUDGED) ext_state_note_request(v->st, a->uid, a->ns, a->name, &dr);
-    dra_log(a, "prioritize", vd, why);
+    if (vd == MODEL_DRA_JUDGED) {
+        v->cache_hits += (uint64_t)(j->hits[0] + j->hits[1]);
+        v->cache_misses += (uint64_t)(a->n - j->hits[0] - j->hits[1]);
+        ext_state_note_request(v->st, a->uid, a->ns, a->name, &dr);   /* bind, debug */
+    }
+    dra_log(a, "filter", vd, why);
 }
 
 void ext_verb_filter(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
@@ -929,6 +912,37 @@ static void score_remember(score_job *j) {
     }
 }
 
+/* Scores into res (zeroed by the caller when not judged): the policy on the claim's request, through score_range
+ * and the answer cache as for any pod. */
+static void dra_prioritize(ext_verbs *v, const ext_args *a, policy_ctx *ctx, policy_result *res, const ext_node **fresh) {
+    model_request dr;
+    char why[256];
+    ext_state_lock(v->st);
+    ext_dra_note_pod(ext_state_dra(v->st), a->pod);
+    model_dra_verdict vd = dra_request(v, a, &dr, why, sizeof why);
+    score_job j = {.st = v->st, .v = v, .a = a, .ctx = ctx, .res = res, .fresh = fresh};
+    if (vd == MODEL_DRA_JUDGED) {
+        /* a claim pod is GPU work like any other: the online target workload counts its shape (the workload
+         * keeps no path, policy_workload_add), so fgd measures it as it measures the device-plugin pod */
+        online_observe(v, a->uid, &dr);
+        ctx->workload = v->ctx.workload;   /* read under the lock, as in ext_verb_prioritize */
+        j.ctx_key = score_ctx_key(v);
+        j.q = (node_req){.req = &dr, .shape = shape_id(v, &dr)};
+        j.clock = ++memo_clock;
+        run_split(a->n, score_range, &j);
+        score_remember(&j);
+    } else {
+        for (int i = 0; i < a->n; i++) res[i].rank = policy_node_rank(ctx, a->names[i]);
+    }
+    ext_state_unlock(v->st);
+    if (vd == MODEL_DRA_JUDGED) {
+        v->cache_hits += (uint64_t)(j.hits[0] + j.hits[1]);
+        v->cache_misses += (uint64_t)(a->n - j.hits[0] - j.hits[1]);
+        ext_state_note_request(v->st, a->uid, a->ns, a->name, &dr);
+    }
+    dra_log(a, "prioritize", vd, why);
+}
+
 void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     ext_args a;
     char err[512];
@@ -976,7 +990,7 @@ void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *
         policy_ctx ctx = v->ctx;
         ctx.decision = ext_map_str_hash(a.uid);
         memset(res, 0, (size_t)a.n * sizeof *res);
-        dra_prioritize(v, &a, &ctx, res);
+        dra_prioritize(v, &a, &ctx, res, fresh);
         policy_scores_0_10(v->pol, &ctx, res, a.n, score);
     }
     /* [{"Host":"name","Score":n}, ...]: the bare HostPriorityList. */

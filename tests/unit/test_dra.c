@@ -24,6 +24,7 @@
 #include "model/fit.h"
 #include "model/node.h"
 #include "policy/policy.h"
+#include "policy/policy_int.h"   /* policy_test_generic_only */
 #include "../support/fake_apiserver.h"
 
 static cJSON *fx(const char *name) {
@@ -1533,4 +1534,45 @@ TEST(dra_extended_resource_pod_placed_accounted_once_and_recovered) {
     free(args);
     free(pod);
     fake_api_free(api);
+}
+
+TEST(dra_lean_scoring_paths_agree_with_model_fit_on_dra_nodes) {
+    /* every GPU of a DRA-only node is reachable by a claim: the policies' lean paths (which assume that) must
+     * give what the generic path over model_fit gives, for every policy, on a used and a free node */
+    ext_state *st = dra_state();
+    add_dra_c(st);
+    apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-allocated.json");
+    policy_workload *wl = policy_workload_new();
+    model_request two = {.kind = MODEL_REQ_WHOLE, .count = 2}, one = {.kind = MODEL_REQ_WHOLE, .count = 1};
+    char err[256];
+    CHECK(policy_workload_add(wl, &two, 3, err, sizeof err) == 0 && policy_workload_add(wl, &one, 5, err, sizeof err) == 0 &&
+          policy_workload_finish(wl, 95, err, sizeof err) == 0);
+    const char *pols[] = {"binpack", "spread", "bestfit", "dotprod", "gpupacking", "gpuclustering", "fgd", "fgd-pack"};
+    model_request reqs[3] = {{.kind = MODEL_REQ_WHOLE, .count = 1, .via_dra = true, .cpu_milli = 1000},
+                             {.kind = MODEL_REQ_WHOLE, .count = 2, .via_dra = true},
+                             {.kind = MODEL_REQ_MIG, .count = 1, .via_dra = true, .mig_profile = "1g.5gb"}};
+    apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-mig.json");   /* dra-b: the 1g.5gb@6 taken */
+    ext_state_lock(st);
+    const char *nodes[] = {"dra-a", "dra-c", "dra-b"};
+    for (size_t p = 0; p < sizeof pols / sizeof pols[0]; p++)
+        for (int r = 0; r < 3; r++)
+            for (int k = 0; k < 3; k++) {
+                policy_ctx ctx;
+                policy_ctx_init(&ctx, 7);
+                ctx.workload = wl;
+                const model_node *m = ext_state_node(st, nodes[k])->m;
+                policy_result lean, generic;
+                CHECK(policy_score(policy_find(pols[p]), &reqs[r], m, &ctx, &lean, NULL, 0) == 0);
+                policy_test_generic_only = true;
+                CHECK(policy_score(policy_find(pols[p]), &reqs[r], m, &ctx, &generic, NULL, 0) == 0);
+                policy_test_generic_only = false;
+                CHECK_MSG(lean.feasible == generic.feasible && fabs(lean.raw - generic.raw) < 1e-9 &&
+                          lean.choice.ngpus == generic.choice.ngpus &&
+                          !memcmp(lean.choice.gpu, generic.choice.gpu, (size_t)lean.choice.ngpus),
+                          "%s, %d GPU(s) on %s: lean %d %g, generic %d %g", pols[p], reqs[r].count, nodes[k], lean.feasible,
+                          lean.raw, generic.feasible, generic.raw);
+            }
+    ext_state_unlock(st);
+    policy_workload_free(wl);
+    ext_state_free(st);
 }
