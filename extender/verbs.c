@@ -787,7 +787,7 @@ static void dra_filter(ext_verbs *v, ext_args *a, filter_job *j) {
 
 void ext_verb_filter(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     ext_args a;
-    char err[512];
+    char err[1024];   /* room for namespace (63), name (253) and the request's error (256) */
     ext_leader_note_call(v->leader);   /* scheduling calls are what makes this replica campaign */
     int parsed = parse_args(&a, body, len, err, sizeof err);
     if (parsed == 0 && a.req_ok) limit_to_delivery(v, &a.req);
@@ -945,7 +945,7 @@ static void dra_prioritize(ext_verbs *v, const ext_args *a, policy_ctx *ctx, pol
 
 void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     ext_args a;
-    char err[512];
+    char err[1024];
     ext_leader_note_call(v->leader);   /* scheduling calls are what makes this replica campaign */
     int parsed = parse_args(&a, body, len, err, sizeof err);
     if (parsed == 0 && a.req_ok) limit_to_delivery(v, &a.req);
@@ -1275,7 +1275,7 @@ static int preempt_node(ext_state *st, const ext_node *en, const model_request *
 
 void ext_verb_preempt(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     ext_args a;
-    char err[512];
+    char err[1024];
     ext_leader_note_call(v->leader);   /* scheduling calls are what makes this replica campaign */
     memset(&a, 0, sizeof a);
     a.root = cJSON_ParseWithLength(body, len);
