@@ -490,6 +490,9 @@ int ext_dra_apply_claims(const ext_dra *d, model_node *m) {
         int rc = model_dra_account_claim(m, c->uid, c->res, c->nres, claim_device, &f, err, sizeof err);
         if (rc >= 0) {
             applied += rc;
+            if (rc == 1 && err[0])
+                ext_log(EXT_LOG_INFO, "event=claim-partly-published claim=%s node=%s why=\"%s\" action=held-the-rest",
+                        c->key, m->name, err);
             continue;
         }
         ext_log(EXT_LOG_WARN, "event=claim-unaccounted claim=%s node=%s why=\"%s\"", c->key, m->name, err);

@@ -474,21 +474,29 @@ int model_dra_account_claim(model_node *m, const char *uid, const model_dra_resu
                             model_dra_device_fn find, void *user, char *err, size_t errlen) {
     model_assignment a;
     memset(&a, 0, sizeof a);
+    int missing = 0;
+    if (err && errlen) err[0] = 0;
     for (int i = 0; i < nres; i++) {
         const model_dra_result *r = &res[i];
         if (r->admin || strcmp(r->driver, MODEL_DRA_DRIVER) != 0) continue;   /* admin access holds nothing */
         bool here = false;
         const model_dra_device *dev = find(user, r, &here);
         if (!dev) {
-            snprintf(err, errlen, "device %s of pool %s is not published", r->device, r->pool);
-            return -1;
+            /* the rest of the claim still holds its devices: dropping it whole would show them free */
+            if (!missing++) snprintf(err, errlen, "device %s of pool %s is not published", r->device, r->pool);
+            continue;
         }
         if (!here || a.ngrants >= MODEL_MAX_GPUS) continue;
         if (model_dra_grant(m, dev, &a.grant[a.ngrants], err, errlen) != 0) return -1;
         a.ngrants++;
     }
-    if (a.ngrants == 0) return 0;
-    return model_assign(m, uid, &a, err, errlen) == 0 ? 1 : -1;
+    if (a.ngrants == 0) return missing ? -1 : 0;
+    char aerr[256];
+    if (model_assign(m, uid, &a, aerr, sizeof aerr) != 0) {
+        snprintf(err, errlen, "%s", aerr);
+        return -1;
+    }
+    return 1;
 }
 
 int model_dra_grant(const model_node *n, const model_dra_device *d, model_grant *g, char *err, size_t errlen) {

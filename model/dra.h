@@ -113,8 +113,10 @@ typedef const model_dra_device *(*model_dra_device_fn)(void *user, const model_d
 
 /* Account an allocated claim (its results) on node m: every result of NVIDIA's driver that is not admin access
  * (which holds nothing) and whose device is on m takes that device's grant (model_dra_grant); the grants are
- * assigned to uid, once however many pods share the claim. 1 assigned, 0 nothing of it on m, -1 with err (a
- * device not published, a grant or the assignment refused); m is unchanged unless 1. */
+ * assigned to uid, once however many pods share the claim. A device published nowhere is skipped, the rest still
+ * held (err names it; dropping the claim whole would show its other devices free). 1 assigned (err "" or the
+ * first device skipped), 0 nothing of it on m, -1 with err (only unpublished devices, a grant or the assignment
+ * refused); m is unchanged unless 1. */
 int model_dra_account_claim(model_node *m, const char *uid, const model_dra_result *res, int nres,
                             model_dra_device_fn find, void *user, char *err, size_t errlen);
 

@@ -244,6 +244,14 @@ TEST(dra_model_generations_devices_and_claim_accounting) {
     model_dra_result gone = {.driver = MODEL_DRA_DRIVER, .pool = "dra-a", .device = "gpu-9"};
     CHECK_INT(model_dra_account_claim(m, "claim:b", &gone, 1, only_here, (void *)sl, err, sizeof err), -1);
     CHECK_CONTAINS(err, "device gpu-9 of pool dra-a is not published");
+    /* a claim with one device published nowhere still holds the other: never dropped whole (no under-count) */
+    model_dra_result partly[2] = {{.driver = MODEL_DRA_DRIVER, .pool = "dra-a", .device = "gpu-9"},
+                                  {.driver = MODEL_DRA_DRIVER, .pool = "dra-a", .device = "gpu-0"}};
+    CHECK_INT(model_dra_account_claim(m, "claim:c", partly, 2, only_here, (void *)sl, err, sizeof err), 1);
+    CHECK_CONTAINS(err, "device gpu-9 of pool dra-a is not published");
+    held = 0;
+    for (int g = 0; g < m->ngpus; g++) held += !model_gpu_idle(&m->gpus[g]);
+    CHECK_INT(held, 2);
     char why[256];
     CHECK_MSG(model_node_check(m, why, sizeof why), "%s", why);
     model_node_free(m);
