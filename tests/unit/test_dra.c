@@ -1439,6 +1439,8 @@ static int api_bind(void *user, const char *ns, const char *name, const char *ui
     return code == 200 || code == 201 ? 0 : -1;
 }
 
+static uint64_t settle_pod_events;   /* pod events the cache must have seen first (the bind's, after it) */
+
 static bool ext_settled(void *p) {
     ext_state *st = p;
     ext_state_lock(st);
@@ -1446,8 +1448,8 @@ static bool ext_settled(void *p) {
     const ext_pod *pod = ext_state_pod(st, "uid-ext-1");
     ext_state_stats ss;
     ext_state_get_stats(st, &ss);
-    bool ok = n && n->m && n->m->nlive == 2 &&
-              ss.overcommitted == 0 && !(pod && pod->holds);
+    bool ok = n && n->m && n->m->nlive == 2 && ss.events[EXT_KUBE_POD] >= settle_pod_events && ss.overcommitted == 0 &&
+              !(pod && pod->holds);
     ext_state_unlock(st);
     return ok;
 }
@@ -1518,7 +1520,9 @@ TEST(dra_extended_resource_pod_placed_accounted_once_and_recovered) {
     char *bb = fake_api_binding_body(api, 0);
     CHECK(bb && strstr(bb, "ext-1-extended-resources-x7k2q:dra-a/gpu-0"));
     free(bb);
-    /* accounted once: the claim holds gpu-0, the pod holds nothing and is not over-committed */
+    /* accounted once: the claim holds gpu-0, the pod holds nothing and is not over-committed (once the watch has
+     * shown the pod added, given its status, and bound) */
+    settle_pod_events = 3;
     CHECK(wait_until(ext_settled, a.st, 5000));
     char h1[1024];
     dra_holdings(a.st, h1, sizeof h1);
@@ -1534,6 +1538,7 @@ TEST(dra_extended_resource_pod_placed_accounted_once_and_recovered) {
     /* after a restart, from lists alone: the same holdings, nothing over-committed */
     dra_run r;
     CHECK(dra_start(&r, url));
+    settle_pod_events = 1;
     CHECK(wait_until(ext_settled, r.st, 5000));
     char h2[1024];
     dra_holdings(r.st, h2, sizeof h2);
