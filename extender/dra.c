@@ -68,6 +68,8 @@ struct ext_dra {
     ext_map *notes;            /* pod uid -> the claims its bind records (dnote), the last EXT_DRA_NOTES */
     dnote *ring[EXT_DRA_NOTES];
     int ring_next;
+    bool xok;                  /* a DeviceClass maps nvidia.com/gpu and tessera judges it: xbase is one device of it */
+    model_request xbase;       /* refreshed whenever a DeviceClass changes (extended_refresh) */
     int unlocated;             /* allocated claims whose devices are on no known node yet */
     uint32_t gen[NDRA];
     bool synced[NDRA];
@@ -411,6 +413,8 @@ static void class_event(ext_dra *d, ext_kube_event ev, const cJSON *obj) {
     class_free(old);
 }
 
+static void extended_refresh(ext_dra *d);
+
 /* Drop what the relist of kind i did not mention. */
 static void sweep(ext_dra *d, int i, ext_dra_touch_fn touch, void *user) {
     ext_map *m = i == 0 ? d->slices : i == 1 ? d->claims : d->classes;
@@ -444,6 +448,7 @@ void ext_dra_event(ext_dra *d, ext_kube_kind kind, ext_kube_event ev, const cJSO
         return;
     case EXT_KUBE_SYNCED:
         sweep(d, i, touch, user);
+        if (i == 2) extended_refresh(d);
         if (!d->synced[i]) ext_log(EXT_LOG_INFO, "event=synced kind=%s", ext_kube_kind_name(kind));
         d->synced[i] = true;
         return;
@@ -453,7 +458,10 @@ void ext_dra_event(ext_dra *d, ext_kube_kind kind, ext_kube_event ev, const cJSO
     if (!cJSON_IsObject(obj)) return;
     if (i == 0) slice_event(d, ev, obj, touch, user);
     else if (i == 1) claim_event(d, ev, obj, touch, user);
-    else class_event(d, ev, obj);
+    else {
+        class_event(d, ev, obj);
+        extended_refresh(d);
+    }
 }
 
 /* ------------------------------------------------------------ node models ---- */
@@ -613,24 +621,35 @@ const char *ext_dra_class_for_resource(const ext_dra *d, const char *resource) {
     return NULL;
 }
 
-bool ext_dra_extended_request(const ext_dra *d, const model_request *pod_req, model_request *out) {
-    if (pod_req->kind != MODEL_REQ_WHOLE || pod_req->isolation != MODEL_ISO_DEFAULT || pod_req->memory_mib ||
-        pod_req->memory_permille || pod_req->compute_permille || pod_req->via_dra)
-        return false;
+/* The request of one device of the class mapped to nvidia.com/gpu, as the claim kube-scheduler makes asks it: once
+ * per DeviceClass change, not per pod. */
+static void extended_refresh(ext_dra *d) {
+    d->xok = false;
     const char *cls = ext_dra_class_for_resource(d, EXT_DRA_GPU_RESOURCE);
-    if (!cls) return false;
+    if (!cls) return;
     /* the claim kube-scheduler makes: one request of count N of that class (dynamicresources, extended resources) */
     cJSON *spec = cJSON_CreateObject(), *rq = cJSON_CreateObject();
     cJSON *ex = cJSON_AddObjectToObject(rq, "exactly");
     cJSON_AddStringToObject(rq, "name", "container-0-request-0");
     cJSON_AddStringToObject(ex, "deviceClassName", cls);
-    cJSON_AddNumberToObject(ex, "count", pod_req->count);
+    cJSON_AddNumberToObject(ex, "count", 1);
     cJSON_AddItemToArray(cJSON_AddArrayToObject(cJSON_AddObjectToObject(spec, "devices"), "requests"), rq);
-    model_request r = {0};
+    memset(&d->xbase, 0, sizeof d->xbase);
     char why[256];
-    bool ok = model_dra_request(spec, class_fn, (void *)d, &r, why, sizeof why) == MODEL_DRA_JUDGED;
+    d->xok = model_dra_request(spec, class_fn, d, &d->xbase, why, sizeof why) == MODEL_DRA_JUDGED;
     cJSON_Delete(spec);
-    if (!ok || (r.nmodels > 0 && pod_req->nmodels > 0)) return false;   /* two model lists are not combined */
+    if (!d->xok) ext_log(EXT_LOG_INFO, "event=extended-resource-not-judged class=%s resource=%s why=\"%s\"", cls,
+                         EXT_DRA_GPU_RESOURCE, why);
+}
+
+bool ext_dra_extended_request(const ext_dra *d, const model_request *pod_req, model_request *out) {
+    if (!d || !d->xok || pod_req->kind != MODEL_REQ_WHOLE || pod_req->isolation != MODEL_ISO_DEFAULT ||
+        pod_req->memory_mib || pod_req->memory_permille || pod_req->compute_permille || pod_req->via_dra ||
+        pod_req->count < 1 || pod_req->count > MODEL_MAX_GPUS)
+        return false;
+    if (d->xbase.nmodels > 0 && pod_req->nmodels > 0) return false;   /* two model lists are not combined */
+    model_request r = d->xbase;
+    r.count = pod_req->count;
     model_dra_request_of_pod(&r, pod_req);
     if (pod_req->nmodels > 0) {
         r.nmodels = pod_req->nmodels;

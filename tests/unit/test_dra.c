@@ -1589,3 +1589,31 @@ TEST(dra_lean_scoring_paths_agree_with_model_fit_on_dra_nodes) {
     policy_workload_free(wl);
     ext_state_free(st);
 }
+
+TEST(dra_extended_resource_follows_the_device_class) {
+    ext_state *st = dra_state();   /* gpu.nvidia.com maps nvidia.com/gpu */
+    ext_verbs v;
+    ext_verbs_init(&v, st, policy_find("binpack"), NULL, NULL);
+    char *pod = pod_json("x", "uid-x", 0, "\"nvidia.com/gpu\":\"2\"", NULL, NULL);
+    const char *names[] = {"dra-a", "dra-b"};
+    char *args = args_for(pod, names, 2);
+    /* dra-a publishes 2 whole GPUs; dra-b one whole GPU and MIG devices, too few for 2 */
+    cJSON *f = call_verb(&v, ext_verb_filter, args, NULL);
+    CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(f, "NodeNames")), 1);
+    const cJSON *why = cJSON_GetObjectItem(cJSON_GetObjectItem(f, "FailedAndUnresolvableNodes"), "dra-b");
+    CHECK(cJSON_IsString(why) && strstr(why->valuestring, "DRA publishes 1 matching device here"));
+    cJSON_Delete(f);
+    /* the chart without the mapping (before Kubernetes 1.34): the device plugin's path, which DRA-only GPUs refuse */
+    cJSON *cls = fx("deviceclass-gpu.json");
+    cJSON_DeleteItemFromObject(cJSON_GetObjectItem(cls, "spec"), "extendedResourceName");
+    ext_state_apply(st, EXT_KUBE_DEVICECLASS, EXT_KUBE_MODIFIED, cls);
+    f = call_verb(&v, ext_verb_filter, args, NULL);
+    CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(f, "NodeNames")), 0);
+    why = cJSON_GetObjectItem(cJSON_GetObjectItem(f, "FailedAndUnresolvableNodes"), "dra-a");
+    CHECK(cJSON_IsString(why) && strstr(why->valuestring, "ask for it with a ResourceClaim"));
+    cJSON_Delete(f);
+    cJSON_Delete(cls);
+    free(args);
+    free(pod);
+    ext_state_free(st);
+}
