@@ -66,11 +66,13 @@ static void usage(FILE *f) {
     fprintf(f, "\n"
 "                              (fgd and fgd-pack need --workload or --online-workload)\n"
 "  --workload FILE             target workload for fgd and the fragmentation metric: a JSON\n"
-"                              array (or List) of Pod objects, each counted once (default:\n"
-"                              the GPU pods in the cache, at each /metrics scrape)\n"
-"  --online-workload           estimate the target workload from the GPU pods prioritized so\n"
-"                              far instead (each pod counts once; a shape's weight halves every\n"
-"                              --online-half-life pods; policy/policy.h has the rules)\n"
+"                              array (or List) of Pod objects, each counted once, and the\n"
+"                              ResourceClaim(Template)s their claims name (default: the GPU\n"
+"                              pods and claims in the cache, at each /metrics scrape)\n"
+"  --online-workload           estimate the target workload from the GPU pods (claim pods too)\n"
+"                              prioritized so far (each pod counts once; a shape's weight\n"
+"                              halves every --online-half-life pods; policy/policy.h has the\n"
+"                              rules)\n"
 "  --online-half-life N        half-life of the online estimate, in pods (default 1000)\n"
 "  --max-body-bytes N          largest request body accepted; larger gets 413 (default 8388608)\n"
 "  --conn-timeout SECONDS      close a connection idle or stalled this long (default 30)\n"
@@ -601,6 +603,7 @@ int main(int argc, char **argv) {
         if (!verbs.online) fprintf(stderr, "--online-workload: %s; continuing without a target workload\n", oerr);
     }
     verbs.leader = leader;
+    verbs.kube = kube;   /* bind reads a claim the watch has not shown yet */
     hc.verbs = &verbs;
     hc.webhook = &wc;
     if (kube) {

@@ -10,6 +10,7 @@
 #include "model/dra.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,7 @@ static const char *not_synced(char *buf, size_t len, const char *tail) {
 
 const char *ext_bind_outcome_name(ext_bind_outcome o) {
     static const char *n[] = {"ok", "already_bound", "no_room", "unknown_pod", "unknown_node", "api_error",
-                              "not_ready", "bad_request", "not_leader"};
+                              "not_ready", "bad_request", "not_leader", "claim_unallocated"};
     return o >= 0 && o < EXT_BIND_NOUTCOMES ? n[o] : "?";
 }
 
@@ -76,6 +77,7 @@ void ext_verbs_init(ext_verbs *v, ext_state *st, const policy *pol, ext_bind_fn 
     policy_ctx_init(&v->ctx, 0);
     v->bind = bind;
     v->bind_user = bind_user;
+    v->dra_bind_wait_ms = EXT_DRA_BIND_WAIT_MS;
 }
 
 /* ---------------------------------------------------------------- reply text */
@@ -641,6 +643,12 @@ typedef enum { FIT_OK, FIT_FAILED, FIT_UNRESOLVABLE } fit_verdict;
  * node, request larger than the node). Lock held. */
 static fit_verdict judge(ext_state *st, const ext_node *en, const char *node, const model_request *r, char *why,
                          size_t whylen) {
+    if (r->via_dra) {
+        /* DynamicResources allocates: refuse only where too few devices are published at all; what tessera cannot
+         * see (no Node object, a node it cannot model) is no reason to refuse */
+        if (!en || !en->m || en->m->reason[0]) return FIT_OK;
+        return model_dra_could_fit(en->m, r, why, whylen) ? FIT_OK : FIT_UNRESOLVABLE;
+    }
     if (!en || !en->m) {
         snprintf(why, whylen, "node %s is not in tessera's cache (no Node object seen)", node);
         return FIT_UNRESOLVABLE;
@@ -676,10 +684,32 @@ typedef struct fresh_verdict {
     char *why;                   /* malloc'd; NULL when it fits */
 } fresh_verdict;
 
+/* The request a node is judged and scored on: the pod's, or on a node whose GPUs only DRA publishes the one of
+ * the claim kube-scheduler makes for its nvidia.com/gpu (xreq, when a DeviceClass maps it; dra.h). */
+typedef struct node_req { const model_request *req, *xreq; uint32_t shape, xshape; } node_req;
+
+static const model_request *req_on(const node_req *q, const ext_node *en, uint32_t *shape) {
+    bool x = q->xreq && en && en->m && model_dra_extended_on(en->m);
+    *shape = x ? q->xshape : q->shape;
+    return x ? q->xreq : q->req;
+}
+
+/* The extended-resource alternative of a device-plugin request into q (lock held). */
+static void req_prepare(ext_verbs *v, const ext_args *a, node_req *q, model_request *xr) {
+    q->req = &a->req;
+    q->shape = shape_id(v, &a->req);
+    q->xreq = NULL;
+    if (!ext_dra_extended_request(ext_state_dra(v->st), &a->req, xr)) return;
+    q->xreq = xr;
+    q->xshape = shape_id(v, xr);
+    ext_dra_note_pod(ext_state_dra(v->st), a->pod);   /* bind records the claim kube-scheduler will make */
+}
+
 typedef struct filter_job {
     ext_state *st;
     const ext_args *a;
-    uint32_t shape, clock;
+    node_req q;
+    uint32_t clock;
     bool *pass;
     fresh_verdict *fresh;
     long hits[2];
@@ -693,14 +723,16 @@ static void filter_range(void *ctx, int part, int from, int to) {
         const char *nm = j->a->names[i], *why = buf;
         const ext_node *en = ext_state_node(j->st, nm);
         const struct ext_node_memo *m = en && en->m ? en->memo : NULL;
-        int w = m ? memo_find(m->fit_key, en->version, j->shape) : -1;
+        uint32_t shape;
+        const model_request *r = req_on(&j->q, en, &shape);
+        int w = m ? memo_find(m->fit_key, en->version, shape) : -1;
         fit_verdict fv;
         if (w >= 0) {
             fv = (fit_verdict)m->fit_verdict[w];
             why = fv == FIT_OK ? "" : m->fit_why[w];   /* a failed verdict is stored with its reason */
             j->hits[part]++;
         } else {
-            fv = judge(j->st, en, nm, &j->a->req, buf, sizeof buf);
+            fv = judge(j->st, en, nm, r, buf, sizeof buf);
             if (en && en->m) j->fresh[i] = (fresh_verdict){en, fv, fv == FIT_OK ? NULL : strdup(buf)};
         }
         if (fv == FIT_OK) j->pass[i] = true;
@@ -716,8 +748,10 @@ static void filter_remember(filter_job *j) {
         struct ext_node_memo *m = memo_of(j->st, f->en);
         if (m && f->verdict != FIT_OK) m = f->why ? memo_with_why(j->st, f->en) : NULL;
         if (m) {
+            uint32_t shape;
+            req_on(&j->q, f->en, &shape);
             int w = memo_victim(m->fit_key, f->en->version);
-            m->fit_key[w] = (memo_key){f->en->version, j->shape, j->clock};
+            m->fit_key[w] = (memo_key){f->en->version, shape, j->clock};
             m->fit_verdict[w] = (uint8_t)f->verdict;
             if (m->has_why) snprintf(m->fit_why[w], sizeof m->fit_why[w], "%s", f->why ? f->why : "");
         }
@@ -756,47 +790,34 @@ static void dra_log(const ext_args *a, const char *verb, model_dra_verdict vd, c
         ext_log(EXT_LOG_INFO, "verb=%s pod=%s/%s dra=not-judged score=neutral why=\"%s\"", verb, a->ns, a->name, why);
 }
 
+/* The claim's request is judged on each node as any request is (filter_range, the answer cache), by
+ * model_dra_could_fit (judge). */
 static void dra_filter(ext_verbs *v, ext_args *a, filter_job *j) {
     model_request dr;
     char why[256];
     ext_state_lock(v->st);
+    ext_dra_note_pod(ext_state_dra(v->st), a->pod);   /* which claims bind records */
     model_dra_verdict vd = dra_request(v, a, &dr, why, sizeof why);
-    for (int i = 0; i < a->n; i++) {
-        j->pass[i] = true;
-        const ext_node *en = vd == MODEL_DRA_JUDGED ? ext_state_node(v->st, a->names[i]) : NULL;
-        if (!en || !en->m || en->m->reason[0]) continue;   /* what tessera cannot see is no reason to refuse */
-        char w[MODEL_REASON_LEN];
-        if (!model_dra_could_fit(en->m, &dr, w, sizeof w)) {
-            j->pass[i] = false;
-            jb_member(&j->unres[0], a->names[i], w);
-        }
+    if (vd == MODEL_DRA_JUDGED) {
+        j->q = (node_req){.req = &dr, .shape = shape_id(v, &dr)};
+        j->clock = ++memo_clock;
+        run_split(a->n, filter_range, j);
+        filter_remember(j);
+    } else {
+        for (int i = 0; i < a->n; i++) j->pass[i] = true;   /* not judged: neutral */
     }
     ext_state_unlock(v->st);
-    if (vd == MODEL_DRA_JUDGED) ext_state_note_request(v->st, a->uid, a->ns, a->name, &dr);   /* bind, debug */
+    if (vd == MODEL_DRA_JUDGED) {
+        v->cache_hits += (uint64_t)(j->hits[0] + j->hits[1]);
+        v->cache_misses += (uint64_t)(a->n - j->hits[0] - j->hits[1]);
+        ext_state_note_request(v->st, a->uid, a->ns, a->name, &dr);   /* bind, debug */
+    }
     dra_log(a, "filter", vd, why);
-}
-
-/* Scores into res (zeroed by the caller when not judged). */
-static void dra_prioritize(ext_verbs *v, const ext_args *a, policy_ctx *ctx, policy_result *res) {
-    model_request dr;
-    char why[256];
-    ext_state_lock(v->st);
-    model_dra_verdict vd = dra_request(v, a, &dr, why, sizeof why);
-    for (int i = 0; i < a->n; i++) {
-        const ext_node *en = ext_state_node(v->st, a->names[i]);
-        if (vd != MODEL_DRA_JUDGED || !en || !en->m || policy_score(v->pol, &dr, en->m, ctx, &res[i], NULL, 0) != 0) {
-            memset(&res[i], 0, sizeof res[i]);
-            res[i].rank = policy_node_rank(ctx, a->names[i]);
-        }
-    }
-    ext_state_unlock(v->st);
-    if (vd == MODEL_DRA_JUDGED) ext_state_note_request(v->st, a->uid, a->ns, a->name, &dr);
-    dra_log(a, "prioritize", vd, why);
 }
 
 void ext_verb_filter(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     ext_args a;
-    char err[512];
+    char err[1024];   /* room for namespace (63), name (253) and the request's error (256) */
     ext_leader_note_call(v->leader);   /* scheduling calls are what makes this replica campaign */
     int parsed = parse_args(&a, body, len, err, sizeof err);
     if (parsed == 0 && a.req_ok) limit_to_delivery(v, &a.req);
@@ -828,7 +849,8 @@ void ext_verb_filter(ext_verbs *v, const char *body, size_t len, ext_reply *out)
         for (int i = 0; i < a.n; i++) j.pass[i] = true;   /* not ours to judge */
     } else {
         ext_state_lock(v->st);
-        j.shape = shape_id(v, &a.req);
+        model_request xr;
+        req_prepare(v, &a, &j.q, &xr);
         j.clock = ++memo_clock;
         run_split(a.n, filter_range, &j);
         filter_remember(&j);
@@ -876,7 +898,8 @@ typedef struct score_job {
     const ext_verbs *v;
     const ext_args *a;
     const policy_ctx *ctx;
-    uint32_t shape, clock;
+    node_req q;
+    uint32_t clock;
     uint64_t ctx_key;            /* 0: do not cache */
     policy_result *res;
     const ext_node **fresh;      /* per candidate: the node whose res[i] is to be remembered */
@@ -888,12 +911,14 @@ static void score_range(void *vctx, int part, int from, int to) {
     for (int i = from; i < to; i++) {
         const ext_node *en = ext_state_node(j->st, j->a->names[i]);
         const struct ext_node_memo *m = j->ctx_key && en && en->m ? en->memo : NULL;
-        int w = m ? memo_find(m->score_key, en->version, j->shape) : -1;
+        uint32_t shape;
+        const model_request *r = req_on(&j->q, en, &shape);
+        int w = m ? memo_find(m->score_key, en->version, shape) : -1;
         if (w >= 0 && m->score_ctx[w] == j->ctx_key) {
             j->res[i] = m->score[w];
             if (j->ctx->tiebreak == POLICY_TIE_RANDOM) j->res[i].rank = policy_node_rank(j->ctx, j->a->names[i]);
             j->hits[part]++;
-        } else if (!en || !en->m || policy_score(j->v->pol, &j->a->req, en->m, j->ctx, &j->res[i], NULL, 0) != 0) {
+        } else if (!en || !en->m || policy_score(j->v->pol, r, en->m, j->ctx, &j->res[i], NULL, 0) != 0) {
             memset(&j->res[i], 0, sizeof j->res[i]);
             j->res[i].rank = policy_node_rank(j->ctx, j->a->names[i]);
         } else if (j->ctx_key) {
@@ -908,16 +933,49 @@ static void score_remember(score_job *j) {
         if (!j->fresh[i]) continue;
         struct ext_node_memo *m = memo_of(j->st, j->fresh[i]);
         if (!m) continue;
+        uint32_t shape;
+        req_on(&j->q, j->fresh[i], &shape);
         int w = memo_victim(m->score_key, j->fresh[i]->version);
-        m->score_key[w] = (memo_key){j->fresh[i]->version, j->shape, j->clock};
+        m->score_key[w] = (memo_key){j->fresh[i]->version, shape, j->clock};
         m->score_ctx[w] = j->ctx_key;
         m->score[w] = j->res[i];
     }
 }
 
+/* Scores into res (zeroed by the caller when not judged): the policy on the claim's request, through score_range
+ * and the answer cache as for any pod. */
+static void dra_prioritize(ext_verbs *v, const ext_args *a, policy_ctx *ctx, policy_result *res, const ext_node **fresh) {
+    model_request dr;
+    char why[256];
+    ext_state_lock(v->st);
+    ext_dra_note_pod(ext_state_dra(v->st), a->pod);
+    model_dra_verdict vd = dra_request(v, a, &dr, why, sizeof why);
+    score_job j = {.st = v->st, .v = v, .a = a, .ctx = ctx, .res = res, .fresh = fresh};
+    if (vd == MODEL_DRA_JUDGED) {
+        /* a claim pod is GPU work like any other: the online target workload counts its shape (the workload
+         * keeps no path, policy_workload_add), so fgd measures it as it measures the device-plugin pod */
+        online_observe(v, a->uid, &dr);
+        ctx->workload = v->ctx.workload;   /* read under the lock, as in ext_verb_prioritize */
+        j.ctx_key = score_ctx_key(v);
+        j.q = (node_req){.req = &dr, .shape = shape_id(v, &dr)};
+        j.clock = ++memo_clock;
+        run_split(a->n, score_range, &j);
+        score_remember(&j);
+    } else {
+        for (int i = 0; i < a->n; i++) res[i].rank = policy_node_rank(ctx, a->names[i]);
+    }
+    ext_state_unlock(v->st);
+    if (vd == MODEL_DRA_JUDGED) {
+        v->cache_hits += (uint64_t)(j.hits[0] + j.hits[1]);
+        v->cache_misses += (uint64_t)(a->n - j.hits[0] - j.hits[1]);
+        ext_state_note_request(v->st, a->uid, a->ns, a->name, &dr);
+    }
+    dra_log(a, "prioritize", vd, why);
+}
+
 void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     ext_args a;
-    char err[512];
+    char err[1024];
     ext_leader_note_call(v->leader);   /* scheduling calls are what makes this replica campaign */
     int parsed = parse_args(&a, body, len, err, sizeof err);
     if (parsed == 0 && a.req_ok) limit_to_delivery(v, &a.req);
@@ -949,7 +1007,8 @@ void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *
         online_observe(v, a.uid, &a.req);
         ctx.workload = v->ctx.workload;   /* read under the lock: a rebuild frees the old one */
         j.ctx_key = score_ctx_key(v);
-        j.shape = shape_id(v, &a.req);
+        model_request xr;
+        req_prepare(v, &a, &j.q, &xr);
         j.clock = ++memo_clock;
         run_split(a.n, score_range, &j);
         score_remember(&j);
@@ -961,7 +1020,7 @@ void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *
         policy_ctx ctx = v->ctx;
         ctx.decision = ext_map_str_hash(a.uid);
         memset(res, 0, (size_t)a.n * sizeof *res);
-        dra_prioritize(v, &a, &ctx, res);
+        dra_prioritize(v, &a, &ctx, res, fresh);
         policy_scores_0_10(v->pol, &ctx, res, a.n, score);
     }
     /* [{"Host":"name","Score":n}, ...]: the bare HostPriorityList. */
@@ -986,6 +1045,53 @@ void ext_verb_prioritize(ext_verbs *v, const char *body, size_t len, ext_reply *
 
 /* ---------------------------------------------------------------- bind */
 
+/* A malloc'd formatted string (measured, never cut); NULL when out of memory. */
+static char *str_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *str_printf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!s) return NULL;
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+/* A DRA pod's record was not complete in the cache (rec: ext_dra_bind_record's answer, missing what it lacked):
+ * wait on the watch up to dra_bind_wait_ms (when the pod's claims are known), then read the API. 0 with *text,
+ * or -1 with err saying what bind waited for. Called without the lock. */
+static int dra_settle(ext_verbs *v, const char *ns, const char *name, const char *uid, bool want_extended, int rec,
+                      char **text, char *missing, size_t mlen, char *err, size_t errlen) {
+    int64_t t0 = ext_now_ms(), deadline = t0 + (v->dra_bind_wait_ms > 0 ? v->dra_bind_wait_ms : 0);
+    while (rec == 0 && ext_now_ms() < deadline) {
+        usleep(5000);
+        ext_state_lock(v->st);
+        rec = ext_dra_bind_record(ext_state_dra(v->st), ns, uid, want_extended, text, missing, mlen);
+        ext_state_unlock(v->st);
+    }
+    if (rec == 1) return 0;
+    int waited = (int)(ext_now_ms() - t0);
+    char first[512];
+    snprintf(first, sizeof first, "%s", missing);
+    if (!v->kube) {
+        snprintf(err, errlen, "pod %s/%s: waited %d ms for %s; not bound, so that the record of its devices is never "
+                 "partial (no API server to read it from in standalone mode)", ns, name, waited, first);
+        return -1;
+    }
+    int timeout = v->dra_bind_wait_ms > 0 ? v->dra_bind_wait_ms * 2 : 2000;
+    if (ext_dra_record_from_api(v->kube, ns, name, uid, want_extended, timeout, text, missing, mlen) == 1) {
+        ext_log(EXT_LOG_INFO, "verb=bind pod=%s/%s dra-record=api waited_ms=%d why=\"the watch had not shown %s\"", ns,
+                name, waited, first);
+        return 0;
+    }
+    snprintf(err, errlen, "pod %s/%s: waited %d ms on the watch for %s, then read the API: %s; not bound, so that the "
+             "record of its devices is never partial", ns, name, waited, first, missing);
+    return -1;
+}
+
 static void bind_reply(ext_verbs *v, ext_reply *out, ext_bind_outcome o, int status, const char *err) {
     atomic_fetch_add(&v->bind_outcomes[o], 1);
     ext_reply_error(out, status, err ? err : "");
@@ -1001,7 +1107,7 @@ static const char *bind_str(const cJSON *root, const char *key, char *err, size_
 }
 
 void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
-    char err[512];
+    char err[2048];   /* room for namespace, name, node and a claim's names (253 each) in one message */
     cJSON *root = cJSON_ParseWithLength(body, len);
     const char *name = NULL, *ns = NULL, *uid = NULL, *node = NULL;
     if (!root) snprintf(err, sizeof err, "request body is not valid JSON (malformed or truncated)");
@@ -1030,8 +1136,11 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     }
     ext_bind_outcome oc = EXT_BIND_OK;
     model_request req;
-    char *ann = NULL, granted[256] = "no GPU", dra_alloc[200] = "";
-    bool reserved = false;
+    /* granted: the longest assignment text is MODEL_MAX_GPUS grants of under 64 characters each */
+    char *ann = NULL, granted[MODEL_MAX_GPUS * 64 + 16] = "no GPU", *dra_alloc = NULL, dra_missing[512] = "";
+    bool reserved = false, via_dra = false, extended = false;
+    int dra_rec = 1;
+    model_request xr;
     ext_state_lock(v->st);
     const ext_node *en = ext_state_node(v->st, node);
     const ext_pod *p = ext_state_pod(v->st, uid);
@@ -1048,10 +1157,16 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
         oc = EXT_BIND_UNKNOWN_POD;
         snprintf(err, sizeof err, "pod %s/%s (uid %s) is unknown: tessera saw it in no filter call and no watch event",
                  ns, name, uid);
-    } else if (req.via_dra) {
-        /* DynamicResources chose the devices (and wrote them into the claims before calling us): record them */
-        ext_dra_allocation_for(ext_state_dra(v->st), ns, uid, dra_alloc, sizeof dra_alloc);
-        snprintf(granted, sizeof granted, "devices of its claims: %s", dra_alloc[0] ? dra_alloc : "not seen yet");
+    } else if (req.via_dra || (!model_request_wants_gpu(&req) && ext_dra_noted(ext_state_dra(v->st), uid))) {
+        /* DynamicResources chose the devices and wrote them into the claims just before calling us */
+        via_dra = true;
+        dra_rec = ext_dra_bind_record(ext_state_dra(v->st), ns, uid, false, &dra_alloc, dra_missing, sizeof dra_missing);
+    } else if (model_request_wants_gpu(&req) && model_dra_extended_on(en->m) &&
+               ext_dra_extended_request(ext_state_dra(v->st), &req, &xr)) {
+        /* nvidia.com/gpu on a node whose GPUs only DRA publishes: kube-scheduler made a claim for the pod (dra.h),
+         * which holds the devices; record them as for any claim */
+        via_dra = extended = true;
+        dra_rec = ext_dra_bind_record(ext_state_dra(v->st), ns, uid, true, &dra_alloc, dra_missing, sizeof dra_missing);
     } else if (model_request_wants_gpu(&req)) {
         limit_to_delivery(v, &req);
         policy_ctx ctx = v->ctx;
@@ -1078,6 +1193,9 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
         }
     }
     ext_state_unlock(v->st);
+    if (oc == EXT_BIND_OK && via_dra && dra_rec != 1 && dra_settle(v, ns, name, uid, extended, dra_rec, &dra_alloc, dra_missing,
+                                                                  sizeof dra_missing, err, sizeof err) != 0)
+        oc = EXT_BIND_DRA_UNSEEN;
     if (oc == EXT_BIND_ALREADY) {
         cJSON_Delete(root);
         bind_reply(v, out, oc, 200, "");   /* a retry of a bind that worked: the pod is where it was asked to be */
@@ -1087,6 +1205,7 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
         ext_log(EXT_LOG_WARN, "verb=bind outcome=%s pod=%s/%s node=%s err=\"%s\"", ext_bind_outcome_name(oc), ns, name,
                 node, err);
         cJSON_Delete(root);
+        free(dra_alloc);
         bind_reply(v, out, oc, 200, err);
         return;
     }
@@ -1097,14 +1216,16 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     if (v->bind) {
         cJSON *anns = cJSON_CreateObject();
         if (ann) cJSON_AddStringToObject(anns, EXT_ANN_ASSIGNMENT, ann);
-        else if (dra_alloc[0]) cJSON_AddStringToObject(anns, EXT_ANN_DRA_ALLOCATION, dra_alloc);
+        else if (dra_alloc && dra_alloc[0]) cJSON_AddStringToObject(anns, EXT_ANN_DRA_ALLOCATION, dra_alloc);
         rc = v->bind(v->bind_user, ns, name, uid, node, anns, err, sizeof err);
         cJSON_Delete(anns);
-        /* queued for `kubectl describe pod`; never waits on the network */
+        /* queued for `kubectl describe pod`; never waits on the network (events.h cuts a long one, with "...") */
         if (rc == 0) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "assigned to node %s: %s; policy %s", node, granted, policy_name(v->pol));
-            ext_events_emit(v->events, "Normal", "TesseraAssigned", ns, name, uid, msg);
+            char *msg = dra_alloc ? str_printf("assigned to node %s: devices of its claims: %s; policy %s", node,
+                                               dra_alloc[0] ? dra_alloc : "none", policy_name(v->pol))
+                                  : str_printf("assigned to node %s: %s; policy %s", node, granted, policy_name(v->pol));
+            ext_events_emit(v->events, "Normal", "TesseraAssigned", ns, name, uid, msg ? msg : "assigned");
+            free(msg);
         } else {
             ext_events_emit(v->events, "Warning", "TesseraBindFailed", ns, name, uid,
                             err[0] ? err : "the API server refused the Binding");
@@ -1116,17 +1237,19 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
         ext_state_unlock(v->st);
     }
     if (rc != 0) {
-        char msg[700];
-        snprintf(msg, sizeof msg, "binding %s/%s to %s failed: %s", ns, name, node, err[0] ? err : "API error");
+        char *msg = str_printf("binding %s/%s to %s failed: %s", ns, name, node, err[0] ? err : "API error");
         /* while binding itself is failing (health.h logged it once at warn), one line per retried pod is noise */
         ext_log(ext_health_failing(EXT_DEP_BIND, NULL, 0) ? EXT_LOG_DEBUG : EXT_LOG_WARN,
                 "verb=bind outcome=api_error pod=%s/%s node=%s err=\"%s\"", ns, name, node, err);
-        bind_reply(v, out, EXT_BIND_API_ERROR, 200, msg);
+        bind_reply(v, out, EXT_BIND_API_ERROR, 200, msg ? msg : err);
+        free(msg);
     } else {
-        ext_log(EXT_LOG_INFO, "verb=bind outcome=ok pod=%s/%s node=%s assignment=%s", ns, name, node, ann ? ann : "none");
+        ext_log(EXT_LOG_INFO, "verb=bind outcome=ok pod=%s/%s node=%s assignment=%s", ns, name, node,
+                ann ? ann : dra_alloc ? dra_alloc : "none");
         bind_reply(v, out, EXT_BIND_OK, 200, "");
     }
     free(ann);
+    free(dra_alloc);
     cJSON_Delete(root);
 }
 
@@ -1182,7 +1305,7 @@ static int preempt_node(ext_state *st, const ext_node *en, const model_request *
 
 void ext_verb_preempt(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     ext_args a;
-    char err[512];
+    char err[1024];
     ext_leader_note_call(v->leader);   /* scheduling calls are what makes this replica campaign */
     memset(&a, 0, sizeof a);
     a.root = cJSON_ParseWithLength(body, len);

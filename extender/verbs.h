@@ -25,6 +25,8 @@
 #include "extender/mirror/state.h"
 #include "policy/policy.h"
 
+#define EXT_DRA_BIND_WAIT_MS 1000
+
 /* Posts the Binding (ext_kube_bind in cluster mode). 0 on success (HTTP 201), -1 with err. */
 typedef int (*ext_bind_fn)(void *user, const char *ns, const char *name, const char *uid, const char *node,
                            const cJSON *annotations, char *err, size_t errlen);
@@ -39,6 +41,7 @@ typedef enum ext_bind_outcome {
     EXT_BIND_NOT_READY,
     EXT_BIND_BAD_REQUEST,
     EXT_BIND_NOT_LEADER,     /* another replica holds the Lease (leader.h); nothing was posted */
+    EXT_BIND_DRA_UNSEEN,     /* a claim's allocation was in neither the cache nor the API: nothing was posted */
     EXT_BIND_NOUTCOMES
 } ext_bind_outcome;
 
@@ -64,6 +67,10 @@ typedef struct ext_verbs {
     int online_next;
     ext_bind_fn bind;            /* NULL: standalone, binds are recorded in memory only */
     void *bind_user;
+    ext_kube *kube;              /* reads the API when the watch is behind (a DRA pod's claims at bind); NULL:
+                                  * standalone, nothing to read */
+    int dra_bind_wait_ms;        /* how long bind waits on the watch for a claim's allocation before it reads
+                                  * the API (default EXT_DRA_BIND_WAIT_MS) */
     ext_leader *leader;          /* NULL: no leader election, this replica binds */
     ext_events *events;          /* NULL: no Events about binds (standalone, most tests) */
     bool fraction_no_mps;        /* soft shares are delivered by reservations, which cannot serve an

@@ -55,6 +55,43 @@ static int cap_mib(const cJSON *caps, const char *name) {
     return mib > INT_MAX ? INT_MAX : (int)mib;
 }
 
+/* A MIG device's placement (and profile) from its name, for devices without memorySlice<i> capacities or a
+ * profile attribute. v0.4.0: "gpu-<minor>-mig-<profile without dots>-<GI profile id>-<start>" ("1g5gb", with "me"
+ * for a media-extension profile, attached or as its own part); older releases:
+ * "gpu-<minor>-mig-<GI profile id>-<start>-<size>". */
+static void mig_from_name(model_dra_device *o) {
+    const char *m = strstr(o->name, "-mig-");
+    if (!m) return;
+    char part[4][32];
+    int np = 0;
+    for (const char *p = m + 5; *p && np < 4;) {
+        size_t n = strcspn(p, "-");
+        if (n == 0 || n >= sizeof part[0]) return;
+        memcpy(part[np], p, n);
+        part[np++][n] = 0;
+        p += n + (p[n] == '-');
+    }
+    bool named = np >= 3 && strchr(part[0], 'g') && isalpha((unsigned char)part[0][strlen(part[0]) - 1]);
+    if (!named) {   /* older form: <gi>-<start>-<size> */
+        if (np == 3 && o->mig_start < 0) {
+            o->mig_start = atoi(part[1]);
+            o->mig_size = atoi(part[2]);
+        }
+        return;
+    }
+    bool me_part = np == 4 && !strcmp(part[1], "me");
+    const char *start = part[me_part ? 3 : 2];
+    if ((np != 3 && !me_part) || !isdigit((unsigned char)start[0])) return;
+    if (o->mig_start < 0) o->mig_start = atoi(start);   /* the size follows from the profile (merge_mig) */
+    if (o->profile[0]) return;
+    /* "1g5gb" -> "1g.5gb", "1g10gbme" or "1g10gb" + "me" -> "1g.10gb+me" */
+    const char *g = strchr(part[0], 'g');
+    size_t len = strlen(part[0]);
+    bool me = me_part || (len > 4 && !strcmp(part[0] + len - 4, "gbme"));
+    snprintf(o->profile, sizeof o->profile, "%.*s.%.*s%s", (int)(g - part[0] + 1), part[0],
+             (int)(len - (size_t)(g - part[0] + 1) - (me && !me_part ? 2 : 0)), g + 1, me ? "+me" : "");
+}
+
 static void device_parse(const cJSON *d, bool nvidia, model_dra_device *o) {
     memset(o, 0, sizeof *o);
     o->mig_start = o->mig_size = o->minor = -1;
@@ -77,6 +114,7 @@ static void device_parse(const cJSON *d, bool nvidia, model_dra_device *o) {
         if (o->mig_start < 0) o->mig_start = i;
         o->mig_size = i - o->mig_start + 1;
     }
+    if (o->type == MODEL_DRA_MIG && (o->mig_start < 0 || !o->profile[0])) mig_from_name(o);
     int minor, used = 0;
     if (sscanf(o->name, "gpu-%d%n", &minor, &used) == 1 && minor >= 0 && (o->name[used] == 0 || o->name[used] == '-'))
         o->minor = minor;
@@ -202,7 +240,9 @@ static void merge_mig(model_node *n, model_gpu *g, const model_dra_device *dev, 
     }
 }
 
-int model_node_add_dra(model_node *n, const model_dra_device *dev, int ndev, const model_catalog *cat) {
+/* offered: the devices may be allocated to new claims; false for a pool whose newest generation is not all seen
+ * (the allocator takes nothing from it), whose GPUs are still modelled so that the claims holding them count. */
+static int add_dra(model_node *n, const model_dra_device *dev, int ndev, const model_catalog *cat, bool offered) {
     if (!n || ndev <= 0) return 0;
     if (n->gpus_cap < MODEL_MAX_GPUS) return -1;   /* compacted (model_node_compact): no room; merge into a clone */
     if (!cat) cat = model_catalog_default();
@@ -270,7 +310,7 @@ int model_node_add_dra(model_node *n, const model_dra_device *dev, int ndev, con
                 continue;
             }
             if (migs) merge_mig(n, g, dev, ndev, uuid);
-            g->dra = true;
+            g->dra |= offered;
             marked++;
             continue;
         }
@@ -293,7 +333,8 @@ int model_node_add_dra(model_node *n, const model_dra_device *dev, int ndev, con
         if (minor >= 0) ng->index = minor;
         ng->mig_dynamic = dynamic;
         if (migs) merge_mig(n, ng, dev, ndev, uuid);
-        ng->dra = ng->dra_only = true;
+        ng->dra = offered;   /* not offered: held by its claims only, reachable by no request */
+        ng->dra_only = true;
         marked++;
     }
     if (marked) n->has_dra = true;
@@ -304,6 +345,10 @@ int model_node_add_dra(model_node *n, const model_dra_device *dev, int ndev, con
                "(nvidia.com/gpu.count): a GPU would be counted twice; check the UUIDs in tessera.io/gpus against "
                "the ResourceSlices", n->ngpus, n->gpu_count_label);
     return marked;
+}
+
+int model_node_add_dra(model_node *n, const model_dra_device *dev, int ndev, const model_catalog *cat) {
+    return add_dra(n, dev, ndev, cat, true);
 }
 
 /* ------------------------------------------------------------ allocations ---- */
@@ -343,66 +388,116 @@ int64_t model_dra_pool_current(const model_dra_slice *const *slices, int n, cons
 
 const model_dra_device *model_dra_find_device(const model_dra_slice *const *slices, int n, const char *driver,
                                               const char *pool, const char *name) {
-    int have, want;
-    int64_t g = model_dra_pool_current(slices, n, driver, pool, &have, &want);
+    /* the current generation first; then the newest older one that has it: while a generation is replaced slice
+     * by slice, a claim's device may still be only in a slice of the one before */
+    const model_dra_device *best = NULL;
+    int64_t best_gen = INT64_MIN;
     for (int i = 0; i < n; i++) {
         const model_dra_slice *s = slices[i];
-        if (strcmp(s->driver, driver) || strcmp(s->pool, pool) || s->generation != g) continue;
+        if (strcmp(s->driver, driver) || strcmp(s->pool, pool) || (best && s->generation <= best_gen)) continue;
         for (int j = 0; j < s->ndev; j++)
-            if (!strcmp(s->dev[j].name, name)) return &s->dev[j];
+            if (!strcmp(s->dev[j].name, name)) {
+                best = &s->dev[j];
+                best_gen = s->generation;
+                break;
+            }
     }
-    return NULL;
+    return best;
+}
+
+/* Append the devices of slice s not already in all[0..*nd) (by name: a newer generation's copy wins). */
+static int append_devices(model_dra_device **all, int *nd, int *cap, const model_dra_slice *s, int from) {
+    for (int j = 0; j < s->ndev; j++) {
+        bool dup = false;
+        for (int k = from; k < *nd && !dup; k++) dup = !strcmp((*all)[k].name, s->dev[j].name);
+        if (dup) continue;
+        if (*nd == *cap) {
+            int nc = *cap ? 2 * *cap : 16;
+            model_dra_device *g = realloc(*all, (size_t)nc * sizeof *g);
+            if (!g) return -1;
+            *all = g;
+            *cap = nc;
+        }
+        (*all)[(*nd)++] = s->dev[j];
+    }
+    return 0;
 }
 
 int model_dra_merge_slices(model_node *m, const model_dra_slice *const *slices, int n, const model_catalog *cat) {
-    int nd = 0, cap = 0;
-    model_dra_device *all = NULL;
+    int nd = 0, cap = 0, nh = 0, hcap = 0;
+    model_dra_device *all = NULL, *held = NULL;   /* offered; of incomplete pools (held by claims only) */
     for (int i = 0; i < n; i++) {
         const model_dra_slice *s = slices[i];
         if (strcmp(s->driver, MODEL_DRA_DRIVER) != 0) continue;
         int have, want;
-        if (model_dra_pool_current(slices, n, s->driver, s->pool, &have, &want) != s->generation) continue;
-        if (have < want && !m->dra_note[0])
-            snprintf(m->dra_note, sizeof m->dra_note, "DRA pool %.160s is incomplete (%d of %d ResourceSlices)", s->pool,
-                     have, want);
-        if (s->ndev == 0) continue;   /* nothing to copy (and no array to copy from) */
-        if (nd + s->ndev > cap) {
-            int nc = (nd + s->ndev) * 2;
-            model_dra_device *g = realloc(all, (size_t)nc * sizeof *g);
-            if (!g) {
-                free(all);
-                return -1;
-            }
-            all = g;
-            cap = nc;
+        int64_t cur = model_dra_pool_current(slices, n, s->driver, s->pool, &have, &want);
+        bool first = true;   /* the pool's first slice in this array: the pool is handled once, here */
+        for (int k = 0; k < i && first; k++) first = strcmp(slices[k]->driver, s->driver) || strcmp(slices[k]->pool, s->pool);
+        if (!first) continue;
+        if (have >= want) {
+            for (int k = i; k < n; k++)
+                if (!strcmp(slices[k]->driver, s->driver) && !strcmp(slices[k]->pool, s->pool) &&
+                    slices[k]->generation == cur && append_devices(&all, &nd, &cap, slices[k], 0) != 0)
+                    goto oom;
+            continue;
         }
-        memcpy(all + nd, s->dev, (size_t)s->ndev * sizeof *all);
-        nd += s->ndev;
+        /* The 1.36 allocator takes nothing from a pool until every slice of its newest generation is seen. Its
+         * devices, newest generation first, stay in the model for the claims that hold them (no under-count while
+         * a generation is replaced slice by slice), offered to none. */
+        if (!m->dra_note[0])
+            snprintf(m->dra_note, sizeof m->dra_note, "DRA pool %.120s is incomplete (%d of %d ResourceSlices of "
+                     "generation %lld): none of its devices is offered until all arrive", s->pool, have, want,
+                     (long long)cur);
+        int from = nh;
+        for (int64_t g = cur, next;; g = next) {
+            next = INT64_MIN;
+            for (int k = i; k < n; k++) {
+                const model_dra_slice *t = slices[k];
+                if (strcmp(t->driver, s->driver) || strcmp(t->pool, s->pool)) continue;
+                if (t->generation == g && append_devices(&held, &nh, &hcap, t, from) != 0) goto oom;
+                if (t->generation < g && t->generation > next) next = t->generation;
+            }
+            if (next == INT64_MIN) break;
+        }
     }
-    int marked = nd > 0 ? model_node_add_dra(m, all, nd, cat) : 0;
+    int marked = nd > 0 ? add_dra(m, all, nd, cat, true) : 0;
+    marked += nh > 0 ? add_dra(m, held, nh, cat, false) : 0;
     free(all);
+    free(held);
     return marked;
+oom:
+    free(all);
+    free(held);
+    return -1;
 }
 
 int model_dra_account_claim(model_node *m, const char *uid, const model_dra_result *res, int nres,
                             model_dra_device_fn find, void *user, char *err, size_t errlen) {
     model_assignment a;
     memset(&a, 0, sizeof a);
+    int missing = 0;
+    if (err && errlen) err[0] = 0;
     for (int i = 0; i < nres; i++) {
         const model_dra_result *r = &res[i];
         if (r->admin || strcmp(r->driver, MODEL_DRA_DRIVER) != 0) continue;   /* admin access holds nothing */
         bool here = false;
         const model_dra_device *dev = find(user, r, &here);
         if (!dev) {
-            snprintf(err, errlen, "device %s of pool %s is not published", r->device, r->pool);
-            return -1;
+            /* the rest of the claim still holds its devices: dropping it whole would show them free */
+            if (!missing++) snprintf(err, errlen, "device %s of pool %s is not published", r->device, r->pool);
+            continue;
         }
         if (!here || a.ngrants >= MODEL_MAX_GPUS) continue;
         if (model_dra_grant(m, dev, &a.grant[a.ngrants], err, errlen) != 0) return -1;
         a.ngrants++;
     }
-    if (a.ngrants == 0) return 0;
-    return model_assign(m, uid, &a, err, errlen) == 0 ? 1 : -1;
+    if (a.ngrants == 0) return missing ? -1 : 0;
+    char aerr[256];
+    if (model_assign(m, uid, &a, aerr, sizeof aerr) != 0) {
+        snprintf(err, errlen, "%s", aerr);
+        return -1;
+    }
+    return 1;
 }
 
 int model_dra_grant(const model_node *n, const model_dra_device *d, model_grant *g, char *err, size_t errlen) {
@@ -651,6 +746,14 @@ model_dra_verdict model_dra_request(const cJSON *claim_spec, model_dra_class_fn 
     return v;
 }
 
+cJSON *model_dra_chart_classes(void) {
+    return cJSON_Parse(
+        "{\"gpu.nvidia.com\":{\"spec\":{\"selectors\":[{\"cel\":{\"expression\":\"device.driver == 'gpu.nvidia.com' && "
+        "device.attributes['gpu.nvidia.com'].type == 'gpu'\"}}]}},"
+        "\"mig.nvidia.com\":{\"spec\":{\"selectors\":[{\"cel\":{\"expression\":\"device.driver == 'gpu.nvidia.com' && "
+        "device.attributes['gpu.nvidia.com'].type == 'mig'\"}}]}}}");
+}
+
 void model_dra_request_of_pod(model_request *dr, const model_request *pod) {
     dr->priority = pod->priority;
     dr->cpu_milli = pod->cpu_milli;
@@ -658,6 +761,13 @@ void model_dra_request_of_pod(model_request *dr, const model_request *pod) {
 }
 
 /* ------------------------------------------------------------ static feasibility ---- */
+
+bool model_dra_extended_on(const model_node *n) {
+    if (!n || !n->has_dra || n->ngpus == 0) return false;
+    for (int i = 0; i < n->ngpus; i++)
+        if (!n->gpus[i].dra_only) return false;
+    return true;
+}
 
 bool model_dra_could_fit(const model_node *n, const model_request *r, char *why, size_t whylen) {
     int have = 0, dra = 0;

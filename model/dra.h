@@ -1,9 +1,16 @@
 /* dra.h -- GPUs published through Dynamic Resource Allocation (resource.k8s.io/v1), in the model's terms.
  *
- * NVIDIA's DRA driver (driver name gpu.nvidia.com) publishes each node's GPUs in ResourceSlices: a device
- * "gpu-<minor>" per whole GPU (MIG off), a device "gpu-<minor>-mig-<gi>-<start>-<size>" per MIG device,
- * with attributes type (gpu|mig), uuid, parentUUID, productName, profile, ... and capacity memory (and
- * memorySlice<i> per memory slice a MIG device covers). This module reads those objects, merges the
+ * NVIDIA's DRA driver (driver name gpu.nvidia.com; release v0.4.0) publishes each node's GPUs in one ResourceSlice
+ * (pool = node name): a device "gpu-<minor>" per whole GPU (MIG off), with attributes type, uuid, productName,
+ * brand, architecture, cudaComputeCapability, driverVersion, cudaDriverVersion and the standard
+ * resource.kubernetes.io/pciBusID and resource.kubernetes.io/pcieRoot (no index or minor attribute: the minor is
+ * read from the name), capacity memory; with static MIG only MIG devices
+ * "gpu-<minor>-mig-<profile without dots>-<GI profile id>-<start>" ("gpu-0-mig-1g5gb-19-6"), with attributes type,
+ * uuid, parentUUID, profile, ... and capacities multiprocessors, copyEngines, decoders, encoders, jpegEngines,
+ * ofaEngines, memory and one memorySlice<i> per memory slice the device covers. The placement comes from the
+ * memorySlice<i> capacities, else from the name (and the profile, when the attribute is absent, from the name too).
+ * Older releases' forms are accepted as well: "gpu-<minor>-mig-<GI profile id>-<start>-<size>", index/minor and
+ * pcieBusID attributes. This module reads those objects, merges the
  * devices into a node built from its Node object (model_node_add_dra: one physical GPU is one model GPU,
  * keyed by UUID), turns a claim's allocation into grants (so claims are accounted like pods) and a claim's
  * device requests into a model_request, when tessera can judge them. Sources: the resource.k8s.io/v1 API
@@ -69,13 +76,17 @@ int model_node_add_dra(model_node *n, const model_dra_device *dev, int ndev, con
 int64_t model_dra_pool_current(const model_dra_slice *const *slices, int n, const char *driver, const char *pool,
                                int *have, int *want);
 
-/* The device called name in the current generation of (driver, pool) among slices; NULL if none. */
+/* The device called name in the current generation of (driver, pool) among slices, else in the newest older
+ * generation that still has it (a generation replaced slice by slice); NULL if none. */
 const model_dra_device *model_dra_find_device(const model_dra_slice *const *slices, int n, const char *driver,
                                               const char *pool, const char *name);
 
-/* Merge the devices of NVIDIA's driver in a node's current slices into node m (model_node_add_dra). A pool whose
- * current generation is not all there is used as far as it is (what is missing cannot be allocated to claims
- * either) and named in m->dra_note. Returns model_node_add_dra's count; -1 out of memory. */
+/* Merge the devices of NVIDIA's driver in a node's slices into node m (model_node_add_dra): of each pool the
+ * newest generation. A pool whose newest generation is not all there is offered to nothing (the 1.36 allocator
+ * takes nothing from it; named in m->dra_note), but its GPUs -- the newest generation's devices, then those only an
+ * older generation's slices still have -- stay in the model with dra unset, so that the claims holding them are
+ * accounted while the driver replaces a generation slice by slice. Returns the number of GPUs marked; -1 out of
+ * memory. */
 int model_dra_merge_slices(model_node *m, const model_dra_slice *const *slices, int n, const model_catalog *cat);
 
 /* One entry of a claim's status.allocation.devices.results. */
@@ -102,8 +113,10 @@ typedef const model_dra_device *(*model_dra_device_fn)(void *user, const model_d
 
 /* Account an allocated claim (its results) on node m: every result of NVIDIA's driver that is not admin access
  * (which holds nothing) and whose device is on m takes that device's grant (model_dra_grant); the grants are
- * assigned to uid, once however many pods share the claim. 1 assigned, 0 nothing of it on m, -1 with err (a
- * device not published, a grant or the assignment refused); m is unchanged unless 1. */
+ * assigned to uid, once however many pods share the claim. A device published nowhere is skipped, the rest still
+ * held (err names it; dropping the claim whole would show its other devices free). 1 assigned (err "" or the
+ * first device skipped), 0 nothing of it on m, -1 with err (only unpublished devices, a grant or the assignment
+ * refused); m is unchanged unless 1. */
 int model_dra_account_claim(model_node *m, const char *uid, const model_dra_result *res, int nres,
                             model_dra_device_fn find, void *user, char *err, size_t errlen);
 
@@ -131,9 +144,19 @@ typedef const cJSON *(*model_dra_class_fn)(void *user, const char *class_name);
 model_dra_verdict model_dra_request(const cJSON *claim_spec, model_dra_class_fn classes, void *user,
                                     model_request *out, char *why, size_t whylen);
 
+/* The DeviceClasses NVIDIA's driver chart installs (gpu.nvidia.com: whole GPUs, mig.nvidia.com: MIG devices), as
+ * an object keyed by class name (a new tree; the caller deletes it), for inputs that name them without carrying
+ * them: the simulator's traces, the extender's workload file. NULL when out of memory. */
+cJSON *model_dra_chart_classes(void);
+
 /* A pod's judged claim request dr takes the rest from the pod's own request: priority, CPU and memory
  * count on a node as for any pod. The extender and the simulator build a DRA pod's request this way. */
 void model_dra_request_of_pod(model_request *dr, const model_request *pod);
+
+/* Whether n's GPUs reach pods only through DRA (every GPU is published by DRA alone; the device plugin advertises
+ * none): where kube-scheduler serves a pod's nvidia.com/gpu from the DeviceClass whose extendedResourceName it is,
+ * through a claim it makes for the pod (Kubernetes 1.34+). */
+bool model_dra_extended_on(const model_node *n);
 
 /* Whether n publishes enough devices for a judged claim request r (via_dra) if none were taken: the only
  * grounds on which tessera's filter refuses a node for a claim, because DynamicResources refuses it too.

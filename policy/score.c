@@ -590,11 +590,21 @@ static double node_score(scorer *s, const cand *c, double delta, char *why, size
     return 0;
 }
 
+/* Which GPUs a request may use depends on its path where DRA publishes GPUs (model_gpu_reachable); the lean paths
+ * assume every GPU may be used, which holds when each is reachable: a claim on a node whose GPUs all come from DRA,
+ * a device-plugin pod on one whose GPUs all come from the device plugin. */
+static bool all_reachable(const scorer *s) {
+    if (!s->n->has_dra && !s->r->via_dra) return true;
+    for (int i = 0; i < s->n->ngpus; i++)
+        if (!model_gpu_reachable(&s->n->gpus[i], s->r)) return false;
+    return true;
+}
+
 /* Fast path: whole-mode node, request CPU-only / whole / 1-GPU fraction. */
 static bool fast_eligible(const scorer *s) {
     const model_request *r = s->r;
     if (policy_test_generic_only) return false;
-    if (s->n->has_dra || r->via_dra) return false;   /* which GPUs qualify depends on the path: model_fit knows */
+    if (!all_reachable(s)) return false;   /* which GPUs qualify depends on the path: model_fit knows */
     if (!s->v.all_whole || r->isolation != MODEL_ISO_DEFAULT) return false;
     if (s->w && !frag_workload_fast(s->w)) return false;
     if (r->nmodels > 0) {   /* per-GPU model check: fast only on a single-product node */
@@ -738,7 +748,7 @@ static void generic_cand(const scorer *s, const model_assignment *a, cand *c, pv
 static bool mig_eligible(const scorer *s) {
     const model_request *r = s->r;
     if (r->kind != MODEL_REQ_MIG || r->count != 1 || s->n->mig_strategy == MODEL_MIG_SINGLE) return false;
-    if (s->n->has_dra || r->via_dra) return false;   /* as in fast_eligible */
+    if (!all_reachable(s)) return false;   /* as in fast_eligible */
     /* layered nodes (replicas on MIG instances) take model_fit's candidates: the lean
      * paths below know plain instances only */
     for (int i = 0; i < s->v.ngpus; i++)

@@ -55,12 +55,7 @@ static void rehash(sim_trace *t) {
 static const cJSON *sim_classes(void *user, const char *name) {
     static cJSON *classes;
     (void)user;
-    if (!classes)
-        classes = cJSON_Parse(
-            "{\"gpu.nvidia.com\":{\"spec\":{\"selectors\":[{\"cel\":{\"expression\":\"device.driver == 'gpu.nvidia.com' && "
-            "device.attributes['gpu.nvidia.com'].type == 'gpu'\"}}]}},"
-            "\"mig.nvidia.com\":{\"spec\":{\"selectors\":[{\"cel\":{\"expression\":\"device.driver == 'gpu.nvidia.com' && "
-            "device.attributes['gpu.nvidia.com'].type == 'mig'\"}}]}}}");
+    if (!classes) classes = model_dra_chart_classes();
     return cJSON_GetObjectItemCaseSensitive(classes, name);
 }
 

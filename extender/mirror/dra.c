@@ -5,6 +5,7 @@
  */
 #include "extender/mirror/dra.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,9 @@ typedef struct dclaim {
     int nres;                         /* -1: not allocated */
     model_dra_result res[MODEL_DRA_MAX_RESULTS];
     int nreserved;                    /* status.reservedFor entries (pods sharing it) */
-    char reserved[8][MODEL_UID_LEN];  /* the first of their UIDs */
+    char (*reserved)[MODEL_UID_LEN];  /* their UIDs (malloc'd; the API allows 256) */
+    bool extended;                    /* made by kube-scheduler for a pod's extended resources (annotation
+                                       * resource.kubernetes.io/extended-resource-claim: "true") */
     char node[256];                   /* where its devices are ("" unknown or none) */
     uint32_t gen;
 } dclaim;
@@ -56,9 +59,17 @@ typedef struct dpool {
     int refs;
 } dpool;
 
+typedef struct dnote dnote;
+static void note_free(dnote *n);
+
 struct ext_dra {
     ext_map *slices, *claims, *classes;
     ext_map *nodes, *pools;    /* the indexes */
+    ext_map *notes;            /* pod uid -> the claims its bind records (dnote), the last EXT_DRA_NOTES */
+    dnote *ring[EXT_DRA_NOTES];
+    int ring_next;
+    bool xok;                  /* a DeviceClass maps nvidia.com/gpu and tessera judges it: xbase is one device of it */
+    model_request xbase;       /* refreshed whenever a DeviceClass changes (extended_refresh) */
     int unlocated;             /* allocated claims whose devices are on no known node yet */
     uint32_t gen[NDRA];
     bool synced[NDRA];
@@ -72,7 +83,8 @@ ext_dra *ext_dra_new(void) {
     d->classes = ext_map_new();
     d->nodes = ext_map_new();
     d->pools = ext_map_new();
-    if (!d->slices || !d->claims || !d->classes || !d->nodes || !d->pools) {
+    d->notes = ext_map_new();
+    if (!d->slices || !d->claims || !d->classes || !d->nodes || !d->pools || !d->notes) {
         ext_dra_free(d);
         return NULL;
     }
@@ -84,7 +96,10 @@ static void slice_free(dslice *s) {
     free(s);
 }
 static void claim_free(dclaim *c) {
-    if (c) cJSON_Delete(c->spec);
+    if (c) {
+        cJSON_Delete(c->spec);
+        free(c->reserved);
+    }
     free(c);
 }
 static void class_free(dclass *c) {
@@ -109,6 +124,9 @@ void ext_dra_free(ext_dra *d) {
     }
     it = 0;
     while (d->pools && (v = ext_map_next(d->pools, &it))) free(v);
+    it = 0;
+    while (d->notes && (v = ext_map_next(d->notes, &it))) note_free(v);
+    ext_map_free(d->notes);
     ext_map_free(d->nodes);
     ext_map_free(d->pools);
     ext_map_free(d->slices);
@@ -343,12 +361,18 @@ static void claim_event(ext_dra *d, ext_kube_event ev, const cJSON *obj, ext_dra
     snprintf(c->uid, sizeof c->uid, "claim:%.56s", uid && uid[0] ? uid : key);
     c->spec = cJSON_Duplicate(model_json_get(obj, "spec"), 1);
     c->nres = model_dra_claim_results(obj, c->res, MODEL_DRA_MAX_RESULTS);
-    const cJSON *rf;
-    cJSON_ArrayForEach(rf, model_json_get(model_json_get(obj, "status"), "reservedFor")) {
-        const char *u = model_json_str(rf, "uid");
-        if (u && c->nreserved < 8) snprintf(c->reserved[c->nreserved], MODEL_UID_LEN, "%.63s", u);
-        c->nreserved++;
+    const cJSON *rf, *rlist = model_json_get(model_json_get(obj, "status"), "reservedFor");
+    int nrf = cJSON_IsArray(rlist) ? cJSON_GetArraySize(rlist) : 0;
+    if (nrf > 0 && !(c->reserved = calloc((size_t)nrf, sizeof *c->reserved))) {
+        claim_free(c);
+        return;
     }
+    cJSON_ArrayForEach(rf, rlist) {
+        const char *u = model_json_str(rf, "uid");
+        if (u && c->nreserved < nrf) snprintf(c->reserved[c->nreserved++], MODEL_UID_LEN, "%.63s", u);
+    }
+    const char *xa = model_json_str(model_json_get(meta, "annotations"), EXT_DRA_EXTENDED_ANNOTATION);
+    c->extended = xa && !strcmp(xa, "true");
     c->gen = d->gen[1];
     claim_locate(d, c);
     if (old) claim_unindex(d, old);
@@ -389,6 +413,8 @@ static void class_event(ext_dra *d, ext_kube_event ev, const cJSON *obj) {
     class_free(old);
 }
 
+static void extended_refresh(ext_dra *d);
+
 /* Drop what the relist of kind i did not mention. */
 static void sweep(ext_dra *d, int i, ext_dra_touch_fn touch, void *user) {
     ext_map *m = i == 0 ? d->slices : i == 1 ? d->claims : d->classes;
@@ -422,6 +448,7 @@ void ext_dra_event(ext_dra *d, ext_kube_kind kind, ext_kube_event ev, const cJSO
         return;
     case EXT_KUBE_SYNCED:
         sweep(d, i, touch, user);
+        if (i == 2) extended_refresh(d);
         if (!d->synced[i]) ext_log(EXT_LOG_INFO, "event=synced kind=%s", ext_kube_kind_name(kind));
         d->synced[i] = true;
         return;
@@ -431,7 +458,10 @@ void ext_dra_event(ext_dra *d, ext_kube_kind kind, ext_kube_event ev, const cJSO
     if (!cJSON_IsObject(obj)) return;
     if (i == 0) slice_event(d, ev, obj, touch, user);
     else if (i == 1) claim_event(d, ev, obj, touch, user);
-    else class_event(d, ev, obj);
+    else {
+        class_event(d, ev, obj);
+        extended_refresh(d);
+    }
 }
 
 /* ------------------------------------------------------------ node models ---- */
@@ -473,6 +503,9 @@ int ext_dra_apply_claims(const ext_dra *d, model_node *m) {
         int rc = model_dra_account_claim(m, c->uid, c->res, c->nres, claim_device, &f, err, sizeof err);
         if (rc >= 0) {
             applied += rc;
+            if (rc == 1 && err[0])
+                ext_log(EXT_LOG_INFO, "event=claim-partly-published claim=%s node=%s why=\"%s\" action=held-the-rest",
+                        c->key, m->name, err);
             continue;
         }
         ext_log(EXT_LOG_WARN, "event=claim-unaccounted claim=%s node=%s why=\"%s\"", c->key, m->name, err);
@@ -506,23 +539,53 @@ static const cJSON *class_fn(void *user, const char *name) {
     return c ? c->obj : NULL;
 }
 
+/* The pod's claim names (ext_dra_pod_claim_names), with or without the one kube-scheduler made for its extended
+ * resources. */
+static int pod_claims(const cJSON *pod, bool extended, const char **names, int max, char *missing, size_t mlen) {
+    int n = 0;
+    const cJSON *rc;
+    cJSON_ArrayForEach(rc, model_json_get(model_json_get(pod, "spec"), "resourceClaims")) {
+        const char *cn = claim_name(pod, rc);
+        if (!cn) {
+            const char *tn = model_json_str(rc, "resourceClaimTemplateName");
+            snprintf(missing, mlen, "the claim of template %s (not created yet)", tn ? tn : "?");
+            return -1;
+        }
+        if (n >= max) {
+            snprintf(missing, mlen, "room for more than %d claims of one pod", max);
+            return -1;
+        }
+        names[n++] = cn;
+    }
+    const char *xc = model_json_str(model_json_get(model_json_get(pod, "status"), "extendedResourceClaimStatus"),
+                                    "resourceClaimName");
+    if (extended && xc && xc[0]) {
+        if (n >= max) {
+            snprintf(missing, mlen, "room for more than %d claims of one pod", max);
+            return -1;
+        }
+        names[n++] = xc;
+    }
+    return n;
+}
+
+int ext_dra_pod_claim_names(const cJSON *pod, const char **names, int max, char *missing, size_t mlen) {
+    return pod_claims(pod, true, names, max, missing, mlen);
+}
+
 model_dra_verdict ext_dra_pod_request(const ext_dra *d, const cJSON *pod, model_request *out, char *why,
                                       size_t whylen) {
     memset(out, 0, sizeof *out);
     if (why && whylen) why[0] = 0;
     const char *ns = model_json_str(model_json_get(pod, "metadata"), "namespace");
     if (!ns) ns = "default";
+    const char *names[EXT_DRA_MAX_POD_CLAIMS];
+    int n = pod_claims(pod, false, names, EXT_DRA_MAX_POD_CLAIMS, why, whylen);
+    if (n < 0) return MODEL_DRA_UNJUDGED;
     model_dra_verdict v = MODEL_DRA_NOTHING;
-    const cJSON *rc;
-    cJSON_ArrayForEach(rc, model_json_get(model_json_get(pod, "spec"), "resourceClaims")) {
-        const char *cn = claim_name(pod, rc);
-        if (!cn) {
-            const char *tn = model_json_str(rc, "resourceClaimTemplateName");
-            snprintf(why, whylen, "the claim of template %s is not created yet", tn ? tn : "?");
-            return MODEL_DRA_UNJUDGED;
-        }
-        char key[400];
-        snprintf(key, sizeof key, "%s/%s", ns, cn);
+    for (int i = 0; i < n; i++) {
+        char key[600];
+        snprintf(key, sizeof key, "%s/%s", ns, names[i]);
         const dclaim *c = d ? ext_map_get(d->claims, key) : NULL;
         if (!c) {
             snprintf(why, whylen, "claim %s is not in tessera's cache yet", key);
@@ -536,26 +599,284 @@ model_dra_verdict ext_dra_pod_request(const ext_dra *d, const cJSON *pod, model_
     return v;
 }
 
-void ext_dra_allocation_for(const ext_dra *d, const char *ns, const char *pod_uid, char *buf, size_t len) {
-    size_t off = 0, pre = strlen(ns) + 1;
-    buf[0] = 0;
+int ext_dra_each_request(const ext_dra *d, ext_dra_request_fn fn, void *user) {
+    int n = 0;
     size_t it = 0;
-    dclaim *c;
-    while (d && pod_uid && (c = ext_map_next(d->claims, &it))) {
-        if (c->nres <= 0 || strncmp(c->key, ns, pre - 1) != 0 || c->key[pre - 1] != '/') continue;
-        bool mine = false;
-        for (int i = 0; i < c->nreserved && i < 8; i++) mine |= !strcmp(c->reserved[i], pod_uid);
-        if (!mine) continue;
-        for (int i = 0; i < c->nres && off + 1 < len; i++) {
-            int w = snprintf(buf + off, len - off, "%s%s:%s/%s", off ? "," : "", c->key + pre, c->res[i].pool,
-                             c->res[i].device);
-            if (w < 0 || (size_t)w >= len - off) {
-                buf[off] = 0;   /* cut at the last whole entry */
-                return;
-            }
-            off += (size_t)w;
-        }
+    const dclaim *c;
+    while (d && (c = ext_map_next(d->claims, &it))) {
+        if (c->extended) continue;
+        model_request r = {0};
+        char why[256];
+        if (model_dra_request(c->spec, class_fn, (void *)d, &r, why, sizeof why) != MODEL_DRA_JUDGED) continue;
+        fn(user, &r);
+        n++;
     }
+    return n;
+}
+
+/* ------------------------------------------------------------ extended resources ---- */
+
+const char *ext_dra_class_for_resource(const ext_dra *d, const char *resource) {
+    size_t it = 0;
+    const dclass *c;
+    while (d && resource && (c = ext_map_next(d->classes, &it))) {
+        const char *x = model_json_str(model_json_get(c->obj, "spec"), "extendedResourceName");
+        if (x && !strcmp(x, resource)) return c->key;
+    }
+    return NULL;
+}
+
+/* The request of one device of the class mapped to nvidia.com/gpu, as the claim kube-scheduler makes asks it: once
+ * per DeviceClass change, not per pod. */
+static void extended_refresh(ext_dra *d) {
+    d->xok = false;
+    const char *cls = ext_dra_class_for_resource(d, EXT_DRA_GPU_RESOURCE);
+    if (!cls) return;
+    /* the claim kube-scheduler makes: one request of count N of that class (dynamicresources, extended resources) */
+    cJSON *spec = cJSON_CreateObject(), *rq = cJSON_CreateObject();
+    cJSON *ex = cJSON_AddObjectToObject(rq, "exactly");
+    cJSON_AddStringToObject(rq, "name", "container-0-request-0");
+    cJSON_AddStringToObject(ex, "deviceClassName", cls);
+    cJSON_AddNumberToObject(ex, "count", 1);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(cJSON_AddObjectToObject(spec, "devices"), "requests"), rq);
+    memset(&d->xbase, 0, sizeof d->xbase);
+    char why[256];
+    d->xok = model_dra_request(spec, class_fn, d, &d->xbase, why, sizeof why) == MODEL_DRA_JUDGED;
+    cJSON_Delete(spec);
+    if (!d->xok) ext_log(EXT_LOG_INFO, "event=extended-resource-not-judged class=%s resource=%s why=\"%s\"", cls,
+                         EXT_DRA_GPU_RESOURCE, why);
+}
+
+bool ext_dra_extended_request(const ext_dra *d, const model_request *pod_req, model_request *out) {
+    if (!d || !d->xok || pod_req->kind != MODEL_REQ_WHOLE || pod_req->isolation != MODEL_ISO_DEFAULT ||
+        pod_req->memory_mib || pod_req->memory_permille || pod_req->compute_permille || pod_req->via_dra ||
+        pod_req->count < 1 || pod_req->count > MODEL_MAX_GPUS)
+        return false;
+    if (d->xbase.nmodels > 0 && pod_req->nmodels > 0) return false;   /* two model lists are not combined */
+    model_request r = d->xbase;
+    r.count = pod_req->count;
+    model_dra_request_of_pod(&r, pod_req);
+    if (pod_req->nmodels > 0) {
+        r.nmodels = pod_req->nmodels;
+        memcpy(r.models, pod_req->models, sizeof r.models);
+    }
+    *out = r;
+    return true;
+}
+
+bool ext_dra_pod_extended(const cJSON *pod) {
+    const char *n = model_json_str(model_json_get(model_json_get(pod, "status"), "extendedResourceClaimStatus"),
+                                   "resourceClaimName");
+    return n && n[0];
+}
+
+/* ------------------------------------------------------------ bind's record ---- */
+
+/* A growing string: the record has no size limit but the API's (measure and allocate). */
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (w < 0 || b->oom) {
+        b->oom = true;
+        return;
+    }
+    if (b->len + (size_t)w + 1 > b->cap) {
+        size_t nc = (b->len + (size_t)w + 1) * 2;
+        char *g = realloc(b->p, nc);
+        if (!g) {
+            b->oom = true;
+            return;
+        }
+        b->p = g;
+        b->cap = nc;
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)w;
+}
+
+/* "<claim>:<pool>/<device>" per result. */
+static void rec_claim(sbuf *b, const char *claim, const model_dra_result *res, int n) {
+    for (int i = 0; i < n; i++) sb_printf(b, "%s%s:%s/%s", b->len ? "," : "", claim, res[i].pool, res[i].device);
+}
+
+/* The finished record into *text, or -1 (out of memory). */
+static int rec_done(sbuf *b, char **text, char *missing, size_t mlen) {
+    if (b->oom) {
+        free(b->p);
+        snprintf(missing, mlen, "memory for the record (out of memory)");
+        return -1;
+    }
+    *text = b->p ? b->p : strdup("");
+    return *text ? 1 : -1;
+}
+
+/* Pods noted at filter: which claims their bind must record. A ring of the last EXT_DRA_NOTES pods. */
+typedef struct dnote {
+    char uid[MODEL_UID_LEN];
+    char ns[256];
+    int n;
+    char **names;
+} dnote;
+
+static void note_free(dnote *n) {
+    if (!n) return;
+    for (int i = 0; i < n->n; i++) free(n->names[i]);
+    free(n->names);
+    free(n);
+}
+
+void ext_dra_note_pod(ext_dra *d, const cJSON *pod) {
+    const cJSON *meta = model_json_get(pod, "metadata");
+    const char *uid = model_json_str(meta, "uid"), *ns = model_json_str(meta, "namespace");
+    const char *names[EXT_DRA_MAX_POD_CLAIMS];
+    char miss[256];
+    int n = ext_dra_pod_claim_names(pod, names, EXT_DRA_MAX_POD_CLAIMS, miss, sizeof miss);
+    if (!d || !uid || !uid[0] || strlen(uid) >= MODEL_UID_LEN || n < 0) return;
+    dnote *old = ext_map_get(d->notes, uid);
+    if (old && old->n == n) {
+        bool same = true;
+        for (int i = 0; i < n && same; i++) same = !strcmp(old->names[i], names[i]);
+        if (same) return;   /* filter, then prioritize: noted once */
+    }
+    dnote *x = calloc(1, sizeof *x);
+    if (!x || (n > 0 && !(x->names = calloc((size_t)n, sizeof *x->names)))) {
+        free(x);
+        return;
+    }
+    snprintf(x->uid, sizeof x->uid, "%s", uid);
+    snprintf(x->ns, sizeof x->ns, "%s", ns ? ns : "default");
+    for (int i = 0; i < n; i++)
+        if ((x->names[x->n] = strdup(names[i])) != NULL) x->n++;
+    if (old) {
+        ext_map_del(d->notes, uid);
+        for (int i = 0; i < EXT_DRA_NOTES; i++)
+            if (d->ring[i] == old) d->ring[i] = NULL;
+        note_free(old);
+    }
+    dnote *evict = d->ring[d->ring_next];
+    if (evict) {
+        ext_map_del(d->notes, evict->uid);
+        note_free(evict);
+    }
+    if (ext_map_put(d->notes, x->uid, x) != 0) {
+        d->ring[d->ring_next] = NULL;
+        note_free(x);
+        return;
+    }
+    d->ring[d->ring_next] = x;
+    d->ring_next = (d->ring_next + 1) % EXT_DRA_NOTES;
+}
+
+bool ext_dra_noted(const ext_dra *d, const char *pod_uid) {
+    const dnote *n = d && pod_uid ? ext_map_get(d->notes, pod_uid) : NULL;
+    return n && n->n > 0;
+}
+
+static bool reserved_for(const dclaim *c, const char *uid) {
+    for (int i = 0; i < c->nreserved; i++)
+        if (!strcmp(c->reserved[i], uid)) return true;
+    return false;
+}
+
+int ext_dra_bind_record(const ext_dra *d, const char *ns, const char *pod_uid, bool want_extended, char **text,
+                        char *missing, size_t mlen) {
+    *text = NULL;
+    const dnote *note = d ? ext_map_get(d->notes, pod_uid) : NULL;
+    if (!note) {
+        snprintf(missing, mlen, "which claims pod uid %s has (tessera saw it in no filter call)", pod_uid);
+        return -1;
+    }
+    sbuf b = {0};
+    for (int i = 0; i < note->n; i++) {
+        char key[600];
+        snprintf(key, sizeof key, "%s/%s", ns, note->names[i]);
+        const dclaim *c = ext_map_get(d->claims, key);
+        if (!c || c->nres < 0) {
+            snprintf(missing, mlen, "the allocation of claim %s%s", key, c ? "" : " (the claim is not in tessera's cache)");
+            free(b.p);
+            return 0;
+        }
+        rec_claim(&b, note->names[i], c->res, c->nres);
+    }
+    if (want_extended) {
+        /* kube-scheduler's claim for the pod's extended resources: made in PreBind, named in the pod's status */
+        size_t pre = strlen(ns), it = 0;
+        const dclaim *c, *x = NULL;
+        while (!x && (c = ext_map_next(d->claims, &it)))
+            if (c->extended && c->nres >= 0 && !strncmp(c->key, ns, pre) && c->key[pre] == '/' && reserved_for(c, pod_uid))
+                x = c;
+        if (!x) {
+            snprintf(missing, mlen, "the allocation of the claim kube-scheduler makes for the pod's extended resources");
+            free(b.p);
+            return 0;
+        }
+        rec_claim(&b, x->key + pre + 1, x->res, x->nres);
+    }
+    return rec_done(&b, text, missing, mlen);
+}
+
+/* GET path into a parsed object; NULL with why. */
+static cJSON *api_get(ext_kube *k, const char *path, int timeout_ms, char *why, size_t whylen) {
+    char *resp = NULL, err[512] = "";
+    int code = ext_kube_request(k, "GET", path, NULL, timeout_ms, &resp, err, sizeof err);
+    cJSON *o = code == 200 && resp ? cJSON_Parse(resp) : NULL;
+    free(resp);
+    if (!o) {
+        if (code == 200) snprintf(why, whylen, "GET %s: the answer is not JSON", path);
+        else if (code > 0) snprintf(why, whylen, "GET %s: API server answered %d: %s", path, code, err);
+        else snprintf(why, whylen, "GET %s: %s", path, err[0] ? err : "no answer");
+    }
+    return o;
+}
+
+int ext_dra_record_from_api(ext_kube *k, const char *ns, const char *name, const char *pod_uid, bool want_extended,
+                            int timeout_ms, char **text, char *missing, size_t mlen) {
+    *text = NULL;
+    char path[1200];
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ns, name);
+    cJSON *pod = api_get(k, path, timeout_ms, missing, mlen);
+    if (!pod) return -1;
+    const char *uid = model_json_str(model_json_get(pod, "metadata"), "uid");
+    const char *names[EXT_DRA_MAX_POD_CLAIMS];
+    int n = 0;
+    if (!uid || strcmp(uid, pod_uid) != 0) {
+        snprintf(missing, mlen, "pod %s/%s has uid %s there, not %s (replaced)", ns, name, uid ? uid : "(none)", pod_uid);
+        n = -1;
+    } else if ((n = ext_dra_pod_claim_names(pod, names, EXT_DRA_MAX_POD_CLAIMS, missing, mlen)) >= 0 && want_extended &&
+               !model_json_get(model_json_get(pod, "status"), "extendedResourceClaimStatus")) {
+        snprintf(missing, mlen, "pod %s/%s has no status.extendedResourceClaimStatus (kube-scheduler writes it in PreBind)",
+                 ns, name);
+        n = -1;
+    }
+    sbuf b = {0};
+    int rc = n < 0 ? -1 : 1;
+    for (int i = 0; rc == 1 && i < n; i++) {
+        snprintf(path, sizeof path, "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s", ns, names[i]);
+        cJSON *c = api_get(k, path, timeout_ms, missing, mlen);
+        model_dra_result res[MODEL_DRA_MAX_RESULTS];
+        int nr = c ? model_dra_claim_results(c, res, MODEL_DRA_MAX_RESULTS) : -1;
+        if (c && nr < 0) snprintf(missing, mlen, "claim %s/%s is not allocated there either", ns, names[i]);
+        if (nr < 0) rc = -1;
+        else rec_claim(&b, names[i], res, nr);
+        cJSON_Delete(c);
+    }
+    cJSON_Delete(pod);
+    if (rc < 0) {
+        free(b.p);
+        return -1;
+    }
+    return rec_done(&b, text, missing, mlen);
 }
 
 /* ------------------------------------------------------------ debug ---- */

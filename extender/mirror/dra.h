@@ -57,13 +57,70 @@ int ext_dra_apply_claims(const ext_dra *d, model_node *m);
 model_dra_verdict ext_dra_pod_request(const ext_dra *d, const cJSON *pod, model_request *out, char *why,
                                       size_t whylen);
 
+/* Every claim in the cache whose request tessera judges, as the request (model_dra_request), to fn: the GPU work
+ * claims carry, for the target workload built from the cache (workload.h). The claims kube-scheduler makes for
+ * pods' extended resources are left out: their pods ask nvidia.com/gpu and are counted as pods. Returns how
+ * many. */
+typedef void (*ext_dra_request_fn)(void *user, const model_request *r);
+int ext_dra_each_request(const ext_dra *d, ext_dra_request_fn fn, void *user);
+
+/* ---- extended resources backed by DRA (Kubernetes 1.34+: DeviceClass spec.extendedResourceName). On a node
+ * whose device plugin does not advertise nvidia.com/gpu (model_dra_extended_on), kube-scheduler serves a pod's
+ * nvidia.com/gpu: N from the class that names it, through a claim it makes for the pod in PreBind (annotated
+ * EXT_DRA_EXTENDED_ANNOTATION, owned by the pod, named in its status.extendedResourceClaimStatus). That claim
+ * holds the devices like any claim; the pod holds nothing itself. */
+#define EXT_DRA_GPU_RESOURCE "nvidia.com/gpu"
+
+/* The DeviceClass whose spec.extendedResourceName is resource; NULL when none. */
+const char *ext_dra_class_for_resource(const ext_dra *d, const char *resource);
+
+/* A device-plugin request (nvidia.com/gpu: N) as DRA serves it: the request of the claim kube-scheduler makes (N
+ * devices of the class mapped to nvidia.com/gpu; model_dra_request), with the pod's priority, host resources and
+ * allowed models. false when no class maps nvidia.com/gpu, the request is not N whole GPUs (shares, MIG,
+ * isolation, HAMi memory), or the class's selectors are beyond what tessera judges. */
+bool ext_dra_extended_request(const ext_dra *d, const model_request *pod_req, model_request *out);
+
+/* Whether the pod's GPUs are already the claim's kube-scheduler made for its extended resources
+ * (status.extendedResourceClaimStatus): the cache accounts that claim, not the pod. */
+bool ext_dra_pod_extended(const cJSON *pod);
+
 /* Whether the pod names any ResourceClaim (directly or through a template). */
 bool ext_dra_pod_has_claims(const cJSON *pod);
 
-/* The devices allocated to the claims of namespace ns reserved for pod uid (status.reservedFor, which
- * DynamicResources writes before the bind), for the Binding's annotation: "claim:pool/device,..." ("" when
- * none is known yet). */
-void ext_dra_allocation_for(const ext_dra *d, const char *ns, const char *pod_uid, char *buf, size_t len);
+/* ---- bind's record: exactly the devices DynamicResources allocated to the pod's claims. It writes them in
+ * PreBind, immediately before it calls the extender's bind, so the watch may not have shown them yet: bind
+ * asks the cache (ext_dra_bind_record), waits on the watch for a while, then reads the API
+ * (ext_dra_record_from_api); it never records part of them. */
+
+/* The annotation kube-scheduler puts on the claim it makes for a pod's extended resources (DeviceClass
+ * spec.extendedResourceName; the claim's name is in the pod's status.extendedResourceClaimStatus). */
+#define EXT_DRA_EXTENDED_ANNOTATION "resource.kubernetes.io/extended-resource-claim"
+#define EXT_DRA_MAX_POD_CLAIMS 128   /* claims of one pod the record follows (the API allows 128) */
+#define EXT_DRA_NOTES 4096           /* pods remembered between filter and bind */
+
+/* The names of the claims whose devices a pod's bind records: spec.resourceClaims (through
+ * status.resourceClaimStatuses for templates) and status.extendedResourceClaimStatus.resourceClaimName.
+ * Their count (names borrowed from pod), or -1 with missing saying what is not there yet. */
+int ext_dra_pod_claim_names(const cJSON *pod, const char **names, int max, char *missing, size_t mlen);
+
+/* Remember which claims the pod names (filter and prioritize call it): bind has only the pod's UID. */
+void ext_dra_note_pod(ext_dra *d, const cJSON *pod);
+/* Whether a pod with claims was noted (its bind records them even when they asked for nothing new, a shared
+ * claim allocated before). */
+bool ext_dra_noted(const ext_dra *d, const char *pod_uid);
+
+/* The record "<claim>:<pool>/<device>,..." of the pod's claims from the cache (*text malloc'd; "" when the
+ * claims hold no device) -- with want_extended also the claim kube-scheduler made for its extended resources
+ * (annotated, reserved for the pod). 1 complete; 0 when an allocation is not seen yet (missing says which);
+ * -1 when the pod was not noted (missing says so) or out of memory. */
+int ext_dra_bind_record(const ext_dra *d, const char *ns, const char *pod_uid, bool want_extended, char **text,
+                        char *missing, size_t mlen);
+
+/* The same from the API: GET the pod (its claims' names, the extended-resource claim's from its status), then
+ * each claim. 1 with *text, or -1 with missing saying what was not there (a claim not allocated in the API
+ * either, the pod replaced, an API error). No lock needed: it reads no cache. */
+int ext_dra_record_from_api(ext_kube *k, const char *ns, const char *name, const char *pod_uid, bool want_extended,
+                            int timeout_ms, char **text, char *missing, size_t mlen);
 
 /* For /debug/state: slices, pools, claims and what each holds. */
 cJSON *ext_dra_debug(const ext_dra *d);

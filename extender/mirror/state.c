@@ -670,7 +670,10 @@ static void pod_event(ext_state *st, ext_kube_event ev, const cJSON *obj) {
     }
     model_request req;
     char err[256];
-    if (model_request_from_pod(obj, &req, err, sizeof err) != 0 || !model_request_wants_gpu(&req)) {
+    /* a pod whose nvidia.com/gpu DRA serves holds nothing itself: the claim kube-scheduler made for it holds the
+     * devices and is accounted as a claim (dra.h), once */
+    if (model_request_from_pod(obj, &req, err, sizeof err) != 0 || !model_request_wants_gpu(&req) ||
+        ext_dra_pod_extended(obj)) {
         if (pp && pp->pub.phase != EXT_POD_BINDING) pod_remove(st, pp);
         return;
     }

@@ -837,10 +837,13 @@ void fuzz_dra_claim_one(const uint8_t *data, size_t len) {
     memset(&r, 0, sizeof r);
     if (ext_dra_pod_request(ext_state_dra(st), pod, &r, why, sizeof why) == MODEL_DRA_JUDGED)
         dra_check_request(&r, "pod's claim");
-    char alloc[512];
-    ext_dra_allocation_for(ext_state_dra(st), cJSON_IsString(ns) ? ns->valuestring : "default", "uid-claim-pod",
-                           alloc, sizeof alloc);
-    FUZZ_REQUIRE(memchr(alloc, 0, sizeof alloc) != NULL, "allocation annotation not terminated");
+    ext_dra_note_pod(ext_state_dra(st), pod);
+    char *alloc = NULL, miss[256];
+    int rec = ext_dra_bind_record(ext_state_dra(st), cJSON_IsString(ns) ? ns->valuestring : "default", "uid-claim-pod",
+                                  false, &alloc, miss, sizeof miss);
+    FUZZ_REQUIRE(rec != 1 || alloc != NULL, "a complete record without text");
+    FUZZ_REQUIRE(rec == 1 || alloc == NULL, "an incomplete record with text");
+    free(alloc);
     cJSON *dbg = ext_dra_debug(ext_state_dra(st));
     FUZZ_REQUIRE(dbg != NULL, "ext_dra_debug returned NULL");
     cJSON_Delete(dbg);
