@@ -25,7 +25,8 @@
  * So an extender campaigns while
  *   (a) the kube-scheduler of its own pod holds kube-scheduler's Lease (holderIdentity "<pod host name>_<uuid>",
  *       as kube-scheduler writes it; the host name of a pod is its name, so $POD_NAME cut to 63 characters, else
- *       gethostname()), polled every retry period, whether or not anything is being scheduled; or
+ *       gethostname()), read every retry period by the holder and every quarter of it by a follower, whether
+ *       or not anything is being scheduled; or
  *   (b) kube-scheduler's Lease has no valid holder (missing, released, or unchanged for its lease duration on
  *       our clock) or cannot be read: kube-scheduler is between leaders, and background work must not stop; or
  *   (c) it received a scheduling call within leaseDuration (ext_leader_note_call), so the first bind after a
@@ -34,9 +35,11 @@
  *       without leader election; it then campaigns always.
  * A holder whose condition lapses (another replica's kube-scheduler holds its Lease and no call came for
  * leaseDuration) releases at once, so the right replica takes over without waiting out the Lease. A replica
- * that does not campaign still reads the Lease every retry period, so after a holder dies without releasing it
- * takes over leaseDuration after the holder's last renewal, not leaseDuration after it started looking.
- * Takeover after a holder is killed: about leaseDuration + one retry period (both Leases expire together).
+ * that does not campaign still reads the Lease, so after a holder dies without releasing it takes over
+ * leaseDuration after the holder's last renewal, not leaseDuration after it started looking; it reads both
+ * Leases every quarter retry period and wakes just after a record would expire (next_wait_ms), so takeover
+ * after a holder is killed takes about leaseDuration plus a quarter retry period (15-16 s as deployed; both
+ * Leases expire together).
  * The first bind after a change waits up to the retry period for the acquisition.
  *
  * Acting also needs a current cache: after acquiring a Lease that someone else wrote since we last held it,

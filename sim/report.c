@@ -59,7 +59,7 @@ static void json_replay(FILE *f, const sim_replay_result *x, const char *indent)
 
 /* The per-tenant table of a replay with quotas: waits, and the namespace's quota and use. */
 static void table_tenants(FILE *f, const sim_replay_result *x) {
-    fprintf(f, "\n%s: per tenant (quota and use in tessera.io/gpu-milli, GPUs = milli / 1000; %d refused)\n",
+    fprintf(f, "\n%s: per tenant (quota and use in GPUs = tessera.io/gpu-milli / 1000; %d pods refused over quota)\n",
             x->policy, x->refused);
     fprintf(f, "  %-12s %-12s %11s %5s %6s %5s %25s %18s %17s\n", "tenant", "namespace", "quota GPUs", "n", "placed",
             "refd", "wait p50/p95/max", "quota wait mean/max", "use GPUs mean/peak");
