@@ -24,6 +24,8 @@
 struct ext_leader {
     ext_leader_config cfg;
     ext_kube *k;
+    char host[64];             /* gethostname(): kube-scheduler's identity starts with it, also in a pod whose host
+                                  name is not its name (hostNetwork, spec.hostname) */
     char path[256];            /* /apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME */
     char sched_path[256];      /* kube-scheduler's Lease, "" when none is followed */
     pthread_t thr;
@@ -35,8 +37,17 @@ struct ext_leader {
     bool leading;              /* we won and have not stepped down (validity also needs renewed_at) */
     int64_t renewed_at;        /* start of the latest successful acquire/renew */
     char holder[192];          /* holderIdentity last seen */
-    char seen_rv[64];          /* resourceVersion last seen, and when it changed (client-go's observedTime) */
+    char seen_rv[64];          /* resourceVersion last seen */
+    char seen_spec[512];       /* the record's spec as last seen, and when it changed (client-go's observedTime; the
+                                  spec rather than the resourceVersion, so a follower's wanted-by note, an
+                                  annotation, never makes a dead holder look alive) */
     int64_t seen_at;
+    char wanted_by[256];       /* the latest tessera.io/wanted-by note on the record, and when it appeared */
+    int64_t wanted_at;
+    int64_t wanted_written_at; /* when we last wrote one */
+    unsigned wanted_seq;
+    int acting;                /* background writes in flight (ext_leader_act_begin/end) */
+    bool releasing;            /* release() waits for them; no new one starts */
     int seen_secs;             /* its leaseDurationSeconds */
     int transitions_rec;       /* its leaseTransitions */
     char acquire_time[40];     /* its acquireTime, kept across renewals */
@@ -49,11 +60,19 @@ struct ext_leader {
     char sched_rv[64], sched_holder[192];
     int64_t sched_seen_at;     /* when its resourceVersion last changed, on our clock */
     int sched_secs;            /* its leaseDurationSeconds */
-    int64_t sched_warned_at;   /* the last warning that it cannot be read */
+    int64_t sched_warned_at;   /* the last warning that it cannot be read or is missing */
+    int64_t sched_none_since;  /* since when it has had no valid holder (0: it has one) */
+    int64_t other_since;       /* since when another pod's kube-scheduler holds it (0: not so) */
     ext_leader_stats st;
 };
 
 enum { KS_NOT_FOLLOWED = 0, KS_MINE, KS_OTHER, KS_NO_HOLDER, KS_UNKNOWN };
+
+/* holder is "<host>_<uuid>", kube-scheduler's identity, for this host name. */
+static bool host_is(const char *holder, const char *host) {
+    size_t n = strlen(host);
+    return n && !strncmp(holder, host, n) && holder[n] == '_';
+}
 
 static const char *sched_state_name(int s) {
     static const char *const n[] = {"", "mine", "other", "none", "unknown"};
@@ -227,9 +246,13 @@ int ext_leader_config_check(const ext_leader_config *c, char *err, size_t errlen
 /* ---- the Lease --------------------------------------------------------------------------------------- */
 
 typedef struct lease_rec {
-    char holder[192], rv[64], acquire[40];
+    char holder[192], rv[64], acquire[40], renew[40], wanted[256];
     int secs, transitions;
 } lease_rec;
+
+/* The annotation a replica that receives scheduling calls but does not hold the Lease writes on it, so that a
+ * holder that campaigns only because kube-scheduler's Lease is missing or unreadable (rule (b)) gives way. */
+#define LEASE_WANTED_ANN "tessera.io/wanted-by"
 
 /* "" rather than NULL for a missing string: the lease fields are copied as they are. */
 static const char *jstr(const cJSON *o, const char *k) {
@@ -247,6 +270,8 @@ static int parse_lease(const char *body, lease_rec *r) {
         snprintf(r->rv, sizeof r->rv, "%s", jstr(meta, "resourceVersion"));
         snprintf(r->holder, sizeof r->holder, "%s", jstr(spec, "holderIdentity"));
         snprintf(r->acquire, sizeof r->acquire, "%s", jstr(spec, "acquireTime"));
+        snprintf(r->renew, sizeof r->renew, "%s", jstr(spec, "renewTime"));
+        snprintf(r->wanted, sizeof r->wanted, "%s", jstr(model_json_get(meta, "annotations"), LEASE_WANTED_ANN));
         const cJSON *d = cJSON_GetObjectItemCaseSensitive(spec, "leaseDurationSeconds");
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(spec, "leaseTransitions");
         r->secs = cJSON_IsNumber(d) && d->valuedouble >= 1 ? (int)d->valuedouble : 1;
@@ -258,8 +283,8 @@ static int parse_lease(const char *body, lease_rec *r) {
 }
 
 /* The Lease body to write; rv "" for a create. */
-static char *lease_body(ext_leader *l, const char *rv, const char *holder, int secs, const char *acquire,
-                        const char *renew, int transitions) {
+static char *lease_body_noted(ext_leader *l, const char *rv, const char *holder, int secs, const char *acquire,
+                              const char *renew, int transitions, const char *wanted) {
     cJSON *o = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(o, "metadata"),
           *spec = cJSON_AddObjectToObject(o, "spec");
     cJSON_AddStringToObject(o, "apiVersion", "coordination.k8s.io/v1");
@@ -267,6 +292,7 @@ static char *lease_body(ext_leader *l, const char *rv, const char *holder, int s
     cJSON_AddStringToObject(meta, "name", l->cfg.name);
     cJSON_AddStringToObject(meta, "namespace", l->cfg.ns);
     if (rv && *rv) cJSON_AddStringToObject(meta, "resourceVersion", rv); /* optimistic concurrency */
+    if (wanted) cJSON_AddStringToObject(cJSON_AddObjectToObject(meta, "annotations"), LEASE_WANTED_ANN, wanted);
     cJSON_AddStringToObject(spec, "holderIdentity", holder);
     cJSON_AddNumberToObject(spec, "leaseDurationSeconds", secs);
     cJSON_AddStringToObject(spec, "acquireTime", acquire);
@@ -277,13 +303,26 @@ static char *lease_body(ext_leader *l, const char *rv, const char *holder, int s
     return s;
 }
 
+static char *lease_body(ext_leader *l, const char *rv, const char *holder, int secs, const char *acquire,
+                        const char *renew, int transitions) {
+    return lease_body_noted(l, rv, holder, secs, acquire, renew, transitions, NULL);
+}
+
 static int req_timeout(const ext_leader *l) { return l->cfg.renew_ms / 2 > 100 ? l->cfg.renew_ms / 2 : 100; }
 
 /* Remember what the API holds now (lock held); a changed record restarts the expiry clock. */
 static void observe(ext_leader *l, const lease_rec *r, int64_t now) {
-    if (strcmp(r->rv, l->seen_rv) != 0) {
-        snprintf(l->seen_rv, sizeof l->seen_rv, "%s", r->rv);
+    char spec[512];
+    snprintf(spec, sizeof spec, "%s|%s|%s|%d|%d", r->holder, r->acquire, r->renew, r->secs, r->transitions);
+    if (strcmp(spec, l->seen_spec) != 0) {
+        snprintf(l->seen_spec, sizeof l->seen_spec, "%s", spec);
         l->seen_at = now;
+    }
+    snprintf(l->seen_rv, sizeof l->seen_rv, "%s", r->rv);
+    if (r->wanted[0] && strcmp(r->wanted, l->wanted_by) != 0) {
+        snprintf(l->wanted_by, sizeof l->wanted_by, "%s", r->wanted);
+        size_t n = strlen(l->cfg.identity);   /* our own note is not a request */
+        l->wanted_at = strncmp(r->wanted, l->cfg.identity, n) == 0 && r->wanted[n] == ' ' ? 0 : now;
     }
     snprintf(l->holder, sizeof l->holder, "%s", r->holder);
     l->seen_secs = r->secs;
@@ -389,7 +428,25 @@ static void try_acquire_or_renew(ext_leader *l) {
     bool mine = strcmp(r.holder, l->cfg.identity) == 0;
     bool valid = r.holder[0] && now_ms < l->seen_at + (int64_t)r.secs * 1000;
     if (!mine && r.holder[0]) step_down(l, "the Lease names another holder");
+    /* Someone else leads while our kube-scheduler sends us the calls: leave a note on the record, so a holder that
+     * campaigns only because kube-scheduler's Lease is missing or unreadable gives way (rule (b) of leader.h).
+     * Once per retry period; it leaves the spec alone, so no one's expiry clock restarts. */
+    bool note = !mine && valid && now_ms - atomic_load(&l->last_call) < l->cfg.lease_ms &&
+                now_ms - l->wanted_written_at >= l->cfg.retry_ms;
+    char wanted[256] = "";
+    if (note) {
+        l->wanted_written_at = now_ms;
+        snprintf(wanted, sizeof wanted, "%.190s %u", l->cfg.identity, ++l->wanted_seq);
+    }
     pthread_mutex_unlock(&l->mu);
+    if (note) {
+        body = lease_body_noted(l, r.rv, r.holder, r.secs, r.acquire, r.renew, r.transitions, wanted);
+        code = body ? ext_kube_request(l->k, "PUT", l->path, body, req_timeout(l), &resp, err, sizeof err) : -1;
+        free(body);
+        free(resp);
+        resp = NULL;
+        if (code != 200) count_error(l, code);   /* 409: the holder renewed first; the next round tries again */
+    }
     if (!mine && valid) return; /* someone else leads */
     body = lease_body(l, r.rv, l->cfg.identity, secs, mine && r.acquire[0] ? r.acquire : now, now,
                       mine ? r.transitions : r.transitions + 1);
@@ -409,7 +466,12 @@ static void try_acquire_or_renew(ext_leader *l) {
 static void release(ext_leader *l) {
     pthread_mutex_lock(&l->mu);
     bool held = l->leading || strcmp(l->holder, l->cfg.identity) == 0;
+    /* no new background write may start, and the ones in flight end before a successor can take over (each is
+     * bounded by its request timeout; renewDeadline bounds the wait) */
+    l->releasing = true;
     step_down(l, "released");
+    for (int64_t until = mono_ms() + l->cfg.renew_ms; l->acting > 0 && mono_ms() < until;) cond_wait_ms(l, 50);
+    l->releasing = false;
     char rv[64];
     snprintf(rv, sizeof rv, "%s", l->written_rv);
     int trans = l->transitions_rec;
@@ -445,7 +507,9 @@ static void release(ext_leader *l) {
 static void poll_scheduler(ext_leader *l) {
     if (!l->sched_path[0]) return;
     char err[256], *resp = NULL;
-    int code = ext_kube_request(l->k, "GET", l->sched_path, NULL, req_timeout(l), &resp, err, sizeof err);
+    /* a short timeout: a slow answer here must not eat into the time the holder has to renew its own Lease */
+    int timeout = l->cfg.retry_ms / 2 > 100 ? l->cfg.retry_ms / 2 : 100;
+    int code = ext_kube_request(l->k, "GET", l->sched_path, NULL, timeout, &resp, err, sizeof err);
     lease_rec r;
     bool parsed = code == 200 && parse_lease(resp, &r) == 0;
     free(resp);
@@ -460,8 +524,8 @@ static void poll_scheduler(ext_leader *l) {
         if (now - l->sched_warned_at >= 60000 || before != KS_UNKNOWN) {
             l->sched_warned_at = now;
             ext_log(EXT_LOG_WARN, "event=scheduler-lease-unreadable lease=%s code=%d err=\"%s\" effect=\"campaigning for "
-                    "%s/%s regardless, so background work goes on; with two replicas the Lease may then settle on the "
-                    "one whose kube-scheduler is idle: give tessera get on that Lease (deploy/rbac.yaml)\"",
+                    "%s/%s regardless, so background work goes on; the replica whose kube-scheduler is active takes "
+                    "the Lease only when its binds are refused: give tessera get on that Lease (deploy/rbac.yaml)\"",
                     l->sched_path, code, code == 200 ? "not a Lease" : err, l->cfg.ns, l->cfg.name);
         }
     } else {
@@ -471,14 +535,25 @@ static void poll_scheduler(ext_leader *l) {
         }
         snprintf(l->sched_holder, sizeof l->sched_holder, "%s", r.holder);
         l->sched_secs = r.secs;
-        size_t hl = strlen(l->cfg.pod_host);
-        bool mine = hl && !strncmp(r.holder, l->cfg.pod_host, hl) && r.holder[hl] == '_';
+        bool mine = host_is(r.holder, l->cfg.pod_host) || host_is(r.holder, l->host);
         bool valid = r.holder[0] && now < l->sched_seen_at + (int64_t)r.secs * 1000;
         l->sched_state = !valid ? KS_NO_HOLDER : mine ? KS_MINE : KS_OTHER;
     }
     if (l->sched_state != before)
         ext_log(EXT_LOG_INFO, "event=scheduler-lease lease=%s state=%s holder=%s", l->sched_path,
                 sched_state_name(l->sched_state), l->sched_holder[0] ? l->sched_holder : "-");
+    if (l->sched_state == KS_OTHER && before != KS_OTHER) l->other_since = now;
+    if (l->sched_state != KS_NO_HOLDER) l->sched_none_since = 0;
+    else if (!l->sched_none_since) l->sched_none_since = now;
+    /* kube-scheduler renews its Lease every few seconds: none for long means --scheduler-lease names another one */
+    if (l->sched_none_since && now - l->sched_none_since >= 4LL * l->cfg.lease_ms && now - l->sched_warned_at >= 600000) {
+        l->sched_warned_at = now;
+        ext_log(EXT_LOG_WARN, "event=scheduler-lease-missing lease=%s for_s=%lld effect=\"no kube-scheduler is seen "
+                "leading; every replica campaigns, and the one whose kube-scheduler is active takes the Lease only when "
+                "its binds are refused\" hint=\"--scheduler-lease must name kube-scheduler's leaderElection "
+                "resourceNamespace/resourceName; \\\"\\\" if it runs without leader election\"", l->sched_path,
+                (long long)((now - l->sched_none_since) / 1000));
+    }
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -498,9 +573,16 @@ static void observe_only(ext_leader *l) {
 
 /* ---- the thread ---------------------------------------------------------------------------------------- */
 
-/* Lock held. The rules (a)-(d) of leader.h. */
+/* Lock held. The rules (a)-(d) of leader.h. A call counts only if it came after another pod's kube-scheduler was
+ * seen holding its Lease (ours lost it: its last calls must not keep the new one's extender waiting); rule (b)
+ * gives way to a replica that receives calls and asked for the Lease (LEASE_WANTED_ANN). */
 static bool campaigning_locked(ext_leader *l, int64_t now) {
-    return !l->sched_path[0] || l->sched_state != KS_OTHER || now - atomic_load(&l->last_call) < l->cfg.lease_ms;
+    int64_t last = atomic_load(&l->last_call);
+    bool calls = now - last < l->cfg.lease_ms && (l->sched_state != KS_OTHER || last > l->other_since);
+    if (!l->sched_path[0] || l->sched_state == KS_MINE || calls) return true;
+    if (l->sched_state == KS_OTHER) return false;
+    bool wanted = l->wanted_at && now - l->wanted_at < l->cfg.lease_ms;   /* (b), unless another replica asks */
+    return !wanted;
 }
 
 static bool campaigning(ext_leader *l, int64_t now) {
@@ -535,6 +617,13 @@ static void *leader_thread(void *arg) {
         bool stop = l->stop;
         pthread_mutex_unlock(&l->mu);
         if (stop) break;
+        pthread_mutex_lock(&l->mu);
+        bool was_leading = l->leading;
+        pthread_mutex_unlock(&l->mu);
+        /* The holder renews first, and the retry period counts from the end of its renewal, as in client-go:
+         * reading kube-scheduler's Lease must not delay the next renewal. */
+        if (was_leading) try_acquire_or_renew(l);
+        int64_t renewed_end = mono_ms();
         poll_scheduler(l);
         if (!campaigning(l, mono_ms())) {
             release(l); /* another replica's kube-scheduler is active: let it take over at once */
@@ -549,11 +638,12 @@ static void *leader_thread(void *arg) {
             pthread_mutex_unlock(&l->mu);
             continue;
         }
-        try_acquire_or_renew(l);
+        if (!was_leading) try_acquire_or_renew(l);
         pthread_mutex_lock(&l->mu);
         /* followers retry with client-go's jitter (1.2), so candidates do not hit the API in step */
         int wait = l->cfg.retry_ms;
         if (!l->leading) wait += (int)(rand_r(&seed) % (unsigned)(l->cfg.retry_ms / 5 + 1)) * 4;
+        else if (was_leading) wait -= (int)(mono_ms() - renewed_end < wait ? mono_ms() - renewed_end : wait);
         if (!l->stop) cond_wait_ms(l, next_wait_ms(l, wait));
         pthread_mutex_unlock(&l->mu);
     }
@@ -569,6 +659,7 @@ ext_leader *ext_leader_new(const ext_leader_config *cfg, ext_kube *k, char *err,
     ext_leader *l = calloc(1, sizeof *l);
     if (!l) { snprintf(err, errlen, "out of memory"); return NULL; }
     l->cfg = *cfg;
+    if (gethostname(l->host, sizeof l->host - 1) != 0) l->host[0] = 0;
     l->k = k;
     snprintf(l->path, sizeof l->path, "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", cfg->ns, cfg->name);
     if (cfg->sched_name[0])
@@ -669,13 +760,35 @@ bool ext_leader_may_bind(ext_leader *l, int wait_ms, char *why, size_t whylen) {
     }
 }
 
+/* Lock held. */
+static bool may_act_locked(ext_leader *l) {
+    return !l->stopping && !l->releasing && valid_locked(l) &&
+           (!l->need_relist || ext_kube_relisted(l->k, EXT_KUBE_POD, l->relist_ticket));
+}
+
 bool ext_leader_may_act(ext_leader *l) {
     if (!l) return true;
     pthread_mutex_lock(&l->mu);
-    bool ok = !l->stopping && valid_locked(l) &&
-              (!l->need_relist || ext_kube_relisted(l->k, EXT_KUBE_POD, l->relist_ticket));
+    bool ok = may_act_locked(l);
     pthread_mutex_unlock(&l->mu);
     return ok;
+}
+
+bool ext_leader_act_begin(ext_leader *l) {
+    if (!l) return true;
+    pthread_mutex_lock(&l->mu);
+    bool ok = may_act_locked(l);
+    if (ok) l->acting++;
+    pthread_mutex_unlock(&l->mu);
+    return ok;
+}
+
+void ext_leader_act_end(ext_leader *l) {
+    if (!l) return;
+    pthread_mutex_lock(&l->mu);
+    if (l->acting > 0) l->acting--;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
 }
 
 const char *ext_leader_scheduler_state(ext_leader *l) {

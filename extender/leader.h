@@ -24,13 +24,18 @@
  *     over-commit it.
  * So an extender campaigns while
  *   (a) the kube-scheduler of its own pod holds kube-scheduler's Lease (holderIdentity "<pod host name>_<uuid>",
- *       as kube-scheduler writes it; the host name of a pod is its name, so $POD_NAME cut to 63 characters, else
- *       gethostname()), read every retry period by the holder and every quarter of it by a follower, whether
+ *       as kube-scheduler writes it; the host name of a pod is its name, so $POD_NAME cut to 63 characters, or
+ *       gethostname() for a pod whose host name is not its name), read every retry period by the holder and every quarter of it by a follower, whether
  *       or not anything is being scheduled; or
  *   (b) kube-scheduler's Lease has no valid holder (missing, released, or unchanged for its lease duration on
- *       our clock) or cannot be read: kube-scheduler is between leaders, and background work must not stop; or
+ *       our clock) or cannot be read: kube-scheduler is between leaders, and background work must not stop;
+ *       but such a holder gives way when another replica receives calls and asks for the Lease: that replica
+ *       writes a note (annotation tessera.io/wanted-by, spec untouched, once per retry period) and the holder,
+ *       seeing it, stops campaigning. Without it, a missing or misnamed kube-scheduler Lease could settle ours on
+ *       the idle replica for good; or
  *   (c) it received a scheduling call within leaseDuration (ext_leader_note_call), so the first bind after a
- *       change never waits for the next poll; or
+ *       change never waits for the next poll; calls from before another pod's kube-scheduler was seen holding
+ *       its Lease do not count (ours lost it, and its last calls must not hold the new one's extender off); or
  *   (d) there is no kube-scheduler Lease to follow (sched_name "", --scheduler-lease ""): one replica, or kube-scheduler
  *       without leader election; it then campaigns always.
  * A holder whose condition lapses (another replica's kube-scheduler holds its Lease and no call came for
@@ -103,6 +108,16 @@ bool ext_leader_is_leader(ext_leader *l);
 /* May this replica do the background work now: leader, not stopping, and the cache relisted since the
  * acquisition (as ext_leader_may_bind, without waiting and without the bind budget). NULL l: true. */
 bool ext_leader_may_act(ext_leader *l);
+
+/* A background write (the reservation controller's create, patch, update or delete) is bracketed by these:
+ * act_begin is true only when ext_leader_may_act is, and counts the write as in flight; a release (handing the
+ * Lease to the replica whose kube-scheduler became active) starts no new one and waits for those in flight (each
+ * bounded by its request timeout, the wait by renewDeadline), so the successor never acts beside them. When the
+ * Lease is lost rather than released, the renew deadline fences writes as it fences binds: a write must end
+ * within leaseDuration - renewDeadline (5 s as deployed), which the controller's request timeout keeps.
+ * NULL l: true / nothing. */
+bool ext_leader_act_begin(ext_leader *l);
+void ext_leader_act_end(ext_leader *l);
 
 /* What we last saw of kube-scheduler's Lease: "mine" (our kube-scheduler holds it), "other" (another one
  * does), "none" (no valid holder, or not found), "unknown" (cannot be read), "" (none followed). */

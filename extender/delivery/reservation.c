@@ -34,7 +34,8 @@ typedef struct rpod {
     int attempt;              /* from the name; -1 when it does not end in one */
     char phase[32], reason[128], message[256];
     char uuid[512], rerr[256];
-    char wreason[64], wmessage[256];   /* its container's state.waiting (ImagePullBackOff...): why no UUID yet */
+    char wreason[64], wmessage[1024];  /* its container's state.waiting (ImagePullBackOff...): why no UUID yet; a
+                                        * crash loop's back-off message (~140 characters) and its last exit */
     bool deleting;
     uint32_t gen;
     int64_t created_wall_ms;  /* metadata.creationTimestamp (ms since the epoch), 0 if unknown */
@@ -78,7 +79,7 @@ typedef struct tomb {
 
 /* What /debug/state and the gauge show: the last pass's view. */
 typedef struct view {
-    char node[NAME_LEN], unit[UNIT_LEN], name[NAME_LEN], uuid[512], waiting[352];
+    char node[NAME_LEN], unit[UNIT_LEN], name[NAME_LEN], uuid[512], waiting[1100];
     int gpu;
     ext_rsv_state state;
     int64_t first_ms;
@@ -407,6 +408,15 @@ static bool container_failing(const char *reason) {
     return false;
 }
 
+/* The kubelet alternates ErrImagePull with ImagePullBackOff, and RunContainerError with CrashLoopBackOff, on every
+ * retry: one cause, told to the waiting shares once. */
+static const char *reason_family(const char *reason) {
+    if (!strcmp(reason, "ErrImagePull") || !strcmp(reason, "ImagePullBackOff")) return "image-pull";
+    if (!strcmp(reason, "RunContainerError") || !strcmp(reason, "CrashLoopBackOff") || !strcmp(reason, "StartError"))
+        return "start";
+    return reason;
+}
+
 /* Why a reservation has no UUID yet, from its container's waiting state ("" when it says nothing). */
 static void waiting_text(const rpod *p, char *buf, size_t len) {
     snprintf(buf, len, "%s%s%s", p->wreason, p->wreason[0] && p->wmessage[0] ? ": " : "", p->wreason[0] ? p->wmessage : "");
@@ -557,10 +567,21 @@ static void emit(ext_rsv *r, const spod *s, const char *type, const char *reason
     ext_events_emit(r->ev, type, reason, s->ns, s->name, s->uid, msg);
 }
 
-/* One API call; logs a failure at warn with the API's message. Returns the status (or < 0). */
+/* A write refused because this replica may not act any more (ext_leader_act_begin): the pass just stops. */
+#define CALL_NOT_LEADER (-10000)
+
+/* One API call; logs a failure at warn with the API's message. Returns the status (or < 0). A write (anything
+ * but GET) is made only while this replica may act, and counted as in flight so that a release of the Lease
+ * waits for it (leader.h, ext_leader_act_begin). */
 static int call(ext_rsv *r, const char *method, const char *path, const char *body, char **resp, const char *what) {
     char err[512] = "";
+    bool write = strcmp(method, "GET") != 0;
+    if (write && !ext_leader_act_begin(r->leader)) {
+        ext_log(EXT_LOG_DEBUG, "event=reservation-write-skipped what=\"%s\" why=\"not the leader any more\"", what);
+        return CALL_NOT_LEADER;
+    }
     int code = ext_kube_request(r->k, method, path, body, r->cfg.request_timeout_ms, resp, err, sizeof err);
+    if (write) ext_leader_act_end(r->leader);
     if (code < 200 || code >= 300) {
         if (!(code == 409 && !strcmp(method, "POST")) && !(code == 404 && !strcmp(method, "DELETE"))) {
             ext_log(EXT_LOG_WARN, "event=reservation-api-error what=\"%s\" method=%s path=%s code=%d err=\"%s\"", what,
@@ -965,7 +986,7 @@ static void give_up(ext_rsv *r, plan *p, unit *u, const char *why, bool *errors)
             s->retry_ms = now + s->retry_backoff_ms;
         }
         if (s->ev_unavail) continue;
-        char msg[768];
+        char msg[2400];
         snprintf(msg, sizeof msg, "no GPU could be reserved on node %s (%s): %s", u->node, why,
                  s->owned ? "deleted for re-scheduling" : "left pending; tessera tries again later");
         emit(r, s, "Warning", EXT_DLV_EV_UNAVAILABLE, msg);
@@ -1279,7 +1300,7 @@ static int64_t run_pass(ext_rsv *r) {
         /* A refused reservation: tell the waiting shares, move them if the node has another idle GPU. */
         if (u->refused >= 0 && u->live < 0) {
             rpod *rf = &p.rp[u->refused];
-            char rwhy[1024], wt[352];
+            char rwhy[1400], wt[1100];
             waiting_text(rf, wt, sizeof wt);
             if (rf->stuck)
                 snprintf(rwhy, sizeof rwhy, "no GPU UUID %d s after its creation%s%s%s", r->cfg.timeout_ms / 1000,
@@ -1301,7 +1322,7 @@ static int64_t run_pass(ext_rsv *r) {
                 for (int i = 0; i < u->nt; i++) {
                     spod *s = &p.sp[u->t[i].s];
                     if (s->started || s->ev_unavail || !strcmp(s->ev_refused_for, rf->name)) continue;
-                    char msg[2048];
+                    char msg[3072];
                     snprintf(msg, sizeof msg, "the kubelet refused reservation %s/%s of GPU %d on node %s (%s); tessera "
                                               "tries another GPU of the node", r->cfg.ns, rf->name, u->gpu, u->node, rwhy);
                     emit(r, s, "Warning", EXT_DLV_EV_REFUSED, msg);
@@ -1312,7 +1333,7 @@ static int64_t run_pass(ext_rsv *r) {
             ext_log(EXT_LOG_WARN, "event=reservation-refused name=%s node=%s gpu=%d unit=%s why=\"%s\" refusals=%d action=%s",
                     rf->name, u->node, u->gpu, u->unit, rwhy, n, moved ? "moved" : "give-up");
             if (!moved) {
-                char gwhy[1400], lim[64];
+                char gwhy[1800], lim[64];
                 snprintf(lim, sizeof lim, "%d reservations refused", n);
                 snprintf(gwhy, sizeof gwhy, "%s; %s", rwhy,
                          setup ? "a node setup problem, not this GPU's" : exhausted ? lim : mwhy);
@@ -1353,9 +1374,9 @@ static int64_t run_pass(ext_rsv *r) {
         for (int i = 0; i < u->nt; i++) {
             spod *s = &p.sp[u->t[i].s];
             if (!lv->uuid[0]) {
-                char key[sizeof s->ev_pending_for], wt[352];
+                char key[sizeof s->ev_pending_for], wt[1100];
                 waiting_text(lv, wt, sizeof wt);
-                snprintf(key, sizeof key, "%s|%.90s", lv->name, lv->wreason);
+                snprintf(key, sizeof key, "%s|%.90s", lv->name, reason_family(lv->wreason));
                 if (strcmp(s->ev_pending_for, key) != 0) {
                     char msg[2048];
                     bool failing = container_failing(lv->wreason);

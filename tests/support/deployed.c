@@ -244,7 +244,12 @@ static int build_argv(const cJSON *ctr, const char *bin, const char *api_url, ch
     argv[n++] = strdup(bin);
     bool next_is_listen = false;
     cJSON_ArrayForEach(a, get(ctr, "args")) {
-        if (n >= max - 3) break;
+        if (n >= max - 3) {
+            snprintf(err, errlen, "the tessera-extender container has more arguments than the harness takes (%d)", max - 3);
+            for (int i = 0; i < n; i++) free(argv[i]);
+            argv[0] = NULL;
+            return -1;
+        }
         const char *s = cJSON_IsString(a) ? a->valuestring : "";
         const char *eq = strchr(s, '=');
         char flag[128] = "";
@@ -271,7 +276,12 @@ static int build_envp(const cJSON *ctr, const cJSON *pod, char **envp, int max, 
     int n = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, get(ctr, "env")) {
-        if (n >= max - 4) break;
+        if (n >= max - 4) {
+            snprintf(err, errlen, "the tessera-extender container has more variables than the harness takes (%d)", max - 4);
+            for (int i = 0; i < n; i++) free(envp[i]);
+            envp[0] = NULL;
+            return -1;
+        }
         const char *name = str(e, "name"), *value = str(e, "value");
         const cJSON *vf = get(e, "valueFrom");
         const char *fp = str(get(vf, "fieldRef"), "fieldPath");

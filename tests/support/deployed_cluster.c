@@ -53,7 +53,8 @@ int deployed_cluster_start(deployed_cluster *c, const deployed_cluster_config *c
     c->kl = fake_kubelet_start(c->api);
     fake_kubelet_add_node(c->kl, gpu_node, "nvidia.com/gpu", cfg->gpus, cfg->uuid_prefix);
     char bins[512];
-    deployed_image_binaries(cfg->deploy_dir, bins, sizeof bins);
+    if (cfg->image_binaries) snprintf(bins, sizeof bins, "%s", cfg->image_binaries);
+    else deployed_image_binaries(cfg->deploy_dir, bins, sizeof bins);
     fake_kubelet_add_image(c->kl, c->d->extender_image, cfg->pull_ms, !cfg->unpullable, bins);
     const cJSON *ctr;
     cJSON_ArrayForEach(ctr, get(get(get(get(c->d->deployment, "spec"), "template"), "spec"), "containers")) {

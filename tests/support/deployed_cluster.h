@@ -33,6 +33,8 @@ typedef struct deployed_cluster_config {
     const char *uuid_prefix;    /* its devices' IDs: "<prefix>-<i>" */
     int pull_ms;                /* a first pull of tessera's image on the GPU node takes this long */
     bool unpullable;            /* tessera's image cannot be pulled on the GPU node */
+    const char *image_binaries; /* NULL: tessera's image holds what deploy/Containerfile installs; else these
+                                   (comma-joined paths), e.g. an image built without tessera-reserve */
     const cJSON *pod0;          /* NULL, or the Pod the API shows for the first replica instead of deploy/'s */
 } deployed_cluster_config;
 

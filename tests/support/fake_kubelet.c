@@ -40,7 +40,8 @@ typedef struct fk_ctr {
     fk_cstate st;
     int64_t next_ms;        /* the next retry (config) or the pull's end */
     int backoff_ms, restarts;
-    char reason[64], message[512];
+    char reason[64], message[1024];
+    char last_exit[1024];   /* a crash loop's start error (lastState.terminated.message) */
     int64_t started_ms;
     cJSON *env;             /* the environment it started with (RUNNING), name -> value */
     cJSON *def;             /* its spec (owned copy) */
@@ -343,11 +344,13 @@ static bool fk_ctr_step(fake_kubelet *k, fk_pod *p, fk_ctr *c, int64_t now) {
         c->st = FK_CONFIG;
         c->backoff_ms = 0;
     }
-    if (c->st == FK_NO_BINARY) {   /* it exits at once, again and again */
+    if (c->st == FK_NO_BINARY) {   /* it exits at once, again and again: the start error goes to lastState */
+        if (!c->restarts) snprintf(c->last_exit, sizeof c->last_exit, "%s", c->message);
         c->restarts++;
-        char keep[512];
-        snprintf(keep, sizeof keep, "%s", c->message);
-        fk_set(c, FK_NO_BINARY, "CrashLoopBackOff", keep);
+        char msg[1024];   /* the kubelet's back-off message (kuberuntime_manager.go doBackOff) */
+        snprintf(msg, sizeof msg, "back-off %ds restarting failed container=%s pod=%s_%s(%s)",
+                 c->restarts < 5 ? 10 << (c->restarts - 1) : 300, c->name, p->name, p->ns, p->uid);
+        fk_set(c, FK_NO_BINARY, "CrashLoopBackOff", msg);
         c->next_ms = now + 1000;
         return c->restarts == 1;
     }
@@ -400,7 +403,7 @@ static cJSON *fk_ctr_status(const fk_ctr *c) {
     if (c->st == FK_NO_BINARY && c->restarts > 0) {   /* the crash loop's last exit */
         cJSON *t = cJSON_AddObjectToObject(cJSON_AddObjectToObject(s, "lastState"), "terminated");
         cJSON_AddStringToObject(t, "reason", "StartError");
-        cJSON_AddStringToObject(t, "message", c->message);
+        cJSON_AddStringToObject(t, "message", c->last_exit);
         cJSON_AddNumberToObject(t, "exitCode", 128);
     }
     return s;

@@ -20,7 +20,8 @@
  *     container: the image is pulled (fake_kubelet_add_image: a first pull on a node takes its time, with
  *     waiting reason ContainerCreating; an image that cannot be pulled waits in ErrImagePull, then
  *     ImagePullBackOff); a command the image does not hold fails with RunContainerError, then
- *     CrashLoopBackOff with lastState.terminated StartError; the environment is made as makeEnvironmentVariables
+ *     CrashLoopBackOff ("back-off 10s restarting failed container=..."), the start error in
+ *     lastState.terminated (reason StartError); the environment is made as makeEnvironmentVariables
  *     does (the device plugin's NVIDIA_VISIBLE_DEVICES, envFrom, env): a ConfigMap that does not exist and is
  *     not optional holds the container in CreateContainerConfigError, retried after 1, 2, 4, 8, 8... s, and it
  *     starts at the first retry after the ConfigMap appears. Images never registered pull at once and hold

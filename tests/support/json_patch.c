@@ -27,13 +27,20 @@ int json_patch_apply(cJSON *doc, const cJSON *ops) {
         if (!cJSON_IsString(o) || strcmp(o->valuestring, "add") || !cJSON_IsString(p) || !v || p->valuestring[0] != '/')
             return -1;
         char path[512];
+        if (strlen(p->valuestring) >= sizeof path) return -1;
         snprintf(path, sizeof path, "%s", p->valuestring + 1);
+        /* RFC 6901: tokens are split at every '/', empty ones included ("/a//b" names the key "") */
         char *toks[32];
         int n = 0;
-        for (char *save = NULL, *t = strtok_r(path, "/", &save); t && n < 32; t = strtok_r(NULL, "/", &save)) {
+        for (char *t = path; n < 32; ) {
+            char *slash = strchr(t, '/');
+            if (slash) *slash = 0;
             token_unescape(t);
             toks[n++] = t;
+            if (!slash) break;
+            t = slash + 1;
         }
+        if (n == 0 || n == 32) return -1;
         cJSON *cur = doc;
         for (int i = 0; i < n - 1; i++) {
             cur = cJSON_IsArray(cur) ? cJSON_GetArrayItem(cur, atoi(toks[i])) : cJSON_GetObjectItemCaseSensitive(cur, toks[i]);
@@ -41,8 +48,10 @@ int json_patch_apply(cJSON *doc, const cJSON *ops) {
         }
         cJSON *val = cJSON_Duplicate(v, 1);
         if (cJSON_IsArray(cur)) {
-            if (!strcmp(toks[n - 1], "-")) cJSON_AddItemToArray(cur, val);
-            else cJSON_InsertItemInArray(cur, atoi(toks[n - 1]), val);
+            int at = atoi(toks[n - 1]);
+            if (!strcmp(toks[n - 1], "-") || at == cJSON_GetArraySize(cur)) cJSON_AddItemToArray(cur, val);
+            else if (at >= 0 && at < cJSON_GetArraySize(cur)) cJSON_InsertItemInArray(cur, at, val);
+            else { cJSON_Delete(val); return -1; }   /* RFC 6902: an index past the end is an error */
         } else if (cJSON_IsObject(cur)) {
             if (cJSON_GetObjectItemCaseSensitive(cur, toks[n - 1])) cJSON_ReplaceItemInObjectCaseSensitive(cur, toks[n - 1], val);
             else cJSON_AddItemToObject(cur, toks[n - 1], val);

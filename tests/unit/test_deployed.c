@@ -51,7 +51,7 @@ static bool deploy_dir(char *out, size_t len) {
 /* deploy/'s cluster with one GPU node of 8 A100s (the demo cluster's gpu-a100-whole) whose first pull of
  * tessera's image takes pull_ms (unpullable: it cannot be pulled there). pod0 (may be NULL): the Pod the API
  * shows for the first replica instead of deploy/'s. */
-static bool cluster_start(cluster *c, int pull_ms, bool unpullable, const cJSON *pod0) {
+static bool cluster_start_with(cluster *c, int pull_ms, bool unpullable, const cJSON *pod0, const char *binaries) {
     char bin[1024], dir[640];
     memset(c, 0, sizeof *c);
     if (!extender_path(bin, sizeof bin) || !deploy_dir(dir, sizeof dir)) {
@@ -62,10 +62,15 @@ static bool cluster_start(cluster *c, int pull_ms, bool unpullable, const cJSON 
     char *nj = cJSON_PrintUnformatted(node);
     cJSON_Delete(node);
     deployed_cluster_config cfg = {.extender_bin = bin, .deploy_dir = dir, .gpu_node_json = nj, .gpus = 8,
-                                   .uuid_prefix = GPU_PREFIX, .pull_ms = pull_ms, .unpullable = unpullable, .pod0 = pod0};
+                                   .uuid_prefix = GPU_PREFIX, .pull_ms = pull_ms, .unpullable = unpullable, .pod0 = pod0,
+                                   .image_binaries = binaries};
     int rc = deployed_cluster_start(c, &cfg);
     free(nj);
     return rc == 0;
+}
+
+static bool cluster_start(cluster *c, int pull_ms, bool unpullable, const cJSON *pod0) {
+    return cluster_start_with(c, pull_ms, unpullable, pod0, NULL);
 }
 
 #define cluster_stop deployed_cluster_stop
@@ -402,4 +407,37 @@ TEST(deployed_failed_scheduling_events_read_as_written) {
     CHECK_MSG(!strstr(msg, "%!"), "kubectl describe would show: %s", msg);
     CHECK_CONTAINS(msg, "25 percent");
     printf("    FailedScheduling as kubectl shows it: %.200s\n", msg);
+}
+
+/* (d), the other way a reservation cannot start: an image without tessera-reserve (what every reservation ran
+ * when tessera took kube-scheduler's image): the kubelet's exec error reaches the share within seconds, through
+ * the crash loop's last exit. */
+TEST(deployed_reservation_crash_loop_names_the_exec_error) {
+    cluster c = {0};
+    bool up = cluster_start_with(&c, 0, false, NULL, "/usr/local/bin/tessera-extender");
+    char uid[128] = "", cm[256] = "";
+    bool created = up && create_share(&c, 0, "crash-a", "0.5", uid, sizeof uid, cm, sizeof cm);
+    char event[2048] = "";
+    int64_t t0 = now_ms(), t_event = 0;
+    for (; created && now_ms() - t0 < 15000 && !t_event; nap(50)) {
+        char *all = fake_api_events(c.api);
+        cJSON *evs = all ? cJSON_Parse(all) : NULL, *e;
+        free(all);
+        cJSON_ArrayForEach(e, evs) {
+            const cJSON *n = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "involvedObject"), "name"), *m = cJSON_GetObjectItem(e, "message");
+            if (cJSON_IsString(n) && !strcmp(n->valuestring, "crash-a") && cJSON_IsString(m) &&
+                strstr(m->valuestring, "no such file")) {
+                t_event = now_ms();
+                snprintf(event, sizeof event, "%s", m->valuestring);
+            }
+        }
+        cJSON_Delete(evs);
+    }
+    cluster_stop(&c);
+    CHECK_MSG(up, "%s", c.err);
+    CHECK(created);
+    CHECK_MSG(t_event, "no Event on the share names the exec error within 15 s");
+    CHECK_CONTAINS(event, "/usr/local/bin/tessera-reserve");
+    printf("    image without tessera-reserve: the share was told %lld ms after its creation: %.160s...\n",
+           (long long)(t_event - t0), event);
 }

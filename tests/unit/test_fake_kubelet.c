@@ -367,6 +367,17 @@ static void containers_as_the_kubelet(env *e) {
         ctr_state(e, "nocmd", "containerStatuses", "c", nocmd_r, sizeof nocmd_r, nocmd_m, sizeof nocmd_m);
     }
     ctr_state(e, "cfg", "initContainerStatuses", "s", side_r, sizeof side_r, side_m, sizeof side_m);
+    char nocmd_last[512] = "";
+    {   /* the crash loop's last exit says why */
+        char *t = fake_api_get(e->f, "pods", "default", "nocmd");
+        cJSON *o = t ? cJSON_Parse(t) : NULL;
+        free(t);
+        const cJSON *lm = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "status"),
+                                                                "containerStatuses"), 0), "lastState"), "terminated"), "message");
+        snprintf(nocmd_last, sizeof nocmd_last, "%s", cJSON_IsString(lm) ? lm->valuestring : "");
+        cJSON_Delete(o);
+    }
     char *refused = pod_field(e, "side3", "status", "reason");
     char *phase_wait = pod_field(e, "cfg", "status", "phase");
     fake_api_put(e->f, "configmaps", "{\"metadata\":{\"name\":\"cm1\",\"namespace\":\"default\"},\"data\":"
@@ -397,7 +408,8 @@ static void containers_as_the_kubelet(env *e) {
     CHECK_STR(pull_r, "ImagePullBackOff");
     CHECK_CONTAINS(pull_m, "Back-off pulling image \"reg/gone:1\"");
     CHECK_STR(nocmd_r, "CrashLoopBackOff");
-    CHECK_CONTAINS(nocmd_m, "exec: \"/usr/local/bin/tessera-reserve\": stat /usr/local/bin/tessera-reserve: no such file");
+    CHECK_CONTAINS(nocmd_m, "back-off 10s restarting failed container=c pod=nocmd_default(");
+    CHECK_CONTAINS(nocmd_last, "exec: \"/usr/local/bin/tessera-reserve\": stat /usr/local/bin/tessera-reserve: no such file");
     free(refused);
     free(phase_wait);
     free(phase_run);

@@ -555,3 +555,53 @@ TEST(leader_follows_its_kube_scheduler_with_no_calls) {
     CHECK(b_kept);
     CHECK_STR(st_none, "none");
 }
+
+/* Review of issue 19: kube-scheduler's Lease missing (or misnamed by --scheduler-lease): both replicas campaign
+ * (rule (b)) and the idle one may win; the replica whose kube-scheduler sends the calls asks for the Lease with a
+ * note, and the idle holder gives way, so binds are never refused for good. */
+TEST(leader_idle_holder_gives_way_when_kube_schedulers_lease_is_missing) {
+    env e;
+    CHECK(env_init(&e));
+    ext_leader *a = candidate(&e, "pod-a_1", 1000, 600, 100, "pod-a");
+    ext_leader *b = candidate(&e, "pod-b_2", 1000, 600, 100, "pod-b");
+    ext_leader *l[2] = {a, b};
+    int who = -1;
+    for (int64_t t0 = now_ms(); now_ms() - t0 < 3000 && who < 0; nap_ms(10))
+        who = ext_leader_is_leader(a) ? 0 : ext_leader_is_leader(b) ? 1 : -1;
+    ext_leader *idle = who >= 0 ? l[who] : NULL, *active = who >= 0 ? l[1 - who] : NULL;
+    int64_t t_bind = -1, t0 = now_ms();
+    char why[512] = "";
+    for (; active && now_ms() - t0 < 5000 && t_bind < 0; nap_ms(50)) {
+        ext_leader_note_call(active);   /* only the active kube-scheduler calls its extender */
+        if (ext_leader_is_leader(active)) t_bind = now_ms() - t0;   /* (may_bind also waits for a relist: no watch here) */
+    }
+    bool idle_led = idle && ext_leader_is_leader(idle);
+    /* once the calls stop and nobody asks, the Lease stays where it is (rule (b): background work goes on) */
+    nap_ms(1500);
+    bool kept = active && ext_leader_is_leader(active);
+    ext_leader_free(a);
+    ext_leader_free(b);
+    env_free(&e);
+    CHECK(who >= 0);
+    CHECK_MSG(t_bind >= 0 && t_bind < 3000, "the replica receiving calls did not lead within 5 s (%s)", why);
+    CHECK(!idle_led);
+    CHECK(kept);
+}
+
+/* Review of issue 19: reading kube-scheduler's Lease never delays the holder's own renewal: with that read
+ * stalled and each renewal slow (but within the deadline), the holder keeps leading. */
+TEST(leader_slow_scheduler_lease_read_does_not_cost_the_renewal) {
+    env e;
+    CHECK(env_init(&e));
+    put_sched_lease(e.f, "pod-a_0b7f-kube", 3600);
+    ext_leader *a = candidate(&e, "pod-a_1", 3000, 2000, 300, "pod-a");
+    int up = wait_leader(a, true, 3000);
+    fake_api_inject_stall(e.f, "GET /apis/coordination.k8s.io/v1/namespaces/tessera/leases/tessera-scheduler", 1100, 1000);
+    fake_api_inject_stall(e.f, "PUT /apis/coordination.k8s.io/v1/namespaces/tessera/leases/tessera-extender", 800, 1000);
+    int down = wait_leader(a, false, 6000);
+    fake_api_clear_injections(e.f);
+    ext_leader_free(a);
+    env_free(&e);
+    CHECK(up >= 0);
+    CHECK_MSG(down < 0, "stepped down %d ms into the stalls although every renewal succeeded within the deadline", down);
+}
