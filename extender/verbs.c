@@ -1512,6 +1512,8 @@ void ext_debug_state(ext_verbs *v, const char *pod, ext_reply *out) {
         cJSON_AddBoolToObject(le, "leader", ext_leader_is_leader(v->leader));
         cJSON_AddStringToObject(le, "identity", ext_leader_identity(v->leader));
         cJSON_AddStringToObject(le, "holder", holder);
+        /* what this replica last saw of kube-scheduler's own Lease: mine, other, none, unknown (leader.h) */
+        cJSON_AddStringToObject(le, "scheduler_lease", ext_leader_scheduler_state(v->leader));
     }
     ext_state_lock(v->st);
     if (pod && pod[0]) {
