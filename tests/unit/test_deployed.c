@@ -193,7 +193,7 @@ TEST(deployed_killed_background_replica_is_replaced_and_waiting_shares_delivered
     char uid[4][128], cm[4][256];
     int made = 0;
     for (int i = 0; up && i < 4; i++) {
-        char name[16];
+        char name[32];
         snprintf(name, sizeof name, "wait-%d", i);
         made += create_share(&c, i % 2, name, "0.75", uid[i], sizeof uid[i], cm[i], sizeof cm[i]);   /* one per GPU */
     }
@@ -201,7 +201,7 @@ TEST(deployed_killed_background_replica_is_replaced_and_waiting_shares_delivered
     for (int64_t t0 = now_ms(); made == 4 && now_ms() - t0 < 15000 && nbound < 4; nap(50)) {
         nbound = 0;
         for (int i = 0; i < 4; i++) {
-            char name[16];
+            char name[32];
             snprintf(name, sizeof name, "wait-%d", i);
             nbound += bound(&c, name);
         }
@@ -369,7 +369,7 @@ TEST(deployed_failed_scheduling_events_read_as_written) {
     int made = 0;
     char uid[128], cm[256];
     for (int i = 0; up && i < 8; i++) {
-        char name[16];
+        char name[32];
         snprintf(name, sizeof name, "big-%d", i);
         made += create_share(&c, 0, name, "0.8", uid, sizeof uid, cm, sizeof cm);
     }
@@ -377,7 +377,7 @@ TEST(deployed_failed_scheduling_events_read_as_written) {
     for (int64_t t0 = now_ms(); made == 8 && now_ms() - t0 < 15000 && nbound < 8; nap(50)) {
         nbound = 0;
         for (int i = 0; i < 8; i++) {
-            char name[16];
+            char name[32];
             snprintf(name, sizeof name, "big-%d", i);
             nbound += bound(&c, name);
         }

@@ -337,7 +337,7 @@ TEST(sim_sweep_refuses_bad_replay_axes) {
     for (size_t i = 0; i < sizeof status / sizeof *status; i++) CHECK_MSG(status[i] == 2, "case %zu: status %d", i, status[i]);
     /* a grid whose key would not fit the cell files' SIM_SWEEP_KEY_MAX bytes is refused, not cut */
     g = axes_grid();
-    static char names[SIM_SWEEP_MAX][80];
+    static char names[SIM_SWEEP_MAX][96];
     for (int i = 0; i < SIM_SWEEP_MAX; i++) {
         snprintf(names[i], sizeof names[i], "a-pod-list-with-a-rather-long-name-number-%02d-of-a-grid-too-large-to-name", i);
         g.lists[i] = names[i];
