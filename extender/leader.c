@@ -62,7 +62,7 @@ struct ext_leader {
     int sched_secs;            /* its leaseDurationSeconds */
     int64_t sched_warned_at;   /* the last warning that it cannot be read or is missing */
     int64_t sched_none_since;  /* since when it has had no valid holder (0: it has one) */
-    int64_t other_since;       /* since when another pod's kube-scheduler holds it (0: not so) */
+    int64_t other_since;       /* when another pod's kube-scheduler took it from ours (0: never seen) */
     ext_leader_stats st;
 };
 
@@ -542,7 +542,9 @@ static void poll_scheduler(ext_leader *l) {
     if (l->sched_state != before)
         ext_log(EXT_LOG_INFO, "event=scheduler-lease lease=%s state=%s holder=%s", l->sched_path,
                 sched_state_name(l->sched_state), l->sched_holder[0] ? l->sched_holder : "-");
-    if (l->sched_state == KS_OTHER && before != KS_OTHER) l->other_since = now;
+    /* our kube-scheduler lost its Lease to another: calls it made before no longer count (rule (c)); a replica
+     * that never saw its own kube-scheduler lead counts every call */
+    if (l->sched_state == KS_OTHER && before == KS_MINE) l->other_since = now;
     if (l->sched_state != KS_NO_HOLDER) l->sched_none_since = 0;
     else if (!l->sched_none_since) l->sched_none_since = now;
     /* kube-scheduler renews its Lease every few seconds: none for long means --scheduler-lease names another one */
@@ -573,9 +575,9 @@ static void observe_only(ext_leader *l) {
 
 /* ---- the thread ---------------------------------------------------------------------------------------- */
 
-/* Lock held. The rules (a)-(d) of leader.h. A call counts only if it came after another pod's kube-scheduler was
- * seen holding its Lease (ours lost it: its last calls must not keep the new one's extender waiting); rule (b)
- * gives way to a replica that receives calls and asked for the Lease (LEASE_WANTED_ANN). */
+/* Lock held. The rules (a)-(d) of leader.h. Once another pod's kube-scheduler took its Lease from ours, only
+ * calls made after that count (ours lost it: its last calls must not keep the new one's extender waiting); rule
+ * (b) gives way to a replica that receives calls and asked for the Lease (LEASE_WANTED_ANN). */
 static bool campaigning_locked(ext_leader *l, int64_t now) {
     int64_t last = atomic_load(&l->last_call);
     bool calls = now - last < l->cfg.lease_ms && (l->sched_state != KS_OTHER || last > l->other_since);

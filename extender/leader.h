@@ -34,8 +34,8 @@
  *       seeing it, stops campaigning. Without it, a missing or misnamed kube-scheduler Lease could settle ours on
  *       the idle replica for good; or
  *   (c) it received a scheduling call within leaseDuration (ext_leader_note_call), so the first bind after a
- *       change never waits for the next poll; calls from before another pod's kube-scheduler was seen holding
- *       its Lease do not count (ours lost it, and its last calls must not hold the new one's extender off); or
+ *       change never waits for the next poll; once another pod's kube-scheduler took its Lease from ours,
+ *       calls made before that do not count (its last calls must not hold the new one's extender off); or
  *   (d) there is no kube-scheduler Lease to follow (sched_name "", --scheduler-lease ""): one replica, or kube-scheduler
  *       without leader election; it then campaigns always.
  * A holder whose condition lapses (another replica's kube-scheduler holds its Lease and no call came for
