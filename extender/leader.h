@@ -1,5 +1,6 @@
 /* leader.h -- leader election on a coordination.k8s.io/v1 Lease of tessera's own, with client-go's
- * semantics, so that of several tessera-extender replicas exactly one posts Bindings. No placement here.
+ * semantics, so that of several tessera-extender replicas exactly one posts Bindings and runs the background work
+ * (the reservation controller). No placement here.
  *
  *   acquire   when the Lease does not exist (POST), has no holder, or its record has not changed for
  *             leaseDurationSeconds as seen on OUR clock (a foreign clock is never trusted); a PUT carries the
@@ -8,9 +9,10 @@
  *             step down at once.
  *   step down when no renewal has succeeded for renewDeadline (API outage, stalls). Leadership is judged by the
  *             START time of the last successful renewal, so a slow answer never extends it; a successor can take
- *             over only leaseDuration after it last saw the record change, i.e. after we stopped binding.
- *   release   on shutdown (ext_leader_free) and when idle (below): holder "" and leaseDurationSeconds 1, as
- *             client-go's ReleaseOnCancel, so a successor takes over at once instead of waiting out the Lease.
+ *             over only leaseDuration after it last saw the record's spec change, i.e. after we stopped binding.
+ *   release   on shutdown (ext_leader_free) and when our reason to campaign lapses (below): holder "" and
+ *             leaseDurationSeconds 1, as client-go's ReleaseOnCancel, so a successor takes over at once instead
+ *             of waiting out the Lease.
  *
  * Who campaigns. Each tessera pod pairs a kube-scheduler with its extender on loopback, and kube-scheduler's own
  * Lease (--scheduler-lease, deploy: tessera/tessera-scheduler) already makes one of them active; only the active
@@ -18,15 +20,15 @@
  *   - binding needs ONE binder, the replica whose kube-scheduler is active (its binds are the ones that arrive),
  *     with a cache that holds every pod the previous binder bound (the relist below);
  *   - background work (the reservation controller: soft-share delivery, release after the grace, timeouts,
- *     refusals, lost GPUs, orphans; reservation.h) needs exactly one replica AT ALL TIMES, calls or not, that
+ *     refusals, lost GPUs, orphans; delivery/reservation.h) needs exactly one replica AT ALL TIMES, calls or not, that
  *     resumes when any one replica is lost, and that sees the binder's moves and binds at once: it must be the
  *     binder itself, since a share moved to another GPU by one process while another binds onto that GPU would
  *     over-commit it.
  * So an extender campaigns while
  *   (a) the kube-scheduler of its own pod holds kube-scheduler's Lease (holderIdentity "<pod host name>_<uuid>",
  *       as kube-scheduler writes it; the host name of a pod is its name, so $POD_NAME cut to 63 characters, or
- *       gethostname() for a pod whose host name is not its name), read every retry period by the holder and every quarter of it by a follower, whether
- *       or not anything is being scheduled; or
+ *       gethostname() for a pod whose host name is not its name), read every retry period by the holder and
+ *       every quarter of it by a follower, whether or not anything is being scheduled; or
  *   (b) kube-scheduler's Lease has no valid holder (missing, released, or unchanged for its lease duration on
  *       our clock) or cannot be read: kube-scheduler is between leaders, and background work must not stop;
  *       but such a holder gives way when another replica receives calls and asks for the Lease: that replica
@@ -36,8 +38,8 @@
  *   (c) it received a scheduling call within leaseDuration (ext_leader_note_call), so the first bind after a
  *       change never waits for the next poll; once another pod's kube-scheduler took its Lease from ours,
  *       calls made before that do not count (its last calls must not hold the new one's extender off); or
- *   (d) there is no kube-scheduler Lease to follow (sched_name "", --scheduler-lease ""): one replica, or kube-scheduler
- *       without leader election; it then campaigns always.
+ *   (d) there is no kube-scheduler Lease to follow (sched_name "", --scheduler-lease ""): one replica, or
+ *       kube-scheduler without leader election; it then campaigns always.
  * A holder whose condition lapses (another replica's kube-scheduler holds its Lease and no call came for
  * leaseDuration) releases at once, so the right replica takes over without waiting out the Lease. A replica
  * that does not campaign still reads the Lease, so after a holder dies without releasing it takes over
