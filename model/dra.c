@@ -769,6 +769,23 @@ bool model_dra_extended_on(const model_node *n) {
     return true;
 }
 
+bool model_dra_extended_request(const model_request *class_req, const model_request *pod_req, model_request *out) {
+    if (pod_req->kind != MODEL_REQ_WHOLE || pod_req->isolation != MODEL_ISO_DEFAULT || pod_req->memory_mib ||
+        pod_req->memory_permille || pod_req->compute_permille || pod_req->via_dra || pod_req->count < 1 ||
+        pod_req->count > MODEL_MAX_GPUS)
+        return false;
+    if (class_req->nmodels > 0 && pod_req->nmodels > 0) return false;   /* two model lists are not combined */
+    model_request r = *class_req;
+    r.count = pod_req->count;
+    model_dra_request_of_pod(&r, pod_req);
+    if (pod_req->nmodels > 0) {
+        r.nmodels = pod_req->nmodels;
+        memcpy(r.models, pod_req->models, sizeof r.models);
+    }
+    *out = r;
+    return true;
+}
+
 bool model_dra_could_fit(const model_node *n, const model_request *r, char *why, size_t whylen) {
     int have = 0, dra = 0;
     for (int i = 0; i < n->ngpus; i++) {

@@ -158,6 +158,13 @@ void model_dra_request_of_pod(model_request *dr, const model_request *pod);
  * through a claim it makes for the pod (Kubernetes 1.34+). */
 bool model_dra_extended_on(const model_node *n);
 
+/* A device-plugin request (nvidia.com/gpu: N) as DRA serves it when a DeviceClass names that resource in
+ * extendedResourceName: the request of the claim kube-scheduler makes for the pod, i.e. the class's request
+ * (class_req, from model_dra_request) for N devices, with the pod's priority, host resources and allowed models.
+ * false when the pod's request is not N whole GPUs (shares, MIG, isolation, HAMi memory) or both the class and
+ * the pod restrict the models (two lists are not combined). */
+bool model_dra_extended_request(const model_request *class_req, const model_request *pod_req, model_request *out);
+
 /* Whether n publishes enough devices for a judged claim request r (via_dra) if none were taken: the only
  * grounds on which tessera's filter refuses a node for a claim, because DynamicResources refuses it too.
  * Usage is not looked at (a claim tessera has not seen deallocated yet must not cost a node). why says what

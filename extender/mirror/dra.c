@@ -648,20 +648,7 @@ static void extended_refresh(ext_dra *d) {
 }
 
 bool ext_dra_extended_request(const ext_dra *d, const model_request *pod_req, model_request *out) {
-    if (!d || !d->xok || pod_req->kind != MODEL_REQ_WHOLE || pod_req->isolation != MODEL_ISO_DEFAULT ||
-        pod_req->memory_mib || pod_req->memory_permille || pod_req->compute_permille || pod_req->via_dra ||
-        pod_req->count < 1 || pod_req->count > MODEL_MAX_GPUS)
-        return false;
-    if (d->xbase.nmodels > 0 && pod_req->nmodels > 0) return false;   /* two model lists are not combined */
-    model_request r = d->xbase;
-    r.count = pod_req->count;
-    model_dra_request_of_pod(&r, pod_req);
-    if (pod_req->nmodels > 0) {
-        r.nmodels = pod_req->nmodels;
-        memcpy(r.models, pod_req->models, sizeof r.models);
-    }
-    *out = r;
-    return true;
+    return d && d->xok && model_dra_extended_request(&d->xbase, pod_req, out);
 }
 
 bool ext_dra_pod_extended(const cJSON *pod) {

@@ -74,10 +74,9 @@ int ext_dra_each_request(const ext_dra *d, ext_dra_request_fn fn, void *user);
 /* The DeviceClass whose spec.extendedResourceName is resource; NULL when none. */
 const char *ext_dra_class_for_resource(const ext_dra *d, const char *resource);
 
-/* A device-plugin request (nvidia.com/gpu: N) as DRA serves it: the request of the claim kube-scheduler makes (N
- * devices of the class mapped to nvidia.com/gpu; model_dra_request), with the pod's priority, host resources and
- * allowed models. false when no class maps nvidia.com/gpu, the request is not N whole GPUs (shares, MIG,
- * isolation, HAMi memory), or the class's selectors are beyond what tessera judges. */
+/* A device-plugin request (nvidia.com/gpu: N) as DRA serves it: model_dra_extended_request with the class that
+ * maps nvidia.com/gpu. false when no class maps it, or its selectors are beyond what tessera judges, or as
+ * model_dra_extended_request says. */
 bool ext_dra_extended_request(const ext_dra *d, const model_request *pod_req, model_request *out);
 
 /* Whether the pod's GPUs are already the claim's kube-scheduler made for its extended resources

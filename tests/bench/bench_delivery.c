@@ -324,13 +324,9 @@ static void report_ms(const char *what, double *v, int n) {
 
 /* C: the idle deployed cluster (header). 0, 1 on failure, 2 when it cannot be set up here. */
 static int bench_idle(int rounds) {
-    char self[512], bin[700], dir[700];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) return 2;
-    self[n] = 0;
-    *strrchr(self, '/') = 0;   /* build/bench */
-    snprintf(bin, sizeof bin, "%s/../tessera-extender", self);
-    snprintf(dir, sizeof dir, "%s/../../deploy", self);
+    char bin[700], dir[700];   /* beside build/bench/ */
+    if (!sibling_binary_path("../tessera-extender", bin, sizeof bin) || !sibling_binary_path("../../deploy", dir, sizeof dir))
+        return 2;
     char *node = NULL;
     {   /* the demo cluster's whole-A100 node, as the GPU node */
         extern const unsigned char sim_demo_cluster_json[];

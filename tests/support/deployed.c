@@ -1,7 +1,6 @@
 /* deployed.c -- deploy/'s manifests read and run (deployed.h). */
 #include "tests/support/deployed.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -12,6 +11,7 @@
 #include <unistd.h>
 
 #include "extender/base64.h"
+#include "tests/support/http_client.h"
 #include "tests/support/json_patch.h"
 #include "tests/support/yaml_json.h"
 
@@ -436,34 +436,11 @@ bool deployed_interested(const deployed *d, const cJSON *pod) {
 
 /* ---- creating pods through the webhook ---------------------------------------------------------------- */
 
-typedef struct body { char *p; size_t len; } body;
-static size_t on_data(char *data, size_t sz, size_t n, void *u) {
-    body *b = u;
-    char *np = realloc(b->p, b->len + sz * n + 1);
-    if (!np) return 0;
-    b->p = np;
-    memcpy(b->p + b->len, data, sz * n);
-    b->len += sz * n;
-    b->p[b->len] = 0;
-    return sz * n;
-}
-
-static size_t discard(char *data, size_t sz, size_t n, void *u) {
-    (void)data;
-    (void)u;
-    return sz * n;
-}
-
 bool deployed_http_ok(int port, const char *path) {
     char url[256];
     snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
-    CURL *c = curl_easy_init();
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 5L);
-    long code = 0;
-    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-    curl_easy_cleanup(c);
+    long code;
+    free(http_call(url, NULL, 5, &code));
     return code == 200;
 }
 
@@ -493,22 +470,11 @@ cJSON *deployed_create_pod(fake_api *api, const deployed_replica *r, const char 
     char *text = cJSON_PrintUnformatted(review), url[128];
     cJSON_Delete(review);
     snprintf(url, sizeof url, "http://127.0.0.1:%d/webhook/mutate", r->verbs_port);
-    CURL *c = curl_easy_init();
-    body b = {0};
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, text);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
-    long code = 0;
-    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-    curl_easy_cleanup(c);
-    curl_slist_free_all(h);
+    long code;
+    char *answer = http_call(url, text, 10, &code);
     free(text);
-    cJSON *reply = code == 200 && b.p ? cJSON_Parse(b.p) : NULL;
-    free(b.p);
+    cJSON *reply = code == 200 && answer ? cJSON_Parse(answer) : NULL;
+    free(answer);
     const cJSON *resp = get(reply, "response");
     const char *patch = str(resp, "patch");
     cJSON *ops = NULL;

@@ -2,7 +2,8 @@
  * leading, schedules pending pods through its extender. */
 #include "tests/support/fake_scheduler.h"
 
-#include <curl/curl.h>
+#include "tests/support/http_client.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -86,38 +87,15 @@ static void lease_round(fake_scheduler *s) {
     cJSON_Delete(l);
 }
 
-typedef struct body_t { char *p; size_t len; } body_t;
-static size_t on_data(char *data, size_t sz, size_t n, void *u) {
-    body_t *b = u;
-    char *np = realloc(b->p, b->len + sz * n + 1);
-    if (!np) return 0;
-    b->p = np;
-    memcpy(b->p + b->len, data, sz * n);
-    b->len += sz * n;
-    b->p[b->len] = 0;
-    return sz * n;
-}
-
 /* POST to the extender's verb; the reply as JSON (NULL on any failure). */
 static cJSON *verb(fake_scheduler *s, const char *name, const char *payload) {
     char url[256];
     snprintf(url, sizeof url, "http://127.0.0.1:%d%s/%s", s->port, s->d->url_path, name);
     atomic_fetch_add(&s->calls, 1);
-    CURL *c = curl_easy_init();
-    body_t b = {0};
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, payload);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);   /* httpTimeout: 10s */
-    long code = 0;
-    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-    curl_easy_cleanup(c);
-    curl_slist_free_all(h);
-    cJSON *o = code == 200 && b.p ? cJSON_Parse(b.p) : NULL;
-    free(b.p);
+    long code;
+    char *answer = http_call(url, payload, 10, &code);   /* httpTimeout: 10s */
+    cJSON *o = code == 200 && answer ? cJSON_Parse(answer) : NULL;
+    free(answer);
     return o;
 }
 
@@ -186,19 +164,8 @@ static void failed_scheduling(fake_scheduler *s, const cJSON *pod, const cJSON *
     char *body = cJSON_PrintUnformatted(ev), url[512], base[128];
     fake_api_url(s->f, base, sizeof base);
     snprintf(url, sizeof url, "%s/api/v1/namespaces/%s/events", base, ns);
-    CURL *c = curl_easy_init();
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    body_t sink = {0};
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 5L);
-    curl_easy_perform(c);
-    curl_easy_cleanup(c);
-    curl_slist_free_all(h);
-    free(sink.p);
+    long code;
+    free(http_call(url, body, 5, &code));
     free(body);
     free(text);
     cJSON_Delete(ev);

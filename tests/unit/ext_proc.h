@@ -25,6 +25,7 @@
 #include <cjson/cJSON.h>
 
 #include "extender/mirror/kube.h"
+#include "tests/support/http_client.h"
 
 #define EXT_PROC_HELPER static __attribute__((unused))
 
@@ -100,51 +101,25 @@ EXT_PROC_HELPER void proc_end(proc *p, int sig) {
     pthread_join(p->drain, NULL);
 }
 
-typedef struct cbuf { char *p; size_t len; } cbuf;
-EXT_PROC_HELPER size_t on_body(char *d, size_t sz, size_t n, void *u) {
-    cbuf *b = u;
-    char *np = realloc(b->p, b->len + sz * n + 1);
-    if (!np) return 0;
-    b->p = np;
-    memcpy(b->p + b->len, d, sz * n);
-    b->len += sz * n;
-    b->p[b->len] = 0;
-    return sz * n;
-}
+/* The curl body collector the tests share (tests/support/http_client.h), under the names the tests use. */
+typedef http_body cbuf;
+#define on_body http_body_collect
 
 /* GET (body NULL) or POST; the reply as JSON (NULL unless 200 and JSON). */
 EXT_PROC_HELPER cJSON *http(int port, const char *path, const char *body, long *code) {
-    CURL *c = curl_easy_init();
     char url[256];
     snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
-    cbuf b = {0};
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    if (body) curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
-    *code = 0;
-    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, code);
-    curl_easy_cleanup(c);
-    cJSON *o = *code == 200 && b.p ? cJSON_Parse(b.p) : NULL;
-    free(b.p);
+    char *text = http_call(url, body, 10, code);
+    cJSON *o = *code == 200 && text ? cJSON_Parse(text) : NULL;
+    free(text);
     return o;
 }
 
 /* GET the body as text (caller frees; NULL when nothing answered), whatever its status and type. */
 EXT_PROC_HELPER char *http_text(int port, const char *path, long *code) {
-    CURL *c = curl_easy_init();
     char url[256];
     snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
-    cbuf b = {0};
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
-    *code = 0;
-    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, code);
-    curl_easy_cleanup(c);
-    return b.p;
+    return http_call(url, NULL, 10, code);
 }
 
 /* A raw TCP connection to 127.0.0.1:port whose reads time out after timeout_s, or -1. nodelay turns off Nagle

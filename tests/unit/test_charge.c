@@ -7,17 +7,9 @@
 #include <string.h>
 
 #include "harness.h"
+#include "model_helpers.h"
 #include "model/charge.h"
 #include "model/fit.h"
-
-static model_node *fixture_node(const char *rel) {
-    size_t len;
-    char *buf = test_fixture(rel, &len);
-    char err[256] = "";
-    model_node *n = model_node_from_json_text(buf, len, NULL, err, sizeof err);
-    free(buf);
-    return n;
-}
 
 static int parse(const char *pod, model_request *r) {
     char err[300];

@@ -33,17 +33,10 @@ static void nap(int ms) {
     nanosleep(&ts, NULL);
 }
 
-/* deploy/ of this tree: next to the build directory that holds this binary. */
+/* deploy/ of this tree: beside the build directory that holds this binary. */
 static bool deploy_dir(char *out, size_t len) {
-    char self[512];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) return false;
-    self[n] = 0;
-    char *slash = strrchr(self, '/');
-    if (!slash) return false;
-    *slash = 0;
-    snprintf(out, len, "%s/../deploy", self);
     char probe[700];
+    if (!sibling_binary_path("../deploy", out, len)) return false;
     snprintf(probe, sizeof probe, "%s/kustomization.yaml", out);
     return access(probe, R_OK) == 0;
 }

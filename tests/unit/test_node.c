@@ -3,6 +3,7 @@
  * contradictions and garbage that must become a reason or an error, never a crash.
  */
 #include "harness.h"
+#include "model_helpers.h"
 
 #include <stdlib.h>
 
@@ -13,16 +14,6 @@
 
 static const model_gpu_product *product(const char *name) {
     return model_catalog_find(model_catalog_default(), name);
-}
-
-static model_node *fixture_node(const char *rel) {
-    size_t len;
-    char *buf = test_fixture(rel, &len);
-    char err[256] = "";
-    model_node *n = model_node_from_json_text(buf, len, NULL, err, sizeof err);
-    free(buf);
-    if (!n) printf("    %s: %s\n", rel, err);
-    return n;
 }
 
 /* A Node from its parts: labels and allocatable as JSON text, the annotation raw. */

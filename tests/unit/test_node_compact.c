@@ -7,17 +7,10 @@
 #include <string.h>
 
 #include "harness.h"
+#include "model_helpers.h"
 #include "model/catalog.h"
 #include "model/fit.h"
 #include "model/node.h"
-
-static model_node *from_fixture(const char *rel) {
-    size_t len;
-    char *buf = test_fixture(rel, &len), err[256] = "";
-    model_node *n = model_node_from_json_text(buf, len, NULL, err, sizeof err);
-    free(buf);
-    return n;
-}
 
 /* The first fit of r on n, formatted ("" when none), so two nodes can be compared by their answers. */
 static void first_fit(const model_node *n, const model_request *r, char *out, size_t len) {
@@ -27,7 +20,7 @@ static void first_fit(const model_node *n, const model_request *r, char *out, si
 }
 
 TEST(node_compact_answers_as_the_original_and_refuses_to_grow) {
-    model_node *n = from_fixture("nodes/plain-a100-80gb-x8.json");
+    model_node *n = fixture_node("nodes/plain-a100-80gb-x8.json");
     CHECK(n && n->ngpus == 8 && n->gpus_cap == MODEL_MAX_GPUS);
     model_request r = {.kind = MODEL_REQ_WHOLE, .count = 2};
     model_assignment a;
@@ -66,7 +59,7 @@ TEST(node_compact_answers_as_the_original_and_refuses_to_grow) {
 }
 
 TEST(node_compact_keeps_an_unknown_products_facts) {
-    model_node *n = from_fixture("nodes/unknown-product.json");
+    model_node *n = fixture_node("nodes/unknown-product.json");
     CHECK(n && n->ngpus == 2 && n->gpus[0].product == &n->local_product);
     model_node *c = model_node_compact(n);
     model_node_free(n);   /* the compacted node must not lean on the original's storage */
@@ -80,7 +73,7 @@ TEST(node_compact_keeps_an_unknown_products_facts) {
 }
 
 TEST(node_trim_gives_the_table_back_only_when_empty) {
-    model_node *n = from_fixture("nodes/plain-a100-80gb-x8.json");
+    model_node *n = fixture_node("nodes/plain-a100-80gb-x8.json");
     model_request r = {.kind = MODEL_REQ_WHOLE, .count = 1};
     model_assignment a[2];
     char err[256];

@@ -498,7 +498,7 @@ TEST(webhook_base64_round_trip) {
 /* ---- served over HTTP ---------------------------------------------------------------- */
 
 /* POST (body) or GET (NULL) url; with ca_file over HTTPS, the name resolved to 127.0.0.1. */
-static long http_call(const char *url, const char *body, const char *ca_file, const char *resolve, char **out) {
+static long tls_http_call(const char *url, const char *body, const char *ca_file, const char *resolve, char **out) {
     CURL *c = curl_easy_init();
     cbuf b = {0};
     curl_easy_setopt(c, CURLOPT_URL, url);
@@ -534,9 +534,9 @@ TEST(webhook_http_main_listener_serves_webhook_mutate) {
     char url[128], *out = NULL, *out_bad = NULL;
     char *body = review("http-uid", "CREATE", "Pod", FRACTION_POD);
     snprintf(url, sizeof url, "http://127.0.0.1:%d/webhook/mutate", ext_http_port(h));
-    long code = h ? http_call(url, body, NULL, NULL, &out) : -1;
-    long bad = h ? http_call(url, "{", NULL, NULL, &out_bad) : -1;
-    long get = h ? http_call(url, NULL, NULL, NULL, NULL) : -1;
+    long code = h ? tls_http_call(url, body, NULL, NULL, &out) : -1;
+    long bad = h ? tls_http_call(url, "{", NULL, NULL, &out_bad) : -1;
+    long get = h ? tls_http_call(url, NULL, NULL, NULL, NULL) : -1;
     free(body);
     ext_http_stop(h);
     ext_state_free(st);
@@ -584,12 +584,12 @@ TEST(webhook_http_tls_listener_with_generated_certificate) {
     snprintf(url_h, sizeof url_h, "https://tessera-extender.tessera.svc:%d/healthz", port);
     snprintf(resolve, sizeof resolve, "tessera-extender.tessera.svc:%d:127.0.0.1", port);
     char *body = review("tls-uid", "CREATE", "Pod", FRACTION_POD);
-    long code = h ? http_call(url, body, ca_file, resolve, &out) : -1;
-    long filt = h ? http_call(url_f, "{}", ca_file, resolve, NULL) : -1;
-    long health = h ? http_call(url_h, NULL, ca_file, resolve, NULL) : -1;
+    long code = h ? tls_http_call(url, body, ca_file, resolve, &out) : -1;
+    long filt = h ? tls_http_call(url_f, "{}", ca_file, resolve, NULL) : -1;
+    long health = h ? tls_http_call(url_h, NULL, ca_file, resolve, NULL) : -1;
     char url_ip[160];
     snprintf(url_ip, sizeof url_ip, "https://127.0.0.1:%d/healthz", port);
-    long by_ip = h ? http_call(url_ip, NULL, ca_file, NULL, NULL) : -1;   /* the cert does not name the IP */
+    long by_ip = h ? tls_http_call(url_ip, NULL, ca_file, NULL, NULL) : -1;   /* the cert does not name the IP */
     free(body);
     ext_http_stop(h);
     unlink(ca_file);
@@ -632,14 +632,14 @@ TEST(webhook_http_tls_listener_restarts_on_the_same_port_with_new_pem) {
     char url[160], resolve[160];
     snprintf(url, sizeof url, "https://tessera-extender.tessera.svc:%d/healthz", port);
     snprintf(resolve, sizeof resolve, "tessera-extender.tessera.svc:%d:127.0.0.1", port);
-    long before = h ? http_call(url, NULL, f1, resolve, NULL) : -1;
+    long before = h ? tls_http_call(url, NULL, f1, resolve, NULL) : -1;
     ext_http_stop(h);
     snprintf(hc.listen, sizeof hc.listen, "127.0.0.1:%d", port);
     hc.tls_cert_pem = sv2.cert;
     hc.tls_key_pem = sv2.key;
     ext_http *h2 = port ? ext_http_start(&hc, err, sizeof err) : NULL;
-    long new_ca = h2 ? http_call(url, NULL, f2, resolve, NULL) : -1;
-    long old_ca = h2 ? http_call(url, NULL, f1, resolve, NULL) : -1;
+    long new_ca = h2 ? tls_http_call(url, NULL, f2, resolve, NULL) : -1;
+    long old_ca = h2 ? tls_http_call(url, NULL, f1, resolve, NULL) : -1;
     ext_http_stop(h2);
     unlink(f1);
     unlink(f2);
