@@ -1,0 +1,84 @@
+/* topo.h -- how a node's GPUs are connected, and which sets of them are aligned.
+ *
+ * A multi-GPU pod whose GPUs talk over NVLink (600 GB/s on an A100 NVSwitch board) runs
+ * several times faster than one whose GPUs talk across sockets over PCIe and the CPU
+ * interconnect. The kubelet's Topology Manager can only refuse a pod on a node where no
+ * aligned set is free; the scheduler, knowing each node's topology and which GPUs are
+ * free, can send the pod to a node where one is.
+ *
+ * The links between two GPUs are named as `nvidia-smi topo -m` names them, which is
+ * what NVML reports (nvmlDeviceGetTopologyCommonAncestor, the NVLink queries): the node
+ * agent publishes that matrix in the tessera.io/gpus annotation ("topo", README). A node
+ * without it but with the older "numa"/"nvlink" keys gets a matrix derived from those;
+ * a node with neither has no topology (n->topo == NULL) and every set is judged
+ * MODEL_ALIGN_UNKNOWN, which a pod that requires alignment cannot use.
+ *
+ * A set of GPUs is as aligned as its worst pair:
+ *   MODEL_ALIGN_NVLINK  every pair has NVLink;
+ *   MODEL_ALIGN_PCIE    every pair at least on one PCIe switch (PIX, PXB) or NVLink;
+ *   MODEL_ALIGN_NUMA    every pair at least on one NUMA node (PHB, NODE);
+ *   MODEL_ALIGN_NONE    some pair crosses sockets (SYS).
+ * A set of one GPU is MODEL_ALIGN_NVLINK (nothing to cross).
+ */
+#ifndef MODEL_TOPO_H
+#define MODEL_TOPO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct model_node;
+
+/* The link between two GPUs, worst to best (the order is used: larger is better). */
+typedef enum model_link {
+    MODEL_LINK_UNKNOWN = 0,
+    MODEL_LINK_SYS,     /* across the CPU interconnect between sockets (SMP, UPI, xGMI) */
+    MODEL_LINK_NODE,    /* within one NUMA node, across PCIe host bridges */
+    MODEL_LINK_PHB,     /* through one PCIe host bridge (the CPU's root complex) */
+    MODEL_LINK_PXB,     /* through several PCIe bridges, no host bridge */
+    MODEL_LINK_PIX,     /* through at most one PCIe bridge: one switch */
+    MODEL_LINK_NVLINK   /* NVLink, with a count of links (NV12: 12) */
+} model_link;
+
+typedef enum model_align {
+    MODEL_ALIGN_UNKNOWN = 0,  /* the node's topology is not known */
+    MODEL_ALIGN_NONE,
+    MODEL_ALIGN_NUMA,
+    MODEL_ALIGN_PCIE,
+    MODEL_ALIGN_NVLINK
+} model_align;
+
+/* The matrix. Allocated only for nodes whose topology is known (most nodes of a big
+ * cluster carry none, and the extender keeps thousands of nodes). */
+typedef struct model_topo {
+    uint8_t link[16][16];     /* model_link of (a, b), symmetric; the diagonal unused */
+    uint8_t nvlinks[16][16];  /* NVLink count of (a, b) when link is MODEL_LINK_NVLINK */
+} model_topo;
+
+/* Names as nvidia-smi prints them: "SYS", "NODE", "PHB", "PXB", "PIX", "NV12"; parse
+ * accepts those (NV1..NV63) and "X" for the diagonal (returns MODEL_LINK_UNKNOWN with
+ * *nvlinks 0 and true). false on anything else. */
+bool model_link_parse(const char *s, model_link *out, int *nvlinks);
+/* Writes the nvidia-smi name ("NV12" needs nvlinks). */
+void model_link_format(model_link l, int nvlinks, char *buf, size_t len);
+
+const char *model_align_name(model_align a);   /* "nvlink", "pcie", "numa", "none", "unknown" */
+/* The alignment a set whose worst pair has this link gets. */
+model_align model_align_of_link(model_link l);
+
+/* Set the link between GPUs a and b of the node (both directions), allocating n->topo on
+ * first use. -1 when a or b is out of range, equal, or out of memory. */
+int model_topo_set(struct model_node *n, int a, int b, model_link l, int nvlinks);
+model_link model_topo_link(const struct model_node *n, int a, int b);
+
+/* How aligned the set gpus[0..k) of GPU indices is (k >= 1). */
+model_align model_topo_align(const struct model_node *n, const int8_t *gpus, int k);
+
+/* The most aligned set of k GPUs among those with candidate[g] true, written in ascending
+ * order to out[0..k): among sets of the best alignment, the one that leaves the largest
+ * aligned sets of the remaining candidates whole (so a later multi-GPU pod still finds
+ * one), then the lexicographically smallest. Returns that alignment, or -1 when fewer
+ * than k candidates exist. Deterministic; exact for up to 16 GPUs. */
+int model_topo_best_set(const struct model_node *n, const bool *candidate, int k, int8_t *out);
+
+#endif
