@@ -34,8 +34,13 @@ EXT_SRC    := $(filter-out extender/main.c,$(wildcard extender/*.c extender/*/*.
 BENCH_SRC  := $(wildcard tests/bench/*.c)
 # reserve/: tessera-reserve, the node-side program of a reservation pod; device.c is pure and unit-tested.
 RESERVE_LIB_SRC := reserve/device.c
+# agent/: tessera-node-agent, the node-side program that publishes a GPU node's topology and holdings; its
+# modules (all but main.c) are unit-tested too. It links neither extender/ nor model/.
+AGENT_SRC  := $(filter-out agent/main.c,$(wildcard agent/*.c))
+# tests/support/fake_nvml.c is not part of the tests' binary: it is the fake libnvidia-ml.so.1 (below).
+SUPPORT_SRC := $(filter-out tests/support/fake_nvml.c,$(wildcard tests/support/*.c))
 # tests/fuzz/fuzz_targets.c: the fuzz target bodies, replayed over their corpora by the unit tests.
-TEST_SRC   := $(wildcard tests/unit/*.c) $(wildcard tests/support/*.c) $(RESERVE_LIB_SRC) tests/fuzz/fuzz_targets.c
+TEST_SRC   := $(wildcard tests/unit/*.c) $(SUPPORT_SRC) $(RESERVE_LIB_SRC) $(AGENT_SRC) tests/fuzz/fuzz_targets.c
 GEN_SRC    := $(BUILD)/gen/catalog_data.c
 
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(MODEL_SRC) $(POLICY_SRC)) $(BUILD)/gen/catalog_data.o
@@ -53,11 +58,14 @@ TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
 SIM_BIN  := $(BUILD)/tessera-sim
 EXT_BIN  := $(BUILD)/tessera-extender
 RESERVE_BIN := $(BUILD)/tessera-reserve
+AGENT_BIN := $(BUILD)/tessera-node-agent
+# The fake NVML the agent's tests put on LD_LIBRARY_PATH, in a directory of its own so nothing else is found there.
+FAKE_NVML := $(BUILD)/fake-nvml/libnvidia-ml.so.1
 TEST_BIN := $(BUILD)/tessera-tests
 BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 .PHONY: all run sim test asan bench clean deps fuzz fuzz-build
-all: $(EXT_BIN) $(RESERVE_BIN) $(SIM_BIN) $(TEST_BIN)
+all: $(EXT_BIN) $(RESERVE_BIN) $(AGENT_BIN) $(SIM_BIN) $(TEST_BIN) $(FAKE_NVML)
 
 deps: $(BUILD)/.deps
 $(BUILD)/.deps: scripts/deps.sh
@@ -125,6 +133,18 @@ $(RESERVE_BIN): $(RESERVE_OBJ)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $(RESERVE_OBJ) $(LDLIBS)
 
+# tessera-node-agent: libcurl, cJSON and libmicrohttpd; NVML is dlopen'ed at run time (agent/nvml.h), hence -ldl.
+AGENT_OBJ := $(BUILD)/agent/main.o $(patsubst %.c,$(BUILD)/%.o,$(AGENT_SRC))
+$(AGENT_BIN): $(AGENT_OBJ)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) -o $@ $(AGENT_OBJ) $(LDLIBS) -ldl
+
+# Built without the sanitizers: it is loaded into the agent with dlopen, and the agent's own build decides those.
+$(FAKE_NVML): tests/support/fake_nvml.c $(BUILD)/.deps
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CSTD) $(WARN) -O2 -g -fPIC -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $<
+
 # libyaml: the tests read deploy/'s manifests themselves (tests/support/yaml_json.c), to start tessera as
 # deploy/ runs it. Only the tests and benches link it; the programs do not.
 TEST_LIBS = $(shell pkg-config --libs yaml-0.1 2>/dev/null || echo -lyaml)
@@ -132,11 +152,11 @@ TEST_LIBS = $(shell pkg-config --libs yaml-0.1 2>/dev/null || echo -lyaml)
 # The unit tests link every library object (model, policy, extender, sim) but no main().
 $(TEST_BIN): $(TEST_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS) $(TEST_LIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS) $(TEST_LIBS) -ldl
 
 # Each tests/bench/NAME.c is a program of its own; `make bench` builds and runs them all.
 # Benches may use the fake API server (tests/support); bench_extender runs the real binary.
-BENCH_SUPPORT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/support/*.c))
+BENCH_SUPPORT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(SUPPORT_SRC))
 $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BENCH_SUPPORT_OBJ) $(BUILD)/libtessera.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
@@ -162,14 +182,15 @@ bench: $(BENCH_BIN)
 
 # Unit and end-to-end tests, then the deployment manifest checks; the last line sums both.
 # The restart test runs the real extender binary, and test_reserve the real tessera-reserve, built next to the tests;
-# the manifest checks run tessera-sim's sweep Job.
-test: $(TEST_BIN) $(EXT_BIN) $(RESERVE_BIN) $(SIM_BIN)
+# the manifest checks run tessera-sim's sweep Job; the node agent's tests run tessera-node-agent on the fake NVML.
+test: $(TEST_BIN) $(EXT_BIN) $(RESERVE_BIN) $(AGENT_BIN) $(FAKE_NVML) $(SIM_BIN)
 	@sh scripts/run-tests.sh $(TEST_BIN)
 
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g" \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
-	    build-asan/tessera-tests build-asan/tessera-extender build-asan/tessera-reserve
+	    build-asan/tessera-tests build-asan/tessera-extender build-asan/tessera-reserve \
+	    build-asan/tessera-node-agent build-asan/fake-nvml/libnvidia-ml.so.1
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 sh scripts/run-tests.sh build-asan/tessera-tests
 
 # Fuzzing (tests/fuzz/README.md): libFuzzer binaries built with clang, ASan and UBSan into

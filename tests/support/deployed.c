@@ -16,6 +16,7 @@
 #include "tests/support/yaml_json.h"
 
 #define EXTENDER_CONTAINER "tessera-extender"
+#define AGENT_CONTAINER "tessera-node-agent"
 
 static const cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 static const char *str(const cJSON *o, const char *k) {
@@ -106,22 +107,51 @@ static int read_sched_config(deployed *d, char *err, size_t errlen) {
     return 0;
 }
 
+/* Every object of the resources the kustomization (or component) in dir lists, appended to out. 0, or -1. */
+static int load_resources(const char *dir, const cJSON *kust, cJSON *out, char *err, size_t errlen) {
+    const cJSON *res;
+    cJSON_ArrayForEach(res, get(kust, "resources")) {
+        if (!cJSON_IsString(res)) continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, res->valuestring);
+        cJSON *docs = yaml_json_load_all(path, err, errlen);
+        if (!docs) return -1;
+        while (cJSON_GetArraySize(docs) > 0) cJSON_AddItemToArray(out, cJSON_DetachItemFromArray(docs, 0));
+        cJSON_Delete(docs);
+    }
+    return 0;
+}
+
 deployed *deployed_load(const char *dir, char *err, size_t errlen) {
-    char path[512];
+    return deployed_load_components(dir, NULL, err, errlen);
+}
+
+deployed *deployed_load_components(const char *dir, const char *const *components, char *err, size_t errlen) {
+    char path[1100];
     snprintf(path, sizeof path, "%s/kustomization.yaml", dir);
     cJSON *kdocs = yaml_json_load_all(path, err, errlen);
     if (!kdocs) return NULL;
-    const cJSON *kust = cJSON_GetArrayItem(kdocs, 0), *res;
+    const cJSON *kust = cJSON_GetArrayItem(kdocs, 0);
     deployed *d = calloc(1, sizeof *d);
     d->objects = cJSON_CreateArray();
-    cJSON_ArrayForEach(res, get(kust, "resources")) {
-        if (!cJSON_IsString(res)) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, res->valuestring);
-        cJSON *docs = yaml_json_load_all(path, err, errlen);
-        if (!docs) { cJSON_Delete(kdocs); deployed_free(d); return NULL; }
-        while (cJSON_GetArraySize(docs) > 0) cJSON_AddItemToArray(d->objects, cJSON_DetachItemFromArray(docs, 0));
-        cJSON_Delete(docs);
+    int rc = load_resources(dir, kust, d->objects, err, errlen);
+    /* the components the test enables, then those kustomization.yaml enables itself */
+    const cJSON *listed = get(kust, "components"), *cj;
+    for (int pass = 0; pass < 2 && rc == 0; pass++) {
+        for (int i = 0; rc == 0; i++) {
+            const char *comp = NULL;
+            if (pass == 0) comp = components ? components[i] : NULL;
+            else comp = (cj = cJSON_GetArrayItem(listed, i)) && cJSON_IsString(cj) ? cj->valuestring : NULL;
+            if (!comp) break;
+            char cdir[512];
+            snprintf(cdir, sizeof cdir, "%s/%s", dir, comp);
+            snprintf(path, sizeof path, "%s/kustomization.yaml", cdir);
+            cJSON *cdocs = yaml_json_load_all(path, err, errlen);
+            rc = cdocs ? load_resources(cdir, cJSON_GetArrayItem(cdocs, 0), d->objects, err, errlen) : -1;
+            cJSON_Delete(cdocs);
+        }
     }
+    if (rc != 0) { cJSON_Delete(kdocs); deployed_free(d); return NULL; }
     cJSON *o;
     cJSON_ArrayForEach(o, d->objects) {
         const cJSON *spec = get(get(get(o, "spec"), "template"), "spec");
@@ -131,6 +161,7 @@ deployed *deployed_load(const char *dir, char *err, size_t errlen) {
             cJSON *c;
             cJSON_ArrayForEach(c, get(spec, lists[l])) map_image(c, get(kust, "images"));
         }
+        if (container(spec, AGENT_CONTAINER) && str(o, "kind") && !strcmp(str(o, "kind"), "DaemonSet")) d->node_agent = o;
         const cJSON *ext = container(spec, EXTENDER_CONTAINER);
         if (ext && str(o, "kind") && !strcmp(str(o, "kind"), "Deployment")) {
             d->deployment = o;
@@ -180,8 +211,10 @@ static cJSON *running_status(const char *name, const char *image) {
     return s;
 }
 
-cJSON *deployed_pod(const deployed *d, const char *pod_name, const char *node) {
-    const cJSON *tmpl = get(get(d->deployment, "spec"), "template");
+/* The Pod the workload's controller (owner_kind: a Deployment's ReplicaSet, a DaemonSet itself) makes. */
+static cJSON *template_pod(const cJSON *workload, const char *owner_kind, const char *ns, const char *pod_name,
+                           const char *node) {
+    const cJSON *tmpl = get(get(workload, "spec"), "template");
     cJSON *pod = cJSON_CreateObject();
     cJSON_AddStringToObject(pod, "apiVersion", "v1");
     cJSON_AddStringToObject(pod, "kind", "Pod");
@@ -189,14 +222,14 @@ cJSON *deployed_pod(const deployed *d, const char *pod_name, const char *node) {
     char uid[160];
     snprintf(uid, sizeof uid, "uid-%s", pod_name);
     cJSON_AddStringToObject(meta, "name", pod_name);
-    cJSON_AddStringToObject(meta, "namespace", d->ns);
+    cJSON_AddStringToObject(meta, "namespace", ns);
     cJSON_AddStringToObject(meta, "uid", uid);
     const cJSON *labels = get(get(tmpl, "metadata"), "labels");
     if (labels) cJSON_AddItemToObject(meta, "labels", cJSON_Duplicate(labels, 1));
     cJSON *owner = cJSON_CreateObject();
     cJSON_AddStringToObject(owner, "apiVersion", "apps/v1");
-    cJSON_AddStringToObject(owner, "kind", "ReplicaSet");
-    cJSON_AddStringToObject(owner, "name", str(get(d->deployment, "metadata"), "name"));
+    cJSON_AddStringToObject(owner, "kind", owner_kind);
+    cJSON_AddStringToObject(owner, "name", str(get(workload, "metadata"), "name"));
     cJSON_AddBoolToObject(owner, "controller", true);
     cJSON_AddItemToArray(cJSON_AddArrayToObject(meta, "ownerReferences"), owner);
     cJSON *spec = cJSON_Duplicate(get(tmpl, "spec"), 1);
@@ -222,6 +255,10 @@ cJSON *deployed_pod(const deployed *d, const char *pod_name, const char *node) {
     }
     cJSON_ArrayForEach(c, get(spec, "containers")) cJSON_AddItemToArray(cs, running_status(str(c, "name"), str(c, "image")));
     return pod;
+}
+
+cJSON *deployed_pod(const deployed *d, const char *pod_name, const char *node) {
+    return template_pod(d->deployment, "ReplicaSet", d->ns, pod_name, node);
 }
 
 /* ---- the extender process ---------------------------------------------------------------------------- */
@@ -502,4 +539,194 @@ cJSON *deployed_create_pod(fake_api *api, const deployed_replica *r, const char 
     cJSON_Delete(reply);
     cJSON_Delete(pod);
     return stored;
+}
+
+/* ---- the node agent (deploy/node-agent/) ------------------------------------------------------------- */
+
+cJSON *deployed_agent_pod(const deployed *d, const char *node) {
+    if (!d->node_agent) return NULL;
+    char name[160];
+    snprintf(name, sizeof name, "tessera-node-agent-%s", node);
+    const char *ns = str(get(d->node_agent, "metadata"), "namespace");
+    return template_pod(d->node_agent, "DaemonSet", ns ? ns : "default", name, node);
+}
+
+/* Where the container's absolute path lives on the test's fake host (deployed.h), or NULL to keep it. */
+static bool host_path(const cJSON *spec, const cJSON *ctr, const char *root, const char *v, char *out, size_t len) {
+    if (!root || v[0] != '/') return false;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, get(ctr, "volumeMounts")) {
+        const char *mp = str(m, "mountPath"), *vol = str(m, "name");
+        size_t ml = mp ? strlen(mp) : 0;
+        if (!ml || strncmp(v, mp, ml) != 0 || (v[ml] && v[ml] != '/')) continue;
+        const cJSON *vo;
+        cJSON_ArrayForEach(vo, get(spec, "volumes")) {
+            const char *hp = str(get(vo, "hostPath"), "path");
+            if (hp && vol && str(vo, "name") && !strcmp(str(vo, "name"), vol)) {
+                snprintf(out, len, "%s%s%s", root, hp, v + ml);
+                return true;
+            }
+        }
+    }
+    if (!strncmp(v, "/sys", 4) && (!v[4] || v[4] == '/')) { /* the container's sysfs is the host's */
+        snprintf(out, len, "%s%s", root, v);
+        return true;
+    }
+    return false;
+}
+
+static const char *const AGENT_TIMING[] = {"--poll-interval", "--min-write-interval", "--topology-interval"};
+
+static int agent_argv(const cJSON *spec, const cJSON *ctr, const char *bin, const char *api_url,
+                      const deployed_agent_opts *o, char **argv, int max, char *err, size_t errlen) {
+    const cJSON *cmd = get(ctr, "command"), *a;
+    if (cJSON_GetArraySize(cmd) != 1 || strcmp(cJSON_GetArrayItem(cmd, 0)->valuestring, "/usr/local/bin/" AGENT_CONTAINER)) {
+        snprintf(err, errlen, "the " AGENT_CONTAINER " container's command is not /usr/local/bin/" AGENT_CONTAINER);
+        return -1;
+    }
+    for (int i = 0; o->timing && o->timing[i]; i += 2) {
+        bool known = false;
+        for (size_t t = 0; t < sizeof AGENT_TIMING / sizeof AGENT_TIMING[0]; t++) known |= !strcmp(o->timing[i], AGENT_TIMING[t]);
+        if (!known || !o->timing[i + 1]) {
+            snprintf(err, errlen, "%s: only --poll-interval, --min-write-interval and --topology-interval may be "
+                     "changed, each with a value", o->timing[i]);
+            return -1;
+        }
+    }
+    int n = 0;
+    argv[n++] = strdup(bin);
+    cJSON_ArrayForEach(a, get(ctr, "args")) {
+        if (n >= max - 3) {
+            snprintf(err, errlen, "the " AGENT_CONTAINER " container has more arguments than the harness takes");
+            return -1;
+        }
+        const char *s = cJSON_IsString(a) ? a->valuestring : "";
+        const char *eq = strchr(s, '=');
+        if (!eq || strncmp(s, "--", 2) != 0) {
+            snprintf(err, errlen, "the harness takes the agent's flags as --flag=value: %s", s);
+            return -1;
+        }
+        char flag[128], buf[1200];
+        snprintf(flag, sizeof flag, "%.*s", (int)(eq - s), s);
+        const char *v = eq + 1;
+        for (int i = 0; o->timing && o->timing[i]; i += 2)
+            if (!strcmp(o->timing[i], flag)) v = o->timing[i + 1];
+        char moved[1024];
+        if (is_listen_flag(flag) && v[0]) v = "127.0.0.1:0";
+        else if (host_path(spec, ctr, o->host_root, v, moved, sizeof moved)) v = moved;
+        snprintf(buf, sizeof buf, "%s=%s", flag, v);
+        argv[n++] = strdup(buf);
+    }
+    argv[n++] = strdup("--kube-api");
+    argv[n++] = strdup(api_url);
+    argv[n] = NULL;
+    return n;
+}
+
+static void *agent_drain(void *arg) {
+    deployed_agent *a = arg;
+    char line[4096];
+    while (fgets(line, sizeof line, a->out)) {
+        if (getenv("EXT_TEST_LOG")) fputs(line, stderr);
+        size_t n = strlen(line);
+        pthread_mutex_lock(&a->mu);
+        char *q = realloc(a->log, a->loglen + n + 1);
+        if (q) {
+            memcpy(q + a->loglen, line, n + 1);
+            a->log = q;
+            a->loglen += n;
+        }
+        pthread_mutex_unlock(&a->mu);
+    }
+    return NULL;
+}
+
+int deployed_agent_start(const deployed *d, fake_api *api, const char *bin, const char *node,
+                         const deployed_agent_opts *o, deployed_agent *a, char *err, size_t errlen) {
+    memset(a, 0, sizeof *a);
+    if (!d->node_agent) {
+        snprintf(err, errlen, "no DaemonSet runs " AGENT_CONTAINER " (load deploy/ with the node-agent component)");
+        return -1;
+    }
+    cJSON *pod = deployed_agent_pod(d, node);
+    char *pj = cJSON_PrintUnformatted(pod);
+    fake_api_put(api, "pods", pj);
+    free(pj);
+    const cJSON *spec = get(pod, "spec"), *ctr = container(spec, AGENT_CONTAINER);
+    char *argv[64] = {0}, *envp[64] = {0}, url[128];
+    fake_api_url(api, url, sizeof url);
+    int argc = agent_argv(spec, ctr, bin, url, o, argv, 64, err, errlen);
+    int envc = argc < 0 ? -1 : build_envp(ctr, pod, envp, 48, err, errlen);
+    cJSON_Delete(pod);
+    /* the NVIDIA runtime's part: the library where the loader looks; the fake machine's description */
+    if (envc >= 0 && o->nvml_dir) {
+        char buf[1100];
+        snprintf(buf, sizeof buf, "LD_LIBRARY_PATH=%s", o->nvml_dir);
+        envp[envc++] = strdup(buf);
+    }
+    for (int i = 0; envc >= 0 && o->nvml_env && o->nvml_env[i] && envc < 62; i++) envp[envc++] = strdup(o->nvml_env[i]);
+    int fds[2] = {-1, -1};
+    if (argc > 0 && envc >= 0 && pipe(fds) == 0) {
+        a->pid = fork();
+        if (a->pid == 0) {
+            dup2(fds[1], 2);
+            close(fds[0]);
+            close(fds[1]);
+            int null = open("/dev/null", O_WRONLY);
+            if (null >= 0) dup2(null, 1);
+            execve(bin, argv, envp);
+            _exit(127);
+        }
+        close(fds[1]);
+    }
+    for (int i = 0; argv[i]; i++) free(argv[i]);
+    for (int i = 0; envp[i]; i++) free(envp[i]);
+    if (argc < 0 || envc < 0) return -1;
+    if (fds[0] < 0 || a->pid <= 0) { snprintf(err, errlen, "cannot start %s: %s", bin, strerror(errno)); return -1; }
+    a->out = fdopen(fds[0], "r");
+    char line[4096];
+    while (!a->ops_port && fgets(line, sizeof line, a->out)) {
+        if (getenv("EXT_TEST_LOG")) fputs(line, stderr);
+        char *s;
+        if ((s = strstr(line, "event=serving-ops ")) && (s = strstr(s, " port="))) a->ops_port = atoi(s + 6);
+    }
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_create(&a->drain, NULL, agent_drain, a);
+    a->running = true;
+    if (!a->ops_port) {
+        snprintf(err, errlen, "%s exited before it served (run with EXT_TEST_LOG=1 to see its log)", bin);
+        deployed_agent_stop(a, SIGKILL);
+        return -1;
+    }
+    return 0;
+}
+
+int deployed_agent_stop(deployed_agent *a, int sig) {
+    if (!a->running) return -1;
+    kill(a->pid, sig);
+    int st = 0;
+    waitpid(a->pid, &st, 0);
+    pthread_join(a->drain, NULL);
+    fclose(a->out);
+    pthread_mutex_destroy(&a->mu);
+    free(a->log);
+    a->log = NULL;
+    a->running = false;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+bool deployed_agent_log_has(deployed_agent *a, const char *needle) {
+    pthread_mutex_lock(&a->mu);
+    bool found = a->log && strstr(a->log, needle);
+    pthread_mutex_unlock(&a->mu);
+    return found;
+}
+
+const char *deployed_agent_arg(const deployed *d, const char *flag) {
+    const cJSON *ctr = container(get(get(get(d->node_agent, "spec"), "template"), "spec"), AGENT_CONTAINER), *a;
+    size_t fl = strlen(flag);
+    cJSON_ArrayForEach(a, get(ctr, "args"))
+        if (cJSON_IsString(a) && !strncmp(a->valuestring, flag, fl) && a->valuestring[fl] == '=')
+            return a->valuestring + fl + 1;
+    return NULL;
 }

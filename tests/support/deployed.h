@@ -14,6 +14,20 @@
  *   - valueFrom.fieldRef in the environment is resolved against the Pod (metadata.name, metadata.namespace,
  *     spec.nodeName, status.podIP = 127.0.0.1); any other source fails the load, so a new kind of variable
  *     in deploy/ cannot be dropped silently. The sanitizers' *SAN_OPTIONS are passed through.
+ *
+ * The node agent (deploy/node-agent/, an optional kustomize component, so loaded only when a test enables it
+ * with deployed_load_components) runs as its DaemonSet's tessera-node-agent container says: its command, its
+ * arguments (each --flag=value) and its environment, NODE_NAME from spec.nodeName of the Pod the DaemonSet makes
+ * on the test's node. Besides the listen addresses and --kube-api above, the harness changes only:
+ *   - the node's filesystem: an argument that is an absolute path under a hostPath volume's mountPath is moved
+ *     to host_root + the volume's host path (+ the rest), and one under /sys (a container's sysfs is the
+ *     host's) to host_root + /sys...: there the test serves its fake Pod Resources socket and builds a sysfs tree;
+ *   - the NVIDIA container runtime, which mounts libnvidia-ml.so.1 where the loader finds it: here
+ *     LD_LIBRARY_PATH=nvml_dir (the fake NVML's directory) and the fake's own FAKE_NVML_* variables (the machine
+ *     it plays: not the DaemonSet's, which cannot know the machine);
+ *   - timing, when a test asks: the values of --poll-interval, --min-write-interval and --topology-interval (and
+ *     no other flag), so that what the DaemonSet's 10 s write interval stretches over minutes runs in seconds;
+ *     a test of the DaemonSet's own timing changes none.
  */
 #ifndef DEPLOYED_H
 #define DEPLOYED_H
@@ -21,6 +35,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
 #include <cjson/cJSON.h>
 
@@ -29,6 +44,7 @@
 typedef struct deployed {
     cJSON *objects;            /* every object of the kustomization, images mapped (owned) */
     const cJSON *deployment;   /* the Deployment running tessera-extender (in objects) */
+    const cJSON *node_agent;   /* the DaemonSet running tessera-node-agent (in objects), NULL unless enabled */
     cJSON *sched_config;       /* the KubeSchedulerConfiguration of the scheduler ConfigMap (owned) */
     char ns[64];               /* the Deployment's namespace */
     char extender_image[256];  /* the tessera-extender container's image, after images: */
@@ -45,6 +61,9 @@ typedef struct deployed {
 
 /* Read deploy_dir ("deploy"). NULL with err. */
 deployed *deployed_load(const char *deploy_dir, char *err, size_t errlen);
+/* The same with these components of deploy_dir enabled too (NULL-terminated, e.g. {"node-agent", NULL}), as
+ * listing them under components: in kustomization.yaml would. */
+deployed *deployed_load_components(const char *deploy_dir, const char *const *components, char *err, size_t errlen);
 void deployed_free(deployed *d);
 
 /* Store the objects the fake API server serves (ConfigMaps, the MutatingWebhookConfiguration), as
@@ -93,5 +112,38 @@ bool deployed_interested(const deployed *d, const cJSON *pod);
  * uid) to the replica's /webhook/mutate, its JSON Patch applied, the result stored. The stored pod (caller
  * deletes), NULL with err when the webhook refuses or cannot be reached. */
 cJSON *deployed_create_pod(fake_api *api, const deployed_replica *r, const char *pod_json, char *err, size_t errlen);
+
+/* ---- the node agent ---- */
+
+typedef struct deployed_agent_opts {
+    const char *host_root;        /* the fake host's filesystem (see above); NULL: paths stay */
+    const char *nvml_dir;         /* the fake libnvidia-ml.so.1's directory; NULL: no NVML (a node without driver) */
+    const char *const *nvml_env;  /* "FAKE_NVML_SERVER=dgx-a100", ...; NULL-terminated, may be NULL */
+    const char *const *timing;    /* flag, value, flag, value, ..., NULL; may be NULL (the DaemonSet's own) */
+} deployed_agent_opts;
+
+typedef struct deployed_agent {
+    pid_t pid;
+    int ops_port;                 /* --metrics-listen: /healthz, /readyz, /metrics */
+    FILE *out;
+    pthread_t drain;
+    pthread_mutex_t mu;
+    char *log;                    /* everything it logged so far */
+    size_t loglen;
+    bool running;
+} deployed_agent;
+
+/* The agent's Pod as the DaemonSet makes it on node (caller deletes), NULL without the DaemonSet. */
+cJSON *deployed_agent_pod(const deployed *d, const char *node);
+/* Store the Pod and exec agent_bin from the DaemonSet's container as described above; returns once the agent
+ * serves its probes. 0, or -1 with err. */
+int deployed_agent_start(const deployed *d, fake_api *api, const char *agent_bin, const char *node,
+                         const deployed_agent_opts *o, deployed_agent *a, char *err, size_t errlen);
+/* Send sig, reap: the exit status (128 + signal when killed by one); -1 when not running. */
+int deployed_agent_stop(deployed_agent *a, int sig);
+/* Has the agent logged a line containing needle. */
+bool deployed_agent_log_has(deployed_agent *a, const char *needle);
+/* The value the DaemonSet gives the agent's flag ("--min-write-interval": "10s"), or NULL. */
+const char *deployed_agent_arg(const deployed *d, const char *flag);
 
 #endif

@@ -1,0 +1,421 @@
+/* main.c -- tessera-node-agent: publishes a GPU node's own truth on its Node object (issue 22):
+ *   tessera.io/gpus      each GPU's UUID, PCI bus id, NUMA node, NVLink peers and PCIe relationships (NVML and
+ *                        sysfs; agent/topology.h), merged with what the annotation already carries;
+ *   tessera.io/holdings  which nvidia.com/<resource> devices each pod holds (the kubelet's Pod Resources API;
+ *                        agent/holdings.h).
+ * One thread runs the loop below; libmicrohttpd's thread serves /healthz, /readyz and /metrics (agent/status.h).
+ *
+ * Write discipline (the API server is shared by every node): an annotation is written only when it differs from
+ * what the Node carries (read with a GET right before the PATCH, so a restart or a concurrent edit of the other
+ * keys is seen), both annotations in one merge PATCH, at most once per --min-write-interval: changes seen in
+ * between replace the pending value (coalesce), and the newest is written when the interval has passed. A
+ * failed GET or PATCH keeps the pending values and retries after min-write-interval x 2^(failures-1), at most
+ * 5 minutes: the request rate stays bounded while the API fails, and nothing is lost when it recovers.
+ */
+#include "agent/holdings.h"
+#include "agent/kube.h"
+#include "agent/log.h"
+#include "agent/nvml.h"
+#include "agent/status.h"
+#include "agent/topology.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define AGENT_ANN_HOLDINGS "tessera.io/holdings"
+/* the kubelet's socket, as the DaemonSet mounts it (podresources.h's DEFAULT_SOCKET) */
+#define DEFAULT_SOCKET "/var/lib/kubelet/pod-resources/kubelet.sock"
+#define BACKOFF_MAX_MS (5 * 60 * 1000)
+#define NVML_RETRY_MAX_MS 60000         /* a failed NVML read is retried this often at most, not every 10 min */
+#define MAX_HOLDINGS_BYTES (128 * 1024)  /* a Node's annotations share 256 KiB with everyone else's */
+
+static const char usage[] =
+"usage: tessera-node-agent [flags]\n"
+"Runs on each GPU node (deploy/node-agent.yaml, a DaemonSet) and publishes on the node's own Node object:\n"
+"  " AGENT_ANN_GPUS "      the GPUs' topology: per GPU (NVML index order) index, uuid, pci, numa, nvlink and\n"
+"                       topo (the link to every other GPU as `nvidia-smi topo -m` names it: NV<n>, PIX, PXB,\n"
+"                       PHB, NODE, SYS), read from NVML (libnvidia-ml.so.1, loaded at run time) and sysfs;\n"
+"                       other keys already there (mig, mig_dynamic, memory_mib, product) are kept;\n"
+"  " AGENT_ANN_HOLDINGS "  which nvidia.com/<resource> device ids each pod holds, from the kubelet's Pod Resources API\n"
+"                       ({\"v\":1,\"pods\":{\"ns/name\":{\"nvidia.com/gpu\":[\"GPU-...\"]}}}).\n"
+"An annotation is written only when it changed, at most once per --min-write-interval (changes in between\n"
+"coalesce; failed writes are retried with back-off and nothing is lost). tessera-extender reads both.\n"
+"\n"
+"  --node-name NAME            the Node to annotate (default $NODE_NAME, from the downward API)\n"
+"  --pod-resources-socket PATH the kubelet's Pod Resources socket (default " DEFAULT_SOCKET ")\n"
+"  --sysfs-root DIR            where sysfs is mounted; NUMA nodes are read from\n"
+"                              DIR/bus/pci/devices/<bus id>/numa_node (default /sys)\n"
+"  --poll-interval D           how often the holdings are read (default 5s; the kubelet rate-limits the\n"
+"                              Pod Resources API, so not below 1s in production)\n"
+"  --topology-interval D       how often NVML is read again (default 10m; MIG reconfiguration changes the\n"
+"                              GPUs); after a failed read, again within 1m\n"
+"  --min-write-interval D      the least time between two writes to the Node (default 10s)\n"
+"  --metrics-listen HOST:PORT  serve GET /healthz, /readyz (what is degraded: nvml, pod-resources, api,\n"
+"                              topology) and /metrics here (default 0.0.0.0:9090; \"\" = off)\n"
+"  --kube-api URL              API server URL, e.g. https://10.0.0.1:6443 (default: in-cluster config from\n"
+"                              KUBERNETES_SERVICE_HOST/PORT and the service account)\n"
+"  --token-file FILE           bearer token file, re-read on every request (default in a cluster: the\n"
+"                              service account's token)\n"
+"  --ca-file FILE              CA bundle for the API server's certificate (default in a cluster: the\n"
+"                              service account's ca.crt; else the system CAs)\n"
+"  --client-cert FILE          client certificate for the API server\n"
+"  --client-key FILE           key for --client-cert\n"
+"  --insecure-skip-tls-verify  do not verify the API server's certificate (tests only)\n"
+"  --once                      read both once, print them on stdout (\"<annotation> <value>\" lines) and\n"
+"                              exit without talking to the API server (1 if either could not be read): a\n"
+"                              check to run with kubectl exec\n"
+"  --log-level LEVEL           debug | info | warn | error | off (default info)\n"
+"  --help                      this text\n"
+"D is a duration: 500ms, 5s, 10m, 1h (a bare number is seconds).\n"
+"\n"
+"Needs: the NVIDIA container runtime with NVIDIA_VISIBLE_DEVICES=all and NVIDIA_DRIVER_CAPABILITIES=utility\n"
+"(it mounts libnvidia-ml.so.1), the hostPath /var/lib/kubelet/pod-resources (the socket is root's: the agent\n"
+"runs as uid 0 with no capabilities), and RBAC get and patch on nodes. Without NVML it still publishes the\n"
+"holdings (and /readyz says why the topology is missing); without the socket it still publishes the topology.\n"
+"Exit status: 0 after SIGTERM/SIGINT, 2 bad flags or no API configuration.\n";
+
+typedef struct agent_cfg {
+    const char *node, *socket, *sysfs, *metrics_listen;
+    int poll_ms, topo_ms, min_write_ms;
+    agent_kube kube;
+} agent_cfg;
+
+typedef struct agent_state {
+    agent_gpus gpus;
+    bool gpus_ok;
+    bool topo_check;        /* a fresh NVML read is to be compared with the Node */
+    char *topo_refused;     /* the latest refusal's reason (logged once per reason) */
+    char *nvml_err;         /* the latest NVML error (logged once per reason) */
+    char *pr_err;           /* the latest Pod Resources error (idem) */
+    char *holdings_pending; /* newest holdings read, not on the Node yet */
+    char *holdings_written; /* what the Node carries, as last seen */
+    uint64_t next_topo, next_poll, next_write;
+    int failures;           /* consecutive failed write attempts */
+} agent_state;
+
+static uint64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* "500ms", "5s", "10m", "1h", or seconds; -1 when malformed or not positive. */
+static int parse_duration_ms(const char *s) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || v <= 0) return -1;
+    double mult = !strcmp(end, "ms") ? 1 : (!*end || !strcmp(end, "s")) ? 1000 : !strcmp(end, "m") ? 60000
+                  : !strcmp(end, "h") ? 3600000 : -1;
+    if (mult < 0 || v * mult < 1 || v * mult > 86400000.0) return -1;
+    return (int)(v * mult);
+}
+
+/* Replace *slot with a copy of s when it differs; true when it changed (so the caller logs it once). */
+static bool remember(char **slot, const char *s) {
+    if (*slot && s && !strcmp(*slot, s)) return false;
+    if (!*slot && !s) return false;
+    free(*slot);
+    *slot = s ? strdup(s) : NULL;
+    return true;
+}
+
+static void read_topology(const agent_cfg *c, agent_state *a, uint64_t now) {
+    char err[1024];
+    if (agent_nvml_read(&a->gpus, err, sizeof err) < 0) {
+        a->gpus_ok = false;
+        agent_status_fail(AGENT_NVML, err);
+        if (remember(&a->nvml_err, err))
+            agent_log(AGENT_LOG_ERROR, "event=nvml-failed reason=\"%s\" effect=\"no topology is written; holdings "
+                      "still are\" retry_in_ms=%d", err, c->topo_ms < NVML_RETRY_MAX_MS ? c->topo_ms : NVML_RETRY_MAX_MS);
+        a->next_topo = now + (uint64_t)(c->topo_ms < NVML_RETRY_MAX_MS ? c->topo_ms : NVML_RETRY_MAX_MS);
+        return;
+    }
+    if (remember(&a->nvml_err, NULL) || !a->gpus_ok)
+        agent_log(AGENT_LOG_INFO, "event=nvml-read gpus=%d", a->gpus.n);
+    agent_status_ok(AGENT_NVML);
+    a->gpus_ok = true;
+    a->topo_check = true;
+    a->next_topo = now + (uint64_t)c->topo_ms;
+}
+
+static void poll_holdings(const agent_cfg *c, agent_state *a) {
+    char err[1024];
+    int timeout = c->poll_ms < 10000 ? (c->poll_ms > 1000 ? c->poll_ms : 1000) : 10000;
+    char *h = agent_holdings_json(c->socket, timeout, err, sizeof err);
+    if (h && strlen(h) > MAX_HOLDINGS_BYTES) {
+        snprintf(err, sizeof err, "the holdings record is %zu bytes, more than the %d a Node annotation may take "
+                 "here", strlen(h), MAX_HOLDINGS_BYTES);
+        free(h);
+        h = NULL;
+    }
+    if (!h) {
+        agent_status_fail(AGENT_PODRES, err);
+        if (remember(&a->pr_err, err)) agent_log(AGENT_LOG_ERROR, "event=pod-resources-failed reason=\"%s\"", err);
+        return;
+    }
+    if (remember(&a->pr_err, NULL)) agent_log(AGENT_LOG_INFO, "event=pod-resources-ok");
+    agent_status_ok(AGENT_PODRES);
+    if (a->holdings_written && !strcmp(h, a->holdings_written)) {
+        free(a->holdings_pending); /* changed and changed back before it was written: nothing to write */
+        a->holdings_pending = NULL;
+        free(h);
+    } else if (a->holdings_pending && !strcmp(h, a->holdings_pending)) {
+        free(h);
+    } else {
+        agent_log(AGENT_LOG_DEBUG, "event=holdings-changed bytes=%zu%s", strlen(h),
+                  a->holdings_pending ? " coalesced=true" : "");
+        free(a->holdings_pending);
+        a->holdings_pending = h;
+    }
+}
+
+static const char *annotation_of(const cJSON *node, const char *key) {
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(node, "metadata");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(meta, "annotations"), key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static void write_failed(const agent_cfg *c, agent_state *a, uint64_t now, const char *what, int status,
+                         const char *err) {
+    a->failures++;
+    uint64_t delay = (uint64_t)c->min_write_ms << (a->failures - 1 < 16 ? a->failures - 1 : 16);
+    if (delay > BACKOFF_MAX_MS) delay = BACKOFF_MAX_MS < (uint64_t)c->min_write_ms ? (uint64_t)c->min_write_ms : BACKOFF_MAX_MS;
+    a->next_write = now + delay;
+    char why[1200];
+    snprintf(why, sizeof why, "%s node %s: %s", what, c->node, err);
+    agent_status_fail(AGENT_API, why);
+    agent_status_write_failed();
+    agent_log(AGENT_LOG_WARN, "event=write-failed op=%s node=%s status=%d attempt=%d retry_in_ms=%llu err=\"%s\"%s",
+              what, c->node, status, a->failures, (unsigned long long)delay, err,
+              status == 403 ? " hint=\"the ClusterRole tessera-node-agent must grant get and patch on nodes\"" : "");
+}
+
+/* One write attempt: GET the Node, compare, PATCH what differs. */
+static void write_node(const agent_cfg *c, agent_state *a, uint64_t now) {
+    char err[1024], *body = NULL;
+    int st = agent_kube_get_node(&c->kube, c->node, &body, err, sizeof err);
+    cJSON *node = st == 200 ? cJSON_Parse(body) : NULL;
+    free(body);
+    if (!node) {
+        write_failed(c, a, now, "get", st, st == 200 ? "the Node is not JSON" : err);
+        return;
+    }
+    const char *keys[2], *vals[2];
+    int n = 0;
+    char *gpus = NULL;
+    if (a->topo_check && a->gpus_ok) {
+        const char *cur = annotation_of(node, AGENT_ANN_GPUS);
+        gpus = agent_topology_json(&a->gpus, c->sysfs, cur, err, sizeof err);
+        if (!gpus) {
+            agent_status_fail(AGENT_TOPOLOGY, err);
+            if (remember(&a->topo_refused, err)) agent_log(AGENT_LOG_ERROR, "event=topology-refused reason=\"%s\"", err);
+            a->topo_check = false;
+        } else {
+            agent_status_ok(AGENT_TOPOLOGY);
+            if (remember(&a->topo_refused, NULL)) agent_log(AGENT_LOG_INFO, "event=topology-accepted");
+            if (cur && !strcmp(cur, gpus)) a->topo_check = false;
+            else { keys[n] = AGENT_ANN_GPUS; vals[n++] = gpus; }
+        }
+    }
+    const char *cur_h = annotation_of(node, AGENT_ANN_HOLDINGS);
+    remember(&a->holdings_written, cur_h);
+    if (a->holdings_pending && cur_h && !strcmp(cur_h, a->holdings_pending)) {
+        free(a->holdings_pending);
+        a->holdings_pending = NULL;
+    }
+    if (a->holdings_pending) { keys[n] = AGENT_ANN_HOLDINGS; vals[n++] = a->holdings_pending; }
+    cJSON_Delete(node);
+    if (n == 0) { /* the Node already says it all: no write, and the interval is not spent */
+        agent_status_ok(AGENT_API);
+        a->failures = 0;
+        free(gpus);
+        return;
+    }
+    uint64_t t0 = now_ms();
+    st = agent_kube_patch_annotations(&c->kube, c->node, keys, vals, n, err, sizeof err);
+    if (st < 200 || st > 299) {
+        write_failed(c, a, now, "patch", st, err);
+        free(gpus);
+        return;
+    }
+    agent_status_ok(AGENT_API);
+    agent_status_written(keys, n);
+    for (int i = 0; i < n; i++)
+        agent_log(AGENT_LOG_INFO, "event=written node=%s annotation=%s bytes=%zu attempt=%d patch_ms=%llu", c->node,
+                  keys[i], strlen(vals[i]), a->failures + 1, (unsigned long long)(now_ms() - t0));
+    if (gpus) a->topo_check = false;
+    if (a->holdings_pending) {
+        free(a->holdings_written);
+        a->holdings_written = a->holdings_pending;
+        a->holdings_pending = NULL;
+    }
+    a->failures = 0;
+    a->next_write = now + (uint64_t)c->min_write_ms;
+    free(gpus);
+}
+
+/* Sleep until the deadline or a stop signal: true when asked to stop. */
+static bool wait_until(const sigset_t *stop, uint64_t deadline) {
+    uint64_t now = now_ms();
+    if (deadline <= now) return false;
+    uint64_t ms = deadline - now;
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    for (;;) {
+        int sig = sigtimedwait(stop, NULL, &ts);
+        if (sig > 0) {
+            agent_log(AGENT_LOG_INFO, "event=exit signal=%d", sig);
+            return true;
+        }
+        if (errno != EINTR) return false;
+    }
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+static int run(const agent_cfg *c, const sigset_t *stop) {
+    agent_state a;
+    memset(&a, 0, sizeof a);
+    for (;;) {
+        uint64_t now = now_ms();
+        if (now >= a.next_topo) read_topology(c, &a, now);
+        if (now >= a.next_poll) {
+            poll_holdings(c, &a);
+            a.next_poll = now + (uint64_t)c->poll_ms;
+        }
+        now = now_ms();
+        if ((a.topo_check || a.holdings_pending) && now >= a.next_write) write_node(c, &a, now);
+        agent_status_tick();
+        uint64_t wake = min_u64(a.next_topo, a.next_poll);
+        if (a.topo_check || a.holdings_pending) wake = min_u64(wake, a.next_write);
+        if (wait_until(stop, wake)) break;
+    }
+    free(a.topo_refused);
+    free(a.nvml_err);
+    free(a.pr_err);
+    free(a.holdings_pending);
+    free(a.holdings_written);
+    return 0;
+}
+
+static int once(const agent_cfg *c) {
+    char err[1024];
+    int rc = 0;
+    agent_gpus g;
+    char *gpus = NULL;
+    if (agent_nvml_read(&g, err, sizeof err) < 0 || !(gpus = agent_topology_json(&g, c->sysfs, NULL, err, sizeof err))) {
+        fprintf(stderr, "%s: %s\n", AGENT_ANN_GPUS, err);
+        rc = 1;
+    } else printf("%s %s\n", AGENT_ANN_GPUS, gpus);
+    free(gpus);
+    char *h = agent_holdings_json(c->socket, 5000, err, sizeof err);
+    if (!h) {
+        fprintf(stderr, "%s: %s\n", AGENT_ANN_HOLDINGS, err);
+        rc = 1;
+    } else printf("%s %s\n", AGENT_ANN_HOLDINGS, h);
+    free(h);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    /* blocked from the start, so libcurl's and libmicrohttpd's threads inherit it: taken only by sigtimedwait */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    sigprocmask(SIG_BLOCK, &stop, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    enum { O_HELP = 1, O_NODE, O_SOCK, O_SYSFS, O_POLL, O_TOPO, O_MINW, O_METRICS, O_API, O_TOKEN, O_CA, O_CCERT,
+           O_CKEY, O_INSECURE, O_ONCE, O_LOG };
+    static const struct option opts[] = {
+        {"help", no_argument, 0, O_HELP}, {"node-name", required_argument, 0, O_NODE},
+        {"pod-resources-socket", required_argument, 0, O_SOCK}, {"sysfs-root", required_argument, 0, O_SYSFS},
+        {"poll-interval", required_argument, 0, O_POLL}, {"topology-interval", required_argument, 0, O_TOPO},
+        {"min-write-interval", required_argument, 0, O_MINW}, {"metrics-listen", required_argument, 0, O_METRICS},
+        {"kube-api", required_argument, 0, O_API}, {"token-file", required_argument, 0, O_TOKEN},
+        {"ca-file", required_argument, 0, O_CA}, {"client-cert", required_argument, 0, O_CCERT},
+        {"client-key", required_argument, 0, O_CKEY}, {"insecure-skip-tls-verify", no_argument, 0, O_INSECURE},
+        {"once", no_argument, 0, O_ONCE}, {"log-level", required_argument, 0, O_LOG}, {0, 0, 0, 0}};
+    agent_cfg c = {.node = getenv("NODE_NAME"), .socket = DEFAULT_SOCKET, .sysfs = "/sys",
+                   .metrics_listen = "0.0.0.0:9090", .poll_ms = 5000, .topo_ms = 600000, .min_write_ms = 10000};
+    agent_kube_defaults(&c.kube);
+    bool api_given = false, do_once = false;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        int *dur = opt == O_POLL ? &c.poll_ms : opt == O_TOPO ? &c.topo_ms : opt == O_MINW ? &c.min_write_ms : NULL;
+        if (dur) {
+            if ((*dur = parse_duration_ms(optarg)) < 0) {
+                fprintf(stderr, "--%s %s: not a duration (500ms, 5s, 10m, 1h)\n", opts[opt - 1].name, optarg);
+                return 2;
+            }
+            continue;
+        }
+        switch (opt) {
+        case O_HELP: fputs(usage, stdout); return 0;
+        case O_NODE: c.node = optarg; break;
+        case O_SOCK: c.socket = optarg; break;
+        case O_SYSFS: c.sysfs = optarg; break;
+        case O_METRICS: c.metrics_listen = optarg; break;
+        case O_API: snprintf(c.kube.api_url, sizeof c.kube.api_url, "%s", optarg); api_given = true; break;
+        case O_TOKEN: snprintf(c.kube.token_file, sizeof c.kube.token_file, "%s", optarg); break;
+        case O_CA: snprintf(c.kube.ca_file, sizeof c.kube.ca_file, "%s", optarg); break;
+        case O_CCERT: snprintf(c.kube.cert_file, sizeof c.kube.cert_file, "%s", optarg); break;
+        case O_CKEY: snprintf(c.kube.key_file, sizeof c.kube.key_file, "%s", optarg); break;
+        case O_INSECURE: c.kube.insecure = true; break;
+        case O_ONCE: do_once = true; break;
+        case O_LOG: {
+            int lv = agent_log_parse_level(optarg);
+            if (lv < 0) {
+                fprintf(stderr, "--log-level %s: one of debug, info, warn, error, off\n", optarg);
+                return 2;
+            }
+            agent_log_set_level((agent_log_level)lv);
+            break;
+        }
+        default: fputs(usage, stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "unexpected argument: %s\n%s", argv[optind], usage);
+        return 2;
+    }
+    if (agent_kube_global_init() < 0) {
+        fprintf(stderr, "libcurl could not be initialised\n");
+        return 2;
+    }
+    if (do_once) return once(&c);
+    if (!c.node || !*c.node) {
+        fprintf(stderr, "no node name: set NODE_NAME (the DaemonSet takes it from spec.nodeName through the "
+                        "downward API) or give --node-name\n");
+        return 2;
+    }
+    char err[512];
+    if (!api_given && agent_kube_in_cluster(&c.kube, err, sizeof err) < 0) {
+        fprintf(stderr, "no in-cluster configuration (%s): give --kube-api URL\n", err);
+        return 2;
+    }
+    if (c.metrics_listen[0]) {
+        /* the loop ticks at least every poll interval; three missed ticks (and a minute of slack for a slow
+         * API call) is a stall */
+        int port = agent_status_serve(c.metrics_listen, 3 * c.poll_ms + 60000, err, sizeof err);
+        if (port < 0) {
+            fprintf(stderr, "--metrics-listen: %s\n", err);
+            return 2;
+        }
+        agent_log(AGENT_LOG_INFO, "event=serving-ops listen=%s port=%d", c.metrics_listen, port);
+    }
+    agent_log(AGENT_LOG_INFO, "event=start node=%s api=%s socket=%s sysfs=%s poll_ms=%d topology_ms=%d "
+              "min_write_ms=%d", c.node, c.kube.api_url, c.socket, c.sysfs, c.poll_ms, c.topo_ms, c.min_write_ms);
+    int rc = run(&c, &stop);
+    agent_status_stop();
+    return rc;
+}

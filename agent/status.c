@@ -1,0 +1,229 @@
+/* status.c -- see status.h. */
+#include "agent/status.h"
+
+#include <microhttpd.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#define MAX_ANNOTATIONS 4
+
+static const char *const comp_names[AGENT_NCOMP] = {"nvml", "pod-resources", "api", "topology"};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    bool tried[AGENT_NCOMP], degraded[AGENT_NCOMP];
+    char why[AGENT_NCOMP][512];
+    uint64_t errors[AGENT_NCOMP];
+    double last_ok[AGENT_NCOMP];           /* unix seconds; 0 = never */
+    char ann[MAX_ANNOTATIONS][64];
+    uint64_t writes[MAX_ANNOTATIONS];
+    int nann;
+    uint64_t write_errors;
+    struct timespec tick;                  /* CLOCK_MONOTONIC */
+} st;
+static struct MHD_Daemon *daemon_;
+static int stall_limit_ms = 60000;
+
+const char *agent_comp_name(agent_comp c) { return c < AGENT_NCOMP ? comp_names[c] : "?"; }
+
+static double unix_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void agent_status_ok(agent_comp c) {
+    pthread_mutex_lock(&mu);
+    st.tried[c] = true;
+    st.degraded[c] = false;
+    st.why[c][0] = 0;
+    st.last_ok[c] = unix_now();
+    pthread_mutex_unlock(&mu);
+}
+
+void agent_status_fail(agent_comp c, const char *why) {
+    pthread_mutex_lock(&mu);
+    st.tried[c] = st.degraded[c] = true;
+    snprintf(st.why[c], sizeof st.why[c], "%s", why ? why : "failed");
+    st.errors[c]++;
+    pthread_mutex_unlock(&mu);
+}
+
+void agent_status_written(const char *const *annotations, int n) {
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < n; i++) {
+        int j = 0;
+        while (j < st.nann && strcmp(st.ann[j], annotations[i]) != 0) j++;
+        if (j == st.nann && st.nann < MAX_ANNOTATIONS) snprintf(st.ann[st.nann++], sizeof st.ann[0], "%s", annotations[i]);
+        if (j < st.nann) st.writes[j]++;
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+void agent_status_write_failed(void) {
+    pthread_mutex_lock(&mu);
+    st.write_errors++;
+    pthread_mutex_unlock(&mu);
+}
+
+void agent_status_tick(void) {
+    pthread_mutex_lock(&mu);
+    clock_gettime(CLOCK_MONOTONIC, &st.tick);
+    pthread_mutex_unlock(&mu);
+}
+
+/* ---- the server ---------------------------------------------------------------------------------------- */
+
+typedef struct text { char *p; size_t n, cap; } text;
+
+static void addf(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void addf(text *t, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int w = vsnprintf(t->p ? t->p + t->n : NULL, t->p ? t->cap - t->n : 0, fmt, ap);
+        va_end(ap);
+        if (w < 0) return;
+        if (t->p && t->n + (size_t)w < t->cap) { t->n += (size_t)w; return; }
+        size_t cap = t->cap ? t->cap * 2 : 4096;
+        while (cap < t->n + (size_t)w + 1) cap *= 2;
+        char *q = realloc(t->p, cap);
+        if (!q) return;
+        t->p = q;
+        t->cap = cap;
+    }
+}
+
+static int readyz(text *t) {
+    int bad = 0;
+    for (int c = 0; c < AGENT_NCOMP; c++) {
+        /* the topology is only judged once NVML answered; untried, it is nvml's line that says why */
+        if (c == AGENT_TOPOLOGY && !st.tried[c]) continue;
+        if (!st.tried[c] || st.degraded[c]) {
+            addf(t, "%s: %s\n", comp_names[c], st.tried[c] ? st.why[c] : "not tried yet");
+            bad++;
+        }
+    }
+    if (!bad) addf(t, "ok\n");
+    return bad ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK;
+}
+
+static int healthz(text *t) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long long ms = (now.tv_sec - st.tick.tv_sec) * 1000LL + (now.tv_nsec - st.tick.tv_nsec) / 1000000;
+    if (st.tick.tv_sec && ms > stall_limit_ms) {
+        addf(t, "main loop stalled for %lld ms\n", ms);
+        return MHD_HTTP_SERVICE_UNAVAILABLE;
+    }
+    addf(t, "ok\n");
+    return MHD_HTTP_OK;
+}
+
+static int metrics(text *t) {
+    addf(t, "# HELP tessera_node_agent_writes_total Node PATCHes that wrote the annotation.\n"
+            "# TYPE tessera_node_agent_writes_total counter\n");
+    for (int i = 0; i < st.nann; i++)
+        addf(t, "tessera_node_agent_writes_total{annotation=\"%s\"} %llu\n", st.ann[i], (unsigned long long)st.writes[i]);
+    addf(t, "# HELP tessera_node_agent_write_errors_total Node PATCHes that failed (retried with back-off).\n"
+            "# TYPE tessera_node_agent_write_errors_total counter\n"
+            "tessera_node_agent_write_errors_total %llu\n", (unsigned long long)st.write_errors);
+    addf(t, "# HELP tessera_node_agent_errors_total Failures per component (nvml, pod-resources, api, topology).\n"
+            "# TYPE tessera_node_agent_errors_total counter\n");
+    for (int c = 0; c < AGENT_NCOMP; c++)
+        addf(t, "tessera_node_agent_errors_total{component=\"%s\"} %llu\n", comp_names[c], (unsigned long long)st.errors[c]);
+    addf(t, "# HELP tessera_node_agent_degraded 1 while the component is degraded or not tried yet (/readyz says why).\n"
+            "# TYPE tessera_node_agent_degraded gauge\n");
+    for (int c = 0; c < AGENT_NCOMP; c++)
+        addf(t, "tessera_node_agent_degraded{component=\"%s\"} %d\n", comp_names[c],
+             c == AGENT_TOPOLOGY ? st.degraded[c] : !st.tried[c] || st.degraded[c]);
+    addf(t, "# HELP tessera_node_agent_last_success_timestamp_seconds When the component last worked (0: never).\n"
+            "# TYPE tessera_node_agent_last_success_timestamp_seconds gauge\n");
+    for (int c = 0; c < AGENT_NCOMP; c++)
+        addf(t, "tessera_node_agent_last_success_timestamp_seconds{component=\"%s\"} %.3f\n", comp_names[c], st.last_ok[c]);
+    return MHD_HTTP_OK;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                              const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    (void)cls; (void)version; (void)upload; (void)upload_size; (void)con_cls;
+    text t = {0};
+    int code;
+    bool prom = false;
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+        addf(&t, "method not allowed\n");
+        code = MHD_HTTP_METHOD_NOT_ALLOWED;
+    } else {
+        pthread_mutex_lock(&mu);
+        if (!strcmp(url, "/healthz")) code = healthz(&t);
+        else if (!strcmp(url, "/readyz")) code = readyz(&t);
+        else if (!strcmp(url, "/metrics")) { code = metrics(&t); prom = true; }
+        else { addf(&t, "not found: /healthz, /readyz, /metrics\n"); code = MHD_HTTP_NOT_FOUND; }
+        pthread_mutex_unlock(&mu);
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(t.n, t.p ? t.p : (char *)"", MHD_RESPMEM_MUST_COPY);
+    free(t.p);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", prom ? "text/plain; version=0.0.4" : "text/plain");
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* "HOST:PORT" or "[V6]:PORT"; HOST empty means every address. */
+static int parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *sl, char *err, size_t errlen) {
+    char host[256];
+    const char *colon = strrchr(s, ':');
+    if (!colon) goto bad;
+    size_t hl = (size_t)(colon - s);
+    if (hl >= sizeof host) goto bad;
+    memcpy(host, s, hl);
+    host[hl] = 0;
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+        memmove(host, host + 1, hl - 2);
+        host[hl - 2] = 0;
+    }
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (!colon[1] || *end || port < 0 || port > 65535) goto bad;
+    struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_PASSIVE, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    if (getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &ai) != 0 || !ai) goto bad;
+    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+    *sl = ai->ai_addrlen;
+    freeaddrinfo(ai);
+    return 0;
+bad:
+    snprintf(err, errlen, "listen address \"%s\" is not HOST:PORT with a numeric host (e.g. 0.0.0.0:9090)", s);
+    return -1;
+}
+
+int agent_status_serve(const char *listen, int stall_ms, char *err, size_t errlen) {
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    if (parse_listen(listen, &ss, &sl, err, errlen) < 0) return -1;
+    stall_limit_ms = stall_ms;
+    agent_status_tick();
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;
+    if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+    daemon_ = MHD_start_daemon(flags, 0, NULL, NULL, handle, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                               MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_END);
+    if (!daemon_) {
+        snprintf(err, errlen, "cannot serve on %s (address in use, or not this machine's)", listen);
+        return -1;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
+    return di ? (int)di->port : -1;
+}
+
+void agent_status_stop(void) {
+    if (daemon_) MHD_stop_daemon(daemon_);
+    daemon_ = NULL;
+}
