@@ -32,15 +32,17 @@ POLICY_SRC := $(wildcard policy/*.c)
 SIM_SRC    := $(filter-out sim/main.c,$(wildcard sim/*.c))
 EXT_SRC    := $(filter-out extender/main.c,$(wildcard extender/*.c extender/*/*.c))
 BENCH_SRC  := $(wildcard tests/bench/*.c)
+# agent/: tessera-node-agent, the node-side program that publishes a GPU node's topology and holdings. Its library
+# (all but main.c): NVML, the topology annotation, the Node client, the kubelet Pod Resources client (podresources.c,
+# protowire.c) and the holdings record; the tests, benches and fuzzers link it. It links neither extender/ nor model/.
+AGENT_LIB_SRC := $(filter-out agent/main.c,$(wildcard agent/*.c))
 # reserve/: tessera-reserve, the node-side program of a reservation pod; device.c is pure and unit-tested.
 RESERVE_LIB_SRC := reserve/device.c
-# agent/: tessera-node-agent, the node-side program that publishes a GPU node's topology and holdings; its
-# modules (all but main.c) are unit-tested too. It links neither extender/ nor model/.
-AGENT_SRC  := $(filter-out agent/main.c,$(wildcard agent/*.c))
 # tests/support/fake_nvml.c is not part of the tests' binary: it is the fake libnvidia-ml.so.1 (below).
 SUPPORT_SRC := $(filter-out tests/support/fake_nvml.c,$(wildcard tests/support/*.c))
 # tests/fuzz/fuzz_targets.c: the fuzz target bodies, replayed over their corpora by the unit tests.
-TEST_SRC   := $(wildcard tests/unit/*.c) $(SUPPORT_SRC) $(RESERVE_LIB_SRC) $(AGENT_SRC) tests/fuzz/fuzz_targets.c
+TEST_SRC   := $(wildcard tests/unit/*.c) $(SUPPORT_SRC) $(RESERVE_LIB_SRC) $(AGENT_LIB_SRC) \
+              tests/fuzz/fuzz_targets.c
 GEN_SRC    := $(BUILD)/gen/catalog_data.c
 
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(MODEL_SRC) $(POLICY_SRC)) $(BUILD)/gen/catalog_data.o
@@ -134,7 +136,7 @@ $(RESERVE_BIN): $(RESERVE_OBJ)
 	$(Q)$(CC) $(CFLAGS) -o $@ $(RESERVE_OBJ) $(LDLIBS)
 
 # tessera-node-agent: libcurl, cJSON and libmicrohttpd; NVML is dlopen'ed at run time (agent/nvml.h), hence -ldl.
-AGENT_OBJ := $(BUILD)/agent/main.o $(patsubst %.c,$(BUILD)/%.o,$(AGENT_SRC))
+AGENT_OBJ := $(BUILD)/agent/main.o $(patsubst %.c,$(BUILD)/%.o,$(AGENT_LIB_SRC))
 $(AGENT_BIN): $(AGENT_OBJ)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $(AGENT_OBJ) $(LDLIBS) -ldl
@@ -146,8 +148,10 @@ $(FAKE_NVML): tests/support/fake_nvml.c $(BUILD)/.deps
 	$(Q)$(CC) $(CSTD) $(WARN) -O2 -g -fPIC -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $<
 
 # libyaml: the tests read deploy/'s manifests themselves (tests/support/yaml_json.c), to start tessera as
-# deploy/ runs it. Only the tests and benches link it; the programs do not.
-TEST_LIBS = $(shell pkg-config --libs yaml-0.1 2>/dev/null || echo -lyaml)
+# deploy/ runs it. libnghttp2: the fake kubelet Pod Resources gRPC server (tests/support/fake_podresources.c).
+# Only the tests and benches link them; the programs do not.
+TEST_LIBS = $(shell pkg-config --libs yaml-0.1 2>/dev/null || echo -lyaml) \
+            $(shell pkg-config --libs libnghttp2 2>/dev/null || echo -lnghttp2)
 
 # The unit tests link every library object (model, policy, extender, sim) but no main().
 $(TEST_BIN): $(TEST_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
@@ -156,7 +160,7 @@ $(TEST_BIN): $(TEST_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
 
 # Each tests/bench/NAME.c is a program of its own; `make bench` builds and runs them all.
 # Benches may use the fake API server (tests/support); bench_extender runs the real binary.
-BENCH_SUPPORT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(SUPPORT_SRC))
+BENCH_SUPPORT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(SUPPORT_SRC) $(AGENT_LIB_SRC))
 $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BENCH_SUPPORT_OBJ) $(BUILD)/libtessera.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
@@ -199,7 +203,7 @@ asan:
 FUZZ_SECONDS ?= 10
 FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(filter-out tests/fuzz/fuzz_targets.c,$(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_BIN := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
-FUZZ_LIB_OBJ := $(BUILD)/tests/fuzz/fuzz_targets.o $(patsubst %.c,$(BUILD)/%.o,$(RESERVE_LIB_SRC))
+FUZZ_LIB_OBJ := $(BUILD)/tests/fuzz/fuzz_targets.o $(patsubst %.c,$(BUILD)/%.o,$(RESERVE_LIB_SRC) $(AGENT_LIB_SRC))
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")

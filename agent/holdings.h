@@ -1,4 +1,4 @@
-/* holdings.h -- the `tessera.io/holdings` record: which nvidia.com/* devices each pod on this node holds, as the
+/* holdings.h -- the `tessera.io/holdings` record: which nvidia.com/... devices each pod on this node holds, as the
  * kubelet's Pod Resources API says (topo-contract.md, "The holdings record"):
  *
  *     {"v":1,"pods":{"default/train-1":{"nvidia.com/gpu":["GPU-6a0f…","GPU-77b1…"]},
@@ -29,7 +29,7 @@ char *agent_holdings_json(const char *socket_path, int timeout_ms, char *err, si
 /* The pure half: the record of a decoded List reply. NULL only when out of memory. */
 char *agent_holdings_from_list(const agent_pr_list *l);
 
-/* GetAllocatableResources as JSON for the log and for comparing with the holdings: the nvidia.com/* resources
+/* GetAllocatableResources as JSON for the log and for comparing with the holdings: the nvidia.com/... resources
  * the kubelet can hand out on this node and their device ids, sorted and unique:
  *     {"nvidia.com/gpu":["GPU-6a0f…","GPU-77b1…"],"nvidia.com/mig-1g.10gb":["MIG-…"]}
  * NULL with err as agent_holdings_json. */

@@ -59,8 +59,8 @@ int agent_pr_call(const char *socket_path, const char *method, const uint8_t *re
 
 /* List and GetAllocatableResources, decoded. AGENT_PR_OK and *out filled (free it), or a negative
  * agent_pr_error, *out empty and err set. */
-int agent_pr_list(const char *socket_path, int timeout_ms, agent_pr_list *out, char *err, size_t errlen);
-int agent_pr_allocatable(const char *socket_path, int timeout_ms, agent_pr_allocatable *out, char *err,
+int agent_pr_call_list(const char *socket_path, int timeout_ms, agent_pr_list *out, char *err, size_t errlen);
+int agent_pr_call_allocatable(const char *socket_path, int timeout_ms, agent_pr_allocatable *out, char *err,
                          size_t errlen);
 
 /* The words for a failed connect(2) to the socket (errno e), as agent_pr_call reports it; the kind is returned.

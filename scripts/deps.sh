@@ -5,7 +5,8 @@ set -u
 # libgnutls28-dev: the webhook's certificates (certs.c) and --tls-client-ca. The code still
 # compiles without it (EXT_HAVE_GNUTLS unset), but then it cannot make certificates.
 # libyaml-dev: the tests read deploy/'s manifests to run tessera as deployed (tests/support/yaml_json.c).
-pkgs="libmicrohttpd-dev libcjson-dev libcurl4-openssl-dev libjemalloc-dev libgnutls28-dev libyaml-dev pkg-config"
+# libnghttp2-dev: the tests' fake kubelet Pod Resources gRPC server (tests/support/fake_podresources.c).
+pkgs="libmicrohttpd-dev libcjson-dev libcurl4-openssl-dev libjemalloc-dev libgnutls28-dev libyaml-dev libnghttp2-dev pkg-config"
 # TESSERA_DEPS_FUZZ=1 (scripts/fuzz.sh, `make fuzz` only): clang and its compiler-rt, which holds
 # libFuzzer and the sanitizer runtimes (-fsanitize=fuzzer,address,undefined). `make` and
 # `make test` never need them.
@@ -16,7 +17,7 @@ if command -v dpkg-query >/dev/null 2>&1; then
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
     done
 else
-    for m in libmicrohttpd libcjson libcurl jemalloc gnutls yaml-0.1; do
+    for m in libmicrohttpd libcjson libcurl jemalloc gnutls yaml-0.1 libnghttp2; do
         pkg-config --exists "$m" 2>/dev/null || missing="$missing $m"
     done
 fi

@@ -1,0 +1,224 @@
+/* holdings.c -- the tessera.io/holdings record and the allocatable list, from the kubelet's Pod Resources API.
+ * The JSON is written by hand, not with cJSON, because the bytes must be the same for the same holdings (the agent
+ * compares them to decide whether to write) and the order is ours: sorted, with the containers merged. */
+#include "agent/holdings.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/podresources.h"
+
+int agent_holdings_keeps(const char *resource) {
+    static const char prefix[] = "nvidia.com/";
+    return resource && strncmp(resource, prefix, sizeof prefix - 1) == 0 && resource[sizeof prefix - 1] != '\0';
+}
+
+/* ---- a string builder; oom is sticky ---- */
+
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *s, size_t len) {
+    if (b->oom) return;
+    if (b->n + len + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + len + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) { b->oom = true; return; }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, len);
+    b->n += len;
+    b->p[b->n] = '\0';
+}
+
+static void sb_lit(sbuf *b, const char *s) {
+    sb_add(b, s, strlen(s));
+}
+
+/* A JSON string: quotes, backslashes and control characters escaped; the rest (UTF-8, as the decoder checked)
+ * as it is. */
+static void sb_json_string(sbuf *b, const char *s) {
+    sb_add(b, "\"", 1);
+    const char *run = s;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        sb_add(b, run, (size_t)(s - run));
+        char esc[8];
+        if (c == '"' || c == '\\') snprintf(esc, sizeof esc, "\\%c", c);
+        else snprintf(esc, sizeof esc, "\\u%04x", c);
+        sb_lit(b, esc);
+        run = s + 1;
+    }
+    sb_add(b, run, (size_t)(s - run));
+    sb_add(b, "\"", 1);
+}
+
+static char *sb_finish(sbuf *b) {
+    if (b->oom) {
+        free(b->p);
+        return NULL;
+    }
+    return b->p;
+}
+
+/* ---- (key, resource, id) triples, sorted and written as nested objects ---- */
+
+typedef struct triple {
+    const char *key;        /* "ns/name"; NULL in the allocatable list, which has no pods */
+    const char *res, *id;
+} triple;
+
+typedef struct triples {
+    triple *t;
+    size_t n, cap;
+    bool oom;
+} triples;
+
+static void tr_add(triples *ts, const char *key, const char *res, const char *id) {
+    if (ts->oom) return;
+    if (ts->n == ts->cap) {
+        size_t cap = ts->cap ? ts->cap * 2 : 64;
+        triple *t = realloc(ts->t, cap * sizeof *t);
+        if (!t) { ts->oom = true; return; }
+        ts->t = t;
+        ts->cap = cap;
+    }
+    ts->t[ts->n++] = (triple){key, res, id};
+}
+
+static int cmp_opt(const char *a, const char *b) {
+    if (!a || !b) return (a != NULL) - (b != NULL);
+    return strcmp(a, b);
+}
+
+static int tr_cmp(const void *pa, const void *pb) {
+    const triple *a = pa, *b = pb;
+    int c = cmp_opt(a->key, b->key);
+    if (!c) c = strcmp(a->res, b->res);
+    if (!c) c = strcmp(a->id, b->id);
+    return c;
+}
+
+/* Devices of kept resources with non-empty ids, under key. */
+static void tr_add_devices(triples *ts, const char *key, const agent_pr_devices *d, size_t nd) {
+    for (size_t i = 0; i < nd; i++) {
+        if (!d[i].resource || !agent_holdings_keeps(d[i].resource)) continue;
+        for (size_t k = 0; k < d[i].nids; k++)
+            if (d[i].ids[k] && d[i].ids[k][0]) tr_add(ts, key, d[i].resource, d[i].ids[k]);
+    }
+}
+
+/* {"res":["id",...],...} for the sorted run t[from..to), duplicates once. */
+static void sb_resources(sbuf *b, const triple *t, size_t from, size_t to) {
+    sb_add(b, "{", 1);
+    for (size_t i = from; i < to; i++) {
+        bool new_res = i == from || strcmp(t[i].res, t[i - 1].res) != 0;
+        if (!new_res && strcmp(t[i].id, t[i - 1].id) == 0) continue;
+        if (new_res) {
+            if (i != from) sb_lit(b, "],");
+            sb_json_string(b, t[i].res);
+            sb_lit(b, ":[");
+        } else {
+            sb_add(b, ",", 1);
+        }
+        sb_json_string(b, t[i].id);
+    }
+    if (to > from) sb_add(b, "]", 1);
+    sb_add(b, "}", 1);
+}
+
+char *agent_holdings_from_list(const agent_pr_list *l) {
+    triples ts = {0};
+    char **keys = calloc(l->npods ? l->npods : 1, sizeof *keys);
+    char *out = NULL;
+    if (!keys) return NULL;
+    for (size_t i = 0; i < l->npods; i++) {
+        const agent_pr_pod *pod = &l->pods[i];
+        const char *ns = pod->namespace_ ? pod->namespace_ : "", *name = pod->name ? pod->name : "";
+        size_t len = strlen(ns) + 1 + strlen(name) + 1;
+        if (!(keys[i] = malloc(len))) goto done;
+        snprintf(keys[i], len, "%s/%s", ns, name);
+        for (size_t c = 0; c < pod->ncontainers; c++)
+            tr_add_devices(&ts, keys[i], pod->containers[c].devices, pod->containers[c].ndevices);
+    }
+    if (ts.oom) goto done;
+    /* equal keys from two entries of the same pod merge here too, as containers do */
+    if (ts.n) qsort(ts.t, ts.n, sizeof *ts.t, tr_cmp);
+    sbuf b = {0};
+    sb_lit(&b, "{\"v\":1,\"pods\":{");
+    for (size_t i = 0; i < ts.n;) {
+        size_t j = i;
+        while (j < ts.n && strcmp(ts.t[j].key, ts.t[i].key) == 0) j++;
+        if (i) sb_add(&b, ",", 1);
+        sb_json_string(&b, ts.t[i].key);
+        sb_add(&b, ":", 1);
+        sb_resources(&b, ts.t, i, j);
+        i = j;
+    }
+    sb_lit(&b, "}}");
+    out = sb_finish(&b);
+done:
+    for (size_t i = 0; i < l->npods; i++) free(keys[i]);
+    free(keys);
+    free(ts.t);
+    return out;
+}
+
+char *agent_allocatable_from_reply(const agent_pr_allocatable *a) {
+    triples ts = {0};
+    tr_add_devices(&ts, NULL, a->devices, a->ndevices);
+    if (ts.oom) {
+        free(ts.t);
+        return NULL;
+    }
+    if (ts.n) qsort(ts.t, ts.n, sizeof *ts.t, tr_cmp);
+    sbuf b = {0};
+    sb_resources(&b, ts.t, 0, ts.n);
+    free(ts.t);
+    return sb_finish(&b);
+}
+
+/* ---- the calls ---- */
+
+/* Call, decode, write; the decoded reply is freed by free_fn. */
+typedef int (*call_fn)(const char *socket_path, int timeout_ms, void *out, char *err, size_t errlen);
+typedef char *(*json_fn)(const void *reply);
+typedef void (*free_fn)(void *reply);
+
+static char *call_json(const char *socket_path, int timeout_ms, void *reply, call_fn call, json_fn to_json,
+                       free_fn release, char *err, size_t errlen) {
+    if (call(socket_path, timeout_ms, reply, err, errlen) != AGENT_PR_OK) return NULL;
+    char *json = to_json(reply);
+    release(reply);
+    if (!json) snprintf(err, errlen, "out of memory writing the kubelet's reply as JSON");
+    return json;
+}
+
+static int call_list(const char *p, int t, void *out, char *err, size_t errlen) {
+    return agent_pr_call_list(p, t, out, err, errlen);
+}
+static char *list_json(const void *reply) { return agent_holdings_from_list(reply); }
+static void list_free(void *reply) { agent_pr_list_free(reply); }
+static int call_allocatable(const char *p, int t, void *out, char *err, size_t errlen) {
+    return agent_pr_call_allocatable(p, t, out, err, errlen);
+}
+static char *allocatable_json(const void *reply) { return agent_allocatable_from_reply(reply); }
+static void allocatable_free(void *reply) { agent_pr_allocatable_free(reply); }
+
+char *agent_holdings_json(const char *socket_path, int timeout_ms, char *err, size_t errlen) {
+    agent_pr_list l;
+    return call_json(socket_path, timeout_ms, &l, call_list, list_json, list_free, err, errlen);
+}
+
+char *agent_allocatable_json(const char *socket_path, int timeout_ms, char *err, size_t errlen) {
+    agent_pr_allocatable a;
+    return call_json(socket_path, timeout_ms, &a, call_allocatable, allocatable_json, allocatable_free, err, errlen);
+}
