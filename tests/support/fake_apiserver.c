@@ -1068,6 +1068,11 @@ static enum MHD_Result fa_patch(fake_api *f, struct MHD_Connection *c, int k, co
     cJSON *obj = fa_merge_patch(cJSON_Duplicate(old, 1), patch);
     cJSON_Delete(patch);
     fa_keep_identity(k, obj, old);
+    if (k == FA_NODES) { /* a Node's status belongs to its status subresource (the kubelet's), as a pod's */
+        cJSON_DeleteItemFromObjectCaseSensitive(obj, "status");
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(old, "status");
+        if (st) cJSON_AddItemToObject(obj, "status", cJSON_Duplicate(st, 1));
+    }
     if (k == FA_PODS) {
         const cJSON *spec_new = cJSON_GetObjectItemCaseSensitive(obj, "spec");
         const cJSON *spec_old = cJSON_GetObjectItemCaseSensitive(old, "spec");
@@ -1287,7 +1292,8 @@ static enum MHD_Result fa_handle(void *cls, struct MHD_Connection *c, const char
         ret = fa_bind(f, c, ns, name, rq);
     } else if (post && fa_events_path(url, ns, sizeof ns)) {
         ret = fa_event_create(f, c, ns, rq);
-    } else if (okind > FA_NODES && !sub[0]) {
+    } else if (!sub[0] && (okind > FA_NODES || (okind == FA_NODES && name[0]))) {
+        /* nodes only by name (the node agent's GET and PATCH): the fake creates nodes through fake_api_put */
         ret = fa_object(f, c, method, okind, ns, name, rq);
     } else if (kind >= 0 || binding) {
         ret = fa_send_status(c, 405, "MethodNotAllowed", "method not allowed");

@@ -13,6 +13,9 @@
  *                                             compaction gets 200 + an ERROR event with code 410, like the
  *                                             real apiserver. BOOKMARKs only when fake_api_bookmark() asks.
  *   GET  /api/v1/namespaces/NS/pods/NAME      one pod.
+ *   GET, PUT, PATCH, DELETE /api/v1/nodes/NAME one node (the node agent's GET and merge PATCH of annotations), as
+ *                                             for ConfigMaps below; a PATCH keeps the node's status (its
+ *                                             subresource). Nodes are created with fake_api_put, not POST.
  *   POST /api/v1/namespaces/NS/pods           create: 201 + the object as stored (name from generateName + 5
  *                                             characters when it has none; uid, creationTimestamp and
  *                                             resourceVersion set; status is the server's: phase Pending);
