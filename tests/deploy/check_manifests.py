@@ -150,6 +150,7 @@ ANNOTATION_FORMS = ("tessera.io/gpu-fraction", "gpu-fraction", "gpu-memory")
 # libgnutls30: the extender links GnuTLS itself (the webhook's certificates, --tls-client-ca).
 RUNTIME_PACKAGES = {"libmicrohttpd12", "libcjson1", "libcurl4", "libjemalloc2", "libgnutls30", "ca-certificates"}
 RESERVE_BIN = "/usr/local/bin/tessera-reserve"   # the reservation pods' command
+AGENT_BIN = "/usr/local/bin/tessera-node-agent"  # the node agent DaemonSet's command (deploy/node-agent/)
 
 passed = 0
 failed = 0
@@ -1435,6 +1436,11 @@ try:
     check("runtime stage carries tessera-reserve at %s (the reservation pods' command)" % RESERVE_BIN,
           any(l.upper().startswith("COPY ") and l.split()[-1] in (RESERVE_BIN, os.path.dirname(RESERVE_BIN) + "/")
               and "tessera-reserve" in l for l in last), "no COPY of tessera-reserve to %s" % RESERVE_BIN)
+    check("build stage builds tessera-node-agent with make",
+          re.search(r"RUN .*make .*build/tessera-node-agent", cf) is not None)
+    check("runtime stage carries tessera-node-agent at %s (the node agent DaemonSet's command)" % AGENT_BIN,
+          any(l.upper().startswith("COPY ") and l.split()[-1] in (AGENT_BIN, os.path.dirname(AGENT_BIN) + "/")
+              and "tessera-node-agent" in l for l in last), "no COPY of tessera-node-agent to %s" % AGENT_BIN)
     # The build stage sees only what it COPYs: copy exactly that into a scratch tree and
     # ask make (dry run) whether build/tessera-extender and build/tessera-reserve can be built from it.
     first = lines[:max(i for i, l in enumerate(lines) if l.upper().startswith("FROM "))]
@@ -1452,15 +1458,169 @@ try:
                 else:
                     os.makedirs(os.path.dirname(target), exist_ok=True)
                     shutil.copy(path, target)
-        dry = subprocess.run(["make", "-n", "-C", scratch, "build/tessera-extender", "build/tessera-reserve", "build/tessera-sim"],
-                             capture_output=True, text=True)
+        dry = subprocess.run(["make", "-n", "-C", scratch, "build/tessera-extender", "build/tessera-reserve",
+                              "build/tessera-node-agent", "build/tessera-sim"], capture_output=True, text=True)
         check("the Containerfile's build stage COPYs everything `make build/tessera-extender build/tessera-reserve "
-              "build/tessera-sim` needs",
+              "build/tessera-node-agent build/tessera-sim` needs",
               dry.returncode == 0, (dry.stderr or dry.stdout).strip()[-300:])
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 except OSError as e:
     check("deploy/Containerfile exists", False, str(e))
+
+# ---- the node agent: deploy/node-agent (and deploy/node-agent-policy), optional components --------
+# Off by default (deploy/README.md, "Node agent", says why); checked here as `components: [node-agent,
+# node-agent-policy]` would add them. What must agree: the flags with `tessera-node-agent --help`, the socket
+# path with the hostPath mount, the probes with --metrics-listen, the RBAC with the calls agent/kube.c makes, the
+# admission policy with the agent's identity and the two annotations agent/ writes.
+AGENT_COMPONENTS = ("node-agent", "node-agent-policy")
+AGENT_SA = "tessera-node-agent"
+KUBELET_POD_RESOURCES = "/var/lib/kubelet/pod-resources"
+
+
+def component_objects(name):
+    path = os.path.join(DEPLOY, name, "kustomization.yaml")
+    k = (docs.get(path) or [{}])[0]
+    check("deploy/%s/kustomization.yaml is a kustomize Component" % name,
+          k.get("kind") == "Component" and k.get("apiVersion") == "kustomize.config.k8s.io/v1alpha1",
+          "%s %s" % (k.get("apiVersion"), k.get("kind")))
+    files = sorted(p for p in docs if os.path.dirname(p) == os.path.join(DEPLOY, name) and p != path)
+    listed_c = sorted(os.path.normpath(os.path.join(DEPLOY, name, r)) for r in k.get("resources") or [])
+    check("deploy/%s/kustomization.yaml lists every manifest of its directory" % name, listed_c == files,
+          "listed %s, present %s" % ([rel(p) for p in listed_c], [rel(p) for p in files]))
+    return [o for p in files for o in docs[p]]
+
+
+agent_objs = [o for c in AGENT_COMPONENTS for o in component_objects(c)]
+check("deploy/kustomization.yaml leaves the node agent off by default (deploy/README.md says why)",
+      not any(c in (kust.get("components") or []) for c in AGENT_COMPONENTS), str(kust.get("components")))
+
+
+def agent_find(kind, name=None):
+    found = [o for o in agent_objs if o.get("kind") == kind and (name is None or o["metadata"].get("name") == name)]
+    return found[0] if len(found) == 1 else None
+
+
+ds = agent_find("DaemonSet", "tessera-node-agent") or {"metadata": {}, "spec": {"template": {"spec": {}}}}
+check("DaemonSet tessera-node-agent in namespace %s" % NAMESPACE, ds["metadata"].get("namespace") == NAMESPACE)
+apod = ds["spec"].get("template", {}).get("spec", {})
+actrs = apod.get("containers") or []
+agent = actrs[0] if len(actrs) == 1 else {}
+check("the DaemonSet runs one container, %s with the tessera image (kustomization.yaml's images: maps it)"
+      % AGENT_BIN, agent.get("command") == [AGENT_BIN] and agent.get("image") == EXTENDER_IMAGE
+      and not apod.get("initContainers"), "%s %s" % (agent.get("command"), agent.get("image")))
+check("the DaemonSet's pod selector matches its template's labels",
+      matches(ds["spec"].get("selector"),
+              ds["spec"].get("template", {}).get("metadata", {}).get("labels") or {}))
+check("only on GPU nodes: nodeSelector nvidia.com/gpu.present=\"true\"",
+      (apod.get("nodeSelector") or {}) == {"nvidia.com/gpu.present": "true"}, str(apod.get("nodeSelector")))
+check("tolerates the nvidia.com/gpu taint (any value and effect)",
+      any(t.get("key") == "nvidia.com/gpu" and t.get("operator") == "Exists" and not t.get("effect")
+          for t in apod.get("tolerations") or []), str(apod.get("tolerations")))
+check("runtimeClassName nvidia (the GPU operator's RuntimeClass: it mounts libnvidia-ml.so.1)",
+      apod.get("runtimeClassName") == "nvidia", str(apod.get("runtimeClassName")))
+aenv = {e.get("name"): e for e in agent.get("env") or []}
+check("NVIDIA_VISIBLE_DEVICES=all and NVIDIA_DRIVER_CAPABILITIES=utility (NVML, no CUDA)",
+      (aenv.get("NVIDIA_VISIBLE_DEVICES") or {}).get("value") == "all"
+      and (aenv.get("NVIDIA_DRIVER_CAPABILITIES") or {}).get("value") == "utility")
+check("NODE_NAME from the downward API (spec.nodeName)",
+      ((aenv.get("NODE_NAME") or {}).get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName")
+check("the agent's pod uses its own ServiceAccount %s" % AGENT_SA, apod.get("serviceAccountName") == AGENT_SA)
+asc, psc = agent.get("securityContext") or {}, apod.get("securityContext") or {}
+check("no privileges beyond the socket's owner: not privileged, no privilege escalation, every capability "
+      "dropped, read-only root, no host namespaces",
+      not asc.get("privileged") and asc.get("allowPrivilegeEscalation") is False
+      and (asc.get("capabilities") or {}).get("drop") == ["ALL"] and not (asc.get("capabilities") or {}).get("add")
+      and asc.get("readOnlyRootFilesystem") is True
+      and not any(apod.get(k) for k in ("hostNetwork", "hostPID", "hostIPC")), str(asc))
+check("runs as uid 0 (the kubelet's socket is root's; deploy/README.md), with seccomp RuntimeDefault",
+      psc.get("runAsUser") == 0 and (psc.get("seccompProfile") or {}).get("type") == "RuntimeDefault", str(psc))
+ares = agent.get("resources") or {}
+check("the agent has cpu and memory requests and limits",
+      all((ares.get(k) or {}).get(r) for k in ("requests", "limits") for r in ("cpu", "memory")), str(ares))
+
+af = flags((agent.get("command") or [])[1:] + (agent.get("args") or []))
+agent_exe = os.path.join(ROOT, "build", "tessera-node-agent")
+if os.access(agent_exe, os.X_OK):
+    helptext = subprocess.run([agent_exe, "--help"], capture_output=True, text=True).stdout
+    known = set(re.findall(r"^\s+--([a-z0-9-]+)", helptext, re.M))
+    check("every flag the DaemonSet gives is one `tessera-node-agent --help` documents",
+          af and set(af) <= known, "unknown: %s" % sorted(set(af) - known))
+    for f_ in ("kube-api", "token-file", "ca-file", "client-cert", "client-key", "insecure-skip-tls-verify",
+               "metrics-listen"):
+        check("tessera-node-agent --help has the extender's --%s" % f_, f_ in known)
+else:
+    print("# SKIP the node agent's flags against --help: build/tessera-node-agent is not built (run make)")
+for d_ in ("poll-interval", "min-write-interval", "topology-interval"):
+    check("the DaemonSet sets --%s" % d_, bool(af.get(d_)), str(af.get(d_)))
+
+mounts = {m.get("name"): m for m in agent.get("volumeMounts") or []}
+vols = {v.get("name"): v for v in apod.get("volumes") or []}
+sock = af.get("pod-resources-socket", KUBELET_POD_RESOURCES + "/kubelet.sock")
+sock_mount = [m for m in mounts.values() if sock.startswith(m.get("mountPath", "//").rstrip("/") + "/")]
+hp = ((vols.get(sock_mount[0].get("name")) or {}).get("hostPath") or {}) if sock_mount else {}
+check("--pod-resources-socket (%s) lies in a read-only hostPath mount of the kubelet's %s" % (sock, KUBELET_POD_RESOURCES),
+      len(sock_mount) == 1 and sock_mount[0].get("readOnly") is True and hp.get("path") == KUBELET_POD_RESOURCES
+      and sock_mount[0].get("mountPath") == KUBELET_POD_RESOURCES, str(sock_mount) + " " + str(hp))
+check("the only volume is that hostPath (no other host access)", list(vols) == [sock_mount[0].get("name")] if sock_mount else False,
+      str(list(vols)))
+_, amport = hostport(af.get("metrics-listen"))
+check("--metrics-listen is on the pod IP and its port is the container port named metrics",
+      amport and port_number(agent, "metrics") == amport, "%s vs %s" % (af.get("metrics-listen"), agent.get("ports")))
+for probe, path_ in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+    hg = (agent.get(probe) or {}).get("httpGet") or {}
+    check("the agent's %s is GET %s on --metrics-listen's port" % (probe, path_),
+          hg.get("path") == path_ and port_number(agent, hg.get("port")) == amport, str(hg))
+
+# RBAC: exactly the calls agent/kube.c makes on Nodes.
+try:
+    with open(os.path.join(ROOT, "agent", "kube.c")) as fh:
+        kube_src = fh.read()
+    calls = {m.lower() for m in re.findall(r'request\(k, "([A-Z]+)", path', kube_src)}
+except OSError:
+    calls = set()
+acr = agent_find("ClusterRole", "tessera-node-agent") or {}
+check("agent/kube.c makes GET and PATCH calls on Nodes (what the RBAC below must grant)", calls == {"get", "patch"},
+      str(calls))
+check("ClusterRole tessera-node-agent grants exactly nodes %s" % ",".join(sorted(calls)),
+      grants(acr, True) == {("", "nodes", None): calls}, fmt_grants(grants(acr, True)))
+acrb = agent_find("ClusterRoleBinding", "tessera-node-agent") or {}
+check("ClusterRoleBinding tessera-node-agent binds that role to ServiceAccount %s/%s" % (NAMESPACE, AGENT_SA),
+      (acrb.get("roleRef") or {}).get("name") == "tessera-node-agent"
+      and (acrb.get("subjects") or []) == [{"kind": "ServiceAccount", "name": AGENT_SA, "namespace": NAMESPACE}]
+      and agent_find("ServiceAccount", AGENT_SA) is not None
+      and agent_find("ServiceAccount", AGENT_SA)["metadata"].get("namespace") == NAMESPACE)
+
+# The admission policy: the agent's identity and the annotations agent/ writes.
+vap = agent_find("ValidatingAdmissionPolicy", "tessera-node-agent") or {}
+vapb = agent_find("ValidatingAdmissionPolicyBinding", "tessera-node-agent") or {}
+user = "system:serviceaccount:%s:%s" % (NAMESPACE, AGENT_SA)
+vspec = vap.get("spec") or {}
+check("the admission policy applies to the agent's ServiceAccount only (%s)" % user,
+      any(user in (c.get("expression") or "") for c in vspec.get("matchConditions") or []))
+check("the admission policy covers UPDATE of core/v1 nodes (a PATCH is admitted as UPDATE)",
+      any(r.get("resources") == ["nodes"] and "UPDATE" in (r.get("operations") or []) and r.get("apiGroups") == [""]
+          for r in (vspec.get("matchConstraints") or {}).get("resourceRules") or []))
+try:
+    agent_src = "".join(open(os.path.join(ROOT, "agent", f_)).read() for f_ in ("topology.h", "main.c"))
+    written = set(re.findall(r'#define AGENT_ANN_[A-Z]+ "([^"]+)"', agent_src))
+except OSError:
+    written = set()
+owned = next((v.get("expression") for v in vspec.get("variables") or [] if v.get("name") == "owned"), "")
+check("the admission policy's annotations are the ones agent/ writes (%s)" % ", ".join(sorted(written)),
+      written == {"tessera.io/gpus", "tessera.io/holdings"} and set(re.findall(r"'([^']+)'", owned)) == written,
+      "%s vs %s" % (owned, sorted(written)))
+check("the admission policy limits the agent to its own Node (the token's node-name)",
+      any("authentication.kubernetes.io/node-name" in (v.get("expression") or "") for v in vspec.get("validations") or []))
+check("its binding denies (validationActions [Deny]) with policy tessera-node-agent",
+      (vapb.get("spec") or {}).get("policyName") == "tessera-node-agent"
+      and (vapb.get("spec") or {}).get("validationActions") == ["Deny"])
+try:
+    with open(os.path.join(DEPLOY, "README.md")) as fh:
+        dreadme = fh.read()
+except OSError:
+    dreadme = ""
+check("deploy/README.md has a \"Node agent\" section", re.search(r"^#+ Node agent", dreadme, re.M) is not None)
 
 # ---- tessera-sim sweep --emit-job: the Indexed Job that runs a sweep on the cluster -------
 # What an Indexed Job is: batch/v1 JobSpec.completionMode "Indexed" gives each pod an index
