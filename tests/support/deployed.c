@@ -351,6 +351,31 @@ static int build_envp(const cJSON *ctr, const cJSON *pod, char **envp, int max, 
     return n;
 }
 
+/* fork and exec bin (stderr into the returned stream, stdout to /dev/null); NULL with err. */
+static FILE *spawn(const char *bin, char **argv, char **envp, pid_t *pid, char *err, size_t errlen) {
+    int fds[2] = {-1, -1};
+    *pid = -1;
+    if (pipe(fds) == 0) {
+        *pid = fork();
+        if (*pid == 0) {
+            dup2(fds[1], 2);
+            close(fds[0]);
+            close(fds[1]);
+            int null = open("/dev/null", O_WRONLY);
+            if (null >= 0) dup2(null, 1);
+            execve(bin, argv, envp);
+            _exit(127);
+        }
+        close(fds[1]);
+    }
+    if (fds[0] < 0 || *pid <= 0) {
+        snprintf(err, errlen, "cannot start %s: %s", bin, strerror(errno));
+        if (fds[0] >= 0) close(fds[0]);
+        return NULL;
+    }
+    return fdopen(fds[0], "r");
+}
+
 static void *drain(void *arg) {
     FILE *f = arg;
     char line[2048];
@@ -383,25 +408,10 @@ int deployed_replica_start_as(const deployed *d, fake_api *api, const char *bin,
     int argc = build_argv(ctr, bin, url, argv, 96, err, errlen);
     int envc = argc < 0 ? -1 : build_envp(ctr, pod, envp, 64, err, errlen);
     cJSON_Delete(pod);
-    int fds[2] = {-1, -1};
-    if (argc > 0 && envc >= 0 && pipe(fds) == 0) {
-        r->pid = fork();
-        if (r->pid == 0) {
-            dup2(fds[1], 2);
-            close(fds[0]);
-            close(fds[1]);
-            int null = open("/dev/null", O_WRONLY);
-            if (null >= 0) dup2(null, 1);
-            execve(bin, argv, envp);
-            _exit(127);
-        }
-        close(fds[1]);
-    }
+    FILE *f = argc > 0 && envc >= 0 ? spawn(bin, argv, envp, &r->pid, err, errlen) : NULL;
     for (int i = 0; argv[i]; i++) free(argv[i]);
     for (int i = 0; envp[i]; i++) free(envp[i]);
-    if (argc < 0 || envc < 0) return -1;
-    if (fds[0] < 0 || r->pid <= 0) { snprintf(err, errlen, "cannot start %s: %s", bin, strerror(errno)); return -1; }
-    FILE *f = fdopen(fds[0], "r");
+    if (!f) return -1;
     char line[2048];
     while ((!r->verbs_port || !r->ops_port) && fgets(line, sizeof line, f)) {
         if (getenv("EXT_TEST_LOG")) fputs(line, stderr);
@@ -665,25 +675,10 @@ int deployed_agent_start(const deployed *d, fake_api *api, const char *bin, cons
         envp[envc++] = strdup(buf);
     }
     for (int i = 0; envc >= 0 && o->nvml_env && o->nvml_env[i] && envc < 62; i++) envp[envc++] = strdup(o->nvml_env[i]);
-    int fds[2] = {-1, -1};
-    if (argc > 0 && envc >= 0 && pipe(fds) == 0) {
-        a->pid = fork();
-        if (a->pid == 0) {
-            dup2(fds[1], 2);
-            close(fds[0]);
-            close(fds[1]);
-            int null = open("/dev/null", O_WRONLY);
-            if (null >= 0) dup2(null, 1);
-            execve(bin, argv, envp);
-            _exit(127);
-        }
-        close(fds[1]);
-    }
+    a->out = argc > 0 && envc >= 0 ? spawn(bin, argv, envp, &a->pid, err, errlen) : NULL;
     for (int i = 0; argv[i]; i++) free(argv[i]);
     for (int i = 0; envp[i]; i++) free(envp[i]);
-    if (argc < 0 || envc < 0) return -1;
-    if (fds[0] < 0 || a->pid <= 0) { snprintf(err, errlen, "cannot start %s: %s", bin, strerror(errno)); return -1; }
-    a->out = fdopen(fds[0], "r");
+    if (!a->out) return -1;
     char line[4096];
     while (!a->ops_port && fgets(line, sizeof line, a->out)) {
         if (getenv("EXT_TEST_LOG")) fputs(line, stderr);
