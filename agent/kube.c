@@ -167,7 +167,7 @@ static int request(const agent_kube *k, const char *method, const char *path, co
 }
 
 /* A node name is a DNS subdomain: nothing to escape in a URL path, and anything else is refused. */
-static bool node_name_ok(const char *node, char *err, size_t errlen) {
+bool agent_kube_node_name_ok(const char *node, char *err, size_t errlen) {
     size_t n = node ? strlen(node) : 0;
     bool ok = n > 0 && n <= 253;
     for (size_t i = 0; ok && i < n; i++)
@@ -178,7 +178,7 @@ static bool node_name_ok(const char *node, char *err, size_t errlen) {
 
 int agent_kube_get_node(const agent_kube *k, const char *node, char **body, char *err, size_t errlen) {
     *body = NULL;
-    if (!node_name_ok(node, err, errlen)) return AGENT_KUBE_NO_REQUEST;
+    if (!agent_kube_node_name_ok(node, err, errlen)) return AGENT_KUBE_NO_REQUEST;
     char path[300];
     snprintf(path, sizeof path, "/api/v1/nodes/%s", node);
     return request(k, "GET", path, NULL, body, err, errlen);
@@ -186,7 +186,7 @@ int agent_kube_get_node(const agent_kube *k, const char *node, char **body, char
 
 int agent_kube_patch_annotations(const agent_kube *k, const char *node, const char *const *keys,
                                  const char *const *values, int n, char *err, size_t errlen) {
-    if (!node_name_ok(node, err, errlen)) return AGENT_KUBE_NO_REQUEST;
+    if (!agent_kube_node_name_ok(node, err, errlen)) return AGENT_KUBE_NO_REQUEST;
     cJSON *root = cJSON_CreateObject();
     cJSON *ann = cJSON_AddObjectToObject(cJSON_AddObjectToObject(root, "metadata"), "annotations");
     for (int i = 0; i < n; i++) {

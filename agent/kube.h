@@ -37,6 +37,9 @@ int agent_kube_get_node(const agent_kube *k, const char *node, char **body, char
 int agent_kube_patch_annotations(const agent_kube *k, const char *node, const char *const *keys,
                                  const char *const *values, int n, char *err, size_t errlen);
 
+/* A Node's name is a DNS subdomain (lower-case letters, digits, '-', '.'; at most 253): false with err if not. */
+bool agent_kube_node_name_ok(const char *node, char *err, size_t errlen);
+
 /* Global libcurl set-up; call once from main before any thread starts. */
 int agent_kube_global_init(void);
 

@@ -7,7 +7,8 @@
  *
  * Write discipline (the API server is shared by every node): an annotation is written only when it differs from
  * what the Node carries (read with a GET right before the PATCH, so a restart or a concurrent edit of the other
- * keys is seen), both annotations in one merge PATCH, at most once per --min-write-interval: changes seen in
+ * keys is seen), both annotations in one merge PATCH, at most one GET+PATCH per --min-write-interval (a GET that
+ * finds nothing to write counts too): changes seen in
  * between replace the pending value (coalesce), and the newest is written when the interval has passed. A
  * failed GET or PATCH keeps the pending values and retries after min-write-interval x 2^(failures-1), at most
  * 5 minutes: the request rate stays bounded while the API fails, and nothing is lost when it recovers.
@@ -39,7 +40,7 @@
 
 static const char usage[] =
 "usage: tessera-node-agent [flags]\n"
-"Runs on each GPU node (deploy/node-agent.yaml, a DaemonSet) and publishes on the node's own Node object:\n"
+"Runs on each GPU node (deploy/node-agent/, a DaemonSet) and publishes on the node's own Node object:\n"
 "  " AGENT_ANN_GPUS "      the GPUs' topology: per GPU (NVML index order) index, uuid, pci, numa, nvlink and\n"
 "                       topo (the link to every other GPU as `nvidia-smi topo -m` names it: NV<n>, PIX, PXB,\n"
 "                       PHB, NODE, SYS), read from NVML (libnvidia-ml.so.1, loaded at run time) and sysfs;\n"
@@ -132,6 +133,7 @@ static void read_topology(const agent_cfg *c, agent_state *a, uint64_t now) {
     char err[1024];
     if (agent_nvml_read(&a->gpus, err, sizeof err) < 0) {
         a->gpus_ok = false;
+        a->topo_check = false; /* nothing to compare; the Node keeps what it has */
         agent_status_fail(AGENT_NVML, err);
         if (remember(&a->nvml_err, err))
             agent_log(AGENT_LOG_ERROR, "event=nvml-failed reason=\"%s\" effect=\"no topology is written; holdings "
@@ -234,9 +236,10 @@ static void write_node(const agent_cfg *c, agent_state *a, uint64_t now) {
     }
     if (a->holdings_pending) { keys[n] = AGENT_ANN_HOLDINGS; vals[n++] = a->holdings_pending; }
     cJSON_Delete(node);
-    if (n == 0) { /* the Node already says it all: no write, and the interval is not spent */
+    if (n == 0) { /* the Node already says it all: no write; the GET counts against the interval all the same */
         agent_status_ok(AGENT_API);
         a->failures = 0;
+        a->next_write = now + (uint64_t)c->min_write_ms;
         free(gpus);
         return;
     }
@@ -399,6 +402,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     char err[512];
+    if (!agent_kube_node_name_ok(c.node, err, sizeof err)) {
+        fprintf(stderr, "--node-name/NODE_NAME: %s\n", err);
+        return 2;
+    }
     if (!api_given && agent_kube_in_cluster(&c.kube, err, sizeof err) < 0) {
         fprintf(stderr, "no in-cluster configuration (%s): give --kube-api URL\n", err);
         return 2;

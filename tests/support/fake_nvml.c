@@ -17,6 +17,9 @@
  *   FAKE_NVML_FAIL=init       nvmlInit_v2 answers NVML_ERROR_DRIVER_NOT_LOADED (a node whose driver is absent)
  *   FAKE_NVML_FAIL=topology   nvmlDeviceGetTopologyCommonAncestor answers NVML_ERROR_UNKNOWN
  *   FAKE_NVML_MIG=0,3         those GPUs report MIG mode enabled (A100s only; the L40S has no MIG: NOT_SUPPORTED)
+ *   FAKE_NVML_STATE_FILE=PATH lines "FAIL=..." and "MIG=..." in that file, read at every nvmlInit_v2, override
+ *                             the two above: a test changes the machine while the agent runs (a MIG
+ *                             reconfiguration, the driver going away and coming back)
  * Every device call before nvmlInit_v2 (or after nvmlShutdown) answers NVML_ERROR_UNINITIALIZED, as NVML does.
  */
 #include <stdio.h>
@@ -90,8 +93,27 @@ static int level(int a, int b) {
     return NODE;
 }
 
+/* FAKE_NVML_STATE_FILE's value for key ("FAIL", "MIG"), else the environment's FAKE_NVML_<key>. */
+static const char *knob(const char *key, char *buf, size_t len) {
+    char envname[64];
+    snprintf(envname, sizeof envname, "FAKE_NVML_%s", key);
+    const char *path = getenv("FAKE_NVML_STATE_FILE");
+    FILE *f = path ? fopen(path, "r") : NULL;
+    if (!f) return getenv(envname);
+    const char *v = NULL;
+    char line[256];
+    size_t kl = strlen(key);
+    while (!v && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = 0;
+        if (!strncmp(line, key, kl) && line[kl] == '=') v = snprintf(buf, len, "%s", line + kl + 1) >= 0 ? buf : NULL;
+    }
+    fclose(f);
+    return v;
+}
+
 nvmlReturn_t nvmlInit_v2(void) {
-    const char *fail = getenv("FAKE_NVML_FAIL");
+    char fbuf[64], mbuf[64];
+    const char *fail = knob("FAIL", fbuf, sizeof fbuf);
     if (fail && !strcmp(fail, "init")) return NVML_ERROR_DRIVER_NOT_LOADED;
     const char *name = getenv("FAKE_NVML_SERVER");
     if (!name || !*name) name = "dgx-a100";
@@ -104,7 +126,7 @@ nvmlReturn_t nvmlInit_v2(void) {
     }
     fail_topology = fail && !strcmp(fail, "topology");
     memset(mig_on, 0, sizeof mig_on);
-    const char *mig = getenv("FAKE_NVML_MIG");
+    const char *mig = knob("MIG", mbuf, sizeof mbuf);
     for (const char *p = mig; p && *p;) {
         char *end;
         long i = strtol(p, &end, 10);

@@ -72,15 +72,6 @@ static const server SERVERS[] = {
 
 /* ---- the rig: host files, fakes, the agent ---------------------------------------------------------- */
 
-typedef struct rig {
-    char root[64];
-    fake_api *api;
-    fake_pr *pr;
-    deployed *d;
-    deployed_agent a;
-    char nvml_dir[1024];
-} rig;
-
 typedef struct rig_opts {
     const char *server;        /* FAKE_NVML_SERVER; NULL: no NVML library at all */
     const char *fail, *mig;    /* FAKE_NVML_FAIL, FAKE_NVML_MIG, or NULL */
@@ -88,6 +79,17 @@ typedef struct rig_opts {
     const char *pods;          /* what the kubelet says the pods hold */
     const char *const *timing; /* deployed_agent_opts.timing */
 } rig_opts;
+
+typedef struct rig {
+    char root[64];
+    fake_api *api;
+    fake_pr *pr;
+    deployed *d;
+    deployed_agent a;
+    char nvml_dir[1024], bin[1024];
+    char state[128];           /* FAKE_NVML_STATE_FILE: the test changes the machine by writing it */
+    rig_opts o;
+} rig;
 
 static uint64_t now_ms(void) {
     struct timespec ts;
@@ -138,10 +140,33 @@ static void rig_down(rig *r) {
     memset(r, 0, sizeof *r);
 }
 
+/* Start (or restart) the agent on the rig's node. */
+static bool rig_start_agent(rig *r, char *err, size_t errlen) {
+    const rig_opts *o = &r->o;
+    char env[4][192];
+    const char *envp[5] = {NULL};
+    int ne = 0;
+    if (o->server) { snprintf(env[ne], sizeof env[ne], "FAKE_NVML_SERVER=%s", o->server); envp[ne] = env[ne]; ne++; }
+    if (o->fail) { snprintf(env[ne], sizeof env[ne], "FAKE_NVML_FAIL=%s", o->fail); envp[ne] = env[ne]; ne++; }
+    if (o->mig) { snprintf(env[ne], sizeof env[ne], "FAKE_NVML_MIG=%s", o->mig); envp[ne] = env[ne]; ne++; }
+    snprintf(env[ne], sizeof env[ne], "FAKE_NVML_STATE_FILE=%s", r->state);
+    envp[ne] = env[ne];
+    deployed_agent_opts ao = {.host_root = r->root, .nvml_dir = o->server ? r->nvml_dir : NULL, .nvml_env = envp,
+                              .timing = o->timing};
+    return deployed_agent_start(r->d, r->api, r->bin, NODE, &ao, &r->a, err, errlen) == 0;
+}
+
+/* The fake machine from now on: "" (as started), "MIG=2", "FAIL=init", ... (fake_nvml.c) */
+static void rig_machine(rig *r, const char *state) {
+    FILE *f = fopen(r->state, "w");
+    if (f) { fputs(state, f); fclose(f); }
+}
+
 static bool rig_up(rig *r, const rig_opts *o, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
-    char bin[1024], dir[1024];
-    if (!sibling_binary_path("tessera-node-agent", bin, sizeof bin) ||
+    r->o = *o;
+    char *bin = r->bin, dir[1024];
+    if (!sibling_binary_path("tessera-node-agent", bin, sizeof r->bin) ||
         !sibling_binary_path("fake-nvml/libnvidia-ml.so.1", r->nvml_dir, sizeof r->nvml_dir) ||
         !sibling_binary_path("../deploy", dir, sizeof dir)) {
         snprintf(err, errlen, "build/tessera-node-agent or build/fake-nvml/libnvidia-ml.so.1 missing: make test builds them");
@@ -173,15 +198,8 @@ static bool rig_up(rig *r, const rig_opts *o, char *err, size_t errlen) {
     free(nj);
     static const char *const comps[] = {"node-agent", NULL};
     if (!(r->d = deployed_load_components(dir, comps, err, errlen))) return false;
-    char env[3][128];
-    const char *envp[4] = {NULL};
-    int ne = 0;
-    if (o->server) { snprintf(env[ne], sizeof env[ne], "FAKE_NVML_SERVER=%s", o->server); envp[ne] = env[ne]; ne++; }
-    if (o->fail) { snprintf(env[ne], sizeof env[ne], "FAKE_NVML_FAIL=%s", o->fail); envp[ne] = env[ne]; ne++; }
-    if (o->mig) { snprintf(env[ne], sizeof env[ne], "FAKE_NVML_MIG=%s", o->mig); envp[ne] = env[ne]; ne++; }
-    deployed_agent_opts ao = {.host_root = r->root, .nvml_dir = o->server ? r->nvml_dir : NULL, .nvml_env = envp,
-                              .timing = o->timing};
-    return deployed_agent_start(r->d, r->api, bin, NODE, &ao, &r->a, err, errlen) == 0;
+    snprintf(r->state, sizeof r->state, "%s/nvml-state", r->root); /* absent: the environment's knobs */
+    return rig_start_agent(r, err, errlen);
 }
 
 /* The Node's annotation now (malloc'd), or NULL. */
@@ -442,6 +460,102 @@ TEST(node_agent_daemonset_timing) {
     CHECK_MSG(gap >= 9500 && gap <= 16000, "second write %llu ms after the first", (unsigned long long)gap);
     fprintf(stderr, "# DaemonSet timing: change -> annotation %ld ms (10 s write interval, 5 s polls)\n", ms);
     CHECK_INT(PATCHES(&r), 2);
+    CHECK_INT(deployed_agent_stop(&r.a, SIGTERM), 0);
+    rig_down(&r);
+}
+
+/* The topology is read again every --topology-interval: a MIG reconfiguration without a "mig" list is refused
+ * (the Node keeps its last good annotation), the operator's list makes it whole again (and since the Node then
+ * says what the agent would write, nothing is written); the driver going away and coming back. */
+TEST(node_agent_rereads_topology) {
+    static const char *const timing[] = {"--poll-interval", "100ms", "--min-write-interval", "300ms",
+                                         "--topology-interval", "300ms", NULL};
+    rig r;
+    char err[512];
+    rig_opts o = {.server = "dgx-a100", .pods = PODS_A, .timing = timing};
+    bool up = rig_up(&r, &o, err, sizeof err);
+    CHECK_MSG(up, "%s", err);
+    CHECK(wait_annotation(&r, "tessera.io/gpus", EXPECT_DGX, WAIT_MS) >= 0);
+    CHECK(wait_annotation(&r, "tessera.io/holdings", HOLD_A, WAIT_MS) >= 0);
+    rig_machine(&r, "MIG=2\n");
+    CHECK(wait_log(&r, "event=topology-refused reason=\"GPU 2 (", WAIT_MS));
+    char *g = annotation(&r, "tessera.io/gpus");
+    CHECK_STR(g, EXPECT_DGX);
+    free(g);
+    /* the operator lists GPU 2's instances */
+    cJSON *want = cJSON_Parse(EXPECT_DGX);
+    cJSON_AddItemToObject(cJSON_GetArrayItem(want, 2), "mig", cJSON_Parse("[{\"profile\":\"7g.80gb\",\"start\":0}]"));
+    char *ws = cJSON_PrintUnformatted(want);
+    cJSON_Delete(want);
+    cJSON *patch = cJSON_CreateObject();
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_AddObjectToObject(patch, "metadata"), "annotations"),
+                            "tessera.io/gpus", ws);
+    char *ps = cJSON_PrintUnformatted(patch);
+    cJSON_Delete(patch);
+    int patches = PATCHES(&r);
+    CHECK(fake_api_patch(r.api, "nodes", "", NODE, ps) > 0);
+    free(ps);
+    CHECK(wait_log(&r, "event=topology-accepted", WAIT_MS));
+    nap(700);
+    g = annotation(&r, "tessera.io/gpus");
+    bool kept = g && !strcmp(g, ws);
+    free(g);
+    free(ws);
+    CHECK(kept);
+    CHECK_INT(PATCHES(&r), patches); /* the Node already said it: no write */
+    /* the driver goes away while a comparison with the Node waits out failed GETs: once the API answers
+     * again there is nothing to compare, and no busy loop of API calls; then the driver comes back */
+    fake_api_inject(r.api, "GET /api/v1/nodes/" NODE, 500, 2);
+    CHECK(wait_log(&r, "event=write-failed op=get", WAIT_MS));
+    rig_machine(&r, "MIG=2\nFAIL=init\n");
+    CHECK(wait_log(&r, "event=nvml-failed reason=\"nvmlInit_v2: Driver Not Loaded", WAIT_MS));
+    nap(1500); /* the back-off (300 + 600 ms) is over */
+    int before = fake_api_requests(r.api, "");
+    nap(1500);
+    int calls = fake_api_requests(r.api, "") - before;
+    CHECK_MSG(calls <= 2, "%d API calls in 1.5 s with nothing to write", calls);
+    long code;
+    char *ready = get_text(r.a.ops_port, "/readyz", &code);
+    CHECK_MSG(code == 503 && ready && strstr(ready, "nvml: nvmlInit_v2: Driver Not Loaded"), "/readyz %ld: %s", code,
+              ready ? ready : "");
+    free(ready);
+    rig_machine(&r, "MIG=2\n");
+    uint64_t t0 = now_ms();
+    for (;;) {
+        ready = get_text(r.a.ops_port, "/readyz", &code);
+        free(ready);
+        if (code == 200 || now_ms() - t0 > WAIT_MS) break;
+        nap(20);
+    }
+    CHECK_INT(code, 200);
+    CHECK_INT(deployed_agent_stop(&r.a, SIGTERM), 0);
+    rig_down(&r);
+}
+
+/* A restarted agent finds the Node already saying what it would write: no PATCH. */
+TEST(node_agent_restart_writes_nothing_unchanged) {
+    static const char *const timing[] = {"--poll-interval", "100ms", "--min-write-interval", "300ms", NULL};
+    rig r;
+    char err[512];
+    rig_opts o = {.server = "pcie8-nvlink-pairs", .pods = PODS_B, .timing = timing};
+    bool up = rig_up(&r, &o, err, sizeof err);
+    CHECK_MSG(up, "%s", err);
+    CHECK(wait_annotation(&r, "tessera.io/gpus", EXPECT_PCIE8, WAIT_MS) >= 0);
+    CHECK(wait_annotation(&r, "tessera.io/holdings", HOLD_B, WAIT_MS) >= 0);
+    CHECK_INT(PATCHES(&r), 1);
+    CHECK_INT(deployed_agent_stop(&r.a, SIGTERM), 0);
+    up = rig_start_agent(&r, err, sizeof err);
+    CHECK_MSG(up, "%s", err);
+    uint64_t t0 = now_ms();
+    long code = 0;
+    while (code != 200 && now_ms() - t0 < WAIT_MS) {
+        free(get_text(r.a.ops_port, "/readyz", &code));
+        nap(20);
+    }
+    CHECK_INT(code, 200); /* it has read both and compared them with the Node */
+    nap(600);
+    CHECK_INT(PATCHES(&r), 1);
+    CHECK(fake_api_requests(r.api, "GET /api/v1/nodes/" NODE) >= 2);
     CHECK_INT(deployed_agent_stop(&r.a, SIGTERM), 0);
     rig_down(&r);
 }
