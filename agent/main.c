@@ -357,7 +357,9 @@ int main(int argc, char **argv) {
         int *dur = opt == O_POLL ? &c.poll_ms : opt == O_TOPO ? &c.topo_ms : opt == O_MINW ? &c.min_write_ms : NULL;
         if (dur) {
             if ((*dur = parse_duration_ms(optarg)) < 0) {
-                fprintf(stderr, "--%s %s: not a duration (500ms, 5s, 10m, 1h)\n", opts[opt - 1].name, optarg);
+                fprintf(stderr, "--%s %s: not a duration (500ms, 5s, 10m, 1h)\n",
+                        opt == O_POLL ? "poll-interval" : opt == O_TOPO ? "topology-interval" : "min-write-interval",
+                        optarg);
                 return 2;
             }
             continue;

@@ -633,20 +633,27 @@ static int agent_argv(const cJSON *spec, const cJSON *ctr, const char *bin, cons
     return n;
 }
 
+struct deployed_agent_io {
+    FILE *out;
+    pthread_mutex_t mu;
+    char *log;                    /* everything the agent logged so far */
+    size_t loglen;
+};
+
 static void *agent_drain(void *arg) {
-    deployed_agent *a = arg;
+    struct deployed_agent_io *io = arg;
     char line[4096];
-    while (fgets(line, sizeof line, a->out)) {
+    while (fgets(line, sizeof line, io->out)) {
         if (getenv("EXT_TEST_LOG")) fputs(line, stderr);
         size_t n = strlen(line);
-        pthread_mutex_lock(&a->mu);
-        char *q = realloc(a->log, a->loglen + n + 1);
+        pthread_mutex_lock(&io->mu);
+        char *q = realloc(io->log, io->loglen + n + 1);
         if (q) {
-            memcpy(q + a->loglen, line, n + 1);
-            a->log = q;
-            a->loglen += n;
+            memcpy(q + io->loglen, line, n + 1);
+            io->log = q;
+            io->loglen += n;
         }
-        pthread_mutex_unlock(&a->mu);
+        pthread_mutex_unlock(&io->mu);
     }
     return NULL;
 }
@@ -675,18 +682,20 @@ int deployed_agent_start(const deployed *d, fake_api *api, const char *bin, cons
         envp[envc++] = strdup(buf);
     }
     for (int i = 0; envc >= 0 && o->nvml_env && o->nvml_env[i] && envc < 62; i++) envp[envc++] = strdup(o->nvml_env[i]);
-    a->out = argc > 0 && envc >= 0 ? spawn(bin, argv, envp, &a->pid, err, errlen) : NULL;
+    FILE *out = argc > 0 && envc >= 0 ? spawn(bin, argv, envp, &a->pid, err, errlen) : NULL;
     for (int i = 0; argv[i]; i++) free(argv[i]);
     for (int i = 0; envp[i]; i++) free(envp[i]);
-    if (!a->out) return -1;
+    if (!out) return -1;
     char line[4096];
-    while (!a->ops_port && fgets(line, sizeof line, a->out)) {
+    while (!a->ops_port && fgets(line, sizeof line, out)) {
         if (getenv("EXT_TEST_LOG")) fputs(line, stderr);
         char *s;
         if ((s = strstr(line, "event=serving-ops ")) && (s = strstr(s, " port="))) a->ops_port = atoi(s + 6);
     }
-    pthread_mutex_init(&a->mu, NULL);
-    pthread_create(&a->drain, NULL, agent_drain, a);
+    a->io = calloc(1, sizeof *a->io);
+    a->io->out = out;
+    pthread_mutex_init(&a->io->mu, NULL);
+    pthread_create(&a->drain, NULL, agent_drain, a->io);
     a->running = true;
     if (!a->ops_port) {
         snprintf(err, errlen, "%s exited before it served (run with EXT_TEST_LOG=1 to see its log)", bin);
@@ -702,18 +711,20 @@ int deployed_agent_stop(deployed_agent *a, int sig) {
     int st = 0;
     waitpid(a->pid, &st, 0);
     pthread_join(a->drain, NULL);
-    fclose(a->out);
-    pthread_mutex_destroy(&a->mu);
-    free(a->log);
-    a->log = NULL;
+    fclose(a->io->out);
+    pthread_mutex_destroy(&a->io->mu);
+    free(a->io->log);
+    free(a->io);
+    a->io = NULL;
     a->running = false;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 bool deployed_agent_log_has(deployed_agent *a, const char *needle) {
-    pthread_mutex_lock(&a->mu);
-    bool found = a->log && strstr(a->log, needle);
-    pthread_mutex_unlock(&a->mu);
+    if (!a->io) return false;
+    pthread_mutex_lock(&a->io->mu);
+    bool found = a->io->log && strstr(a->io->log, needle);
+    pthread_mutex_unlock(&a->io->mu);
     return found;
 }
 

@@ -125,11 +125,9 @@ typedef struct deployed_agent_opts {
 typedef struct deployed_agent {
     pid_t pid;
     int ops_port;                 /* --metrics-listen: /healthz, /readyz, /metrics */
-    FILE *out;
     pthread_t drain;
-    pthread_mutex_t mu;
-    char *log;                    /* everything it logged so far */
-    size_t loglen;
+    struct deployed_agent_io *io; /* its log, read by a thread (heap: a test that fails before it stops the agent
+                                   * leaves the thread something valid to write to) */
     bool running;
 } deployed_agent;
 

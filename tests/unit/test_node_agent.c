@@ -255,6 +255,29 @@ static double metric(rig *r, const char *series) {
     return v;
 }
 
+/* The metric reaches value within the deadline (the agent has taken in the answer to its PATCH: the Node shows
+ * a write a moment before the agent knows it succeeded). */
+static bool wait_metric(rig *r, const char *series, double value) {
+    uint64_t t0 = now_ms();
+    while (metric(r, series) != value) {
+        if (now_ms() - t0 > WAIT_MS) return false;
+        nap(20);
+    }
+    return true;
+}
+
+/* /readyz answers 200 within the deadline. */
+static bool agent_ready(rig *r) {
+    uint64_t t0 = now_ms();
+    for (;;) {
+        long code;
+        free(get_text(r->a.ops_port, "/readyz", &code));
+        if (code == 200) return true;
+        if (now_ms() - t0 > WAIT_MS) return false;
+        nap(20);
+    }
+}
+
 #define PATCHES(r) fake_api_requests((r)->api, "PATCH /api/v1/nodes/" NODE)
 
 /* ---- tests ------------------------------------------------------------------------------------------ */
@@ -272,13 +295,13 @@ TEST(node_agent_three_servers_publish_the_contract_topology) {
         CHECK_MSG(ms >= 0, "%s: tessera.io/gpus is\n%s\nwant\n%s", SERVERS[i].name, got ? got : "(none)", SERVERS[i].expect);
         free(got);
         CHECK(wait_annotation(&r, "tessera.io/holdings", HOLD_A, WAIT_MS) >= 0);
+        CHECK(wait_metric(&r, "tessera_node_agent_writes_total{annotation=\"tessera.io/holdings\"}", 1));
+        CHECK(metric(&r, "tessera_node_agent_writes_total{annotation=\"tessera.io/gpus\"}") == 1);
         CHECK_INT(PATCHES(&r), 1);
         long code;
         char *ready = get_text(r.a.ops_port, "/readyz", &code);
         CHECK_MSG(code == 200 && ready && !strcmp(ready, "ok\n"), "/readyz %ld: %s", code, ready ? ready : "");
         free(ready);
-        CHECK(metric(&r, "tessera_node_agent_writes_total{annotation=\"tessera.io/gpus\"}") == 1);
-        CHECK(metric(&r, "tessera_node_agent_writes_total{annotation=\"tessera.io/holdings\"}") == 1);
         CHECK_INT(deployed_agent_stop(&r.a, SIGTERM), 0);
         rig_down(&r);
     }
@@ -355,6 +378,7 @@ TEST(node_agent_without_nvml_still_publishes_holdings) {
         CHECK_MSG(wait_log(&r, needle, WAIT_MS), "no log line with %s", needle);
         char *g = annotation(&r, "tessera.io/gpus");
         CHECK_MSG(g == NULL, "tessera.io/gpus written: %s", g);
+        CHECK(wait_metric(&r, "tessera_node_agent_writes_total{annotation=\"tessera.io/holdings\"}", 1));
         long code;
         char *ready = get_text(r.a.ops_port, "/readyz", &code);
         snprintf(needle, sizeof needle, "nvml: %s", cases[i].why);
@@ -424,13 +448,12 @@ TEST(node_agent_api_errors_then_recovery_loses_nothing) {
     uint64_t t0 = now_ms();
     CHECK(wait_annotation(&r, "tessera.io/holdings", HOLD_C, WAIT_MS) >= 0);
     /* 3 failures back off 300, 600, 1200 ms: then the 4th attempt succeeds; exactly 1 + 3 + 1 PATCHes */
-    CHECK_INT(PATCHES(&r), 5);
-    CHECK(metric(&r, "tessera_node_agent_write_errors_total") == 3);
     fprintf(stderr, "# API erring 3 times: recovered write %llu ms after the last change\n",
             (unsigned long long)(now_ms() - t0));
-    ready = get_text(r.a.ops_port, "/readyz", &code);
-    CHECK_MSG(code == 200, "/readyz %ld: %s", code, ready ? ready : "");
-    free(ready);
+    /* ready again once the agent has its answer (the Node shows the write a moment before) */
+    CHECK(agent_ready(&r));
+    CHECK_INT(PATCHES(&r), 5);
+    CHECK(metric(&r, "tessera_node_agent_write_errors_total") == 3);
     /* the API down altogether, then back: the pending value is written after it returns */
     fake_api_down(r.api);
     CHECK(fake_pr_set_pods(r.pr, PODS_A, err, sizeof err) == 0);
@@ -520,14 +543,7 @@ TEST(node_agent_rereads_topology) {
               ready ? ready : "");
     free(ready);
     rig_machine(&r, "MIG=2\n");
-    uint64_t t0 = now_ms();
-    for (;;) {
-        ready = get_text(r.a.ops_port, "/readyz", &code);
-        free(ready);
-        if (code == 200 || now_ms() - t0 > WAIT_MS) break;
-        nap(20);
-    }
-    CHECK_INT(code, 200);
+    CHECK(agent_ready(&r));
     CHECK_INT(deployed_agent_stop(&r.a, SIGTERM), 0);
     rig_down(&r);
 }
@@ -546,13 +562,7 @@ TEST(node_agent_restart_writes_nothing_unchanged) {
     CHECK_INT(deployed_agent_stop(&r.a, SIGTERM), 0);
     up = rig_start_agent(&r, err, sizeof err);
     CHECK_MSG(up, "%s", err);
-    uint64_t t0 = now_ms();
-    long code = 0;
-    while (code != 200 && now_ms() - t0 < WAIT_MS) {
-        free(get_text(r.a.ops_port, "/readyz", &code));
-        nap(20);
-    }
-    CHECK_INT(code, 200); /* it has read both and compared them with the Node */
+    CHECK(agent_ready(&r)); /* it has read both and compared them with the Node */
     nap(600);
     CHECK_INT(PATCHES(&r), 1);
     CHECK(fake_api_requests(r.api, "GET /api/v1/nodes/" NODE) >= 2);
