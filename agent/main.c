@@ -198,7 +198,9 @@ static void write_failed(const agent_cfg *c, agent_state *a, uint64_t now, const
     agent_status_write_failed();
     agent_log(AGENT_LOG_WARN, "event=write-failed op=%s node=%s status=%d attempt=%d retry_in_ms=%llu err=\"%s\"%s",
               what, c->node, status, a->failures, (unsigned long long)delay, err,
-              status == 403 ? " hint=\"the ClusterRole tessera-node-agent must grant get and patch on nodes\"" : "");
+              status == 403 ? " hint=\"the ClusterRole tessera-node-agent must grant get and patch on nodes (and "
+                              "node-agent-policy allows only this Node and its two annotations)\""
+              : status == 404 ? " hint=\"no Node of this name: NODE_NAME comes from the pod's spec.nodeName\"" : "");
 }
 
 /* One write attempt: GET the Node, compare, PATCH what differs. */
