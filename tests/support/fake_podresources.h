@@ -30,6 +30,13 @@ int fake_pr_set_pods(fake_pr *f, const char *spec, char *err, size_t errlen);
 /* Replace what GetAllocatableResources returns, one line per resource: <resource> <id>[,<id>...] [numa=...] */
 int fake_pr_set_allocatable(fake_pr *f, const char *spec, char *err, size_t errlen);
 
+/* The same texts into decoded messages, without a server (for tests of the pure functions). Free with
+ * agent_pr_list_free / agent_pr_allocatable_free; on error (-1) *out is freed and empty. */
+struct agent_pr_list;
+struct agent_pr_allocatable;
+int fake_pr_parse_pods(const char *spec, struct agent_pr_list *out, char *err, size_t errlen);
+int fake_pr_parse_allocatable(const char *spec, struct agent_pr_allocatable *out, char *err, size_t errlen);
+
 typedef enum fake_pr_fault {
     FAKE_PR_SERVE = 0,     /* the normal reply */
     FAKE_PR_STATUS,        /* trailers-only: grpc-status `arg`, grpc-message `msg` (percent-encoded on the wire) */
