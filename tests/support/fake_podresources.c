@@ -440,6 +440,14 @@ static void request_done(conn *c, stream *st) {
         free(message);
         return;
     }
+    if (fault == FAKE_PR_HTTP_STATUS) {
+        char code[16];
+        snprintf(code, sizeof code, "%d", arg);
+        nghttp2_nv nva[] = {NV(":status", code)};
+        nghttp2_submit_response(c->s, st->id, nva, 1, NULL);
+        free(message);
+        return;
+    }
     if (fault == FAKE_PR_STATUS) {
         submit_status_only(c, st, arg, msg[0] ? msg : NULL);
         free(message);
@@ -462,7 +470,7 @@ static void request_done(conn *c, stream *st) {
     st->outn = mlen + 5;
     st->out = malloc(st->outn);
     if (!st->out) abort();
-    st->out[0] = 0;
+    st->out[0] = fault == FAKE_PR_COMPRESSED ? 1 : 0;
     st->out[1] = (uint8_t)(announced >> 24);
     st->out[2] = (uint8_t)(announced >> 16);
     st->out[3] = (uint8_t)(announced >> 8);

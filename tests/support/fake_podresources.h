@@ -45,6 +45,8 @@ typedef enum fake_pr_fault {
     FAKE_PR_SHORT_PREFIX,  /* the prefix announces 100 bytes more than the DATA carries; grpc-status 0 */
     FAKE_PR_CLOSE_MID,     /* HEADERS and half the DATA, then the connection closes without trailers */
     FAKE_PR_NO_STATUS,     /* the normal DATA, then trailers without grpc-status */
+    FAKE_PR_HTTP_STATUS,   /* HTTP status `arg` (503...), no body, no gRPC headers: not a gRPC server */
+    FAKE_PR_COMPRESSED,    /* the message's prefix says compressed (flag 1), which the client never asked for */
 } fake_pr_fault;
 
 /* Answer calls to `method` ("/v1.PodResourcesLister/List"; NULL: every method) with the fault from now on;
