@@ -399,7 +399,7 @@ static int decode_reply(const uint8_t *data, size_t len, const char *field, add_
     char scratch[1];
     reader r = {data, 0, err && errlen ? err : scratch, err && errlen ? errlen : sizeof scratch};
     r.err[0] = '\0';
-    span s = {data, data + (data ? len : 0)};
+    span s = {data, data ? data + len : data}; /* NULL + 0 is undefined behaviour */
     if (len > AGENT_PW_MAX_MESSAGE)
         return fail(&r, data, "message of %zu bytes, more than the %u accepted", len, AGENT_PW_MAX_MESSAGE);
     for (size_t idx = 0; s.p < s.end;) {

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 
+#include "agent/holdings.h"
+#include "agent/protowire.h"
 #include "extender/annotation.h"
 #include "extender/base64.h"
 #include "extender/mirror/dra.h"
@@ -921,6 +923,54 @@ void fuzz_dra_watch_one(const uint8_t *data, size_t len) {
     cJSON_Delete(events);
 }
 
+/* ---- the kubelet's Pod Resources replies (agent/protowire.c) ---- */
+
+/* Both decoders on the same bytes. What decodes re-encodes to bytes that decode to the same encoding (nothing the
+ * decoder keeps is lost or invented), and its holdings record and allocatable list are JSON. */
+static void podres_roundtrip_list(const agent_pr_list *l) {
+    agent_pw_buf b1 = {0}, b2 = {0};
+    agent_pr_list l2;
+    char err[256];
+    FUZZ_REQUIRE(agent_pw_encode_list(l, &b1) == 0, "encode failed");
+    FUZZ_REQUIRE(agent_pw_decode_list(b1.p, b1.n, &l2, err, sizeof err) == 0, "re-encoded list refused: %s", err);
+    FUZZ_REQUIRE(agent_pw_encode_list(&l2, &b2) == 0, "encode failed");
+    FUZZ_REQUIRE(b1.n == b2.n && (!b1.n || !memcmp(b1.p, b2.p, b1.n)), "round trip changed %zu bytes to %zu",
+                 b1.n, b2.n);
+    agent_pr_list_free(&l2);
+    agent_pw_buf_free(&b1);
+    agent_pw_buf_free(&b2);
+}
+
+void fuzz_podresources_one(const uint8_t *data, size_t len) {
+    uint8_t *buf = (uint8_t *)copy_exact(data, len);
+    char err[256];
+    agent_pr_list l;
+    if (agent_pw_decode_list(buf, len, &l, err, sizeof err) == 0) {
+        podres_roundtrip_list(&l);
+        char *json = agent_holdings_from_list(&l);
+        cJSON *doc = json ? cJSON_Parse(json) : NULL;
+        FUZZ_REQUIRE(doc != NULL, "the holdings record is not JSON: %s", json ? json : "(null)");
+        FUZZ_REQUIRE(cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(doc, "pods")), "no pods object");
+        cJSON_Delete(doc);
+        free(json);
+        agent_pr_list_free(&l);
+    } else {
+        FUZZ_REQUIRE(err[0] && !l.pods && !l.npods, "refused without an error, or with pods left");
+    }
+    agent_pr_allocatable a;
+    if (agent_pw_decode_allocatable(buf, len, &a, err, sizeof err) == 0) {
+        char *json = agent_allocatable_from_reply(&a);
+        cJSON *doc = json ? cJSON_Parse(json) : NULL;
+        FUZZ_REQUIRE(cJSON_IsObject(doc), "the allocatable list is not a JSON object: %s", json ? json : "(null)");
+        cJSON_Delete(doc);
+        free(json);
+        agent_pr_allocatable_free(&a);
+    } else {
+        FUZZ_REQUIRE(err[0] && !a.devices && !a.ndevices, "refused without an error, or with devices left");
+    }
+    free(buf);
+}
+
 const fuzz_target fuzz_targets[] = {
     {"filter", fuzz_filter_one},
     {"prioritize", fuzz_prioritize_one},
@@ -939,5 +989,6 @@ const fuzz_target fuzz_targets[] = {
     {"dra_slice", fuzz_dra_slice_one},
     {"dra_claim", fuzz_dra_claim_one},
     {"dra_watch", fuzz_dra_watch_one},
+    {"podresources", fuzz_podresources_one},
     {NULL, NULL},
 };

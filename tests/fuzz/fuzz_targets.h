@@ -1,7 +1,7 @@
 /* fuzz_targets.h -- the bodies of tessera's fuzz targets: one function per input that
  * crosses a trust boundary (kube-scheduler's ExtenderArgs, API objects, annotations,
  * AdmissionReviews, simulator files, tessera-reserve's environment, DRA ResourceSlices,
- * ResourceClaims and their watch).
+ * ResourceClaims and their watch, the kubelet's Pod Resources replies).
  *
  * Each fuzz_<target>_one feeds one input to the real parser or verb and aborts when an
  * invariant the code promises is broken (a reply that is not JSON, an over-committed GPU, a
@@ -32,6 +32,7 @@ void fuzz_reserve_visible_one(const uint8_t *data, size_t len);
 void fuzz_dra_slice_one(const uint8_t *data, size_t len);
 void fuzz_dra_claim_one(const uint8_t *data, size_t len);
 void fuzz_dra_watch_one(const uint8_t *data, size_t len);
+void fuzz_podresources_one(const uint8_t *data, size_t len);
 
 typedef struct fuzz_target {
     const char *name;            /* tests/fuzz/corpus/<name>, tests/fuzz/crashes/<name> */

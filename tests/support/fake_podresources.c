@@ -164,10 +164,24 @@ static int alloc_line(char *line, int lineno, void *ctx, char *err, size_t errle
     return parse_devices(w, n, &a->devices[a->ndevices++], err, errlen, lineno);
 }
 
+int fake_pr_parse_pods(const char *spec, agent_pr_list *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    if (each_line(spec, pod_line, out, err, errlen) == 0) return 0;
+    agent_pr_list_free(out);
+    return -1;
+}
+
+int fake_pr_parse_allocatable(const char *spec, agent_pr_allocatable *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    if (each_line(spec, alloc_line, out, err, errlen) == 0) return 0;
+    agent_pr_allocatable_free(out);
+    return -1;
+}
+
 int fake_pr_set_pods(fake_pr *f, const char *spec, char *err, size_t errlen) {
-    agent_pr_list l = {0};
+    agent_pr_list l;
     agent_pw_buf b = {0};
-    int rc = each_line(spec, pod_line, &l, err, errlen);
+    int rc = fake_pr_parse_pods(spec, &l, err, errlen);
     if (rc == 0 && agent_pw_encode_list(&l, &b) < 0) abort();
     agent_pr_list_free(&l);
     if (rc < 0) return -1;
@@ -179,9 +193,9 @@ int fake_pr_set_pods(fake_pr *f, const char *spec, char *err, size_t errlen) {
 }
 
 int fake_pr_set_allocatable(fake_pr *f, const char *spec, char *err, size_t errlen) {
-    agent_pr_allocatable a = {0};
+    agent_pr_allocatable a;
     agent_pw_buf b = {0};
-    int rc = each_line(spec, alloc_line, &a, err, errlen);
+    int rc = fake_pr_parse_allocatable(spec, &a, err, errlen);
     if (rc == 0 && agent_pw_encode_allocatable(&a, &b) < 0) abort();
     agent_pr_allocatable_free(&a);
     if (rc < 0) return -1;
@@ -426,6 +440,14 @@ static void request_done(conn *c, stream *st) {
         free(message);
         return;
     }
+    if (fault == FAKE_PR_HTTP_STATUS) {
+        char code[16];
+        snprintf(code, sizeof code, "%d", arg);
+        nghttp2_nv nva[] = {NV(":status", code)};
+        nghttp2_submit_response(c->s, st->id, nva, 1, NULL);
+        free(message);
+        return;
+    }
     if (fault == FAKE_PR_STATUS) {
         submit_status_only(c, st, arg, msg[0] ? msg : NULL);
         free(message);
@@ -448,7 +470,7 @@ static void request_done(conn *c, stream *st) {
     st->outn = mlen + 5;
     st->out = malloc(st->outn);
     if (!st->out) abort();
-    st->out[0] = 0;
+    st->out[0] = fault == FAKE_PR_COMPRESSED ? 1 : 0;
     st->out[1] = (uint8_t)(announced >> 24);
     st->out[2] = (uint8_t)(announced >> 16);
     st->out[3] = (uint8_t)(announced >> 8);

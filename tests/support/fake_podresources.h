@@ -30,6 +30,13 @@ int fake_pr_set_pods(fake_pr *f, const char *spec, char *err, size_t errlen);
 /* Replace what GetAllocatableResources returns, one line per resource: <resource> <id>[,<id>...] [numa=...] */
 int fake_pr_set_allocatable(fake_pr *f, const char *spec, char *err, size_t errlen);
 
+/* The same texts into decoded messages, without a server (for tests of the pure functions). Free with
+ * agent_pr_list_free / agent_pr_allocatable_free; on error (-1) *out is freed and empty. */
+struct agent_pr_list;
+struct agent_pr_allocatable;
+int fake_pr_parse_pods(const char *spec, struct agent_pr_list *out, char *err, size_t errlen);
+int fake_pr_parse_allocatable(const char *spec, struct agent_pr_allocatable *out, char *err, size_t errlen);
+
 typedef enum fake_pr_fault {
     FAKE_PR_SERVE = 0,     /* the normal reply */
     FAKE_PR_STATUS,        /* trailers-only: grpc-status `arg`, grpc-message `msg` (percent-encoded on the wire) */
@@ -38,6 +45,8 @@ typedef enum fake_pr_fault {
     FAKE_PR_SHORT_PREFIX,  /* the prefix announces 100 bytes more than the DATA carries; grpc-status 0 */
     FAKE_PR_CLOSE_MID,     /* HEADERS and half the DATA, then the connection closes without trailers */
     FAKE_PR_NO_STATUS,     /* the normal DATA, then trailers without grpc-status */
+    FAKE_PR_HTTP_STATUS,   /* HTTP status `arg` (503...), no body, no gRPC headers: not a gRPC server */
+    FAKE_PR_COMPRESSED,    /* the message's prefix says compressed (flag 1), which the client never asked for */
 } fake_pr_fault;
 
 /* Answer calls to `method` ("/v1.PodResourcesLister/List"; NULL: every method) with the fault from now on;

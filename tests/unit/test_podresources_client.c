@@ -160,6 +160,20 @@ TEST(podres_client_garbage_and_short_messages) {
     fake_pr_stop(f);
 }
 
+TEST(podres_client_not_grpc_or_compressed) {
+    START(f);
+    char err[512];
+    CHECK(fake_pr_set_pods(f, pods_spec, err, sizeof err) == 0);
+    fake_pr_set_fault(f, NULL, FAKE_PR_HTTP_STATUS, 503, NULL);
+    agent_pr_list l;
+    CHECK_INT(agent_pr_call_list(fake_pr_socket(f), 2000, &l, err, sizeof err), AGENT_PR_EMALFORMED);
+    CHECK_CONTAINS(err, "HTTP status 503, not a gRPC reply");
+    fake_pr_set_fault(f, NULL, FAKE_PR_COMPRESSED, 0, NULL);
+    CHECK_INT(agent_pr_call_list(fake_pr_socket(f), 2000, &l, err, sizeof err), AGENT_PR_EMALFORMED);
+    CHECK_CONTAINS(err, "message flag 1 (compressed, which we never ask for)");
+    fake_pr_stop(f);
+}
+
 TEST(podres_client_closed_mid_reply) {
     START(f);
     char err[512];
