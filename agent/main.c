@@ -46,7 +46,8 @@ static const char usage[] =
 "                       PHB, NODE, SYS), read from NVML (libnvidia-ml.so.1, loaded at run time) and sysfs;\n"
 "                       other keys already there (mig, mig_dynamic, memory_mib, product) are kept;\n"
 "  " AGENT_ANN_HOLDINGS "  which nvidia.com/<resource> device ids each pod holds, from the kubelet's Pod Resources API\n"
-"                       ({\"v\":1,\"pods\":{\"ns/name\":{\"nvidia.com/gpu\":[\"GPU-...\"]}}}).\n"
+"                       ({\"v\":1,\"pods\":{\"ns/name\":{\"nvidia.com/gpu\":[\"GPU-...\"]}}}); at each topology\n"
+"                       read, the kubelet's allocatable device ids are checked against NVML's UUIDs (logged).\n"
 "An annotation is written only when it changed, at most once per --min-write-interval (changes in between\n"
 "coalesce; failed writes are retried with back-off and nothing is lost). tessera-extender reads both.\n"
 "\n"
@@ -96,6 +97,7 @@ typedef struct agent_state {
     char *topo_refused;     /* the latest refusal's reason (logged once per reason) */
     char *nvml_err;         /* the latest NVML error (logged once per reason) */
     char *pr_err;           /* the latest Pod Resources error (idem) */
+    char *alloc_note;       /* the latest finding about the kubelet's allocatable device ids (idem) */
     char *holdings_pending; /* newest holdings read, not on the Node yet */
     char *holdings_written; /* what the Node carries, as last seen */
     uint64_t next_topo, next_poll, next_write;
@@ -129,6 +131,43 @@ static bool remember(char **slot, const char *s) {
     return true;
 }
 
+/* The kubelet's allocatable whole-GPU ids against NVML's UUIDs: the holdings map a pod's devices to GPUs by UUID,
+ * which fails when the device plugin names devices otherwise (deviceIDStrategy=index) or offers a GPU NVML does
+ * not see. Logged when the finding changes; it changes nothing else (the kubelet's word is what is published). */
+static void check_allocatable(const agent_cfg *c, agent_state *a) {
+    char err[1024], note[1024] = "";
+    char *js = agent_allocatable_json(c->socket, 5000, err, sizeof err);
+    cJSON *alloc = js ? cJSON_Parse(js) : NULL;
+    free(js);
+    if (!alloc) return; /* the holdings poll reports the socket's troubles */
+    const cJSON *res, *id;
+    int unknown = 0, not_uuid = 0;
+    char first[160] = "";
+    cJSON_ArrayForEach(res, alloc) {
+        cJSON_ArrayForEach(id, res) {
+            if (!cJSON_IsString(id) || !strncmp(id->valuestring, "MIG-", 4)) continue; /* MIG: NVML lists GPUs */
+            char base[160];
+            snprintf(base, sizeof base, "%s", id->valuestring);
+            char *rep = strstr(base, "::"); /* a time-slice/MPS replica of the GPU */
+            if (rep) *rep = 0;
+            bool known = false;
+            for (int i = 0; i < a->gpus.n && !known; i++) known = !strcmp(a->gpus.gpu[i].uuid, base);
+            if (known) continue;
+            if (strncmp(base, "GPU-", 4) != 0) not_uuid++;
+            else unknown++;
+            if (!first[0]) snprintf(first, sizeof first, "%s %s", res->string ? res->string : "?", id->valuestring);
+        }
+    }
+    cJSON_Delete(alloc);
+    if (not_uuid)
+        snprintf(note, sizeof note, "the kubelet's device ids are not GPU UUIDs (%d, e.g. %s): the device plugin's "
+                 "deviceIDStrategy must be uuid for the holdings to name GPUs", not_uuid, first);
+    else if (unknown)
+        snprintf(note, sizeof note, "the kubelet offers %d device(s) on GPUs NVML does not list (e.g. %s)", unknown, first);
+    if (remember(&a->alloc_note, note[0] ? note : NULL) && note[0])
+        agent_log(AGENT_LOG_WARN, "event=allocatable-mismatch reason=\"%s\"", note);
+}
+
 static void read_topology(const agent_cfg *c, agent_state *a, uint64_t now) {
     char err[1024];
     if (agent_nvml_read(&a->gpus, err, sizeof err) < 0) {
@@ -146,6 +185,7 @@ static void read_topology(const agent_cfg *c, agent_state *a, uint64_t now) {
     agent_status_ok(AGENT_NVML);
     a->gpus_ok = true;
     a->topo_check = true;
+    check_allocatable(c, a);
     a->next_topo = now + (uint64_t)c->topo_ms;
 }
 
@@ -306,6 +346,7 @@ static int run(const agent_cfg *c, const sigset_t *stop) {
     free(a.topo_refused);
     free(a.nvml_err);
     free(a.pr_err);
+    free(a.alloc_note);
     free(a.holdings_pending);
     free(a.holdings_written);
     return 0;

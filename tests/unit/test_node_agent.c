@@ -77,6 +77,7 @@ typedef struct rig_opts {
     const char *fail, *mig;    /* FAKE_NVML_FAIL, FAKE_NVML_MIG, or NULL */
     const char *gpus_ann;      /* the Node's tessera.io/gpus before the agent starts, or NULL */
     const char *pods;          /* what the kubelet says the pods hold */
+    const char *alloc;         /* what it says it can hand out (fake_pr_set_allocatable), or NULL */
     const char *const *timing; /* deployed_agent_opts.timing */
 } rig_opts;
 
@@ -178,6 +179,7 @@ static bool rig_up(rig *r, const rig_opts *o, char *err, size_t errlen) {
     make_sysfs(r->root, server_named(o->server));
     r->pr = fake_pr_start(err, errlen);
     if (!r->pr || fake_pr_set_pods(r->pr, o->pods ? o->pods : "", err, errlen) < 0) return false;
+    if (o->alloc && fake_pr_set_allocatable(r->pr, o->alloc, err, errlen) < 0) return false;
     /* the kubelet's directory on the fake host is the fake server's */
     char kdir[256], sock[1024], link[300];
     snprintf(kdir, sizeof kdir, "%s/var/lib/kubelet", r->root);
@@ -568,4 +570,37 @@ TEST(node_agent_restart_writes_nothing_unchanged) {
     CHECK(fake_api_requests(r.api, "GET /api/v1/nodes/" NODE) >= 2);
     CHECK_INT(deployed_agent_stop(&r.a, SIGTERM), 0);
     rig_down(&r);
+}
+
+/* The kubelet's allocatable ids are checked against NVML's UUIDs: device ids that are not UUIDs (the device
+ * plugin's deviceIDStrategy=index) or GPUs NVML does not list are logged; replicas and MIG devices are fine. */
+TEST(node_agent_checks_allocatable_ids_against_nvml) {
+    static const struct { const char *alloc, *warn; } cases[] = {
+        {"nvidia.com/gpu " GPU0 "," GPU1 "\nnvidia.com/gpu.shared " GPU2 "::0," GPU2 "::1\n"
+         "nvidia.com/mig-3g.40gb MIG-aaaa0000-0000-4000-8000-000000000000\n", NULL},
+        {"nvidia.com/gpu 0,1,2\n", "the kubelet's device ids are not GPU UUIDs (3, e.g. nvidia.com/gpu 0): the device "
+                                   "plugin's deviceIDStrategy must be uuid"},
+        {"nvidia.com/gpu " GPU0 ",GPU-ffff0000-0000-4000-8000-000000000009\n",
+         "the kubelet offers 1 device(s) on GPUs NVML does not list (e.g. nvidia.com/gpu GPU-ffff0000-0000-4000-8000-000000000009)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rig r;
+        char err[512];
+        rig_opts o = {.server = "dgx-a100", .pods = PODS_A, .alloc = cases[i].alloc};
+        bool up = rig_up(&r, &o, err, sizeof err);
+        CHECK_MSG(up, "%s", err);
+        CHECK(wait_metric(&r, "tessera_node_agent_writes_total{annotation=\"tessera.io/holdings\"}", 1));
+        if (cases[i].warn) {
+            char needle[400];
+            snprintf(needle, sizeof needle, "event=allocatable-mismatch reason=\"%s", cases[i].warn);
+            CHECK_MSG(wait_log(&r, needle, WAIT_MS), "case %zu: no log line %s", i, needle);
+        } else {
+            nap(200);
+            CHECK(!deployed_agent_log_has(&r.a, "allocatable-mismatch"));
+        }
+        /* published all the same: the kubelet's word is what the holdings say */
+        CHECK(wait_annotation(&r, "tessera.io/holdings", HOLD_A, WAIT_MS) >= 0);
+        CHECK_INT(deployed_agent_stop(&r.a, SIGTERM), 0);
+        rig_down(&r);
+    }
 }
