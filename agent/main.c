@@ -17,6 +17,7 @@
 #include "agent/kube.h"
 #include "agent/log.h"
 #include "agent/nvml.h"
+#include "agent/podresources.h"
 #include "agent/status.h"
 #include "agent/topology.h"
 
@@ -32,8 +33,6 @@
 #include <time.h>
 
 #define AGENT_ANN_HOLDINGS "tessera.io/holdings"
-/* the kubelet's socket, as the DaemonSet mounts it (podresources.h's DEFAULT_SOCKET) */
-#define DEFAULT_SOCKET "/var/lib/kubelet/pod-resources/kubelet.sock"
 #define BACKOFF_MAX_MS (5 * 60 * 1000)
 #define NVML_RETRY_MAX_MS 60000         /* a failed NVML read is retried this often at most, not every 10 min */
 #define MAX_HOLDINGS_BYTES (128 * 1024)  /* a Node's annotations share 256 KiB with everyone else's */
@@ -52,7 +51,7 @@ static const char usage[] =
 "coalesce; failed writes are retried with back-off and nothing is lost). tessera-extender reads both.\n"
 "\n"
 "  --node-name NAME            the Node to annotate (default $NODE_NAME, from the downward API)\n"
-"  --pod-resources-socket PATH the kubelet's Pod Resources socket (default " DEFAULT_SOCKET ")\n"
+"  --pod-resources-socket PATH the kubelet's Pod Resources socket (default " AGENT_PR_SOCKET ")\n"
 "  --sysfs-root DIR            where sysfs is mounted; NUMA nodes are read from\n"
 "                              DIR/bus/pci/devices/<bus id>/numa_node (default /sys)\n"
 "  --poll-interval D           how often the holdings are read (default 5s; the kubelet rate-limits the\n"
@@ -391,7 +390,7 @@ int main(int argc, char **argv) {
         {"ca-file", required_argument, 0, O_CA}, {"client-cert", required_argument, 0, O_CCERT},
         {"client-key", required_argument, 0, O_CKEY}, {"insecure-skip-tls-verify", no_argument, 0, O_INSECURE},
         {"once", no_argument, 0, O_ONCE}, {"log-level", required_argument, 0, O_LOG}, {0, 0, 0, 0}};
-    agent_cfg c = {.node = getenv("NODE_NAME"), .socket = DEFAULT_SOCKET, .sysfs = "/sys",
+    agent_cfg c = {.node = getenv("NODE_NAME"), .socket = AGENT_PR_SOCKET, .sysfs = "/sys",
                    .metrics_listen = "0.0.0.0:9090", .poll_ms = 5000, .topo_ms = 600000, .min_write_ms = 10000};
     agent_kube_defaults(&c.kube);
     bool api_given = false, do_once = false;
