@@ -167,7 +167,12 @@ static void settle_replicas(const model_node *c, model_assignment *a) {
 }
 
 int model_holdings_judge(const model_node *n, int k, const model_holding *h, model_hold_result *out) {
-    for (int i = 0; i < k; i++) judge_one(n, &h[i], &out[i]);
+    int movers = 0;
+    for (int i = 0; i < k; i++) {
+        judge_one(n, &h[i], &out[i]);
+        movers += out[i].verdict == MODEL_HOLD_MOVED;
+    }
+    if (movers == 0) return 0;   /* the common case, on every event of a node that agrees: no copy of it */
     /* Release every mover, re-assign each in order; a mover refused there keeps the model's view and the
      * rest are tried again without it (each round drops one, so at most k rounds). */
     for (;;) {
