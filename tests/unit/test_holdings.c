@@ -38,6 +38,8 @@ static bool holding(const model_node *n, const char *uid, const char *const *ids
     return true;
 }
 
+static int cmp_gpu(const void *a, const void *b) { return *(const int8_t *)a - *(const int8_t *)b; }
+
 static int whole_gpu_of(const model_node *n, const char *uid) {
     const model_alloc *al = model_node_find(n, uid);
     return al && al->a.ngrants == 1 && al->a.grant[0].exclusive ? al->a.grant[0].gpu : -1;
@@ -220,4 +222,67 @@ TEST(holdings_mig_ids_and_nodes_without_uuids_are_unmapped) {
               MODEL_HELD_UNMAPPED);
     CHECK_MSG(strstr(why, "publishes no GPU UUIDs"), "%s", why);
     model_node_free(p);
+}
+
+/* Random kubelet words, true or not, on nodes filled at random: after judging and applying, nothing is ever
+ * over-committed, a moved pod holds exactly the kubelet's GPUs, and every other pod holds what it held. */
+TEST(holdings_random_words_never_overcommit) {
+    unsigned seed = 22;
+    char err[256], why[256];
+    int verdicts[MODEL_HOLD_NOT_COMPARED + 1] = {0};
+    for (int round = 0; round < 400; round++) {
+        bool ts = round % 2;
+        model_node *n = ts ? model_node_from_json_text(TS_NODE, sizeof TS_NODE - 1, NULL, err, sizeof err)
+                           : fixture_node("nodes/annotated-h100-x4.json");
+        CHECK(n);
+        model_request rq = {.kind = MODEL_REQ_WHOLE, .count = 1, .isolation = ts ? MODEL_ISO_TIMESLICE : MODEL_ISO_DEFAULT};
+        char uids[8][8];
+        model_holding h[8];
+        model_assignment before[8];
+        int k = 0;
+        for (int p = 0; p < 8; p++) {
+            rq.count = ts ? 1 : 1 + (int)(rand_r(&seed) % 2);
+            model_assignment a;
+            if (model_fit(n, &rq, &a, 1, NULL, 0) <= 0) continue;
+            snprintf(uids[k], sizeof uids[k], "p%d", p);
+            CHECK_INT(model_assign(n, uids[k], &a, err, sizeof err), 0);
+            before[k] = a;
+            memset(&h[k], 0, sizeof h[k]);
+            h[k].uid = uids[k];
+            /* usually as many devices as grants, now and then one more or one less */
+            int nd = a.ngrants + (rand_r(&seed) % 8 == 0 ? (rand_r(&seed) % 2 ? 1 : -1) : 0);
+            for (int d = 0; d < nd; d++) {
+                h[k].held[d].gpu = (int8_t)(rand_r(&seed) % (unsigned)n->ngpus);
+                h[k].held[d].replica = ts ? (int16_t)(rand_r(&seed) % 5) : -1;   /* 4 is out of range */
+            }
+            h[k].nheld = nd;
+            k++;
+        }
+        model_hold_result r[8];
+        int moved = model_holdings_judge(n, k, h, r);
+        CHECK(moved >= 0);
+        CHECK_INT(model_holdings_apply(n, k, h, r, err, sizeof err), 0);
+        CHECK_MSG(model_node_check(n, why, sizeof why), "round %d: %s", round, why);
+        for (int i = 0; i < k; i++) {
+            const model_alloc *al = model_node_find(n, uids[i]);
+            CHECK(al);
+            verdicts[r[i].verdict]++;
+            if (r[i].verdict != MODEL_HOLD_MOVED) {
+                CHECK(!memcmp(&al->a, &before[i], sizeof before[i]));
+                continue;
+            }
+            int8_t want[MODEL_HELD_MAX], got[MODEL_HELD_MAX];
+            for (int d = 0; d < h[i].nheld; d++) want[d] = h[i].held[d].gpu;
+            for (int g = 0; g < al->a.ngrants; g++) got[g] = al->a.grant[g].gpu;
+            CHECK_INT(al->a.ngrants, h[i].nheld);
+            qsort(want, (size_t)h[i].nheld, 1, cmp_gpu);
+            qsort(got, (size_t)al->a.ngrants, 1, cmp_gpu);
+            CHECK(!memcmp(want, got, (size_t)h[i].nheld));
+        }
+        model_node_free(n);
+    }
+    /* every outcome happened, many times */
+    CHECK_MSG(verdicts[MODEL_HOLD_AGREE] > 20 && verdicts[MODEL_HOLD_MOVED] > 100 && verdicts[MODEL_HOLD_REFUSED] > 100,
+              "agree %d moved %d refused %d", verdicts[MODEL_HOLD_AGREE], verdicts[MODEL_HOLD_MOVED],
+              verdicts[MODEL_HOLD_REFUSED]);
 }
