@@ -187,7 +187,11 @@ bool ext_holdings_read(ext_holdings **hp, const char *node, const cJSON *node_ob
     ext_holdings *h = *hp;
     if (!cJSON_IsString(ann)) {
         if (!h) return false;
-        if (ann) ext_log(EXT_LOG_WARN, "event=holdings-malformed node=%s why=\"the annotation is not a string\"", node);
+        if (ann) {   /* said once: the record is dropped with it, so the next such event finds none */
+            stats->malformed++;
+            ext_log(EXT_LOG_WARN, "event=holdings-malformed node=%s why=\"the annotation is not a string\" "
+                    "action=ignored", node);
+        }
         ext_log(EXT_LOG_INFO, "event=holdings-gone node=%s", node);   /* the agent stopped, or was removed */
         ext_holdings_free(h);
         *hp = NULL;
@@ -261,8 +265,9 @@ static void found(ext_holdings *h, finding *out, int *nout, const hold_entry *e,
                 kind == F_APPLIED ? "applied" : "kept-model", why[0] ? " why=\"" : "", why, why[0] ? "\"" : "");
     } else {
         stats->ignored[kind - EXT_HOLD_NKINDS]++;
-        ext_log(EXT_LOG_INFO, "event=holdings-ignored node=%s pod=%s devices=\"%s\" why=\"%s\"", node, e->key,
-                e->devices, why);
+        /* an unknown pod is mostly one deleted a moment ago (the record lags): not worth an info line each */
+        ext_log(kind == F_UNKNOWN_POD ? EXT_LOG_DEBUG : EXT_LOG_INFO,
+                "event=holdings-ignored node=%s pod=%s devices=\"%s\" why=\"%s\"", node, e->key, e->devices, why);
     }
 }
 
