@@ -21,6 +21,7 @@ typedef struct hold_entry {
     int nids;
     char **ids;               /* device ids, every resource of the pod together */
     char *devices;            /* "nvidia.com/gpu=GPU-a,GPU-b": the record as written, for people */
+    uint64_t devices_hash;    /* of devices: what identifies a finding (with key and kind) */
 } hold_entry;
 
 typedef struct hold_record {
@@ -127,6 +128,7 @@ static int parse_entry(const cJSON *pod, hold_entry *e, char *why, size_t whylen
         for (const cJSON *id = res->child; id; id = id->next)
             off += (size_t)sprintf(e->devices + off, "%s%s", id == res->child ? "" : ",", id->valuestring);
     }
+    e->devices_hash = ext_map_str_hash(e->devices);
     return 0;
 }
 
@@ -237,31 +239,68 @@ static const ext_pod *pod_by_key(const ext_node *n, const char *key) {
     return NULL;
 }
 
-/* A new finding, or the earlier one it repeats (then nothing is said again). */
-static void found(ext_holdings *h, finding *out, int *nout, const hold_entry *e, int kind, const char *model,
-                  const char *kubelet, const char *why, const char *node, ext_holdings_stats *stats, int64_t now) {
-    uint64_t dh = ext_map_str_hash(e->devices);
-    for (int i = 0; i < h->nf; i++) {
-        const finding *o = &h->f[i];
-        if (!strcmp(o->key, e->key) && o->devices_hash == dh && o->kind == kind) {
-            out[(*nout)++] = *o;
-            return;
-        }
+/* What the model or the kubelet said, formatted only when a finding is new (most reconciles find nothing new,
+ * and a Node event reconciles every pod of the node). */
+typedef struct said {
+    const char *text;                /* as is, or: */
+    const model_node *m;
+    const model_assignment *a;       /* an assignment on m, or: */
+    const model_holding *hd;         /* the kubelet's devices in the model's terms */
+} said;
+
+static void held_format(const model_holding *hd, char *buf, size_t len);
+
+static void said_format(const said *s, char *buf, size_t len) {
+    if (s->a) model_assignment_format(s->m, s->a, buf, len);
+    else if (s->hd) held_format(s->hd, buf, len);
+    else snprintf(buf, len, "%s", s->text ? s->text : "");
+}
+
+/* The findings of one reconcile; grown on demand (usually none). */
+typedef struct flist { finding *f; int n, cap; bool oom; } flist;
+
+static finding *flist_add(flist *l) {
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 4;
+        finding *g = realloc(l->f, (size_t)cap * sizeof *g);
+        if (!g) { l->oom = true; return NULL; }
+        l->f = g;
+        l->cap = cap;
     }
-    finding *f = &out[(*nout)++];
+    return &l->f[l->n++];
+}
+
+/* The earlier finding of this kind about the entry (the same pod, the kubelet saying the same), or NULL. */
+static const finding *earlier(const ext_holdings *h, const hold_entry *e, int kind) {
+    for (int i = 0; i < h->nf; i++)
+        if (h->f[i].kind == kind && h->f[i].devices_hash == e->devices_hash && !strcmp(h->f[i].key, e->key))
+            return &h->f[i];
+    return NULL;
+}
+
+/* A new finding, said and counted, or the earlier one it repeats (then nothing is said again). */
+static void found(ext_holdings *h, flist *out, const hold_entry *e, int kind, said model, said kubelet,
+                  const char *why, const char *node, ext_holdings_stats *stats) {
+    const finding *o = earlier(h, e, kind);
+    finding *f = flist_add(out);
+    if (!f) return;
+    if (o) {
+        *f = *o;
+        return;
+    }
     memset(f, 0, sizeof *f);
     snprintf(f->key, sizeof f->key, "%s", e->key);
     f->kind = kind;
-    f->devices_hash = dh;
-    snprintf(f->model, sizeof f->model, "%s", model);
-    snprintf(f->kubelet, sizeof f->kubelet, "%s", kubelet);
+    f->devices_hash = e->devices_hash;
+    said_format(&model, f->model, sizeof f->model);
+    said_format(&kubelet, f->kubelet, sizeof f->kubelet);
     snprintf(f->devices, sizeof f->devices, "%s", e->devices);
     snprintf(f->why, sizeof f->why, "%s", why);
-    f->since_ms = now;
+    f->since_ms = ext_now_ms();
     if (kind < EXT_HOLD_NKINDS) {
         stats->mismatches[kind]++;
         ext_log(EXT_LOG_WARN, "event=holdings-mismatch node=%s pod=%s model=\"%s\" kubelet=\"%s\" devices=\"%s\" "
-                "action=%s%s%s%s", node, e->key, model, kubelet, e->devices,
+                "action=%s%s%s%s", node, e->key, f->model, f->kubelet, e->devices,
                 kind == F_APPLIED ? "applied" : "kept-model", why[0] ? " why=\"" : "", why, why[0] ? "\"" : "");
     } else {
         stats->ignored[kind - EXT_HOLD_NKINDS]++;
@@ -269,18 +308,6 @@ static void found(ext_holdings *h, finding *out, int *nout, const hold_entry *e,
         ext_log(kind == F_UNKNOWN_POD ? EXT_LOG_DEBUG : EXT_LOG_INFO,
                 "event=holdings-ignored node=%s pod=%s devices=\"%s\" why=\"%s\"", node, e->key, e->devices, why);
     }
-}
-
-/* A finding that was applied stays shown while the record says the same of the pod: the model agrees now
- * because it followed. */
-static bool carry_applied(const ext_holdings *h, finding *out, int *nout, const hold_entry *e) {
-    uint64_t dh = ext_map_str_hash(e->devices);
-    for (int i = 0; i < h->nf; i++)
-        if (h->f[i].kind == F_APPLIED && !strcmp(h->f[i].key, e->key) && h->f[i].devices_hash == dh) {
-            out[(*nout)++] = h->f[i];
-            return true;
-        }
-    return false;
 }
 
 /* "GPU 1, GPU 2 replica 3": the kubelet's devices in the model's terms. */
@@ -297,55 +324,55 @@ static void held_format(const model_holding *hd, char *buf, size_t len) {
 }
 
 /* The reservation pod's device against what it published (holdings.h). */
-static void judge_reservation(ext_holdings *h, finding *out, int *nout, const hold_entry *e, const char *published,
-                              int gpu, const ext_node *n, ext_holdings_stats *stats, int64_t now) {
+static void judge_reservation(ext_holdings *h, flist *out, const hold_entry *e, const char *published, int gpu,
+                              const ext_node *n, ext_holdings_stats *stats) {
     if (!published[0]) return;   /* not published yet: the same lag as a binding the record has not caught */
     size_t pl = strlen(published);
     bool same = e->nids == 1 && !strncmp(e->ids[0], published, pl) && (!e->ids[0][pl] || !strncmp(e->ids[0] + pl, "::", 2));
-    if (same) {
-        h->mapped++;
-        return;
-    }
-    char model[HOLD_TEXT], why[MODEL_REASON_LEN];
+    h->mapped++;
+    if (same) return;
+    char model[HOLD_TEXT];
     snprintf(model, sizeof model, "reservation of GPU %d published %s", gpu, published);
-    snprintf(why, sizeof why, "the share's delivery names the published UUID; the reservation controller owns it, "
-             "so the kubelet's word is reported, not applied");
-    found(h, out, nout, e, F_RESERVATION, model, e->devices, why, n->name, stats, now);
+    found(h, out, e, F_RESERVATION, (said){.text = model}, (said){.text = e->devices},
+          "the share's delivery names the published UUID; the reservation controller owns it, so the kubelet's word "
+          "is reported, not applied", n->name, stats);
 }
 
 bool ext_holdings_reconcile(ext_holdings *h, ext_node *n, ext_holdings_rsv_fn rsv, void *user,
                             ext_holdings_stats *stats) {
     if (!h || !n->m) return false;
-    int64_t now = ext_now_ms();
     int ne = h->rec.n;
-    finding *out = calloc((size_t)(ne ? ne : 1), sizeof *out);
-    model_holding *hold = calloc((size_t)(ne ? ne : 1), sizeof *hold);
-    model_hold_result *res = calloc((size_t)(ne ? ne : 1), sizeof *res);
-    const hold_entry **who = calloc((size_t)(ne ? ne : 1), sizeof *who);
-    ext_pod **pods = calloc((size_t)(ne ? ne : 1), sizeof *pods);
-    if (!out || !hold || !res || !who || !pods) {
-        free(out), free(hold), free(res), free(who), free(pods);
+    size_t cap = (size_t)(ne ? ne : 1);
+    /* not zeroed: each slot is written before it is read (judge_one clears its result itself) */
+    model_holding *hold = malloc(cap * sizeof *hold);
+    model_hold_result *res = malloc(cap * sizeof *res);
+    const hold_entry **who = malloc(cap * sizeof *who);
+    ext_pod **pods = malloc(cap * sizeof *pods);
+    if (!hold || !res || !who || !pods) {
+        free(hold), free(res), free(who), free(pods);
         ext_log(EXT_LOG_ERROR, "event=oom node=%s", n->name);
         return false;
     }
-    int nout = 0, k = 0;
+    flist out = {0};
+    int k = 0;
     h->mapped = 0;
-    char why[MODEL_REASON_LEN], model[HOLD_TEXT];
+    char why[MODEL_REASON_LEN];
     for (int i = 0; i < ne; i++) {
         const hold_entry *e = &h->rec.e[i];
         ext_pod *p = (ext_pod *)pod_by_key(n, e->key);
         if (!p) {
             int gpu = -1;
             const char *pub = rsv ? rsv(user, e->key, &gpu) : NULL;
-            if (pub) judge_reservation(h, out, &nout, e, pub, gpu, n, stats, now);
-            else found(h, out, &nout, e, F_UNKNOWN_POD, "", "", "no pod of that name is on this node in tessera's cache",
-                       n->name, stats, now);
+            if (pub) judge_reservation(h, &out, e, pub, gpu, n, stats);
+            else found(h, &out, e, F_UNKNOWN_POD, (said){0}, (said){0},
+                       "no pod of that name is on this node in tessera's cache", n->name, stats);
             continue;
         }
         if (!p->holds) continue;   /* over-committed or not placed yet: nothing of the model's to compare */
-        model_assignment_format(n->m, &p->a, model, sizeof model);
+        h->mapped++;
         model_holding *hd = &hold[k];
         hd->uid = p->uid;
+        hd->nheld = 0;
         int unmapped = 0, unknown = 0;
         char idwhy[MODEL_REASON_LEN] = "";
         for (int d = 0; d < e->nids; d++) {
@@ -355,11 +382,11 @@ bool ext_holdings_reconcile(ext_holdings *h, ext_node *n, ext_holdings_rsv_fn rs
             unmapped += m == MODEL_HELD_UNMAPPED;
             unknown += m == MODEL_HELD_UNKNOWN;
         }
-        h->mapped++;
+        said model = {.m = n->m, .a = &p->a}, ids = {.text = e->devices};
         if (unknown) {
-            found(h, out, &nout, e, F_REFUSED, model, e->devices, idwhy, n->name, stats, now);
+            found(h, &out, e, F_REFUSED, model, ids, idwhy, n->name, stats);
         } else if (unmapped) {
-            found(h, out, &nout, e, F_UNMAPPED, model, e->devices, idwhy, n->name, stats, now);
+            found(h, &out, e, F_UNMAPPED, model, ids, idwhy, n->name, stats);
         } else {
             who[k] = e;
             pods[k] = p;
@@ -371,48 +398,54 @@ bool ext_holdings_reconcile(ext_holdings *h, ext_node *n, ext_holdings_rsv_fn rs
         ext_log(EXT_LOG_ERROR, "event=oom node=%s", n->name);
         k = 0;
     }
-    if (k > 0) {
+    bool any_moved = false;
+    for (int i = 0; i < k; i++) any_moved |= res[i].verdict == MODEL_HOLD_MOVED;
+    model_assignment *was = any_moved ? malloc((size_t)k * sizeof *was) : NULL;
+    if (any_moved) {
         char err[MODEL_REASON_LEN];
-        bool any_moved = false;
-        for (int i = 0; i < k; i++) any_moved |= res[i].verdict == MODEL_HOLD_MOVED;
-        if (any_moved && model_holdings_apply(n->m, k, hold, res, err, sizeof err) != 0) {
-            /* judged on this very model an instant ago: only an inconsistency gets here */
-            ext_log(EXT_LOG_ERROR, "event=holdings-apply-failed node=%s why=\"%s\"", n->name, err);
+        for (int i = 0; was && i < k; i++) was[i] = pods[i]->a;
+        if (!was || model_holdings_apply(n->m, k, hold, res, err, sizeof err) != 0) {
+            /* judged on this very model an instant ago: only an inconsistency (or no memory) gets here */
+            ext_log(EXT_LOG_ERROR, "event=holdings-apply-failed node=%s why=\"%s\"", n->name, was ? err : "out of memory");
             for (int i = 0; i < k; i++)
                 if (res[i].verdict == MODEL_HOLD_MOVED) {
                     res[i].verdict = MODEL_HOLD_REFUSED;
-                    snprintf(res[i].why, sizeof res[i].why, "%s", err);
+                    snprintf(res[i].why, sizeof res[i].why, "%s", was ? err : "out of memory");
                     res[i].a = pods[i]->a;
                 }
         }
-        for (int i = 0; i < k; i++) {
-            ext_pod *p = pods[i];
-            char kub[HOLD_TEXT];
-            model_assignment_format(n->m, &p->a, model, sizeof model);
-            model_assignment_format(n->m, &res[i].a, kub, sizeof kub);
-            switch (res[i].verdict) {
-            case MODEL_HOLD_MOVED:
-                found(h, out, &nout, who[i], F_APPLIED, model, kub, "", n->name, stats, now);
-                p->a = res[i].a;
-                p->derived = false;   /* a fact now: the kubelet's */
-                changed = true;
-                break;
-            case MODEL_HOLD_REFUSED:
-                held_format(&hold[i], kub, sizeof kub);
-                found(h, out, &nout, who[i], F_REFUSED, model, kub, res[i].why, n->name, stats, now);
-                break;
-            case MODEL_HOLD_AGREE:
-                carry_applied(h, out, &nout, who[i]);
-                break;
-            case MODEL_HOLD_NOT_COMPARED:
-                break;
-            }
+    }
+    for (int i = 0; i < k; i++) {
+        ext_pod *p = pods[i];
+        switch (res[i].verdict) {
+        case MODEL_HOLD_MOVED:
+            p->a = res[i].a;
+            p->derived = false;   /* a fact now: the kubelet's */
+            changed = true;
+            found(h, &out, who[i], F_APPLIED, (said){.m = n->m, .a = &was[i]}, (said){.m = n->m, .a = &p->a}, "",
+                  n->name, stats);
+            break;
+        case MODEL_HOLD_REFUSED:
+            found(h, &out, who[i], F_REFUSED, (said){.m = n->m, .a = &p->a}, (said){.hd = &hold[i]}, res[i].why,
+                  n->name, stats);
+            break;
+        case MODEL_HOLD_AGREE: {
+            /* an applied finding stays shown while the record says the same of the pod: the model agrees now
+             * because it followed */
+            const finding *o = earlier(h, who[i], F_APPLIED);
+            finding *f = o ? flist_add(&out) : NULL;
+            if (f) *f = *o;
+            break;
+        }
+        case MODEL_HOLD_NOT_COMPARED:
+            break;
         }
     }
+    if (out.oom) ext_log(EXT_LOG_ERROR, "event=oom node=%s what=holdings-findings", n->name);
     free(h->f);
-    h->f = out;
-    h->nf = nout;
-    free(hold), free(res), free(who), free(pods);
+    h->f = out.f;
+    h->nf = out.n;
+    free(was), free(hold), free(res), free(who), free(pods);
     return changed;
 }
 
