@@ -135,17 +135,27 @@ static long long metric(deployed_cluster *c, int r, const char *sample) {
     return v;
 }
 
-TEST(deployed_holdings_kubelets_word_moves_the_model_and_the_next_bind) {
-    char bin[1024], dir[640], probe[700];
-    CHECK(extender_path(bin, sizeof bin) && sibling_binary_path("../deploy", dir, sizeof dir));
-    snprintf(probe, sizeof probe, "%s/kustomization.yaml", dir);
-    CHECK(access(probe, R_OK) == 0);
+/* deploy/'s cluster with the 3-GPU node; 0, or -1 with c->err (stop c all the same). */
+static int start(deployed_cluster *c) {
+    char bin[1024], dir[640], probe[700] = "";
+    if (extender_path(bin, sizeof bin) && sibling_binary_path("../deploy", dir, sizeof dir))
+        snprintf(probe, sizeof probe, "%s/kustomization.yaml", dir);
+    if (!probe[0] || access(probe, R_OK) != 0) {
+        memset(c, 0, sizeof *c);
+        snprintf(c->err, sizeof c->err, "no build/tessera-extender or deploy/ next to the test binary");
+        return -1;
+    }
     char *nj = node_json();
-    deployed_cluster c;
     deployed_cluster_config cfg = {.extender_bin = bin, .deploy_dir = dir, .gpu_node_json = nj, .gpus = 3,
                                    .uuid_prefix = PREFIX};
-    int rc = deployed_cluster_start(&c, &cfg);
+    int rc = deployed_cluster_start(c, &cfg);
     free(nj);
+    return rc;
+}
+
+TEST(deployed_holdings_kubelets_word_moves_the_model_and_the_next_bind) {
+    deployed_cluster c;
+    int rc = start(&c);
     bool ok = rc == 0 && create_whole(&c, "a") && create_whole(&c, "b");
     int ga = ok ? bound_gpu(&c, "a") : -1, gb = ok ? bound_gpu(&c, "b") : -1, gf = 3 - ga - gb;
     if (!ok || ga < 0 || gb < 0 || ga == gb) {
@@ -192,4 +202,101 @@ TEST(deployed_holdings_kubelets_word_moves_the_model_and_the_next_bind) {
     CHECK_INT(refused, 0);
     CHECK_INT(standing, 0);
     CHECK_INT(nodes, 1);
+}
+
+/* The record the node agent would write from what the fake kubelet really handed out (its device plugin picks
+ * at random here, so its choice differs from tessera's), for pods default/<names[i]>. */
+static void write_kubelet_record(deployed_cluster *c, const char *const *names, int n) {
+    cJSON *rec = cJSON_CreateObject(), *pods;
+    cJSON_AddNumberToObject(rec, "v", 1);
+    pods = cJSON_AddObjectToObject(rec, "pods");
+    for (int i = 0; i < n; i++) {
+        cJSON *p = deployed_cluster_get(c, "pods", "default", names[i]);
+        const char *uid = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(p, "metadata"), "uid"));
+        char *devs = uid ? fake_kubelet_devices(c->kl, uid) : NULL;
+        cJSON_Delete(p);
+        if (!devs) continue;
+        char key[128];
+        snprintf(key, sizeof key, "default/%s", names[i]);
+        cJSON *arr = cJSON_AddArrayToObject(cJSON_AddObjectToObject(pods, key), "nvidia.com/gpu");
+        for (char *save = NULL, *d = strtok_r(devs, ",", &save); d; d = strtok_r(NULL, ",", &save))
+            cJSON_AddItemToArray(arr, cJSON_CreateString(d));
+        free(devs);
+    }
+    char *text = cJSON_PrintUnformatted(rec);
+    cJSON *patch = cJSON_CreateObject();
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_AddObjectToObject(patch, "metadata"), "annotations"),
+                            "tessera.io/holdings", text);
+    char *pt = cJSON_PrintUnformatted(patch);
+    fake_api_patch(c->api, "nodes", NULL, NODE, pt);
+    free(pt);
+    free(text);
+    cJSON_Delete(patch);
+    cJSON_Delete(rec);
+}
+
+/* The index of the device the fake kubelet gave the pod ("GPU-hold-<i>"), -1 if none. */
+static int kubelet_gpu(deployed_cluster *c, const char *name) {
+    cJSON *p = deployed_cluster_get(c, "pods", "default", name);
+    const char *uid = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(p, "metadata"), "uid"));
+    char *devs = uid ? fake_kubelet_devices(c->kl, uid) : NULL;
+    cJSON_Delete(p);
+    int g = devs && !strncmp(devs, PREFIX "-", strlen(PREFIX) + 1) ? atoi(devs + strlen(PREFIX) + 1) : -1;
+    free(devs);
+    return g;
+}
+
+/* Until the fake kubelet has handed the pod a device (false after 10 s). */
+static bool wait_admitted(deployed_cluster *c, const char *name) {
+    for (int64_t t0 = mono_ms(); mono_ms() - t0 < 10000; pause_ms(20))
+        if (kubelet_gpu(c, name) >= 0) return true;
+    snprintf(c->err, sizeof c->err, "the kubelet never gave %s a device", name);
+    return false;
+}
+
+/* The node agent's record made from the kubelet's real choices (a device plugin that picks at random): after it is
+ * written every pod's GPU in tessera's model is the one the kubelet gave it, and when a pod that the kubelet put
+ * elsewhere than tessera bound it leaves, the next pod is bound to the GPU it really freed. */
+TEST(deployed_holdings_model_follows_the_kubelets_real_choices) {
+    deployed_cluster c;
+    int rc = start(&c);
+    if (rc == 0) fake_kubelet_set_random(c.kl, 7);
+    const char *names[] = {"a", "b", "c"};
+    bool ok = rc == 0;
+    int bound[3] = {-1, -1, -1}, real[3] = {-1, -1, -1}, leaver = -1, tessera_d = -1, kubelet_d = -1;
+    for (int i = 0; ok && i < 3; i++) ok = create_whole(&c, names[i]) && wait_admitted(&c, names[i]);
+    for (int i = 0; ok && i < 3; i++) {
+        bound[i] = bound_gpu(&c, names[i]);
+        real[i] = kubelet_gpu(&c, names[i]);
+        if (leaver < 0 && bound[i] != real[i]) leaver = i;
+    }
+    if (ok) write_kubelet_record(&c, names, 3);
+    for (int r = 0; ok && r < 2; r++)
+        for (int i = 0; ok && i < 3; i++) ok = wait_assignment(&c, r, names[i], real[i]);
+    /* the leaver goes: the only GPU free is the one the kubelet had given it, not the one tessera had bound */
+    if (ok && leaver >= 0) {
+        fake_api_delete(c.api, "pods", "default", names[leaver]);
+        const char *left[2];
+        for (int i = 0, k = 0; i < 3; i++)
+            if (i != leaver) left[k++] = names[i];
+        write_kubelet_record(&c, left, 2);
+        ok = create_whole(&c, "d") && wait_admitted(&c, "d");
+        tessera_d = ok ? bound_gpu(&c, "d") : -1;
+        kubelet_d = ok ? kubelet_gpu(&c, "d") : -1;
+    }
+    long long refused = metric(&c, 0, "tessera_holdings_mismatches_total{kind=\"refused\"}");
+    long long applied = metric(&c, 0, "tessera_holdings_mismatches_total{kind=\"applied\"}");
+    int doubles = c.kl ? fake_kubelet_double_holds(c.kl) : -1;
+    char err[1024];
+    snprintf(err, sizeof err, "%s", c.err);
+    deployed_cluster_stop(&c);
+    CHECK_MSG(ok, "%s", err);
+    printf("    bound by tessera to %d %d %d, given by the kubelet %d %d %d; d: tessera %d, kubelet %d\n", bound[0],
+           bound[1], bound[2], real[0], real[1], real[2], tessera_d, kubelet_d);
+    CHECK_MSG(leaver >= 0, "the kubelet's seed gave every pod tessera's GPU: the test shows nothing; change the seed");
+    CHECK(applied >= 2);   /* a permutation of 3 that is not the identity moves at least 2 */
+    CHECK_INT(tessera_d, real[leaver]);
+    CHECK_INT(kubelet_d, real[leaver]);
+    CHECK_INT(refused, 0);
+    CHECK_INT(doubles, 0);
 }
