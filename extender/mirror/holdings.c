@@ -53,6 +53,7 @@ struct ext_holdings {
     int64_t changed_ms;       /* when the record in use first arrived */
     int64_t seen_ms;          /* the latest watch event that carried the annotation */
     int mapped;               /* entries compared with a pod of the cache, at the last reconcile */
+    uint64_t sig;             /* what the last reconcile judged (inputs_sig); 0: judge again */
     int nf;
     finding *f;
 };
@@ -338,9 +339,37 @@ static void judge_reservation(ext_holdings *h, flist *out, const hold_entry *e, 
           "is reported, not applied", n->name, stats);
 }
 
-bool ext_holdings_reconcile(ext_holdings *h, ext_node *n, ext_holdings_rsv_fn rsv, void *user,
+static uint64_t mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h;
+}
+
+/* Everything a reconcile's outcome depends on when nothing disagrees: the record, the GPUs' UUIDs, the pods on
+ * the node and their grants, the reservations' table. A Node event rebuilds the model from the Node object and puts
+ * the same pods back, which changes none of these: the reconcile is skipped. (A standing refusal also depends on
+ * which GPUs are free, so a node with one is always judged again.) */
+static uint64_t inputs_sig(const ext_holdings *h, const ext_node *n, uint64_t rsv_version) {
+    uint64_t s = mix(mix(h->text_hash, rsv_version), (uint64_t)n->npods);
+    for (int g = 0; g < n->m->ngpus; g++) s = mix(s, ext_map_str_hash(n->m->gpus[g].uuid));
+    for (int i = 0; i < n->npods; i++) {
+        const ext_pod *p = n->pods[i];
+        s = mix(mix(s, ext_map_str_hash(p->uid)), (uint64_t)p->holds);
+        for (int k = 0; p->holds && k < p->a.ngrants; k++) {
+            const model_grant *gr = &p->a.grant[k];
+            s = mix(s, (uint64_t)(uint8_t)gr->gpu | (uint64_t)(uint16_t)gr->replica << 8 |
+                           (uint64_t)(uint8_t)gr->mig_start << 24 | (uint64_t)(uint8_t)gr->mig_profile << 32 |
+                           (uint64_t)gr->exclusive << 40);
+        }
+    }
+    return s ? s : 1;
+}
+
+bool ext_holdings_reconcile(ext_holdings *h, ext_node *n, ext_holdings_rsv_fn rsv, void *user, uint64_t rsv_version,
                             ext_holdings_stats *stats) {
     if (!h || !n->m) return false;
+    uint64_t sig = inputs_sig(h, n, rsv_version);
+    if (sig == h->sig && ext_holdings_disagreements(h) == 0) return false;
+    h->sig = sig;
     int ne = h->rec.n;
     size_t cap = (size_t)(ne ? ne : 1);
     /* not zeroed: each slot is written before it is read (judge_one clears its result itself) */

@@ -64,9 +64,10 @@ bool ext_holdings_read(ext_holdings **h, const char *node, const cJSON *node_obj
  * "" when it published no UUID yet. *gpu: the logical GPU it backs (-1 unknown). */
 typedef const char *(*ext_holdings_rsv_fn)(void *user, const char *key, int *gpu);
 
-/* Set the record against node n's model and pods, apply the kubelet's word, report what is new. true when
- * n->m or a pod's assignment changed (the caller bumps the node's version). */
-bool ext_holdings_reconcile(ext_holdings *h, ext_node *n, ext_holdings_rsv_fn rsv, void *user,
+/* Set the record against node n's model and pods, apply the kubelet's word, report what is new. rsv_version
+ * changes whenever what rsv answers may have. true when n->m or a pod's assignment changed (the caller bumps the
+ * node's version). Skipped (false) when none of its inputs changed since the last call and nothing disagrees. */
+bool ext_holdings_reconcile(ext_holdings *h, ext_node *n, ext_holdings_rsv_fn rsv, void *user, uint64_t rsv_version,
                             ext_holdings_stats *stats);
 
 /* Disagreements standing now (refused and reservation ones): the gauge. */

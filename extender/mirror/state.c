@@ -53,6 +53,7 @@ struct ext_state {
     ext_state_stats st;
     ext_holdings_stats hstats; /* holdings.h's counters */
     ext_map *rsv;              /* "namespace/name" -> rsv_ent: reservation pods, for the holdings record */
+    uint64_t rsv_version;      /* changes with rsv */
 
     pthread_mutex_t memo_mu;
     ext_map *memo;             /* uid -> memo_ent */
@@ -101,6 +102,7 @@ typedef struct rsv_ent {
 } rsv_ent;
 
 static void rsv_clear(ext_state *st) {
+    st->rsv_version++;
     size_t it = 0;
     rsv_ent *e;
     while ((e = ext_map_next(st->rsv, &it))) free(e);
@@ -691,7 +693,7 @@ static void holdings_touch(ext_state *st, ext_node *n) {
         return;
     }
     n->holdings_dirty = false;
-    if (ext_holdings_reconcile(n->holdings, n, rsv_lookup, st, &st->hstats)) node_touch(st, n);
+    if (ext_holdings_reconcile(n->holdings, n, rsv_lookup, st, st->rsv_version, &st->hstats)) node_touch(st, n);
 }
 
 static void holdings_touch_dirty(ext_state *st) {
@@ -707,6 +709,7 @@ const ext_holdings_stats *ext_state_holdings_stats(const ext_state *st) { return
 static void rsv_note(ext_state *st, const char *ns, const char *name, const cJSON *meta, bool gone) {
     char key[320];
     snprintf(key, sizeof key, "%s/%s", ns, name);
+    st->rsv_version++;
     rsv_ent *e = ext_map_get(st->rsv, key);
     if (gone) {
         if (e) free(ext_map_del(st->rsv, key));
