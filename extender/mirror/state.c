@@ -105,9 +105,9 @@ static void rsv_clear(ext_state *st) {
     st->rsv_version++;
     size_t it = 0;
     rsv_ent *e;
-    while ((e = ext_map_next(st->rsv, &it))) free(e);
+    while (st->rsv && (e = ext_map_next(st->rsv, &it))) free(e);
     ext_map_free(st->rsv);
-    st->rsv = ext_map_new();
+    st->rsv = ext_map_new();   /* NULL when out of memory: reservations are then not compared (rsv_note) */
 }
 
 static const char *rsv_lookup(void *user, const char *key, int *gpu) {
@@ -710,6 +710,7 @@ static void rsv_note(ext_state *st, const char *ns, const char *name, const cJSO
     char key[320];
     snprintf(key, sizeof key, "%s/%s", ns, name);
     st->rsv_version++;
+    if (!st->rsv) return;
     rsv_ent *e = ext_map_get(st->rsv, key);
     if (gone) {
         if (e) free(ext_map_del(st->rsv, key));
