@@ -13,6 +13,7 @@
 #include "extender/events.h"
 #include "extender/health.h"
 #include "extender/delivery/reservation.h"
+#include "extender/mirror/holdings.h"
 #include "extender/mirror/state.h"
 #include "extender/workload.h"
 #include "model/mig.h"
@@ -54,6 +55,39 @@ static void sbf(sb *b, const char *fmt, ...) {
         b->p = np;
         b->cap = nc;
     }
+}
+
+/* The node agent's holdings record set against the model (mirror/holdings.h). Lock held. */
+static void holdings_metrics(sb *b, ext_state *st) {
+    const ext_holdings_stats *hs = ext_state_holdings_stats(st);
+    int nodes = 0, standing = 0;
+    for (int i = 0; i < ext_state_node_count(st); i++) {
+        const ext_node *en = ext_state_node_at(st, i);
+        if (!en->holdings) continue;
+        nodes++;
+        standing += ext_holdings_disagreements(en->holdings);
+    }
+    sbf(b, "# HELP tessera_holdings_nodes Nodes with a holdings record (the node agent's tessera.io/holdings).\n"
+           "# TYPE tessera_holdings_nodes gauge\ntessera_holdings_nodes %d\n", nodes);
+    sbf(b, "# HELP tessera_holdings_mismatches_total Disagreements between the model and what the kubelet says a pod "
+           "holds, each once, by outcome: applied (the model followed the kubelet), refused (the kubelet's word would "
+           "over-commit or names a GPU the model does not have), reservation (a reservation pod holds another device "
+           "than it published).\n# TYPE tessera_holdings_mismatches_total counter\n");
+    for (int k = 0; k < EXT_HOLD_NKINDS; k++)
+        sbf(b, "tessera_holdings_mismatches_total{kind=\"%s\"} %llu\n", ext_hold_kind_name(k),
+            (unsigned long long)hs->mismatches[k]);
+    sbf(b, "# HELP tessera_holdings_disagreements Disagreements with the kubelet standing now (refused and reservation "
+           "ones; /debug/state lists them).\n# TYPE tessera_holdings_disagreements gauge\n"
+           "tessera_holdings_disagreements %d\n", standing);
+    sbf(b, "# HELP tessera_holdings_ignored_total Holdings record entries not compared, each once: unmapped (MIG "
+           "instance ids, nodes without GPU UUIDs), unknown-pod (no such pod on the node in the cache).\n"
+           "# TYPE tessera_holdings_ignored_total counter\n");
+    for (int w = 0; w < EXT_HOLD_IGN_N; w++)
+        sbf(b, "tessera_holdings_ignored_total{why=\"%s\"} %llu\n", ext_hold_ignored_name(w),
+            (unsigned long long)hs->ignored[w]);
+    sbf(b, "# HELP tessera_holdings_records_malformed_total Holdings records that could not be read (once per node and "
+           "content; ignored).\n# TYPE tessera_holdings_records_malformed_total counter\n"
+           "tessera_holdings_records_malformed_total %llu\n", (unsigned long long)hs->malformed);
 }
 
 /* Memory slices a MIG GPU has not handed to a pod: idle instances, plus the unpartitioned
@@ -315,6 +349,7 @@ char *ext_metrics_render(ext_metrics *m, ext_verbs *v, const ext_kube_stats *ks,
         for (int k = 0; k < en->npods; k++) oc += en->pods[k]->overcommitted;
         if (oc) sbf(&b, "tessera_node_overcommitted_pods{node=\"%s\"} %d\n", en->name, oc);
     }
+    holdings_metrics(&b, st);
     const double MiB = 1048576.0, permille = 0.001;
     gpu_gauges(&b, "tessera_gpu_memory_allocated_bytes", "GPU memory granted to pods.", G_MEM_USED, MiB, st);
     gpu_gauges(&b, "tessera_gpu_memory_free_bytes", "GPU memory not granted.", G_MEM_FREE, MiB, st);

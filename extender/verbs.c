@@ -7,6 +7,7 @@
 #include "extender/quota.h"
 
 #include "extender/mirror/dra.h"
+#include "extender/mirror/holdings.h"
 #include "model/dra.h"
 
 #include <pthread.h>
@@ -1482,6 +1483,8 @@ static cJSON *node_json(const ext_node *en) {
         char why[MODEL_REASON_LEN];
         cJSON_AddBoolToObject(o, "consistent", model_node_check(m, why, sizeof why));
     }
+    if (en->holdings)   /* what the kubelet says the pods hold, and where the model disagreed */
+        cJSON_AddItemToObject(o, "holdings", ext_holdings_debug(en->holdings, ext_now_ms()));
     cJSON *pods = cJSON_AddArrayToObject(o, "pods");
     for (int i = 0; i < en->npods; i++) {
         const ext_pod *p = en->pods[i];

@@ -12,7 +12,9 @@
 #include <time.h>
 
 #include "extender/annotation.h"
+#include "extender/delivery/delivery.h"
 #include "extender/mirror/dra.h"
+#include "extender/mirror/holdings.h"
 #include "extender/log.h"
 #include "extender/map.h"
 
@@ -47,7 +49,11 @@ struct ext_state {
     bool relisting[2];         /* between RELIST and SYNCED of the kind */
     bool any_deferred;         /* some pod_priv.deferred is set */
     bool maybe_assumed;        /* some pod may be ASSUMED: expiry has work to do */
+    bool any_holdings_dirty;   /* some ext_node.holdings_dirty is set */
     ext_state_stats st;
+    ext_holdings_stats hstats; /* holdings.h's counters */
+    ext_map *rsv;              /* "namespace/name" -> rsv_ent: reservation pods, for the holdings record */
+    uint64_t rsv_version;      /* changes with rsv */
 
     pthread_mutex_t memo_mu;
     ext_map *memo;             /* uid -> memo_ent */
@@ -72,8 +78,10 @@ ext_state *ext_state_new(const ext_state_config *cfg) {
     st->pods = ext_map_new();
     st->memo = ext_map_new();
     st->dra = ext_dra_new();
-    if (!st->nodes || !st->pods || !st->memo || !st->dra) {
+    st->rsv = ext_map_new();
+    if (!st->nodes || !st->pods || !st->memo || !st->dra || !st->rsv) {
         ext_dra_free(st->dra);
+        ext_map_free(st->rsv);
         ext_map_free(st->nodes);
         ext_map_free(st->pods);
         ext_map_free(st->memo);
@@ -84,6 +92,30 @@ ext_state *ext_state_new(const ext_state_config *cfg) {
     pthread_mutex_init(&st->memo_mu, NULL);
     if (st->cfg.standalone) st->synced[0] = st->synced[1] = true;
     return st;
+}
+
+/* A reservation pod as the holdings record needs it (holdings.h): what it published, which GPU it backs. */
+typedef struct rsv_ent {
+    char key[320];             /* "namespace/name" */
+    char uuid[64];             /* tessera.io/gpu-uuid, "" until published */
+    int gpu;                   /* tessera.io/reservation-gpu, -1 unknown */
+} rsv_ent;
+
+static void rsv_clear(ext_state *st) {
+    st->rsv_version++;
+    size_t it = 0;
+    rsv_ent *e;
+    while (st->rsv && (e = ext_map_next(st->rsv, &it))) free(e);
+    ext_map_free(st->rsv);
+    st->rsv = ext_map_new();   /* NULL when out of memory: reservations are then not compared (rsv_note) */
+}
+
+static const char *rsv_lookup(void *user, const char *key, int *gpu) {
+    ext_state *st = user;
+    rsv_ent *e = st->rsv ? ext_map_get(st->rsv, key) : NULL;
+    if (!e) return NULL;
+    *gpu = e->gpu;
+    return e->uuid;
 }
 
 static void pod_free(pod_priv *p) {
@@ -98,6 +130,7 @@ static void pod_free(pod_priv *p) {
 static void node_free(ext_node *n) {
     if (!n) return;
     free(n->memo);
+    ext_holdings_free(n->holdings);
     model_node_free(n->m);
     model_node_free(n->base);
     free(n->pods);
@@ -115,6 +148,8 @@ void ext_state_free(ext_state *st) {
     ext_map_free(st->nodes);
     ext_map_free(st->pods);
     ext_dra_free(st->dra);
+    rsv_clear(st);
+    ext_map_free(st->rsv);
     for (int i = 0; i < st->ring_n; i++) free(st->ring[(st->ring_head + i) % MEMO_CAP]);
     ext_map_free(st->memo);
     pthread_mutex_destroy(&st->mu);
@@ -600,6 +635,8 @@ static void dra_touch(void *user, const char *node) {
 }
 
 static void node_delete(ext_state *st, ext_node *n) {
+    ext_holdings_free(n->holdings);   /* the record lives on the Node object */
+    n->holdings = NULL;
     model_node_free(n->base);
     n->base = NULL;
     model_node_free(n->m);
@@ -611,6 +648,8 @@ static void node_delete(ext_state *st, ext_node *n) {
     }
     node_maybe_drop(st, n);
 }
+
+static void holdings_touch(ext_state *st, ext_node *n);
 
 static const char *obj_str(const cJSON *o, const char *a, const char *b) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, a);
@@ -638,11 +677,74 @@ static void node_event(ext_state *st, ext_kube_event ev, const cJSON *obj) {
     }
     if (m->reason[0]) ext_log(EXT_LOG_DEBUG, "event=node-unusable node=%s why=\"%s\"", name, m->reason);
     node_install_base(st, m);
+    ext_node *n = ext_map_get(st->nodes, name);
+    if (n) {
+        ext_holdings_read(&n->holdings, name, obj, ext_now_ms(), &st->hstats);
+        holdings_touch(st, n);   /* the model was rebuilt, or the record changed: compare again */
+    }
+}
+
+/* Set the node's holdings record against its model now, or once the pod relist is complete: a record
+ * entry for a pod the cache has not listed yet is no finding (holdings.h). */
+static void holdings_touch(ext_state *st, ext_node *n) {
+    if (!n || !n->holdings || !n->m) return;
+    if (st->relisting[EXT_KUBE_POD] || !st->synced[EXT_KUBE_POD]) {
+        n->holdings_dirty = st->any_holdings_dirty = true;
+        return;
+    }
+    n->holdings_dirty = false;
+    if (ext_holdings_reconcile(n->holdings, n, rsv_lookup, st, st->rsv_version, &st->hstats)) node_touch(st, n);
+}
+
+static void holdings_touch_dirty(ext_state *st) {
+    if (!st->any_holdings_dirty) return;
+    st->any_holdings_dirty = false;
+    for (int i = 0; i < st->nn; i++)
+        if (st->narr[i]->holdings_dirty) holdings_touch(st, st->narr[i]);
+}
+
+const ext_holdings_stats *ext_state_holdings_stats(const ext_state *st) { return &st->hstats; }
+
+/* A reservation pod's ADDED/MODIFIED (DELETED: gone) for the holdings record. */
+static void rsv_note(ext_state *st, const char *ns, const char *name, const cJSON *meta, bool gone) {
+    char key[320];
+    snprintf(key, sizeof key, "%s/%s", ns, name);
+    st->rsv_version++;
+    if (!st->rsv) return;
+    rsv_ent *e = ext_map_get(st->rsv, key);
+    if (gone) {
+        if (e) free(ext_map_del(st->rsv, key));
+        return;
+    }
+    if (!e) {
+        if (!(e = calloc(1, sizeof *e))) return;
+        snprintf(e->key, sizeof e->key, "%s", key);
+        if (ext_map_put(st->rsv, e->key, e) != 0) { free(e); return; }
+    }
+    const cJSON *ann = cJSON_GetObjectItemCaseSensitive(meta, "annotations");
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(ann, EXT_RSV_ANN_UUID), *g = cJSON_GetObjectItemCaseSensitive(ann, EXT_RSV_ANN_GPU);
+    snprintf(e->uuid, sizeof e->uuid, "%s", cJSON_IsString(u) ? u->valuestring : "");
+    e->gpu = cJSON_IsString(g) ? atoi(g->valuestring) : -1;
 }
 
 /* ------------------------------------------------------------ pod objects */
 
+static void pod_event_apply(ext_state *st, ext_kube_event ev, const cJSON *obj);
+
+/* A pod's change can make the node's holdings record say something else of it (placed, moved, gone, a GPU
+ * freed for a pod whose move was refused): the nodes it left and reached are compared again. */
 static void pod_event(ext_state *st, ext_kube_event ev, const cJSON *obj) {
+    const char *uid = obj_str(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "uid", NULL);
+    pod_priv *before = uid ? ext_map_get(st->pods, uid) : NULL;
+    char old[256] = "";
+    if (before && before->pub.node) snprintf(old, sizeof old, "%s", before->pub.node);
+    pod_event_apply(st, ev, obj);
+    pod_priv *after = uid ? ext_map_get(st->pods, uid) : NULL;
+    if (old[0]) holdings_touch(st, ext_map_get(st->nodes, old));
+    if (after && after->pub.node && strcmp(after->pub.node, old)) holdings_touch(st, ext_map_get(st->nodes, after->pub.node));
+}
+
+static void pod_event_apply(ext_state *st, ext_kube_event ev, const cJSON *obj) {
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
     const char *uid = obj_str(meta, "uid", NULL), *ns = obj_str(meta, "namespace", NULL);
     const char *name = obj_str(meta, "name", NULL);
@@ -654,10 +756,14 @@ static void pod_event(ext_state *st, ext_kube_event ev, const cJSON *obj) {
     pod_priv *pp = ext_map_get(st->pods, uid);
     if (ev == EXT_KUBE_DELETED) {
         if (pp) pod_remove(st, pp);
+        if (!strcmp(ns, st->cfg.reservation_ns)) rsv_note(st, ns, name, meta, true);
         return;
     }
-    const char *rlabel = obj_str(meta, "labels", "tessera.io/reservation");
+    const char *rlabel = obj_str(meta, "labels", EXT_RSV_LABEL);
     if (rlabel && !strcmp(rlabel, "true") && !strcmp(ns, st->cfg.reservation_ns)) {
+        rsv_note(st, ns, name, meta, false);
+        const char *rnode = obj_str(obj, "spec", "nodeName");   /* what it published is compared there */
+        if (rnode) holdings_touch(st, ext_map_get(st->nodes, rnode));
         /* A reservation pod (reservation.h) holds a physical GPU through the device plugin, but the logical
          * GPU it backs is accounted by its tenants' assignments: counting it too would charge the GPU twice. */
         if (pp) pod_remove(st, pp);
@@ -789,6 +895,7 @@ void ext_state_on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const
         st->gen[kind]++;
         st->st.relists[kind]++;
         st->relisting[kind] = true;
+        if (kind == EXT_KUBE_POD) rsv_clear(st);   /* the list names every reservation pod again */
         ext_log(EXT_LOG_INFO, "event=relist kind=%s", kind == EXT_KUBE_NODE ? "Node" : "Pod");
         break;
     case EXT_KUBE_SYNCED:
@@ -798,6 +905,7 @@ void ext_state_on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const
         if (!st->synced[kind])
             ext_log(EXT_LOG_INFO, "event=synced kind=%s", kind == EXT_KUBE_NODE ? "Node" : "Pod");
         st->synced[kind] = true;
+        if (kind == EXT_KUBE_POD) holdings_touch_dirty(st);   /* after synced: holdings_touch waits for it */
         break;
     case EXT_KUBE_ADDED:
     case EXT_KUBE_MODIFIED:

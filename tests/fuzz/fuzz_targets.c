@@ -349,6 +349,54 @@ void fuzz_watch_one(const uint8_t *data, size_t len) {
     cJSON_Delete(events);
 }
 
+/* The node agent's tessera.io/holdings record (extender/mirror/holdings.h), as the annotation's text, on a node
+ * of 3 A100s with UUIDs holding two whole-GPU pods bound by tessera (GPUs 0 and 1) and one placed by another
+ * scheduler (derived): whatever the record says, no GPU is over-committed, twice in a row (the second read is
+ * the same content: nothing new). */
+void fuzz_holdings_one(const uint8_t *data, size_t len) {
+    char *text = copy_cstr(data, len);
+    ext_state_config cfg = {.standalone = false};
+    ext_state *st = ext_state_new(&cfg);
+    cJSON *node = cJSON_Parse(
+        "{\"kind\":\"Node\",\"metadata\":{\"name\":\"h1\",\"labels\":{\"nvidia.com/gpu.product\":"
+        "\"NVIDIA-A100-SXM4-80GB\",\"nvidia.com/gpu.count\":\"3\"},\"annotations\":{\"tessera.io/gpus\":"
+        "\"[{\\\"uuid\\\":\\\"GPU-h-0\\\"},{\\\"uuid\\\":\\\"GPU-h-1\\\"},{\\\"uuid\\\":\\\"GPU-h-2\\\"}]\"}},"
+        "\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"3\"}}}");
+    FUZZ_REQUIRE(node != NULL, "the fixed node does not parse");
+    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_RELIST, NULL);
+    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, node);
+    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_SYNCED, NULL);
+    ext_state_apply(st, EXT_KUBE_POD, EXT_KUBE_RELIST, NULL);
+    static const char *const assignment[3] = {
+        "\"annotations\":{\"tessera.io/assignment\":\"{\\\"version\\\":1,\\\"node\\\":\\\"h1\\\",\\\"grants\\\":[{"
+        "\\\"gpu\\\":0,\\\"whole\\\":true,\\\"memoryMiB\\\":81920,\\\"computePermille\\\":1000}]}\"},",
+        "\"annotations\":{\"tessera.io/assignment\":\"{\\\"version\\\":1,\\\"node\\\":\\\"h1\\\",\\\"grants\\\":[{"
+        "\\\"gpu\\\":1,\\\"whole\\\":true,\\\"memoryMiB\\\":81920,\\\"computePermille\\\":1000}]}\"},",
+        ""};   /* the third: placed by another scheduler, derived */
+    for (int i = 0; i < 3; i++) {
+        char pod[1024];
+        snprintf(pod, sizeof pod,
+                 "{\"metadata\":{%s\"name\":\"p%d\",\"namespace\":\"default\",\"uid\":\"uid-%d\"},\"spec\":{\"nodeName\":"
+                 "\"h1\",\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]},"
+                 "\"status\":{\"phase\":\"Running\"}}",
+                 assignment[i], i, i);
+        cJSON *p = cJSON_Parse(pod);
+        FUZZ_REQUIRE(p != NULL, "pod %d does not parse", i);
+        ext_state_apply(st, EXT_KUBE_POD, EXT_KUBE_ADDED, p);
+        cJSON_Delete(p);
+    }
+    ext_state_apply(st, EXT_KUBE_POD, EXT_KUBE_SYNCED, NULL);
+    cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(node, "metadata"), "annotations");
+    cJSON_AddStringToObject(ann, "tessera.io/holdings", text);
+    for (int round = 0; round < 2; round++) {
+        ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_MODIFIED, node);
+        check_nodes(st, "holdings", round);
+    }
+    ext_state_free(st);
+    cJSON_Delete(node);
+    free(text);
+}
+
 /* ---- model: pods, nodes, quantities ---- */
 
 void fuzz_request_one(const uint8_t *data, size_t len) {
@@ -990,5 +1038,6 @@ const fuzz_target fuzz_targets[] = {
     {"dra_claim", fuzz_dra_claim_one},
     {"dra_watch", fuzz_dra_watch_one},
     {"podresources", fuzz_podresources_one},
+    {"holdings", fuzz_holdings_one},
     {NULL, NULL},
 };

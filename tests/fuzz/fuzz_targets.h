@@ -33,6 +33,7 @@ void fuzz_dra_slice_one(const uint8_t *data, size_t len);
 void fuzz_dra_claim_one(const uint8_t *data, size_t len);
 void fuzz_dra_watch_one(const uint8_t *data, size_t len);
 void fuzz_podresources_one(const uint8_t *data, size_t len);
+void fuzz_holdings_one(const uint8_t *data, size_t len);
 
 typedef struct fuzz_target {
     const char *name;            /* tests/fuzz/corpus/<name>, tests/fuzz/crashes/<name> */

@@ -376,13 +376,54 @@ static FILE *spawn(const char *bin, char **argv, char **envp, pid_t *pid, char *
     return fdopen(fds[0], "r");
 }
 
+struct deployed_log {
+    pthread_mutex_t mu;
+    FILE *f;                   /* the process's stderr, read by drain */
+    char *text;
+    size_t len, cap;
+};
+
+static void log_keep(struct deployed_log *l, const char *line) {
+    size_t n = strlen(line);
+    pthread_mutex_lock(&l->mu);
+    if (l->len + n + 1 > l->cap) {
+        size_t c = l->cap ? 2 * l->cap : 65536;
+        while (c < l->len + n + 1) c *= 2;
+        char *t = realloc(l->text, c);
+        if (t) l->text = t, l->cap = c;
+    }
+    if (l->len + n + 1 <= l->cap) {
+        memcpy(l->text + l->len, line, n + 1);
+        l->len += n;
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
 static void *drain(void *arg) {
-    FILE *f = arg;
+    struct deployed_log *l = arg;
     char line[2048];
-    while (fgets(line, sizeof line, f))
+    while (fgets(line, sizeof line, l->f)) {
         if (getenv("EXT_TEST_LOG")) fputs(line, stderr);
-    fclose(f);
+        log_keep(l, line);
+    }
+    fclose(l->f);
     return NULL;
+}
+
+int deployed_replica_log_count(deployed_replica *r, const char *a, const char *b) {
+    if (!r->log) return 0;
+    int n = 0;
+    pthread_mutex_lock(&r->log->mu);
+    for (const char *l = r->log->text; l && l < r->log->text + r->log->len;) {
+        const char *e = strchr(l, '\n');
+        size_t len = e ? (size_t)(e - l) : strlen(l);
+        char *line = strndup(l, len);
+        if (line && strstr(line, a) && (!b || strstr(line, b))) n++;
+        free(line);
+        l += len + 1;
+    }
+    pthread_mutex_unlock(&r->log->mu);
+    return n;
 }
 
 int deployed_replica_start(const deployed *d, fake_api *api, const char *bin, const char *pod_name, const char *node,
@@ -419,7 +460,17 @@ int deployed_replica_start_as(const deployed *d, fake_api *api, const char *bin,
         if ((s = strstr(line, "event=serving-ops ")) && (s = strstr(s, " port="))) r->ops_port = atoi(s + 6);
         else if ((s = strstr(line, "event=serving ")) && (s = strstr(s, " port="))) r->verbs_port = atoi(s + 6);
     }
-    pthread_create(&r->drain, NULL, drain, f);
+    r->log = calloc(1, sizeof *r->log);
+    if (!r->log) {
+        fclose(f);
+        kill(r->pid, SIGKILL);
+        waitpid(r->pid, NULL, 0);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    pthread_mutex_init(&r->log->mu, NULL);
+    r->log->f = f;
+    pthread_create(&r->drain, NULL, drain, r->log);
     r->running = true;
     if (!r->verbs_port || !r->ops_port) {
         snprintf(err, errlen, "%s exited before it served (run with EXT_TEST_LOG=1 to see its log)", bin);
@@ -436,6 +487,10 @@ void deployed_replica_stop(deployed_replica *r, int sig) {
     waitpid(r->pid, &st, 0);
     pthread_join(r->drain, NULL);
     r->running = false;
+    pthread_mutex_destroy(&r->log->mu);
+    free(r->log->text);
+    free(r->log);
+    r->log = NULL;
 }
 
 const char *deployed_extender_arg(const deployed *d, const char *flag) {
@@ -633,30 +688,6 @@ static int agent_argv(const cJSON *spec, const cJSON *ctr, const char *bin, cons
     return n;
 }
 
-struct deployed_agent_io {
-    FILE *out;
-    pthread_mutex_t mu;
-    char *log;                    /* everything the agent logged so far */
-    size_t loglen;
-};
-
-static void *agent_drain(void *arg) {
-    struct deployed_agent_io *io = arg;
-    char line[4096];
-    while (fgets(line, sizeof line, io->out)) {
-        if (getenv("EXT_TEST_LOG")) fputs(line, stderr);
-        size_t n = strlen(line);
-        pthread_mutex_lock(&io->mu);
-        char *q = realloc(io->log, io->loglen + n + 1);
-        if (q) {
-            memcpy(q + io->loglen, line, n + 1);
-            io->log = q;
-            io->loglen += n;
-        }
-        pthread_mutex_unlock(&io->mu);
-    }
-    return NULL;
-}
 
 int deployed_agent_start(const deployed *d, fake_api *api, const char *bin, const char *node,
                          const deployed_agent_opts *o, deployed_agent *a, char *err, size_t errlen) {
@@ -692,10 +723,17 @@ int deployed_agent_start(const deployed *d, fake_api *api, const char *bin, cons
         char *s;
         if ((s = strstr(line, "event=serving-ops ")) && (s = strstr(s, " port="))) a->ops_port = atoi(s + 6);
     }
-    a->io = calloc(1, sizeof *a->io);
-    a->io->out = out;
-    pthread_mutex_init(&a->io->mu, NULL);
-    pthread_create(&a->drain, NULL, agent_drain, a->io);
+    a->log = calloc(1, sizeof *a->log);
+    if (!a->log) {
+        fclose(out);
+        kill(a->pid, SIGKILL);
+        waitpid(a->pid, NULL, 0);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    pthread_mutex_init(&a->log->mu, NULL);
+    a->log->f = out;
+    pthread_create(&a->drain, NULL, drain, a->log);
     a->running = true;
     if (!a->ops_port) {
         snprintf(err, errlen, "%s exited before it served (run with EXT_TEST_LOG=1 to see its log)", bin);
@@ -711,20 +749,19 @@ int deployed_agent_stop(deployed_agent *a, int sig) {
     int st = 0;
     waitpid(a->pid, &st, 0);
     pthread_join(a->drain, NULL);
-    fclose(a->io->out);
-    pthread_mutex_destroy(&a->io->mu);
-    free(a->io->log);
-    free(a->io);
-    a->io = NULL;
+    pthread_mutex_destroy(&a->log->mu);
+    free(a->log->text);
+    free(a->log);
+    a->log = NULL;
     a->running = false;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 bool deployed_agent_log_has(deployed_agent *a, const char *needle) {
-    if (!a->io) return false;
-    pthread_mutex_lock(&a->io->mu);
-    bool found = a->io->log && strstr(a->io->log, needle);
-    pthread_mutex_unlock(&a->io->mu);
+    if (!a->log) return false;
+    pthread_mutex_lock(&a->log->mu);
+    bool found = a->log->text && strstr(a->log->text, needle);
+    pthread_mutex_unlock(&a->log->mu);
     return found;
 }
 

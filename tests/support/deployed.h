@@ -82,6 +82,7 @@ typedef struct deployed_replica {
     int ops_port;              /* --metrics-listen (/healthz, /readyz, /metrics) */
     pthread_t drain;
     bool running;
+    struct deployed_log *log;  /* what the process wrote to stderr (its log), kept until stopped */
 } deployed_replica;
 
 /* Store the Pod and exec extender_bin with the container's arguments and environment (rewritten as above);
@@ -98,6 +99,8 @@ const char *deployed_extender_arg(const deployed *d, const char *flag);
 /* The programs deploy/Containerfile installs in the tessera-extender image ("/usr/local/bin/tessera-extender,
  * /usr/local/bin/tessera-reserve"), comma-joined, for the fake kubelet's image table. "" if none is found. */
 void deployed_image_binaries(const char *deploy_dir, char *buf, size_t len);
+/* Lines of the replica's log so far that contain a and (if not NULL) b. */
+int deployed_replica_log_count(deployed_replica *r, const char *a, const char *b);
 /* Send sig and reap (SIGKILL: the node died; SIGTERM: a clean shutdown). */
 void deployed_replica_stop(deployed_replica *r, int sig);
 
@@ -126,7 +129,7 @@ typedef struct deployed_agent {
     pid_t pid;
     int ops_port;                 /* --metrics-listen: /healthz, /readyz, /metrics */
     pthread_t drain;
-    struct deployed_agent_io *io; /* its log, read by a thread (heap: a test that fails before it stops the agent
+    struct deployed_log *log;     /* its log, read by a thread (heap: a test that fails before it stops the agent
                                    * leaves the thread something valid to write to) */
     bool running;
 } deployed_agent;
