@@ -92,6 +92,64 @@ static void mig_from_name(model_dra_device *o) {
              (int)(len - (size_t)(g - part[0] + 1) - (me && !me_part ? 2 : 0)), g + 1, me ? "+me" : "");
 }
 
+/* A growing buffer of attribute records (model_dra_device.attrs). */
+typedef struct abuf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} abuf;
+
+static void ab_put(abuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 1024;
+        while (nc < b->len + n + 1) nc *= 2;
+        char *q = realloc(b->p, nc);
+        if (!q) {
+            b->oom = true;
+            return;
+        }
+        b->p = q;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+}
+
+/* One device's attributes as records, names qualified as the allocator's lookupAttribute finds them (an
+ * unqualified name is the driver's own); values the allocator cannot compare (a type it does not know) are left
+ * out, as a device lacking the attribute. */
+static void attrs_encode(abuf *b, const cJSON *attrs, const char *driver) {
+    const cJSON *a;
+    cJSON_ArrayForEach(a, attrs) {
+        if (!a->string || !*a->string || !cJSON_IsObject(a)) continue;
+        char name[MODEL_DRA_ATTR_LEN], val[160];
+        int nl = strchr(a->string, '/') ? snprintf(name, sizeof name, "%s", a->string)
+                                        : snprintf(name, sizeof name, "%s/%s", driver, a->string);
+        if (nl < 0 || (size_t)nl >= sizeof name) continue;   /* longer than a qualified name may be */
+        const cJSON *v;
+        int vl = -1;
+        if ((v = model_json_get(a, "string")) && cJSON_IsString(v)) vl = snprintf(val, sizeof val, "s%s", v->valuestring);
+        else if ((v = model_json_get(a, "version")) && cJSON_IsString(v)) vl = snprintf(val, sizeof val, "v%s", v->valuestring);
+        else if ((v = model_json_get(a, "int")) && cJSON_IsNumber(v))
+            vl = snprintf(val, sizeof val, "i%lld", (long long)jint(v, INT64_MIN, INT64_MAX, 0));
+        else if ((v = model_json_get(a, "bool")) && cJSON_IsBool(v)) vl = snprintf(val, sizeof val, "b%s", cJSON_IsTrue(v) ? "true" : "false");
+        if (vl < 0 || (size_t)vl >= sizeof val) continue;
+        ab_put(b, name, (size_t)nl + 1);
+        ab_put(b, val, (size_t)vl + 1);
+    }
+    ab_put(b, "", 1);
+}
+
+const char *model_dra_attr(const model_dra_device *d, const char *qualified) {
+    for (const char *p = d && qualified ? d->attrs : NULL; p && *p;) {
+        const char *v = p + strlen(p) + 1;
+        if (!strcmp(p, qualified)) return v;
+        p = v + strlen(v) + 1;
+    }
+    return NULL;
+}
+
 static void device_parse(const cJSON *d, bool nvidia, model_dra_device *o) {
     memset(o, 0, sizeof *o);
     o->mig_start = o->mig_size = o->minor = -1;
@@ -151,14 +209,34 @@ int model_dra_slice_parse(const cJSON *slice, model_dra_slice *out, char *err, s
     }
     bool nvidia = !strcmp(driver, MODEL_DRA_DRIVER);
     const cJSON *d;
-    cJSON_ArrayForEach(d, devs)
-        if (cJSON_IsObject(d) && model_json_str(d, "name")) device_parse(d, nvidia, &out->dev[out->ndev++]);
+    abuf ab = {0};
+    size_t *off = n > 0 ? malloc((size_t)n * sizeof *off) : NULL;
+    if (n > 0 && !off) ab.oom = true;
+    cJSON_ArrayForEach(d, devs) {
+        if (!cJSON_IsObject(d) || !model_json_str(d, "name")) continue;
+        if (nvidia && !ab.oom) {
+            off[out->ndev] = ab.len;
+            attrs_encode(&ab, model_json_get(d, "attributes"), driver);
+        }
+        device_parse(d, nvidia, &out->dev[out->ndev++]);
+    }
+    if (ab.oom) {
+        free(off);
+        free(ab.p);
+        model_dra_slice_clear(out);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    out->attrs = ab.p;   /* final: the devices point into it */
+    for (int i = 0; nvidia && ab.p && i < out->ndev; i++) out->dev[i].attrs = ab.p + off[i];
+    free(off);
     return 0;
 }
 
 void model_dra_slice_clear(model_dra_slice *s) {
     if (!s) return;
     free(s->dev);
+    free(s->attrs);
     memset(s, 0, sizeof *s);
 }
 
@@ -240,6 +318,66 @@ static void merge_mig(model_node *n, model_gpu *g, const model_dra_device *dev, 
     }
 }
 
+/* ------------------------------------------------------------ the GPUs' attributes ---- */
+
+/* The node keeps, per GPU, the attributes of the device that is that GPU (n->dra_attrs): records
+ * "<GPU position + 1><qualified name>\0<type><value>\0", one GPU's after another. */
+
+const char *model_dra_node_attr(const model_node *n, int gpu, const char *qualified) {
+    const char *p = n ? n->dra_attrs : NULL, *end = p ? p + n->dra_attrs_len : NULL;
+    while (p && p < end) {
+        int g = (unsigned char)p[0] - 1;
+        const char *name = p + 1, *v = name + strlen(name) + 1;
+        if (g == gpu && !strcmp(name, qualified)) return v;
+        p = v + strlen(v) + 1;
+    }
+    return NULL;
+}
+
+static bool node_attrs_have(const model_node *n, int gpu) {
+    const char *p = n->dra_attrs, *end = p ? p + n->dra_attrs_len : NULL;
+    while (p && p < end) {
+        if ((unsigned char)p[0] - 1 == gpu) return true;
+        const char *v = p + 1 + strlen(p + 1) + 1;
+        p = v + strlen(v) + 1;
+    }
+    return false;
+}
+
+static bool node_attr_put(model_node *n, int gpu, const char *name, const char *val) {
+    size_t nl = strlen(name) + 1, vl = strlen(val) + 1;
+    char *q = realloc(n->dra_attrs, n->dra_attrs_len + 1 + nl + vl);
+    if (!q) return false;
+    n->dra_attrs = q;
+    q += n->dra_attrs_len;
+    q[0] = (char)(gpu + 1);
+    memcpy(q + 1, name, nl);
+    memcpy(q + 1 + nl, val, vl);
+    n->dra_attrs_len += 1 + nl + vl;
+    return true;
+}
+
+/* GPU gpu's attributes: those of its device (gd), or for a GPU DRA publishes only as MIG devices the ones every
+ * one of them has with the same value (the GPU's own: product, PCIe root; not a device's uuid or profile). */
+static void node_attrs_record(model_node *n, int gpu, const model_dra_device *gd, const model_dra_device *dev, int ndev,
+                              const char *uuid) {
+    if (gpu < 0 || gpu >= MODEL_MAX_GPUS || node_attrs_have(n, gpu)) return;
+    const model_dra_device *src = gd;
+    for (int k = 0; !src && k < ndev; k++)
+        if (dev[k].type == MODEL_DRA_MIG && !strcmp(dev[k].parent_uuid, uuid)) src = &dev[k];
+    for (const char *p = src ? src->attrs : NULL; p && *p;) {
+        const char *v = p + strlen(p) + 1;
+        bool shared = true;
+        for (int k = 0; !gd && shared && k < ndev; k++) {
+            if (dev[k].type != MODEL_DRA_MIG || strcmp(dev[k].parent_uuid, uuid) != 0) continue;
+            const char *o = model_dra_attr(&dev[k], p);
+            shared = o && !strcmp(o, v);
+        }
+        if (shared && !node_attr_put(n, gpu, p, v)) return;   /* out of memory: the GPU lacks the rest */
+        p = v + strlen(v) + 1;
+    }
+}
+
 /* offered: the devices may be allocated to new claims; false for a pool whose newest generation is not all seen
  * (the allocator takes nothing from it), whose GPUs are still modelled so that the claims holding them count. */
 static int add_dra(model_node *n, const model_dra_device *dev, int ndev, const model_catalog *cat, bool offered) {
@@ -253,6 +391,9 @@ static int add_dra(model_node *n, const model_dra_device *dev, int ndev, const m
         n->reason[0] = 0;
         n->plugin_idle = false;
         n->ngpus = 0;
+        free(n->dra_attrs);
+        n->dra_attrs = NULL;
+        n->dra_attrs_len = 0;
     }
     int marked = 0;
     /* Each physical GPU once: a "gpu" device, or the parent named by MIG devices. */
@@ -311,6 +452,7 @@ static int add_dra(model_node *n, const model_dra_device *dev, int ndev, const m
             }
             if (migs) merge_mig(n, g, dev, ndev, uuid);
             g->dra |= offered;
+            node_attrs_record(n, (int)(g - n->gpus), gd, dev, ndev, uuid);
             marked++;
             continue;
         }
@@ -335,6 +477,7 @@ static int add_dra(model_node *n, const model_dra_device *dev, int ndev, const m
         if (migs) merge_mig(n, ng, dev, ndev, uuid);
         ng->dra = offered;   /* not offered: held by its claims only, reachable by no request */
         ng->dra_only = true;
+        node_attrs_record(n, (int)(ng - n->gpus), gd, dev, ndev, uuid);
         marked++;
     }
     if (marked) n->has_dra = true;
@@ -723,11 +866,71 @@ static model_dra_verdict one_request(const cJSON *rq, model_dra_class_fn classes
     return MODEL_DRA_JUDGED;
 }
 
+/* Whether a constraint's request list names request rq ("gpu"), or its alternative sub ("gpu/a100"); an empty
+ * list names every request (the allocator's matches()). */
+static bool names_request(const cJSON *list, const char *rq, const char *sub) {
+    if (cJSON_GetArraySize(list) == 0) return true;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, list) {
+        const char *s = cJSON_IsString(e) ? e->valuestring : "";
+        size_t l = strlen(rq);
+        if (!strcmp(s, rq)) return true;
+        if (sub && !strncmp(s, rq, l) && s[l] == '/' && !strcmp(s + l + 1, sub)) return true;
+    }
+    return false;
+}
+
+#define CLAIM_MAX_REQUESTS 32   /* the API's limit on a claim's requests */
+
+/* The claim's constraints into out, over its judged requests (names[0..n), their alternatives subs[], admin[] the
+ * admin-access ones). Judged when every constraint covers all of the claim's requests that ask GPUs, and none
+ * covers an admin-access request (the device monitored would join the set); several claims' devices are one
+ * request here, so a claim's constraints are judged only when its devices are all the pod asks (prior: devices
+ * asked before this claim). */
+static model_dra_verdict constraints(const cJSON *spec, const char *const *names, const char *const *subs,
+                                     const bool *admin, int n, bool prior, model_request *out, char *why, size_t whylen) {
+    const cJSON *cs = model_json_get(model_json_get(spec, "devices"), "constraints"), *c;
+    int judged = 0;
+    for (int i = 0; i < n; i++) judged += !admin[i];
+    cJSON_ArrayForEach(c, cs) {
+        if (!judged) return MODEL_DRA_JUDGED;   /* no GPU asked: nothing to constrain */
+        const char *m = model_json_str(c, "matchAttribute"), *d = model_json_str(c, "distinctAttribute");
+        const char *attr = m ? m : d;
+        if (!attr || (m && d)) return unjudged(why, whylen, "a device constraint tessera does not know (neither "
+                                                            "matchAttribute nor distinctAttribute)", NULL);
+        if (!strchr(attr, '/') || strlen(attr) >= MODEL_DRA_ATTR_LEN)
+            return unjudged(why, whylen, "a constraint on attribute %.120s, which is not a fully qualified name", attr);
+        const cJSON *list = model_json_get(c, "requests");
+        for (int i = 0; i < n; i++) {
+            bool named = names_request(list, names[i], subs[i]);
+            if (named && admin[i])
+                return unjudged(why, whylen, "a constraint over an adminAccess request (%.100s)", names[i]);
+            if (!named && !admin[i])
+                return unjudged(why, whylen, "a constraint over part of a claim's GPU requests (not %.100s)", names[i]);
+        }
+        if (out->kind == MODEL_REQ_MIG)
+            return unjudged(why, whylen, "a constraint on MIG devices (%.120s)", attr);
+        if (prior)
+            return unjudged(why, whylen, "a constraint on one of several claims that ask GPUs (%.120s)", attr);
+        if (out->dra_nconstraints >= MODEL_DRA_MAX_CONSTRAINTS)
+            return unjudged(why, whylen, "more constraints than tessera judges in one claim", NULL);
+        model_dra_constraint *k = &out->dra_constraint[out->dra_nconstraints++];
+        cpy(k->attr, sizeof k->attr, attr);
+        k->distinct = d != NULL;
+    }
+    return MODEL_DRA_JUDGED;
+}
+
 model_dra_verdict model_dra_request(const cJSON *claim_spec, model_dra_class_fn classes, void *user,
                                     model_request *out, char *why, size_t whylen) {
     if (why && whylen) why[0] = 0;
     const cJSON *reqs = model_json_get(model_json_get(claim_spec, "devices"), "requests"), *rq;
     model_dra_verdict v = MODEL_DRA_NOTHING;
+    /* an earlier claim's devices: its constraints, or this claim's, would cover part of the request */
+    bool prior = out->kind != MODEL_REQ_NONE, prior_constrained = out->dra_nconstraints > 0;
+    const char *names[CLAIM_MAX_REQUESTS], *subs[CLAIM_MAX_REQUESTS];
+    bool admin[CLAIM_MAX_REQUESTS];
+    int nnames = 0;
     cJSON_ArrayForEach(rq, reqs) {
         const cJSON *exact = model_json_get(rq, "exactly"), *first = model_json_get(rq, "firstAvailable");
         /* v1beta1's flat form, seen in old manifests */
@@ -738,11 +941,23 @@ model_dra_verdict model_dra_request(const cJSON *claim_spec, model_dra_class_fn 
             exact = cJSON_GetArrayItem(first, 0);
         }
         if (!exact) return unjudged(why, whylen, "a device request tessera cannot read", NULL);
-        if (cJSON_IsTrue(model_json_get(exact, "adminAccess"))) continue;   /* monitoring access: allocates nothing */
+        bool adm = cJSON_IsTrue(model_json_get(exact, "adminAccess"));
+        if (nnames < CLAIM_MAX_REQUESTS) {
+            names[nnames] = model_json_str(rq, "name");
+            if (!names[nnames]) names[nnames] = "";
+            subs[nnames] = first ? model_json_str(exact, "name") : NULL;
+            admin[nnames++] = adm;
+        }
+        if (adm) continue;   /* monitoring access: allocates nothing */
         model_dra_verdict one = one_request(exact, classes, user, out, why, whylen);
         if (one == MODEL_DRA_UNJUDGED) return one;
         v = MODEL_DRA_JUDGED;
     }
+    if (v == MODEL_DRA_JUDGED && prior_constrained)
+        return unjudged(why, whylen, "a constraint on one of several claims that ask GPUs", NULL);
+    if (v == MODEL_DRA_JUDGED && constraints(claim_spec, names, subs, admin, nnames, prior, out, why, whylen) ==
+                                     MODEL_DRA_UNJUDGED)
+        return MODEL_DRA_UNJUDGED;
     return v;
 }
 
@@ -758,6 +973,92 @@ void model_dra_request_of_pod(model_request *dr, const model_request *pod) {
     dr->priority = pod->priority;
     dr->cpu_milli = pod->cpu_milli;
     dr->memory_bytes = pod->memory_bytes;
+}
+
+/* ------------------------------------------------------------ constraints ---- */
+
+void model_dra_groups_of(const model_node *n, const model_request *r, model_dra_groups *out) {
+    memset(out, 0, sizeof *out);
+    out->n = r->dra_nconstraints < MODEL_DRA_MAX_CONSTRAINTS ? r->dra_nconstraints : MODEL_DRA_MAX_CONSTRAINTS;
+    int ng = n->ngpus < MODEL_MAX_GPUS ? n->ngpus : MODEL_MAX_GPUS;
+    for (int c = 0; c < out->n; c++) {
+        out->distinct[c] = r->dra_constraint[c].distinct;
+        const char *vals[MODEL_MAX_GPUS];
+        int nv = 0;
+        for (int g = 0; g < ng; g++) {
+            const char *v = model_dra_node_attr(n, g, r->dra_constraint[c].attr);
+            if (!v) continue;   /* lacks it: id 0 */
+            int k = 0;
+            while (k < nv && strcmp(vals[k], v) != 0) k++;   /* type and value, as "<type><value>" */
+            if (k == nv) vals[nv++] = v;
+            out->id[c][g] = (uint8_t)(k + 1);
+        }
+    }
+}
+
+bool model_dra_groups_admit(const model_dra_groups *gr, const int8_t *chosen, int k, int g) {
+    for (int c = 0; c < gr->n; c++) {
+        uint8_t v = gr->id[c][g];
+        if (!v) return false;
+        for (int i = 0; i < k; i++) {
+            bool same = gr->id[c][chosen[i]] == v;
+            if (same == gr->distinct[c]) return false;
+        }
+    }
+    return true;
+}
+
+/* Depth-first over the candidates in order, keeping the largest set found (enough once it reaches want). */
+static void largest_from(const model_dra_groups *gr, const bool *cand, int ngpus, int from, int8_t *set, int k,
+                         int want, int *best) {
+    if (k > *best) *best = k;
+    for (int g = from; g < ngpus && *best < want; g++) {
+        if (!cand[g] || !model_dra_groups_admit(gr, set, k, g)) continue;
+        int left = 0;
+        for (int h = g; h < ngpus; h++) left += cand[h];
+        if (k + left <= *best) return;   /* cannot beat what is found */
+        set[k] = (int8_t)g;
+        largest_from(gr, cand, ngpus, g + 1, set, k + 1, want, best);
+    }
+}
+
+int model_dra_groups_largest(const model_dra_groups *gr, const bool *cand, int ngpus, int want) {
+    int8_t set[MODEL_MAX_GPUS];
+    int best = 0;
+    if (ngpus > MODEL_MAX_GPUS) ngpus = MODEL_MAX_GPUS;
+    largest_from(gr, cand, ngpus, 0, set, 0, want, &best);
+    return best;
+}
+
+void model_dra_groups_why(const model_dra_groups *gr, const model_request *r, const bool *cand, int ngpus,
+                          const char *what, char *why, size_t whylen) {
+    if (!why || !whylen) return;
+    int best = model_dra_groups_largest(gr, cand, ngpus, r->count), lack = 0, have = 0;
+    for (int g = 0; g < ngpus && g < MODEL_MAX_GPUS; g++) {
+        if (!cand[g]) continue;
+        have++;
+        bool all = true;
+        for (int c = 0; c < gr->n; c++) all &= gr->id[c][g] != 0;
+        lack += !all;
+    }
+    const model_dra_constraint *c0 = &r->dra_constraint[0];
+    const char *kind0 = c0->distinct ? "distinctAttribute" : "matchAttribute";
+    if (lack == have) {
+        snprintf(why, whylen, "no %sGPU here has %s%s (the claim's %s needs it on every device)", what, c0->attr,
+                 gr->n > 1 ? " and the claim's other constrained attributes" : "", kind0);
+        return;
+    }
+    char lacking[64] = "";
+    if (lack) snprintf(lacking, sizeof lacking, "; %d lack%s the attribute", lack, lack == 1 ? "s" : "");
+    if (gr->n == 1 && !c0->distinct)
+        snprintf(why, whylen, "no %d %sGPUs share %s (matchAttribute); the largest group is %d%s", r->count, what,
+                 c0->attr, best, lacking);
+    else if (gr->n == 1)
+        snprintf(why, whylen, "no %d %sGPUs have distinct values of %s (distinctAttribute); at most %d do%s", r->count,
+                 what, c0->attr, best, lacking);
+    else
+        snprintf(why, whylen, "no %d %sGPUs meet the claim's %d constraints (%s %s, ...); at most %d do%s", r->count,
+                 what, gr->n, kind0, c0->attr, best, lacking);
 }
 
 /* ------------------------------------------------------------ static feasibility ---- */
@@ -788,19 +1089,30 @@ bool model_dra_extended_request(const model_request *class_req, const model_requ
 
 bool model_dra_could_fit(const model_node *n, const model_request *r, char *why, size_t whylen) {
     int have = 0, dra = 0;
+    bool whole[MODEL_MAX_GPUS] = {false};   /* GPUs a whole-GPU claim could get, for its constraints */
     for (int i = 0; i < n->ngpus; i++) {
         const model_gpu *g = &n->gpus[i];
         if (!g->dra) continue;
         dra++;
         if (!model_fit_gpu_allowed(n, g, r)) continue;
         if (r->kind == MODEL_REQ_WHOLE) {
-            have += g->mode == MODEL_GPU_WHOLE || (g->mode == MODEL_GPU_MIG && g->mig_dynamic);
+            whole[i] = g->mode == MODEL_GPU_WHOLE || (g->mode == MODEL_GPU_MIG && g->mig_dynamic);
+            have += whole[i];
         } else if (r->kind == MODEL_REQ_MIG && g->mode == MODEL_GPU_MIG) {
             int pi = model_product_profile_index(g->product, r->mig_profile);
             if (pi < 0) continue;
             if (g->mig_dynamic) { have += g->product->profiles[pi].max_instances; continue; }
             for (int k = 0; k < g->ninst; k++) have += g->inst[k].profile == pi;
         }
+    }
+    if (have >= r->count && r->dra_nconstraints > 0 && r->kind == MODEL_REQ_WHOLE) {
+        /* the claim's devices must also meet its constraints together (model_dra_request judges them on whole
+         * GPUs only) */
+        model_dra_groups gr;
+        model_dra_groups_of(n, r, &gr);
+        if (model_dra_groups_largest(&gr, whole, n->ngpus, r->count) >= r->count) return true;
+        model_dra_groups_why(&gr, r, whole, n->ngpus, "", why, whylen);
+        return false;
     }
     if (have >= r->count) return true;
     char rb[160];

@@ -7,6 +7,7 @@
  * order plus bookkeeping. model_assign trusts nothing it is given.
  */
 #include "model/fit.h"
+#include "model/dra.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -256,6 +257,8 @@ typedef struct fit_run {
     model_mig_layout layout[MODEL_MAX_GPUS]; /* MIG GPUs: instances plus those chosen so far */
     bool gpu_used[MODEL_MAX_GPUS];
     fit_stats st;
+    bool dra_groups;                         /* a claim's constraints (model/dra.h) limit which GPUs go together */
+    model_dra_groups dg;
     int ncand;
     model_grant cand[MAX_CANDIDATES];        /* last: only the used prefix is ever touched */
 } fit_run;
@@ -442,7 +445,7 @@ static void gen_candidates(fit_run *f, const route_plan *p) {
         }
         if (made) f->st.gpus_with_room++;
         /* One grant wanted and one found: any candidate alone is an assignment. */
-        if (f->limit == 1 && r->count == 1 && f->ncand > 0) return;
+        if (f->limit == 1 && r->count == 1 && f->ncand > 0 && !f->dra_groups) return;
     }
 }
 
@@ -454,6 +457,11 @@ static void emit(fit_run *f) {
 /* Whether candidate c can join those already chosen: one grant per GPU except for
  * MIG, where instances on one GPU must be distinct and created ones must still fit. */
 static bool compatible(fit_run *f, const model_grant *c) {
+    if (f->dra_groups) {
+        int8_t chosen[MODEL_MAX_GPUS];
+        for (int k = 0; k < f->cur.ngrants; k++) chosen[k] = f->cur.grant[k].gpu;
+        if (!model_dra_groups_admit(&f->dg, chosen, f->cur.ngrants, c->gpu)) return false;
+    }
     if (c->mig_profile < 0) return !f->gpu_used[c->gpu];
     for (int k = 0; k < f->cur.ngrants; k++) {
         const model_grant *o = &f->cur.grant[k];
@@ -543,6 +551,12 @@ static void explain(const fit_run *f, const route_plan *p, const char *hint, cha
                      s->best_free_compute / 10, s->best_gpu);
         return;
     }
+    if (f->dra_groups) {   /* enough room, but not on GPUs that meet the claim's constraints together */
+        bool room[MODEL_MAX_GPUS] = {false};
+        for (int i = 0; i < f->ncand; i++) room[f->cand[i].gpu] = true;
+        model_dra_groups_why(&f->dg, r, room, n->ngpus, "free ", why, len);
+        return;
+    }
     snprintf(why, len, "the free slots cannot hold %s at once", req);
 }
 
@@ -615,6 +629,10 @@ static int fit_count(const model_node *n, const model_request *r, model_assignme
     }
     char hint[MODEL_REASON_LEN];
     route_plan p = route_plan_for(n, r, hint, sizeof hint);
+    if (r->via_dra && r->dra_nconstraints > 0) {
+        f->dra_groups = true;
+        model_dra_groups_of(n, r, &f->dg);
+    }
     gen_candidates(f, &p);
     choose(f, 0, r->count);
     int found = f->found > MODEL_FIT_MAX ? MODEL_FIT_MAX : f->found;

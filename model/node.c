@@ -191,6 +191,7 @@ void model_node_free(model_node *n) {
     if (!n) return;
     free(n->name);
     free(n->allocs);
+    free(n->dra_attrs);
     free(n);
 }
 
@@ -203,8 +204,13 @@ static model_node *node_copy(const model_node *n, int cap) {
     if (cap == MODEL_MAX_GPUS && n->gpus_cap == MODEL_MAX_GPUS) c->local_product = n->local_product;
     c->name = NULL;
     c->allocs = NULL;
+    c->dra_attrs = NULL;
     c->name = strdup(n->name ? n->name : "");
     if (!c->name) goto fail;
+    if (n->dra_attrs && n->dra_attrs_len > 0) {
+        if (!(c->dra_attrs = malloc(n->dra_attrs_len))) goto fail;
+        memcpy(c->dra_attrs, n->dra_attrs, n->dra_attrs_len);
+    }
     if (n->allocs && n->allocs_cap > 0) {
         c->allocs = malloc((size_t)n->allocs_cap * sizeof *c->allocs);
         if (!c->allocs) goto fail;

@@ -136,6 +136,9 @@ typedef struct model_node {
     bool plugin_idle;                   /* reason is only "labels show GPUs, the device plugin advertises
                                          * none" (or GFD has not labelled them): what a node whose GPUs DRA
                                          * publishes looks like; model_node_add_dra clears it */
+    char *dra_attrs;                    /* the attributes of the devices DRA publishes for these GPUs, for claims'
+                                         * constraints (model/dra.h: model_dra_node_attr); malloc'd, NULL: none */
+    size_t dra_attrs_len;
     int gpus_cap;                       /* room allocated in gpus: MODEL_MAX_GPUS, or ngpus once compacted */
 
     model_gpu gpus[MODEL_MAX_GPUS];     /* [0, ngpus) valid; only [0, gpus_cap) is allocated */

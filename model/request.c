@@ -573,6 +573,9 @@ void model_request_format(const model_request *r, char *buf, size_t len) {
     for (int i = 0; i < r->nmodels; i++) req_appendf(buf, len, &off, "%s%s", i ? "," : " models=", r->models[i]);
     if (r->isolation != MODEL_ISO_DEFAULT)
         req_appendf(buf, len, &off, " isolation=%s", model_isolation_name(r->isolation));
+    for (int i = 0; i < r->dra_nconstraints && i < MODEL_DRA_MAX_CONSTRAINTS; i++)
+        req_appendf(buf, len, &off, " %s=%s", r->dra_constraint[i].distinct ? "distinctAttribute" : "matchAttribute",
+                    r->dra_constraint[i].attr);
 }
 
 void model_request_for_reservation_delivery(model_request *r) {
@@ -596,8 +599,12 @@ bool model_request_same(const model_request *a, const model_request *b) {
         a->isolation != b->isolation || a->nmodels != b->nmodels || a->cpu_milli != b->cpu_milli ||
         a->memory_bytes != b->memory_bytes || a->priority != b->priority || a->no_mps != b->no_mps ||
         a->mig_replica != b->mig_replica || a->via_dra != b->via_dra || a->dra_min_memory_mib != b->dra_min_memory_mib ||
-        strncmp(a->mig_profile, b->mig_profile, sizeof a->mig_profile))
+        a->dra_nconstraints != b->dra_nconstraints || strncmp(a->mig_profile, b->mig_profile, sizeof a->mig_profile))
         return false;
+    for (int i = 0; i < a->dra_nconstraints && i < MODEL_DRA_MAX_CONSTRAINTS; i++)
+        if (a->dra_constraint[i].distinct != b->dra_constraint[i].distinct ||
+            strncmp(a->dra_constraint[i].attr, b->dra_constraint[i].attr, sizeof a->dra_constraint[i].attr))
+            return false;
     for (int i = 0; i < a->nmodels && i < MODEL_MAX_MODELS; i++)
         if (strncmp(a->models[i], b->models[i], sizeof a->models[i])) return false;
     return true;

@@ -29,6 +29,16 @@
 
 #define MODEL_UID_LEN 64
 #define MODEL_MAX_MODELS 8
+#define MODEL_DRA_MAX_CONSTRAINTS 4  /* constraints of one claim tessera judges (more: not judged) */
+#define MODEL_DRA_ATTR_LEN 100       /* a fully qualified attribute name: domain (63) "/" identifier (32) */
+
+/* One of a claim's spec.devices.constraints, over all the devices the request counts (model/dra.h says
+ * when tessera judges one): every device must have the attribute, and all share one value (matchAttribute)
+ * or all have different values (distinctAttribute), as the scheduler's allocator rules it. */
+typedef struct model_dra_constraint {
+    char attr[MODEL_DRA_ATTR_LEN];   /* fully qualified: "resource.kubernetes.io/pcieRoot", "gpu.nvidia.com/productName" */
+    bool distinct;                   /* distinctAttribute; else matchAttribute */
+} model_dra_constraint;
 
 typedef enum model_req_kind {
     MODEL_REQ_NONE = 0,   /* asks for no GPU (CPU-only; still placed by the simulator) */
@@ -67,6 +77,8 @@ typedef struct model_request {
     bool via_dra;            /* asked through a ResourceClaim (model/dra.h): only GPUs DRA publishes qualify,
                               * and whole GPUs are whole devices. Set by model_dra_request, not by pods. */
     int32_t dra_min_memory_mib;  /* via_dra: a device's memory capacity must be at least this (CEL selector) */
+    int dra_nconstraints;        /* via_dra: the claim's constraints on its devices' attributes (fit.h honours */
+    model_dra_constraint dra_constraint[MODEL_DRA_MAX_CONSTRAINTS];   /* them, model_dra_could_fit too) */
 } model_request;
 
 /* Normalise a Pod object (as the API returns it). Effective request per resource =

@@ -605,6 +605,7 @@ static bool fast_eligible(const scorer *s) {
     const model_request *r = s->r;
     if (policy_test_generic_only) return false;
     if (!all_reachable(s)) return false;   /* which GPUs qualify depends on the path: model_fit knows */
+    if (r->dra_nconstraints > 0) return false;   /* which GPUs go together: a claim's constraints (model_fit) */
     if (!s->v.all_whole || r->isolation != MODEL_ISO_DEFAULT) return false;
     if (s->w && !frag_workload_fast(s->w)) return false;
     if (r->nmodels > 0) {   /* per-GPU model check: fast only on a single-product node */

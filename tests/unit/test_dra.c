@@ -20,6 +20,7 @@
 #include "extender/workload.h"
 #include "ext_helpers.h"
 #include "harness.h"
+#include "model_helpers.h"
 #include "model/dra.h"
 #include "model/fit.h"
 #include "model/node.h"
@@ -27,14 +28,7 @@
 #include "policy/policy_int.h"   /* policy_test_generic_only */
 #include "../support/fake_apiserver.h"
 
-static cJSON *fx(const char *name) {
-    char path[128];
-    snprintf(path, sizeof path, "dra/%s", name);
-    char *t = test_fixture(path, NULL);
-    cJSON *o = cJSON_Parse(t);
-    free(t);
-    return o;
-}
+static cJSON *fx(const char *name) { return dra_fixture(name); }
 
 static char *fx_text(const char *name) {
     char path[128];

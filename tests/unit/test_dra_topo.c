@@ -1,0 +1,322 @@
+/* test_dra_topo.c -- claims' constraints (spec.devices.constraints: matchAttribute, distinctAttribute) and the
+ * topology of DRA nodes, on NVIDIA's driver v0.4.0 fixtures (tests/fixtures/dra/, sources in its README):
+ * dra-p8 is the contract's pcie8-nvlink-pairs server published through DRA, GPUs 0-3 under PCIe root
+ * pci0000:17 and 4-7 under pci0000:97.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "model_helpers.h"
+#include "model/dra.h"
+#include "model/fit.h"
+#include "model/node.h"
+#include "policy/policy.h"
+
+static cJSON *fx(const char *name) { return dra_fixture(name); }
+
+/* dra-p8 built as the extender and the simulator build a DRA node: its Node object, then its slice's devices;
+ * edit (may be NULL) changes the slice first. */
+static model_node *p8_node(void (*edit)(cJSON *slice)) {
+    cJSON *no = fx("node-dra-p8.json"), *so = fx("slice-dra-p8.json");
+    if (edit) edit(so);
+    char err[256];
+    model_node *m = model_node_from_json(no, NULL, err, sizeof err);
+    model_dra_slice s;
+    if (m && model_dra_slice_parse(so, &s, err, sizeof err) == 0) {
+        const model_dra_slice *sp = &s;
+        model_dra_merge_slices(m, &sp, 1, NULL);
+        model_dra_slice_clear(&s);
+    }
+    cJSON_Delete(no);
+    cJSON_Delete(so);
+    return m;
+}
+
+/* The position in m->gpus of device gpu-<minor>. */
+static int pos_of(const model_node *m, int minor) {
+    for (int i = 0; i < m->ngpus; i++)
+        if (m->gpus[i].index == minor) return i;
+    return -1;
+}
+
+/* Device gpu-<minor> held by a claim, as an allocated claim is accounted. */
+static void take(model_node *m, int minor, const char *uid) {
+    model_assignment a;
+    memset(&a, 0, sizeof a);
+    a.ngrants = 1;
+    a.grant[0] = (model_grant){.gpu = (int8_t)pos_of(m, minor), .mig_inst = -1, .mig_profile = -1, .mig_start = -1,
+                               .exclusive = true, .replica = -1, .memory_mib = m->gpus[pos_of(m, minor)].memory_mib,
+                               .compute_permille = 1000};
+    char err[256];
+    CHECK_MSG(model_assign(m, uid, &a, err, sizeof err) == 0, "%s", err);
+}
+
+/* The chart's DeviceClasses (user: model_dra_chart_classes()). */
+static const cJSON *chart_class(void *user, const char *name) { return cJSON_GetObjectItem(user, name); }
+
+/* A claim spec of count whole GPUs of class gpu.nvidia.com (request "gpu") with the constraints given as JSON
+ * ("" for none), judged. */
+static model_dra_verdict claim(int count, const char *constraints, model_request *r, char *why, size_t whylen) {
+    char spec[1024];
+    snprintf(spec, sizeof spec, "{\"devices\":{\"requests\":[{\"name\":\"gpu\",\"exactly\":{\"deviceClassName\":"
+             "\"gpu.nvidia.com\",\"count\":%d}}]%s%s}}", count, constraints[0] ? ",\"constraints\":" : "", constraints);
+    cJSON *s = cJSON_Parse(spec), *cl = model_dra_chart_classes();
+    memset(r, 0, sizeof *r);
+    model_dra_verdict v = model_dra_request(s, chart_class, cl, r, why, whylen);
+    cJSON_Delete(s);
+    cJSON_Delete(cl);
+    return v;
+}
+
+#define SAME_ROOT "[{\"matchAttribute\":\"resource.kubernetes.io/pcieRoot\"}]"
+
+/* The minors an assignment's grants are on, ascending, as "4,5,6,7". */
+static void minors(const model_node *m, const model_assignment *a, char *out, size_t len) {
+    int mn[MODEL_MAX_GPUS], k = 0;
+    for (int i = 0; i < a->ngrants; i++) mn[k++] = m->gpus[a->grant[i].gpu].index;
+    for (int i = 1; i < k; i++)
+        for (int j = i; j > 0 && mn[j - 1] > mn[j]; j--) {
+            int t = mn[j];
+            mn[j] = mn[j - 1];
+            mn[j - 1] = t;
+        }
+    size_t off = 0;
+    out[0] = 0;
+    for (int i = 0; i < k && off < len; i++) off += (size_t)snprintf(out + off, len - off, "%s%d", i ? "," : "", mn[i]);
+}
+
+/* ------------------------------------------------------------ the devices' attributes in the model ---- */
+
+TEST(dra_node_keeps_the_devices_attributes_qualified) {
+    model_node *m = p8_node(NULL);
+    CHECK(m && m->ngpus == 8 && !m->reason[0]);
+    CHECK_STR(model_dra_node_attr(m, pos_of(m, 0), "resource.kubernetes.io/pcieRoot"), "spci0000:17");
+    CHECK_STR(model_dra_node_attr(m, pos_of(m, 7), "resource.kubernetes.io/pcieRoot"), "spci0000:97");
+    CHECK_STR(model_dra_node_attr(m, pos_of(m, 5), "resource.kubernetes.io/pciBusID"), "s0000:9c:00.0");
+    /* the driver's own attributes are published unqualified: the allocator finds them under its domain */
+    CHECK_STR(model_dra_node_attr(m, 0, "gpu.nvidia.com/productName"), "sNVIDIA A100 80GB PCIe");
+    CHECK_STR(model_dra_node_attr(m, 0, "gpu.nvidia.com/cudaComputeCapability"), "v8.0.0");
+    CHECK(model_dra_node_attr(m, 0, "productName") == NULL);
+    CHECK(model_dra_node_attr(m, 0, "other.example.com/productName") == NULL);
+    /* a clone and a compacted copy keep them (the extender keeps compacted nodes) */
+    model_node *c = model_node_clone(m), *k = model_node_compact(m);
+    model_node_free(m);
+    CHECK_STR(model_dra_node_attr(c, 3, "resource.kubernetes.io/pcieRoot"), "spci0000:17");
+    CHECK_STR(model_dra_node_attr(k, 4, "resource.kubernetes.io/pcieRoot"), "spci0000:97");
+    model_node_free(c);
+    model_node_free(k);
+}
+
+/* ------------------------------------------------------------ matchAttribute at fit ---- */
+
+TEST(dra_match_pcie_root_fits_only_the_whole_root_and_placement_takes_it) {
+    model_node *m = p8_node(NULL);
+    take(m, 1, "claim:held");   /* one GPU of root pci0000:17 is taken */
+    model_request r4, plain;
+    char why[256];
+    CHECK_INT(claim(4, SAME_ROOT, &r4, why, sizeof why), MODEL_DRA_JUDGED);
+    CHECK_INT(r4.dra_nconstraints, 1);
+    CHECK_STR(r4.dra_constraint[0].attr, "resource.kubernetes.io/pcieRoot");
+    CHECK(!r4.dra_constraint[0].distinct);
+    /* the filter's ground: published devices, usage not looked at -- both roots have 4 */
+    CHECK_MSG(model_dra_could_fit(m, &r4, why, sizeof why), "%s", why);
+    /* with usage: only pci0000:97's four GPUs together */
+    model_assignment out[64];
+    CHECK_INT(model_fit(m, &r4, out, 64, why, sizeof why), 1);
+    char got[64];
+    minors(m, &out[0], got, sizeof got);
+    CHECK_STR(got, "4,5,6,7");
+    /* the same claim without the constraint: any 4 of the 7 free GPUs, C(7,4) */
+    CHECK_INT(claim(4, "", &plain, why, sizeof why), MODEL_DRA_JUDGED);
+    CHECK_INT(plain.dra_nconstraints, 0);
+    CHECK(!model_request_same(&plain, &r4));
+    CHECK_INT(model_fit(m, &plain, NULL, 0, why, sizeof why), 35);
+    /* placement (what the simulator binds): the policy picks those devices, and the model takes them */
+    const char *pols[] = {"spread", "bestfit", "binpack"};
+    model_assignment a;
+    for (int k = 0; k < 3; k++) {
+        policy_ctx ctx;
+        policy_ctx_init(&ctx, 1);
+        policy_result res[1];
+        model_node *nodes[1] = {m};
+        int w = policy_place(policy_find(pols[k]), &ctx, &r4, nodes, 1, res, &a, why, sizeof why);
+        CHECK_MSG(w == 0, "%s: %s", pols[k], why);
+        minors(m, &a, got, sizeof got);
+        CHECK_MSG(!strcmp(got, "4,5,6,7"), "%s placed %s", pols[k], got);
+    }
+    CHECK_MSG(model_assign(m, "claim:train", &a, why, sizeof why) == 0, "%s", why);   /* binpack's */
+    CHECK_MSG(model_node_check(m, why, sizeof why), "%s", why);
+    /* with one GPU taken on each root, 6 are free but no 4 together: fit says which constraint stands in the way */
+    CHECK_INT(model_release(m, "claim:train"), 0);
+    take(m, 6, "claim:other");
+    CHECK_INT(model_fit(m, &plain, NULL, 0, why, sizeof why), 15);
+    CHECK_INT(model_fit(m, &r4, NULL, 0, why, sizeof why), 0);
+    CHECK_STR(why, "no 4 free GPUs share resource.kubernetes.io/pcieRoot (matchAttribute); the largest group is 3");
+    model_node_free(m);
+}
+
+TEST(dra_match_pcie_root_refuses_more_than_a_root_holds_with_the_reason) {
+    model_node *m = p8_node(NULL);
+    take(m, 1, "claim:held");
+    model_request r5;
+    char why[256];
+    CHECK_INT(claim(5, SAME_ROOT, &r5, why, sizeof why), MODEL_DRA_JUDGED);
+    CHECK(!model_dra_could_fit(m, &r5, why, sizeof why));
+    CHECK_STR(why, "no 5 GPUs share resource.kubernetes.io/pcieRoot (matchAttribute); the largest group is 4");
+    CHECK_INT(model_fit(m, &r5, NULL, 0, why, sizeof why), 0);
+    CHECK_STR(why, "no 5 free GPUs share resource.kubernetes.io/pcieRoot (matchAttribute); the largest group is 4");
+    policy_ctx ctx;
+    policy_ctx_init(&ctx, 1);
+    policy_result res;
+    CHECK_INT(policy_score(policy_find("binpack"), &r5, m, &ctx, &res, NULL, 0), 0);
+    CHECK(!res.feasible);
+    /* the same 5 without the constraint fit (7 free) */
+    model_request p5;
+    CHECK_INT(claim(5, "", &p5, why, sizeof why), MODEL_DRA_JUDGED);
+    CHECK(model_dra_could_fit(m, &p5, why, sizeof why));
+    CHECK_INT(model_fit(m, &p5, NULL, 0, why, sizeof why), 21);
+    model_node_free(m);
+}
+
+/* The driver publishes resource.kubernetes.io/pcieRoot only where it resolves the root complex (deviceinfo.go:
+ * "if d.pcieRootAttr != nil"): gpu-4 and gpu-5 without it. */
+static void drop_root_4_5(cJSON *slice) {
+    cJSON *d;
+    cJSON_ArrayForEach(d, cJSON_GetObjectItem(cJSON_GetObjectItem(slice, "spec"), "devices")) {
+        const char *n = cJSON_GetObjectItem(d, "name")->valuestring;
+        if (!strcmp(n, "gpu-4") || !strcmp(n, "gpu-5"))
+            cJSON_DeleteItemFromObject(cJSON_GetObjectItem(d, "attributes"), "resource.kubernetes.io/pcieRoot");
+    }
+}
+
+TEST(dra_constraint_on_an_attribute_some_devices_lack) {
+    model_node *m = p8_node(drop_root_4_5);
+    CHECK(m && m->ngpus == 8);
+    CHECK(model_dra_node_attr(m, pos_of(m, 4), "resource.kubernetes.io/pcieRoot") == NULL);
+    take(m, 1, "claim:held");
+    model_request r, one;
+    char why[256];
+    CHECK_INT(claim(4, SAME_ROOT, &r, why, sizeof why), MODEL_DRA_JUDGED);
+    /* statically pci0000:17 has 4; with gpu-1 taken 3 remain, and pci0000:97 has 2 with the attribute */
+    CHECK(model_dra_could_fit(m, &r, why, sizeof why));
+    CHECK_INT(model_fit(m, &r, NULL, 0, why, sizeof why), 0);
+    CHECK_STR(why, "no 4 free GPUs share resource.kubernetes.io/pcieRoot (matchAttribute); the largest group is 3; 2 "
+                   "lack the attribute");
+    /* a device lacking the attribute cannot be part of the set, even alone (the allocator's add()) */
+    CHECK_INT(claim(1, SAME_ROOT, &one, why, sizeof why), MODEL_DRA_JUDGED);
+    model_assignment out[16];
+    int n = model_fit(m, &one, out, 16, why, sizeof why);
+    CHECK_INT(n, 5);   /* 7 free, 2 of them without the attribute */
+    for (int i = 0; i < n; i++) {
+        int mn = m->gpus[out[i].grant[0].gpu].index;
+        CHECK_MSG(mn != 4 && mn != 5, "gpu-%d offered", mn);
+    }
+    /* a node whose devices all lack it: refused, saying so */
+    model_request r1;
+    CHECK_INT(claim(1, "[{\"matchAttribute\":\"gpu.nvidia.com/numaNode\"}]", &r1, why, sizeof why), MODEL_DRA_JUDGED);
+    CHECK(!model_dra_could_fit(m, &r1, why, sizeof why));
+    CHECK_STR(why, "no GPU here has gpu.nvidia.com/numaNode (the claim's matchAttribute needs it on every device)");
+    model_node_free(m);
+}
+
+TEST(dra_constraints_on_other_attributes_work_the_same_way) {
+    model_node *m = p8_node(NULL);
+    take(m, 1, "claim:held");
+    model_request r;
+    char why[256];
+    /* every device has the same product: the constraint removes nothing */
+    CHECK_INT(claim(4, "[{\"matchAttribute\":\"gpu.nvidia.com/productName\"}]", &r, why, sizeof why), MODEL_DRA_JUDGED);
+    CHECK_INT(model_fit(m, &r, NULL, 0, why, sizeof why), 35);
+    /* the uuid is every device's own: no two share it */
+    CHECK_INT(claim(2, "[{\"matchAttribute\":\"gpu.nvidia.com/uuid\"}]", &r, why, sizeof why), MODEL_DRA_JUDGED);
+    CHECK(!model_dra_could_fit(m, &r, why, sizeof why));
+    CHECK_STR(why, "no 2 GPUs share gpu.nvidia.com/uuid (matchAttribute); the largest group is 1");
+    /* distinctAttribute: one GPU per root -- 3 free on pci0000:17 times 4 on pci0000:97 */
+    CHECK_INT(claim(2, "[{\"distinctAttribute\":\"resource.kubernetes.io/pcieRoot\"}]", &r, why, sizeof why),
+              MODEL_DRA_JUDGED);
+    CHECK(r.dra_constraint[0].distinct);
+    model_assignment out[32];
+    int n = model_fit(m, &r, out, 32, why, sizeof why);
+    CHECK_INT(n, 12);
+    for (int i = 0; i < n; i++)
+        CHECK((m->gpus[out[i].grant[0].gpu].index < 4) != (m->gpus[out[i].grant[1].gpu].index < 4));
+    CHECK_INT(claim(3, "[{\"distinctAttribute\":\"resource.kubernetes.io/pcieRoot\"}]", &r, why, sizeof why),
+              MODEL_DRA_JUDGED);
+    CHECK(!model_dra_could_fit(m, &r, why, sizeof why));
+    CHECK_STR(why, "no 3 GPUs have distinct values of resource.kubernetes.io/pcieRoot (distinctAttribute); at most 2 do");
+    /* two constraints together: one root and one product */
+    CHECK_INT(claim(4, "[{\"matchAttribute\":\"resource.kubernetes.io/pcieRoot\"},{\"requests\":[\"gpu\"],"
+                       "\"matchAttribute\":\"gpu.nvidia.com/productName\"}]", &r, why, sizeof why), MODEL_DRA_JUDGED);
+    CHECK_INT(r.dra_nconstraints, 2);
+    CHECK_INT(model_fit(m, &r, NULL, 0, why, sizeof why), 1);
+    model_node_free(m);
+}
+
+/* ------------------------------------------------------------ which constraints tessera judges ---- */
+
+static model_dra_verdict judge(const char *spec_json, model_request *r, char *why, size_t whylen) {
+    cJSON *s = cJSON_Parse(spec_json), *cl = model_dra_chart_classes();
+    memset(r, 0, sizeof *r);
+    model_dra_verdict v = model_dra_request(s, chart_class, cl, r, why, whylen);
+    cJSON_Delete(s);
+    cJSON_Delete(cl);
+    return v;
+}
+
+#define REQ(name, n) "{\"name\":\"" name "\",\"exactly\":{\"deviceClassName\":\"gpu.nvidia.com\",\"count\":" #n "}}"
+
+TEST(dra_constraints_judged_or_said_why_not) {
+    model_request r;
+    char why[256];
+    /* every request named explicitly: judged, over the sum */
+    CHECK_INT(judge("{\"devices\":{\"requests\":[" REQ("a", 2) "," REQ("b", 2) "],\"constraints\":[{\"requests\":[\"a\",\"b\"],"
+                    "\"matchAttribute\":\"resource.kubernetes.io/pcieRoot\"}]}}", &r, why, sizeof why), MODEL_DRA_JUDGED);
+    CHECK_INT(r.count, 4);
+    CHECK_INT(r.dra_nconstraints, 1);
+    /* over part of the requests: 2 of the 4 devices share a root, which one request cannot say */
+    CHECK_INT(judge("{\"devices\":{\"requests\":[" REQ("a", 2) "," REQ("b", 2) "],\"constraints\":[{\"requests\":[\"a\"],"
+                    "\"matchAttribute\":\"resource.kubernetes.io/pcieRoot\"}]}}", &r, why, sizeof why), MODEL_DRA_UNJUDGED);
+    CHECK(strstr(why, "part of a claim's GPU requests") != NULL);
+    /* firstAvailable with one alternative, named as <request>/<alternative> */
+    CHECK_INT(judge("{\"devices\":{\"requests\":[{\"name\":\"g\",\"firstAvailable\":[{\"name\":\"big\",\"deviceClassName\":"
+                    "\"gpu.nvidia.com\",\"count\":2}]}],\"constraints\":[{\"requests\":[\"g/big\"],\"matchAttribute\":"
+                    "\"resource.kubernetes.io/pcieRoot\"}]}}", &r, why, sizeof why), MODEL_DRA_JUDGED);
+    CHECK_INT(r.dra_nconstraints, 1);
+    /* a constraint that takes in a monitoring (adminAccess) device */
+    CHECK_INT(judge("{\"devices\":{\"requests\":[" REQ("a", 2) ",{\"name\":\"mon\",\"exactly\":{\"deviceClassName\":"
+                    "\"gpu.nvidia.com\",\"adminAccess\":true}}],\"constraints\":[{\"matchAttribute\":"
+                    "\"resource.kubernetes.io/pcieRoot\"}]}}", &r, why, sizeof why), MODEL_DRA_UNJUDGED);
+    CHECK(strstr(why, "adminAccess") != NULL);
+    /* ... and one that leaves it out is judged */
+    CHECK_INT(judge("{\"devices\":{\"requests\":[" REQ("a", 2) ",{\"name\":\"mon\",\"exactly\":{\"deviceClassName\":"
+                    "\"gpu.nvidia.com\",\"adminAccess\":true}}],\"constraints\":[{\"requests\":[\"a\"],\"matchAttribute\":"
+                    "\"resource.kubernetes.io/pcieRoot\"}]}}", &r, why, sizeof why), MODEL_DRA_JUDGED);
+    /* on MIG devices */
+    CHECK_INT(judge("{\"devices\":{\"requests\":[{\"name\":\"m\",\"exactly\":{\"deviceClassName\":\"mig.nvidia.com\","
+                    "\"count\":2,\"selectors\":[{\"cel\":{\"expression\":\"device.attributes['gpu.nvidia.com'].profile == "
+                    "'1g.10gb'\"}}]}}],\"constraints\":[{\"matchAttribute\":\"resource.kubernetes.io/pcieRoot\"}]}}",
+                    &r, why, sizeof why), MODEL_DRA_UNJUDGED);
+    CHECK(strstr(why, "MIG") != NULL);
+    /* a kind of constraint tessera does not know, a name that is not qualified, too many */
+    CHECK_INT(judge("{\"devices\":{\"requests\":[" REQ("a", 2) "],\"constraints\":[{\"matchExpression\":\"x\"}]}}", &r, why,
+                    sizeof why), MODEL_DRA_UNJUDGED);
+    CHECK_INT(judge("{\"devices\":{\"requests\":[" REQ("a", 2) "],\"constraints\":[{\"matchAttribute\":\"pcieRoot\"}]}}", &r,
+                    why, sizeof why), MODEL_DRA_UNJUDGED);
+    CHECK_INT(judge("{\"devices\":{\"requests\":[" REQ("a", 2) "],\"constraints\":[{\"matchAttribute\":\"a.b/c\"},"
+                    "{\"matchAttribute\":\"a.b/d\"},{\"matchAttribute\":\"a.b/e\"},{\"matchAttribute\":\"a.b/f\"},"
+                    "{\"matchAttribute\":\"a.b/g\"}]}}", &r, why, sizeof why), MODEL_DRA_UNJUDGED);
+    /* two claims of one pod: a claim's constraint covers its own devices only, which one request cannot say */
+    cJSON *c1 = cJSON_Parse("{\"devices\":{\"requests\":[" REQ("a", 2) "],\"constraints\":[{\"matchAttribute\":"
+                            "\"resource.kubernetes.io/pcieRoot\"}]}}");
+    cJSON *c2 = cJSON_Parse("{\"devices\":{\"requests\":[" REQ("b", 2) "]}}"), *cl = model_dra_chart_classes();
+    memset(&r, 0, sizeof r);
+    CHECK_INT(model_dra_request(c1, chart_class, cl, &r, why, sizeof why), MODEL_DRA_JUDGED);
+    CHECK_INT(model_dra_request(c2, chart_class, cl, &r, why, sizeof why), MODEL_DRA_UNJUDGED);
+    memset(&r, 0, sizeof r);
+    CHECK_INT(model_dra_request(c2, chart_class, cl, &r, why, sizeof why), MODEL_DRA_JUDGED);
+    CHECK_INT(model_dra_request(c1, chart_class, cl, &r, why, sizeof why), MODEL_DRA_UNJUDGED);
+    cJSON_Delete(c1);
+    cJSON_Delete(c2);
+    cJSON_Delete(cl);
+}
