@@ -191,6 +191,7 @@ void model_node_free(model_node *n) {
     if (!n) return;
     free(n->name);
     free(n->allocs);
+    free(n->topo);
     free(n);
 }
 
@@ -203,6 +204,7 @@ static model_node *node_copy(const model_node *n, int cap) {
     if (cap == MODEL_MAX_GPUS && n->gpus_cap == MODEL_MAX_GPUS) c->local_product = n->local_product;
     c->name = NULL;
     c->allocs = NULL;
+    c->topo = NULL;
     c->name = strdup(n->name ? n->name : "");
     if (!c->name) goto fail;
     if (n->allocs && n->allocs_cap > 0) {
@@ -211,6 +213,11 @@ static model_node *node_copy(const model_node *n, int cap) {
         memcpy(c->allocs, n->allocs, (size_t)n->allocs_cap * sizeof *c->allocs);
     } else {
         c->allocs_cap = 0;
+    }
+    if (n->topo) {
+        c->topo = malloc(sizeof *c->topo);
+        if (!c->topo) goto fail;
+        memcpy(c->topo, n->topo, sizeof *c->topo);
     }
     /* The clone must not lean on the source's storage, which may be freed first. */
     for (int i = 0; i < c->ngpus; i++)
