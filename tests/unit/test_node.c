@@ -1111,43 +1111,42 @@ TEST(node_topo_derived_from_numa_and_nvlink) {
     model_node_free(n);
 }
 
+/* Each malformed topology key, and the reason it gets (contains). */
+static const struct {
+    const char *ann, *reason;
+} topo_rejections[] = {
+    {"[{\"topo\":[\"X\"]},{\"topo\":[\"NV4\",\"X\"]}]", "tessera.io/gpus[0].topo must be an array of 2 link names"},
+    {"[{\"topo\":\"X NV4\"},{}]", "tessera.io/gpus[0].topo must be an array"},
+    {"[{\"topo\":[\"X\",\"NVLINK\"]},{\"topo\":[\"SYS\",\"X\"]}]", "tessera.io/gpus[0].topo[1] is not a link name"},
+    {"[{\"topo\":[\"X\",7]},{\"topo\":[\"SYS\",\"X\"]}]", "tessera.io/gpus[0].topo[1] is not a link name"},
+    {"[{\"topo\":[\"SYS\",\"SYS\"]},{\"topo\":[\"SYS\",\"X\"]}]", "tessera.io/gpus[0].topo[0] must be \"X\""},
+    {"[{\"topo\":[\"X\",\"X\"]},{\"topo\":[\"SYS\",\"X\"]}]", "tessera.io/gpus[0].topo[1] must be a link"},
+    {"[{\"topo\":[\"X\",\"PIX\"]},{\"topo\":[\"SYS\",\"X\"]}]", "tessera.io/gpus[0].topo[1] and [1].topo[0] differ"},
+    {"[{\"topo\":[\"X\",\"NV4\"]},{\"topo\":[\"NV2\",\"X\"]}]", "must be symmetric"},
+    {"[{\"topo\":[\"X\",\"NV4\"]},{}]", "tessera.io/gpus[1] has no \"topo\""},
+    {"[{},{\"topo\":[\"NV4\",\"X\"]}]", "tessera.io/gpus[1] has \"topo\""},
+    {"[{\"nvlink\":[],\"topo\":[\"X\",\"NV4\"]},{\"topo\":[\"NV4\",\"X\"]}]",
+     "tessera.io/gpus[0].nvlink leaves out 1 but [0].topo[1] says NVLink"},
+    {"[{\"nvlink\":[1],\"topo\":[\"X\",\"SYS\"]},{\"topo\":[\"SYS\",\"X\"]}]",
+     "tessera.io/gpus[0].nvlink lists 1 but [0].topo[1] says no NVLink"},
+    {"[{\"nvlink\":[1]},{\"nvlink\":[]}]", "tessera.io/gpus[0].nvlink lists 1 but [1].nvlink leaves out 0"},
+    {"[{\"pci\":3},{}]", "tessera.io/gpus[0].pci must be a PCI bus id"},
+    {"[{\"pci\":\"7\"},{}]", "tessera.io/gpus[0].pci must be a PCI bus id"},
+    {"[{\"pci\":\"00000000:07:00\"},{}]", "tessera.io/gpus[0].pci must be a PCI bus id"},
+    {"[{\"pci\":\"00000000:07:00.8\"},{}]", "tessera.io/gpus[0].pci must be a PCI bus id"},
+    {"[{\"pci\":\"0000000:07:00.0\"},{}]", "tessera.io/gpus[0].pci must be a PCI bus id"},
+    {"[{\"pci\":\"00000000-07:00.0\"},{}]", "tessera.io/gpus[0].pci must be a PCI bus id"},
+    {"[{\"pci\":\"00000000:0g:00.0\"},{}]", "tessera.io/gpus[0].pci must be a PCI bus id"},
+    {"[{\"pci\":\"00000000:07:00.0 \"},{}]", "tessera.io/gpus[0].pci must be a PCI bus id"},
+    {"[{\"pci\":\"00000000:07:00.0\"},{\"pci\":\"00000000:07:00.0\"}]", "tessera.io/gpus[0].pci and [1].pci are both"},
+};
+
 TEST(node_topo_annotation_rejected_with_the_key_named) {
     const char *h2 = "{" H100 ",\"nvidia.com/gpu.count\":\"2\"}", *a2 = "{\"nvidia.com/gpu\":\"2\"}";
     CHECK_STR(reason_of(h2, a2, "[{\"topo\":[\"X\",\"NV4\"]},{\"topo\":[\"NV4\",\"X\"]}]"), "");
     CHECK_STR(reason_of(h2, a2, "[{\"pci\":\"00000000:07:00.0\"},{\"pci\":\"0000:0f:00.1\"}]"), "");
-    CHECK_CONTAINS(reason_of(h2, a2, "[{\"topo\":[\"X\"]},{\"topo\":[\"NV4\",\"X\"]}]"),
-                   "tessera.io/gpus[0].topo must be an array of 2 link names");
-    CHECK_CONTAINS(reason_of(h2, a2, "[{\"topo\":\"X NV4\"},{}]"), "tessera.io/gpus[0].topo must be an array");
-    CHECK_CONTAINS(reason_of(h2, a2, "[{\"topo\":[\"X\",\"NVLINK\"]},{\"topo\":[\"SYS\",\"X\"]}]"),
-                   "tessera.io/gpus[0].topo[1] is not a link name");
-    CHECK_CONTAINS(reason_of(h2, a2, "[{\"topo\":[\"X\",7]},{\"topo\":[\"SYS\",\"X\"]}]"),
-                   "tessera.io/gpus[0].topo[1] is not a link name");
-    CHECK_CONTAINS(reason_of(h2, a2, "[{\"topo\":[\"SYS\",\"SYS\"]},{\"topo\":[\"SYS\",\"X\"]}]"),
-                   "tessera.io/gpus[0].topo[0] must be \"X\"");
-    CHECK_CONTAINS(reason_of(h2, a2, "[{\"topo\":[\"X\",\"X\"]},{\"topo\":[\"SYS\",\"X\"]}]"),
-                   "tessera.io/gpus[0].topo[1] must be a link");
-    CHECK_CONTAINS(reason_of(h2, a2, "[{\"topo\":[\"X\",\"PIX\"]},{\"topo\":[\"SYS\",\"X\"]}]"),
-                   "tessera.io/gpus[0].topo[1] and [1].topo[0] differ");
-    CHECK_CONTAINS(reason_of(h2, a2, "[{\"topo\":[\"X\",\"NV4\"]},{\"topo\":[\"NV2\",\"X\"]}]"),
-                   "must be symmetric");
-    CHECK_CONTAINS(reason_of(h2, a2, "[{\"topo\":[\"X\",\"NV4\"]},{}]"), "tessera.io/gpus[1] has no \"topo\"");
-    CHECK_CONTAINS(reason_of(h2, a2, "[{},{\"topo\":[\"NV4\",\"X\"]}]"), "tessera.io/gpus[1] has \"topo\"");
-    CHECK_CONTAINS(reason_of(h2, a2, "[{\"nvlink\":[],\"topo\":[\"X\",\"NV4\"]},{\"topo\":[\"NV4\",\"X\"]}]"),
-                   "tessera.io/gpus[0].nvlink leaves out 1 but [0].topo[1] says NVLink");
-    CHECK_CONTAINS(reason_of(h2, a2, "[{\"nvlink\":[1],\"topo\":[\"X\",\"SYS\"]},{\"topo\":[\"SYS\",\"X\"]}]"),
-                   "tessera.io/gpus[0].nvlink lists 1 but [0].topo[1] says no NVLink");
-    CHECK_CONTAINS(reason_of(h2, a2, "[{\"nvlink\":[1]},{\"nvlink\":[]}]"),
-                   "tessera.io/gpus[0].nvlink lists 1 but [1].nvlink leaves out 0");
-    const char *bad_pci[] = {"7", "00000000:07:00", "00000000:07:00.8", "0000000:07:00.0", "00000000-07:00.0",
-                             "00000000:0g:00.0", "00000000:07:00.0 "};
-    for (size_t i = 0; i < sizeof bad_pci / sizeof bad_pci[0]; i++) {
-        char ann[128];
-        snprintf(ann, sizeof ann, "[{\"pci\":\"%s\"},{}]", bad_pci[i]);
-        CHECK_CONTAINS(reason_of(h2, a2, ann), "tessera.io/gpus[0].pci must be a PCI bus id");
-    }
-    CHECK_CONTAINS(reason_of(h2, a2, "[{\"pci\":3},{}]"), "tessera.io/gpus[0].pci");
-    CHECK_CONTAINS(reason_of(h2, a2, "[{\"pci\":\"00000000:07:00.0\"},{\"pci\":\"00000000:07:00.0\"}]"),
-                   "tessera.io/gpus[0].pci and [1].pci are both");
+    for (size_t i = 0; i < sizeof topo_rejections / sizeof topo_rejections[0]; i++)
+        CHECK_CONTAINS(reason_of(h2, a2, topo_rejections[i].ann), topo_rejections[i].reason);
     /* A node whose annotation is refused keeps no matrix either. */
     model_node *n = mk(h2, a2, "[{\"topo\":[\"X\",\"NV4\"]},{\"topo\":[\"NV4\",\"X\"],\"uuid\":1}]");
     CHECK(n && n->reason[0] && n->topo == NULL);
