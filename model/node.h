@@ -20,6 +20,7 @@
 #include "catalog.h"
 #include "mig.h"
 #include "request.h"
+#include "topo.h"
 
 #define MODEL_MAX_GPUS 16          /* per node */
 #define MODEL_MAX_REPLICAS 128     /* time-slice/MPS replicas per GPU */
@@ -121,6 +122,8 @@ typedef struct model_node {
     int64_t cpu_milli, cpu_used_milli;
     int64_t memory_mib, memory_used_mib;
     int ngpus;
+    model_topo *topo;                   /* how the GPUs link (topo.h); NULL: unknown. Own allocation (512 B):
+                                         * only nodes with a known topology pay for it; deep-copied */
     char reason[MODEL_REASON_LEN];      /* non-empty: the node takes no GPU pods, and why */
 
     int nallocs, allocs_cap;            /* allocs[0..nallocs) with free slots marked by uid "" */

@@ -81,4 +81,17 @@ model_align model_topo_align(const struct model_node *n, const int8_t *gpus, int
  * than k candidates exist. Deterministic; exact for up to 16 GPUs. */
 int model_topo_best_set(const struct model_node *n, const bool *candidate, int k, int8_t *out);
 
+/* What a set of free GPUs leaves for later multi-GPU pods, per alignment level (indexed by
+ * model_align; NUMA..NVLINK filled): the largest aligned set, and how many aligned pairs.
+ * best_set's tie-break, and the policies' packing term. All zero without topology. */
+typedef struct model_topo_room {
+    int8_t largest[MODEL_ALIGN_NVLINK + 1];
+    int16_t pairs[MODEL_ALIGN_NVLINK + 1];
+} model_topo_room;
+/* The room the GPUs of free_set (bit g: GPU g) leave. */
+void model_topo_room_of(const struct model_node *n, uint16_t free_set, model_topo_room *out);
+/* Which room is larger for multi-GPU pods: the largest NVLink set, then the largest PCIe set,
+ * then the largest NUMA set, then the aligned pairs at those levels in the same order. <0, 0, >0. */
+int model_topo_room_cmp(const model_topo_room *a, const model_topo_room *b);
+
 #endif
