@@ -15,6 +15,7 @@
 #include "model/fit.h"
 #include "model/json.h"
 #include "model/quantity.h"
+#include "model/topo.h"
 
 /* ------------------------------------------------------------ reading objects ---- */
 
@@ -378,6 +379,83 @@ static void node_attrs_record(model_node *n, int gpu, const model_dra_device *gd
     }
 }
 
+/* ------------------------------------------------------------ topology ---- */
+
+int model_dra_links_read(model_node *n, const cJSON *node) {
+    const char *ann = model_json_str(model_json_get(model_json_get(node, "metadata"), "annotations"), "tessera.io/gpus");
+    cJSON *arr = ann ? cJSON_Parse(ann) : NULL;
+    int total = cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : 0;
+    model_dra_links *l = total > 0 && total <= MODEL_MAX_GPUS ? calloc(1, sizeof *l) : NULL;
+    const char *bad = NULL;
+    int i = 0;
+    const cJSON *g, *list = l ? arr : NULL;
+    cJSON_ArrayForEach(g, list) {
+        const char *uuid = model_json_str(g, "uuid");
+        const cJSON *row = model_json_get(g, "topo");
+        if (!row) {   /* no matrix (numa/nvlink at most): nothing finer than the PCIe roots */
+            bad = "";
+            break;
+        }
+        if (!uuid || !*uuid || strlen(uuid) >= sizeof l->uuid[0] || cJSON_GetArraySize(row) != total) {
+            bad = "every GPU needs a uuid and a topo row as long as the list";
+            break;
+        }
+        cpy(l->uuid[i], sizeof l->uuid[i], uuid);
+        int j = 0;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, row) {
+            model_link lk;
+            int nv;
+            if (!cJSON_IsString(e) || !model_link_parse(e->valuestring, &lk, &nv) || (lk == MODEL_LINK_UNKNOWN) != (i == j)) {
+                bad = "a topo entry is not a link name (X only on the diagonal)";
+                break;
+            }
+            l->link[i][j] = (uint8_t)lk;
+            l->nvlinks[i][j++] = (uint8_t)nv;
+        }
+        if (bad) break;
+        i++;
+    }
+    for (int a = 0; l && !bad && a < total; a++)
+        for (int b = 0; b < total && !bad; b++)
+            if (l->link[a][b] != l->link[b][a] || l->nvlinks[a][b] != l->nvlinks[b][a]) bad = "the topo matrix is not symmetric";
+    cJSON_Delete(arr);
+    if (!l || bad) {
+        if (bad && *bad) note(n, "tessera.io/gpus topo left out for the GPUs DRA publishes: %s", bad);
+        free(l);
+        return 0;
+    }
+    l->n = total;
+    free(n->dra_links);
+    n->dra_links = l;
+    return 1;
+}
+
+/* The rule of dra.h ("topology of the GPUs DRA publishes") on the GPUs of n: the agent's matrix by UUID where it
+ * knows a pair, then PHB for pairs under one PCIe root that nothing else describes. */
+static void dra_topology(model_node *n) {
+    const model_dra_links *l = n->dra_links;
+    int ng = n->ngpus < MODEL_MAX_GPUS ? n->ngpus : MODEL_MAX_GPUS;
+    int row[MODEL_MAX_GPUS];
+    const char *root[MODEL_MAX_GPUS];   /* NULL: not a GPU DRA publishes, or its device lacks the attribute */
+    for (int g = 0; g < ng; g++) {
+        row[g] = -1;
+        for (int k = 0; l && n->gpus[g].uuid[0] && k < l->n; k++)
+            if (!strcmp(l->uuid[k], n->gpus[g].uuid)) row[g] = k;
+        root[g] = model_dra_node_attr(n, g, MODEL_DRA_ATTR_PCIE_ROOT);
+    }
+    for (int a = 0; a < ng; a++)
+        for (int b = a + 1; b < ng; b++) {
+            if (row[a] >= 0 && row[b] >= 0)
+                model_topo_set(n, a, b, (model_link)l->link[row[a]][row[b]], l->nvlinks[row[a]][row[b]]);
+            else if (root[a] && root[b] && !strcmp(root[a], root[b]) && model_topo_link(n, a, b) == MODEL_LINK_UNKNOWN)
+                model_topo_set(n, a, b, MODEL_LINK_PHB, 0);
+        }
+    /* in the matrix now: the merged model (the one installed and copied around) need not carry it */
+    free(n->dra_links);
+    n->dra_links = NULL;
+}
+
 /* offered: the devices may be allocated to new claims; false for a pool whose newest generation is not all seen
  * (the allocator takes nothing from it), whose GPUs are still modelled so that the claims holding them count. */
 static int add_dra(model_node *n, const model_dra_device *dev, int ndev, const model_catalog *cat, bool offered) {
@@ -607,6 +685,7 @@ int model_dra_merge_slices(model_node *m, const model_dra_slice *const *slices, 
     marked += nh > 0 ? add_dra(m, held, nh, cat, false) : 0;
     free(all);
     free(held);
+    if (marked > 0) dra_topology(m);
     return marked;
 oom:
     free(all);
@@ -970,6 +1049,7 @@ cJSON *model_dra_chart_classes(void) {
 }
 
 void model_dra_request_of_pod(model_request *dr, const model_request *pod) {
+    dr->topology = pod->topology;   /* tessera.io/topology: the pod's, whichever path its GPUs take */
     dr->priority = pod->priority;
     dr->cpu_milli = pod->cpu_milli;
     dr->memory_bytes = pod->memory_bytes;
@@ -1110,8 +1190,26 @@ bool model_dra_could_fit(const model_node *n, const model_request *r, char *why,
          * GPUs only) */
         model_dra_groups gr;
         model_dra_groups_of(n, r, &gr);
-        if (model_dra_groups_largest(&gr, whole, n->ngpus, r->count) >= r->count) return true;
-        model_dra_groups_why(&gr, r, whole, n->ngpus, "", why, whylen);
+        if (model_dra_groups_largest(&gr, whole, n->ngpus, r->count) < r->count) {
+            model_dra_groups_why(&gr, r, whole, n->ngpus, "", why, whylen);
+            return false;
+        }
+    }
+    int need = model_request_required_align(r);
+    if (have >= r->count && need > MODEL_ALIGN_UNKNOWN && r->kind == MODEL_REQ_WHOLE) {
+        /* the pod requires an aligned set (tessera.io/topology): some set of the published devices must be one */
+        const char *want = model_align_name((model_align)need);
+        int8_t set[MODEL_MAX_GPUS];
+        int al = n->topo ? model_topo_best_set(n, whole, r->count, set) : MODEL_ALIGN_UNKNOWN;
+        if (al >= need) return true;
+        if (!why) return false;
+        if (!n->topo)
+            snprintf(why, whylen, "tessera.io/topology: %s needs the GPU topology, and this node's is unknown (no two "
+                     "of its DRA devices share a resource.kubernetes.io/pcieRoot, and the tessera node agent's "
+                     "tessera.io/gpus annotation has no topo)", want);
+        else
+            snprintf(why, whylen, "tessera.io/topology: %s: no %d GPUs DRA publishes here are %s-aligned (the best set "
+                     "is %s)", want, r->count, want, model_align_name((model_align)(al < 0 ? 0 : al)));
         return false;
     }
     if (have >= r->count) return true;

@@ -90,6 +90,29 @@ int model_node_add_dra(model_node *n, const model_dra_device *dev, int ndev, con
  * publishes only as MIG devices has the attributes all of them share. */
 const char *model_dra_node_attr(const model_node *n, int gpu, const char *qualified);
 
+/* ---- topology of the GPUs DRA publishes. The driver publishes no link between GPUs; the standard attribute
+ * resource.kubernetes.io/pcieRoot names the PCIe root complex a device hangs under. The rule
+ * (model_dra_merge_slices applies it to the GPUs it merges):
+ *   1. the node agent's matrix (tessera.io/gpus "topo", README) wins where it knows a pair: on a node whose GPUs
+ *      the device plugin also hands out it is already the node's (model_node_from_json); on a node whose GPUs
+ *      only DRA publishes it is matched to the devices by UUID (their uuid attribute; n->dra_links);
+ *   2. two GPUs under one PCIe root complex are at least PHB (their traffic crosses at most that host bridge):
+ *      a set of them is NUMA-aligned (topo.h), which is all the attribute can say;
+ *   3. GPUs under different roots, or without the attribute, stay unknown (NODE or SYS, it cannot tell). */
+
+/* The node agent's matrix by GPU UUID. */
+typedef struct model_dra_links {
+    int n;
+    char uuid[MODEL_MAX_GPUS][48];
+    uint8_t link[MODEL_MAX_GPUS][MODEL_MAX_GPUS];      /* model_link */
+    uint8_t nvlinks[MODEL_MAX_GPUS][MODEL_MAX_GPUS];
+} model_dra_links;
+
+/* Keep the matrix of the Node object's tessera.io/gpus annotation (every GPU with "uuid" and "topo") in
+ * n->dra_links, for a node whose GPUs DRA alone publishes (n->plugin_idle). A malformed matrix is left out and
+ * n->dra_note says why (the node still takes pods; its topology is then the PCIe roots'). 1 kept, 0 none. */
+int model_dra_links_read(model_node *n, const cJSON *node);
+
 /* Of one node's slices, the generation of (driver, pool) that counts: the newest among them (an older one is
  * being replaced, and the scheduler's allocator ignores it too). have: that generation's slices among them;
  * want: its spec.pool.resourceSliceCount. INT64_MIN when no slice is of that pool. */

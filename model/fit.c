@@ -596,11 +596,13 @@ static void explain(const fit_run *f, const route_plan *p, const char *hint, cha
                      s->best_free_compute / 10, s->best_gpu);
         return;
     }
-    if (f->dra_groups) {   /* enough room, but not on GPUs that meet the claim's constraints together */
+    if (f->dra_groups) {   /* enough room, but maybe not on GPUs that meet the claim's constraints together */
         bool room[MODEL_MAX_GPUS] = {false};
         for (int i = 0; i < f->ncand; i++) room[f->cand[i].gpu] = true;
-        model_dra_groups_why(&f->dg, r, room, n->ngpus, "free ", why, len);
-        return;
+        if (model_dra_groups_largest(&f->dg, room, n->ngpus, r->count) < r->count) {
+            model_dra_groups_why(&f->dg, r, room, n->ngpus, "free ", why, len);
+            return;
+        }
     }
     if (f->topo_refused) {
         explain_topology(f, why, len);

@@ -19,6 +19,7 @@
 
 #include "model/mig.h"
 #include "model/quantity.h"
+#include "model/dra.h"
 #include "model/topo.h"
 
 /* ------------------------------------------------------------ by hand ---- */
@@ -194,6 +195,7 @@ void model_node_free(model_node *n) {
     free(n->name);
     free(n->allocs);
     free(n->dra_attrs);
+    free(n->dra_links);
     free(n->topo);
     free(n);
 }
@@ -208,12 +210,17 @@ static model_node *node_copy(const model_node *n, int cap) {
     c->name = NULL;
     c->allocs = NULL;
     c->dra_attrs = NULL;
+    c->dra_links = NULL;
     c->topo = NULL;
     c->name = strdup(n->name ? n->name : "");
     if (!c->name) goto fail;
     if (n->dra_attrs && n->dra_attrs_len > 0) {
         if (!(c->dra_attrs = malloc(n->dra_attrs_len))) goto fail;
         memcpy(c->dra_attrs, n->dra_attrs, n->dra_attrs_len);
+    }
+    if (n->dra_links) {
+        if (!(c->dra_links = malloc(sizeof *c->dra_links))) goto fail;
+        memcpy(c->dra_links, n->dra_links, sizeof *c->dra_links);
     }
     if (n->allocs && n->allocs_cap > 0) {
         c->allocs = malloc((size_t)n->allocs_cap * sizeof *c->allocs);
@@ -1338,6 +1345,8 @@ model_node *model_node_from_json(const cJSON *node, const model_catalog *cat, ch
         free(n->topo);
         n->topo = NULL;
     }
+    /* GPUs DRA alone publishes come later (model_dra_merge_slices): keep the agent's matrix for them by UUID */
+    if (n->plugin_idle) model_dra_links_read(n, node);
     return n;
 }
 

@@ -142,6 +142,8 @@ typedef struct model_node {
     char *dra_attrs;                    /* the attributes of the devices DRA publishes for these GPUs, for claims'
                                          * constraints (model/dra.h: model_dra_node_attr); malloc'd, NULL: none */
     size_t dra_attrs_len;
+    struct model_dra_links *dra_links;  /* plugin_idle: the node agent's topology matrix by GPU UUID, for the GPUs
+                                         * DRA will publish (model/dra.h); malloc'd, NULL: none */
     int gpus_cap;                       /* room allocated in gpus: MODEL_MAX_GPUS, or ngpus once compacted */
 
     model_gpu gpus[MODEL_MAX_GPUS];     /* [0, ngpus) valid; only [0, gpus_cap) is allocated */

@@ -17,9 +17,8 @@ static cJSON *fx(const char *name) { return dra_fixture(name); }
 
 /* dra-p8 built as the extender and the simulator build a DRA node: its Node object, then its slice's devices;
  * edit (may be NULL) changes the slice first. */
-static model_node *p8_node(void (*edit)(cJSON *slice)) {
-    cJSON *no = fx("node-dra-p8.json"), *so = fx("slice-dra-p8.json");
-    if (edit) edit(so);
+/* The model of Node object no with the devices of slice so merged. */
+static model_node *node_of(const cJSON *no, const cJSON *so) {
     char err[256];
     model_node *m = model_node_from_json(no, NULL, err, sizeof err);
     model_dra_slice s;
@@ -28,6 +27,13 @@ static model_node *p8_node(void (*edit)(cJSON *slice)) {
         model_dra_merge_slices(m, &sp, 1, NULL);
         model_dra_slice_clear(&s);
     }
+    return m;
+}
+
+static model_node *p8_node(void (*edit)(cJSON *slice)) {
+    cJSON *no = fx("node-dra-p8.json"), *so = fx("slice-dra-p8.json");
+    if (edit) edit(so);
+    model_node *m = node_of(no, so);
     cJSON_Delete(no);
     cJSON_Delete(so);
     return m;
@@ -319,4 +325,104 @@ TEST(dra_constraints_judged_or_said_why_not) {
     cJSON_Delete(c1);
     cJSON_Delete(c2);
     cJSON_Delete(cl);
+}
+
+/* ------------------------------------------------------------ topology of DRA nodes ---- */
+
+/* dra-p8's Node object with the node agent's tessera.io/gpus annotation of the same server
+ * (tests/fixtures/nodes/topo-pcie8-nvlink-pairs.json: NV12 bridges (0,1),(2,3),(4,5),(6,7), PIX on a switch, SYS
+ * across), its entries listed in reverse so that only the UUIDs can match them to the devices. */
+static cJSON *p8_node_annotated(void) {
+    cJSON *no = fx("node-dra-p8.json");
+    char *t = test_fixture("nodes/topo-pcie8-nvlink-pairs.json", NULL);
+    cJSON *agent = cJSON_Parse(t);
+    free(t);
+    const char *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(agent, "metadata"), "annotations"),
+                                          "tessera.io/gpus")->valuestring;
+    cJSON *arr = cJSON_Parse(ann), *rev = cJSON_CreateArray();
+    for (int i = cJSON_GetArraySize(arr) - 1; i >= 0; i--) {
+        cJSON *g = cJSON_Duplicate(cJSON_GetArrayItem(arr, i), 1);
+        cJSON_DeleteItemFromObject(g, "index");   /* the list's order is NVML's; here it is not */
+        cJSON *row = cJSON_GetObjectItem(g, "topo"), *rrow = cJSON_CreateArray();
+        for (int j = cJSON_GetArraySize(row) - 1; j >= 0; j--)
+            cJSON_AddItemToArray(rrow, cJSON_Duplicate(cJSON_GetArrayItem(row, j), 1));
+        cJSON_ReplaceItemInObject(g, "topo", rrow);
+        cJSON_DeleteItemFromObject(g, "nvlink");
+        cJSON_AddItemToArray(rev, g);
+    }
+    char *text = cJSON_PrintUnformatted(rev);
+    cJSON_AddStringToObject(cJSON_GetObjectItem(cJSON_GetObjectItem(no, "metadata"), "annotations"), "tessera.io/gpus", text);
+    free(text);
+    cJSON_Delete(rev);
+    cJSON_Delete(arr);
+    cJSON_Delete(agent);
+    return no;
+}
+
+static model_align align_of(const model_node *m, const int *minor, int k) {
+    int8_t set[MODEL_MAX_GPUS];
+    for (int i = 0; i < k; i++) set[i] = (int8_t)pos_of(m, minor[i]);
+    return model_topo_align(m, set, k);
+}
+
+TEST(dra_topology_from_pcie_roots_numa_under_one_root_unknown_across) {
+    model_node *m = p8_node(NULL);
+    CHECK(m->topo != NULL);
+    CHECK_INT(model_topo_link(m, pos_of(m, 0), pos_of(m, 3)), MODEL_LINK_PHB);
+    CHECK_INT(model_topo_link(m, pos_of(m, 5), pos_of(m, 6)), MODEL_LINK_PHB);
+    CHECK_INT(model_topo_link(m, pos_of(m, 3), pos_of(m, 4)), MODEL_LINK_UNKNOWN);
+    int root[] = {0, 1, 2, 3}, across[] = {2, 3, 4, 5}, pair[] = {0, 4};
+    CHECK_INT(align_of(m, root, 4), MODEL_ALIGN_NUMA);
+    CHECK_INT(align_of(m, across, 4), MODEL_ALIGN_UNKNOWN);
+    CHECK_INT(align_of(m, pair, 2), MODEL_ALIGN_UNKNOWN);
+    /* the best free set of 4 with gpu-1 taken is the other root */
+    take(m, 1, "claim:held");
+    bool cand[MODEL_MAX_GPUS] = {false};
+    for (int g = 0; g < m->ngpus; g++) cand[g] = m->gpus[g].exclusive_holder < 0;
+    int8_t set[MODEL_MAX_GPUS];
+    CHECK_INT(model_topo_best_set(m, cand, 4, set), MODEL_ALIGN_NUMA);
+    for (int i = 0; i < 4; i++) CHECK(m->gpus[set[i]].index >= 4);
+    /* a device without the attribute has no known link */
+    model_node *l = p8_node(drop_root_4_5);
+    CHECK_INT(model_topo_link(l, pos_of(l, 4), pos_of(l, 5)), MODEL_LINK_UNKNOWN);
+    CHECK_INT(model_topo_link(l, pos_of(l, 6), pos_of(l, 7)), MODEL_LINK_PHB);
+    model_node_free(l);
+    /* a compacted copy keeps the matrix (the extender installs compacted models) */
+    model_node *k = model_node_compact(m);
+    CHECK_INT(model_topo_link(k, pos_of(k, 1), pos_of(k, 2)), MODEL_LINK_PHB);
+    model_node_free(k);
+    model_node_free(m);
+}
+
+TEST(dra_topology_the_agents_matrix_wins_matched_by_uuid) {
+    cJSON *no = p8_node_annotated(), *so = fx("slice-dra-p8.json");
+    model_node *m = node_of(no, so);
+    CHECK(m && m->ngpus == 8 && !m->reason[0] && m->dra_links == NULL);   /* applied, then no longer needed */
+    char got[32];
+    CHECK_INT(model_topo_link(m, pos_of(m, 0), pos_of(m, 1)), MODEL_LINK_NVLINK);
+    model_link_format(model_topo_link(m, pos_of(m, 6), pos_of(m, 7)), m->topo->nvlinks[pos_of(m, 6)][pos_of(m, 7)], got,
+                      sizeof got);
+    CHECK_STR(got, "NV12");
+    CHECK_INT(model_topo_link(m, pos_of(m, 0), pos_of(m, 2)), MODEL_LINK_PIX);   /* finer than the roots' PHB */
+    CHECK_INT(model_topo_link(m, pos_of(m, 3), pos_of(m, 4)), MODEL_LINK_SYS);   /* what the roots cannot say */
+    int bridged[] = {2, 3}, sw[] = {0, 1, 2, 3}, all[] = {0, 1, 2, 3, 4, 5, 6, 7};
+    CHECK_INT(align_of(m, bridged, 2), MODEL_ALIGN_NVLINK);
+    CHECK_INT(align_of(m, sw, 4), MODEL_ALIGN_PCIE);
+    CHECK_INT(align_of(m, all, 8), MODEL_ALIGN_NONE);
+    model_node_free(m);
+    /* the same annotation with a GPU DRA does not publish: the others still match by UUID */
+    cJSON_DeleteItemFromArray(cJSON_GetObjectItem(cJSON_GetObjectItem(so, "spec"), "devices"), 0);
+    char err[256];
+    m = model_node_from_json(no, NULL, err, sizeof err);
+    CHECK(m && m->dra_links != NULL && m->dra_links->n == 8);
+    model_dra_slice s;
+    CHECK_INT(model_dra_slice_parse(so, &s, err, sizeof err), 0);
+    const model_dra_slice *sp = &s;
+    CHECK_INT(model_dra_merge_slices(m, &sp, 1, NULL), 7);
+    CHECK_INT(model_topo_link(m, pos_of(m, 2), pos_of(m, 3)), MODEL_LINK_NVLINK);
+    CHECK_INT(model_topo_link(m, pos_of(m, 4), pos_of(m, 1)), MODEL_LINK_SYS);
+    model_dra_slice_clear(&s);
+    cJSON_Delete(so);
+    model_node_free(m);
+    cJSON_Delete(no);
 }
