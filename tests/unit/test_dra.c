@@ -1611,3 +1611,123 @@ TEST(dra_extended_resource_follows_the_device_class) {
     free(pod);
     ext_state_free(st);
 }
+
+/* ------------------------------------------------------------ claims' constraints through the verbs ---- */
+
+/* claim-allocated.json moved to pool (a node's name), holding gpu-<minor> (claim name and uid made unique). */
+static void p8_hold(ext_state *st, const char *pool, int minor) {
+    static int seq;
+    cJSON *c = fx("claim-allocated.json");
+    char s[64];
+    snprintf(s, sizeof s, "held-%s-%d", pool, minor);
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(c, "metadata"), "name", cJSON_CreateString(s));
+    snprintf(s, sizeof s, "c0a1b2c3-0000-4000-8000-0000000009%02d", ++seq % 100);
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(c, "metadata"), "uid", cJSON_CreateString(s));
+    cJSON *r0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(c, "status"),
+                                                                                               "allocation"), "devices"), "results"), 0);
+    cJSON_ReplaceItemInObject(r0, "pool", cJSON_CreateString(pool));
+    snprintf(s, sizeof s, "gpu-%d", minor);
+    cJSON_ReplaceItemInObject(r0, "device", cJSON_CreateString(s));
+    ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, c);
+    cJSON_Delete(c);
+}
+
+/* The pod's pending claim (claim-pending.json) asking count GPUs that share a PCIe root. */
+static void p8_claim(ext_state *st, int count) {
+    cJSON *c = fx("claim-pending.json");
+    cJSON *devs = cJSON_GetObjectItem(cJSON_GetObjectItem(c, "spec"), "devices");
+    cJSON *ex = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(devs, "requests"), 0), "exactly");
+    cJSON_ReplaceItemInObject(ex, "count", cJSON_CreateNumber(count));
+    cJSON_AddItemToObject(devs, "constraints", cJSON_Parse("[{\"matchAttribute\":\"resource.kubernetes.io/pcieRoot\"}]"));
+    ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_MODIFIED, c);
+    cJSON_Delete(c);
+}
+
+/* Two copies of the dra-p8 server (tests/fixtures/dra: 8 GPUs, 4 under each of two PCIe roots): dra-p8 with gpu-1
+ * taken, dra-p8b (the same Node and slice renamed) with gpu-1 and gpu-5 taken. */
+static ext_state *p8_state(void) {
+    ext_state *st = dra_state();
+    apply_fx(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, "node-dra-p8.json");
+    apply_fx(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, "slice-dra-p8.json");
+    cJSON *nb = fx("node-dra-p8.json"), *sb = fx("slice-dra-p8.json");
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(nb, "metadata"), "name", cJSON_CreateString("dra-p8b"));
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(sb, "metadata"), "name", cJSON_CreateString("dra-p8b-slice"));
+    cJSON *spec = cJSON_GetObjectItem(sb, "spec");
+    cJSON_ReplaceItemInObject(spec, "nodeName", cJSON_CreateString("dra-p8b"));
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(spec, "pool"), "name", cJSON_CreateString("dra-p8b"));
+    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, nb);
+    ext_state_apply(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, sb);
+    cJSON_Delete(nb);
+    cJSON_Delete(sb);
+    p8_hold(st, "dra-p8", 1);
+    p8_hold(st, "dra-p8b", 1);
+    p8_hold(st, "dra-p8b", 5);
+    return st;
+}
+
+TEST(dra_match_attribute_claim_filter_prioritize_bind) {
+    ext_state *st = p8_state();
+    ext_verbs v;
+    char posted[POSTED_LEN] = "";
+    ext_verbs_init(&v, st, policy_find("binpack"), capture_bind, posted);
+    char *pod = claim_pod();
+    const char *names[] = {"dra-p8", "dra-p8b"};
+    char *args = args_for(pod, names, 2);
+    /* 5 GPUs under one root: no node publishes that many together; the reason names the claim and the constraint */
+    p8_claim(st, 5);
+    cJSON *f = call_verb(&v, ext_verb_filter, args, NULL);
+    CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(f, "NodeNames")), 0);
+    const cJSON *un = cJSON_GetObjectItem(cJSON_GetObjectItem(f, "FailedAndUnresolvableNodes"), "dra-p8");
+    CHECK_STR(un ? un->valuestring : "", "claim train-1-gpu-q8m4w: no 5 GPUs share resource.kubernetes.io/pcieRoot "
+                                         "(matchAttribute); the largest group is 4");
+    cJSON_Delete(f);
+    /* 4: both nodes publish a root of 4 (the filter does not look at usage, as DynamicResources' own allocation
+     * decides that); prioritize scores only dra-p8, where pci0000:97 is whole */
+    p8_claim(st, 4);
+    f = call_verb(&v, ext_verb_filter, args, NULL);
+    CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(f, "NodeNames")), 2);
+    cJSON_Delete(f);
+    cJSON *p = call_verb(&v, ext_verb_prioritize, args, NULL);
+    int s8 = -1, s8b = -1;
+    cJSON *e;
+    cJSON_ArrayForEach(e, p) {
+        const char *h = cJSON_GetObjectItem(e, "Host")->valuestring;
+        if (!strcmp(h, "dra-p8")) s8 = cJSON_GetObjectItem(e, "Score")->valueint;
+        if (!strcmp(h, "dra-p8b")) s8b = cJSON_GetObjectItem(e, "Score")->valueint;
+    }
+    cJSON_Delete(p);
+    CHECK_MSG(s8 > 0 && s8b == 0, "dra-p8 %d, dra-p8b %d", s8, s8b);
+    /* bind records the devices DynamicResources allocated: those of the whole root */
+    cJSON *claim = fx("claim-pending.json");
+    cJSON *devs = cJSON_GetObjectItem(cJSON_GetObjectItem(claim, "spec"), "devices");
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(devs, "requests"), 0), "exactly"), "count",
+                              cJSON_CreateNumber(4));
+    cJSON *status = cJSON_GetObjectItem(claim, "status");
+    cJSON *res = cJSON_CreateArray();
+    for (int m = 4; m < 8; m++) {
+        char d[160];
+        snprintf(d, sizeof d, "{\"request\":\"gpu\",\"driver\":\"gpu.nvidia.com\",\"pool\":\"dra-p8\",\"device\":\"gpu-%d\"}", m);
+        cJSON_AddItemToArray(res, cJSON_Parse(d));
+    }
+    cJSON *alloc = cJSON_AddObjectToObject(status, "allocation");
+    cJSON_AddItemToObject(cJSON_AddObjectToObject(alloc, "devices"), "results", res);
+    cJSON_AddItemToObject(status, "reservedFor",
+                          cJSON_Parse("[{\"resource\":\"pods\",\"name\":\"train-1\",\"uid\":\"p0a1b2c3-0000-4000-8000-00000000000b\"}]"));
+    ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_MODIFIED, claim);
+    cJSON_Delete(claim);
+    cJSON *b = call_verb(&v, ext_verb_bind, "{\"PodName\":\"train-1\",\"PodNamespace\":\"ml\",\"PodUID\":"
+                                            "\"p0a1b2c3-0000-4000-8000-00000000000b\",\"Node\":\"dra-p8\"}", NULL);
+    CHECK_STR(cJSON_GetObjectItem(b, "Error")->valuestring, "");
+    cJSON_Delete(b);
+    CHECK_STR(posted, "ml/train-1@dra-p8 {\"tessera.io/dra-allocation\":\"train-1-gpu-q8m4w:dra-p8/gpu-4,"
+                      "train-1-gpu-q8m4w:dra-p8/gpu-5,train-1-gpu-q8m4w:dra-p8/gpu-6,train-1-gpu-q8m4w:dra-p8/gpu-7\"}");
+    ext_state_lock(st);
+    const ext_node *n8 = ext_state_node(st, "dra-p8");
+    CHECK_INT(n8->m->nlive, 2);
+    char why[256];
+    CHECK_MSG(model_node_check(n8->m, why, sizeof why), "%s", why);
+    ext_state_unlock(st);
+    free(args);
+    free(pod);
+    ext_state_free(st);
+}
