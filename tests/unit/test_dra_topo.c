@@ -426,3 +426,93 @@ TEST(dra_topology_the_agents_matrix_wins_matched_by_uuid) {
     model_node_free(m);
     cJSON_Delete(no);
 }
+
+/* The device-plugin twin of dra-p8: the node agent's fixture of the same server (nvidia.com/gpu: 8). */
+static model_node *p8_plugin_node(void) {
+    char *t = test_fixture("nodes/topo-pcie8-nvlink-pairs.json", NULL);
+    char err[256];
+    model_node *m = model_node_from_json_text(t, strlen(t), NULL, err, sizeof err);
+    free(t);
+    return m;
+}
+
+TEST(dra_claims_are_judged_and_placed_by_topology_as_device_plugin_pods) {
+    cJSON *no = p8_node_annotated(), *so = fx("slice-dra-p8.json");
+    model_node *d = node_of(no, so), *p = p8_plugin_node();
+    cJSON_Delete(no);
+    cJSON_Delete(so);
+    CHECK(d && p && !d->reason[0] && !p->reason[0] && d->ngpus == 8 && p->ngpus == 8);
+    /* the same physical GPUs, the same links */
+    for (int a = 0; a < 8; a++)
+        for (int b = 0; b < 8; b++)
+            if (a != b) {
+                int da = pos_of(d, a), db = pos_of(d, b);
+                CHECK_STR(d->gpus[da].uuid, p->gpus[a].uuid);
+                CHECK_INT(model_topo_link(d, da, db), model_topo_link(p, a, b));
+            }
+    /* GPU 0 taken on both: a 2-GPU claim and a 2-GPU pod get the same set from every topology-aware policy */
+    take(d, 0, "claim:held");
+    take(p, 0, "pod:held");
+    model_request claim2, pod2 = {.kind = MODEL_REQ_WHOLE, .count = 2};
+    char why[256];
+    CHECK_INT(claim(2, "", &claim2, why, sizeof why), MODEL_DRA_JUDGED);
+    const char *pols[] = {"binpack", "spread", "bestfit"};
+    for (int k = 0; k < 3; k++) {
+        policy_ctx ctx;
+        policy_ctx_init(&ctx, 1);
+        policy_result rd, rp;
+        CHECK_INT(policy_score(policy_find(pols[k]), &claim2, d, &ctx, &rd, NULL, 0), 0);
+        CHECK_INT(policy_score(policy_find(pols[k]), &pod2, p, &ctx, &rp, NULL, 0), 0);
+        CHECK(rd.feasible && rp.feasible);
+        CHECK_INT(rd.choice.ngpus, 2);
+        for (int i = 0; i < 2; i++) CHECK_INT(d->gpus[rd.choice.gpu[i]].index, p->gpus[rp.choice.gpu[i]].index);
+        CHECK_MSG(rd.raw == rp.raw && rd.score == rp.score, "%s: claim %g/%g, pod %g/%g", pols[k], rd.raw, rd.score,
+                  rp.raw, rp.score);
+        CHECK_INT(model_topo_align(d, rd.choice.gpu, 2), model_topo_align(p, rp.choice.gpu, 2));
+        if (k == 0) CHECK_INT(model_topo_align(d, rd.choice.gpu, 2), MODEL_ALIGN_NVLINK);   /* binpack weighs it */
+    }
+    /* a required alignment: the claim pod's tessera.io/topology, judged on the same matrix */
+    claim2.topology = pod2.topology = MODEL_ALIGN_NVLINK;
+    model_request claim4 = claim2, pod4 = pod2;
+    claim4.count = pod4.count = 4;
+    CHECK_INT(model_fit(d, &claim2, NULL, 0, why, sizeof why), model_fit(p, &pod2, NULL, 0, why, sizeof why));
+    CHECK(model_fit(d, &claim2, NULL, 0, why, sizeof why) == 3);   /* the bridged pairs left whole */
+    CHECK_INT(model_fit(d, &claim4, NULL, 0, why, sizeof why), 0);
+    CHECK(!model_dra_could_fit(d, &claim4, why, sizeof why));
+    CHECK_STR(why, "tessera.io/topology: nvlink: no 4 GPUs DRA publishes here are nvlink-aligned (the best set is pcie)");
+    model_node_free(d);
+    model_node_free(p);
+}
+
+TEST(dra_required_alignment_on_pcie_roots_alone) {
+    model_node *m = p8_node(NULL);   /* no annotation: what the roots say */
+    take(m, 1, "claim:held");
+    model_request r;
+    char why[256];
+    CHECK_INT(claim(4, "", &r, why, sizeof why), MODEL_DRA_JUDGED);
+    r.topology = MODEL_ALIGN_NUMA;
+    CHECK(model_dra_could_fit(m, &r, why, sizeof why));
+    model_assignment out[8];
+    CHECK_INT(model_fit(m, &r, out, 8, why, sizeof why), 1);   /* only pci0000:97 is a known-aligned 4 */
+    char got[32];
+    minors(m, &out[0], got, sizeof got);
+    CHECK_STR(got, "4,5,6,7");
+    r.topology = MODEL_ALIGN_PCIE;   /* a switch below the root is invisible to the attribute */
+    CHECK(!model_dra_could_fit(m, &r, why, sizeof why));
+    CHECK_STR(why, "tessera.io/topology: pcie: no 4 GPUs DRA publishes here are pcie-aligned (the best set is numa)");
+    model_node_free(m);
+    /* without the attribute anywhere the topology is unknown, and says how to make it known */
+    cJSON *no = fx("node-dra-a.json"), *so = fx("slice-dra-a.json");
+    cJSON *d;
+    cJSON_ArrayForEach(d, cJSON_GetObjectItem(cJSON_GetObjectItem(so, "spec"), "devices"))
+        cJSON_DeleteItemFromObject(cJSON_GetObjectItem(d, "attributes"), "resource.kubernetes.io/pcieRoot");
+    m = node_of(no, so);
+    cJSON_Delete(no);
+    cJSON_Delete(so);
+    CHECK(m && m->ngpus == 2 && m->topo == NULL);
+    CHECK_INT(claim(2, "", &r, why, sizeof why), MODEL_DRA_JUDGED);
+    r.topology = MODEL_ALIGN_NUMA;
+    CHECK(!model_dra_could_fit(m, &r, why, sizeof why));
+    CHECK(strstr(why, "this node's is unknown") && strstr(why, "tessera.io/gpus"));
+    model_node_free(m);
+}
