@@ -1632,16 +1632,19 @@ static void p8_hold(ext_state *st, const char *pool, int minor) {
     cJSON_Delete(c);
 }
 
-/* The pod's pending claim (claim-pending.json) asking count GPUs that share a PCIe root. */
-static void p8_claim(ext_state *st, int count) {
+/* The pod's pending claim (claim-pending.json) asking count GPUs, that share a PCIe root unless plain. */
+static void p8_claim_as(ext_state *st, int count, bool plain) {
     cJSON *c = fx("claim-pending.json");
     cJSON *devs = cJSON_GetObjectItem(cJSON_GetObjectItem(c, "spec"), "devices");
     cJSON *ex = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(devs, "requests"), 0), "exactly");
     cJSON_ReplaceItemInObject(ex, "count", cJSON_CreateNumber(count));
-    cJSON_AddItemToObject(devs, "constraints", cJSON_Parse("[{\"matchAttribute\":\"resource.kubernetes.io/pcieRoot\"}]"));
+    if (!plain)
+        cJSON_AddItemToObject(devs, "constraints", cJSON_Parse("[{\"matchAttribute\":\"resource.kubernetes.io/pcieRoot\"}]"));
     ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_MODIFIED, c);
     cJSON_Delete(c);
 }
+
+static void p8_claim(ext_state *st, int count) { p8_claim_as(st, count, false); }
 
 /* Two copies of the dra-p8 server (tests/fixtures/dra: 8 GPUs, 4 under each of two PCIe roots): dra-p8 with gpu-1
  * taken, dra-p8b (the same Node and slice renamed) with gpu-1 and gpu-5 taken. */
@@ -1730,4 +1733,114 @@ TEST(dra_match_attribute_claim_filter_prioritize_bind) {
     free(args);
     free(pod);
     ext_state_free(st);
+}
+
+/* The scores 0..10 prioritize gives the pod on nodes[0..n) (by host), and the policy's raw values on the cached
+ * models for req. */
+static void scores_of(ext_verbs *v, const char *pod, const char *const *nodes, int n, const model_request *req,
+                      int *score, double *raw) {
+    char *args = args_for(pod, nodes, n);
+    cJSON *p = call_verb(v, ext_verb_prioritize, args, NULL);
+    free(args);
+    for (int i = 0; i < n; i++) {
+        score[i] = -1;
+        cJSON *e;
+        cJSON_ArrayForEach(e, p)
+            if (!strcmp(cJSON_GetObjectItem(e, "Host")->valuestring, nodes[i])) score[i] = cJSON_GetObjectItem(e, "Score")->valueint;
+        ext_state_lock(v->st);
+        policy_ctx ctx = v->ctx;
+        policy_result r = {0};
+        raw[i] = policy_score(v->pol, req, ext_state_node(v->st, nodes[i])->m, &ctx, &r, NULL, 0) == 0 && r.feasible ? r.raw : -1;
+        ext_state_unlock(v->st);
+    }
+    cJSON_Delete(p);
+}
+
+TEST(dra_claim_pod_scores_as_the_device_plugin_pod_with_the_agents_topology) {
+    /* the pcie8 server twice, once with the device plugin (the node agent's fixture, nvidia.com/gpu: 8), once
+     * through DRA with the agent's annotation (its matrix matched to the devices by UUID); the same GPUs taken
+     * on both: one on dra-p8, two on dra-p8b (pods there, claims here) */
+    const char *nodes[] = {"dra-p8", "dra-p8b"};
+    ext_state_config cfg = {.standalone = true};
+    ext_state *sp = ext_state_new(&cfg), *sd = ext_state_new(&cfg);
+    apply_fx(sd, EXT_KUBE_DEVICECLASS, EXT_KUBE_ADDED, "deviceclass-gpu.json");
+    char *t = test_fixture("nodes/topo-pcie8-nvlink-pairs.json", NULL);
+    cJSON *agent = cJSON_Parse(t);
+    free(t);
+    const char *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(agent, "metadata"), "annotations"),
+                                          "tessera.io/gpus")->valuestring;
+    for (int i = 0; i < 2; i++) {
+        cJSON *pn = cJSON_Duplicate(agent, 1), *dn = fx("node-dra-p8.json"), *sl = fx("slice-dra-p8.json");
+        cJSON_ReplaceItemInObject(cJSON_GetObjectItem(pn, "metadata"), "name", cJSON_CreateString(nodes[i]));
+        cJSON_ReplaceItemInObject(cJSON_GetObjectItem(dn, "metadata"), "name", cJSON_CreateString(nodes[i]));
+        cJSON_AddStringToObject(cJSON_GetObjectItem(cJSON_GetObjectItem(dn, "metadata"), "annotations"), "tessera.io/gpus", ann);
+        char sn[64];
+        snprintf(sn, sizeof sn, "%s-slice", nodes[i]);
+        cJSON_ReplaceItemInObject(cJSON_GetObjectItem(sl, "metadata"), "name", cJSON_CreateString(sn));
+        cJSON *spec = cJSON_GetObjectItem(sl, "spec");
+        cJSON_ReplaceItemInObject(spec, "nodeName", cJSON_CreateString(nodes[i]));
+        cJSON_ReplaceItemInObject(cJSON_GetObjectItem(spec, "pool"), "name", cJSON_CreateString(nodes[i]));
+        ext_state_apply(sp, EXT_KUBE_NODE, EXT_KUBE_ADDED, pn);
+        ext_state_apply(sd, EXT_KUBE_NODE, EXT_KUBE_ADDED, dn);
+        ext_state_apply(sd, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, sl);
+        cJSON_Delete(pn);
+        cJSON_Delete(dn);
+        cJSON_Delete(sl);
+        for (int k = 0; k <= i; k++) {
+            char name[32], uid[48];
+            snprintf(name, sizeof name, "held-%d-%d", i, k);
+            snprintf(uid, sizeof uid, "uid-held-%d-%d", i, k);
+            char *held = pod_json(name, uid, 0, "\"nvidia.com/gpu\":\"1\"", NULL, nodes[i]);
+            cJSON *ho = cJSON_Parse(held);
+            ext_state_apply(sp, EXT_KUBE_POD, EXT_KUBE_ADDED, ho);
+            cJSON_Delete(ho);
+            free(held);
+        }
+    }
+    cJSON_Delete(agent);
+    /* the claims hold the GPUs tessera's model gave the pods */
+    ext_state_lock(sp);
+    int held[2][MODEL_MAX_GPUS], nheld[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        const model_node *m = ext_state_node(sp, nodes[i])->m;
+        CHECK(m->topo != NULL);
+        for (int g = 0; g < m->ngpus; g++)
+            if (m->gpus[g].exclusive_holder >= 0) held[i][nheld[i]++] = m->gpus[g].index;
+    }
+    ext_state_unlock(sp);
+    CHECK(nheld[0] == 1 && nheld[1] == 2);
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < nheld[i]; k++) p8_hold(sd, nodes[i], held[i][k]);
+    p8_claim_as(sd, 2, true);
+    ext_state_lock(sd);
+    for (int i = 0; i < 2; i++) {
+        const model_node *m = ext_state_node(sd, nodes[i])->m;
+        CHECK_INT(m->nlive, i + 1);
+        CHECK_INT(model_topo_link(m, 0, 1), MODEL_LINK_NVLINK);   /* the agent's matrix, not the roots' PHB */
+        CHECK_INT(model_topo_link(m, 0, 2), MODEL_LINK_PIX);
+    }
+    ext_state_unlock(sd);
+    char *claim = claim_pod();
+    char *plain = pod_json("train-1", "p0a1b2c3-0000-4000-8000-00000000000b", 0,
+                           "\"nvidia.com/gpu\":\"2\",\"cpu\":\"4\",\"memory\":\"16Gi\"", NULL, NULL);
+    model_request two = {.kind = MODEL_REQ_WHOLE, .count = 2, .cpu_milli = 4000}, two_dra = two;
+    two_dra.via_dra = true;
+    const char *pols[] = {"binpack", "spread"};
+    for (int k = 0; k < 2; k++) {
+        ext_verbs vp, vd;
+        ext_verbs_init(&vp, sp, policy_find(pols[k]), NULL, NULL);
+        ext_verbs_init(&vd, sd, policy_find(pols[k]), NULL, NULL);
+        int ps[2], ds[2];
+        double pr[2], dr[2];
+        scores_of(&vp, plain, nodes, 2, &two, ps, pr);
+        scores_of(&vd, claim, nodes, 2, &two_dra, ds, dr);
+        for (int i = 0; i < 2; i++) {
+            CHECK_MSG(ps[i] == ds[i] && ps[i] >= 0, "%s %s: device plugin %d, claim %d", pols[k], nodes[i], ps[i], ds[i]);
+            CHECK_MSG(pr[i] == dr[i] && pr[i] >= 0, "%s %s raw: device plugin %g, claim %g", pols[k], nodes[i], pr[i], dr[i]);
+        }
+    }
+    free(claim);
+    free(plain);
+    ext_state_free(sp);
+    ext_state_free(sd);
 }
