@@ -516,3 +516,104 @@ TEST(dra_required_alignment_on_pcie_roots_alone) {
     CHECK(strstr(why, "this node's is unknown") && strstr(why, "tessera.io/gpus"));
     model_node_free(m);
 }
+
+/* ------------------------------------------------------------ exactness ---- */
+
+/* Whether the GPUs set[0..k) meet r's constraints, from the attribute values themselves. */
+static bool meets(const model_node *m, const model_request *r, const int *set, int k) {
+    for (int c = 0; c < r->dra_nconstraints; c++)
+        for (int i = 0; i < k; i++) {
+            const char *a = model_dra_node_attr(m, set[i], r->dra_constraint[c].attr);
+            if (!a) return false;
+            for (int j = 0; j < i; j++) {
+                bool same = !strcmp(a, model_dra_node_attr(m, set[j], r->dra_constraint[c].attr));
+                if (same == r->dra_constraint[c].distinct) return false;
+            }
+        }
+    return true;
+}
+
+/* How many k-subsets of the GPUs with ok[g] meet r's constraints, by brute force. */
+static int brute(const model_node *m, const model_request *r, const bool *ok, int k) {
+    int n = 0;
+    for (unsigned mask = 0; mask < 1u << m->ngpus; mask++) {
+        if (__builtin_popcount(mask) != k) continue;
+        int set[MODEL_MAX_GPUS], s = 0;
+        bool all = true;
+        for (int g = 0; g < m->ngpus; g++)
+            if (mask >> g & 1u) {
+                all &= ok[g];
+                set[s++] = g;
+            }
+        n += all && meets(m, r, set, k);
+    }
+    return n;
+}
+
+/* Random roots (0-2 distinct values, some devices without one) and products per device. */
+static unsigned rnd_state = 12345;
+static unsigned rnd(void) { return rnd_state = rnd_state * 1103515245u + 12345u, (rnd_state >> 16) & 0x7fff; }
+
+static void shuffle_attrs(cJSON *slice) {
+    cJSON *d;
+    cJSON_ArrayForEach(d, cJSON_GetObjectItem(cJSON_GetObjectItem(slice, "spec"), "devices")) {
+        cJSON *at = cJSON_GetObjectItem(d, "attributes");
+        unsigned x = rnd() % 4;
+        cJSON_DeleteItemFromObject(at, "resource.kubernetes.io/pcieRoot");
+        if (x < 3) {
+            char v[32];
+            snprintf(v, sizeof v, "pci0000:%u7", x);
+            cJSON_AddItemToObject(at, "resource.kubernetes.io/pcieRoot", cJSON_CreateObject());
+            cJSON_AddStringToObject(cJSON_GetObjectItem(at, "resource.kubernetes.io/pcieRoot"), "string", v);
+        }
+        if (rnd() % 3 == 0) {   /* the same value as an int: a different type, so a different value */
+            cJSON_DeleteItemFromObject(at, "productName");
+            cJSON_AddItemToObject(at, "productName", cJSON_Parse("{\"int\":7}"));
+        }
+    }
+}
+
+TEST(dra_randomized_constraints_exact_and_never_overcommitted) {
+    const char *cons[] = {SAME_ROOT, "[{\"distinctAttribute\":\"resource.kubernetes.io/pcieRoot\"}]",
+                          "[{\"matchAttribute\":\"gpu.nvidia.com/productName\"}]",
+                          "[{\"matchAttribute\":\"resource.kubernetes.io/pcieRoot\"},{\"matchAttribute\":\"gpu.nvidia.com/productName\"}]",
+                          "[{\"distinctAttribute\":\"resource.kubernetes.io/pcieRoot\"},{\"matchAttribute\":\"gpu.nvidia.com/productName\"}]"};
+    for (int round = 0; round < 60; round++) {
+        model_node *m = p8_node(shuffle_attrs);
+        CHECK(m && m->ngpus == 8);
+        for (int step = 0; step < 12; step++) {
+            model_request r;
+            char why[256], uid[32];
+            int k = 1 + (int)(rnd() % 5);
+            const char *c = cons[rnd() % 5];
+            CHECK_INT(claim(k, c, &r, why, sizeof why), MODEL_DRA_JUDGED);
+            bool free_[MODEL_MAX_GPUS], all[MODEL_MAX_GPUS];
+            for (int g = 0; g < m->ngpus; g++) {
+                free_[g] = m->gpus[g].nholders == 0;
+                all[g] = true;
+            }
+            /* fit lists exactly the free sets that meet the constraints; the filter's ground, the published ones */
+            model_assignment out[128];
+            int n = model_fit(m, &r, out, 128, why, sizeof why);
+            CHECK_MSG(n == brute(m, &r, free_, k), "round %d step %d: fit %d, brute force %d (%s, %d GPUs)", round, step, n,
+                      brute(m, &r, free_, k), c, k);
+            CHECK_INT(model_dra_could_fit(m, &r, why, sizeof why), brute(m, &r, all, k) > 0);
+            for (int i = 0; i < n && i < 128; i++) {
+                int set[MODEL_MAX_GPUS];
+                for (int g = 0; g < out[i].ngrants; g++) set[g] = out[i].grant[g].gpu;
+                CHECK(meets(m, &r, set, out[i].ngrants));
+            }
+            /* place one (what the simulator does), sometimes give one back */
+            if (n > 0) {
+                snprintf(uid, sizeof uid, "claim:%d", step);
+                CHECK_MSG(model_assign(m, uid, &out[rnd() % (unsigned)(n < 128 ? n : 128)], why, sizeof why) == 0, "%s", why);
+            }
+            if (rnd() % 3 == 0) {
+                snprintf(uid, sizeof uid, "claim:%d", (int)(rnd() % 12));
+                model_release(m, uid);
+            }
+            CHECK_MSG(model_node_check(m, why, sizeof why), "%s", why);
+        }
+        model_node_free(m);
+    }
+}
