@@ -121,34 +121,32 @@ static void ab_put(abuf *b, const char *s, size_t n) {
  * unqualified name is the driver's own); values the allocator cannot compare (a type it does not know) are left
  * out, as a device lacking the attribute. */
 static void attrs_encode(abuf *b, const cJSON *attrs, const char *driver) {
+    size_t dl = strlen(driver);
     const cJSON *a;
     cJSON_ArrayForEach(a, attrs) {
         if (!a->string || !*a->string || !cJSON_IsObject(a)) continue;
-        char name[MODEL_DRA_ATTR_LEN], val[160];
-        int nl = strchr(a->string, '/') ? snprintf(name, sizeof name, "%s", a->string)
-                                        : snprintf(name, sizeof name, "%s/%s", driver, a->string);
-        if (nl < 0 || (size_t)nl >= sizeof name) continue;   /* longer than a qualified name may be */
+        size_t nl = strlen(a->string);
+        bool qualified = strchr(a->string, '/') != NULL;
+        if ((qualified ? nl : dl + 1 + nl) >= MODEL_DRA_ATTR_LEN) continue;   /* longer than a qualified name may be */
         const cJSON *v;
-        int vl = -1;
-        if ((v = model_json_get(a, "string")) && cJSON_IsString(v)) vl = snprintf(val, sizeof val, "s%s", v->valuestring);
-        else if ((v = model_json_get(a, "version")) && cJSON_IsString(v)) vl = snprintf(val, sizeof val, "v%s", v->valuestring);
-        else if ((v = model_json_get(a, "int")) && cJSON_IsNumber(v))
-            vl = snprintf(val, sizeof val, "i%lld", (long long)jint(v, INT64_MIN, INT64_MAX, 0));
-        else if ((v = model_json_get(a, "bool")) && cJSON_IsBool(v)) vl = snprintf(val, sizeof val, "b%s", cJSON_IsTrue(v) ? "true" : "false");
-        if (vl < 0 || (size_t)vl >= sizeof val) continue;
-        ab_put(b, name, (size_t)nl + 1);
-        ab_put(b, val, (size_t)vl + 1);
+        char type = 0, num[32];
+        const char *val = NULL;
+        if ((v = model_json_get(a, "string")) && cJSON_IsString(v)) type = 's', val = v->valuestring;
+        else if ((v = model_json_get(a, "version")) && cJSON_IsString(v)) type = 'v', val = v->valuestring;
+        else if ((v = model_json_get(a, "int")) && cJSON_IsNumber(v)) {
+            snprintf(num, sizeof num, "%lld", (long long)jint(v, INT64_MIN, INT64_MAX, 0));
+            type = 'i', val = num;
+        } else if ((v = model_json_get(a, "bool")) && cJSON_IsBool(v)) type = 'b', val = cJSON_IsTrue(v) ? "true" : "false";
+        if (!type) continue;   /* a type the allocator cannot compare either */
+        if (!qualified) {
+            ab_put(b, driver, dl);
+            ab_put(b, "/", 1);
+        }
+        ab_put(b, a->string, nl + 1);
+        ab_put(b, &type, 1);
+        ab_put(b, val, strlen(val) + 1);
     }
     ab_put(b, "", 1);
-}
-
-const char *model_dra_attr(const model_dra_device *d, const char *qualified) {
-    for (const char *p = d && qualified ? d->attrs : NULL; p && *p;) {
-        const char *v = p + strlen(p) + 1;
-        if (!strcmp(p, qualified)) return v;
-        p = v + strlen(v) + 1;
-    }
-    return NULL;
 }
 
 static void device_parse(const cJSON *d, bool nvidia, model_dra_device *o) {
@@ -321,62 +319,93 @@ static void merge_mig(model_node *n, model_gpu *g, const model_dra_device *dev, 
 
 /* ------------------------------------------------------------ the GPUs' attributes ---- */
 
-/* The node keeps, per GPU, the attributes of the device that is that GPU (n->dra_attrs): records
- * "<GPU position + 1><qualified name>\0<type><value>\0", one GPU's after another. */
+/* The node keeps, per GPU, the attributes of the device that is that GPU (n->dra_attrs): one block per GPU,
+ * "<GPU position + 1><length: 2 bytes, little-endian><records as model_dra_device.attrs, the empty name
+ * included>", so that finding a GPU's block skips the others whole (a DRA node is rebuilt on every claim
+ * event: this is on that path). */
 
-const char *model_dra_node_attr(const model_node *n, int gpu, const char *qualified) {
-    const char *p = n ? n->dra_attrs : NULL, *end = p ? p + n->dra_attrs_len : NULL;
-    while (p && p < end) {
-        int g = (unsigned char)p[0] - 1;
-        const char *name = p + 1, *v = name + strlen(name) + 1;
-        if (g == gpu && !strcmp(name, qualified)) return v;
+/* The records of GPU gpu, or NULL. */
+static const char *node_block(const model_node *n, int gpu) {
+    const unsigned char *p = (const unsigned char *)n->dra_attrs, *end = p ? p + n->dra_attrs_len : NULL;
+    while (p && p + 3 <= end) {
+        size_t len = (size_t)p[1] | (size_t)p[2] << 8;
+        if (p[0] == gpu + 1) return (const char *)p + 3;
+        p += 3 + len;
+    }
+    return NULL;
+}
+
+static const char *records_find(const char *p, const char *qualified) {
+    while (p && *p) {
+        size_t nl = strlen(p);
+        const char *v = p + nl + 1;
+        if (!strcmp(p, qualified)) return v;
         p = v + strlen(v) + 1;
     }
     return NULL;
 }
 
-static bool node_attrs_have(const model_node *n, int gpu) {
-    const char *p = n->dra_attrs, *end = p ? p + n->dra_attrs_len : NULL;
-    while (p && p < end) {
-        if ((unsigned char)p[0] - 1 == gpu) return true;
-        const char *v = p + 1 + strlen(p + 1) + 1;
-        p = v + strlen(v) + 1;
-    }
-    return false;
+const char *model_dra_attr(const model_dra_device *d, const char *qualified) {
+    return d && qualified ? records_find(d->attrs, qualified) : NULL;
 }
 
-static bool node_attr_put(model_node *n, int gpu, const char *name, const char *val) {
-    size_t nl = strlen(name) + 1, vl = strlen(val) + 1;
-    char *q = realloc(n->dra_attrs, n->dra_attrs_len + 1 + nl + vl);
+const char *model_dra_node_attr(const model_node *n, int gpu, const char *qualified) {
+    return n && qualified ? records_find(node_block(n, gpu), qualified) : NULL;
+}
+
+/* Append GPU gpu's block (records rec[0..len), the empty name included). */
+static bool node_block_put(model_node *n, int gpu, const char *rec, size_t len) {
+    if (len > 0xffff) return false;   /* more than any device has: the GPU lacks its attributes */
+    char *q = realloc(n->dra_attrs, n->dra_attrs_len + 3 + len);
     if (!q) return false;
     n->dra_attrs = q;
     q += n->dra_attrs_len;
     q[0] = (char)(gpu + 1);
-    memcpy(q + 1, name, nl);
-    memcpy(q + 1 + nl, val, vl);
-    n->dra_attrs_len += 1 + nl + vl;
+    q[1] = (char)(len & 0xff);
+    q[2] = (char)(len >> 8);
+    memcpy(q + 3, rec, len);
+    n->dra_attrs_len += 3 + len;
     return true;
+}
+
+/* The length of a device's records, the empty name included. */
+static size_t records_len(const char *p) {
+    const char *q = p;
+    while (*q) {
+        q += strlen(q) + 1;
+        q += strlen(q) + 1;
+    }
+    return (size_t)(q - p) + 1;
 }
 
 /* GPU gpu's attributes: those of its device (gd), or for a GPU DRA publishes only as MIG devices the ones every
  * one of them has with the same value (the GPU's own: product, PCIe root; not a device's uuid or profile). */
 static void node_attrs_record(model_node *n, int gpu, const model_dra_device *gd, const model_dra_device *dev, int ndev,
                               const char *uuid) {
-    if (gpu < 0 || gpu >= MODEL_MAX_GPUS || node_attrs_have(n, gpu)) return;
-    const model_dra_device *src = gd;
+    if (gpu < 0 || gpu >= MODEL_MAX_GPUS || node_block(n, gpu)) return;
+    if (gd) {
+        if (gd->attrs) node_block_put(n, gpu, gd->attrs, records_len(gd->attrs));
+        return;
+    }
+    const model_dra_device *src = NULL;
     for (int k = 0; !src && k < ndev; k++)
         if (dev[k].type == MODEL_DRA_MIG && !strcmp(dev[k].parent_uuid, uuid)) src = &dev[k];
-    for (const char *p = src ? src->attrs : NULL; p && *p;) {
-        const char *v = p + strlen(p) + 1;
+    if (!src || !src->attrs) return;
+    abuf b = {0};
+    for (const char *p = src->attrs; *p;) {
+        const char *v = p + strlen(p) + 1, *next = v + strlen(v) + 1;
         bool shared = true;
-        for (int k = 0; !gd && shared && k < ndev; k++) {
+        for (int k = 0; shared && k < ndev; k++) {
             if (dev[k].type != MODEL_DRA_MIG || strcmp(dev[k].parent_uuid, uuid) != 0) continue;
             const char *o = model_dra_attr(&dev[k], p);
             shared = o && !strcmp(o, v);
         }
-        if (shared && !node_attr_put(n, gpu, p, v)) return;   /* out of memory: the GPU lacks the rest */
-        p = v + strlen(v) + 1;
+        if (shared) ab_put(&b, p, (size_t)(next - p));
+        p = next;
     }
+    ab_put(&b, "", 1);
+    if (!b.oom) node_block_put(n, gpu, b.p, b.len);
+    free(b.p);
 }
 
 /* ------------------------------------------------------------ topology ---- */
