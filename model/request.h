@@ -32,7 +32,8 @@
 
 #define MODEL_UID_LEN 64
 #define MODEL_MAX_MODELS 8
-#define MODEL_DRA_MAX_CONSTRAINTS 4  /* constraints of one claim tessera judges (more: not judged) */
+#define MODEL_DRA_MAX_CONSTRAINTS 2  /* constraints of one claim tessera judges (more: not judged; each costs
+                                      * every request 101 bytes, and pods keep theirs) */
 #define MODEL_DRA_ATTR_LEN 100       /* a fully qualified attribute name: domain (63) "/" identifier (32) */
 
 /* One of a claim's spec.devices.constraints, over all the devices the request counts (model/dra.h says

@@ -310,8 +310,11 @@ TEST(dra_constraints_judged_or_said_why_not) {
     CHECK_INT(judge("{\"devices\":{\"requests\":[" REQ("a", 2) "],\"constraints\":[{\"matchAttribute\":\"pcieRoot\"}]}}", &r,
                     why, sizeof why), MODEL_DRA_UNJUDGED);
     CHECK_INT(judge("{\"devices\":{\"requests\":[" REQ("a", 2) "],\"constraints\":[{\"matchAttribute\":\"a.b/c\"},"
-                    "{\"matchAttribute\":\"a.b/d\"},{\"matchAttribute\":\"a.b/e\"},{\"matchAttribute\":\"a.b/f\"},"
-                    "{\"matchAttribute\":\"a.b/g\"}]}}", &r, why, sizeof why), MODEL_DRA_UNJUDGED);
+                    "{\"distinctAttribute\":\"a.b/d\"}]}}", &r, why, sizeof why), MODEL_DRA_JUDGED);
+    CHECK_INT(judge("{\"devices\":{\"requests\":[" REQ("a", 2) "],\"constraints\":[{\"matchAttribute\":\"a.b/c\"},"
+                    "{\"matchAttribute\":\"a.b/d\"},{\"matchAttribute\":\"a.b/e\"}]}}", &r, why, sizeof why),
+              MODEL_DRA_UNJUDGED);
+    CHECK(strstr(why, "more constraints than tessera judges") != NULL);
     /* two claims of one pod: a claim's constraint covers its own devices only, which one request cannot say */
     cJSON *c1 = cJSON_Parse("{\"devices\":{\"requests\":[" REQ("a", 2) "],\"constraints\":[{\"matchAttribute\":"
                             "\"resource.kubernetes.io/pcieRoot\"}]}}");
