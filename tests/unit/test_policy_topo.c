@@ -194,3 +194,29 @@ TEST(policy_topo_required_alignment_is_a_fit_rule_for_every_policy) {
     model_node_free(plain);
     policy_workload_free(w);
 }
+
+TEST(policy_topo_place_materialises_a_set_far_down_the_fit_list) {
+    /* 16 GPUs in NVLink quads (0-3, 4-7, 8-11, 12-15), PIX between quads of a socket, SYS across:
+     * with GPU 0 taken, a 4-GPU pod's best set (4,5,6,7) comes after C(14,3) = 364 sets that
+     * start at GPU 1 in model_fit's order. */
+    const model_gpu_product *p = model_catalog_find(model_catalog_default(), "NVIDIA-A100-SXM4-80GB");
+    model_node *n = model_node_new("quads");
+    for (int g = 0; g < 16; g++) model_node_add_gpu(n, p, MODEL_GPU_WHOLE, 1, 0);
+    for (int a = 0; a < 16; a++)
+        for (int b = a + 1; b < 16; b++)
+            model_topo_set(n, a, b, a / 4 == b / 4 ? MODEL_LINK_NVLINK : a / 8 == b / 8 ? MODEL_LINK_PIX : MODEL_LINK_SYS,
+                           4);
+    CHECK(take(n, 0) == 0);
+    policy_ctx ctx;
+    policy_ctx_init(&ctx, 1);
+    model_request r = req_whole(4, 0);
+    policy_result res[1];
+    model_assignment a;
+    char why[256];
+    model_node *nodes[1] = {n};
+    CHECK_MSG(policy_place(policy_find("binpack"), &ctx, &r, nodes, 1, res, &a, why, sizeof why) == 0, "%s", why);
+    CHECK_INT(a.ngrants, 4);
+    for (int i = 0; i < 4; i++) CHECK_INT(a.grant[i].gpu, 4 + i);
+    CHECK(model_assign(n, "quad", &a, why, sizeof why) == 0);
+    model_node_free(n);
+}
