@@ -487,6 +487,44 @@ TEST(dra_claims_are_judged_and_placed_by_topology_as_device_plugin_pods) {
     model_node_free(p);
 }
 
+TEST(dra_topology_aware_policies_place_only_sets_that_meet_the_constraints) {
+    cJSON *no = p8_node_annotated(), *so = fx("slice-dra-p8.json");
+    model_node *m = node_of(no, so);
+    cJSON_Delete(no);
+    cJSON_Delete(so);
+    take(m, 0, "claim:held");
+    model_request same4, apart2;
+    char why[256], got[32];
+    CHECK_INT(claim(4, SAME_ROOT, &same4, why, sizeof why), MODEL_DRA_JUDGED);
+    CHECK_INT(claim(2, "[{\"distinctAttribute\":\"resource.kubernetes.io/pcieRoot\"}]", &apart2, why, sizeof why),
+              MODEL_DRA_JUDGED);
+    const char *pols[] = {"binpack", "spread", "fgd-pack", "bestfit"};
+    for (int k = 0; k < 4; k++) {
+        policy_ctx ctx;
+        policy_ctx_init(&ctx, 1);
+        model_request two = {.kind = MODEL_REQ_WHOLE, .count = 2, .via_dra = true};
+        policy_workload *w = policy_workload_new();
+        CHECK(policy_workload_add(w, &two, 1, why, sizeof why) == 0 && policy_workload_finish(w, 95, why, sizeof why) == 0);
+        ctx.workload = w;
+        policy_result res[1];
+        model_assignment a;
+        model_node *nodes[1] = {m};
+        /* the one root with 4 free GPUs: pci0000:97, a PCIe switch with two bridged pairs */
+        CHECK_MSG(policy_place(policy_find(pols[k]), &ctx, &same4, nodes, 1, res, &a, why, sizeof why) == 0, "%s: %s",
+                  pols[k], why);
+        minors(m, &a, got, sizeof got);
+        CHECK_MSG(!strcmp(got, "4,5,6,7"), "%s placed %s", pols[k], got);
+        /* one GPU on each root: every such pair crosses the sockets, and still one is placed */
+        CHECK_MSG(policy_place(policy_find(pols[k]), &ctx, &apart2, nodes, 1, res, &a, why, sizeof why) == 0, "%s: %s",
+                  pols[k], why);
+        CHECK_INT(a.ngrants, 2);
+        CHECK_MSG((m->gpus[a.grant[0].gpu].index < 4) != (m->gpus[a.grant[1].gpu].index < 4), "%s", pols[k]);
+        CHECK_INT(model_topo_align(m, (int8_t[]){a.grant[0].gpu, a.grant[1].gpu}, 2), MODEL_ALIGN_NONE);
+        policy_workload_free(w);
+    }
+    model_node_free(m);
+}
+
 TEST(dra_required_alignment_on_pcie_roots_alone) {
     model_node *m = p8_node(NULL);   /* no annotation: what the roots say */
     take(m, 1, "claim:held");
