@@ -715,6 +715,8 @@ typedef struct filter_job {
     fresh_verdict *fresh;
     long hits[2];
     jbuf failed[2], unres[2];   /* "node":"why" members, one buffer per part */
+    const char *claim;          /* a claim pod's reasons name the claim whose constraints they are about: the
+                                 * cached reason is the shape's, the claim is this pod's */
 } filter_job;
 
 static void filter_range(void *ctx, int part, int from, int to) {
@@ -735,6 +737,11 @@ static void filter_range(void *ctx, int part, int from, int to) {
         } else {
             fv = judge(j->st, en, nm, r, buf, sizeof buf);
             if (en && en->m) j->fresh[i] = (fresh_verdict){en, fv, fv == FIT_OK ? NULL : strdup(buf)};
+        }
+        char named[MODEL_REASON_LEN + 160];
+        if (fv != FIT_OK && j->claim && j->claim[0]) {
+            snprintf(named, sizeof named, "claim %.120s: %s", j->claim, why);
+            why = named;
         }
         if (fv == FIT_OK) j->pass[i] = true;
         else jb_member(fv == FIT_FAILED ? &j->failed[part] : &j->unres[part], nm, why);
@@ -780,8 +787,9 @@ static void put_members(jbuf *out, jbuf parts[2]) {
  * there, and bind posts the Binding alone (the memo's request is via_dra, which is never reserved). A claim
  * tessera cannot judge (dra.h) passes every node and scores 0 everywhere: neutral. */
 
-static model_dra_verdict dra_request(ext_verbs *v, const ext_args *a, model_request *dr, char *why, size_t whylen) {
-    model_dra_verdict vd = ext_dra_pod_request(ext_state_dra(v->st), a->pod, dr, why, whylen);
+static model_dra_verdict dra_request(ext_verbs *v, const ext_args *a, model_request *dr, char *why, size_t whylen,
+                                     char *claim, size_t claimlen) {
+    model_dra_verdict vd = ext_dra_pod_request(ext_state_dra(v->st), a->pod, dr, why, whylen, claim, claimlen);
     if (vd == MODEL_DRA_JUDGED) model_dra_request_of_pod(dr, &a->req);
     return vd;
 }
@@ -798,12 +806,15 @@ static void dra_filter(ext_verbs *v, ext_args *a, filter_job *j) {
     char why[256];
     ext_state_lock(v->st);
     ext_dra_note_pod(ext_state_dra(v->st), a->pod);   /* which claims bind records */
-    model_dra_verdict vd = dra_request(v, a, &dr, why, sizeof why);
+    char claim[256];
+    model_dra_verdict vd = dra_request(v, a, &dr, why, sizeof why, claim, sizeof claim);
     if (vd == MODEL_DRA_JUDGED) {
         j->q = (node_req){.req = &dr, .shape = shape_id(v, &dr)};
+        j->claim = claim;
         j->clock = ++memo_clock;
         run_split(a->n, filter_range, j);
         filter_remember(j);
+        j->claim = NULL;   /* claim is this function's */
     } else {
         for (int i = 0; i < a->n; i++) j->pass[i] = true;   /* not judged: neutral */
     }
@@ -950,7 +961,7 @@ static void dra_prioritize(ext_verbs *v, const ext_args *a, policy_ctx *ctx, pol
     char why[256];
     ext_state_lock(v->st);
     ext_dra_note_pod(ext_state_dra(v->st), a->pod);
-    model_dra_verdict vd = dra_request(v, a, &dr, why, sizeof why);
+    model_dra_verdict vd = dra_request(v, a, &dr, why, sizeof why, NULL, 0);
     score_job j = {.st = v->st, .v = v, .a = a, .ctx = ctx, .res = res, .fresh = fresh};
     if (vd == MODEL_DRA_JUDGED) {
         /* a claim pod is GPU work like any other: the online target workload counts its shape (the workload

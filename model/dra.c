@@ -15,6 +15,7 @@
 #include "model/fit.h"
 #include "model/json.h"
 #include "model/quantity.h"
+#include "model/topo.h"
 
 /* ------------------------------------------------------------ reading objects ---- */
 
@@ -92,6 +93,62 @@ static void mig_from_name(model_dra_device *o) {
              (int)(len - (size_t)(g - part[0] + 1) - (me && !me_part ? 2 : 0)), g + 1, me ? "+me" : "");
 }
 
+/* A growing buffer of attribute records (model_dra_device.attrs). */
+typedef struct abuf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} abuf;
+
+static void ab_put(abuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 1024;
+        while (nc < b->len + n + 1) nc *= 2;
+        char *q = realloc(b->p, nc);
+        if (!q) {
+            b->oom = true;
+            return;
+        }
+        b->p = q;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+}
+
+/* One device's attributes as records, names qualified as the allocator's lookupAttribute finds them (an
+ * unqualified name is the driver's own); values the allocator cannot compare (a type it does not know) are left
+ * out, as a device lacking the attribute. */
+static void attrs_encode(abuf *b, const cJSON *attrs, const char *driver) {
+    size_t dl = strlen(driver);
+    const cJSON *a;
+    cJSON_ArrayForEach(a, attrs) {
+        if (!a->string || !*a->string || !cJSON_IsObject(a)) continue;
+        size_t nl = strlen(a->string);
+        bool qualified = strchr(a->string, '/') != NULL;
+        if ((qualified ? nl : dl + 1 + nl) >= MODEL_DRA_ATTR_LEN) continue;   /* longer than a qualified name may be */
+        const cJSON *v;
+        char type = 0, num[32];
+        const char *val = NULL;
+        if ((v = model_json_get(a, "string")) && cJSON_IsString(v)) type = 's', val = v->valuestring;
+        else if ((v = model_json_get(a, "version")) && cJSON_IsString(v)) type = 'v', val = v->valuestring;
+        else if ((v = model_json_get(a, "int")) && cJSON_IsNumber(v)) {
+            snprintf(num, sizeof num, "%lld", (long long)jint(v, INT64_MIN, INT64_MAX, 0));
+            type = 'i', val = num;
+        } else if ((v = model_json_get(a, "bool")) && cJSON_IsBool(v)) type = 'b', val = cJSON_IsTrue(v) ? "true" : "false";
+        if (!type) continue;   /* a type the allocator cannot compare either */
+        if (!qualified) {
+            ab_put(b, driver, dl);
+            ab_put(b, "/", 1);
+        }
+        ab_put(b, a->string, nl + 1);
+        ab_put(b, &type, 1);
+        ab_put(b, val, strlen(val) + 1);
+    }
+    ab_put(b, "", 1);
+}
+
 static void device_parse(const cJSON *d, bool nvidia, model_dra_device *o) {
     memset(o, 0, sizeof *o);
     o->mig_start = o->mig_size = o->minor = -1;
@@ -151,14 +208,34 @@ int model_dra_slice_parse(const cJSON *slice, model_dra_slice *out, char *err, s
     }
     bool nvidia = !strcmp(driver, MODEL_DRA_DRIVER);
     const cJSON *d;
-    cJSON_ArrayForEach(d, devs)
-        if (cJSON_IsObject(d) && model_json_str(d, "name")) device_parse(d, nvidia, &out->dev[out->ndev++]);
+    abuf ab = {0};
+    size_t *off = n > 0 ? malloc((size_t)n * sizeof *off) : NULL;
+    if (n > 0 && !off) ab.oom = true;
+    cJSON_ArrayForEach(d, devs) {
+        if (!cJSON_IsObject(d) || !model_json_str(d, "name")) continue;
+        if (nvidia && !ab.oom) {
+            off[out->ndev] = ab.len;
+            attrs_encode(&ab, model_json_get(d, "attributes"), driver);
+        }
+        device_parse(d, nvidia, &out->dev[out->ndev++]);
+    }
+    if (ab.oom) {
+        free(off);
+        free(ab.p);
+        model_dra_slice_clear(out);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    out->attrs = ab.p;   /* final: the devices point into it */
+    for (int i = 0; nvidia && ab.p && i < out->ndev; i++) out->dev[i].attrs = ab.p + off[i];
+    free(off);
     return 0;
 }
 
 void model_dra_slice_clear(model_dra_slice *s) {
     if (!s) return;
     free(s->dev);
+    free(s->attrs);
     memset(s, 0, sizeof *s);
 }
 
@@ -240,6 +317,174 @@ static void merge_mig(model_node *n, model_gpu *g, const model_dra_device *dev, 
     }
 }
 
+/* ------------------------------------------------------------ the GPUs' attributes ---- */
+
+/* The node keeps, per GPU, the attributes of the device that is that GPU (n->dra_attrs): one block per GPU,
+ * "<GPU position + 1><length: 2 bytes, little-endian><records as model_dra_device.attrs, the empty name
+ * included>", so that finding a GPU's block skips the others whole (a DRA node is rebuilt on every claim
+ * event: this is on that path). */
+
+/* The records of GPU gpu, or NULL. */
+static const char *node_block(const model_node *n, int gpu) {
+    const unsigned char *p = (const unsigned char *)n->dra_attrs, *end = p ? p + n->dra_attrs_len : NULL;
+    while (p && p + 3 <= end) {
+        size_t len = (size_t)p[1] | (size_t)p[2] << 8;
+        if (p[0] == gpu + 1) return (const char *)p + 3;
+        p += 3 + len;
+    }
+    return NULL;
+}
+
+static const char *records_find(const char *p, const char *qualified) {
+    while (p && *p) {
+        size_t nl = strlen(p);
+        const char *v = p + nl + 1;
+        if (!strcmp(p, qualified)) return v;
+        p = v + strlen(v) + 1;
+    }
+    return NULL;
+}
+
+const char *model_dra_attr(const model_dra_device *d, const char *qualified) {
+    return d && qualified ? records_find(d->attrs, qualified) : NULL;
+}
+
+const char *model_dra_node_attr(const model_node *n, int gpu, const char *qualified) {
+    return n && qualified ? records_find(node_block(n, gpu), qualified) : NULL;
+}
+
+/* Append GPU gpu's block (records rec[0..len), the empty name included). */
+static bool node_block_put(model_node *n, int gpu, const char *rec, size_t len) {
+    if (len > 0xffff) return false;   /* more than any device has: the GPU lacks its attributes */
+    char *q = realloc(n->dra_attrs, n->dra_attrs_len + 3 + len);
+    if (!q) return false;
+    n->dra_attrs = q;
+    q += n->dra_attrs_len;
+    q[0] = (char)(gpu + 1);
+    q[1] = (char)(len & 0xff);
+    q[2] = (char)(len >> 8);
+    memcpy(q + 3, rec, len);
+    n->dra_attrs_len += 3 + len;
+    return true;
+}
+
+/* The length of a device's records, the empty name included. */
+static size_t records_len(const char *p) {
+    const char *q = p;
+    while (*q) {
+        q += strlen(q) + 1;
+        q += strlen(q) + 1;
+    }
+    return (size_t)(q - p) + 1;
+}
+
+/* GPU gpu's attributes: those of its device (gd), or for a GPU DRA publishes only as MIG devices the ones every
+ * one of them has with the same value (the GPU's own: product, PCIe root; not a device's uuid or profile). */
+static void node_attrs_record(model_node *n, int gpu, const model_dra_device *gd, const model_dra_device *dev, int ndev,
+                              const char *uuid) {
+    if (gpu < 0 || gpu >= MODEL_MAX_GPUS || node_block(n, gpu)) return;
+    if (gd) {
+        if (gd->attrs) node_block_put(n, gpu, gd->attrs, records_len(gd->attrs));
+        return;
+    }
+    const model_dra_device *src = NULL;
+    for (int k = 0; !src && k < ndev; k++)
+        if (dev[k].type == MODEL_DRA_MIG && !strcmp(dev[k].parent_uuid, uuid)) src = &dev[k];
+    if (!src || !src->attrs) return;
+    abuf b = {0};
+    for (const char *p = src->attrs; *p;) {
+        const char *v = p + strlen(p) + 1, *next = v + strlen(v) + 1;
+        bool shared = true;
+        for (int k = 0; shared && k < ndev; k++) {
+            if (dev[k].type != MODEL_DRA_MIG || strcmp(dev[k].parent_uuid, uuid) != 0) continue;
+            const char *o = model_dra_attr(&dev[k], p);
+            shared = o && !strcmp(o, v);
+        }
+        if (shared) ab_put(&b, p, (size_t)(next - p));
+        p = next;
+    }
+    ab_put(&b, "", 1);
+    if (!b.oom) node_block_put(n, gpu, b.p, b.len);
+    free(b.p);
+}
+
+/* ------------------------------------------------------------ topology ---- */
+
+int model_dra_links_read(model_node *n, const cJSON *node) {
+    const char *ann = model_json_str(model_json_get(model_json_get(node, "metadata"), "annotations"), "tessera.io/gpus");
+    cJSON *arr = ann ? cJSON_Parse(ann) : NULL;
+    int total = cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : 0;
+    model_dra_links *l = total > 0 && total <= MODEL_MAX_GPUS ? calloc(1, sizeof *l) : NULL;
+    const char *bad = NULL;
+    int i = 0;
+    const cJSON *g, *list = l ? arr : NULL;
+    cJSON_ArrayForEach(g, list) {
+        const char *uuid = model_json_str(g, "uuid");
+        const cJSON *row = model_json_get(g, "topo");
+        if (!row) {   /* no matrix (numa/nvlink at most): nothing finer than the PCIe roots */
+            bad = "";
+            break;
+        }
+        if (!uuid || !*uuid || strlen(uuid) >= sizeof l->uuid[0] || cJSON_GetArraySize(row) != total) {
+            bad = "every GPU needs a uuid and a topo row as long as the list";
+            break;
+        }
+        cpy(l->uuid[i], sizeof l->uuid[i], uuid);
+        int j = 0;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, row) {
+            model_link lk;
+            int nv;
+            if (!cJSON_IsString(e) || !model_link_parse(e->valuestring, &lk, &nv) || (lk == MODEL_LINK_UNKNOWN) != (i == j)) {
+                bad = "a topo entry is not a link name (X only on the diagonal)";
+                break;
+            }
+            l->link[i][j] = (uint8_t)lk;
+            l->nvlinks[i][j++] = (uint8_t)nv;
+        }
+        if (bad) break;
+        i++;
+    }
+    for (int a = 0; l && !bad && a < total; a++)
+        for (int b = 0; b < total && !bad; b++)
+            if (l->link[a][b] != l->link[b][a] || l->nvlinks[a][b] != l->nvlinks[b][a]) bad = "the topo matrix is not symmetric";
+    cJSON_Delete(arr);
+    if (!l || bad) {
+        if (bad && *bad) note(n, "tessera.io/gpus topo left out for the GPUs DRA publishes: %s", bad);
+        free(l);
+        return 0;
+    }
+    l->n = total;
+    free(n->dra_links);
+    n->dra_links = l;
+    return 1;
+}
+
+/* The rule of dra.h ("topology of the GPUs DRA publishes") on the GPUs of n: the agent's matrix by UUID where it
+ * knows a pair, then PHB for pairs under one PCIe root that nothing else describes. */
+static void dra_topology(model_node *n) {
+    const model_dra_links *l = n->dra_links;
+    int ng = n->ngpus < MODEL_MAX_GPUS ? n->ngpus : MODEL_MAX_GPUS;
+    int row[MODEL_MAX_GPUS];
+    const char *root[MODEL_MAX_GPUS];   /* NULL: not a GPU DRA publishes, or its device lacks the attribute */
+    for (int g = 0; g < ng; g++) {
+        row[g] = -1;
+        for (int k = 0; l && n->gpus[g].uuid[0] && k < l->n; k++)
+            if (!strcmp(l->uuid[k], n->gpus[g].uuid)) row[g] = k;
+        root[g] = model_dra_node_attr(n, g, MODEL_DRA_ATTR_PCIE_ROOT);
+    }
+    for (int a = 0; a < ng; a++)
+        for (int b = a + 1; b < ng; b++) {
+            if (row[a] >= 0 && row[b] >= 0)
+                model_topo_set(n, a, b, (model_link)l->link[row[a]][row[b]], l->nvlinks[row[a]][row[b]]);
+            else if (root[a] && root[b] && !strcmp(root[a], root[b]) && model_topo_link(n, a, b) == MODEL_LINK_UNKNOWN)
+                model_topo_set(n, a, b, MODEL_LINK_PHB, 0);
+        }
+    /* in the matrix now: the merged model (the one installed and copied around) need not carry it */
+    free(n->dra_links);
+    n->dra_links = NULL;
+}
+
 /* offered: the devices may be allocated to new claims; false for a pool whose newest generation is not all seen
  * (the allocator takes nothing from it), whose GPUs are still modelled so that the claims holding them count. */
 static int add_dra(model_node *n, const model_dra_device *dev, int ndev, const model_catalog *cat, bool offered) {
@@ -253,6 +498,9 @@ static int add_dra(model_node *n, const model_dra_device *dev, int ndev, const m
         n->reason[0] = 0;
         n->plugin_idle = false;
         n->ngpus = 0;
+        free(n->dra_attrs);
+        n->dra_attrs = NULL;
+        n->dra_attrs_len = 0;
     }
     int marked = 0;
     /* Each physical GPU once: a "gpu" device, or the parent named by MIG devices. */
@@ -311,6 +559,7 @@ static int add_dra(model_node *n, const model_dra_device *dev, int ndev, const m
             }
             if (migs) merge_mig(n, g, dev, ndev, uuid);
             g->dra |= offered;
+            node_attrs_record(n, (int)(g - n->gpus), gd, dev, ndev, uuid);
             marked++;
             continue;
         }
@@ -335,6 +584,7 @@ static int add_dra(model_node *n, const model_dra_device *dev, int ndev, const m
         if (migs) merge_mig(n, ng, dev, ndev, uuid);
         ng->dra = offered;   /* not offered: held by its claims only, reachable by no request */
         ng->dra_only = true;
+        node_attrs_record(n, (int)(ng - n->gpus), gd, dev, ndev, uuid);
         marked++;
     }
     if (marked) n->has_dra = true;
@@ -464,6 +714,7 @@ int model_dra_merge_slices(model_node *m, const model_dra_slice *const *slices, 
     marked += nh > 0 ? add_dra(m, held, nh, cat, false) : 0;
     free(all);
     free(held);
+    if (marked > 0) dra_topology(m);
     return marked;
 oom:
     free(all);
@@ -723,11 +974,71 @@ static model_dra_verdict one_request(const cJSON *rq, model_dra_class_fn classes
     return MODEL_DRA_JUDGED;
 }
 
+/* Whether a constraint's request list names request rq ("gpu"), or its alternative sub ("gpu/a100"); an empty
+ * list names every request (the allocator's matches()). */
+static bool names_request(const cJSON *list, const char *rq, const char *sub) {
+    if (cJSON_GetArraySize(list) == 0) return true;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, list) {
+        const char *s = cJSON_IsString(e) ? e->valuestring : "";
+        size_t l = strlen(rq);
+        if (!strcmp(s, rq)) return true;
+        if (sub && !strncmp(s, rq, l) && s[l] == '/' && !strcmp(s + l + 1, sub)) return true;
+    }
+    return false;
+}
+
+#define CLAIM_MAX_REQUESTS 32   /* the API's limit on a claim's requests */
+
+/* The claim's constraints into out, over its judged requests (names[0..n), their alternatives subs[], admin[] the
+ * admin-access ones). Judged when every constraint covers all of the claim's requests that ask GPUs, and none
+ * covers an admin-access request (the device monitored would join the set); several claims' devices are one
+ * request here, so a claim's constraints are judged only when its devices are all the pod asks (prior: devices
+ * asked before this claim). */
+static model_dra_verdict constraints(const cJSON *spec, const char *const *names, const char *const *subs,
+                                     const bool *admin, int n, bool prior, model_request *out, char *why, size_t whylen) {
+    const cJSON *cs = model_json_get(model_json_get(spec, "devices"), "constraints"), *c;
+    int judged = 0;
+    for (int i = 0; i < n; i++) judged += !admin[i];
+    cJSON_ArrayForEach(c, cs) {
+        if (!judged) return MODEL_DRA_JUDGED;   /* no GPU asked: nothing to constrain */
+        const char *m = model_json_str(c, "matchAttribute"), *d = model_json_str(c, "distinctAttribute");
+        const char *attr = m ? m : d;
+        if (!attr || (m && d)) return unjudged(why, whylen, "a device constraint tessera does not know (neither "
+                                                            "matchAttribute nor distinctAttribute)", NULL);
+        if (!strchr(attr, '/') || strlen(attr) >= MODEL_DRA_ATTR_LEN)
+            return unjudged(why, whylen, "a constraint on attribute %.120s, which is not a fully qualified name", attr);
+        const cJSON *list = model_json_get(c, "requests");
+        for (int i = 0; i < n; i++) {
+            bool named = names_request(list, names[i], subs[i]);
+            if (named && admin[i])
+                return unjudged(why, whylen, "a constraint over an adminAccess request (%.100s)", names[i]);
+            if (!named && !admin[i])
+                return unjudged(why, whylen, "a constraint over part of a claim's GPU requests (not %.100s)", names[i]);
+        }
+        if (out->kind == MODEL_REQ_MIG)
+            return unjudged(why, whylen, "a constraint on MIG devices (%.120s)", attr);
+        if (prior)
+            return unjudged(why, whylen, "a constraint on one of several claims that ask GPUs (%.120s)", attr);
+        if (out->dra_nconstraints >= MODEL_DRA_MAX_CONSTRAINTS)
+            return unjudged(why, whylen, "more constraints than tessera judges in one claim", NULL);
+        model_dra_constraint *k = &out->dra_constraint[out->dra_nconstraints++];
+        cpy(k->attr, sizeof k->attr, attr);
+        k->distinct = d != NULL;
+    }
+    return MODEL_DRA_JUDGED;
+}
+
 model_dra_verdict model_dra_request(const cJSON *claim_spec, model_dra_class_fn classes, void *user,
                                     model_request *out, char *why, size_t whylen) {
     if (why && whylen) why[0] = 0;
     const cJSON *reqs = model_json_get(model_json_get(claim_spec, "devices"), "requests"), *rq;
     model_dra_verdict v = MODEL_DRA_NOTHING;
+    /* an earlier claim's devices: its constraints, or this claim's, would cover part of the request */
+    bool prior = out->kind != MODEL_REQ_NONE, prior_constrained = out->dra_nconstraints > 0;
+    const char *names[CLAIM_MAX_REQUESTS], *subs[CLAIM_MAX_REQUESTS];
+    bool admin[CLAIM_MAX_REQUESTS];
+    int nnames = 0;
     cJSON_ArrayForEach(rq, reqs) {
         const cJSON *exact = model_json_get(rq, "exactly"), *first = model_json_get(rq, "firstAvailable");
         /* v1beta1's flat form, seen in old manifests */
@@ -738,11 +1049,23 @@ model_dra_verdict model_dra_request(const cJSON *claim_spec, model_dra_class_fn 
             exact = cJSON_GetArrayItem(first, 0);
         }
         if (!exact) return unjudged(why, whylen, "a device request tessera cannot read", NULL);
-        if (cJSON_IsTrue(model_json_get(exact, "adminAccess"))) continue;   /* monitoring access: allocates nothing */
+        bool adm = cJSON_IsTrue(model_json_get(exact, "adminAccess"));
+        if (nnames < CLAIM_MAX_REQUESTS) {
+            names[nnames] = model_json_str(rq, "name");
+            if (!names[nnames]) names[nnames] = "";
+            subs[nnames] = first ? model_json_str(exact, "name") : NULL;
+            admin[nnames++] = adm;
+        }
+        if (adm) continue;   /* monitoring access: allocates nothing */
         model_dra_verdict one = one_request(exact, classes, user, out, why, whylen);
         if (one == MODEL_DRA_UNJUDGED) return one;
         v = MODEL_DRA_JUDGED;
     }
+    if (v == MODEL_DRA_JUDGED && prior_constrained)
+        return unjudged(why, whylen, "a constraint on one of several claims that ask GPUs", NULL);
+    if (v == MODEL_DRA_JUDGED && constraints(claim_spec, names, subs, admin, nnames, prior, out, why, whylen) ==
+                                     MODEL_DRA_UNJUDGED)
+        return MODEL_DRA_UNJUDGED;
     return v;
 }
 
@@ -755,9 +1078,96 @@ cJSON *model_dra_chart_classes(void) {
 }
 
 void model_dra_request_of_pod(model_request *dr, const model_request *pod) {
+    dr->topology = pod->topology;   /* tessera.io/topology: the pod's, whichever path its GPUs take */
     dr->priority = pod->priority;
     dr->cpu_milli = pod->cpu_milli;
     dr->memory_bytes = pod->memory_bytes;
+}
+
+/* ------------------------------------------------------------ constraints ---- */
+
+void model_dra_groups_of(const model_node *n, const model_request *r, model_dra_groups *out) {
+    memset(out, 0, sizeof *out);
+    out->n = r->dra_nconstraints < MODEL_DRA_MAX_CONSTRAINTS ? r->dra_nconstraints : MODEL_DRA_MAX_CONSTRAINTS;
+    int ng = n->ngpus < MODEL_MAX_GPUS ? n->ngpus : MODEL_MAX_GPUS;
+    for (int c = 0; c < out->n; c++) {
+        out->distinct[c] = r->dra_constraint[c].distinct;
+        const char *vals[MODEL_MAX_GPUS];
+        int nv = 0;
+        for (int g = 0; g < ng; g++) {
+            const char *v = model_dra_node_attr(n, g, r->dra_constraint[c].attr);
+            if (!v) continue;   /* lacks it: id 0 */
+            int k = 0;
+            while (k < nv && strcmp(vals[k], v) != 0) k++;   /* type and value, as "<type><value>" */
+            if (k == nv) vals[nv++] = v;
+            out->id[c][g] = (uint8_t)(k + 1);
+        }
+    }
+}
+
+bool model_dra_groups_admit(const model_dra_groups *gr, const int8_t *chosen, int k, int g) {
+    for (int c = 0; c < gr->n; c++) {
+        uint8_t v = gr->id[c][g];
+        if (!v) return false;
+        for (int i = 0; i < k; i++) {
+            bool same = gr->id[c][chosen[i]] == v;
+            if (same == gr->distinct[c]) return false;
+        }
+    }
+    return true;
+}
+
+/* Depth-first over the candidates in order, keeping the largest set found (enough once it reaches want). */
+static void largest_from(const model_dra_groups *gr, const bool *cand, int ngpus, int from, int8_t *set, int k,
+                         int want, int *best) {
+    if (k > *best) *best = k;
+    for (int g = from; g < ngpus && *best < want; g++) {
+        if (!cand[g] || !model_dra_groups_admit(gr, set, k, g)) continue;
+        int left = 0;
+        for (int h = g; h < ngpus; h++) left += cand[h];
+        if (k + left <= *best) return;   /* cannot beat what is found */
+        set[k] = (int8_t)g;
+        largest_from(gr, cand, ngpus, g + 1, set, k + 1, want, best);
+    }
+}
+
+int model_dra_groups_largest(const model_dra_groups *gr, const bool *cand, int ngpus, int want) {
+    int8_t set[MODEL_MAX_GPUS];
+    int best = 0;
+    if (ngpus > MODEL_MAX_GPUS) ngpus = MODEL_MAX_GPUS;
+    largest_from(gr, cand, ngpus, 0, set, 0, want, &best);
+    return best;
+}
+
+void model_dra_groups_why(const model_dra_groups *gr, const model_request *r, const bool *cand, int ngpus,
+                          const char *what, char *why, size_t whylen) {
+    if (!why || !whylen) return;
+    int best = model_dra_groups_largest(gr, cand, ngpus, r->count), lack = 0, have = 0;
+    for (int g = 0; g < ngpus && g < MODEL_MAX_GPUS; g++) {
+        if (!cand[g]) continue;
+        have++;
+        bool all = true;
+        for (int c = 0; c < gr->n; c++) all &= gr->id[c][g] != 0;
+        lack += !all;
+    }
+    const model_dra_constraint *c0 = &r->dra_constraint[0];
+    const char *kind0 = c0->distinct ? "distinctAttribute" : "matchAttribute";
+    if (lack == have) {
+        snprintf(why, whylen, "no %sGPU here has %s%s (the claim's %s needs it on every device)", what, c0->attr,
+                 gr->n > 1 ? " and the claim's other constrained attributes" : "", kind0);
+        return;
+    }
+    char lacking[64] = "";
+    if (lack) snprintf(lacking, sizeof lacking, "; %d lack%s the attribute", lack, lack == 1 ? "s" : "");
+    if (gr->n == 1 && !c0->distinct)
+        snprintf(why, whylen, "no %d %sGPUs share %s (matchAttribute); the largest group is %d%s", r->count, what,
+                 c0->attr, best, lacking);
+    else if (gr->n == 1)
+        snprintf(why, whylen, "no %d %sGPUs have distinct values of %s (distinctAttribute); at most %d do%s", r->count,
+                 what, c0->attr, best, lacking);
+    else
+        snprintf(why, whylen, "no %d %sGPUs meet the claim's %d constraints (%s %s, ...); at most %d do%s", r->count,
+                 what, gr->n, kind0, c0->attr, best, lacking);
 }
 
 /* ------------------------------------------------------------ static feasibility ---- */
@@ -788,19 +1198,48 @@ bool model_dra_extended_request(const model_request *class_req, const model_requ
 
 bool model_dra_could_fit(const model_node *n, const model_request *r, char *why, size_t whylen) {
     int have = 0, dra = 0;
+    bool whole[MODEL_MAX_GPUS] = {false};   /* GPUs a whole-GPU claim could get, for its constraints */
     for (int i = 0; i < n->ngpus; i++) {
         const model_gpu *g = &n->gpus[i];
         if (!g->dra) continue;
         dra++;
         if (!model_fit_gpu_allowed(n, g, r)) continue;
         if (r->kind == MODEL_REQ_WHOLE) {
-            have += g->mode == MODEL_GPU_WHOLE || (g->mode == MODEL_GPU_MIG && g->mig_dynamic);
+            whole[i] = g->mode == MODEL_GPU_WHOLE || (g->mode == MODEL_GPU_MIG && g->mig_dynamic);
+            have += whole[i];
         } else if (r->kind == MODEL_REQ_MIG && g->mode == MODEL_GPU_MIG) {
             int pi = model_product_profile_index(g->product, r->mig_profile);
             if (pi < 0) continue;
             if (g->mig_dynamic) { have += g->product->profiles[pi].max_instances; continue; }
             for (int k = 0; k < g->ninst; k++) have += g->inst[k].profile == pi;
         }
+    }
+    if (have >= r->count && r->dra_nconstraints > 0 && r->kind == MODEL_REQ_WHOLE) {
+        /* the claim's devices must also meet its constraints together (model_dra_request judges them on whole
+         * GPUs only) */
+        model_dra_groups gr;
+        model_dra_groups_of(n, r, &gr);
+        if (model_dra_groups_largest(&gr, whole, n->ngpus, r->count) < r->count) {
+            model_dra_groups_why(&gr, r, whole, n->ngpus, "", why, whylen);
+            return false;
+        }
+    }
+    int need = model_request_required_align(r);
+    if (have >= r->count && need > MODEL_ALIGN_UNKNOWN && r->kind == MODEL_REQ_WHOLE) {
+        /* the pod requires an aligned set (tessera.io/topology): some set of the published devices must be one */
+        const char *want = model_align_name((model_align)need);
+        int8_t set[MODEL_MAX_GPUS];
+        int al = n->topo ? model_topo_best_set(n, whole, r->count, set) : MODEL_ALIGN_UNKNOWN;
+        if (al >= need) return true;
+        if (!why) return false;
+        if (!n->topo)
+            snprintf(why, whylen, "tessera.io/topology: %s needs the GPU topology, and this node's is unknown (no two "
+                     "of its DRA devices share a resource.kubernetes.io/pcieRoot, and the tessera node agent's "
+                     "tessera.io/gpus annotation has no topo)", want);
+        else
+            snprintf(why, whylen, "tessera.io/topology: %s: no %d GPUs DRA publishes here are %s-aligned (the best set "
+                     "is %s)", want, r->count, want, model_align_name((model_align)(al < 0 ? 0 : al)));
+        return false;
     }
     if (have >= r->count) return true;
     char rb[160];

@@ -45,6 +45,11 @@ typedef struct model_dra_device {
     int memory_mib;                /* capacity memory; 0 when absent */
     int mig_start, mig_size;       /* MIG: from the memorySlice<i> capacities; -1 when absent */
     int minor;                     /* from the name "gpu-<minor>..."; -1 when it has another form */
+    /* Every attribute, for claims' constraints and the topology (model_dra_attr): records "<fully qualified
+     * name>\0<type><value>\0" (type 's' string, 'i' int, 'b' bool, 'v' version), then an empty name. Names are
+     * qualified as the allocator looks them up: "productName" of driver gpu.nvidia.com is
+     * "gpu.nvidia.com/productName". Borrowed from the slice (model_dra_slice.attrs); NULL when none. */
+    const char *attrs;
 } model_dra_device;
 
 typedef struct model_dra_slice {
@@ -56,7 +61,17 @@ typedef struct model_dra_slice {
     int count;                     /* spec.pool.resourceSliceCount */
     int ndev;
     model_dra_device *dev;         /* malloc'd; devices of other drivers are kept with type OTHER */
+    char *attrs;                   /* malloc'd: the devices' attribute records (model_dra_device.attrs) */
 } model_dra_slice;
+
+/* The attributes standard to every DRA driver (k8s.io/dynamic-resource-allocation/deviceattribute): the PCIe root
+ * complex a device hangs under ("pci<domain>:<bus>") and its PCI address. */
+#define MODEL_DRA_ATTR_PCIE_ROOT "resource.kubernetes.io/pcieRoot"
+#define MODEL_DRA_ATTR_PCI_BUS_ID "resource.kubernetes.io/pciBusID"
+
+/* The value of a device's attribute by its fully qualified name, as "<type><value>" ("spci0000:00"); NULL when
+ * the device lacks it. */
+const char *model_dra_attr(const model_dra_device *d, const char *qualified);
 
 /* Read a ResourceSlice object. 0, or -1 with err (not a ResourceSlice: no name, driver or pool). */
 int model_dra_slice_parse(const cJSON *slice, model_dra_slice *out, char *err, size_t errlen);
@@ -69,6 +84,34 @@ void model_dra_slice_clear(model_dra_slice *s);
  * accounted safely (a GPU the device plugin time-slices that DRA also hands out) n->reason is set and the
  * node takes no GPU pods. Returns the number of GPUs marked dra; -1 on a compacted node (model_node_compact). */
 int model_node_add_dra(model_node *n, const model_dra_device *dev, int ndev, const model_catalog *cat);
+
+/* The value ("<type><value>", as model_dra_attr) of the attribute the device that is GPU gpu (position in
+ * n->gpus) has, by fully qualified name; NULL when it lacks it or DRA does not publish the GPU. A GPU DRA
+ * publishes only as MIG devices has the attributes all of them share. */
+const char *model_dra_node_attr(const model_node *n, int gpu, const char *qualified);
+
+/* ---- topology of the GPUs DRA publishes. The driver publishes no link between GPUs; the standard attribute
+ * resource.kubernetes.io/pcieRoot names the PCIe root complex a device hangs under. The rule
+ * (model_dra_merge_slices applies it to the GPUs it merges):
+ *   1. the node agent's matrix (tessera.io/gpus "topo", README) wins where it knows a pair: on a node whose GPUs
+ *      the device plugin also hands out it is already the node's (model_node_from_json); on a node whose GPUs
+ *      only DRA publishes it is matched to the devices by UUID (their uuid attribute; n->dra_links);
+ *   2. two GPUs under one PCIe root complex are at least PHB (their traffic crosses at most that host bridge):
+ *      a set of them is NUMA-aligned (topo.h), which is all the attribute can say;
+ *   3. GPUs under different roots, or without the attribute, stay unknown (NODE or SYS, it cannot tell). */
+
+/* The node agent's matrix by GPU UUID. */
+typedef struct model_dra_links {
+    int n;
+    char uuid[MODEL_MAX_GPUS][48];
+    uint8_t link[MODEL_MAX_GPUS][MODEL_MAX_GPUS];      /* model_link */
+    uint8_t nvlinks[MODEL_MAX_GPUS][MODEL_MAX_GPUS];
+} model_dra_links;
+
+/* Keep the matrix of the Node object's tessera.io/gpus annotation (every GPU with "uuid" and "topo") in
+ * n->dra_links, for a node whose GPUs DRA alone publishes (n->plugin_idle). A malformed matrix is left out and
+ * n->dra_note says why (the node still takes pods; its topology is then the PCIe roots'). 1 kept, 0 none. */
+int model_dra_links_read(model_node *n, const cJSON *node);
 
 /* Of one node's slices, the generation of (driver, pool) that counts: the newest among them (an older one is
  * being replaced, and the scheduler's allocator ignores it too). have: that generation's slices among them;
@@ -164,6 +207,28 @@ bool model_dra_extended_on(const model_node *n);
  * false when the pod's request is not N whole GPUs (shares, MIG, isolation, HAMi memory) or both the class and
  * the pod restrict the models (two lists are not combined). */
 bool model_dra_extended_request(const model_request *class_req, const model_request *pod_req, model_request *out);
+
+/* ---- a claim's constraints (spec.devices.constraints) on one node. As the scheduler's allocator rules them
+ * (k8s.io/dynamic-resource-allocation/structured, matchAttributeConstraint and distinctAttributeConstraint): a
+ * device lacking the attribute satisfies neither; matchAttribute wants one value of one type on every device,
+ * distinctAttribute pairwise different ones. */
+typedef struct model_dra_groups {
+    int n;                                                 /* the request's constraints */
+    bool distinct[MODEL_DRA_MAX_CONSTRAINTS];
+    uint8_t id[MODEL_DRA_MAX_CONSTRAINTS][MODEL_MAX_GPUS];   /* per GPU: 0 its device lacks the attribute, else an
+                                                            * id of its value (equal ids: equal type and value) */
+} model_dra_groups;
+
+/* Resolve r's constraints on n. */
+void model_dra_groups_of(const model_node *n, const model_request *r, model_dra_groups *out);
+/* Whether GPU g may join the GPUs chosen[0..k) under every constraint (k 0: whether it has the attributes). */
+bool model_dra_groups_admit(const model_dra_groups *gr, const int8_t *chosen, int k, int g);
+/* The most GPUs among those with cand[g] (g < ngpus) that meet every constraint together, at most want. */
+int model_dra_groups_largest(const model_dra_groups *gr, const bool *cand, int ngpus, int want);
+/* Why no r->count of the GPUs with cand[g] meet r's constraints ("no 4 GPUs share resource.kubernetes.io/pcieRoot
+ * (matchAttribute); the largest group is 2"); what qualifies the GPUs ("free ", or ""). */
+void model_dra_groups_why(const model_dra_groups *gr, const model_request *r, const bool *cand, int ngpus,
+                          const char *what, char *why, size_t whylen);
 
 /* Whether n publishes enough devices for a judged claim request r (via_dra) if none were taken: the only
  * grounds on which tessera's filter refuses a node for a claim, because DynamicResources refuses it too.

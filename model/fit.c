@@ -7,8 +7,11 @@
  * order plus bookkeeping. model_assign trusts nothing it is given.
  */
 #include "model/fit.h"
+#include "model/dra.h"
+#include "model/topo.h"
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,7 +258,12 @@ typedef struct fit_run {
     model_assignment cur;
     model_mig_layout layout[MODEL_MAX_GPUS]; /* MIG GPUs: instances plus those chosen so far */
     bool gpu_used[MODEL_MAX_GPUS];
+    int need_align;                          /* model_request_required_align: 0 = nothing required */
+    uint32_t only;                           /* bit g: GPU g may be used (model_fit_on); all bits: any */
+    bool topo_refused;                       /* need_align turned some GPU away (for the reason) */
     fit_stats st;
+    bool dra_groups;                         /* a claim's constraints (model/dra.h) limit which GPUs go together */
+    model_dra_groups dg;
     int ncand;
     model_grant cand[MAX_CANDIDATES];        /* last: only the used prefix is ever touched */
 } fit_run;
@@ -384,6 +392,7 @@ static void gen_candidates(fit_run *f, const route_plan *p) {
     const model_request *r = f->r;
     for (int gi = 0; gi < n->ngpus; gi++) {
         const model_gpu *g = &n->gpus[gi];
+        if (!(f->only >> gi & 1u)) continue;
         if (!product_allows(g->product, n, r) || !model_gpu_reachable(g, r)) continue;
         f->st.gpus_model_ok++;
         int made = 0;
@@ -442,7 +451,7 @@ static void gen_candidates(fit_run *f, const route_plan *p) {
         }
         if (made) f->st.gpus_with_room++;
         /* One grant wanted and one found: any candidate alone is an assignment. */
-        if (f->limit == 1 && r->count == 1 && f->ncand > 0) return;
+        if (f->limit == 1 && r->count == 1 && f->ncand > 0 && !f->dra_groups) return;
     }
 }
 
@@ -454,6 +463,11 @@ static void emit(fit_run *f) {
 /* Whether candidate c can join those already chosen: one grant per GPU except for
  * MIG, where instances on one GPU must be distinct and created ones must still fit. */
 static bool compatible(fit_run *f, const model_grant *c) {
+    if (f->dra_groups) {
+        int8_t chosen[MODEL_MAX_GPUS];
+        for (int k = 0; k < f->cur.ngrants; k++) chosen[k] = f->cur.grant[k].gpu;
+        if (!model_dra_groups_admit(&f->dg, chosen, f->cur.ngrants, c->gpu)) return false;
+    }
     if (c->mig_profile < 0) return !f->gpu_used[c->gpu];
     for (int k = 0; k < f->cur.ngrants; k++) {
         const model_grant *o = &f->cur.grant[k];
@@ -467,6 +481,21 @@ static bool compatible(fit_run *f, const model_grant *c) {
     return true;
 }
 
+/* Whether GPU g may join the GPUs chosen so far under the required alignment: a set is as
+ * aligned as its worst pair (topo.h), so checking each new GPU against those chosen prunes
+ * early. Another grant on a GPU already chosen (MIG) adds no pair. */
+static bool aligned_with_chosen(fit_run *f, int g) {
+    if (!f->need_align || f->gpu_used[g]) return true;
+    for (int k = 0; k < f->cur.ngrants; k++) {
+        int o = f->cur.grant[k].gpu;
+        if (o != g && (int)model_align_of_link(model_topo_link(f->n, g, o)) < f->need_align) {
+            f->topo_refused = true;
+            return false;
+        }
+    }
+    return true;
+}
+
 static void choose(fit_run *f, int from, int left) {
     if (left == 0) {
         emit(f);
@@ -475,7 +504,7 @@ static void choose(fit_run *f, int from, int left) {
     for (int i = from; i < f->ncand && f->found < f->limit; i++) {
         const model_grant *c = &f->cand[i];
         if (f->ncand - i < left) return;
-        if (!compatible(f, c)) continue;
+        if (!compatible(f, c) || !aligned_with_chosen(f, c->gpu)) continue;
         f->cur.grant[f->cur.ngrants++] = *c;
         bool was_used = f->gpu_used[c->gpu];
         f->gpu_used[c->gpu] = true;
@@ -489,6 +518,33 @@ static void choose(fit_run *f, int from, int left) {
 }
 
 /* ------------------------------------------------------------- reasons ---- */
+
+/* Nothing fit because of the required alignment: what the node's free GPUs offer instead.
+ * The GPUs with a candidate grant are the free ones for this request. */
+static void explain_topology(const fit_run *f, char *why, size_t len) {
+    const model_node *n = f->n;
+    const char *want = model_align_name((model_align)f->need_align);
+    if (!n->topo) {
+        snprintf(why, len, "tessera.io/topology: %s needs the GPU topology, and this node's is unknown (the tessera "
+                 "node agent publishes it in the tessera.io/gpus annotation)", want);
+        return;
+    }
+    bool cand[MODEL_MAX_GPUS] = {false};
+    int ngpus = 0;
+    for (int i = 0; i < f->ncand; i++) {
+        ngpus += !cand[f->cand[i].gpu];
+        cand[f->cand[i].gpu] = true;
+    }
+    int k = f->r->count < ngpus ? f->r->count : ngpus;
+    int8_t set[MODEL_MAX_GPUS];
+    int al = model_topo_best_set(n, cand, k, set);
+    char list[64] = "";
+    size_t off = 0;
+    for (int i = 0; al >= 0 && i < k && off < sizeof list; i++)
+        off += (size_t)snprintf(list + off, sizeof list - off, "%s%d", i ? "," : "", set[i]);
+    snprintf(why, len, "tessera.io/topology: %s: no %d free GPUs here are %s-aligned (the best free set is %s: GPUs %s)",
+             want, f->r->count, want, model_align_name((model_align)(al < 0 ? 0 : al)), list);
+}
 
 static void explain(const fit_run *f, const route_plan *p, const char *hint, char *why, size_t len) {
     const model_node *n = f->n;
@@ -543,6 +599,18 @@ static void explain(const fit_run *f, const route_plan *p, const char *hint, cha
                      s->best_free_compute / 10, s->best_gpu);
         return;
     }
+    if (f->dra_groups) {   /* enough room, but maybe not on GPUs that meet the claim's constraints together */
+        bool room[MODEL_MAX_GPUS] = {false};
+        for (int i = 0; i < f->ncand; i++) room[f->cand[i].gpu] = true;
+        if (model_dra_groups_largest(&f->dg, room, n->ngpus, r->count) < r->count) {
+            model_dra_groups_why(&f->dg, r, room, n->ngpus, "free ", why, len);
+            return;
+        }
+    }
+    if (f->topo_refused) {
+        explain_topology(f, why, len);
+        return;
+    }
     snprintf(why, len, "the free slots cannot hold %s at once", req);
 }
 
@@ -552,8 +620,8 @@ static int64_t host_memory_mib(const model_request *r) { return (r->memory_bytes
 
 /* model_fit and model_fit_any: enumerate up to limit assignments; the reason is
  * written only when none is found and the caller asked for it. */
-static int fit_count(const model_node *n, const model_request *r, model_assignment *out, int max, int limit,
-                     char *why, size_t whylen) {
+static int fit_count(const model_node *n, const model_request *r, uint32_t only, model_assignment *out, int max,
+                     int limit, char *why, size_t whylen) {
     char scratch[8];
     bool want_why = why && whylen;
     if (!want_why) {
@@ -606,6 +674,8 @@ static int fit_count(const model_node *n, const model_request *r, model_assignme
     f->max = out ? max : 0;
     f->cur = base;
     f->limit = limit;
+    f->only = only;
+    f->need_align = model_request_required_align(r);
     f->st.best_gpu = -1;
     for (int gi = 0; gi < n->ngpus; gi++) {
         const model_gpu *g = &n->gpus[gi];
@@ -615,6 +685,10 @@ static int fit_count(const model_node *n, const model_request *r, model_assignme
     }
     char hint[MODEL_REASON_LEN];
     route_plan p = route_plan_for(n, r, hint, sizeof hint);
+    if (r->via_dra && r->dra_nconstraints > 0) {
+        f->dra_groups = true;
+        model_dra_groups_of(n, r, &f->dg);
+    }
     gen_candidates(f, &p);
     choose(f, 0, r->count);
     int found = f->found > MODEL_FIT_MAX ? MODEL_FIT_MAX : f->found;
@@ -624,11 +698,16 @@ static int fit_count(const model_node *n, const model_request *r, model_assignme
 
 int model_fit(const model_node *n, const model_request *r, model_assignment *out, int max, char *why,
               size_t whylen) {
-    return fit_count(n, r, out, max, MODEL_FIT_MAX, why, whylen);
+    return fit_count(n, r, UINT32_MAX, out, max, MODEL_FIT_MAX, why, whylen);
+}
+
+int model_fit_on(const model_node *n, const model_request *r, uint32_t gpus, model_assignment *out, int max, char *why,
+                 size_t whylen) {
+    return fit_count(n, r, gpus, out, max, MODEL_FIT_MAX, why, whylen);
 }
 
 bool model_fit_any(const model_node *n, const model_request *r, char *why, size_t whylen) {
-    return fit_count(n, r, NULL, 0, 1, why, whylen) > 0;
+    return fit_count(n, r, UINT32_MAX, NULL, 0, 1, why, whylen) > 0;
 }
 
 /* -------------------------------------------------------- assign/release ---- */

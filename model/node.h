@@ -20,6 +20,7 @@
 #include "catalog.h"
 #include "mig.h"
 #include "request.h"
+#include "topo.h"
 
 #define MODEL_MAX_GPUS 16          /* per node */
 #define MODEL_MAX_REPLICAS 128     /* time-slice/MPS replicas per GPU */
@@ -121,6 +122,8 @@ typedef struct model_node {
     int64_t cpu_milli, cpu_used_milli;
     int64_t memory_mib, memory_used_mib;
     int ngpus;
+    model_topo *topo;                   /* how the GPUs link (topo.h); NULL: unknown. Own allocation (512 B):
+                                         * only nodes with a known topology pay for it; deep-copied */
     char reason[MODEL_REASON_LEN];      /* non-empty: the node takes no GPU pods, and why */
 
     int nallocs, allocs_cap;            /* allocs[0..nallocs) with free slots marked by uid "" */
@@ -136,6 +139,11 @@ typedef struct model_node {
     bool plugin_idle;                   /* reason is only "labels show GPUs, the device plugin advertises
                                          * none" (or GFD has not labelled them): what a node whose GPUs DRA
                                          * publishes looks like; model_node_add_dra clears it */
+    char *dra_attrs;                    /* the attributes of the devices DRA publishes for these GPUs, for claims'
+                                         * constraints (model/dra.h: model_dra_node_attr); malloc'd, NULL: none */
+    size_t dra_attrs_len;
+    struct model_dra_links *dra_links;  /* plugin_idle: the node agent's topology matrix by GPU UUID, for the GPUs
+                                         * DRA will publish (model/dra.h); malloc'd, NULL: none */
     int gpus_cap;                       /* room allocated in gpus: MODEL_MAX_GPUS, or ngpus once compacted */
 
     model_gpu gpus[MODEL_MAX_GPUS];     /* [0, ngpus) valid; only [0, gpus_cap) is allocated */

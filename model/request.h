@@ -17,6 +17,8 @@
  *   annotation gpu-memory (KAI): MiB of one GPU
  *   annotation tessera.io/gpu-models: comma list of allowed products
  *   annotation tessera.io/isolation: mig | mps | timeslice | any
+ *   annotation tessera.io/topology: nvlink | numa | any   how aligned the GPUs of a request of 2 or
+ *                                    more must be (topo.h); any (default) prefers, never requires
  * A request that breaks a rule gets an error naming the field and the rule.
  */
 #ifndef MODEL_REQUEST_H
@@ -26,9 +28,21 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cjson/cJSON.h>
+#include "topo.h"
 
 #define MODEL_UID_LEN 64
 #define MODEL_MAX_MODELS 8
+#define MODEL_DRA_MAX_CONSTRAINTS 2  /* constraints of one claim tessera judges (more: not judged; each costs
+                                      * every request 101 bytes, and pods keep theirs) */
+#define MODEL_DRA_ATTR_LEN 100       /* a fully qualified attribute name: domain (63) "/" identifier (32) */
+
+/* One of a claim's spec.devices.constraints, over all the devices the request counts (model/dra.h says
+ * when tessera judges one): every device must have the attribute, and all share one value (matchAttribute)
+ * or all have different values (distinctAttribute), as the scheduler's allocator rules it. */
+typedef struct model_dra_constraint {
+    char attr[MODEL_DRA_ATTR_LEN];   /* fully qualified: "resource.kubernetes.io/pcieRoot", "gpu.nvidia.com/productName" */
+    bool distinct;                   /* distinctAttribute; else matchAttribute */
+} model_dra_constraint;
 
 typedef enum model_req_kind {
     MODEL_REQ_NONE = 0,   /* asks for no GPU (CPU-only; still placed by the simulator) */
@@ -55,6 +69,9 @@ typedef struct model_request {
     char mig_profile[32];    /* MODEL_REQ_MIG: canonical name with '+' ("1g.10gb+me") */
     bool mig_replica;        /* MODEL_REQ_MIG asked by the .shared name: replicas of shared instances only */
     model_isolation isolation;
+    uint8_t topology;        /* tessera.io/topology, a model_align (topo.h): the least alignment the
+                              * GPU set must have (NUMA or NVLINK); MODEL_ALIGN_UNKNOWN (0) = any,
+                              * nothing required. Matters only for requests on 2 or more GPUs */
     int nmodels;             /* tessera.io/gpu-models; 0 = any product */
     char models[MODEL_MAX_MODELS][64];
     int64_t cpu_milli;       /* host CPU, effective request */
@@ -67,6 +84,8 @@ typedef struct model_request {
     bool via_dra;            /* asked through a ResourceClaim (model/dra.h): only GPUs DRA publishes qualify,
                               * and whole GPUs are whole devices. Set by model_dra_request, not by pods. */
     int32_t dra_min_memory_mib;  /* via_dra: a device's memory capacity must be at least this (CEL selector) */
+    int dra_nconstraints;        /* via_dra: the claim's constraints on its devices' attributes (fit.h honours */
+    model_dra_constraint dra_constraint[MODEL_DRA_MAX_CONSTRAINTS];   /* them, model_dra_could_fit too) */
 } model_request;
 
 /* Normalise a Pod object (as the API returns it). Effective request per resource =
@@ -97,5 +116,9 @@ void model_request_for_reservation_delivery(model_request *r);
 void model_request_format(const model_request *r, char *buf, size_t len);
 
 const char *model_isolation_name(model_isolation iso);
+/* The alignment a request requires of its GPU set: r->topology for requests spanning two GPUs or
+ * more (whole GPUs, or MIG instances, replicas or fractions on distinct GPUs), else
+ * MODEL_ALIGN_UNKNOWN (nothing to require of one GPU). */
+int model_request_required_align(const model_request *r);
 
 #endif

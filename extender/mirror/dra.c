@@ -574,9 +574,10 @@ int ext_dra_pod_claim_names(const cJSON *pod, const char **names, int max, char 
 }
 
 model_dra_verdict ext_dra_pod_request(const ext_dra *d, const cJSON *pod, model_request *out, char *why,
-                                      size_t whylen) {
+                                      size_t whylen, char *claim, size_t claimlen) {
     memset(out, 0, sizeof *out);
     if (why && whylen) why[0] = 0;
+    if (claim && claimlen) claim[0] = 0;
     const char *ns = model_json_str(model_json_get(pod, "metadata"), "namespace");
     if (!ns) ns = "default";
     const char *names[EXT_DRA_MAX_POD_CLAIMS];
@@ -592,9 +593,11 @@ model_dra_verdict ext_dra_pod_request(const ext_dra *d, const cJSON *pod, model_
             return MODEL_DRA_UNJUDGED;
         }
         if (c->nres >= 0) continue;   /* allocated already (a shared claim): it asks for nothing new */
+        int had = out->dra_nconstraints;
         model_dra_verdict one = model_dra_request(c->spec, class_fn, (void *)d, out, why, whylen);
         if (one == MODEL_DRA_UNJUDGED) return one;
         if (one == MODEL_DRA_JUDGED) v = one;
+        if (claim && claimlen && out->dra_nconstraints > had) snprintf(claim, claimlen, "%s", names[i]);
     }
     return v;
 }

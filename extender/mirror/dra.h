@@ -53,9 +53,11 @@ void ext_dra_merge(const ext_dra *d, model_node *m, const model_catalog *cat);
 int ext_dra_apply_claims(const ext_dra *d, model_node *m);
 
 /* What the pod's claims ask for (model_dra_request over every claim the pod names). A claim not seen yet is
- * UNJUDGED ("claim ns/name is not in tessera's cache yet"). */
+ * UNJUDGED ("claim ns/name is not in tessera's cache yet"). claim (may be NULL) gets the name of the claim whose
+ * constraints out carries (out->dra_nconstraints > 0; model_dra_request judges them for one claim only), for
+ * the reasons that name it; "" otherwise. */
 model_dra_verdict ext_dra_pod_request(const ext_dra *d, const cJSON *pod, model_request *out, char *why,
-                                      size_t whylen);
+                                      size_t whylen, char *claim, size_t claimlen);
 
 /* Every claim in the cache whose request tessera judges, as the request (model_dra_request), to fn: the GPU work
  * claims carry, for the target workload built from the cache (workload.h). The claims kube-scheduler makes for

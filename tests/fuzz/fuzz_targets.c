@@ -885,7 +885,7 @@ void fuzz_dra_claim_one(const uint8_t *data, size_t len) {
     cJSON_AddItemToArray(rcs, rc);
     ext_state_lock(st);
     memset(&r, 0, sizeof r);
-    if (ext_dra_pod_request(ext_state_dra(st), pod, &r, why, sizeof why) == MODEL_DRA_JUDGED)
+    if (ext_dra_pod_request(ext_state_dra(st), pod, &r, why, sizeof why, NULL, 0) == MODEL_DRA_JUDGED)
         dra_check_request(&r, "pod's claim");
     ext_dra_note_pod(ext_state_dra(st), pod);
     char *alloc = NULL, miss[256];

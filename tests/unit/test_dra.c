@@ -20,6 +20,7 @@
 #include "extender/workload.h"
 #include "ext_helpers.h"
 #include "harness.h"
+#include "model_helpers.h"
 #include "model/dra.h"
 #include "model/fit.h"
 #include "model/node.h"
@@ -27,14 +28,7 @@
 #include "policy/policy_int.h"   /* policy_test_generic_only */
 #include "../support/fake_apiserver.h"
 
-static cJSON *fx(const char *name) {
-    char path[128];
-    snprintf(path, sizeof path, "dra/%s", name);
-    char *t = test_fixture(path, NULL);
-    cJSON *o = cJSON_Parse(t);
-    free(t);
-    return o;
-}
+static cJSON *fx(const char *name) { return dra_fixture(name); }
 
 static char *fx_text(const char *name) {
     char path[128];
@@ -1616,4 +1610,237 @@ TEST(dra_extended_resource_follows_the_device_class) {
     free(args);
     free(pod);
     ext_state_free(st);
+}
+
+/* ------------------------------------------------------------ claims' constraints through the verbs ---- */
+
+/* claim-allocated.json moved to pool (a node's name), holding gpu-<minor> (claim name and uid made unique). */
+static void p8_hold(ext_state *st, const char *pool, int minor) {
+    static int seq;
+    cJSON *c = fx("claim-allocated.json");
+    char s[64];
+    snprintf(s, sizeof s, "held-%s-%d", pool, minor);
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(c, "metadata"), "name", cJSON_CreateString(s));
+    snprintf(s, sizeof s, "c0a1b2c3-0000-4000-8000-0000000009%02d", ++seq % 100);
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(c, "metadata"), "uid", cJSON_CreateString(s));
+    cJSON *r0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(c, "status"),
+                                                                                               "allocation"), "devices"), "results"), 0);
+    cJSON_ReplaceItemInObject(r0, "pool", cJSON_CreateString(pool));
+    snprintf(s, sizeof s, "gpu-%d", minor);
+    cJSON_ReplaceItemInObject(r0, "device", cJSON_CreateString(s));
+    ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, c);
+    cJSON_Delete(c);
+}
+
+/* The pod's pending claim (claim-pending.json) asking count GPUs, that share a PCIe root unless plain. */
+static void p8_claim_as(ext_state *st, int count, bool plain) {
+    cJSON *c = fx("claim-pending.json");
+    cJSON *devs = cJSON_GetObjectItem(cJSON_GetObjectItem(c, "spec"), "devices");
+    cJSON *ex = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(devs, "requests"), 0), "exactly");
+    cJSON_ReplaceItemInObject(ex, "count", cJSON_CreateNumber(count));
+    if (!plain)
+        cJSON_AddItemToObject(devs, "constraints", cJSON_Parse("[{\"matchAttribute\":\"resource.kubernetes.io/pcieRoot\"}]"));
+    ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_MODIFIED, c);
+    cJSON_Delete(c);
+}
+
+static void p8_claim(ext_state *st, int count) { p8_claim_as(st, count, false); }
+
+/* Two copies of the dra-p8 server (tests/fixtures/dra: 8 GPUs, 4 under each of two PCIe roots): dra-p8 with gpu-1
+ * taken, dra-p8b (the same Node and slice renamed) with gpu-1 and gpu-5 taken. */
+static ext_state *p8_state(void) {
+    ext_state *st = dra_state();
+    apply_fx(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, "node-dra-p8.json");
+    apply_fx(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, "slice-dra-p8.json");
+    cJSON *nb = fx("node-dra-p8.json"), *sb = fx("slice-dra-p8.json");
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(nb, "metadata"), "name", cJSON_CreateString("dra-p8b"));
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(sb, "metadata"), "name", cJSON_CreateString("dra-p8b-slice"));
+    cJSON *spec = cJSON_GetObjectItem(sb, "spec");
+    cJSON_ReplaceItemInObject(spec, "nodeName", cJSON_CreateString("dra-p8b"));
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(spec, "pool"), "name", cJSON_CreateString("dra-p8b"));
+    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, nb);
+    ext_state_apply(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, sb);
+    cJSON_Delete(nb);
+    cJSON_Delete(sb);
+    p8_hold(st, "dra-p8", 1);
+    p8_hold(st, "dra-p8b", 1);
+    p8_hold(st, "dra-p8b", 5);
+    return st;
+}
+
+TEST(dra_match_attribute_claim_filter_prioritize_bind) {
+    ext_state *st = p8_state();
+    ext_verbs v;
+    char posted[POSTED_LEN] = "";
+    ext_verbs_init(&v, st, policy_find("binpack"), capture_bind, posted);
+    char *pod = claim_pod();
+    const char *names[] = {"dra-p8", "dra-p8b"};
+    char *args = args_for(pod, names, 2);
+    /* 5 GPUs under one root: no node publishes that many together; the reason names the claim and the constraint */
+    p8_claim(st, 5);
+    cJSON *f = call_verb(&v, ext_verb_filter, args, NULL);
+    CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(f, "NodeNames")), 0);
+    const cJSON *un = cJSON_GetObjectItem(cJSON_GetObjectItem(f, "FailedAndUnresolvableNodes"), "dra-p8");
+    CHECK_STR(un ? un->valuestring : "", "claim train-1-gpu-q8m4w: no 5 GPUs share resource.kubernetes.io/pcieRoot "
+                                         "(matchAttribute); the largest group is 4");
+    cJSON_Delete(f);
+    /* 4: both nodes publish a root of 4 (the filter does not look at usage, as DynamicResources' own allocation
+     * decides that); prioritize scores only dra-p8, where pci0000:97 is whole */
+    p8_claim(st, 4);
+    f = call_verb(&v, ext_verb_filter, args, NULL);
+    CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(f, "NodeNames")), 2);
+    cJSON_Delete(f);
+    cJSON *p = call_verb(&v, ext_verb_prioritize, args, NULL);
+    int s8 = -1, s8b = -1;
+    cJSON *e;
+    cJSON_ArrayForEach(e, p) {
+        const char *h = cJSON_GetObjectItem(e, "Host")->valuestring;
+        if (!strcmp(h, "dra-p8")) s8 = cJSON_GetObjectItem(e, "Score")->valueint;
+        if (!strcmp(h, "dra-p8b")) s8b = cJSON_GetObjectItem(e, "Score")->valueint;
+    }
+    cJSON_Delete(p);
+    CHECK_MSG(s8 > 0 && s8b == 0, "dra-p8 %d, dra-p8b %d", s8, s8b);
+    /* bind records the devices DynamicResources allocated: those of the whole root */
+    cJSON *claim = fx("claim-pending.json");
+    cJSON *devs = cJSON_GetObjectItem(cJSON_GetObjectItem(claim, "spec"), "devices");
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(devs, "requests"), 0), "exactly"), "count",
+                              cJSON_CreateNumber(4));
+    cJSON *status = cJSON_GetObjectItem(claim, "status");
+    cJSON *res = cJSON_CreateArray();
+    for (int m = 4; m < 8; m++) {
+        char d[160];
+        snprintf(d, sizeof d, "{\"request\":\"gpu\",\"driver\":\"gpu.nvidia.com\",\"pool\":\"dra-p8\",\"device\":\"gpu-%d\"}", m);
+        cJSON_AddItemToArray(res, cJSON_Parse(d));
+    }
+    cJSON *alloc = cJSON_AddObjectToObject(status, "allocation");
+    cJSON_AddItemToObject(cJSON_AddObjectToObject(alloc, "devices"), "results", res);
+    cJSON_AddItemToObject(status, "reservedFor",
+                          cJSON_Parse("[{\"resource\":\"pods\",\"name\":\"train-1\",\"uid\":\"p0a1b2c3-0000-4000-8000-00000000000b\"}]"));
+    ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_MODIFIED, claim);
+    cJSON_Delete(claim);
+    cJSON *b = call_verb(&v, ext_verb_bind, "{\"PodName\":\"train-1\",\"PodNamespace\":\"ml\",\"PodUID\":"
+                                            "\"p0a1b2c3-0000-4000-8000-00000000000b\",\"Node\":\"dra-p8\"}", NULL);
+    CHECK_STR(cJSON_GetObjectItem(b, "Error")->valuestring, "");
+    cJSON_Delete(b);
+    CHECK_STR(posted, "ml/train-1@dra-p8 {\"tessera.io/dra-allocation\":\"train-1-gpu-q8m4w:dra-p8/gpu-4,"
+                      "train-1-gpu-q8m4w:dra-p8/gpu-5,train-1-gpu-q8m4w:dra-p8/gpu-6,train-1-gpu-q8m4w:dra-p8/gpu-7\"}");
+    ext_state_lock(st);
+    const ext_node *n8 = ext_state_node(st, "dra-p8");
+    CHECK_INT(n8->m->nlive, 2);
+    char why[256];
+    CHECK_MSG(model_node_check(n8->m, why, sizeof why), "%s", why);
+    ext_state_unlock(st);
+    free(args);
+    free(pod);
+    ext_state_free(st);
+}
+
+/* The scores 0..10 prioritize gives the pod on nodes[0..n) (by host), and the policy's raw values on the cached
+ * models for req. */
+static void scores_of(ext_verbs *v, const char *pod, const char *const *nodes, int n, const model_request *req,
+                      int *score, double *raw) {
+    char *args = args_for(pod, nodes, n);
+    cJSON *p = call_verb(v, ext_verb_prioritize, args, NULL);
+    free(args);
+    for (int i = 0; i < n; i++) {
+        score[i] = -1;
+        cJSON *e;
+        cJSON_ArrayForEach(e, p)
+            if (!strcmp(cJSON_GetObjectItem(e, "Host")->valuestring, nodes[i])) score[i] = cJSON_GetObjectItem(e, "Score")->valueint;
+        ext_state_lock(v->st);
+        policy_ctx ctx = v->ctx;
+        policy_result r = {0};
+        raw[i] = policy_score(v->pol, req, ext_state_node(v->st, nodes[i])->m, &ctx, &r, NULL, 0) == 0 && r.feasible ? r.raw : -1;
+        ext_state_unlock(v->st);
+    }
+    cJSON_Delete(p);
+}
+
+TEST(dra_claim_pod_scores_as_the_device_plugin_pod_with_the_agents_topology) {
+    /* the pcie8 server twice, once with the device plugin (the node agent's fixture, nvidia.com/gpu: 8), once
+     * through DRA with the agent's annotation (its matrix matched to the devices by UUID); the same GPUs taken
+     * on both: one on dra-p8, two on dra-p8b (pods there, claims here) */
+    const char *nodes[] = {"dra-p8", "dra-p8b"};
+    ext_state_config cfg = {.standalone = true};
+    ext_state *sp = ext_state_new(&cfg), *sd = ext_state_new(&cfg);
+    apply_fx(sd, EXT_KUBE_DEVICECLASS, EXT_KUBE_ADDED, "deviceclass-gpu.json");
+    char *t = test_fixture("nodes/topo-pcie8-nvlink-pairs.json", NULL);
+    cJSON *agent = cJSON_Parse(t);
+    free(t);
+    const char *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(agent, "metadata"), "annotations"),
+                                          "tessera.io/gpus")->valuestring;
+    for (int i = 0; i < 2; i++) {
+        cJSON *pn = cJSON_Duplicate(agent, 1), *dn = fx("node-dra-p8.json"), *sl = fx("slice-dra-p8.json");
+        cJSON_ReplaceItemInObject(cJSON_GetObjectItem(pn, "metadata"), "name", cJSON_CreateString(nodes[i]));
+        cJSON_ReplaceItemInObject(cJSON_GetObjectItem(dn, "metadata"), "name", cJSON_CreateString(nodes[i]));
+        cJSON_AddStringToObject(cJSON_GetObjectItem(cJSON_GetObjectItem(dn, "metadata"), "annotations"), "tessera.io/gpus", ann);
+        char sn[64];
+        snprintf(sn, sizeof sn, "%s-slice", nodes[i]);
+        cJSON_ReplaceItemInObject(cJSON_GetObjectItem(sl, "metadata"), "name", cJSON_CreateString(sn));
+        cJSON *spec = cJSON_GetObjectItem(sl, "spec");
+        cJSON_ReplaceItemInObject(spec, "nodeName", cJSON_CreateString(nodes[i]));
+        cJSON_ReplaceItemInObject(cJSON_GetObjectItem(spec, "pool"), "name", cJSON_CreateString(nodes[i]));
+        ext_state_apply(sp, EXT_KUBE_NODE, EXT_KUBE_ADDED, pn);
+        ext_state_apply(sd, EXT_KUBE_NODE, EXT_KUBE_ADDED, dn);
+        ext_state_apply(sd, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, sl);
+        cJSON_Delete(pn);
+        cJSON_Delete(dn);
+        cJSON_Delete(sl);
+        for (int k = 0; k <= i; k++) {
+            char name[32], uid[48];
+            snprintf(name, sizeof name, "held-%d-%d", i, k);
+            snprintf(uid, sizeof uid, "uid-held-%d-%d", i, k);
+            char *held = pod_json(name, uid, 0, "\"nvidia.com/gpu\":\"1\"", NULL, nodes[i]);
+            cJSON *ho = cJSON_Parse(held);
+            ext_state_apply(sp, EXT_KUBE_POD, EXT_KUBE_ADDED, ho);
+            cJSON_Delete(ho);
+            free(held);
+        }
+    }
+    cJSON_Delete(agent);
+    /* the claims hold the GPUs tessera's model gave the pods */
+    ext_state_lock(sp);
+    int held[2][MODEL_MAX_GPUS], nheld[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        const model_node *m = ext_state_node(sp, nodes[i])->m;
+        CHECK(m->topo != NULL);
+        for (int g = 0; g < m->ngpus; g++)
+            if (m->gpus[g].exclusive_holder >= 0) held[i][nheld[i]++] = m->gpus[g].index;
+    }
+    ext_state_unlock(sp);
+    CHECK(nheld[0] == 1 && nheld[1] == 2);
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < nheld[i]; k++) p8_hold(sd, nodes[i], held[i][k]);
+    p8_claim_as(sd, 2, true);
+    ext_state_lock(sd);
+    for (int i = 0; i < 2; i++) {
+        const model_node *m = ext_state_node(sd, nodes[i])->m;
+        CHECK_INT(m->nlive, i + 1);
+        CHECK_INT(model_topo_link(m, 0, 1), MODEL_LINK_NVLINK);   /* the agent's matrix, not the roots' PHB */
+        CHECK_INT(model_topo_link(m, 0, 2), MODEL_LINK_PIX);
+    }
+    ext_state_unlock(sd);
+    char *claim = claim_pod();
+    char *plain = pod_json("train-1", "p0a1b2c3-0000-4000-8000-00000000000b", 0,
+                           "\"nvidia.com/gpu\":\"2\",\"cpu\":\"4\",\"memory\":\"16Gi\"", NULL, NULL);
+    model_request two = {.kind = MODEL_REQ_WHOLE, .count = 2, .cpu_milli = 4000}, two_dra = two;
+    two_dra.via_dra = true;
+    const char *pols[] = {"binpack", "spread"};
+    for (int k = 0; k < 2; k++) {
+        ext_verbs vp, vd;
+        ext_verbs_init(&vp, sp, policy_find(pols[k]), NULL, NULL);
+        ext_verbs_init(&vd, sd, policy_find(pols[k]), NULL, NULL);
+        int ps[2], ds[2];
+        double pr[2], dr[2];
+        scores_of(&vp, plain, nodes, 2, &two, ps, pr);
+        scores_of(&vd, claim, nodes, 2, &two_dra, ds, dr);
+        for (int i = 0; i < 2; i++) {
+            CHECK_MSG(ps[i] == ds[i] && ps[i] >= 0, "%s %s: device plugin %d, claim %d", pols[k], nodes[i], ps[i], ds[i]);
+            CHECK_MSG(pr[i] == dr[i] && pr[i] >= 0, "%s %s raw: device plugin %g, claim %g", pols[k], nodes[i], pr[i], dr[i]);
+        }
+    }
+    free(claim);
+    free(plain);
+    ext_state_free(sp);
+    ext_state_free(sd);
 }
