@@ -207,12 +207,8 @@ static void build_topo(model_node **nodes) {
     char name[64], uid[64];
     for (int i = 0; i < NODES; i++) {
         snprintf(name, sizeof name, "topo-%05d", i);
-        test_server kind = i % 3 == 0 ? TEST_DGX_A100 : TEST_PCIE8;
+        test_server kind = i % 3 == 0 ? TEST_DGX_A100 : i % 3 == 1 ? TEST_PCIE8 : TEST_NUMA8;
         model_node *n = test_server_node(name, kind, MODEL_GPU_WHOLE, 1);
-        if (i % 3 == 2)
-            for (int a = 0; a < GPUS; a++)
-                for (int b = a + 1; b < GPUS; b++)
-                    model_topo_set(n, a, b, a / 4 == b / 4 ? MODEL_LINK_NODE : MODEL_LINK_SYS, 0);
         n->track_host = true;
         n->cpu_milli = 96000;
         n->memory_mib = 786432;

@@ -160,11 +160,8 @@ static pack_stats pack_run(const policy *p, policy_workload *w, double weight, b
     for (int i = 0; i < N; i++) {
         char name[16];
         snprintf(name, sizeof name, "n%02d", i);
-        nodes[i] = test_server_node(name, i % 3 == 0 ? TEST_DGX_A100 : TEST_PCIE8, MODEL_GPU_WHOLE, 1);
-        if (i % 3 == 2)
-            for (int a = 0; a < 8; a++)
-                for (int b = a + 1; b < 8; b++)
-                    model_topo_set(nodes[i], a, b, a / 4 == b / 4 ? MODEL_LINK_NODE : MODEL_LINK_SYS, 0);
+        nodes[i] = test_server_node(name, i % 3 == 0 ? TEST_DGX_A100 : i % 3 == 1 ? TEST_PCIE8 : TEST_NUMA8,
+                                    MODEL_GPU_WHOLE, 1);
     }
     policy_ctx ctx;
     policy_ctx_init(&ctx, seed);
@@ -211,16 +208,7 @@ static pack_stats pack_run(const policy *p, policy_workload *w, double weight, b
 }
 
 TEST(policy_topo_alignment_and_packing_measured) {
-    policy_workload *w = policy_workload_new();
-    model_request r = req_whole(1, 0);
-    policy_workload_add(w, &r, 50, NULL, 0);
-    r = req_frac(500, 0);
-    policy_workload_add(w, &r, 20, NULL, 0);
-    r = req_whole(2, 0);
-    policy_workload_add(w, &r, 20, NULL, 0);
-    r = req_whole(4, 0);
-    policy_workload_add(w, &r, 10, NULL, 0);
-    policy_workload_finish(w, 100, NULL, 0);
+    policy_workload *w = gpu_mix_workload(50, 20, 10, 0, 20);
     static const char *const names[] = {"binpack", "spread", "fgd-pack", "mig-aware"};
     for (int i = 0; i < 4; i++) {
         const double ws[] = {1, 0, 3, 1};
