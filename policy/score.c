@@ -32,16 +32,16 @@ struct policy {
 };
 
 static const policy registry[] = {
-    {"binpack", P_BINPACK, "fullest node and fullest GPU first (memory, compute, replicas, weighted)"},
-    {"spread", P_SPREAD, "emptiest node and emptiest GPU first (memory, compute, replicas, weighted)"},
+    {"binpack", P_BINPACK, "fullest node and fullest GPU first (memory, compute, replicas, weighted); best-aligned GPU set"},
+    {"spread", P_SPREAD, "emptiest node and emptiest GPU first (memory, compute, replicas, weighted); best-aligned GPU set"},
     {"bestfit", P_BESTFIT, "least CPU+GPU left over (FGD baseline, min-max normalised); tightest GPU"},
     {"dotprod", P_DOTPROD, "free vector least aligned with the request (Tetris, FGD baseline); tightest GPU"},
     {"gpupacking", P_GPUPACKING, "used GPUs first, then used nodes, then idle nodes (FGD baseline); tightest GPU"},
     {"gpuclustering", P_GPUCLUSTERING, "nodes already hosting the same task class (FGD baseline); tightest GPU"},
     {"random", P_RANDOM, "one random feasible node, random GPU (FGD baseline)"},
     {"fgd", P_FGD, "least growth of fragmentation against the target workload (FGD, ATC '23)"},
-    {"mig-aware", P_MIGAWARE, "idle MIG instance first, else the GPU/slot that keeps most demand placeable"},
-    {"fgd-pack", P_PACK, "FGD less the idle GPUs a node's CPU would strand, per task type (tessera)"},
+    {"mig-aware", P_MIGAWARE, "idle MIG instance first, else the GPU/slot that keeps most demand placeable; best-aligned GPU set"},
+    {"fgd-pack", P_PACK, "FGD less the idle GPUs a node's CPU would strand, per task type (tessera); best-aligned GPU set"},
 };
 #define NPOLICIES ((int)(sizeof registry / sizeof registry[0]))
 
