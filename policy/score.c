@@ -756,7 +756,7 @@ static int fast_single(scorer *s, cand *c, char *why, size_t whylen) {
     c->nchg = 0;
     c->idle_instance = false;
     if (r->kind == MODEL_REQ_NONE) return 1;
-    s->need = r->topology && r->count >= 2 ? model_request_required_align(r) : 0;
+    s->need = model_request_required_align(r);
     if (s->topo || s->need) {
         int8_t set[MODEL_MAX_GPUS];
         int k = topo_whole_set(s, set, why, whylen);
