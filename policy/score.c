@@ -344,6 +344,7 @@ typedef struct scorer {
     double F0;
     uint64_t name_hash;
     bool topo;                    /* a topology-aware policy on a node whose topology is known */
+    bool want_why;                /* the caller asked why (policy_score's why) */
     int need;                     /* model_request_required_align(r): set and read on fast_single's path only */
     uint16_t idle;                /* topo: the GPUs without any grant (model_gpu_idle) */
     model_topo_room room0;        /* topo: what they offer multi-GPU pods now */
@@ -726,8 +727,6 @@ static bool fast_eligible(const scorer *s) {
     }
 }
 
-/* Returns the number of candidates written (0 = infeasible) with the reason in why. */
-/* CPU-only or whole GPUs: the one candidate (lowest-indexed idle GPUs). 0 = none. */
 /* fast_single's set when topology counts (a topology-aware policy on a node with topology, or
  * a required alignment): the best set, or model_fit's first aligned one (the lowest indices
  * that meet it) for the policies that do not weigh topology. 0 when no set will do. Out of
@@ -742,14 +741,18 @@ static __attribute__((noinline)) int topo_whole_set(scorer *s, int8_t *set, char
     if (al < 0 || al < s->need) {
         if (nidle < s->r->count) {
             if (why) snprintf(why, whylen, "needs %d whole GPU%s, %d free", s->r->count, s->r->count > 1 ? "s" : "", nidle);
-        } else {
-            model_fit(s->n, s->r, NULL, 0, why, whylen);   /* its words for the refusal */
+        } else if (s->want_why) {
+            model_fit(s->n, s->r, NULL, 0, why, whylen);   /* its words for the refusal, only when asked */
+        } else if (why) {
+            snprintf(why, whylen, "no %d idle GPUs here are %s-aligned", s->r->count, model_align_name((model_align)s->need));
         }
         return 0;
     }
     return s->r->count;
 }
 
+/* CPU-only or whole GPUs: the one candidate (the lowest-indexed idle GPUs, or topo_whole_set's).
+ * 1, or 0 when none, with the reason in why. */
 static int fast_single(scorer *s, cand *c, char *why, size_t whylen) {
     const model_request *r = s->r;
     choice_blank(&c->c);
@@ -1230,6 +1233,7 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
     s->w = NULL;
     s->name_hash = name_hash;
     s->topo = n->topo && r->kind != MODEL_REQ_NONE && topo_aware(p);
+    s->want_why = why != NULL;
     if (s->topo) {
         s->idle = 0;
         for (int i = 0; i < n->ngpus && i < MODEL_MAX_GPUS; i++)
