@@ -367,6 +367,14 @@ static bool topo_aware(const policy *p) {
     return p->kind == P_BINPACK || p->kind == P_SPREAD || p->kind == P_PACK || p->kind == P_MIGAWARE;
 }
 
+/* The idle GPUs and what they offer now, once per node scored (out of line, as the rest). */
+static __attribute__((noinline)) void topo_prepare(scorer *s) {
+    s->idle = 0;
+    for (int i = 0; i < s->n->ngpus && i < MODEL_MAX_GPUS; i++)
+        if (model_gpu_idle(&s->n->gpus[i])) s->idle |= (uint16_t)(1u << i);
+    model_topo_room_of(s->n, s->idle, &s->room0);
+}
+
 /* Bits of the GPUs a candidate touches. */
 static uint16_t cand_mask(const cand *c) {
     uint16_t m = 0;
@@ -1234,12 +1242,7 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
     s->name_hash = name_hash;
     s->topo = n->topo && r->kind != MODEL_REQ_NONE && topo_aware(p);
     s->want_why = why != NULL;
-    if (s->topo) {
-        s->idle = 0;
-        for (int i = 0; i < n->ngpus && i < MODEL_MAX_GPUS; i++)
-            if (model_gpu_idle(&n->gpus[i])) s->idle |= (uint16_t)(1u << i);
-        model_topo_room_of(n, s->idle, &s->room0);
-    }
+    if (s->topo) topo_prepare(s);
     wl_buf wb;
     if (p->kind == P_FGD || p->kind == P_PACK) {
         if (!ctx->workload || !ctx->workload->finished || ctx->workload->nkept == 0) {
