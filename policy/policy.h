@@ -249,7 +249,8 @@ typedef struct policy policy;
  * share of multi-GPU pods placed on their server's best alignment is 63 % with topology against
  * 48 % blind for binpack, 52 against 35 for spread, 65 against 47 for fgd-pack and mig-aware.
  * The packing term's own part is small: w_topology 1 against 0 adds 1.1 (binpack) to 2.3 (spread)
- * points, and refuses 3 % fewer multi-GPU pods; tripled, it adds at most 1 point more. */
+ * points and refuses up to 3 % fewer multi-GPU pods; tripled, spread gains 2 points more, the
+ * others about nothing (so the default stays 1). */
 const policy *policy_find(const char *name);
 int policy_count(void);
 const policy *policy_at(int i);
