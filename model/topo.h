@@ -77,8 +77,10 @@ model_align model_topo_align(const struct model_node *n, const int8_t *gpus, int
 /* The most aligned set of k GPUs among those with candidate[g] true, written in ascending
  * order to out[0..k): among sets of the best alignment, the one that leaves the largest
  * aligned sets of the remaining candidates whole (so a later multi-GPU pod still finds
- * one), then the lexicographically smallest. Returns that alignment, or -1 when fewer
- * than k candidates exist. Deterministic; exact for up to 16 GPUs. */
+ * one: the larger room by model_topo_room_cmp below), then the lexicographically smallest.
+ * Returns that alignment, or -1 when fewer than k candidates exist. Deterministic; exact for
+ * up to 16 GPUs (candidates that link alike to all others are interchangeable, so only one
+ * choice per count taken from each such group is tried: a few on real servers). */
 int model_topo_best_set(const struct model_node *n, const bool *candidate, int k, int8_t *out);
 
 /* The lexicographically first set of k candidates (ascending indices, written to out) whose
@@ -103,5 +105,19 @@ void model_topo_room_of(const struct model_node *n, uint16_t free_set, model_top
 /* Which room is larger for multi-GPU pods: the largest NVLink set, then the largest PCIe set,
  * then the largest NUMA set, then the aligned pairs at those levels in the same order. <0, 0, >0. */
 int model_topo_room_cmp(const model_topo_room *a, const model_topo_room *b);
+
+/* The node's links as bit masks: adj[L][g] has bit h set when GPUs g and h link at alignment L
+ * or better. The functions above build it on every call; a caller that asks many questions of
+ * one node (a policy scoring candidates) builds it once. All zero without topology. */
+typedef struct model_topo_graph {
+    int ngpus;
+    uint16_t adj[MODEL_ALIGN_NVLINK + 1][16];
+} model_topo_graph;
+void model_topo_graph_of(const struct model_node *n, model_topo_graph *g);
+/* model_topo_room_of and model_topo_align (a set as bits; one GPU or none: nvlink) on a graph. */
+void model_topo_graph_room(const model_topo_graph *g, uint16_t set, model_topo_room *out);
+model_align model_topo_graph_align(const model_topo_graph *g, uint16_t set);
+/* model_topo_best_set on a graph. */
+int model_topo_graph_best_set(const model_topo_graph *g, const bool *candidate, int k, int8_t *out);
 
 #endif

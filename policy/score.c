@@ -32,16 +32,16 @@ struct policy {
 };
 
 static const policy registry[] = {
-    {"binpack", P_BINPACK, "fullest node and fullest GPU first (memory, compute, replicas, weighted)"},
-    {"spread", P_SPREAD, "emptiest node and emptiest GPU first (memory, compute, replicas, weighted)"},
+    {"binpack", P_BINPACK, "fullest node and fullest GPU first (memory, compute, replicas, weighted); best-aligned GPU set"},
+    {"spread", P_SPREAD, "emptiest node and emptiest GPU first (memory, compute, replicas, weighted); best-aligned GPU set"},
     {"bestfit", P_BESTFIT, "least CPU+GPU left over (FGD baseline, min-max normalised); tightest GPU"},
     {"dotprod", P_DOTPROD, "free vector least aligned with the request (Tetris, FGD baseline); tightest GPU"},
     {"gpupacking", P_GPUPACKING, "used GPUs first, then used nodes, then idle nodes (FGD baseline); tightest GPU"},
     {"gpuclustering", P_GPUCLUSTERING, "nodes already hosting the same task class (FGD baseline); tightest GPU"},
     {"random", P_RANDOM, "one random feasible node, random GPU (FGD baseline)"},
     {"fgd", P_FGD, "least growth of fragmentation against the target workload (FGD, ATC '23)"},
-    {"mig-aware", P_MIGAWARE, "idle MIG instance first, else the GPU/slot that keeps most demand placeable"},
-    {"fgd-pack", P_PACK, "FGD less the idle GPUs a node's CPU would strand, per task type (tessera)"},
+    {"mig-aware", P_MIGAWARE, "idle MIG instance first, else the GPU/slot that keeps most demand placeable; best-aligned GPU set"},
+    {"fgd-pack", P_PACK, "FGD less the idle GPUs a node's CPU would strand, per task type (tessera); best-aligned GPU set"},
 };
 #define NPOLICIES ((int)(sizeof registry / sizeof registry[0]))
 
@@ -344,9 +344,12 @@ typedef struct scorer {
     double F0;
     uint64_t name_hash;
     bool topo;                    /* a topology-aware policy on a node whose topology is known */
-    int need;                     /* model_request_required_align(r) */
+    bool want_why;                /* the caller asked why (policy_score's why) */
+    int need;                     /* model_request_required_align(r): set and read on fast_single's path only */
     uint16_t idle;                /* topo: the GPUs without any grant (model_gpu_idle) */
     model_topo_room room0;        /* topo: what they offer multi-GPU pods now */
+    int all_pairs;                /* topo: room_pairs with every GPU idle */
+    model_topo_graph tg;          /* topo: the links, built once per node scored */
 } scorer;
 
 _Thread_local bool policy_test_generic_only;
@@ -366,6 +369,28 @@ static bool topo_aware(const policy *p) {
     return p->kind == P_BINPACK || p->kind == P_SPREAD || p->kind == P_PACK || p->kind == P_MIGAWARE;
 }
 
+/* The idle GPUs and what they offer now, once per node scored (out of line, as the rest). */
+static int room_pairs(const model_topo_room *r);
+
+static __attribute__((noinline)) void topo_prepare(scorer *s) {
+    s->idle = 0;
+    for (int i = 0; i < s->n->ngpus && i < MODEL_MAX_GPUS; i++)
+        if (model_gpu_idle(&s->n->gpus[i])) s->idle |= (uint16_t)(1u << i);
+    model_topo_graph_of(s->n, &s->tg);
+    model_topo_graph_room(&s->tg, s->idle, &s->room0);
+    /* room_pairs with every GPU idle: each aligned pair seen from both ends */
+    int ends = 0;
+    for (int L = MODEL_ALIGN_NUMA; L <= MODEL_ALIGN_NVLINK; L++)
+        for (int g = 0; g < s->tg.ngpus; g++) {
+            unsigned m = s->tg.adj[L][g];   /* set bits, SWAR (no popcnt instruction assumed) */
+            m = m - ((m >> 1) & 0x5555u);
+            m = (m & 0x3333u) + ((m >> 2) & 0x3333u);
+            m = (m + (m >> 4)) & 0x0f0fu;
+            ends += (int)((m + (m >> 8)) & 0x1fu);
+        }
+    s->all_pairs = ends / 2;
+}
+
 /* Bits of the GPUs a candidate touches. */
 static uint16_t cand_mask(const cand *c) {
     uint16_t m = 0;
@@ -373,22 +398,26 @@ static uint16_t cand_mask(const cand *c) {
     return m;
 }
 
-static int cand_align(const scorer *s, const cand *c) {
-    return c->c.ngpus < 2 ? MODEL_ALIGN_NVLINK : (int)model_topo_align(s->n, c->c.gpu, c->c.ngpus);
+static int cand_align(const scorer *s, const cand *c) { return (int)model_topo_graph_align(&s->tg, cand_mask(c)); }
+
+/* What the idle GPUs offer once the candidate has its GPUs. */
+static void cand_room(const scorer *s, const cand *c, model_topo_room *out) {
+    uint16_t after = s->idle & (uint16_t)~cand_mask(c);
+    if (after == s->idle) *out = s->room0;   /* no idle GPU taken (a share on a used GPU) */
+    else model_topo_graph_room(&s->tg, after, out);
 }
 
-/* The order of two candidates by topology around the policy's key (>0: a wins). */
-static int topo_cmp(const scorer *s, const cand *a, double ka, const cand *b, double kb) {
-    model_topo_room ra, rb;
-    model_topo_room_of(s->n, s->idle & (uint16_t)~cand_mask(a), &ra);
-    model_topo_room_of(s->n, s->idle & (uint16_t)~cand_mask(b), &rb);
+/* The order of two candidates by topology around the policy's key (>0: a wins); ra, rb: what
+ * each leaves (cand_room). */
+static int topo_cmp(const scorer *s, const cand *a, const model_topo_room *ra, double ka, const cand *b,
+                    const model_topo_room *rb, double kb) {
     int c = 0;
     if (s->r->count >= 2) {
         c = cand_align(s, a) - cand_align(s, b);
-        if (!c) c = model_topo_room_cmp(&ra, &rb);
+        if (!c) c = model_topo_room_cmp(ra, rb);
     }
     if (!c) c = ka > kb ? 1 : ka < kb ? -1 : 0;
-    if (!c) c = model_topo_room_cmp(&ra, &rb);
+    if (!c) c = model_topo_room_cmp(ra, rb);
     return c;
 }
 
@@ -412,10 +441,7 @@ static int room_pairs(const model_topo_room *r) {
  *     nvlink, pcie and numa levels together: the share of the node's aligned capacity the
  *     placement uses up, so small pods go where they break the least.
  * Zero on nodes without topology and for policies that do not weigh it. */
-static double topo_bonus(const scorer *s, const cand *c, int *tier_out, double *pack_out) {
-    *tier_out = 0;
-    *pack_out = 0;
-    if (!s->topo) return 0;
+static __attribute__((noinline)) double topo_bonus(const scorer *s, const cand *c, int *tier_out, double *pack_out) {
     int tier = 0;
     if (s->r->count >= 2 && c->c.ngpus >= 2) {
         int al = cand_align(s, c);
@@ -423,10 +449,9 @@ static double topo_bonus(const scorer *s, const cand *c, int *tier_out, double *
     } else if (s->r->count >= 2) {
         tier = MODEL_ALIGN_NVLINK - MODEL_ALIGN_NONE;   /* all on one GPU (MIG instances): nothing crossed */
     }
-    model_topo_room after, all;
-    model_topo_room_of(s->n, s->idle & (uint16_t)~cand_mask(c), &after);
-    model_topo_room_of(s->n, (uint16_t)((1u << s->v.ngpus) - 1), &all);
-    int total = room_pairs(&all), lost = room_pairs(&s->room0) - room_pairs(&after);
+    model_topo_room after;
+    cand_room(s, c, &after);
+    int total = s->all_pairs, lost = room_pairs(&s->room0) - room_pairs(&after);
     double pack = total > 0 ? -TOPO_PACK_POINTS * s->ctx->w_topology * lost / total : 0;
     *tier_out = tier;
     *pack_out = pack;
@@ -452,7 +477,7 @@ static void fmt_topo(const model_node *n, const policy_choice *c, char *buf, siz
              worst == MODEL_LINK_UNKNOWN ? "some pair unknown" : link);
 }
 
-static void cand_fraction(const scorer *s, int i, int d, cand *c) {
+static inline __attribute__((always_inline)) void cand_fraction(const scorer *s, int i, int d, cand *c) {
     const model_gpu *g = &s->n->gpus[i];
     choice_blank(&c->c);
     c->c.ngpus = 1;
@@ -730,44 +755,67 @@ static bool fast_eligible(const scorer *s) {
     }
 }
 
-/* Returns the number of candidates written (0 = infeasible) with the reason in why. */
-/* CPU-only or whole GPUs: the one candidate (lowest-indexed idle GPUs). 0 = none. */
+/* fast_single's set when topology counts (a topology-aware policy on a node with topology, or
+ * a required alignment): the best set, or model_fit's first aligned one (the lowest indices
+ * that meet it) for the policies that do not weigh topology. 0 when no set will do. Out of
+ * line: nodes without topology must not pay for it. */
+static __attribute__((noinline)) int topo_whole_set(scorer *s, int8_t *set, char *why, size_t whylen) {
+    bool idle[MODEL_MAX_GPUS];
+    int nidle = 0;
+    for (int i = 0; i < s->v.ngpus; i++) nidle += idle[i] = s->v.E[i] == 1001;
+    int al = nidle < s->r->count ? -1
+             : s->topo ? model_topo_graph_best_set(&s->tg, idle, s->r->count, set)
+                       : model_topo_first_set(s->n, idle, s->r->count, (model_align)s->need, set);
+    if (al < 0 || al < s->need) {
+        if (nidle < s->r->count) {
+            if (why) snprintf(why, whylen, "needs %d whole GPU%s, %d free", s->r->count, s->r->count > 1 ? "s" : "", nidle);
+        } else if (s->want_why) {
+            model_fit(s->n, s->r, NULL, 0, why, whylen);   /* its words for the refusal, only when asked */
+        } else if (why) {
+            snprintf(why, whylen, "no %d idle GPUs here are %s-aligned", s->r->count, model_align_name((model_align)s->need));
+        }
+        return 0;
+    }
+    return s->r->count;
+}
+
+/* CPU-only or whole GPUs: the one candidate (the lowest-indexed idle GPUs, or topo_whole_set's).
+ * 1, or 0 when none, with the reason in why. */
 static int fast_single(scorer *s, cand *c, char *why, size_t whylen) {
     const model_request *r = s->r;
     choice_blank(&c->c);
     c->nchg = 0;
     c->idle_instance = false;
     if (r->kind == MODEL_REQ_NONE) return 1;
-    bool idle[MODEL_MAX_GPUS];
-    int nidle = 0;
-    for (int i = 0; i < s->v.ngpus; i++) nidle += idle[i] = s->v.E[i] == 1001;
-    int8_t set[MODEL_MAX_GPUS];
-    int k = 0;
-    if (nidle >= r->count && (s->topo || s->need)) {
-        /* topology-aware: the best set; otherwise, under a required alignment, model_fit's
-         * first aligned one (the lowest indices that meet it) */
-        int al = s->topo ? model_topo_best_set(s->n, idle, r->count, set)
-                         : model_topo_first_set(s->n, idle, r->count, (model_align)s->need, set);
-        if (al < s->need) {
-            model_fit(s->n, r, NULL, 0, why, whylen);   /* its words for the refusal */
-            return 0;
+    s->need = model_request_required_align(r);
+    if (s->topo || s->need) {
+        int8_t set[MODEL_MAX_GPUS];
+        int k = topo_whole_set(s, set, why, whylen);
+        for (int q = 0; q < k; q++) {
+            int i = set[q];
+            c->g[q] = (int8_t)i;
+            c->c.gpu[q] = (int8_t)i;
+            c->R0[q] = s->v.R[i];
+            c->E0[q] = s->v.E[i];
+            c->R1[q] = 0;
+            c->E1[q] = 0;
+            c->mem1[q] = s->n->gpus[i].memory_mib;
         }
-        k = r->count;
-    } else {
-        for (int i = 0; i < s->v.ngpus && k < r->count; i++)
-            if (idle[i]) set[k++] = (int8_t)i;
+        c->nchg = c->c.ngpus = k;
+        return k > 0;
     }
-    for (int q = 0; q < k; q++) {
-        int i = set[q];
-        c->g[q] = (int8_t)i;
-        c->c.gpu[q] = (int8_t)i;
-        c->R0[q] = s->v.R[i];
-        c->E0[q] = s->v.E[i];
-        c->R1[q] = 0;
-        c->E1[q] = 0;
-        c->mem1[q] = s->n->gpus[i].memory_mib;
+    for (int i = 0; i < s->v.ngpus && c->nchg < r->count; i++) {
+        if (s->v.E[i] != 1001) continue;
+        int k = c->nchg++;
+        c->g[k] = (int8_t)i;
+        c->c.gpu[k] = (int8_t)i;
+        c->R0[k] = s->v.R[i];
+        c->E0[k] = s->v.E[i];
+        c->R1[k] = 0;
+        c->E1[k] = 0;
+        c->mem1[k] = s->n->gpus[i].memory_mib;
     }
-    c->nchg = c->c.ngpus = k;
+    c->c.ngpus = c->nchg;
     if (c->nchg < r->count) {
         if (why) snprintf(why, whylen, "needs %d whole GPU%s, %d free", r->count, r->count > 1 ? "s" : "", c->nchg);
         return 0;
@@ -779,8 +827,27 @@ static int fast_single(scorer *s, cand *c, char *why, size_t whylen) {
  * equal (R, E) gives an equal delta, computed once (memory is in no FAST type's room
  * rule, so it decides which GPUs take the share, never a GPU's key). Returns the number
  * of GPUs that take it; *best is built for the winner only. */
-static int fast_fraction(scorer *s, cand *best, double *best_key, double *best_delta) {
+/* Equal for the policy: whether GPU i keeps aligned sets more whole than GPU win, whose room
+ * *win_room holds when *have (and then holds i's if i wins). Out of line, as topo_whole_set. */
+static __attribute__((noinline)) bool fraction_topo_better(const scorer *s, int i, int win, int d,
+                                                           model_topo_room *win_room, bool *have) {
+    cand a, b;
+    model_topo_room ra;
+    cand_fraction(s, i, d, &a);
+    cand_fraction(s, win, d, &b);
+    cand_room(s, &a, &ra);
+    if (!*have) cand_room(s, &b, win_room);
+    *have = true;
+    if (topo_cmp(s, &a, &ra, 0, &b, win_room, 0) <= 0) return false;
+    *win_room = ra;
+    return true;
+}
+
+static inline __attribute__((always_inline)) int fast_fraction_loop(scorer *s, cand *best, double *best_key,
+                                                                    double *best_delta, const bool topo) {
     int d = s->r->compute_permille, nc = 0, win = -1;
+    model_topo_room win_room;   /* topo: what the winner leaves, once asked */
+    bool have_room = false;
     bool mem_sized = s->r->memory_mib > 0 || s->r->memory_permille > 0;
     int16_t seenR[MODEL_MAX_GPUS], seenE[MODEL_MAX_GPUS];
     double seenK[MODEL_MAX_GPUS], seenD[MODEL_MAX_GPUS];
@@ -821,14 +888,13 @@ static int fast_fraction(scorer *s, cand *best, double *best_key, double *best_d
                 seenD[nseen++] = delta;
             }
         }
-        bool better = win < 0 || key > *best_key;
-        if (!better && s->topo && key == *best_key) {   /* equal for the policy: keep aligned sets whole */
-            cand a, b;
-            cand_fraction(s, i, d, &a);
-            cand_fraction(s, win, d, &b);
-            better = topo_cmp(s, &a, key, &b, *best_key) > 0;
-        }
-        if (better) {
+        if (topo && win >= 0 && key == *best_key) {
+            if (fraction_topo_better(s, i, win, d, &win_room, &have_room)) {
+                win = i;
+                *best_delta = delta;
+            }
+        } else if (win < 0 || key > *best_key) {
+            have_room = false;
             win = i;
             *best_key = key;
             *best_delta = delta;
@@ -836,6 +902,12 @@ static int fast_fraction(scorer *s, cand *best, double *best_key, double *best_d
     }
     if (win >= 0) cand_fraction(s, win, d, best);
     return nc;
+}
+
+/* The loop compiled twice: the topology tie-break costs nodes without topology nothing. */
+static int fast_fraction(scorer *s, cand *best, double *best_key, double *best_delta) {
+    return s->topo ? fast_fraction_loop(s, best, best_key, best_delta, true)
+                   : fast_fraction_loop(s, best, best_key, best_delta, false);
 }
 
 /* Generic path: one of model_fit's assignments as a candidate; ga receives the changed
@@ -1203,14 +1275,9 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
     s->ctx = ctx;
     s->w = NULL;
     s->name_hash = name_hash;
-    s->need = model_request_required_align(r);
     s->topo = n->topo && r->kind != MODEL_REQ_NONE && topo_aware(p);
-    if (s->topo) {
-        s->idle = 0;
-        for (int i = 0; i < n->ngpus && i < MODEL_MAX_GPUS; i++)
-            if (model_gpu_idle(&n->gpus[i])) s->idle |= (uint16_t)(1u << i);
-        model_topo_room_of(n, s->idle, &s->room0);
-    }
+    s->want_why = why != NULL;
+    if (s->topo) topo_prepare(s);
     wl_buf wb;
     if (p->kind == P_FGD || p->kind == P_PACK) {
         if (!ctx->workload || !ctx->workload->finished || ctx->workload->nkept == 0) {
@@ -1309,6 +1376,7 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
         while (nseen < 2u * (unsigned)nc && nseen < 256) nseen *= 2;
         if (!lean) memset(seen, 0, nseen * sizeof seen[0]);
         bool first = true;
+        model_topo_room cur_room = {{0}, {0}}, best_room = cur_room;   /* topo: what cur and best leave */
         for (int k = 0; k < nc && !lean; k++) {
             /* (random draws per candidate; the others' keys depend on the GPU state and
              * the grant shape only, and on the slot only when fragmentation counts) */
@@ -1335,8 +1403,10 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
             generic_cand(s, &as[k], &cur, ga, s->w != NULL);
             double delta = 0;
             double key = cand_key(s, &cur, ga, k, &delta);
-            if (first || (s->topo ? topo_cmp(s, &cur, key, &best, best_key) > 0 : key > best_key)) {
+            if (s->topo) cand_room(s, &cur, &cur_room);
+            if (first || (s->topo ? topo_cmp(s, &cur, &cur_room, key, &best, &best_room, best_key) > 0 : key > best_key)) {
                 best = cur;
+                best_room = cur_room;
                 best_key = key;
                 best_delta = delta;
                 first = false;
@@ -1351,21 +1421,25 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
     ni->gpu_req = 0;
     for (int i = 0; i < c->nchg; i++) ni->gpu_req += c->R0[i] - c->R1[i];
 
-    char wbuf[256], cbuf[96], tbuf[80], bbuf[96] = "";
+    char wbuf[256], cbuf[96], tbuf[80], bbuf[96];
+    bbuf[0] = 0;
     out->feasible = true;
     out->choice = c->c;
     out->raw = node_score(s, c, best_delta, why ? wbuf : NULL, sizeof wbuf);
-    int tier;
-    double pack, bonus = topo_bonus(s, c, &tier, &pack);
-    out->score = out->raw + bonus;
-    if (s->p->kind == P_BINPACK || s->p->kind == P_SPREAD) out->raw = out->score;
+    out->score = out->raw;
+    if (s->topo) {
+        int tier;
+        double pack;
+        out->score += topo_bonus(s, c, &tier, &pack);
+        if (s->p->kind == P_BINPACK || s->p->kind == P_SPREAD) out->raw = out->score;
+        if (why)
+            snprintf(bbuf, sizeof bbuf, "; topology: alignment +%.0f, keeping aligned sets whole %+.2f -> %.2f",
+                     TOPO_TIER * tier, pack, out->score);
+    }
     if (s->p->kind == P_FGD || s->p->kind == P_MIGAWARE || s->p->kind == P_PACK) out->raw = best_delta;
     if (why) {
         fmt_choice(n, &c->c, cbuf, sizeof cbuf);
         fmt_topo(n, &c->c, tbuf, sizeof tbuf);
-        if (s->topo)
-            snprintf(bbuf, sizeof bbuf, "; topology: alignment +%.0f, keeping aligned sets whole %+.2f -> %.2f",
-                     TOPO_TIER * tier, pack, out->score);
         snprintf(why, whylen, "%s; %s of %d candidate%s%s%s", wbuf, cbuf, nc, nc == 1 ? "" : "s", tbuf, bbuf);
     }
     return 0;
