@@ -89,35 +89,27 @@ TEST(sim_topology_cluster_nodes_align_as_the_contract_says) {
     ", \"topology\": " topo "}]}"
 
 TEST(sim_topology_cluster_errors) {
+    static const struct { const char *json, *needle; } bad[] = {
+        {GROUP("NVIDIA-A100-80GB-PCIe", 4, "\"pcie8-nvlink-pairs\""),
+         "nodeGroups[0].topology: preset \"pcie8-nvlink-pairs\" has 8 GPUs, the group's nodes 4"},
+        {GROUP("NVIDIA-A100-SXM4-80GB", 8, "\"pcie8-nvlink-pairs\""),
+         "is a server of 8 x NVIDIA-A100-80GB-PCIe, the group's gpuProduct is \"NVIDIA-A100-SXM4-80GB\""},
+        {GROUP("NVIDIA-L40S", 4, "\"4socket\""),
+         "unknown preset \"4socket\" (presets: dgx-a100, pcie8-nvlink-pairs, 2socket-4gpu"},
+        {GROUP("NVIDIA-L40S", 2, "[[\"X\", \"NV4\"], [\"SYS\", \"X\"]]"), "not symmetric: GPU 0 to 1 differs from 1 to 0"},
+        {GROUP("NVIDIA-L40S", 2, "[[\"X\", \"PIX\"], [\"PIX\"]]"), "topology[1]: expected an array of 2 link names"},
+        {GROUP("NVIDIA-L40S", 2, "[[\"X\", \"QPI\"], [\"QPI\", \"X\"]]"),
+         "topology[0][1]: expected X, NV<n>, PIX, PXB, PHB, NODE or SYS"},
+        {GROUP("NVIDIA-L40S", 2, "[[\"PIX\", \"PIX\"], [\"PIX\", \"X\"]]"), "topology[0][0]: a GPU's link to itself is \"X\""},
+        {GROUP("NVIDIA-L40S", 3, "[[\"X\", \"PIX\"], [\"PIX\", \"X\"]]"), "the matrix has 2 GPUs, the group's nodes 3"},
+        {GROUP("NVIDIA-L40S", 2, "7"), "expected a preset name or a matrix"},
+    };
     char err[512];
     sim_cluster *c;
-    CHECK_REFUSED((c = cluster_of(GROUP("NVIDIA-A100-80GB-PCIe", 4, "\"pcie8-nvlink-pairs\""), err, sizeof err)) != NULL,
-                  "pcie8 on 4 GPUs", err, "nodeGroups[0].topology: preset \"pcie8-nvlink-pairs\" has 8 GPUs, the group's nodes 4");
-    sim_cluster_free(c);
-    CHECK_REFUSED((c = cluster_of(GROUP("NVIDIA-A100-SXM4-80GB", 8, "\"pcie8-nvlink-pairs\""), err, sizeof err)) != NULL,
-                  "pcie8 on SXM4", err, "is a server of 8 x NVIDIA-A100-80GB-PCIe, the group's gpuProduct is \"NVIDIA-A100-SXM4-80GB\"");
-    sim_cluster_free(c);
-    CHECK_REFUSED((c = cluster_of(GROUP("NVIDIA-L40S", 4, "\"4socket\""), err, sizeof err)) != NULL, "unknown preset", err,
-                  "unknown preset \"4socket\" (presets: dgx-a100, pcie8-nvlink-pairs, 2socket-4gpu");
-    sim_cluster_free(c);
-    CHECK_REFUSED((c = cluster_of(GROUP("NVIDIA-L40S", 2, "[[\"X\", \"NV4\"], [\"SYS\", \"X\"]]"), err, sizeof err)) != NULL,
-                  "asymmetric", err, "not symmetric: GPU 0 to 1 differs from 1 to 0");
-    sim_cluster_free(c);
-    CHECK_REFUSED((c = cluster_of(GROUP("NVIDIA-L40S", 2, "[[\"X\", \"PIX\"], [\"PIX\"]]"), err, sizeof err)) != NULL,
-                  "short row", err, "topology[1]: expected an array of 2 link names");
-    sim_cluster_free(c);
-    CHECK_REFUSED((c = cluster_of(GROUP("NVIDIA-L40S", 2, "[[\"X\", \"QPI\"], [\"QPI\", \"X\"]]"), err, sizeof err)) != NULL,
-                  "bad link", err, "topology[0][1]: expected X, NV<n>, PIX, PXB, PHB, NODE or SYS");
-    sim_cluster_free(c);
-    CHECK_REFUSED((c = cluster_of(GROUP("NVIDIA-L40S", 2, "[[\"PIX\", \"PIX\"], [\"PIX\", \"X\"]]"), err, sizeof err)) != NULL,
-                  "diagonal", err, "topology[0][0]: a GPU's link to itself is \"X\"");
-    sim_cluster_free(c);
-    CHECK_REFUSED((c = cluster_of(GROUP("NVIDIA-L40S", 3, "[[\"X\", \"PIX\"], [\"PIX\", \"X\"]]"), err, sizeof err)) != NULL,
-                  "matrix size", err, "the matrix has 2 GPUs, the group's nodes 3");
-    sim_cluster_free(c);
-    CHECK_REFUSED((c = cluster_of(GROUP("NVIDIA-L40S", 2, "7"), err, sizeof err)) != NULL, "number", err,
-                  "expected a preset name or a matrix");
-    sim_cluster_free(c);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_REFUSED((c = cluster_of(bad[i].json, err, sizeof err)) != NULL, bad[i].json, err, bad[i].needle);
+        sim_cluster_free(c);
+    }
     /* A matrix for any server: accepted, and the node gets it. */
     c = cluster_of(GROUP("NVIDIA-L40S", 2, "[[\"X\", \"NV4\"], [\"NV4\", \"X\"]]"), err, sizeof err);
     CHECK_MSG(c, "%s", err);
