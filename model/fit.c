@@ -7,6 +7,7 @@
  * order plus bookkeeping. model_assign trusts nothing it is given.
  */
 #include "model/fit.h"
+#include "model/topo.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -255,6 +256,8 @@ typedef struct fit_run {
     model_assignment cur;
     model_mig_layout layout[MODEL_MAX_GPUS]; /* MIG GPUs: instances plus those chosen so far */
     bool gpu_used[MODEL_MAX_GPUS];
+    int need_align;                          /* model_request_required_align: 0 = nothing required */
+    bool topo_refused;                       /* need_align turned some GPU away (for the reason) */
     fit_stats st;
     int ncand;
     model_grant cand[MAX_CANDIDATES];        /* last: only the used prefix is ever touched */
@@ -467,6 +470,21 @@ static bool compatible(fit_run *f, const model_grant *c) {
     return true;
 }
 
+/* Whether GPU g may join the GPUs chosen so far under the required alignment: a set is as
+ * aligned as its worst pair (topo.h), so checking each new GPU against those chosen prunes
+ * early. Another grant on a GPU already chosen (MIG) adds no pair. */
+static bool aligned_with_chosen(fit_run *f, int g) {
+    if (!f->need_align || f->gpu_used[g]) return true;
+    for (int k = 0; k < f->cur.ngrants; k++) {
+        int o = f->cur.grant[k].gpu;
+        if (o != g && (int)model_align_of_link(model_topo_link(f->n, g, o)) < f->need_align) {
+            f->topo_refused = true;
+            return false;
+        }
+    }
+    return true;
+}
+
 static void choose(fit_run *f, int from, int left) {
     if (left == 0) {
         emit(f);
@@ -475,7 +493,7 @@ static void choose(fit_run *f, int from, int left) {
     for (int i = from; i < f->ncand && f->found < f->limit; i++) {
         const model_grant *c = &f->cand[i];
         if (f->ncand - i < left) return;
-        if (!compatible(f, c)) continue;
+        if (!compatible(f, c) || !aligned_with_chosen(f, c->gpu)) continue;
         f->cur.grant[f->cur.ngrants++] = *c;
         bool was_used = f->gpu_used[c->gpu];
         f->gpu_used[c->gpu] = true;
@@ -489,6 +507,33 @@ static void choose(fit_run *f, int from, int left) {
 }
 
 /* ------------------------------------------------------------- reasons ---- */
+
+/* Nothing fit because of the required alignment: what the node's free GPUs offer instead.
+ * The GPUs with a candidate grant are the free ones for this request. */
+static void explain_topology(const fit_run *f, char *why, size_t len) {
+    const model_node *n = f->n;
+    const char *want = model_align_name((model_align)f->need_align);
+    if (!n->topo) {
+        snprintf(why, len, "tessera.io/topology: %s needs the GPU topology, and this node's is unknown (the tessera "
+                 "node agent publishes it in the tessera.io/gpus annotation)", want);
+        return;
+    }
+    bool cand[MODEL_MAX_GPUS] = {false};
+    int ngpus = 0;
+    for (int i = 0; i < f->ncand; i++) {
+        ngpus += !cand[f->cand[i].gpu];
+        cand[f->cand[i].gpu] = true;
+    }
+    int k = f->r->count < ngpus ? f->r->count : ngpus;
+    int8_t set[MODEL_MAX_GPUS];
+    int al = model_topo_best_set(n, cand, k, set);
+    char list[64] = "";
+    size_t off = 0;
+    for (int i = 0; al >= 0 && i < k && off < sizeof list; i++)
+        off += (size_t)snprintf(list + off, sizeof list - off, "%s%d", i ? "," : "", set[i]);
+    snprintf(why, len, "tessera.io/topology: %s: no %d free GPUs here are %s-aligned (the best free set is %s: GPUs %s)",
+             want, f->r->count, want, model_align_name((model_align)(al < 0 ? 0 : al)), list);
+}
 
 static void explain(const fit_run *f, const route_plan *p, const char *hint, char *why, size_t len) {
     const model_node *n = f->n;
@@ -541,6 +586,10 @@ static void explain(const fit_run *f, const route_plan *p, const char *hint, cha
             snprintf(why, len, "needs %s; %d GPU%s with room (most free: %d MiB, %d percent SMs on GPU %d)", req,
                      s->gpus_with_room, s->gpus_with_room == 1 ? "" : "s", s->best_free_mem,
                      s->best_free_compute / 10, s->best_gpu);
+        return;
+    }
+    if (f->topo_refused) {
+        explain_topology(f, why, len);
         return;
     }
     snprintf(why, len, "the free slots cannot hold %s at once", req);
@@ -606,6 +655,7 @@ static int fit_count(const model_node *n, const model_request *r, model_assignme
     f->max = out ? max : 0;
     f->cur = base;
     f->limit = limit;
+    f->need_align = model_request_required_align(r);
     f->st.best_gpu = -1;
     for (int gi = 0; gi < n->ngpus; gi++) {
         const model_gpu *g = &n->gpus[gi];

@@ -15,9 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "model/mig.h"
 #include "model/quantity.h"
+#include "model/topo.h"
 
 /* ------------------------------------------------------------ by hand ---- */
 
@@ -269,6 +271,10 @@ typedef struct ann_gpu {
     int memory_mib;           /* 0: not given */
     int numa;                 /* -1: not given */
     uint32_t nvlink;
+    bool has_nvlink;          /* "nvlink" given (an empty list says: no NVLink) */
+    bool has_topo;            /* "topo" given: link[j] to GPU j (nvidia-smi's row) */
+    uint8_t link[MODEL_MAX_GPUS], nvlinks[MODEL_MAX_GPUS];
+    char pci[32];             /* PCI bus id, "" when not given */
     bool has_mig;             /* the GPU is MIG-enabled (even with an empty list) */
     int nmig;
     struct { char profile[32]; int start; } mig[MODEL_MIG_MAX_INSTANCES];
@@ -434,6 +440,43 @@ static int ann_mig(model_node *n, ann_gpu *ag, int i, const cJSON *arr) {
     return 0;
 }
 
+/* "00000000:07:00.0" (NVML's busId: 8 hex digits of domain) or the 4-digit domain sysfs and
+ * lspci print; at most 31 characters, as NVML's buffer. */
+static bool pci_bus_id_valid(const char *s) {
+    size_t len = strlen(s), dom = len >= 8 && s[8] == ':' ? 8 : 4;
+    if (len != dom + 8) return false;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        bool sep = i == dom || i == dom + 3 ? c == ':' : i == dom + 6 ? c == '.' : false;
+        bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+        if (i == dom || i == dom + 3 || i == dom + 6 ? !sep : !hex) return false;
+    }
+    return s[dom + 7] <= '7';   /* the function is 0..7 */
+}
+
+/* "topo": this GPU's row of `nvidia-smi topo -m`, one link per GPU of the node, "X" at its own
+ * index and only there. Symmetry and agreement with "nvlink" are checked once every row is read. */
+static int ann_topo(model_node *n, ann_gpu *ag, int i, int total, const cJSON *arr) {
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) != total)
+        return node_fail(n, ANN_GPUS "[%d].topo must be an array of %d link names, one per GPU of the node", i, total);
+    const cJSON *e;
+    int j = 0;
+    cJSON_ArrayForEach(e, arr) {
+        model_link l;
+        int nv;
+        if (!cJSON_IsString(e) || !model_link_parse(e->valuestring, &l, &nv))
+            return node_fail(n, ANN_GPUS "[%d].topo[%d] is not a link name (X, NV<n>, PIX, PXB, PHB, NODE, SYS)", i, j);
+        if ((l == MODEL_LINK_UNKNOWN) != (j == i))
+            return node_fail(n, ANN_GPUS "[%d].topo[%d] must be %s", i, j,
+                             j == i ? "\"X\" (the GPU itself)" : "a link, not \"X\" (X marks the GPU itself)");
+        ag->link[j] = (uint8_t)l;
+        ag->nvlinks[j] = (uint8_t)nv;
+        j++;
+    }
+    ag->has_topo = true;
+    return 0;
+}
+
 static int ann_one(model_node *n, ann_gpu *ag, int i, int total, const cJSON *o) {
     if (!cJSON_IsObject(o)) return node_fail(n, ANN_GPUS "[%d] is not an object", i);
     ag->numa = -1;
@@ -469,6 +512,14 @@ static int ann_one(model_node *n, ann_gpu *ag, int i, int total, const cJSON *o)
                     return node_fail(n, ANN_GPUS "[%d].nvlink: peers must be other GPU indices 0..%d", i, total - 1);
                 ag->nvlink |= 1u << x;
             }
+            ag->has_nvlink = true;
+        } else if (strcmp(k, "pci") == 0) {
+            if (!cJSON_IsString(v) || !pci_bus_id_valid(v->valuestring))
+                return node_fail(n, ANN_GPUS "[%d].pci must be a PCI bus id as NVML gives it "
+                                 "(\"00000000:07:00.0\": domain, bus, device, function in hex)", i);
+            snprintf(ag->pci, sizeof ag->pci, "%s", v->valuestring);
+        } else if (strcmp(k, "topo") == 0) {
+            if (ann_topo(n, ag, i, total, v)) return -1;
         } else if (strcmp(k, "mig") == 0) {
             if (ann_mig(n, ag, i, v)) return -1;
         } else if (strcmp(k, "mig_dynamic") == 0) {
@@ -481,6 +532,34 @@ static int ann_one(model_node *n, ann_gpu *ag, int i, int total, const cJSON *o)
     }
     if (ag->mig_dynamic >= 0 && !ag->has_mig)
         return node_fail(n, ANN_GPUS "[%d].mig_dynamic needs a \"mig\" list (only MIG-enabled GPUs)", i);
+    return 0;
+}
+
+/* What one GPU's row says of another, across the rows: NVLink is one cable, seen from both ends. */
+static int ann_links_agree(model_node *n, const ann_gpus *a) {
+    for (int i = 1; i < a->n; i++)
+        if (a->g[i].has_topo != a->g[0].has_topo)
+            return node_fail(n, ANN_GPUS "[%d] %s \"topo\" but [0] %s: give it for every GPU or for none", i,
+                             a->g[i].has_topo ? "has" : "has no", a->g[0].has_topo ? "has one" : "has none");
+    for (int i = 0; i < a->n; i++) {
+        const ann_gpu *gi = &a->g[i];
+        for (int j = 0; j < a->n; j++) {
+            const ann_gpu *gj = &a->g[j];
+            if (i == j) continue;
+            if (gi->pci[0] && strcasecmp(gi->pci, gj->pci) == 0)
+                return node_fail(n, ANN_GPUS "[%d].pci and [%d].pci are both %s", j < i ? j : i, j < i ? i : j, gi->pci);
+            if (gi->has_topo && (gi->link[j] != gj->link[i] || gi->nvlinks[j] != gj->nvlinks[i]))
+                return node_fail(n, ANN_GPUS "[%d].topo[%d] and [%d].topo[%d] differ: the matrix must be symmetric", i, j,
+                                 j, i);
+            bool nv = gi->nvlink >> j & 1u;
+            if (gi->has_topo && gi->has_nvlink && nv != (gi->link[j] == MODEL_LINK_NVLINK))
+                return node_fail(n, ANN_GPUS "[%d].nvlink %s %d but [%d].topo[%d] says %s", i, nv ? "lists" : "leaves out",
+                                 j, i, j, nv ? "no NVLink" : "NVLink");
+            if (gi->has_nvlink && gj->has_nvlink && nv != (gj->nvlink >> i & 1u))
+                return node_fail(n, ANN_GPUS "[%d].nvlink %s %d but [%d].nvlink %s %d", i, nv ? "lists" : "leaves out", j,
+                                 j, nv ? "leaves out" : "lists", i);
+        }
+    }
     return 0;
 }
 
@@ -506,12 +585,43 @@ static int read_annotation(model_node *n, node_in *in) {
             if ((rc = ann_one(n, &in->ann.g[i], i, in->ann.n, o))) break;
             i++;
         }
+        if (!rc) rc = ann_links_agree(n, &in->ann);
     }
     cJSON_Delete(root);
     return rc;
 }
 
 static const char *product_name(const node_in *in) { return in->product->product; }
+
+/* The link of GPUs i and j as the annotation gives it: "topo" when present; else derived from
+ * "nvlink" (a listed pair is NVLink, count unknown: NV1) and "numa" (same NUMA node: NODE,
+ * different: SYS); else unknown. */
+static model_link ann_link(const ann_gpus *a, int i, int j, int *nvlinks) {
+    const ann_gpu *gi = &a->g[i], *gj = &a->g[j];
+    *nvlinks = 0;
+    if (gi->has_topo) {
+        *nvlinks = gi->nvlinks[j];
+        return (model_link)gi->link[j];
+    }
+    if ((gi->nvlink >> j & 1u) || (gj->nvlink >> i & 1u)) {
+        *nvlinks = 1;
+        return MODEL_LINK_NVLINK;
+    }
+    if (gi->numa >= 0 && gj->numa >= 0) return gi->numa == gj->numa ? MODEL_LINK_NODE : MODEL_LINK_SYS;
+    return MODEL_LINK_UNKNOWN;
+}
+
+/* n->topo from the annotation, allocated only when some link is known (topo.h: NULL = unknown). */
+static int annotated_topology(model_node *n, const ann_gpus *a) {
+    for (int i = 0; i < a->n; i++)
+        for (int j = i + 1; j < a->n; j++) {
+            int nv;
+            model_link l = ann_link(a, i, j, &nv);
+            if (l != MODEL_LINK_UNKNOWN && model_topo_set(n, i, j, l, nv) != 0)
+                return node_fail(n, "out of memory for the GPU topology");
+        }
+    return 0;
+}
 
 /* Per-GPU facts the labels cannot give; MIG instances are placed by the builders. */
 static int apply_annotation(model_node *n, const node_in *in) {
@@ -548,7 +658,7 @@ static int apply_annotation(model_node *n, const node_in *in) {
                              "tessera does not combine with instances created on demand", i, i);
         if (ag->mig_dynamic >= 0) g->mig_dynamic = ag->mig_dynamic;
     }
-    return 0;
+    return annotated_topology(n, a);
 }
 
 /* Instances the annotation gives for one GPU, validated with the layout rules. */
@@ -1217,7 +1327,11 @@ model_node *model_node_from_json(const cJSON *node, const model_catalog *cat, ch
                !read_gpus(n, &in)) {
         apply_annotation(n, &in);
     }
-    if (n->reason[0]) n->ngpus = 0; /* an untrusted inventory must not be handed out by mistake */
+    if (n->reason[0]) { /* an untrusted inventory must not be handed out by mistake */
+        n->ngpus = 0;
+        free(n->topo);
+        n->topo = NULL;
+    }
     return n;
 }
 

@@ -3,6 +3,7 @@
  * into one kind; a combination that cannot mean one thing is an error naming the field.
  */
 #include "model/request.h"
+#include "model/topo.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #define ANN_KAI_MEMORY "gpu-memory"
 #define ANN_MODELS "tessera.io/gpu-models"
 #define ANN_ISOLATION "tessera.io/isolation"
+#define ANN_TOPOLOGY "tessera.io/topology"
 #define RES_MIG_PREFIX "nvidia.com/mig-"
 
 /* The resources tessera reads; everything else in requests/limits is only type-checked. */
@@ -303,6 +305,18 @@ static int req_isolation(req_ctx *c, const char *s, model_isolation *iso) {
     return req_fail(c, "metadata.annotations[\"" ANN_ISOLATION "\"]: \"%.64s\" is not one of mig, mps, timeslice, any", s);
 }
 
+static int req_topology(req_ctx *c, const char *s, uint8_t *out) {
+    static const struct { const char *name; model_align align; } names[] = {
+        {"nvlink", MODEL_ALIGN_NVLINK}, {"numa", MODEL_ALIGN_NUMA}, {"any", MODEL_ALIGN_UNKNOWN}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (strcmp(s, names[i].name) == 0) {
+            *out = (uint8_t)names[i].align;
+            return 0;
+        }
+    }
+    return req_fail(c, "metadata.annotations[\"" ANN_TOPOLOGY "\"]: \"%.64s\" is not one of nvlink, numa, any", s);
+}
+
 /* nvidia.com/mig-<profile> -> the catalog's canonical profile name. */
 static int req_mig_profile(req_ctx *c, const char *resource, char *canon, size_t len, bool *replica) {
     char buf[96];
@@ -495,15 +509,16 @@ int model_request_from_pod(const cJSON *pod, model_request *out, char *err, size
     /* bytes round up, as Quantity.Value() does */
     out->memory_bytes = eff[RES_MEMORY] / 1000 + (eff[RES_MEMORY] % 1000 != 0);
 
-    const char *tfrac, *kfrac, *kmem, *models, *iso;
+    const char *tfrac, *kfrac, *kmem, *models, *iso, *topo;
     if (req_annotation(&c, anns, ANN_FRACTION, &tfrac) || req_annotation(&c, anns, ANN_KAI_FRACTION, &kfrac) ||
         req_annotation(&c, anns, ANN_KAI_MEMORY, &kmem) || req_annotation(&c, anns, ANN_MODELS, &models) ||
-        req_annotation(&c, anns, ANN_ISOLATION, &iso))
+        req_annotation(&c, anns, ANN_ISOLATION, &iso) || req_annotation(&c, anns, ANN_TOPOLOGY, &topo))
         return -1;
     if (tfrac && kfrac)
         return req_fail(&c, ANN_FRACTION " and " ANN_KAI_FRACTION " both give the share of the GPU; give one of them");
     if (models && req_models(&c, models, out) != 0) return -1;
     if (iso && req_isolation(&c, iso, &out->isolation) != 0) return -1;
+    if (topo && req_topology(&c, topo, &out->topology) != 0) return -1;
     return req_reconcile(&c, eff, tfrac ? ANN_FRACTION : kfrac ? ANN_KAI_FRACTION : NULL, tfrac ? tfrac : kfrac,
                          kmem, out);
 }
@@ -573,6 +588,14 @@ void model_request_format(const model_request *r, char *buf, size_t len) {
     for (int i = 0; i < r->nmodels; i++) req_appendf(buf, len, &off, "%s%s", i ? "," : " models=", r->models[i]);
     if (r->isolation != MODEL_ISO_DEFAULT)
         req_appendf(buf, len, &off, " isolation=%s", model_isolation_name(r->isolation));
+    if (r->topology != MODEL_ALIGN_UNKNOWN)
+        req_appendf(buf, len, &off, " topology=%s", model_align_name((model_align)r->topology));
+}
+
+int model_request_required_align(const model_request *r) {
+    /* count is GPUs for whole GPUs and fractions, and distinct GPUs for replicas and MIG instances
+     * only when fit spreads them (it does: one grant per GPU, model/fit.c) */
+    return r->count >= 2 && r->kind != MODEL_REQ_NONE ? r->topology : MODEL_ALIGN_UNKNOWN;
 }
 
 void model_request_for_reservation_delivery(model_request *r) {
@@ -593,7 +616,7 @@ const char *model_isolation_name(model_isolation iso) {
 bool model_request_same(const model_request *a, const model_request *b) {
     if (a->kind != b->kind || a->count != b->count || a->memory_mib != b->memory_mib ||
         a->memory_permille != b->memory_permille || a->compute_permille != b->compute_permille ||
-        a->isolation != b->isolation || a->nmodels != b->nmodels || a->cpu_milli != b->cpu_milli ||
+        a->isolation != b->isolation || a->topology != b->topology || a->nmodels != b->nmodels || a->cpu_milli != b->cpu_milli ||
         a->memory_bytes != b->memory_bytes || a->priority != b->priority || a->no_mps != b->no_mps ||
         a->mig_replica != b->mig_replica || a->via_dra != b->via_dra || a->dra_min_memory_mib != b->dra_min_memory_mib ||
         strncmp(a->mig_profile, b->mig_profile, sizeof a->mig_profile))

@@ -17,6 +17,8 @@
  *   annotation gpu-memory (KAI): MiB of one GPU
  *   annotation tessera.io/gpu-models: comma list of allowed products
  *   annotation tessera.io/isolation: mig | mps | timeslice | any
+ *   annotation tessera.io/topology: nvlink | numa | any   how aligned the GPUs of a request of 2 or
+ *                                    more must be (topo.h); any (default) prefers, never requires
  * A request that breaks a rule gets an error naming the field and the rule.
  */
 #ifndef MODEL_REQUEST_H
@@ -26,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cjson/cJSON.h>
+#include "topo.h"
 
 #define MODEL_UID_LEN 64
 #define MODEL_MAX_MODELS 8
@@ -55,6 +58,9 @@ typedef struct model_request {
     char mig_profile[32];    /* MODEL_REQ_MIG: canonical name with '+' ("1g.10gb+me") */
     bool mig_replica;        /* MODEL_REQ_MIG asked by the .shared name: replicas of shared instances only */
     model_isolation isolation;
+    uint8_t topology;        /* tessera.io/topology, a model_align (topo.h): the least alignment the
+                              * GPU set must have (NUMA or NVLINK); MODEL_ALIGN_UNKNOWN (0) = any,
+                              * nothing required. Matters only for requests on 2 or more GPUs */
     int nmodels;             /* tessera.io/gpu-models; 0 = any product */
     char models[MODEL_MAX_MODELS][64];
     int64_t cpu_milli;       /* host CPU, effective request */
@@ -97,5 +103,9 @@ void model_request_for_reservation_delivery(model_request *r);
 void model_request_format(const model_request *r, char *buf, size_t len);
 
 const char *model_isolation_name(model_isolation iso);
+/* The alignment a request requires of its GPU set: r->topology for requests spanning two GPUs or
+ * more (whole GPUs, or MIG instances, replicas or fractions on distinct GPUs), else
+ * MODEL_ALIGN_UNKNOWN (nothing to require of one GPU). */
+int model_request_required_align(const model_request *r);
 
 #endif

@@ -300,3 +300,52 @@ int model_topo_best_set(const model_node *n, const bool *candidate, int k, int8_
     for (unsigned m = s.best_set; m; m &= m - 1) out[i++] = (int8_t)__builtin_ctz(m);
     return s.best_align;
 }
+
+/* ------------------------------------------------------------ first set ---- */
+
+static bool first_rec(const graph *gr, int L, unsigned cand, int left, unsigned chosen, unsigned *out) {
+    if (left == 0) {
+        *out = chosen;
+        return true;
+    }
+    while (popcount16(cand) >= left) {
+        int g = __builtin_ctz(cand);
+        cand &= cand - 1;
+        /* the others must link to g at level L or better */
+        if (first_rec(gr, L, L ? cand & gr->adj[L][g] : cand, left - 1, chosen | 1u << g, out)) return true;
+    }
+    return false;
+}
+
+int model_topo_first_set(const model_node *n, const bool *candidate, int k, model_align min_align, int8_t *out) {
+    if (!n || !candidate || !out || k <= 0) return -1;
+    graph gr;
+    graph_build(n, &gr);
+    unsigned cand = 0, set = 0;
+    for (int g = 0; g < gr.ngpus; g++)
+        if (candidate[g]) cand |= 1u << g;
+    int L = k == 1 ? MODEL_ALIGN_UNKNOWN : (int)min_align;
+    if (!first_rec(&gr, L, cand, k, 0, &set)) return -1;
+    int i = 0;
+    for (unsigned m = set; m; m &= m - 1) out[i++] = (int8_t)__builtin_ctz(m);
+    return k == 1 ? MODEL_ALIGN_NVLINK : (int)mask_align(&gr, set);
+}
+
+model_link model_topo_worst_link(const model_node *n, const int8_t *gpus, int k, int *nvlinks) {
+    model_link worst = MODEL_LINK_NVLINK;
+    int nv = 0;
+    if (nvlinks) *nvlinks = 0;
+    if (!n || !gpus || k < 2 || !n->topo) return MODEL_LINK_UNKNOWN;
+    for (int i = 0; i < k; i++)
+        for (int j = i + 1; j < k; j++) {
+            model_link l = model_topo_link(n, gpus[i], gpus[j]);
+            int c = l == MODEL_LINK_NVLINK ? n->topo->nvlinks[gpus[i]][gpus[j]] : 0;
+            /* the order of model_link is worst to best; among NVLink pairs, fewer links is worse */
+            if (l < worst || (l == MODEL_LINK_NVLINK && worst == MODEL_LINK_NVLINK && (nv == 0 || c < nv))) {
+                worst = l;
+                nv = c;
+            }
+        }
+    if (nvlinks && worst == MODEL_LINK_NVLINK) *nvlinks = nv;
+    return worst;
+}

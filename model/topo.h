@@ -81,6 +81,16 @@ model_align model_topo_align(const struct model_node *n, const int8_t *gpus, int
  * than k candidates exist. Deterministic; exact for up to 16 GPUs. */
 int model_topo_best_set(const struct model_node *n, const bool *candidate, int k, int8_t *out);
 
+/* The lexicographically first set of k candidates (ascending indices, written to out) whose
+ * alignment is at least min_align: what a policy that does not weigh topology takes when the
+ * pod requires alignment (model_fit lists assignments in that order). Returns the set's
+ * alignment, or -1 when no such set exists. */
+int model_topo_first_set(const struct model_node *n, const bool *candidate, int k, model_align min_align, int8_t *out);
+
+/* The worst link within the set gpus[0..k) (k >= 2), with its NVLink count in *nvlinks when
+ * it is NVLink (the smallest count among the NVLink pairs): what "why this node" names. */
+model_link model_topo_worst_link(const struct model_node *n, const int8_t *gpus, int k, int *nvlinks);
+
 /* What a set of free GPUs leaves for later multi-GPU pods, per alignment level (indexed by
  * model_align; NUMA..NVLINK filled): the largest aligned set, and how many aligned pairs.
  * best_set's tie-break, and the policies' packing term. All zero without topology. */

@@ -158,6 +158,8 @@ typedef struct policy_ctx {
     bool fgd_exact;                    /* fgd: exact float score instead of int(100 * sigmoid(delta/1000)) */
     policy_tiebreak tiebreak;
     double w_memory, w_compute, w_replica;  /* binpack/spread dimension weights */
+    double w_topology;                 /* weight of the topology packing term (registry below); 1 by
+                                        * default, 0 turns it off (the alignment tier stays) */
 } policy_ctx;
 
 /* seed, everything else default: quantised fgd, rank tie-break, weights 1/1/1. */

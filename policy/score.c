@@ -12,6 +12,7 @@
  * only. Tests check every path against model_fit on random states.
  */
 #include "policy/policy_int.h"
+#include "model/topo.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -63,6 +64,7 @@ void policy_ctx_init(policy_ctx *ctx, uint64_t seed) {
     memset(ctx, 0, sizeof *ctx);
     ctx->seed = seed;
     ctx->w_memory = ctx->w_compute = ctx->w_replica = 1.0;
+    ctx->w_topology = 1.0;
 }
 
 /* The rank from the name's hash (computed once per node and also used by random). */
@@ -341,9 +343,114 @@ typedef struct scorer {
     frag_state st;
     double F0;
     uint64_t name_hash;
+    bool topo;                    /* a topology-aware policy on a node whose topology is known */
+    int need;                     /* model_request_required_align(r) */
+    uint16_t idle;                /* topo: the GPUs without any grant (model_gpu_idle) */
+    model_topo_room room0;        /* topo: what they offer multi-GPU pods now */
 } scorer;
 
 _Thread_local bool policy_test_generic_only;
+
+/* ------------------------------------------------------------ topology (issue 22)
+ *
+ * binpack, spread, fgd-pack and mig-aware weigh how the node's GPUs are linked (topo.h);
+ * the FGD paper's policies do not, but obey a required alignment (tessera.io/topology),
+ * which model_fit enforces and fast_single mirrors. Within a node, a request on two GPUs
+ * or more takes the most aligned set, then the one that leaves the largest aligned sets
+ * of idle GPUs whole (model_topo_best_set's rule), then the policy's own preference; a
+ * request on one GPU takes the policy's preference, then the GPU that keeps aligned sets
+ * whole. Across nodes, see topo_bonus. A node without topology takes none of this: one
+ * pointer test. */
+
+static bool topo_aware(const policy *p) {
+    return p->kind == P_BINPACK || p->kind == P_SPREAD || p->kind == P_PACK || p->kind == P_MIGAWARE;
+}
+
+/* Bits of the GPUs a candidate touches. */
+static uint16_t cand_mask(const cand *c) {
+    uint16_t m = 0;
+    for (int i = 0; i < c->c.ngpus; i++) m |= (uint16_t)(1u << c->c.gpu[i]);
+    return m;
+}
+
+static int cand_align(const scorer *s, const cand *c) {
+    return c->c.ngpus < 2 ? MODEL_ALIGN_NVLINK : (int)model_topo_align(s->n, c->c.gpu, c->c.ngpus);
+}
+
+/* The order of two candidates by topology around the policy's key (>0: a wins). */
+static int topo_cmp(const scorer *s, const cand *a, double ka, const cand *b, double kb) {
+    model_topo_room ra, rb;
+    model_topo_room_of(s->n, s->idle & (uint16_t)~cand_mask(a), &ra);
+    model_topo_room_of(s->n, s->idle & (uint16_t)~cand_mask(b), &rb);
+    int c = 0;
+    if (s->r->count >= 2) {
+        c = cand_align(s, a) - cand_align(s, b);
+        if (!c) c = model_topo_room_cmp(&ra, &rb);
+    }
+    if (!c) c = ka > kb ? 1 : ka < kb ? -1 : 0;
+    if (!c) c = model_topo_room_cmp(&ra, &rb);
+    return c;
+}
+
+/* Aligned pairs of idle GPUs at the nvlink, pcie and numa levels together (a pair aligned at
+ * nvlink counts three times: it serves a pod at each level). */
+static int room_pairs(const model_topo_room *r) {
+    return r->pairs[MODEL_ALIGN_NVLINK] + r->pairs[MODEL_ALIGN_PCIE] + r->pairs[MODEL_ALIGN_NUMA];
+}
+
+#define TOPO_TIER 100.0        /* per alignment level: above any policy's 0..100 */
+#define TOPO_PACK_POINTS 10.0  /* x ctx->w_topology: breaking every aligned pair of the idle GPUs */
+
+/* What the node score gains from topology (registry comment in policy.h):
+ *   alignment tier, requests on 2+ GPUs: +100 x (3 nvlink, 2 pcie, 1 numa, 0 none or unknown),
+ *     so a node offering a better-aligned set always wins, whatever the packing terms say; a
+ *     node whose topology is unknown ranks with one whose best set crosses sockets: it may
+ *     well have an aligned set (and the device plugin then picks one), so it is not put below,
+ *     but tessera cannot vouch for it, so it is not put above a node it knows to be aligned;
+ *   packing term, every request: - 10 x w_topology x (aligned pairs of idle GPUs the placement
+ *     breaks) / (aligned pairs the node's GPUs have when all are idle), counting pairs at the
+ *     nvlink, pcie and numa levels together: the share of the node's aligned capacity the
+ *     placement uses up, so small pods go where they break the least.
+ * Zero on nodes without topology and for policies that do not weigh it. */
+static double topo_bonus(const scorer *s, const cand *c, int *tier_out, double *pack_out) {
+    *tier_out = 0;
+    *pack_out = 0;
+    if (!s->topo) return 0;
+    int tier = 0;
+    if (s->r->count >= 2 && c->c.ngpus >= 2) {
+        int al = cand_align(s, c);
+        tier = al >= MODEL_ALIGN_NUMA ? al - MODEL_ALIGN_NONE : 0;
+    } else if (s->r->count >= 2) {
+        tier = MODEL_ALIGN_NVLINK - MODEL_ALIGN_NONE;   /* all on one GPU (MIG instances): nothing crossed */
+    }
+    model_topo_room after, all;
+    model_topo_room_of(s->n, s->idle & (uint16_t)~cand_mask(c), &after);
+    model_topo_room_of(s->n, (uint16_t)((1u << s->v.ngpus) - 1), &all);
+    int total = room_pairs(&all), lost = room_pairs(&s->room0) - room_pairs(&after);
+    double pack = total > 0 ? -TOPO_PACK_POINTS * s->ctx->w_topology * lost / total : 0;
+    *tier_out = tier;
+    *pack_out = pack;
+    return TOPO_TIER * tier + pack;
+}
+
+/* "GPUs 0,1,2,3: nvlink (NV12)" for a choice of two GPUs or more ("" otherwise). */
+static void fmt_topo(const model_node *n, const policy_choice *c, char *buf, size_t len) {
+    buf[0] = 0;
+    if (c->ngpus < 2) return;
+    size_t off = (size_t)snprintf(buf, len, "; GPUs ");
+    for (int i = 0; i < c->ngpus && off < len; i++) off += (size_t)snprintf(buf + off, len - off, "%s%d", i ? "," : "", c->gpu[i]);
+    if (off >= len) return;
+    if (!n->topo) {
+        snprintf(buf + off, len - off, ": topology unknown");
+        return;
+    }
+    int nv;
+    model_link worst = model_topo_worst_link(n, c->gpu, c->ngpus, &nv);
+    char link[16];
+    model_link_format(worst, nv, link, sizeof link);
+    snprintf(buf + off, len - off, ": %s (%s)", model_align_name(model_topo_align(n, c->gpu, c->ngpus)),
+             worst == MODEL_LINK_UNKNOWN ? "some pair unknown" : link);
+}
 
 static void cand_fraction(const scorer *s, int i, int d, cand *c) {
     const model_gpu *g = &s->n->gpus[i];
@@ -630,18 +737,36 @@ static int fast_single(scorer *s, cand *c, char *why, size_t whylen) {
     c->nchg = 0;
     c->idle_instance = false;
     if (r->kind == MODEL_REQ_NONE) return 1;
-    for (int i = 0; i < s->v.ngpus && c->nchg < r->count; i++) {
-        if (s->v.E[i] != 1001) continue;
-        int k = c->nchg++;
-        c->g[k] = (int8_t)i;
-        c->c.gpu[k] = (int8_t)i;
-        c->R0[k] = s->v.R[i];
-        c->E0[k] = s->v.E[i];
-        c->R1[k] = 0;
-        c->E1[k] = 0;
-        c->mem1[k] = s->n->gpus[i].memory_mib;
+    bool idle[MODEL_MAX_GPUS];
+    int nidle = 0;
+    for (int i = 0; i < s->v.ngpus; i++) nidle += idle[i] = s->v.E[i] == 1001;
+    int8_t set[MODEL_MAX_GPUS];
+    int k = 0;
+    if (nidle >= r->count && (s->topo || s->need)) {
+        /* topology-aware: the best set; otherwise, under a required alignment, model_fit's
+         * first aligned one (the lowest indices that meet it) */
+        int al = s->topo ? model_topo_best_set(s->n, idle, r->count, set)
+                         : model_topo_first_set(s->n, idle, r->count, (model_align)s->need, set);
+        if (al < s->need) {
+            model_fit(s->n, r, NULL, 0, why, whylen);   /* its words for the refusal */
+            return 0;
+        }
+        k = r->count;
+    } else {
+        for (int i = 0; i < s->v.ngpus && k < r->count; i++)
+            if (idle[i]) set[k++] = (int8_t)i;
     }
-    c->c.ngpus = c->nchg;
+    for (int q = 0; q < k; q++) {
+        int i = set[q];
+        c->g[q] = (int8_t)i;
+        c->c.gpu[q] = (int8_t)i;
+        c->R0[q] = s->v.R[i];
+        c->E0[q] = s->v.E[i];
+        c->R1[q] = 0;
+        c->E1[q] = 0;
+        c->mem1[q] = s->n->gpus[i].memory_mib;
+    }
+    c->nchg = c->c.ngpus = k;
     if (c->nchg < r->count) {
         if (why) snprintf(why, whylen, "needs %d whole GPU%s, %d free", r->count, r->count > 1 ? "s" : "", c->nchg);
         return 0;
@@ -695,7 +820,14 @@ static int fast_fraction(scorer *s, cand *best, double *best_key, double *best_d
                 seenD[nseen++] = delta;
             }
         }
-        if (win < 0 || key > *best_key) {
+        bool better = win < 0 || key > *best_key;
+        if (!better && s->topo && key == *best_key) {   /* equal for the policy: keep aligned sets whole */
+            cand a, b;
+            cand_fraction(s, i, d, &a);
+            cand_fraction(s, win, d, &b);
+            better = topo_cmp(s, &a, key, &b, *best_key) > 0;
+        }
+        if (better) {
             win = i;
             *best_key = key;
             *best_delta = delta;
@@ -748,6 +880,7 @@ static void generic_cand(const scorer *s, const model_assignment *a, cand *c, pv
 static bool mig_eligible(const scorer *s) {
     const model_request *r = s->r;
     if (r->kind != MODEL_REQ_MIG || r->count != 1 || s->n->mig_strategy == MODEL_MIG_SINGLE) return false;
+    if (s->topo) return false;   /* the generic loop weighs topology */
     if (!all_reachable(s)) return false;   /* as in fast_eligible */
     /* layered nodes (replicas on MIG instances) take model_fit's candidates: the lean
      * paths below know plain instances only */
@@ -1069,6 +1202,14 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
     s->ctx = ctx;
     s->w = NULL;
     s->name_hash = name_hash;
+    s->need = model_request_required_align(r);
+    s->topo = n->topo && r->kind != MODEL_REQ_NONE && topo_aware(p);
+    if (s->topo) {
+        s->idle = 0;
+        for (int i = 0; i < n->ngpus && i < MODEL_MAX_GPUS; i++)
+            if (model_gpu_idle(&n->gpus[i])) s->idle |= (uint16_t)(1u << i);
+        model_topo_room_of(n, s->idle, &s->room0);
+    }
     wl_buf wb;
     if (p->kind == P_FGD || p->kind == P_PACK) {
         if (!ctx->workload || !ctx->workload->finished || ctx->workload->nkept == 0) {
@@ -1170,7 +1311,7 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
         for (int k = 0; k < nc && !lean; k++) {
             /* (random draws per candidate; the others' keys depend on the GPU state and
              * the grant shape only, and on the slot only when fragmentation counts) */
-            if (p->kind != P_RANDOM && as[k].ngrants == 1) {
+            if (p->kind != P_RANDOM && !s->topo && as[k].ngrants == 1) {
                 const model_grant *g0 = &as[k].grant[0];
                 int slot = s->w ? g0->mig_start : 0;
                 int gi = g0->gpu;
@@ -1193,7 +1334,7 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
             generic_cand(s, &as[k], &cur, ga, s->w != NULL);
             double delta = 0;
             double key = cand_key(s, &cur, ga, k, &delta);
-            if (first || key > best_key) {
+            if (first || (s->topo ? topo_cmp(s, &cur, key, &best, best_key) > 0 : key > best_key)) {
                 best = cur;
                 best_key = key;
                 best_delta = delta;
@@ -1209,15 +1350,22 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
     ni->gpu_req = 0;
     for (int i = 0; i < c->nchg; i++) ni->gpu_req += c->R0[i] - c->R1[i];
 
-    char wbuf[256], cbuf[96];
+    char wbuf[256], cbuf[96], tbuf[80], bbuf[96] = "";
     out->feasible = true;
     out->choice = c->c;
     out->raw = node_score(s, c, best_delta, why ? wbuf : NULL, sizeof wbuf);
-    out->score = out->raw;
+    int tier;
+    double pack, bonus = topo_bonus(s, c, &tier, &pack);
+    out->score = out->raw + bonus;
+    if (s->p->kind == P_BINPACK || s->p->kind == P_SPREAD) out->raw = out->score;
     if (s->p->kind == P_FGD || s->p->kind == P_MIGAWARE || s->p->kind == P_PACK) out->raw = best_delta;
     if (why) {
         fmt_choice(n, &c->c, cbuf, sizeof cbuf);
-        snprintf(why, whylen, "%s; %s of %d candidate%s", wbuf, cbuf, nc, nc == 1 ? "" : "s");
+        fmt_topo(n, &c->c, tbuf, sizeof tbuf);
+        if (s->topo)
+            snprintf(bbuf, sizeof bbuf, "; topology: alignment +%.0f, keeping aligned sets whole %+.2f -> %.2f",
+                     TOPO_TIER * tier, pack, out->score);
+        snprintf(why, whylen, "%s; %s of %d candidate%s%s%s", wbuf, cbuf, nc, nc == 1 ? "" : "s", tbuf, bbuf);
     }
     return 0;
 }

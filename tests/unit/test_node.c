@@ -4,6 +4,7 @@
  */
 #include "harness.h"
 #include "model_helpers.h"
+#include "topo_helpers.h"
 
 #include <stdlib.h>
 
@@ -1055,5 +1056,99 @@ TEST(node_layered_by_hand) {
     CHECK_INT(g->inst[0].replicas, 1);
     CHECK_INT(g->mig_sharing, MODEL_GPU_WHOLE);
     CHECK(!model_node_mig_layered(n));
+    model_node_free(n);
+}
+
+/* ------------------------------------------------------------ topology ---- */
+
+/* The three servers' fixtures (the annotation as the node agent writes it) give the matrix
+ * topo_helpers.h builds by hand, link for link. */
+TEST(node_topo_fixtures_give_the_contracts_matrices) {
+    const char *files[] = {"nodes/topo-dgx-a100.json", "nodes/topo-pcie8-nvlink-pairs.json",
+                           "nodes/topo-2socket-4gpu.json"};
+    test_server servers[] = {TEST_DGX_A100, TEST_PCIE8, TEST_2SOCKET};
+    for (int s = 0; s < 3; s++) {
+        model_node *n = fixture_node(files[s]);
+        CHECK(n);
+        CHECK_MSG(!n->reason[0], "%s: %s", files[s], n->reason);
+        CHECK_INT(n->ngpus, test_server_gpus(servers[s]));
+        CHECK(n->topo != NULL);
+        for (int a = 0; a < n->ngpus; a++)
+            for (int b = 0; b < n->ngpus; b++) {
+                if (a == b) continue;
+                model_link want = test_server_link(servers[s], a, b);
+                CHECK_MSG(model_topo_link(n, a, b) == want, "%s: link %d-%d is %d, expected %d", files[s], a, b,
+                          model_topo_link(n, a, b), want);
+                CHECK_INT(n->topo->nvlinks[a][b], want == MODEL_LINK_NVLINK ? 12 : 0);
+            }
+        CHECK_INT(n->gpus[n->ngpus - 1].numa_node, 1);
+        model_node_free(n);
+    }
+}
+
+TEST(node_topo_derived_from_numa_and_nvlink) {
+    const char *h4 = "{" H100 ",\"nvidia.com/gpu.count\":\"4\"}", *a4 = "{\"nvidia.com/gpu\":\"4\"}";
+    model_node *n = mk(h4, a4, "[{\"numa\":0,\"nvlink\":[1]},{\"numa\":0,\"nvlink\":[0]},{\"numa\":1},{}]");
+    CHECK(n);
+    CHECK_STR(n->reason, "");
+    CHECK(n->topo != NULL);
+    CHECK_INT(model_topo_link(n, 0, 1), MODEL_LINK_NVLINK);
+    CHECK_INT(n->topo->nvlinks[0][1], 1);   /* the count is unknown: one */
+    CHECK_INT(model_topo_link(n, 0, 2), MODEL_LINK_SYS);
+    CHECK_INT(model_topo_link(n, 1, 3), MODEL_LINK_UNKNOWN);   /* GPU 3 says nothing */
+    model_node_free(n);
+    n = mk(h4, a4, "[{\"numa\":0},{\"numa\":0},{\"numa\":0},{\"numa\":0}]");
+    CHECK(n && n->topo);
+    int8_t all[] = {0, 1, 2, 3};
+    CHECK_INT(model_topo_align(n, all, 4), MODEL_ALIGN_NUMA);
+    model_node_free(n);
+    n = mk(h4, a4, "[{\"uuid\":\"GPU-1\"},{},{},{}]");   /* nothing about links: unknown */
+    CHECK(n);
+    CHECK(n->topo == NULL);
+    model_node_free(n);
+    n = mk(h4, a4, NULL);
+    CHECK(n && n->topo == NULL);
+    model_node_free(n);
+}
+
+/* Each malformed topology key, and the reason it gets (contains). */
+static const struct {
+    const char *ann, *reason;
+} topo_rejections[] = {
+    {"[{\"topo\":[\"X\"]},{\"topo\":[\"NV4\",\"X\"]}]", "tessera.io/gpus[0].topo must be an array of 2 link names"},
+    {"[{\"topo\":\"X NV4\"},{}]", "tessera.io/gpus[0].topo must be an array"},
+    {"[{\"topo\":[\"X\",\"NVLINK\"]},{\"topo\":[\"SYS\",\"X\"]}]", "tessera.io/gpus[0].topo[1] is not a link name"},
+    {"[{\"topo\":[\"X\",7]},{\"topo\":[\"SYS\",\"X\"]}]", "tessera.io/gpus[0].topo[1] is not a link name"},
+    {"[{\"topo\":[\"SYS\",\"SYS\"]},{\"topo\":[\"SYS\",\"X\"]}]", "tessera.io/gpus[0].topo[0] must be \"X\""},
+    {"[{\"topo\":[\"X\",\"X\"]},{\"topo\":[\"SYS\",\"X\"]}]", "tessera.io/gpus[0].topo[1] must be a link"},
+    {"[{\"topo\":[\"X\",\"PIX\"]},{\"topo\":[\"SYS\",\"X\"]}]", "tessera.io/gpus[0].topo[1] and [1].topo[0] differ"},
+    {"[{\"topo\":[\"X\",\"NV4\"]},{\"topo\":[\"NV2\",\"X\"]}]", "must be symmetric"},
+    {"[{\"topo\":[\"X\",\"NV4\"]},{}]", "tessera.io/gpus[1] has no \"topo\""},
+    {"[{},{\"topo\":[\"NV4\",\"X\"]}]", "tessera.io/gpus[1] has \"topo\""},
+    {"[{\"nvlink\":[],\"topo\":[\"X\",\"NV4\"]},{\"topo\":[\"NV4\",\"X\"]}]",
+     "tessera.io/gpus[0].nvlink leaves out 1 but [0].topo[1] says NVLink"},
+    {"[{\"nvlink\":[1],\"topo\":[\"X\",\"SYS\"]},{\"topo\":[\"SYS\",\"X\"]}]",
+     "tessera.io/gpus[0].nvlink lists 1 but [0].topo[1] says no NVLink"},
+    {"[{\"nvlink\":[1]},{\"nvlink\":[]}]", "tessera.io/gpus[0].nvlink lists 1 but [1].nvlink leaves out 0"},
+    {"[{\"pci\":3},{}]", "tessera.io/gpus[0].pci must be a PCI bus id"},
+    {"[{\"pci\":\"7\"},{}]", "tessera.io/gpus[0].pci must be a PCI bus id"},
+    {"[{\"pci\":\"00000000:07:00\"},{}]", "tessera.io/gpus[0].pci must be a PCI bus id"},
+    {"[{\"pci\":\"00000000:07:00.8\"},{}]", "tessera.io/gpus[0].pci must be a PCI bus id"},
+    {"[{\"pci\":\"0000000:07:00.0\"},{}]", "tessera.io/gpus[0].pci must be a PCI bus id"},
+    {"[{\"pci\":\"00000000-07:00.0\"},{}]", "tessera.io/gpus[0].pci must be a PCI bus id"},
+    {"[{\"pci\":\"00000000:0g:00.0\"},{}]", "tessera.io/gpus[0].pci must be a PCI bus id"},
+    {"[{\"pci\":\"00000000:07:00.0 \"},{}]", "tessera.io/gpus[0].pci must be a PCI bus id"},
+    {"[{\"pci\":\"00000000:07:00.0\"},{\"pci\":\"00000000:07:00.0\"}]", "tessera.io/gpus[0].pci and [1].pci are both"},
+};
+
+TEST(node_topo_annotation_rejected_with_the_key_named) {
+    const char *h2 = "{" H100 ",\"nvidia.com/gpu.count\":\"2\"}", *a2 = "{\"nvidia.com/gpu\":\"2\"}";
+    CHECK_STR(reason_of(h2, a2, "[{\"topo\":[\"X\",\"NV4\"]},{\"topo\":[\"NV4\",\"X\"]}]"), "");
+    CHECK_STR(reason_of(h2, a2, "[{\"pci\":\"00000000:07:00.0\"},{\"pci\":\"0000:0f:00.1\"}]"), "");
+    for (size_t i = 0; i < sizeof topo_rejections / sizeof topo_rejections[0]; i++)
+        CHECK_CONTAINS(reason_of(h2, a2, topo_rejections[i].ann), topo_rejections[i].reason);
+    /* A node whose annotation is refused keeps no matrix either. */
+    model_node *n = mk(h2, a2, "[{\"topo\":[\"X\",\"NV4\"]},{\"topo\":[\"NV4\",\"X\"],\"uuid\":1}]");
+    CHECK(n && n->reason[0] && n->topo == NULL);
     model_node_free(n);
 }

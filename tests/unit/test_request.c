@@ -440,6 +440,43 @@ TEST(request_models_and_isolation) {
     CHECK_INT(r.kind, MODEL_REQ_MIG);
 }
 
+TEST(request_topology) {
+    model_request r;
+    char err[256];
+    CHECK_OK(parse_pod("", "'nvidia.com/gpu':'4'", &r, err, sizeof err));
+    CHECK_INT(r.topology, MODEL_ALIGN_UNKNOWN);   /* default any: prefer, never require */
+    CHECK_INT(model_request_required_align(&r), MODEL_ALIGN_UNKNOWN);
+    CHECK_OK(parse_pod("'tessera.io/topology':'nvlink'", "'nvidia.com/gpu':'4'", &r, err, sizeof err));
+    CHECK_INT(r.topology, MODEL_ALIGN_NVLINK);
+    CHECK_INT(model_request_required_align(&r), MODEL_ALIGN_NVLINK);
+    CHECK_FORMAT(r, "4 x whole GPU topology=nvlink");
+    CHECK_OK(parse_pod("'tessera.io/topology':'numa'", "'nvidia.com/gpu.shared':'2'", &r, err, sizeof err));
+    CHECK_INT(model_request_required_align(&r), MODEL_ALIGN_NUMA);
+    CHECK_OK(parse_pod("'tessera.io/topology':'any'", "'nvidia.com/gpu':'2'", &r, err, sizeof err));
+    CHECK_INT(r.topology, MODEL_ALIGN_UNKNOWN);
+    CHECK_FORMAT(r, "2 x whole GPU");
+    /* One GPU: accepted, nothing to require. */
+    CHECK_OK(parse_pod("'tessera.io/topology':'nvlink'", "'nvidia.com/gpu':'1'", &r, err, sizeof err));
+    CHECK_INT(r.topology, MODEL_ALIGN_NVLINK);
+    CHECK_INT(model_request_required_align(&r), MODEL_ALIGN_UNKNOWN);
+    /* Fractions on two GPUs (HAMi nvidia.com/gpu: 2 with gpumem) are two GPUs. */
+    CHECK_OK(parse_pod("'tessera.io/topology':'nvlink'", "'nvidia.com/gpu':'2','nvidia.com/gpumem':'1000'", &r, err,
+                       sizeof err));
+    CHECK_INT(r.kind, MODEL_REQ_FRACTION);
+    CHECK_INT(model_request_required_align(&r), MODEL_ALIGN_NVLINK);
+    model_request other = r;
+    other.topology = MODEL_ALIGN_NUMA;
+    CHECK(!model_request_same(&r, &other));
+    const char *bad[] = {"pcie", "NVLink", "", "nvlink,numa", "none"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char anns[96];
+        snprintf(anns, sizeof anns, "'tessera.io/topology':'%s'", bad[i]);
+        CHECK(parse_pod(anns, "'nvidia.com/gpu':'2'", &r, err, sizeof err) != 0);
+        CHECK_CONTAINS(err, "tessera.io/topology");
+        CHECK_CONTAINS(err, "is not one of nvlink, numa, any");
+    }
+}
+
 TEST(request_format_and_names) {
     model_request r;
     memset(&r, 0, sizeof r);
