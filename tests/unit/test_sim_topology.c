@@ -7,7 +7,9 @@
 #include "topo_helpers.h"
 
 #include "model/topo.h"
+#include "sim/plan.h"
 #include "sim/replay.h"
+#include "sim/report.h"
 #include "sim/slowdown.h"
 #include "sim/topology.h"
 
@@ -273,6 +275,59 @@ TEST(sim_topology_aware_policies_cut_unaligned_placements) {
         CHECK_MSG(r[i].topo.unaligned < r[0].topo.unaligned, "%s: %d unaligned, bestfit %d", policies[i],
                   r[i].topo.unaligned, r[0].topo.unaligned);
     for (int i = 0; i < 3; i++) sim_replay_result_free(&r[i]);
+    sim_trace_free(t);
+    sim_cluster_free(c);
+}
+
+/* The table, JSON and CSV carry the multi-GPU figures, and plan can target them. */
+TEST(sim_topology_reports_and_plan_targets) {
+    sim_cluster *c = NULL;
+    sim_trace *t = NULL;
+    sim_replay_result r;
+    CHECK(replay_classes("bestfit", &r, &c, &t) == 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    sim_report_replay(f, SIM_FMT_JSON, &r, 1);
+    fclose(f);
+    cJSON *j = cJSON_Parse(buf);
+    CHECK_MSG(j, "JSON does not parse: %s", buf);
+    const cJSON *m = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "replays"), 0), "multi_gpu");
+    CHECK(m);
+    CHECK_INT(cJSON_GetObjectItem(m, "n")->valueint, 7);
+    CHECK_INT(cJSON_GetObjectItem(m, "numa")->valueint, 2);
+    CHECK_INT(cJSON_GetObjectItem(m, "none")->valueint, 2);
+    CHECK_INT(cJSON_GetObjectItem(m, "unknown")->valueint, 1);
+    CHECK_INT(cJSON_GetObjectItem(m, "unaligned")->valueint, 1);
+    CHECK_NEAR(cJSON_GetObjectItem(m, "comm_extra_gpu_hours")->valuedouble, r.topo.extra_gpu_hours, 1e-3);
+    cJSON_Delete(j);
+    free(buf);
+
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    sim_report_replay(f, SIM_FMT_CSV, &r, 1);
+    fclose(f);
+    CHECK_CONTAINS(buf, ",multi_gpu,multi_nvlink,multi_pcie,multi_numa,multi_none,multi_unknown,multi_unaligned,");
+    CHECK_CONTAINS(buf, "\nbestfit,all,");
+    CHECK_CONTAINS(strstr(buf, "\nbestfit,all,"), ",7,1,1,2,2,1,1,");   /* multi, then the classes, unaligned */
+    free(buf);
+
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    sim_report_replay(f, SIM_FMT_TABLE, &r, 1);
+    fclose(f);
+    CHECK_CONTAINS(buf, "multi-GPU pods by the alignment of their GPUs");
+    free(buf);
+
+    sim_target tg;
+    char err[256];
+    CHECK(sim_target_parse("unaligned==0", &tg, err, sizeof err) == 0);
+    CHECK_NEAR(sim_target_measure(&tg, &r), 1, 0);
+    CHECK(sim_target_parse("comm.gpu_hours<=1", &tg, err, sizeof err) == 0);
+    CHECK_NEAR(sim_target_measure(&tg, &r), r.topo.extra_gpu_hours, 0);
+    CHECK(sim_target_parse("aligned<=3", &tg, err, sizeof err) != 0);
+    CHECK_CONTAINS(err, "unaligned, comm.gpu_hours");
+    sim_replay_result_free(&r);
     sim_trace_free(t);
     sim_cluster_free(c);
 }
