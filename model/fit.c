@@ -10,6 +10,7 @@
 #include "model/topo.h"
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,6 +258,7 @@ typedef struct fit_run {
     model_mig_layout layout[MODEL_MAX_GPUS]; /* MIG GPUs: instances plus those chosen so far */
     bool gpu_used[MODEL_MAX_GPUS];
     int need_align;                          /* model_request_required_align: 0 = nothing required */
+    uint32_t only;                           /* bit g: GPU g may be used (model_fit_on); all bits: any */
     bool topo_refused;                       /* need_align turned some GPU away (for the reason) */
     fit_stats st;
     int ncand;
@@ -387,6 +389,7 @@ static void gen_candidates(fit_run *f, const route_plan *p) {
     const model_request *r = f->r;
     for (int gi = 0; gi < n->ngpus; gi++) {
         const model_gpu *g = &n->gpus[gi];
+        if (!(f->only >> gi & 1u)) continue;
         if (!product_allows(g->product, n, r) || !model_gpu_reachable(g, r)) continue;
         f->st.gpus_model_ok++;
         int made = 0;
@@ -601,8 +604,8 @@ static int64_t host_memory_mib(const model_request *r) { return (r->memory_bytes
 
 /* model_fit and model_fit_any: enumerate up to limit assignments; the reason is
  * written only when none is found and the caller asked for it. */
-static int fit_count(const model_node *n, const model_request *r, model_assignment *out, int max, int limit,
-                     char *why, size_t whylen) {
+static int fit_count(const model_node *n, const model_request *r, uint32_t only, model_assignment *out, int max,
+                     int limit, char *why, size_t whylen) {
     char scratch[8];
     bool want_why = why && whylen;
     if (!want_why) {
@@ -655,6 +658,7 @@ static int fit_count(const model_node *n, const model_request *r, model_assignme
     f->max = out ? max : 0;
     f->cur = base;
     f->limit = limit;
+    f->only = only;
     f->need_align = model_request_required_align(r);
     f->st.best_gpu = -1;
     for (int gi = 0; gi < n->ngpus; gi++) {
@@ -674,11 +678,16 @@ static int fit_count(const model_node *n, const model_request *r, model_assignme
 
 int model_fit(const model_node *n, const model_request *r, model_assignment *out, int max, char *why,
               size_t whylen) {
-    return fit_count(n, r, out, max, MODEL_FIT_MAX, why, whylen);
+    return fit_count(n, r, UINT32_MAX, out, max, MODEL_FIT_MAX, why, whylen);
+}
+
+int model_fit_on(const model_node *n, const model_request *r, uint32_t gpus, model_assignment *out, int max, char *why,
+                 size_t whylen) {
+    return fit_count(n, r, gpus, out, max, MODEL_FIT_MAX, why, whylen);
 }
 
 bool model_fit_any(const model_node *n, const model_request *r, char *why, size_t whylen) {
-    return fit_count(n, r, NULL, 0, 1, why, whylen) > 0;
+    return fit_count(n, r, UINT32_MAX, NULL, 0, 1, why, whylen) > 0;
 }
 
 /* -------------------------------------------------------- assign/release ---- */

@@ -21,6 +21,12 @@
 int model_fit(const model_node *n, const model_request *r, model_assignment *out, int max, char *why,
               size_t whylen);
 
+/* model_fit restricted to the GPUs whose bit is set in gpus (bit g: n->gpus[g]): the assignments
+ * of model_fit's list that use only those GPUs, in the same order. What a policy's chosen GPU set
+ * becomes (policy_materialize), however far down the full list it sits. */
+int model_fit_on(const model_node *n, const model_request *r, uint32_t gpus, model_assignment *out, int max, char *why,
+                 size_t whylen);
+
 /* Whether any assignment of r on n exists: model_fit's answer to "> 0", stopping at the
  * first assignment instead of counting them all (the extender's filter asks this of every
  * node for every pod). why as for model_fit, written only when nothing fits. */

@@ -184,7 +184,8 @@ typedef struct policy_result {
     bool feasible;
     double raw;             /* the policy's own value: fgd/mig-aware the fragmentation decrease
                              * (milli-GPU), bestfit int(100*(1-leftover)), random a draw in [0,100) */
-    double score;           /* higher is better; 0..100 once normalised */
+    double score;           /* higher is better; 0..100 once normalised (binpack, spread, fgd-pack and
+                             * mig-aware add the topology terms: see the registry) */
     uint64_t rank;          /* tie-break key, see the top of this file */
     policy_choice choice;
 } policy_result;
@@ -216,7 +217,33 @@ typedef struct policy policy;
  *                     node's stranded GPUs: per GPU task type of the workload, popularity-
  *                     weighted, the idle GPUs its free CPU cannot feed at that type's CPU
  *                     per GPU). Ties: the node rank, as fgd. GPU on a node: the largest
- *                     exact fragmentation decrease, then the tightest. */
+ *                     exact fragmentation decrease, then the tightest.
+ *
+ * Topology (model/topo.h; README "Topology"). A required alignment (tessera.io/topology on a
+ * request on 2+ GPUs) is a fit rule every policy obeys: model_fit lists only aligned sets, and
+ * the whole-GPU fast path takes the lowest-indexed aligned set, as model_fit's first.
+ * binpack, spread, fgd-pack and mig-aware also weigh the topology of nodes that have one:
+ *   GPU set           requests on 2+ GPUs: the most aligned set, then the one that leaves the
+ *                     largest aligned sets of idle GPUs whole (model_topo_best_set's order:
+ *                     largest nvlink set, largest pcie set, largest numa set, then aligned pairs),
+ *                     then the policy's own GPU preference; requests on one GPU (and shares):
+ *                     the policy's preference, then the GPU that keeps aligned sets whole
+ *                     (pcie8 with GPU 2 taken: a 1-GPU pod takes 3, keeping the pair (0,1)).
+ *   alignment tier    requests on 2+ GPUs: score + 100 x (3 nvlink, 2 pcie, 1 numa, 0 none or
+ *                     unknown) for the set chosen. A node offering a better-aligned set always
+ *                     wins, whatever the other terms say. A node of unknown topology ranks with
+ *                     one whose best set crosses sockets: it may well have an aligned set (and
+ *                     the device plugin then picks one), so it is not put below a node known to
+ *                     be bad, and tessera cannot vouch for it, so it is not put above one known
+ *                     to be aligned. The score is then 0..400 rather than 0..100.
+ *   packing term      every request: score - 10 x ctx->w_topology x (aligned pairs of idle GPUs
+ *                     the placement breaks) / (aligned pairs the node has with every GPU idle),
+ *                     pairs counted at the nvlink, pcie and numa levels together (an NVLink pair
+ *                     counts three times). The share of the node's aligned capacity the
+ *                     placement uses up: small pods go where they break the least (an already
+ *                     broken pair, a partly used switch), within 10 points of what the policy
+ *                     itself prefers (binpack: 12.5 points per GPU of an 8-GPU node).
+ * On nodes without topology none of this applies: scores and choices are as before. */
 const policy *policy_find(const char *name);
 int policy_count(void);
 const policy *policy_at(int i);

@@ -412,10 +412,7 @@ static int room_pairs(const model_topo_room *r) {
  *     nvlink, pcie and numa levels together: the share of the node's aligned capacity the
  *     placement uses up, so small pods go where they break the least.
  * Zero on nodes without topology and for policies that do not weigh it. */
-static double topo_bonus(const scorer *s, const cand *c, int *tier_out, double *pack_out) {
-    *tier_out = 0;
-    *pack_out = 0;
-    if (!s->topo) return 0;
+static __attribute__((noinline)) double topo_bonus(const scorer *s, const cand *c, int *tier_out, double *pack_out) {
     int tier = 0;
     if (s->r->count >= 2 && c->c.ngpus >= 2) {
         int al = cand_align(s, c);
@@ -731,42 +728,62 @@ static bool fast_eligible(const scorer *s) {
 
 /* Returns the number of candidates written (0 = infeasible) with the reason in why. */
 /* CPU-only or whole GPUs: the one candidate (lowest-indexed idle GPUs). 0 = none. */
+/* fast_single's set when topology counts (a topology-aware policy on a node with topology, or
+ * a required alignment): the best set, or model_fit's first aligned one (the lowest indices
+ * that meet it) for the policies that do not weigh topology. 0 when no set will do. Out of
+ * line: nodes without topology must not pay for it. */
+static __attribute__((noinline)) int topo_whole_set(scorer *s, int8_t *set, char *why, size_t whylen) {
+    bool idle[MODEL_MAX_GPUS];
+    int nidle = 0;
+    for (int i = 0; i < s->v.ngpus; i++) nidle += idle[i] = s->v.E[i] == 1001;
+    int al = nidle < s->r->count ? -1
+             : s->topo ? model_topo_best_set(s->n, idle, s->r->count, set)
+                       : model_topo_first_set(s->n, idle, s->r->count, (model_align)s->need, set);
+    if (al < 0 || al < s->need) {
+        if (nidle < s->r->count) {
+            if (why) snprintf(why, whylen, "needs %d whole GPU%s, %d free", s->r->count, s->r->count > 1 ? "s" : "", nidle);
+        } else {
+            model_fit(s->n, s->r, NULL, 0, why, whylen);   /* its words for the refusal */
+        }
+        return 0;
+    }
+    return s->r->count;
+}
+
 static int fast_single(scorer *s, cand *c, char *why, size_t whylen) {
     const model_request *r = s->r;
     choice_blank(&c->c);
     c->nchg = 0;
     c->idle_instance = false;
     if (r->kind == MODEL_REQ_NONE) return 1;
-    bool idle[MODEL_MAX_GPUS];
-    int nidle = 0;
-    for (int i = 0; i < s->v.ngpus; i++) nidle += idle[i] = s->v.E[i] == 1001;
-    int8_t set[MODEL_MAX_GPUS];
-    int k = 0;
-    if (nidle >= r->count && (s->topo || s->need)) {
-        /* topology-aware: the best set; otherwise, under a required alignment, model_fit's
-         * first aligned one (the lowest indices that meet it) */
-        int al = s->topo ? model_topo_best_set(s->n, idle, r->count, set)
-                         : model_topo_first_set(s->n, idle, r->count, (model_align)s->need, set);
-        if (al < s->need) {
-            model_fit(s->n, r, NULL, 0, why, whylen);   /* its words for the refusal */
-            return 0;
+    if (s->topo || s->need) {
+        int8_t set[MODEL_MAX_GPUS];
+        int k = topo_whole_set(s, set, why, whylen);
+        for (int q = 0; q < k; q++) {
+            int i = set[q];
+            c->g[q] = (int8_t)i;
+            c->c.gpu[q] = (int8_t)i;
+            c->R0[q] = s->v.R[i];
+            c->E0[q] = s->v.E[i];
+            c->R1[q] = 0;
+            c->E1[q] = 0;
+            c->mem1[q] = s->n->gpus[i].memory_mib;
         }
-        k = r->count;
-    } else {
-        for (int i = 0; i < s->v.ngpus && k < r->count; i++)
-            if (idle[i]) set[k++] = (int8_t)i;
+        c->nchg = c->c.ngpus = k;
+        return k > 0;
     }
-    for (int q = 0; q < k; q++) {
-        int i = set[q];
-        c->g[q] = (int8_t)i;
-        c->c.gpu[q] = (int8_t)i;
-        c->R0[q] = s->v.R[i];
-        c->E0[q] = s->v.E[i];
-        c->R1[q] = 0;
-        c->E1[q] = 0;
-        c->mem1[q] = s->n->gpus[i].memory_mib;
+    for (int i = 0; i < s->v.ngpus && c->nchg < r->count; i++) {
+        if (s->v.E[i] != 1001) continue;
+        int k = c->nchg++;
+        c->g[k] = (int8_t)i;
+        c->c.gpu[k] = (int8_t)i;
+        c->R0[k] = s->v.R[i];
+        c->E0[k] = s->v.E[i];
+        c->R1[k] = 0;
+        c->E1[k] = 0;
+        c->mem1[k] = s->n->gpus[i].memory_mib;
     }
-    c->nchg = c->c.ngpus = k;
+    c->c.ngpus = c->nchg;
     if (c->nchg < r->count) {
         if (why) snprintf(why, whylen, "needs %d whole GPU%s, %d free", r->count, r->count > 1 ? "s" : "", c->nchg);
         return 0;
@@ -778,6 +795,15 @@ static int fast_single(scorer *s, cand *c, char *why, size_t whylen) {
  * equal (R, E) gives an equal delta, computed once (memory is in no FAST type's room
  * rule, so it decides which GPUs take the share, never a GPU's key). Returns the number
  * of GPUs that take it; *best is built for the winner only. */
+/* Equal for the policy: whether GPU i keeps aligned sets more whole than GPU win. Out of line,
+ * as topo_whole_set. */
+static __attribute__((noinline)) bool fraction_topo_better(const scorer *s, int i, int win, int d) {
+    cand a, b;
+    cand_fraction(s, i, d, &a);
+    cand_fraction(s, win, d, &b);
+    return topo_cmp(s, &a, 0, &b, 0) > 0;
+}
+
 static int fast_fraction(scorer *s, cand *best, double *best_key, double *best_delta) {
     int d = s->r->compute_permille, nc = 0, win = -1;
     bool mem_sized = s->r->memory_mib > 0 || s->r->memory_permille > 0;
@@ -821,12 +847,7 @@ static int fast_fraction(scorer *s, cand *best, double *best_key, double *best_d
             }
         }
         bool better = win < 0 || key > *best_key;
-        if (!better && s->topo && key == *best_key) {   /* equal for the policy: keep aligned sets whole */
-            cand a, b;
-            cand_fraction(s, i, d, &a);
-            cand_fraction(s, win, d, &b);
-            better = topo_cmp(s, &a, key, &b, *best_key) > 0;
-        }
+        if (!better && s->topo && key == *best_key) better = fraction_topo_better(s, i, win, d);
         if (better) {
             win = i;
             *best_key = key;
@@ -1202,7 +1223,7 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
     s->ctx = ctx;
     s->w = NULL;
     s->name_hash = name_hash;
-    s->need = model_request_required_align(r);
+    s->need = r->topology && r->count >= 2 ? model_request_required_align(r) : 0;
     s->topo = n->topo && r->kind != MODEL_REQ_NONE && topo_aware(p);
     if (s->topo) {
         s->idle = 0;
@@ -1350,18 +1371,19 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
     ni->gpu_req = 0;
     for (int i = 0; i < c->nchg; i++) ni->gpu_req += c->R0[i] - c->R1[i];
 
-    char wbuf[256], cbuf[96], tbuf[80], bbuf[96] = "";
+    char wbuf[256], cbuf[96], tbuf[80], bbuf[96];
     out->feasible = true;
     out->choice = c->c;
     out->raw = node_score(s, c, best_delta, why ? wbuf : NULL, sizeof wbuf);
-    int tier;
-    double pack, bonus = topo_bonus(s, c, &tier, &pack);
-    out->score = out->raw + bonus;
+    int tier = 0;
+    double pack = 0;
+    out->score = out->raw + (s->topo ? topo_bonus(s, c, &tier, &pack) : 0);
     if (s->p->kind == P_BINPACK || s->p->kind == P_SPREAD) out->raw = out->score;
     if (s->p->kind == P_FGD || s->p->kind == P_MIGAWARE || s->p->kind == P_PACK) out->raw = best_delta;
     if (why) {
         fmt_choice(n, &c->c, cbuf, sizeof cbuf);
         fmt_topo(n, &c->c, tbuf, sizeof tbuf);
+        bbuf[0] = 0;
         if (s->topo)
             snprintf(bbuf, sizeof bbuf, "; topology: alignment +%.0f, keeping aligned sets whole %+.2f -> %.2f",
                      TOPO_TIER * tier, pack, out->score);

@@ -102,7 +102,7 @@ static bool matches(const model_assignment *a, const policy_choice *c) {
     return true;
 }
 
-#define MAT_MAX 128   /* policies choose among model_fit's first 128 (score.c GEN_MAX) */
+#define MAT_MAX 128   /* a choice's GPUs offer few assignments (MIG slots, replicas): ample */
 
 int policy_materialize(const model_node *n, const model_request *r, const policy_choice *c, model_assignment *out,
                        char *err, size_t errlen) {
@@ -112,7 +112,12 @@ int policy_materialize(const model_node *n, const model_request *r, const policy
     }
     model_assignment as[MAT_MAX];
     char why[MODEL_REASON_LEN];
-    int total = model_fit(n, r, as, MAT_MAX, why, sizeof why);
+    /* Only the chosen GPUs: the choice may sit past the first MAT_MAX of the full list (a
+     * topology-aware policy's aligned set on a 16-GPU node), and the list is shorter. */
+    uint32_t only = c->ngpus > 0 ? 0 : UINT32_MAX;
+    for (int i = 0; i < c->ngpus; i++)
+        if (c->gpu[i] >= 0 && c->gpu[i] < MODEL_MAX_GPUS) only |= 1u << c->gpu[i];
+    int total = model_fit_on(n, r, only, as, MAT_MAX, why, sizeof why);
     int k = total < MAT_MAX ? total : MAT_MAX;
     for (int i = 0; i < k; i++) {
         if (matches(&as[i], c)) {

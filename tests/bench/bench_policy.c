@@ -6,9 +6,12 @@
  * whole-mode cluster about half allocated, and MIG 1g.10gb / 3g.40gb on a cluster of
  * A100-80GB nodes under dynamic MIG with random instances held. Then the extender's
  * path: what extender/verbs.c calls for one pod -- filter (model_fit_any on every node)
- * and prioritize (policy_score on the nodes that passed, then policy_scores_0_10).
+ * and prioritize (policy_score on the nodes that passed, then policy_scores_0_10). Last, a
+ * cluster whose nodes publish their GPU topology (the contract's DGX A100, 8-GPU PCIe server
+ * with NVLink pairs and an 8-GPU two-socket server without NVLink, in turn), about half
+ * allocated by 1- and 2-GPU pods: what topology costs the policies that weigh it.
  *
- *   make build/bench/bench_policy && build/bench/bench_policy [whole|mig|ext] [policy]
+ *   make build/bench/bench_policy && build/bench/bench_policy [whole|mig|topo|ext] [policy]
  *
  * Run from the repository root (fgd's target workload is the openb default pod list).
  * Wall-clock ms; on a shared machine take the median of several runs of the program.
@@ -24,6 +27,7 @@
 #include "model/node.h"
 #include "policy/policy.h"
 #include "tests/unit/policy_helpers.h"
+#include "tests/unit/topo_helpers.h"
 
 #define NODES 5000
 #define GPUS 8
@@ -197,6 +201,31 @@ static void build_mig(model_node **nodes, const model_gpu_product *a100) {
     }
 }
 
+/* Nodes with topology: DGX A100, PCIe with NVLink pairs, and the PCIe server's links without
+ * its bridges (two sockets of four, NODE within) in turn; random 1- and 2-GPU pods held. */
+static void build_topo(model_node **nodes) {
+    char name[64], uid[64];
+    for (int i = 0; i < NODES; i++) {
+        snprintf(name, sizeof name, "topo-%05d", i);
+        test_server kind = i % 3 == 0 ? TEST_DGX_A100 : TEST_PCIE8;
+        model_node *n = test_server_node(name, kind, MODEL_GPU_WHOLE, 1);
+        if (i % 3 == 2)
+            for (int a = 0; a < GPUS; a++)
+                for (int b = a + 1; b < GPUS; b++)
+                    model_topo_set(n, a, b, a / 4 == b / 4 ? MODEL_LINK_NODE : MODEL_LINK_SYS, 0);
+        n->track_host = true;
+        n->cpu_milli = 96000;
+        n->memory_mib = 786432;
+        int pods = rnd(6);
+        for (int k = 0; k < pods; k++) {
+            model_request q = req_whole(1 + rnd(2), 4000);
+            snprintf(uid, sizeof uid, "p%d", k);
+            place_on(n, &q, uid, rnd(GPUS));
+        }
+        nodes[i] = n;
+    }
+}
+
 static void free_nodes(model_node **nodes) {
     for (int i = 0; i < NODES; i++) model_node_free(nodes[i]);
 }
@@ -231,12 +260,20 @@ int main(int argc, char **argv) {
 
     model_request hami = req_frac(300, 6000);   /* nvidia.com/gpumem: 10240, gpucores: 30 */
     hami.memory_mib = 10240;
-    struct { const char *what; model_request r; bool mig; } reqs[] = {
-        {"share 0.46 GPU", req_frac(460, 6000), false},
-        {"10240MiB+30%", hami, false},
-        {"1 whole GPU", req_whole(1, 12000), false},
-        {"MIG 1g.10gb", req_mig("1g.10gb"), true},
-        {"MIG 3g.40gb", req_mig("3g.40gb"), true},
+    model_request nvl2 = req_whole(2, 12000);   /* tessera.io/topology: nvlink */
+    nvl2.topology = MODEL_ALIGN_NVLINK;
+    enum { CL_WHOLE, CL_MIG, CL_TOPO, NCL };
+    struct { const char *what; model_request r; int cl; } reqs[] = {
+        {"share 0.46 GPU", req_frac(460, 6000), CL_WHOLE},
+        {"10240MiB+30%", hami, CL_WHOLE},
+        {"1 whole GPU", req_whole(1, 12000), CL_WHOLE},
+        {"MIG 1g.10gb", req_mig("1g.10gb"), CL_MIG},
+        {"MIG 3g.40gb", req_mig("3g.40gb"), CL_MIG},
+        {"share 0.46 GPU", req_frac(460, 6000), CL_TOPO},
+        {"1 whole GPU", req_whole(1, 12000), CL_TOPO},
+        {"2 whole GPUs", req_whole(2, 12000), CL_TOPO},
+        {"4 whole GPUs", req_whole(4, 12000), CL_TOPO},
+        {"2 GPUs nvlink", nvl2, CL_TOPO},
     };
     int nreq = (int)(sizeof reqs / sizeof reqs[0]);
     pthread_t th;
@@ -245,32 +282,44 @@ int main(int argc, char **argv) {
     pthread_create(&th, NULL, worker, NULL);
     printf("score one request against %d nodes x %d GPUs (score all + select); wall ms over %d decisions\n", NODES,
            GPUS, RUNS);
-    for (int cl = 0; cl < 2; cl++) {
-        bool mig = cl == 1;
-        if (mig) build_mig(nodes, a100); else build_whole(nodes, products);
-        const policy_ctx *c = mig ? &mctx : &ctx;
-        if (!*part || !strcmp(part, mig ? "mig" : "whole")) {
-            header(mig ? "MIG cluster: 8 x A100-80GB per node, dynamic MIG, random 1g/2g/3g instances held "
-                         "(fgd/mig-aware target: 1g..7g MIG shapes)"
-                       : "whole-mode cluster: 8 GPUs per node, about half allocated (fgd target: openb default)");
+    static const char *const part_of[NCL] = {"whole", "mig", "topo"};
+    static const char *const title_of[NCL] = {
+        "whole-mode cluster: 8 GPUs per node, about half allocated (fgd target: openb default)",
+        "MIG cluster: 8 x A100-80GB per node, dynamic MIG, random 1g/2g/3g instances held "
+        "(fgd/mig-aware target: 1g..7g MIG shapes)",
+        "topology cluster: DGX A100 / PCIe NVLink pairs / two-socket PCIe nodes in turn, 1-2 GPU pods held "
+        "(fgd target: openb default)"};
+    for (int cl = 0; cl < NCL; cl++) {
+        /* the whole and MIG clusters are always built, in this order, so each is the same random
+         * cluster whichever part runs (and as before the topology cluster was added) */
+        if (cl == CL_TOPO && *part && strcmp(part, "topo") && strcmp(part, "ext")) continue;
+        if (cl == CL_MIG) build_mig(nodes, a100);
+        else if (cl == CL_TOPO) build_topo(nodes);
+        else build_whole(nodes, products);
+        const policy_ctx *c = cl == CL_MIG ? &mctx : &ctx;
+        if (!*part || !strcmp(part, part_of[cl])) {
+            header(title_of[cl]);
             for (int pi = 0; pi < policy_count(); pi++) {
                 const policy *p = policy_at(pi);
                 if (pol && strcmp(pol, policy_name(p))) continue;
                 for (int q = 0; q < nreq; q++) {
-                    if (reqs[q].mig != mig) continue;
+                    if (reqs[q].cl != cl) continue;
                     timing tm = measure(p, c, &reqs[q].r, nodes, res, scores, false);
                     row(policy_name(p), reqs[q].what, &tm);
                 }
             }
         }
         if (!*part || !strcmp(part, "ext")) {
-            header(mig ? "extender path (filter: model_fit_any; prioritize: policy_score + policy_scores_0_10), MIG cluster"
-                       : "extender path (filter: model_fit_any; prioritize: policy_score + policy_scores_0_10), whole-mode cluster");
+            char title[160];
+            snprintf(title, sizeof title,
+                     "extender path (filter: model_fit_any; prioritize: policy_score + policy_scores_0_10), %s cluster",
+                     part_of[cl]);
+            header(title);
             const char *ep[] = {"binpack", "fgd", "mig-aware"};
             for (int e = 0; e < 3; e++) {
                 if (pol && strcmp(pol, ep[e])) continue;
                 for (int q = 0; q < nreq; q++) {
-                    if (reqs[q].mig != mig) continue;
+                    if (reqs[q].cl != cl) continue;
                     timing tm = measure(policy_find(ep[e]), c, &reqs[q].r, nodes, res, scores, true);
                     row(ep[e], reqs[q].what, &tm);
                 }

@@ -153,6 +153,17 @@ static inline int place_on(model_node *n, const model_request *r, const char *ui
     return -1;
 }
 
+/* Score every node with the named policy and select: the winner's index, -1 none, -2 unknown
+ * policy, -3 a scoring error. */
+static inline int pick(const char *pname, const policy_ctx *ctx, const model_request *r, model_node **nodes, int n,
+                       policy_result *res) {
+    const policy *p = policy_find(pname);
+    if (!p) return -2;
+    for (int i = 0; i < n; i++)
+        if (policy_score(p, r, nodes[i], ctx, &res[i], NULL, 0) < 0) return -3;
+    return policy_select(p, ctx, res, n);
+}
+
 static inline model_request req_frac(int permille, long long cpu) {
     model_request r;
     memset(&r, 0, sizeof r);

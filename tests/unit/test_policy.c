@@ -47,14 +47,6 @@ static policy_workload *wl(const model_request *rs, const long *counts, int n) {
     return w;
 }
 
-static int pick(const char *pname, const policy_ctx *ctx, const model_request *r, model_node **nodes, int n,
-                policy_result *res) {
-    const policy *p = policy_find(pname);
-    if (!p) return -2;
-    for (int i = 0; i < n; i++)
-        if (policy_score(p, r, nodes[i], ctx, &res[i], NULL, 0) < 0) return -3;
-    return policy_select(p, ctx, res, n);
-}
 
 /* ------------------------------------------------------------ fragmentation */
 
