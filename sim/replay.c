@@ -560,7 +560,9 @@ static void topo_stats(const state *s, sim_replay_result *out) {
         run_sum += ran;
         jct_sum += x->end - s->t->w[i].arrival;
         factor_sum += x->comm_factor;
-        ts->extra_gpu_hours += x->kgpus * ran * (1.0 - 1.0 / x->comm_factor) / 3600.0;
+        double extra = x->kgpus * ran * (1.0 - 1.0 / x->comm_factor) / 3600.0;
+        ts->extra_gpu_hours += extra;
+        if (x->unaligned) ts->unaligned_gpu_hours += extra;
     }
     if (ts->multi) {
         ts->run_mean_s = run_sum / ts->multi;

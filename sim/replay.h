@@ -82,6 +82,7 @@ typedef struct sim_topo_stats {
     int by_align[MODEL_ALIGN_NVLINK + 1];
     int unaligned;                   /* below the best k GPUs of their node could be */
     double extra_gpu_hours;          /* GPU-hours the communication slowdown added: k x run x (1 - 1/factor) */
+    double unaligned_gpu_hours;      /* ... of it, by the unaligned pods (the rest: their node had nothing better) */
     double run_mean_s;               /* mean running time (start to end) of the multi-GPU pods */
     double jct_mean_s;               /* mean completion time (arrival to end) of the multi-GPU pods */
     double factor_mean;              /* mean communication factor (1: as on NVLink, or unknown) */

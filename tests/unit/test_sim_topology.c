@@ -217,6 +217,7 @@ TEST(sim_replay_counts_alignment_classes_and_applies_the_factor) {
     CHECK_INT(r.topo.by_align[MODEL_ALIGN_UNKNOWN], 1);
     CHECK_INT(r.topo.unaligned, 1);
     CHECK_NEAR(r.topo.extra_gpu_hours, extra, 1e-8);
+    CHECK_NEAR(r.topo.unaligned_gpu_hours, 2 * 100 * (2.10 - 1) / 3600, 1e-8);   /* tri2's */
     CHECK_NEAR(r.topo.factor_mean, (1 + 1.41 + 1.525 + 2.10 + 1 + 3.1 + 2.10) / 7, 1e-7);
     sim_replay_result_free(&r);
 
