@@ -251,7 +251,8 @@ static uint32_t add_util(state *s, int k, const model_assignment *a, double u) {
 
 /* ---------------------------------------------------------------- topology */
 
-/* The best alignment any k GPUs of node k's group can have (its nodes share one topology). */
+/* The best alignment any k GPUs of the node's group can have (a group's nodes share one topology),
+ * computed once per group and k. */
 static model_align group_best(state *s, int node, int k) {
     int8_t *b = &s->best_align[(size_t)s->group_of[node] * (MODEL_MAX_GPUS + 1) + k];
     if (*b == -1) {
