@@ -258,7 +258,6 @@ typedef struct fit_run {
     model_mig_layout layout[MODEL_MAX_GPUS]; /* MIG GPUs: instances plus those chosen so far */
     bool gpu_used[MODEL_MAX_GPUS];
     int need_align;                          /* model_request_required_align: 0 = nothing required */
-    uint32_t only;                           /* bit g: GPU g may be used (model_fit_on); all bits: any */
     bool topo_refused;                       /* need_align turned some GPU away (for the reason) */
     fit_stats st;
     int ncand;
@@ -389,7 +388,6 @@ static void gen_candidates(fit_run *f, const route_plan *p) {
     const model_request *r = f->r;
     for (int gi = 0; gi < n->ngpus; gi++) {
         const model_gpu *g = &n->gpus[gi];
-        if (!(f->only >> gi & 1u)) continue;
         if (!product_allows(g->product, n, r) || !model_gpu_reachable(g, r)) continue;
         f->st.gpus_model_ok++;
         int made = 0;
@@ -658,7 +656,6 @@ static int fit_count(const model_node *n, const model_request *r, uint32_t only,
     f->max = out ? max : 0;
     f->cur = base;
     f->limit = limit;
-    f->only = only;
     f->need_align = model_request_required_align(r);
     f->st.best_gpu = -1;
     for (int gi = 0; gi < n->ngpus; gi++) {
@@ -670,6 +667,12 @@ static int fit_count(const model_node *n, const model_request *r, uint32_t only,
     char hint[MODEL_REASON_LEN];
     route_plan p = route_plan_for(n, r, hint, sizeof hint);
     gen_candidates(f, &p);
+    if (only != UINT32_MAX) {   /* model_fit_on: keep the candidates on the GPUs asked about, in order */
+        int k = 0;
+        for (int i = 0; i < f->ncand; i++)
+            if (only >> f->cand[i].gpu & 1u) f->cand[k++] = f->cand[i];
+        f->ncand = k;
+    }
     choose(f, 0, r->count);
     int found = f->found > MODEL_FIT_MAX ? MODEL_FIT_MAX : f->found;
     if (found == 0 && want_why) explain(f, &p, hint, why, whylen);

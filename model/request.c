@@ -592,12 +592,6 @@ void model_request_format(const model_request *r, char *buf, size_t len) {
         req_appendf(buf, len, &off, " topology=%s", model_align_name((model_align)r->topology));
 }
 
-int model_request_required_align(const model_request *r) {
-    /* count is GPUs for whole GPUs and fractions, and distinct GPUs for replicas and MIG instances
-     * only when fit spreads them (it does: one grant per GPU, model/fit.c) */
-    return r->count >= 2 && r->kind != MODEL_REQ_NONE ? r->topology : MODEL_ALIGN_UNKNOWN;
-}
-
 void model_request_for_reservation_delivery(model_request *r) {
     if (r->kind == MODEL_REQ_FRACTION) r->no_mps = true;
 }

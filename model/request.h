@@ -106,6 +106,8 @@ const char *model_isolation_name(model_isolation iso);
 /* The alignment a request requires of its GPU set: r->topology for requests spanning two GPUs or
  * more (whole GPUs, or MIG instances, replicas or fractions on distinct GPUs), else
  * MODEL_ALIGN_UNKNOWN (nothing to require of one GPU). */
-int model_request_required_align(const model_request *r);
+static inline int model_request_required_align(const model_request *r) {
+    return r->topology && r->count >= 2 && r->kind != MODEL_REQ_NONE ? r->topology : 0;
+}
 
 #endif

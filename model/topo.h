@@ -77,8 +77,10 @@ model_align model_topo_align(const struct model_node *n, const int8_t *gpus, int
 /* The most aligned set of k GPUs among those with candidate[g] true, written in ascending
  * order to out[0..k): among sets of the best alignment, the one that leaves the largest
  * aligned sets of the remaining candidates whole (so a later multi-GPU pod still finds
- * one), then the lexicographically smallest. Returns that alignment, or -1 when fewer
- * than k candidates exist. Deterministic; exact for up to 16 GPUs. */
+ * one: the larger room by model_topo_room_cmp below), then the lexicographically smallest.
+ * Returns that alignment, or -1 when fewer than k candidates exist. Deterministic; exact for
+ * up to 16 GPUs (candidates that link alike to all others are interchangeable, so only one
+ * choice per count taken from each such group is tried: a few on real servers). */
 int model_topo_best_set(const struct model_node *n, const bool *candidate, int k, int8_t *out);
 
 /* The lexicographically first set of k candidates (ascending indices, written to out) whose

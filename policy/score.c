@@ -32,16 +32,16 @@ struct policy {
 };
 
 static const policy registry[] = {
-    {"binpack", P_BINPACK, "fullest node and fullest GPU first (memory, compute, replicas, weighted)"},
-    {"spread", P_SPREAD, "emptiest node and emptiest GPU first (memory, compute, replicas, weighted)"},
+    {"binpack", P_BINPACK, "fullest node and fullest GPU first (memory, compute, replicas, weighted); best-aligned GPU set"},
+    {"spread", P_SPREAD, "emptiest node and emptiest GPU first (memory, compute, replicas, weighted); best-aligned GPU set"},
     {"bestfit", P_BESTFIT, "least CPU+GPU left over (FGD baseline, min-max normalised); tightest GPU"},
     {"dotprod", P_DOTPROD, "free vector least aligned with the request (Tetris, FGD baseline); tightest GPU"},
     {"gpupacking", P_GPUPACKING, "used GPUs first, then used nodes, then idle nodes (FGD baseline); tightest GPU"},
     {"gpuclustering", P_GPUCLUSTERING, "nodes already hosting the same task class (FGD baseline); tightest GPU"},
     {"random", P_RANDOM, "one random feasible node, random GPU (FGD baseline)"},
     {"fgd", P_FGD, "least growth of fragmentation against the target workload (FGD, ATC '23)"},
-    {"mig-aware", P_MIGAWARE, "idle MIG instance first, else the GPU/slot that keeps most demand placeable"},
-    {"fgd-pack", P_PACK, "FGD less the idle GPUs a node's CPU would strand, per task type (tessera)"},
+    {"mig-aware", P_MIGAWARE, "idle MIG instance first, else the GPU/slot that keeps most demand placeable; best-aligned GPU set"},
+    {"fgd-pack", P_PACK, "FGD less the idle GPUs a node's CPU would strand, per task type (tessera); best-aligned GPU set"},
 };
 #define NPOLICIES ((int)(sizeof registry / sizeof registry[0]))
 
@@ -344,7 +344,8 @@ typedef struct scorer {
     double F0;
     uint64_t name_hash;
     bool topo;                    /* a topology-aware policy on a node whose topology is known */
-    int need;                     /* model_request_required_align(r) */
+    bool want_why;                /* the caller asked why (policy_score's why) */
+    int need;                     /* model_request_required_align(r): set and read on fast_single's path only */
     uint16_t idle;                /* topo: the GPUs without any grant (model_gpu_idle) */
     model_topo_room room0;        /* topo: what they offer multi-GPU pods now */
 } scorer;
@@ -449,7 +450,7 @@ static void fmt_topo(const model_node *n, const policy_choice *c, char *buf, siz
              worst == MODEL_LINK_UNKNOWN ? "some pair unknown" : link);
 }
 
-static void cand_fraction(const scorer *s, int i, int d, cand *c) {
+static inline __attribute__((always_inline)) void cand_fraction(const scorer *s, int i, int d, cand *c) {
     const model_gpu *g = &s->n->gpus[i];
     choice_blank(&c->c);
     c->c.ngpus = 1;
@@ -726,8 +727,6 @@ static bool fast_eligible(const scorer *s) {
     }
 }
 
-/* Returns the number of candidates written (0 = infeasible) with the reason in why. */
-/* CPU-only or whole GPUs: the one candidate (lowest-indexed idle GPUs). 0 = none. */
 /* fast_single's set when topology counts (a topology-aware policy on a node with topology, or
  * a required alignment): the best set, or model_fit's first aligned one (the lowest indices
  * that meet it) for the policies that do not weigh topology. 0 when no set will do. Out of
@@ -742,20 +741,25 @@ static __attribute__((noinline)) int topo_whole_set(scorer *s, int8_t *set, char
     if (al < 0 || al < s->need) {
         if (nidle < s->r->count) {
             if (why) snprintf(why, whylen, "needs %d whole GPU%s, %d free", s->r->count, s->r->count > 1 ? "s" : "", nidle);
-        } else {
-            model_fit(s->n, s->r, NULL, 0, why, whylen);   /* its words for the refusal */
+        } else if (s->want_why) {
+            model_fit(s->n, s->r, NULL, 0, why, whylen);   /* its words for the refusal, only when asked */
+        } else if (why) {
+            snprintf(why, whylen, "no %d idle GPUs here are %s-aligned", s->r->count, model_align_name((model_align)s->need));
         }
         return 0;
     }
     return s->r->count;
 }
 
+/* CPU-only or whole GPUs: the one candidate (the lowest-indexed idle GPUs, or topo_whole_set's).
+ * 1, or 0 when none, with the reason in why. */
 static int fast_single(scorer *s, cand *c, char *why, size_t whylen) {
     const model_request *r = s->r;
     choice_blank(&c->c);
     c->nchg = 0;
     c->idle_instance = false;
     if (r->kind == MODEL_REQ_NONE) return 1;
+    s->need = model_request_required_align(r);
     if (s->topo || s->need) {
         int8_t set[MODEL_MAX_GPUS];
         int k = topo_whole_set(s, set, why, whylen);
@@ -804,7 +808,8 @@ static __attribute__((noinline)) bool fraction_topo_better(const scorer *s, int 
     return topo_cmp(s, &a, 0, &b, 0) > 0;
 }
 
-static int fast_fraction(scorer *s, cand *best, double *best_key, double *best_delta) {
+static inline __attribute__((always_inline)) int fast_fraction_loop(scorer *s, cand *best, double *best_key,
+                                                                    double *best_delta, const bool topo) {
     int d = s->r->compute_permille, nc = 0, win = -1;
     bool mem_sized = s->r->memory_mib > 0 || s->r->memory_permille > 0;
     int16_t seenR[MODEL_MAX_GPUS], seenE[MODEL_MAX_GPUS];
@@ -846,9 +851,7 @@ static int fast_fraction(scorer *s, cand *best, double *best_key, double *best_d
                 seenD[nseen++] = delta;
             }
         }
-        bool better = win < 0 || key > *best_key;
-        if (!better && s->topo && key == *best_key) better = fraction_topo_better(s, i, win, d);
-        if (better) {
+        if (win < 0 || key > *best_key || (topo && key == *best_key && fraction_topo_better(s, i, win, d))) {
             win = i;
             *best_key = key;
             *best_delta = delta;
@@ -856,6 +859,12 @@ static int fast_fraction(scorer *s, cand *best, double *best_key, double *best_d
     }
     if (win >= 0) cand_fraction(s, win, d, best);
     return nc;
+}
+
+/* The loop compiled twice: the topology tie-break costs nodes without topology nothing. */
+static int fast_fraction(scorer *s, cand *best, double *best_key, double *best_delta) {
+    return s->topo ? fast_fraction_loop(s, best, best_key, best_delta, true)
+                   : fast_fraction_loop(s, best, best_key, best_delta, false);
 }
 
 /* Generic path: one of model_fit's assignments as a candidate; ga receives the changed
@@ -1223,8 +1232,8 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
     s->ctx = ctx;
     s->w = NULL;
     s->name_hash = name_hash;
-    s->need = r->topology && r->count >= 2 ? model_request_required_align(r) : 0;
     s->topo = n->topo && r->kind != MODEL_REQ_NONE && topo_aware(p);
+    s->want_why = why != NULL;
     if (s->topo) {
         s->idle = 0;
         for (int i = 0; i < n->ngpus && i < MODEL_MAX_GPUS; i++)
@@ -1372,21 +1381,24 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
     for (int i = 0; i < c->nchg; i++) ni->gpu_req += c->R0[i] - c->R1[i];
 
     char wbuf[256], cbuf[96], tbuf[80], bbuf[96];
+    bbuf[0] = 0;
     out->feasible = true;
     out->choice = c->c;
     out->raw = node_score(s, c, best_delta, why ? wbuf : NULL, sizeof wbuf);
-    int tier = 0;
-    double pack = 0;
-    out->score = out->raw + (s->topo ? topo_bonus(s, c, &tier, &pack) : 0);
-    if (s->p->kind == P_BINPACK || s->p->kind == P_SPREAD) out->raw = out->score;
+    out->score = out->raw;
+    if (s->topo) {
+        int tier;
+        double pack;
+        out->score += topo_bonus(s, c, &tier, &pack);
+        if (s->p->kind == P_BINPACK || s->p->kind == P_SPREAD) out->raw = out->score;
+        if (why)
+            snprintf(bbuf, sizeof bbuf, "; topology: alignment +%.0f, keeping aligned sets whole %+.2f -> %.2f",
+                     TOPO_TIER * tier, pack, out->score);
+    }
     if (s->p->kind == P_FGD || s->p->kind == P_MIGAWARE || s->p->kind == P_PACK) out->raw = best_delta;
     if (why) {
         fmt_choice(n, &c->c, cbuf, sizeof cbuf);
         fmt_topo(n, &c->c, tbuf, sizeof tbuf);
-        bbuf[0] = 0;
-        if (s->topo)
-            snprintf(bbuf, sizeof bbuf, "; topology: alignment +%.0f, keeping aligned sets whole %+.2f -> %.2f",
-                     TOPO_TIER * tier, pack, out->score);
         snprintf(why, whylen, "%s; %s of %d candidate%s%s%s", wbuf, cbuf, nc, nc == 1 ? "" : "s", tbuf, bbuf);
     }
     return 0;

@@ -11,7 +11,10 @@
  * with NVLink pairs and an 8-GPU two-socket server without NVLink, in turn), about half
  * allocated by 1- and 2-GPU pods: what topology costs the policies that weigh it.
  *
- *   make build/bench/bench_policy && build/bench/bench_policy [whole|mig|topo|ext] [policy]
+ * "topo-hidden" scores the same topology cluster with every node's topology hidden (as a node
+ * without the annotation): the difference is what weighing topology costs.
+ *
+ *   make build/bench/bench_policy && build/bench/bench_policy [whole|mig|topo|topo-hidden|ext] [policy]
  *
  * Run from the repository root (fgd's target workload is the openb default pod list).
  * Wall-clock ms; on a shared machine take the median of several runs of the program.
@@ -207,12 +210,8 @@ static void build_topo(model_node **nodes) {
     char name[64], uid[64];
     for (int i = 0; i < NODES; i++) {
         snprintf(name, sizeof name, "topo-%05d", i);
-        test_server kind = i % 3 == 0 ? TEST_DGX_A100 : TEST_PCIE8;
+        test_server kind = i % 3 == 0 ? TEST_DGX_A100 : i % 3 == 1 ? TEST_PCIE8 : TEST_NUMA8;
         model_node *n = test_server_node(name, kind, MODEL_GPU_WHOLE, 1);
-        if (i % 3 == 2)
-            for (int a = 0; a < GPUS; a++)
-                for (int b = a + 1; b < GPUS; b++)
-                    model_topo_set(n, a, b, a / 4 == b / 4 ? MODEL_LINK_NODE : MODEL_LINK_SYS, 0);
         n->track_host = true;
         n->cpu_milli = 96000;
         n->memory_mib = 786432;
@@ -292,13 +291,19 @@ int main(int argc, char **argv) {
     for (int cl = 0; cl < NCL; cl++) {
         /* the whole and MIG clusters are always built, in this order, so each is the same random
          * cluster whichever part runs (and as before the topology cluster was added) */
-        if (cl == CL_TOPO && *part && strcmp(part, "topo") && strcmp(part, "ext")) continue;
+        bool hidden = !strcmp(part, "topo-hidden");
+        /* (the "ext" part is the whole and MIG clusters' only, as before the topology cluster came) */
+        if (cl == CL_TOPO && *part && strcmp(part, "topo") && !hidden) continue;
         if (cl == CL_MIG) build_mig(nodes, a100);
         else if (cl == CL_TOPO) build_topo(nodes);
         else build_whole(nodes, products);
+        for (int i = 0; i < NODES && cl == CL_TOPO && hidden; i++) {
+            free(nodes[i]->topo);
+            nodes[i]->topo = NULL;
+        }
         const policy_ctx *c = cl == CL_MIG ? &mctx : &ctx;
-        if (!*part || !strcmp(part, part_of[cl])) {
-            header(title_of[cl]);
+        if (!*part || !strcmp(part, part_of[cl]) || (cl == CL_TOPO && hidden)) {
+            header(cl == CL_TOPO && hidden ? "the topology cluster with every node's topology hidden" : title_of[cl]);
             for (int pi = 0; pi < policy_count(); pi++) {
                 const policy *p = policy_at(pi);
                 if (pol && strcmp(pol, policy_name(p))) continue;
@@ -309,7 +314,7 @@ int main(int argc, char **argv) {
                 }
             }
         }
-        if (!*part || !strcmp(part, "ext")) {
+        if (!*part || (!strcmp(part, "ext") && cl != CL_TOPO)) {
             char title[160];
             snprintf(title, sizeof title,
                      "extender path (filter: model_fit_any; prioritize: policy_score + policy_scores_0_10), %s cluster",

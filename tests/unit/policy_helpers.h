@@ -191,6 +191,21 @@ static inline model_request req_cpu(long long cpu) {
     return r;
 }
 
+/* A finished target workload of whole 1-, 2-, 4- and 8-GPU pods and half-GPU shares, in these
+ * counts (0 leaves a shape out). */
+static inline policy_workload *gpu_mix_workload(long one, long two, long four, long eight, long half) {
+    policy_workload *w = policy_workload_new();
+    const long counts[] = {one, two, four, eight};
+    for (int i = 0; i < 4; i++) {
+        model_request r = req_whole(1 << i, 0);
+        if (counts[i] > 0) policy_workload_add(w, &r, counts[i], NULL, 0);
+    }
+    model_request half_share = req_frac(500, 0);
+    if (half > 0) policy_workload_add(w, &half_share, half, NULL, 0);
+    policy_workload_finish(w, 100, NULL, 0);
+    return w;
+}
+
 static inline model_request req_mig(const char *profile) {
     model_request r;
     memset(&r, 0, sizeof r);

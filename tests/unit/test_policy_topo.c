@@ -14,22 +14,8 @@ static const char *const paper[] = {"bestfit", "dotprod", "gpupacking", "gpuclus
 #define NAWARE 4
 #define NPAPER 6
 
-/* A target workload of 1-, 2-, 4- and 8-GPU pods and shares (fgd and fgd-pack need one). */
-static policy_workload *workload(void) {
-    policy_workload *w = policy_workload_new();
-    model_request r = req_whole(1, 0);
-    policy_workload_add(w, &r, 40, NULL, 0);
-    r = req_whole(2, 0);
-    policy_workload_add(w, &r, 20, NULL, 0);
-    r = req_whole(4, 0);
-    policy_workload_add(w, &r, 10, NULL, 0);
-    r = req_whole(8, 0);
-    policy_workload_add(w, &r, 5, NULL, 0);
-    r = req_frac(500, 0);
-    policy_workload_add(w, &r, 25, NULL, 0);
-    policy_workload_finish(w, 100, NULL, 0);
-    return w;
-}
+/* fgd and fgd-pack need a target workload: 1-, 2-, 4- and 8-GPU pods and shares. */
+static policy_workload *workload(void) { return gpu_mix_workload(40, 20, 10, 5, 25); }
 
 /* Occupy GPU g with a whole-GPU holder. */
 static int take(model_node *n, int g) {
@@ -118,14 +104,6 @@ TEST(policy_topo_partly_taken_pcie8) {
     policy_workload_free(w);
 }
 
-/* An 8-GPU node with NUMA-only links (two sockets of four, no NVLink, no shared switch). */
-static model_node *numa8(const char *name) {
-    model_node *n = test_server_node(name, TEST_PCIE8, MODEL_GPU_WHOLE, 1);
-    for (int a = 0; a < 8; a++)
-        for (int b = a + 1; b < 8; b++) model_topo_set(n, a, b, a / 4 == b / 4 ? MODEL_LINK_NODE : MODEL_LINK_SYS, 0);
-    return n;
-}
-
 TEST(policy_topo_node_with_nvlink_set_beats_numa_set_whatever_the_packing) {
     policy_workload *w = workload();
     policy_ctx ctx;
@@ -133,7 +111,7 @@ TEST(policy_topo_node_with_nvlink_set_beats_numa_set_whatever_the_packing) {
     ctx.workload = w;
     /* fuller: a NUMA-only node with GPUs 0-3 taken (its free 4-7 are a numa set): every packing
      * term prefers it; fresh: an idle DGX, whose 4-GPU set is nvlink. */
-    model_node *fuller = numa8("fuller"), *fresh = fixture_node("nodes/topo-dgx-a100.json");
+    model_node *fuller = test_server_node("fuller", TEST_NUMA8, MODEL_GPU_WHOLE, 1), *fresh = fixture_node("nodes/topo-dgx-a100.json");
     CHECK(fuller && fresh);
     for (int g = 0; g < 4; g++) CHECK(take(fuller, g) == 0);
     model_node *nodes[2] = {fuller, fresh};

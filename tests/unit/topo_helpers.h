@@ -1,7 +1,9 @@
 /* topo_helpers.h -- the contract's three servers (docs: README "Topology"), built by hand:
  * dgx-a100 (8 GPUs, every pair NV12), pcie8-nvlink-pairs (two switches of four, NVLink
  * bridges on (0,1),(2,3),(4,5),(6,7)), 2socket-4gpu (NODE within a socket, SYS across).
- * The JSON fixtures tests/fixtures/nodes/topo-*.json describe the same machines. */
+ * The JSON fixtures tests/fixtures/nodes/topo-*.json describe the same machines. A fourth,
+ * numa8, is the PCIe server without its bridges and switches: 8 GPUs, NODE within a socket of
+ * four, SYS across (a set of 4 is at best numa). */
 #ifndef TEST_TOPO_HELPERS_H
 #define TEST_TOPO_HELPERS_H
 
@@ -9,7 +11,7 @@
 #include "model/node.h"
 #include "model/topo.h"
 
-typedef enum test_server { TEST_DGX_A100, TEST_PCIE8, TEST_2SOCKET } test_server;
+typedef enum test_server { TEST_DGX_A100, TEST_PCIE8, TEST_2SOCKET, TEST_NUMA8 } test_server;
 
 static inline model_link test_server_link(test_server s, int a, int b) {
     switch (s) {
@@ -17,6 +19,7 @@ static inline model_link test_server_link(test_server s, int a, int b) {
     case TEST_PCIE8:
         if (a / 2 == b / 2) return MODEL_LINK_NVLINK;
         return a / 4 == b / 4 ? MODEL_LINK_PIX : MODEL_LINK_SYS;
+    case TEST_NUMA8: return a / 4 == b / 4 ? MODEL_LINK_NODE : MODEL_LINK_SYS;
     default: return a / 2 == b / 2 ? MODEL_LINK_NODE : MODEL_LINK_SYS;
     }
 }
@@ -36,8 +39,8 @@ static inline int test_server_topo(model_node *n, test_server s) {
 
 /* A node of the server, whole GPUs (mode) with its topology. */
 static inline model_node *test_server_node(const char *name, test_server s, model_gpu_mode mode, int replicas) {
-    const char *prod = s == TEST_2SOCKET ? "NVIDIA-L40S" : s == TEST_PCIE8 ? "NVIDIA-A100-80GB-PCIe"
-                                                                           : "NVIDIA-A100-SXM4-80GB";
+    const char *prod = s == TEST_2SOCKET ? "NVIDIA-L40S" : s == TEST_DGX_A100 ? "NVIDIA-A100-SXM4-80GB"
+                                                                             : "NVIDIA-A100-80GB-PCIe";
     const model_gpu_product *p = model_catalog_find(model_catalog_default(), prod);
     model_node *n = model_node_new(name);
     if (!n || !p) {
