@@ -131,25 +131,38 @@ model_align model_topo_align(const model_node *n, const int8_t *gpus, int k) {
 
 /* ---------------------------------------------------- sets as masks ---- */
 
-/* adj[L][g]: the GPUs h != g whose link with g is aligned at level L or better. */
-typedef struct graph {
-    int ngpus;
-    uint16_t adj[NLEVELS][MODEL_MAX_GPUS];
-} graph;
+typedef model_topo_graph graph;
 
 static void graph_build(const model_node *n, graph *gr) {
     memset(gr, 0, sizeof *gr);
     gr->ngpus = n->ngpus < MODEL_MAX_GPUS ? n->ngpus : MODEL_MAX_GPUS;
     if (!n->topo) return;
+    /* model_align_of_link as a table: this runs once per node a policy scores */
+    static const uint8_t level[MODEL_LINK_NVLINK + 1] = {
+        [MODEL_LINK_UNKNOWN] = MODEL_ALIGN_UNKNOWN, [MODEL_LINK_SYS] = MODEL_ALIGN_NONE,
+        [MODEL_LINK_NODE] = MODEL_ALIGN_NUMA,       [MODEL_LINK_PHB] = MODEL_ALIGN_NUMA,
+        [MODEL_LINK_PXB] = MODEL_ALIGN_PCIE,        [MODEL_LINK_PIX] = MODEL_ALIGN_PCIE,
+        [MODEL_LINK_NVLINK] = MODEL_ALIGN_NVLINK};
     for (int a = 0; a < gr->ngpus; a++)
-        for (int b = 0; b < gr->ngpus; b++) {
-            if (a == b) continue;
-            model_align al = model_align_of_link((model_link)n->topo->link[a][b]);
-            for (int L = 1; L <= (int)al; L++) gr->adj[L][a] |= (uint16_t)(1u << b);
+        for (int b = a + 1; b < gr->ngpus; b++) {
+            unsigned l = n->topo->link[a][b];
+            int al = l <= MODEL_LINK_NVLINK ? level[l] : MODEL_ALIGN_UNKNOWN;
+            for (int L = 1; L <= al; L++) {
+                gr->adj[L][a] |= (uint16_t)(1u << b);
+                gr->adj[L][b] |= (uint16_t)(1u << a);
+            }
         }
 }
 
-static int popcount16(unsigned m) { return __builtin_popcount(m & 0xffffu); }
+/* Set bits of a 16-bit set (SWAR: the build targets no popcnt instruction, and libgcc's
+ * __popcountdi2 was a sixth of the policies' time on topology nodes). */
+static inline int popcount16(unsigned m) {
+    m &= 0xffffu;
+    m = m - ((m >> 1) & 0x5555u);
+    m = (m & 0x3333u) + ((m >> 2) & 0x3333u);
+    m = (m + (m >> 4)) & 0x0f0fu;
+    return (int)((m + (m >> 8)) & 0x1fu);
+}
 
 /* The alignment of the set mask (two GPUs or more). */
 static model_align mask_align(const graph *gr, unsigned set) {
@@ -178,12 +191,24 @@ static int max_clique_rec(const graph *gr, int L, unsigned cand, int size, int b
 
 static int max_clique(const graph *gr, int L, unsigned cand) {
     if (!cand) return 0;
-    bool whole = true;   /* the common case on a regular server: the candidates are one clique */
-    for (unsigned m = cand; m && whole; m &= m - 1) {
-        int g = __builtin_ctz(m);
-        whole = (cand & ~(1u << g) & ~(unsigned)gr->adj[L][g]) == 0;
+    /* The common case on real servers: at each level the GPUs fall into groups linked all to
+     * all (NVLink pairs or an NVSwitch, PCIe switches, sockets), so the largest clique is the
+     * largest group. Each GPU's group is itself plus its neighbours; the graph is such a union
+     * of cliques when every neighbour has the same group. */
+    int best = 0;
+    bool groups = true;
+    for (unsigned left = cand; left && groups;) {
+        int g = __builtin_ctz(left);
+        unsigned grp = (cand & gr->adj[L][g]) | (1u << g);
+        for (unsigned k = grp & ~(1u << g); k && groups; k &= k - 1) {
+            int h = __builtin_ctz(k);
+            groups = ((cand & gr->adj[L][h]) | (1u << h)) == grp;
+        }
+        int size = popcount16(grp);
+        if (size > best) best = size;
+        left &= ~grp;   /* each group is checked once: the work is linear in the GPUs */
     }
-    return whole ? popcount16(cand) : max_clique_rec(gr, L, cand, 0, 0);
+    return groups ? best : max_clique_rec(gr, L, cand, 0, 0);
 }
 
 static int pairs_at(const graph *gr, int L, unsigned set) {
@@ -206,6 +231,19 @@ void model_topo_room_of(const model_node *n, uint16_t free_set, model_topo_room 
     graph gr;
     graph_build(n, &gr);
     room_of_mask(&gr, free_set & (unsigned)((1u << gr.ngpus) - 1), out);
+}
+
+void model_topo_graph_of(const model_node *n, model_topo_graph *g) {
+    if (n) graph_build(n, g);
+    else memset(g, 0, sizeof *g);
+}
+
+void model_topo_graph_room(const model_topo_graph *g, uint16_t set, model_topo_room *out) {
+    room_of_mask(g, set & (unsigned)((1u << g->ngpus) - 1), out);
+}
+
+model_align model_topo_graph_align(const model_topo_graph *g, uint16_t set) {
+    return popcount16(set) < 2 ? MODEL_ALIGN_NVLINK : mask_align(g, set);
 }
 
 int model_topo_room_cmp(const model_topo_room *a, const model_topo_room *b) {
@@ -270,14 +308,20 @@ static void choose_counts(search *s, int i, unsigned set, int left) {
 }
 
 int model_topo_best_set(const model_node *n, const bool *candidate, int k, int8_t *out) {
-    if (!n || !candidate || !out || k <= 0) return -1;
+    if (!n) return -1;
     graph gr;
     graph_build(n, &gr);
+    return model_topo_graph_best_set(&gr, candidate, k, out);
+}
+
+int model_topo_graph_best_set(const model_topo_graph *tg, const bool *candidate, int k, int8_t *out) {
+    if (!tg || !candidate || !out || k <= 0) return -1;
+    const graph *gr = tg;
     unsigned cand = 0;
-    for (int g = 0; g < gr.ngpus; g++)
+    for (int g = 0; g < gr->ngpus; g++)
         if (candidate[g]) cand |= 1u << g;
     if (popcount16(cand) < k) return -1;
-    search s = {.gr = &gr, .cand = cand, .k = k, .best_align = -1};
+    search s = {.gr = gr, .cand = cand, .k = k, .best_align = -1};
     /* Twin classes among the candidates: g and h are twins when each links to every other
      * candidate at the same level (then they link to each other as every pair of their class
      * does, so swapping them changes nothing). Without topology everything is one class. */
@@ -288,7 +332,7 @@ int model_topo_best_set(const model_node *n, const bool *candidate, int k, int8_
             unsigned others = cand & ~(1u << g) & ~(1u << h);
             bool twin = true;
             for (int L = 1; L < NLEVELS && twin; L++)
-                twin = ((gr.adj[L][g] ^ gr.adj[L][h]) & others) == 0;
+                twin = ((gr->adj[L][g] ^ gr->adj[L][h]) & others) == 0;
             if (twin) break;
         }
         if (c == s.nclass) s.cls[s.nclass++] = 0;

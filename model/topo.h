@@ -106,4 +106,18 @@ void model_topo_room_of(const struct model_node *n, uint16_t free_set, model_top
  * then the largest NUMA set, then the aligned pairs at those levels in the same order. <0, 0, >0. */
 int model_topo_room_cmp(const model_topo_room *a, const model_topo_room *b);
 
+/* The node's links as bit masks: adj[L][g] has bit h set when GPUs g and h link at alignment L
+ * or better. The functions above build it on every call; a caller that asks many questions of
+ * one node (a policy scoring candidates) builds it once. All zero without topology. */
+typedef struct model_topo_graph {
+    int ngpus;
+    uint16_t adj[MODEL_ALIGN_NVLINK + 1][16];
+} model_topo_graph;
+void model_topo_graph_of(const struct model_node *n, model_topo_graph *g);
+/* model_topo_room_of and model_topo_align (a set as bits; one GPU or none: nvlink) on a graph. */
+void model_topo_graph_room(const model_topo_graph *g, uint16_t set, model_topo_room *out);
+model_align model_topo_graph_align(const model_topo_graph *g, uint16_t set);
+/* model_topo_best_set on a graph. */
+int model_topo_graph_best_set(const model_topo_graph *g, const bool *candidate, int k, int8_t *out);
+
 #endif

@@ -348,6 +348,8 @@ typedef struct scorer {
     int need;                     /* model_request_required_align(r): set and read on fast_single's path only */
     uint16_t idle;                /* topo: the GPUs without any grant (model_gpu_idle) */
     model_topo_room room0;        /* topo: what they offer multi-GPU pods now */
+    int all_pairs;                /* topo: room_pairs with every GPU idle */
+    model_topo_graph tg;          /* topo: the links, built once per node scored */
 } scorer;
 
 _Thread_local bool policy_test_generic_only;
@@ -367,6 +369,20 @@ static bool topo_aware(const policy *p) {
     return p->kind == P_BINPACK || p->kind == P_SPREAD || p->kind == P_PACK || p->kind == P_MIGAWARE;
 }
 
+/* The idle GPUs and what they offer now, once per node scored (out of line, as the rest). */
+static int room_pairs(const model_topo_room *r);
+
+static __attribute__((noinline)) void topo_prepare(scorer *s) {
+    s->idle = 0;
+    for (int i = 0; i < s->n->ngpus && i < MODEL_MAX_GPUS; i++)
+        if (model_gpu_idle(&s->n->gpus[i])) s->idle |= (uint16_t)(1u << i);
+    model_topo_graph_of(s->n, &s->tg);
+    model_topo_graph_room(&s->tg, s->idle, &s->room0);
+    model_topo_room all;
+    model_topo_graph_room(&s->tg, UINT16_MAX, &all);
+    s->all_pairs = room_pairs(&all);
+}
+
 /* Bits of the GPUs a candidate touches. */
 static uint16_t cand_mask(const cand *c) {
     uint16_t m = 0;
@@ -374,22 +390,26 @@ static uint16_t cand_mask(const cand *c) {
     return m;
 }
 
-static int cand_align(const scorer *s, const cand *c) {
-    return c->c.ngpus < 2 ? MODEL_ALIGN_NVLINK : (int)model_topo_align(s->n, c->c.gpu, c->c.ngpus);
+static int cand_align(const scorer *s, const cand *c) { return (int)model_topo_graph_align(&s->tg, cand_mask(c)); }
+
+/* What the idle GPUs offer once the candidate has its GPUs. */
+static void cand_room(const scorer *s, const cand *c, model_topo_room *out) {
+    uint16_t after = s->idle & (uint16_t)~cand_mask(c);
+    if (after == s->idle) *out = s->room0;   /* no idle GPU taken (a share on a used GPU) */
+    else model_topo_graph_room(&s->tg, after, out);
 }
 
-/* The order of two candidates by topology around the policy's key (>0: a wins). */
-static int topo_cmp(const scorer *s, const cand *a, double ka, const cand *b, double kb) {
-    model_topo_room ra, rb;
-    model_topo_room_of(s->n, s->idle & (uint16_t)~cand_mask(a), &ra);
-    model_topo_room_of(s->n, s->idle & (uint16_t)~cand_mask(b), &rb);
+/* The order of two candidates by topology around the policy's key (>0: a wins); ra, rb: what
+ * each leaves (cand_room). */
+static int topo_cmp(const scorer *s, const cand *a, const model_topo_room *ra, double ka, const cand *b,
+                    const model_topo_room *rb, double kb) {
     int c = 0;
     if (s->r->count >= 2) {
         c = cand_align(s, a) - cand_align(s, b);
-        if (!c) c = model_topo_room_cmp(&ra, &rb);
+        if (!c) c = model_topo_room_cmp(ra, rb);
     }
     if (!c) c = ka > kb ? 1 : ka < kb ? -1 : 0;
-    if (!c) c = model_topo_room_cmp(&ra, &rb);
+    if (!c) c = model_topo_room_cmp(ra, rb);
     return c;
 }
 
@@ -421,10 +441,9 @@ static __attribute__((noinline)) double topo_bonus(const scorer *s, const cand *
     } else if (s->r->count >= 2) {
         tier = MODEL_ALIGN_NVLINK - MODEL_ALIGN_NONE;   /* all on one GPU (MIG instances): nothing crossed */
     }
-    model_topo_room after, all;
-    model_topo_room_of(s->n, s->idle & (uint16_t)~cand_mask(c), &after);
-    model_topo_room_of(s->n, (uint16_t)((1u << s->v.ngpus) - 1), &all);
-    int total = room_pairs(&all), lost = room_pairs(&s->room0) - room_pairs(&after);
+    model_topo_room after;
+    cand_room(s, c, &after);
+    int total = s->all_pairs, lost = room_pairs(&s->room0) - room_pairs(&after);
     double pack = total > 0 ? -TOPO_PACK_POINTS * s->ctx->w_topology * lost / total : 0;
     *tier_out = tier;
     *pack_out = pack;
@@ -736,7 +755,7 @@ static __attribute__((noinline)) int topo_whole_set(scorer *s, int8_t *set, char
     int nidle = 0;
     for (int i = 0; i < s->v.ngpus; i++) nidle += idle[i] = s->v.E[i] == 1001;
     int al = nidle < s->r->count ? -1
-             : s->topo ? model_topo_best_set(s->n, idle, s->r->count, set)
+             : s->topo ? model_topo_graph_best_set(&s->tg, idle, s->r->count, set)
                        : model_topo_first_set(s->n, idle, s->r->count, (model_align)s->need, set);
     if (al < 0 || al < s->need) {
         if (nidle < s->r->count) {
@@ -799,18 +818,27 @@ static int fast_single(scorer *s, cand *c, char *why, size_t whylen) {
  * equal (R, E) gives an equal delta, computed once (memory is in no FAST type's room
  * rule, so it decides which GPUs take the share, never a GPU's key). Returns the number
  * of GPUs that take it; *best is built for the winner only. */
-/* Equal for the policy: whether GPU i keeps aligned sets more whole than GPU win. Out of line,
- * as topo_whole_set. */
-static __attribute__((noinline)) bool fraction_topo_better(const scorer *s, int i, int win, int d) {
+/* Equal for the policy: whether GPU i keeps aligned sets more whole than GPU win, whose room
+ * *win_room holds when *have (and then holds i's if i wins). Out of line, as topo_whole_set. */
+static __attribute__((noinline)) bool fraction_topo_better(const scorer *s, int i, int win, int d,
+                                                           model_topo_room *win_room, bool *have) {
     cand a, b;
+    model_topo_room ra;
     cand_fraction(s, i, d, &a);
     cand_fraction(s, win, d, &b);
-    return topo_cmp(s, &a, 0, &b, 0) > 0;
+    cand_room(s, &a, &ra);
+    if (!*have) cand_room(s, &b, win_room);
+    *have = true;
+    if (topo_cmp(s, &a, &ra, 0, &b, win_room, 0) <= 0) return false;
+    *win_room = ra;
+    return true;
 }
 
 static inline __attribute__((always_inline)) int fast_fraction_loop(scorer *s, cand *best, double *best_key,
                                                                     double *best_delta, const bool topo) {
     int d = s->r->compute_permille, nc = 0, win = -1;
+    model_topo_room win_room;   /* topo: what the winner leaves, once asked */
+    bool have_room = false;
     bool mem_sized = s->r->memory_mib > 0 || s->r->memory_permille > 0;
     int16_t seenR[MODEL_MAX_GPUS], seenE[MODEL_MAX_GPUS];
     double seenK[MODEL_MAX_GPUS], seenD[MODEL_MAX_GPUS];
@@ -851,7 +879,13 @@ static inline __attribute__((always_inline)) int fast_fraction_loop(scorer *s, c
                 seenD[nseen++] = delta;
             }
         }
-        if (win < 0 || key > *best_key || (topo && key == *best_key && fraction_topo_better(s, i, win, d))) {
+        if (topo && win >= 0 && key == *best_key) {
+            if (fraction_topo_better(s, i, win, d, &win_room, &have_room)) {
+                win = i;
+                *best_delta = delta;
+            }
+        } else if (win < 0 || key > *best_key) {
+            have_room = false;
             win = i;
             *best_key = key;
             *best_delta = delta;
@@ -1234,12 +1268,7 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
     s->name_hash = name_hash;
     s->topo = n->topo && r->kind != MODEL_REQ_NONE && topo_aware(p);
     s->want_why = why != NULL;
-    if (s->topo) {
-        s->idle = 0;
-        for (int i = 0; i < n->ngpus && i < MODEL_MAX_GPUS; i++)
-            if (model_gpu_idle(&n->gpus[i])) s->idle |= (uint16_t)(1u << i);
-        model_topo_room_of(n, s->idle, &s->room0);
-    }
+    if (s->topo) topo_prepare(s);
     wl_buf wb;
     if (p->kind == P_FGD || p->kind == P_PACK) {
         if (!ctx->workload || !ctx->workload->finished || ctx->workload->nkept == 0) {
@@ -1338,6 +1367,7 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
         while (nseen < 2u * (unsigned)nc && nseen < 256) nseen *= 2;
         if (!lean) memset(seen, 0, nseen * sizeof seen[0]);
         bool first = true;
+        model_topo_room cur_room = {{0}, {0}}, best_room = cur_room;   /* topo: what cur and best leave */
         for (int k = 0; k < nc && !lean; k++) {
             /* (random draws per candidate; the others' keys depend on the GPU state and
              * the grant shape only, and on the slot only when fragmentation counts) */
@@ -1364,8 +1394,10 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
             generic_cand(s, &as[k], &cur, ga, s->w != NULL);
             double delta = 0;
             double key = cand_key(s, &cur, ga, k, &delta);
-            if (first || (s->topo ? topo_cmp(s, &cur, key, &best, best_key) > 0 : key > best_key)) {
+            if (s->topo) cand_room(s, &cur, &cur_room);
+            if (first || (s->topo ? topo_cmp(s, &cur, &cur_room, key, &best, &best_room, best_key) > 0 : key > best_key)) {
                 best = cur;
+                best_room = cur_room;
                 best_key = key;
                 best_delta = delta;
                 first = false;

@@ -252,6 +252,22 @@ TEST(topo_best_set_agrees_with_brute_force) {
         for (int g = 0; g < ng; g++)
             if (next_rand(&seed) % 4) cand[g] = true, cmask |= 1u << g;
         int nc = __builtin_popcount(cmask);
+        /* the room's largest aligned sets, against every subset */
+        model_topo_room whole;
+        model_topo_room_of(n, (uint16_t)cmask, &whole);
+        for (int L = MODEL_ALIGN_NUMA; L <= MODEL_ALIGN_NVLINK; L++) {
+            int largest = 0;
+            for (unsigned s = 1; s < (1u << ng); s++) {
+                if ((s & ~cmask) || __builtin_popcount(s) <= largest) continue;
+                int8_t g[16];
+                int m = 0;
+                for (int i = 0; i < ng; i++)
+                    if (s >> i & 1) g[m++] = (int8_t)i;
+                if (m == 1 || (int)model_topo_align(n, g, m) >= L) largest = m;
+            }
+            CHECK_MSG(whole.largest[L] == largest, "round %d level %d: largest %d, brute force %d", round, L,
+                      whole.largest[L], largest);
+        }
         for (int k = 1; k <= nc; k++) {
             /* brute force, subsets in ascending lexicographic order of their index lists */
             int best_al = -1;
