@@ -243,7 +243,14 @@ typedef struct policy policy;
  *                     placement uses up: small pods go where they break the least (an already
  *                     broken pair, a partly used switch), within 10 points of what the policy
  *                     itself prefers (binpack: 12.5 points per GPU of an 8-GPU node).
- * On nodes without topology none of this applies: scores and choices are as before. */
+ * On nodes without topology none of this applies: scores and choices are as before.
+ * Measured (test_policy_topo_random.c, "alignment_and_packing_measured": 24 DGX / PCIe-pairs /
+ * NUMA-only nodes, 1-GPU pods, shares, 2- and 4-GPU pods arriving and leaving, 4 seeds): the
+ * share of multi-GPU pods placed on their server's best alignment is 63 % with topology against
+ * 48 % blind for binpack, 52 against 35 for spread, 65 against 47 for fgd-pack and mig-aware.
+ * The packing term's own part is small: w_topology 1 against 0 adds 1.1 (binpack) to 2.3 (spread)
+ * points and refuses up to 3 % fewer multi-GPU pods; tripled, spread gains 2 points more, the
+ * others about nothing (so the default stays 1). */
 const policy *policy_find(const char *name);
 int policy_count(void);
 const policy *policy_at(int i);

@@ -23,6 +23,7 @@
 #include "model/dra.h"
 #include "model/fit.h"
 #include "model/node.h"
+#include "model/topo.h"
 #include "model/quantity.h"
 #include "model/request.h"
 #include "policy/policy.h"
@@ -371,6 +372,21 @@ void fuzz_node_one(const uint8_t *data, size_t len) {
         FUZZ_REQUIRE(model_node_check(n, why, sizeof why), "fresh node %s: %s", n->name, why);
         model_node *c = model_node_clone(n);
         FUZZ_REQUIRE(c != NULL, "clone failed");
+        /* topology (model/topo.h): symmetric, copied with the node, and every set best_set
+         * returns is ascending, of the size asked and as aligned as it says */
+        bool all[MODEL_MAX_GPUS];
+        for (int g = 0; g < MODEL_MAX_GPUS; g++) all[g] = g < n->ngpus;
+        for (int a = 0; a < n->ngpus; a++)
+            for (int b = 0; b < n->ngpus; b++) {
+                FUZZ_REQUIRE(model_topo_link(n, a, b) == model_topo_link(n, b, a), "link %d-%d asymmetric", a, b);
+                FUZZ_REQUIRE(model_topo_link(c, a, b) == model_topo_link(n, a, b), "clone lost link %d-%d", a, b);
+            }
+        for (int k = 1; k <= n->ngpus; k++) {
+            int8_t set[MODEL_MAX_GPUS];
+            int al = model_topo_best_set(n, all, k, set);
+            FUZZ_REQUIRE(al >= 0 && al == (int)model_topo_align(n, set, k), "best_set k=%d: %d", k, al);
+            for (int i = 1; i < k; i++) FUZZ_REQUIRE(set[i - 1] < set[i], "best_set k=%d not ascending", k);
+        }
         model_node_free(c);
         model_node_free(n);
     }
