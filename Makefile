@@ -173,13 +173,20 @@ run: $(EXT_BIN)
 
 # The simulator demo on the bundled cluster and trace (data/sim/): the smallest cluster
 # meeting two service targets per policy, comparing sharing options (layered MIG +
-# time-slicing among them), then a replay of the bundled cluster; seconds.
+# time-slicing among them), then a replay of the bundled cluster, then multi-GPU training
+# on PCIe servers (data/sim/topo-*.json); seconds.
+# the topology comparison: tessera's topology-aware policies against the FGD paper's fgd and bestfit
+SIM_TOPO_POLICIES := binpack,fgd-pack,fgd,bestfit
 sim: $(SIM_BIN)
 	@$(SIM_BIN) plan --target "wait.p95.inference<=30s" --target "unschedulable==0" --policies fgd,bestfit,binpack,spread \
 	    --sharing-options whole,timeslice:4,mig:on-demand,mig:3g.40gb+4g.40gb,mig:3g.40gb+4g.40gb+timeslice:4 \
 	    --svg $(BUILD)/sim-plan.svg
 	@echo
 	@$(SIM_BIN) replay --svg $(BUILD)/sim-replay.svg --alloc-svg $(BUILD)/sim-alloc.svg
+	@echo
+	@echo "multi-GPU training on PCIe servers (issue 22): unaligned placements and training time per policy"
+	@$(SIM_BIN) replay --cluster data/sim/topo-cluster.json --trace data/sim/topo-trace.json \
+	    --policies $(SIM_TOPO_POLICIES)
 
 bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done

@@ -319,9 +319,8 @@ static model_node *dra_group_node(const sim_group *g, const model_gpu_product *p
     return n;
 }
 
-model_node *sim_group_node(const sim_group *g, const model_catalog *cat, const char *name, char *err,
-                           size_t errlen) {
-    if (!cat) cat = model_catalog_default();
+static model_node *group_node(const sim_group *g, const model_catalog *cat, const char *name, char *err,
+                              size_t errlen) {
     const model_gpu_product *p = find_product(cat, g->product);
     if (!p) {
         snprintf(err, errlen, "group \"%s\": gpuProduct \"%s\" is not in the GPU catalog", g->name, g->product);
@@ -373,6 +372,48 @@ model_node *sim_group_node(const sim_group *g, const model_catalog *cat, const c
     return n;
 }
 
+model_node *sim_group_node(const sim_group *g, const model_catalog *cat, const char *name, char *err,
+                           size_t errlen) {
+    if (!cat) cat = model_catalog_default();
+    model_node *n = group_node(g, cat, name, err, errlen);
+    char e2[200];
+    if (n && sim_topology_apply(&g->topo, n, e2, sizeof e2) != 0) {
+        snprintf(err, errlen, "group \"%s\": topology: %s", g->name, e2);
+        model_node_free(n);
+        return NULL;
+    }
+    return n;
+}
+
+/* A group's "topology": a preset must be the group's server (GPU count and product), a matrix
+ * must have a row per GPU. */
+static int read_topology(const cJSON *o, const char *where, const model_catalog *cat, sim_group *g, char *err,
+                         size_t errlen) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "topology");
+    if (!v) return 0;
+    char field[64];
+    snprintf(field, sizeof field, "%s.topology", where);
+    if (sim_topology_parse(v, field, &g->topo, err, errlen) != 0) return -1;
+    if (g->topo.ngpus != g->gpus_per_node) {
+        snprintf(err, errlen, "%s: %s%s%shas %d GPUs, the group's nodes %d (gpusPerNode)", field,
+                 g->topo.preset[0] ? "preset \"" : "the matrix ", g->topo.preset, g->topo.preset[0] ? "\" " : "",
+                 g->topo.ngpus, g->gpus_per_node);
+        return -1;
+    }
+    const char *product = NULL;
+    if (g->topo.preset[0]) {
+        sim_topology tmp;
+        sim_topology_preset(g->topo.preset, &tmp, &product);
+        if (find_product(cat ? cat : model_catalog_default(), g->product) !=
+            model_catalog_find(cat ? cat : model_catalog_default(), product)) {
+            snprintf(err, errlen, "%s: preset \"%s\" is a server of %d x %s, the group's gpuProduct is \"%s\"", field,
+                     g->topo.preset, g->topo.ngpus, product, g->product);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 bool sim_group_can_share(const sim_group *g, const sim_sharing *opt, const model_catalog *cat) {
     sim_group try = *g;
     try.sharing = *opt;
@@ -398,7 +439,7 @@ int sim_cluster_apply_sharing(sim_cluster *c, const sim_sharing *opt, const mode
 
 static int read_group(const cJSON *o, int i, const model_catalog *cat, sim_group *g, char *err, size_t errlen) {
     static const char *const keys[] = {"name", "count", "gpuProduct", "gpusPerNode", "cpuMilli", "memoryMiB",
-                                       "sharing", "dra", NULL};
+                                       "sharing", "dra", "topology", NULL};
     char where[48];
     snprintf(where, sizeof where, "nodeGroups[%d]", i);
     if (!cJSON_IsObject(o)) {
@@ -447,6 +488,7 @@ static int read_group(const cJSON *o, int i, const model_catalog *cat, sim_group
         return -1;
     }
     g->dra = cJSON_IsTrue(dra);
+    if (read_topology(o, where, cat, g, err, errlen) != 0) return -1;
     /* Build one node now, so a product or layout the model cannot realise is reported
      * against the field, not at the first arrival. */
     model_node *n = sim_group_node(g, cat, "check", e2, sizeof e2);
@@ -540,6 +582,7 @@ char *sim_cluster_to_json(const sim_cluster *c) {
         sim_sharing_format(&g->sharing, buf, sizeof buf);
         cJSON_AddStringToObject(o, "sharing", buf);
         if (g->dra) cJSON_AddBoolToObject(o, "dra", true);
+        if (g->topo.ngpus) cJSON_AddItemToObject(o, "topology", sim_topology_to_json(&g->topo));
         cJSON_AddItemToArray(arr, o);
     }
     char *s = cJSON_Print(root);

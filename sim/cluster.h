@@ -6,7 +6,7 @@
  *                    "gpusPerNode": 8, "cpuMilli": 64000, "memoryMiB": 524288,
  *                    "sharing": "whole" | "timeslice:N" | "mps:N" | "mig:3g.40gb+2x2g.20gb"
  *                               | "mig:2x3g.40gb+timeslice:4" | "mig:on-demand",
- *                    "dra": false}]}
+ *                    "dra": false, "topology": "pcie8-nvlink-pairs"}]}
  *
  * "mig:<layout>+timeslice:N" is layered sharing: the layout's instances, each time-sliced
  * into N replicas by the device plugin (every profile of the layout listed in its
@@ -17,6 +17,11 @@
  * "mig:<layout>" the MIG devices of that layout (static MIG), "mig:on-demand" the GPU and its
  * placements (the driver's DynamicMIG). Only claims (trace pods with "claim") can use them;
  * time-slicing and MPS are set on a claim with DRA, not on the node, so they are refused here.
+ *
+ * "topology" (sim/topology.h): how the group's GPUs are connected, a preset (dgx-a100,
+ * pcie8-nvlink-pairs, 2socket-4gpu) or a matrix of nvidia-smi link names; a preset's GPU
+ * count and product must be the group's. Without it the nodes have no topology and every
+ * multi-GPU set on them is judged "unknown" (the openb nodes).
  *
  * Schema: sim/schema/cluster.schema.json. cpuMilli and memoryMiB go together: with
  * both, the node checks host CPU and memory; with neither, only GPUs count.
@@ -30,6 +35,7 @@
 
 #include "model/catalog.h"
 #include "model/node.h"
+#include "sim/topology.h"
 
 typedef enum sim_share_kind {
     SIM_SHARE_WHOLE = 0,
@@ -59,6 +65,7 @@ typedef struct sim_group {
     int64_t memory_mib;
     sim_sharing sharing;
     bool dra;                  /* GPUs published through DRA (a ResourceSlice), not the device plugin */
+    sim_topology topo;         /* topo.ngpus 0: none */
 } sim_group;
 
 typedef struct sim_cluster {

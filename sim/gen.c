@@ -84,6 +84,35 @@ bad:
     return -1;
 }
 
+int sim_gen_parse_training_sizes(const char *s, sim_gen_opts *o, char *err, size_t errlen) {
+    static const int sizes[4] = {1, 2, 4, 8};
+    double share[4] = {0}, total = 0;
+    char buf[256];
+    if (strlen(s) >= sizeof buf) goto bad;
+    strcpy(buf, s);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '='), *end;
+        if (!eq) goto bad;
+        *eq = 0;
+        long gpus = strtol(tok, &end, 10);
+        if (end == tok || *end) goto bad;
+        int z = 0;
+        while (z < 4 && sizes[z] != gpus) z++;
+        double v = strtod(eq + 1, &end);
+        if (z == 4 || end == eq + 1 || *end || !(v >= 0) || v > 1e6) goto bad;
+        share[z] = v;
+        total += v;
+    }
+    if (!(total > 0)) goto bad;
+    memcpy(o->training_sizes, share, sizeof share);
+    return 0;
+bad:
+    snprintf(err, errlen, "--training-sizes \"%s\": expected gpus=share pairs for 1, 2, 4 and 8 GPUs, e.g. "
+             "1=0.3,2=0.35,4=0.25,8=0.1 (at least one share > 0)", s);
+    return -1;
+}
+
 /* The pod part of one size option of a kind, as a trace writes it. */
 static cJSON *pod_part(const kind_spec *k, const size_opt *z) {
     cJSON *part = cJSON_CreateObject();
@@ -144,6 +173,8 @@ sim_trace *sim_gen(const sim_gen_opts *o, char *err, size_t errlen) {
         snprintf(name, sizeof name, "team-%d", i + 1);
         sim_trace_tenant(t, name);
     }
+    double tsizes = 0;   /* --training-sizes: their total; 0 keeps the spec's shares */
+    for (int z = 0; z < 4; z++) tsizes += o->training_sizes[z];
     uint64_t rng = o->seed * 0x2545F4914F6CDD1DULL + 12345;
     double span = o->hours * 3600.0;
     for (long i = 0; i < o->workloads; i++) {
@@ -166,7 +197,7 @@ sim_trace *sim_gen(const sim_gen_opts *o, char *err, size_t errlen) {
         double zp = uniform(&rng), zacc = 0;
         int z = 0;
         for (; z < s->nsizes - 1; z++) {
-            zacc += s->sizes[z].p;
+            zacc += k == SIM_TRAINING && tsizes > 0 ? o->training_sizes[z] / tsizes : s->sizes[z].p;
             if (zp < zacc) break;
         }
         w.shape = shape[k][z];

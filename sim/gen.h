@@ -10,7 +10,8 @@
  *                  inference  m 1 h,    s 1.0, [1 min, 24 h]
  *                  notebook   m 2 h,    s 0.8, [10 min, 12 h]
  *                  batch      m 30 min, s 1.2, [1 min, 12 h]
- *   size         training   nvidia.com/gpu 1 (60 %), 2 (25 %), 4 (10 %), 8 (5 %)
+ *   size         training   nvidia.com/gpu 1 (60 %), 2 (25 %), 4 (10 %), 8 (5 %); other
+ *                           shares with --training-sizes 1=0.3,2=0.35,4=0.25,8=0.1
  *                inference  tessera.io/gpu-fraction 0.1 (40 %), 0.25 (40 %), 0.5 (10 %),
  *                           nvidia.com/gpu 1 (10 %)
  *                notebook   gpu-fraction 0.1 (60 %), 0.25 (40 %)
@@ -37,6 +38,7 @@ typedef struct sim_gen_opts {
     double hours;
     double mix[SIM_NKINDS];   /* shares of training, inference, notebook, batch (need not sum to 1) */
     int tenants;
+    double training_sizes[4];   /* shares of 1, 2, 4, 8-GPU training (need not sum to 1); all 0: the defaults */
 } sim_gen_opts;
 
 /* seed 1, 1000 workloads, 8 hours, mix 0.2 / 0.4 / 0.3 / 0.1, 8 tenants. */
@@ -44,6 +46,9 @@ void sim_gen_defaults(sim_gen_opts *o);
 
 /* "training=0.2,inference=0.5,..." into o->mix. -1 with err. */
 int sim_gen_parse_mix(const char *s, sim_gen_opts *o, char *err, size_t errlen);
+
+/* "1=0.3,2=0.35,4=0.25,8=0.1" into o->training_sizes (sizes not named get 0). -1 with err. */
+int sim_gen_parse_training_sizes(const char *s, sim_gen_opts *o, char *err, size_t errlen);
 
 /* The trace, sorted by arrival. NULL with err on bad options. */
 sim_trace *sim_gen(const sim_gen_opts *o, char *err, size_t errlen);

@@ -18,6 +18,7 @@
 #include "sim/quota.h"
 #include "sim/replay.h"
 #include "sim/report.h"
+#include "sim/slowdown.h"
 #include "sim/sweep.h"
 #include "sim/trace.h"
 
@@ -37,12 +38,12 @@ static void usage(FILE *f) {
             "  demo [--policy NAME]      place one pod of every request form on a built-in cluster\n"
             "                            and explain each decision; policy default binpack\n"
             "  gen [--seed N] [--workloads N] [--hours H] [--mix training=0.2,inference=0.4,...]\n"
-            "      [--tenants N] [-o FILE]\n"
+            "      [--tenants N] [--training-sizes 1=0.6,2=0.25,4=0.1,8=0.05] [-o FILE]\n"
             "                            write a synthetic trace (distributions in sim/README.md)\n"
             "  replay [--cluster FILE] [--trace FILE] [--policies a,b,..] [--seed N] [--samples N]\n"
             "         [--no-frag] [--soft-share-delivery reservation|none] [--json | --csv] [-o FILE]\n"
             "         [--svg FILE] [--alloc-svg FILE] [--quota SPEC ...] [--tenant-namespace T=NS,...]\n"
-"         [--quota-mode M]\n"
+"         [--quota-mode M] [--comm-share C]\n"
             "                            replay the trace per policy: waits, slowdown, allocation,\n"
             "                            fragmentation, GPU-hours (default: the bundled demo; policies\n"
             "                            " DEFAULT_POLICIES ", seed 42, 100 samples)\n"
@@ -68,6 +69,10 @@ static void usage(FILE *f) {
             "                            a workload over its namespace's quota waits until its charge\n"
             "                            fits (wait, default), waits with nobody of its namespace passing\n"
             "                            it (fifo), or is refused as ResourceQuota refuses a pod\n"
+            "  --comm-share C            replay, plan: share of a multi-GPU pod's step spent communicating\n"
+            "                            when its GPUs are NVLink-connected (0..1, default 0.05); a slower\n"
+            "                            set stretches it by the bandwidth ratio (sim/slowdown.h); a trace\n"
+            "                            workload's \"commShare\" overrides it\n"
             "  --soft-share-delivery M   replay, plan: as tessera-extender's flag. reservation (default):\n"
             "                            a fraction never goes onto an MPS replica, which its\n"
             "                            reservation cannot hold; none: it may\n"
@@ -86,6 +91,7 @@ typedef struct common {
     int samples;
     bool frag;
     sim_quotas quotas;    /* --quota, --tenant-namespace, --quota-mode */
+    sim_comm_model comm;  /* --comm-share */
 } common;
 
 static int need_arg(int argc, char **argv, int i, const char *cmd) {
@@ -148,6 +154,19 @@ static int common_opt(int argc, char **argv, int *i, common *c, const char *cmd)
             fprintf(stderr, "tessera-sim %s: %s: %s\n", cmd, a, err);
             return -1;
         }
+        return 1;
+    }
+    if (!strcmp(a, "--comm-share")) {
+        if (need_arg(argc, argv, *i, cmd)) return -1;
+        char *end;
+        const char *v = argv[++*i];
+        double x = strtod(v, &end);
+        if (end == v || *end || !(x >= 0 && x <= 1)) {
+            fprintf(stderr, "tessera-sim %s: --comm-share: a number in 0..1 (the share of a multi-GPU step spent "
+                    "communicating over NVLink), not \"%s\"\n", cmd, v);
+            return -1;
+        }
+        c->comm.share = x;
         return 1;
     }
     if (!strcmp(a, "--json")) return c->fmt = SIM_FMT_JSON, 1;
@@ -242,6 +261,11 @@ static int cmd_gen(int argc, char **argv) {
         else if (!strcmp(a, "--tenants")) { o.tenants = (int)strtol(v, &end, 10); if (*end || end == v) goto bad; }
         else if (!strcmp(a, "--mix")) {
             if (sim_gen_parse_mix(v, &o, err, sizeof err) != 0) { fprintf(stderr, "tessera-sim gen: %s\n", err); return 2; }
+        } else if (!strcmp(a, "--training-sizes")) {
+            if (sim_gen_parse_training_sizes(v, &o, err, sizeof err) != 0) {
+                fprintf(stderr, "tessera-sim gen: %s\n", err);
+                return 2;
+            }
         } else if (!strcmp(a, "-o")) out = v;
         else { fprintf(stderr, "tessera-sim gen: unknown option \"%s\"\n", a); return 2; }
         continue;
@@ -308,12 +332,14 @@ static void replay_one(void *arg, int i) {
     o.frag = j->c->frag;
     o.soft_share_delivery_none = j->c->delivery_none;
     o.quotas = j->c->quotas.n ? &j->c->quotas : NULL;
+    o.comm = &j->c->comm;
     o.progress = &j->progress;
     j->failed[i] = sim_replay(j->cl, j->tr, &o, &j->res[i], j->err[i], sizeof j->err[i]) != 0;
 }
 
 static int cmd_replay(int argc, char **argv) {
     common c = {.policies = DEFAULT_POLICIES, .seed = 42, .samples = 100, .frag = true};
+    sim_comm_defaults(&c.comm);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return 0; }
         int rc = common_opt(argc, argv, &i, &c, "replay");
@@ -399,6 +425,7 @@ static void plan_one(void *arg, int i) {
 
 static int cmd_plan(int argc, char **argv) {
     common c = {.policies = "fgd,bestfit,binpack", .seed = 42, .samples = 2, .frag = false};
+    sim_comm_defaults(&c.comm);
     sim_plan_opts po = {0};
     char err[600];
     for (int i = 1; i < argc; i++) {
@@ -428,6 +455,7 @@ static int cmd_plan(int argc, char **argv) {
     po.seed = c.seed;
     po.soft_share_delivery_none = c.delivery_none;
     po.quotas = c.quotas.n ? &c.quotas : NULL;
+    po.comm = &c.comm;
     char names[16][32];
     int np = split_policies(c.policies, names, 16, "plan");
     if (np <= 0) return 2;

@@ -38,7 +38,8 @@ int sim_target_parse(const char *s, sim_target *out, char *err, size_t errlen) {
     const char *val = at + oplen, *m = out->metric;
     char stat[16] = "", kind[32] = "";
     bool time = false;
-    if (!strcmp(m, "unschedulable") || !strcmp(m, "alloc.mean")) {
+    if (!strcmp(m, "unschedulable") || !strcmp(m, "alloc.mean") || !strcmp(m, "unaligned") ||
+        !strcmp(m, "comm.gpu_hours")) {
     } else if (sscanf(m, "wait.%15[^.].%31s", stat, kind) == 2 || sscanf(m, "slowdown.%15[^.].%31s", stat, kind) == 2) {
         time = m[0] == 'w';
         bool ok = false;
@@ -62,7 +63,7 @@ int sim_target_parse(const char *s, sim_target *out, char *err, size_t errlen) {
     } else {
         snprintf(err, errlen,
                  "--target \"%s\": unknown metric \"%s\" (wait.<stat>.<kind>, slowdown.<stat>.<kind>, "
-                 "unschedulable, alloc.mean)", s, m);
+                 "unschedulable, alloc.mean, unaligned, comm.gpu_hours)", s, m);
         return -1;
     }
     char *end;
@@ -77,6 +78,8 @@ int sim_target_parse(const char *s, sim_target *out, char *err, size_t errlen) {
 double sim_target_measure(const sim_target *t, const sim_replay_result *r) {
     if (!strcmp(t->metric, "unschedulable")) return r->unschedulable;
     if (!strcmp(t->metric, "alloc.mean")) return r->alloc_mean_pct;
+    if (!strcmp(t->metric, "unaligned")) return r->topo.unaligned;
+    if (!strcmp(t->metric, "comm.gpu_hours")) return r->topo.extra_gpu_hours;
     char stat[16] = "", kind[32] = "";
     bool time = t->metric[0] == 'w';
     sscanf(t->metric + (time ? 5 : 9), "%15[^.].%31s", stat, kind);
@@ -130,6 +133,7 @@ int sim_plan_check(const sim_cluster *c, const sim_trace *t, const char *policy,
     ro.seed = o->seed;
     ro.soft_share_delivery_none = o->soft_share_delivery_none;
     ro.quotas = o->quotas;
+    ro.comm = o->comm;
     for (int i = 0; i < o->ntargets; i++) ro.tenants |= strstr(o->targets[i].metric, SIM_TARGET_TENANT) != NULL;
     ro.frag = false;
     ro.samples = 2;

@@ -7,6 +7,8 @@
  *   slowdown.<mean|p95>.<kind|all>            running time / dedicated duration (1 = none)
  *   unschedulable                             workloads that fit nowhere
  *   alloc.mean                                mean allocated GPU % while workloads arrive
+ *   unaligned                                 multi-GPU pods on a set worse than their node offers
+ *   comm.gpu_hours                            GPU-hours the multi-GPU communication slowdown added
  * e.g. --target "wait.p95.inference<=30s" --target "unschedulable==0".
  *
  * Search, per policy: start from the given counts; if they miss the targets, double every
@@ -59,6 +61,7 @@ typedef struct sim_plan_opts {
     bool soft_share_delivery_none;       /* sim_replay_opts' */
     int max_scale;                       /* upper bound: counts x this (0: 64) */
     const struct sim_quotas *quotas;     /* sim_replay_opts' (sim/quota.h); NULL: none */
+    const struct sim_comm_model *comm;   /* sim_replay_opts' (sim/slowdown.h); NULL: the defaults */
 } sim_plan_opts;
 
 typedef struct sim_plan_result {

@@ -26,9 +26,13 @@ typedef struct run {
     double last;             /* when remaining was last brought up to date */
     double remaining;        /* work left, in seconds on a dedicated GPU */
     double rate;             /* current progress per second (slowdown.h) */
+    double comm_factor;      /* multi-GPU communication factor of its set (1: none, or not multi-GPU) */
     int32_t node;
     uint32_t ver;            /* bumped on every rate change; stale heap entries carry an older one */
     uint8_t state;
+    uint8_t kgpus;           /* distinct GPUs of a multi-GPU pod (no MIG grant); 0 otherwise */
+    uint8_t align;           /* its set's model_align */
+    bool unaligned;          /* below the best its node offers for kgpus */
 } run;
 
 typedef struct event {
@@ -61,6 +65,9 @@ typedef struct state {
     run *r;
     uint32_t *seq;           /* arrival rank (FIFO order) */
     double *gpu_util;        /* n * MODEL_MAX_GPUS: summed utilisation of the non-exclusive tenants */
+    sim_comm_model comm;
+    int8_t *best_align;      /* per group and k (MODEL_MAX_GPUS + 1 each): the best alignment of k of its
+                              * GPUs, -1 until computed; -2: the group's nodes have no topology */
     event *heap;
     int nheap, heapcap;
     queue *q;
@@ -212,7 +219,7 @@ static void rerate(state *s, int k, uint32_t mask) {
             double r = sim_rate_grant(&n->gpus[gr->gpu], gr, u, others > 1e-9 ? others : 0);
             if (r < rate) rate = r;
         }
-        set_rate(s, w, rate);
+        set_rate(s, w, rate / s->r[w].comm_factor);
     }
 }
 
@@ -240,6 +247,50 @@ static uint32_t add_util(state *s, int k, const model_assignment *a, double u) {
         if (!a->grant[g].exclusive) s->gpu_util[(size_t)k * MODEL_MAX_GPUS + a->grant[g].gpu] += u;
     }
     return mask;
+}
+
+/* ---------------------------------------------------------------- topology */
+
+/* The best alignment any k GPUs of the node's group can have (a group's nodes share one topology),
+ * computed once per group and k. */
+static model_align group_best(state *s, int node, int k) {
+    int8_t *b = &s->best_align[(size_t)s->group_of[node] * (MODEL_MAX_GPUS + 1) + k];
+    if (*b == -1) {
+        const model_node *n = s->nodes[node];
+        bool all[MODEL_MAX_GPUS];
+        int8_t out[MODEL_MAX_GPUS];
+        for (int g = 0; g < MODEL_MAX_GPUS; g++) all[g] = g < n->ngpus;
+        int a = n->topo ? model_topo_best_set(n, all, k, out) : -1;
+        *b = (int8_t)(a < 0 ? -2 : a);
+    }
+    return *b < 0 ? MODEL_ALIGN_UNKNOWN : (model_align)*b;
+}
+
+/* A multi-GPU pod's set: its alignment, whether its node had a better one, and the
+ * communication factor it runs with (slowdown.h). */
+static void judge_set(state *s, int w, int node, const model_assignment *a) {
+    run *x = &s->r[w];
+    x->kgpus = 0;
+    x->align = MODEL_ALIGN_UNKNOWN;
+    x->unaligned = false;
+    x->comm_factor = 1.0;
+    int8_t gpus[MODEL_MAX_GPUS];
+    int k = 0;
+    uint32_t seen = 0;
+    for (int g = 0; g < a->ngrants; g++) {
+        const model_grant *gr = &a->grant[g];
+        if (gr->mig_profile >= 0) return;   /* no P2P between MIG devices: nothing to judge */
+        if (!((seen >> gr->gpu) & 1)) gpus[k++] = gr->gpu;
+        seen |= 1u << gr->gpu;
+    }
+    if (k < 2) return;
+    const model_node *n = s->nodes[node];
+    model_align al = model_topo_align(n, gpus, k);
+    x->kgpus = (uint8_t)k;
+    x->align = (uint8_t)al;
+    x->unaligned = al != MODEL_ALIGN_UNKNOWN && al < group_best(s, node, k);
+    double c = s->t->w[w].comm_given ? s->t->w[w].comm_share : s->comm.share;
+    x->comm_factor = sim_comm_factor(&s->comm, al, c);
 }
 
 /* ---------------------------------------------------------------- placing */
@@ -272,6 +323,7 @@ static bool try_place(state *s, int w) {
     x->start = x->last = s->now;
     x->remaining = wk->duration;
     x->rate = 0;
+    judge_set(s, w, k, &a);
     node_changed(s, k);
     rerate(s, k, add_util(s, k, &a, wk->util));
     return true;
@@ -496,6 +548,30 @@ static void tenant_stats(const state *s, sim_replay_result *out, double *wait) {
     }
 }
 
+static void topo_stats(const state *s, sim_replay_result *out) {
+    sim_topo_stats *ts = &out->topo;
+    double run_sum = 0, jct_sum = 0, factor_sum = 0;
+    for (int i = 0; i < s->t->n; i++) {
+        const run *x = &s->r[i];
+        if (x->state != W_DONE || x->kgpus < 2) continue;
+        ts->multi++;
+        ts->by_align[x->align]++;
+        ts->unaligned += x->unaligned;
+        double ran = x->end - x->start;
+        run_sum += ran;
+        jct_sum += x->end - s->t->w[i].arrival;
+        factor_sum += x->comm_factor;
+        double extra = x->kgpus * ran * (1.0 - 1.0 / x->comm_factor) / 3600.0;
+        ts->extra_gpu_hours += extra;
+        if (x->unaligned) ts->unaligned_gpu_hours += extra;
+    }
+    if (ts->multi) {
+        ts->run_mean_s = run_sum / ts->multi;
+        ts->jct_mean_s = jct_sum / ts->multi;
+        ts->factor_mean = factor_sum / ts->multi;
+    }
+}
+
 static void collect(const state *s, sim_replay_result *out) {
     const sim_trace *t = s->t;
     double *wait = malloc(((size_t)t->n + 1) * sizeof *wait), *slow = malloc(((size_t)t->n + 1) * sizeof *slow);
@@ -521,6 +597,7 @@ static void collect(const state *s, sim_replay_result *out) {
         if (s->r[i].state == W_DONE && s->r[i].end > out->makespan_s) out->makespan_s = s->r[i].end;
     }
     if (s->tq) tenant_stats(s, out, wait);
+    topo_stats(s, out);
     free(wait);
     free(slow);
 }
@@ -547,6 +624,8 @@ static int setup(state *s, const sim_cluster *c, const sim_trace *t, const sim_r
                  size_t errlen) {
     s->t = t;
     s->o = o;
+    if (o->comm) s->comm = *o->comm;
+    else sim_comm_defaults(&s->comm);
     bool online = false;
     s->pol = sim_fgd_policy_find(o->policy, &online);
     if (!s->pol) {
@@ -594,9 +673,12 @@ static int setup(state *s, const sim_cluster *c, const sim_trace *t, const sim_r
     s->seq = malloc(((size_t)t->n + 1) * sizeof *s->seq);
     s->gpu_util = calloc((size_t)s->n * MODEL_MAX_GPUS + 1, sizeof *s->gpu_util);
     s->node_milli = calloc((size_t)s->n + 1, sizeof *s->node_milli);
+    s->best_align = malloc(((size_t)c->ngroups + 1) * (MODEL_MAX_GPUS + 1));
+    if (s->best_align) memset(s->best_align, -1, ((size_t)c->ngroups + 1) * (MODEL_MAX_GPUS + 1));
     s->q = calloc((size_t)t->nshapes + 1, sizeof *s->q);
     s->waiting = calloc((size_t)t->nshapes + 1, sizeof *s->waiting);
-    if ((!s->inc && t->n > 0) || !s->waiting || !s->r || !s->seq || !s->gpu_util || !s->node_milli || !s->q) {
+    if ((!s->inc && t->n > 0) || !s->waiting || !s->r || !s->seq || !s->gpu_util || !s->node_milli || !s->q ||
+        !s->best_align) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -656,6 +738,7 @@ static void teardown(state *s) {
     free(s->seq);
     free(s->gpu_util);
     free(s->node_milli);
+    free(s->best_align);
     free(s->heap);
     policy_inc_free(s->inc);
     policy_online_free(s->est);

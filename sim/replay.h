@@ -19,6 +19,13 @@
  * the rate slowdown.h gives for its GPUs and co-tenants, re-computed whenever a tenant
  * arrives on or leaves one of its GPUs.
  *
+ * Multi-GPU pods (grants on k >= 2 distinct GPUs of the node, no MIG grant): their set's
+ * alignment (model_topo_align: nvlink, pcie, numa, none; unknown on a node without
+ * topology) is fixed when they start and divides their rate by slowdown.h's communication
+ * factor. The set is "unaligned" when its class is below the best any k GPUs of that node
+ * could have (an 8-GPU pod on pcie8-nvlink-pairs is "none" and still aligned: the server
+ * has nothing better); unknown is never counted unaligned.
+ *
  * Replays of different policies may run on different threads at once: the cluster and
  * trace are only read.
  */
@@ -28,6 +35,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "model/topo.h"
 #include "sim/cluster.h"
 #include "sim/trace.h"
 
@@ -43,6 +51,7 @@ typedef struct sim_replay_opts {
     struct sim_progress *progress;  /* if not NULL, ticked once per arrival (sim/progress.h) */
     const struct sim_quotas *quotas;   /* per-namespace quotas (sim/quota.h); NULL or none: no limit */
     bool tenants;            /* per-tenant stats (result.tenant) even without quotas (plan's tenant targets) */
+    const struct sim_comm_model *comm;  /* multi-GPU communication model (slowdown.h); NULL: sim_comm_defaults */
 } sim_replay_opts;
 
 void sim_replay_defaults(sim_replay_opts *o);   /* fgd, seed 42, 100 samples, frag on */
@@ -66,6 +75,19 @@ typedef struct sim_tenant_stats {
     double mean_milli, mean_mib;         /* ... and time-weighted mean until the last event */
 } sim_tenant_stats;
 
+/* Multi-GPU pods that ran, by the alignment of their GPU set (model_align order: unknown,
+ * none, numa, pcie, nvlink). */
+typedef struct sim_topo_stats {
+    int multi;                       /* pods on >= 2 distinct GPUs (no MIG grant) that ran */
+    int by_align[MODEL_ALIGN_NVLINK + 1];
+    int unaligned;                   /* below the best k GPUs of their node could be */
+    double extra_gpu_hours;          /* GPU-hours the communication slowdown added: k x run x (1 - 1/factor) */
+    double unaligned_gpu_hours;      /* ... of it, by the unaligned pods (the rest: their node had nothing better) */
+    double run_mean_s;               /* mean running time (start to end) of the multi-GPU pods */
+    double jct_mean_s;               /* mean completion time (arrival to end) of the multi-GPU pods */
+    double factor_mean;              /* mean communication factor (1: as on NVLink, or unknown) */
+} sim_topo_stats;
+
 typedef struct sim_replay_result {
     char policy[32];
     int workloads, placed, unschedulable, gpus;
@@ -83,6 +105,7 @@ typedef struct sim_replay_result {
     int refused;             /* refused by a quota (sim/quota.h) */
     int ntenants;            /* with quotas: one entry per trace tenant; 0 without */
     sim_tenant_stats *tenant;
+    sim_topo_stats topo;
 } sim_replay_result;
 
 /* Replay. 0 and out filled (free with sim_replay_result_free), or -1 with err (unknown

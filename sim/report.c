@@ -29,7 +29,15 @@ static void json_replay(FILE *f, const sim_replay_result *x, const char *indent)
             x->alloc_mean_pct, x->frag_mean_pct, x->wall_s, indent);
     for (int k = 0; k < SIM_NKINDS; k++) json_kind(f, sim_kind_name(k), &x->kind[k], false);
     json_kind(f, "all", &x->all, true);
-    fprintf(f, "%s  },\n%s  \"series\": {\"t_s\": [", indent, indent);
+    const sim_topo_stats *tp = &x->topo;
+    fprintf(f, "%s  },\n%s  \"multi_gpu\": {\"n\": %d, \"nvlink\": %d, \"pcie\": %d, \"numa\": %d, \"none\": %d, "
+            "\"unknown\": %d, \"unaligned\": %d, \"comm_extra_gpu_hours\": %.3f, \"comm_unaligned_gpu_hours\": %.3f, "
+            "\"comm_factor_mean\": %.4f, "
+            "\"run_mean_s\": %.3f, \"jct_mean_s\": %.3f},\n",
+            indent, indent, tp->multi, tp->by_align[MODEL_ALIGN_NVLINK], tp->by_align[MODEL_ALIGN_PCIE],
+            tp->by_align[MODEL_ALIGN_NUMA], tp->by_align[MODEL_ALIGN_NONE], tp->by_align[MODEL_ALIGN_UNKNOWN],
+            tp->unaligned, tp->extra_gpu_hours, tp->unaligned_gpu_hours, tp->factor_mean, tp->run_mean_s, tp->jct_mean_s);
+    fprintf(f, "%s  \"series\": {\"t_s\": [", indent);
     for (int i = 0; i < x->nsamples; i++) fprintf(f, "%s%.1f", i ? ", " : "", x->t[i]);
     fprintf(f, "], \"alloc_pct\": [");
     for (int i = 0; i < x->nsamples; i++) fprintf(f, "%s%.2f", i ? ", " : "", x->alloc_pct[i]);
@@ -85,6 +93,24 @@ static void table_tenants(FILE *f, const sim_replay_result *x) {
     }
 }
 
+/* Multi-GPU pods by the alignment of their GPU set, and what the communication slowdown cost. */
+static void table_multi_gpu(FILE *f, const sim_replay_result *r, int n) {
+    fprintf(f, "\nmulti-GPU pods by the alignment of their GPUs (unaligned: worse than their node offers; factor and "
+               "comm GPU-h, all and of the unaligned: sim/slowdown.h)\n");
+    fprintf(f, "%-14s %6s %6s %6s %6s %6s %7s %9s %7s %11s %10s %8s %8s\n", "policy", "multi", "nvlink", "pcie", "numa",
+            "none", "unknown", "unaligned", "factor", "comm GPU-h", "unaligned", "run mean", "JCT mean");
+    for (int i = 0; i < n; i++) {
+        const sim_topo_stats *t = &r[i].topo;
+        char run[16], jct[16];
+        sim_format_seconds(t->run_mean_s, run, sizeof run);
+        sim_format_seconds(t->jct_mean_s, jct, sizeof jct);
+        fprintf(f, "%-14s %6d %6d %6d %6d %6d %7d %9d %6.2fx %11.1f %10.1f %8s %8s\n", r[i].policy, t->multi,
+                t->by_align[MODEL_ALIGN_NVLINK], t->by_align[MODEL_ALIGN_PCIE], t->by_align[MODEL_ALIGN_NUMA],
+                t->by_align[MODEL_ALIGN_NONE], t->by_align[MODEL_ALIGN_UNKNOWN], t->unaligned, t->factor_mean,
+                t->extra_gpu_hours, t->unaligned_gpu_hours, run, jct);
+    }
+}
+
 void sim_report_replay(FILE *f, sim_format fmt, const sim_replay_result *r, int n) {
     if (fmt == SIM_FMT_JSON) {
         fprintf(f, "{\"replays\": [\n");
@@ -97,15 +123,22 @@ void sim_report_replay(FILE *f, sim_format fmt, const sim_replay_result *r, int 
     }
     if (fmt == SIM_FMT_CSV) {
         fprintf(f, "policy,kind,n,wait_p50_s,wait_p95_s,wait_p99_s,wait_max_s,slowdown_mean,slowdown_p95,"
-                   "unschedulable,gpus,alloc_mean_pct,frag_mean_pct,gpu_hours,makespan_s\n");
+                   "unschedulable,gpus,alloc_mean_pct,frag_mean_pct,gpu_hours,makespan_s,"
+                   "multi_gpu,multi_nvlink,multi_pcie,multi_numa,multi_none,multi_unknown,multi_unaligned,"
+                   "comm_factor_mean,comm_extra_gpu_hours,comm_unaligned_gpu_hours,multi_run_mean_s,multi_jct_mean_s\n");
         for (int i = 0; i < n; i++)
             for (int k = 0; k <= SIM_NKINDS; k++) {
                 const sim_kind_stats *s = k < SIM_NKINDS ? &r[i].kind[k] : &r[i].all;
-                fprintf(f, "%s,%s,%d,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f,%d,%d,%.3f,%.3f,%.3f,%.3f\n", r[i].policy,
+                const sim_topo_stats *tp = &r[i].topo;   /* per policy: the same on each of its rows */
+                fprintf(f, "%s,%s,%d,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f,%d,%d,%.3f,%.3f,%.3f,%.3f,%d,%d,%d,%d,%d,%d,%d,%.4f,%.3f,"
+                        "%.3f,%.3f,%.3f\n", r[i].policy,
                         k < SIM_NKINDS ? sim_kind_name(k) : "all", s->n, s->wait_p50, s->wait_p95, s->wait_p99,
                         s->wait_max, s->slow_mean, s->slow_p95,
                         k < SIM_NKINDS ? r[i].unschedulable_kind[k] : r[i].unschedulable, r[i].gpus,
-                        r[i].alloc_mean_pct, r[i].frag_mean_pct, r[i].gpu_hours, r[i].makespan_s);
+                        r[i].alloc_mean_pct, r[i].frag_mean_pct, r[i].gpu_hours, r[i].makespan_s, tp->multi,
+                        tp->by_align[MODEL_ALIGN_NVLINK], tp->by_align[MODEL_ALIGN_PCIE], tp->by_align[MODEL_ALIGN_NUMA],
+                        tp->by_align[MODEL_ALIGN_NONE], tp->by_align[MODEL_ALIGN_UNKNOWN], tp->unaligned,
+                        tp->factor_mean, tp->extra_gpu_hours, tp->unaligned_gpu_hours, tp->run_mean_s, tp->jct_mean_s);
             }
         return;
     }
@@ -133,6 +166,9 @@ void sim_report_replay(FILE *f, sim_format fmt, const sim_replay_result *r, int 
         }
         fputc('\n', f);
     }
+    bool multi = false;
+    for (int i = 0; i < n; i++) multi |= r[i].topo.multi > 0;
+    if (multi) table_multi_gpu(f, r, n);
     for (int i = 0; i < n; i++)
         if (r[i].ntenants) table_tenants(f, &r[i]);
 }

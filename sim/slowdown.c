@@ -1,4 +1,5 @@
-/* slowdown.c -- the sharing slowdown model; the formulas and sources are in slowdown.h. */
+/* slowdown.c -- the sharing and multi-GPU communication slowdown models; the formulas and sources are in
+ * slowdown.h. */
 #include "sim/slowdown.h"
 
 double sim_rate_timeslice(double u, double others) {
@@ -43,4 +44,20 @@ double sim_rate_grant(const model_gpu *g, const model_grant *gr, double u, doubl
     case MODEL_GPU_WHOLE: break;
     }
     return sim_rate_timeslice(u, others);
+}
+
+void sim_comm_defaults(sim_comm_model *m) {
+    m->share = SIM_COMM_SHARE;
+    m->bw[MODEL_ALIGN_UNKNOWN] = 0;
+    m->bw[MODEL_ALIGN_NONE] = SIM_COMM_BW_NONE;
+    m->bw[MODEL_ALIGN_NUMA] = SIM_COMM_BW_NUMA;
+    m->bw[MODEL_ALIGN_PCIE] = SIM_COMM_BW_PCIE;
+    m->bw[MODEL_ALIGN_NVLINK] = SIM_COMM_BW_NVLINK;
+}
+
+double sim_comm_factor(const sim_comm_model *m, model_align a, double c) {
+    if (a <= MODEL_ALIGN_UNKNOWN || a > MODEL_ALIGN_NVLINK || m->bw[a] <= 0) return 1.0;
+    if (c < 0) c = 0;
+    if (c > 1) c = 1;
+    return (1.0 - c) + c * m->bw[MODEL_ALIGN_NVLINK] / m->bw[a];
 }

@@ -26,11 +26,24 @@
  *                   min(1, p / u). Memory-bandwidth contention is not modelled (the
  *                   sources give no number).
  * A workload on several GPUs runs at its slowest GPU's rate.
+ *
+ * Multi-GPU communication (data/sharing-costs.md, "Multi-GPU communication"): a workload
+ * whose grants sit on k >= 2 distinct GPUs of a node talks between them every step. Its
+ * duration is taken on an NVLink-connected set; with a communication share c of a step at
+ * NVLink speed, a step on a set whose slowest pair has bandwidth B takes
+ *     factor = (1 - c) + c * B_nvlink / B
+ * times as long (a ring collective moves at its slowest link's speed; overlap of
+ * communication with compute is folded into c). The set's alignment class (model/topo.h:
+ * its worst pair) picks B; a node without topology (alignment unknown) is not slowed, and
+ * is counted as unknown. MIG grants are left out: GPU-to-GPU P2P (NVLink and PCIe) is not
+ * available between MIG devices, so the class of their GPUs says nothing (NVIDIA MIG User
+ * Guide, application considerations).
  */
 #ifndef SIM_SLOWDOWN_H
 #define SIM_SLOWDOWN_H
 
 #include "model/node.h"
+#include "model/topo.h"
 
 #define SIM_TIMESLICE_LOSS 0.38
 
@@ -48,5 +61,24 @@ double sim_rate_mig_timeslice(double u, double others, double share);
  * utilisation of the other tenants -- of the GPU, or for a replica of a time-sliced MIG
  * instance of that instance (ignored for exclusive, plain MIG and MPS grants). */
 double sim_rate_grant(const model_gpu *g, const model_grant *gr, double u, double others);
+
+/* The multi-GPU communication model's parameters, all in one place. Bandwidths in GB/s per
+ * direction, effective (what a bandwidth-bound collective sees), indexed by model_align;
+ * the sources and which numbers are assumptions are in data/sharing-costs.md. */
+#define SIM_COMM_SHARE 0.05          /* communication share of a step at NVLink speed (assumption) */
+#define SIM_COMM_BW_NVLINK 230.0     /* A100 NV12: 12 links x 25 GB/s line rate, ~230 effective */
+#define SIM_COMM_BW_PCIE 25.0        /* PCIe 4.0 x16 through one switch: 31.5 line, ~25 measured */
+#define SIM_COMM_BW_NUMA 20.0        /* through the CPU's root complex, one socket (assumption) */
+#define SIM_COMM_BW_NONE 10.0        /* across sockets (UPI/xGMI) (assumption, from measured ~10) */
+
+typedef struct sim_comm_model {
+    double share;                    /* default communication share, 0..1 (workloads may carry their own) */
+    double bw[MODEL_ALIGN_NVLINK + 1];   /* GB/s by model_align; [MODEL_ALIGN_UNKNOWN] unused */
+} sim_comm_model;
+
+void sim_comm_defaults(sim_comm_model *m);
+/* How many times longer a step takes on a set of alignment a than on an NVLink set, with
+ * communication share c: (1 - c) + c * bw[nvlink] / bw[a]; 1 for unknown alignment. */
+double sim_comm_factor(const sim_comm_model *m, model_align a, double c);
 
 #endif

@@ -182,8 +182,8 @@ int sim_trace_add(sim_trace *t, const sim_workload *w, const char *id) {
 const char *sim_trace_id(const sim_trace *t, int i) { return t->ids + t->w[i].id; }
 
 static int read_workload(sim_trace *t, const cJSON *o, int i, char *err, size_t errlen) {
-    static const char *const keys[] = {"id", "kind", "arrival", "duration", "priority", "tenant", "gpuUtil", "pod",
-                                       NULL};
+    static const char *const keys[] = {"id", "kind", "arrival", "duration", "priority", "tenant", "gpuUtil", "commShare",
+                                       "pod", NULL};
     char where[48], e2[400];
     snprintf(where, sizeof where, "workloads[%d]", i);
     if (!cJSON_IsObject(o)) {
@@ -217,6 +217,11 @@ static int read_workload(sim_trace *t, const cJSON *o, int i, char *err, size_t 
     if (sim_json_str(o, where, "tenant", false, &tenant, err, errlen) < 0) return -1;
     if (sim_json_num(o, where, "gpuUtil", false, 0, 1, &util, err, errlen) < 0) return -1;
     w.util = (float)util;
+    double comm;
+    int rc = sim_json_num(o, where, "commShare", false, 0, 1, &comm, err, errlen);
+    if (rc < 0) return -1;
+    w.comm_given = rc == 0;   /* 1: absent */
+    w.comm_share = w.comm_given ? (float)comm : 0;
     int ti = sim_trace_tenant(t, tenant);
     if (ti < 0) {
         snprintf(err, errlen, "%s.tenant: more than 65535 tenants", where);
@@ -370,8 +375,9 @@ int sim_trace_write(const sim_trace *t, FILE *f) {
         fprintf(f, ", \"kind\": \"%s\", \"arrival\": %.3f, \"duration\": %.3f, \"priority\": %d, \"tenant\": ",
                 sim_kind_name(w->kind), w->arrival, w->duration, (int)w->priority);
         put_string(f, t->tenants[w->tenant]);
-        fprintf(f, ", \"gpuUtil\": %.3f, \"pod\": %s}%s\n", (double)w->util, t->shapes[w->shape].pod_json,
-                i + 1 < t->n ? "," : "");
+        fprintf(f, ", \"gpuUtil\": %.3f", (double)w->util);
+        if (w->comm_given) fprintf(f, ", \"commShare\": %.3f", (double)w->comm_share);
+        fprintf(f, ", \"pod\": %s}%s\n", t->shapes[w->shape].pod_json, i + 1 < t->n ? "," : "");
     }
     fputs("]}\n", f);
     return ferror(f) ? -1 : 0;

@@ -7,7 +7,9 @@
  *
  * arrival: seconds from the start; duration: seconds on a dedicated GPU (the replay
  * stretches it by the sharing slowdown); gpuUtil: mean GPU utilisation in [0, 1] when
- * running alone. The pod part is a container's resources plus the pod's annotations (or
+ * running alone; commShare (optional, 0..1): for a pod on several GPUs, the share of a step
+ * spent communicating when its GPUs are NVLink-connected (sim/slowdown.h; default the
+ * replay's --comm-share). The pod part is a container's resources plus the pod's annotations (or
  * a whole Pod object with "spec"); it becomes a Pod and is read by model_request_from_pod,
  * exactly as the extender reads pods. Schema: sim/schema/trace.schema.json.
  *
@@ -24,6 +26,7 @@
 #ifndef SIM_TRACE_H
 #define SIM_TRACE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -48,6 +51,8 @@ typedef struct sim_workload {
     uint32_t id;             /* offset of the id in trace->ids */
     uint16_t tenant;         /* index into tenants */
     uint8_t kind;            /* sim_kind */
+    bool comm_given;         /* "commShare" given: comm_share overrides the replay's default */
+    float comm_share;        /* multi-GPU communication share of a step at NVLink speed (slowdown.h) */
 } sim_workload;
 
 typedef struct sim_trace {

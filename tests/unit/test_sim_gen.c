@@ -88,3 +88,27 @@ TEST(sim_gen_bad_options) {
     CHECK(!sim_gen(&o, err, sizeof err));
     CHECK_CONTAINS(err, "--hours");
 }
+
+TEST(sim_gen_training_sizes) {
+    sim_gen_opts o;
+    sim_gen_defaults(&o);
+    char err[256];
+    CHECK(sim_gen_parse_training_sizes("3=1", &o, err, sizeof err) != 0);
+    CHECK_CONTAINS(err, "--training-sizes \"3=1\": expected gpus=share pairs for 1, 2, 4 and 8 GPUs");
+    CHECK(sim_gen_parse_training_sizes("1=0,2=0", &o, err, sizeof err) != 0);   /* nothing to draw */
+    CHECK(sim_gen_parse_training_sizes("2=1,8=1", &o, err, sizeof err) == 0);
+    o.mix[SIM_TRAINING] = 1;
+    o.mix[SIM_INFERENCE] = o.mix[SIM_NOTEBOOK] = o.mix[SIM_BATCH] = 0;
+    o.workloads = 400;
+    sim_trace *t = sim_gen(&o, err, sizeof err);
+    CHECK_MSG(t, "%s", err);
+    int n2 = 0, n8 = 0;
+    for (int i = 0; i < t->n; i++) {
+        int g = t->shapes[t->w[i].shape].req.count;
+        CHECK_MSG(g == 2 || g == 8, "a %d-GPU training pod", g);
+        n2 += g == 2;
+        n8 += g == 8;
+    }
+    CHECK(n2 > 150 && n8 > 150);   /* half each: 200 +- 3 sigma (30) */
+    sim_trace_free(t);
+}
