@@ -1,5 +1,5 @@
 /* holdings.h -- the `tessera.io/holdings` record: which nvidia.com/... devices each pod on this node holds, as the
- * kubelet's Pod Resources API says (topo-contract.md, "The holdings record"):
+ * kubelet's Pod Resources API says (README.md, "The `tessera.io/holdings` node annotation"):
  *
  *     {"v":1,"pods":{"default/train-1":{"nvidia.com/gpu":["GPU-6a0f…","GPU-77b1…"]},
  *                    "ml/notebook-3":{"nvidia.com/gpu.shared":["GPU-6a0f…::3"]}}}

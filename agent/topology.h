@@ -1,5 +1,5 @@
 /* topology.h -- the node's tessera.io/gpus annotation as the node agent writes it (README, "The tessera.io/gpus
- * node annotation"; issue 22's contract).
+ * node annotation").
  *
  * One object per GPU in NVML index order, the keys the agent owns first:
  *   {"index":0,"uuid":"GPU-...","pci":"00000000:07:00.0","numa":0,"nvlink":[1,...],"topo":["X","NV12",...]}

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The three servers of topo-contract (issue 22), as nvidia-smi topo -m shows them. */
+/* The three reference servers (README.md, "Reference servers"), as nvidia-smi topo -m shows them. */
 typedef struct preset {
     const char *name, *product;
     int ngpus;

@@ -7,7 +7,7 @@
  * A100-80GB nodes under dynamic MIG with random instances held. Then the extender's
  * path: what extender/verbs.c calls for one pod -- filter (model_fit_any on every node)
  * and prioritize (policy_score on the nodes that passed, then policy_scores_0_10). Last, a
- * cluster whose nodes publish their GPU topology (the contract's DGX A100, 8-GPU PCIe server
+ * cluster whose nodes publish their GPU topology (the reference DGX A100, 8-GPU PCIe server
  * with NVLink pairs and an 8-GPU two-socket server without NVLink, in turn), about half
  * allocated by 1- and 2-GPU pods: what topology costs the policies that weigh it.
  *

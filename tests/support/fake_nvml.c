@@ -3,7 +3,7 @@
  * dlopen("libnvidia-ml.so.1") finds it through the same search order production uses (no test-only flag).
  *
  * It answers the NVML calls agent/nvml.h lists, with nvml.h's symbol versions, types and error codes, for the
- * three servers of issue 22's contract (FAKE_NVML_SERVER, default dgx-a100):
+ * three reference servers (README.md, "Reference servers") (FAKE_NVML_SERVER, default dgx-a100):
  *   dgx-a100            8 x A100-SXM4-80GB, 12 NVLinks each to NVSwitches; bus ids 07 0F 47 4E 87 90 B7 BD;
  *                       PCIe: (0,1) (2,3) (4,5) (6,7) MULTIPLE (PXB), same socket (0-3, 4-7) NODE, else SYSTEM.
  *   pcie8-nvlink-pairs  8 x A100-80GB-PCIe; bus ids 1B 1C 1D 1E 9B 9C 9D 9E; one PCIe switch per socket

@@ -1,6 +1,6 @@
 /* test_dra_topo.c -- claims' constraints (spec.devices.constraints: matchAttribute, distinctAttribute) and the
  * topology of DRA nodes, on NVIDIA's driver v0.4.0 fixtures (tests/fixtures/dra/, sources in its README):
- * dra-p8 is the contract's pcie8-nvlink-pairs server published through DRA, GPUs 0-3 under PCIe root
+ * dra-p8 is the reference pcie8-nvlink-pairs server published through DRA, GPUs 0-3 under PCIe root
  * pci0000:17 and 4-7 under pci0000:97.
  */
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* test_fit_topo.c -- tessera.io/topology in model_fit: on the contract's three servers (the
+/* test_fit_topo.c -- tessera.io/topology in model_fit: on the three reference servers (README, Topology) (the
  * fixtures the node agent's annotation describes) a required alignment lets through exactly
  * the aligned GPU sets, and a refusal names what the node has instead. */
 #include "harness.h"

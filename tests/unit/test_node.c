@@ -1063,7 +1063,7 @@ TEST(node_layered_by_hand) {
 
 /* The three servers' fixtures (the annotation as the node agent writes it) give the matrix
  * topo_helpers.h builds by hand, link for link. */
-TEST(node_topo_fixtures_give_the_contracts_matrices) {
+TEST(node_topo_fixtures_give_the_reference_matrices) {
     const char *files[] = {"nodes/topo-dgx-a100.json", "nodes/topo-pcie8-nvlink-pairs.json",
                            "nodes/topo-2socket-4gpu.json"};
     test_server servers[] = {TEST_DGX_A100, TEST_PCIE8, TEST_2SOCKET};

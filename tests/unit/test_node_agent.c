@@ -1,12 +1,17 @@
 /* test_node_agent.c -- tessera-node-agent end to end, started as deploy/node-agent's DaemonSet runs it
  * (tests/support/deployed.h: its args and env; the fake host's files under a temporary root) on the fake NVML
  * (build/fake-nvml/libnvidia-ml.so.1, found by dlopen through LD_LIBRARY_PATH), the fake kubelet Pod Resources
- * server and the fake API server: the annotation of each of the contract's three servers (literals written from
- * the contract, docs/topo-contract: bus ids, NUMA, links), the keys an operator wrote kept, NVML missing or
+ * server and the fake API server: the annotation of each of the three reference servers (README, Topology) (literals written from
+ * the README: bus ids, NUMA, links; and read back by the extender's model, on the server's Node as the GPU operator
+ * publishes it, as that server's links), the keys an operator wrote kept, NVML missing or
  * failing, the holdings written, coalesced and retried, SIGTERM. Waits poll with deadlines. */
 #include "harness.h"
 #include "ext_proc.h"
 
+#include "model/catalog.h"
+#include "model/node.h"
+#include "model/topo.h"
+#include "topo_helpers.h"
 #include "tests/support/deployed.h"
 #include "tests/support/fake_apiserver.h"
 #include "tests/support/fake_podresources.h"
@@ -25,7 +30,7 @@
 #define NODE "gpu-node-1"
 #define WAIT_MS 15000
 
-/* ---- the contract's servers (issue 22, "The three fake-NVML servers"), written out by hand ------------- */
+/* ---- the reference servers (README.md, "Reference servers"), written out by hand ------------- */
 
 static const char EXPECT_DGX[] =
     "[{\"index\":0,\"uuid\":\"GPU-d9a10000-0000-4000-8000-000000000000\",\"pci\":\"00000000:07:00.0\",\"numa\":0,\"nvlink\":[1,2,3,4,5,6,7],\"topo\":[\"X\",\"NV12\",\"NV12\",\"NV12\",\"NV12\",\"NV12\",\"NV12\",\"NV12\"]}"
@@ -51,7 +56,7 @@ static const char EXPECT_TWOSOCKET[] =
     ",{\"index\":2,\"uuid\":\"GPU-2a40c000-0000-4000-8000-000000000002\",\"pci\":\"00000000:CA:00.0\",\"numa\":1,\"nvlink\":[],\"topo\":[\"SYS\",\"SYS\",\"X\",\"NODE\"]}"
     ",{\"index\":3,\"uuid\":\"GPU-2a40c000-0000-4000-8000-000000000003\",\"pci\":\"00000000:E3:00.0\",\"numa\":1,\"nvlink\":[],\"topo\":[\"SYS\",\"SYS\",\"NODE\",\"X\"]}]";
 
-/* The host's sysfs: each GPU's PCI device and its NUMA node, as the contract lays the servers out. */
+/* The host's sysfs: each GPU's PCI device and its NUMA node, as the README lays the servers out. */
 typedef struct server { const char *name; int n; const char *bus[8]; int numa[8]; const char *expect; } server;
 static const server SERVERS[] = {
     {"dgx-a100", 8, {"07", "0f", "47", "4e", "87", "90", "b7", "bd"}, {0, 0, 0, 0, 1, 1, 1, 1}, EXPECT_DGX},
@@ -284,7 +289,45 @@ static bool agent_ready(rig *r) {
 
 /* ---- tests ------------------------------------------------------------------------------------------ */
 
-TEST(node_agent_three_servers_publish_the_contract_topology) {
+
+/* What tessera-extender's model reads from what the agent wrote: the server's Node as the GPU operator publishes it
+ * (tests/fixtures/nodes/topo-<server>.json: GFD labels, allocatable) with the agent's tessera.io/gpus in place of the
+ * fixture's, through model_node_from_json. "" when the node takes pods and every pair of GPUs is linked as the
+ * reference server (topo_helpers.h, written independently of the agent) says, else what differs. */
+static void model_reads_agent_topology(const server *s, test_server ts, const char *ann, char *why, size_t len) {
+    char rel[128];
+    snprintf(rel, sizeof rel, "nodes/topo-%s.json", s->name);
+    char *t = test_fixture(rel, NULL);
+    cJSON *node = t ? cJSON_Parse(t) : NULL;
+    free(t);
+    cJSON *anns = cJSON_GetObjectItem(cJSON_GetObjectItem(node, "metadata"), "annotations");
+    why[0] = 0;
+    if (!anns) {
+        snprintf(why, len, "fixture %s has no annotations", rel);
+        cJSON_Delete(node);
+        return;
+    }
+    cJSON_ReplaceItemInObject(anns, "tessera.io/gpus", cJSON_CreateString(ann));
+    char err[256] = "";
+    model_node *n = model_node_from_json(node, model_catalog_default(), err, sizeof err);
+    cJSON_Delete(node);
+    if (!n) snprintf(why, len, "not a node: %.200s", err);
+    else if (n->reason[0]) snprintf(why, len, "node reason: %.200s", n->reason);
+    else if (!n->topo) snprintf(why, len, "no topology");
+    else if (n->ngpus != s->n) snprintf(why, len, "%d GPUs, want %d", n->ngpus, s->n);
+    for (int a = 0; n && !why[0] && a < n->ngpus; a++)
+        for (int b = 0; b < n->ngpus && !why[0]; b++) {
+            if (a == b) continue;
+            model_link want = test_server_link(ts, a, b), got = model_topo_link(n, a, b);
+            int links = n->topo->nvlinks[a][b];
+            if (got != want || (want == MODEL_LINK_NVLINK && links != 12))
+                snprintf(why, len, "GPUs %d,%d: link %d (%d NVLinks), want %d", a, b, (int)got, links, (int)want);
+        }
+    model_node_free(n);
+}
+
+TEST(node_agent_three_servers_publish_the_reference_topology) {
+    const test_server ts[] = {TEST_DGX_A100, TEST_PCIE8, TEST_2SOCKET};
     for (size_t i = 0; i < sizeof SERVERS / sizeof SERVERS[0]; i++) {
         rig r;
         char err[512];
@@ -295,6 +338,10 @@ TEST(node_agent_three_servers_publish_the_contract_topology) {
         long ms = wait_annotation(&r, "tessera.io/gpus", SERVERS[i].expect, WAIT_MS);
         char *got = annotation(&r, "tessera.io/gpus");
         CHECK_MSG(ms >= 0, "%s: tessera.io/gpus is\n%s\nwant\n%s", SERVERS[i].name, got ? got : "(none)", SERVERS[i].expect);
+        /* and the extender's model reads it as the server it is */
+        char why[256] = "no annotation";
+        if (got) model_reads_agent_topology(&SERVERS[i], ts[i], got, why, sizeof why);
+        CHECK_MSG(!why[0], "%s: %s", SERVERS[i].name, why);
         free(got);
         CHECK(wait_annotation(&r, "tessera.io/holdings", HOLD_A, WAIT_MS) >= 0);
         CHECK(wait_metric(&r, "tessera_node_agent_writes_total{annotation=\"tessera.io/holdings\"}", 1));
@@ -319,7 +366,7 @@ TEST(node_agent_keeps_mig_and_memory_keys) {
     rig_opts o = {.server = "dgx-a100", .mig = "0", .gpus_ann = before, .pods = PODS_A};
     bool up = rig_up(&r, &o, err, sizeof err);
     CHECK_MSG(up, "%s", err);
-    /* the contract's DGX annotation with GPU 0's and GPU 3's own keys added after the agent's */
+    /* the reference DGX annotation with GPU 0's and GPU 3's own keys added after the agent's */
     cJSON *want = cJSON_Parse(EXPECT_DGX);
     cJSON *g0 = cJSON_GetArrayItem(want, 0), *g3 = cJSON_GetArrayItem(want, 3);
     cJSON_AddNumberToObject(g0, "memory_mib", 81920);

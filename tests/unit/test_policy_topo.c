@@ -1,6 +1,6 @@
-/* test_policy_topo.c -- the policies and GPU topology (issue 22): on the contract's servers
+/* test_policy_topo.c -- the policies and GPU topology (issue 22): on the reference servers
  * the topology-aware policies (binpack, spread, fgd-pack, mig-aware) take the aligned sets
- * the contract lists, keep aligned sets whole for later multi-GPU pods, and rank nodes by
+ * the README lists, keep aligned sets whole for later multi-GPU pods, and rank nodes by
  * the best alignment they offer; the FGD paper's policies place as the paper does but obey
  * a required alignment. */
 #include "harness.h"

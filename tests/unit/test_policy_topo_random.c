@@ -1,5 +1,5 @@
 /* test_policy_topo_random.c -- randomized placement with topology on: many seeds, a cluster of
- * the contract's servers in several GPU modes plus a node of unknown topology, mixes of 1/2/4/8
+ * the reference servers in several GPU modes plus a node of unknown topology, mixes of 1/2/4/8
  * whole GPUs, MIG instances, replicas and fractions, with and without a required alignment,
  * assigned and released through every policy. Every node keeps model_node_check's invariants
  * (never over-committed), and every placed pod that requires an alignment got it. */

@@ -1,4 +1,4 @@
-/* test_sim_topology.c -- topology in cluster files (the contract's three servers as
+/* test_sim_topology.c -- topology in cluster files (the three reference servers (README, Topology) as
  * presets, matrices, strict errors) and the replay's multi-GPU accounting: alignment
  * classes counted right, the communication factor applied as sim/slowdown.h says, and the
  * topology-aware policy placing fewer multi-GPU pods unaligned than bestfit on the shipped
@@ -14,8 +14,8 @@
 #include "sim/topology.h"
 
 /* The presets are the servers the fake NVML and the fit/score fixtures describe
- * (topo_helpers.h, written from the contract independently). */
-TEST(sim_topology_presets_are_the_contracts_servers) {
+ * (topo_helpers.h, written from the README independently). */
+TEST(sim_topology_presets_are_the_reference_servers) {
     static const struct { const char *name, *product; test_server s; } cases[] = {
         {"dgx-a100", "NVIDIA-A100-SXM4-80GB", TEST_DGX_A100},
         {"pcie8-nvlink-pairs", "NVIDIA-A100-80GB-PCIe", TEST_PCIE8},
@@ -36,7 +36,7 @@ TEST(sim_topology_presets_are_the_contracts_servers) {
                 CHECK_INT(t.nvlinks[a][b], want == MODEL_LINK_NVLINK ? 12 : 0);
             }
     }
-    /* A few pairs as the contract spells them. */
+    /* A few pairs as the README spells them. */
     sim_topology p;
     CHECK(sim_topology_preset("pcie8-nvlink-pairs", &p, NULL) == 0);
     CHECK_INT(p.link[6][7], MODEL_LINK_NVLINK);
@@ -48,8 +48,8 @@ TEST(sim_topology_presets_are_the_contracts_servers) {
     CHECK(sim_topology_preset("dgx-h100", &p, NULL) == -1);
 }
 
-/* Built from a cluster file, nodes carry the links, and the contract's aligned-set expectations hold. */
-TEST(sim_topology_cluster_nodes_align_as_the_contract_says) {
+/* Built from a cluster file, nodes carry the links, and the reference aligned-set expectations hold. */
+TEST(sim_topology_cluster_nodes_align_as_the_readme_says) {
     char err[512];
     sim_cluster *c = sim_cluster_from_file("data/sim/topo-cluster.json", NULL, err, sizeof err);
     CHECK_MSG(c, "%s", err);

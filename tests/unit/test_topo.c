@@ -1,5 +1,5 @@
 /* test_topo.c -- model/topo.c: link names, the alignment of sets, and which set of k free
- * GPUs best_set takes on the contract's three servers (topo_helpers.h), whole and partly
+ * GPUs best_set takes on the three reference servers (README, Topology) (topo_helpers.h), whole and partly
  * taken, including the tie-break that keeps aligned sets whole. */
 #include "harness.h"
 #include "model/topo.h"
@@ -188,7 +188,7 @@ static const best_case best_cases[] = {
     {TEST_2SOCKET, "023", 2, MODEL_ALIGN_NUMA, "23", "the whole socket"},
 };
 
-TEST(topo_best_set_picks_the_contracts_sets_whole_and_partly_taken) {
+TEST(topo_best_set_picks_the_reference_sets_whole_and_partly_taken) {
     for (size_t i = 0; i < sizeof best_cases / sizeof best_cases[0]; i++) {
         const best_case *c = &best_cases[i];
         model_node *n = test_server_node("s", c->server, MODEL_GPU_WHOLE, 1);

@@ -1,4 +1,4 @@
-/* topo_helpers.h -- the contract's three servers (docs: README "Topology"), built by hand:
+/* topo_helpers.h -- the three reference servers (README, Topology) (docs: README "Topology"), built by hand:
  * dgx-a100 (8 GPUs, every pair NV12), pcie8-nvlink-pairs (two switches of four, NVLink
  * bridges on (0,1),(2,3),(4,5),(6,7)), 2socket-4gpu (NODE within a socket, SYS across).
  * The JSON fixtures tests/fixtures/nodes/topo-*.json describe the same machines. A fourth,
