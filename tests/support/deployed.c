@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -358,6 +359,9 @@ static FILE *spawn(const char *bin, char **argv, char **envp, pid_t *pid, char *
     if (pipe(fds) == 0) {
         *pid = fork();
         if (*pid == 0) {
+            /* a test that fails returns early and never stops what it started: the process goes with the tests
+             * (tests run one after another on the main thread, the one that forks) */
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
             dup2(fds[1], 2);
             close(fds[0]);
             close(fds[1]);

@@ -275,7 +275,20 @@ TEST(deployed_holdings_model_follows_the_kubelets_real_choices) {
         for (int i = 0; ok && i < 3; i++) ok = wait_assignment(&c, r, names[i], real[i]);
     /* the leaver goes: the only GPU free is the one the kubelet had given it, not the one tessera had bound */
     if (ok && leaver >= 0) {
+        /* A pod deleted with a grace period stays in the API until its kubelet has stopped it and freed its device:
+         * only then do the schedulers see its GPU free. fake_api_delete removes it at once (a forced delete), so wait
+         * for the kubelet as the API server would, or d may reach the kubelet before the device is free. */
+        cJSON *lp = deployed_cluster_get(&c, "pods", "default", names[leaver]);
+        const char *u = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(lp, "metadata"), "uid"));
+        char luid[64];
+        snprintf(luid, sizeof luid, "%s", u ? u : "");
+        cJSON_Delete(lp);
         fake_api_delete(c.api, "pods", "default", names[leaver]);
+        for (int64_t t0 = mono_ms(); mono_ms() - t0 < 10000; pause_ms(20)) {
+            char *held = fake_kubelet_devices(c.kl, luid);
+            free(held);
+            if (!held) break;
+        }
         const char *left[2];
         for (int i = 0, k = 0; i < 3; i++)
             if (i != leaver) left[k++] = names[i];
