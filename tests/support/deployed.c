@@ -414,6 +414,36 @@ static void *drain(void *arg) {
     return NULL;
 }
 
+/* Keep reading the process's stderr (f) on a thread until it exits: the log, or NULL with err (the process is
+ * killed then: nothing would read what it writes). */
+static struct deployed_log *log_follow(FILE *f, pid_t pid, pthread_t *thread, char *err, size_t errlen) {
+    struct deployed_log *l = calloc(1, sizeof *l);
+    if (!l) {
+        fclose(f);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&l->mu, NULL);
+    l->f = f;
+    pthread_create(thread, NULL, drain, l);
+    return l;
+}
+
+/* Send sig, reap the process and its log reader, free the log: the exit status (128 + signal when killed). */
+static int log_unfollow(pid_t pid, int sig, pthread_t thread, struct deployed_log **l) {
+    kill(pid, sig);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    pthread_join(thread, NULL);
+    pthread_mutex_destroy(&(*l)->mu);
+    free((*l)->text);
+    free(*l);
+    *l = NULL;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 int deployed_replica_log_count(deployed_replica *r, const char *a, const char *b) {
     if (!r->log) return 0;
     int n = 0;
@@ -464,17 +494,8 @@ int deployed_replica_start_as(const deployed *d, fake_api *api, const char *bin,
         if ((s = strstr(line, "event=serving-ops ")) && (s = strstr(s, " port="))) r->ops_port = atoi(s + 6);
         else if ((s = strstr(line, "event=serving ")) && (s = strstr(s, " port="))) r->verbs_port = atoi(s + 6);
     }
-    r->log = calloc(1, sizeof *r->log);
-    if (!r->log) {
-        fclose(f);
-        kill(r->pid, SIGKILL);
-        waitpid(r->pid, NULL, 0);
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    pthread_mutex_init(&r->log->mu, NULL);
-    r->log->f = f;
-    pthread_create(&r->drain, NULL, drain, r->log);
+    r->log = log_follow(f, r->pid, &r->drain, err, errlen);
+    if (!r->log) return -1;
     r->running = true;
     if (!r->verbs_port || !r->ops_port) {
         snprintf(err, errlen, "%s exited before it served (run with EXT_TEST_LOG=1 to see its log)", bin);
@@ -486,15 +507,8 @@ int deployed_replica_start_as(const deployed *d, fake_api *api, const char *bin,
 
 void deployed_replica_stop(deployed_replica *r, int sig) {
     if (!r->running) return;
-    kill(r->pid, sig);
-    int st;
-    waitpid(r->pid, &st, 0);
-    pthread_join(r->drain, NULL);
+    log_unfollow(r->pid, sig, r->drain, &r->log);
     r->running = false;
-    pthread_mutex_destroy(&r->log->mu);
-    free(r->log->text);
-    free(r->log);
-    r->log = NULL;
 }
 
 const char *deployed_extender_arg(const deployed *d, const char *flag) {
@@ -727,17 +741,8 @@ int deployed_agent_start(const deployed *d, fake_api *api, const char *bin, cons
         char *s;
         if ((s = strstr(line, "event=serving-ops ")) && (s = strstr(s, " port="))) a->ops_port = atoi(s + 6);
     }
-    a->log = calloc(1, sizeof *a->log);
-    if (!a->log) {
-        fclose(out);
-        kill(a->pid, SIGKILL);
-        waitpid(a->pid, NULL, 0);
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    pthread_mutex_init(&a->log->mu, NULL);
-    a->log->f = out;
-    pthread_create(&a->drain, NULL, drain, a->log);
+    a->log = log_follow(out, a->pid, &a->drain, err, errlen);
+    if (!a->log) return -1;
     a->running = true;
     if (!a->ops_port) {
         snprintf(err, errlen, "%s exited before it served (run with EXT_TEST_LOG=1 to see its log)", bin);
@@ -749,16 +754,9 @@ int deployed_agent_start(const deployed *d, fake_api *api, const char *bin, cons
 
 int deployed_agent_stop(deployed_agent *a, int sig) {
     if (!a->running) return -1;
-    kill(a->pid, sig);
-    int st = 0;
-    waitpid(a->pid, &st, 0);
-    pthread_join(a->drain, NULL);
-    pthread_mutex_destroy(&a->log->mu);
-    free(a->log->text);
-    free(a->log);
-    a->log = NULL;
+    int status = log_unfollow(a->pid, sig, a->drain, &a->log);
     a->running = false;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return status;
 }
 
 bool deployed_agent_log_has(deployed_agent *a, const char *needle) {
