@@ -1,6 +1,7 @@
 /* holdings.c -- the tessera.io/holdings record and the allocatable list, from the kubelet's Pod Resources API.
- * The JSON is written by hand, not with cJSON, because the bytes must be the same for the same holdings (the agent
- * compares them to decide whether to write) and the order is ours: sorted, with the containers merged. */
+ * The bytes must be the same for the same holdings (the agent compares them to decide whether to write), so the
+ * (pod, resource, id) triples are sorted and written out run by run, duplicates once. The JSON is streamed by hand
+ * from that sorted array: a cJSON tree would print the same bytes, but only after the same sort and one node per id. */
 #include "agent/holdings.h"
 
 #include <stdbool.h>
