@@ -1,6 +1,7 @@
 /* holdings.c -- the tessera.io/holdings record and the allocatable list, from the kubelet's Pod Resources API.
- * The JSON is written by hand, not with cJSON, because the bytes must be the same for the same holdings (the agent
- * compares them to decide whether to write) and the order is ours: sorted, with the containers merged. */
+ * The bytes must be the same for the same holdings (the agent compares them to decide whether to write), so the
+ * (pod, resource, id) triples are sorted and written out run by run, duplicates once. The JSON is streamed by hand
+ * from that sorted array: a cJSON tree would print the same bytes, but only after the same sort and one node per id. */
 #include "agent/holdings.h"
 
 #include <stdbool.h>
@@ -188,37 +189,20 @@ char *agent_allocatable_from_reply(const agent_pr_allocatable *a) {
 
 /* ---- the calls ---- */
 
-/* Call, decode, write; the decoded reply is freed by free_fn. */
-typedef int (*call_fn)(const char *socket_path, int timeout_ms, void *out, char *err, size_t errlen);
-typedef char *(*json_fn)(const void *reply);
-typedef void (*free_fn)(void *reply);
-
-static char *call_json(const char *socket_path, int timeout_ms, void *reply, call_fn call, json_fn to_json,
-                       free_fn release, char *err, size_t errlen) {
-    if (call(socket_path, timeout_ms, reply, err, errlen) != AGENT_PR_OK) return NULL;
-    char *json = to_json(reply);
-    release(reply);
+char *agent_holdings_json(const char *socket_path, int timeout_ms, char *err, size_t errlen) {
+    agent_pr_list l;
+    if (agent_pr_call_list(socket_path, timeout_ms, &l, err, errlen) != AGENT_PR_OK) return NULL;
+    char *json = agent_holdings_from_list(&l);
+    agent_pr_list_free(&l);
     if (!json) snprintf(err, errlen, "out of memory writing the kubelet's reply as JSON");
     return json;
 }
 
-static int call_list(const char *p, int t, void *out, char *err, size_t errlen) {
-    return agent_pr_call_list(p, t, out, err, errlen);
-}
-static char *list_json(const void *reply) { return agent_holdings_from_list(reply); }
-static void list_free(void *reply) { agent_pr_list_free(reply); }
-static int call_allocatable(const char *p, int t, void *out, char *err, size_t errlen) {
-    return agent_pr_call_allocatable(p, t, out, err, errlen);
-}
-static char *allocatable_json(const void *reply) { return agent_allocatable_from_reply(reply); }
-static void allocatable_free(void *reply) { agent_pr_allocatable_free(reply); }
-
-char *agent_holdings_json(const char *socket_path, int timeout_ms, char *err, size_t errlen) {
-    agent_pr_list l;
-    return call_json(socket_path, timeout_ms, &l, call_list, list_json, list_free, err, errlen);
-}
-
 char *agent_allocatable_json(const char *socket_path, int timeout_ms, char *err, size_t errlen) {
     agent_pr_allocatable a;
-    return call_json(socket_path, timeout_ms, &a, call_allocatable, allocatable_json, allocatable_free, err, errlen);
+    if (agent_pr_call_allocatable(socket_path, timeout_ms, &a, err, errlen) != AGENT_PR_OK) return NULL;
+    char *json = agent_allocatable_from_reply(&a);
+    agent_pr_allocatable_free(&a);
+    if (!json) snprintf(err, errlen, "out of memory writing the kubelet's reply as JSON");
+    return json;
 }

@@ -109,7 +109,9 @@ static uint64_t now_ms(void) {
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* "500ms", "5s", "10m", "1h", or seconds; -1 when malformed or not positive. */
+/* "500ms", "5s", "10m", "1h", or seconds; -1 when malformed or not positive. extender/leader.c's
+ * ext_leader_parse_duration reads the same units (but no "h", capped at 1 h for lease timing); this copy stays
+ * because the agent does not link extender/, and --topology-interval wants hours. */
 static int parse_duration_ms(const char *s) {
     char *end;
     errno = 0;

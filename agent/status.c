@@ -178,7 +178,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     return ret;
 }
 
-/* "HOST:PORT" or "[V6]:PORT"; HOST empty means every address. */
+/* "HOST:PORT" or "[V6]:PORT"; HOST empty means every address. extender/http.c parses its --listen the same
+ * way; this copy stays because the agent does not link extender/ (Makefile, agent/); it differs on
+ * one point: the host must be numeric (AI_NUMERICHOST), no DNS lookup before the probes are served. */
 static int parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *sl, char *err, size_t errlen) {
     char host[256];
     const char *colon = strrchr(s, ':');

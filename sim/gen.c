@@ -85,7 +85,7 @@ bad:
 }
 
 int sim_gen_parse_training_sizes(const char *s, sim_gen_opts *o, char *err, size_t errlen) {
-    static const int sizes[4] = {1, 2, 4, 8};
+    const kind_spec *k = &specs[SIM_TRAINING];   /* the sizes are its size options, in their order */
     double share[4] = {0}, total = 0;
     char buf[256];
     if (strlen(s) >= sizeof buf) goto bad;
@@ -98,9 +98,9 @@ int sim_gen_parse_training_sizes(const char *s, sim_gen_opts *o, char *err, size
         long gpus = strtol(tok, &end, 10);
         if (end == tok || *end) goto bad;
         int z = 0;
-        while (z < 4 && sizes[z] != gpus) z++;
+        while (z < k->nsizes && k->sizes[z].gpus != gpus) z++;
         double v = strtod(eq + 1, &end);
-        if (z == 4 || end == eq + 1 || *end || !(v >= 0) || v > 1e6) goto bad;
+        if (z == k->nsizes || end == eq + 1 || *end || !(v >= 0) || v > 1e6) goto bad;
         share[z] = v;
         total += v;
     }

@@ -97,8 +97,11 @@ int sim_topology_parse(const cJSON *v, const char *where, sim_topology *out, cha
     memset(out, 0, sizeof *out);
     if (cJSON_IsString(v)) {
         if (sim_topology_preset(v->valuestring, out, NULL) == 0) return 0;
-        snprintf(err, errlen, "%s: unknown preset \"%s\" (presets: dgx-a100, pcie8-nvlink-pairs, 2socket-4gpu; or a "
-                 "matrix of nvidia-smi link names)", where, v->valuestring);
+        char names[128] = "";
+        for (size_t i = 0, off = 0; i < sizeof presets / sizeof presets[0] && off < sizeof names; i++)
+            off += (size_t)snprintf(names + off, sizeof names - off, "%s%s", i ? ", " : "", presets[i].name);
+        snprintf(err, errlen, "%s: unknown preset \"%s\" (presets: %s; or a matrix of nvidia-smi link names)", where,
+                 v->valuestring, names);
         return -1;
     }
     if (cJSON_IsArray(v)) return parse_matrix(v, where, out, err, errlen);

@@ -272,7 +272,12 @@ TEST(sim_topology_aware_policies_cut_unaligned_placements) {
         CHECK_MSG(sim_replay(c, t, &o, &r[i], err, sizeof err) == 0, "%s: %s", policies[i], err);
         CHECK_INT(r[i].placed, t->n);
         CHECK(r[i].topo.multi > 50);   /* the trace has enough multi-GPU training to tell */
+        /* every node has a topology: no set is unknown (were the links lost, every set would be unknown,
+         * nothing unaligned, and the comparison below would hold with 0 <= 0) */
+        CHECK_INT(r[i].topo.by_align[MODEL_ALIGN_UNKNOWN], 0);
     }
+    for (int paper = 0; paper < 2; paper++)   /* the policies without topology do leave some unaligned */
+        CHECK_MSG(r[paper].topo.unaligned >= 6, "%s: %d unaligned", policies[paper], r[paper].topo.unaligned);
     for (int i = 2; i < 4; i++)
         for (int paper = 0; paper < 2; paper++)
             CHECK_MSG(2 * r[i].topo.unaligned <= r[paper].topo.unaligned, "%s: %d unaligned, %s %d", policies[i],
