@@ -53,6 +53,10 @@ typedef enum model_align {
 typedef struct model_topo {
     uint8_t link[16][16];     /* model_link of (a, b), symmetric; the diagonal unused */
     uint8_t nvlinks[16][16];  /* NVLink count of (a, b) when link is MODEL_LINK_NVLINK */
+    /* adj[L][a] bit b: a and b link at alignment L or better; kept by model_topo_set so that a
+     * policy scoring the node copies the masks (model_topo_graph_of) instead of rebuilding them
+     * from the matrix on every decision. */
+    uint16_t adj[MODEL_ALIGN_NVLINK + 1][16];
 } model_topo;
 
 /* Names as nvidia-smi prints them: "SYS", "NODE", "PHB", "PXB", "PIX", "NV12"; parse
@@ -107,8 +111,9 @@ void model_topo_room_of(const struct model_node *n, uint16_t free_set, model_top
 int model_topo_room_cmp(const model_topo_room *a, const model_topo_room *b);
 
 /* The node's links as bit masks: adj[L][g] has bit h set when GPUs g and h link at alignment L
- * or better. The functions above build it on every call; a caller that asks many questions of
- * one node (a policy scoring candidates) builds it once. All zero without topology. */
+ * or better, limited to the node's GPUs (n->topo->adj, which model_topo_set keeps). The functions
+ * above take it on every call; a caller that asks many questions of one node (a policy scoring
+ * candidates) takes it once. All zero without topology. */
 typedef struct model_topo_graph {
     int ngpus;
     uint16_t adj[MODEL_ALIGN_NVLINK + 1][16];
