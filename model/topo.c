@@ -247,6 +247,12 @@ model_align model_topo_graph_align(const model_topo_graph *g, uint16_t set) {
     return popcount16(set) < 2 ? MODEL_ALIGN_NVLINK : mask_align(g, set);
 }
 
+int model_topo_graph_pairs(const model_topo_graph *g, uint16_t set) {
+    int p = 0;
+    for (int L = MODEL_ALIGN_NUMA; L <= MODEL_ALIGN_NVLINK; L++) p += pairs_at(g, L, set & (unsigned)((1u << g->ngpus) - 1));
+    return p;
+}
+
 int model_topo_room_cmp(const model_topo_room *a, const model_topo_room *b) {
     for (int L = MODEL_ALIGN_NVLINK; L >= MODEL_ALIGN_NUMA; L--)
         if (a->largest[L] != b->largest[L]) return a->largest[L] < b->largest[L] ? -1 : 1;

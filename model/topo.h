@@ -122,6 +122,9 @@ void model_topo_graph_of(const struct model_node *n, model_topo_graph *g);
 /* model_topo_room_of and model_topo_align (a set as bits; one GPU or none: nvlink) on a graph. */
 void model_topo_graph_room(const model_topo_graph *g, uint16_t set, model_topo_room *out);
 model_align model_topo_graph_align(const model_topo_graph *g, uint16_t set);
+/* The aligned pairs within set at the numa, pcie and nvlink levels together (a pair aligned at
+ * nvlink counts three times): the sum of model_topo_room's pairs, without its largest sets. */
+int model_topo_graph_pairs(const model_topo_graph *g, uint16_t set);
 /* model_topo_best_set on a graph. */
 int model_topo_graph_best_set(const model_topo_graph *g, const bool *candidate, int k, int8_t *out);
 

@@ -370,25 +370,13 @@ static bool topo_aware(const policy *p) {
 }
 
 /* The idle GPUs and what they offer now, once per node scored (out of line, as the rest). */
-static int room_pairs(const model_topo_room *r);
-
 static __attribute__((noinline)) void topo_prepare(scorer *s) {
     s->idle = 0;
     for (int i = 0; i < s->n->ngpus && i < MODEL_MAX_GPUS; i++)
         if (model_gpu_idle(&s->n->gpus[i])) s->idle |= (uint16_t)(1u << i);
     model_topo_graph_of(s->n, &s->tg);
     model_topo_graph_room(&s->tg, s->idle, &s->room0);
-    /* room_pairs with every GPU idle: each aligned pair seen from both ends */
-    int ends = 0;
-    for (int L = MODEL_ALIGN_NUMA; L <= MODEL_ALIGN_NVLINK; L++)
-        for (int g = 0; g < s->tg.ngpus; g++) {
-            unsigned m = s->tg.adj[L][g];   /* set bits, SWAR (no popcnt instruction assumed) */
-            m = m - ((m >> 1) & 0x5555u);
-            m = (m & 0x3333u) + ((m >> 2) & 0x3333u);
-            m = (m + (m >> 4)) & 0x0f0fu;
-            ends += (int)((m + (m >> 8)) & 0x1fu);
-        }
-    s->all_pairs = ends / 2;
+    s->all_pairs = model_topo_graph_pairs(&s->tg, 0xffff);   /* room_pairs with every GPU idle */
 }
 
 /* Bits of the GPUs a candidate touches. */
