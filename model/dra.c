@@ -1229,9 +1229,10 @@ bool model_dra_could_fit(const model_node *n, const model_request *r, char *why,
         /* the pod requires an aligned set (tessera.io/topology): some set of the published devices must be one */
         const char *want = model_align_name((model_align)need);
         int8_t set[MODEL_MAX_GPUS];
-        int al = n->topo ? model_topo_best_set(n, whole, r->count, set) : MODEL_ALIGN_UNKNOWN;
-        if (al >= need) return true;
+        /* any set that meets it will do: the first one found (the best is sought only to name it in the reason) */
+        if (n->topo && model_topo_first_set(n, whole, r->count, (model_align)need, set) >= need) return true;
         if (!why) return false;
+        int al = n->topo ? model_topo_best_set(n, whole, r->count, set) : MODEL_ALIGN_UNKNOWN;
         if (!n->topo)
             snprintf(why, whylen, "tessera.io/topology: %s needs the GPU topology, and this node's is unknown (no two "
                      "of its DRA devices share a resource.kubernetes.io/pcieRoot, and the tessera node agent's "

@@ -484,12 +484,14 @@ static bool compatible(fit_run *f, const model_grant *c) {
  * early. Another grant on a GPU already chosen (MIG) adds no pair. */
 static bool aligned_with_chosen(fit_run *f, int g) {
     if (!f->need_align || f->gpu_used[g]) return true;
-    for (int k = 0; k < f->cur.ngrants; k++) {
-        int o = f->cur.grant[k].gpu;
-        if (o != g && (int)model_align_of_link(model_topo_link(f->n, g, o)) < f->need_align) {
-            f->topo_refused = true;
-            return false;
-        }
+    unsigned chosen = 0;
+    for (int k = 0; k < f->cur.ngrants; k++) chosen |= 1u << f->cur.grant[k].gpu;
+    chosen &= ~(1u << g);
+    /* the links at the required level or better, as model_topo_set keeps them (none without topology) */
+    unsigned linked = f->n->topo && f->need_align <= MODEL_ALIGN_NVLINK ? f->n->topo->adj[f->need_align][g] : 0;
+    if (chosen & ~linked) {
+        f->topo_refused = true;
+        return false;
     }
     return true;
 }

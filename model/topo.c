@@ -107,6 +107,17 @@ int model_topo_set(model_node *n, int a, int b, model_link l, int nvlinks) {
     int c = l == MODEL_LINK_NVLINK ? (nvlinks > 0 ? nvlinks : 1) : 0;
     n->topo->link[a][b] = n->topo->link[b][a] = (uint8_t)l;
     n->topo->nvlinks[a][b] = n->topo->nvlinks[b][a] = (uint8_t)c;
+    int al = (int)model_align_of_link(l);
+    for (int L = 1; L <= MODEL_ALIGN_NVLINK; L++) {
+        uint16_t ba = (uint16_t)(1u << b), bb = (uint16_t)(1u << a);
+        if (L <= al) {
+            n->topo->adj[L][a] |= ba;
+            n->topo->adj[L][b] |= bb;
+        } else {
+            n->topo->adj[L][a] &= (uint16_t)~ba;
+            n->topo->adj[L][b] &= (uint16_t)~bb;
+        }
+    }
     return 0;
 }
 
@@ -137,21 +148,11 @@ static void graph_build(const model_node *n, graph *gr) {
     memset(gr, 0, sizeof *gr);
     gr->ngpus = n->ngpus < MODEL_MAX_GPUS ? n->ngpus : MODEL_MAX_GPUS;
     if (!n->topo) return;
-    /* model_align_of_link as a table: this runs once per node a policy scores */
-    static const uint8_t level[MODEL_LINK_NVLINK + 1] = {
-        [MODEL_LINK_UNKNOWN] = MODEL_ALIGN_UNKNOWN, [MODEL_LINK_SYS] = MODEL_ALIGN_NONE,
-        [MODEL_LINK_NODE] = MODEL_ALIGN_NUMA,       [MODEL_LINK_PHB] = MODEL_ALIGN_NUMA,
-        [MODEL_LINK_PXB] = MODEL_ALIGN_PCIE,        [MODEL_LINK_PIX] = MODEL_ALIGN_PCIE,
-        [MODEL_LINK_NVLINK] = MODEL_ALIGN_NVLINK};
-    for (int a = 0; a < gr->ngpus; a++)
-        for (int b = a + 1; b < gr->ngpus; b++) {
-            unsigned l = n->topo->link[a][b];
-            int al = l <= MODEL_LINK_NVLINK ? level[l] : MODEL_ALIGN_UNKNOWN;
-            for (int L = 1; L <= al; L++) {
-                gr->adj[L][a] |= (uint16_t)(1u << b);
-                gr->adj[L][b] |= (uint16_t)(1u << a);
-            }
-        }
+    /* the masks model_topo_set keeps, limited to the node's GPUs: this runs once per node a
+     * policy scores, so it copies rather than walking the matrix */
+    uint16_t mine = (uint16_t)((1u << gr->ngpus) - 1);
+    for (int L = 1; L <= MODEL_ALIGN_NVLINK; L++)
+        for (int g = 0; g < gr->ngpus; g++) gr->adj[L][g] = n->topo->adj[L][g] & mine;
 }
 
 /* Set bits of a 16-bit set (SWAR: the build targets no popcnt instruction, and libgcc's
@@ -244,6 +245,12 @@ void model_topo_graph_room(const model_topo_graph *g, uint16_t set, model_topo_r
 
 model_align model_topo_graph_align(const model_topo_graph *g, uint16_t set) {
     return popcount16(set) < 2 ? MODEL_ALIGN_NVLINK : mask_align(g, set);
+}
+
+int model_topo_graph_pairs(const model_topo_graph *g, uint16_t set) {
+    int p = 0;
+    for (int L = MODEL_ALIGN_NUMA; L <= MODEL_ALIGN_NVLINK; L++) p += pairs_at(g, L, set & (unsigned)((1u << g->ngpus) - 1));
+    return p;
 }
 
 int model_topo_room_cmp(const model_topo_room *a, const model_topo_room *b) {

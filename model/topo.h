@@ -53,6 +53,10 @@ typedef enum model_align {
 typedef struct model_topo {
     uint8_t link[16][16];     /* model_link of (a, b), symmetric; the diagonal unused */
     uint8_t nvlinks[16][16];  /* NVLink count of (a, b) when link is MODEL_LINK_NVLINK */
+    /* adj[L][a] bit b: a and b link at alignment L or better; kept by model_topo_set so that a
+     * policy scoring the node copies the masks (model_topo_graph_of) instead of rebuilding them
+     * from the matrix on every decision. */
+    uint16_t adj[MODEL_ALIGN_NVLINK + 1][16];
 } model_topo;
 
 /* Names as nvidia-smi prints them: "SYS", "NODE", "PHB", "PXB", "PIX", "NV12"; parse
@@ -107,8 +111,9 @@ void model_topo_room_of(const struct model_node *n, uint16_t free_set, model_top
 int model_topo_room_cmp(const model_topo_room *a, const model_topo_room *b);
 
 /* The node's links as bit masks: adj[L][g] has bit h set when GPUs g and h link at alignment L
- * or better. The functions above build it on every call; a caller that asks many questions of
- * one node (a policy scoring candidates) builds it once. All zero without topology. */
+ * or better, limited to the node's GPUs (n->topo->adj, which model_topo_set keeps). The functions
+ * above take it on every call; a caller that asks many questions of one node (a policy scoring
+ * candidates) takes it once. All zero without topology. */
 typedef struct model_topo_graph {
     int ngpus;
     uint16_t adj[MODEL_ALIGN_NVLINK + 1][16];
@@ -117,6 +122,9 @@ void model_topo_graph_of(const struct model_node *n, model_topo_graph *g);
 /* model_topo_room_of and model_topo_align (a set as bits; one GPU or none: nvlink) on a graph. */
 void model_topo_graph_room(const model_topo_graph *g, uint16_t set, model_topo_room *out);
 model_align model_topo_graph_align(const model_topo_graph *g, uint16_t set);
+/* The aligned pairs within set at the numa, pcie and nvlink levels together (a pair aligned at
+ * nvlink counts three times): the sum of model_topo_room's pairs, without its largest sets. */
+int model_topo_graph_pairs(const model_topo_graph *g, uint16_t set);
 /* model_topo_best_set on a graph. */
 int model_topo_graph_best_set(const model_topo_graph *g, const bool *candidate, int k, int8_t *out);
 

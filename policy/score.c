@@ -370,25 +370,13 @@ static bool topo_aware(const policy *p) {
 }
 
 /* The idle GPUs and what they offer now, once per node scored (out of line, as the rest). */
-static int room_pairs(const model_topo_room *r);
-
 static __attribute__((noinline)) void topo_prepare(scorer *s) {
     s->idle = 0;
     for (int i = 0; i < s->n->ngpus && i < MODEL_MAX_GPUS; i++)
         if (model_gpu_idle(&s->n->gpus[i])) s->idle |= (uint16_t)(1u << i);
     model_topo_graph_of(s->n, &s->tg);
     model_topo_graph_room(&s->tg, s->idle, &s->room0);
-    /* room_pairs with every GPU idle: each aligned pair seen from both ends */
-    int ends = 0;
-    for (int L = MODEL_ALIGN_NUMA; L <= MODEL_ALIGN_NVLINK; L++)
-        for (int g = 0; g < s->tg.ngpus; g++) {
-            unsigned m = s->tg.adj[L][g];   /* set bits, SWAR (no popcnt instruction assumed) */
-            m = m - ((m >> 1) & 0x5555u);
-            m = (m & 0x3333u) + ((m >> 2) & 0x3333u);
-            m = (m + (m >> 4)) & 0x0f0fu;
-            ends += (int)((m + (m >> 8)) & 0x1fu);
-        }
-    s->all_pairs = ends / 2;
+    s->all_pairs = model_topo_graph_pairs(&s->tg, 0xffff);   /* room_pairs with every GPU idle */
 }
 
 /* Bits of the GPUs a candidate touches. */
@@ -441,7 +429,8 @@ static int room_pairs(const model_topo_room *r) {
  *     nvlink, pcie and numa levels together: the share of the node's aligned capacity the
  *     placement uses up, so small pods go where they break the least.
  * Zero on nodes without topology and for policies that do not weigh it. */
-static __attribute__((noinline)) double topo_bonus(const scorer *s, const cand *c, int *tier_out, double *pack_out) {
+static __attribute__((noinline)) double topo_bonus(const scorer *s, const cand *c, const model_topo_room *known,
+                                                   int *tier_out, double *pack_out) {
     int tier = 0;
     if (s->r->count >= 2 && c->c.ngpus >= 2) {
         int al = cand_align(s, c);
@@ -450,7 +439,8 @@ static __attribute__((noinline)) double topo_bonus(const scorer *s, const cand *
         tier = MODEL_ALIGN_NVLINK - MODEL_ALIGN_NONE;   /* all on one GPU (MIG instances): nothing crossed */
     }
     model_topo_room after;
-    cand_room(s, c, &after);
+    if (known) after = *known;   /* what the candidate walk found it leaves */
+    else cand_room(s, c, &after);
     int total = s->all_pairs, lost = room_pairs(&s->room0) - room_pairs(&after);
     double pack = total > 0 ? -TOPO_PACK_POINTS * s->ctx->w_topology * lost / total : 0;
     *tier_out = tier;
@@ -1341,6 +1331,8 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
     int nc = 0;
     char fitwhy[MODEL_REASON_LEN];
     fitwhy[0] = 0;
+    model_topo_room best_room = {{0}, {0}};   /* topo, generic path: what best leaves */
+    bool have_best_room = false;
     if (fast && s->r->kind == MODEL_REQ_FRACTION) {
         nc = fast_fraction(s, &best, &best_key, &best_delta);
         if (!nc && (r->memory_mib > 0 || r->memory_permille > 0)) {
@@ -1376,7 +1368,7 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
         while (nseen < 2u * (unsigned)nc && nseen < 256) nseen *= 2;
         if (!lean) memset(seen, 0, nseen * sizeof seen[0]);
         bool first = true;
-        model_topo_room cur_room = {{0}, {0}}, best_room = cur_room;   /* topo: what cur and best leave */
+        model_topo_room cur_room = {{0}, {0}};   /* topo: what cur leaves */
         for (int k = 0; k < nc && !lean; k++) {
             /* (random draws per candidate; the others' keys depend on the GPU state and
              * the grant shape only, and on the slot only when fragmentation counts) */
@@ -1407,6 +1399,7 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
             if (first || (s->topo ? topo_cmp(s, &cur, &cur_room, key, &best, &best_room, best_key) > 0 : key > best_key)) {
                 best = cur;
                 best_room = cur_room;
+                have_best_room = s->topo;
                 best_key = key;
                 best_delta = delta;
                 first = false;
@@ -1430,7 +1423,7 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
     if (s->topo) {
         int tier;
         double pack;
-        out->score += topo_bonus(s, c, &tier, &pack);
+        out->score += topo_bonus(s, c, have_best_room ? &best_room : NULL, &tier, &pack);
         if (s->p->kind == P_BINPACK || s->p->kind == P_SPREAD) out->raw = out->score;
         if (why)
             snprintf(bbuf, sizeof bbuf, "; topology: alignment +%.0f, keeping aligned sets whole %+.2f -> %.2f",

@@ -88,6 +88,22 @@ TEST(topo_set_is_symmetric_and_refuses_bad_indices) {
     CHECK_INT(model_topo_link(n, 5, 3), MODEL_LINK_NVLINK);
     CHECK_INT(n->topo->nvlinks[5][3], 4);
     CHECK_INT(model_topo_link(n, 3, 4), MODEL_LINK_UNKNOWN);
+    /* the masks model_topo_set keeps follow a link set again (DRA's pcieRoot links, then the agent's matrix) */
+    n->ngpus = 6;
+    model_topo_graph g;
+    model_topo_graph_of(n, &g);
+    CHECK_INT(g.adj[MODEL_ALIGN_NVLINK][3], 1 << 5);
+    CHECK_INT(g.adj[MODEL_ALIGN_NUMA][5], 1 << 3);
+    CHECK_INT(model_topo_set(n, 3, 5, MODEL_LINK_PHB, 0), 0);
+    model_topo_graph_of(n, &g);
+    CHECK_INT(g.adj[MODEL_ALIGN_NVLINK][3], 0);
+    CHECK_INT(g.adj[MODEL_ALIGN_PCIE][5], 0);
+    CHECK_INT(g.adj[MODEL_ALIGN_NUMA][5], 1 << 3);
+    CHECK_INT(g.adj[MODEL_ALIGN_NONE][3], 1 << 5);
+    n->ngpus = 5;   /* GPUs past the node's count are not in its graph */
+    model_topo_graph_of(n, &g);
+    CHECK_INT(g.adj[MODEL_ALIGN_NUMA][3], 0);
+    n->ngpus = 0;
     model_node_free(n);
 }
 
