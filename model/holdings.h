@@ -53,6 +53,13 @@ typedef struct model_holding {
     model_held held[MODEL_HELD_MAX];
 } model_holding;
 
+/* Map every device id of one pod into h->held (h->uid is the caller's). MAPPED when every id is mapped; else
+ * UNKNOWN when one names a GPU or replica the node does not have (a disagreement: the kubelet's word cannot be
+ * applied), else UNMAPPED (MIG ids, no UUIDs published: not compared). why (if not NULL): the reason, an unknown
+ * id's before an unmapped one's. */
+model_held_map model_holding_map(const model_node *n, char *const *ids, int nids, model_holding *h, char *why,
+                                 size_t whylen);
+
 typedef enum model_hold_verdict {
     MODEL_HOLD_AGREE = 0,    /* the model holds the pod where the kubelet says */
     MODEL_HOLD_MOVED,        /* it does not; out.a is the kubelet's version, which fits */

@@ -183,6 +183,16 @@ TEST(holdings_replica_ids_compare_gpus_and_take_the_kubelets_number) {
     CHECK_INT(model_held_map_id(n, "GPU-t4-b::x", &one, why, sizeof why), MODEL_HELD_UNKNOWN);
     CHECK_INT(model_held_map_id(n, "GPU-t4-c", &one, why, sizeof why), MODEL_HELD_UNKNOWN);
     CHECK_MSG(strstr(why, "not a GPU of node t4-ts"), "%s", why);
+    /* one pod's ids together: an unknown one makes the pod a disagreement, said before a MIG id's "unmapped" */
+    model_holding mixed;
+    char *some[] = {"GPU-t4-a::1", "MIG-5a3e0c2b-1111-2222-3333-444455556666", "GPU-t4-c::0"};
+    CHECK_INT(model_holding_map(n, some, 2, &mixed, why, sizeof why), MODEL_HELD_UNMAPPED);
+    CHECK_MSG(strstr(why, "MIG instance"), "%s", why);
+    CHECK_INT(model_holding_map(n, some, 3, &mixed, why, sizeof why), MODEL_HELD_UNKNOWN);
+    CHECK_MSG(strstr(why, "not a GPU of node t4-ts"), "%s", why);
+    CHECK_INT(model_holding_map(n, some, 1, &mixed, why, sizeof why), MODEL_HELD_MAPPED);
+    CHECK_INT(mixed.nheld, 1);
+    CHECK_INT(mixed.held[0].replica, 1);
 
     /* same GPU, another replica number: agreement (the number is the plugin's bookkeeping) */
     model_holding h;
