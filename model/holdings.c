@@ -75,6 +75,11 @@ model_held_map model_holding_map(const model_node *n, char *const *ids, int nids
     return unknown ? MODEL_HELD_UNKNOWN : unmapped ? MODEL_HELD_UNMAPPED : MODEL_HELD_MAPPED;
 }
 
+bool model_held_id_is(const char *id, const char *uuid) {
+    size_t ul = strlen(uuid);
+    return ul && !strncmp(id, uuid, ul) && (!id[ul] || !strncmp(id + ul, "::", 2));
+}
+
 typedef enum shape { SHAPE_OTHER = 0, SHAPE_WHOLE, SHAPE_REPLICA } shape;
 
 static shape shape_of_grants(const model_assignment *a) {

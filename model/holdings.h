@@ -46,6 +46,9 @@ typedef enum model_held_map {
 /* Map one device id as the kubelet returns it. why (if not NULL) says what was not mapped and why. */
 model_held_map model_held_map_id(const model_node *n, const char *id, model_held *out, char *why, size_t whylen);
 
+/* Whether device id names the GPU whose UUID is uuid: the GPU itself, or a replica "<uuid>::<n>" of it. */
+bool model_held_id_is(const char *id, const char *uuid);
+
 /* What the kubelet says one pod holds, its ids mapped. */
 typedef struct model_holding {
     const char *uid;                 /* the pod's UID, as in n->allocs */

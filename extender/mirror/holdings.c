@@ -328,8 +328,7 @@ static void held_format(const model_holding *hd, char *buf, size_t len) {
 static void judge_reservation(ext_holdings *h, flist *out, const hold_entry *e, const char *published, int gpu,
                               const ext_node *n, ext_holdings_stats *stats) {
     if (!published[0]) return;   /* not published yet: the same lag as a binding the record has not caught */
-    size_t pl = strlen(published);
-    bool same = e->nids == 1 && !strncmp(e->ids[0], published, pl) && (!e->ids[0][pl] || !strncmp(e->ids[0] + pl, "::", 2));
+    bool same = e->nids == 1 && model_held_id_is(e->ids[0], published);
     h->mapped++;
     if (same) return;
     char model[HOLD_TEXT];

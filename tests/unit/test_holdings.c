@@ -193,6 +193,9 @@ TEST(holdings_replica_ids_compare_gpus_and_take_the_kubelets_number) {
     CHECK_INT(model_holding_map(n, some, 1, &mixed, why, sizeof why), MODEL_HELD_MAPPED);
     CHECK_INT(mixed.nheld, 1);
     CHECK_INT(mixed.held[0].replica, 1);
+    CHECK(model_held_id_is("GPU-t4-a::1", "GPU-t4-a") && model_held_id_is("GPU-t4-a", "GPU-t4-a"));
+    CHECK(!model_held_id_is("GPU-t4-ab", "GPU-t4-a") && !model_held_id_is("GPU-t4-a:1", "GPU-t4-a"));
+    CHECK(!model_held_id_is("GPU-t4-a", ""));
 
     /* same GPU, another replica number: agreement (the number is the plugin's bookkeeping) */
     model_holding h;
