@@ -49,7 +49,6 @@ struct ext_state {
     bool relisting[2];         /* between RELIST and SYNCED of the kind */
     bool any_deferred;         /* some pod_priv.deferred is set */
     bool maybe_assumed;        /* some pod may be ASSUMED: expiry has work to do */
-    bool any_holdings_dirty;   /* some ext_node.holdings_dirty is set */
     ext_state_stats st;
     ext_holdings_stats hstats; /* holdings.h's counters */
     ext_map *rsv;              /* "namespace/name" -> rsv_ent: reservation pods, for the holdings record */
@@ -684,23 +683,19 @@ static void node_event(ext_state *st, ext_kube_event ev, const cJSON *obj) {
     }
 }
 
-/* Set the node's holdings record against its model now, or once the pod relist is complete: a record
- * entry for a pod the cache has not listed yet is no finding (holdings.h). */
+/* Set the node's holdings record against its model now, or once the pod relist is complete (holdings_touch_all):
+ * a record entry for a pod the cache has not listed yet is no finding (holdings.h). */
 static void holdings_touch(ext_state *st, ext_node *n) {
     if (!n || !n->holdings || !n->m) return;
-    if (st->relisting[EXT_KUBE_POD] || !st->synced[EXT_KUBE_POD]) {
-        n->holdings_dirty = st->any_holdings_dirty = true;
-        return;
-    }
-    n->holdings_dirty = false;
+    if (st->relisting[EXT_KUBE_POD] || !st->synced[EXT_KUBE_POD]) return;
     if (ext_holdings_reconcile(n->holdings, n, rsv_lookup, st, st->rsv_version, &st->hstats)) node_touch(st, n);
 }
 
-static void holdings_touch_dirty(ext_state *st) {
-    if (!st->any_holdings_dirty) return;
-    st->any_holdings_dirty = false;
-    for (int i = 0; i < st->nn; i++)
-        if (st->narr[i]->holdings_dirty) holdings_touch(st, st->narr[i]);
+/* At the pod relist's end every node with a record, not only those an event touched meanwhile: the sweep, the
+ * deferred guesses and the reservation table's refill change nodes without an event of their own. Once per relist;
+ * a node whose inputs did not change is skipped by the reconcile itself. */
+static void holdings_touch_all(ext_state *st) {
+    for (int i = 0; i < st->nn; i++) holdings_touch(st, st->narr[i]);
 }
 
 const ext_holdings_stats *ext_state_holdings_stats(const ext_state *st) { return &st->hstats; }
@@ -923,7 +918,7 @@ void ext_state_on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const
         if (!st->synced[kind])
             ext_log(EXT_LOG_INFO, "event=synced kind=%s", kind == EXT_KUBE_NODE ? "Node" : "Pod");
         st->synced[kind] = true;
-        if (kind == EXT_KUBE_POD) holdings_touch_dirty(st);   /* after synced: holdings_touch waits for it */
+        if (kind == EXT_KUBE_POD) holdings_touch_all(st);   /* after synced: holdings_touch waits for it */
         break;
     case EXT_KUBE_ADDED:
     case EXT_KUBE_MODIFIED:

@@ -293,3 +293,27 @@ TEST(ext_holdings_reservation_pods_compare_the_published_uuid) {
     ext_state_free(st);
     logcap_stop();
 }
+
+/* A pod relist that no longer names a pod frees its GPU at the relist's end (the sweep), with no event of its own:
+ * a move the kubelet's word asked for, refused while that pod held the GPU, is applied then. */
+TEST(ext_holdings_refused_word_applies_after_a_relist_sweeps_the_holder) {
+    logcap_start(EXT_LOG_INFO);
+    ext_state *st = synced_state(NULL);
+    pod_ev(st, EXT_KUBE_ADDED, "a", "uid-a", 0);
+    pod_ev(st, EXT_KUBE_ADDED, "b", "uid-b", 1);
+    pod_ev(st, EXT_KUBE_ADDED, "c", "uid-c", 2);
+    node_ev(st, EXT_KUBE_MODIFIED, agent_rec("default/b app nvidia.com/gpu " UUID2 "\n"));
+    CHECK_INT(gpu_of(st, "uid-b"), 1);
+    CHECK_INT(hstats(st).mismatches[EXT_HOLD_REFUSED], 1);
+    raw_ev(st, EXT_KUBE_POD, EXT_KUBE_RELIST, NULL);   /* c was deleted while the watch was down */
+    pod_ev(st, EXT_KUBE_ADDED, "a", "uid-a", 0);
+    pod_ev(st, EXT_KUBE_ADDED, "b", "uid-b", 1);
+    raw_ev(st, EXT_KUBE_POD, EXT_KUBE_SYNCED, NULL);
+    CHECK_INT(gpu_of(st, "uid-c"), -1);
+    CHECK_INT(gpu_of(st, "uid-b"), 2);
+    CHECK_INT(hstats(st).mismatches[EXT_HOLD_APPLIED], 1);
+    char why[256];
+    CHECK_MSG(all_nodes_consistent(st, why, sizeof why), "%s", why);
+    ext_state_free(st);
+    logcap_stop();
+}
