@@ -249,7 +249,7 @@ TEST(holdings_random_words_never_overcommit) {
                            : fixture_node("nodes/annotated-h100-x4.json");
         CHECK(n);
         model_request rq = {.kind = MODEL_REQ_WHOLE, .count = 1, .isolation = ts ? MODEL_ISO_TIMESLICE : MODEL_ISO_DEFAULT};
-        char uids[8][8];
+        char uids[8][16];   /* "p%d": room for any int (-Wformat-truncation at -O1) */
         model_holding h[8];
         model_assignment before[8];
         int k = 0;
