@@ -55,6 +55,31 @@ model_held_map model_held_map_id(const model_node *n, const char *id, model_held
     return MODEL_HELD_UNKNOWN;
 }
 
+model_held_map model_holding_map(const model_node *n, char *const *ids, int nids, model_holding *h, char *why,
+                                 size_t whylen) {
+    char one[MODEL_REASON_LEN];
+    int unmapped = 0, unknown = 0;
+    if (why && whylen) why[0] = 0;
+    h->nheld = 0;
+    for (int d = 0; d < nids; d++) {
+        model_held_map m = h->nheld < MODEL_HELD_MAX ? model_held_map_id(n, ids[d], &h->held[h->nheld], one, sizeof one)
+                                                     : MODEL_HELD_UNKNOWN;
+        if (h->nheld == MODEL_HELD_MAX && m == MODEL_HELD_UNKNOWN)
+            snprintf(one, sizeof one, "more than %d devices", MODEL_HELD_MAX);
+        if (m == MODEL_HELD_MAPPED) h->nheld++;
+        else if ((unmapped + unknown == 0 || (m == MODEL_HELD_UNKNOWN && !unknown)) && why && whylen)
+            snprintf(why, whylen, "%s", one);
+        unmapped += m == MODEL_HELD_UNMAPPED;
+        unknown += m == MODEL_HELD_UNKNOWN;
+    }
+    return unknown ? MODEL_HELD_UNKNOWN : unmapped ? MODEL_HELD_UNMAPPED : MODEL_HELD_MAPPED;
+}
+
+bool model_held_id_is(const char *id, const char *uuid) {
+    size_t ul = strlen(uuid);
+    return ul && !strncmp(id, uuid, ul) && (!id[ul] || !strncmp(id + ul, "::", 2));
+}
+
 typedef enum shape { SHAPE_OTHER = 0, SHAPE_WHOLE, SHAPE_REPLICA } shape;
 
 static shape shape_of_grants(const model_assignment *a) {

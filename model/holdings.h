@@ -46,12 +46,22 @@ typedef enum model_held_map {
 /* Map one device id as the kubelet returns it. why (if not NULL) says what was not mapped and why. */
 model_held_map model_held_map_id(const model_node *n, const char *id, model_held *out, char *why, size_t whylen);
 
+/* Whether device id names the GPU whose UUID is uuid: the GPU itself, or a replica "<uuid>::<n>" of it. */
+bool model_held_id_is(const char *id, const char *uuid);
+
 /* What the kubelet says one pod holds, its ids mapped. */
 typedef struct model_holding {
     const char *uid;                 /* the pod's UID, as in n->allocs */
     int nheld;
     model_held held[MODEL_HELD_MAX];
 } model_holding;
+
+/* Map every device id of one pod into h->held (h->uid is the caller's). MAPPED when every id is mapped; else
+ * UNKNOWN when one names a GPU or replica the node does not have (a disagreement: the kubelet's word cannot be
+ * applied), else UNMAPPED (MIG ids, no UUIDs published: not compared). why (if not NULL): the reason, an unknown
+ * id's before an unmapped one's. */
+model_held_map model_holding_map(const model_node *n, char *const *ids, int nids, model_holding *h, char *why,
+                                 size_t whylen);
 
 typedef enum model_hold_verdict {
     MODEL_HOLD_AGREE = 0,    /* the model holds the pod where the kubelet says */

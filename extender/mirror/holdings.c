@@ -328,8 +328,7 @@ static void held_format(const model_holding *hd, char *buf, size_t len) {
 static void judge_reservation(ext_holdings *h, flist *out, const hold_entry *e, const char *published, int gpu,
                               const ext_node *n, ext_holdings_stats *stats) {
     if (!published[0]) return;   /* not published yet: the same lag as a binding the record has not caught */
-    size_t pl = strlen(published);
-    bool same = e->nids == 1 && !strncmp(e->ids[0], published, pl) && (!e->ids[0][pl] || !strncmp(e->ids[0] + pl, "::", 2));
+    bool same = e->nids == 1 && model_held_id_is(e->ids[0], published);
     h->mapped++;
     if (same) return;
     char model[HOLD_TEXT];
@@ -401,21 +400,12 @@ bool ext_holdings_reconcile(ext_holdings *h, ext_node *n, ext_holdings_rsv_fn rs
         h->mapped++;
         model_holding *hd = &hold[k];
         hd->uid = p->uid;
-        hd->nheld = 0;
-        int unmapped = 0, unknown = 0;
-        char idwhy[MODEL_REASON_LEN] = "";
-        for (int d = 0; d < e->nids; d++) {
-            model_held_map m = model_held_map_id(n->m, e->ids[d], &hd->held[hd->nheld], why, sizeof why);
-            if (m == MODEL_HELD_MAPPED) hd->nheld++;
-            else if (!idwhy[0] || m == MODEL_HELD_UNKNOWN) snprintf(idwhy, sizeof idwhy, "%s", why);
-            unmapped += m == MODEL_HELD_UNMAPPED;
-            unknown += m == MODEL_HELD_UNKNOWN;
-        }
+        model_held_map m = model_holding_map(n->m, e->ids, e->nids, hd, why, sizeof why);
         said model = {.m = n->m, .a = &p->a}, ids = {.text = e->devices};
-        if (unknown) {
-            found(h, &out, e, F_REFUSED, model, ids, idwhy, n->name, stats);
-        } else if (unmapped) {
-            found(h, &out, e, F_UNMAPPED, model, ids, idwhy, n->name, stats);
+        if (m == MODEL_HELD_UNKNOWN) {
+            found(h, &out, e, F_REFUSED, model, ids, why, n->name, stats);
+        } else if (m == MODEL_HELD_UNMAPPED) {
+            found(h, &out, e, F_UNMAPPED, model, ids, why, n->name, stats);
         } else {
             who[k] = e;
             pods[k] = p;

@@ -49,7 +49,6 @@ struct ext_state {
     bool relisting[2];         /* between RELIST and SYNCED of the kind */
     bool any_deferred;         /* some pod_priv.deferred is set */
     bool maybe_assumed;        /* some pod may be ASSUMED: expiry has work to do */
-    bool any_holdings_dirty;   /* some ext_node.holdings_dirty is set */
     ext_state_stats st;
     ext_holdings_stats hstats; /* holdings.h's counters */
     ext_map *rsv;              /* "namespace/name" -> rsv_ent: reservation pods, for the holdings record */
@@ -684,47 +683,53 @@ static void node_event(ext_state *st, ext_kube_event ev, const cJSON *obj) {
     }
 }
 
-/* Set the node's holdings record against its model now, or once the pod relist is complete: a record
- * entry for a pod the cache has not listed yet is no finding (holdings.h). */
+/* Set the node's holdings record against its model now, or once the pod relist is complete (holdings_touch_all):
+ * a record entry for a pod the cache has not listed yet is no finding (holdings.h). */
 static void holdings_touch(ext_state *st, ext_node *n) {
     if (!n || !n->holdings || !n->m) return;
-    if (st->relisting[EXT_KUBE_POD] || !st->synced[EXT_KUBE_POD]) {
-        n->holdings_dirty = st->any_holdings_dirty = true;
-        return;
-    }
-    n->holdings_dirty = false;
+    if (st->relisting[EXT_KUBE_POD] || !st->synced[EXT_KUBE_POD]) return;
     if (ext_holdings_reconcile(n->holdings, n, rsv_lookup, st, st->rsv_version, &st->hstats)) node_touch(st, n);
 }
 
-static void holdings_touch_dirty(ext_state *st) {
-    if (!st->any_holdings_dirty) return;
-    st->any_holdings_dirty = false;
-    for (int i = 0; i < st->nn; i++)
-        if (st->narr[i]->holdings_dirty) holdings_touch(st, st->narr[i]);
+/* At the pod relist's end every node with a record, not only those an event touched meanwhile: the sweep, the
+ * deferred guesses and the reservation table's refill change nodes without an event of their own. Once per relist;
+ * a node whose inputs did not change is skipped by the reconcile itself. */
+static void holdings_touch_all(ext_state *st) {
+    for (int i = 0; i < st->nn; i++) holdings_touch(st, st->narr[i]);
 }
 
 const ext_holdings_stats *ext_state_holdings_stats(const ext_state *st) { return &st->hstats; }
 
-/* A reservation pod's ADDED/MODIFIED (DELETED: gone) for the holdings record. */
-static void rsv_note(ext_state *st, const char *ns, const char *name, const cJSON *meta, bool gone) {
+/* A reservation pod's ADDED/MODIFIED (DELETED: gone) for the holdings record. true when what rsv_lookup
+ * answers for it changed (then rsv_version changes too): most of its events are status updates. */
+static bool rsv_note(ext_state *st, const char *ns, const char *name, const cJSON *meta, bool gone) {
     char key[320];
     snprintf(key, sizeof key, "%s/%s", ns, name);
-    st->rsv_version++;
-    if (!st->rsv) return;
+    if (!st->rsv) return false;
     rsv_ent *e = ext_map_get(st->rsv, key);
     if (gone) {
-        if (e) free(ext_map_del(st->rsv, key));
-        return;
+        if (!e) return false;
+        free(ext_map_del(st->rsv, key));
+        st->rsv_version++;
+        return true;
     }
+    bool created = false;
     if (!e) {
-        if (!(e = calloc(1, sizeof *e))) return;
+        if (!(e = calloc(1, sizeof *e))) return false;
         snprintf(e->key, sizeof e->key, "%s", key);
-        if (ext_map_put(st->rsv, e->key, e) != 0) { free(e); return; }
+        if (ext_map_put(st->rsv, e->key, e) != 0) { free(e); return false; }
+        created = true;
     }
     const cJSON *ann = cJSON_GetObjectItemCaseSensitive(meta, "annotations");
     const cJSON *u = cJSON_GetObjectItemCaseSensitive(ann, EXT_RSV_ANN_UUID), *g = cJSON_GetObjectItemCaseSensitive(ann, EXT_RSV_ANN_GPU);
-    snprintf(e->uuid, sizeof e->uuid, "%s", cJSON_IsString(u) ? u->valuestring : "");
-    e->gpu = cJSON_IsString(g) ? atoi(g->valuestring) : -1;
+    char uuid[sizeof e->uuid];
+    snprintf(uuid, sizeof uuid, "%s", cJSON_IsString(u) ? u->valuestring : "");
+    int gpu = cJSON_IsString(g) ? atoi(g->valuestring) : -1;
+    if (!created && gpu == e->gpu && !strcmp(uuid, e->uuid)) return false;
+    memcpy(e->uuid, uuid, sizeof uuid);
+    e->gpu = gpu;
+    st->rsv_version++;
+    return true;
 }
 
 /* ------------------------------------------------------------ pod objects */
@@ -732,15 +737,24 @@ static void rsv_note(ext_state *st, const char *ns, const char *name, const cJSO
 static void pod_event_apply(ext_state *st, ext_kube_event ev, const cJSON *obj);
 
 /* A pod's change can make the node's holdings record say something else of it (placed, moved, gone, a GPU
- * freed for a pod whose move was refused): the nodes it left and reached are compared again. */
+ * freed for a pod whose move was refused): the nodes it left and reached are compared again. Only when the
+ * event changed the node (its version: every change to its model or pod list bumps it): most pod events are
+ * status updates of a pod that stays where it is, and the record is not compared for them. */
 static void pod_event(ext_state *st, ext_kube_event ev, const cJSON *obj) {
     const char *uid = obj_str(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "uid", NULL);
     pod_priv *before = uid ? ext_map_get(st->pods, uid) : NULL;
     char old[256] = "";
-    if (before && before->pub.node) snprintf(old, sizeof old, "%s", before->pub.node);
+    uint64_t oldver = 0;
+    if (before && before->pub.node) {
+        snprintf(old, sizeof old, "%s", before->pub.node);
+        const ext_node *on = ext_map_get(st->nodes, old);
+        oldver = on ? on->version : 0;
+    }
     pod_event_apply(st, ev, obj);
     pod_priv *after = uid ? ext_map_get(st->pods, uid) : NULL;
-    if (old[0]) holdings_touch(st, ext_map_get(st->nodes, old));
+    ext_node *on = old[0] ? ext_map_get(st->nodes, old) : NULL;   /* looked up again: it may have been dropped */
+    if (on && on->version != oldver) holdings_touch(st, on);
+    /* a pod placed on another node was added to it, which changed it */
     if (after && after->pub.node && strcmp(after->pub.node, old)) holdings_touch(st, ext_map_get(st->nodes, after->pub.node));
 }
 
@@ -761,9 +775,8 @@ static void pod_event_apply(ext_state *st, ext_kube_event ev, const cJSON *obj) 
     }
     const char *rlabel = obj_str(meta, "labels", EXT_RSV_LABEL);
     if (rlabel && !strcmp(rlabel, "true") && !strcmp(ns, st->cfg.reservation_ns)) {
-        rsv_note(st, ns, name, meta, false);
         const char *rnode = obj_str(obj, "spec", "nodeName");   /* what it published is compared there */
-        if (rnode) holdings_touch(st, ext_map_get(st->nodes, rnode));
+        if (rsv_note(st, ns, name, meta, false) && rnode) holdings_touch(st, ext_map_get(st->nodes, rnode));
         /* A reservation pod (reservation.h) holds a physical GPU through the device plugin, but the logical
          * GPU it backs is accounted by its tenants' assignments: counting it too would charge the GPU twice. */
         if (pp) pod_remove(st, pp);
@@ -905,7 +918,7 @@ void ext_state_on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const
         if (!st->synced[kind])
             ext_log(EXT_LOG_INFO, "event=synced kind=%s", kind == EXT_KUBE_NODE ? "Node" : "Pod");
         st->synced[kind] = true;
-        if (kind == EXT_KUBE_POD) holdings_touch_dirty(st);   /* after synced: holdings_touch waits for it */
+        if (kind == EXT_KUBE_POD) holdings_touch_all(st);   /* after synced: holdings_touch waits for it */
         break;
     case EXT_KUBE_ADDED:
     case EXT_KUBE_MODIFIED:

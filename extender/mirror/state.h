@@ -62,7 +62,6 @@ typedef struct ext_node {
                               * the same state (what the verbs' answer cache keys on) */
     struct ext_node_memo *memo;   /* verbs.c's cached answers for this node; freed with it */
     struct ext_holdings *holdings;  /* the node agent's tessera.io/holdings record (holdings.h); NULL: none */
-    bool holdings_dirty;     /* set against the model at the pod relist's end (state.c) */
 } ext_node;
 
 typedef struct ext_state ext_state;

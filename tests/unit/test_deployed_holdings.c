@@ -1,19 +1,21 @@
 /* test_deployed_holdings.c -- the node agent's holdings record through tessera as `kubectl apply -k deploy/` runs
  * it (tests/support/deployed_cluster.h: two replicas, their kube-schedulers, the fake kubelet). The agent
- * itself is not run here: the test writes the record on the Node as the agent would (a merge PATCH of the
- * tessera.io/holdings annotation). Two whole-GPU pods bound by tessera; the kubelet's word swaps them, then
- * moves one to the third GPU: every replica's model follows (/debug/state), the metric counts each
- * disagreement once, the log says it once however many watch events repeat it, and the next pod is bound to
- * the GPU the kubelet says is free.
+ * itself is not run here: the test writes on the Node, as the agent would (a merge PATCH of the tessera.io/holdings
+ * annotation), the record of what the fake kubelet really handed out -- its device plugin picks at random, so not
+ * what tessera bound. Every replica's model follows (/debug/state), the metric counts each disagreement once, the
+ * log says it once however many watch events repeat it, and the next pod is bound to the GPU the kubelet freed.
  */
 #include <signal.h>
 #include <stdint.h>
 #include <time.h>
 
+#include "agent/holdings.h"
+#include "agent/protowire.h"
 #include "ext_proc.h"
 #include "ext_helpers.h"
 #include "extender/annotation.h"
 #include "tests/support/deployed_cluster.h"
+#include "tests/support/fake_podresources.h"
 
 #define NODE "gpu-h"
 #define PREFIX "GPU-hold"   /* the fake device plugin's ids are PREFIX-<i>; the node's UUIDs say the same */
@@ -74,17 +76,6 @@ static int bound_gpu(deployed_cluster *c, const char *name) {
     cJSON_Delete(j);
     cJSON_Delete(p);
     return gpu;
-}
-
-/* Write the record as the node agent does: a = PREFIX-ga, b = PREFIX-gb. */
-static void write_record(deployed_cluster *c, int ga, int gb) {
-    char rec[512], patch[1024];
-    snprintf(rec, sizeof rec,
-             "{\\\"v\\\":1,\\\"pods\\\":{\\\"default/a\\\":{\\\"nvidia.com/gpu\\\":[\\\"%s-%d\\\"]},"
-             "\\\"default/b\\\":{\\\"nvidia.com/gpu\\\":[\\\"%s-%d\\\"]}}}",
-             PREFIX, ga, PREFIX, gb);
-    snprintf(patch, sizeof patch, "{\"metadata\":{\"annotations\":{\"tessera.io/holdings\":\"%s\"}}}", rec);
-    fake_api_patch(c->api, "nodes", NULL, NODE, patch);
 }
 
 static const char *str_of(const cJSON *o, const char *key) {
@@ -153,86 +144,34 @@ static int start(deployed_cluster *c) {
     return rc;
 }
 
-TEST(deployed_holdings_kubelets_word_moves_the_model_and_the_next_bind) {
-    deployed_cluster c;
-    int rc = start(&c);
-    bool ok = rc == 0 && create_whole(&c, "a") && create_whole(&c, "b");
-    int ga = ok ? bound_gpu(&c, "a") : -1, gb = ok ? bound_gpu(&c, "b") : -1, gf = 3 - ga - gb;
-    if (!ok || ga < 0 || gb < 0 || ga == gb) {
-        printf("    %s (a on %d, b on %d)\n", c.err, ga, gb);
-        deployed_cluster_stop(&c);
-        CHECK(false);
-    }
-    /* 1. the kubelet gave them each other's GPU: both replicas' models follow */
-    write_record(&c, gb, ga);
-    for (int r = 0; r < 2; r++) {
-        ok = wait_assignment(&c, r, "a", gb) && wait_assignment(&c, r, "b", ga);
-        if (!ok) break;
-    }
-    /* more watch events about the node, the record unchanged */
-    for (int i = 0; ok && i < 3; i++) {
-        char patch[128];
-        snprintf(patch, sizeof patch, "{\"metadata\":{\"labels\":{\"example.com/tick\":\"%d\"}}}", i);
-        fake_api_patch(c.api, "nodes", NULL, NODE, patch);
-        pause_ms(300);
-    }
-    long long applied[2], logged_a[2];
-    for (int r = 0; r < 2; r++) {
-        applied[r] = metric(&c, r, "tessera_holdings_mismatches_total{kind=\"applied\"}");
-        logged_a[r] = deployed_replica_log_count(&c.rep[r], "event=holdings-mismatch", "pod=default/a ");
-    }
-    /* 2. the kubelet says a is back on its bind's GPU and b on the third: the GPU b was bound to is free */
-    if (ok) write_record(&c, ga, gf);
-    for (int r = 0; ok && r < 2; r++) ok = wait_assignment(&c, r, "a", ga) && wait_assignment(&c, r, "b", gf);
-    bool next = ok && create_whole(&c, "c");
-    int gc = next ? bound_gpu(&c, "c") : -1;
-    long long refused = metric(&c, 0, "tessera_holdings_mismatches_total{kind=\"refused\"}");
-    long long standing = metric(&c, 0, "tessera_holdings_disagreements");
-    long long nodes = metric(&c, 0, "tessera_holdings_nodes");
-    char err[1024];
-    snprintf(err, sizeof err, "%s", c.err);
-    deployed_cluster_stop(&c);
-    CHECK_MSG(ok, "%s", err);
-    for (int r = 0; r < 2; r++) {
-        CHECK_INT(applied[r], 2);    /* a and b, once each */
-        CHECK_INT(logged_a[r], 1);   /* once, though the Node came four times */
-    }
-    CHECK_MSG(next, "%s", err);
-    CHECK_INT(gc, gb);   /* the GPU b was bound to, which the kubelet says is free */
-    CHECK_INT(refused, 0);
-    CHECK_INT(standing, 0);
-    CHECK_INT(nodes, 1);
-}
-
 /* The record the node agent would write from what the fake kubelet really handed out (its device plugin picks
  * at random here, so its choice differs from tessera's), for pods default/<names[i]>. */
 static void write_kubelet_record(deployed_cluster *c, const char *const *names, int n) {
-    cJSON *rec = cJSON_CreateObject(), *pods;
-    cJSON_AddNumberToObject(rec, "v", 1);
-    pods = cJSON_AddObjectToObject(rec, "pods");
+    /* what the kubelet's Pod Resources List says (fake_podresources.h's text form), written by the agent's own code */
+    char spec[2048] = "";
+    size_t off = 0;
     for (int i = 0; i < n; i++) {
         cJSON *p = deployed_cluster_get(c, "pods", "default", names[i]);
         const char *uid = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(p, "metadata"), "uid"));
         char *devs = uid ? fake_kubelet_devices(c->kl, uid) : NULL;
         cJSON_Delete(p);
-        if (!devs) continue;
-        char key[128];
-        snprintf(key, sizeof key, "default/%s", names[i]);
-        cJSON *arr = cJSON_AddArrayToObject(cJSON_AddObjectToObject(pods, key), "nvidia.com/gpu");
-        for (char *save = NULL, *d = strtok_r(devs, ",", &save); d; d = strtok_r(NULL, ",", &save))
-            cJSON_AddItemToArray(arr, cJSON_CreateString(d));
+        if (devs && off < sizeof spec)
+            off += (size_t)snprintf(spec + off, sizeof spec - off, "default/%s app nvidia.com/gpu %s\n", names[i], devs);
         free(devs);
     }
-    char *text = cJSON_PrintUnformatted(rec);
+    agent_pr_list l;
+    char err[256];
+    int prc = fake_pr_parse_pods(spec, &l, err, sizeof err);   /* on error l is freed already */
+    char *text = prc == 0 ? agent_holdings_from_list(&l) : NULL;
+    if (prc == 0) agent_pr_list_free(&l);
     cJSON *patch = cJSON_CreateObject();
     cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_AddObjectToObject(patch, "metadata"), "annotations"),
-                            "tessera.io/holdings", text);
+                            "tessera.io/holdings", text ? text : "");
     char *pt = cJSON_PrintUnformatted(patch);
     fake_api_patch(c->api, "nodes", NULL, NODE, pt);
     free(pt);
     free(text);
     cJSON_Delete(patch);
-    cJSON_Delete(rec);
 }
 
 /* The index of the device the fake kubelet gave the pod ("GPU-hold-<i>"), -1 if none. */
@@ -273,6 +212,24 @@ TEST(deployed_holdings_model_follows_the_kubelets_real_choices) {
     if (ok) write_kubelet_record(&c, names, 3);
     for (int r = 0; ok && r < 2; r++)
         for (int i = 0; ok && i < 3; i++) ok = wait_assignment(&c, r, names[i], real[i]);
+    /* more watch events about the node, the record unchanged: nothing counted or said again */
+    for (int i = 0; ok && i < 3; i++) {
+        char patch[128];
+        snprintf(patch, sizeof patch, "{\"metadata\":{\"labels\":{\"example.com/tick\":\"%d\"}}}", i);
+        fake_api_patch(c.api, "nodes", NULL, NODE, patch);
+        pause_ms(300);
+    }
+    int moved = 0;
+    for (int i = 0; i < 3; i++) moved += bound[i] != real[i];
+    long long applied_r[2] = {-1, -1}, logged_r[2] = {-1, -1}, standing = -1, nodes = -1;
+    for (int r = 0; ok && r < 2; r++) {
+        applied_r[r] = metric(&c, r, "tessera_holdings_mismatches_total{kind=\"applied\"}");
+        logged_r[r] = deployed_replica_log_count(&c.rep[r], "event=holdings-mismatch", "action=applied");
+    }
+    if (ok) {
+        standing = metric(&c, 0, "tessera_holdings_disagreements");
+        nodes = metric(&c, 0, "tessera_holdings_nodes");
+    }
     /* the leaver goes: the only GPU free is the one the kubelet had given it, not the one tessera had bound */
     if (ok && leaver >= 0) {
         /* A pod deleted with a grace period stays in the API until its kubelet has stopped it and freed its device:
@@ -308,6 +265,12 @@ TEST(deployed_holdings_model_follows_the_kubelets_real_choices) {
            bound[1], bound[2], real[0], real[1], real[2], tessera_d, kubelet_d);
     CHECK_MSG(leaver >= 0, "the kubelet's seed gave every pod tessera's GPU: the test shows nothing; change the seed");
     CHECK(applied >= 2);   /* a permutation of 3 that is not the identity moves at least 2 */
+    for (int r = 0; r < 2; r++) {
+        CHECK_INT(applied_r[r], moved);   /* each pod the kubelet put elsewhere, once */
+        CHECK_INT(logged_r[r], moved);    /* once, though the Node came four times */
+    }
+    CHECK_INT(standing, 0);
+    CHECK_INT(nodes, 1);
     CHECK_INT(tessera_d, real[leaver]);
     CHECK_INT(kubelet_d, real[leaver]);
     CHECK_INT(refused, 0);

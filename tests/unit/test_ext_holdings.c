@@ -2,14 +2,18 @@
  * as the watch feeds them: the kubelet's word moves the model (swaps included), a word that would
  * over-commit is refused, each disagreement is logged and counted once however many watch events repeat
  * it, a malformed record is ignored (once), entries for unknown pods and reservation pods follow the rules
- * written in holdings.h, and a record that arrives before the pods' list waits for it.
+ * written in holdings.h, and a record that arrives before the pods' list waits for it. The valid records are the
+ * node agent's own (agent_holdings_from_list on what the kubelet's Pod Resources List says), not hand-written.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "ext_helpers.h"
 #include "log_capture.h"
+#include "agent/holdings.h"
+#include "agent/protowire.h"
 #include "extender/mirror/holdings.h"
+#include "tests/support/fake_podresources.h"
 
 #define UUID0 "GPU-11111111-0000-0000-0000-000000000000"
 #define UUID1 "GPU-11111111-0000-0000-0000-000000000001"
@@ -89,8 +93,23 @@ static cJSON *hdebug(ext_state *st, int *standing) {
     return d;
 }
 
-static const char SWAPPED[] = "{\"v\":1,\"pods\":{\"default/a\":{\"nvidia.com/gpu\":[\"" UUID1 "\"]},"
-                              "\"default/b\":{\"nvidia.com/gpu\":[\"" UUID0 "\"]}}}";
+/* The record the node agent writes when the kubelet's List says what spec says (fake_podresources.h's text form:
+ * "<ns>/<pod> <container> <resource> <id>[,<id>...]" per line). Static: valid until the next call. */
+static const char *agent_rec(const char *spec) {
+    static char buf[4096];
+    agent_pr_list l;
+    char err[256];
+    buf[0] = 0;
+    if (fake_pr_parse_pods(spec, &l, err, sizeof err) != 0) return buf;
+    char *j = agent_holdings_from_list(&l);
+    agent_pr_list_free(&l);
+    snprintf(buf, sizeof buf, "%s", j ? j : "");
+    free(j);
+    return buf;
+}
+
+/* Listed b first, as a kubelet may: the agent sorts. */
+#define SWAPPED agent_rec("default/b app nvidia.com/gpu " UUID0 "\ndefault/a app nvidia.com/gpu " UUID1 "\n")
 
 TEST(ext_holdings_swap_is_applied_and_reported_once) {
     logcap_start(EXT_LOG_INFO);
@@ -138,8 +157,8 @@ TEST(ext_holdings_overcommitting_word_is_refused_until_the_gpu_frees) {
     pod_ev(st, EXT_KUBE_ADDED, "b", "uid-b", 1);
     pod_ev(st, EXT_KUBE_ADDED, "c", "uid-c", 2);
     /* the kubelet says b holds GPU 2, which c holds in the model (c's own entry lags) */
-    node_ev(st, EXT_KUBE_MODIFIED, "{\"v\":1,\"pods\":{\"default/b\":{\"nvidia.com/gpu\":[\"" UUID2 "\"]}}}");
-    node_ev(st, EXT_KUBE_MODIFIED, "{\"v\":1,\"pods\":{\"default/b\":{\"nvidia.com/gpu\":[\"" UUID2 "\"]}}}");
+    node_ev(st, EXT_KUBE_MODIFIED, agent_rec("default/b app nvidia.com/gpu " UUID2 "\n"));
+    node_ev(st, EXT_KUBE_MODIFIED, agent_rec("default/b app nvidia.com/gpu " UUID2 "\n"));
     CHECK_INT(gpu_of(st, "uid-b"), 1);
     CHECK_INT(gpu_of(st, "uid-c"), 2);
     CHECK_INT(hstats(st).mismatches[EXT_HOLD_REFUSED], 1);
@@ -195,7 +214,7 @@ TEST(ext_holdings_malformed_record_is_ignored_once_per_content) {
               cJSON_GetObjectItem(d, "malformed")->valuestring);
     cJSON_Delete(d);
     /* a valid record after them is used */
-    node_ev(st, EXT_KUBE_MODIFIED, "{\"v\":1,\"pods\":{\"default/a\":{\"nvidia.com/gpu\":[\"" UUID2 "\"]}}}");
+    node_ev(st, EXT_KUBE_MODIFIED, agent_rec("default/a app nvidia.com/gpu " UUID2 "\n"));
     CHECK_INT(gpu_of(st, "uid-a"), 2);
     ext_state_free(st);
     logcap_stop();
@@ -206,8 +225,9 @@ TEST(ext_holdings_unknown_pods_unmapped_ids_and_lag) {
     ext_state *st = synced_state(NULL);
     pod_ev(st, EXT_KUBE_ADDED, "a", "uid-a", 0);
     pod_ev(st, EXT_KUBE_ADDED, "b", "uid-b", 1);   /* bound, but not in the record yet: no finding */
-    const char *rec = "{\"v\":1,\"pods\":{\"default/a\":{\"nvidia.com/mig-1g.10gb\":[\"MIG-aaaa\"]},"
-                      "\"other/ghost\":{\"nvidia.com/gpu\":[\"" UUID2 "\"]}}}";
+    char rec[1024];
+    snprintf(rec, sizeof rec, "%s", agent_rec("other/ghost app nvidia.com/gpu " UUID2 "\n"
+                                              "default/a app nvidia.com/mig-1g.10gb MIG-aaaa\n"));
     node_ev(st, EXT_KUBE_MODIFIED, rec);
     node_ev(st, EXT_KUBE_MODIFIED, rec);
     ext_holdings_stats s = hstats(st);
@@ -253,7 +273,8 @@ TEST(ext_holdings_reservation_pods_compare_the_published_uuid) {
     char buf[1024];
     snprintf(buf, sizeof buf, rsv, "");   /* not published yet: lag, nothing said */
     raw_ev(st, EXT_KUBE_POD, EXT_KUBE_ADDED, buf);
-    const char *rec = "{\"v\":1,\"pods\":{\"tessera/tessera-rsv-n1-g0-0\":{\"nvidia.com/gpu\":[\"" UUID2 "\"]}}}";
+    char rec[1024];
+    snprintf(rec, sizeof rec, "%s", agent_rec("tessera/tessera-rsv-n1-g0-0 reserve nvidia.com/gpu " UUID2 "\n"));
     node_ev(st, EXT_KUBE_MODIFIED, rec);
     ext_holdings_stats s = hstats(st);
     CHECK_INT(s.mismatches[EXT_HOLD_RESERVATION] + s.ignored[EXT_HOLD_IGN_UNKNOWN_POD], 0);
@@ -269,6 +290,30 @@ TEST(ext_holdings_reservation_pods_compare_the_published_uuid) {
     cJSON *d = hdebug(st, &standing);
     CHECK_INT(standing, 1);
     cJSON_Delete(d);
+    ext_state_free(st);
+    logcap_stop();
+}
+
+/* A pod relist that no longer names a pod frees its GPU at the relist's end (the sweep), with no event of its own:
+ * a move the kubelet's word asked for, refused while that pod held the GPU, is applied then. */
+TEST(ext_holdings_refused_word_applies_after_a_relist_sweeps_the_holder) {
+    logcap_start(EXT_LOG_INFO);
+    ext_state *st = synced_state(NULL);
+    pod_ev(st, EXT_KUBE_ADDED, "a", "uid-a", 0);
+    pod_ev(st, EXT_KUBE_ADDED, "b", "uid-b", 1);
+    pod_ev(st, EXT_KUBE_ADDED, "c", "uid-c", 2);
+    node_ev(st, EXT_KUBE_MODIFIED, agent_rec("default/b app nvidia.com/gpu " UUID2 "\n"));
+    CHECK_INT(gpu_of(st, "uid-b"), 1);
+    CHECK_INT(hstats(st).mismatches[EXT_HOLD_REFUSED], 1);
+    raw_ev(st, EXT_KUBE_POD, EXT_KUBE_RELIST, NULL);   /* c was deleted while the watch was down */
+    pod_ev(st, EXT_KUBE_ADDED, "a", "uid-a", 0);
+    pod_ev(st, EXT_KUBE_ADDED, "b", "uid-b", 1);
+    raw_ev(st, EXT_KUBE_POD, EXT_KUBE_SYNCED, NULL);
+    CHECK_INT(gpu_of(st, "uid-c"), -1);
+    CHECK_INT(gpu_of(st, "uid-b"), 2);
+    CHECK_INT(hstats(st).mismatches[EXT_HOLD_APPLIED], 1);
+    char why[256];
+    CHECK_MSG(all_nodes_consistent(st, why, sizeof why), "%s", why);
     ext_state_free(st);
     logcap_stop();
 }

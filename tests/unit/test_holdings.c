@@ -183,6 +183,19 @@ TEST(holdings_replica_ids_compare_gpus_and_take_the_kubelets_number) {
     CHECK_INT(model_held_map_id(n, "GPU-t4-b::x", &one, why, sizeof why), MODEL_HELD_UNKNOWN);
     CHECK_INT(model_held_map_id(n, "GPU-t4-c", &one, why, sizeof why), MODEL_HELD_UNKNOWN);
     CHECK_MSG(strstr(why, "not a GPU of node t4-ts"), "%s", why);
+    /* one pod's ids together: an unknown one makes the pod a disagreement, said before a MIG id's "unmapped" */
+    model_holding mixed;
+    char *some[] = {"GPU-t4-a::1", "MIG-5a3e0c2b-1111-2222-3333-444455556666", "GPU-t4-c::0"};
+    CHECK_INT(model_holding_map(n, some, 2, &mixed, why, sizeof why), MODEL_HELD_UNMAPPED);
+    CHECK_MSG(strstr(why, "MIG instance"), "%s", why);
+    CHECK_INT(model_holding_map(n, some, 3, &mixed, why, sizeof why), MODEL_HELD_UNKNOWN);
+    CHECK_MSG(strstr(why, "not a GPU of node t4-ts"), "%s", why);
+    CHECK_INT(model_holding_map(n, some, 1, &mixed, why, sizeof why), MODEL_HELD_MAPPED);
+    CHECK_INT(mixed.nheld, 1);
+    CHECK_INT(mixed.held[0].replica, 1);
+    CHECK(model_held_id_is("GPU-t4-a::1", "GPU-t4-a") && model_held_id_is("GPU-t4-a", "GPU-t4-a"));
+    CHECK(!model_held_id_is("GPU-t4-ab", "GPU-t4-a") && !model_held_id_is("GPU-t4-a:1", "GPU-t4-a"));
+    CHECK(!model_held_id_is("GPU-t4-a", ""));
 
     /* same GPU, another replica number: agreement (the number is the plugin's bookkeeping) */
     model_holding h;
@@ -236,7 +249,7 @@ TEST(holdings_random_words_never_overcommit) {
                            : fixture_node("nodes/annotated-h100-x4.json");
         CHECK(n);
         model_request rq = {.kind = MODEL_REQ_WHOLE, .count = 1, .isolation = ts ? MODEL_ISO_TIMESLICE : MODEL_ISO_DEFAULT};
-        char uids[8][8];
+        char uids[8][16];   /* "p%d": room for any int (-Wformat-truncation at -O1) */
         model_holding h[8];
         model_assignment before[8];
         int k = 0;
