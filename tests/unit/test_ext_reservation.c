@@ -139,6 +139,31 @@ static void rt_stop(rt *r) {
     fake_api_free(r->api);
 }
 
+/* What the webhook adds for the interposer (webhook.h): the volume, the shim init container first, the
+ * mounts on the app container c. */
+static void add_shim(cJSON *spec, cJSON *c) {
+    cJSON *v = cJSON_CreateObject();
+    cJSON_AddStringToObject(v, "name", EXT_DLV_SHIM_VOLUME);
+    cJSON_AddObjectToObject(v, "emptyDir");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "volumes"), v);
+    cJSON *sh = cJSON_CreateObject();
+    cJSON_AddStringToObject(sh, "name", EXT_DLV_SHIM_CONTAINER);
+    cJSON_AddStringToObject(sh, "image", "registry.example/tessera:test");
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "name", EXT_DLV_SHIM_VOLUME);
+    cJSON_AddStringToObject(m, "mountPath", EXT_DLV_SHIM_DIR);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(sh, "volumeMounts"), m);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "initContainers"), sh);
+    cJSON *mounts = cJSON_AddArrayToObject(c, "volumeMounts");
+    cJSON_AddItemToArray(mounts, cJSON_Duplicate(m, 1));
+    m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "name", EXT_DLV_SHIM_VOLUME);
+    cJSON_AddStringToObject(m, "mountPath", EXT_DLV_SHIM_PRELOAD);
+    cJSON_AddStringToObject(m, "subPath", EXT_DLV_SHIM_PRELOAD_SUB);
+    cJSON_AddBoolToObject(m, "readOnly", true);
+    cJSON_AddItemToArray(mounts, m);
+}
+
 /* A share pod asking mib of GPU memory, waiting to be scheduled (or, with ann, already bound to n1 with that
  * assignment annotation, as a previous leader left it). owned: a ReplicaSet controls it; mutated: the webhook
  * gave it its delivery annotation. */
@@ -182,6 +207,7 @@ static char *share_json(const char *name, int mib, bool owned, bool mutated, con
         cJSON *from = cJSON_CreateObject();
         cJSON_AddStringToObject(cJSON_AddObjectToObject(from, "configMapRef"), "name", cm);
         cJSON_AddItemToArray(cJSON_AddArrayToObject(c, "envFrom"), from);
+        add_shim(spec, c);
     }
     cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "containers"), c);
     cJSON_AddNumberToObject(spec, "priority", 0);
@@ -351,23 +377,25 @@ TEST(ext_rsv_names_and_delivery_data) {
     char cm[128];
     ext_delivery_cm_name("ABC-def", cm, sizeof cm);
     CHECK_STR(cm, "tessera-gpu-abc-def");
-    ext_delivery_unit u = {"GPU-1234", 20480, 250, 81920};
-    cJSON *d = ext_delivery_data(&u, 1);
+    ext_delivery_unit u = {.uuid = "GPU-1234", .memory_mib = 20480, .compute_permille = 250, .device_memory_mib = 81920};
+    cJSON *d = ext_delivery_data(&u, 1, NULL);
     char *t = cJSON_PrintUnformatted(d);
     CHECK_STR(t, "{\"NVIDIA_VISIBLE_DEVICES\":\"GPU-1234\",\"NVIDIA_DRIVER_CAPABILITIES\":\"compute,utility\","
                  "\"TESSERA_GPU_UUID\":\"GPU-1234\",\"TESSERA_GPU_MEMORY_MIB\":\"20480\",\"TESSERA_GPU_COMPUTE_PERCENT\":\"25\","
+                 "\"TESSERA_ENFORCEMENT\":\"memory=libtessera-cuda compute=time-slicing (not capped)\","
                  "\"CUDA_DEVICE_MEMORY_LIMIT\":\"20480m\",\"CUDA_DEVICE_SM_LIMIT\":\"25\","
                  "\"XLA_PYTHON_CLIENT_MEM_FRACTION\":\"0.25\",\"TF_FORCE_GPU_ALLOW_GROWTH\":\"true\"}");
     free(t);
     cJSON_Delete(d);
-    ext_delivery_unit two[2] = {{"GPU-a", 8000, 98, 81920}, {"GPU-b", 8000, 98, 81920}};
-    d = ext_delivery_data(two, 2);
+    ext_delivery_unit two[2] = {{.uuid = "GPU-a", .memory_mib = 8000, .compute_permille = 98, .device_memory_mib = 81920},
+                                {.uuid = "GPU-b", .memory_mib = 8000, .compute_permille = 98, .device_memory_mib = 81920}};
+    d = ext_delivery_data(two, 2, NULL);
     CHECK_STR(jpath(d, EXT_DLV_ENV_VISIBLE, NULL, NULL), "GPU-a,GPU-b");
     CHECK_STR(jpath(d, EXT_DLV_ENV_COMPUTE, NULL, NULL), "10");   /* 9.8 % rounded up */
     CHECK_STR(jpath(d, EXT_DLV_ENV_XLA_FRACTION, NULL, NULL), "0.09");   /* 0.0976 rounded down */
     cJSON_Delete(d);
-    ext_delivery_unit none = {NULL, 1, 1, 1};
-    CHECK(ext_delivery_data(&none, 1) == NULL);
+    ext_delivery_unit none = {.memory_mib = 1, .compute_permille = 1, .device_memory_mib = 1};
+    CHECK(ext_delivery_data(&none, 1, NULL) == NULL);
 }
 
 TEST(ext_rsv_regrant_moves_only_the_grants_of_one_gpu) {
@@ -569,8 +597,9 @@ TEST(ext_rsv_first_share_makes_one_reservation_and_its_uuid_reaches_the_configma
     cJSON *ann = cJSON_Parse(jpath(sp, "metadata", "annotations", "tessera.io/assignment"));
     const cJSON *g0 = cJSON_GetArrayItem(cJSON_GetObjectItem(ann, "grants"), 0);
     int permille = cJSON_GetObjectItem(g0, "computePermille") ? cJSON_GetObjectItem(g0, "computePermille")->valueint : -1;
-    ext_delivery_unit du = {devs ? devs : "?", 8000, permille, 81920};
-    cJSON *want_data = ext_delivery_data(&du, 1);
+    ext_delivery_unit du = {.uuid = devs ? devs : "?", .memory_mib = 8000, .compute_permille = permille,
+                            .device_memory_mib = 81920};
+    cJSON *want_data = ext_delivery_data(&du, 1, NULL);
     bool data_exact = cm && cJSON_Compare(cJSON_GetObjectItem(cm, "data"), want_data, true);
     char pct[16];
     snprintf(pct, sizeof pct, "%d", (permille + 9) / 10);
@@ -1446,8 +1475,8 @@ TEST(ext_rsv_duplicate_kept_is_the_one_the_started_share_uses) {
         put_rsv(&r, 0, 2, "GPU-b");
         put_bound_share(&r, "s1", 8000, 0, false, true);
         mark_started(&r, "s1", false);
-        ext_delivery_unit du = {"GPU-b", 8000, 98, 81920};
-        cJSON *data = ext_delivery_data(&du, 1);
+        ext_delivery_unit du = {.uuid = "GPU-b", .memory_mib = 8000, .compute_permille = 98, .device_memory_mib = 81920};
+        cJSON *data = ext_delivery_data(&du, 1, NULL);
         cJSON *cm = cJSON_CreateObject();
         cJSON *meta = cJSON_AddObjectToObject(cm, "metadata");
         cJSON_AddStringToObject(meta, "name", EXT_DLV_CM_PREFIX "s1");
