@@ -86,6 +86,7 @@ EXTENDER_CLUSTERROLE = {
     ("", "pods/binding", None): {"create"},
     ("", "events", None): {"create"},
     ("", "configmaps", None): {"create", "get", "update"},       # per-pod delivery ConfigMaps
+    ("", "namespaces", None): {"get"},                           # an MPS share's Pod Security level (webhook)
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", WEBHOOK_CONFIG): {"get", "update", "patch"},
     # DRA (--dra, default on): read only
     ("resource.k8s.io", "resourceslices", None): {"get", "list", "watch"},
@@ -98,6 +99,9 @@ EXTENDER_ROLE = {
     ("", "secrets", None): {"create"},
     ("", "secrets", WEBHOOK_TLS_SECRET): {"get", "update"},
 }
+# What tessera-extender may do in the MPS reservations' namespace (Role tessera-extender there, issue 27).
+MPS_NAMESPACE = "tessera-node"
+EXTENDER_MPS_ROLE = {("", "pods", None): {"create", "delete"}}
 # Reservation pods (deploy/reservation.yaml, plan of issue 11).
 RESERVE_SA = "tessera-reserve"
 RESERVE_ROLE = {("", "pods", None): {"get", "patch"}}
@@ -125,6 +129,10 @@ NAMESPACE_EXCEPTIONS = {
     # next to the built-in Role it binds
     ("RoleBinding", "tessera-scheduler-extension-apiserver-authentication-reader"): "kube-system",
 }
+# Objects that exist in the tessera namespace and again, for the MPS reservations (privileged: root and hostPath
+# for the GPU's MPS control daemon), in MPS_NAMESPACE.
+MPS_NAMESPACE_OBJECTS = {("Role", "tessera-extender"), ("RoleBinding", "tessera-extender"),
+                         ("ServiceAccount", RESERVE_SA), ("Role", RESERVE_SA), ("RoleBinding", RESERVE_SA)}
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "MutatingWebhookConfiguration",
                   "CustomResourceDefinition", "StorageClass"}
 
@@ -208,12 +216,14 @@ for path in top_manifests + example_files:
 objects = [(p, o) for p in top_manifests for o in docs[p]]
 
 
-def find(kind, name=None):
-    return [o for _, o in objects if o.get("kind") == kind and (name is None or o["metadata"].get("name") == name)]
+def find(kind, name=None, ns=None):
+    """Objects of kind (and name; and namespace ns, when given: some names exist in two namespaces)."""
+    return [o for _, o in objects if o.get("kind") == kind and (name is None or o["metadata"].get("name") == name)
+            and (ns is None or o["metadata"].get("namespace") == ns)]
 
 
-def one(kind, name=None):
-    found = find(kind, name)
+def one(kind, name=None, ns=None):
+    found = find(kind, name, ns)
     return found[0] if len(found) == 1 else None
 
 
@@ -228,8 +238,14 @@ for p, o in objects:
             wrong.append("%s/%s is cluster-scoped but names a namespace" % (kind, meta.get("name")))
         continue
     want = NAMESPACE_EXCEPTIONS.get((kind, meta.get("name")), NAMESPACE)
+    if (kind, meta.get("name")) in MPS_NAMESPACE_OBJECTS and meta.get("namespace") == MPS_NAMESPACE:
+        want = MPS_NAMESPACE
     if meta.get("namespace") != want:
         wrong.append("%s/%s in %r, want %r" % (kind, meta.get("name"), meta.get("namespace"), want))
+missing_mps = sorted("%s/%s" % k for k in MPS_NAMESPACE_OBJECTS if not one(k[0], k[1], MPS_NAMESPACE))
+check("the MPS reservations' namespace %s has the extender's Role and tessera-reserve's identity (%s)"
+      % (MPS_NAMESPACE, ", ".join(sorted("%s/%s" % k for k in MPS_NAMESPACE_OBJECTS))), not missing_mps,
+      "missing " + ", ".join(missing_mps))
 check("namespaced objects are in namespace %s (exceptions: %s)" %
       (NAMESPACE, ", ".join("%s/%s" % k for k in NAMESPACE_EXCEPTIONS)), not wrong, "; ".join(wrong))
 
@@ -379,7 +395,7 @@ for c in inits + containers:
 check("pod runs as uid %d like the image's USER" % RUNTIME_UID, psc.get("runAsUser") == RUNTIME_UID)
 
 # ---- RBAC ------------------------------------------------------------------------------
-sa_names = sorted(o["metadata"]["name"] for o in find("ServiceAccount"))
+sa_names = sorted(o["metadata"]["name"] for o in find("ServiceAccount", ns=NAMESPACE))
 sa_name = pod.get("serviceAccountName")
 check("two ServiceAccounts: the Deployment's and %s for reservation pods" % RESERVE_SA,
       len(sa_names) == 2 and sa_name in sa_names and RESERVE_SA in sa_names and sa_name != RESERVE_SA,
@@ -417,16 +433,21 @@ cr = one("ClusterRole", "tessera-extender") or {}
 got = grants(cr, True)
 check("ClusterRole tessera-extender grants exactly %s" % fmt_grants(EXTENDER_CLUSTERROLE),
       got == EXTENDER_CLUSTERROLE, "grants " + fmt_grants(got))
-xr = one("Role", "tessera-extender") or {}
+xr = one("Role", "tessera-extender", NAMESPACE) or {}
 got = grants(xr, True)
 check("Role tessera-extender (namespace %s) grants exactly %s" % (NAMESPACE, fmt_grants(EXTENDER_ROLE)),
       got == EXTENDER_ROLE and xr.get("metadata", {}).get("namespace") == NAMESPACE, "grants " + fmt_grants(got))
 check("no ClusterRole grants secrets (the webhook's Secret is reached through the Role only)",
       all(("", "secrets") not in grants(o, False) for o in find("ClusterRole")))
-rr = one("Role", RESERVE_SA) or {}
-got = grants(rr, True)
-check("Role %s (namespace %s) grants exactly pods get, patch" % (RESERVE_SA, NAMESPACE),
-      got == RESERVE_ROLE and rr.get("metadata", {}).get("namespace") == NAMESPACE, "grants " + fmt_grants(got))
+xm = one("Role", "tessera-extender", MPS_NAMESPACE) or {}
+got = grants(xm, True)
+check("Role tessera-extender (namespace %s) grants exactly %s" % (MPS_NAMESPACE, fmt_grants(EXTENDER_MPS_ROLE)),
+      got == EXTENDER_MPS_ROLE, "grants " + fmt_grants(got))
+for ns_ in (NAMESPACE, MPS_NAMESPACE):
+    rr = one("Role", RESERVE_SA, ns_) or {}
+    got = grants(rr, True)
+    check("Role %s (namespace %s) grants exactly pods get, patch" % (RESERVE_SA, ns_), got == RESERVE_ROLE,
+          "grants " + fmt_grants(got))
 check("nothing binds %s to a ClusterRole" % RESERVE_SA,
       not [b for b in find("ClusterRoleBinding") if any(x.get("name") == RESERVE_SA for x in b.get("subjects") or [])])
 
@@ -467,7 +488,9 @@ for b in bindings:
     name = b["metadata"]["name"]
     subs = b.get("subjects") or []
     want_sa = RESERVE_SA if (b.get("roleRef") or {}).get("name") == RESERVE_SA else sa_name
-    if subs != [{"kind": "ServiceAccount", "name": want_sa, "namespace": NAMESPACE}]:
+    # tessera-reserve's own binding names the ServiceAccount of its namespace; the extender's, tessera's
+    want_ns = b["metadata"].get("namespace") if want_sa == RESERVE_SA else NAMESPACE
+    if subs != [{"kind": "ServiceAccount", "name": want_sa, "namespace": want_ns}]:
         bad.append("%s subjects %s" % (name, subs))
     ref = b.get("roleRef") or {}
     ns = b["metadata"].get("namespace") if ref.get("kind") == "Role" else None
@@ -771,8 +794,8 @@ check("PriorityClass %s: value %d, preemptionPolicy Never, not the global defaul
       (RESERVE_PRIORITY_CLASS, RESERVE_PRIORITY),
       pcls.get("value") == RESERVE_PRIORITY and pcls.get("preemptionPolicy") == "Never"
       and pcls.get("globalDefault") in (False, None) and bool(pcls.get("description")), str(pcls))
-check("ServiceAccount %s is in namespace %s" % (RESERVE_SA, NAMESPACE),
-      (one("ServiceAccount", RESERVE_SA) or {}).get("metadata", {}).get("namespace") == NAMESPACE)
+check("ServiceAccount %s is in namespace %s (and %s, for MPS reservations)" % (RESERVE_SA, NAMESPACE, MPS_NAMESPACE),
+      one("ServiceAccount", RESERVE_SA, NAMESPACE) is not None and one("ServiceAccount", RESERVE_SA, MPS_NAMESPACE) is not None)
 
 # ---- examples ----------------------------------------------------------------------------
 
