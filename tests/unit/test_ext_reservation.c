@@ -218,10 +218,15 @@ static char *share_json(const char *name, int mib, bool owned, bool mutated, con
 }
 
 /* Put a pending share and bind it through filter + bind as kube-scheduler would. err "" on success. */
+static void bind_share_text(rt *r, const char *name, char *p, char *err, size_t errlen);
 static void bind_share(rt *r, const char *name, int mib, bool owned, bool mutated, char *err, size_t errlen) {
+    bind_share_text(r, name, share_json(name, mib, owned, mutated, NULL), err, errlen);
+}
+
+/* The same with the pod's JSON (taken). */
+static void bind_share_text(rt *r, const char *name, char *p, char *err, size_t errlen) {
     char uid[128];
     snprintf(uid, sizeof uid, "uid-%s", name);
-    char *p = share_json(name, mib, owned, mutated, NULL);
     fake_api_put(r->api, "pods", p);
     WAIT(({
              ext_state_lock(r->st);
@@ -1535,4 +1540,136 @@ TEST(ext_rsv_share_whose_gpu_left_the_labels_keeps_its_reservation) {
     CHECK(shrunk);
     CHECK_MSG(kept, "the reservation of a running share was released when its GPU left the labels");
     CHECK(other);
+}
+
+/* ------------------------------------------------------------------ what enforces a share (issue 27) */
+
+/* The type and message of the last Event reason on pod ("" when none). */
+static void event_of(rt *r, const char *reason, const char *pod, char *type, size_t tlen, char *msg, size_t mlen) {
+    char *all = fake_api_events(r->api);
+    cJSON *arr = cJSON_Parse(all), *e;
+    free(all);
+    type[0] = msg[0] = 0;
+    cJSON_ArrayForEach(e, arr) if (!strcmp(jpath(e, "reason", NULL, NULL), reason) &&
+                                   !strcmp(jpath(e, "involvedObject", "name", NULL), pod)) {
+        snprintf(type, tlen, "%s", jpath(e, "type", NULL, NULL));
+        snprintf(msg, mlen, "%s", jpath(e, "message", NULL, NULL));
+    }
+    cJSON_Delete(arr);
+}
+
+/* /debug/state's entry of share pod (default/name) in "shares", as text "state|enforcement|problem". */
+static void debug_share(rt *r, const char *name, char *buf, size_t len) {
+    cJSON *o = cJSON_CreateObject(), *x;
+    ext_rsv_debug(r->rsv, o);
+    char pod[128];
+    snprintf(pod, sizeof pod, "default/%s", name);
+    buf[0] = 0;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItem(o, "shares")) if (!strcmp(jpath(x, "pod", NULL, NULL), pod))
+        snprintf(buf, len, "%s|%s|%s", jpath(x, "state", NULL, NULL), jpath(x, "enforcement", NULL, NULL),
+                 jpath(x, "problem", NULL, NULL));
+    cJSON_Delete(o);
+}
+
+/* A share as an older tessera's webhook left it: the delivery ConfigMap wired in, no interposer. */
+static char *share_without_shim(const char *name, int mib) {
+    char *t = share_json(name, mib, false, true, NULL);
+    cJSON *p = cJSON_Parse(t);
+    free(t);
+    cJSON *spec = cJSON_GetObjectItem(p, "spec");
+    cJSON_DeleteItemFromObject(spec, "initContainers");
+    cJSON_DeleteItemFromObject(spec, "volumes");
+    cJSON_DeleteItemFromObject(cJSON_GetArrayItem(cJSON_GetObjectItem(spec, "containers"), 0), "volumeMounts");
+    t = cJSON_PrintUnformatted(p);
+    cJSON_Delete(p);
+    return t;
+}
+
+/* The ConfigMap, the TesseraGPUDelivered Event and /debug/state say what enforces each share: the interposer for a
+ * share the webhook gave it; "not enforced", as a Warning, for one admitted without it. */
+TEST(ext_rsv_delivery_says_what_enforces_each_share) {
+    rt r;
+    rt_start(&r, 2, true, 30000);
+    char err[512] = "?", err2[512] = "?";
+    if (r.ok) {
+        bind_share(&r, "s1", 8000, false, true, err, sizeof err);
+        bind_share_text(&r, "old", share_without_shim("old", 8000), err2, sizeof err2);
+    }
+    bool cms = r.ok && WAIT(has_cm(&r, "s1") && has_cm(&r, "old"), 5000);
+    bool evs = WAIT(count_events(&r, EXT_DLV_EV_DELIVERED, "s1") == 1 && count_events(&r, EXT_DLV_EV_DELIVERED, "old") == 1,
+                    3000);
+    cJSON *c1 = cm_of(&r, "s1"), *c2 = cm_of(&r, "old");
+    char enf1[256], enf2[512], t1[32], m1[1024], t2[32], m2[1024], d1[1024] = "", d2[1024] = "";
+    snprintf(enf1, sizeof enf1, "%s", jpath(c1, "data", EXT_DLV_ENV_ENFORCEMENT, NULL));
+    snprintf(enf2, sizeof enf2, "%s", jpath(c2, "data", EXT_DLV_ENV_ENFORCEMENT, NULL));
+    cJSON_Delete(c1);
+    cJSON_Delete(c2);
+    event_of(&r, EXT_DLV_EV_DELIVERED, "s1", t1, sizeof t1, m1, sizeof m1);
+    event_of(&r, EXT_DLV_EV_DELIVERED, "old", t2, sizeof t2, m2, sizeof m2);
+    WAIT((debug_share(&r, "old", d2, sizeof d2), !strncmp(d2, "delivered|", 10)), 2000);
+    debug_share(&r, "s1", d1, sizeof d1);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK_STR(err, "");
+    CHECK_STR(err2, "");
+    CHECK(cms);
+    CHECK(evs);
+    CHECK_STR(enf1, "memory=libtessera-cuda compute=time-slicing (not capped)");
+    CHECK_STR(t1, "Normal");
+    CHECK_CONTAINS(m1, "enforced by: memory=libtessera-cuda compute=time-slicing (not capped)");
+    CHECK_STR(d1, "delivered|memory=libtessera-cuda compute=time-slicing (not capped)|");
+    CHECK_CONTAINS(enf2, "memory=not enforced (the pod has no tessera-cuda-shim init container");
+    CHECK_STR(t2, "Warning");
+    CHECK_CONTAINS(m2, "memory=not enforced");
+    CHECK_CONTAINS(d2, "re-create the pod");
+}
+
+/* The share's tessera-cuda-shim runs as soon as the pod is admitted, before the ConfigMap exists: that does not make
+ * the share "started" (it still moves when its reservation is refused). When the shim fails, a Warning says why,
+ * once per cause (not per retry of the crash loop), and /debug/state shows it. */
+TEST(ext_rsv_shim_container_neither_pins_a_share_nor_fails_quietly) {
+    rt r;
+    rt_start(&r, 2, false, 30000);   /* the test plays the kubelet */
+    char err[512] = "?", first[256], second[256];
+    rsv_name(0, 1, first, sizeof first);
+    rsv_name(1, 1, second, sizeof second);
+    if (r.ok) bind_share(&r, "s1", 8000, true, true, err, sizeof err);
+    bool created = r.ok && WAIT(pod_exists(&r, RNS, first), 3000);
+    fake_api_patch(r.api, "pods", "default", "s1",
+                   "{\"status\":{\"phase\":\"Pending\",\"initContainerStatuses\":[{\"name\":\"" EXT_DLV_SHIM_CONTAINER "\","
+                   "\"state\":{\"terminated\":{\"exitCode\":0,\"reason\":\"Completed\"}}}],\"containerStatuses\":[{\"name\":"
+                   "\"main\",\"state\":{\"waiting\":{\"reason\":\"CreateContainerConfigError\"}}}]}}");
+    nap_ms(300);
+    refuse(&r, first);
+    bool moved = WAIT(pod_exists(&r, RNS, second) && !pod_exists(&r, RNS, first), 3000);
+    /* the installer fails, and goes on failing in a crash loop */
+    static const char *const loop[] = {
+        "{\"status\":{\"initContainerStatuses\":[{\"name\":\"" EXT_DLV_SHIM_CONTAINER "\",\"restartCount\":1,\"state\":"
+        "{\"waiting\":{\"reason\":\"CrashLoopBackOff\",\"message\":\"back-off 10s restarting failed container\"}},"
+        "\"lastState\":{\"terminated\":{\"exitCode\":1,\"reason\":\"Error\",\"message\":\"tessera-reserve: --install-shim: "
+        "cannot write /opt/tessera/lib: Read-only file system\"}}}]}}",
+        "{\"status\":{\"initContainerStatuses\":[{\"name\":\"" EXT_DLV_SHIM_CONTAINER "\",\"restartCount\":2,\"state\":"
+        "{\"running\":{}},\"lastState\":{\"terminated\":{\"exitCode\":1,\"reason\":\"Error\",\"message\":\"tessera-reserve: "
+        "--install-shim: cannot write /opt/tessera/lib: Read-only file system\"}}}]}}",
+    };
+    fake_api_patch(r.api, "pods", "default", "s1", loop[0]);
+    bool warned = WAIT(count_events(&r, EXT_DLV_EV_ENFORCEMENT, "s1") == 1, 3000);
+    fake_api_patch(r.api, "pods", "default", "s1", loop[1]);
+    nap_ms(400);
+    int nwarn = count_events(&r, EXT_DLV_EV_ENFORCEMENT, "s1");
+    char t[32], m[1400], d[1400];
+    event_of(&r, EXT_DLV_EV_ENFORCEMENT, "s1", t, sizeof t, m, sizeof m);
+    debug_share(&r, "s1", d, sizeof d);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK_STR(err, "");
+    CHECK(created);
+    CHECK_MSG(moved, "a share whose only finished container is tessera-cuda-shim did not move");
+    CHECK(warned);
+    CHECK_INT(nwarn, 1);
+    CHECK_STR(t, "Warning");
+    CHECK_CONTAINS(m, "Read-only file system");
+    CHECK_CONTAINS(m, "do not start");
+    CHECK_MSG(!strncmp(d, "failed|", 7), "%s", d);
+    CHECK_CONTAINS(d, "init container tessera-cuda-shim: exit code 1");
 }
