@@ -687,14 +687,20 @@ TEST(ext_rsv_first_share_makes_one_reservation_and_its_uuid_reaches_the_configma
     CHECK(two_holds);
 }
 
+/* Node n1 with 2 GPUs whose kubelet the test plays, an owned share s1 bound and its first reservation (named in
+ * first; a second one would be named second) created: true. */
+static bool one_share_two_gpus(rt *r, char *err, size_t errlen, char *first, char *second) {
+    rt_start(r, 2, false, 30000);
+    rsv_name(0, 1, first, 256);
+    rsv_name(1, 1, second, 256);
+    if (r->ok) bind_share(r, "s1", 8000, true, true, err, errlen);
+    return r->ok && WAIT(pod_exists(r, RNS, first), 3000);
+}
+
 TEST(ext_rsv_refused_reservation_is_replaced_and_waiting_shares_move) {
     rt r;
-    rt_start(&r, 2, false, 30000);   /* the test plays the kubelet */
     char err[512] = "?", first[256], second[256];
-    rsv_name(0, 1, first, sizeof first);
-    rsv_name(1, 1, second, sizeof second);
-    if (r.ok) bind_share(&r, "s1", 8000, true, true, err, sizeof err);
-    bool created = r.ok && WAIT(pod_exists(&r, RNS, first), 3000);
+    bool created = one_share_two_gpus(&r, err, sizeof err, first, second);
     bool pending_ev = WAIT(count_events(&r, EXT_DLV_EV_PENDING, "s1") >= 1, 2000);
     refuse(&r, first);
     bool replaced = WAIT(pod_exists(&r, RNS, second) && !pod_exists(&r, RNS, first), 3000);
@@ -1629,12 +1635,8 @@ TEST(ext_rsv_delivery_says_what_enforces_each_share) {
  * once per cause (not per retry of the crash loop), and /debug/state shows it. */
 TEST(ext_rsv_shim_container_neither_pins_a_share_nor_fails_quietly) {
     rt r;
-    rt_start(&r, 2, false, 30000);   /* the test plays the kubelet */
     char err[512] = "?", first[256], second[256];
-    rsv_name(0, 1, first, sizeof first);
-    rsv_name(1, 1, second, sizeof second);
-    if (r.ok) bind_share(&r, "s1", 8000, true, true, err, sizeof err);
-    bool created = r.ok && WAIT(pod_exists(&r, RNS, first), 3000);
+    bool created = one_share_two_gpus(&r, err, sizeof err, first, second);
     fake_api_patch(r.api, "pods", "default", "s1",
                    "{\"status\":{\"phase\":\"Pending\",\"initContainerStatuses\":[{\"name\":\"" EXT_DLV_SHIM_CONTAINER "\","
                    "\"state\":{\"terminated\":{\"exitCode\":0,\"reason\":\"Completed\"}}}],\"containerStatuses\":[{\"name\":"
