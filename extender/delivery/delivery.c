@@ -35,6 +35,12 @@ void ext_delivery_mps_dir(const char *uuid, bool log, char *buf, size_t len) {
     snprintf(buf, len, EXT_DLV_MPS_ROOT "/%s/%s", uuid ? uuid : "", log ? "log" : "pipe");
 }
 
+bool ext_delivery_mps_dir_ok(const char *path) {
+    size_t rl = strlen(EXT_DLV_MPS_ROOT);
+    return path && !strncmp(path, EXT_DLV_MPS_ROOT "/", rl + 1) && path[rl + 1] && !strstr(path, "..") &&
+           strlen(path) < 512;
+}
+
 void ext_delivery_enforcement(const ext_delivery_unit *u, int n, const ext_delivery_share *s, char *buf, size_t len) {
     static const ext_delivery_share dflt = {.shim = true};
     if (!s) s = &dflt;
@@ -122,8 +128,12 @@ cJSON *ext_delivery_data(const ext_delivery_unit *u, int n, const ext_delivery_s
         if (threads < 1) threads = 1;
         if (threads > 100) threads = 100;
         char pipe[600], logd[600], b_thr[16], b_pin[48];
-        ext_delivery_mps_dir(u[0].uuid, false, pipe, sizeof pipe);
-        ext_delivery_mps_dir(u[0].uuid, true, logd, sizeof logd);
+        /* Where tessera-reserve --mps says its daemon listens; the contract's path otherwise (and for a path a
+         * share pod could not reach: the webhook mounts /run/tessera/mps only). */
+        if (ext_delivery_mps_dir_ok(u[0].mps_pipe)) snprintf(pipe, sizeof pipe, "%s", u[0].mps_pipe);
+        else ext_delivery_mps_dir(u[0].uuid, false, pipe, sizeof pipe);
+        if (ext_delivery_mps_dir_ok(u[0].mps_log)) snprintf(logd, sizeof logd, "%s", u[0].mps_log);
+        else ext_delivery_mps_dir(u[0].uuid, true, logd, sizeof logd);
         snprintf(b_thr, sizeof b_thr, "%d", threads);
         /* "<device ordinal>=<limit>": the client sees one device (ordinal 0). M as NVIDIA's examples write it;
          * should the driver read M as 10^6 bytes, the limit is 4.6 percent below the charge, never above. */

@@ -82,6 +82,8 @@ typedef struct ext_delivery_unit {
     int device_memory_mib;     /* what the container sees: the GPU's memory, or the MIG instance's */
     bool mig;                  /* the unit is a MIG instance (or a replica of one): the hardware fences it */
     bool replica;              /* the unit is a time-slice replica (of a GPU, or of a MIG instance) */
+    const char *mps_pipe;      /* an MPS reservation's tessera.io/mps-pipe-directory and -log-directory (NULL or */
+    const char *mps_log;       /* not under /run/tessera/mps: ext_delivery_mps_dir's) */
 } ext_delivery_unit;
 
 /* How a share is served, besides its units: what the ConfigMap and the enforcement line say. */
@@ -113,8 +115,8 @@ void ext_delivery_enforcement(const ext_delivery_unit *u, int n, const ext_deliv
  *                                              (at least 0.01), e.g. "0.25"
  *   TF_FORCE_GPU_ALLOW_GROWTH                  "true"
  * and with s->mps (one unit only: an MPS client talks to one daemon):
- *   CUDA_MPS_PIPE_DIRECTORY                    /run/tessera/mps/<UUID>/pipe
- *   CUDA_MPS_LOG_DIRECTORY                     /run/tessera/mps/<UUID>/log
+ *   CUDA_MPS_PIPE_DIRECTORY                    the unit's mps_pipe, else /run/tessera/mps/<UUID>/pipe
+ *   CUDA_MPS_LOG_DIRECTORY                     the unit's mps_log, else /run/tessera/mps/<UUID>/log
  *   CUDA_MPS_ACTIVE_THREAD_PERCENTAGE          the compute percent, rounded up, at least 1
  *   CUDA_MPS_PINNED_DEVICE_MEM_LIMIT           "0=<MiB>M": device ordinal 0 (the one device the client
  *                                              sees), NVIDIA's "<ordinal>=<limit>" list
@@ -123,6 +125,8 @@ cJSON *ext_delivery_data(const ext_delivery_unit *u, int n, const ext_delivery_s
 /* The MPS pipe (log: false) or log directory of the daemon of GPU uuid, as clients and tessera-reserve --mps
  * name it: /run/tessera/mps/<UUID>/pipe | log. */
 void ext_delivery_mps_dir(const char *uuid, bool log, char *buf, size_t len);
+/* A directory a share pod can reach: absolute, under /run/tessera/mps/ (what the webhook mounts), no "..". */
+bool ext_delivery_mps_dir_ok(const char *path);
 
 /* ------------------------------------------------------------------ reservation pods */
 #define EXT_RSV_DEFAULT_NS       "tessera"
@@ -148,6 +152,9 @@ void ext_delivery_mps_dir(const char *uuid, bool log, char *buf, size_t len);
 #define EXT_RSV_DEFAULT_MPS_NS   "tessera-node"
 #define EXT_RSV_ANN_MPS          "tessera.io/reservation-mps"      /* value "true" on an MPS reservation */
 #define EXT_RSV_MPS_FLAG         "--mps"
+/* Written by tessera-reserve --mps with the UUID: the daemon's directories as the share pods see them. */
+#define EXT_RSV_ANN_MPS_PIPE     "tessera.io/mps-pipe-directory"
+#define EXT_RSV_ANN_MPS_LOG      "tessera.io/mps-log-directory"
 
 /* Events on share pods. */
 #define EXT_DLV_EV_PENDING     "TesseraGPUPending"

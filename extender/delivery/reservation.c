@@ -33,6 +33,7 @@ typedef struct rpod {
     char ns[64];              /* the reservation namespace, or the MPS one */
     char key[64 + NAME_LEN + 2];   /* "ns/name": the table's key (names are unique per namespace only) */
     bool mps;                 /* tessera.io/reservation-mps: runs the GPU's MPS control daemon */
+    char mps_pipe[512], mps_log[512];  /* what tessera-reserve --mps published with the UUID ("" when not) */
     int gpu;                  /* model_gpu.index from the annotation; -1 when missing */
     int attempt;              /* from the name; -1 when it does not end in one */
     char phase[32], reason[128], message[256];
@@ -222,6 +223,8 @@ static void rpod_update(ext_rsv *r, const cJSON *obj) {
     cpy(p->ns, sizeof p->ns, jstr(meta, "namespace", NULL));
     const char *mps = jstr(ann, EXT_RSV_ANN_MPS, NULL);
     p->mps = mps && !strcmp(mps, "true");
+    cpy(p->mps_pipe, sizeof p->mps_pipe, jstr(ann, EXT_RSV_ANN_MPS_PIPE, NULL));
+    cpy(p->mps_log, sizeof p->mps_log, jstr(ann, EXT_RSV_ANN_MPS_LOG, NULL));
     cpy(p->node, sizeof p->node, jstr(ann, EXT_RSV_ANN_NODE, NULL));
     cpy(p->unit, sizeof p->unit, jstr(ann, EXT_RSV_ANN_UNIT, NULL));
     const char *g = jstr(ann, EXT_RSV_ANN_GPU, NULL);
@@ -916,18 +919,21 @@ static cJSON *reservation_body(ext_rsv *r, const unit *u, const char *name, cons
         return pod;
     }
     /* The GPU's MPS control daemon (tessera-reserve --mps runs nvidia-cuda-mps-control -f). It starts each MPS
-     * server as the uid of its clients, so it runs as root and keeps exactly what that takes:
-     *   SETUID, SETGID  start the server under the clients' uid and gid;
-     *   CHOWN           hand the server its files in the pipe and log directories;
-     *   KILL            stop a server of another uid once its clients are gone (the next uid's turn).
-     * Everything else is dropped (no SYS_ADMIN: nothing is mounted, the host's /run is already a tmpfs; no
-     * privileged container, no host namespaces). Its pipe, log and shared-memory directories are host
-     * directories under /run/tessera/mps, where the GPU's clients (other pods) find them: hostPath, which
-     * only a privileged namespace admits. */
+     * server as the uid of its clients, and manages servers and files of other uids, so it runs as root and keeps
+     * what that takes, the file and process part of the runtime's default set:
+     *   SETUID, SETGID          start a server under its clients' uid and gid;
+     *   CHOWN, FOWNER,          hand a server its files in the pipe and log directories, and reach and remove
+     *   DAC_OVERRIDE            what a server of another uid made there (its sockets, a previous run's pipes);
+     *   KILL                    stop a server of another uid once its clients are gone (the next uid's turn).
+     * The rest of the default set (NET_RAW, NET_BIND_SERVICE, MKNOD, SYS_CHROOT, SETPCAP, SETFCAP, FSETID,
+     * AUDIT_WRITE) is dropped, and nothing beyond it is added: no SYS_ADMIN (nothing is mounted: the host's /run
+     * is a tmpfs already), no privileged container, no host namespaces, no privilege escalation. Its pipe, log
+     * and shared-memory directories are host directories under /run/tessera/mps, where the GPU's clients (other
+     * pods) find them: hostPath, which only a privileged namespace admits. */
     cJSON_AddBoolToObject(sc, "runAsNonRoot", false);
     cJSON_AddNumberToObject(sc, "runAsUser", 0);
     cJSON *add = cJSON_AddArrayToObject(caps, "add");
-    static const char *const keep[] = {"CHOWN", "KILL", "SETGID", "SETUID"};
+    static const char *const keep[] = {"CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID"};
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) cJSON_AddItemToArray(add, cJSON_CreateString(keep[i]));
     cJSON *vols = cJSON_AddArrayToObject(spec, "volumes"), *mnts = cJSON_AddArrayToObject(c, "volumeMounts");
     add_host_volume(vols, mnts, EXT_DLV_MPS_VOLUME, EXT_DLV_MPS_ROOT, EXT_DLV_MPS_ROOT);
@@ -1372,9 +1378,10 @@ static void shim_failed(ext_rsv *r, spod *s) {
 
 /* What the share's units are, for its enforcement line: ready ones carry their UUID, the others "". */
 static ext_delivery_unit unit_as_delivered(const plan *p, const unit *u, const tenant *t) {
-    const char *uuid = u->live >= 0 ? p->rp[u->live].uuid : "";
-    return (ext_delivery_unit){uuid, t->memory_mib, t->compute_permille, t->device_memory_mib,
-                               !strncmp(u->unit, "mig:", 4), !strncmp(u->unit, "replica:", 8) || strstr(u->unit, "/r") != NULL};
+    const rpod *lv = u->live >= 0 ? &p->rp[u->live] : NULL;
+    return (ext_delivery_unit){lv ? lv->uuid : "", t->memory_mib, t->compute_permille, t->device_memory_mib,
+                               !strncmp(u->unit, "mig:", 4), !strncmp(u->unit, "replica:", 8) || strstr(u->unit, "/r") != NULL,
+                               lv && lv->mps_pipe[0] ? lv->mps_pipe : NULL, lv && lv->mps_log[0] ? lv->mps_log : NULL};
 }
 
 static bool tenant_units_ready(const plan *p, int s, ext_delivery_unit *du, int *ndu, int max) {

@@ -1550,6 +1550,74 @@ TEST(ext_rsv_share_whose_gpu_left_the_labels_keeps_its_reservation) {
 
 /* ------------------------------------------------------------------ what enforces a share (issue 27) */
 
+/* An MPS share's ConfigMap: the client's pipe and log directories (tessera-reserve's, when it published valid
+ * ones), its thread percentage (the charged compute, rounded up, at least 1; a memory-only share's memory share) and
+ * its pinned limit in NVIDIA's "<ordinal>=<limit>" syntax; and the enforcement line of every kind of unit. */
+TEST(ext_delivery_mps_data_and_enforcement_lines) {
+    ext_delivery_share mps = {.mps = true, .shim = true, .mps_mounts = true};
+    ext_delivery_unit q = {.uuid = "GPU-8c0a", .memory_mib = 20480, .compute_permille = 250, .device_memory_mib = 81920};
+    cJSON *d = ext_delivery_data(&q, 1, &mps);
+    char pipe[128], logd[128], thr[16], pin[32], enf[256];
+    snprintf(pipe, sizeof pipe, "%s", jpath(d, EXT_DLV_ENV_MPS_PIPE, NULL, NULL));
+    snprintf(logd, sizeof logd, "%s", jpath(d, EXT_DLV_ENV_MPS_LOG, NULL, NULL));
+    snprintf(thr, sizeof thr, "%s", jpath(d, EXT_DLV_ENV_MPS_THREADS, NULL, NULL));
+    snprintf(pin, sizeof pin, "%s", jpath(d, EXT_DLV_ENV_MPS_PINNED, NULL, NULL));
+    snprintf(enf, sizeof enf, "%s", jpath(d, EXT_DLV_ENV_ENFORCEMENT, NULL, NULL));
+    cJSON_Delete(d);
+    CHECK_STR(pipe, "/run/tessera/mps/GPU-8c0a/pipe");
+    CHECK_STR(logd, "/run/tessera/mps/GPU-8c0a/log");
+    CHECK_STR(thr, "25");
+    CHECK_STR(pin, "0=20480M");
+    CHECK_STR(enf, "memory=mps-pinned-limit+libtessera-cuda compute=mps-active-threads");
+    /* memory only (gpumem 20000 of 81920): charged 24.4 percent of the GPU -> 25 threads; a tiny compute -> 1 */
+    ext_delivery_unit m = {.uuid = "GPU-8c0a", .memory_mib = 20000, .compute_permille = 0, .device_memory_mib = 81920};
+    d = ext_delivery_data(&m, 1, &mps);
+    snprintf(thr, sizeof thr, "%s", jpath(d, EXT_DLV_ENV_MPS_THREADS, NULL, NULL));
+    cJSON_Delete(d);
+    CHECK_STR(thr, "25");
+    ext_delivery_unit t = {.uuid = "GPU-8c0a", .memory_mib = 100, .compute_permille = 1, .device_memory_mib = 81920};
+    d = ext_delivery_data(&t, 1, &mps);
+    snprintf(thr, sizeof thr, "%s", jpath(d, EXT_DLV_ENV_MPS_THREADS, NULL, NULL));
+    cJSON_Delete(d);
+    CHECK_STR(thr, "1");
+    /* the directories tessera-reserve --mps published, when a share pod can reach them */
+    ext_delivery_unit a = q;
+    a.mps_pipe = "/run/tessera/mps/GPU-8c0a/pipe-2";
+    a.mps_log = "/run/tessera/mps/../../etc";
+    d = ext_delivery_data(&a, 1, &mps);
+    snprintf(pipe, sizeof pipe, "%s", jpath(d, EXT_DLV_ENV_MPS_PIPE, NULL, NULL));
+    snprintf(logd, sizeof logd, "%s", jpath(d, EXT_DLV_ENV_MPS_LOG, NULL, NULL));
+    cJSON_Delete(d);
+    CHECK_STR(pipe, "/run/tessera/mps/GPU-8c0a/pipe-2");
+    CHECK_STR(logd, "/run/tessera/mps/GPU-8c0a/log");
+    /* a time-sliced share has no CUDA_MPS_*; an MPS client talks to one daemon: never two units */
+    d = ext_delivery_data(&q, 1, NULL);
+    bool no_mps = d && !cJSON_GetObjectItem(d, EXT_DLV_ENV_MPS_THREADS) && !cJSON_GetObjectItem(d, EXT_DLV_ENV_MPS_PIPE);
+    cJSON_Delete(d);
+    CHECK(no_mps);
+    ext_delivery_unit two[2] = {q, q};
+    CHECK(ext_delivery_data(two, 2, &mps) == NULL);
+    /* the enforcement line of each kind of unit and pod */
+    static const struct { ext_delivery_unit u; ext_delivery_share s; const char *want; } lines[] = {
+        {{.uuid = "g"}, {.shim = true}, "memory=libtessera-cuda compute=time-slicing (not capped)"},
+        {{.uuid = "g"}, {.shim = false}, "memory=not enforced (the pod has no tessera-cuda-shim init container: it was "
+                                         "admitted by a tessera without it; re-create it) compute=time-slicing (not capped)"},
+        {{.uuid = "MIG-1", .mig = true}, {.shim = true}, "memory=mig-instance+libtessera-cuda compute=mig-instance"},
+        {{.uuid = "MIG-1", .mig = true, .replica = true}, {.shim = true},
+         "memory=mig-instance+libtessera-cuda compute=time-slicing within the mig-instance (not capped)"},
+        {{.uuid = "g", .replica = true}, {.shim = true}, "memory=libtessera-cuda compute=time-slicing (not capped)"},
+        {{.uuid = "g"}, {.mps = true, .shim = true, .mps_mounts = false},
+         "memory=libtessera-cuda compute=not capped (the pod has no MPS volumes: it was admitted by a tessera without "
+         "them; re-create it)"},
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        char line[600];
+        ext_delivery_enforcement(&lines[i].u, 1, &lines[i].s, line, sizeof line);
+        CHECK_STR(line, lines[i].want);
+        CHECK_MSG(!strchr(line, '%'), "a '%%' in %s", line);
+    }
+}
+
 /* The type and message of the last Event reason on pod ("" when none). */
 static void event_of(rt *r, const char *reason, const char *pod, char *type, size_t tlen, char *msg, size_t mlen) {
     char *all = fake_api_events(r->api);
