@@ -701,6 +701,14 @@ void ext_webhook_mutate(const ext_webhook_config *cfg, const char *body, size_t 
             cJSON_Delete(root);
             return;
         }
+        if (mps && r.count > 1) {
+            snprintf(msg, sizeof msg, "tessera: an MPS share (tessera.io/compute-sharing: mps) is a client of one GPU's "
+                     "MPS control daemon (CUDA_MPS_PIPE_DIRECTORY names one), and this pod asks for shares of %d GPUs: "
+                     "run one pod per GPU, or drop the annotation for time-sliced shares", r.count);
+            reply_denied(uid, msg, out);
+            cJSON_Delete(root);
+            return;
+        }
         /* The shim's image is tessera's own: a share admitted without it would run with no memory limit. */
         char why[700] = "";
         bool known = cfg->image_fn ? cfg->image_fn(cfg->image_user, image, sizeof image, why, sizeof why)

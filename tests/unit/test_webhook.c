@@ -647,6 +647,152 @@ TEST(webhook_refuses_what_would_collide_with_the_interposer) {
     CHECK_MSG(msg == NULL, "refused: %s", msg);
 }
 
+/* ------------------------------------------------------------------ MPS shares */
+
+#define MPS_POD \
+    "{'metadata':{'name':'mps','namespace':'ml','annotations':{'tessera.io/gpu-fraction':'0.25'," \
+    "'tessera.io/compute-sharing':'mps'}},'spec':{'schedulerName':'tessera-scheduler'," \
+    "'securityContext':{'runAsUser':1000}," \
+    "'initContainers':[{'name':'prep','image':'busybox'}],'containers':[{'name':'main','image':'cuda'}]}}"
+
+typedef struct ns_answer { const char *level; int rc; int calls; char asked[64]; } ns_answer;
+
+static int ns_level(void *user, const char *ns, char *level, size_t len, char *why, size_t whylen) {
+    ns_answer *a = user;
+    a->calls++;
+    snprintf(a->asked, sizeof a->asked, "%s", ns);
+    if (a->rc < 0) {
+        snprintf(why, whylen, "403: tessera-extender may not get namespaces");
+        return -1;
+    }
+    snprintf(level, len, "%s", a->level);
+    return 0;
+}
+
+/* An MPS share is its GPU's MPS daemon's client: besides the interposer, every container but the shim mounts the
+ * node's /run/tessera/mps (at the same path) and its shm (at /dev/shm), as hostPath volumes of type Directory; a
+ * time-sliced share gets neither. The namespace is read (the review's), and the mutated pod gets no patch again. */
+TEST(webhook_mps_share_gets_its_daemons_directories) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+    ns_answer a = {.level = "privileged"};
+    c.ns_level_fn = ns_level;
+    c.ns_level_user = &a;
+    cJSON *pod = admit(&c, "uid-mps", MPS_POD);
+    CHECK(pod != NULL);
+    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
+    char vols[512] = "";
+    const cJSON *v;
+    cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(spec, "volumes")) {
+        const cJSON *hp = cJSON_GetObjectItemCaseSensitive(v, "hostPath");
+        snprintf(vols + strlen(vols), sizeof vols - strlen(vols), "%s=%s:%s;",
+                 cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "name")),
+                 hp ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(hp, "path")) : "emptyDir",
+                 hp ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(hp, "type")) : "");
+    }
+    char m[4][128];
+    const cJSON *main_c = ctr_named(spec, "containers", "main"), *prep = ctr_named(spec, "initContainers", "prep");
+    const cJSON *shim = ctr_named(spec, "initContainers", "tessera-cuda-shim");
+    mount_at(main_c, "/run/tessera/mps", m[0], sizeof m[0]);
+    mount_at(prep, "/dev/shm", m[1], sizeof m[1]);
+    mount_at(shim, "/run/tessera/mps", m[2], sizeof m[2]);
+    mount_at(main_c, "/etc/ld.so.preload", m[3], sizeof m[3]);
+    char *ptxt = pod_text(pod);
+    cJSON_Delete(pod);
+    char *body = review("uid-mps-again", "CREATE", "Pod", ptxt);
+    free(ptxt);
+    int st;
+    cJSON *rep = mutate(&c, body, &st, NULL);
+    free(body);
+    bool no_patch = rep && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp_of(rep), "allowed")) &&
+                    !cJSON_GetObjectItemCaseSensitive(resp_of(rep), "patch");
+    cJSON_Delete(rep);
+    CHECK_STR(vols, "tessera-cuda=emptyDir:;tessera-mps=/run/tessera/mps:Directory;"
+                    "tessera-mps-shm=/run/tessera/mps/shm:Directory;");
+    CHECK_STR(m[0], "tessera-mps||rw");
+    CHECK_STR(m[1], "tessera-mps-shm||rw");
+    CHECK_STR(m[2], "");
+    CHECK_STR(m[3], "tessera-cuda|ld.so.preload|ro");
+    CHECK_STR(a.asked, "ml");
+    CHECK(no_patch);
+    /* a time-sliced share: no MPS volume, and its namespace is not read */
+    a.calls = 0;
+    cJSON *ts = admit(&c, "uid-ts", FRACTION_POD);
+    char *tst = ts ? pod_text(ts) : NULL;
+    bool none = tst && !strstr(tst, "tessera-mps") && !strstr(tst, "/dev/shm");
+    free(tst);
+    cJSON_Delete(ts);
+    CHECK(none);
+    CHECK_INT(a.calls, 0);
+}
+
+/* hostPath is forbidden by Pod Security baseline and restricted: the webhook says so itself, naming the namespace,
+ * its level and what to do. A namespace it cannot read is admitted with a warning (the API server's own Pod
+ * Security admission still decides); one without the label (the cluster's default) or privileged is admitted. */
+TEST(webhook_mps_share_is_refused_where_pod_security_forbids_hostpath) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+    ns_answer a = {0};
+    c.ns_level_fn = ns_level;
+    c.ns_level_user = &a;
+    static const char *const forbid[] = {"baseline", "restricted"};
+    for (int i = 0; i < 2; i++) {
+        a.level = forbid[i];
+        int st;
+        char *msg = denial(&c, MPS_POD, &st);
+        CHECK_MSG(msg != NULL, "an MPS share admitted in a %s namespace", forbid[i]);
+        CHECK_CONTAINS(msg, "namespace ml enforces Pod Security");
+        CHECK_CONTAINS(msg, forbid[i]);
+        CHECK_CONTAINS(msg, "hostPath");
+        CHECK_CONTAINS(msg, "privileged");
+        free(msg);
+    }
+    static const char *const allow[] = {"privileged", ""};
+    for (int i = 0; i < 2; i++) {
+        a.level = allow[i];
+        int st;
+        char *msg = denial(&c, MPS_POD, &st);
+        CHECK_MSG(msg == NULL, "refused with level \"%s\": %s", allow[i], msg);
+    }
+    a.rc = -1;
+    char *body = review("uid-ns-unknown", "CREATE", "Pod", MPS_POD);
+    int st;
+    cJSON *rep = mutate(&c, body, &st, NULL);
+    free(body);
+    const cJSON *w = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(resp_of(rep), "warnings"), 0);
+    char warn[700];
+    snprintf(warn, sizeof warn, "%s", cJSON_IsString(w) ? w->valuestring : "");
+    bool allowed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp_of(rep), "allowed"));
+    cJSON_Delete(rep);
+    CHECK(allowed);
+    CHECK_CONTAINS(warn, "could not read namespace ml");
+    CHECK_CONTAINS(warn, "403");
+}
+
+/* An MPS client's /dev/shm must be its daemon's; an MPS share is the client of one GPU's daemon, so it asks for one
+ * GPU; and it must state its uid (the model's rule, its message passed on). */
+TEST(webhook_mps_share_refuses_what_its_daemon_cannot_serve) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+    int st;
+    char *msg = denial(&c, "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'0.25','tessera.io/compute-"
+                           "sharing':'mps'}},'spec':{'schedulerName':'tessera-scheduler','securityContext':{'runAsUser':1000},"
+                           "'volumes':[{'name':'dshm','emptyDir':{'medium':'Memory'}}],'containers':[{'name':'m',"
+                           "'volumeMounts':[{'name':'dshm','mountPath':'/dev/shm'}]}]}}", &st);
+    CHECK_MSG(msg != NULL, "an MPS share with its own /dev/shm admitted");
+    CHECK_CONTAINS(msg, "/dev/shm");
+    CHECK_CONTAINS(msg, "container \"m\"");
+    free(msg);
+    msg = denial(&c, "{'metadata':{'name':'p','annotations':{'tessera.io/compute-sharing':'mps'}},'spec':{"
+                     "'schedulerName':'tessera-scheduler','securityContext':{'runAsUser':1000},'containers':[{'name':'m',"
+                     "'resources':{'limits':{'nvidia.com/gpu':'2','nvidia.com/gpumem':'8000'}}}]}}", &st);
+    CHECK_MSG(msg != NULL, "an MPS share of two GPUs admitted");
+    CHECK_CONTAINS(msg, "2 GPUs");
+    free(msg);
+    msg = denial(&c, "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'0.25','tessera.io/compute-"
+                     "sharing':'mps'}},'spec':{'schedulerName':'tessera-scheduler','containers':[{'name':'m'}]}}", &st);
+    CHECK_MSG(msg != NULL, "an MPS share without a uid admitted");
+    CHECK_CONTAINS(msg, "runAsUser");
+    free(msg);
+}
+
 TEST(webhook_refuses_invalid_gpu_request_with_the_parsers_message) {
     ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
     const char *pod = "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'1.5'}},"
