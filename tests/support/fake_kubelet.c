@@ -592,18 +592,11 @@ static void fk_pass(fake_kubelet *k) {
     for (size_t i = 0; i < k->npods; i++) k->pods[i].seen = false;
     const cJSON *pod;
     cJSON_ArrayForEach(pod, pods) {
-        const char *uid = fk_str(pod, "metadata", "uid"), *node = fk_str(pod, "spec", "nodeName");
-        const char *phase = fk_str(pod, "status", "phase");
-        fk_pod *p = fk_find_pod(k, uid);
+        fk_pod *p = fk_find_pod(k, fk_str(pod, "metadata", "uid"));
         if (p) p->seen = true;
-        if (!*uid || !fk_node_known(k, node)) continue;
-        if (!p) {
-            if (!*phase || !strcmp(phase, "Pending")) fk_admit(k, pod, uid, node);
-            continue;
-        }
-        if (p->live && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))) fk_release(k, p);
     }
-    /* pods gone from the list free their devices and are forgotten */
+    /* pods gone from the list free their devices and are forgotten, before anything new is admitted: the device
+     * manager drops the devices of pods no longer active before it allocates (UpdateAllocatedDevices) */
     size_t keep = 0;
     for (size_t i = 0; i < k->npods; i++) {
         if (k->pods[i].seen) { k->pods[keep++] = k->pods[i]; continue; }
@@ -612,6 +605,17 @@ static void fk_pass(fake_kubelet *k) {
         fk_free_ctrs(&k->pods[i]);
     }
     k->npods = keep;
+    cJSON_ArrayForEach(pod, pods) {
+        const char *uid = fk_str(pod, "metadata", "uid"), *node = fk_str(pod, "spec", "nodeName");
+        const char *phase = fk_str(pod, "status", "phase");
+        fk_pod *p = fk_find_pod(k, uid);
+        if (!*uid || !fk_node_known(k, node)) continue;
+        if (!p) {
+            if (!*phase || !strcmp(phase, "Pending")) fk_admit(k, pod, uid, node);
+            continue;
+        }
+        if (p->live && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))) fk_release(k, p);
+    }
     int64_t now = fk_now_ms();
     for (size_t i = 0; i < k->npods; i++) {
         fk_pod *p = &k->pods[i];

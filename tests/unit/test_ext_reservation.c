@@ -1745,3 +1745,204 @@ TEST(ext_rsv_shim_container_neither_pins_a_share_nor_fails_quietly) {
     CHECK_MSG(!strncmp(d, "failed|", 7), "%s", d);
     CHECK_CONTAINS(d, "init container tessera-cuda-shim: exit code 1");
 }
+
+/* ------------------------------------------------------------------ MPS reservations (issue 27) */
+
+#define MNS EXT_RSV_DEFAULT_MPS_NS
+
+/* A share as the webhook leaves one that asks tessera.io/compute-sharing: mps and runs as uid: share_json's,
+ * with the annotation, the pod's runAsUser and the daemon's two host directories on its container. */
+static char *mps_share_json(const char *name, int mib, int uid) {
+    char *t = share_json(name, mib, false, true, NULL);
+    cJSON *p = cJSON_Parse(t);
+    free(t);
+    cJSON_AddStringToObject(cJSON_GetObjectItem(cJSON_GetObjectItem(p, "metadata"), "annotations"),
+                            "tessera.io/compute-sharing", "mps");
+    cJSON *spec = cJSON_GetObjectItem(p, "spec");
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(spec, "securityContext"), "runAsUser", uid);
+    cJSON *mounts = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(spec, "containers"), 0), "volumeMounts");
+    static const char *const v[2][3] = {{EXT_DLV_MPS_VOLUME, EXT_DLV_MPS_ROOT, EXT_DLV_MPS_ROOT},
+                                        {EXT_DLV_MPS_SHM_VOLUME, EXT_DLV_MPS_SHM, EXT_DLV_DEV_SHM}};
+    for (int i = 0; i < 2; i++) {
+        cJSON *vol = cJSON_CreateObject();
+        cJSON_AddStringToObject(vol, "name", v[i][0]);
+        cJSON *hp = cJSON_AddObjectToObject(vol, "hostPath");
+        cJSON_AddStringToObject(hp, "path", v[i][1]);
+        cJSON_AddStringToObject(hp, "type", "Directory");
+        cJSON_AddItemToArray(cJSON_GetObjectItem(spec, "volumes"), vol);
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "name", v[i][0]);
+        cJSON_AddStringToObject(m, "mountPath", v[i][2]);
+        cJSON_AddItemToArray(mounts, m);
+    }
+    t = cJSON_PrintUnformatted(p);
+    cJSON_Delete(p);
+    return t;
+}
+
+/* Reservation pods (labelled) in namespace ns. */
+static int count_in(rt *r, const char *ns) {
+    char *all = fake_api_list(r->api, "pods");
+    cJSON *arr = cJSON_Parse(all), *it;
+    free(all);
+    int n = 0;
+    cJSON_ArrayForEach(it, arr) n += !strcmp(jpath(it, "metadata", "labels", EXT_RSV_LABEL), "true") &&
+                                     !strcmp(jpath(it, "metadata", "namespace", NULL), ns);
+    cJSON_Delete(arr);
+    return n;
+}
+
+/* The reservation pod ns/name (caller deletes), or NULL. */
+static cJSON *rsv_pod(rt *r, const char *ns, const char *name) {
+    char *t = fake_api_get(r->api, "pods", ns, name);
+    cJSON *o = t ? cJSON_Parse(t) : NULL;
+    free(t);
+    return o;
+}
+
+/* The GPU of an MPS share is reserved by a pod in tessera-node that runs tessera-reserve --mps as root with only the
+ * capabilities its daemon needs and the node's MPS directories; the share's ConfigMap makes it that daemon's client
+ * with its limits, and the Event says the driver caps its SMs. */
+TEST(ext_rsv_mps_share_is_served_by_an_mps_reservation_in_tessera_node) {
+    rt r;
+    rt_start(&r, 2, true, 30000);
+    char err[512] = "?", name[256];
+    rsv_name(0, 1, name, sizeof name);
+    if (r.ok) bind_share_text(&r, "m1", mps_share_json("m1", 20480, 1000), err, sizeof err);
+    bool made = r.ok && WAIT(pod_exists(&r, MNS, name), 3000);
+    bool none_plain = !pod_exists(&r, RNS, name);
+    cJSON *rp = rsv_pod(&r, MNS, name);
+    const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(rp, "spec"), "containers"), 0);
+    char body[2048] = "";
+    const cJSON *x;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItem(c0, "command"))
+        snprintf(body + strlen(body), sizeof body - strlen(body), "%s ", x->valuestring);
+    const cJSON *sc = cJSON_GetObjectItem(c0, "securityContext");
+    char *caps = cJSON_PrintUnformatted(cJSON_GetObjectItem(sc, "capabilities"));
+    snprintf(body + strlen(body), sizeof body - strlen(body), "| uid %d nonroot %d esc %d ro %d | %s |",
+             cJSON_GetObjectItem(sc, "runAsUser") ? cJSON_GetObjectItem(sc, "runAsUser")->valueint : -1,
+             cJSON_IsTrue(cJSON_GetObjectItem(sc, "runAsNonRoot")), cJSON_IsTrue(cJSON_GetObjectItem(sc, "allowPrivilegeEscalation")),
+             cJSON_IsTrue(cJSON_GetObjectItem(sc, "readOnlyRootFilesystem")), caps ? caps : "");
+    free(caps);
+    cJSON_ArrayForEach(x, cJSON_GetObjectItem(c0, "volumeMounts")) {
+        const char *vn = jpath(x, "name", NULL, NULL);
+        const cJSON *v;
+        cJSON_ArrayForEach(v, cJSON_GetObjectItem(cJSON_GetObjectItem(rp, "spec"), "volumes"))
+            if (!strcmp(jpath(v, "name", NULL, NULL), vn))
+                snprintf(body + strlen(body), sizeof body - strlen(body), " %s:%s", jpath(v, "hostPath", "path", NULL),
+                         jpath(x, "mountPath", NULL, NULL));
+    }
+    char mps_ann[16], sa[64];
+    snprintf(mps_ann, sizeof mps_ann, "%s", jpath(rp, "metadata", "annotations", EXT_RSV_ANN_MPS));
+    snprintf(sa, sizeof sa, "%s", jpath(rp, "spec", "serviceAccountName", NULL));
+    cJSON_Delete(rp);
+    bool cm = WAIT(has_cm(&r, "m1"), 5000);
+    cJSON *o = cm_of(&r, "m1");
+    char uuid[64], pipe[128], thr[16], pin[32], enf[256], want_pipe[160];
+    snprintf(uuid, sizeof uuid, "%s", jpath(o, "data", EXT_DLV_ENV_UUID, NULL));
+    snprintf(pipe, sizeof pipe, "%s", jpath(o, "data", EXT_DLV_ENV_MPS_PIPE, NULL));
+    snprintf(thr, sizeof thr, "%s", jpath(o, "data", EXT_DLV_ENV_MPS_THREADS, NULL));
+    snprintf(pin, sizeof pin, "%s", jpath(o, "data", EXT_DLV_ENV_MPS_PINNED, NULL));
+    snprintf(enf, sizeof enf, "%s", jpath(o, "data", EXT_DLV_ENV_ENFORCEMENT, NULL));
+    cJSON_Delete(o);
+    snprintf(want_pipe, sizeof want_pipe, "/run/tessera/mps/%s/pipe", uuid);
+    bool ev = WAIT(count_events(&r, EXT_DLV_EV_DELIVERED, "m1") == 1, 2000);
+    char t[32], m[1024], d[1024];
+    event_of(&r, EXT_DLV_EV_DELIVERED, "m1", t, sizeof t, m, sizeof m);
+    debug_share(&r, "m1", d, sizeof d);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK_STR(err, "");
+    CHECK(made);
+    CHECK(none_plain);
+    CHECK_STR(mps_ann, "true");
+    CHECK_STR(sa, EXT_RSV_SERVICE_ACCOUNT);
+    CHECK_STR(body, "/usr/local/bin/tessera-reserve --mps | uid 0 nonroot 0 esc 0 ro 1 | "
+                    "{\"drop\":[\"ALL\"],\"add\":[\"CHOWN\",\"DAC_OVERRIDE\",\"FOWNER\",\"KILL\",\"SETGID\",\"SETUID\"]} |"
+                    " /run/tessera/mps:/run/tessera/mps /run/tessera/mps/shm:/dev/shm");
+    CHECK(cm);
+    CHECK_STR(pipe, want_pipe);
+    CHECK_STR(thr, "25");   /* 20480 of 81920 MiB, memory only: charged its memory's share of the SMs */
+    CHECK_STR(pin, "0=20480M");
+    CHECK_STR(enf, "memory=mps-pinned-limit+libtessera-cuda compute=mps-active-threads");
+    CHECK(ev);
+    CHECK_STR(t, "Normal");
+    CHECK_CONTAINS(m, "compute=mps-active-threads");
+    CHECK_MSG(!strncmp(d, "delivered|memory=mps-pinned-limit", 33), "%s", d);
+}
+
+/* A reservation kept in its grace period serves only shares of its own mode: the GPU's last MPS share leaves, a
+ * time-sliced share lands on that GPU, and the MPS reservation goes before a plain one is made for it (the share
+ * is never handed the MPS daemon's GPU without its reservation being of its kind). */
+TEST(ext_rsv_reservation_in_its_grace_serves_only_its_own_mode) {
+    rt r;
+    rt_start(&r, 1, true, 30000);
+    char err[512] = "?", err2[512] = "?", first[256];
+    rsv_name(0, 1, first, sizeof first);
+    if (r.ok) bind_share_text(&r, "m1", mps_share_json("m1", 20480, 1000), err, sizeof err);
+    bool mps_ready = r.ok && WAIT(has_cm(&r, "m1"), 5000);
+    fake_api_delete(r.api, "pods", "default", "m1");
+    bool idle = WAIT(({
+                         ext_state_lock(r.st);
+                         const ext_node *n = ext_state_node(r.st, "n1");
+                         bool y = n && n->m && model_gpu_idle(&n->m->gpus[0]);
+                         ext_state_unlock(r.st);
+                         y;
+                     }),
+                     2000);
+    bool kept = idle && pod_exists(&r, MNS, first);   /* its grace period */
+    if (kept) bind_share(&r, "t1", 8000, false, true, err2, sizeof err2);
+    bool replaced = kept && WAIT(count_in(&r, MNS) == 0 && count_in(&r, RNS) == 1, 5000);
+    bool cm = WAIT(has_cm(&r, "t1"), 5000);
+    cJSON *o = cm_of(&r, "t1");
+    bool plain = o && !cJSON_GetObjectItem(cJSON_GetObjectItem(o, "data"), EXT_DLV_ENV_MPS_PIPE);
+    cJSON_Delete(o);
+    int doubles = fake_kubelet_double_holds(r.kl);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK_STR(err, "");
+    CHECK(mps_ready);
+    CHECK(idle);
+    CHECK_MSG(kept, "the MPS reservation did not wait out its grace period");
+    CHECK_STR(err2, "");
+    CHECK_MSG(replaced, "the time-sliced share was not given a reservation of its own kind");
+    CHECK(cm);
+    CHECK(plain);
+    CHECK_INT(doubles, 0);
+}
+
+/* An MPS reservation whose daemon does not start (tessera.io/reserve-error with the daemon's last log lines) is
+ * refused like one the kubelet refused: deleted, so its GPU is free again, and its waiting share moves to another
+ * GPU of the node, with a Warning that quotes the daemon. */
+TEST(ext_rsv_mps_daemon_that_fails_frees_the_gpu_and_moves_the_share) {
+    rt r;
+    rt_start(&r, 2, false, 30000);   /* the test plays the kubelet */
+    char err[512] = "?", first[256], second[256];
+    rsv_name(0, 1, first, sizeof first);
+    rsv_name(1, 1, second, sizeof second);
+    if (r.ok) bind_share_text(&r, "m1", mps_share_json("m1", 20480, 1000), err, sizeof err);
+    bool made = r.ok && WAIT(pod_exists(&r, MNS, first), 3000);
+    fake_api_patch(r.api, "pods", MNS, first,
+                   "{\"metadata\":{\"annotations\":{\"" EXT_RSV_ANN_ERROR "\":\"nvidia-cuda-mps-control exited with status 1: "
+                   "[2026-12-04 15:00:00.000 Control 42] Failed to start: the GPU is in exclusive-process mode\"}},"
+                   "\"status\":{\"phase\":\"Running\"}}");
+    bool moved = WAIT(!pod_exists(&r, MNS, first) && pod_exists(&r, MNS, second), 5000);
+    char *sp = fake_api_get(r.api, "pods", "default", "m1");
+    cJSON *so = sp ? cJSON_Parse(sp) : NULL;
+    free(sp);
+    cJSON *ann = cJSON_Parse(jpath(so, "metadata", "annotations", "tessera.io/assignment"));
+    const cJSON *g = cJSON_GetArrayItem(cJSON_GetObjectItem(ann, "grants"), 0);
+    int gpu = g && cJSON_GetObjectItem(g, "gpu") ? cJSON_GetObjectItem(g, "gpu")->valueint : -1;
+    cJSON_Delete(ann);
+    cJSON_Delete(so);
+    char t[32], m[2048];
+    event_of(&r, EXT_DLV_EV_REFUSED, "m1", t, sizeof t, m, sizeof m);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK_STR(err, "");
+    CHECK(made);
+    CHECK_MSG(moved, "the share did not move off the GPU whose daemon failed");
+    CHECK_INT(gpu, 1);
+    CHECK_STR(t, "Warning");
+    CHECK_CONTAINS(m, "exclusive-process mode");
+}
