@@ -691,6 +691,19 @@ TEST(ext_rsv_first_share_makes_one_reservation_and_its_uuid_reaches_the_configma
 
 /* Node n1 with 2 GPUs whose kubelet the test plays, an owned share s1 bound and its first reservation (named in
  * first; a second one would be named second) created: true. */
+/* The GPU the first grant of share default/name's tessera.io/assignment names, or -1. */
+static int assigned_gpu(rt *r, const char *name) {
+    char *sp = fake_api_get(r->api, "pods", "default", name);
+    cJSON *so = sp ? cJSON_Parse(sp) : NULL;
+    free(sp);
+    cJSON *ann = cJSON_Parse(jpath(so, "metadata", "annotations", "tessera.io/assignment"));
+    const cJSON *g = cJSON_GetArrayItem(cJSON_GetObjectItem(ann, "grants"), 0);
+    int gpu = g && cJSON_GetObjectItem(g, "gpu") ? cJSON_GetObjectItem(g, "gpu")->valueint : -1;
+    cJSON_Delete(ann);
+    cJSON_Delete(so);
+    return gpu;
+}
+
 static bool one_share_two_gpus(rt *r, char *err, size_t errlen, char *first, char *second) {
     rt_start(r, 2, false, 30000);
     rsv_name(0, 1, first, 256);
@@ -707,14 +720,7 @@ TEST(ext_rsv_refused_reservation_is_replaced_and_waiting_shares_move) {
     refuse(&r, first);
     bool replaced = WAIT(pod_exists(&r, RNS, second) && !pod_exists(&r, RNS, first), 3000);
     /* The share's assignment now names GPU 1, and the cache follows. */
-    char *sp = fake_api_get(r.api, "pods", "default", "s1");
-    cJSON *so = sp ? cJSON_Parse(sp) : NULL;
-    free(sp);
-    cJSON *ann = cJSON_Parse(jpath(so, "metadata", "annotations", "tessera.io/assignment"));
-    const cJSON *g = cJSON_GetArrayItem(cJSON_GetObjectItem(ann, "grants"), 0);
-    int ann_gpu = g && cJSON_GetObjectItem(g, "gpu") ? cJSON_GetObjectItem(g, "gpu")->valueint : -1;
-    cJSON_Delete(ann);
-    cJSON_Delete(so);
+    int ann_gpu = assigned_gpu(&r, "s1");
     bool cache_follows = WAIT(({
                                   ext_state_lock(r.st);
                                   const ext_pod *p = ext_state_pod(r.st, "uid-s1");
@@ -1927,14 +1933,7 @@ TEST(ext_rsv_mps_daemon_that_fails_frees_the_gpu_and_moves_the_share) {
                    "[2026-12-04 15:00:00.000 Control 42] Failed to start: the GPU is in exclusive-process mode\"}},"
                    "\"status\":{\"phase\":\"Running\"}}");
     bool moved = WAIT(!pod_exists(&r, MNS, first) && pod_exists(&r, MNS, second), 5000);
-    char *sp = fake_api_get(r.api, "pods", "default", "m1");
-    cJSON *so = sp ? cJSON_Parse(sp) : NULL;
-    free(sp);
-    cJSON *ann = cJSON_Parse(jpath(so, "metadata", "annotations", "tessera.io/assignment"));
-    const cJSON *g = cJSON_GetArrayItem(cJSON_GetObjectItem(ann, "grants"), 0);
-    int gpu = g && cJSON_GetObjectItem(g, "gpu") ? cJSON_GetObjectItem(g, "gpu")->valueint : -1;
-    cJSON_Delete(ann);
-    cJSON_Delete(so);
+    int gpu = assigned_gpu(&r, "m1");
     char t[32], m[2048];
     event_of(&r, EXT_DLV_EV_REFUSED, "m1", t, sizeof t, m, sizeof m);
     rt_stop(&r);
