@@ -41,6 +41,9 @@ except ImportError:
     print("0 passed, 0 failed")
     sys.exit(0)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pod_security as pss  # noqa: E402  (the API server's Pod Security checks, beside this script)
+
 ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
                        os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 DEPLOY = os.path.join(ROOT, "deploy")
@@ -1621,6 +1624,199 @@ try:
 except OSError:
     dreadme = ""
 check("deploy/README.md has a \"Node agent\" section", re.search(r"^#+ Node agent", dreadme, re.M) is not None)
+
+# ---- Pod Security admission: the evaluator (tests/deploy/pod_security.py) ---------------------------------
+# -- the evaluator itself, on pods that break each rule once (the fields and allowed values of the Pod Security
+# Standards' tables: kubernetes.io/docs/concepts/security/pod-security-standards/) and pods that do not.
+RC = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}   # a restricted-clean container
+
+
+def restricted_pod():
+    return {"metadata": {"name": "p"},
+            "spec": {"securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                     "containers": [{"name": "app", "image": "example/app:1", "securityContext": dict(RC)}]}}
+
+
+def with_(change):
+    """A restricted-clean pod changed by change(meta, spec, app_container)."""
+    p_ = json.loads(json.dumps(restricted_pod()))
+    change(p_["metadata"], p_["spec"], p_["spec"]["containers"][0])
+    return p_
+
+
+def sc_(c_, **kv):
+    c_.setdefault("securityContext", {}).update(kv)
+
+
+def add_(spec_, key, item):
+    spec_.setdefault(key, []).append(item)
+
+
+B_, R_ = "baseline", "restricted"
+PSS_CASES = [
+    # (what, pod, {level: [reasons]}, {level: detail of the first reason} or {})
+    ("a restricted-clean pod", restricted_pod(), {B_: [], R_: []}, {}),
+    ("a pod with no securityContext (the default pod)", {"metadata": {"name": "p"}, "spec": {"containers": [
+        {"name": "app", "image": "example/app:1"}]}},
+     {B_: [], R_: ["allowPrivilegeEscalation != false", "unrestricted capabilities", "runAsNonRoot != true",
+                   "seccompProfile"]},
+     {R_: 'container "app" must set securityContext.allowPrivilegeEscalation=false'}),
+    # baseline: host namespaces
+    ("hostNetwork", with_(lambda m, s, c: s.update(hostNetwork=True)), {B_: ["host namespaces"], R_: ["host namespaces"]},
+     {B_: "hostNetwork=true"}),
+    ("hostPID and hostIPC", with_(lambda m, s, c: s.update(hostPID=True, hostIPC=True)),
+     {B_: ["host namespaces"], R_: ["host namespaces"]}, {B_: "hostPID=true, hostIPC=true"}),
+    ("hostNetwork: false", with_(lambda m, s, c: s.update(hostNetwork=False)), {B_: [], R_: []}, {}),
+    # privileged, in an init container and in an ephemeral container (visitor.go visits all three kinds)
+    ("a privileged init container", with_(lambda m, s, c: add_(s, "initContainers", {
+        "name": "init", "image": "x", "securityContext": dict(RC, privileged=True)})),
+     {B_: ["privileged"], R_: ["privileged"]}, {B_: 'container "init" must not set securityContext.privileged=true'}),
+    ("a privileged ephemeral container", with_(lambda m, s, c: add_(s, "ephemeralContainers", {
+        "name": "debug", "image": "x", "securityContext": dict(RC, privileged=True)})),
+     {B_: ["privileged"], R_: ["privileged"]}, {}),
+    # capabilities
+    ("capabilities.add NET_RAW", with_(lambda m, s, c: sc_(c, capabilities={"drop": ["ALL"], "add": ["NET_RAW"]})),
+     {B_: ["non-default capabilities"], R_: ["unrestricted capabilities"]},
+     {B_: 'container "app" must not include "NET_RAW" in securityContext.capabilities.add',
+      R_: 'container "app" must not include "NET_RAW" in securityContext.capabilities.add'}),
+    ("capabilities.add CHOWN (the runtime's default set)",
+     with_(lambda m, s, c: sc_(c, capabilities={"drop": ["ALL"], "add": ["CHOWN"]})),
+     {B_: [], R_: ["unrestricted capabilities"]}, {}),
+    ("capabilities.add NET_BIND_SERVICE with drop ALL",
+     with_(lambda m, s, c: sc_(c, capabilities={"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]})), {B_: [], R_: []}, {}),
+    ("capabilities without drop ALL", with_(lambda m, s, c: sc_(c, capabilities={"drop": ["NET_RAW"]})),
+     {B_: [], R_: ["unrestricted capabilities"]}, {R_: 'container "app" must set securityContext.capabilities.drop=["ALL"]'}),
+    # volumes
+    ("a hostPath volume", with_(lambda m, s, c: add_(s, "volumes", {"name": "host", "hostPath": {"path": "/var"}})),
+     {B_: ["hostPath volumes"], R_: ["restricted volume types"]},
+     {B_: 'volume "host"', R_: 'volume "host" uses restricted volume type "hostPath"'}),
+    ("an nfs volume", with_(lambda m, s, c: add_(s, "volumes", {"name": "data", "nfs": {"server": "n", "path": "/"}})),
+     {B_: [], R_: ["restricted volume types"]}, {R_: 'volume "data" uses restricted volume type "nfs"'}),
+    ("every volume type restricted allows", with_(lambda m, s, c: s.update(volumes=[
+        {"name": k, k: {}} for k in pss.RESTRICTED_VOLUME_OK])), {B_: [], R_: []}, {}),
+    # host ports
+    ("a hostPort", with_(lambda m, s, c: c.update(ports=[{"containerPort": 80, "hostPort": 8080}])),
+     {B_: ["hostPort"], R_: ["hostPort"]}, {B_: 'container "app" uses hostPort 8080'}),
+    ("hostPort 0", with_(lambda m, s, c: c.update(ports=[{"containerPort": 80, "hostPort": 0}])), {B_: [], R_: []}, {}),
+    # AppArmor: the field and the annotation
+    ("appArmorProfile Unconfined", with_(lambda m, s, c: sc_(c, appArmorProfile={"type": "Unconfined"})),
+     {B_: ["forbidden AppArmor profile"], R_: ["forbidden AppArmor profile"]},
+     {B_: 'container "app" must not set AppArmor profile type to "Unconfined"'}),
+    ("appArmorProfile Localhost", with_(lambda m, s, c: sc_(c, appArmorProfile={"type": "Localhost",
+                                                                                "localhostProfile": "k8s"})),
+     {B_: [], R_: []}, {}),
+    ("the AppArmor annotation unconfined", with_(lambda m, s, c: m.update(annotations={
+        "container.apparmor.security.beta.kubernetes.io/app": "unconfined"})),
+     {B_: ["forbidden AppArmor profile"], R_: ["forbidden AppArmor profile"]}, {}),
+    ("the AppArmor annotation runtime/default", with_(lambda m, s, c: m.update(annotations={
+        "container.apparmor.security.beta.kubernetes.io/app": "runtime/default"})), {B_: [], R_: []}, {}),
+    # SELinux
+    ("seLinuxOptions type spc_t on the pod", with_(lambda m, s, c: s["securityContext"].update(
+        seLinuxOptions={"type": "spc_t"})), {B_: ["seLinuxOptions"], R_: ["seLinuxOptions"]},
+     {B_: 'pod set forbidden securityContext.seLinuxOptions: type "spc_t"'}),
+    ("seLinuxOptions user", with_(lambda m, s, c: sc_(c, seLinuxOptions={"user": "system_u"})),
+     {B_: ["seLinuxOptions"], R_: ["seLinuxOptions"]}, {}),
+    ("seLinuxOptions type container_t", with_(lambda m, s, c: sc_(c, seLinuxOptions={"type": "container_t"})),
+     {B_: [], R_: []}, {}),
+    # /proc mount, and the user-namespace relaxation that baseline has and restricted has not
+    ("procMount Unmasked", with_(lambda m, s, c: sc_(c, procMount="Unmasked")), {B_: ["procMount"], R_: ["procMount"]},
+     {B_: 'container "app" must not set securityContext.procMount to "Unmasked"'}),
+    ("procMount Unmasked in a user namespace (hostUsers: false)",
+     with_(lambda m, s, c: (sc_(c, procMount="Unmasked"), s.update(hostUsers=False))), {B_: [], R_: ["procMount"]}, {}),
+    # seccomp, pod level and container level
+    ("seccomp Unconfined on the pod", with_(lambda m, s, c: s["securityContext"].update(
+        seccompProfile={"type": "Unconfined"})), {B_: ["seccompProfile"], R_: ["seccompProfile"]},
+     {B_: 'pod must not set securityContext.seccompProfile.type to "Unconfined"'}),
+    ("seccomp RuntimeDefault on the pod, Unconfined on a container",
+     with_(lambda m, s, c: sc_(c, seccompProfile={"type": "Unconfined"})), {B_: ["seccompProfile"], R_: ["seccompProfile"]},
+     {R_: 'container "app" must not set securityContext.seccompProfile.type to "Unconfined"'}),
+    ("no seccomp anywhere", with_(lambda m, s, c: s["securityContext"].pop("seccompProfile")),
+     {B_: [], R_: ["seccompProfile"]},
+     {R_: 'pod or container "app" must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost"'}),
+    ("seccomp on the container only", with_(lambda m, s, c: (s["securityContext"].pop("seccompProfile"),
+                                                             sc_(c, seccompProfile={"type": "Localhost"}))),
+     {B_: [], R_: []}, {}),
+    # sysctls
+    ("an unsafe sysctl", with_(lambda m, s, c: s["securityContext"].update(sysctls=[{"name": "kernel.msgmax", "value": "1"}])),
+     {B_: ["forbidden sysctls"], R_: ["forbidden sysctls"]}, {B_: "kernel.msgmax"}),
+    ("a safe sysctl (1.32's tcp_rmem)", with_(lambda m, s, c: s["securityContext"].update(
+        sysctls=[{"name": "net.ipv4.tcp_rmem", "value": "4096 87380 6291456"}])), {B_: [], R_: []}, {}),
+    # probe and lifecycle hosts (policy 1.34)
+    ("a probe with a host", with_(lambda m, s, c: c.update(livenessProbe={"httpGet": {"host": "10.0.0.1", "port": 80}})),
+     {B_: ["probe or lifecycle host"], R_: ["probe or lifecycle host"]},
+     {B_: 'container "app" uses probe or lifecycle host "10.0.0.1"'}),
+    # Windows host process
+    ("windowsOptions.hostProcess", with_(lambda m, s, c: s["securityContext"].update(
+        windowsOptions={"hostProcess": True})), {B_: ["hostProcess"], R_: ["hostProcess"]}, {}),
+    # restricted: privilege escalation, non-root, uid 0, and inheritance from the pod
+    ("allowPrivilegeEscalation unset on an init container", with_(lambda m, s, c: add_(s, "initContainers", {
+        "name": "init", "image": "x", "securityContext": {"capabilities": {"drop": ["ALL"]}}})),
+     {B_: [], R_: ["allowPrivilegeEscalation != false"]},
+     {R_: 'container "init" must set securityContext.allowPrivilegeEscalation=false'}),
+    ("runAsNonRoot unset", with_(lambda m, s, c: s["securityContext"].pop("runAsNonRoot")),
+     {B_: [], R_: ["runAsNonRoot != true"]}, {R_: 'pod or container "app" must set securityContext.runAsNonRoot=true'}),
+    ("runAsNonRoot on the container only", with_(lambda m, s, c: (s["securityContext"].pop("runAsNonRoot"),
+                                                                   sc_(c, runAsNonRoot=True))), {B_: [], R_: []}, {}),
+    ("runAsNonRoot true on the pod, false on a container", with_(lambda m, s, c: sc_(c, runAsNonRoot=False)),
+     {B_: [], R_: ["runAsNonRoot != true"]}, {R_: 'container "app" must not set securityContext.runAsNonRoot=false'}),
+    ("runAsUser 0 on a container", with_(lambda m, s, c: sc_(c, runAsUser=0)), {B_: [], R_: ["runAsUser=0"]},
+     {R_: 'container "app" must not set runAsUser=0'}),
+    ("runAsUser 1000", with_(lambda m, s, c: sc_(c, runAsUser=1000)), {B_: [], R_: []}, {}),
+    ("root in a user namespace (hostUsers: false, runAsUser 0, no runAsNonRoot)",
+     with_(lambda m, s, c: (s.update(hostUsers=False), s["securityContext"].pop("runAsNonRoot"),
+                            s["securityContext"].update(runAsUser=0))), {B_: [], R_: []}, {}),
+    ("an ephemeral container without securityContext (kubectl debug): runAsNonRoot and seccomp come from the pod",
+     with_(lambda m, s, c: add_(s, "ephemeralContainers", {"name": "debug", "image": "x"})),
+     {B_: [], R_: ["allowPrivilegeEscalation != false", "unrestricted capabilities"]}, {}),
+    ("a native sidecar (restartPolicy Always) is an init container like any other",
+     with_(lambda m, s, c: add_(s, "initContainers", {"name": "side", "image": "x", "restartPolicy": "Always"})),
+     {B_: [], R_: ["allowPrivilegeEscalation != false", "unrestricted capabilities"]}, {}),
+    ("a Windows pod is exempt from allowPrivilegeEscalation, capabilities and seccomp",
+     {"metadata": {"name": "p"}, "spec": {"os": {"name": "windows"}, "securityContext": {"runAsNonRoot": True},
+                                          "containers": [{"name": "app", "image": "x"}]}}, {B_: [], R_: []}, {}),
+]
+for what, p_, want, detail in PSS_CASES:
+    got = {lvl: pss.evaluate(p_["metadata"], p_["spec"], lvl) for lvl in (B_, R_)}
+    ok_ = all([r for r, _ in got[lvl]] == want[lvl] for lvl in (B_, R_))
+    ok_ = ok_ and all(got[lvl] and got[lvl][0][1] == d for lvl, d in detail.items())
+    ok_ = ok_ and pss.evaluate(p_["metadata"], p_["spec"], "privileged") == []
+    check("Pod Security evaluator: %s: baseline %s, restricted %s" % (
+        what, ", ".join(want[B_]) or "admitted", ", ".join(want[R_]) or "admitted"), ok_,
+          "got baseline: %s; restricted: %s" % (pss.forbidden_detail(got[B_]) or "admitted",
+                                                 pss.forbidden_detail(got[R_]) or "admitted"))
+
+# The pod a real v1.36 API server refused (issue 28): deploy/node-agent's DaemonSet as it was, in tessera. The
+# server said `violates PodSecurity "restricted:latest": restricted volume types (volume "pod-resources" uses
+# restricted volume type "hostPath"), runAsNonRoot != true, runAsUser=0`.
+ISSUE_28_POD = {"securityContext": {"runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False,
+                                    "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [{"name": "tessera-node-agent", "image": "tessera-extender",
+                                "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                                    "capabilities": {"drop": ["ALL"]}},
+                                "volumeMounts": [{"name": "pod-resources",
+                                                  "mountPath": "/var/lib/kubelet/pod-resources", "readOnly": True}]}],
+                "volumes": [{"name": "pod-resources",
+                             "hostPath": {"path": "/var/lib/kubelet/pod-resources", "type": "Directory"}}]}
+issue_res = pss.evaluate({}, ISSUE_28_POD, "restricted")
+check("Pod Security evaluator: the node agent's pod of issue 28 is refused in restricted with the API server's reasons "
+      "(restricted volume types, runAsNonRoot != true, runAsUser=0) and message",
+      ", ".join(r for r, _ in issue_res) == "restricted volume types, runAsNonRoot != true, runAsUser=0"
+      and pss.message("tessera-node-agent-x7k2p", "restricted", issue_res) ==
+      'pods "tessera-node-agent-x7k2p" is forbidden: violates PodSecurity "restricted:latest": restricted volume types '
+      '(volume "pod-resources" uses restricted volume type "hostPath"), runAsNonRoot != true (pod must not set '
+      'securityContext.runAsNonRoot=false), runAsUser=0 (pod must not set runAsUser=0)',
+      pss.message("tessera-node-agent-x7k2p", "restricted", issue_res))
+check("Pod Security evaluator: ... and admitted in baseline only but for its hostPath volume",
+      [r for r, _ in pss.evaluate({}, ISSUE_28_POD, "baseline")] == ["hostPath volumes"])
+try:
+    pss.namespace_policy({"metadata": {"labels": {pss.LABEL_PREFIX + "enforce": "strict"}}})
+    bad_label = False
+except ValueError:
+    bad_label = True
+check("Pod Security evaluator: a namespace's enforce label gives the level (none: the API server's default, "
+      "privileged; a value that is no level is an error)",
+      pss.namespace_policy({"metadata": {"labels": {pss.LABEL_PREFIX + "enforce": "baseline"}}}) == ("baseline", "latest")
+      and pss.namespace_policy({"metadata": {"name": "x"}}) == ("privileged", "latest") and bad_label)
 
 # ---- tessera-sim sweep --emit-job: the Indexed Job that runs a sweep on the cluster -------
 # What an Indexed Job is: batch/v1 JobSpec.completionMode "Indexed" gives each pod an index
