@@ -14,7 +14,9 @@
  *   share-<kind>-submitted.json  the pod as the user sent it
  *   share-<kind>-admitted.json   the pod as the API server stored it, the webhook's JSON Patch applied
  *   reservation-pod.json         the reservation pod as the extender created it (status and the fields the
- *                                API server sets, uid, resourceVersion, creationTimestamp, left out)
+ *                                API server sets, uid, resourceVersion, creationTimestamp, left out);
+ *                                check_manifests.py judges every reservation*.json, so another kind of
+ *                                reservation (MPS) is covered by writing its own file here
  * check_manifests.py runs `build/tessera-tests deployed_pods_for_admission` with that variable and evaluates
  * them: the reservation pod at the level of the namespace it names, each admitted share at the level its
  * submitted form met. Without the variable the test checks only that tessera made them.
