@@ -90,13 +90,13 @@ def check_app_armor(meta, spec):
     pod_prof = _pod_sc(spec).get("appArmorProfile")
     pod_bad = pod_prof is not None and (pod_prof or {}).get("type") not in ok_types
     if pod_bad:
-        bad_values.add(str((pod_prof or {}).get("type")))
+        bad_values.add(str((pod_prof or {}).get("type") or ""))
     bad_containers = []
     for c in _containers(spec):
         prof = _sc(c).get("appArmorProfile")
         if prof is not None and (prof or {}).get("type") not in ok_types:
             bad_containers.append(c.get("name", ""))
-            bad_values.add(str((prof or {}).get("type")))
+            bad_values.add(str((prof or {}).get("type") or ""))
     setters = _setters(pod_bad, bad_containers)
     anns = []
     for k, v in sorted(((meta.get("annotations") or {}).items())):
@@ -257,7 +257,7 @@ def _seccomp(spec, require):
     prof = _pod_sc(spec).get("seccompProfile")
     pod_bad = prof is not None and (prof or {}).get("type") not in SECCOMP_OK
     if pod_bad:
-        values.add(str((prof or {}).get("type")))
+        values.add(str((prof or {}).get("type") or ""))
     pod_set = prof is not None and not pod_bad
     explicit, implicit = [], []
     for c in _containers(spec):
@@ -265,7 +265,7 @@ def _seccomp(spec, require):
         if cp is not None:
             if (cp or {}).get("type") not in SECCOMP_OK:
                 explicit.append(c.get("name", ""))
-                values.add(str((cp or {}).get("type")))
+                values.add(str((cp or {}).get("type") or ""))
         elif not pod_set:
             implicit.append(c.get("name", ""))
     setters = _setters(pod_bad, explicit)
