@@ -1267,6 +1267,13 @@ else:
     # The webhook mutates as deploy/'s Deployment configures it: the flags that change what it adds to a pod are
     # the Deployment's own (a standalone extender's default delivery is "none", which adds no delivery at all).
     hook_flags = ["--%s=%s" % (f_, xf[f_]) for f_ in WEBHOOK_MUTATION_FLAGS if f_ in xf]
+    # Under reservation delivery a soft share is admitted only with its tessera-cuda-shim init container, which runs
+    # tessera's own image: in a cluster the extender reads it from its own Pod; standalone it is given, as
+    # kustomization.yaml maps it.
+    own_image = next(("%s:%s" % (i["newName"], i.get("newTag", "latest")) for i in kust.get("images") or []
+                      if i.get("name") == EXTENDER_IMAGE and i.get("newName")), None)
+    if own_image and not xf.get("reserve-image"):
+        hook_flags.append("--reserve-image=" + own_image)
     proc = subprocess.Popen([EXT_BIN, "--demo", "--listen", "127.0.0.1:0", "--log-level", "error"] + hook_flags,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     hook_base, first = None, []
@@ -1434,6 +1441,14 @@ else:
                     refused_pss += 1
                     continue
                 after = pss.evaluate(got_.get("metadata") or {}, got_.get("spec") or {}, level)
+                # An MPS share mounts its daemon's host directories, which baseline and restricted forbid: in a
+                # cluster the webhook reads the namespace's level and refuses it there, saying why (test_webhook.c);
+                # this standalone webhook cannot read namespaces. Nothing else it adds may break the level.
+                mps_ = (q_["metadata"].get("annotations") or {}).get("tessera.io/compute-sharing") == "mps"
+                if mps_ and after and all(r_ in ("hostPath volumes", "restricted volume types") and "tessera-mps" in d_
+                                          for r_, d_ in after):
+                    refused_pss += 1
+                    continue
                 if after:
                     lost.append("%s, a %s-clean share: the webhook's patch (%s) makes it %s"
                                 % (label, level, ", ".join("%s %s" % (o.get("op"), o.get("path")) for o in ops),
