@@ -82,10 +82,12 @@ static __attribute__((unused)) int fake_gpus(fake_gpu *out, char *why, size_t le
         if (*p == ',') p++;
         fake_gpu g;
         memset(&g, 0, sizeof g);
+        char whole[128];
+        memcpy(whole, item, sizeof whole);
         char *colon = strchr(item, ':');
         unsigned char bytes[16];
         if (!colon) {
-            snprintf(why, len, "FAKE_CUDA_DEVICES entry \"%s\" is not GPU-<uuid>:<MiB>[:<SMs>]", item);
+            snprintf(why, len, "FAKE_CUDA_DEVICES entry \"%s\" is not GPU-<uuid>:<MiB>[:<SMs>]", whole);
             return -1;
         }
         *colon = 0;
@@ -94,7 +96,7 @@ static __attribute__((unused)) int fake_gpus(fake_gpu *out, char *why, size_t le
         g.sms = 108;
         if (*end == ':') g.sms = (int)strtol(end + 1, &end, 10);
         if (!fake_gpu_uuid_bytes(item, bytes) || g.mib == 0 || g.sms <= 0 || *end) {
-            snprintf(why, len, "FAKE_CUDA_DEVICES entry \"%s\" is not GPU-<uuid>:<MiB>[:<SMs>]", item);
+            snprintf(why, len, "FAKE_CUDA_DEVICES entry \"%s\" is not GPU-<uuid>:<MiB>[:<SMs>]", whole);
             return -1;
         }
         snprintf(g.uuid, sizeof g.uuid, "%.40s", item); /* 40: the length fake_gpu_uuid_bytes checked */

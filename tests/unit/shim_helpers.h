@@ -129,6 +129,14 @@ typedef struct proc_env {
     const char *envp[24];
 } proc_env;
 
+/* Whether extra sets the variable that entry ("NAME=value") sets: then extra's wins. */
+SHIM_HELPER bool overridden(const char *entry, const char *const *extra) {
+    size_t n = strcspn(entry, "=") + 1;
+    for (int i = 0; extra && extra[i]; i++)
+        if (!strncmp(extra[i], entry, n)) return true;
+    return false;
+}
+
 SHIM_HELPER void env_for(proc_env *e, const fake_node *n, const char *pod, const char *share_mib,
                          const char *const *extra) {
     int k = 0, m = 0;
@@ -152,6 +160,10 @@ SHIM_HELPER void env_for(proc_env *e, const fake_node *n, const char *pod, const
         e->envp[m++] = e->buf[k++];
     }
     e->envp[m++] = "PATH=/usr/bin:/bin";
+    int kept = 0;
+    for (int i = 0; i < m; i++)
+        if (!overridden(e->envp[i], extra)) e->envp[kept++] = e->envp[i];
+    m = kept;
     for (int i = 0; extra && extra[i] && m < 23; i++) e->envp[m++] = extra[i];
     e->envp[m] = NULL;
 }
