@@ -19,7 +19,8 @@ struct ledger_slot {
 
 struct ledger_file {
     char magic[8];
-    uint32_t slots, devs, uuid_len, reserved;
+    uint32_t slots, devs, uuid_len;
+    uint32_t high;                  /* slots ever claimed: scans stop there (written under the lock) */
     char uuid[LEDGER_DEVS][LEDGER_UUID_LEN];
     struct ledger_slot slot[LEDGER_SLOTS];
 };
@@ -76,7 +77,7 @@ int ledger_open(ledger *l, const char *path, char *why, size_t whylen) {
         fail(why, whylen, "cannot size", path);
     } else if (size == 0) {
         /* the header alone: the whole file is 140 KiB, too much for the stack of a thread in someone's program */
-        struct { char magic[8]; uint32_t slots, devs, uuid_len, reserved; } head = {
+        struct { char magic[8]; uint32_t slots, devs, uuid_len, high; } head = {
             LEDGER_MAGIC, LEDGER_SLOTS, LEDGER_DEVS, LEDGER_UUID_LEN, 0};
         if (ftruncate(fd, (off_t)sizeof(struct ledger_file)) < 0 || pwrite(fd, &head, sizeof head, 0) < 0)
             fail(why, whylen, "cannot initialise", path);
@@ -126,6 +127,7 @@ int ledger_open(ledger *l, const char *path, char *why, size_t whylen) {
     struct ledger_slot *s = &l->map->slot[l->slot];
     for (int d = 0; d < LEDGER_DEVS; d++) store(&s->used[d], 0);
     store(&s->in_use, 1);
+    if (l->map->high < (uint32_t)l->slot + 1) __atomic_store_n(&l->map->high, (uint32_t)l->slot + 1, __ATOMIC_RELEASE);
     unlock_ledger(l);
     return 0;
 }
@@ -158,15 +160,18 @@ int ledger_device(ledger *l, const char *uuid) {
     return found;
 }
 
-/* With the ledger lock held: the use of dev over live slots, reclaiming dead slots that hold some of it. */
-static ledger_usage sum_live(ledger *l, int dev) {
+/* With the ledger lock held: the use of dev over claimed slots. reclaim: first ask the kernel whether each slot's
+ * owner is alive (one fcntl per slot holding some of dev) and give dead slots' memory back; otherwise dead slots
+ * still count, which can only overstate the use: a reservation that fits without reclaiming fits with it. */
+static ledger_usage sum_live(ledger *l, int dev, bool reclaim) {
     ledger_usage u = {0, 0};
-    for (int i = 0; i < LEDGER_SLOTS; i++) {
+    uint32_t high = __atomic_load_n(&l->map->high, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < high && i < LEDGER_SLOTS; i++) {
         struct ledger_slot *s = &l->map->slot[i];
         if (!load(&s->in_use)) continue;
         uint64_t b = load(&s->used[dev]);
         if (!b) continue;
-        if (i != l->slot) {
+        if (reclaim && (int)i != l->slot) {
             struct flock fl;
             if (lock_byte(l->fd, F_OFD_GETLK, F_WRLCK, 1 + i, &fl) == 0 && fl.l_type == F_UNLCK) {
                 /* Nobody holds the slot: its process died. Its memory is given back, every device at once. */
@@ -186,8 +191,13 @@ bool ledger_reserve(ledger *l, int dev, uint64_t bytes, uint64_t limit, ledger_u
         if (seen) *seen = (ledger_usage){0, -1};
         return false;
     }
-    ledger_usage u = sum_live(l, dev);
+    /* the cheap sum first (no system call per slot); the liveness checks only when that does not fit */
+    ledger_usage u = sum_live(l, dev, false);
     bool ok = u.used <= limit && bytes <= limit - u.used;
+    if (!ok) {
+        u = sum_live(l, dev, true);
+        ok = u.used <= limit && bytes <= limit - u.used;
+    }
     if (ok) __atomic_fetch_add(&l->map->slot[l->slot].used[dev], bytes, __ATOMIC_ACQ_REL);
     unlock_ledger(l);
     if (!ok && seen) *seen = u;
@@ -206,7 +216,7 @@ void ledger_release(ledger *l, int dev, uint64_t bytes) {
 ledger_usage ledger_used(ledger *l, int dev) {
     ledger_usage u = {0, 0};
     if (dev < 0 || dev >= LEDGER_DEVS || lock_ledger(l) < 0) return u;
-    u = sum_live(l, dev);
+    u = sum_live(l, dev, true);
     unlock_ledger(l);
     return u;
 }

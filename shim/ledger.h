@@ -50,7 +50,7 @@ void ledger_close(ledger *l);
 int ledger_device(ledger *l, const char *uuid);
 
 /* Add bytes to this process's use of dev if every live process's use plus bytes stays within limit; false (and
- * *seen filled, when not NULL) otherwise. Dead slots are reclaimed first. */
+ * *seen filled, when not NULL) otherwise. Dead slots are reclaimed when, counted, they would make it refuse. */
 bool ledger_reserve(ledger *l, int dev, uint64_t bytes, uint64_t limit, ledger_usage *seen);
 
 /* Take bytes off this process's use of dev (a free, or a reservation the driver then refused). */

@@ -36,7 +36,10 @@ typedef struct fake_node {
 SHIM_HELPER bool node_new(fake_node *n, const char *devices) {
     memset(n, 0, sizeof *n);
     char probe[600];
-    if (!sibling_binary_path("fake-cuda/tessera-cuda-probe", probe, sizeof probe)) return false;
+    /* beside the tests (build/), or one up from the benches (build/bench/) */
+    if (!sibling_binary_path("fake-cuda/tessera-cuda-probe", probe, sizeof probe) &&
+        !sibling_binary_path("../fake-cuda/tessera-cuda-probe", probe, sizeof probe))
+        return false;
     snprintf(n->build, sizeof n->build, "%.*s", (int)(strlen(probe) - strlen("/fake-cuda/tessera-cuda-probe")), probe);
     snprintf(n->root, sizeof n->root, "/tmp/tessera-shim-XXXXXX");
     if (!mkdtemp(n->root)) return false;
