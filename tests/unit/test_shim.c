@@ -395,3 +395,25 @@ TEST(shim_limits_follow_the_gpu_not_its_number) {
     probe_stop(&a, SIGTERM);
     node_free(&n);
 }
+
+/* tests/gpu/run.sh cannot run without a GPU, but its CUDA program must keep building (with CUDA 13 where nvcc is
+ * installed: /usr/local/cuda or PATH) and the script must stay valid shell. */
+TEST(shim_gpu_check_builds) {
+    char out[OUT], err[OUT];
+    const char *sh[] = {"/bin/bash", "-n", "tests/gpu/run.sh", NULL};
+    const char *envp[] = {"PATH=/usr/local/cuda/bin:/usr/bin:/bin", NULL};
+    CHECK_INT(run_capture(sh, envp, out, sizeof out, err, sizeof err), 0);
+    const char *nvcc = access("/usr/local/cuda/bin/nvcc", X_OK) == 0 ? "/usr/local/cuda/bin/nvcc" : NULL;
+    if (!nvcc) {
+        printf("    skipped: nvcc is not installed (/usr/local/cuda/bin/nvcc), tests/gpu/check.cu not compiled\n");
+        return;
+    }
+    char bin[] = "/tmp/tessera-gpu-check-XXXXXX";
+    int fd = mkstemp(bin);
+    CHECK(fd >= 0);
+    close(fd);
+    const char *argv[] = {nvcc, "-O2", "-o", bin, "tests/gpu/check.cu", NULL};
+    int rc = run_capture(argv, envp, out, sizeof out, err, sizeof err);
+    unlink(bin);
+    CHECK_MSG(rc == 0, "nvcc tests/gpu/check.cu: exit %d\n%s", rc, err);
+}
