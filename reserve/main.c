@@ -6,6 +6,7 @@
 #include "extender/mirror/kube.h"
 #include "extender/log.h"
 #include "reserve/device.h"
+#include "reserve/install.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -46,11 +47,16 @@ ANN_ERROR " with the reason) and waits for SIGTERM. tessera-extender creates the
 "  --devices-dir DIR           volume-mounts device list (default " RESERVE_DEVICES_DIR ")\n"
 "  --proc-root DIR             NVIDIA driver proc tree (default " RESERVE_PROC_ROOT ")\n"
 "  --dev-root DIR              device nodes (default " RESERVE_DEV_ROOT ")\n"
+"  --install-shim DIR          install libtessera-cuda.so for a soft share into DIR (the pod's emptyDir:\n"
+"                              DIR/lib/, DIR/ld.so.preload, DIR/state/) and exit: the init container\n"
+"                              tessera-cuda-shim runs this (reserve/install.h)\n"
+"  --shim-source FILE          the library to install (default " RESERVE_SHIM_SOURCE ")\n"
 "  --help                      this text\n"
 "\n"
 "Environment: POD_NAME, POD_NAMESPACE (downward API; required unless --once or --no-annotate),\n"
 "NVIDIA_VISIBLE_DEVICES (set by the device plugin).\n"
-"Exit status: 0 after SIGTERM/SIGINT (or --once with a device), 1 --once without a device, 2 bad flags,\n"
+"Exit status: 0 after SIGTERM/SIGINT (or --once with a device, or --install-shim done), 1 --once without a\n"
+"device or a failed --install-shim, 2 bad flags,\n"
 "POD_NAME/POD_NAMESPACE missing or no API configuration.\n";
 
 /* {"metadata":{"annotations":{"<set>": value, "<other>": null}}}: null removes a stale key a previous
@@ -112,19 +118,22 @@ int main(int argc, char **argv) {
     sigaddset(&stop, SIGINT);
     sigprocmask(SIG_BLOCK, &stop, NULL);
 
-    enum { O_HELP = 1, O_ONCE, O_ANN, O_NOANN, O_API, O_TOKEN, O_CA, O_INSECURE, O_DEVS, O_PROC, O_DEV };
+    enum { O_HELP = 1, O_ONCE, O_ANN, O_NOANN, O_API, O_TOKEN, O_CA, O_INSECURE, O_DEVS, O_PROC, O_DEV, O_INSTALL,
+           O_SHIMSRC };
     static const struct option opts[] = {
         {"help", no_argument, 0, O_HELP}, {"once", no_argument, 0, O_ONCE},
         {"annotate", no_argument, 0, O_ANN}, {"no-annotate", no_argument, 0, O_NOANN},
         {"kube-api", required_argument, 0, O_API}, {"token-file", required_argument, 0, O_TOKEN},
         {"ca-file", required_argument, 0, O_CA}, {"insecure-skip-tls-verify", no_argument, 0, O_INSECURE},
         {"devices-dir", required_argument, 0, O_DEVS}, {"proc-root", required_argument, 0, O_PROC},
-        {"dev-root", required_argument, 0, O_DEV}, {0, 0, 0, 0}};
+        {"dev-root", required_argument, 0, O_DEV}, {"install-shim", required_argument, 0, O_INSTALL},
+        {"shim-source", required_argument, 0, O_SHIMSRC}, {0, 0, 0, 0}};
     ext_kube_config kc;
     ext_kube_config_defaults(&kc);
     reserve_env env;
     reserve_env_from_process(&env);
     bool once = false, annotate = true, api_given = false;
+    const char *install_dir = NULL, *shim_source = RESERVE_SHIM_SOURCE;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -139,6 +148,8 @@ int main(int argc, char **argv) {
         case O_DEVS: env.devices_dir = optarg; break;
         case O_PROC: env.proc_root = optarg; break;
         case O_DEV: env.dev_root = optarg; break;
+        case O_INSTALL: install_dir = optarg; break;
+        case O_SHIMSRC: shim_source = optarg; break;
         default: fputs(usage, stderr); return 2;
         }
     }
@@ -148,6 +159,14 @@ int main(int argc, char **argv) {
     }
 
     char uuids[4096], why[2048];
+    if (install_dir) {
+        if (reserve_install_shim(install_dir, shim_source, why, sizeof why) < 0) {
+            fprintf(stderr, "tessera-reserve --install-shim: %s\n", why);
+            return 1;
+        }
+        printf("installed %s into %s\n", shim_source, install_dir);
+        return 0;
+    }
     int method = reserve_find_devices(&env, uuids, sizeof uuids, why, sizeof why);
     if (once) {
         if (method < 0) {
