@@ -879,7 +879,12 @@ static cJSON *reservation_body(ext_rsv *r, const unit *u, const char *name, cons
     cJSON_AddStringToObject(c, "image", image);
     cJSON *cmd = cJSON_AddArrayToObject(c, "command");
     cJSON_AddItemToArray(cmd, cJSON_CreateString(EXT_RSV_COMMAND));
-    if (u->mps) cJSON_AddItemToArray(cmd, cJSON_CreateString(EXT_RSV_MPS_FLAG));
+    if (u->mps) {
+        /* The directory it mounts, said on the command line too: the daemon's pipe, log and shm directories and the
+         * ones the shares' ConfigMaps name can only agree when both follow the pod spec. */
+        cJSON_AddItemToArray(cmd, cJSON_CreateString(EXT_RSV_MPS_FLAG));
+        cJSON_AddItemToArray(cmd, cJSON_CreateString("--mps-root=" EXT_DLV_MPS_ROOT));
+    }
     cJSON *env = cJSON_AddArrayToObject(c, "env");
     const char *vars[2][2] = {{"POD_NAME", "metadata.name"}, {"POD_NAMESPACE", "metadata.namespace"}};
     for (int i = 0; i < 2; i++) {

@@ -1863,7 +1863,7 @@ TEST(ext_rsv_mps_share_is_served_by_an_mps_reservation_in_tessera_node) {
     CHECK(none_plain);
     CHECK_STR(mps_ann, "true");
     CHECK_STR(sa, EXT_RSV_SERVICE_ACCOUNT);
-    CHECK_STR(body, "/usr/local/bin/tessera-reserve --mps | uid 0 nonroot 0 esc 0 ro 1 | "
+    CHECK_STR(body, "/usr/local/bin/tessera-reserve --mps --mps-root=/run/tessera/mps | uid 0 nonroot 0 esc 0 ro 1 | "
                     "{\"drop\":[\"ALL\"],\"add\":[\"CHOWN\",\"DAC_OVERRIDE\",\"FOWNER\",\"KILL\",\"SETGID\",\"SETUID\"]} |"
                     " /run/tessera/mps:/run/tessera/mps /run/tessera/mps/shm:/dev/shm");
     CHECK(cm);
