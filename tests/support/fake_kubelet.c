@@ -3,6 +3,7 @@
 #include "tests/support/fake_kubelet.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -19,6 +20,18 @@ typedef struct fk_res {
     int count;
     char **holder; /* per device: the holding pod's uid, NULL when free */
 } fk_res;
+
+/* Device d's ID: "<prefix>-<d>"; a prefix that is a GPU UUID but for its last two hex digits (GPU-8-4-4-4-10, 38
+ * characters) gets them as d in hex instead, so its devices are UUIDs as NVIDIA's device plugin names them (what the
+ * fake driver, tests/support/fake_gpu.h, accepts). */
+static void fk_device_id(const fk_res *r, int d, char *buf, size_t len) {
+    size_t n = strlen(r->prefix);
+    bool uuid = n == 38 && !strncmp(r->prefix, "GPU-", 4);
+    for (size_t i = 4; uuid && i < n; i++)
+        uuid = (i == 12 || i == 17 || i == 22 || i == 27) ? r->prefix[i] == '-' : isxdigit((unsigned char)r->prefix[i]) != 0;
+    if (uuid && d < 256) snprintf(buf, len, "%s%02x", r->prefix, (unsigned)d);
+    else snprintf(buf, len, "%s-%d", r->prefix, d);
+}
 
 /* An image as the node's container runtime knows it. */
 typedef struct fk_image {
@@ -530,7 +543,7 @@ static void fk_admit(fake_kubelet *k, const cJSON *pod, const char *uid, const c
             }
             r->holder[d] = fk_strdup(uid);
             char id[200];
-            snprintf(id, sizeof id, "%s-%d", r->prefix, d);
+            fk_device_id(r, d, id, sizeof id);
             p->devices = fk_xrealloc(p->devices, len + strlen(id) + 2);
             len += (size_t)sprintf(p->devices + len, "%s%s", len ? "," : "", id);
         }
@@ -720,12 +733,12 @@ char *fake_kubelet_holder(fake_kubelet *k, const char *node, const char *device_
     pthread_mutex_lock(&k->mu);
     for (size_t i = 0; i < k->nres && !out; i++) {
         fk_res *r = &k->res[i];
-        size_t pl = strlen(r->prefix);
-        if (strcmp(r->node, node) || strncmp(device_id, r->prefix, pl) || device_id[pl] != '-') continue;
-        char *end = NULL;
-        long d = strtol(device_id + pl + 1, &end, 10);
-        if (end && !*end && end != device_id + pl + 1 && d >= 0 && d < r->count && r->holder[d])
-            out = fk_strdup(r->holder[d]);
+        if (strcmp(r->node, node) != 0) continue;
+        for (int d = 0; d < r->count && !out; d++) {
+            char id[200];
+            fk_device_id(r, d, id, sizeof id);
+            if (!strcmp(id, device_id) && r->holder[d]) out = fk_strdup(r->holder[d]);
+        }
     }
     pthread_mutex_unlock(&k->mu);
     return out;
