@@ -2093,7 +2093,7 @@ else:
         for f_ in sorted(os.listdir(made)):
             with open(os.path.join(made, f_)) as fh:
                 seen[f_] = json.load(fh)
-        want_files = {"reservation-pod.json"} | {"share-%s-%s.json" % (k, s) for k in (R_, B_)
+        want_files = {"reservation-pod.json", "reservation-mps-pod.json"} | {"share-%s-%s.json" % (k, s) for k in (R_, B_)
                                                   for s in ("submitted", "admitted")}
         check("build/tessera-tests deployed_pods_for_admission runs tessera as deploy/ does through two soft shares' "
               "life and writes the pods it made", run_.returncode == 0 and want_files <= set(seen),
