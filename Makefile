@@ -38,6 +38,8 @@ BENCH_SRC  := $(wildcard tests/bench/*.c)
 AGENT_LIB_SRC := $(filter-out agent/main.c,$(wildcard agent/*.c))
 # reserve/: tessera-reserve, the node-side program of a reservation pod; device.c is pure and unit-tested.
 RESERVE_LIB_SRC := reserve/device.c
+# mps.c: --mps, the GPU's MPS control daemon (a child process; tests run it against the fake daemon).
+RESERVE_LIB_SRC += reserve/mps.c
 # tests/support/fake_nvml.c is not part of the tests' binary: it is the fake libnvidia-ml.so.1 (below).
 SUPPORT_SRC := $(filter-out tests/support/fake_nvml.c,$(wildcard tests/support/*.c))
 # tests/support/fake_mps_control.c is a program of its own: the fake nvidia-cuda-mps-control (below).

@@ -25,7 +25,8 @@
  *   client mode -> "COMMAND <text>\n"; daemon -> the command's output lines, then close.
  *
  * Test knobs (daemon environment): FAKE_MPS_MAX_CLIENTS=N (the per-server cap, default 48);
- * FAKE_MPS_FAIL_START=TEXT (log TEXT to control.log and exit 1 without listening: a daemon that cannot start).
+ * FAKE_MPS_FAIL_START=TEXT (log TEXT to control.log and exit 1 without listening: a daemon that cannot start);
+ * FAKE_MPS_START_DELAY_MS=N (wait N ms before listening: a daemon slow to start).
  * A daemon that dies later: the test kills the pid in nvidia-cuda-mps-control.pid.
  */
 #include <errno.h>
@@ -479,6 +480,11 @@ static bool daemon_setup(void) {
         clog_("%s", fail);
         fprintf(stderr, "nvidia-cuda-mps-control: %s\n", fail);
         return false;
+    }
+    long delay;
+    if (parse_long(getenv("FAKE_MPS_START_DELAY_MS"), &delay) && delay > 0) {
+        struct timespec ts = {delay / 1000, (delay % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
     }
     mkdir_p(D.pipe_dir);
     int other = connect_control(D.sock);
