@@ -33,7 +33,7 @@ struct reserve_mps {
 
 void reserve_mps_config_defaults(reserve_mps_config *cfg) {
     cfg->root = RESERVE_MPS_ROOT;
-    cfg->shm_dir = RESERVE_MPS_SHM;
+    cfg->shm_dir = NULL;
     cfg->program = RESERVE_MPS_PROGRAM;
     cfg->timeout_ms = RESERVE_MPS_TIMEOUT_MS;
 }
@@ -287,18 +287,10 @@ static int prepare_dirs(const reserve_mps_config *cfg, reserve_mps *m, char *why
         return -1;
     }
     if (make_dir(m->pipe_dir, 01777, why, whylen) != 0 || make_dir(m->log_dir, 01777, why, whylen) != 0) return -1;
-    struct stat st;
-    if (stat(cfg->shm_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        snprintf(why, whylen, "the shared-memory directory %s is missing: the reservation pod mounts the host's "
-                 RESERVE_MPS_ROOT "/shm there", cfg->shm_dir);
-        return -1;
-    }
-    if ((st.st_mode & 07777) != 01777 && chmod(cfg->shm_dir, 01777) != 0) {
-        snprintf(why, whylen, "cannot make %s mode 1777 (MPS clients of every uid write there): %s", cfg->shm_dir,
-                 strerror(errno));
-        return -1;
-    }
-    return 0;
+    char shm[PATH_MAX];
+    if (cfg->shm_dir) snprintf(shm, sizeof shm, "%s", cfg->shm_dir);
+    else snprintf(shm, sizeof shm, "%s/shm", cfg->root);
+    return make_dir(shm, 01777, why, whylen); /* MPS clients of every uid write there */
 }
 
 /* What to tell when execvp found no program. */

@@ -7,9 +7,10 @@
  *   1. makes <root>/<UUID>/pipe and <root>/<UUID>/log, mode 01777 (sticky, like /tmp: an MPS server runs as its
  *      client's uid and writes its pipes and server.log there, and a share may run as any uid), after removing the
  *      pipe directory a previous run left and keeping that run's log as <root>/<UUID>/log.previous; if a daemon still
- *      answers in that pipe directory it refuses instead (it never stops a daemon it did not start). The shm
- *      directory (/dev/shm) gets mode 01777 too: hostPath DirectoryOrCreate makes it 0755 root, which a share of
- *      another uid cannot write.
+ *      answers in that pipe directory it refuses instead (it never stops a daemon it did not start). The
+ *      shared-memory directory <root>/shm (the pods' /dev/shm: the same host directory) is made mode 01777 too:
+ *      hostPath DirectoryOrCreate makes it 0755 root, which a share of another uid cannot write. It is named
+ *      through <root>, not /dev/shm, so that one argument (--mps-root) carries every path tessera-reserve uses.
  *   2. starts `nvidia-cuda-mps-control -f` as its child, found on PATH (the NVIDIA container runtime mounts it into
  *      a container whose NVIDIA_DRIVER_CAPABILITIES include compute), with CUDA_VISIBLE_DEVICES=<UUID>,
  *      CUDA_MPS_PIPE_DIRECTORY and CUDA_MPS_LOG_DIRECTORY set to those directories, SIGTERM as its parent-death
@@ -36,7 +37,6 @@
 #include <sys/types.h>
 
 #define RESERVE_MPS_ROOT    "/run/tessera/mps"
-#define RESERVE_MPS_SHM     "/dev/shm"
 #define RESERVE_MPS_PROGRAM "nvidia-cuda-mps-control"
 #define RESERVE_MPS_TIMEOUT_MS 30000
 
@@ -46,7 +46,7 @@
 
 typedef struct reserve_mps_config {
     const char *root;    /* RESERVE_MPS_ROOT: <root>/<UUID>/pipe and /log */
-    const char *shm_dir; /* RESERVE_MPS_SHM: made mode 01777 */
+    const char *shm_dir; /* NULL: <root>/shm; made mode 01777 */
     const char *program; /* RESERVE_MPS_PROGRAM: a name searched on PATH, or a path */
     int timeout_ms;      /* how long the daemon may take to answer */
 } reserve_mps_config;

@@ -31,8 +31,8 @@
 #define MPS_NS   "tessera-node"
 #define MPS_POD  "tessera-rsv-n1-g0-1"
 
-/* A temporary tree: pipe/ and log/ for a daemon the test starts itself, shm/ (mode 0755, as hostPath makes it) and
- * mps/ as tessera-reserve's --mps-root. */
+/* A temporary tree: pipe/ and log/ for a daemon the test starts itself, mps/ as tessera-reserve's --mps-root, and
+ * mps/shm (mode 0755, as hostPath DirectoryOrCreate makes it) when a test makes it. */
 typedef struct mtree {
     char root[256], pipe[300], log[300], shm[300], mps[300];
     char rpipe[400], rlog[400]; /* mps/<UUID>/pipe and /log: tessera-reserve's */
@@ -43,11 +43,10 @@ static void mtree_new(mtree *t) {
     if (!mkdtemp(t->root)) abort();
     snprintf(t->pipe, sizeof t->pipe, "%s/pipe", t->root);
     snprintf(t->log, sizeof t->log, "%s/log", t->root);
-    snprintf(t->shm, sizeof t->shm, "%s/shm", t->root);
+    snprintf(t->shm, sizeof t->shm, "%s/mps/shm", t->root);
     snprintf(t->mps, sizeof t->mps, "%s/mps", t->root);
     snprintf(t->rpipe, sizeof t->rpipe, "%s/" MPS_UUID "/pipe", t->mps);
     snprintf(t->rlog, sizeof t->rlog, "%s/" MPS_UUID "/log", t->mps);
-    mkdir(t->shm, 0755);
 }
 
 static void mtree_free(mtree *t) {
@@ -68,7 +67,7 @@ static void put_file(const char *path, const char *text) {
 }
 
 static long read_pid_file(const char *pipe_dir) {
-    char path[500];
+    char path[1024];
     snprintf(path, sizeof path, "%s/nvidia-cuda-mps-control.pid", pipe_dir);
     char *s = slurp(path);
     long pid = strtol(s, NULL, 10);
@@ -425,8 +424,8 @@ static bool rsv_start(rsv *r, const mtree *t, const char *path_env, const char *
     snprintf(r->err, sizeof r->err, "%s/rsv.err", t->root);
     if (path_env) snprintf(path, sizeof path, "PATH=%s", path_env);
     else snprintf(path, sizeof path, "PATH=%s:/usr/bin:/bin", fake);
-    const char *argv[24] = {bin, "--kube-api", url, "--mps", "--mps-root", t->mps, "--mps-shm", t->shm};
-    int n = 8;
+    const char *argv[24] = {bin, "--kube-api", url, "--mps", "--mps-root", t->mps};
+    int n = 6;
     for (int i = 0; extra_args && extra_args[i] && n < 23; i++) argv[n++] = extra_args[i];
     const char *envp[16] = {"NVIDIA_VISIBLE_DEVICES=" MPS_UUID, "POD_NAME=" MPS_POD, "POD_NAMESPACE=" MPS_NS, path};
     int e = 4;
@@ -469,6 +468,8 @@ static char *wait_annotation(rsv *r, const char *key, int ms) {
 TEST(reserve_mps_publishes_once_the_daemon_answers_and_quits_on_sigterm) {
     mtree t;
     mtree_new(&t);
+    mkdir(t.mps, 0755);
+    mkdir(t.shm, 0755);
     rsv r;
     const char *env[] = {"FAKE_MPS_START_DELAY_MS=500", NULL};
     CHECK_MSG(rsv_start(&r, &t, NULL, env, NULL), "tessera-reserve or the fake daemon is not built (run make)");
@@ -761,4 +762,115 @@ TEST(reserve_mps_tail_joins_the_last_lines) {
     CHECK(strlen(small) < sizeof small && !strncmp(small, "three", 5));
     CHECK_STR(none, "");
     CHECK_STR(one, "only");
+}
+
+/* ---- in a reservation pod, run by the fake kubelet's exec mode ------------------------------------------------- */
+
+#include "tests/support/fake_kubelet.h"
+
+static void nap_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static cJSON *pod_of(fake_api *f, const char *ns, const char *name) {
+    char *s = fake_api_get(f, "pods", ns, name);
+    cJSON *o = s ? cJSON_Parse(s) : NULL;
+    free(s);
+    return o;
+}
+
+static const char *str_at(const cJSON *o, const char *a, const char *b) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, a), b);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* The reservation pod of an MPS GPU as the round 4 contract describes it (namespace tessera-node, hostPath
+ * /run/tessera/mps at the same path and /run/tessera/mps/shm as /dev/shm, --mps) runs the real tessera-reserve,
+ * which starts the fake daemon the NVIDIA runtime stand-in puts on PATH; a share pod of uid 1000 with the
+ * ConfigMap's CUDA_MPS_PIPE_DIRECTORY reaches it; deleting the reservation quits the daemon. */
+TEST(reserve_mps_in_a_reservation_pod_under_the_fake_kubelet) {
+    char bin[600], fake[600], url[128], errbuf[256];
+    CHECK_MSG(reserve_path(bin, sizeof bin) && fake_mps_path(fake, sizeof fake),
+              "tessera-reserve or the fake daemon is not built (run make)");
+    *strrchr(fake, '/') = 0; /* .../fake-cuda/bin */
+    *strrchr(fake, '/') = 0; /* .../fake-cuda */
+    mtree t;
+    mtree_new(&t);
+    char host[400];
+    snprintf(host, sizeof host, "%s/host", t.root);
+    fake_api *f = fake_api_start(0, errbuf, sizeof errbuf);
+    CHECK_MSG(f, "fake API: %s", errbuf);
+    fake_api_url(f, url, sizeof url);
+    fake_kubelet *k = fake_kubelet_start(f);
+    fake_kubelet_add_node(k, "n1", "nvidia.com/gpu", 1, "GPU-n1");
+    fake_kubelet_set_exec(k, "n1", &(fake_kubelet_exec){.node_root = t.root, .host_root = host,
+                                                        .fake_cuda_dir = fake, .cuda_devices = "GPU-n1-0:81920"});
+    const char *api_args[] = {"--kube-api", url, NULL};
+    fake_kubelet_add_program(k, "/usr/local/bin/tessera-reserve", bin, api_args);
+    fake_api_put(f, "pods",
+        "{\"metadata\":{\"name\":\"" MPS_POD "\",\"namespace\":\"" MPS_NS "\","
+        "\"labels\":{\"tessera.io/reservation\":\"true\"},\"annotations\":{\"tessera.io/reservation-mps\":\"true\"}},"
+        "\"spec\":{\"nodeName\":\"n1\",\"restartPolicy\":\"Always\",\"terminationGracePeriodSeconds\":5,"
+        "\"volumes\":[{\"name\":\"mps\",\"hostPath\":{\"path\":\"/run/tessera/mps\",\"type\":\"DirectoryOrCreate\"}},"
+        "{\"name\":\"mps-shm\",\"hostPath\":{\"path\":\"/run/tessera/mps/shm\",\"type\":\"DirectoryOrCreate\"}}],"
+        "\"containers\":[{\"name\":\"reserve\",\"image\":\"tessera:dev\","
+        "\"command\":[\"/usr/local/bin/tessera-reserve\",\"--mps\",\"--mps-root\",\"/run/tessera/mps\"],"
+        "\"env\":[{\"name\":\"POD_NAME\",\"valueFrom\":{\"fieldRef\":{\"fieldPath\":\"metadata.name\"}}},"
+        "{\"name\":\"POD_NAMESPACE\",\"valueFrom\":{\"fieldRef\":{\"fieldPath\":\"metadata.namespace\"}}}],"
+        "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}},\"securityContext\":{\"runAsUser\":0},"
+        "\"volumeMounts\":[{\"name\":\"mps\",\"mountPath\":\"/run/tessera/mps\"},"
+        "{\"name\":\"mps-shm\",\"mountPath\":\"/dev/shm\"}]}]}}");
+    char *uuid = NULL;
+    for (int i = 0; i < 1000 && !uuid; i++) {
+        uuid = pod_annotation(f, MPS_NS, MPS_POD, "tessera.io/gpu-uuid");
+        if (!uuid) nap_ms(10);
+    }
+    char *pipe_ann = pod_annotation(f, MPS_NS, MPS_POD, RESERVE_ANN_MPS_PIPE);
+    char pipe_dir[600], log_dir[600], shm[600];
+    snprintf(pipe_dir, sizeof pipe_dir, "%s/run/tessera/mps/GPU-n1-0/pipe", host);
+    snprintf(log_dir, sizeof log_dir, "%s/run/tessera/mps/GPU-n1-0/log", host);
+    snprintf(shm, sizeof shm, "%s/run/tessera/mps/shm", host);
+    unsigned shm_mode = mode_of(shm);
+    long dpid = read_pid_file(pipe_dir);
+
+    /* a share of uid 1000: the ConfigMap's variables, the webhook's hostPath mounts */
+    fake_api_put(f, "pods",
+        "{\"metadata\":{\"name\":\"share\",\"namespace\":\"default\"},\"spec\":{\"nodeName\":\"n1\","
+        "\"restartPolicy\":\"Never\",\"securityContext\":{\"runAsUser\":1000},"
+        "\"volumes\":[{\"name\":\"mps\",\"hostPath\":{\"path\":\"/run/tessera/mps\"}}],"
+        "\"containers\":[{\"name\":\"app\",\"command\":[\"/bin/sh\",\"-c\","
+        "\"echo get_default_active_thread_percentage | nvidia-cuda-mps-control; echo uid=$FAKE_CUDA_UID\"],"
+        "\"env\":[{\"name\":\"NVIDIA_VISIBLE_DEVICES\",\"value\":\"GPU-n1-0\"},"
+        "{\"name\":\"CUDA_MPS_PIPE_DIRECTORY\",\"value\":\"/run/tessera/mps/GPU-n1-0/pipe\"},"
+        "{\"name\":\"CUDA_MPS_LOG_DIRECTORY\",\"value\":\"/run/tessera/mps/GPU-n1-0/log\"}],"
+        "\"volumeMounts\":[{\"name\":\"mps\",\"mountPath\":\"/run/tessera/mps\"}]}]}}");
+    char *share_out = NULL;
+    for (int i = 0; i < 500; i++) {
+        cJSON *o = pod_of(f, "default", "share");
+        const char *ph = str_at(o, "status", "phase"), *uid = str_at(o, "metadata", "uid");
+        bool done = ph && !strcmp(ph, "Succeeded");
+        if (done) share_out = fake_kubelet_log(k, uid, "app", 1);
+        cJSON_Delete(o);
+        if (done) break;
+        nap_ms(10);
+    }
+
+    fake_api_delete(f, "pods", MPS_NS, MPS_POD);
+    bool quit = dpid > 0 && pid_gone(dpid, 5000);
+    char *clog = read_in(log_dir, "control.log");
+    fake_kubelet_stop(k);
+    fake_api_free(f);
+    mtree_free(&t);
+    CHECK_STR(uuid, "GPU-n1-0");
+    free(uuid);
+    CHECK_STR(pipe_ann, pipe_dir); /* the host's path: what the stand-in gave the process */
+    free(pipe_ann);
+    CHECK_INT(shm_mode, 01777);
+    CHECK(dpid > 0);
+    CHECK_STR(share_out, "100.0\nuid=1000\n");
+    free(share_out);
+    CHECK(quit);
+    CHECK_CONTAINS(clog, "] Cmd:quit\n"); /* tessera-reserve's SIGTERM path, not a kill */
+    free(clog);
 }
