@@ -502,7 +502,8 @@ pid_t fk_rt_start(const fk_rt_node *n, const fk_rt_prog *progs, size_t nprogs, c
             dup2(o, 1);
             dup2(e, 2);
             dup3(ep[1], 3, O_CLOEXEC);
-            close_range(4, ~0U, 0); /* never hold the tests' sockets and pipes */
+            if (close_range(4, ~0U, 0) != 0) /* never hold the tests' sockets and pipes (ENOSYS before Linux 5.9) */
+                for (int fd = 4; fd < 4096; fd++) close(fd);
             struct sigaction dfl = {.sa_handler = SIG_DFL};
             for (int s = 1; s < 32; s++)
                 if (s != SIGKILL && s != SIGSTOP) sigaction(s, &dfl, NULL);
