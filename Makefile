@@ -38,8 +38,12 @@ BENCH_SRC  := $(wildcard tests/bench/*.c)
 AGENT_LIB_SRC := $(filter-out agent/main.c,$(wildcard agent/*.c))
 # reserve/: tessera-reserve, the node-side program of a reservation pod; device.c is pure and unit-tested.
 RESERVE_LIB_SRC := reserve/device.c
+# mps.c: --mps, the GPU's MPS control daemon (a child process; tests run it against the fake daemon).
+RESERVE_LIB_SRC += reserve/mps.c
 # tests/support/fake_nvml.c is not part of the tests' binary: it is the fake libnvidia-ml.so.1 (below).
 SUPPORT_SRC := $(filter-out tests/support/fake_nvml.c,$(wildcard tests/support/*.c))
+# tests/support/fake_mps_control.c is a program of its own: the fake nvidia-cuda-mps-control (below).
+SUPPORT_SRC := $(filter-out tests/support/fake_mps_control.c,$(SUPPORT_SRC))
 # tests/fuzz/fuzz_targets.c: the fuzz target bodies, replayed over their corpora by the unit tests.
 TEST_SRC   := $(wildcard tests/unit/*.c) $(SUPPORT_SRC) $(RESERVE_LIB_SRC) $(AGENT_LIB_SRC) \
               tests/fuzz/fuzz_targets.c
@@ -147,6 +151,16 @@ $(FAKE_NVML): tests/support/fake_nvml.c $(BUILD)/.deps
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(CSTD) $(WARN) -O2 -g -fPIC -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $<
 
+# The fake NVIDIA MPS control daemon: tests put $(BUILD)/fake-cuda/bin on PATH, where tessera-reserve --mps finds it
+# as it finds the real one the NVIDIA container runtime mounts. Built with the build's own flags (sanitizers
+# included): it is a program, not a library loaded into another.
+FAKE_MPS := $(BUILD)/fake-cuda/bin/nvidia-cuda-mps-control
+all: $(FAKE_MPS)
+$(FAKE_MPS): $(BUILD)/tests/support/fake_mps_control.o
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) -o $@ $<
+
 # libyaml: the tests read deploy/'s manifests themselves (tests/support/yaml_json.c), to start tessera as
 # deploy/ runs it. libnghttp2: the fake kubelet Pod Resources gRPC server (tests/support/fake_podresources.c).
 # Only the tests and benches link them; the programs do not.
@@ -196,12 +210,14 @@ bench: $(BENCH_BIN)
 # the manifest checks run tessera-sim's sweep Job; the node agent's tests run tessera-node-agent on the fake NVML.
 test: $(TEST_BIN) $(EXT_BIN) $(RESERVE_BIN) $(AGENT_BIN) $(FAKE_NVML) $(SIM_BIN)
 	@sh scripts/run-tests.sh $(TEST_BIN)
+test: $(FAKE_MPS)
 
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g" \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	    build-asan/tessera-tests build-asan/tessera-extender build-asan/tessera-reserve \
-	    build-asan/tessera-node-agent build-asan/fake-nvml/libnvidia-ml.so.1
+	    build-asan/tessera-node-agent build-asan/fake-nvml/libnvidia-ml.so.1 \
+	    build-asan/fake-cuda/bin/nvidia-cuda-mps-control
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 sh scripts/run-tests.sh build-asan/tessera-tests
 
 # Fuzzing (tests/fuzz/README.md): libFuzzer binaries built with clang, ASan and UBSan into
