@@ -47,6 +47,10 @@ SHIM_TESTED_SRC := shim/ledger.c shim/track.c
 SUPPORT_NOT_LINKED := tests/support/fake_nvml.c tests/support/fake_cuda.c tests/support/cuda_probe.c \
                       tests/support/preload_wrap.c
 SUPPORT_SRC := $(filter-out $(SUPPORT_NOT_LINKED),$(wildcard tests/support/*.c))
+# mps.c: --mps, the GPU's MPS control daemon (a child process; tests run it against the fake daemon).
+RESERVE_LIB_SRC += reserve/mps.c
+# tests/support/fake_mps_control.c is a program of its own: the fake nvidia-cuda-mps-control (below).
+SUPPORT_SRC := $(filter-out tests/support/fake_mps_control.c,$(SUPPORT_SRC))
 # tests/fuzz/fuzz_targets.c: the fuzz target bodies, replayed over their corpora by the unit tests.
 TEST_SRC   := $(wildcard tests/unit/*.c) $(SUPPORT_SRC) $(RESERVE_LIB_SRC) $(AGENT_LIB_SRC) $(SHIM_TESTED_SRC) \
               tests/fuzz/fuzz_targets.c
@@ -194,6 +198,16 @@ $(PRELOAD_WRAP): tests/support/preload_wrap.c $(BUILD)/.deps
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(CSTD) $(WARN) -O2 -g -fPIC -shared -o $@ $< -ldl
 
+# The fake NVIDIA MPS control daemon: tests put $(BUILD)/fake-cuda/bin on PATH, where tessera-reserve --mps finds it
+# as it finds the real one the NVIDIA container runtime mounts. Built with the build's own flags (sanitizers
+# included): it is a program, not a library loaded into another.
+FAKE_MPS := $(BUILD)/fake-cuda/bin/nvidia-cuda-mps-control
+all: $(FAKE_MPS)
+$(FAKE_MPS): $(BUILD)/tests/support/fake_mps_control.o
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) -o $@ $<
+
 # libyaml: the tests read deploy/'s manifests themselves (tests/support/yaml_json.c), to start tessera as
 # deploy/ runs it. libnghttp2: the fake kubelet Pod Resources gRPC server (tests/support/fake_podresources.c).
 # Only the tests and benches link them; the programs do not.
@@ -243,6 +257,7 @@ bench: $(BENCH_BIN)
 # the manifest checks run tessera-sim's sweep Job; the node agent's tests run tessera-node-agent on the fake NVML.
 test: $(TEST_BIN) $(EXT_BIN) $(RESERVE_BIN) $(AGENT_BIN) $(FAKE_NVML) $(SIM_BIN) $(SHIM_LIB) $(FAKE_CUDA_ALL)
 	@sh scripts/run-tests.sh $(TEST_BIN)
+test: $(FAKE_MPS)
 
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g" \
@@ -250,7 +265,8 @@ asan:
 	    build-asan/tessera-tests build-asan/tessera-extender build-asan/tessera-reserve \
 	    build-asan/tessera-node-agent build-asan/fake-nvml/libnvidia-ml.so.1 build-asan/libtessera-cuda.so \
 	    build-asan/fake-cuda/libcuda.so.1 build-asan/fake-cuda/tessera-cuda-probe \
-	    build-asan/fake-cuda/tessera-cuda-probe-linked build-asan/fake-cuda/libwrap-uname.so
+	    build-asan/fake-cuda/tessera-cuda-probe-linked build-asan/fake-cuda/libwrap-uname.so \
+	    build-asan/fake-cuda/bin/nvidia-cuda-mps-control
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 sh scripts/run-tests.sh build-asan/tessera-tests
 
 # Fuzzing (tests/fuzz/README.md): libFuzzer binaries built with clang, ASan and UBSan into

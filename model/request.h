@@ -98,10 +98,11 @@ typedef struct model_request {
                               * MODEL_UID_UNKNOWN when some container's is not set or they differ.
                               * Known for every MPS share (an MPS server serves one uid at a time) */
     int32_t priority;        /* spec.priority */
-    bool no_mps;             /* a fraction whose delivery cannot hand it an MPS replica (tessera's
-                              * reservations: an MPS client needs the device plugin's daemon mounts):
-                              * fit never maps it onto MPS. Set by model_request_for_reservation_delivery,
-                              * not by the pod. */
+    bool no_mps;             /* a fraction whose delivery cannot hand it a device-plugin MPS replica
+                              * (tessera's reservations: such a client needs the plugin's daemon mounts):
+                              * fit never maps it onto one. tessera's own MPS shares (compute_sharing)
+                              * are not replicas and stay allowed. Set by
+                              * model_request_for_reservation_delivery, not by the pod. */
     bool via_dra;            /* asked through a ResourceClaim (model/dra.h): only GPUs DRA publishes qualify,
                               * and whole GPUs are whole devices. Set by model_dra_request, not by pods. */
     int32_t dra_min_memory_mib;  /* via_dra: a device's memory capacity must be at least this (CEL selector) */
@@ -129,7 +130,8 @@ bool model_request_same(const model_request *a, const model_request *b);
 /* A soft share delivered by a reservation (tessera-extender's --soft-share-delivery=reservation,
  * its default in a cluster; tessera-sim's default too): the reservation pod asks the device
  * plugin for a whole GPU, a MIG instance or a time-slice replica, never an MPS client, so a
- * fraction must not map onto an MPS replica (sets no_mps). Other kinds are unchanged. */
+ * fraction must not map onto a device-plugin MPS replica (sets no_mps; an MPS share,
+ * compute_sharing, runs under the reservation's own daemon instead). Other kinds are unchanged. */
 void model_request_for_reservation_delivery(model_request *r);
 
 /* Human-readable one-line summary, e.g. "1 x fraction (8192 MiB, 30 percent SMs)": never a '%' sign, as no
