@@ -194,6 +194,15 @@ static char *share_pod(const char *name, const char *anns, const char *psc, cons
     return out;
 }
 
+/* share_pod's pod created through the webhook: its uid into uid. */
+static bool create_share(iso *t, const char *name, const char *anns, const char *psc, const char *const *ctrs, int n,
+                         char *uid, size_t len) {
+    char *p = share_pod(name, anns, psc, ctrs, n);
+    bool ok = create(t, p, uid, len);
+    free(p);
+    return ok;
+}
+
 /* Deliver 5 and 1: a share over its limit gets CUDA's out-of-memory error while its neighbour on the same GPU
  * allocates, across two processes of one pod (two containers), and cuMemGetInfo shows the share. Pod "a" (a
  * quarter of an 80 GB GPU: 20480 MiB) allocates 12288 MiB in one container and holds it; its second container
@@ -211,11 +220,8 @@ TEST(deployed_share_over_its_limit_gets_oom_while_its_neighbour_allocates) {
     const char *a_ctrs[] = {"first", "[\"/usr/local/bin/tessera-cuda-probe\",\"alloc\",\"12288\",\"meminfo\",\"hold\",\"120\"]",
                             "second", second};
     const char *b_ctrs[] = {"app", "[\"/usr/local/bin/tessera-cuda-probe\",\"alloc\",\"32768\",\"meminfo\",\"hold\",\"120\"]"};
-    char *pa = share_pod("a", "\"tessera.io/gpu-fraction\":\"0.25\"", "", a_ctrs, 2);
-    char *pb = share_pod("b", "\"tessera.io/gpu-fraction\":\"0.5\"", "", b_ctrs, 1);
-    bool made = up && create(&t, pa, uid_a, sizeof uid_a) && create(&t, pb, uid_b, sizeof uid_b);
-    free(pa);
-    free(pb);
+    bool made = up && create_share(&t, "a", "\"tessera.io/gpu-fraction\":\"0.25\"", "", a_ctrs, 2, uid_a, sizeof uid_a) &&
+                create_share(&t, "b", "\"tessera.io/gpu-fraction\":\"0.5\"", "", b_ctrs, 1, uid_b, sizeof uid_b);
     int64_t t0 = now_ms();
     bool first_ok = made && wait_out(&t, uid_a, "first", "alloc 12288 ok", 60000);
     int64_t t_first = now_ms() - t0;
@@ -352,11 +358,8 @@ TEST(deployed_mps_share_is_capped_by_its_gpus_daemon) {
     const char *c1[] = {"app", "[\"/usr/local/bin/tessera-cuda-probe\",\"sm-count\",\"alloc\",\"16384\",\"meminfo\",\"hold\",\"120\"]",
                         "raw", raw};
     const char *c2[] = {"app", "[\"/usr/local/bin/tessera-cuda-probe\",\"sm-count\",\"alloc\",\"8192\"]"};
-    char *p1 = share_pod("m1", MPS_ANNS, "{\"runAsUser\":1000}", c1, 2);
-    char *p2 = share_pod("m2", MPS_ANNS, "{\"runAsUser\":2000}", c2, 1);
-    bool made = up && create(&t, p1, uid1, sizeof uid1) && create(&t, p2, uid2, sizeof uid2);
-    free(p1);
-    free(p2);
+    bool made = up && create_share(&t, "m1", MPS_ANNS, "{\"runAsUser\":1000}", c1, 2, uid1, sizeof uid1) &&
+                create_share(&t, "m2", MPS_ANNS, "{\"runAsUser\":2000}", c2, 1, uid2, sizeof uid2);
     int64_t t0 = now_ms();
     bool app_ok = made && wait_out(&t, uid1, "app", "meminfo", 60000);
     int64_t t_app = now_ms() - t0;
@@ -436,9 +439,7 @@ TEST(deployed_mps_daemon_that_cannot_start_leaves_the_gpu_free) {
     bool up = iso_start(&t, true);
     char uid[128] = "";
     const char *c1[] = {"app", "[\"/usr/local/bin/tessera-cuda-probe\",\"sm-count\"]"};
-    char *p1 = share_pod("m1", MPS_ANNS, "{\"runAsUser\":1000}", c1, 1);
-    bool made = up && create(&t, p1, uid, sizeof uid);
-    free(p1);
+    bool made = up && create_share(&t, "m1", MPS_ANNS, "{\"runAsUser\":1000}", c1, 1, uid, sizeof uid);
     char refused[2048] = "", unavailable[2048] = "";
     int64_t t0 = now_ms(), t_given = 0;
     for (; made && now_ms() - t0 < 90000 && !t_given; nap(100))
