@@ -141,6 +141,13 @@ static char *out_of(iso *t, const char *uid, const char *ctr, int stream) {
     return s ? s : strdup("");
 }
 
+/* The same into buf (cut to len): the tests compare it after everything is stopped and freed. */
+static void out_into(iso *t, const char *uid, const char *ctr, int stream, char *buf, size_t len) {
+    char *s = out_of(t, uid, ctr, stream);
+    snprintf(buf, len, "%s", s);
+    free(s);
+}
+
 /* Wait until the container's stdout holds needle (ms at most). */
 static bool wait_out(iso *t, const char *uid, const char *ctr, const char *needle, int ms) {
     for (int64_t t0 = now_ms(); now_ms() - t0 < ms; nap(50)) {
@@ -229,8 +236,11 @@ TEST(deployed_share_over_its_limit_gets_oom_while_its_neighbour_allocates) {
     FILE *f = first_ok ? fopen(go, "w") : NULL;
     if (f) fclose(f);
     bool second_done = f && wait_out(&t, uid_a, "second", "meminfo", 30000);
-    char *a1 = out_of(&t, uid_a, "first", 1), *a2 = out_of(&t, uid_a, "second", 1), *a2e = out_of(&t, uid_a, "second", 2);
-    char *b1 = out_of(&t, uid_b, "app", 1);
+    char a1[2048], a2[2048], a2e[2048], b1[2048];
+    out_into(&t, uid_a, "first", 1, a1, sizeof a1);
+    out_into(&t, uid_a, "second", 1, a2, sizeof a2);
+    out_into(&t, uid_a, "second", 2, a2e, sizeof a2e);
+    out_into(&t, uid_b, "app", 1, b1, sizeof b1);
     int ga = gpu_of(&t, "a"), gb = gpu_of(&t, "b");
     char ua[128], ub[128], enf[256];
     cm_value(&t, "a", EXT_DLV_ENV_UUID, ua, sizeof ua);
@@ -284,9 +294,10 @@ TEST(deployed_share_limits_follow_the_charged_size) {
     }
     bool done[3] = {false, false, false};
     for (int i = 0; made && i < 3; i++) done[i] = wait_out(&t, uid[i], "app", "alloc 1 ", 60000);
-    char *out[3], mem[3][32];
+    char out[3][2048], mem[3][32];
     for (int i = 0; i < 3; i++) {
-        out[i] = made ? out_of(&t, uid[i], "app", 1) : strdup("");
+        out[i][0] = 0;
+        if (made) out_into(&t, uid[i], "app", 1, out[i], sizeof out[i]);
         cm_value(&t, shares[i].name, EXT_DLV_ENV_MEMORY, mem[i], sizeof mem[i]);
     }
     iso_stop(&t);
@@ -305,7 +316,6 @@ TEST(deployed_share_limits_follow_the_charged_size) {
         CHECK_CONTAINS(out[i], want);                       /* NVML, as nvidia-smi and pynvml read it */
         snprintf(want, sizeof want, "alloc %d ok\nalloc 1 error 2", shares[i].mib);
         CHECK_CONTAINS(out[i], want);
-        free(out[i]);
     }
 }
 
@@ -365,8 +375,11 @@ TEST(deployed_mps_share_is_capped_by_its_gpus_daemon) {
     int64_t t_app = now_ms() - t0;
     bool raw_done = app_ok && wait_out(&t, uid1, "raw", "alloc 8192", 30000);
     bool m2_done = made && wait_out(&t, uid2, "app", "alloc 8192", 30000);
-    char *a = out_of(&t, uid1, "app", 1), *r = out_of(&t, uid1, "raw", 1), *re = out_of(&t, uid1, "raw", 2);
-    char *b = out_of(&t, uid2, "app", 1);
+    char a[2048], r[2048], re[2048], b[2048];
+    out_into(&t, uid1, "app", 1, a, sizeof a);
+    out_into(&t, uid1, "raw", 1, r, sizeof r);
+    out_into(&t, uid1, "raw", 2, re, sizeof re);
+    out_into(&t, uid2, "app", 1, b, sizeof b);
     int g1 = gpu_of(&t, "m1"), g2 = gpu_of(&t, "m2");
     char u1[128], u2[128], thr[16], pin[32], enf[256], pipe[256];
     cm_value(&t, "m1", EXT_DLV_ENV_UUID, u1, sizeof u1);
@@ -423,10 +436,6 @@ TEST(deployed_mps_share_is_capped_by_its_gpus_daemon) {
               g1, u1, g2, u2);
     printf("    MPS: m1 (uid 1000) ran as its daemon's client %lld ms after creation, on GPU %d; m2 (uid 2000) on GPU %d\n",
            (long long)t_app, g1, g2);
-    free(a);
-    free(r);
-    free(re);
-    free(b);
 }
 
 /* Deliver 3 (MPS): the daemon of a reservation cannot start (nvidia-cuda-mps-control exits: the GPU is in another
@@ -461,7 +470,8 @@ TEST(deployed_mps_daemon_that_cannot_start_leaves_the_gpu_free) {
         }
         if (live == 0 && held == 0) break;
     }
-    char *a = out_of(&t, uid, "app", 1);
+    char a[2048];
+    out_into(&t, uid, "app", 1, a, sizeof a);
     iso_stop(&t);
     CHECK_MSG(up, "%s", t.c.err);
     CHECK_MSG(made, "%s", t.c.err);
@@ -473,7 +483,6 @@ TEST(deployed_mps_daemon_that_cannot_start_leaves_the_gpu_free) {
     CHECK_INT(live, 0);
     CHECK_INT(held, 0);
     CHECK_STR(a, "");                                       /* never ran: not without its daemon */
-    free(a);
     printf("    a daemon that cannot start: moved %d time(s), given up %lld ms after creation; no reservation or "
            "device left\n", nrefused, (long long)(t_given - t0));
 }
