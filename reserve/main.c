@@ -7,6 +7,7 @@
 #include "extender/mirror/kube.h"
 #include "extender/log.h"
 #include "reserve/device.h"
+#include "reserve/install.h"
 #include "reserve/mps.h"
 
 #include <errno.h>
@@ -48,6 +49,10 @@ ANN_ERROR " with the reason) and waits for SIGTERM. tessera-extender creates the
 "  --devices-dir DIR           volume-mounts device list (default " RESERVE_DEVICES_DIR ")\n"
 "  --proc-root DIR             NVIDIA driver proc tree (default " RESERVE_PROC_ROOT ")\n"
 "  --dev-root DIR              device nodes (default " RESERVE_DEV_ROOT ")\n"
+"  --install-shim DIR          install libtessera-cuda.so for a soft share into DIR (the pod's emptyDir:\n"
+"                              DIR/lib/, DIR/ld.so.preload, DIR/state/) and exit: the init container\n"
+"                              tessera-cuda-shim runs this (reserve/install.h)\n"
+"  --shim-source FILE          the library to install (default " RESERVE_SHIM_SOURCE ")\n"
 "\n"
 "MPS (a reservation of a GPU whose shares ask tessera.io/compute-sharing: mps):\n"
 "  --mps                       run the GPU's MPS control daemon (" RESERVE_MPS_PROGRAM " -f, found on\n"
@@ -67,9 +72,10 @@ ANN_ERROR " with the reason) and waits for SIGTERM. tessera-extender creates the
 "  --mps-timeout SECONDS       how long the daemon may take to answer (default 30)\n"
 "  --help                      this text\n"
 "\n"
-"Environment: POD_NAME, POD_NAMESPACE (downward API; required unless --once or --no-annotate),\n"
+"Environment: POD_NAME, POD_NAMESPACE (downward API; required unless --once, --no-annotate or --install-shim),\n"
 "NVIDIA_VISIBLE_DEVICES (set by the device plugin), PATH (--mps).\n"
-"Exit status: 0 after SIGTERM/SIGINT (or --once with a device), 1 --once without a device, 2 bad flags,\n"
+"Exit status: 0 after SIGTERM/SIGINT (or --once with a device, or --install-shim done), 1 --once without a\n"
+"device or a failed --install-shim, 2 bad flags,\n"
 "POD_NAME/POD_NAMESPACE missing or no API configuration.\n";
 
 /* {"metadata":{"annotations":{"<set>": value, "<other>": null}}}: null removes a stale key a previous
@@ -168,7 +174,7 @@ int main(int argc, char **argv) {
     sigprocmask(SIG_BLOCK, &blocked, NULL);
 
     enum { O_HELP = 1, O_ONCE, O_ANN, O_NOANN, O_API, O_TOKEN, O_CA, O_INSECURE, O_DEVS, O_PROC, O_DEV, O_MPS,
-           O_MPS_ROOT, O_MPS_SHM, O_MPS_TIMEOUT };
+           O_MPS_ROOT, O_MPS_SHM, O_MPS_TIMEOUT, O_INSTALL, O_SHIMSRC };
     static const struct option opts[] = {
         {"help", no_argument, 0, O_HELP}, {"once", no_argument, 0, O_ONCE},
         {"annotate", no_argument, 0, O_ANN}, {"no-annotate", no_argument, 0, O_NOANN},
@@ -177,7 +183,8 @@ int main(int argc, char **argv) {
         {"devices-dir", required_argument, 0, O_DEVS}, {"proc-root", required_argument, 0, O_PROC},
         {"dev-root", required_argument, 0, O_DEV}, {"mps", no_argument, 0, O_MPS},
         {"mps-root", required_argument, 0, O_MPS_ROOT}, {"mps-shm", required_argument, 0, O_MPS_SHM},
-        {"mps-timeout", required_argument, 0, O_MPS_TIMEOUT}, {0, 0, 0, 0}};
+        {"mps-timeout", required_argument, 0, O_MPS_TIMEOUT}, {"install-shim", required_argument, 0, O_INSTALL},
+        {"shim-source", required_argument, 0, O_SHIMSRC}, {0, 0, 0, 0}};
     ext_kube_config kc;
     ext_kube_config_defaults(&kc);
     reserve_env env;
@@ -187,6 +194,7 @@ int main(int argc, char **argv) {
     bool once = false, annotate = true, api_given = false, mps_mode = false;
     char *end = NULL;
     long secs;
+    const char *install_dir = NULL, *shim_source = RESERVE_SHIM_SOURCE;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -212,6 +220,8 @@ int main(int argc, char **argv) {
             }
             mcfg.timeout_ms = (int)secs * 1000;
             break;
+        case O_INSTALL: install_dir = optarg; break;
+        case O_SHIMSRC: shim_source = optarg; break;
         default: fputs(usage, stderr); return 2;
         }
     }
@@ -225,6 +235,14 @@ int main(int argc, char **argv) {
     }
 
     char uuids[4096], why[2048];
+    if (install_dir) {
+        if (reserve_install_shim(install_dir, shim_source, why, sizeof why) < 0) {
+            fprintf(stderr, "tessera-reserve --install-shim: %s\n", why);
+            return 1;
+        }
+        printf("installed %s into %s\n", shim_source, install_dir);
+        return 0;
+    }
     int method = reserve_find_devices(&env, uuids, sizeof uuids, why, sizeof why);
     if (once) {
         if (method < 0) {
