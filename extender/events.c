@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "extender/health.h"
-#include "extender/log.h"
+#include "kube/log.h"
 #include "extender/mirror/state.h"   /* ext_now_ms */
 #include "extender/text.h"
 
@@ -29,7 +29,7 @@ typedef struct ev_item {
 } ev_item;
 
 struct ext_events {
-    ext_kube *kube;
+    kube_client *kube;
     ext_events_config cfg;
     pthread_mutex_t mu;
     pthread_cond_t cv;         /* signalled on push and on stop */
@@ -63,7 +63,7 @@ void ext_events_get_stats(ext_events_stats *out) {
  * endpoint costs one log line per hundred binds, not one per bind. */
 static void count_and_log(_Atomic uint64_t *ctr, const char *what, const ev_item *it, const char *why) {
     uint64_t n = atomic_fetch_add(ctr, 1) + 1;
-    ext_log(n == 1 || n % EXT_EVENTS_LOG_EVERY == 0 ? EXT_LOG_WARN : EXT_LOG_DEBUG,
+    kube_log(n == 1 || n % EXT_EVENTS_LOG_EVERY == 0 ? KUBE_LOG_WARN : KUBE_LOG_DEBUG,
             "event=k8s-event-%s total=%llu pod=%s/%s reason=%s why=\"%s\"", what, (unsigned long long)n,
             it ? it->ns : "", it ? it->name : "", it ? it->reason : "", why);
 }
@@ -193,8 +193,8 @@ static void post(ext_events *e, const ev_item *it, int timeout_ms, bool may_retr
     }
     int code = 0;
     for (int attempt = 0; attempt < 2; attempt++) {
-        code = ext_kube_request(e->kube, "POST", path, body, timeout_ms, NULL, err, sizeof err);
-        bool transient = code == EXT_KUBE_UNREACHABLE || code == 429 || code >= 500;
+        code = kube_request(e->kube, "POST", path, body, timeout_ms, NULL, err, sizeof err);
+        bool transient = code == KUBE_UNREACHABLE || code == 429 || code >= 500;
         if ((code >= 200 && code <= 299) || !transient || !may_retry) break;
     }
     free(body);
@@ -245,7 +245,7 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-ext_events *ext_events_start(ext_kube *k, const ext_events_config *cfg, char *err, size_t errlen) {
+ext_events *ext_events_start(kube_client *k, const ext_events_config *cfg, char *err, size_t errlen) {
     ext_events_config d;
     if (!cfg) {
         ext_events_config_defaults(&d);

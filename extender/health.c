@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "extender/mirror/kube.h"
-#include "extender/log.h"
+#include "kube/client.h"
+#include "kube/log.h"
 
 typedef struct dep_entry {
     ext_dep_status s;
@@ -61,8 +61,8 @@ static int fail_after(ext_dep d) {
 }
 
 ext_dep_reason ext_health_reason_of(int code) {
-    if (code == EXT_KUBE_TIMEOUT) return EXT_REASON_TIMEOUT;
-    if (code == EXT_KUBE_NO_REQUEST) return EXT_REASON_FILE;   /* in practice: the token file */
+    if (code == KUBE_TIMEOUT) return EXT_REASON_TIMEOUT;
+    if (code == KUBE_NO_REQUEST) return EXT_REASON_FILE;   /* in practice: the token file */
     if (code <= 0) return EXT_REASON_UNREACHABLE;
     if (code == 401) return EXT_REASON_UNAUTHORIZED;
     if (code == 403) return EXT_REASON_FORBIDDEN;
@@ -90,9 +90,9 @@ void ext_health_api_msg(char *out, size_t len, int code, const char *verb, const
     } else if (code == 401) {
         snprintf(out, len, "unauthorized: the API server did not accept tessera's service account token "
                  "(cannot %s %s): check --token-file or the pod's service account (%s)", verb, what, api_msg);
-    } else if (code == EXT_KUBE_NO_REQUEST) {
+    } else if (code == KUBE_NO_REQUEST) {
         snprintf(out, len, "cannot %s %s: %s", verb, what, api_msg);
-    } else if (code == EXT_KUBE_TIMEOUT) {
+    } else if (code == KUBE_TIMEOUT) {
         snprintf(out, len, "cannot %s %s: the API server did not answer in time (%s)", verb, what, api_msg);
     } else if (code <= 0) {
         snprintf(out, len, "cannot %s %s: API server unreachable: %s", verb, what, api_msg);
@@ -116,7 +116,7 @@ void ext_health_ok(ext_dep d) {
     dep_entry *e = &g_dep[d];
     e->s.registered = true;
     if (e->s.failing)
-        ext_log(EXT_LOG_INFO, "event=dependency-recovered dependency=%s after_s=%lld failures=%d", ext_dep_name(d),
+        kube_log(KUBE_LOG_INFO, "event=dependency-recovered dependency=%s after_s=%lld failures=%d", ext_dep_name(d),
                 (long long)((mono_ms() - e->s.since_ms) / 1000), e->s.consecutive);
     e->s.failing = false;
     e->s.consecutive = 0;
@@ -127,7 +127,7 @@ void ext_health_ok(ext_dep d) {
 static void idle_locked(ext_dep d, const char *why) {
     dep_entry *e = &g_dep[d];
     if (e->s.failing)
-        ext_log(EXT_LOG_INFO, "event=dependency-idle dependency=%s why=\"%s; its failure is no longer known\" "
+        kube_log(KUBE_LOG_INFO, "event=dependency-idle dependency=%s why=\"%s; its failure is no longer known\" "
                 "failures=%d", ext_dep_name(d), why, e->s.consecutive);
     e->s.failing = false;
     e->s.consecutive = 0;
@@ -175,17 +175,17 @@ void ext_health_fail(ext_dep d, int code, ext_dep_reason reason, const char *msg
         e->s.failing = true;
         e->last_log_ms = now;
         e->unlogged = 0;
-        ext_log(EXT_LOG_WARN, "event=dependency-failing dependency=%s reason=%s code=%d blocks_ready=%s err=\"%s\"",
+        kube_log(KUBE_LOG_WARN, "event=dependency-failing dependency=%s reason=%s code=%d blocks_ready=%s err=\"%s\"",
                 name, rname, code, ext_dep_blocks_ready(d) ? "yes" : "no", msg);
     } else if (e->s.failing && (changed || now - e->last_log_ms >= EXT_HEALTH_RELOG_MS)) {
-        ext_log(EXT_LOG_WARN, "event=dependency-still-failing dependency=%s reason=%s code=%d failures=%llu for_s=%lld "
+        kube_log(KUBE_LOG_WARN, "event=dependency-still-failing dependency=%s reason=%s code=%d failures=%llu for_s=%lld "
                 "err=\"%s\"", name, rname, code, (unsigned long long)e->unlogged + 1,
                 (long long)((now - e->s.since_ms) / 1000), msg);
         e->last_log_ms = now;
         e->unlogged = 0;
     } else {
         e->unlogged++;
-        ext_log(EXT_LOG_DEBUG, "event=dependency-error dependency=%s reason=%s code=%d err=\"%s\"", name, rname, code, msg);
+        kube_log(KUBE_LOG_DEBUG, "event=dependency-error dependency=%s reason=%s code=%d err=\"%s\"", name, rname, code, msg);
     }
     pthread_mutex_unlock(&g_mu);
 }

@@ -72,8 +72,8 @@ const char *ext_dep_name(ext_dep d);               /* "api-nodes", "lease", ... 
 const char *ext_dep_reason_name(ext_dep_reason r); /* "not_found", "forbidden", ... (the metric label) */
 bool ext_dep_blocks_ready(ext_dep d);
 
-/* The reason for ext_kube_request's / ext_kube_bind's status (EXT_KUBE_UNREACHABLE, EXT_KUBE_TIMEOUT,
- * EXT_KUBE_NO_REQUEST, or an HTTP status outside 2xx). */
+/* The reason for kube_request's / kube_bind's status (KUBE_UNREACHABLE, KUBE_TIMEOUT,
+ * KUBE_NO_REQUEST, or an HTTP status outside 2xx). */
 ext_dep_reason ext_health_reason_of(int code);
 
 /* A message for a failed API call that says what was being done and, for 401/403, what the token or
@@ -90,7 +90,7 @@ void ext_health_api_msg(char *out, size_t len, int code, const char *verb, const
 void ext_health_register(ext_dep d);
 /* An attempt worked: clears a failure (logged at info if it was failing). Registers d. */
 void ext_health_ok(ext_dep d);
-/* An attempt failed: code is the HTTP status or EXT_KUBE_* (0 when there is none), msg says what
+/* An attempt failed: code is the HTTP status or KUBE_* (0 when there is none), msg says what
  * failed in words an operator can act on (ext_health_api_msg). Registers d. */
 void ext_health_fail(ext_dep d, int code, ext_dep_reason reason, const char *msg);
 

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "extender/health.h"
-#include "extender/log.h"
+#include "kube/log.h"
 
 /* Client-certificate verification calls GnuTLS directly (libmicrohttpd only asks the
  * client for a certificate); built when the Makefile links gnutls and defines this. */
@@ -162,7 +162,7 @@ static enum MHD_Result serve_get(ext_http *h, struct MHD_Connection *c, route r)
         return send_error(c, 503, msg, NULL);
     }
     case R_METRICS: {
-        ext_kube_stats ks, *ksp = NULL;
+        kube_stats ks, *ksp = NULL;
         if (h->cfg.kube_stats) {
             memset(&ks, 0, sizeof ks);
             h->cfg.kube_stats(h->cfg.kube_user, &ks);
@@ -201,7 +201,7 @@ static bool client_trusted(ext_http *h, struct MHD_Connection *c) {
 static void observe(ext_http *h, ext_verb vb, req_ctx *rc, const ext_reply *rep) {
     ext_metrics_observe(&h->metrics, vb, elapsed_ns(&rc->t0), rep->status);
     if (rep->status != 200)
-        ext_log(EXT_LOG_INFO, "http=%s status=%d body=%.300s", ext_verb_name(vb), rep->status, rep->body ? rep->body : "");
+        kube_log(KUBE_LOG_INFO, "http=%s status=%d body=%.300s", ext_verb_name(vb), rep->status, rep->body ? rep->body : "");
 }
 
 static void run_bind(req_ctx *rc) {
@@ -242,7 +242,7 @@ static enum MHD_Result serve_bind(ext_http *h, struct MHD_Connection *c, req_ctx
     int err = pthread_create(&t, &attr, bind_thread, rc);
     pthread_attr_destroy(&attr);
     if (err != 0) {   /* no thread to be had: bind here (this polling thread waits), then answer */
-        ext_log(EXT_LOG_WARN, "http=bind why=\"cannot start a bind thread (errno %d); binding inline\"", err);
+        kube_log(KUBE_LOG_WARN, "http=bind why=\"cannot start a bind thread (errno %d); binding inline\"", err);
         bind_thread(rc);
     }
     return MHD_YES;
@@ -269,7 +269,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             return MHD_YES;
         }
         if (!client_trusted(h, c)) {
-            ext_log(EXT_LOG_WARN, "http=refused why=\"no trusted client certificate\"");
+            kube_log(KUBE_LOG_WARN, "http=refused why=\"no trusted client certificate\"");
             return send_error(c, 403, "a client certificate signed by the --tls-client-ca CA is required", NULL);
         }
         /* A declared length over the limit is refused before a byte of it is read. */
@@ -365,9 +365,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (rc->r == R_WEBHOOK) {
         ext_webhook_mutate(h->cfg.webhook, body, rc->len, &rep);
         if (rep.status != 200)
-            ext_log(EXT_LOG_INFO, "http=webhook status=%d body=%.300s", rep.status, rep.body ? rep.body : "");
+            kube_log(KUBE_LOG_INFO, "http=webhook status=%d body=%.300s", rep.status, rep.body ? rep.body : "");
         else if (rep.body && strstr(rep.body, "\"allowed\":false"))
-            ext_log(EXT_LOG_INFO, "http=webhook refused=%.400s", rep.body);
+            kube_log(KUBE_LOG_INFO, "http=webhook refused=%.400s", rep.body);
         return send_reply(c, &rep, NULL);
     }
     if (rc->r == R_BIND) return serve_bind(h, c, rc);
@@ -385,7 +385,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     req_ctx *rc = *con_cls;
     if (!rc) return;
     if (toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED)
-        ext_log(EXT_LOG_WARN, "http=timeout route=%d received=%zu", (int)rc->r, rc->len);
+        kube_log(KUBE_LOG_WARN, "http=timeout route=%d received=%zu", (int)rc->r, rc->len);
     body_give(rc->h, rc->cap);
     free(rc->buf);
     ext_reply_free(&rc->rep);
@@ -423,7 +423,7 @@ static rlim_t raise_nofile(void) {
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
     char buf[512];
     vsnprintf(buf, sizeof buf, fmt, ap);
-    ext_log(EXT_LOG_WARN, "http-server=\"%s\"", buf);
+    kube_log(KUBE_LOG_WARN, "http-server=\"%s\"", buf);
 }
 
 static char *slurp(const char *path, char *err, size_t errlen) {

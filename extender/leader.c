@@ -1,5 +1,5 @@
 /* leader.c -- the Lease-based leader election of leader.h: one thread that reads and writes the Lease through
- * ext_kube_request, and lock-protected answers for the verbs. Timings follow client-go's leaderelection
+ * kube_request, and lock-protected answers for the verbs. Timings follow client-go's leaderelection
  * package (tryAcquireOrRenew, observedTime, ReleaseOnCancel); see leader.h for the rules.
  */
 #include "extender/leader.h"
@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "extender/health.h"
-#include "extender/log.h"
+#include "kube/log.h"
 #include "model/json.h"
 
 /* where deploy/rbac.yaml grants the Lease verbs */
@@ -23,7 +23,7 @@
 
 struct ext_leader {
     ext_leader_config cfg;
-    ext_kube *k;
+    kube_client *k;
     char host[64];             /* gethostname(): kube-scheduler's identity starts with it, also in a pod whose host
                                   name is not its name (hostNetwork, spec.hostname) */
     char path[256];            /* /apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME */
@@ -137,8 +137,8 @@ static void lease_ok(ext_leader *l) {
 
 static void count_error(ext_leader *l, int code) {
     ext_lease_error e = code == 409                 ? EXT_LEASE_ERR_CONFLICT
-                      : code == EXT_KUBE_TIMEOUT    ? EXT_LEASE_ERR_TIMEOUT
-                      : code == EXT_KUBE_UNREACHABLE || code == EXT_KUBE_NO_REQUEST ? EXT_LEASE_ERR_UNREACHABLE
+                      : code == KUBE_TIMEOUT    ? EXT_LEASE_ERR_TIMEOUT
+                      : code == KUBE_UNREACHABLE || code == KUBE_NO_REQUEST ? EXT_LEASE_ERR_UNREACHABLE
                       : code >= 500                 ? EXT_LEASE_ERR_SERVER
                       : code == 401 || code == 403  ? EXT_LEASE_ERR_DENIED
                                                     : EXT_LEASE_ERR_OTHER;
@@ -164,7 +164,7 @@ static void random_suffix(char *buf, size_t len) {
 void ext_leader_config_defaults(ext_leader_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     const char *pod = getenv("POD_NAME");
-    ext_kube_own_namespace(cfg->ns, sizeof cfg->ns, "tessera");
+    kube_own_namespace(cfg->ns, sizeof cfg->ns, "tessera");
     snprintf(cfg->name, sizeof cfg->name, "tessera-extender");
     char host[128] = "", sfx[20];
     if (pod && *pod) snprintf(host, sizeof host, "%s", pod);
@@ -334,7 +334,7 @@ static void observe(ext_leader *l, const lease_rec *r, int64_t now) {
 static void step_down(ext_leader *l, const char *why) {
     if (!l->leading) return;
     l->leading = false;
-    ext_log(strcmp(why, "released") ? EXT_LOG_WARN : EXT_LOG_INFO,
+    kube_log(strcmp(why, "released") ? KUBE_LOG_WARN : KUBE_LOG_INFO,
             "event=leader-stepped-down lease=%s/%s identity=%s why=\"%s\"", l->cfg.ns, l->cfg.name,
             l->cfg.identity, why);
 }
@@ -353,9 +353,9 @@ static void won(ext_leader *l, const char *body, const char *prior_rv, int64_t t
     if (from_other) {
         /* the previous holder's bindings must be in our cache before we bind: relist pods */
         l->need_relist = true;
-        l->relist_ticket = ext_kube_relist(l->k, EXT_KUBE_POD);
+        l->relist_ticket = kube_relist(l->k, KUBE_POD);
     }
-    ext_log(EXT_LOG_INFO, "event=leader-acquired lease=%s/%s identity=%s relist=%s", l->cfg.ns, l->cfg.name,
+    kube_log(KUBE_LOG_INFO, "event=leader-acquired lease=%s/%s identity=%s relist=%s", l->cfg.ns, l->cfg.name,
             l->cfg.identity, from_other ? "yes" : "no");
 }
 
@@ -375,7 +375,7 @@ static void try_acquire_or_renew(ext_leader *l) {
 
     if (leading) { /* fast path: renew the record we wrote; a 409 means it changed under us */
         body = lease_body(l, rv, l->cfg.identity, secs, acquire, now, trans);
-        int code = body ? ext_kube_request(l->k, "PUT", l->path, body, req_timeout(l), &resp, err, sizeof err) : -1;
+        int code = body ? kube_request(l->k, "PUT", l->path, body, req_timeout(l), &resp, err, sizeof err) : -1;
         free(body);
         if (code == 200) {
             lease_ok(l);
@@ -393,14 +393,14 @@ static void try_acquire_or_renew(ext_leader *l) {
             return;
         }
     }
-    int code = ext_kube_request(l->k, "GET", l->path, NULL, req_timeout(l), &resp, err, sizeof err);
+    int code = kube_request(l->k, "GET", l->path, NULL, req_timeout(l), &resp, err, sizeof err);
     if (code == 404) {
         free(resp);
         resp = NULL;
         char create[300];
         snprintf(create, sizeof create, "/apis/coordination.k8s.io/v1/namespaces/%s/leases", l->cfg.ns);
         body = lease_body(l, "", l->cfg.identity, secs, now, now, 0);
-        code = body ? ext_kube_request(l->k, "POST", create, body, req_timeout(l), &resp, err, sizeof err) : -1;
+        code = body ? kube_request(l->k, "POST", create, body, req_timeout(l), &resp, err, sizeof err) : -1;
         free(body);
         pthread_mutex_lock(&l->mu);
         if (code == 201 || code == 200) won(l, resp, "", t0);
@@ -441,7 +441,7 @@ static void try_acquire_or_renew(ext_leader *l) {
     pthread_mutex_unlock(&l->mu);
     if (note) {
         body = lease_body_noted(l, r.rv, r.holder, r.secs, r.acquire, r.renew, r.transitions, wanted);
-        code = body ? ext_kube_request(l->k, "PUT", l->path, body, req_timeout(l), &resp, err, sizeof err) : -1;
+        code = body ? kube_request(l->k, "PUT", l->path, body, req_timeout(l), &resp, err, sizeof err) : -1;
         free(body);
         free(resp);
         resp = NULL;
@@ -450,7 +450,7 @@ static void try_acquire_or_renew(ext_leader *l) {
     if (!mine && valid) return; /* someone else leads */
     body = lease_body(l, r.rv, l->cfg.identity, secs, mine && r.acquire[0] ? r.acquire : now, now,
                       mine ? r.transitions : r.transitions + 1);
-    code = body ? ext_kube_request(l->k, "PUT", l->path, body, req_timeout(l), &resp, err, sizeof err) : -1;
+    code = body ? kube_request(l->k, "PUT", l->path, body, req_timeout(l), &resp, err, sizeof err) : -1;
     free(body);
     pthread_mutex_lock(&l->mu);
     if (code == 200) won(l, resp, r.rv, t0);
@@ -480,7 +480,7 @@ static void release(ext_leader *l) {
     char now[40], err[256], *resp = NULL;
     micro_time(now, sizeof now);
     char *body = lease_body(l, rv, "", 1, now, now, trans);
-    int code = body ? ext_kube_request(l->k, "PUT", l->path, body, req_timeout(l), &resp, err, sizeof err) : -1;
+    int code = body ? kube_request(l->k, "PUT", l->path, body, req_timeout(l), &resp, err, sizeof err) : -1;
     free(body);
     pthread_mutex_lock(&l->mu);
     if (code == 200) {
@@ -489,13 +489,13 @@ static void release(ext_leader *l) {
             observe(l, &r, mono_ms());
             snprintf(l->written_rv, sizeof l->written_rv, "%s", r.rv);
         }
-        ext_log(EXT_LOG_INFO, "event=leader-released lease=%s/%s identity=%s", l->cfg.ns, l->cfg.name, l->cfg.identity);
+        kube_log(KUBE_LOG_INFO, "event=leader-released lease=%s/%s identity=%s", l->cfg.ns, l->cfg.name, l->cfg.identity);
     }
     if (code == 409) l->holder[0] = 0; /* someone else wrote it since: it is not ours to release any more */
     pthread_mutex_unlock(&l->mu);
     if (code != 200) {
         count_error(l, code);
-        ext_log(EXT_LOG_WARN, "event=lease-release-failed lease=%s/%s code=%d err=\"%s\"", l->cfg.ns, l->cfg.name,
+        kube_log(KUBE_LOG_WARN, "event=lease-release-failed lease=%s/%s code=%d err=\"%s\"", l->cfg.ns, l->cfg.name,
                 code, err);
     }
     free(resp);
@@ -509,7 +509,7 @@ static void poll_scheduler(ext_leader *l) {
     char err[256], *resp = NULL;
     /* a short timeout: a slow answer here must not eat into the time the holder has to renew its own Lease */
     int timeout = l->cfg.retry_ms / 2 > 100 ? l->cfg.retry_ms / 2 : 100;
-    int code = ext_kube_request(l->k, "GET", l->sched_path, NULL, timeout, &resp, err, sizeof err);
+    int code = kube_request(l->k, "GET", l->sched_path, NULL, timeout, &resp, err, sizeof err);
     lease_rec r;
     bool parsed = code == 200 && parse_lease(resp, &r) == 0;
     free(resp);
@@ -523,7 +523,7 @@ static void poll_scheduler(ext_leader *l) {
         l->sched_state = KS_UNKNOWN;
         if (now - l->sched_warned_at >= 60000 || before != KS_UNKNOWN) {
             l->sched_warned_at = now;
-            ext_log(EXT_LOG_WARN, "event=scheduler-lease-unreadable lease=%s code=%d err=\"%s\" effect=\"campaigning for "
+            kube_log(KUBE_LOG_WARN, "event=scheduler-lease-unreadable lease=%s code=%d err=\"%s\" effect=\"campaigning for "
                     "%s/%s regardless, so background work goes on; the replica whose kube-scheduler is active takes "
                     "the Lease only when its binds are refused: give tessera get on that Lease (deploy/rbac.yaml)\"",
                     l->sched_path, code, code == 200 ? "not a Lease" : err, l->cfg.ns, l->cfg.name);
@@ -540,7 +540,7 @@ static void poll_scheduler(ext_leader *l) {
         l->sched_state = !valid ? KS_NO_HOLDER : mine ? KS_MINE : KS_OTHER;
     }
     if (l->sched_state != before)
-        ext_log(EXT_LOG_INFO, "event=scheduler-lease lease=%s state=%s holder=%s", l->sched_path,
+        kube_log(KUBE_LOG_INFO, "event=scheduler-lease lease=%s state=%s holder=%s", l->sched_path,
                 sched_state_name(l->sched_state), l->sched_holder[0] ? l->sched_holder : "-");
     /* our kube-scheduler lost its Lease to another: calls it made before no longer count (rule (c)); a replica
      * that never saw its own kube-scheduler lead counts every call */
@@ -550,7 +550,7 @@ static void poll_scheduler(ext_leader *l) {
     /* kube-scheduler renews its Lease every few seconds: none for long means --scheduler-lease names another one */
     if (l->sched_none_since && now - l->sched_none_since >= 4LL * l->cfg.lease_ms && now - l->sched_warned_at >= 600000) {
         l->sched_warned_at = now;
-        ext_log(EXT_LOG_WARN, "event=scheduler-lease-missing lease=%s for_s=%lld effect=\"no kube-scheduler is seen "
+        kube_log(KUBE_LOG_WARN, "event=scheduler-lease-missing lease=%s for_s=%lld effect=\"no kube-scheduler is seen "
                 "leading; every replica campaigns, and the one whose kube-scheduler is active takes the Lease only when "
                 "its binds are refused\" hint=\"--scheduler-lease must name kube-scheduler's leaderElection "
                 "resourceNamespace/resourceName; \\\"\\\" if it runs without leader election\"", l->sched_path,
@@ -563,7 +563,7 @@ static void poll_scheduler(ext_leader *l) {
  * renewal rather than leaseDuration after we started to look. */
 static void observe_only(ext_leader *l) {
     char err[256], *resp = NULL;
-    int code = ext_kube_request(l->k, "GET", l->path, NULL, req_timeout(l), &resp, err, sizeof err);
+    int code = kube_request(l->k, "GET", l->path, NULL, req_timeout(l), &resp, err, sizeof err);
     lease_rec r;
     if (code == 200 && parse_lease(resp, &r) == 0) {
         pthread_mutex_lock(&l->mu);
@@ -655,7 +655,7 @@ static void *leader_thread(void *arg) {
 
 /* ---- public API -------------------------------------------------------------------------------------- */
 
-ext_leader *ext_leader_new(const ext_leader_config *cfg, ext_kube *k, char *err, size_t errlen) {
+ext_leader *ext_leader_new(const ext_leader_config *cfg, kube_client *k, char *err, size_t errlen) {
     if (!cfg || !k) { snprintf(err, errlen, "leader election: no configuration or API client"); return NULL; }
     if (ext_leader_config_check(cfg, err, errlen) != 0) return NULL;
     ext_leader *l = calloc(1, sizeof *l);
@@ -683,7 +683,7 @@ int ext_leader_start(ext_leader *l, char *err, size_t errlen) {
     int rc = pthread_create(&l->thr, NULL, leader_thread, l);
     if (rc != 0) { snprintf(err, errlen, "cannot start the leader election thread: %s", strerror(rc)); return -1; }
     l->started = true;
-    ext_log(EXT_LOG_INFO, "event=leader-election lease=%s/%s identity=%s lease_ms=%d renew_ms=%d retry_ms=%d "
+    kube_log(KUBE_LOG_INFO, "event=leader-election lease=%s/%s identity=%s lease_ms=%d renew_ms=%d retry_ms=%d "
             "follows=%s scheduler_identity=%s_*", l->cfg.ns, l->cfg.name, l->cfg.identity, l->cfg.lease_ms,
             l->cfg.renew_ms, l->cfg.retry_ms, l->sched_path[0] ? l->sched_path : "-(campaigns always)", l->cfg.pod_host);
     return 0;
@@ -747,7 +747,7 @@ bool ext_leader_may_bind(ext_leader *l, int wait_ms, char *why, size_t whylen) {
         } else if (l->cfg.bind_budget_ms && mono_ms() + l->cfg.bind_budget_ms >= l->renewed_at + l->cfg.lease_ms) {
             snprintf(why, whylen, "the tessera leader last renewed its Lease too long ago to finish a bind before "
                      "the Lease could pass on (API server slow?); kube-scheduler will retry");
-        } else if (l->need_relist && !ext_kube_relisted(l->k, EXT_KUBE_POD, l->relist_ticket)) {
+        } else if (l->need_relist && !kube_relisted(l->k, KUBE_POD, l->relist_ticket)) {
             snprintf(why, whylen, "tessera became the leader and is re-reading pods from the API server before it "
                      "binds; kube-scheduler will retry");
         } else {
@@ -765,7 +765,7 @@ bool ext_leader_may_bind(ext_leader *l, int wait_ms, char *why, size_t whylen) {
 /* Lock held. */
 static bool may_act_locked(ext_leader *l) {
     return !l->stopping && !l->releasing && valid_locked(l) &&
-           (!l->need_relist || ext_kube_relisted(l->k, EXT_KUBE_POD, l->relist_ticket));
+           (!l->need_relist || kube_relisted(l->k, KUBE_POD, l->relist_ticket));
 }
 
 bool ext_leader_may_act(ext_leader *l) {

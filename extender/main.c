@@ -15,9 +15,9 @@
 #include "extender/events.h"
 #include "extender/health.h"
 #include "extender/http.h"
-#include "extender/mirror/kube.h"
+#include "kube/client.h"
 #include "extender/leader.h"
-#include "extender/log.h"
+#include "kube/log.h"
 #include "extender/delivery/reservation.h"
 #include "extender/mirror/state.h"
 #include "extender/verbs.h"
@@ -206,20 +206,20 @@ static char *slurp(const char *path, size_t *len) {
     return buf;
 }
 
-static int kube_bind(void *user, const char *ns, const char *name, const char *uid, const char *node,
+static int bind_via_kube(void *user, const char *ns, const char *name, const char *uid, const char *node,
                      const cJSON *annotations, char *err, size_t errlen) {
-    int code = ext_kube_bind(user, ns, name, uid, node, annotations, err, errlen);
+    int code = kube_bind(user, ns, name, uid, node, annotations, err, errlen);
     if (code == 200 || code == 201) return 0;
     if (code > 0 && !err[0]) snprintf(err, errlen, "API server answered %d", code);
     return -1;
 }
 
-static void kube_stats(void *user, ext_kube_stats *out) { ext_kube_get_stats(user, out); }
+static void kube_stats_of(void *user, kube_stats *out) { kube_get_stats(user, out); }
 
 /* The pod watch feeds both the cache and the reservation controller, in that order: the controller
  * reads the node models the cache has just updated. */
 typedef struct watch_users { ext_state *st; ext_rsv *rsv; } watch_users;
-static void on_watch_event(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj) {
+static void on_watch_event(void *user, kube_kind kind, kube_event ev, const cJSON *obj) {
     watch_users *w = user;
     ext_state_on_event(w->st, kind, ev, obj);
     if (w->rsv) ext_rsv_on_event(w->rsv, kind, ev, obj);
@@ -308,8 +308,8 @@ int main(int argc, char **argv) {
     memset(&hc, 0, sizeof hc);
     snprintf(hc.listen, sizeof hc.listen, "127.0.0.1:8888");
     snprintf(hc.prefix, sizeof hc.prefix, "/tessera");
-    ext_kube_config kc;
-    ext_kube_config_defaults(&kc);
+    kube_config kc;
+    kube_config_defaults(&kc);
     kc.dra = true;   /* Dynamic Resource Allocation: watched unless --dra=off (a cluster without it answers 404) */
     const char *policy_arg = "binpack", *cluster = NULL, *workload_file = NULL, *metrics_listen = NULL;
     bool online_workload = false;
@@ -363,9 +363,9 @@ int main(int argc, char **argv) {
             if (parse_seconds(optarg, &hc.conn_timeout_s) < 0) { fprintf(stderr, "--conn-timeout: seconds, 1..86400\n"); return 2; }
             break;
         case O_LOG: {
-            int l = ext_log_parse_level(optarg);
+            int l = kube_log_parse_level(optarg);
             if (l < 0) { fprintf(stderr, "--log-level: debug, info, warn, error or off\n"); return 2; }
-            ext_log_set_level((ext_log_level)l);
+            kube_log_set_level((kube_log_level)l);
             break;
         }
         case O_WORKLOAD: workload_file = optarg; break;
@@ -533,7 +533,7 @@ int main(int argc, char **argv) {
     if (!st) { fprintf(stderr, "out of memory\n"); return 1; }
     /* Everything startup makes, NULL until made: a failure below frees what exists at `fail`. */
     int exit_code = 2;   /* a bad flag or input; 1 once the problem is at run time */
-    ext_kube *kube = NULL;
+    kube_client *kube = NULL;
     ext_leader *leader = NULL;
     ext_events *events = NULL;
     ext_rsv *rsv = NULL;
@@ -560,14 +560,14 @@ int main(int argc, char **argv) {
             goto fail;
         }
         ext_state_lock(st);
-        ext_log(EXT_LOG_INFO, "event=standalone nodes=%d source=%s", ext_state_node_count(st), demo ? "demo" : cluster);
+        kube_log(KUBE_LOG_INFO, "event=standalone nodes=%d source=%s", ext_state_node_count(st), demo ? "demo" : cluster);
         ext_state_unlock(st);
     } else {
-        if (!api_given && ext_kube_config_in_cluster(&kc, err, sizeof err) < 0) {
+        if (!api_given && kube_config_in_cluster(&kc, err, sizeof err) < 0) {
             fprintf(stderr, "no in-cluster configuration (%s): give --kube-api URL, or --cluster FILE for standalone mode\n", err);
             goto fail;
         }
-        if (!(kube = ext_kube_new(&kc, err, sizeof err))) {
+        if (!(kube = kube_new(&kc, err, sizeof err))) {
             fprintf(stderr, "API client: %s\n", err);
             goto fail;
         }
@@ -592,7 +592,7 @@ int main(int argc, char **argv) {
     }
     watch_users wu = {st, rsv};
     ext_verbs verbs;
-    ext_verbs_init(&verbs, st, pol, kube ? kube_bind : NULL, kube);
+    ext_verbs_init(&verbs, st, pol, kube ? bind_via_kube : NULL, kube);
     verbs.events = events;
     verbs.rsv = rsv;
     verbs.fraction_no_mps = delivery_mode == EXT_DELIVERY_RESERVATION;
@@ -607,7 +607,7 @@ int main(int argc, char **argv) {
     hc.verbs = &verbs;
     hc.webhook = &wc;
     if (kube) {
-        hc.kube_stats = kube_stats;
+        hc.kube_stats = kube_stats_of;
         hc.kube_user = kube;
         hc.health = true;   /* /readyz: not ready while a dependency it cannot answer correctly without fails */
         static const ext_dep used[] = {EXT_DEP_API_NODES, EXT_DEP_API_PODS, EXT_DEP_BIND, EXT_DEP_LISTEN, EXT_DEP_EVENTS};
@@ -658,9 +658,9 @@ int main(int argc, char **argv) {
             fprintf(stderr, "--metrics-listen: %s\n", err);
             goto fail;
         }
-        ext_log(EXT_LOG_INFO, "event=serving-ops listen=%s port=%d", metrics_listen, ext_http_port(ops));
+        kube_log(KUBE_LOG_INFO, "event=serving-ops listen=%s port=%d", metrics_listen, ext_http_port(ops));
     }
-    ext_log(EXT_LOG_INFO, "event=serving listen=%s port=%d prefix=%s policy=%s mode=%s tls=%s", hc.listen,
+    kube_log(KUBE_LOG_INFO, "event=serving listen=%s port=%d prefix=%s policy=%s mode=%s tls=%s", hc.listen,
             ext_http_port(http), hc.prefix, policy_name(pol), standalone ? "standalone" : "cluster",
             hc.tls_cert_file ? "on" : "off");
     /* The webhook's TLS listener: from files, or from the Secret tessera keeps (restarted on renewal). */
@@ -686,15 +686,15 @@ int main(int argc, char **argv) {
             goto fail;
         }
         if (whf)
-            ext_log(EXT_LOG_INFO, "event=serving-webhook listen=%s port=%d cert=%s", webhook_listen, ext_http_port(whf),
+            kube_log(KUBE_LOG_INFO, "event=serving-webhook listen=%s port=%d cert=%s", webhook_listen, ext_http_port(whf),
                     webhook_cert);
     }
-    ext_log(EXT_LOG_INFO, "event=webhook schedulers=%d delivery=%s runtime_class=%s listen=%s", wc.nschedulers ? wc.nschedulers : 1,
+    kube_log(KUBE_LOG_INFO, "event=webhook schedulers=%d delivery=%s runtime_class=%s listen=%s", wc.nschedulers ? wc.nschedulers : 1,
             ext_delivery_mode_name(wc.delivery), wc.runtime_class[0] ? wc.runtime_class : "-",
             webhook_listen[0] ? webhook_listen : "-");
     if (standalone) print_demo_help(hc.listen, ext_http_port(http), hc.prefix, &wc);
     exit_code = 0;
-    if ((kube && ext_kube_start(kube, on_watch_event, &wu, err, sizeof err) < 0) ||
+    if ((kube && kube_start(kube, on_watch_event, &wu, err, sizeof err) < 0) ||
         (leader && ext_leader_start(leader, err, sizeof err) < 0) || (rsv && ext_rsv_start(rsv, err, sizeof err) < 0)) {
         fprintf(stderr, "API client: %s\n", err);
         /* Torn down below in the shutdown order: the webhook's certificate thread and listeners
@@ -706,7 +706,7 @@ int main(int argc, char **argv) {
         struct timespec tick = {1, 0};
         int sig = sigtimedwait(&sigs, NULL, &tick);
         if (sig == SIGTERM || sig == SIGINT) {
-            ext_log(EXT_LOG_INFO, "event=shutdown signal=%s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            kube_log(KUBE_LOG_INFO, "event=shutdown signal=%s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
             break;
         }
         ext_state_lock(st);
@@ -726,12 +726,12 @@ int main(int argc, char **argv) {
     ext_rsv_stop(rsv);   /* before the leader, the Events queue and the client it uses */
     ext_leader_free(leader);
     ext_events_stop(events);
-    ext_kube_free(kube);
+    kube_free(kube);
     ext_rsv_free(rsv);   /* after the client: its watch threads feed the controller's tables */
     ext_state_free(st);
     policy_workload_free(workload);
     policy_online_free(verbs.online);   /* after the servers: nothing prioritizes any more */
-    if (!exit_code) ext_log(EXT_LOG_INFO, "event=stopped");
+    if (!exit_code) kube_log(KUBE_LOG_INFO, "event=stopped");
     return exit_code;
 
 fail:   /* startup failed before anything ran: free what was made, newest first */
@@ -741,7 +741,7 @@ fail:   /* startup failed before anything ran: free what was made, newest first 
     ext_rsv_free(rsv);
     ext_events_stop(events);
     ext_leader_free(leader);
-    ext_kube_free(kube);
+    kube_free(kube);
     ext_state_free(st);
     return exit_code;
 }

@@ -3,8 +3,8 @@
  * tessera.io/gpu-uuid (or tessera.io/reserve-error with the reason, which tessera treats as refused),
  * then holds the device by simply staying alive until SIGTERM/SIGINT, like pause.
  */
-#include "extender/mirror/kube.h"
-#include "extender/log.h"
+#include "kube/client.h"
+#include "kube/log.h"
 #include "reserve/device.h"
 
 #include <errno.h>
@@ -84,19 +84,19 @@ static bool wait_signal(const sigset_t *set, int ms) {
 /* PATCH until it succeeds. Transient failures (no answer, 5xx, 429) back off 1 s, 2 s, ... 30 s; any
  * other refusal (403 without RBAC, 404 for a wrong POD_NAME) will not mend by itself, so it waits the cap
  * between tries and says so. Returns true if a signal asked us to stop meanwhile. */
-static bool publish(ext_kube *k, const char *ns, const char *name, const char *body, const sigset_t *set) {
+static bool publish(kube_client *k, const char *ns, const char *name, const char *body, const sigset_t *set) {
     char path[700], err[512];
     snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ns, name);
     int delay = BACKOFF_FIRST_MS;
     for (int attempt = 1;; attempt++) {
-        int st = ext_kube_request(k, "PATCH", path, body, 0, NULL, err, sizeof err);
+        int st = kube_request(k, "PATCH", path, body, 0, NULL, err, sizeof err);
         if (st >= 200 && st < 300) {
-            ext_log(EXT_LOG_INFO, "event=published pod=%s/%s status=%d attempt=%d", ns, name, st, attempt);
+            kube_log(KUBE_LOG_INFO, "event=published pod=%s/%s status=%d attempt=%d", ns, name, st, attempt);
             return false;
         }
         bool transient = st < 0 || st >= 500 || st == 429;
         int wait = transient ? delay : BACKOFF_MAX_MS;
-        ext_log(transient ? EXT_LOG_WARN : EXT_LOG_ERROR,
+        kube_log(transient ? KUBE_LOG_WARN : KUBE_LOG_ERROR,
                 "event=patch-failed pod=%s/%s status=%d attempt=%d retry_in_s=%d transient=%s err=\"%s\"", ns, name,
                 st, attempt, wait / 1000, transient ? "true" : "false", err);
         if (wait_signal(set, wait)) return true;
@@ -120,8 +120,8 @@ int main(int argc, char **argv) {
         {"ca-file", required_argument, 0, O_CA}, {"insecure-skip-tls-verify", no_argument, 0, O_INSECURE},
         {"devices-dir", required_argument, 0, O_DEVS}, {"proc-root", required_argument, 0, O_PROC},
         {"dev-root", required_argument, 0, O_DEV}, {0, 0, 0, 0}};
-    ext_kube_config kc;
-    ext_kube_config_defaults(&kc);
+    kube_config kc;
+    kube_config_defaults(&kc);
     reserve_env env;
     reserve_env_from_process(&env);
     bool once = false, annotate = true, api_given = false;
@@ -157,42 +157,42 @@ int main(int argc, char **argv) {
         printf("%s\n", uuids);
         return 0;
     }
-    if (method > 0) ext_log(EXT_LOG_INFO, "event=device method=%s uuid=%s", reserve_method_name(method), uuids);
-    else ext_log(EXT_LOG_ERROR, "event=no-device reason=\"%s\"", why);
+    if (method > 0) kube_log(KUBE_LOG_INFO, "event=device method=%s uuid=%s", reserve_method_name(method), uuids);
+    else kube_log(KUBE_LOG_ERROR, "event=no-device reason=\"%s\"", why);
 
     if (annotate) {
         const char *ns = getenv("POD_NAMESPACE"), *name = getenv("POD_NAME");
         char err[512];
         if (!ns || !*ns || !name || !*name) {
-            ext_log(EXT_LOG_ERROR, "event=config-error reason=\"POD_NAME and POD_NAMESPACE must be set (downward "
+            kube_log(KUBE_LOG_ERROR, "event=config-error reason=\"POD_NAME and POD_NAMESPACE must be set (downward "
                                    "API), or run with --no-annotate\"");
             return 2;
         }
-        if (!api_given && ext_kube_config_in_cluster(&kc, err, sizeof err) < 0) {
-            ext_log(EXT_LOG_ERROR, "event=config-error reason=\"%s; give --kube-api URL\"", err);
+        if (!api_given && kube_config_in_cluster(&kc, err, sizeof err) < 0) {
+            kube_log(KUBE_LOG_ERROR, "event=config-error reason=\"%s; give --kube-api URL\"", err);
             return 2;
         }
-        ext_kube *k = ext_kube_new(&kc, err, sizeof err);
+        kube_client *k = kube_new(&kc, err, sizeof err);
         char *body = k ? patch_body(method > 0 ? uuids : NULL, why) : NULL;
         if (!k || !body) {
-            ext_log(EXT_LOG_ERROR, "event=config-error reason=\"API client: %s\"", k ? "out of memory" : err);
-            ext_kube_free(k);
+            kube_log(KUBE_LOG_ERROR, "event=config-error reason=\"API client: %s\"", k ? "out of memory" : err);
+            kube_free(k);
             return 2;
         }
-        ext_log(EXT_LOG_INFO, "event=publishing pod=%s/%s annotation=%s api=%s", ns, name,
+        kube_log(KUBE_LOG_INFO, "event=publishing pod=%s/%s annotation=%s api=%s", ns, name,
                 method > 0 ? ANN_UUID : ANN_ERROR, kc.api_url);
         bool stopped = publish(k, ns, name, body, &stop);
         cJSON_free(body);
-        ext_kube_free(k);
+        kube_free(k);
         if (stopped) {
-            ext_log(EXT_LOG_INFO, "event=stopped before publishing");
+            kube_log(KUBE_LOG_INFO, "event=stopped before publishing");
             return 0;
         }
     }
 
-    ext_log(EXT_LOG_INFO, "event=waiting reason=\"holding the device until SIGTERM\"");
+    kube_log(KUBE_LOG_INFO, "event=waiting reason=\"holding the device until SIGTERM\"");
     int sig;
     while ((sig = sigwaitinfo(&stop, NULL)) < 0 && errno == EINTR) {}
-    ext_log(EXT_LOG_INFO, "event=exit signal=%d", sig);
+    kube_log(KUBE_LOG_INFO, "event=exit signal=%d", sig);
     return 0;
 }

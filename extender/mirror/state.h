@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 
-#include "extender/mirror/kube.h"
+#include "kube/client.h"
 #include "model/catalog.h"
 #include "model/fit.h"
 #include "model/node.h"
@@ -82,8 +82,8 @@ void ext_state_free(ext_state *st);
  * node set; marks the state ready. -1 with err on malformed input (nothing changed). */
 int ext_state_load_cluster(ext_state *st, const char *json, size_t len, char *err, size_t errlen);
 
-/* The ext_kube handler: user is the ext_state. Takes the lock itself. */
-void ext_state_on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj);
+/* The kube_client handler: user is the ext_state. Takes the lock itself. */
+void ext_state_on_event(void *user, kube_kind kind, kube_event ev, const cJSON *obj);
 
 /* The DRA object cache (dra.h); lock held. Never NULL after ext_state_new. */
 struct ext_dra *ext_state_dra(const ext_state *st);
@@ -160,6 +160,6 @@ int64_t ext_now_ms(void);
 
 /* Apply one Node or Pod object as the watch would (ADDED/MODIFIED/DELETED). Exposed for
  * tests and standalone tooling; the kube handler goes through ext_state_on_event. */
-void ext_state_apply(ext_state *st, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj);
+void ext_state_apply(ext_state *st, kube_kind kind, kube_event ev, const cJSON *obj);
 
 #endif

@@ -49,7 +49,7 @@ extern const fuzz_target fuzz_targets[];
     int LLVMFuzzerInitialize(int *argc, char ***argv);              \
     int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);    \
     int LLVMFuzzerInitialize(int *argc, char ***argv) {             \
-        ext_log_set_level(EXT_LOG_OFF);                             \
+        kube_log_set_level(KUBE_LOG_OFF);                             \
         return 0;                                                   \
     }                                                               \
     int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len) {   \

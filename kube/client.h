@@ -4,11 +4,11 @@
  * relist on 410 Gone, and reconnect with capped exponential backoff when the API server
  * errs or vanishes. Every object reaches the caller through one handler, called from
  * those threads (the caller locks its own state). A relist is announced with
- * EXT_KUBE_RELIST before its objects and EXT_KUBE_SYNCED after them, so the caller can
+ * KUBE_RELIST before its objects and KUBE_SYNCED after them, so the caller can
  * drop whatever the relist did not mention. Speaks JSON over HTTPS or HTTP via libcurl.
  */
-#ifndef EXT_KUBE_H
-#define EXT_KUBE_H
+#ifndef KUBE_CLIENT_H
+#define KUBE_CLIENT_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -19,30 +19,30 @@
  * cluster that does not serve resource.k8s.io/v1 (before Kubernetes 1.34, or DRA turned off) answers their
  * list with 404, and one whose RBAC lacks them with 403: either is logged once and handled as an empty list
  * (RELIST, SYNCED), then asked again every backoff_max_ms, quietly, in case the API or the right appears. */
-typedef enum ext_kube_kind {
-    EXT_KUBE_NODE = 0,
-    EXT_KUBE_POD = 1,
-    EXT_KUBE_RESOURCESLICE = 2,
-    EXT_KUBE_RESOURCECLAIM = 3,
-    EXT_KUBE_DEVICECLASS = 4,
-    EXT_KUBE_NKINDS
-} ext_kube_kind;
+typedef enum kube_kind {
+    KUBE_NODE = 0,
+    KUBE_POD = 1,
+    KUBE_RESOURCESLICE = 2,
+    KUBE_RESOURCECLAIM = 3,
+    KUBE_DEVICECLASS = 4,
+    KUBE_NKINDS
+} kube_kind;
 
 /* "Node", "Pod", "ResourceSlice", ... */
-const char *ext_kube_kind_name(ext_kube_kind kind);
+const char *kube_kind_name(kube_kind kind);
 
-typedef enum ext_kube_event {
-    EXT_KUBE_RELIST = 0, /* a (re)list starts: objects follow as ADDED, then SYNCED; obj is NULL */
-    EXT_KUBE_ADDED,
-    EXT_KUBE_MODIFIED,
-    EXT_KUBE_DELETED,
-    EXT_KUBE_SYNCED      /* the list is complete; obj is NULL */
-} ext_kube_event;
+typedef enum kube_event {
+    KUBE_RELIST = 0, /* a (re)list starts: objects follow as ADDED, then SYNCED; obj is NULL */
+    KUBE_ADDED,
+    KUBE_MODIFIED,
+    KUBE_DELETED,
+    KUBE_SYNCED      /* the list is complete; obj is NULL */
+} kube_event;
 
 /* obj is valid only during the call. */
-typedef void (*ext_kube_handler)(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj);
+typedef void (*kube_handler)(void *user, kube_kind kind, kube_event ev, const cJSON *obj);
 
-typedef struct ext_kube_config {
+typedef struct kube_config {
     char api_url[512];      /* "https://10.0.0.1:443" or "http://127.0.0.1:8080" */
     char token_file[512];   /* bearer token, re-read on every (re)connect (projected tokens rotate) */
     char ca_file[512];      /* "" = system CAs */
@@ -56,28 +56,28 @@ typedef struct ext_kube_config {
     int backoff_max_ms;     /* cap of the reconnect backoff; default 30000 */
     bool dra;               /* also list+watch ResourceSlices, ResourceClaims, DeviceClasses (default off here;
                              * the extender's --dra turns it on) */
-} ext_kube_config;
+} kube_config;
 
 /* Defaults, then the in-cluster settings: KUBERNETES_SERVICE_HOST/PORT, the service
  * account token and CA at /var/run/secrets/kubernetes.io/serviceaccount/. -1 with err
  * when not running in a cluster. */
-void ext_kube_config_defaults(ext_kube_config *cfg);
-int ext_kube_config_in_cluster(ext_kube_config *cfg, char *err, size_t errlen);
+void kube_config_defaults(kube_config *cfg);
+int kube_config_in_cluster(kube_config *cfg, char *err, size_t errlen);
 
 /* The namespace tessera runs in, the default home of its Lease: $POD_NAMESPACE (the Downward API), else the
  * service account's namespace file (/var/run/secrets/kubernetes.io/serviceaccount/namespace, mounted in every
  * pod with a service account token), else fallback. */
-void ext_kube_own_namespace(char *buf, size_t len, const char *fallback);
+void kube_own_namespace(char *buf, size_t len, const char *fallback);
 
-typedef struct ext_kube ext_kube;
+typedef struct kube_client kube_client;
 
-ext_kube *ext_kube_new(const ext_kube_config *cfg, char *err, size_t errlen);
+kube_client *kube_new(const kube_config *cfg, char *err, size_t errlen);
 
-/* Start the list+watch threads; the handler is called from them until ext_kube_stop. */
-int ext_kube_start(ext_kube *k, ext_kube_handler handler, void *user, char *err, size_t errlen);
+/* Start the list+watch threads; the handler is called from them until kube_stop. */
+int kube_start(kube_client *k, kube_handler handler, void *user, char *err, size_t errlen);
 
 /* Stop the threads (interrupting a blocked watch within a second) and free everything. */
-void ext_kube_free(ext_kube *k);
+void kube_free(kube_client *k);
 
 /* POST /api/v1/namespaces/<ns>/pods/<name>/binding with metadata.uid = uid and
  * metadata.annotations = annotations (an object of strings, may be NULL). Returns the
@@ -85,37 +85,37 @@ void ext_kube_free(ext_kube *k);
  * gets the API's message ("pods \"x\" not found", a UID precondition failure...), for 401/403,
  * 429, 5xx and no answer prefixed with what failed and, for 403, the RBAC rule it lacks
  * (health.h, which also hears of every outcome as the bind dependency). */
-int ext_kube_bind(ext_kube *k, const char *ns, const char *name, const char *uid, const char *node,
+int kube_bind(kube_client *k, const char *ns, const char *name, const char *uid, const char *node,
                   const cJSON *annotations, char *err, size_t errlen);
 
 /* Any other call (the leader election's Lease, reservations, ConfigMaps): method "GET" | "POST" | "PUT" |
  * "DELETE" | "PATCH" (a JSON merge patch: sent as application/merge-patch+json), path from the API root
  * ("/apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME"), body JSON or NULL, a timeout (<= 0: the
  * configured request timeout). Returns the HTTP status with *resp the body (malloc'd; NULL on a bodiless
- * answer; resp may be NULL), or EXT_KUBE_UNREACHABLE / EXT_KUBE_TIMEOUT when no answer came, or
- * EXT_KUBE_NO_REQUEST when it could not even be sent (the token file is unreadable); err gets the reason, or
+ * answer; resp may be NULL), or KUBE_UNREACHABLE / KUBE_TIMEOUT when no answer came, or
+ * KUBE_NO_REQUEST when it could not even be sent (the token file is unreadable); err gets the reason, or
  * the API's message for a status outside 2xx. */
-#define EXT_KUBE_UNREACHABLE (-1)
-#define EXT_KUBE_TIMEOUT     (-2)
-#define EXT_KUBE_NO_REQUEST  (-3)
-int ext_kube_request(ext_kube *k, const char *method, const char *path, const char *body, int timeout_ms,
+#define KUBE_UNREACHABLE (-1)
+#define KUBE_TIMEOUT     (-2)
+#define KUBE_NO_REQUEST  (-3)
+int kube_request(kube_client *k, const char *method, const char *path, const char *body, int timeout_ms,
                      char **resp, char *err, size_t errlen);
 
 /* Ask for a fresh list of one kind, even while its watch is healthy (the watch is cut at once), and get a
- * ticket; ext_kube_relisted says when a list that began after the call has been delivered (SYNCED). A new
+ * ticket; kube_relisted says when a list that began after the call has been delivered (SYNCED). A new
  * leader uses it to be sure its cache holds every binding the previous leader made. */
-uint64_t ext_kube_relist(ext_kube *k, ext_kube_kind kind);
-bool ext_kube_relisted(ext_kube *k, ext_kube_kind kind, uint64_t ticket);
+uint64_t kube_relist(kube_client *k, kube_kind kind);
+bool kube_relisted(kube_client *k, kube_kind kind, uint64_t ticket);
 
-typedef struct ext_kube_stats {
-    uint64_t lists[EXT_KUBE_NKINDS];          /* completed lists per kind */
-    uint64_t watch_restarts[EXT_KUBE_NKINDS]; /* watches that ended and were reopened */
-    uint64_t gone[EXT_KUBE_NKINDS];           /* 410 Gone answers (each forces a relist) */
-    uint64_t errors[EXT_KUBE_NKINDS];         /* failed requests (connection, 5xx, bad JSON) */
-    bool synced[EXT_KUBE_NKINDS];             /* the latest list of this kind completed */
-    bool absent[EXT_KUBE_NKINDS];             /* the kind's list answered 404 or 403 (an optional kind) */
-} ext_kube_stats;
+typedef struct kube_stats {
+    uint64_t lists[KUBE_NKINDS];          /* completed lists per kind */
+    uint64_t watch_restarts[KUBE_NKINDS]; /* watches that ended and were reopened */
+    uint64_t gone[KUBE_NKINDS];           /* 410 Gone answers (each forces a relist) */
+    uint64_t errors[KUBE_NKINDS];         /* failed requests (connection, 5xx, bad JSON) */
+    bool synced[KUBE_NKINDS];             /* the latest list of this kind completed */
+    bool absent[KUBE_NKINDS];             /* the kind's list answered 404 or 403 (an optional kind) */
+} kube_stats;
 
-void ext_kube_get_stats(ext_kube *k, ext_kube_stats *out);
+void kube_get_stats(kube_client *k, kube_stats *out);
 
 #endif

@@ -1,7 +1,7 @@
 /* kube.c -- the Kubernetes API client of kube.h: list+watch of nodes and pods, and pod binding, over libcurl.
  * Any failure we cannot explain (connection error, 5xx, malformed JSON) ends in a fresh list after a backoff,
  * never in resuming a watch: a cache rebuilt from a list cannot drift from the API, a patched-up one can. */
-#include "extender/mirror/kube.h"
+#include "kube/client.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "extender/health.h"
-#include "extender/log.h"
+#include "kube/log.h"
 
 #define KUBE_PAGE_LIMIT     500
 #define KUBE_MAX_LINE       (16u << 20)  /* one watch event; a Node with huge annotations stays far below */
@@ -31,7 +31,7 @@ enum { OUT_OK = 0, OUT_ENDED, OUT_GONE, OUT_ERROR, OUT_STOP, OUT_RELIST, OUT_ABS
 
 /* optional: only with cfg.dra, and a 404 means "not served here" (kube.h). dep: the health.h dependency the
  * kind's list+watch reports to (the DRA kinds' do not block readiness: health.c). */
-static const struct { const char *path, *name, *resource; bool optional; int dep; } kube_kinds[EXT_KUBE_NKINDS] = {
+static const struct { const char *path, *name, *resource; bool optional; int dep; } kube_kinds[KUBE_NKINDS] = {
     {"/api/v1/nodes", "Node", "nodes", false, EXT_DEP_API_NODES},
     {"/api/v1/pods", "Pod", "pods", false, EXT_DEP_API_PODS},
     {"/apis/resource.k8s.io/v1/resourceslices", "ResourceSlice", "resourceslices", true, EXT_DEP_API_SLICES},
@@ -43,8 +43,8 @@ static const struct { const char *path, *name, *resource; bool optional; int dep
 /* where deploy/rbac.yaml grants list+watch of nodes and pods, and pods/binding */
 #define KUBE_RBAC "tessera-extender ClusterRole"
 
-const char *ext_kube_kind_name(ext_kube_kind kind) {
-    return kind >= 0 && kind < EXT_KUBE_NKINDS ? kube_kinds[kind].name : "?";
+const char *kube_kind_name(kube_kind kind) {
+    return kind >= 0 && kind < KUBE_NKINDS ? kube_kinds[kind].name : "?";
 }
 
 static void kind_health_ok(int kind) {
@@ -55,34 +55,34 @@ static void kind_health_fail(int kind, int code, ext_dep_reason reason, const ch
     if (kube_kinds[kind].dep >= 0) ext_health_fail((ext_dep)kube_kinds[kind].dep, code, reason, msg);
 }
 
-/* Why a list or watch failed, for health.h: the HTTP status (or EXT_KUBE_*), and the API's message or the
+/* Why a list or watch failed, for health.h: the HTTP status (or KUBE_*), and the API's message or the
  * transport's error. */
 typedef struct kube_fail { int code; ext_dep_reason reason; char msg[512]; } kube_fail;
 
-static bool kind_on(const ext_kube *k, int kind);
+static bool kind_on(const kube_client *k, int kind);
 
-struct ext_kube {
-    ext_kube_config cfg;
+struct kube_client {
+    kube_config cfg;
     char base[512]; /* api_url without the trailing '/' */
-    ext_kube_handler handler;
+    kube_handler handler;
     void *user;
-    pthread_t thr[EXT_KUBE_NKINDS];
-    bool running[EXT_KUBE_NKINDS];
-    CURLM *multi[EXT_KUBE_NKINDS]; /* one per thread: curl_multi_wakeup lets ext_kube_free interrupt a watch at once */
+    pthread_t thr[KUBE_NKINDS];
+    bool running[KUBE_NKINDS];
+    CURLM *multi[KUBE_NKINDS]; /* one per thread: curl_multi_wakeup lets kube_free interrupt a watch at once */
     bool started;
     atomic_bool stop;
     pthread_mutex_t mu; /* stats, and the condition backoff sleeps wait on */
     pthread_cond_t cv;  /* CLOCK_MONOTONIC */
-    ext_kube_stats st;
+    kube_stats st;
     pthread_mutex_t pool_mu;
     CURL *pool[KUBE_POOL];
     int npool;
-    /* ext_kube_relist: tickets asked for, the ticket each thread's current list serves (that thread only),
+    /* kube_relist: tickets asked for, the ticket each thread's current list serves (that thread only),
      * and the latest ticket a completed list served (under mu). */
-    _Atomic uint64_t relist_req[EXT_KUBE_NKINDS];
-    uint64_t relist_served[EXT_KUBE_NKINDS];
-    uint64_t relist_done[EXT_KUBE_NKINDS];
-    int absent_code[EXT_KUBE_NKINDS];   /* the 404 or 403 an optional kind's list got (that thread only) */
+    _Atomic uint64_t relist_req[KUBE_NKINDS];
+    uint64_t relist_served[KUBE_NKINDS];
+    uint64_t relist_done[KUBE_NKINDS];
+    int absent_code[KUBE_NKINDS];   /* the 404 or 403 an optional kind's list got (that thread only) */
 };
 
 /* over: max was reached; truncate: then drop the rest quietly (error bodies) instead of failing the transfer */
@@ -94,14 +94,14 @@ static void kube_global_init(void) { kube_global_rc = curl_global_init(CURL_GLOB
 
 /* ---- configuration ----------------------------------------------------------------------------------- */
 
-void ext_kube_config_defaults(ext_kube_config *cfg) {
+void kube_config_defaults(kube_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     cfg->request_timeout_ms = 10000;
     cfg->watch_timeout_s = 300;
     cfg->backoff_max_ms = 30000;
 }
 
-int ext_kube_config_in_cluster(ext_kube_config *cfg, char *err, size_t errlen) {
+int kube_config_in_cluster(kube_config *cfg, char *err, size_t errlen) {
     const char *host = getenv("KUBERNETES_SERVICE_HOST"), *port = getenv("KUBERNETES_SERVICE_PORT");
     if (!host || !*host || !port || !*port) {
         snprintf(err, errlen, "not running in a cluster: KUBERNETES_SERVICE_HOST/PORT are not set");
@@ -121,7 +121,7 @@ int ext_kube_config_in_cluster(ext_kube_config *cfg, char *err, size_t errlen) {
     return 0;
 }
 
-void ext_kube_own_namespace(char *buf, size_t len, const char *fallback) {
+void kube_own_namespace(char *buf, size_t len, const char *fallback) {
     const char *env = getenv("POD_NAMESPACE");
     if (env && *env) {
         snprintf(buf, len, "%s", env);
@@ -164,8 +164,8 @@ static uint64_t now_ms(void) {
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* Interruptible sleep: ext_kube_free must not wait out a 30 s backoff. */
-static void kube_sleep(ext_kube *k, int ms) {
+/* Interruptible sleep: kube_free must not wait out a 30 s backoff. */
+static void kube_sleep(kube_client *k, int ms) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_sec += ms / 1000;
@@ -178,16 +178,16 @@ static void kube_sleep(ext_kube *k, int ms) {
     pthread_mutex_unlock(&k->mu);
 }
 
-/* Aborts any transfer once ext_kube_free has been called; curl calls this at least once a second even when
+/* Aborts any transfer once kube_free has been called; curl calls this at least once a second even when
  * the connection is idle, which bounds how long a blocked watch delays shutdown. */
 static int kube_xferinfo(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
-    return atomic_load(&((ext_kube *)ud)->stop) ? 1 : 0;
+    return atomic_load(&((kube_client *)ud)->stop) ? 1 : 0;
 }
 
 /* Headers for one request; the token is re-read each time because projected service-account tokens rotate.
  * NULL with err when the token file is unusable: sending no token would only earn a confusing 401. */
 /* content_type: the body's media type, NULL for a request without a body. */
-static struct curl_slist *kube_headers(ext_kube *k, const char *content_type, char *err, size_t errlen) {
+static struct curl_slist *kube_headers(kube_client *k, const char *content_type, char *err, size_t errlen) {
     struct curl_slist *h = NULL, *t;
     if (k->cfg.token_file[0]) {
         FILE *fp = fopen(k->cfg.token_file, "rb");
@@ -248,7 +248,7 @@ oom:
     return NULL;
 }
 
-static void kube_setup(ext_kube *k, CURL *h, const char *url, struct curl_slist *hdrs, char *errbuf) {
+static void kube_setup(kube_client *k, CURL *h, const char *url, struct curl_slist *hdrs, char *errbuf) {
     curl_easy_reset(h); /* keeps the connection cache: keep-alive survives between requests */
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
@@ -287,9 +287,9 @@ static void kube_status_msg(const kube_buf *b, long code, char *err, size_t errl
 
 /* A transfer that got no usable answer (rc != CURLE_OK): which dependency reason it is. A CA file curl
  * cannot use is reported against the CA file as well. */
-static void kube_transport_fail(ext_kube *k, CURLcode rc, const char *errbuf, kube_fail *f) {
+static void kube_transport_fail(kube_client *k, CURLcode rc, const char *errbuf, kube_fail *f) {
     const char *why = errbuf && errbuf[0] ? errbuf : curl_easy_strerror(rc);
-    f->code = rc == CURLE_OPERATION_TIMEDOUT ? EXT_KUBE_TIMEOUT : EXT_KUBE_UNREACHABLE;
+    f->code = rc == CURLE_OPERATION_TIMEDOUT ? KUBE_TIMEOUT : KUBE_UNREACHABLE;
     f->reason = rc == CURLE_OPERATION_TIMEDOUT ? EXT_REASON_TIMEOUT : EXT_REASON_UNREACHABLE;
     snprintf(f->msg, sizeof f->msg, "%s", why);
     if (rc == CURLE_SSL_CACERT_BADFILE || rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CONNECT_ERROR ||
@@ -305,15 +305,15 @@ static void kube_transport_fail(ext_kube *k, CURLcode rc, const char *errbuf, ku
     }
 }
 
-/* curl_easy_perform through the thread's multi handle, so ext_kube_free can wake it instead of waiting for
+/* curl_easy_perform through the thread's multi handle, so kube_free can wake it instead of waiting for
  * the next progress callback (up to a second on an idle watch). */
-static bool relist_wanted(ext_kube *k, int kind) {
+static bool relist_wanted(kube_client *k, int kind) {
     return atomic_load(&k->relist_req[kind]) != k->relist_served[kind];
 }
 
 /* opened (a watch; NULL for a list) turns true as soon as the answer's status is 200: the watch works, even
  * if no event comes for minutes. */
-static CURLcode kube_perform(ext_kube *k, int kind, CURL *h, bool *opened) {
+static CURLcode kube_perform(kube_client *k, int kind, CURL *h, bool *opened) {
     CURLM *m = k->multi[kind];
     if (curl_multi_add_handle(m, h) != CURLM_OK) return CURLE_FAILED_INIT;
     CURLcode res = CURLE_ABORTED_BY_CALLBACK;
@@ -356,7 +356,7 @@ static void set_rv(char **rv, const char *v) {
 
 /* All pages of one kind; RELIST goes out with the first page and SYNCED after the last, so a list that fails
  * half-way leaves the caller between RELIST and SYNCED, and the next list starts again with RELIST. */
-static int kube_list(ext_kube *k, CURL *h, int kind, char **rv, kube_fail *f) {
+static int kube_list(kube_client *k, CURL *h, int kind, char **rv, kube_fail *f) {
     char *cont = NULL, url[2048], errbuf[CURL_ERROR_SIZE], err[256];
     bool announced = false;
     int out = OUT_ERROR;
@@ -422,12 +422,12 @@ static int kube_list(ext_kube *k, CURL *h, int kind, char **rv, kube_fail *f) {
             pthread_mutex_lock(&k->mu);
             k->st.synced[kind] = false;
             pthread_mutex_unlock(&k->mu);
-            k->handler(k->user, (ext_kube_kind)kind, EXT_KUBE_RELIST, NULL);
+            k->handler(k->user, (kube_kind)kind, KUBE_RELIST, NULL);
             announced = true;
         }
         const cJSON *it;
         cJSON_ArrayForEach(it, items)
-            if (cJSON_IsObject(it)) k->handler(k->user, (ext_kube_kind)kind, EXT_KUBE_ADDED, it);
+            if (cJSON_IsObject(it)) k->handler(k->user, (kube_kind)kind, KUBE_ADDED, it);
         set_rv(rv, lrv);
         free(cont);
         cont = next && *next ? strdup(next) : NULL;
@@ -437,7 +437,7 @@ static int kube_list(ext_kube *k, CURL *h, int kind, char **rv, kube_fail *f) {
                 *f = (kube_fail){0, EXT_REASON_BAD_RESPONSE, "out of memory"};
                 break;
             }
-            k->handler(k->user, (ext_kube_kind)kind, EXT_KUBE_SYNCED, NULL);
+            k->handler(k->user, (kube_kind)kind, KUBE_SYNCED, NULL);
             pthread_mutex_lock(&k->mu);
             k->st.lists[kind]++;
             k->st.synced[kind] = true;
@@ -453,7 +453,7 @@ static int kube_list(ext_kube *k, CURL *h, int kind, char **rv, kube_fail *f) {
 /* ---- watch ------------------------------------------------------------------------------------------- */
 
 typedef struct kube_stream {
-    ext_kube *k;
+    kube_client *k;
     CURL *h;
     int kind;
     long http;
@@ -485,12 +485,12 @@ static int watch_line(kube_stream *w, const char *s, size_t n) {
         snprintf(w->fail->msg, sizeof w->fail->msg, "watch ERROR event: %s",
                  cJSON_IsString(m) ? m->valuestring : "no message");
     } else {
-        ext_kube_event e = strcmp(type->valuestring, "ADDED") == 0      ? EXT_KUBE_ADDED
-                         : strcmp(type->valuestring, "MODIFIED") == 0   ? EXT_KUBE_MODIFIED
-                         : strcmp(type->valuestring, "DELETED") == 0    ? EXT_KUBE_DELETED
-                                                                        : EXT_KUBE_RELIST; /* = not for the handler */
+        kube_event e = strcmp(type->valuestring, "ADDED") == 0      ? KUBE_ADDED
+                         : strcmp(type->valuestring, "MODIFIED") == 0   ? KUBE_MODIFIED
+                         : strcmp(type->valuestring, "DELETED") == 0    ? KUBE_DELETED
+                                                                        : KUBE_RELIST; /* = not for the handler */
         /* deliver first, then advance: a crash in between replays the event rather than losing it */
-        if (e != EXT_KUBE_RELIST) w->k->handler(w->k->user, (ext_kube_kind)w->kind, e, obj);
+        if (e != KUBE_RELIST) w->k->handler(w->k->user, (kube_kind)w->kind, e, obj);
         set_rv(w->rv, meta_str(obj, "resourceVersion")); /* BOOKMARK and unknown types only move rv */
         w->events++;
     }
@@ -532,7 +532,7 @@ static size_t watch_write(char *p, size_t size, size_t nmemb, void *ud) {
     return n;
 }
 
-static int kube_watch(ext_kube *k, CURL *h, int kind, char **rv, int *events, kube_fail *f, bool *opened) {
+static int kube_watch(kube_client *k, CURL *h, int kind, char **rv, int *events, kube_fail *f, bool *opened) {
     char url[2048], errbuf[CURL_ERROR_SIZE], err[256];
     char *esc = curl_easy_escape(h, *rv ? *rv : "", 0);
     int n = esc ? snprintf(url, sizeof url, "%s%s?watch=1&resourceVersion=%s&allowWatchBookmarks=true&timeoutSeconds=%d",
@@ -585,9 +585,9 @@ static int kube_watch(ext_kube *k, CURL *h, int kind, char **rv, int *events, ku
 
 /* ---- the list+watch thread --------------------------------------------------------------------------- */
 
-typedef struct kube_thread_arg { ext_kube *k; int kind; } kube_thread_arg;
+typedef struct kube_thread_arg { kube_client *k; int kind; } kube_thread_arg;
 
-static void count(ext_kube *k, uint64_t *field) {
+static void count(kube_client *k, uint64_t *field) {
     pthread_mutex_lock(&k->mu);
     (*field)++;
     pthread_mutex_unlock(&k->mu);
@@ -601,7 +601,7 @@ static int jitter(unsigned *seed, int ms) {
 static void *kube_thread(void *arg) {
     kube_thread_arg a = *(kube_thread_arg *)arg;
     free(arg);
-    ext_kube *k = a.k;
+    kube_client *k = a.k;
     const int kind = a.kind;
     unsigned seed = (unsigned)now_ms() ^ ((unsigned)kind * 7919u) ^ (unsigned)(uintptr_t)k;
     const int bmax = k->cfg.backoff_max_ms;
@@ -687,11 +687,11 @@ static void *kube_thread(void *arg) {
             /* An older cluster: the kind is simply not there. Said once; the caller sees an empty list (so it
              * drops what an earlier list had and counts as synced); asked again quietly, in case it appears. */
             if (!absent_said && k->absent_code[kind] == 403)
-                ext_log(EXT_LOG_WARN, "event=api-absent kind=%s path=%s why=\"403: tessera's ServiceAccount may not list "
+                kube_log(KUBE_LOG_WARN, "event=api-absent kind=%s path=%s why=\"403: tessera's ServiceAccount may not list "
                         "it (deploy/rbac.yaml grants get/list/watch on resource.k8s.io); tessera carries on without it, "
                         "so GPUs held through claims are not accounted\"", kube_kinds[kind].name, kube_path(kind));
             else if (!absent_said)
-                ext_log(EXT_LOG_WARN, "event=api-absent kind=%s path=%s why=\"404: this API server does not serve "
+                kube_log(KUBE_LOG_WARN, "event=api-absent kind=%s path=%s why=\"404: this API server does not serve "
                         "it (resource.k8s.io/v1 needs Kubernetes 1.34+ with DRA on); tessera carries on without it\"",
                         kube_kinds[kind].name, kube_path(kind));
             absent_said = true;
@@ -702,8 +702,8 @@ static void *kube_thread(void *arg) {
             } else {
                 kind_health_ok(kind);   /* not served by this API server: nothing to fail */
             }
-            k->handler(k->user, (ext_kube_kind)kind, EXT_KUBE_RELIST, NULL);
-            k->handler(k->user, (ext_kube_kind)kind, EXT_KUBE_SYNCED, NULL);
+            k->handler(k->user, (kube_kind)kind, KUBE_RELIST, NULL);
+            k->handler(k->user, (kube_kind)kind, KUBE_SYNCED, NULL);
             pthread_mutex_lock(&k->mu);
             k->st.synced[kind] = k->st.absent[kind] = true;
             k->relist_done[kind] = k->relist_served[kind];
@@ -722,7 +722,7 @@ static void *kube_thread(void *arg) {
 
 /* ---- public API -------------------------------------------------------------------------------------- */
 
-ext_kube *ext_kube_new(const ext_kube_config *cfg, char *err, size_t errlen) {
+kube_client *kube_new(const kube_config *cfg, char *err, size_t errlen) {
     pthread_once(&kube_once, kube_global_init);
     if (kube_global_rc != CURLE_OK) {
         snprintf(err, errlen, "curl_global_init: %s", curl_easy_strerror(kube_global_rc));
@@ -732,7 +732,7 @@ ext_kube *ext_kube_new(const ext_kube_config *cfg, char *err, size_t errlen) {
         snprintf(err, errlen, "API server URL must start with http:// or https:// (got \"%s\")", cfg ? cfg->api_url : "");
         return NULL;
     }
-    ext_kube *k = calloc(1, sizeof *k);
+    kube_client *k = calloc(1, sizeof *k);
     if (!k) { snprintf(err, errlen, "out of memory"); return NULL; }
     k->cfg = *cfg;
     if (k->cfg.request_timeout_ms <= 0) k->cfg.request_timeout_ms = 10000;
@@ -752,20 +752,20 @@ ext_kube *ext_kube_new(const ext_kube_config *cfg, char *err, size_t errlen) {
     return k;
 }
 
-static bool kind_on(const ext_kube *k, int kind) { return !kube_kinds[kind].optional || k->cfg.dra; }
+static bool kind_on(const kube_client *k, int kind) { return !kube_kinds[kind].optional || k->cfg.dra; }
 
-int ext_kube_start(ext_kube *k, ext_kube_handler handler, void *user, char *err, size_t errlen) {
+int kube_start(kube_client *k, kube_handler handler, void *user, char *err, size_t errlen) {
     if (!k || !handler) { snprintf(err, errlen, "no client or handler"); return -1; }
     if (k->started) { snprintf(err, errlen, "already started"); return -1; }
     k->handler = handler;
     k->user = user;
-    for (int i = 0; i < EXT_KUBE_NKINDS; i++) {
+    for (int i = 0; i < KUBE_NKINDS; i++) {
         if (kind_on(k, i) && !k->multi[i] && !(k->multi[i] = curl_multi_init())) {
             snprintf(err, errlen, "curl_multi_init failed");
             return -1;
         }
     }
-    for (int i = 0; i < EXT_KUBE_NKINDS; i++) {
+    for (int i = 0; i < KUBE_NKINDS; i++) {
         if (!kind_on(k, i)) continue;
         kube_thread_arg *a = malloc(sizeof *a);
         if (a) *a = (kube_thread_arg){k, i};
@@ -784,17 +784,17 @@ int ext_kube_start(ext_kube *k, ext_kube_handler handler, void *user, char *err,
     return 0;
 }
 
-void ext_kube_free(ext_kube *k) {
+void kube_free(kube_client *k) {
     if (!k) return;
     pthread_mutex_lock(&k->mu);
     atomic_store(&k->stop, true);
     pthread_cond_broadcast(&k->cv);
     pthread_mutex_unlock(&k->mu);
-    for (int i = 0; i < EXT_KUBE_NKINDS; i++)
+    for (int i = 0; i < KUBE_NKINDS; i++)
         if (k->multi[i]) curl_multi_wakeup(k->multi[i]);
-    for (int i = 0; k->started && i < EXT_KUBE_NKINDS; i++)
+    for (int i = 0; k->started && i < KUBE_NKINDS; i++)
         if (k->running[i]) pthread_join(k->thr[i], NULL);
-    for (int i = 0; i < EXT_KUBE_NKINDS; i++)
+    for (int i = 0; i < KUBE_NKINDS; i++)
         if (k->multi[i]) curl_multi_cleanup(k->multi[i]);
     for (int i = 0; i < k->npool; i++) curl_easy_cleanup(k->pool[i]);
     pthread_cond_destroy(&k->cv);
@@ -803,14 +803,14 @@ void ext_kube_free(ext_kube *k) {
     free(k);
 }
 
-void ext_kube_get_stats(ext_kube *k, ext_kube_stats *out) {
+void kube_get_stats(kube_client *k, kube_stats *out) {
     pthread_mutex_lock(&k->mu);
     *out = k->st;
     pthread_mutex_unlock(&k->mu);
 }
 
 /* Bind handles are pooled so consecutive binds reuse a kept-alive (TLS) connection. */
-static CURL *pool_get(ext_kube *k) {
+static CURL *pool_get(kube_client *k) {
     CURL *h = NULL;
     pthread_mutex_lock(&k->pool_mu);
     if (k->npool > 0) h = k->pool[--k->npool];
@@ -818,14 +818,14 @@ static CURL *pool_get(ext_kube *k) {
     return h ? h : curl_easy_init();
 }
 
-static void pool_put(ext_kube *k, CURL *h) {
+static void pool_put(kube_client *k, CURL *h) {
     pthread_mutex_lock(&k->pool_mu);
     if (k->npool < KUBE_POOL) { k->pool[k->npool++] = h; h = NULL; }
     pthread_mutex_unlock(&k->pool_mu);
     if (h) curl_easy_cleanup(h);
 }
 
-int ext_kube_bind(ext_kube *k, const char *ns, const char *name, const char *uid, const char *node,
+int kube_bind(kube_client *k, const char *ns, const char *name, const char *uid, const char *node,
                   const cJSON *annotations, char *err, size_t errlen) {
     if (errlen) err[0] = 0;
     if (!k || !ns || !*ns || !name || !*name || !node || !*node) {
@@ -918,13 +918,13 @@ int ext_kube_bind(ext_kube *k, const char *ns, const char *name, const char *uid
 
 /* ---- other requests, and forced relists --------------------------------------------------------------- */
 
-int ext_kube_request(ext_kube *k, const char *method, const char *path, const char *body, int timeout_ms,
+int kube_request(kube_client *k, const char *method, const char *path, const char *body, int timeout_ms,
                      char **resp, char *err, size_t errlen) {
     if (errlen) err[0] = 0;
     if (resp) *resp = NULL;
     if (!k || !method || !path || path[0] != '/') {
         snprintf(err, errlen, "request: method and an absolute path are required");
-        return EXT_KUBE_UNREACHABLE;
+        return KUBE_UNREACHABLE;
     }
     char url[2048], errbuf[CURL_ERROR_SIZE];
     int n = snprintf(url, sizeof url, "%s%s", k->base, path);
@@ -933,7 +933,7 @@ int ext_kube_request(ext_kube *k, const char *method, const char *path, const ch
     if (!hdrs) {
         if (!err[0]) snprintf(err, errlen, h ? "out of memory" : "request: path too long or out of memory");
         if (h) pool_put(k, h);
-        return EXT_KUBE_NO_REQUEST;   /* not the API server's fault: say so (health.h) */
+        return KUBE_NO_REQUEST;   /* not the API server's fault: say so (health.h) */
     }
     kube_buf b = {.max = KUBE_MAX_ERR_BODY};
     kube_setup(k, h, url, hdrs, errbuf);
@@ -952,11 +952,11 @@ int ext_kube_request(ext_kube *k, const char *method, const char *path, const ch
     int ret;
     if (rc == CURLE_OPERATION_TIMEDOUT) {
         snprintf(err, errlen, "%s %s: no answer within %d ms", method, path, timeout_ms);
-        ret = EXT_KUBE_TIMEOUT;
+        ret = KUBE_TIMEOUT;
     } else if (rc != CURLE_OK || code == 0 || b.over) {
         snprintf(err, errlen, "%s %s: %s", method, path,
                  b.over ? "answer too large" : errbuf[0] ? errbuf : curl_easy_strerror(rc));
-        ret = EXT_KUBE_UNREACHABLE;
+        ret = KUBE_UNREACHABLE;
     } else {
         if (code < 200 || code > 299) kube_status_msg(&b, code, err, errlen);
         if (resp) { *resp = b.p; b.p = NULL; }
@@ -967,13 +967,13 @@ int ext_kube_request(ext_kube *k, const char *method, const char *path, const ch
     return ret;
 }
 
-uint64_t ext_kube_relist(ext_kube *k, ext_kube_kind kind) {
+uint64_t kube_relist(kube_client *k, kube_kind kind) {
     uint64_t t = atomic_fetch_add(&k->relist_req[kind], 1) + 1;
     if (k->multi[kind]) curl_multi_wakeup(k->multi[kind]); /* an idle watch notices at once */
     return t;
 }
 
-bool ext_kube_relisted(ext_kube *k, ext_kube_kind kind, uint64_t ticket) {
+bool kube_relisted(kube_client *k, kube_kind kind, uint64_t ticket) {
     pthread_mutex_lock(&k->mu);
     bool done = k->relist_done[kind] >= ticket;
     pthread_mutex_unlock(&k->mu);
