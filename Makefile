@@ -132,8 +132,7 @@ $(EXT_BIN): $(BUILD)/extender/main.o $(EXT_OBJ) $(KUBE_OBJ) $(EXT_DATA_OBJ) $(BU
 	$(Q)$(CC) $(CFLAGS) -o $@ $(BUILD)/extender/main.o $(EXT_OBJ) $(KUBE_OBJ) $(EXT_DATA_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
 
 # tessera-reserve needs only kube/ (one PATCH, the log line).
-RESERVE_OBJ := $(BUILD)/reserve/main.o $(patsubst %.c,$(BUILD)/%.o,$(RESERVE_LIB_SRC)) $(KUBE_OBJ) \
-               $(BUILD)/extender/health.o
+RESERVE_OBJ := $(BUILD)/reserve/main.o $(patsubst %.c,$(BUILD)/%.o,$(RESERVE_LIB_SRC)) $(KUBE_OBJ)
 $(RESERVE_BIN): $(RESERVE_OBJ)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $(RESERVE_OBJ) $(LDLIBS)

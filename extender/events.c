@@ -207,7 +207,7 @@ static void post(ext_events *e, const ev_item *it, int timeout_ms, bool may_retr
     if (code > 0) snprintf(why, sizeof why, "API server answered %d: %s", code, err);
     else snprintf(why, sizeof why, "%s", err[0] ? err : "no answer");
     char hmsg[700];
-    ext_health_api_msg(hmsg, sizeof hmsg, code, "create", "events", NULL, it->ns, "", "tessera-extender ClusterRole", err);
+    kube_api_msg(hmsg, sizeof hmsg, code, "create", "events", NULL, it->ns, "", "tessera-extender ClusterRole", err);
     ext_health_fail(EXT_DEP_EVENTS, code, ext_health_reason_of(code), hmsg);
     count_and_log(&g_failed, "failed", it, why);
 }

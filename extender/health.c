@@ -60,47 +60,28 @@ static int fail_after(ext_dep d) {
            d == EXT_DEP_RESERVE_IMAGE || d == EXT_DEP_LISTEN ? 1 : EXT_HEALTH_FAIL_AFTER;
 }
 
-ext_dep_reason ext_health_reason_of(int code) {
-    if (code == KUBE_TIMEOUT) return EXT_REASON_TIMEOUT;
-    if (code == KUBE_NO_REQUEST) return EXT_REASON_FILE;   /* in practice: the token file */
-    if (code <= 0) return EXT_REASON_UNREACHABLE;
-    if (code == 401) return EXT_REASON_UNAUTHORIZED;
-    if (code == 403) return EXT_REASON_FORBIDDEN;
-    if (code == 404) return EXT_REASON_NOT_FOUND;
-    if (code == 429) return EXT_REASON_THROTTLED;
-    if (code >= 500) return EXT_REASON_SERVER_ERROR;
-    return EXT_REASON_REJECTED;
-}
+ext_dep_reason ext_health_reason_of(int code) { return (ext_dep_reason)kube_reason_of(code); }
 
-void ext_health_api_msg(char *out, size_t len, int code, const char *verb, const char *resource, const char *kind,
-                        const char *ns, const char *name, const char *rbac, const char *api_msg) {
-    if (!len) return;
-    ns = ns ? ns : "";
-    name = name ? name : "";
-    api_msg = api_msg && *api_msg ? api_msg : "no message";
-    char what[400];   /* "Lease tessera/tessera-extender" or "pods in namespace x" or "nodes" */
-    if (*name)
-        snprintf(what, sizeof what, "%s %s%s%s", kind && *kind ? kind : resource, ns, *ns ? "/" : "", name);
-    else
-        snprintf(what, sizeof what, "%s%s%s", resource, *ns ? " in namespace " : "", ns);
-    if (code == 403) {
-        /* RBAC grants verb x resource x namespace: name exactly those, and where the rule lives */
-        snprintf(out, len, "forbidden: cannot %s %s %s%s: check the %s (%s)", verb, resource,
-                 *ns ? "in namespace " : "cluster-wide", ns, rbac && *rbac ? rbac : "RBAC rules", api_msg);
-    } else if (code == 401) {
-        snprintf(out, len, "unauthorized: the API server did not accept tessera's service account token "
-                 "(cannot %s %s): check --token-file or the pod's service account (%s)", verb, what, api_msg);
-    } else if (code == KUBE_NO_REQUEST) {
-        snprintf(out, len, "cannot %s %s: %s", verb, what, api_msg);
-    } else if (code == KUBE_TIMEOUT) {
-        snprintf(out, len, "cannot %s %s: the API server did not answer in time (%s)", verb, what, api_msg);
-    } else if (code <= 0) {
-        snprintf(out, len, "cannot %s %s: API server unreachable: %s", verb, what, api_msg);
-    } else if (code >= 500 || code == 429) {
-        snprintf(out, len, "cannot %s %s: the API server answered %d: %s", verb, what, code, api_msg);
-    } else {
-        snprintf(out, len, "cannot %s %s: %s", verb, what, api_msg);
+void ext_health_kube_report(void *user, kube_dep dep, kube_kind kind, bool ok, int code, kube_reason reason,
+                            const char *msg) {
+    /* the DRA kinds' dependencies block readiness as nodes and pods do (ext_dep_blocks_ready) */
+    static const ext_dep kinds[KUBE_NKINDS] = {[KUBE_NODE] = EXT_DEP_API_NODES, [KUBE_POD] = EXT_DEP_API_PODS,
+                                               [KUBE_RESOURCESLICE] = EXT_DEP_API_SLICES,
+                                               [KUBE_RESOURCECLAIM] = EXT_DEP_API_CLAIMS,
+                                               [KUBE_DEVICECLASS] = EXT_DEP_API_CLASSES};
+    ext_dep d;
+    switch (dep) {
+    case KUBE_DEP_KIND:
+        if (kind < 0 || kind >= KUBE_NKINDS) return;
+        d = kinds[kind];
+        break;
+    case KUBE_DEP_BIND: d = EXT_DEP_BIND; break;
+    case KUBE_DEP_TOKEN_FILE: d = EXT_DEP_TOKEN_FILE; break;
+    case KUBE_DEP_CA_FILE: d = EXT_DEP_CA_FILE; break;
+    default: return;
     }
+    if (ok) ext_health_ok(d);
+    else ext_health_fail(d, code, (ext_dep_reason)reason, msg);
 }
 
 void ext_health_register(ext_dep d) {

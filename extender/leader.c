@@ -119,7 +119,7 @@ static void lease_failed(ext_leader *l, int code, const char *verb, const char *
     if (code == 200 || code == 201)
         snprintf(msg, sizeof msg, "cannot %s Lease %s/%s: the answer is not a Lease", verb, l->cfg.ns, l->cfg.name);
     else
-        ext_health_api_msg(msg, sizeof msg, code, verb, "leases", "Lease", l->cfg.ns, l->cfg.name, LEADER_RBAC, api_msg);
+        kube_api_msg(msg, sizeof msg, code, verb, "leases", "Lease", l->cfg.ns, l->cfg.name, LEADER_RBAC, api_msg);
     ext_health_fail(EXT_DEP_LEASE, code, code == 200 || code == 201 ? EXT_REASON_BAD_RESPONSE : ext_health_reason_of(code),
                     msg);
     pthread_mutex_lock(&l->mu);

@@ -311,6 +311,8 @@ int main(int argc, char **argv) {
     kube_config kc;
     kube_config_defaults(&kc);
     kc.dra = true;   /* Dynamic Resource Allocation: watched unless --dra=off (a cluster without it answers 404) */
+    snprintf(kc.rbac, sizeof kc.rbac, "%s", EXT_KUBE_RBAC);
+    kc.report = ext_health_kube_report;   /* the client's dependencies are in /readyz and /metrics */
     const char *policy_arg = "binpack", *cluster = NULL, *workload_file = NULL, *metrics_listen = NULL;
     bool online_workload = false;
     double online_half_life = POLICY_ONLINE_HALF_LIFE;

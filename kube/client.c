@@ -1,4 +1,4 @@
-/* kube.c -- the Kubernetes API client of kube.h: list+watch of nodes and pods, and pod binding, over libcurl.
+/* client.c -- the Kubernetes API client of client.h: list+watch of nodes and pods, and pod binding, over libcurl.
  * Any failure we cannot explain (connection error, 5xx, malformed JSON) ends in a fresh list after a backoff,
  * never in resuming a watch: a cache rebuilt from a list cannot drift from the API, a patched-up one can. */
 #include "kube/client.h"
@@ -14,7 +14,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "extender/health.h"
 #include "kube/log.h"
 
 #define KUBE_PAGE_LIMIT     500
@@ -29,35 +28,24 @@
 
 enum { OUT_OK = 0, OUT_ENDED, OUT_GONE, OUT_ERROR, OUT_STOP, OUT_RELIST, OUT_ABSENT };
 
-/* optional: only with cfg.dra, and a 404 means "not served here" (kube.h). dep: the health.h dependency the
- * kind's list+watch reports to (the DRA kinds' do not block readiness: health.c). */
-static const struct { const char *path, *name, *resource; bool optional; int dep; } kube_kinds[KUBE_NKINDS] = {
-    {"/api/v1/nodes", "Node", "nodes", false, EXT_DEP_API_NODES},
-    {"/api/v1/pods", "Pod", "pods", false, EXT_DEP_API_PODS},
-    {"/apis/resource.k8s.io/v1/resourceslices", "ResourceSlice", "resourceslices", true, EXT_DEP_API_SLICES},
-    {"/apis/resource.k8s.io/v1/resourceclaims", "ResourceClaim", "resourceclaims", true, EXT_DEP_API_CLAIMS},
-    {"/apis/resource.k8s.io/v1/deviceclasses", "DeviceClass", "deviceclasses", true, EXT_DEP_API_CLASSES},
+/* optional: only with cfg.dra, and a 404 means "not served here" (client.h). */
+static const struct { const char *path, *name, *resource; bool optional; } kube_kinds[KUBE_NKINDS] = {
+    {"/api/v1/nodes", "Node", "nodes", false},
+    {"/api/v1/pods", "Pod", "pods", false},
+    {"/apis/resource.k8s.io/v1/resourceslices", "ResourceSlice", "resourceslices", true},
+    {"/apis/resource.k8s.io/v1/resourceclaims", "ResourceClaim", "resourceclaims", true},
+    {"/apis/resource.k8s.io/v1/deviceclasses", "DeviceClass", "deviceclasses", true},
 };
 #define kube_path(kind) (kube_kinds[kind].path)
 #define kube_resource(kind) (kube_kinds[kind].resource)
-/* where deploy/rbac.yaml grants list+watch of nodes and pods, and pods/binding */
-#define KUBE_RBAC "tessera-extender ClusterRole"
 
 const char *kube_kind_name(kube_kind kind) {
     return kind >= 0 && kind < KUBE_NKINDS ? kube_kinds[kind].name : "?";
 }
 
-static void kind_health_ok(int kind) {
-    if (kube_kinds[kind].dep >= 0) ext_health_ok((ext_dep)kube_kinds[kind].dep);
-}
-
-static void kind_health_fail(int kind, int code, ext_dep_reason reason, const char *msg) {
-    if (kube_kinds[kind].dep >= 0) ext_health_fail((ext_dep)kube_kinds[kind].dep, code, reason, msg);
-}
-
-/* Why a list or watch failed, for health.h: the HTTP status (or KUBE_*), and the API's message or the
+/* Why a list or watch failed, for the reporter: the HTTP status (or KUBE_*), and the API's message or the
  * transport's error. */
-typedef struct kube_fail { int code; ext_dep_reason reason; char msg[512]; } kube_fail;
+typedef struct kube_fail { int code; kube_reason reason; char msg[512]; } kube_fail;
 
 static bool kind_on(const kube_client *k, int kind);
 
@@ -84,6 +72,12 @@ struct kube_client {
     uint64_t relist_done[KUBE_NKINDS];
     int absent_code[KUBE_NKINDS];   /* the 404 or 403 an optional kind's list got (that thread only) */
 };
+
+/* Tell the configured reporter (client.h) how a dependency fared; msg NULL for a success. */
+static void report(const kube_client *k, kube_dep dep, int kind, int code, kube_reason reason, const char *msg) {
+    if (k->cfg.report) k->cfg.report(k->cfg.report_user, dep, (kube_kind)kind, msg == NULL, code, reason, msg);
+}
+#define report_ok(k, dep, kind) report(k, dep, kind, 0, KUBE_REASON_UNREACHABLE, NULL)
 
 /* over: max was reached; truncate: then drop the rest quietly (error bodies) instead of failing the transfer */
 typedef struct kube_buf { char *p; size_t n, cap, max; bool over, truncate; } kube_buf;
@@ -136,6 +130,51 @@ void kube_own_namespace(char *buf, size_t len, const char *fallback) {
     size_t n = strlen(ns);
     while (n && isspace((unsigned char)ns[n - 1])) ns[--n] = 0;
     snprintf(buf, len, "%s", n ? ns : fallback);
+}
+
+/* ---- what failed, in words --------------------------------------------------------------------------- */
+
+kube_reason kube_reason_of(int code) {
+    if (code == KUBE_TIMEOUT) return KUBE_REASON_TIMEOUT;
+    if (code == KUBE_NO_REQUEST) return KUBE_REASON_FILE;   /* in practice: the token file */
+    if (code <= 0) return KUBE_REASON_UNREACHABLE;
+    if (code == 401) return KUBE_REASON_UNAUTHORIZED;
+    if (code == 403) return KUBE_REASON_FORBIDDEN;
+    if (code == 404) return KUBE_REASON_NOT_FOUND;
+    if (code == 429) return KUBE_REASON_THROTTLED;
+    if (code >= 500) return KUBE_REASON_SERVER_ERROR;
+    return KUBE_REASON_REJECTED;
+}
+
+void kube_api_msg(char *out, size_t len, int code, const char *verb, const char *resource, const char *kind,
+                  const char *ns, const char *name, const char *rbac, const char *api_msg) {
+    if (!len) return;
+    ns = ns ? ns : "";
+    name = name ? name : "";
+    api_msg = api_msg && *api_msg ? api_msg : "no message";
+    char what[400];   /* "Lease tessera/tessera-extender" or "pods in namespace x" or "nodes" */
+    if (*name)
+        snprintf(what, sizeof what, "%s %s%s%s", kind && *kind ? kind : resource, ns, *ns ? "/" : "", name);
+    else
+        snprintf(what, sizeof what, "%s%s%s", resource, *ns ? " in namespace " : "", ns);
+    if (code == 403) {
+        /* RBAC grants verb x resource x namespace: name exactly those, and where the rule lives */
+        snprintf(out, len, "forbidden: cannot %s %s %s%s: check the %s (%s)", verb, resource,
+                 *ns ? "in namespace " : "cluster-wide", ns, rbac && *rbac ? rbac : "RBAC rules", api_msg);
+    } else if (code == 401) {
+        snprintf(out, len, "unauthorized: the API server did not accept tessera's service account token "
+                 "(cannot %s %s): check --token-file or the pod's service account (%s)", verb, what, api_msg);
+    } else if (code == KUBE_NO_REQUEST) {
+        snprintf(out, len, "cannot %s %s: %s", verb, what, api_msg);
+    } else if (code == KUBE_TIMEOUT) {
+        snprintf(out, len, "cannot %s %s: the API server did not answer in time (%s)", verb, what, api_msg);
+    } else if (code <= 0) {
+        snprintf(out, len, "cannot %s %s: API server unreachable: %s", verb, what, api_msg);
+    } else if (code >= 500 || code == 429) {
+        snprintf(out, len, "cannot %s %s: the API server answered %d: %s", verb, what, code, api_msg);
+    } else {
+        snprintf(out, len, "cannot %s %s: %s", verb, what, api_msg);
+    }
 }
 
 /* ---- small helpers ----------------------------------------------------------------------------------- */
@@ -193,7 +232,7 @@ static struct curl_slist *kube_headers(kube_client *k, const char *content_type,
         FILE *fp = fopen(k->cfg.token_file, "rb");
         if (!fp) {
             snprintf(err, errlen, "cannot read token file %s: %s", k->cfg.token_file, strerror(errno));
-            ext_health_fail(EXT_DEP_TOKEN_FILE, 0, EXT_REASON_FILE, err);
+            report(k, KUBE_DEP_TOKEN_FILE, 0, 0, KUBE_REASON_FILE, err);
             return NULL;
         }
         char *tok = malloc(KUBE_MAX_TOKEN + 1);
@@ -202,7 +241,7 @@ static struct curl_slist *kube_headers(kube_client *k, const char *content_type,
         if (!tok || n > KUBE_MAX_TOKEN) {
             free(tok);
             snprintf(err, errlen, tok ? "token file %s is too big" : "out of memory reading token file %s", k->cfg.token_file);
-            ext_health_fail(EXT_DEP_TOKEN_FILE, 0, EXT_REASON_FILE, err);
+            report(k, KUBE_DEP_TOKEN_FILE, 0, 0, KUBE_REASON_FILE, err);
             return NULL;
         }
         while (n && isspace((unsigned char)tok[n - 1])) n--;
@@ -213,10 +252,10 @@ static struct curl_slist *kube_headers(kube_client *k, const char *content_type,
         if (!ok) {
             free(tok);
             snprintf(err, errlen, "token file %s is empty or not a token", k->cfg.token_file);
-            ext_health_fail(EXT_DEP_TOKEN_FILE, 0, EXT_REASON_FILE, err);
+            report(k, KUBE_DEP_TOKEN_FILE, 0, 0, KUBE_REASON_FILE, err);
             return NULL;
         }
-        ext_health_ok(EXT_DEP_TOKEN_FILE);
+        report_ok(k, KUBE_DEP_TOKEN_FILE, 0);
         /* in place: the token can be 64 KiB, too much for the stack of a verb-server thread calling bind */
         static const char pre[] = "Authorization: Bearer ";
         char *line = malloc(sizeof pre + (n - s));
@@ -290,18 +329,18 @@ static void kube_status_msg(const kube_buf *b, long code, char *err, size_t errl
 static void kube_transport_fail(kube_client *k, CURLcode rc, const char *errbuf, kube_fail *f) {
     const char *why = errbuf && errbuf[0] ? errbuf : curl_easy_strerror(rc);
     f->code = rc == CURLE_OPERATION_TIMEDOUT ? KUBE_TIMEOUT : KUBE_UNREACHABLE;
-    f->reason = rc == CURLE_OPERATION_TIMEDOUT ? EXT_REASON_TIMEOUT : EXT_REASON_UNREACHABLE;
+    f->reason = rc == CURLE_OPERATION_TIMEDOUT ? KUBE_REASON_TIMEOUT : KUBE_REASON_UNREACHABLE;
     snprintf(f->msg, sizeof f->msg, "%s", why);
     if (rc == CURLE_SSL_CACERT_BADFILE || rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CONNECT_ERROR ||
         rc == CURLE_SSL_CERTPROBLEM) {
-        f->reason = EXT_REASON_TLS;
+        f->reason = KUBE_REASON_TLS;
         snprintf(f->msg, sizeof f->msg, "TLS with the API server failed (CA file %.200s): %.250s",
                  k->cfg.ca_file[0] ? k->cfg.ca_file : "system CAs", why);
     }
     if (rc == CURLE_SSL_CACERT_BADFILE) {
         char m[700];
         snprintf(m, sizeof m, "cannot use CA file %s: %s", k->cfg.ca_file, why);
-        ext_health_fail(EXT_DEP_CA_FILE, 0, EXT_REASON_FILE, m);
+        report(k, KUBE_DEP_CA_FILE, 0, 0, KUBE_REASON_FILE, m);
     }
 }
 
@@ -325,7 +364,7 @@ static CURLcode kube_perform(kube_client *k, int kind, CURL *h, bool *opened) {
             curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
             if (code == 200) {
                 *opened = true;
-                kind_health_ok(kind);
+                report_ok(k, KUBE_DEP_KIND, kind);
             }
         }
         bool done = false;
@@ -370,13 +409,13 @@ static int kube_list(kube_client *k, CURL *h, int kind, char **rv, kube_fail *f)
             n = snprintf(url, sizeof url, "%s%s?limit=%d", k->base, kube_path(kind), KUBE_PAGE_LIMIT);
         }
         if (n < 0 || (size_t)n >= sizeof url) {
-            *f = (kube_fail){0, EXT_REASON_BAD_RESPONSE, "the continue token makes the URL too long"};
+            *f = (kube_fail){0, KUBE_REASON_BAD_RESPONSE, "the continue token makes the URL too long"};
             break;
         }
         struct curl_slist *hdrs = kube_headers(k, NULL, err, sizeof err);
         if (!hdrs) {
             f->code = 0;
-            f->reason = EXT_REASON_FILE;
+            f->reason = KUBE_REASON_FILE;
             snprintf(f->msg, sizeof f->msg, "%s", err);
             break;
         }
@@ -396,7 +435,7 @@ static int kube_list(kube_client *k, CURL *h, int kind, char **rv, kube_fail *f)
                 kube_transport_fail(k, rc, errbuf, f);
             } else {
                 f->code = (int)code;
-                f->reason = ext_health_reason_of((int)code);
+                f->reason = kube_reason_of((int)code);
                 kube_status_msg(&b, code, f->msg, sizeof f->msg);
             }
             free(b.p);
@@ -412,7 +451,7 @@ static int kube_list(kube_client *k, CURL *h, int kind, char **rv, kube_fail *f)
         const cJSON *items = cJSON_GetObjectItemCaseSensitive(root, "items");
         const char *lrv = meta_str(root, "resourceVersion"), *next = meta_str(root, "continue");
         if (!cJSON_IsObject(root) || !(cJSON_IsArray(items) || cJSON_IsNull(items)) || !lrv || !*lrv) {
-            *f = (kube_fail){200, EXT_REASON_BAD_RESPONSE, ""};
+            *f = (kube_fail){200, KUBE_REASON_BAD_RESPONSE, ""};
             snprintf(f->msg, sizeof f->msg, "the API server's answer is not a %s list (malformed JSON, no items or "
                      "no resourceVersion)", kube_kinds[kind].name);
             cJSON_Delete(root);
@@ -434,7 +473,7 @@ static int kube_list(kube_client *k, CURL *h, int kind, char **rv, kube_fail *f)
         cJSON_Delete(root);
         if (!cont) {
             if (next && *next) { /* strdup failed: retry the whole list later */
-                *f = (kube_fail){0, EXT_REASON_BAD_RESPONSE, "out of memory"};
+                *f = (kube_fail){0, KUBE_REASON_BAD_RESPONSE, "out of memory"};
                 break;
             }
             k->handler(k->user, (kube_kind)kind, KUBE_SYNCED, NULL);
@@ -475,13 +514,13 @@ static int watch_line(kube_stream *w, const char *s, size_t n) {
     int out = 0;
     if (!cJSON_IsObject(ev) || !cJSON_IsString(type) || !cJSON_IsObject(obj)) {
         out = OUT_ERROR;
-        *w->fail = (kube_fail){200, EXT_REASON_BAD_RESPONSE, "a watch event that is not valid JSON with type and object"};
+        *w->fail = (kube_fail){200, KUBE_REASON_BAD_RESPONSE, "a watch event that is not valid JSON with type and object"};
     } else if (strcmp(type->valuestring, "ERROR") == 0) {
         const cJSON *code = cJSON_GetObjectItemCaseSensitive(obj, "code");
         const cJSON *m = cJSON_GetObjectItemCaseSensitive(obj, "message");
         out = cJSON_IsNumber(code) && code->valueint == 410 ? OUT_GONE : OUT_ERROR;
         w->fail->code = cJSON_IsNumber(code) ? code->valueint : 500;
-        w->fail->reason = ext_health_reason_of(w->fail->code);
+        w->fail->reason = kube_reason_of(w->fail->code);
         snprintf(w->fail->msg, sizeof w->fail->msg, "watch ERROR event: %s",
                  cJSON_IsString(m) ? m->valuestring : "no message");
     } else {
@@ -510,7 +549,7 @@ static size_t watch_write(char *p, size_t size, size_t nmemb, void *ud) {
         const char *nl = memchr(p + i, '\n', n - i);
         size_t seg = nl ? (size_t)(nl - (p + i)) : n - i;
         if (w->line.n + seg > KUBE_MAX_LINE) {
-            *w->fail = (kube_fail){200, EXT_REASON_BAD_RESPONSE, "a watch event longer than 16 MiB"};
+            *w->fail = (kube_fail){200, KUBE_REASON_BAD_RESPONSE, "a watch event longer than 16 MiB"};
             w->outcome = OUT_ERROR;
             return 0;
         }
@@ -540,13 +579,13 @@ static int kube_watch(kube_client *k, CURL *h, int kind, char **rv, int *events,
     curl_free(esc);
     *events = 0;
     if (n < 0 || (size_t)n >= sizeof url) {
-        *f = (kube_fail){0, EXT_REASON_BAD_RESPONSE, "the resourceVersion makes the URL too long"};
+        *f = (kube_fail){0, KUBE_REASON_BAD_RESPONSE, "the resourceVersion makes the URL too long"};
         return OUT_ERROR;
     }
     struct curl_slist *hdrs = kube_headers(k, NULL, err, sizeof err);
     if (!hdrs) {
         f->code = 0;
-        f->reason = EXT_REASON_FILE;
+        f->reason = KUBE_REASON_FILE;
         snprintf(f->msg, sizeof f->msg, "%s", err);
         return OUT_ERROR;
     }
@@ -572,7 +611,7 @@ static int kube_watch(kube_client *k, CURL *h, int kind, char **rv, int *events,
     else if (code != 200) {
         out = OUT_ERROR;
         f->code = (int)code;
-        f->reason = ext_health_reason_of((int)code);
+        f->reason = kube_reason_of((int)code);
         kube_status_msg(&w.errbody, code, f->msg, sizeof f->msg);
     }
     else if (w.line.n) out = watch_line(&w, w.line.p, w.line.n) ? OUT_ERROR : OUT_ENDED; /* no final newline */
@@ -622,15 +661,15 @@ static void *kube_thread(void *arg) {
         }
         int out, events = 0;
         uint64_t t0 = now_ms();
-        kube_fail fail = {0, EXT_REASON_UNREACHABLE, "unknown error"};
+        kube_fail fail = {0, KUBE_REASON_UNREACHABLE, "unknown error"};
         bool listing = need_list || relist_wanted(k, kind);
         if (relist_wanted(k, kind)) need_list = true;
         if (need_list) {
             k->relist_served[kind] = atomic_load(&k->relist_req[kind]);
             out = kube_list(k, h, kind, &rv, &fail);
             if (out == OUT_OK) {
-                if (!watch_fails) kind_health_ok(kind);
-                if (k->cfg.ca_file[0] && !strncmp(k->base, "https://", 8)) ext_health_ok(EXT_DEP_CA_FILE);
+                if (!watch_fails) report_ok(k, KUBE_DEP_KIND, kind);
+                if (k->cfg.ca_file[0] && !strncmp(k->base, "https://", 8)) report_ok(k, KUBE_DEP_CA_FILE, 0);
                 need_list = false;
                 pthread_mutex_lock(&k->mu);
                 k->st.absent[kind] = false;
@@ -671,12 +710,12 @@ static void *kube_thread(void *arg) {
         case OUT_ERROR: {
             char msg[700];
             const char *verb = listing ? "list" : "watch";
-            if (fail.reason == EXT_REASON_FILE || fail.reason == EXT_REASON_TLS || fail.reason == EXT_REASON_BAD_RESPONSE)
+            if (fail.reason == KUBE_REASON_FILE || fail.reason == KUBE_REASON_TLS || fail.reason == KUBE_REASON_BAD_RESPONSE)
                 snprintf(msg, sizeof msg, "cannot %s %s: %s", verb, kube_resource(kind), fail.msg);
             else
-                ext_health_api_msg(msg, sizeof msg, fail.code, verb, kube_resource(kind), NULL, NULL, NULL, KUBE_RBAC,
+                kube_api_msg(msg, sizeof msg, fail.code, verb, kube_resource(kind), NULL, NULL, NULL, k->cfg.rbac,
                                    fail.msg);
-            kind_health_fail(kind, fail.code, fail.reason, msg);
+            report(k, KUBE_DEP_KIND, kind, fail.code, fail.reason, msg);
             count(k, &k->st.errors[kind]);
             need_list = true;
             kube_sleep(k, jitter(&seed, backoff));
@@ -697,10 +736,10 @@ static void *kube_thread(void *arg) {
             absent_said = true;
             if (k->absent_code[kind] == 403) {
                 char m[300];
-                snprintf(m, sizeof m, "forbidden: cannot list %s: check the %s", kube_resource(kind), KUBE_RBAC);
-                kind_health_fail(kind, 403, EXT_REASON_FORBIDDEN, m);
+                snprintf(m, sizeof m, "forbidden: cannot list %s: check the %s", kube_resource(kind), k->cfg.rbac[0] ? k->cfg.rbac : "RBAC rules");
+                report(k, KUBE_DEP_KIND, kind, 403, KUBE_REASON_FORBIDDEN, m);
             } else {
-                kind_health_ok(kind);   /* not served by this API server: nothing to fail */
+                report_ok(k, KUBE_DEP_KIND, kind);   /* not served by this API server: nothing to fail */
             }
             k->handler(k->user, (kube_kind)kind, KUBE_RELIST, NULL);
             k->handler(k->user, (kube_kind)kind, KUBE_SYNCED, NULL);
@@ -893,8 +932,8 @@ int kube_bind(kube_client *k, const char *ns, const char *name, const char *uid,
         kube_fail f;
         kube_transport_fail(k, rc, errbuf, &f);
         int c = f.code;
-        ext_health_api_msg(err, errlen, c, "create", "pods/binding", "Binding for pod", ns, name, KUBE_RBAC, f.msg);
-        ext_health_fail(EXT_DEP_BIND, c, f.reason, err);
+        kube_api_msg(err, errlen, c, "create", "pods/binding", "Binding for pod", ns, name, k->cfg.rbac, f.msg);
+        report(k, KUBE_DEP_BIND, 0, c, f.reason, err);
         ret = -1;
     } else {
         if (code < 200 || code > 299) kube_status_msg(&resp, code, err, errlen);
@@ -903,10 +942,10 @@ int kube_bind(kube_client *k, const char *ns, const char *name, const char *uid,
         if (code == 401 || code == 403 || code == 429 || code >= 500) {
             char api[512];
             snprintf(api, sizeof api, "%s", err);
-            ext_health_api_msg(err, errlen, (int)code, "create", "pods/binding", "Binding for pod", ns, name, KUBE_RBAC, api);
-            ext_health_fail(EXT_DEP_BIND, (int)code, ext_health_reason_of((int)code), err);
+            kube_api_msg(err, errlen, (int)code, "create", "pods/binding", "Binding for pod", ns, name, k->cfg.rbac, api);
+            report(k, KUBE_DEP_BIND, 0, (int)code, kube_reason_of((int)code), err);
         } else {
-            ext_health_ok(EXT_DEP_BIND);
+            report_ok(k, KUBE_DEP_BIND, 0);
         }
         ret = (int)code;
     }
@@ -933,7 +972,7 @@ int kube_request(kube_client *k, const char *method, const char *path, const cha
     if (!hdrs) {
         if (!err[0]) snprintf(err, errlen, h ? "out of memory" : "request: path too long or out of memory");
         if (h) pool_put(k, h);
-        return KUBE_NO_REQUEST;   /* not the API server's fault: say so (health.h) */
+        return KUBE_NO_REQUEST;   /* not the API server's fault: say so (client.h) */
     }
     kube_buf b = {.max = KUBE_MAX_ERR_BODY};
     kube_setup(k, h, url, hdrs, errbuf);

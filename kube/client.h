@@ -1,6 +1,8 @@
-/* kube.h -- the Kubernetes API client: list+watch of nodes and pods, and pod binding.
+/* client.h -- the Kubernetes API client of every tessera program: in-cluster configuration, requests (GET, POST,
+ * PUT, DELETE, merge PATCH) over pooled keep-alive connections, pod binding, and list+watch of nodes, pods and the
+ * DRA kinds. The extender uses all of it; the node agent and tessera-reserve only configuration and requests.
  *
- * Two background threads (one per kind) list, then watch from the list's resourceVersion,
+ * Once started, one background thread per kind lists, then watches from the list's resourceVersion,
  * relist on 410 Gone, and reconnect with capped exponential backoff when the API server
  * errs or vanishes. Every object reaches the caller through one handler, called from
  * those threads (the caller locks its own state). A relist is announced with
@@ -42,6 +44,33 @@ typedef enum kube_event {
 /* obj is valid only during the call. */
 typedef void (*kube_handler)(void *user, kube_kind kind, kube_event ev, const cJSON *obj);
 
+/* Why an API call failed, in the words a health registry and its metrics use (the extender's health.h names
+ * them "unreachable", "not_found", ...). */
+typedef enum kube_reason {
+    KUBE_REASON_UNREACHABLE = 0,  /* no connection, or it broke */
+    KUBE_REASON_TIMEOUT,          /* no answer in time */
+    KUBE_REASON_UNAUTHORIZED,     /* 401: the token was not accepted */
+    KUBE_REASON_FORBIDDEN,        /* 403: RBAC */
+    KUBE_REASON_NOT_FOUND,        /* 404: e.g. the namespace does not exist */
+    KUBE_REASON_THROTTLED,        /* 429 */
+    KUBE_REASON_SERVER_ERROR,     /* 5xx */
+    KUBE_REASON_REJECTED,         /* any other 4xx */
+    KUBE_REASON_BAD_RESPONSE,     /* an answer that is not what the API sends (malformed JSON) */
+    KUBE_REASON_FILE,             /* a file the client needs (token, CA) is missing or unreadable */
+    KUBE_REASON_TLS,              /* TLS setup or verification */
+    KUBE_REASON_N
+} kube_reason;
+
+/* What the client depends on, as it reports it to cfg.report: the list+watch of a kind, Binding POSTs, the
+ * token file (re-read for every request) and the CA file. */
+typedef enum kube_dep { KUBE_DEP_KIND = 0, KUBE_DEP_BIND, KUBE_DEP_TOKEN_FILE, KUBE_DEP_CA_FILE } kube_dep;
+
+/* Called from whichever thread made the attempt: ok, or code (HTTP status or KUBE_*; 0 when there is none),
+ * reason and msg (what failed in words an operator can act on, kube_api_msg). kind only for KUBE_DEP_KIND. The
+ * extender's health registry is one (ext_health_kube_report); the node agent and tessera-reserve keep none. */
+typedef void (*kube_report_fn)(void *user, kube_dep dep, kube_kind kind, bool ok, int code, kube_reason reason,
+                               const char *msg);
+
 typedef struct kube_config {
     char api_url[512];      /* "https://10.0.0.1:443" or "http://127.0.0.1:8080" */
     char token_file[512];   /* bearer token, re-read on every (re)connect (projected tokens rotate) */
@@ -56,6 +85,10 @@ typedef struct kube_config {
     int backoff_max_ms;     /* cap of the reconnect backoff; default 30000 */
     bool dra;               /* also list+watch ResourceSlices, ResourceClaims, DeviceClasses (default off here;
                              * the extender's --dra turns it on) */
+    char rbac[96];          /* where the rules granting list+watch and pods/binding live, named in a 403's message
+                             * ("tessera-extender ClusterRole"); "" = "RBAC rules" */
+    kube_report_fn report;  /* NULL: report nothing */
+    void *report_user;
 } kube_config;
 
 /* Defaults, then the in-cluster settings: KUBERNETES_SERVICE_HOST/PORT, the service
@@ -84,7 +117,7 @@ void kube_free(kube_client *k);
  * HTTP status (201 on success), or -1 when the API server could not be reached; err
  * gets the API's message ("pods \"x\" not found", a UID precondition failure...), for 401/403,
  * 429, 5xx and no answer prefixed with what failed and, for 403, the RBAC rule it lacks
- * (health.h, which also hears of every outcome as the bind dependency). */
+ * (kube_api_msg; cfg.report also hears of every outcome as KUBE_DEP_BIND). */
 int kube_bind(kube_client *k, const char *ns, const char *name, const char *uid, const char *node,
                   const cJSON *annotations, char *err, size_t errlen);
 
@@ -106,6 +139,19 @@ int kube_request(kube_client *k, const char *method, const char *path, const cha
  * leader uses it to be sure its cache holds every binding the previous leader made. */
 uint64_t kube_relist(kube_client *k, kube_kind kind);
 bool kube_relisted(kube_client *k, kube_kind kind, uint64_t ticket);
+
+/* The reason for kube_request's / kube_bind's status (KUBE_UNREACHABLE, KUBE_TIMEOUT, KUBE_NO_REQUEST, or an
+ * HTTP status outside 2xx). */
+kube_reason kube_reason_of(int code);
+
+/* A message for a failed API call that says what was being done and, for 401/403, what the token or the RBAC
+ * rules lack: "forbidden: cannot create leases in namespace tessera: check the tessera-leader-election Role:
+ * <API message>", "cannot create Lease tessera/tessera-extender: namespaces \"tessera\" not found". verb:
+ * get/list/watch/create/update/patch/delete; resource: the plural ("leases", "pods/binding"); kind: "Lease" (for
+ * the object's name); ns "" for cluster-wide; name "" for a collection; rbac: which role grants it
+ * ("tessera-leader-election Role"); api_msg: the API's message or the transport error. */
+void kube_api_msg(char *out, size_t len, int code, const char *verb, const char *resource, const char *kind,
+                  const char *ns, const char *name, const char *rbac, const char *api_msg);
 
 typedef struct kube_stats {
     uint64_t lists[KUBE_NKINDS];          /* completed lists per kind */

@@ -1,5 +1,6 @@
-/* log.h -- the extender's logging: one line per event on stderr, with a time and a level,
- * so an operator can grep a run ("level=warn") without a log library.
+/* log.h -- the log of every tessera program (tessera-extender, tessera-node-agent, tessera-reserve): one line per
+ * event on stderr, with a time and a level, so an operator can grep a run ("level=warn") without a log library,
+ * and one grep reads all three.
  */
 #ifndef KUBE_LOG_H
 #define KUBE_LOG_H

@@ -592,8 +592,8 @@ static int call(ext_rsv *r, const char *method, const char *path, const char *bo
             const char *verb = !strcmp(method, "GET") ? "get" : !strcmp(method, "POST") ? "create"
                              : !strcmp(method, "PUT") ? "update" : !strcmp(method, "PATCH") ? "patch" : "delete";
             bool own = !strcmp(ns, r->cfg.ns) && !strcmp(res, "pods") && (!strcmp(verb, "create") || !strcmp(verb, "delete"));
-            ext_health_api_msg(msg, sizeof msg, code, verb, res[0] ? res : path, NULL, ns, name,
-                               own ? "tessera-extender Role" : "tessera-extender ClusterRole", err);
+            kube_api_msg(msg, sizeof msg, code, verb, res[0] ? res : path, NULL, ns, name,
+                         own ? "tessera-extender Role" : "tessera-extender ClusterRole", err);
             ext_health_fail(EXT_DEP_RESERVATIONS, code, ext_health_reason_of(code), msg);
         }
     } else {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <cjson/cJSON.h>
 
+#include "extender/health.h"
 #include "kube/client.h"
 #include "extender/leader.h"
 #include "extender/mirror/state.h"
@@ -145,6 +146,7 @@ static int inst_start(soak *s, inst *in, const char *id, char *err, size_t errle
     fake_api_url(s->api, kc.api_url, sizeof kc.api_url);
     kc.backoff_max_ms = 500;
     kc.watch_timeout_s = 20;
+    kc.report = ext_health_kube_report;   /* as main.c wires it */
     if (!(in->k = kube_new(&kc, err, errlen))) return -1;
     if (kube_start(in->k, ext_state_on_event, in->st, err, errlen) != 0) return -1;
     ext_verbs_init(&in->v, in->st, NULL, bind_fn, in->k);

@@ -86,6 +86,8 @@ static bool hx_run(hx *x, const char *token_file, bool leader) {
     if (token_file) snprintf(kc.token_file, sizeof kc.token_file, "%s", token_file);
     if (x->ca_file) snprintf(kc.ca_file, sizeof kc.ca_file, "%s", x->ca_file);
     kc.dra = x->dra;
+    snprintf(kc.rbac, sizeof kc.rbac, "%s", EXT_KUBE_RBAC);   /* as main.c wires it */
+    kc.report = ext_health_kube_report;
     kc.backoff_max_ms = 300;
     kc.request_timeout_ms = 2000;
     if (!(x->k = kube_new(&kc, err, sizeof err))) return false;
@@ -652,17 +654,17 @@ TEST(ext_health_dra_claims_that_cannot_be_listed_block_readiness_until_they_can)
 /* The words for each status, which the tests above see only in part. */
 TEST(ext_health_api_messages) {
     char m[512];
-    ext_health_api_msg(m, sizeof m, 403, "create", "leases", "Lease", "tessera", "tessera-extender",
+    kube_api_msg(m, sizeof m, 403, "create", "leases", "Lease", "tessera", "tessera-extender",
                        "tessera-leader-election Role", "leases is forbidden");
     CHECK_STR(m, "forbidden: cannot create leases in namespace tessera: check the tessera-leader-election Role "
                  "(leases is forbidden)");
-    ext_health_api_msg(m, sizeof m, 403, "list", "nodes", NULL, NULL, NULL, "tessera-extender ClusterRole", "x");
+    kube_api_msg(m, sizeof m, 403, "list", "nodes", NULL, NULL, NULL, "tessera-extender ClusterRole", "x");
     CHECK_STR(m, "forbidden: cannot list nodes cluster-wide: check the tessera-extender ClusterRole (x)");
-    ext_health_api_msg(m, sizeof m, 401, "list", "pods", NULL, NULL, NULL, "r", "Unauthorized");
+    kube_api_msg(m, sizeof m, 401, "list", "pods", NULL, NULL, NULL, "r", "Unauthorized");
     CHECK_CONTAINS(m, "unauthorized: the API server did not accept tessera's service account token (cannot list pods)");
-    ext_health_api_msg(m, sizeof m, 404, "create", "leases", "Lease", "tessera", "tessera-extender", "r", HX_NS_MISSING);
+    kube_api_msg(m, sizeof m, 404, "create", "leases", "Lease", "tessera", "tessera-extender", "r", HX_NS_MISSING);
     CHECK_STR(m, "cannot create Lease tessera/tessera-extender: " HX_NS_MISSING);
-    ext_health_api_msg(m, sizeof m, KUBE_TIMEOUT, "get", "leases", "Lease", "tessera", "t", "r", "no answer");
+    kube_api_msg(m, sizeof m, KUBE_TIMEOUT, "get", "leases", "Lease", "tessera", "t", "r", "no answer");
     CHECK_CONTAINS(m, "did not answer in time");
     CHECK_INT(ext_health_reason_of(KUBE_UNREACHABLE), EXT_REASON_UNREACHABLE);
     CHECK_INT(ext_health_reason_of(429), EXT_REASON_THROTTLED);
