@@ -37,7 +37,8 @@ KUBE_SRC   := $(wildcard kube/*.c)
 BENCH_SRC  := $(wildcard tests/bench/*.c)
 # agent/: tessera-node-agent, the node-side program that publishes a GPU node's topology and holdings. Its library
 # (all but main.c): NVML, the topology annotation, the Node client, the kubelet Pod Resources client (podresources.c,
-# protowire.c) and the holdings record; the tests, benches and fuzzers link it. It links neither extender/ nor model/.
+# protowire.c) and the holdings record; the tests, benches and fuzzers link it. It links kube/ (the API client and
+# the log line), neither extender/ nor model/.
 AGENT_LIB_SRC := $(filter-out agent/main.c,$(wildcard agent/*.c))
 # reserve/: tessera-reserve, the node-side program of a reservation pod; device.c is pure and unit-tested.
 RESERVE_LIB_SRC := reserve/device.c
@@ -138,7 +139,7 @@ $(RESERVE_BIN): $(RESERVE_OBJ)
 	$(Q)$(CC) $(CFLAGS) -o $@ $(RESERVE_OBJ) $(LDLIBS)
 
 # tessera-node-agent: libcurl, cJSON and libmicrohttpd; NVML is dlopen'ed at run time (agent/nvml.h), hence -ldl.
-AGENT_OBJ := $(BUILD)/agent/main.o $(patsubst %.c,$(BUILD)/%.o,$(AGENT_LIB_SRC))
+AGENT_OBJ := $(BUILD)/agent/main.o $(patsubst %.c,$(BUILD)/%.o,$(AGENT_LIB_SRC)) $(KUBE_OBJ)
 $(AGENT_BIN): $(AGENT_OBJ)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $(AGENT_OBJ) $(LDLIBS) -ldl

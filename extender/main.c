@@ -18,6 +18,7 @@
 #include "kube/client.h"
 #include "extender/leader.h"
 #include "kube/log.h"
+#include "kube/pod.h"
 #include "extender/delivery/reservation.h"
 #include "extender/mirror/state.h"
 #include "extender/verbs.h"
@@ -267,7 +268,7 @@ static void print_demo_help(const char *listen, int port, const char *prefix, co
 }
 
 int main(int argc, char **argv) {
-    enum { O_LISTEN = 1000, O_PREFIX, O_POLICY, O_CLUSTER, O_DEMO, O_API, O_TOKEN, O_CA, O_CCERT, O_CKEY, O_INSECURE,
+    enum { O_LISTEN = 1000, O_PREFIX, O_POLICY, O_CLUSTER, O_DEMO,
            O_TCERT, O_TKEY, O_TCA, O_MAXBODY, O_TTL, O_CONNTO, O_LOG, O_HELP, O_WORKLOAD, O_ONLINE, O_ONLINE_HL, O_BINDTO, O_MLISTEN,
            O_LE, O_LE_NS, O_LE_NAME, O_LE_LEASE, O_LE_RENEW, O_LE_RETRY, O_LE_SCHED,
            /* admission webhook */
@@ -277,10 +278,7 @@ int main(int argc, char **argv) {
     static const struct option opts[] = {
         {"listen", required_argument, 0, O_LISTEN}, {"url-prefix", required_argument, 0, O_PREFIX},
         {"policy", required_argument, 0, O_POLICY}, {"cluster", required_argument, 0, O_CLUSTER},
-        {"demo", no_argument, 0, O_DEMO}, {"kube-api", required_argument, 0, O_API},
-        {"token-file", required_argument, 0, O_TOKEN}, {"ca-file", required_argument, 0, O_CA},
-        {"client-cert", required_argument, 0, O_CCERT}, {"client-key", required_argument, 0, O_CKEY},
-        {"insecure-skip-tls-verify", no_argument, 0, O_INSECURE}, {"tls-cert", required_argument, 0, O_TCERT},
+        {"demo", no_argument, 0, O_DEMO}, KUBE_OPTIONS, {"tls-cert", required_argument, 0, O_TCERT},
         {"tls-key", required_argument, 0, O_TKEY}, {"tls-client-ca", required_argument, 0, O_TCA},
         {"max-body-bytes", required_argument, 0, O_MAXBODY}, {"assume-ttl", required_argument, 0, O_TTL},
         {"conn-timeout", required_argument, 0, O_CONNTO}, {"log-level", required_argument, 0, O_LOG},
@@ -312,6 +310,7 @@ int main(int argc, char **argv) {
     kube_config_defaults(&kc);
     kc.dra = true;   /* Dynamic Resource Allocation: watched unless --dra=off (a cluster without it answers 404) */
     snprintf(kc.rbac, sizeof kc.rbac, "%s", EXT_KUBE_RBAC);
+    snprintf(kc.user_agent, sizeof kc.user_agent, "tessera-extender");
     kc.report = ext_health_kube_report;   /* the client's dependencies are in /readyz and /metrics */
     const char *policy_arg = "binpack", *cluster = NULL, *workload_file = NULL, *metrics_listen = NULL;
     bool online_workload = false;
@@ -333,6 +332,10 @@ int main(int argc, char **argv) {
     ext_rsv_config_defaults(&rsvc);
     int delivery_mode = -1; /* -1: the mode's default (reservation in cluster mode, none standalone) */
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (kube_config_option(&kc, c, optarg)) {   /* --kube-api, --token-file, ... (kube/client.h) */
+            api_given |= c == KUBE_OPT_API;
+            continue;
+        }
         switch (c) {
         case O_LISTEN: snprintf(hc.listen, sizeof hc.listen, "%s", optarg); break;
         case O_PREFIX:
@@ -342,12 +345,6 @@ int main(int argc, char **argv) {
         case O_POLICY: policy_arg = optarg; break;
         case O_CLUSTER: cluster = optarg; break;
         case O_DEMO: demo = true; break;
-        case O_API: snprintf(kc.api_url, sizeof kc.api_url, "%s", optarg); api_given = true; break;
-        case O_TOKEN: snprintf(kc.token_file, sizeof kc.token_file, "%s", optarg); break;
-        case O_CA: snprintf(kc.ca_file, sizeof kc.ca_file, "%s", optarg); break;
-        case O_CCERT: snprintf(kc.cert_file, sizeof kc.cert_file, "%s", optarg); break;
-        case O_CKEY: snprintf(kc.key_file, sizeof kc.key_file, "%s", optarg); break;
-        case O_INSECURE: kc.insecure = true; break;
         case O_TCERT: hc.tls_cert_file = optarg; break;
         case O_TKEY: hc.tls_key_file = optarg; break;
         case O_TCA: hc.tls_client_ca_file = optarg; break;
@@ -522,11 +519,7 @@ int main(int argc, char **argv) {
     /* Signals are taken synchronously by the main thread; every thread started after this
      * inherits the mask, so none of them is interrupted. */
     sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    kube_pod_block_stop_signals(&sigs);
 
     char err[512];
     ext_state_config sc = {.cat = NULL, .standalone = standalone, .assume_ttl_ms = ttl_s * 1000, .dra = kc.dra && !standalone};

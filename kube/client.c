@@ -19,7 +19,7 @@
 #define KUBE_PAGE_LIMIT     500
 #define KUBE_MAX_LINE       (16u << 20)  /* one watch event; a Node with huge annotations stays far below */
 #define KUBE_MAX_BODY       (512u << 20) /* one list page of 500 objects */
-#define KUBE_MAX_ERR_BODY   (64u << 10)
+#define KUBE_MAX_ERR_BODY   (64u << 10)  /* an error answer; and kube_request's answers unless cfg.max_answer */
 #define KUBE_MAX_TOKEN      (64u << 10)
 #define KUBE_BACKOFF_MIN_MS 200
 #define KUBE_HEALTHY_MS     5000         /* a watch that lived this long resets the backoff */
@@ -93,6 +93,7 @@ void kube_config_defaults(kube_config *cfg) {
     cfg->request_timeout_ms = 10000;
     cfg->watch_timeout_s = 300;
     cfg->backoff_max_ms = 30000;
+    snprintf(cfg->user_agent, sizeof cfg->user_agent, "tessera");
 }
 
 int kube_config_in_cluster(kube_config *cfg, char *err, size_t errlen) {
@@ -293,7 +294,7 @@ static void kube_setup(kube_client *k, CURL *h, const char *url, struct curl_sli
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, "tessera-extender");
+    curl_easy_setopt(h, CURLOPT_USERAGENT, k->cfg.user_agent);
 #if LIBCURL_VERSION_NUM >= 0x075500
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
 #else
@@ -761,12 +762,15 @@ static void *kube_thread(void *arg) {
 
 /* ---- public API -------------------------------------------------------------------------------------- */
 
-kube_client *kube_new(const kube_config *cfg, char *err, size_t errlen) {
+int kube_init(char *err, size_t errlen) {
     pthread_once(&kube_once, kube_global_init);
-    if (kube_global_rc != CURLE_OK) {
-        snprintf(err, errlen, "curl_global_init: %s", curl_easy_strerror(kube_global_rc));
-        return NULL;
-    }
+    if (kube_global_rc == CURLE_OK) return 0;
+    snprintf(err, errlen, "curl_global_init: %s", curl_easy_strerror(kube_global_rc));
+    return -1;
+}
+
+kube_client *kube_new(const kube_config *cfg, char *err, size_t errlen) {
+    if (kube_init(err, errlen) < 0) return NULL;
     if (!cfg || (strncmp(cfg->api_url, "http://", 7) != 0 && strncmp(cfg->api_url, "https://", 8) != 0)) {
         snprintf(err, errlen, "API server URL must start with http:// or https:// (got \"%s\")", cfg ? cfg->api_url : "");
         return NULL;
@@ -777,6 +781,8 @@ kube_client *kube_new(const kube_config *cfg, char *err, size_t errlen) {
     if (k->cfg.request_timeout_ms <= 0) k->cfg.request_timeout_ms = 10000;
     if (k->cfg.watch_timeout_s <= 0) k->cfg.watch_timeout_s = 300;
     if (k->cfg.backoff_max_ms <= 0) k->cfg.backoff_max_ms = 30000;
+    if (k->cfg.max_answer == 0) k->cfg.max_answer = KUBE_MAX_ERR_BODY;
+    if (!k->cfg.user_agent[0]) snprintf(k->cfg.user_agent, sizeof k->cfg.user_agent, "tessera");
     snprintf(k->base, sizeof k->base, "%s", cfg->api_url);
     size_t n = strlen(k->base);
     while (n > 0 && k->base[n - 1] == '/') k->base[--n] = 0;
@@ -974,14 +980,15 @@ int kube_request(kube_client *k, const char *method, const char *path, const cha
         if (h) pool_put(k, h);
         return KUBE_NO_REQUEST;   /* not the API server's fault: say so (client.h) */
     }
-    kube_buf b = {.max = KUBE_MAX_ERR_BODY};
+    kube_buf b = {.max = k->cfg.max_answer};
     kube_setup(k, h, url, hdrs, errbuf);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     if (body) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
     }
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(timeout_ms > 0 ? timeout_ms : k->cfg.request_timeout_ms));
+    if (timeout_ms <= 0) timeout_ms = k->cfg.request_timeout_ms;
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, buf_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
     CURLcode rc = curl_easy_perform(h);
@@ -1017,4 +1024,39 @@ bool kube_relisted(kube_client *k, kube_kind kind, uint64_t ticket) {
     bool done = k->relist_done[kind] >= ticket;
     pthread_mutex_unlock(&k->mu);
     return done;
+}
+
+/* ---- helpers for the callers' requests ---------------------------------------------------------------- */
+
+bool kube_name_ok(const char *what, const char *name, char *err, size_t errlen) {
+    size_t n = name ? strlen(name) : 0;
+    bool ok = n > 0 && n <= 253;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = islower((unsigned char)name[i]) || isdigit((unsigned char)name[i]) || name[i] == '-' || name[i] == '.';
+    if (!ok) snprintf(err, errlen, "%s \"%.300s\" is not a DNS subdomain", what, name ? name : "");
+    return ok;
+}
+
+char *kube_annotations_patch(const char *const *keys, const char *const *values, int n) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(root, "metadata");
+    cJSON *ann = cJSON_AddObjectToObject(meta, "annotations");
+    bool ok = ann != NULL;
+    for (int i = 0; ok && i < n; i++)
+        ok = (values[i] ? cJSON_AddStringToObject(ann, keys[i], values[i]) : cJSON_AddNullToObject(ann, keys[i])) != NULL;
+    char *body = ok ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    return body;
+}
+
+bool kube_config_option(kube_config *cfg, int opt, const char *arg) {
+    switch (opt) {
+    case KUBE_OPT_API: snprintf(cfg->api_url, sizeof cfg->api_url, "%s", arg); return true;
+    case KUBE_OPT_TOKEN: snprintf(cfg->token_file, sizeof cfg->token_file, "%s", arg); return true;
+    case KUBE_OPT_CA: snprintf(cfg->ca_file, sizeof cfg->ca_file, "%s", arg); return true;
+    case KUBE_OPT_CERT: snprintf(cfg->cert_file, sizeof cfg->cert_file, "%s", arg); return true;
+    case KUBE_OPT_KEY: snprintf(cfg->key_file, sizeof cfg->key_file, "%s", arg); return true;
+    case KUBE_OPT_INSECURE: cfg->insecure = true; return true;
+    default: return false;
+    }
 }

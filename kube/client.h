@@ -89,6 +89,9 @@ typedef struct kube_config {
                              * ("tessera-extender ClusterRole"); "" = "RBAC rules" */
     kube_report_fn report;  /* NULL: report nothing */
     void *report_user;
+    char user_agent[64];    /* the program's name (default "tessera") */
+    size_t max_answer;      /* the largest answer kube_request accepts; 0 = 64 KiB (a Node with its images list
+                             * needs more: the node agent asks for 8 MiB) */
 } kube_config;
 
 /* Defaults, then the in-cluster settings: KUBERNETES_SERVICE_HOST/PORT, the service
@@ -102,7 +105,22 @@ int kube_config_in_cluster(kube_config *cfg, char *err, size_t errlen);
  * pod with a service account token), else fallback. */
 void kube_own_namespace(char *buf, size_t len, const char *fallback);
 
+/* The flags that configure the client, with the same names and meaning in every program: their getopt_long
+ * entries (KUBE_OPTIONS, to put in a program's option table) and values. --kube-api URL, --token-file FILE,
+ * --ca-file FILE, --client-cert FILE, --client-key FILE, --insecure-skip-tls-verify. */
+enum { KUBE_OPT_API = 0x4b00, KUBE_OPT_TOKEN, KUBE_OPT_CA, KUBE_OPT_CERT, KUBE_OPT_KEY, KUBE_OPT_INSECURE };
+#define KUBE_OPTIONS                                                                                                 \
+    {"kube-api", required_argument, 0, KUBE_OPT_API}, {"token-file", required_argument, 0, KUBE_OPT_TOKEN},          \
+    {"ca-file", required_argument, 0, KUBE_OPT_CA}, {"client-cert", required_argument, 0, KUBE_OPT_CERT},            \
+    {"client-key", required_argument, 0, KUBE_OPT_KEY}, {"insecure-skip-tls-verify", no_argument, 0, KUBE_OPT_INSECURE}
+/* getopt_long's answer opt (with its optarg): set it in cfg and true, or false when opt is not one of these. */
+bool kube_config_option(kube_config *cfg, int opt, const char *arg);
+
 typedef struct kube_client kube_client;
+
+/* libcurl's global set-up, once per process (kube_new calls it too): call it from main before starting threads
+ * that use libcurl on their own. -1 with err on failure. */
+int kube_init(char *err, size_t errlen);
 
 kube_client *kube_new(const kube_config *cfg, char *err, size_t errlen);
 
@@ -152,6 +170,15 @@ kube_reason kube_reason_of(int code);
  * ("tessera-leader-election Role"); api_msg: the API's message or the transport error. */
 void kube_api_msg(char *out, size_t len, int code, const char *verb, const char *resource, const char *kind,
                   const char *ns, const char *name, const char *rbac, const char *api_msg);
+
+/* A name that must be a DNS subdomain (a Node's; lower-case letters, digits, '-', '.'; at most 253): nothing to
+ * escape in a URL path. false with err ("<what> \"x\" is not a DNS subdomain") if not. */
+bool kube_name_ok(const char *what, const char *name, char *err, size_t errlen);
+
+/* The body of a JSON merge patch of an object's annotations: {"metadata":{"annotations":{key: value, ...}}}, a
+ * NULL value deleting its key (a merge patch deletes null members), in the order given; for kube_request's
+ * "PATCH". malloc'd (cJSON_free or free), NULL when out of memory. */
+char *kube_annotations_patch(const char *const *keys, const char *const *values, int n);
 
 typedef struct kube_stats {
     uint64_t lists[KUBE_NKINDS];          /* completed lists per kind */

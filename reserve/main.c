@@ -5,6 +5,7 @@
  */
 #include "kube/client.h"
 #include "kube/log.h"
+#include "kube/pod.h"
 #include "reserve/device.h"
 
 #include <errno.h>
@@ -42,6 +43,8 @@ ANN_ERROR " with the reason) and waits for SIGTERM. tessera-extender creates the
 "  --token-file FILE           bearer token file (default in a cluster: the service account's)\n"
 "  --ca-file FILE              CA bundle for the API server's certificate (default in a cluster:\n"
 "                              the service account's ca.crt)\n"
+"  --client-cert FILE          client certificate for the API server\n"
+"  --client-key FILE           key for --client-cert\n"
 "  --insecure-skip-tls-verify  do not verify the API server's certificate (tests only)\n"
 "  --devices-dir DIR           volume-mounts device list (default " RESERVE_DEVICES_DIR ")\n"
 "  --proc-root DIR             NVIDIA driver proc tree (default " RESERVE_PROC_ROOT ")\n"
@@ -56,19 +59,9 @@ ANN_ERROR " with the reason) and waits for SIGTERM. tessera-extender creates the
 /* {"metadata":{"annotations":{"<set>": value, "<other>": null}}}: null removes a stale key a previous
  * run of the container left behind (a JSON merge patch deletes null members). */
 static char *patch_body(const char *uuids, const char *why) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON *meta = cJSON_AddObjectToObject(root, "metadata");
-    cJSON *ann = cJSON_AddObjectToObject(meta, "annotations");
-    if (uuids) {
-        cJSON_AddStringToObject(ann, ANN_UUID, uuids);
-        cJSON_AddNullToObject(ann, ANN_ERROR);
-    } else {
-        cJSON_AddStringToObject(ann, ANN_ERROR, why);
-        cJSON_AddNullToObject(ann, ANN_UUID);
-    }
-    char *s = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    return s;
+    const char *keys[2] = {uuids ? ANN_UUID : ANN_ERROR, uuids ? ANN_ERROR : ANN_UUID};
+    const char *values[2] = {uuids ? uuids : why, NULL};
+    return kube_annotations_patch(keys, values, 2);
 }
 
 /* Sleep ms, or less if one of the blocked signals in set arrives: then true. */
@@ -107,35 +100,31 @@ static bool publish(kube_client *k, const char *ns, const char *name, const char
 int main(int argc, char **argv) {
     /* Blocked from the start (and in any thread libcurl may make): taken only by sigtimedwait/sigwaitinfo. */
     sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGINT);
-    sigprocmask(SIG_BLOCK, &stop, NULL);
+    kube_pod_block_stop_signals(&stop);
 
-    enum { O_HELP = 1, O_ONCE, O_ANN, O_NOANN, O_API, O_TOKEN, O_CA, O_INSECURE, O_DEVS, O_PROC, O_DEV };
+    enum { O_HELP = 1, O_ONCE, O_ANN, O_NOANN, O_DEVS, O_PROC, O_DEV };
     static const struct option opts[] = {
         {"help", no_argument, 0, O_HELP}, {"once", no_argument, 0, O_ONCE},
-        {"annotate", no_argument, 0, O_ANN}, {"no-annotate", no_argument, 0, O_NOANN},
-        {"kube-api", required_argument, 0, O_API}, {"token-file", required_argument, 0, O_TOKEN},
-        {"ca-file", required_argument, 0, O_CA}, {"insecure-skip-tls-verify", no_argument, 0, O_INSECURE},
+        {"annotate", no_argument, 0, O_ANN}, {"no-annotate", no_argument, 0, O_NOANN}, KUBE_OPTIONS,
         {"devices-dir", required_argument, 0, O_DEVS}, {"proc-root", required_argument, 0, O_PROC},
         {"dev-root", required_argument, 0, O_DEV}, {0, 0, 0, 0}};
     kube_config kc;
     kube_config_defaults(&kc);
+    snprintf(kc.user_agent, sizeof kc.user_agent, "tessera-reserve");
     reserve_env env;
     reserve_env_from_process(&env);
     bool once = false, annotate = true, api_given = false;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (kube_config_option(&kc, c, optarg)) {
+            api_given |= c == KUBE_OPT_API;
+            continue;
+        }
         switch (c) {
         case O_HELP: fputs(usage, stdout); return 0;
         case O_ONCE: once = true; break;
         case O_ANN: annotate = true; break;
         case O_NOANN: annotate = false; break;
-        case O_API: snprintf(kc.api_url, sizeof kc.api_url, "%s", optarg); api_given = true; break;
-        case O_TOKEN: snprintf(kc.token_file, sizeof kc.token_file, "%s", optarg); break;
-        case O_CA: snprintf(kc.ca_file, sizeof kc.ca_file, "%s", optarg); break;
-        case O_INSECURE: kc.insecure = true; break;
         case O_DEVS: env.devices_dir = optarg; break;
         case O_PROC: env.proc_root = optarg; break;
         case O_DEV: env.dev_root = optarg; break;

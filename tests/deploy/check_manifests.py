@@ -1471,7 +1471,7 @@ except OSError as e:
 # ---- the node agent: deploy/node-agent (and deploy/node-agent-policy), optional components --------
 # Off by default (deploy/README.md, "Node agent", says why); checked here as `components: [node-agent,
 # node-agent-policy]` would add them. What must agree: the flags with `tessera-node-agent --help`, the socket
-# path with the hostPath mount, the probes with --metrics-listen, the RBAC with the calls agent/kube.c makes, the
+# path with the hostPath mount, the probes with --metrics-listen, the RBAC with the calls agent/main.c makes, the
 # admission policy with the agent's identity and the two annotations agent/ writes.
 AGENT_COMPONENTS = ("node-agent", "node-agent-policy")
 AGENT_SA = "tessera-node-agent"
@@ -1572,15 +1572,21 @@ for probe, path_ in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz"
     check("the agent's %s is GET %s on --metrics-listen's port" % (probe, path_),
           hg.get("path") == path_ and port_number(agent, hg.get("port")) == amport, str(hg))
 
-# RBAC: exactly the calls agent/kube.c makes on Nodes.
+# RBAC: exactly the calls agent/main.c makes on Nodes (node_call, its one way to the API: kube/client.h's kube_request
+# appears once in agent/).
 try:
-    with open(os.path.join(ROOT, "agent", "kube.c")) as fh:
-        kube_src = fh.read()
-    calls = {m.lower() for m in re.findall(r'request\(k, "([A-Z]+)", path', kube_src)}
+    agent_src = ""
+    for f in sorted(os.listdir(os.path.join(ROOT, "agent"))):
+        if f.endswith(".c"):
+            with open(os.path.join(ROOT, "agent", f)) as fh:
+                agent_src += fh.read()
+    calls = {m.lower() for m in re.findall(r'node_call\(c, "([A-Z]+)",', agent_src)}
+    if agent_src.count("kube_request(") != 1:
+        calls.add("kube_request outside node_call")
 except OSError:
     calls = set()
 acr = agent_find("ClusterRole", "tessera-node-agent") or {}
-check("agent/kube.c makes GET and PATCH calls on Nodes (what the RBAC below must grant)", calls == {"get", "patch"},
+check("agent/ makes GET and PATCH calls on Nodes only (what the RBAC below must grant)", calls == {"get", "patch"},
       str(calls))
 check("ClusterRole tessera-node-agent grants exactly nodes %s" % ",".join(sorted(calls)),
       grants(acr, True) == {("", "nodes", None): calls}, fmt_grants(grants(acr, True)))

@@ -44,7 +44,7 @@ typedef struct fuzz_target {
 extern const fuzz_target fuzz_targets[];
 
 /* The libFuzzer entry points for one target (fuzz_<target>.c is just this line): the log is off, since a
- * rejected input is not news and findings abort. Needs extender/log.h. */
+ * rejected input is not news and findings abort. Needs kube/log.h. */
 #define FUZZ_LIBFUZZER_TARGET(one)                                  \
     int LLVMFuzzerInitialize(int *argc, char ***argv);              \
     int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);    \

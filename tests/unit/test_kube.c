@@ -1,4 +1,4 @@
-/* test_kube.c -- the Kubernetes API client (extender/mirror/kube.c) against the fake API server on loopback:
+/* test_kube.c -- the Kubernetes API client (kube/client.c) against the fake API server on loopback:
  * list, watch, relist on 410, backoff and recovery after errors, binding, tokens, shutdown.
  * Waits poll with a deadline (never a fixed sleep), so a loaded machine makes them slower, not flaky. */
 #include "harness.h"
