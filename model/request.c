@@ -12,7 +12,6 @@
 
 #include "model/catalog.h"
 #include "model/mig.h"
-#include "model/node.h"
 #include "model/quantity.h"
 
 #define ANN_FRACTION "tessera.io/gpu-fraction"

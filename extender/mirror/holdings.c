@@ -258,7 +258,7 @@ static void said_format(const said *s, char *buf, size_t len) {
 }
 
 /* The findings of one reconcile; grown on demand (usually none). */
-typedef struct flist { finding *f; int n, cap; bool oom; } flist;
+typedef struct flist { finding *f; int n, cap; bool oom; int64_t now_ms; } flist;
 
 static finding *flist_add(flist *l) {
     if (l->n == l->cap) {
@@ -297,7 +297,7 @@ static void found(ext_holdings *h, flist *out, const hold_entry *e, int kind, sa
     said_format(&kubelet, f->kubelet, sizeof f->kubelet);
     snprintf(f->devices, sizeof f->devices, "%s", e->devices);
     snprintf(f->why, sizeof f->why, "%s", why);
-    f->since_ms = ext_now_ms();
+    f->since_ms = out->now_ms;
     if (kind < EXT_HOLD_NKINDS) {
         stats->mismatches[kind]++;
         kube_log(KUBE_LOG_WARN, "event=holdings-mismatch node=%s pod=%s model=\"%s\" kubelet=\"%s\" devices=\"%s\" "
@@ -364,7 +364,7 @@ static uint64_t inputs_sig(const ext_holdings *h, const ext_node *n, uint64_t rs
 }
 
 bool ext_holdings_reconcile(ext_holdings *h, ext_node *n, ext_holdings_rsv_fn rsv, void *user, uint64_t rsv_version,
-                            ext_holdings_stats *stats) {
+                            int64_t now_ms, ext_holdings_stats *stats) {
     if (!h || !n->m) return false;
     uint64_t sig = inputs_sig(h, n, rsv_version);
     if (sig == h->sig && ext_holdings_disagreements(h) == 0) return false;
@@ -381,7 +381,7 @@ bool ext_holdings_reconcile(ext_holdings *h, ext_node *n, ext_holdings_rsv_fn rs
         kube_log(KUBE_LOG_ERROR, "event=oom node=%s", n->name);
         return false;
     }
-    flist out = {0};
+    flist out = {.now_ms = now_ms};
     int k = 0;
     h->mapped = 0;
     char why[MODEL_REASON_LEN];

@@ -688,7 +688,8 @@ static void node_event(ext_state *st, kube_event ev, const cJSON *obj) {
 static void holdings_touch(ext_state *st, ext_node *n) {
     if (!n || !n->holdings || !n->m) return;
     if (st->relisting[KUBE_POD] || !st->synced[KUBE_POD]) return;
-    if (ext_holdings_reconcile(n->holdings, n, rsv_lookup, st, st->rsv_version, &st->hstats)) node_touch(st, n);
+    if (ext_holdings_reconcile(n->holdings, n, rsv_lookup, st, st->rsv_version, ext_now_ms(), &st->hstats))
+        node_touch(st, n);
 }
 
 /* At the pod relist's end every node with a record, not only those an event touched meanwhile: the sweep, the
