@@ -20,7 +20,7 @@
 #include "model/mig.h"
 #include "model/quantity.h"
 #include "model/json.h"
-#include "model/topo.h"
+#include "model/link.h"
 
 /* ------------------------------------------------------------ by hand ---- */
 
@@ -630,7 +630,7 @@ static int annotated_topology(model_node *n, const ann_gpus *a) {
         for (int j = i + 1; j < a->n; j++) {
             int nv;
             model_link l = ann_link(a, i, j, &nv);
-            if (l != MODEL_LINK_UNKNOWN && model_topo_set(n, i, j, l, nv) != 0)
+            if (l != MODEL_LINK_UNKNOWN && model_link_set(&n->topo, i, j, l, nv) != 0)
                 return node_fail(n, "out of memory for the GPU topology");
         }
     return 0;

@@ -20,11 +20,12 @@
 #include "catalog.h"
 #include "mig.h"
 #include "request.h"
-#include "topo.h"
+#include "link.h"
 
 #define MODEL_MAX_REPLICAS 128     /* time-slice/MPS replicas per GPU */
 #define MODEL_MIG_MAX_REPLICAS 32  /* replicas per MIG instance (a bit mask per instance) */
 #define MODEL_REASON_LEN 256
+_Static_assert(MODEL_LINK_MAX_GPUS == MODEL_MAX_GPUS, "a node's link matrix covers its GPUs");
 
 /* The node agent's topology matrix by GPU UUID (tessera.io/gpus "topo"), kept for a node whose GPUs DRA alone
  * publishes: model_node_from_json reads it, model_dra_merge_slices (model/dra.h) applies it. */

@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cjson/cJSON.h>
-#include "topo.h"
+#include "link.h"
 
 #define MODEL_UID_LEN 64
 #define MODEL_MAX_MODELS 8
