@@ -194,7 +194,8 @@ sim: $(SIM_BIN)
 bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
 
-# Unit and end-to-end tests, then the deployment manifest checks; the last line sums both.
+# Unit and end-to-end tests, then the deployment manifest checks and the layer check (scripts/check-layers.py:
+# every #include points down a layer, no include circle); the last line sums them all.
 # The restart test runs the real extender binary, and test_reserve the real tessera-reserve, built next to the tests;
 # the manifest checks run tessera-sim's sweep Job; the node agent's tests run tessera-node-agent on the fake NVML.
 test: $(TEST_BIN) $(EXT_BIN) $(RESERVE_BIN) $(AGENT_BIN) $(FAKE_NVML) $(SIM_BIN)

@@ -111,7 +111,7 @@ static uint64_t now_ms(void) {
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* "500ms", "5s", "10m", "1h", or seconds; -1 when malformed or not positive. extender/leader.c's
+/* "500ms", "5s", "10m", "1h", or seconds; -1 when malformed or not positive. extender/base/leader.c's
  * ext_leader_parse_duration reads the same units (but no "h", capped at 1 h for lease timing); this copy stays
  * because the agent does not link extender/, and --topology-interval wants hours. */
 static int parse_duration_ms(const char *s) {

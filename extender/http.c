@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "extender/health.h"
+#include "extender/base/health.h"
 #include "kube/log.h"
 
 /* Client-certificate verification calls GnuTLS directly (libmicrohttpd only asks the

@@ -12,11 +12,11 @@
 #include <time.h>
 
 #include "extender/delivery/delivery.h"
-#include "extender/events.h"
-#include "extender/health.h"
+#include "extender/base/events.h"
+#include "extender/base/health.h"
 #include "extender/http.h"
 #include "kube/client.h"
-#include "extender/leader.h"
+#include "extender/base/leader.h"
 #include "kube/log.h"
 #include "kube/pod.h"
 #include "extender/delivery/reservation.h"

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "extender/events.h"
-#include "extender/health.h"
+#include "extender/base/events.h"
+#include "extender/base/health.h"
 #include "extender/delivery/reservation.h"
 #include "extender/mirror/holdings.h"
 #include "extender/mirror/state.h"

@@ -17,13 +17,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "extender/annotation.h"
+#include "extender/base/annotation.h"
 #include "extender/jscan.h"
-#include "extender/health.h"
+#include "extender/base/health.h"
 #include "kube/log.h"
-#include "extender/map.h"
+#include "extender/base/map.h"
 #include "extender/delivery/reservation.h"
-#include "extender/text.h"
+#include "extender/base/text.h"
 
 /* The answer before the first sync, with what keeps tessera from syncing when health.h knows (the API
  * server unreachable, a 403 on list pods...): kube-scheduler puts it in the pod's FailedScheduling event. */

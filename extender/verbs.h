@@ -20,8 +20,8 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 
-#include "extender/events.h"
-#include "extender/leader.h"
+#include "extender/base/events.h"
+#include "extender/base/leader.h"
 #include "extender/mirror/state.h"
 #include "policy/policy.h"
 

@@ -12,7 +12,7 @@
 
 #include "extender/base64.h"
 #include "kube/client.h"
-#include "extender/health.h"
+#include "extender/base/health.h"
 #include "kube/log.h"
 
 #define MWC_PATH "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/"

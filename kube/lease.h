@@ -2,7 +2,7 @@
  * read, so of two writers racing one gets 409 Conflict).
  *
  * Only the records and the calls live here. The leader-election policy that uses them (who campaigns, when to
- * step down, the relist before binding) is the extender's own (extender/leader.h): it follows kube-scheduler's
+ * step down, the relist before binding) is the extender's own (extender/base/leader.h): it follows kube-scheduler's
  * Lease and fences Bindings, which only the extender does.
  */
 #ifndef KUBE_LEASE_H

@@ -15,11 +15,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "extender/annotation.h"
+#include "extender/base/annotation.h"
 #include "extender/delivery/delivery.h"
-#include "extender/health.h"
+#include "extender/base/health.h"
 #include "kube/log.h"
-#include "extender/map.h"
+#include "extender/base/map.h"
 #include "model/fit.h"
 #include "model/json.h"
 #include "model/request.h"

@@ -33,9 +33,9 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 
-#include "extender/events.h"
+#include "extender/base/events.h"
 #include "kube/client.h"
-#include "extender/leader.h"
+#include "extender/base/leader.h"
 #include "extender/mirror/state.h"
 
 typedef struct ext_rsv_config {

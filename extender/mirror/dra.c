@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "kube/log.h"
-#include "extender/map.h"
+#include "extender/base/map.h"
 #include "model/fit.h"
 #include "model/json.h"
 

@@ -11,12 +11,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "extender/annotation.h"
+#include "extender/base/annotation.h"
 #include "extender/delivery/delivery.h"
 #include "extender/mirror/dra.h"
 #include "extender/mirror/holdings.h"
 #include "kube/log.h"
-#include "extender/map.h"
+#include "extender/base/map.h"
 
 #define MEMO_CAP 4096
 

@@ -29,7 +29,7 @@
 #include <cjson/cJSON.h>
 
 #include "extender/delivery/delivery.h"
-#include "extender/events.h"
+#include "extender/base/events.h"
 #include "kube/client.h"
 #include "kube/log.h"
 #include "extender/delivery/reservation.h"

@@ -544,7 +544,7 @@ ld, rd, rp = (duration(le_cfg.get(k)) for k in ("leaseDuration", "renewDeadline"
 check("leaderElection timings are valid (leaseDuration > renewDeadline > 1.2 x retryPeriod > 0)",
       None not in (ld, rd, rp) and ld > rd > 1.2 * rp > 0, "%s/%s/%s" % (ld, rd, rp))
 
-# The extender's own leader election (extender/leader.h): on, on a Lease the Role allows, with valid timings,
+# The extender's own leader election (extender/base/leader.h): on, on a Lease the Role allows, with valid timings,
 # and an identity from the downward API.
 xle = xf.get("leader-elect", "true")
 check("extender leader election is on (--leader-elect absent, bare or =true)", xle in ("", "true"), repr(xle))
@@ -563,7 +563,7 @@ check("extender Lease %r is one the Role allows, and not kube-scheduler's %r" % 
       x_name in LEADER_LEASES and x_name != le_cfg.get("resourceName"))
 check("extender identity comes from POD_NAME = metadata.name (downward API)", field_ref("POD_NAME") == "metadata.name",
       repr(field_ref("POD_NAME")))
-# The extender follows kube-scheduler's own Lease (extender/leader.h, "Who campaigns"): --scheduler-lease must
+# The extender follows kube-scheduler's own Lease (extender/base/leader.h, "Who campaigns"): --scheduler-lease must
 # name exactly the Lease of scheduler-config.yaml, or the extender's Lease (and the background work it carries)
 # would not follow the active kube-scheduler.
 x_sched = xf.get("scheduler-lease", (x_ns or NAMESPACE) + "/tessera-scheduler")

@@ -15,7 +15,7 @@
 
 #include "agent/holdings.h"
 #include "agent/protowire.h"
-#include "extender/annotation.h"
+#include "extender/base/annotation.h"
 #include "extender/base64.h"
 #include "extender/mirror/dra.h"
 #include "extender/mirror/state.h"

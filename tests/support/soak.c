@@ -13,9 +13,9 @@
 #include <unistd.h>
 #include <cjson/cJSON.h>
 
-#include "extender/health.h"
+#include "extender/base/health.h"
 #include "kube/client.h"
-#include "extender/leader.h"
+#include "extender/base/leader.h"
 #include "extender/mirror/state.h"
 #include "extender/verbs.h"
 #include "model/fit.h"

@@ -9,7 +9,7 @@
 
 #include "../support/fake_apiserver.h"
 #include "ext_helpers.h"
-#include "extender/annotation.h"
+#include "extender/base/annotation.h"
 #include "kube/client.h"
 
 static int kube_bind_fn(void *user, const char *ns, const char *name, const char *uid, const char *node,

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "ext_helpers.h"
-#include "extender/annotation.h"
+#include "extender/base/annotation.h"
 #include "extender/mirror/state.h"
 
 static void apply_text(ext_state *st, kube_kind kind, kube_event ev, const char *json) {

@@ -10,7 +10,7 @@
 #include "../support/fake_apiserver.h"
 #include "ext_helpers.h"
 #include "ext_proc.h"
-#include "extender/events.h"
+#include "extender/base/events.h"
 #include "kube/client.h"
 
 typedef struct ev_run {

@@ -19,10 +19,10 @@
 #include "ext_helpers.h"
 #include "ext_proc.h"
 #include "extender/certs.h"
-#include "extender/health.h"
+#include "extender/base/health.h"
 #include "extender/http.h"
 #include "kube/client.h"
-#include "extender/leader.h"
+#include "extender/base/leader.h"
 #include "log_capture.h"
 #include "policy/policy.h"
 

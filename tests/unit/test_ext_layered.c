@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "ext_helpers.h"
-#include "extender/annotation.h"
+#include "extender/base/annotation.h"
 #include "extender/delivery/delivery.h"
 #include "extender/metrics.h"
 

@@ -13,7 +13,7 @@
 
 #include "../support/fake_apiserver.h"
 #include "ext_helpers.h"
-#include "extender/annotation.h"
+#include "extender/base/annotation.h"
 #include "kube/client.h"
 #include "log_capture.h"
 

@@ -14,7 +14,7 @@
 #include "ext_helpers.h"
 #include "ext_proc.h"
 #include "extender/delivery/delivery.h"
-#include "extender/events.h"
+#include "extender/base/events.h"
 #include "kube/client.h"
 #include "extender/metrics.h"
 #include "extender/delivery/reservation.h"

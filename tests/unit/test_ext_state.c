@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "ext_helpers.h"
-#include "extender/annotation.h"
+#include "extender/base/annotation.h"
 
 static ext_state *cluster_state(int ttl_ms) {
     ext_state_config cfg = {.standalone = false, .assume_ttl_ms = ttl_ms};

@@ -1,4 +1,4 @@
-/* test_leader.c -- leader election (extender/leader.c) against the fake API server's Leases: acquire, renew,
+/* test_leader.c -- leader election (extender/base/leader.c) against the fake API server's Leases: acquire, renew,
  * a Lease taken over after expiry, a conflict on renew, API outages and stalls (step down after the renew
  * deadline), release on shutdown, two candidates never leading at once, and the bind fence in the verbs
  * (a follower refuses without posting; a new leader relists pods before it binds; a replica whose kube-scheduler
@@ -13,7 +13,7 @@
 #include "../support/fake_apiserver.h"
 #include "ext_helpers.h"
 #include "kube/client.h"
-#include "extender/leader.h"
+#include "extender/base/leader.h"
 #include "extender/metrics.h"
 
 #define LEASE_PATH "/apis/coordination.k8s.io/v1/namespaces/tessera/leases/tessera-extender"

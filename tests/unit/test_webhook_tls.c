@@ -22,7 +22,7 @@
 #include "extender/http.h"
 #include "kube/client.h"
 #include "kube/log.h"
-#include "extender/health.h"
+#include "extender/base/health.h"
 #include "extender/webhook_tls.h"
 #include "tests/support/fake_apiserver.h"
 

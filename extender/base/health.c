@@ -1,7 +1,7 @@
 /* health.c -- the dependency registry of health.h: one mutex over a fixed table (a dozen entries), the
  * warn-once / rate-limited / recovered-at-info logging, and the words for a failed API call.
  */
-#include "extender/health.h"
+#include "extender/base/health.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * kube/lease.h, and lock-protected answers for the verbs. Timings follow client-go's leaderelection
  * package (tryAcquireOrRenew, observedTime, ReleaseOnCancel); see leader.h for the rules.
  */
-#include "extender/leader.h"
+#include "extender/base/leader.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "extender/health.h"
+#include "extender/base/health.h"
 #include "kube/lease.h"
 #include "kube/log.h"
 

@@ -4,7 +4,7 @@
  * pointer. The worker pops one event at a time, builds its JSON and POSTs it without the lock,
  * so a slow API server delays later Events, never a bind.
  */
-#include "extender/events.h"
+#include "extender/base/events.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -14,10 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "extender/health.h"
+#include "extender/base/health.h"
 #include "kube/log.h"
-#include "extender/mirror/state.h"   /* ext_now_ms */
-#include "extender/text.h"
+#include "extender/base/text.h"
 
 #define EV_MSG_MAX 1024   /* message buffer; the apiserver allows more, but describe output stays readable */
 
@@ -36,7 +35,7 @@ struct ext_events {
     ev_item **ring;
     int head, count;
     bool stopping;
-    int64_t drain_deadline_ms; /* ext_now_ms() clock */
+    int64_t drain_deadline_ms; /* mono_ms() clock */
     pthread_t thread;
     uint64_t last_name_ns;     /* worker only: keeps generated names unique */
 };
@@ -57,6 +56,14 @@ void ext_events_get_stats(ext_events_stats *out) {
     out->posted = atomic_load(&g_posted);
     out->failed = atomic_load(&g_failed);
     out->dropped = atomic_load(&g_dropped);
+}
+
+
+/* The drain deadline's clock (monotonic: a wall-clock step must not cut the drain short). */
+static int64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* First one and every EXT_EVENTS_LOG_EVERY-th at warn, the rest at debug: a broken events
@@ -221,7 +228,7 @@ static void *worker(void *arg) {
         int timeout = e->cfg.post_timeout_ms;
         bool retry = true;
         if (e->stopping) {      /* draining: whatever is left at the deadline is dropped */
-            int64_t left = e->drain_deadline_ms - ext_now_ms();
+            int64_t left = e->drain_deadline_ms - mono_ms();
             if (left <= 0) break;
             if (left < timeout) timeout = (int)left;
             retry = false;
@@ -282,7 +289,7 @@ void ext_events_stop(ext_events *e) {
     if (!e) return;
     pthread_mutex_lock(&e->mu);
     e->stopping = true;
-    e->drain_deadline_ms = ext_now_ms() + e->cfg.drain_ms;
+    e->drain_deadline_ms = mono_ms() + e->cfg.drain_ms;
     pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);
     pthread_join(e->thread, NULL);
