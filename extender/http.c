@@ -18,6 +18,7 @@
 
 #include "extender/base/health.h"
 #include "kube/log.h"
+#include "kube/pod.h"
 
 /* Client-certificate verification calls GnuTLS directly (libmicrohttpd only asks the
  * client for a certificate); built when the Makefile links gnutls and defines this. */
@@ -450,35 +451,16 @@ static char *slurp(const char *path, char *err, size_t errlen) {
     return buf;
 }
 
-/* "127.0.0.1:8888", "[::1]:8888", "localhost:8888" -> a socket address. */
+/* "127.0.0.1:8888", "[::1]:8888", "localhost:8888" -> a socket address (kube/pod.h). */
 static int parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *sl, char *err, size_t errlen) {
-    char host[128];
-    const char *colon;
-    if (s[0] == '[') {
-        const char *rb = strchr(s, ']');
-        if (!rb || rb[1] != ':') goto bad;
-        snprintf(host, sizeof host, "%.*s", (int)(rb - s - 1), s + 1);
-        colon = rb + 1;
-    } else {
-        colon = strrchr(s, ':');
-        if (!colon) goto bad;
-        snprintf(host, sizeof host, "%.*s", (int)(colon - s), s);
-    }
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end || port < 0 || port > 65535 || colon[1] == 0) goto bad;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
-    if (getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &ai) != 0 || !ai) {
+    char host[256];
+    int rc = kube_pod_listen_addr(s, false, ss, sl, host, sizeof host);
+    if (rc == KUBE_POD_LISTEN_UNRESOLVED) {
         snprintf(err, errlen, "--listen %s: cannot resolve host %s", s, host);
-        return -1;
+    } else if (rc < 0) {
+        snprintf(err, errlen, "--listen %s: expected HOST:PORT", s);
     }
-    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-    *sl = ai->ai_addrlen;
-    freeaddrinfo(ai);
-    return 0;
-bad:
-    snprintf(err, errlen, "--listen %s: expected HOST:PORT", s);
-    return -1;
+    return rc < 0 ? -1 : 0;
 }
 
 ext_http *ext_http_start(const ext_http_config *cfg, char *err, size_t errlen) {

@@ -20,6 +20,7 @@
 #include "extender/base/annotation.h"
 #include "extender/jscan.h"
 #include "extender/base/health.h"
+#include "kube/json.h"
 #include "kube/log.h"
 #include "extender/base/map.h"
 #include "extender/delivery/reservation.h"
@@ -114,23 +115,10 @@ static void jb_reserve(jbuf *b, size_t n) {
     b->cap = b->len + n + 1;
 }
 
-/* s as a JSON string: quotes, backslashes and control characters escaped. */
-static void jb_str(jbuf *b, const char *s) {
-    jb_raw(b, "\"", 1);
-    const char *run = s;
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
-        jb_raw(b, run, (size_t)(s - run));
-        char esc[8];
-        if (c == '"' || c == '\\') snprintf(esc, sizeof esc, "\\%c", c);
-        else snprintf(esc, sizeof esc, "\\u%04x", c);
-        jb_lit(b, esc);
-        run = s + 1;
-    }
-    jb_raw(b, run, (size_t)(s - run));
-    jb_raw(b, "\"", 1);
-}
+static void jb_put(void *b, const char *s, size_t n) { jb_raw(b, s, n); }
+
+/* s as a JSON string (kube/json.h): quotes, backslashes and control characters escaped. */
+static void jb_str(jbuf *b, const char *s) { kube_json_quote(jb_put, b, s); }
 
 /* One "node":"reason" member of FailedNodes or FailedAndUnresolvableNodes; commas are the
  * buffer's business. kube-scheduler puts the reason in its FailedScheduling Event as a format

@@ -1,15 +1,18 @@
 /* test_kube_lease.c -- kube/'s helpers that the three programs share, against the fake API server on loopback:
  * Leases (kube/lease.h: create, read back, update with the resourceVersion read, 409 on a stale one, 404 for a
- * missing one, the note annotation), the annotations merge patch, the client flags, the name check and the
- * dependency reporter (what the extender's health registry hears). */
+ * missing one, the note annotation), the annotations merge patch, the client flags, the name check, the listen
+ * address parser and the dependency reporter (what the extender's health registry hears). */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include "../support/fake_apiserver.h"
 #include "harness.h"
 #include "kube/client.h"
 #include "kube/lease.h"
+#include "kube/pod.h"
 
 #define NOTE_KEY "tessera.io/wanted-by"
 
@@ -174,4 +177,26 @@ TEST(kube_reporter_hears_of_the_token_file) {
     unlink(tok);
     rmdir(dir);
     fake_api_free(f);
+}
+
+/* The listen addresses of the extender (--listen, names resolved) and the node agent (--metrics-listen, numeric
+ * only: no DNS lookup before the probes are served) are parsed by one function. */
+TEST(kube_pod_listen_addr_reads_host_port) {
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    char host[64];
+    CHECK_INT(kube_pod_listen_addr("0.0.0.0:9090", true, &ss, &sl, host, sizeof host), 0);
+    CHECK_INT(ss.ss_family, AF_INET);
+    CHECK_INT(ntohs(((struct sockaddr_in *)&ss)->sin_port), 9090);
+    CHECK_STR(host, "0.0.0.0");
+    CHECK_INT(kube_pod_listen_addr("[::1]:8888", true, &ss, &sl, host, sizeof host), 0);
+    CHECK_INT(ss.ss_family, AF_INET6);
+    CHECK_STR(host, "::1");
+    CHECK_INT(kube_pod_listen_addr(":9090", true, &ss, &sl, NULL, 0), 0);   /* every address */
+    CHECK_INT(kube_pod_listen_addr("localhost:8888", true, &ss, &sl, NULL, 0), KUBE_POD_LISTEN_UNRESOLVED);
+    CHECK_INT(kube_pod_listen_addr("localhost:8888", false, &ss, &sl, NULL, 0), 0);
+    CHECK_INT(kube_pod_listen_addr("9090", true, &ss, &sl, NULL, 0), KUBE_POD_LISTEN_MALFORMED);
+    CHECK_INT(kube_pod_listen_addr("0.0.0.0:65536", true, &ss, &sl, NULL, 0), KUBE_POD_LISTEN_MALFORMED);
+    CHECK_INT(kube_pod_listen_addr("0.0.0.0:", true, &ss, &sl, NULL, 0), KUBE_POD_LISTEN_MALFORMED);
+    CHECK_INT(kube_pod_listen_addr("[::1]8888", true, &ss, &sl, NULL, 0), KUBE_POD_LISTEN_MALFORMED);
 }
