@@ -656,8 +656,8 @@ int main(int argc, char **argv) {
         kube_log(KUBE_LOG_INFO, "event=serving-ops listen=%s port=%d", metrics_listen, ext_http_port(ops));
     }
     kube_log(KUBE_LOG_INFO, "event=serving listen=%s port=%d prefix=%s policy=%s mode=%s tls=%s", hc.listen,
-            ext_http_port(http), hc.prefix, policy_name(pol), standalone ? "standalone" : "cluster",
-            hc.tls_cert_file ? "on" : "off");
+             ext_http_port(http), hc.prefix, policy_name(pol), standalone ? "standalone" : "cluster",
+             hc.tls_cert_file ? "on" : "off");
     /* The webhook's TLS listener: from files, or from the Secret tessera keeps (restarted on renewal). */
     ext_http *whf = NULL;
     ext_webhook_tls *wtls = NULL;
@@ -682,11 +682,11 @@ int main(int argc, char **argv) {
         }
         if (whf)
             kube_log(KUBE_LOG_INFO, "event=serving-webhook listen=%s port=%d cert=%s", webhook_listen, ext_http_port(whf),
-                    webhook_cert);
+                     webhook_cert);
     }
     kube_log(KUBE_LOG_INFO, "event=webhook schedulers=%d delivery=%s runtime_class=%s listen=%s", wc.nschedulers ? wc.nschedulers : 1,
-            ext_delivery_mode_name(wc.delivery), wc.runtime_class[0] ? wc.runtime_class : "-",
-            webhook_listen[0] ? webhook_listen : "-");
+             ext_delivery_mode_name(wc.delivery), wc.runtime_class[0] ? wc.runtime_class : "-",
+             webhook_listen[0] ? webhook_listen : "-");
     if (standalone) print_demo_help(hc.listen, ext_http_port(http), hc.prefix, &wc);
     exit_code = 0;
     if ((kube && kube_start(kube, on_watch_event, &wu, err, sizeof err) < 0) ||

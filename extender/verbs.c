@@ -1084,7 +1084,7 @@ static int dra_settle(ext_verbs *v, const char *ns, const char *name, const char
     int timeout = v->dra_bind_wait_ms > 0 ? v->dra_bind_wait_ms * 2 : 2000;
     if (ext_dra_record_from_api(v->kube, ns, name, uid, want_extended, timeout, text, missing, mlen) == 1) {
         kube_log(KUBE_LOG_INFO, "verb=bind pod=%s/%s dra-record=api waited_ms=%d why=\"the watch had not shown %s\"", ns,
-                name, waited, first);
+                 name, waited, first);
         return 0;
     }
     snprintf(err, errlen, "pod %s/%s: waited %d ms on the watch for %s, then read the API: %s; not bound, so that the "
@@ -1203,7 +1203,7 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     }
     if (oc != EXT_BIND_OK) {
         kube_log(KUBE_LOG_WARN, "verb=bind outcome=%s pod=%s/%s node=%s err=\"%s\"", ext_bind_outcome_name(oc), ns, name,
-                node, err);
+                 node, err);
         cJSON_Delete(root);
         free(dra_alloc);
         bind_reply(v, out, oc, 200, err);
@@ -1240,12 +1240,12 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
         char *msg = str_printf("binding %s/%s to %s failed: %s", ns, name, node, err[0] ? err : "API error");
         /* while binding itself is failing (health.h logged it once at warn), one line per retried pod is noise */
         kube_log(ext_health_failing(EXT_DEP_BIND, NULL, 0) ? KUBE_LOG_DEBUG : KUBE_LOG_WARN,
-                "verb=bind outcome=api_error pod=%s/%s node=%s err=\"%s\"", ns, name, node, err);
+                 "verb=bind outcome=api_error pod=%s/%s node=%s err=\"%s\"", ns, name, node, err);
         bind_reply(v, out, EXT_BIND_API_ERROR, 200, msg ? msg : err);
         free(msg);
     } else {
         kube_log(KUBE_LOG_INFO, "verb=bind outcome=ok pod=%s/%s node=%s assignment=%s", ns, name, node,
-                ann ? ann : dra_alloc ? dra_alloc : "none");
+                 ann ? ann : dra_alloc ? dra_alloc : "none");
         bind_reply(v, out, EXT_BIND_OK, 200, "");
     }
     free(ann);

@@ -330,15 +330,15 @@ static int check_external(const tls_secret *s, const char *name, int64_t now, ch
     }
     if (now > na)
         kube_log(KUBE_LOG_WARN, "webhook-tls=external-expired secret=%s renew_by=\"%s\" message=\"tls.crt expired; tessera "
-                "does not renew a Secret without ca.key: renew it there, or delete the Secret and tessera makes its own\"",
-                name, who);
+                 "does not renew a Secret without ca.key: renew it there, or delete the Secret and tessera makes its own\"",
+                 name, who);
     else if (ext_certs_due(nb, na, now))
         kube_log(KUBE_LOG_WARN, "webhook-tls=external-due secret=%s renew_by=\"%s\" expires_in_s=%lld message=\"2/3 of "
-                "tls.crt's lifetime has passed; tessera does not renew a Secret without ca.key: renew it there\"",
-                name, who, (long long)(na - now));
+                 "tls.crt's lifetime has passed; tessera does not renew a Secret without ca.key: renew it there\"",
+                 name, who, (long long)(na - now));
     if (!s->ca)
         kube_log(KUBE_LOG_WARN, "webhook-tls=external-no-ca secret=%s message=\"no ca.crt: the caBundle is left as it is; "
-                "%s must set it\"", name, who);
+                 "%s must set it\"", name, who);
     return 0;
 }
 
@@ -419,8 +419,8 @@ static int tls_sync(const ext_webhook_tls_config *cfg, ext_webhook_tls_request_f
         free(body);
         if (code == 200 || code == 201) {
             kube_log(KUBE_LOG_INFO, "webhook-tls=%s secret=%s why=\"%s\"%s", create ? "created" : plan == S_RENEW_SERVING
-                    ? "renewed" : plan == S_DROP_PREV ? "previous-ca-dropped" : "replaced", name, why,
-                    plan == S_RENEW_ALL && s.prev_ca ? " previous_ca=kept-in-ca-bundle" : "");
+                     ? "renewed" : plan == S_DROP_PREV ? "previous-ca-dropped" : "replaced", name, why,
+                     plan == S_RENEW_ALL && s.prev_ca ? " previous_ca=kept-in-ca-bundle" : "");
             got = true;
             break;
         }
@@ -474,7 +474,7 @@ static int tls_pass(ext_webhook_tls *t) {
     if (tls_sync(&t->cfg, t->req, t->req_user, (int64_t)time(NULL), &pem, NULL, &bundle_ok, err, sizeof err) < 0) {
         /* health.h logs it at warn once, then rate-limited; each retry at debug */
         kube_log(KUBE_LOG_DEBUG, "webhook-tls=error secret=%s/%s error=\"%s\" retry_s=%d", t->cfg.secret_ns,
-                t->cfg.secret_name, err, t->cfg.retry_interval_s);
+                 t->cfg.secret_name, err, t->cfg.retry_interval_s);
         ext_health_fail(EXT_DEP_WEBHOOK_SECRET, tls_last_code,
                         tls_last_code ? ext_health_reason_of(tls_last_code) : EXT_REASON_TLS, err);
         return t->cfg.retry_interval_s;
@@ -485,8 +485,8 @@ static int tls_pass(ext_webhook_tls *t) {
         /* The API server may not trust the new certificate's CA yet: keep serving the one it
          * trusts until the caBundle could be set. */
         kube_log(KUBE_LOG_WARN, "webhook-tls=new-cert-held secret=%s/%s retry_s=%d message=\"the caBundle could not be set, "
-                "so the current certificate is served until it is\"", t->cfg.secret_ns, t->cfg.secret_name,
-                t->cfg.retry_interval_s);
+                 "so the current certificate is served until it is\"", t->cfg.secret_ns, t->cfg.secret_name,
+                 t->cfg.retry_interval_s);
         wait_s = t->cfg.retry_interval_s;
     } else if (!t->last_cert || strcmp(t->last_cert, pem.cert)) {
         free(t->last_cert);

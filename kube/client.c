@@ -728,12 +728,12 @@ static void *kube_thread(void *arg) {
              * drops what an earlier list had and counts as synced); asked again quietly, in case it appears. */
             if (!absent_said && k->absent_code[kind] == 403)
                 kube_log(KUBE_LOG_WARN, "event=api-absent kind=%s path=%s why=\"403: tessera's ServiceAccount may not list "
-                        "it (deploy/rbac.yaml grants get/list/watch on resource.k8s.io); tessera carries on without it, "
-                        "so GPUs held through claims are not accounted\"", kube_kinds[kind].name, kube_path(kind));
+                         "it (deploy/rbac.yaml grants get/list/watch on resource.k8s.io); tessera carries on without it, "
+                         "so GPUs held through claims are not accounted\"", kube_kinds[kind].name, kube_path(kind));
             else if (!absent_said)
                 kube_log(KUBE_LOG_WARN, "event=api-absent kind=%s path=%s why=\"404: this API server does not serve "
-                        "it (resource.k8s.io/v1 needs Kubernetes 1.34+ with DRA on); tessera carries on without it\"",
-                        kube_kinds[kind].name, kube_path(kind));
+                         "it (resource.k8s.io/v1 needs Kubernetes 1.34+ with DRA on); tessera carries on without it\"",
+                         kube_kinds[kind].name, kube_path(kind));
             absent_said = true;
             if (k->absent_code[kind] == 403) {
                 char m[300];

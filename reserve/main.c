@@ -90,8 +90,8 @@ static bool publish(kube_client *k, const char *ns, const char *name, const char
         bool transient = st < 0 || st >= 500 || st == 429;
         int wait = transient ? delay : BACKOFF_MAX_MS;
         kube_log(transient ? KUBE_LOG_WARN : KUBE_LOG_ERROR,
-                "event=patch-failed pod=%s/%s status=%d attempt=%d retry_in_s=%d transient=%s err=\"%s\"", ns, name,
-                st, attempt, wait / 1000, transient ? "true" : "false", err);
+                 "event=patch-failed pod=%s/%s status=%d attempt=%d retry_in_s=%d transient=%s err=\"%s\"", ns, name,
+                 st, attempt, wait / 1000, transient ? "true" : "false", err);
         if (wait_signal(set, wait)) return true;
         if (transient) delay = delay * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : delay * 2;
     }
@@ -169,7 +169,7 @@ int main(int argc, char **argv) {
             return 2;
         }
         kube_log(KUBE_LOG_INFO, "event=publishing pod=%s/%s annotation=%s api=%s", ns, name,
-                method > 0 ? ANN_UUID : ANN_ERROR, kc.api_url);
+                 method > 0 ? ANN_UUID : ANN_ERROR, kc.api_url);
         bool stopped = publish(k, ns, name, body, &stop);
         cJSON_free(body);
         kube_free(k);

@@ -71,8 +71,8 @@ static int64_t mono_ms(void) {
 static void count_and_log(_Atomic uint64_t *ctr, const char *what, const ev_item *it, const char *why) {
     uint64_t n = atomic_fetch_add(ctr, 1) + 1;
     kube_log(n == 1 || n % EXT_EVENTS_LOG_EVERY == 0 ? KUBE_LOG_WARN : KUBE_LOG_DEBUG,
-            "event=k8s-event-%s total=%llu pod=%s/%s reason=%s why=\"%s\"", what, (unsigned long long)n,
-            it ? it->ns : "", it ? it->name : "", it ? it->reason : "", why);
+             "event=k8s-event-%s total=%llu pod=%s/%s reason=%s why=\"%s\"", what, (unsigned long long)n,
+             it ? it->ns : "", it ? it->name : "", it ? it->reason : "", why);
 }
 
 static void item_free(ev_item *it) {

@@ -98,7 +98,7 @@ void ext_health_ok(ext_dep d) {
     e->s.registered = true;
     if (e->s.failing)
         kube_log(KUBE_LOG_INFO, "event=dependency-recovered dependency=%s after_s=%lld failures=%d", ext_dep_name(d),
-                (long long)((mono_ms() - e->s.since_ms) / 1000), e->s.consecutive);
+                 (long long)((mono_ms() - e->s.since_ms) / 1000), e->s.consecutive);
     e->s.failing = false;
     e->s.consecutive = 0;
     pthread_mutex_unlock(&g_mu);
@@ -109,7 +109,7 @@ static void idle_locked(ext_dep d, const char *why) {
     dep_entry *e = &g_dep[d];
     if (e->s.failing)
         kube_log(KUBE_LOG_INFO, "event=dependency-idle dependency=%s why=\"%s; its failure is no longer known\" "
-                "failures=%d", ext_dep_name(d), why, e->s.consecutive);
+                 "failures=%d", ext_dep_name(d), why, e->s.consecutive);
     e->s.failing = false;
     e->s.consecutive = 0;
 }
@@ -157,11 +157,11 @@ void ext_health_fail(ext_dep d, int code, ext_dep_reason reason, const char *msg
         e->last_log_ms = now;
         e->unlogged = 0;
         kube_log(KUBE_LOG_WARN, "event=dependency-failing dependency=%s reason=%s code=%d blocks_ready=%s err=\"%s\"",
-                name, rname, code, ext_dep_blocks_ready(d) ? "yes" : "no", msg);
+                 name, rname, code, ext_dep_blocks_ready(d) ? "yes" : "no", msg);
     } else if (e->s.failing && (changed || now - e->last_log_ms >= EXT_HEALTH_RELOG_MS)) {
         kube_log(KUBE_LOG_WARN, "event=dependency-still-failing dependency=%s reason=%s code=%d failures=%llu for_s=%lld "
-                "err=\"%s\"", name, rname, code, (unsigned long long)e->unlogged + 1,
-                (long long)((now - e->s.since_ms) / 1000), msg);
+                 "err=\"%s\"", name, rname, code, (unsigned long long)e->unlogged + 1,
+                 (long long)((now - e->s.since_ms) / 1000), msg);
         e->last_log_ms = now;
         e->unlogged = 0;
     } else {

@@ -283,8 +283,8 @@ static void step_down(ext_leader *l, const char *why) {
     if (!l->leading) return;
     l->leading = false;
     kube_log(strcmp(why, "released") ? KUBE_LOG_WARN : KUBE_LOG_INFO,
-            "event=leader-stepped-down lease=%s/%s identity=%s why=\"%s\"", l->cfg.ns, l->cfg.name,
-            l->cfg.identity, why);
+             "event=leader-stepped-down lease=%s/%s identity=%s why=\"%s\"", l->cfg.ns, l->cfg.name,
+             l->cfg.identity, why);
 }
 
 /* A write of ours succeeded (lock held): r is the Lease as written, t0 when it was sent, prior_rv the record it
@@ -304,7 +304,7 @@ static void won(ext_leader *l, const kube_lease *r, const char *prior_rv, int64_
         l->relist_ticket = kube_relist(l->k, KUBE_POD);
     }
     kube_log(KUBE_LOG_INFO, "event=leader-acquired lease=%s/%s identity=%s relist=%s", l->cfg.ns, l->cfg.name,
-            l->cfg.identity, from_other ? "yes" : "no");
+             l->cfg.identity, from_other ? "yes" : "no");
 }
 
 /* One round of client-go's tryAcquireOrRenew. */
@@ -425,7 +425,7 @@ static void release(ext_leader *l) {
     if (code != 200) {
         count_error(l, code);
         kube_log(KUBE_LOG_WARN, "event=lease-release-failed lease=%s/%s code=%d err=\"%s\"", l->cfg.ns, l->cfg.name,
-                code, err);
+                 code, err);
     }
 }
 
@@ -452,9 +452,9 @@ static void poll_scheduler(ext_leader *l) {
         if (now - l->sched_warned_at >= 60000 || before != KS_UNKNOWN) {
             l->sched_warned_at = now;
             kube_log(KUBE_LOG_WARN, "event=scheduler-lease-unreadable lease=%s code=%d err=\"%s\" effect=\"campaigning for "
-                    "%s/%s regardless, so background work goes on; the replica whose kube-scheduler is active takes "
-                    "the Lease only when its binds are refused: give tessera get on that Lease (deploy/rbac.yaml)\"",
-                    l->sched_path, code, code == 200 ? "not a Lease" : err, l->cfg.ns, l->cfg.name);
+                     "%s/%s regardless, so background work goes on; the replica whose kube-scheduler is active takes "
+                     "the Lease only when its binds are refused: give tessera get on that Lease (deploy/rbac.yaml)\"",
+                     l->sched_path, code, code == 200 ? "not a Lease" : err, l->cfg.ns, l->cfg.name);
         }
     } else {
         if (strcmp(r.rv, l->sched_rv) != 0) {
@@ -469,7 +469,7 @@ static void poll_scheduler(ext_leader *l) {
     }
     if (l->sched_state != before)
         kube_log(KUBE_LOG_INFO, "event=scheduler-lease lease=%s state=%s holder=%s", l->sched_path,
-                sched_state_name(l->sched_state), l->sched_holder[0] ? l->sched_holder : "-");
+                 sched_state_name(l->sched_state), l->sched_holder[0] ? l->sched_holder : "-");
     /* our kube-scheduler lost its Lease to another: calls it made before no longer count (rule (c)); a replica
      * that never saw its own kube-scheduler lead counts every call */
     if (l->sched_state == KS_OTHER && before == KS_MINE) l->other_since = now;
@@ -479,10 +479,10 @@ static void poll_scheduler(ext_leader *l) {
     if (l->sched_none_since && now - l->sched_none_since >= 4LL * l->cfg.lease_ms && now - l->sched_warned_at >= 600000) {
         l->sched_warned_at = now;
         kube_log(KUBE_LOG_WARN, "event=scheduler-lease-missing lease=%s for_s=%lld effect=\"no kube-scheduler is seen "
-                "leading; every replica campaigns, and the one whose kube-scheduler is active takes the Lease only when "
-                "its binds are refused\" hint=\"--scheduler-lease must name kube-scheduler's leaderElection "
-                "resourceNamespace/resourceName; \\\"\\\" if it runs without leader election\"", l->sched_path,
-                (long long)((now - l->sched_none_since) / 1000));
+                 "leading; every replica campaigns, and the one whose kube-scheduler is active takes the Lease only when "
+                 "its binds are refused\" hint=\"--scheduler-lease must name kube-scheduler's leaderElection "
+                 "resourceNamespace/resourceName; \\\"\\\" if it runs without leader election\"", l->sched_path,
+                 (long long)((now - l->sched_none_since) / 1000));
     }
     pthread_mutex_unlock(&l->mu);
 }
@@ -609,8 +609,8 @@ int ext_leader_start(ext_leader *l, char *err, size_t errlen) {
     if (rc != 0) { snprintf(err, errlen, "cannot start the leader election thread: %s", strerror(rc)); return -1; }
     l->started = true;
     kube_log(KUBE_LOG_INFO, "event=leader-election lease=%s/%s identity=%s lease_ms=%d renew_ms=%d retry_ms=%d "
-            "follows=%s scheduler_identity=%s_*", l->cfg.ns, l->cfg.name, l->cfg.identity, l->cfg.lease_ms,
-            l->cfg.renew_ms, l->cfg.retry_ms, l->sched_path[0] ? l->sched_path : "-(campaigns always)", l->cfg.pod_host);
+             "follows=%s scheduler_identity=%s_*", l->cfg.ns, l->cfg.name, l->cfg.identity, l->cfg.lease_ms,
+             l->cfg.renew_ms, l->cfg.retry_ms, l->sched_path[0] ? l->sched_path : "-(campaigns always)", l->cfg.pod_host);
     return 0;
 }
 

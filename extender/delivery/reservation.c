@@ -585,7 +585,7 @@ static int call(ext_rsv *r, const char *method, const char *path, const char *bo
     if (code < 200 || code >= 300) {
         if (!(code == 409 && !strcmp(method, "POST")) && !(code == 404 && !strcmp(method, "DELETE"))) {
             kube_log(KUBE_LOG_WARN, "event=reservation-api-error what=\"%s\" method=%s path=%s code=%d err=\"%s\"", what,
-                    method, path, code, err);
+                     method, path, code, err);
             /* health.h: the verb, resource and namespace, which a 403 must name ("/api/v1/namespaces/NS/RES[/NAME]") */
             char ns[128] = "", res[64] = "", name[256] = "", msg[700];
             sscanf(path, "/api/v1/namespaces/%127[^/]/%63[^/]/%255[^/?]", ns, res, name);
@@ -627,7 +627,7 @@ static void image_unknown(ext_rsv *r, const char *why, const cJSON *pod) {
     cpy(r->image_why, sizeof r->image_why, why);
     pthread_mutex_unlock(&r->mu);
     kube_log(KUBE_LOG_ERROR, "event=reserve-image-unknown why=\"%s\" effect=\"no reservation pod can be created: soft "
-            "shares wait\" hint=\"--reserve-image IMAGE\"", why);
+             "shares wait\" hint=\"--reserve-image IMAGE\"", why);
     ext_health_fail(EXT_DEP_RESERVE_IMAGE, 0, EXT_REASON_REJECTED, why);
     const cJSON *meta = model_json_get(pod, "metadata");
     if (pod && jstr(meta, "name", NULL) && jstr(meta, "uid", NULL))
@@ -663,7 +663,7 @@ static void resolve_image(ext_rsv *r) {
         pthread_mutex_unlock(&r->mu);
         ext_health_ok(EXT_DEP_RESERVE_IMAGE);
         kube_log(KUBE_LOG_INFO, "event=reserve-image image=%s from=pod/%s/%s container=%s", img, ns, name,
-                EXT_RSV_SELF_CONTAINER);
+                 EXT_RSV_SELF_CONTAINER);
     } else if (pod) {
         snprintf(why, sizeof why, "pod %s/%s has no container named %s (looked in spec.initContainers and "
                  "spec.containers), so tessera does not know the image that holds tessera-reserve", ns, name,
@@ -828,7 +828,7 @@ static bool create_reservation(ext_rsv *r, plan *p, unit *u) {
     if (resp) table_learn(r, resp);
     free(resp);
     if (ok) kube_log(KUBE_LOG_INFO, "event=reservation-created name=%s/%s node=%s gpu=%d unit=%s resource=%s%s", r->cfg.ns,
-                    name, u->node, u->gpu, u->unit, u->resource, code == 409 ? " existed=true" : "");
+                     name, u->node, u->gpu, u->unit, u->resource, code == 409 ? " existed=true" : "");
     /* Tell the waiting shares where they wait. */
     for (int i = 0; ok && i < u->nt; i++) {
         spod *s = &p->sp[u->t[i].s];
@@ -992,7 +992,7 @@ static void give_up(ext_rsv *r, plan *p, unit *u, const char *why, bool *errors)
         emit(r, s, "Warning", EXT_DLV_EV_UNAVAILABLE, msg);
         s->ev_unavail = true;
         kube_log(KUBE_LOG_WARN, "event=share-unavailable pod=%s/%s node=%s gpu=%d why=\"%s\" action=%s", s->ns, s->name,
-                u->node, u->gpu, why, s->owned ? "delete" : "leave");
+                 u->node, u->gpu, why, s->owned ? "delete" : "leave");
         if (s->owned && !delete_pod(r, s->ns, s->name, s->uid, "delete unavailable share")) {
             s->ev_unavail = false;   /* try again next pass */
             *errors = true;
@@ -1010,7 +1010,7 @@ static void reject_share(ext_rsv *r, spod *s, bool *ev, const char *reason, cons
     emit(r, s, "Warning", reason, msg);
     *ev = true;
     kube_log(KUBE_LOG_WARN, "event=share-rejected pod=%s/%s reason=%s why=\"%s\" action=%s", s->ns, s->name, reason, what,
-            s->owned ? "delete" : "leave");
+             s->owned ? "delete" : "leave");
     if (s->owned && !delete_pod(r, s->ns, s->name, s->uid, "delete share tessera cannot deliver")) {
         *ev = false;
         *errors = true;
@@ -1128,7 +1128,7 @@ static bool move_tenants(ext_rsv *r, plan *p, unit *u, int refusals, bool *error
             any = true;
             table_learn(r, resp);
             kube_log(KUBE_LOG_INFO, "event=share-moved pod=%s/%s node=%s from_gpu=%d to_gpu=%d refusals=%d%s", s->ns,
-                    s->name, u->node, u->gpu, to_index, refusals, reused >= 0 ? " onto=held-reservation" : "");
+                     s->name, u->node, u->gpu, to_index, refusals, reused >= 0 ? " onto=held-reservation" : "");
         } else {
             *errors = true;
             char err[256];
@@ -1254,7 +1254,7 @@ static int64_t run_pass(ext_rsv *r) {
         rpod *drop = b_better ? a : b;
         if (b_better) u->live = i;
         kube_log(KUBE_LOG_WARN, "event=reservation-duplicate name=%s node=%s gpu=%d unit=%s action=delete", drop->name,
-                drop->node, drop->gpu, drop->unit);
+                 drop->node, drop->gpu, drop->unit);
         if (delete_pod(r, r->cfg.ns, drop->name, drop->uid, "delete duplicate reservation")) table_forget_rpod(r, drop->name, drop->uid);
         else errors = true;
         drop->deleting = true;
@@ -1331,7 +1331,7 @@ static int64_t run_pass(ext_rsv *r) {
                 moved = move_tenants(r, &p, u, n, &errors, mwhy, sizeof mwhy);
             }
             kube_log(KUBE_LOG_WARN, "event=reservation-refused name=%s node=%s gpu=%d unit=%s why=\"%s\" refusals=%d action=%s",
-                    rf->name, u->node, u->gpu, u->unit, rwhy, n, moved ? "moved" : "give-up");
+                     rf->name, u->node, u->gpu, u->unit, rwhy, n, moved ? "moved" : "give-up");
             if (!moved) {
                 char gwhy[1800], lim[64];
                 snprintf(lim, sizeof lim, "%d reservations refused", n);
@@ -1409,7 +1409,7 @@ static int64_t run_pass(ext_rsv *r) {
                     if (fresh) emit(r, s, "Normal", EXT_DLV_EV_DELIVERED, msg);
                     s->ev_delivered = true;
                     kube_log(KUBE_LOG_INFO, "event=share-delivered pod=%s/%s uuid=%s configmap=%s written=%s", s->ns,
-                            s->name, uuids, s->delivery, fresh ? "yes" : "already");
+                             s->name, uuids, s->delivery, fresh ? "yes" : "already");
                 }
             } else if (rc < 0) {
                 char what[768];
@@ -1450,7 +1450,7 @@ static int64_t run_pass(ext_rsv *r) {
             /* A bind since this pass's snapshot may have put a share on the unit: the cache knows at once. */
             if (!rpod_refused(rp) && unit_in_use(r, rp)) continue;
             kube_log(KUBE_LOG_INFO, "event=reservation-released name=%s node=%s gpu=%d unit=%s why=%s", rp->name, rp->node,
-                    rp->gpu, rp->unit, rpod_refused(rp) ? "refused-without-tenants" : "no-tenants");
+                     rp->gpu, rp->unit, rpod_refused(rp) ? "refused-without-tenants" : "no-tenants");
             if (delete_pod(r, r->cfg.ns, rp->name, rp->uid, "release reservation")) table_forget_rpod(r, rp->name, rp->uid);
             else errors = true;
             rp->deleting = true;
@@ -1615,7 +1615,7 @@ int ext_rsv_start(ext_rsv *r, char *err, size_t errlen) {
     }
     r->started = true;
     kube_log(KUBE_LOG_INFO, "event=reservations-started namespace=%s grace_ms=%d timeout_ms=%d image=%s", r->cfg.ns,
-            r->cfg.grace_ms, r->cfg.timeout_ms, r->cfg.image[0] ? r->cfg.image : "(own pod's)");
+             r->cfg.grace_ms, r->cfg.timeout_ms, r->cfg.image[0] ? r->cfg.image : "(own pod's)");
     return 0;
 }
 

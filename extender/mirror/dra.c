@@ -505,7 +505,7 @@ int ext_dra_apply_claims(const ext_dra *d, model_node *m) {
             applied += rc;
             if (rc == 1 && err[0])
                 kube_log(KUBE_LOG_INFO, "event=claim-partly-published claim=%s node=%s why=\"%s\" action=held-the-rest",
-                        c->key, m->name, err);
+                         c->key, m->name, err);
             continue;
         }
         kube_log(KUBE_LOG_WARN, "event=claim-unaccounted claim=%s node=%s why=\"%s\"", c->key, m->name, err);
@@ -647,7 +647,7 @@ static void extended_refresh(ext_dra *d) {
     d->xok = model_dra_request(spec, class_fn, d, &d->xbase, why, sizeof why) == MODEL_DRA_JUDGED;
     cJSON_Delete(spec);
     if (!d->xok) kube_log(KUBE_LOG_INFO, "event=extended-resource-not-judged class=%s resource=%s why=\"%s\"", cls,
-                         EXT_DRA_GPU_RESOURCE, why);
+                          EXT_DRA_GPU_RESOURCE, why);
 }
 
 bool ext_dra_extended_request(const ext_dra *d, const model_request *pod_req, model_request *out) {

@@ -193,7 +193,7 @@ bool ext_holdings_read(ext_holdings **hp, const char *node, const cJSON *node_ob
         if (ann) {   /* said once: the record is dropped with it, so the next such event finds none */
             stats->malformed++;
             kube_log(KUBE_LOG_WARN, "event=holdings-malformed node=%s why=\"the annotation is not a string\" "
-                    "action=ignored", node);
+                     "action=ignored", node);
         }
         kube_log(KUBE_LOG_INFO, "event=holdings-gone node=%s", node);   /* the agent stopped, or was removed */
         ext_holdings_free(h);
@@ -217,7 +217,7 @@ bool ext_holdings_read(ext_holdings **hp, const char *node, const cJSON *node_ob
             h->bad_hash = th;
             stats->malformed++;
             kube_log(KUBE_LOG_WARN, "event=holdings-malformed node=%s why=\"%s\" action=ignored%s", node, why,
-                    h->rec.e || h->changed_ms ? " (the record seen before stays in use)" : "");
+                     h->rec.e || h->changed_ms ? " (the record seen before stays in use)" : "");
         }
         return false;
     }
@@ -301,13 +301,13 @@ static void found(ext_holdings *h, flist *out, const hold_entry *e, int kind, sa
     if (kind < EXT_HOLD_NKINDS) {
         stats->mismatches[kind]++;
         kube_log(KUBE_LOG_WARN, "event=holdings-mismatch node=%s pod=%s model=\"%s\" kubelet=\"%s\" devices=\"%s\" "
-                "action=%s%s%s%s", node, e->key, f->model, f->kubelet, e->devices,
-                kind == F_APPLIED ? "applied" : "kept-model", why[0] ? " why=\"" : "", why, why[0] ? "\"" : "");
+                 "action=%s%s%s%s", node, e->key, f->model, f->kubelet, e->devices,
+                 kind == F_APPLIED ? "applied" : "kept-model", why[0] ? " why=\"" : "", why, why[0] ? "\"" : "");
     } else {
         stats->ignored[kind - EXT_HOLD_NKINDS]++;
         /* an unknown pod is mostly one deleted a moment ago (the record lags): not worth an info line each */
         kube_log(kind == F_UNKNOWN_POD ? KUBE_LOG_DEBUG : KUBE_LOG_INFO,
-                "event=holdings-ignored node=%s pod=%s devices=\"%s\" why=\"%s\"", node, e->key, e->devices, why);
+                 "event=holdings-ignored node=%s pod=%s devices=\"%s\" why=\"%s\"", node, e->key, e->devices, why);
     }
 }
 

@@ -413,7 +413,7 @@ static bool pod_apply(ext_state *st, ext_node *n, pod_priv *pp, const model_assi
     pp->deferred = false;
     if (pp->ann)
         kube_log(KUBE_LOG_WARN, "event=annotation-invalid pod=%s/%s node=%s err=\"%s\" action=re-derive", p->ns, p->name,
-                n->name, err);
+                 n->name, err);
     model_request r = p->req;
     int nf = model_fit(n->m, &r, &a, 1, err, sizeof err);
     if (nf == 0 && r.kind == MODEL_REQ_WHOLE && r.isolation == MODEL_ISO_DEFAULT) {
@@ -1092,7 +1092,7 @@ int ext_state_expire(ext_state *st, int64_t now_ms) {
     for (size_t i = 0; i < cnt; i++) {
         pod_priv *v = gone[i];
         kube_log(KUBE_LOG_WARN, "event=assumption-expired pod=%s/%s node=%s", v->pub.ns, v->pub.name,
-                v->pub.node ? v->pub.node : "-");
+                 v->pub.node ? v->pub.node : "-");
         pod_unplace(st, v);
         if (v->pub.from_api) v->pub.phase = EXT_POD_PENDING;
         else pod_remove(st, v);
