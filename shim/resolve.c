@@ -11,7 +11,7 @@
 #include "shim/resolve.h"
 
 #include "shim/cuda_api.h"
-#include "shim/shim.h"
+#include "shim/share.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -183,7 +183,9 @@ void *shim_dlsym_handle(void *handle, const char *name) {
     if (!sym) return NULL;
     void *r = sym(handle, name);
     if (!r || !name || resolving) return r;
-    if (!(name[0] == 'c' && name[1] == 'u') && strncmp(name, "nvml", 4) != 0) return r;
+    /* the driver's names are cu + a capital (cuMemAlloc_v2; not cudaMalloc, cudnnCreate or cublasCreate_v2) */
+    bool driver = name[0] == 'c' && name[1] == 'u' && name[2] >= 'A' && name[2] <= 'Z';
+    if (!driver && strncmp(name, "nvml", 4) != 0) return r;
     if (!shim_enforcing()) return r;
     return shim_map(r, name, -1);
 }

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 
-#include "extender/log.h"
-#include "extender/map.h"
+#include "kube/log.h"
+#include "extender/base/map.h"
 #include "extender/mirror/state.h"
 
 #define PSS_TIMEOUT_MS 2000   /* within the webhook's own 5 s (deploy/webhook.yaml timeoutSeconds) */
@@ -23,14 +23,14 @@ typedef struct entry {
 } entry;
 
 struct ext_pss {
-    ext_kube *k;
+    kube_client *k;
     int ttl_ms;
     pthread_mutex_t mu;
     ext_map *cache;   /* ns -> entry */
     unsigned long reads;
 };
 
-ext_pss *ext_pss_new(ext_kube *k, int ttl_ms) {
+ext_pss *ext_pss_new(kube_client *k, int ttl_ms) {
     ext_pss *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->k = k;
@@ -79,7 +79,7 @@ int ext_pss_level(void *user, const char *ns, char *level, size_t len, char *why
     pthread_mutex_unlock(&p->mu);
     char path[160], err[512] = "", *resp = NULL;
     snprintf(path, sizeof path, "/api/v1/namespaces/%s", ns);
-    int code = ext_kube_request(p->k, "GET", path, NULL, PSS_TIMEOUT_MS, &resp, err, sizeof err);
+    int code = kube_request(p->k, "GET", path, NULL, PSS_TIMEOUT_MS, &resp, err, sizeof err);
     cJSON *o = code == 200 && resp ? cJSON_Parse(resp) : NULL;
     free(resp);
     if (!cJSON_IsObject(o)) {
@@ -90,7 +90,7 @@ int ext_pss_level(void *user, const char *ns, char *level, size_t len, char *why
             snprintf(why, whylen, "the API's answer is not a Namespace");
         else
             snprintf(why, whylen, "API status %d%s%s", code, err[0] ? ": " : "", err);
-        ext_log(EXT_LOG_WARN, "event=namespace-read-failed namespace=%s why=\"%s\"", ns, why);
+        kube_log(KUBE_LOG_WARN, "event=namespace-read-failed namespace=%s why=\"%s\"", ns, why);
         return -1;
     }
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(

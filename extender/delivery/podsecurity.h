@@ -13,14 +13,14 @@
 
 #include <stddef.h>
 
-#include "extender/mirror/kube.h"
+#include "kube/client.h"
 
 #define EXT_PSS_LABEL_ENFORCE "pod-security.kubernetes.io/enforce"
 
 typedef struct ext_pss ext_pss;
 
 /* k (not owned) must outlive it. ttl_ms <= 0: 60000. NULL when out of memory. */
-ext_pss *ext_pss_new(ext_kube *k, int ttl_ms);
+ext_pss *ext_pss_new(kube_client *k, int ttl_ms);
 void ext_pss_free(ext_pss *p);
 
 /* The enforce level of namespace ns into level ("" when the label is absent): 0, or -1 with why (the API's

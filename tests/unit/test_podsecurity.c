@@ -35,10 +35,10 @@ TEST(podsecurity_reads_the_enforce_label_once_per_ttl_and_says_why_it_cannot) {
     put_ns(api, "ml-open", NULL);
     put_ns(api, "ml-priv", "privileged");
     fake_api_url(api, url, sizeof url);
-    ext_kube_config kc;
-    ext_kube_config_defaults(&kc);
+    kube_config kc;
+    kube_config_defaults(&kc);
     snprintf(kc.api_url, sizeof kc.api_url, "%s", url);
-    ext_kube *k = ext_kube_new(&kc, err, sizeof err);
+    kube_client *k = kube_new(&kc, err, sizeof err);
     ext_pss *p = ext_pss_new(k, 200);
     char lv[3][32], why[3][512], again[32] = "?";
     int rc[3], rc_again, rc403, rc404;
@@ -61,7 +61,7 @@ TEST(podsecurity_reads_the_enforce_label_once_per_ttl_and_says_why_it_cannot) {
     char l_retry[32] = "x";
     int rc_retry = ext_pss_level(p, "ml-open", l_retry, sizeof l_retry, w403 + 256, 256);
     ext_pss_free(p);
-    ext_kube_free(k);
+    kube_free(k);
     fake_api_free(api);
     CHECK_INT(rc[0], 0);
     CHECK_STR(lv[0], "baseline");
