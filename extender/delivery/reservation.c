@@ -42,6 +42,7 @@ typedef struct rpod {
                                         * crash loop's back-off message (~140 characters) and its last exit */
     bool deleting;
     uint32_t gen;
+    uint64_t rv;              /* metadata.resourceVersion of what the table holds (0 unknown) */
     int64_t created_wall_ms;  /* metadata.creationTimestamp (ms since the epoch), 0 if unknown */
     int64_t first_ms;         /* when this controller first saw it (age) */
     int64_t tenantless_ms;    /* since when it has had no tenant; 0: it has tenants */
@@ -63,6 +64,7 @@ typedef struct spod {
     char shim_fail[768];      /* why its tessera-cuda-shim init container does not succeed; "" when it does */
     int refusals;             /* EXT_RSV_ANN_REFUSALS: reservations refused under it so far (survives restarts) */
     uint32_t gen;
+    uint64_t rv;              /* metadata.resourceVersion of what the table holds (0 unknown) */
     char ev_pending_for[NAME_LEN + 96], ev_refused_for[NAME_LEN];
     char cm_written[1024];    /* the UUIDs of the ConfigMap last ensured */
     char enforcement[600];    /* the enforcement line of that ConfigMap ("" before) */
@@ -197,6 +199,22 @@ static int64_t wall_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* metadata.resourceVersion as a number, 0 when it is not one. The API server's are etcd revisions; the table
+ * compares them only to keep an API answer (a create's or a patch's) that arrives after the watch showed a later
+ * state of the same object from overwriting it: the watch would not tell that state again. */
+static uint64_t rv_of(const cJSON *meta) {
+    const char *v = jstr(meta, "resourceVersion", NULL);
+    char *end = NULL;
+    unsigned long long n = v && *v ? strtoull(v, &end, 10) : 0;
+    return end && !*end ? (uint64_t)n : 0;
+}
+
+/* An older state than the table holds: a stale answer, ignored. */
+static bool stale(uint64_t have, const cJSON *meta) {
+    uint64_t rv = rv_of(meta);
+    return have && rv && rv < have;
+}
+
 static void rpod_key(const cJSON *meta, char *buf, size_t len) {
     snprintf(buf, len, "%s/%s", jstr(meta, "namespace", NULL), jstr(meta, "name", NULL));
 }
@@ -208,6 +226,7 @@ static void rpod_update(ext_rsv *r, const cJSON *obj) {
     char key[sizeof ((rpod *)0)->key];
     rpod_key(meta, key, sizeof key);
     rpod *p = ext_map_get(r->rpods, key);
+    if (p && stale(p->rv, meta)) { p->gen = r->gen; return; }
     /* We deleted it: an event that was on its way (or a stale relist) must not make it live again. */
     bool gone = uid && ext_map_get(r->tombs, uid) != NULL;
     if (!p && gone) return;
@@ -253,6 +272,7 @@ static void rpod_update(ext_rsv *r, const cJSON *obj) {
     p->created_wall_ms = rfc3339_ms(jstr(meta, "creationTimestamp", NULL));
     p->deleting = jstr(meta, "deletionTimestamp", NULL) != NULL || gone;
     p->gen = r->gen;
+    p->rv = rv_of(meta);
 }
 
 /* A container ran: an init container counts (it saw the delivered environment too), and so does one
@@ -350,6 +370,7 @@ static void spod_update(ext_rsv *r, const cJSON *obj) {
     if (!uid || !uid[0] || strlen(uid) >= MODEL_UID_LEN || !name || strlen(name) >= NAME_LEN) return;
     if (!ns) ns = "default";
     spod *s = ext_map_get(r->spods, uid);
+    if (s && stale(s->rv, meta)) { s->gen = r->gen; return; }
     const char *phase = jstr(obj, "status", "phase"), *node = jstr(obj, "spec", "nodeName");
     const char *ann = jstr(meta, "annotations", EXT_ANN_ASSIGNMENT);
     model_request req;
@@ -389,6 +410,7 @@ static void spod_update(ext_rsv *r, const cJSON *obj) {
     s->refusals = rf ? atoi(rf) : 0;
     if (s->refusals < 0) s->refusals = 0;
     s->gen = r->gen;
+    s->rv = rv_of(meta);
 }
 
 static void kick_locked(ext_rsv *r) {

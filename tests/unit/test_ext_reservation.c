@@ -1945,3 +1945,40 @@ TEST(ext_rsv_mps_daemon_that_fails_frees_the_gpu_and_moves_the_share) {
     CHECK_STR(t, "Warning");
     CHECK_CONTAINS(m, "exclusive-process mode");
 }
+
+/* An API answer that arrives after the watch showed a later state of the same pod (a create's answer processed after
+ * the watch's MODIFIED that carried the UUID, with a fake kubelet that publishes at once) must not overwrite it: the
+ * watch does not tell that state again, and the share would wait for a UUID the table had lost. */
+TEST(ext_rsv_an_older_state_never_overwrites_a_newer_one) {
+    rt r;
+    rt_start(&r, 1, false, 30000);
+    char name[256];
+    rsv_name(0, 1, name, sizeof name);
+    char newer[1024], older[1024];
+    static const char *const fmt =
+        "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"" RNS "\",\"uid\":\"uid-r1\",\"resourceVersion\":\"%s\","
+        "\"labels\":{\"" EXT_RSV_LABEL "\":\"true\"},\"annotations\":{\"" EXT_RSV_ANN_NODE "\":\"n1\",\"" EXT_RSV_ANN_GPU
+        "\":\"0\",\"" EXT_RSV_ANN_UNIT "\":\"gpu\"%s}},\"spec\":{\"nodeName\":\"n1\"},\"status\":{\"phase\":\"%s\"}}";
+    snprintf(newer, sizeof newer, fmt, name, "120", ",\"" EXT_RSV_ANN_UUID "\":\"GPU-n1-0\"", "Running");
+    snprintf(older, sizeof older, fmt, name, "100", "", "Pending");
+    cJSON *n = cJSON_Parse(newer), *o = cJSON_Parse(older);
+    if (r.ok) {
+        ext_rsv_on_event(r.rsv, KUBE_POD, KUBE_MODIFIED, n);
+        ext_rsv_on_event(r.rsv, KUBE_POD, KUBE_MODIFIED, o);
+    }
+    char uuid[64] = "";
+    WAIT(({
+             cJSON *d = cJSON_CreateObject();
+             ext_rsv_debug(r.rsv, d);
+             snprintf(uuid, sizeof uuid, "%s", jpath(cJSON_GetArrayItem(cJSON_GetObjectItem(d, "reservations"), 0), "uuid",
+                                                    NULL, NULL));
+             cJSON_Delete(d);
+             uuid[0] != 0;
+         }),
+         2000);
+    cJSON_Delete(n);
+    cJSON_Delete(o);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK_STR(uuid, "GPU-n1-0");
+}
