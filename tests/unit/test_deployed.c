@@ -280,8 +280,10 @@ TEST(deployed_unpullable_reservation_image_is_reported_within_seconds) {
             cJSON_ArrayForEach(e, evs) {
                 const cJSON *io = cJSON_GetObjectItem(e, "involvedObject"), *msg = cJSON_GetObjectItem(e, "message");
                 const cJSON *type = cJSON_GetObjectItem(e, "type"), *n = cJSON_GetObjectItem(io, "name");
+                /* the reservation's (the share's own tessera-cuda-shim, in the same image, has its own Event) */
                 if (cJSON_IsString(n) && !strcmp(n->valuestring, "pull-a") && cJSON_IsString(msg) && cJSON_IsString(type) &&
-                    !strcmp(type->valuestring, "Warning") && strstr(msg->valuestring, "ErrImagePull")) {
+                    !strcmp(type->valuestring, "Warning") && strstr(msg->valuestring, "ErrImagePull") &&
+                    strstr(msg->valuestring, "reservation")) {
                     t_event = now_ms();
                     snprintf(event, sizeof event, "%s", msg->valuestring);
                 }
