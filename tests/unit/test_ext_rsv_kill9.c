@@ -21,12 +21,24 @@
 #define K_SHARES 24
 #define K_MIB 30000   /* two per 81920 MiB A100: 16 fit on the node's 8 GPUs */
 
+/* A share as the webhook leaves it: its delivery annotation and envFrom of that ConfigMap, so the kubelet holds its
+ * container until tessera writes it (a share without envFrom starts at once, before its reservation exists). */
 static char *k_share(int i) {
-    char name[16], uid[24], ann[128];
+    char name[16], uid[24], ann[128], cm[48];
     snprintf(name, sizeof name, "k%d", i);
     snprintf(uid, sizeof uid, "uid-k%d", i);
-    snprintf(ann, sizeof ann, "\"" EXT_DLV_ANN_DELIVERY "\":\"" EXT_DLV_CM_PREFIX "k%d\"", i);
-    return pod_json(name, uid, 0, "\"nvidia.com/gpumem\":\"30000\"", ann, NULL);
+    snprintf(cm, sizeof cm, EXT_DLV_CM_PREFIX "k%d", i);
+    snprintf(ann, sizeof ann, "\"" EXT_DLV_ANN_DELIVERY "\":\"%s\"", cm);
+    char *t = pod_json(name, uid, 0, "\"nvidia.com/gpumem\":\"30000\"", ann, NULL);
+    cJSON *p = cJSON_Parse(t);
+    free(t);
+    cJSON *from = cJSON_CreateObject();
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(from, "configMapRef"), "name", cm);
+    cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(p, "spec"), "containers"), 0);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(c0, "envFrom"), from);
+    t = cJSON_PrintUnformatted(p);
+    cJSON_Delete(p);
+    return t;
 }
 
 /* Filter and bind the pending shares (at most max), as kube-scheduler would. */
