@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "extender/delivery/delivery.h"
+#include "extender/base/delivery.h"
 #include "extender/delivery/podsecurity.h"
 #include "extender/base/events.h"
 #include "extender/base/health.h"

@@ -51,7 +51,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "extender/delivery/delivery.h"
+#include "extender/base/delivery.h"
 #include "extender/verbs.h"
 
 #define EXT_WEBHOOK_MAX_SCHEDULERS 8

@@ -16,7 +16,7 @@
 #include <time.h>
 
 #include "extender/base/annotation.h"
-#include "extender/delivery/delivery.h"
+#include "extender/base/delivery.h"
 #include "extender/base/health.h"
 #include "kube/log.h"
 #include "extender/base/map.h"

@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "extender/base/annotation.h"
-#include "extender/delivery/delivery.h"
+#include "extender/base/delivery.h"
 #include "extender/mirror/dra.h"
 #include "extender/mirror/holdings.h"
 #include "kube/log.h"

@@ -14,7 +14,7 @@
 
 #include "ext_proc.h"
 #include "ext_helpers.h"
-#include "extender/delivery/delivery.h"
+#include "extender/base/delivery.h"
 #include "tests/support/deployed_cluster.h"
 
 #define GPU_NODE "gpu-1"

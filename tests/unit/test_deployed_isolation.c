@@ -21,7 +21,7 @@
 
 #include "ext_helpers.h"
 #include "ext_proc.h"
-#include "extender/delivery/delivery.h"
+#include "extender/base/delivery.h"
 #include "tests/support/deployed_cluster.h"
 
 #define GPU_NODE "gpu-1"

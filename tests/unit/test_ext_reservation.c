@@ -13,7 +13,7 @@
 #include "../support/fake_kubelet.h"
 #include "ext_helpers.h"
 #include "ext_proc.h"
-#include "extender/delivery/delivery.h"
+#include "extender/base/delivery.h"
 #include "extender/base/events.h"
 #include "kube/client.h"
 #include "extender/metrics.h"

@@ -1,7 +1,7 @@
 /* delivery.c -- the fixed names of soft-share delivery (delivery.h) and the data of a delivery
  * ConfigMap. Pure string work: no API calls, no state.
  */
-#include "extender/delivery/delivery.h"
+#include "extender/base/delivery.h"
 
 #include <ctype.h>
 #include <stdint.h>
