@@ -31,17 +31,30 @@ MODEL_SRC  := $(wildcard model/*.c)
 POLICY_SRC := $(wildcard policy/*.c)
 SIM_SRC    := $(filter-out sim/main.c,$(wildcard sim/*.c))
 EXT_SRC    := $(filter-out extender/main.c,$(wildcard extender/*.c extender/*/*.c))
+# kube/: the Kubernetes client layer under the extender, the node agent and tessera-reserve (kube/README.md):
+# configuration and credentials, the HTTP client, list+watch, PATCH, Leases, the log line. Linked into all three.
+KUBE_SRC   := $(wildcard kube/*.c)
 BENCH_SRC  := $(wildcard tests/bench/*.c)
 # agent/: tessera-node-agent, the node-side program that publishes a GPU node's topology and holdings. Its library
 # (all but main.c): NVML, the topology annotation, the Node client, the kubelet Pod Resources client (podresources.c,
-# protowire.c) and the holdings record; the tests, benches and fuzzers link it. It links neither extender/ nor model/.
+# protowire.c) and the holdings record; the tests, benches and fuzzers link it. It links kube/ (the API client and
+# the log line), neither extender/ nor model/.
 AGENT_LIB_SRC := $(filter-out agent/main.c,$(wildcard agent/*.c))
 # reserve/: tessera-reserve, the node-side program of a reservation pod; device.c is pure and unit-tested.
-RESERVE_LIB_SRC := reserve/device.c
-# tests/support/fake_nvml.c is not part of the tests' binary: it is the fake libnvidia-ml.so.1 (below).
-SUPPORT_SRC := $(filter-out tests/support/fake_nvml.c,$(wildcard tests/support/*.c))
+RESERVE_LIB_SRC := reserve/device.c reserve/install.c
+# mps.c: --mps, the GPU's MPS control daemon (a child process; tests run it against the fake daemon).
+RESERVE_LIB_SRC += reserve/mps.c
+# shim/: libtessera-cuda.so, the library preloaded into a soft share's processes (shim/shim.c). Its own layer: it
+# links only libc and libdl. The tests link its ledger and allocation table too, to test them in-process.
+SHIM_SRC := $(wildcard shim/*.c) shim/dlsym.S
+SHIM_TESTED_SRC := shim/ledger.c shim/track.c
+# Not part of the tests' binary: the fake libnvidia-ml.so.1 and libcuda.so.1, the CUDA probe and the RTLD_NEXT
+# test library, the fake nvidia-cuda-mps-control (below).
+SUPPORT_NOT_LINKED := tests/support/fake_nvml.c tests/support/fake_cuda.c tests/support/cuda_probe.c \
+                      tests/support/preload_wrap.c tests/support/fake_mps_control.c
+SUPPORT_SRC := $(filter-out $(SUPPORT_NOT_LINKED),$(wildcard tests/support/*.c))
 # tests/fuzz/fuzz_targets.c: the fuzz target bodies, replayed over their corpora by the unit tests.
-TEST_SRC   := $(wildcard tests/unit/*.c) $(SUPPORT_SRC) $(RESERVE_LIB_SRC) $(AGENT_LIB_SRC) \
+TEST_SRC   := $(wildcard tests/unit/*.c) $(SUPPORT_SRC) $(RESERVE_LIB_SRC) $(AGENT_LIB_SRC) $(SHIM_TESTED_SRC) \
               tests/fuzz/fuzz_targets.c
 GEN_SRC    := $(BUILD)/gen/catalog_data.c
 
@@ -55,6 +68,7 @@ DEMO_OBJ += $(BUILD)/gen/openb_nodes_data.o $(BUILD)/gen/openb_default_data.o
 DEMO_OBJ += $(BUILD)/gen/sim_demo_cluster_data.o $(BUILD)/gen/sim_demo_trace_data.o
 SIM_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(SIM_SRC))
 EXT_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(EXT_SRC))
+KUBE_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(KUBE_SRC))
 TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
 
 SIM_BIN  := $(BUILD)/tessera-sim
@@ -63,11 +77,19 @@ RESERVE_BIN := $(BUILD)/tessera-reserve
 AGENT_BIN := $(BUILD)/tessera-node-agent
 # The fake NVML the agent's tests put on LD_LIBRARY_PATH, in a directory of its own so nothing else is found there.
 FAKE_NVML := $(BUILD)/fake-nvml/libnvidia-ml.so.1
+SHIM_LIB := $(BUILD)/libtessera-cuda.so
+# The fake driver, the CUDA probe (two builds: the driver dlopen'ed, and linked) and the RTLD_NEXT test library,
+# in a directory of their own: tests put it on LD_LIBRARY_PATH and find nothing else there.
+FAKE_CUDA_DIR := $(BUILD)/fake-cuda
+FAKE_CUDA := $(FAKE_CUDA_DIR)/libcuda.so.1
+CUDA_PROBE := $(FAKE_CUDA_DIR)/tessera-cuda-probe
+PRELOAD_WRAP := $(FAKE_CUDA_DIR)/libwrap-uname.so
+FAKE_CUDA_ALL := $(FAKE_CUDA) $(CUDA_PROBE) $(CUDA_PROBE)-linked $(PRELOAD_WRAP)
 TEST_BIN := $(BUILD)/tessera-tests
 BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 .PHONY: all run sim test asan bench clean deps fuzz fuzz-build
-all: $(EXT_BIN) $(RESERVE_BIN) $(AGENT_BIN) $(SIM_BIN) $(TEST_BIN) $(FAKE_NVML)
+all: $(EXT_BIN) $(RESERVE_BIN) $(AGENT_BIN) $(SIM_BIN) $(TEST_BIN) $(FAKE_NVML) $(SHIM_LIB) $(FAKE_CUDA_ALL)
 
 deps: $(BUILD)/.deps
 $(BUILD)/.deps: scripts/deps.sh
@@ -123,29 +145,69 @@ $(SIM_BIN): $(BUILD)/sim/main.o $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
 	$(Q)$(CC) $(CFLAGS) -o $@ $(BUILD)/sim/main.o $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
 
 # The extender carries only the demo cluster (deploy/Containerfile copies just that data).
-$(EXT_BIN): $(BUILD)/extender/main.o $(EXT_OBJ) $(EXT_DATA_OBJ) $(BUILD)/libtessera.a
+$(EXT_BIN): $(BUILD)/extender/main.o $(EXT_OBJ) $(KUBE_OBJ) $(EXT_DATA_OBJ) $(BUILD)/libtessera.a
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $(BUILD)/extender/main.o $(EXT_OBJ) $(EXT_DATA_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $(BUILD)/extender/main.o $(EXT_OBJ) $(KUBE_OBJ) $(EXT_DATA_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
 
-# tessera-reserve needs only the API client (kube.c, one PATCH; it reports to health.c) and the log line format
-# of the extender.
-RESERVE_OBJ := $(BUILD)/reserve/main.o $(patsubst %.c,$(BUILD)/%.o,$(RESERVE_LIB_SRC)) \
-               $(BUILD)/extender/mirror/kube.o $(BUILD)/extender/health.o $(BUILD)/extender/log.o
+# tessera-reserve needs only kube/ (one PATCH, the log line).
+RESERVE_OBJ := $(BUILD)/reserve/main.o $(patsubst %.c,$(BUILD)/%.o,$(RESERVE_LIB_SRC)) $(KUBE_OBJ)
 $(RESERVE_BIN): $(RESERVE_OBJ)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $(RESERVE_OBJ) $(LDLIBS)
 
 # tessera-node-agent: libcurl, cJSON and libmicrohttpd; NVML is dlopen'ed at run time (agent/nvml.h), hence -ldl.
-AGENT_OBJ := $(BUILD)/agent/main.o $(patsubst %.c,$(BUILD)/%.o,$(AGENT_LIB_SRC))
+AGENT_OBJ := $(BUILD)/agent/main.o $(patsubst %.c,$(BUILD)/%.o,$(AGENT_LIB_SRC)) $(KUBE_OBJ)
 $(AGENT_BIN): $(AGENT_OBJ)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $(AGENT_OBJ) $(LDLIBS) -ldl
 
 # Built without the sanitizers: it is loaded into the agent with dlopen, and the agent's own build decides those.
-$(FAKE_NVML): tests/support/fake_nvml.c $(BUILD)/.deps
+# It models memory in use on the fake driver's node with the shim's ledger (tests/support/fake_gpu.h).
+$(FAKE_NVML): tests/support/fake_nvml.c tests/support/fake_gpu.h shim/ledger.c shim/ledger.h $(BUILD)/.deps
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $@")
-	$(Q)$(CC) $(CSTD) $(WARN) -O2 -g -fPIC -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $<
+	$(Q)$(CC) $(CSTD) $(WARN) -O2 -g -I. -fPIC -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $< shim/ledger.c
+
+# libtessera-cuda.so: never with the sanitizers (it is preloaded into other programs), and needing only a C compiler
+# (no dependency check: tests/gpu/run.sh builds it on GPU machines that have nothing else). -fvisibility=hidden: it
+# exports only its hooks and dlsym; -Bsymbolic-functions: its own references to its hooks are its own, whatever
+# else is preloaded; libdl.so.2 named explicitly: before glibc 2.34 dlopen/dlsym live there, and a program that
+# does not link it would leave the shim's references unresolved (tests/unit/test_shim.c checks the versions).
+$(SHIM_LIB): $(SHIM_SRC) $(wildcard shim/*.h)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CSTD) $(WARN) -O2 -g -I. -fPIC -shared -fvisibility=hidden -Wl,-Bsymbolic-functions \
+	    -Wl,-soname,libtessera-cuda.so -o $@ $(SHIM_SRC) -Wl,--no-as-needed -l:libdl.so.2
+
+# The fake driver (tests/support/fake_cuda.c): -Bsymbolic-functions as the real driver, whose cuGetProcAddress hands
+# out its own functions even when an interposer exports the same names.
+$(FAKE_CUDA): tests/support/fake_cuda.c tests/support/fake_gpu.h shim/ledger.c $(wildcard shim/*.h) $(BUILD)/.deps
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CSTD) $(WARN) -O2 -g -I. -fPIC -shared -Wl,-Bsymbolic-functions -Wl,-soname,libcuda.so.1 -o $@ \
+	    $< shim/ledger.c -lpthread
+$(CUDA_PROBE): tests/support/cuda_probe.c $(wildcard shim/*.h) $(BUILD)/.deps
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CSTD) $(WARN) -O2 -g -I. -o $@ $< -ldl -Wl,-rpath,'$$ORIGIN'
+$(CUDA_PROBE)-linked: tests/support/cuda_probe.c $(FAKE_CUDA) $(wildcard shim/*.h)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CSTD) $(WARN) -O2 -g -I. -DPROBE_LINKED -o $@ $< -L$(FAKE_CUDA_DIR) -l:libcuda.so.1 -ldl \
+	    -Wl,-rpath,'$$ORIGIN'
+$(PRELOAD_WRAP): tests/support/preload_wrap.c $(BUILD)/.deps
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CSTD) $(WARN) -O2 -g -fPIC -shared -o $@ $< -ldl
+
+# The fake NVIDIA MPS control daemon: tests put $(BUILD)/fake-cuda/bin on PATH, where tessera-reserve --mps finds it
+# as it finds the real one the NVIDIA container runtime mounts. Built with the build's own flags (sanitizers
+# included): it is a program, not a library loaded into another.
+FAKE_MPS := $(BUILD)/fake-cuda/bin/nvidia-cuda-mps-control
+all: $(FAKE_MPS)
+$(FAKE_MPS): $(BUILD)/tests/support/fake_mps_control.o
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) -o $@ $<
 
 # libyaml: the tests read deploy/'s manifests themselves (tests/support/yaml_json.c), to start tessera as
 # deploy/ runs it. libnghttp2: the fake kubelet Pod Resources gRPC server (tests/support/fake_podresources.c).
@@ -154,17 +216,17 @@ TEST_LIBS = $(shell pkg-config --libs yaml-0.1 2>/dev/null || echo -lyaml) \
             $(shell pkg-config --libs libnghttp2 2>/dev/null || echo -lnghttp2)
 
 # The unit tests link every library object (model, policy, extender, sim) but no main().
-$(TEST_BIN): $(TEST_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
+$(TEST_BIN): $(TEST_OBJ) $(EXT_OBJ) $(KUBE_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS) $(TEST_LIBS) -ldl
+	$(Q)$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(EXT_OBJ) $(KUBE_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS) $(TEST_LIBS) -ldl
 
 # Each tests/bench/NAME.c is a program of its own; `make bench` builds and runs them all.
 # Benches may use the fake API server (tests/support); bench_extender runs the real binary.
 BENCH_SUPPORT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(SUPPORT_SRC) $(AGENT_LIB_SRC))
-$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BENCH_SUPPORT_OBJ) $(BUILD)/libtessera.a
+$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(EXT_OBJ) $(KUBE_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BENCH_SUPPORT_OBJ) $(BUILD)/libtessera.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BENCH_SUPPORT_OBJ) $(BUILD)/libtessera.a $(LDLIBS) $(TEST_LIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(EXT_OBJ) $(KUBE_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BENCH_SUPPORT_OBJ) $(BUILD)/libtessera.a $(LDLIBS) $(TEST_LIBS)
 $(BUILD)/bench/bench_extender: $(EXT_BIN)
 
 # The main job: the extender on the embedded demo cluster, until Ctrl-C.
@@ -191,17 +253,22 @@ sim: $(SIM_BIN)
 bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
 
-# Unit and end-to-end tests, then the deployment manifest checks; the last line sums both.
+# Unit and end-to-end tests, then the deployment manifest checks and the layer check (scripts/check-layers.py:
+# every #include points down a layer, no include circle); the last line sums them all.
 # The restart test runs the real extender binary, and test_reserve the real tessera-reserve, built next to the tests;
 # the manifest checks run tessera-sim's sweep Job; the node agent's tests run tessera-node-agent on the fake NVML.
-test: $(TEST_BIN) $(EXT_BIN) $(RESERVE_BIN) $(AGENT_BIN) $(FAKE_NVML) $(SIM_BIN)
+test: $(TEST_BIN) $(EXT_BIN) $(RESERVE_BIN) $(AGENT_BIN) $(FAKE_NVML) $(SIM_BIN) $(SHIM_LIB) $(FAKE_CUDA_ALL)
 	@sh scripts/run-tests.sh $(TEST_BIN)
+test: $(FAKE_MPS)
 
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g" \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	    build-asan/tessera-tests build-asan/tessera-extender build-asan/tessera-reserve \
-	    build-asan/tessera-node-agent build-asan/fake-nvml/libnvidia-ml.so.1
+	    build-asan/tessera-node-agent build-asan/fake-nvml/libnvidia-ml.so.1 build-asan/libtessera-cuda.so \
+	    build-asan/fake-cuda/libcuda.so.1 build-asan/fake-cuda/tessera-cuda-probe \
+	    build-asan/fake-cuda/tessera-cuda-probe-linked build-asan/fake-cuda/libwrap-uname.so \
+	    build-asan/fake-cuda/bin/nvidia-cuda-mps-control
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 sh scripts/run-tests.sh build-asan/tessera-tests
 
 # Fuzzing (tests/fuzz/README.md): libFuzzer binaries built with clang, ASan and UBSan into
@@ -211,10 +278,10 @@ FUZZ_SECONDS ?= 10
 FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(filter-out tests/fuzz/fuzz_targets.c,$(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_BIN := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 FUZZ_LIB_OBJ := $(BUILD)/tests/fuzz/fuzz_targets.o $(patsubst %.c,$(BUILD)/%.o,$(RESERVE_LIB_SRC) $(AGENT_LIB_SRC))
-$(BUILD)/fuzz/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJ) $(EXT_OBJ) $(KUBE_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJ) $(EXT_OBJ) $(KUBE_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
 fuzz-build: $(FUZZ_BIN)
 # keep the wrappers' objects (intermediates of the pattern rule above) so a rebuild is a no-op
 .SECONDARY: $(patsubst %,$(BUILD)/tests/fuzz/fuzz_%.o,$(FUZZ_TARGETS))

@@ -15,9 +15,9 @@
 #include <stdint.h>
 
 #include "extender/base64.h"
-#include "extender/log.h"
+#include "kube/log.h"
 #include "extender/mirror/dra.h"
-#include "extender/map.h"
+#include "extender/base/map.h"
 #include "extender/mirror/state.h"
 #include "model/charge.h"
 #include "model/request.h"
@@ -362,10 +362,10 @@ static int declaration(const ext_webhook_config *cfg, const cJSON *req, const cJ
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
     const char *ns = str_field(req, "namespace"), *name = str_field(meta, "name");
     if (!name) name = str_field(meta, "generateName");   /* (a name the API server has yet to make) */
-    ext_log(atomic_exchange(&last_rule, (int)rule) != (int)rule ? EXT_LOG_INFO : EXT_LOG_DEBUG,
-            "event=quota-declared rule=%s why=%s pod=%s/%s gpu_milli=%lld gpu_memory_mib=%lld", ext_webhook_rule_name(rule),
-            ext_webhook_rule_why(rule), ns ? ns : "-", name ? name : "-", (long long)out->gpu_milli,
-            (long long)out->memory_mib);
+    kube_log(atomic_exchange(&last_rule, (int)rule) != (int)rule ? KUBE_LOG_INFO : KUBE_LOG_DEBUG,
+             "event=quota-declared rule=%s why=%s pod=%s/%s gpu_milli=%lld gpu_memory_mib=%lld", ext_webhook_rule_name(rule),
+             ext_webhook_rule_why(rule), ns ? ns : "-", name ? name : "-", (long long)out->gpu_milli,
+             (long long)out->memory_mib);
     return 0;
 }
 

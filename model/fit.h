@@ -9,6 +9,7 @@
 #ifndef MODEL_FIT_H
 #define MODEL_FIT_H
 
+#include "dra.h"
 #include "node.h"
 #include "request.h"
 
@@ -48,6 +49,33 @@ static inline int model_fraction_memory(const model_request *r, int capacity) {
     if (r->compute_permille > 0) return (int)(((long long)r->compute_permille * capacity + 999) / 1000);
     return 0;
 }
+
+/* Compute (permille of the GPU's SMs) a fraction is charged on a GPU: compute_permille; but an MPS share
+ * that names only memory is charged compute in the memory's proportion, since MPS caps a client's SMs at
+ * its charge (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) and a share charged no compute would run on 1 percent of
+ * them: memory_permille, or memory_mib over capacity rounded up. capacity is model_mps_capacity's, the
+ * same memory model/charge.c divides by, so the quota a pod declares at admission (over the catalog's
+ * memory) is never less than what its bind holds. A time-sliced share naming only memory is charged no
+ * compute: it competes for time, not for SMs. */
+static inline int model_fraction_compute(const model_request *r, int capacity) {
+    if (r->compute_permille > 0 || r->compute_sharing != MODEL_COMPUTE_MPS) return r->compute_permille;
+    if (r->memory_permille > 0) return r->memory_permille;
+    if (capacity <= 0 || r->memory_mib <= 0) return 0;
+    long long c = ((long long)r->memory_mib * 1000 + capacity - 1) / capacity;
+    return c < 1 ? 1 : c > 1000 ? 1000 : (int)c;
+}
+/* The memory an MPS share's compute charge is proportioned to: the GPU's, or its catalog entry's when
+ * larger (model/charge.h's cap). */
+static inline int model_mps_capacity(const model_gpu_product *p, int gpu_memory_mib) {
+    return p && p->memory_mib > gpu_memory_mib ? p->memory_mib : gpu_memory_mib;
+}
+
+/* Mark an assignment's soft shares (grants that are neither whole GPUs, replicas nor MIG instances)
+ * with the request's compute sharing, and the assignment with its uid: what model_fit writes into
+ * its own assignments, for an assignment read back from elsewhere (the tessera.io/assignment
+ * annotation), which names GPUs and amounts but not how the pod shares compute -- the pod says
+ * that (model_request_from_pod), and the GPU's soft-share mode follows from its holders. */
+void model_assignment_set_sharing(model_assignment *a, const model_request *r);
 
 /* Memory (MiB) of a MIG instance of profile pr on a GPU of product p with gpu_memory_mib:
  * the catalog's observed size, else its share of memory slices. What fit charges a MIG
@@ -91,5 +119,22 @@ int model_regrant_group(const model_node *n, int ntenants, const char *const *ui
 
 /* "GPU 2 exclusive; GPU 3 mig 3g.40gb@4" */
 void model_assignment_format(const model_node *n, const model_assignment *a, char *buf, size_t len);
+
+/* ---- claims (Dynamic Resource Allocation): fit's rules on the devices model/dra.h reads ---- */
+
+/* Account an allocated claim (its results) on node m: every result of NVIDIA's driver that is not admin access
+ * (which holds nothing) and whose device is on m takes that device's grant (model_dra_grant); the grants are
+ * assigned to uid, once however many pods share the claim. A device published nowhere is skipped, the rest still
+ * held (err names it; dropping the claim whole would show its other devices free). 1 assigned (err "" or the
+ * first device skipped), 0 nothing of it on m, -1 with err (only unpublished devices, a grant or the assignment
+ * refused); m is unchanged unless 1. */
+int model_dra_account_claim(model_node *m, const char *uid, const model_dra_result *res, int nres,
+                            model_dra_device_fn find, void *user, char *err, size_t errlen);
+
+/* Whether n publishes enough devices for a judged claim request r (via_dra) if none were taken: the only
+ * grounds on which tessera's filter refuses a node for a claim, because DynamicResources refuses it too.
+ * Usage is not looked at (a claim tessera has not seen deallocated yet must not cost a node). why says what
+ * is missing. */
+bool model_dra_could_fit(const model_node *n, const model_request *r, char *why, size_t whylen);
 
 #endif

@@ -27,65 +27,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "link.h"
+
 struct model_node;
-
-/* The link between two GPUs, worst to best (the order is used: larger is better). */
-typedef enum model_link {
-    MODEL_LINK_UNKNOWN = 0,
-    MODEL_LINK_SYS,     /* across the CPU interconnect between sockets (SMP, UPI, xGMI) */
-    MODEL_LINK_NODE,    /* within one NUMA node, across PCIe host bridges */
-    MODEL_LINK_PHB,     /* through one PCIe host bridge (the CPU's root complex) */
-    MODEL_LINK_PXB,     /* through several PCIe bridges, no host bridge */
-    MODEL_LINK_PIX,     /* through at most one PCIe bridge: one switch */
-    MODEL_LINK_NVLINK   /* NVLink, with a count of links (NV12: 12) */
-} model_link;
-
-typedef enum model_align {
-    MODEL_ALIGN_UNKNOWN = 0,  /* the node's topology is not known */
-    MODEL_ALIGN_NONE,
-    MODEL_ALIGN_NUMA,
-    MODEL_ALIGN_PCIE,
-    MODEL_ALIGN_NVLINK
-} model_align;
-
-/* The matrix. Allocated only for nodes whose topology is known (most nodes of a big
- * cluster carry none, and the extender keeps thousands of nodes). */
-typedef struct model_topo {
-    uint8_t link[16][16];     /* model_link of (a, b), symmetric; the diagonal unused */
-    uint8_t nvlinks[16][16];  /* NVLink count of (a, b) when link is MODEL_LINK_NVLINK */
-    /* adj[L][a] bit b: a and b link at alignment L or better; kept by model_topo_set so that a
-     * policy scoring the node reads the masks (model_topo_graph_of) instead of rebuilding them
-     * from the matrix on every decision. */
-    uint16_t adj[MODEL_ALIGN_NVLINK + 1][16];
-    uint16_t named;           /* the GPUs model_topo_set ever named (links past the node's GPUs: graph_of) */
-    /* What readers learn of the matrix, kept for the next reader (issue 30: a policy scores every
-     * node for every pod, and the answers below cost more than the rest of a node's score). Filled
-     * by readers of a const node, on any thread: each is one atomic word that names the inputs it
-     * answers for, so a reader uses a word only when it answers its own question, and two readers
-     * filling one word at once each leave a whole, true answer. model_topo_set clears them; a
-     * copy keeps them (model_topo_copy). Only topo.c touches them. */
-    _Atomic uint32_t shape;                 /* which levels' links form groups (topo.c) */
-    _Atomic uint32_t all_pairs;             /* model_topo_graph's all_pairs, with the GPU count it is for */
-    _Atomic uint64_t pick[16];              /* model_topo_pick_idle's last answer for k = index + 1 */
-    _Atomic uint64_t pick_one[4];           /* model_topo_pick_one's last answers, by a hash of among */
-} model_topo;
-
-/* Names as nvidia-smi prints them: "SYS", "NODE", "PHB", "PXB", "PIX", "NV12"; parse
- * accepts those (NV1..NV63) and "X" for the diagonal (returns MODEL_LINK_UNKNOWN with
- * *nvlinks 0 and true). false on anything else. */
-bool model_link_parse(const char *s, model_link *out, int *nvlinks);
-/* Writes the nvidia-smi name ("NV12" needs nvlinks). */
-void model_link_format(model_link l, int nvlinks, char *buf, size_t len);
-
-const char *model_align_name(model_align a);   /* "nvlink", "pcie", "numa", "none", "unknown" */
-/* The alignment a set whose worst pair has this link gets. */
-model_align model_align_of_link(model_link l);
 
 /* Set the link between GPUs a and b of the node (both directions), allocating n->topo on
  * first use. -1 when a or b is out of range, equal, or out of memory. */
 int model_topo_set(struct model_node *n, int a, int b, model_link l, int nvlinks);
-/* A copy of the matrix, with what readers learnt of it (safe while other threads read src). */
-void model_topo_copy(model_topo *dst, const model_topo *src);
 model_link model_topo_link(const struct model_node *n, int a, int b);
 
 /* How aligned the set gpus[0..k) of GPU indices is (k >= 1). */

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Runs every test suite and prints their combined "N passed, N failed" as the last line:
 #   1. the C unit and end-to-end tests (the binary given as $1),
-#   2. the deployment manifest checks (tests/deploy/check_manifests.py; skipped without python3).
+#   2. the deployment manifest checks (tests/deploy/check_manifests.py; skipped without python3),
+#   3. the layer check (scripts/check-layers.py: every #include points down a layer, no include circle).
 # Exits non-zero when any suite fails or does not end with its summary line.
 set -u
 bin=$1
@@ -28,8 +29,9 @@ run_suite() {
 run_suite "unit tests" "$bin"
 if command -v python3 >/dev/null 2>&1; then
     run_suite "deploy manifest checks" python3 tests/deploy/check_manifests.py
+    run_suite "layer check" python3 scripts/check-layers.py
 else
-    echo "# SKIP deploy manifest checks: python3 is not installed"
+    echo "# SKIP deploy manifest checks and layer check: python3 is not installed"
 fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] || rc=1

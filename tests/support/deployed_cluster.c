@@ -7,20 +7,36 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "extender/delivery/delivery.h"
 
 const char *const deployed_cluster_pods[2] = {"tessera-scheduler-7c9f5d8b6d-q4x2n", "tessera-scheduler-7c9f5d8b6d-h8m5t"};
 
-static int64_t now_ms(void) {
+int64_t deployed_cluster_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void nap(int ms) {
+void deployed_cluster_nap(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
+}
+
+
+bool deployed_cluster_deploy_dir(char *out, size_t len) {
+    char self[512];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0 || len == 0) return false;
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    if (!slash) return false;
+    *slash = 0;
+    int w = snprintf(out, len, "%s/../deploy", self);
+    char probe[640];
+    snprintf(probe, sizeof probe, "%s/kustomization.yaml", out);
+    return w > 0 && (size_t)w < len && access(probe, R_OK) == 0;
 }
 
 static const cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
@@ -29,7 +45,7 @@ static const cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectI
 static bool wait_ready(int port) {
     for (int i = 0; i < 1000; i++) {
         if (deployed_http_ok(port, "/readyz")) return true;
-        nap(10);
+        deployed_cluster_nap(10);
     }
     return false;
 }
@@ -76,7 +92,7 @@ int deployed_cluster_start(deployed_cluster *c, const deployed_cluster_config *c
             return -1;
         }
     for (int i = 0; i < 2; i++) c->ks[i] = fake_scheduler_start(c->api, c->d, c->rep[i].pod_name, c->rep[i].verbs_port);
-    for (int64_t t0 = now_ms(); now_ms() - t0 < 10000; nap(20))
+    for (int64_t t0 = deployed_cluster_now_ms(); deployed_cluster_now_ms() - t0 < 10000; deployed_cluster_nap(20))
         if (fake_scheduler_leading(c->ks[0]) || fake_scheduler_leading(c->ks[1])) return 0;
     snprintf(c->err, sizeof c->err, "no kube-scheduler leads");
     return -1;

@@ -102,7 +102,7 @@ static void declare(const ext_webhook_config *cfg, const char *limits, const cha
 
 /* What the extender logged, for the event=quota-declared lines. */
 static char logged[4096];
-static void keep_log(void *user, ext_log_level lvl, const char *line) {
+static void keep_log(void *user, kube_log_level lvl, const char *line) {
     (void)user;
     (void)lvl;
     size_t o = strlen(logged);
@@ -129,17 +129,17 @@ TEST(quota_webhook_declares_for_the_a100s_of_a_synced_mirror) {
         {"\"nvidia.com/gpu\":\"1\"", "\"tessera.io/isolation\":\"timeslice\"", 500, 40960},   /* a replica of 2 at least */
     };
     uint64_t before = count_of(EXT_DECL_CLUSTER);
-    ext_log_set_level(EXT_LOG_DEBUG);   /* (info when the rule changes, debug for every pod) */
+    kube_log_set_level(KUBE_LOG_DEBUG);   /* (info when the rule changes, debug for every pod) */
     logged[0] = 0;
-    ext_log_set_hook(keep_log, NULL);
+    kube_log_set_hook(keep_log, NULL);
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         long long milli, mib;
         declare(&cfg, rows[i].limits, rows[i].anns, &milli, &mib);
         CHECK_MSG(milli == rows[i].milli && mib == rows[i].mib, "row %zu (%s %s): declared %lld milli %lld MiB, expected %lld %lld",
                   i, rows[i].limits, rows[i].anns, milli, mib, rows[i].milli, rows[i].mib);
     }
-    ext_log_set_hook(NULL, NULL);
-    ext_log_set_level(EXT_LOG_OFF);
+    kube_log_set_hook(NULL, NULL);
+    kube_log_set_level(KUBE_LOG_OFF);
     CHECK_INT(count_of(EXT_DECL_CLUSTER) - before, 6);
     CHECK_CONTAINS(logged, "event=quota-declared rule=cluster why=synced pod=team-a/train gpu_milli=1000 gpu_memory_mib=81920");
     /* /metrics says which rule declared */
@@ -206,13 +206,13 @@ TEST(quota_webhook_falls_back_to_the_catalog_until_the_mirror_has_synced) {
     ext_webhook_config_defaults(&cfg);
     cfg.mirror = st;
     uint64_t unsynced = count_of(EXT_DECL_CATALOG_NOT_SYNCED), alone = count_of(EXT_DECL_CATALOG_NO_MIRROR);
-    ext_log_set_level(EXT_LOG_DEBUG);
+    kube_log_set_level(KUBE_LOG_DEBUG);
     logged[0] = 0;
-    ext_log_set_hook(keep_log, NULL);
+    kube_log_set_hook(keep_log, NULL);
     long long milli, mib;
     declare(&cfg, "\"nvidia.com/gpu\":\"1\"", "", &milli, &mib);
-    ext_log_set_hook(NULL, NULL);
-    ext_log_set_level(EXT_LOG_OFF);
+    kube_log_set_hook(NULL, NULL);
+    kube_log_set_level(KUBE_LOG_OFF);
     CHECK_INT(milli, 1000);
     CHECK_INT(mib, 183359);   /* the catalog's largest GPU */
     CHECK_INT(count_of(EXT_DECL_CATALOG_NOT_SYNCED) - unsynced, 1);
@@ -247,7 +247,7 @@ TEST(quota_filter_refuses_a_gpu_larger_than_the_pod_declared_and_names_both_numb
     CHECK(pod != NULL);
     /* later a B200 node joins */
     cJSON *b200 = node_as("nodes/plain-a100-80gb-x8.json", "b200-0", "NVIDIA-B200", "183359");
-    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, b200);
+    ext_state_apply(st, KUBE_NODE, KUBE_ADDED, b200);
     cJSON_Delete(b200);
     ext_verbs v;
     ext_verbs_init(&v, st, NULL, NULL, NULL);
