@@ -20,16 +20,22 @@
 #include "model/charge.h"
 #include "model/request.h"
 
+/* obj[key] = the string val, whether or not obj had the key (cJSON_ReplaceItemInObject leaks its item when not). */
+static void set_str(cJSON *obj, const char *key, const char *val) {
+    cJSON_DeleteItemFromObjectCaseSensitive(obj, key);
+    cJSON_AddStringToObject(obj, key, val);
+}
+
 /* Fixture node rel as `name`; product and memory relabel it when given (a GPU the fixtures lack). */
 static cJSON *node_as(const char *rel, const char *name, const char *product, const char *memory) {
     char *txt = test_fixture(rel, NULL);
     cJSON *n = cJSON_Parse(txt);
     free(txt);
     cJSON *meta = cJSON_GetObjectItem(n, "metadata"), *labels = cJSON_GetObjectItem(meta, "labels");
-    cJSON_ReplaceItemInObject(meta, "name", cJSON_CreateString(name));
-    cJSON_ReplaceItemInObject(labels, "kubernetes.io/hostname", cJSON_CreateString(name));
-    if (product) cJSON_ReplaceItemInObject(labels, "nvidia.com/gpu.product", cJSON_CreateString(product));
-    if (memory) cJSON_ReplaceItemInObject(labels, "nvidia.com/gpu.memory", cJSON_CreateString(memory));
+    set_str(meta, "name", name);
+    set_str(labels, "kubernetes.io/hostname", name);
+    if (product) set_str(labels, "nvidia.com/gpu.product", product);
+    if (memory) set_str(labels, "nvidia.com/gpu.memory", memory);
     return n;
 }
 
@@ -278,7 +284,7 @@ TEST(quota_filter_refuses_a_gpu_larger_than_the_pod_declared_and_names_both_numb
     pod = admit(&cfg, "\"nvidia.com/gpu\":\"1\"", "");
     CHECK_INT(declared_of(pod).declared_mib, 183359);
     cJSON *meta = cJSON_GetObjectItem(pod, "metadata");
-    cJSON_ReplaceItemInObject(meta, "uid", cJSON_CreateString("u-old"));
+    set_str(meta, "uid", "u-old");
     on_a100 = filter_why(&v, pod, names, 2, "a100-0");
     on_b200 = filter_why(&v, pod, names, 2, "b200-0");
     CHECK_STR(on_a100, "");
