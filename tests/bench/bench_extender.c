@@ -27,6 +27,8 @@
  *      four shapes a node, so none is served from it) and warm (one pod again: every answer from the cache). The
  *      extender's CPU per call (/proc/PID/stat), cells alternated between the two, medians over the cells, and
  *      with/without (target <= 1.2). A cell is as many calls as take about BENCH_H_MS (default 1000) ms of CPU.
+ *      The pods carry what tessera's webhook declares for them on this cluster (README, Quotas), which filter
+ *      checks each node against; and the webhook's own latency, sizing a pod over the 5,000 nodes, is printed.
  *   BENCH_REPS (E, default 3) and BENCH_CELLS (F, G, H, default 7): medians over that many.
  *
  *   make build/bench/bench_extender && build/bench/bench_extender      (BENCH_ONLY=A|B|C|D|E|F|G|H)
