@@ -634,6 +634,7 @@ int main(int argc, char **argv) {
     verbs.leader = leader;
     verbs.kube = kube;   /* bind reads a claim the watch has not shown yet */
     hc.verbs = &verbs;
+    wc.mirror = st;   /* the accounting resources are sized for this cluster's GPUs once it has synced */
     hc.webhook = &wc;
     if (kube) {
         hc.kube_stats = kube_stats_of;

@@ -15,6 +15,7 @@
 #include "extender/delivery/reservation.h"
 #include "extender/mirror/holdings.h"
 #include "extender/mirror/state.h"
+#include "extender/webhook.h"
 #include "extender/workload.h"
 #include "model/mig.h"
 
@@ -321,6 +322,14 @@ char *ext_metrics_render(ext_metrics *m, ext_verbs *v, const kube_stats *ks, siz
                 sbf(&b, "tessera_reservation_ops_total{op=\"%s\",result=\"%s\"} %llu\n", ext_rsv_op_name(o),
                     k ? "error" : "ok", (unsigned long long)rs.ops[o][k]);
     }
+    uint64_t decl[EXT_DECL_N];
+    ext_webhook_declarations(decl);
+    sbf(&b, "# HELP tessera_webhook_declarations_total GPU pods the admission webhook sized (README, Quotas), by the "
+            "rule it used: cluster (the GPUs the synced mirror holds) or catalog, and why.\n"
+            "# TYPE tessera_webhook_declarations_total counter\n");
+    for (int r = 0; r < EXT_DECL_N; r++)
+        sbf(&b, "tessera_webhook_declarations_total{rule=\"%s\",why=\"%s\"} %llu\n", ext_webhook_rule_name(r),
+            ext_webhook_rule_why(r), (unsigned long long)decl[r]);
     ext_state *st = v->st;
     sbf(&b, "# HELP tessera_ready Whether the cache has completed its first sync.\n# TYPE tessera_ready gauge\n"
             "tessera_ready %d\n", ext_state_ready(st) ? 1 : 0);

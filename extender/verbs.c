@@ -8,6 +8,7 @@
 
 #include "extender/mirror/dra.h"
 #include "extender/mirror/holdings.h"
+#include "model/charge.h"
 #include "model/dra.h"
 
 #include <pthread.h>
@@ -646,6 +647,8 @@ static fit_verdict judge(ext_state *st, const ext_node *en, const char *node, co
         snprintf(why, whylen, "node takes no GPU pods: %.200s", en->m->reason);
         return FIT_UNRESOLVABLE;
     }
+    /* a pod sized at admission for the GPUs the cluster had then (README, Quotas) never takes a larger one */
+    if (!model_charge_node_within(en->m, r, why, whylen)) return FIT_UNRESOLVABLE;
     if (model_fit_any(en->m, r, why, whylen)) return FIT_OK;
     const char *stack[64] = {0};
     const char **uids = en->npods <= 64 ? stack : malloc((size_t)en->npods * sizeof *uids);
@@ -1174,7 +1177,10 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
         policy_result res;
         model_assignment a;
         char why[MODEL_REASON_LEN];
-        if (policy_score(v->pol, &req, en->m, &ctx, &res, why, sizeof why) != 0) {
+        if (!model_charge_node_within(en->m, &req, why, sizeof why)) {   /* as filter said (judge) */
+            oc = EXT_BIND_NO_ROOM;
+            snprintf(err, sizeof err, "pod %s/%s cannot be placed on node %s: %s", ns, name, node, why);
+        } else if (policy_score(v->pol, &req, en->m, &ctx, &res, why, sizeof why) != 0) {
             oc = EXT_BIND_NO_ROOM;
             snprintf(err, sizeof err, "policy %s: %s", policy_name(v->pol), why);
         } else if (!res.feasible) {

@@ -11,9 +11,11 @@
 #include <cjson/cJSON.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "extender/base64.h"
+#include "kube/log.h"
 #include "extender/mirror/dra.h"
 #include "extender/base/map.h"
 #include "extender/mirror/state.h"
@@ -589,6 +591,55 @@ static const char *str_field(const cJSON *o, const char *k) {
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+/* ---------------------------------------------------------------- the quota declaration */
+
+static _Atomic uint64_t declared[EXT_DECL_N];
+static _Atomic int last_rule = -1;   /* the rule of the previous declaration: a change is logged at info */
+
+const char *ext_webhook_rule_name(ext_webhook_rule r) { return r == EXT_DECL_CLUSTER ? "cluster" : "catalog"; }
+
+const char *ext_webhook_rule_why(ext_webhook_rule r) {
+    static const char *const why[EXT_DECL_N] = {"synced", "no-mirror", "not-synced", "no-gpu-holds-it", "too-many-kinds"};
+    return r >= 0 && r < EXT_DECL_N ? why[r] : "?";
+}
+
+void ext_webhook_declarations(uint64_t out[EXT_DECL_N]) {
+    for (int i = 0; i < EXT_DECL_N; i++) out[i] = atomic_load(&declared[i]);
+}
+
+/* What the pod declares (README, Quotas): the most it could hold on the GPUs this cluster has and the
+ * request allows, so that a team's quota counts what its pods can really take here; without the mirror's
+ * word on them (a webhook alone, or start-up before the first list), the most on any GPU of the catalog. A
+ * node that joins later with larger GPUs is one the pod may not use (model_charge_node_within, in filter):
+ * what it declared stays the most it holds. 0, or -1 with err when no GPU of the catalog could hold it. */
+static int declaration(const ext_webhook_config *cfg, const cJSON *req, const cJSON *pod, const model_request *r,
+                       model_charge *out, char *err, size_t errlen) {
+    ext_webhook_rule rule = EXT_DECL_CATALOG_NO_MIRROR;
+    if (cfg->mirror && !ext_state_ready(cfg->mirror)) rule = EXT_DECL_CATALOG_NOT_SYNCED;
+    if (cfg->mirror && rule != EXT_DECL_CATALOG_NOT_SYNCED) {
+        static _Thread_local model_charge_gpus g;   /* 1.5 KiB: not on a small thread stack */
+        memset(&g, 0, sizeof g);
+        ext_state_lock(cfg->mirror);
+        for (int i = 0; i < ext_state_node_count(cfg->mirror); i++) {
+            const ext_node *en = ext_state_node_at(cfg->mirror, i);
+            if (en && en->m && !en->m->reason[0]) model_charge_gpus_add(&g, en->m, r);
+        }
+        rule = g.overflow ? EXT_DECL_CATALOG_TOO_MANY
+               : model_charge_request_gpus(r, &g, out) ? EXT_DECL_CLUSTER : EXT_DECL_CATALOG_NO_GPU;
+        ext_state_unlock(cfg->mirror);   /* (g's products point into the nodes: read above, under the lock) */
+    }
+    if (rule != EXT_DECL_CLUSTER && model_charge_request(r, cfg->catalog, out, err, errlen) != 0) return -1;
+    atomic_fetch_add(&declared[rule], 1);
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
+    const char *ns = str_field(req, "namespace"), *name = str_field(meta, "name");
+    if (!name) name = str_field(meta, "generateName");   /* (a name the API server has yet to make) */
+    kube_log(atomic_exchange(&last_rule, (int)rule) != (int)rule ? KUBE_LOG_INFO : KUBE_LOG_DEBUG,
+             "event=quota-declared rule=%s why=%s pod=%s/%s gpu_milli=%lld gpu_memory_mib=%lld", ext_webhook_rule_name(rule),
+             ext_webhook_rule_why(rule), ns ? ns : "-", name ? name : "-", (long long)out->gpu_milli,
+             (long long)out->memory_mib);
+    return 0;
+}
+
 void ext_webhook_mutate(const ext_webhook_config *cfg, const char *body, size_t len, ext_reply *out) {
     memset(out, 0, sizeof *out);
     size_t max = cfg->max_body ? cfg->max_body : 8u << 20;
@@ -671,7 +722,7 @@ void ext_webhook_mutate(const ext_webhook_config *cfg, const char *body, size_t 
     /* Every GPU request states what it will hold, in the units namespaces' quotas count (README,
      * Quotas). Claims are not sized: a template's claim does not exist yet at admission. */
     model_charge charge;
-    if (!claims_only && model_charge_request(&r, cfg->catalog, &charge, perr, sizeof perr) != 0) {
+    if (!claims_only && declaration(cfg, req, pod, &r, &charge, perr, sizeof perr) != 0) {
         snprintf(msg, sizeof msg, "tessera: %s", perr);
         reply_denied(uid, msg, out);
         cJSON_Delete(root);

@@ -25,9 +25,12 @@
  * an older image) is removed and added again first. A pod of tessera's schedulers that asks for no GPU resource but names
  * ResourceClaims (spec.resourceClaims: DRA) gets the marker alone, for the same reason.
  * Every GPU pod of tessera's schedulers (soft shares, whole GPUs, replicas, MIG) also gets the
- * accounting resources tessera.io/gpu-milli and tessera.io/gpu-memory-mib, at exactly
- * model_charge_request's values, in requests and limits of its first app container (a differing
- * value there is replaced), for ResourceQuota and Kueue to count (README, Quotas).
+ * accounting resources tessera.io/gpu-milli and tessera.io/gpu-memory-mib, in requests and limits
+ * of its first app container (a differing value there is replaced), for ResourceQuota and Kueue to
+ * count (README, Quotas): the most it could hold on the GPUs of the cluster (model_charge_request_gpus
+ * over the nodes of cfg.mirror, once it has synced), else on any GPU of the catalog
+ * (model_charge_request). Which rule declared is logged and counted
+ * (ext_webhook_declarations: tessera_webhook_declarations_total).
  *
  * Answers (AdmissionReview admission.k8s.io/v1, the request's uid echoed):
  *   200 allowed, with patchType JSONPatch and patch (base64) when something was added;
@@ -50,6 +53,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "extender/base/delivery.h"
 #include "extender/verbs.h"
@@ -80,6 +84,8 @@ typedef struct ext_webhook_config {
     /* The namespace of an MPS share (NULL: not checked). */
     ext_webhook_ns_level_fn ns_level_fn;
     void *ns_level_user;
+    struct ext_state *mirror;                         /* the extender's nodes (state.h), which size them once
+                                                       * synced; NULL: the catalog always (a webhook alone) */
 } ext_webhook_config;
 
 /* Zeroes cfg: default scheduler, no runtime class, delivery none, 8 MiB. */
@@ -88,5 +94,19 @@ void ext_webhook_config_defaults(ext_webhook_config *cfg);
  * the default. */
 int ext_webhook_config_add_scheduler(ext_webhook_config *cfg, const char *name, char *err, size_t errlen);
 void ext_webhook_mutate(const ext_webhook_config *cfg, const char *body, size_t len, ext_reply *out);
+
+/* Which rule sized a pod's accounting resources: this cluster's GPUs, or the catalog's, and why. */
+typedef enum ext_webhook_rule {
+    EXT_DECL_CLUSTER = 0,        /* the GPUs of the synced mirror that the pod could be placed on */
+    EXT_DECL_CATALOG_NO_MIRROR,  /* the webhook runs without the extender's mirror */
+    EXT_DECL_CATALOG_NOT_SYNCED, /* the mirror has not completed its first list (start-up) */
+    EXT_DECL_CATALOG_NO_GPU,     /* no GPU of the cluster could hold the pod (one may join later) */
+    EXT_DECL_CATALOG_TOO_MANY,   /* more kinds of GPU than model_charge_gpus holds */
+    EXT_DECL_N
+} ext_webhook_rule;
+const char *ext_webhook_rule_name(ext_webhook_rule r);   /* "cluster", "catalog" */
+const char *ext_webhook_rule_why(ext_webhook_rule r);    /* "synced", "no-mirror", "not-synced", ... */
+/* Declarations made since start, by rule (process-wide counters, for /metrics). */
+void ext_webhook_declarations(uint64_t out[EXT_DECL_N]);
 
 #endif

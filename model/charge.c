@@ -113,9 +113,9 @@ static bool iso_in(model_isolation iso, model_isolation a, model_isolation b, mo
 }
 
 /* Replicas of p's GPUs (R >= 2) and of its MIG instances (layered): the most one can be charged.
- * mem_declared is what the request declares per GPU (0: nothing, an equal share then). */
-static void take_replicas(unit_max *u, const model_gpu_product *p, int compute, int mem_declared) {
-    int cap = p->memory_mib;
+ * mem_declared is what the request declares per GPU (0: nothing, an equal share then); cap the
+ * GPU's memory as model_charge_grant takes it. */
+static void take_replicas(unit_max *u, const model_gpu_product *p, int cap, int compute, int mem_declared) {
     int share = memory_share(mem_declared, cap);
     /* A time-slice replica is charged what it declares, else cap / R; an MPS client cap / R. */
     take(u, replica_milli(1000, 2, compute, share), max64(mem_declared, cap / 2));
@@ -126,20 +126,20 @@ static void take_replicas(unit_max *u, const model_gpu_product *p, int compute, 
     }
 }
 
-static void take_product(unit_max *u, const model_request *r, const model_gpu_product *p) {
-    int cap = p->memory_mib;
+/* The most r can be charged on a GPU of product p whose memory (model_charge_grant's cap) is cap. */
+static void take_product(unit_max *u, const model_request *r, const model_gpu_product *p, int cap) {
     model_isolation iso = r->isolation;
     switch (r->kind) {
     case MODEL_REQ_WHOLE:
         if (iso_in(iso, MODEL_ISO_DEFAULT, MODEL_ISO_ANY, MODEL_ISO_ANY)) take(u, 1000, cap);
-        if (iso_in(iso, MODEL_ISO_ANY, MODEL_ISO_TIMESLICE, MODEL_ISO_MPS)) take_replicas(u, p, 0, 0);
+        if (iso_in(iso, MODEL_ISO_ANY, MODEL_ISO_TIMESLICE, MODEL_ISO_MPS)) take_replicas(u, p, cap, 0, 0);
         if (iso_in(iso, MODEL_ISO_ANY, MODEL_ISO_MIG, MODEL_ISO_MIG))   /* MIG single: whichever slice */
             for (int k = 0; k < p->nprofiles; k++)
                 take(u, mig_milli(p, &p->profiles[k]), model_mig_profile_memory(p, &p->profiles[k], cap));
         break;
     case MODEL_REQ_SHARED: {
         int fm = model_fraction_memory(r, cap);
-        if (fm <= cap) take_replicas(u, p, r->compute_permille, fm);
+        if (fm <= cap) take_replicas(u, p, cap, r->compute_permille, fm);
         break;
     }
     case MODEL_REQ_MIG: {
@@ -158,7 +158,7 @@ static void take_product(unit_max *u, const model_request *r, const model_gpu_pr
         /* an MPS share naming only memory is charged compute in proportion (model_fraction_compute) */
         int soft = model_fraction_compute(r, cap);
         if (iso_in(iso, MODEL_ISO_DEFAULT, MODEL_ISO_ANY, MODEL_ISO_ANY)) take(u, soft > share ? soft : share, fm);
-        if (iso_in(iso, MODEL_ISO_ANY, MODEL_ISO_TIMESLICE, MODEL_ISO_MPS)) take_replicas(u, p, r->compute_permille, fm);
+        if (iso_in(iso, MODEL_ISO_ANY, MODEL_ISO_TIMESLICE, MODEL_ISO_MPS)) take_replicas(u, p, cap, r->compute_permille, fm);
         /* Onto MIG the fraction takes an instance that holds it, and an idle one of any size
          * may be the one it gets: the largest that holds it is its most. */
         if (iso_in(iso, MODEL_ISO_ANY, MODEL_ISO_MIG, MODEL_ISO_MIG))
@@ -183,7 +183,7 @@ int model_charge_request(const model_request *r, const model_catalog *cat, model
     unit_max u = {{0, 0}, false};
     for (int i = 0; i < model_catalog_count(cat); i++) {
         const model_gpu_product *p = model_catalog_at(cat, i);
-        if (product_possible(cat, r, p)) take_product(&u, r, p);
+        if (product_possible(cat, r, p)) take_product(&u, r, p, p->memory_mib);
     }
     if (!u.any) {
         char what[160];
@@ -194,4 +194,66 @@ int model_charge_request(const model_request *r, const model_catalog *cat, model
     out->gpu_milli = u.best.gpu_milli * r->count;
     out->memory_mib = u.best.memory_mib * r->count;
     return 0;
+}
+
+/* ------------------------------------------------------- this cluster's GPUs ---- */
+
+void model_charge_gpus_add(model_charge_gpus *g, const model_node *n, const model_request *r) {
+    for (int i = 0; i < n->ngpus; i++) {
+        const model_gpu *gpu = &n->gpus[i];
+        if (!model_fit_gpu_allowed(n, gpu, r)) continue;
+        const model_gpu_product *p = gpu->product;
+        int cap = gpu->memory_mib > p->memory_mib ? gpu->memory_mib : p->memory_mib;   /* model_charge_grant's */
+        int k = 0;
+        /* a product the catalog does not know is each node's own copy (node.h local_product): alike by name */
+        while (k < g->n && !(g->kind[k].cap == cap &&
+                             (g->kind[k].product == p || (g->kind[k].product->nprofiles == p->nprofiles &&
+                                                          g->kind[k].product->memory_mib == p->memory_mib &&
+                                                          !strcmp(g->kind[k].product->product, p->product)))))
+            k++;
+        if (k < g->n) continue;
+        if (g->n == MODEL_CHARGE_MAX_KINDS) {
+            g->overflow = true;
+            continue;
+        }
+        g->kind[g->n].product = p;
+        g->kind[g->n++].cap = cap;
+    }
+}
+
+int model_charge_request_gpus(const model_request *r, const model_charge_gpus *g, model_charge *out) {
+    memset(out, 0, sizeof *out);
+    if (!model_request_wants_gpu(r) || !g || g->overflow) return 0;
+    unit_max u = {{0, 0}, false};
+    for (int k = 0; k < g->n; k++) take_product(&u, r, g->kind[k].product, g->kind[k].cap);
+    if (!u.any) return 0;
+    out->gpu_milli = u.best.gpu_milli * r->count;
+    out->memory_mib = u.best.memory_mib * r->count;
+    return 1;
+}
+
+bool model_charge_node_within(const model_node *n, const model_request *r, char *why, size_t whylen) {
+    if (!r->charge_declared || !model_request_wants_gpu(r)) return true;
+    model_charge_gpus g = {0};
+    model_charge_gpus_add(&g, n, r);
+    model_charge most;
+    if (!model_charge_request_gpus(r, &g, &most)) return true;   /* no GPU here holds it: fit says why */
+    const char *unit = NULL, *what = NULL;
+    long long would = 0, declared = 0;
+    if (r->declared_mib >= 0 && most.memory_mib > r->declared_mib) {
+        unit = MODEL_CHARGE_MEMORY;
+        what = "MiB";
+        would = most.memory_mib;
+        declared = r->declared_mib;
+    } else if (r->declared_milli >= 0 && most.gpu_milli > r->declared_milli) {
+        unit = MODEL_CHARGE_MILLI;
+        what = "milli-GPU";
+        would = most.gpu_milli;
+        declared = r->declared_milli;
+    }
+    if (!unit) return true;
+    if (why)
+        snprintf(why, whylen, "this node's GPUs would charge %lld %s, more than the %lld %s the pod declared at admission "
+                 "(%s): a GPU larger than any this cluster had when the pod was created", would, what, declared, what, unit);
+    return false;
 }

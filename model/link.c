@@ -1,6 +1,7 @@
 /* link.c -- the link names and the matrix of link.h. */
 #include "model/link.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,12 @@ int model_link_set(model_topo **t, int a, int b, model_link l, int nvlinks) {
         if (!*t) return -1;
     }
     int c = l == MODEL_LINK_NVLINK ? (nvlinks > 0 ? nvlinks : 1) : 0;
+    /* what readers learnt of the old matrix no longer holds */
+    atomic_store_explicit(&(*t)->shape, 0, memory_order_relaxed);
+    atomic_store_explicit(&(*t)->all_pairs, 0, memory_order_relaxed);
+    for (int k = 0; k < MODEL_LINK_MAX_GPUS; k++) atomic_store_explicit(&(*t)->pick[k], 0, memory_order_relaxed);
+    for (int k = 0; k < 4; k++) atomic_store_explicit(&(*t)->pick_one[k], 0, memory_order_relaxed);
+    (*t)->named |= (uint16_t)(1u << a | 1u << b);
     (*t)->link[a][b] = (*t)->link[b][a] = (uint8_t)l;
     (*t)->nvlinks[a][b] = (*t)->nvlinks[b][a] = (uint8_t)c;
     int al = (int)model_align_of_link(l);
@@ -101,4 +108,20 @@ int model_link_set(model_topo **t, int a, int b, model_link l, int nvlinks) {
         }
     }
     return 0;
+}
+
+void model_link_copy(model_topo *dst, const model_topo *src) {
+    memcpy(dst->link, src->link, sizeof dst->link);
+    memcpy(dst->nvlinks, src->nvlinks, sizeof dst->nvlinks);
+    memcpy(dst->adj, src->adj, sizeof dst->adj);
+    dst->named = src->named;
+    atomic_store_explicit(&dst->shape, atomic_load_explicit(&src->shape, memory_order_relaxed), memory_order_relaxed);
+    atomic_store_explicit(&dst->all_pairs, atomic_load_explicit(&src->all_pairs, memory_order_relaxed),
+                          memory_order_relaxed);
+    for (int k = 0; k < MODEL_LINK_MAX_GPUS; k++)
+        atomic_store_explicit(&dst->pick[k], atomic_load_explicit(&src->pick[k], memory_order_relaxed),
+                              memory_order_relaxed);
+    for (int k = 0; k < 4; k++)
+        atomic_store_explicit(&dst->pick_one[k], atomic_load_explicit(&src->pick_one[k], memory_order_relaxed),
+                              memory_order_relaxed);
 }

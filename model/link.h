@@ -37,9 +37,20 @@ typedef struct model_topo {
     uint8_t link[MODEL_LINK_MAX_GPUS][MODEL_LINK_MAX_GPUS];     /* model_link of (a, b), symmetric; the diagonal unused */
     uint8_t nvlinks[MODEL_LINK_MAX_GPUS][MODEL_LINK_MAX_GPUS];  /* NVLink count of (a, b) when link is MODEL_LINK_NVLINK */
     /* adj[L][a] bit b: a and b link at alignment L or better; kept by model_link_set so that a
-     * policy scoring the node copies the masks (model_topo_graph_of) instead of rebuilding them
+     * policy scoring the node reads the masks (model_topo_graph_of) instead of rebuilding them
      * from the matrix on every decision. */
     uint16_t adj[MODEL_ALIGN_NVLINK + 1][MODEL_LINK_MAX_GPUS];
+    uint16_t named;           /* the GPUs model_link_set ever named (links past the node's GPUs: topo.c graph_of) */
+    /* What readers learn of the matrix, kept for the next reader (issue 30: a policy scores every
+     * node for every pod, and these answers cost more than the rest of a node's score). Filled
+     * by readers of a const node, on any thread: each is one atomic word that names the inputs it
+     * answers for, so a reader uses a word only when it answers its own question, and two readers
+     * filling one word at once each leave a whole, true answer. model_link_set clears them; a
+     * copy keeps them (model_link_copy). Only topo.c reads and fills them. */
+    _Atomic uint32_t shape;                          /* which levels' links form groups */
+    _Atomic uint32_t all_pairs;                      /* the graph's all_pairs, with the GPU count it is for */
+    _Atomic uint64_t pick[MODEL_LINK_MAX_GPUS];      /* model_topo_pick_idle's last answer for k = index + 1 */
+    _Atomic uint64_t pick_one[4];                    /* model_topo_pick_one's last answers, by a hash of among */
 } model_topo;
 
 /* Names as nvidia-smi prints them: "SYS", "NODE", "PHB", "PXB", "PIX", "NV12"; parse
@@ -56,5 +67,9 @@ model_align model_align_of_link(model_link l);
 /* Set the link between GPUs a and b (both directions) in *t, allocating the matrix on first use, and keep its
  * adjacency masks. -1 when a or b is out of range, equal, the link or count is not one, or out of memory. */
 int model_link_set(model_topo **t, int a, int b, model_link l, int nvlinks);
+
+/* A copy of the matrix src into dst, with what readers learnt of it (not memcpy: other threads may be reading
+ * src, and each memo word holds for the copy as it did for the source). */
+void model_link_copy(model_topo *dst, const model_topo *src);
 
 #endif

@@ -231,9 +231,9 @@ static model_node *node_copy(const model_node *n, int cap) {
         c->allocs_cap = 0;
     }
     if (n->topo) {
-        c->topo = malloc(sizeof *c->topo);
+        c->topo = calloc(1, sizeof *c->topo);
         if (!c->topo) goto fail;
-        memcpy(c->topo, n->topo, sizeof *c->topo);
+        model_link_copy(c->topo, n->topo);   /* (not memcpy: other threads may be reading the source) */
     }
     /* The clone must not lean on the source's storage, which may be freed first. */
     for (int i = 0; i < c->ngpus; i++)

@@ -140,7 +140,7 @@ typedef struct model_node {
     int64_t cpu_milli, cpu_used_milli;
     int64_t memory_mib, memory_used_mib;
     int ngpus;
-    model_topo *topo;                   /* how the GPUs link (topo.h); NULL: unknown. Own allocation (512 B):
+    model_topo *topo;                   /* how the GPUs link (topo.h); NULL: unknown. Own allocation (~800 B):
                                          * only nodes with a known topology pay for it; deep-copied */
     char reason[MODEL_REASON_LEN];      /* non-empty: the node takes no GPU pods, and why */
 

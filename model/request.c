@@ -29,10 +29,12 @@
 #define RES_MIG_PREFIX "nvidia.com/mig-"
 
 /* The resources tessera reads; everything else in requests/limits is only type-checked. */
-enum { RES_CPU, RES_MEMORY, RES_GPU, RES_SHARED, RES_GPUMEM, RES_GPUMEM_PCT, RES_GPUCORES, RES_MIG, RES_N };
+enum { RES_CPU, RES_MEMORY, RES_GPU, RES_SHARED, RES_GPUMEM, RES_GPUMEM_PCT, RES_GPUCORES, RES_MIG,
+       RES_DECL_MILLI, RES_DECL_MIB, RES_N };
 static const char *const req_res_names[RES_N] = {
     "cpu", "memory", "nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/gpumem",
-    "nvidia.com/gpumem-percentage", "nvidia.com/gpucores", NULL /* nvidia.com/mig-<profile> */
+    "nvidia.com/gpumem-percentage", "nvidia.com/gpucores", NULL /* nvidia.com/mig-<profile> */,
+    "tessera.io/gpu-milli", "tessera.io/gpu-memory-mib"   /* the webhook's declaration (charge.h), not a form */
 };
 
 typedef struct req_ctx {
@@ -40,6 +42,7 @@ typedef struct req_ctx {
     size_t errlen;
     char mig_resource[96]; /* the pod's one nvidia.com/mig-* resource, "" until seen */
     bool gpumem_bytes;     /* some nvidia.com/gpumem had a byte suffix (req_gpumem) */
+    bool seen[RES_N];      /* some container names the resource */
 } req_ctx;
 
 static int req_fail(req_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -157,6 +160,7 @@ static int req_section(req_ctx *c, const cJSON *res, const char *path, const cha
         }
         v[r] = q;
         has[r] = true;
+        c->seen[r] = true;
     }
     return 0;
 }
@@ -456,7 +460,11 @@ static int req_topology(req_ctx *c, const char *s, uint8_t *out) {
 /* nvidia.com/mig-<profile> -> the catalog's canonical profile name. */
 static int req_mig_profile(req_ctx *c, const char *resource, char *canon, size_t len, bool *replica) {
     char buf[96];
-    snprintf(buf, sizeof buf, "%s", resource + strlen(RES_MIG_PREFIX));
+    /* (copied by length: gcc cannot see that the name, at most mig_resource's size, fits) */
+    const char *src = resource + strlen(RES_MIG_PREFIX);
+    size_t sl = strnlen(src, sizeof buf - 1);
+    memcpy(buf, src, sl);
+    buf[sl] = 0;
     const char *name = buf;
     /* renameByDefault advertises a shared instance's replicas as <name>.shared (the device
      * plugin's DefaultSharedResourceNameSuffix, api/config/v1/consts.go); no profile name
@@ -642,6 +650,9 @@ int model_request_from_pod(const cJSON *pod, model_request *out, char *err, size
     int64_t eff[RES_N];
     if (req_containers(&c, spec, eff) != 0) return -1;
     out->cpu_milli = eff[RES_CPU];
+    out->charge_declared = c.seen[RES_DECL_MILLI] || c.seen[RES_DECL_MIB];
+    out->declared_milli = c.seen[RES_DECL_MILLI] ? eff[RES_DECL_MILLI] : -1;
+    out->declared_mib = c.seen[RES_DECL_MIB] ? eff[RES_DECL_MIB] : -1;
     /* bytes round up, as Quantity.Value() does */
     out->memory_bytes = eff[RES_MEMORY] / 1000 + (eff[RES_MEMORY] % 1000 != 0);
 
@@ -764,7 +775,9 @@ bool model_request_same(const model_request *a, const model_request *b) {
         a->run_as_uid != b->run_as_uid || a->nmodels != b->nmodels || a->cpu_milli != b->cpu_milli ||
         a->memory_bytes != b->memory_bytes || a->priority != b->priority || a->no_mps != b->no_mps ||
         a->mig_replica != b->mig_replica || a->via_dra != b->via_dra || a->dra_min_memory_mib != b->dra_min_memory_mib ||
-        a->dra_nconstraints != b->dra_nconstraints || strncmp(a->mig_profile, b->mig_profile, sizeof a->mig_profile))
+        a->dra_nconstraints != b->dra_nconstraints || strncmp(a->mig_profile, b->mig_profile, sizeof a->mig_profile) ||
+        a->charge_declared != b->charge_declared || a->declared_milli != b->declared_milli ||
+        a->declared_mib != b->declared_mib)
         return false;
     for (int i = 0; i < a->dra_nconstraints && i < MODEL_DRA_MAX_CONSTRAINTS; i++)
         if (a->dra_constraint[i].distinct != b->dra_constraint[i].distinct ||

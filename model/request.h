@@ -25,6 +25,8 @@
  *                                    the pod's CUDA processes run as, required by an MPS share
  *   annotation tessera.io/topology: nvlink | numa | any   how aligned the GPUs of a request of 2 or
  *                                    more must be (topo.h); any (default) prefers, never requires
+ *   tessera.io/gpu-milli, tessera.io/gpu-memory-mib  not a form: what the webhook declared the pod may
+ *                                    be charged (model/charge.h), kept so a node never charges it more
  * A request that breaks a rule gets an error naming the field and the rule.
  */
 #ifndef MODEL_REQUEST_H
@@ -109,6 +111,10 @@ typedef struct model_request {
     int32_t dra_min_memory_mib;  /* via_dra: a device's memory capacity must be at least this (CEL selector) */
     int dra_nconstraints;        /* via_dra: the claim's constraints on its devices' attributes (fit.h honours */
     model_dra_constraint dra_constraint[MODEL_DRA_MAX_CONSTRAINTS];   /* them, model_dra_could_fit too) */
+    bool charge_declared;        /* the pod's requests carry tessera.io/gpu-milli or tessera.io/gpu-memory-mib
+                                  * (what tessera's webhook declared for its namespace's quota, charge.h) */
+    int64_t declared_milli, declared_mib;   /* with charge_declared: the pod's effective request of each,
+                                             * -1 for one it does not carry */
 } model_request;
 
 /* Normalise a Pod object (as the API returns it). Effective request per resource =

@@ -12,9 +12,22 @@
  * has one class, a PCIe server with bridged pairs four: a handful of tries instead of
  * C(16, k). A server with no twins at all falls back to the plain enumeration, still
  * exact.
+ *
+ * What a policy asks of a node repeats: the same node, unchanged since the last pod, scored for
+ * pods of a few sizes (issue 30 measured the search at several times the rest of a node's score).
+ * So what readers work out is kept for the next one, in the matrix's own struct (topo.h):
+ *   - its shape: at each level, whether the links form groups linked all to all (an NVSwitch
+ *     board, NVLink pairs, PCIe switches, sockets: every real server). The largest aligned set
+ *     within any set of GPUs is then its largest share of one group, and the aligned pairs are
+ *     counted per group, without searching (and what taking one GPU does, per GPU, in one pass:
+ *     model_topo_graph_room_without); an odd matrix is searched as before;
+ *   - the aligned pairs of all the node's GPUs (the packing term's scale);
+ *   - per k, the last model_topo_pick_idle answer, and a few model_topo_pick_one answers, each
+ *     with the idle set it answers for: a node that changed is asked again.
  */
 #include "model/topo.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,34 +65,92 @@ model_align model_topo_align(const model_node *n, const int8_t *gpus, int k) {
 
 typedef model_topo_graph graph;
 
-static void graph_build(const model_node *n, graph *gr) {
-    memset(gr, 0, sizeof *gr);
-    gr->ngpus = n->ngpus < MODEL_MAX_GPUS ? n->ngpus : MODEL_MAX_GPUS;
-    if (!n->topo) return;
-    /* the masks model_topo_set keeps, limited to the node's GPUs: this runs once per node a
-     * policy scores, so it copies rather than walking the matrix */
-    uint16_t mine = (uint16_t)((1u << gr->ngpus) - 1);
-    for (int L = 1; L <= MODEL_ALIGN_NVLINK; L++)
-        for (int g = 0; g < gr->ngpus; g++) gr->adj[L][g] = n->topo->adj[L][g] & mine;
+#define SHAPE_KNOWN (1u << 31)
+
+static const uint16_t no_links[NLEVELS][16];
+
+/* Set bits of a 16-bit set (a table: the build targets no popcnt instruction, and libgcc's
+ * __popcountdi2 was a sixth of the policies' time on topology nodes). */
+#define P2(n) n, n + 1, n + 1, n + 2
+#define P4(n) P2(n), P2(n + 1), P2(n + 1), P2(n + 2)
+#define P6(n) P4(n), P4(n + 1), P4(n + 1), P4(n + 2)
+static const uint8_t pop8[256] = {P6(0), P6(1), P6(1), P6(2)};
+static inline int popcount16(unsigned m) { return pop8[m & 0xffu] + pop8[(m >> 8) & 0xffu]; }
+
+/* Whether the links at this level form groups linked all to all: every GPU's neighbours have
+ * the same neighbourhood as it (itself included). Then so does every subset of the GPUs. */
+static bool level_groups(const uint16_t *adj) {
+    for (int g = 0; g < MODEL_MAX_GPUS; g++) {
+        unsigned grp = adj[g] | 1u << g;
+        for (unsigned m = adj[g]; m; m &= m - 1) {
+            int h = __builtin_ctz(m);
+            if ((adj[h] | 1u << h) != grp) return false;
+        }
+    }
+    return true;
 }
 
-/* Set bits of a 16-bit set (SWAR: the build targets no popcnt instruction, and libgcc's
- * __popcountdi2 was a sixth of the policies' time on topology nodes). */
-static inline int popcount16(unsigned m) {
-    m &= 0xffffu;
-    m = m - ((m >> 1) & 0x5555u);
-    m = (m & 0x3333u) + ((m >> 2) & 0x3333u);
-    m = (m + (m >> 4)) & 0x0f0fu;
-    return (int)((m + (m >> 8)) & 0x1fu);
+/* The matrix's shape: bit L set when level L forms groups; worked out once after each change. */
+static unsigned topo_shape(model_topo *t) {
+    unsigned v = atomic_load_explicit(&t->shape, memory_order_relaxed);
+    if (v & SHAPE_KNOWN) return v;
+    v = SHAPE_KNOWN;
+    for (int L = 1; L <= MODEL_ALIGN_NVLINK; L++)
+        if (level_groups(t->adj[L])) v |= 1u << L;
+    atomic_store_explicit(&t->shape, v, memory_order_relaxed);
+    return v;
+}
+
+static unsigned node_mask(const graph *gr) { return (1u << gr->ngpus) - 1; }
+
+static int pairs_all_levels(const graph *gr, unsigned set);
+
+#define PAIRS_KNOWN (1u << 31)
+
+static void graph_build(const model_node *n, graph *gr) {
+    gr->ngpus = n->ngpus < 0 ? 0 : n->ngpus < MODEL_MAX_GPUS ? n->ngpus : MODEL_MAX_GPUS;
+    gr->shape = n->topo ? topo_shape(n->topo) : SHAPE_KNOWN | 0x1eu;   /* no links: every group is one GPU */
+    gr->all_pairs = 0;
+    if (!n->topo) {
+        gr->adj = no_links;
+    } else if (!(n->topo->named & ~node_mask(gr))) {
+        /* this runs once per node a policy scores: the masks are read where model_topo_set
+         * keeps them */
+        gr->adj = (const uint16_t (*)[16])n->topo->adj;
+    } else {
+        /* the matrix names GPUs the node does not have: limited to its own (the shape read of the
+         * whole matrix still holds: groups stay groups in a subset) */
+        unsigned mine = node_mask(gr);
+        memset(gr->own_adj, 0, sizeof gr->own_adj);
+        for (int L = 1; L <= MODEL_ALIGN_NVLINK; L++)
+            for (int g = 0; g < gr->ngpus; g++) gr->own_adj[L][g] = (uint16_t)(n->topo->adj[L][g] & mine);
+        gr->adj = (const uint16_t (*)[16])gr->own_adj;
+    }
+    if (n->topo) {
+        /* the pairs of all the node's GPUs: a property of the matrix and the GPU count, kept with them
+         * (value in bits 0..15, the count it is for in 16..20) */
+        unsigned w = atomic_load_explicit(&n->topo->all_pairs, memory_order_relaxed);
+        unsigned question = PAIRS_KNOWN | (unsigned)gr->ngpus << 16;
+        if ((w & ~0xffffu) != question) {
+            w = question | (unsigned)pairs_all_levels(gr, node_mask(gr));
+            atomic_store_explicit(&n->topo->all_pairs, w, memory_order_relaxed);
+        }
+        gr->all_pairs = (int)(w & 0xffffu);
+    }
 }
 
 /* The alignment of the set mask (two GPUs or more). */
 static model_align mask_align(const graph *gr, unsigned set) {
     for (int L = MODEL_ALIGN_NVLINK; L >= MODEL_ALIGN_NONE; L--) {
         bool clique = true;
-        for (unsigned m = set; m && clique; m &= m - 1) {
-            int g = __builtin_ctz(m);
+        if ((gr->shape >> L) & 1u) {   /* in groups: a clique lies within its lowest GPU's group */
+            int g = __builtin_ctz(set);
             clique = (set & ~(1u << g) & ~(unsigned)gr->adj[L][g]) == 0;
+        } else {
+            for (unsigned m = set; m && clique; m &= m - 1) {
+                int g = __builtin_ctz(m);
+                clique = (set & ~(1u << g) & ~(unsigned)gr->adj[L][g]) == 0;
+            }
         }
         if (clique) return (model_align)L;
     }
@@ -100,10 +171,10 @@ static int max_clique_rec(const graph *gr, int L, unsigned cand, int size, int b
 
 static int max_clique(const graph *gr, int L, unsigned cand) {
     if (!cand) return 0;
-    /* The common case on real servers: at each level the GPUs fall into groups linked all to
-     * all (NVLink pairs or an NVSwitch, PCIe switches, sockets), so the largest clique is the
-     * largest group. Each GPU's group is itself plus its neighbours; the graph is such a union
-     * of cliques when every neighbour has the same group. */
+    /* The common case on real servers: the GPUs of cand fall into groups linked all to all at
+     * this level, so the largest clique is the largest group. Each GPU's group is itself plus its
+     * neighbours; the graph is such a union of cliques when every neighbour has the same group
+     * (known of the whole matrix when its shape says so, else checked within cand). */
     int best = 0;
     bool groups = true;
     for (unsigned left = cand; left && groups;) {
@@ -129,9 +200,43 @@ static int pairs_at(const graph *gr, int L, unsigned set) {
 static void room_of_mask(const graph *gr, unsigned set, model_topo_room *out) {
     memset(out, 0, sizeof *out);
     for (int L = MODEL_ALIGN_NUMA; L <= MODEL_ALIGN_NVLINK; L++) {
-        out->largest[L] = (int8_t)max_clique(gr, L, set);
-        out->pairs[L] = (int16_t)pairs_at(gr, L, set);
+        if ((gr->shape >> L) & 1u) {
+            /* in groups: the largest share of one group, and each group's pairs */
+            int largest = 0, pairs = 0;
+            for (unsigned left = set; left;) {
+                int g = __builtin_ctz(left);
+                unsigned grp = set & (gr->adj[L][g] | 1u << g);
+                int c = popcount16(grp);
+                if (c > largest) largest = c;
+                pairs += c * (c - 1) / 2;
+                left &= ~grp;
+            }
+            out->largest[L] = (int8_t)largest;
+            out->pairs[L] = (int16_t)pairs;
+        } else {
+            out->largest[L] = (int8_t)max_clique(gr, L, set);
+            out->pairs[L] = (int16_t)pairs_at(gr, L, set);
+        }
     }
+}
+
+/* The aligned pairs within set at the numa, pcie and nvlink levels together. */
+static int pairs_all_levels(const graph *gr, unsigned set) {
+    int p = 0;
+    for (int L = MODEL_ALIGN_NUMA; L <= MODEL_ALIGN_NVLINK; L++) {
+        if ((gr->shape >> L) & 1u) {
+            for (unsigned left = set; left;) {
+                int g = __builtin_ctz(left);
+                unsigned grp = set & (gr->adj[L][g] | 1u << g);
+                int c = popcount16(grp);
+                p += c * (c - 1) / 2;
+                left &= ~grp;
+            }
+        } else {
+            p += pairs_at(gr, L, set);
+        }
+    }
+    return p;
 }
 
 void model_topo_room_of(const model_node *n, uint16_t free_set, model_topo_room *out) {
@@ -139,34 +244,61 @@ void model_topo_room_of(const model_node *n, uint16_t free_set, model_topo_room 
     if (!n || !n->topo) return;
     graph gr;
     graph_build(n, &gr);
-    room_of_mask(&gr, free_set & (unsigned)((1u << gr.ngpus) - 1), out);
+    room_of_mask(&gr, free_set & node_mask(&gr), out);
 }
 
 void model_topo_graph_of(const model_node *n, model_topo_graph *g) {
-    if (n) graph_build(n, g);
-    else memset(g, 0, sizeof *g);
+    if (n) {
+        graph_build(n, g);
+    } else {
+        g->ngpus = 0;
+        g->adj = no_links;
+        g->shape = SHAPE_KNOWN | 0x1eu;
+    }
 }
 
 void model_topo_graph_room(const model_topo_graph *g, uint16_t set, model_topo_room *out) {
-    room_of_mask(g, set & (unsigned)((1u << g->ngpus) - 1), out);
+    room_of_mask(g, set & node_mask(g), out);
 }
 
 model_align model_topo_graph_align(const model_topo_graph *g, uint16_t set) {
     return popcount16(set) < 2 ? MODEL_ALIGN_NVLINK : mask_align(g, set);
 }
 
-int model_topo_graph_pairs(const model_topo_graph *g, uint16_t set) {
-    int p = 0;
-    for (int L = MODEL_ALIGN_NUMA; L <= MODEL_ALIGN_NVLINK; L++) p += pairs_at(g, L, set & (unsigned)((1u << g->ngpus) - 1));
-    return p;
-}
+int model_topo_graph_pairs(const model_topo_graph *g, uint16_t set) { return pairs_all_levels(g, set & node_mask(g)); }
 
-int model_topo_room_cmp(const model_topo_room *a, const model_topo_room *b) {
-    for (int L = MODEL_ALIGN_NVLINK; L >= MODEL_ALIGN_NUMA; L--)
-        if (a->largest[L] != b->largest[L]) return a->largest[L] < b->largest[L] ? -1 : 1;
-    for (int L = MODEL_ALIGN_NVLINK; L >= MODEL_ALIGN_NUMA; L--)
-        if (a->pairs[L] != b->pairs[L]) return a->pairs[L] < b->pairs[L] ? -1 : 1;
-    return 0;
+void model_topo_graph_room_without(const model_topo_graph *gr, uint16_t set0, model_topo_room *all,
+                                   model_topo_room without[16]) {
+    unsigned set = set0 & node_mask(gr);
+    room_of_mask(gr, set, all);
+    for (unsigned m = set; m; m &= m - 1) without[__builtin_ctz(m)] = *all;
+    for (int L = MODEL_ALIGN_NUMA; L <= MODEL_ALIGN_NVLINK; L++) {
+        if (!((gr->shape >> L) & 1u)) {
+            for (unsigned m = set; m; m &= m - 1) {   /* an odd level: each one worked out */
+                int h = __builtin_ctz(m);
+                without[h].largest[L] = (int8_t)max_clique(gr, L, set & ~(1u << h));
+                without[h].pairs[L] = (int16_t)pairs_at(gr, L, set & ~(1u << h));
+            }
+            continue;
+        }
+        /* In groups, a GPU taken from a group of c breaks its c - 1 pairs, and shrinks the largest
+         * set only when its group is the one largest (a second as large keeps it). */
+        unsigned grp[16];
+        int cnt[16], ngrp = 0, nlargest = 0, largest = all->largest[L];
+        for (unsigned left = set; left;) {
+            int g = __builtin_ctz(left);
+            grp[ngrp] = set & (gr->adj[L][g] | 1u << g);
+            cnt[ngrp] = popcount16(grp[ngrp]);
+            nlargest += cnt[ngrp] == largest;
+            left &= ~grp[ngrp++];
+        }
+        for (int i = 0; i < ngrp; i++)
+            for (unsigned m = grp[i]; m; m &= m - 1) {
+                model_topo_room *w = &without[__builtin_ctz(m)];
+                w->pairs[L] = (int16_t)(w->pairs[L] - (cnt[i] - 1));
+                if (cnt[i] == largest && nlargest == 1) w->largest[L] = (int8_t)(largest - 1);
+            }
+    }
 }
 
 /* ---------------------------------------------------------- best set ---- */
@@ -229,13 +361,10 @@ int model_topo_best_set(const model_node *n, const bool *candidate, int k, int8_
     return model_topo_graph_best_set(&gr, candidate, k, out);
 }
 
-int model_topo_graph_best_set(const model_topo_graph *tg, const bool *candidate, int k, int8_t *out) {
-    if (!tg || !candidate || !out || k <= 0) return -1;
-    const graph *gr = tg;
-    unsigned cand = 0;
-    for (int g = 0; g < gr->ngpus; g++)
-        if (candidate[g]) cand |= 1u << g;
-    if (popcount16(cand) < k) return -1;
+/* The best set of k among the candidates cand (bits), into *set, and what it leaves of them into
+ *left (may be NULL); its alignment, or -1. */
+static int best_set_mask(const graph *gr, unsigned cand, int k, unsigned *set, model_topo_room *left) {
+    if (k <= 0 || popcount16(cand) < k) return -1;
     search s = {.gr = gr, .cand = cand, .k = k, .best_align = -1};
     /* Twin classes among the candidates: g and h are twins when each links to every other
      * candidate at the same level (then they link to each other as every pair of their class
@@ -254,10 +383,97 @@ int model_topo_graph_best_set(const model_topo_graph *tg, const bool *candidate,
         s.cls[c] |= (uint16_t)(1u << g);
     }
     choose_counts(&s, 0, 0, k);
-    if (s.best_align < 0) return -1;
-    int i = 0;
-    for (unsigned m = s.best_set; m; m &= m - 1) out[i++] = (int8_t)__builtin_ctz(m);
+    *set = s.best_set;
+    if (left) *left = s.best_room;
     return s.best_align;
+}
+
+int model_topo_graph_best_set(const model_topo_graph *gr, const bool *candidate, int k, int8_t *out) {
+    if (!gr || !candidate || !out || k <= 0) return -1;
+    unsigned cand = 0, set = 0;
+    for (int g = 0; g < gr->ngpus; g++)
+        if (candidate[g]) cand |= 1u << g;
+    int al = best_set_mask(gr, cand, k, &set, NULL);
+    if (al < 0) return -1;
+    int i = 0;
+    for (unsigned m = set; m; m &= m - 1) out[i++] = (int8_t)__builtin_ctz(m);
+    return al;
+}
+
+static int room_pairs_sum(const model_topo_room *r) {
+    return r->pairs[MODEL_ALIGN_NUMA] + r->pairs[MODEL_ALIGN_PCIE] + r->pairs[MODEL_ALIGN_NVLINK];
+}
+
+/* model_topo_pick_idle's word: the question (idle set, the node's GPU count; k is the slot) and
+ * the answer, with a bit that says the word is filled. */
+#define PICK_FILLED (1ull << 63)
+#define PICK_QUESTION (PICK_FILLED | 0x1fffffull)   /* idle: bits 0..15, ngpus: 16..20 */
+
+int model_topo_pick_idle(const model_node *n, uint16_t idle, int k, model_topo_pick *out) {
+    if (!n || !n->topo || !out || k < 1 || k > MODEL_MAX_GPUS) return -1;
+    int ngpus = n->ngpus < 0 ? 0 : n->ngpus < MODEL_MAX_GPUS ? n->ngpus : MODEL_MAX_GPUS;
+    unsigned set_idle = idle & ((1u << ngpus) - 1);
+    if (popcount16(set_idle) < k) return -1;
+    _Atomic uint64_t *slot = &n->topo->pick[k - 1];
+    uint64_t question = PICK_FILLED | (uint64_t)set_idle | (uint64_t)ngpus << 16;
+    uint64_t w = atomic_load_explicit(slot, memory_order_relaxed);
+    if ((w & PICK_QUESTION) != question) {   /* not asked since the idle set or the matrix changed */
+        graph gr;
+        graph_build(n, &gr);
+        unsigned set = 0;
+        model_topo_room left;
+        int al = best_set_mask(&gr, set_idle, k, &set, &left);
+        if (al < 0) return -1;   /* (fewer than k idle was answered above) */
+        int lost = pairs_all_levels(&gr, set_idle) - room_pairs_sum(&left);
+        int total = gr.all_pairs;
+        /* set 21..36, align 37..39, lost and total (at most 3 x 120 pairs each) 40..48 and 49..57 */
+        w = question | (uint64_t)set << 21 | (uint64_t)al << 37 | (uint64_t)lost << 40 | (uint64_t)total << 49;
+        atomic_store_explicit(slot, w, memory_order_relaxed);
+    }
+    out->set = (uint16_t)(w >> 21);
+    out->align = (int8_t)((w >> 37) & 7u);
+    out->lost = (int16_t)((w >> 40) & 0x1ffu);
+    out->total = (int16_t)((w >> 49) & 0x1ffu);
+    return out->align;
+}
+
+/* model_topo_pick_one's word: the question (idle 0..15, among 16..31, the GPU count 32..36) and the answer
+ * (the GPU 37..40, lost 41..49, total 50..58), with PICK_FILLED. */
+#define ONE_QUESTION (PICK_FILLED | 0x1fffffffffull)
+
+int model_topo_pick_one(const model_node *n, uint16_t idle, uint16_t among, model_topo_pick *out) {
+    if (!n || !n->topo || !out) return -1;
+    int ngpus = n->ngpus < 0 ? 0 : n->ngpus < MODEL_MAX_GPUS ? n->ngpus : MODEL_MAX_GPUS;
+    unsigned mine = (1u << ngpus) - 1, set_idle = idle & mine, set_among = among & mine;
+    if (!set_among) return -1;
+    _Atomic uint64_t *slot = &n->topo->pick_one[((set_among * 0x9e3779b1u) >> 30) & 3u];
+    uint64_t question = PICK_FILLED | (uint64_t)set_idle | (uint64_t)set_among << 16 | (uint64_t)ngpus << 32;
+    uint64_t w = atomic_load_explicit(slot, memory_order_relaxed);
+    if ((w & ONE_QUESTION) != question) {   /* not asked since the idle set or the matrix changed */
+        graph gr;
+        graph_build(n, &gr);
+        model_topo_room all, without[MODEL_MAX_GPUS];
+        model_topo_graph_room_without(&gr, (uint16_t)set_idle, &all, without);
+        int best = -1;
+        const model_topo_room *best_room = NULL;
+        for (unsigned m = set_among; m; m &= m - 1) {
+            int g = __builtin_ctz(m);
+            const model_topo_room *r = (set_idle >> g) & 1u ? &without[g] : &all;
+            if (best < 0 || model_topo_room_cmp(r, best_room) > 0) {
+                best = g;
+                best_room = r;
+            }
+        }
+        int lost = room_pairs_sum(&all) - room_pairs_sum(best_room);
+        w = question | (uint64_t)best << 37 | (uint64_t)lost << 41 | (uint64_t)gr.all_pairs << 50;
+        atomic_store_explicit(slot, w, memory_order_relaxed);
+    }
+    int g = (int)((w >> 37) & 15u);
+    out->set = (uint16_t)(1u << g);
+    out->align = MODEL_ALIGN_NVLINK;
+    out->lost = (int16_t)((w >> 41) & 0x1ffu);
+    out->total = (int16_t)((w >> 50) & 0x1ffu);
+    return g;
 }
 
 /* ------------------------------------------------------------ first set ---- */

@@ -68,16 +68,29 @@ typedef struct model_topo_room {
 /* The room the GPUs of free_set (bit g: GPU g) leave. */
 void model_topo_room_of(const struct model_node *n, uint16_t free_set, model_topo_room *out);
 /* Which room is larger for multi-GPU pods: the largest NVLink set, then the largest PCIe set,
- * then the largest NUMA set, then the aligned pairs at those levels in the same order. <0, 0, >0. */
-int model_topo_room_cmp(const model_topo_room *a, const model_topo_room *b);
+ * then the largest NUMA set, then the aligned pairs at those levels in the same order. <0, 0, >0.
+ * (Inline: a policy compares the rooms of every candidate.) */
+static inline int model_topo_room_cmp(const model_topo_room *a, const model_topo_room *b) {
+    for (int L = MODEL_ALIGN_NVLINK; L >= MODEL_ALIGN_NUMA; L--)
+        if (a->largest[L] != b->largest[L]) return a->largest[L] < b->largest[L] ? -1 : 1;
+    for (int L = MODEL_ALIGN_NVLINK; L >= MODEL_ALIGN_NUMA; L--)
+        if (a->pairs[L] != b->pairs[L]) return a->pairs[L] < b->pairs[L] ? -1 : 1;
+    return 0;
+}
 
 /* The node's links as bit masks: adj[L][g] has bit h set when GPUs g and h link at alignment L
  * or better, limited to the node's GPUs (n->topo->adj, which model_topo_set keeps). The functions
  * above take it on every call; a caller that asks many questions of one node (a policy scoring
- * candidates) takes it once. All zero without topology. */
+ * candidates) takes it once. All zero without topology. adj points at the node's matrix itself
+ * (nothing copied: a policy takes a graph for every node it scores), or at own_adj when the
+ * matrix names GPUs past the node's: so take a graph again rather than copy one, and not across
+ * a change of the node's matrix. */
 typedef struct model_topo_graph {
     int ngpus;
-    uint16_t adj[MODEL_ALIGN_NVLINK + 1][16];
+    int all_pairs;                          /* model_topo_graph_pairs of all the node's GPUs (the matrix keeps it) */
+    unsigned shape;                         /* which levels' links form groups (topo.c) */
+    const uint16_t (*adj)[16];              /* [MODEL_ALIGN_NVLINK + 1][16] */
+    uint16_t own_adj[MODEL_ALIGN_NVLINK + 1][16];
 } model_topo_graph;
 void model_topo_graph_of(const struct model_node *n, model_topo_graph *g);
 /* model_topo_room_of and model_topo_align (a set as bits; one GPU or none: nvlink) on a graph. */
@@ -86,7 +99,36 @@ model_align model_topo_graph_align(const model_topo_graph *g, uint16_t set);
 /* The aligned pairs within set at the numa, pcie and nvlink levels together (a pair aligned at
  * nvlink counts three times): the sum of model_topo_room's pairs, without its largest sets. */
 int model_topo_graph_pairs(const model_topo_graph *g, uint16_t set);
+/* model_topo_graph_room of set into *all, and of set without GPU h into without[h] for every GPU h
+ * of set (the other entries untouched): what a one-GPU placement on each leaves, at about the
+ * cost of one room where the links form groups (a policy weighing every GPU for a share). */
+void model_topo_graph_room_without(const model_topo_graph *g, uint16_t set, model_topo_room *all,
+                                   model_topo_room without[16]);
 /* model_topo_best_set on a graph. */
 int model_topo_graph_best_set(const model_topo_graph *g, const bool *candidate, int k, int8_t *out);
+
+/* k whole GPUs among the idle ones (bits of idle, the node's GPUs without any grant), as a
+ * topology-aware policy places them: the set model_topo_best_set picks with the idle GPUs as its
+ * candidates, its alignment, the aligned pairs of idle GPUs it breaks (model_topo_graph_pairs of
+ * idle less that of idle without the set) and the aligned pairs of the node's GPUs all idle (the
+ * packing term's scale, policy/score.c). Remembered on the node for each k until the idle set or
+ * the matrix changes, so scoring an unchanged node again for pods of any size reads the answer
+ * instead of searching again (issue 30). Returns the alignment, or -1 (out untouched) when fewer
+ * than k GPUs are idle or the node has no topology. */
+typedef struct model_topo_pick {
+    uint16_t set;       /* the chosen GPUs, as bits */
+    int8_t align;       /* their model_align */
+    int16_t lost;       /* aligned pairs of idle GPUs the set breaks */
+    int16_t total;      /* aligned pairs of all the node's GPUs */
+} model_topo_pick;
+int model_topo_pick_idle(const struct model_node *n, uint16_t idle, int k, model_topo_pick *out);
+
+/* One GPU among those of among (bits) for a placement on one GPU, as a topology-aware policy breaks a
+ * tie between GPUs it finds equal: the one whose taking leaves the idle GPUs (bits of idle) the most
+ * room by model_topo_room_cmp (a GPU not idle takes nothing from them), the lowest among equals. *out
+ * as model_topo_pick_idle's: the GPU as set, nvlink, the aligned pairs of idle GPUs it breaks, and
+ * the node's. Remembered on the node for a few questions at a time, as pick_idle. Returns the GPU,
+ * or -1 (out untouched) when among has none of the node's GPUs or the node has no topology. */
+int model_topo_pick_one(const struct model_node *n, uint16_t idle, uint16_t among, model_topo_pick *out);
 
 #endif

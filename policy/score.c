@@ -346,10 +346,15 @@ typedef struct scorer {
     bool topo;                    /* a topology-aware policy on a node whose topology is known */
     bool want_why;                /* the caller asked why (policy_score's why) */
     int need;                     /* model_request_required_align(r): set and read on fast_single's path only */
-    uint16_t idle;                /* topo: the GPUs without any grant (model_gpu_idle) */
-    model_topo_room room0;        /* topo: what they offer multi-GPU pods now */
-    int all_pairs;                /* topo: room_pairs with every GPU idle */
-    model_topo_graph tg;          /* topo: the links, built once per node scored */
+    /* topo: what the terms read, each worked out when first asked (topo_known: TK_ bits) */
+    unsigned topo_known;
+    uint16_t idle;                /* TK_IDLE: the GPUs without any grant (model_gpu_idle) */
+    model_topo_graph tg;          /* TK_GRAPH: the links */
+    model_topo_room room0;        /* TK_ROOM0: what the idle GPUs offer multi-GPU pods now */
+    int all_pairs;                /* TK_ROOM0: room_pairs with every GPU idle */
+    bool have_pick;               /* pick answers for the chosen GPUs (topo_whole_set, fast_fraction) */
+    model_topo_pick pick;         /* the GPUs topo.c chose, and the pairs they break */
+    model_topo_room without[MODEL_MAX_GPUS];   /* TK_WITHOUT: what taking each idle GPU alone leaves */
 } scorer;
 
 _Thread_local bool policy_test_generic_only;
@@ -369,14 +374,44 @@ static bool topo_aware(const policy *p) {
     return p->kind == P_BINPACK || p->kind == P_SPREAD || p->kind == P_PACK || p->kind == P_MIGAWARE;
 }
 
-/* The idle GPUs and what they offer now, once per node scored (out of line, as the rest). */
-static __attribute__((noinline)) void topo_prepare(scorer *s) {
+/* The idle GPUs, the links and what the idle GPUs offer are worked out when first asked: whole
+ * GPUs on the fast path get all they need from model_topo_pick_idle (remembered on the node) and
+ * ask for none of them (issue 30: they were most of a topology node's score). */
+enum { TK_IDLE = 1, TK_GRAPH = 2, TK_ROOM0 = 4, TK_WITHOUT = 8 };
+
+/* (Asked only once the view is built: a whole GPU's E says it, 1001 for no grant at all.) */
+static __attribute__((noinline)) uint16_t topo_idle_fill(scorer *s) {
     s->idle = 0;
-    for (int i = 0; i < s->n->ngpus && i < MODEL_MAX_GPUS; i++)
-        if (model_gpu_idle(&s->n->gpus[i])) s->idle |= (uint16_t)(1u << i);
+    for (int i = 0; i < s->v.ngpus; i++) {
+        bool idle = s->v.E[i] >= 0 ? s->v.E[i] == 1001 : model_gpu_idle(&s->n->gpus[i]);
+        s->idle |= (uint16_t)(idle << i);
+    }
+    s->topo_known |= TK_IDLE;
+    return s->idle;
+}
+
+static inline uint16_t topo_idle(scorer *s) { return s->topo_known & TK_IDLE ? s->idle : topo_idle_fill(s); }
+
+static __attribute__((noinline)) const model_topo_graph *topo_graph_fill(scorer *s) {
     model_topo_graph_of(s->n, &s->tg);
-    model_topo_graph_room(&s->tg, s->idle, &s->room0);
-    s->all_pairs = model_topo_graph_pairs(&s->tg, 0xffff);   /* room_pairs with every GPU idle */
+    s->topo_known |= TK_GRAPH;
+    return &s->tg;
+}
+
+static inline const model_topo_graph *topo_graph(scorer *s) {
+    return s->topo_known & TK_GRAPH ? &s->tg : topo_graph_fill(s);
+}
+
+/* What the idle GPUs offer multi-GPU pods now (and all_pairs). */
+static __attribute__((noinline)) const model_topo_room *topo_room0_fill(scorer *s) {
+    model_topo_graph_room(topo_graph(s), topo_idle(s), &s->room0);
+    s->all_pairs = topo_graph(s)->all_pairs;   /* room_pairs with every GPU idle */
+    s->topo_known |= TK_ROOM0;
+    return &s->room0;
+}
+
+static inline const model_topo_room *topo_room0(scorer *s) {
+    return s->topo_known & TK_ROOM0 ? &s->room0 : topo_room0_fill(s);
 }
 
 /* Bits of the GPUs a candidate touches. */
@@ -386,18 +421,34 @@ static uint16_t cand_mask(const cand *c) {
     return m;
 }
 
-static int cand_align(const scorer *s, const cand *c) { return (int)model_topo_graph_align(&s->tg, cand_mask(c)); }
+static int cand_align(scorer *s, const cand *c) { return (int)model_topo_graph_align(topo_graph(s), cand_mask(c)); }
 
-/* What the idle GPUs offer once the candidate has its GPUs. */
-static void cand_room(const scorer *s, const cand *c, model_topo_room *out) {
-    uint16_t after = s->idle & (uint16_t)~cand_mask(c);
-    if (after == s->idle) *out = s->room0;   /* no idle GPU taken (a share on a used GPU) */
-    else model_topo_graph_room(&s->tg, after, out);
+/* What taking each idle GPU alone leaves, all at once (model_topo_graph_room_without): candidates on
+ * one GPU (a MIG instance, a replica, a share) ask it of every GPU in turn. */
+static __attribute__((noinline)) const model_topo_room *topo_without_fill(scorer *s) {
+    model_topo_graph_room_without(topo_graph(s), topo_idle(s), &s->room0, s->without);
+    s->all_pairs = topo_graph(s)->all_pairs;
+    s->topo_known |= TK_ROOM0 | TK_WITHOUT;
+    return s->without;
 }
+
+static inline const model_topo_room *topo_without(scorer *s) {
+    return s->topo_known & TK_WITHOUT ? s->without : topo_without_fill(s);
+}
+
+/* What the idle GPUs offer once a candidate has the GPUs of mask. */
+static void mask_room(scorer *s, uint16_t mask, model_topo_room *out) {
+    uint16_t idle = topo_idle(s), after = idle & (uint16_t)~mask;
+    if (after == idle) *out = *topo_room0(s);   /* no idle GPU taken (a share on a used GPU) */
+    else if (!(mask & (mask - 1u))) *out = topo_without(s)[__builtin_ctz(mask)];   /* one idle GPU taken */
+    else model_topo_graph_room(topo_graph(s), after, out);
+}
+
+static void cand_room(scorer *s, const cand *c, model_topo_room *out) { mask_room(s, cand_mask(c), out); }
 
 /* The order of two candidates by topology around the policy's key (>0: a wins); ra, rb: what
  * each leaves (cand_room). */
-static int topo_cmp(const scorer *s, const cand *a, const model_topo_room *ra, double ka, const cand *b,
+static int topo_cmp(scorer *s, const cand *a, const model_topo_room *ra, double ka, const cand *b,
                     const model_topo_room *rb, double kb) {
     int c = 0;
     if (s->r->count >= 2) {
@@ -429,19 +480,28 @@ static int room_pairs(const model_topo_room *r) {
  *     nvlink, pcie and numa levels together: the share of the node's aligned capacity the
  *     placement uses up, so small pods go where they break the least.
  * Zero on nodes without topology and for policies that do not weigh it. */
-static __attribute__((noinline)) double topo_bonus(const scorer *s, const cand *c, const model_topo_room *known,
+static __attribute__((noinline)) double topo_bonus(scorer *s, const cand *c, const model_topo_room *known,
                                                    int *tier_out, double *pack_out) {
+    /* chosen by topo.c (model_topo_pick_idle, model_topo_pick_one), which counted the pairs too */
+    bool picked = s->have_pick && cand_mask(c) == s->pick.set;
     int tier = 0;
     if (s->r->count >= 2 && c->c.ngpus >= 2) {
-        int al = cand_align(s, c);
+        int al = picked ? s->pick.align : cand_align(s, c);
         tier = al >= MODEL_ALIGN_NUMA ? al - MODEL_ALIGN_NONE : 0;
     } else if (s->r->count >= 2) {
         tier = MODEL_ALIGN_NVLINK - MODEL_ALIGN_NONE;   /* all on one GPU (MIG instances): nothing crossed */
     }
-    model_topo_room after;
-    if (known) after = *known;   /* what the candidate walk found it leaves */
-    else cand_room(s, c, &after);
-    int total = s->all_pairs, lost = room_pairs(&s->room0) - room_pairs(&after);
+    int total, lost;
+    if (picked) {
+        total = s->pick.total;
+        lost = s->pick.lost;
+    } else {
+        model_topo_room after;
+        if (known) after = *known;   /* what the candidate walk found it leaves */
+        else cand_room(s, c, &after);
+        lost = room_pairs(topo_room0(s)) - room_pairs(&after);
+        total = s->all_pairs;
+    }
     double pack = total > 0 ? -TOPO_PACK_POINTS * s->ctx->w_topology * lost / total : 0;
     *tier_out = tier;
     *pack_out = pack;
@@ -748,15 +808,30 @@ static bool fast_eligible(const scorer *s) {
 
 /* fast_single's set when topology counts (a topology-aware policy on a node with topology, or
  * a required alignment): the best set, or model_fit's first aligned one (the lowest indices
- * that meet it) for the policies that do not weigh topology. 0 when no set will do. Out of
- * line: nodes without topology must not pay for it. */
-static __attribute__((noinline)) int topo_whole_set(scorer *s, int8_t *set, char *why, size_t whylen) {
-    bool idle[MODEL_MAX_GPUS];
-    int nidle = 0;
-    for (int i = 0; i < s->v.ngpus; i++) nidle += idle[i] = s->v.E[i] == 1001;
-    int al = nidle < s->r->count ? -1
-             : s->topo ? model_topo_graph_best_set(&s->tg, idle, s->r->count, set)
-                       : model_topo_first_set(s->n, idle, s->r->count, (model_align)s->need, set);
+ * that meet it) for the policies that do not weigh topology. As bits; 0 when no set will do.
+ * Out of line: nodes without topology must not pay for it. */
+static __attribute__((noinline)) unsigned topo_whole_set(scorer *s, char *why, size_t whylen) {
+    unsigned mask = 0;
+    for (int i = 0; i < s->v.ngpus; i++) mask |= (unsigned)(s->v.E[i] == 1001) << i;
+    int nidle = pop8(mask) + pop8(mask >> 8);
+    int al = -1;
+    unsigned set = 0;
+    if (nidle >= s->r->count && s->topo) {
+        /* The fast path's GPUs are all whole, where E == 1001 is a GPU without any grant
+         * (pv_build): mask is the idle set, and model_topo_pick_idle's pair counts are those
+         * topo_bonus wants. Its set is model_topo_best_set's, remembered on the node (topo.h). */
+        s->idle = (uint16_t)mask;
+        s->topo_known |= TK_IDLE;
+        al = model_topo_pick_idle(s->n, (uint16_t)mask, s->r->count, &s->pick);
+        s->have_pick = al >= 0;
+        set = al >= 0 ? s->pick.set : 0;
+    } else if (nidle >= s->r->count) {
+        bool idle[MODEL_MAX_GPUS];
+        int8_t first[MODEL_MAX_GPUS];
+        for (int i = 0; i < s->v.ngpus; i++) idle[i] = (mask >> i) & 1u;
+        al = model_topo_first_set(s->n, idle, s->r->count, (model_align)s->need, first);
+        for (int q = 0; al >= 0 && q < s->r->count; q++) set |= 1u << first[q];
+    }
     if (al < 0 || al < s->need) {
         if (nidle < s->r->count) {
             if (why) snprintf(why, whylen, "needs %d whole GPU%s, %d free", s->r->count, s->r->count > 1 ? "s" : "", nidle);
@@ -767,7 +842,7 @@ static __attribute__((noinline)) int topo_whole_set(scorer *s, int8_t *set, char
         }
         return 0;
     }
-    return s->r->count;
+    return set;
 }
 
 /* CPU-only or whole GPUs: the one candidate (the lowest-indexed idle GPUs, or topo_whole_set's).
@@ -780,10 +855,10 @@ static int fast_single(scorer *s, cand *c, char *why, size_t whylen) {
     if (r->kind == MODEL_REQ_NONE) return 1;
     s->need = model_request_required_align(r);
     if (s->topo || s->need) {
-        int8_t set[MODEL_MAX_GPUS];
-        int k = topo_whole_set(s, set, why, whylen);
-        for (int q = 0; q < k; q++) {
-            int i = set[q];
+        unsigned set = topo_whole_set(s, why, whylen);
+        int k = set ? r->count : 0;   /* (counted so, not by the loop: gcc makes that a libgcc popcount call) */
+        for (int q = 0; q < k; q++, set &= set - 1) {
+            int i = __builtin_ctz(set);
             c->g[q] = (int8_t)i;
             c->c.gpu[q] = (int8_t)i;
             c->R0[q] = s->v.R[i];
@@ -814,31 +889,14 @@ static int fast_single(scorer *s, cand *c, char *why, size_t whylen) {
     return 1;
 }
 
+
 /* A share of one GPU: walk the GPUs that take it, keep the best by the policy's key;
  * equal (R, E) gives an equal delta, computed once (memory is in no FAST type's room
  * rule, so it decides which GPUs take the share, never a GPU's key). Returns the number
  * of GPUs that take it; *best is built for the winner only. */
-/* Equal for the policy: whether GPU i keeps aligned sets more whole than GPU win, whose room
- * *win_room holds when *have (and then holds i's if i wins). Out of line, as topo_whole_set. */
-static __attribute__((noinline)) bool fraction_topo_better(const scorer *s, int i, int win, int d,
-                                                           model_topo_room *win_room, bool *have) {
-    cand a, b;
-    model_topo_room ra;
-    cand_fraction(s, i, d, &a);
-    cand_fraction(s, win, d, &b);
-    cand_room(s, &a, &ra);
-    if (!*have) cand_room(s, &b, win_room);
-    *have = true;
-    if (topo_cmp(s, &a, &ra, 0, &b, win_room, 0) <= 0) return false;
-    *win_room = ra;
-    return true;
-}
-
 static inline __attribute__((always_inline)) int fast_fraction_loop(scorer *s, cand *best, double *best_key,
                                                                     double *best_delta, const bool topo) {
     int d = s->r->compute_permille, nc = 0, win = -1;
-    model_topo_room win_room;   /* topo: what the winner leaves, once asked */
-    bool have_room = false;
     bool mem_sized = s->r->memory_mib > 0 || s->r->memory_permille > 0;
     int16_t seenR[MODEL_MAX_GPUS], seenE[MODEL_MAX_GPUS];
     double seenK[MODEL_MAX_GPUS], seenD[MODEL_MAX_GPUS];
@@ -846,6 +904,8 @@ static inline __attribute__((always_inline)) int fast_fraction_loop(scorer *s, c
     cand t;   /* only the first change is filled: enough for cand_key */
     t.nchg = 1;
     t.idle_instance = false;
+    unsigned tied = 0;                 /* topo: the GPUs whose key equals the best so far */
+    double delta_of[MODEL_MAX_GPUS];   /* topo: their deltas */
     for (int i = 0; i < s->v.ngpus; i++) {
         const model_gpu *g = &s->n->gpus[i];
         /* fit.c's soft share: no exclusive holder, no MPS clients (a time-sliced share never joins them),
@@ -880,16 +940,25 @@ static inline __attribute__((always_inline)) int fast_fraction_loop(scorer *s, c
                 seenD[nseen++] = delta;
             }
         }
+        if (topo) delta_of[i] = delta;
         if (topo && win >= 0 && key == *best_key) {
-            if (fraction_topo_better(s, i, win, d, &win_room, &have_room)) {
-                win = i;
-                *best_delta = delta;
-            }
+            tied |= 1u << i;
         } else if (win < 0 || key > *best_key) {
-            have_room = false;
             win = i;
+            tied = 1u << i;
             *best_key = key;
             *best_delta = delta;
+        }
+    }
+    if (topo && win >= 0) {
+        /* Among the GPUs the policy finds equal, the one that leaves the idle GPUs the most (topo_cmp
+         * of one-GPU candidates with equal keys, in GPU order), remembered on the node with the pairs
+         * it breaks (topo_bonus). */
+        int g = model_topo_pick_one(s->n, topo_idle(s), (uint16_t)tied, &s->pick);
+        if (g >= 0) {   /* (always: tied holds the node's GPUs, and it has a topology) */
+            win = g;
+            s->have_pick = true;
+            *best_delta = delta_of[win];
         }
     }
     if (win >= 0) cand_fraction(s, win, d, best);
@@ -1224,6 +1293,42 @@ static int mig_frag_lean(scorer *s, cand *best, double *best_key, double *best_d
     return nc;
 }
 
+/* The generic walk's choice for a request on one GPU with topology, from the candidates' keys and
+ * GPUs (mask_of, one bit each): topo_cmp's order, key then what the GPU leaves, the first among
+ * equals. Candidates come GPU by GPU (model_fit lists them so), so the first of the best GPU is
+ * the first candidate there, and topo.c remembers which GPU that is (model_topo_pick_one, its
+ * pairs then in s->pick); otherwise the rooms are compared here (into *room). Returns the index. */
+static int one_gpu_choice(scorer *s, int nc, const double *key_of, const uint16_t *mask_of, double best_key,
+                          model_topo_room *room, bool *have_room) {
+    unsigned among = 0;
+    bool ordered = true;
+    for (int k = 0, last = -1; k < nc; k++) {
+        if (!mask_of[k] || (mask_of[k] & (mask_of[k] - 1u)) || __builtin_ctz(mask_of[k]) < last) ordered = false;
+        if (mask_of[k]) last = __builtin_ctz(mask_of[k]);
+        if (key_of[k] == best_key) among |= mask_of[k];
+    }
+    if (ordered) {
+        int g = model_topo_pick_one(s->n, topo_idle(s), (uint16_t)among, &s->pick);
+        for (int k = 0; g >= 0 && k < nc; k++)
+            if (key_of[k] == best_key && mask_of[k] == 1u << g) {
+                s->have_pick = true;
+                return k;
+            }
+    }
+    int w = -1;
+    model_topo_room r;
+    for (int k = 0; k < nc; k++) {
+        if (key_of[k] != best_key) continue;
+        mask_room(s, mask_of[k], &r);
+        if (w < 0 || model_topo_room_cmp(&r, room) > 0) {
+            w = k;
+            *room = r;
+        }
+    }
+    *have_room = true;
+    return w;
+}
+
 /* Same GPU state and same grant shape: the same delta. Saves most of the work on nodes
  * of identical GPUs (8 empty MIG GPUs x 7 start slots). */
 static uint64_t gpu_sig(const pv_node *v, int i) {
@@ -1254,6 +1359,7 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
         __builtin_prefetch(&n->gpus[i]);
         __builtin_prefetch(&n->gpus[i].inst[MODEL_MIG_MAX_INSTANCES - 1]);
     }
+    if (n->topo && r && r->count >= 1 && r->count <= MODEL_MAX_GPUS) __builtin_prefetch(&n->topo->pick[r->count - 1]);
     memset(out, 0, sizeof *out);
     choice_blank(&out->choice);
     uint64_t name_hash = policy_hash_str(0, n->name);
@@ -1272,7 +1378,8 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
     s->name_hash = name_hash;
     s->topo = n->topo && r->kind != MODEL_REQ_NONE && topo_aware(p);
     s->want_why = why != NULL;
-    if (s->topo) topo_prepare(s);
+    s->topo_known = 0;
+    s->have_pick = false;
     wl_buf wb;
     if (p->kind == P_FGD || p->kind == P_PACK) {
         if (!ctx->workload || !ctx->workload->finished || ctx->workload->nkept == 0) {
@@ -1372,12 +1479,21 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
         unsigned nseen = 16;
         while (nseen < 2u * (unsigned)nc && nseen < 256) nseen *= 2;
         if (!lean) memset(seen, 0, nseen * sizeof seen[0]);
+        /* Topology and a request on one GPU: topo_cmp orders candidates by key, then by what their
+         * GPU leaves. So the keys come first, without topology (a repeat on another GPU takes its
+         * first's key, seen_key), and the choice after: among the candidates of the best key, the
+         * first whose GPU leaves the most (one_gpu_choice). */
+        bool one_gpu = s->topo && r->count == 1;
+        double seen_key[256], seen_delta[256], key_of[GEN_MAX], delta_of[GEN_MAX];
+        uint16_t mask_of[GEN_MAX];
         bool first = true;
         model_topo_room cur_room = {{0}, {0}};   /* topo: what cur leaves */
+        uint16_t best_mask = 0;                  /* topo: best's GPUs */
         for (int k = 0; k < nc && !lean; k++) {
             /* (random draws per candidate; the others' keys depend on the GPU state and
              * the grant shape only, and on the slot only when fragmentation counts) */
-            if (p->kind != P_RANDOM && !s->topo && as[k].ngrants == 1) {
+            int again = -1, fresh = -1;   /* one_gpu: the seen[] slot of this signature, seen before or new */
+            if (p->kind != P_RANDOM && (!s->topo || one_gpu) && as[k].ngrants == 1) {
                 const model_grant *g0 = &as[k].grant[0];
                 int slot = s->w ? g0->mig_start : 0;
                 int gi = g0->gpu;
@@ -1393,22 +1509,64 @@ int policy_score(const policy *p, const model_request *r, const model_node *n, c
                                                 ((uint64_t)(uint32_t)g0->memory_mib << 48)) | 1;
                     unsigned h = (unsigned)(sg % nseen);
                     while (seen[h] && seen[h] != sg) h = (h + 1) % nseen;
-                    if (seen[h] == sg) continue;
-                    seen[h] = sg;
+                    if (seen[h] == sg && !one_gpu) continue;
+                    if (seen[h] == sg) {
+                        again = (int)h;
+                    } else {
+                        seen[h] = sg;
+                        fresh = (int)h;
+                    }
+                }
+            }
+            uint16_t m = 0;
+            if (s->topo)
+                for (int q = 0; q < as[k].ngrants; q++)   /* cand_mask of generic_cand's candidate */
+                    if (as[k].grant[q].gpu >= 0 && as[k].grant[q].gpu < s->v.ngpus) m |= (uint16_t)(1u << as[k].grant[q].gpu);
+            if (one_gpu) {
+                mask_of[k] = m;
+                if (again >= 0) {   /* its first's key: nothing to build */
+                    key_of[k] = seen_key[again];
+                    delta_of[k] = seen_delta[again];
+                    continue;
+                }
+                generic_cand(s, &as[k], &cur, ga, s->w != NULL);
+                key_of[k] = cand_key(s, &cur, ga, k, &delta_of[k]);
+                if (fresh >= 0) {
+                    seen_key[fresh] = key_of[k];
+                    seen_delta[fresh] = delta_of[k];
+                }
+                if (first || key_of[k] > best_key) best_key = key_of[k];
+                first = false;
+                continue;
+            }
+            if (s->topo) {
+                /* On 2 GPUs or more topology is weighed before the policy's key (topo_cmp): a
+                 * candidate whose set is less aligned than the best's, or leaves less room, cannot
+                 * win whatever its key, so its key (fgd's fragmentation measure: most of the work)
+                 * is not worked out. */
+                mask_room(s, m, &cur_room);
+                if (!first && r->count >= 2) {
+                    int c = (int)model_topo_graph_align(topo_graph(s), m) - (int)model_topo_graph_align(topo_graph(s), best_mask);
+                    if (c < 0 || (c == 0 && model_topo_room_cmp(&cur_room, &best_room) < 0)) continue;
                 }
             }
             generic_cand(s, &as[k], &cur, ga, s->w != NULL);
             double delta = 0;
             double key = cand_key(s, &cur, ga, k, &delta);
-            if (s->topo) cand_room(s, &cur, &cur_room);
             if (first || (s->topo ? topo_cmp(s, &cur, &cur_room, key, &best, &best_room, best_key) > 0 : key > best_key)) {
                 best = cur;
+                best_mask = m;
                 best_room = cur_room;
                 have_best_room = s->topo;
                 best_key = key;
                 best_delta = delta;
                 first = false;
             }
+        }
+        if (one_gpu && !lean && nc > 0) {
+            int w = one_gpu_choice(s, nc, key_of, mask_of, best_key, &best_room, &have_best_room);
+            generic_cand(s, &as[w], &best, ga, s->w != NULL);
+            best_delta = delta_of[w];
         }
     }
     if (nc == 0) {

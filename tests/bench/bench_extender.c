@@ -20,9 +20,18 @@
  *      turn): the extender's CPU time per call (/proc/PID/stat, in cells of BENCH_F_CALLS = 384 calls: a
  *      clock tick is then 0.5 % of a cell)
  *   G  8 keep-alive connections of cheap calls (a warm filter of 100 names): requests/s, CPU per request
- *   BENCH_REPS (E, default 3) and BENCH_CELLS (F, G, default 7): medians over that many.
+ *   H  what GPU topology costs (issue 30): 5,000 nodes alternating a DGX A100 and an 8-GPU PCIe server with NVLink
+ *      pairs, whose tessera.io/gpus annotation has the `topo` rows, served by one extender, and the same nodes
+ *      without them (the annotation's index, uuid and pci only: topology unknown) by another; binpack and fgd-pack,
+ *      prioritize and filter over all 5,000 names, cold (pods on 1..5 whole GPUs in turn: the answer cache keeps
+ *      four shapes a node, so none is served from it) and warm (one pod again: every answer from the cache). The
+ *      extender's CPU per call (/proc/PID/stat), cells alternated between the two, medians over the cells, and
+ *      with/without (target <= 1.2). A cell is as many calls as take about BENCH_H_MS (default 1000) ms of CPU.
+ *      The pods carry what tessera's webhook declares for them on this cluster (README, Quotas), which filter
+ *      checks each node against; and the webhook's own latency, sizing a pod over the 5,000 nodes, is printed.
+ *   BENCH_REPS (E, default 3) and BENCH_CELLS (F, G, H, default 7): medians over that many.
  *
- *   make build/bench/bench_extender && build/bench/bench_extender      (BENCH_ONLY=A|B|C|D|E|F|G)
+ *   make build/bench/bench_extender && build/bench/bench_extender      (BENCH_ONLY=A|B|C|D|E|F|G|H)
  *   BENCH_ONLY=EFG TESSERA_EXTENDER_OLD=../old/build/tessera-extender build/bench/bench_extender
  *
  * The extender binary is found next to the bench's directory (build/tessera-extender), or
@@ -188,21 +197,26 @@ static char *args_nodes(int n, size_t *len) {
 
 static char tmpdir[64];
 
-static const char *cluster_file(int n) {
-    static char path[128];
-    snprintf(path, sizeof path, "%s/cluster-%d.json", tmpdir, n);
+/* path: a NodeList of n nodes, node(b, i, flag) each, written unless it is there already. */
+static const char *node_list_file(const char *path, int n, void (*node)(buf *, int, bool), bool flag) {
     if (access(path, R_OK) == 0) return path;
     buf b = {0};
     bstr(&b, "{\"kind\":\"NodeList\",\"apiVersion\":\"v1\",\"items\":[");
     for (int i = 0; i < n; i++) {
         if (i) bstr(&b, ",");
-        node_json(&b, i, false);
+        node(&b, i, flag);
     }
     bstr(&b, "]}");
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(b.p, 1, b.len, f) != b.len || fclose(f) != 0) die("cannot write the cluster file");
     free(b.p);
     return path;
+}
+
+static const char *cluster_file(int n) {
+    static char path[128];
+    snprintf(path, sizeof path, "%s/cluster-%d.json", tmpdir, n);
+    return node_list_file(path, n, node_json, false);
 }
 
 /* ------------------------------------------------------------ the extender process */
@@ -869,6 +883,180 @@ static void bench_g(void) {
     free(body);
 }
 
+/* ------------------------------------------------------------ H: topology */
+
+/* Node i of H's cluster: even i a DGX A100 (every pair NV12, NUMA 0 for GPUs 0-3), odd i an 8-GPU PCIe server
+ * with NVLink bridges on (0,1), (2,3), (4,5), (6,7) and a PCIe switch per socket (README, "Reference servers").
+ * With topo the tessera.io/gpus annotation carries numa, nvlink and the `topo` rows as the node agent writes
+ * them; without, only index, uuid and pci (the node's topology is then unknown). */
+static void topo_node_json(buf *b, int i, bool topo) {
+    bool dgx = i % 2 == 0;
+    bf(b, "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"node-%05d\",\"uid\":\"node-uid-%05d\","
+          "\"resourceVersion\":\"%d\",\"labels\":{\"kubernetes.io/hostname\":\"node-%05d\",\"nvidia.com/gpu.present\":\"true\","
+          "\"nvidia.com/gpu.product\":\"%s\",\"nvidia.com/gpu.count\":\"%d\",\"nvidia.com/gpu.memory\":\"81920\","
+          "\"nvidia.com/gpu.family\":\"ampere\",\"nvidia.com/gpu.compute.major\":\"8\",\"nvidia.com/gpu.compute.minor\":\"0\","
+          "\"nvidia.com/gpu.replicas\":\"1\",\"nvidia.com/gpu.sharing-strategy\":\"none\",\"nvidia.com/mig.capable\":\"true\","
+          "\"nvidia.com/gpu.mode\":\"compute\"},\"annotations\":{\"tessera.io/gpus\":\"[",
+       i, i, 1000 + i, i, dgx ? "NVIDIA-A100-SXM4-80GB" : "NVIDIA-A100-80GB-PCIe", GPUS);
+    static const char *const dgx_bus[GPUS] = {"07", "0F", "47", "4E", "87", "90", "B7", "BD"};
+    static const char *const pcie_bus[GPUS] = {"1B", "1C", "1D", "1E", "9B", "9C", "9D", "9E"};
+    for (int g = 0; g < GPUS; g++) {
+        bf(b, "%s{\\\"index\\\":%d,\\\"uuid\\\":\\\"GPU-%08d-0000-4000-8000-%012d\\\",\\\"pci\\\":\\\"00000000:%s:00.0\\\"",
+           g ? "," : "", g, i, g, (dgx ? dgx_bus : pcie_bus)[g]);
+        if (topo) {
+            bf(b, ",\\\"numa\\\":%d,\\\"nvlink\\\":[", g / 4);
+            for (int h = 0, first = 1; h < GPUS; h++)
+                if (h != g && (dgx || h / 2 == g / 2)) {
+                    bf(b, "%s%d", first ? "" : ",", h);
+                    first = 0;
+                }
+            bstr(b, "],\\\"topo\\\":[");
+            for (int h = 0; h < GPUS; h++)
+                bf(b, "%s\\\"%s\\\"", h ? "," : "",
+                   h == g ? "X" : dgx || h / 2 == g / 2 ? "NV12" : h / 4 == g / 4 ? "PIX" : "SYS");
+            bstr(b, "]");
+        }
+        bstr(b, "}");
+    }
+    bf(b, "]\"}},\"status\":{\"capacity\":{\"cpu\":\"128\",\"memory\":\"1056561424Ki\",\"pods\":\"110\",\"nvidia.com/gpu\":\"%d\"},"
+          "\"allocatable\":{\"cpu\":\"127500m\",\"memory\":\"1055410448Ki\",\"pods\":\"110\",\"nvidia.com/gpu\":\"%d\"}}}",
+       GPUS, GPUS);
+}
+
+static const char *topo_cluster_file(bool topo) {
+    static char path[2][128];
+    snprintf(path[topo], sizeof path[0], "%s/cluster-topo-%d.json", tmpdir, topo);
+    return node_list_file(path[topo], NODES, topo_node_json, topo);
+}
+
+/* {"Pod":..., "NodeNames":[all]} for a pod on k whole GPUs, as tessera's webhook admitted it on this cluster
+ * (k x 1000 milli-GPU and k x 81920 MiB declared: README, Quotas), which filter checks every node against. */
+static char *args_whole(int k, size_t *len) {
+    buf b = {0};
+    bf(&b, "{\"Pod\":{\"metadata\":{\"name\":\"train-%d\",\"namespace\":\"ml\",\"uid\":\"7a0c0000-0000-4000-8000-00000000000%d\"},"
+           "\"spec\":{\"schedulerName\":\"tessera-scheduler\",\"priority\":0,\"containers\":[{\"name\":\"main\","
+           "\"image\":\"registry.example.com/ml/train:v1\",\"resources\":{\"requests\":{\"cpu\":\"8\",\"memory\":\"64Gi\","
+           "\"tessera.io/gpu-milli\":\"%d\",\"tessera.io/gpu-memory-mib\":\"%d\"},\"limits\":{\"nvidia.com/gpu\":\"%d\","
+           "\"tessera.io/gpu-milli\":\"%d\",\"tessera.io/gpu-memory-mib\":\"%d\"}}}]}},\"Nodes\":null,\"NodeNames\":[",
+       k, k, 1000 * k, 81920 * k, k, 1000 * k, 81920 * k);
+    for (int i = 0; i < NODES; i++) bf(&b, "%s\"node-%05d\"", i ? "," : "", i);
+    bstr(&b, "]}");
+    *len = b.len;
+    return b.p;
+}
+
+/* One cell: calls of verb on x, the pod shapes in turn from *seq (cold: 1..5 GPUs; warm: always 2). The
+ * extender's CPU ms per call. */
+static double h_cell(xproc x, conn *c, const char *verb, char *const *body, const size_t *len, bool cold, int calls,
+                     int *seq) {
+    double c0 = xcpu_ms(x.pid);
+    for (int i = 0; i < calls; i++, (*seq)++) {
+        int k = cold ? *seq % 5 : 1;
+        const char *resp;
+        size_t rl;
+        int st = call(c, "POST", verb, body[k], len[k], &resp, &rl);
+        expect_ok(st, verb, resp);
+    }
+    return (xcpu_ms(x.pid) - c0) / calls;
+}
+
+/* The score prioritize gave host in its reply, or -1. */
+static int reply_score(const char *resp, const char *host) {
+    char key[64];
+    snprintf(key, sizeof key, "\"Host\":\"%s\",\"Score\":", host);
+    const char *p = strstr(resp, key);
+    return p ? atoi(p + strlen(key)) : -1;
+}
+
+/* The admission of a 4-GPU pod, sized over the 5,000 nodes of the synced mirror (the webhook's declaration holds
+ * the mirror's lock meanwhile, so filter and prioritize wait that long): wall p50 and p99. */
+static void h_webhook(xproc x, conn *c) {
+    static const char review[] =
+        "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"r-1\",\"kind\":{\"group\":"
+        "\"\",\"version\":\"v1\",\"kind\":\"Pod\"},\"namespace\":\"ml\",\"operation\":\"CREATE\",\"object\":{\"metadata\":"
+        "{\"name\":\"train\",\"namespace\":\"ml\"},\"spec\":{\"schedulerName\":\"tessera-scheduler\",\"containers\":[{\"name\":"
+        "\"main\",\"image\":\"x\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"4\"}}}]}}}}";
+    enum { N = 200 };
+    double t[N];
+    for (int i = -20; i < N; i++) {
+        const char *resp;
+        size_t rl;
+        double t0 = now_ms();
+        int st = call(c, "POST", "/webhook/mutate", review, sizeof review - 1, &resp, &rl);
+        expect_ok(st, "webhook", resp);
+        if (i >= 0) t[i] = now_ms() - t0;
+    }
+    const char *resp = NULL;
+    size_t rl;
+    int st = call(c, "GET", "/metrics", "", 0, &resp, &rl);
+    expect_ok(st, "/metrics", resp);
+    static const char key[] = "tessera_webhook_declarations_total{rule=\"cluster\",why=\"synced\"} ";
+    const char *m = strstr(resp, key);
+    long sized = m ? strtol(m + strlen(key), NULL, 10) : -1;
+    (void)x;
+    printf("H  webhook: a 4-GPU pod sized %s: p50 %.3f ms, p99 %.3f ms (%d admissions)\n",
+           sized >= N ? "for the GPUs of the 5000 nodes" : "by the catalog (a build without the cluster's rule)",
+           pct(t, N, 0.5), pct(t, N, 0.99), N);
+}
+
+static void bench_h(void) {
+    static const char *policies[2] = {"binpack", "fgd-pack"};
+    static const char *verbs[2] = {"/tessera/prioritize", "/tessera/filter"};
+    const int cells = env_int("BENCH_CELLS", 7), target_ms = env_int("BENCH_H_MS", 1000);
+    char *body[5];
+    size_t len[5];
+    for (int k = 0; k < 5; k++) body[k] = args_whole(k + 1, &len[k]);
+    printf("H  %d nodes alternating dgx-a100 and pcie8-nvlink-pairs, with the topo rows and without; extender CPU "
+           "ms per call over all %d names, median of %d cells alternated\n", NODES, NODES, cells);
+    for (int p = 0; p < 2; p++) {
+        xproc x[2];
+        conn c[2];
+        for (int t = 0; t < 2; t++) {   /* t 0: with topology, 1: without */
+            const char *flags[] = {"--cluster", topo_cluster_file(t == 0), "--policy", policies[p], "--workload",
+                                   workload_file(), NULL};
+            x[t] = xstart(ext_bin, flags);
+            conn_open_port(&c[t], x[t].port);
+        }
+        /* the two really differ: a 2-GPU pod scores an idle DGX and an idle PCIe server apart only with topology */
+        for (int t = 0; t < 2; t++) {
+            const char *resp = NULL;
+            size_t rl;
+            int st = call(&c[t], "POST", "/tessera/prioritize", body[1], len[1], &resp, &rl);
+            expect_ok(st, "prioritize", resp);
+            int dgx = reply_score(resp, "node-00000"), pcie = reply_score(resp, "node-00001");
+            if (dgx < 0 || pcie < 0 || (dgx != pcie) != (t == 0)) {
+                fprintf(stderr, "H %s: %s topology, a 2-GPU pod scores the DGX %d and the PCIe server %d\n",
+                        policies[p], t ? "without" : "with", dgx, pcie);
+                die("the topology cluster does not read as meant");
+            }
+        }
+        for (int v = 0; v < 2; v++)
+            for (int cold = 1; cold >= 0; cold--) {
+                /* a cell: as many calls (a multiple of 5, each shape alike) as take about target_ms of CPU */
+                int seq[2] = {0, 0};
+                double probe = h_cell(x[1], &c[1], verbs[v], body, len, cold, 10, &seq[1]);
+                h_cell(x[0], &c[0], verbs[v], body, len, cold, 10, &seq[0]);   /* (warms the cache alike) */
+                int calls = probe > 0 ? 5 * (int)(target_ms / probe / 5 + 1) : 500;
+                if (calls > 5000) calls = 5000;
+                double cpu[2][64];
+                for (int cell = 0; cell < cells && cell < 64; cell++)
+                    for (int t = 0; t < 2; t++) cpu[t][cell] = h_cell(x[t], &c[t], verbs[v], body, len, cold, calls, &seq[t]);
+                double with = median(cpu[0], cells), without = median(cpu[1], cells);
+                printf("H  %-8s %-10s %s: with topology %.3f ms/call, without %.3f ms/call, with/without %.2f "
+                       "(%d calls a cell)\n",
+                       policies[p], verbs[v] + 9, cold ? "cold (1..5 GPUs in turn)" : "warm (answer cache)    ", with,
+                       without, without > 0 ? with / without : 0, calls);
+                fflush(stdout);
+            }
+        if (p == 0) h_webhook(x[0], &c[0]);
+        for (int t = 0; t < 2; t++) {
+            conn_close(&c[t]);
+            xstop(x[t]);
+        }
+    }
+    for (int k = 0; k < 5; k++) free(body[k]);
+}
+
 int main(int argc, char **argv) {
     const char *env = getenv("TESSERA_EXTENDER");
     if (env) snprintf(ext_bin, sizeof ext_bin, "%s", env);
@@ -900,6 +1088,7 @@ int main(int argc, char **argv) {
     if (only && strchr(only, 'E')) bench_e();
     if (only && strchr(only, 'F')) bench_f();
     if (only && strchr(only, 'G')) bench_g();
+    if (only && strchr(only, 'H')) bench_h();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "bench_extender: could not remove %s\n", tmpdir);

@@ -14,7 +14,23 @@
  * "topo-hidden" scores the same topology cluster with every node's topology hidden (as a node
  * without the annotation): the difference is what weighing topology costs.
  *
+ * "topo-cost" measures that difference side by side, in one run, on the cluster of issue 30: 5,000
+ * idle nodes alternating a DGX A100 and an 8-GPU PCIe server with NVLink pairs, with their topology
+ * and the same nodes without it, calls on the two alternated. Per call, what extender/verbs.c runs on
+ * every node when its answer cache has none: prioritize (policy_score, then policy_scores_0_10) and
+ * filter (model_fit_any); for binpack and fgd-pack (target: bench_extender's five shapes), for pods
+ * on 1..5 whole GPUs in turn and for shares of 0.1..0.5 GPU in turn. Prioritize twice: on nodes
+ * unchanged since they were last scored (what topo.c remembers of a node serves the repeated
+ * shapes, as it does for all nodes but one between two pods), and on nodes every one of which
+ * changed since it was last scored for that shape (before every call a one-GPU pod is placed on
+ * GPU 7 of each node, or leaves it again: topo.c's answers are all for another idle set, the
+ * most a pod can find to work out again). The extender's answer cache itself is
+ * bench_extender's cell H.
+ *
  *   make build/bench/bench_policy && build/bench/bench_policy [whole|mig|topo|topo-hidden|ext] [policy]
+ *   build/bench/bench_policy topo-cost [binpack|fgd-pack] [prioritize|changed|filter] [whole|share] [topo|plain]
+ *   valgrind --tool=callgrind --toggle-collect=timed_call build/bench/bench_policy topo-cost binpack prioritize whole topo
+ *     (the last three arguments pick one cell and one side, for callgrind's instruction counts)
  *
  * Run from the repository root (fgd's target workload is the openb default pod list).
  * Wall-clock ms; on a shared machine take the median of several runs of the program.
@@ -229,6 +245,121 @@ static void free_nodes(model_node **nodes) {
     for (int i = 0; i < NODES; i++) model_node_free(nodes[i]);
 }
 
+/* ------------------------------------------------------------ topo-cost (issue 30) */
+
+/* The issue's cluster: idle nodes alternating dgx-a100 and pcie8-nvlink-pairs; topo false: the same nodes
+ * without their matrix. */
+static void build_topo_cost(model_node **nodes, bool topo) {
+    char name[64];
+    for (int i = 0; i < NODES; i++) {
+        snprintf(name, sizeof name, "topo-%05d", i);
+        nodes[i] = test_server_node(name, i % 2 ? TEST_PCIE8 : TEST_DGX_A100, MODEL_GPU_WHOLE, 1);
+        if (!topo) {
+            free(nodes[i]->topo);
+            nodes[i]->topo = NULL;
+        }
+    }
+}
+
+/* bench_extender.c's fgd target: gpumem 10240 + 30 cores, gpumem 20480 + 50 cores, 1, 2 and 8 GPUs. */
+static policy_workload *topo_cost_target(void) {
+    policy_workload *w = policy_workload_new();
+    model_request a = req_frac(300, 0), b = req_frac(500, 0);
+    a.memory_mib = 10240;
+    b.memory_mib = 20480;
+    model_request shapes[] = {a, b, req_whole(1, 0), req_whole(2, 0), req_whole(8, 0)};
+    for (int i = 0; i < 5; i++) policy_workload_add(w, &shapes[i], 1, NULL, 0);
+    policy_workload_finish(w, 100, NULL, 0);
+    return w;
+}
+
+/* One call of the verb over every node, as the extender makes it with no answer cached. */
+static __attribute__((noinline)) long topo_cost_call(const policy *p, const policy_ctx *ctx, const model_request *r,
+                                                     model_node **nodes, policy_result *res, int *scores, bool filter) {
+    long sum = 0;
+    for (int i = 0; i < NODES; i++) {
+        if (filter) sum += model_fit_any(nodes[i], r, NULL, 0);
+        else policy_score(p, r, nodes[i], ctx, &res[i], NULL, 0);
+    }
+    if (!filter) {
+        policy_scores_0_10(p, ctx, res, NODES, scores);
+        for (int i = 0; i < NODES; i++) sum += scores[i];
+    }
+    return sum;
+}
+
+/* The call timed: what callgrind counts (--toggle-collect=timed_call), the warm-up left out. */
+static __attribute__((noinline)) long timed_call(const policy *p, const policy_ctx *ctx, const model_request *r,
+                                                 model_node **nodes, policy_result *res, int *scores, bool filter) {
+    return topo_cost_call(p, ctx, r, nodes, res, scores, filter);
+}
+
+/* Every node changes: a one-GPU pod arrives on GPU 7, or leaves it. */
+static void change_all(model_node **nodes) {
+    model_request one = req_whole(1, 0);
+    for (int i = 0; i < NODES; i++)
+        if (model_release(nodes[i], "churn") != 0 && place_on(nodes[i], &one, "churn", 7) != 0) {
+            fprintf(stderr, "bench_policy: cannot place the churn pod\n");
+            exit(1);
+        }
+}
+
+static int topo_cost(int argc, char **argv, policy_result *res, int *scores) {
+    const char *only_pol = argc > 2 ? argv[2] : NULL, *only_verb = argc > 3 ? argv[3] : NULL;
+    const char *only_req = argc > 4 ? argv[4] : NULL, *only_side = argc > 5 ? argv[5] : NULL;
+    model_node **side_nodes[2] = {calloc(NODES, sizeof(model_node *)), calloc(NODES, sizeof(model_node *))};
+    policy_workload *w = topo_cost_target();
+    if (!side_nodes[0] || !side_nodes[1] || !w) return 1;
+    build_topo_cost(side_nodes[0], true);
+    build_topo_cost(side_nodes[1], false);
+    policy_ctx ctx;
+    policy_ctx_init(&ctx, 42);
+    ctx.workload = w;
+    printf("topo-cost: %d idle nodes alternating dgx-a100 and pcie8-nvlink-pairs, with their topology and without;\n"
+           "wall ms per call over every node, median of %d calls, the two sides alternated\n", NODES, RUNS);
+    printf("%-9s %-6s %-22s %10s %10s %7s\n", "policy", "pods", "verb", "topo ms", "plain ms", "ratio");
+    static const char *const pols[] = {"binpack", "fgd-pack"};
+    static const char *const verbs[] = {"prioritize", "changed", "filter"};
+    static const char *const verb_text[] = {"prioritize", "prioritize (changed)", "filter"};
+    static const char *const reqs[] = {"whole", "share"};
+    for (int pi = 0; pi < 2; pi++) {
+        if (only_pol && strcmp(only_pol, pols[pi])) continue;
+        const policy *p = policy_find(pols[pi]);
+        for (int q = 0; q < 2; q++) {
+            if (only_req && strcmp(only_req, reqs[q])) continue;
+            for (int v = 0; v < 3; v++) {
+                if (only_verb && strcmp(only_verb, verbs[v])) continue;
+                double t[2][RUNS];
+                long check = 0;
+                for (int k = -5; k < RUNS; k++)   /* five calls to warm up: each shape once */
+                    for (int side = 0; side < 2; side++) {
+                        if (only_side && strcmp(only_side, side ? "plain" : "topo")) continue;
+                        int shape = (k + 5) % 5;
+                        model_request r = q ? req_frac(100 * (1 + shape), 0) : req_whole(1 + shape, 0);
+                        if (v == 1) change_all(side_nodes[side]);
+                        double t0 = now_ms();
+                        check += k < 0 ? topo_cost_call(p, &ctx, &r, side_nodes[side], res, scores, v == 2)
+                                       : timed_call(p, &ctx, &r, side_nodes[side], res, scores, v == 2);
+                        if (k >= 0) t[side][k] = now_ms() - t0;
+                    }
+                if (only_side) continue;
+                qsort(t[0], RUNS, sizeof t[0][0], cmp_double);
+                qsort(t[1], RUNS, sizeof t[1][0], cmp_double);
+                double a = t[0][RUNS / 2], b = t[1][RUNS / 2];
+                printf("%-9s %-6s %-22s %10.3f %10.3f %7.2f%s\n", pols[pi], reqs[q], verb_text[v], a, b, a / b,
+                       check < 0 ? " (checksum)" : "");
+                fflush(stdout);
+            }
+        }
+    }
+    free_nodes(side_nodes[0]);
+    free_nodes(side_nodes[1]);
+    free(side_nodes[0]);
+    free(side_nodes[1]);
+    policy_workload_free(w);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *part = argc > 1 ? argv[1] : "";   /* "whole", "mig" or "ext": one part only */
     const char *pol = argc > 2 ? argv[2] : NULL;  /* one policy only */
@@ -236,6 +367,13 @@ int main(int argc, char **argv) {
     model_node **nodes = calloc(NODES, sizeof *nodes);
     policy_result *res = calloc(NODES, sizeof *res);
     int *scores = calloc(NODES, sizeof *scores);
+    if (!strcmp(part, "topo-cost")) {
+        int rc = nodes && res && scores ? topo_cost(argc, argv, res, scores) : 1;
+        free(nodes);
+        free(res);
+        free(scores);
+        return rc;
+    }
     policy_workload *w = openb_workload("default");
     const model_gpu_product *a100 = model_catalog_find(model_catalog_default(), "NVIDIA-A100-SXM4-80GB");
     if (!nodes || !res || !scores || !w || !a100) {

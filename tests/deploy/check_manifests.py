@@ -85,6 +85,7 @@ EXTENDER_METRICS = {
     "tessera_reservation_ops_total": "counter",        # labels op, result
     "tessera_namespace_gpu_milli": "gauge",            # label namespace (README, Quotas)
     "tessera_namespace_gpu_memory_mib": "gauge",       # label namespace
+    "tessera_webhook_declarations_total": "counter",   # labels rule, why (README, Quotas)
 }
 
 # Exactly what tessera-extender may do cluster-wide: (apiGroup, resource, resourceName|None) -> verbs.

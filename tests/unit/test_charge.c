@@ -119,24 +119,31 @@ static model_node *built_node(int kind) {
     return n;
 }
 
-TEST(charge_declared_at_admission_covers_every_bind) {
-    static const char *fixtures[] = {
-        "nodes/a100-40gb-mig-mixed.json", "nodes/a100-mig-mixed-mps.json", "nodes/a100-mig-mixed-timeslice-rename.json",
-        "nodes/a100-mig-mixed-timeslice.json", "nodes/a100-pre-r470.json", "nodes/annotated-a100-mixed.json",
-        "nodes/annotated-h100-x4.json", "nodes/h100-mig-mixed-me.json", "nodes/h100-mig-single-timeslice-rename.json",
-        "nodes/h100-mig-single-timeslice.json", "nodes/h100-mig-single.json", "nodes/h100-mps.json",
-        "nodes/plain-a100-80gb-x8.json", "nodes/t4-timeslice-rename.json", "nodes/t4-timeslice-x4.json",
-        "nodes/v100-bytes-memory.json", "nodes/unknown-product.json"};
-    enum { NF = sizeof fixtures / sizeof fixtures[0], NB = 5 };
-    model_node *nodes[NF + NB];
+/* The fixture nodes that take GPU pods, then the built ones, into nodes; how many. With catalog_only, only those
+ * whose every GPU is a product of the catalog. */
+static const char *const charge_fixtures[] = {
+    "nodes/a100-40gb-mig-mixed.json", "nodes/a100-mig-mixed-mps.json", "nodes/a100-mig-mixed-timeslice-rename.json",
+    "nodes/a100-mig-mixed-timeslice.json", "nodes/a100-pre-r470.json", "nodes/annotated-a100-mixed.json",
+    "nodes/annotated-h100-x4.json", "nodes/h100-mig-mixed-me.json", "nodes/h100-mig-single-timeslice-rename.json",
+    "nodes/h100-mig-single-timeslice.json", "nodes/h100-mig-single.json", "nodes/h100-mps.json",
+    "nodes/plain-a100-80gb-x8.json", "nodes/t4-timeslice-rename.json", "nodes/t4-timeslice-x4.json",
+    "nodes/v100-bytes-memory.json", "nodes/unknown-product.json", "nodes/unknown-product-no-memory.json"};
+enum { CHARGE_NF = sizeof charge_fixtures / sizeof charge_fixtures[0], CHARGE_NB = 5 };
+
+static int charge_nodes(model_node **nodes, bool catalog_only) {
     int nn = 0;
-    for (int i = 0; i < NF; i++) {
-        model_node *n = fixture_node(fixtures[i]);
-        CHECK_MSG(n, "%s does not load", fixtures[i]);
-        if (catalog_gpus(n)) nodes[nn++] = n;
+    for (int i = 0; i < CHARGE_NF; i++) {
+        model_node *n = fixture_node(charge_fixtures[i]);
+        if (n && !n->reason[0] && n->ngpus > 0 && (!catalog_only || catalog_gpus(n))) nodes[nn++] = n;
         else model_node_free(n);
     }
-    for (int k = 0; k < NB; k++) nodes[nn++] = built_node(k);
+    for (int k = 0; k < CHARGE_NB; k++) nodes[nn++] = built_node(k);
+    return nn;
+}
+
+TEST(charge_declared_at_admission_covers_every_bind) {
+    model_node *nodes[CHARGE_NF + CHARGE_NB];
+    int nn = charge_nodes(nodes, true);
     const char *env = getenv("TESSERA_SEED");
     rng = env ? strtoull(env, NULL, 10) : 20261127;
     static model_assignment as[64];
@@ -182,4 +189,117 @@ TEST(charge_declared_at_admission_covers_every_bind) {
     for (int j = 0; j < nn; j++) model_node_free(nodes[j]);
     CHECK_MSG(pods > 3000 && binds > 3000 && half_used > 150 && mps_binds > 150,
               "too few cases: %d pods, %d binds (%d MPS), %d part-used nodes", pods, binds, mps_binds, half_used);
+}
+
+/* ------------------------------------------------- this cluster's GPUs (issue 30) ---- */
+
+/* The cluster's rule rests on the same property, per node: what a pod declares on a node's own GPUs
+ * (model_charge_request_gpus over model_charge_gpus_add of that node) covers every assignment model_fit offers
+ * there, products the catalog does not know included; so model_charge_node_within admits the node for a pod
+ * that declared exactly that, and refuses it for one that declared a MiB or a milli less. */
+TEST(charge_declared_on_a_nodes_own_gpus_covers_every_bind_there) {
+    model_node *nodes[CHARGE_NF + CHARGE_NB];
+    int nn = charge_nodes(nodes, false), unknown = 0;
+    for (int i = 0; i < nn; i++) unknown += !catalog_gpus(nodes[i]);
+    rng = 30;
+    static model_assignment as[64];
+    int pods = 0, binds = 0, refused = 0;
+    char pod[600], err[300];
+    for (int step = 0; step < 8000; step++) {
+        random_pod(pod, sizeof pod);
+        model_request r;
+        if (model_request_from_pod_json(pod, strlen(pod), &r, err, sizeof err) != 0) continue;
+        if (rnd(2)) model_request_for_reservation_delivery(&r);
+        model_node *n = nodes[rnd((unsigned)nn)];
+        model_charge_gpus g = {0};
+        model_charge_gpus_add(&g, n, &r);
+        model_charge decl;
+        if (!model_charge_request_gpus(&r, &g, &decl)) continue;
+        pods++;
+        int k = model_fit(n, &r, as, 64, NULL, 0);
+        for (int i = 0; i < k && i < 64; i++) {
+            model_charge c = model_charge_assignment(n, &as[i]);
+            binds++;
+            CHECK_MSG(c.gpu_milli <= decl.gpu_milli && c.memory_mib <= decl.memory_mib, "%s on %s: bind holds %lld milli "
+                      "%lld MiB, declared on its GPUs %lld milli %lld MiB", pod, n->name, (long long)c.gpu_milli,
+                      (long long)c.memory_mib, (long long)decl.gpu_milli, (long long)decl.memory_mib);
+        }
+        r.charge_declared = true;
+        r.declared_milli = decl.gpu_milli;
+        r.declared_mib = decl.memory_mib;
+        CHECK_MSG(model_charge_node_within(n, &r, err, sizeof err), "%s on %s: refused at its own declaration: %s", pod,
+                  n->name, err);
+        r.declared_mib = rnd(2) ? decl.memory_mib - 1 : -1;
+        r.declared_milli = r.declared_mib < 0 ? decl.gpu_milli - 1 : -1;
+        bool within = model_charge_node_within(n, &r, err, sizeof err);
+        refused += !within;
+        CHECK_MSG(!within && strstr(err, "the pod declared at admission"), "%s on %s: one less than its declaration "
+                  "admitted", pod, n->name);
+    }
+    for (int j = 0; j < nn; j++) model_node_free(nodes[j]);
+    CHECK_MSG(pods > 1000 && binds > 2000 && unknown >= 1 && refused == pods, "too few cases: %d pods, %d binds, %d "
+              "nodes of an unknown product", pods, binds, unknown);
+}
+
+/* A cluster's declaration is at least each of its nodes' (so a node there when the pod was admitted always
+ * takes it), and the nodes a request's tessera.io/gpu-models leaves out do not count. */
+TEST(charge_gpus_of_a_cluster_and_gpu_models) {
+    model_node *a100 = fixture_node("nodes/plain-a100-80gb-x8.json"), *t4 = fixture_node("nodes/t4-timeslice-x4.json"),
+               *h100 = fixture_node("nodes/annotated-h100-x4.json");
+    CHECK(a100 && t4 && h100);
+    model_request r;
+    CHECK(parse(POD("\"nvidia.com/gpu\":\"1\"", ""), &r) == 0);
+    model_charge_gpus g = {0};
+    model_charge_gpus_add(&g, a100, &r);
+    model_charge_gpus_add(&g, t4, &r);
+    model_charge_gpus_add(&g, h100, &r);
+    model_charge_gpus_add(&g, a100, &r);   /* a second node of a kind adds no kind */
+    CHECK_INT(g.n, 3);
+    model_charge c;
+    CHECK_INT(model_charge_request_gpus(&r, &g, &c), 1);
+    CHECK_INT(c.gpu_milli, 1000);
+    CHECK_INT(c.memory_mib, 81920);
+    r.charge_declared = true;
+    r.declared_milli = c.gpu_milli;
+    r.declared_mib = c.memory_mib;
+    CHECK(model_charge_node_within(a100, &r, NULL, 0) && model_charge_node_within(t4, &r, NULL, 0) &&
+          model_charge_node_within(h100, &r, NULL, 0));
+    CHECK(parse(POD("\"nvidia.com/gpu\":\"1\"", "\"tessera.io/gpu-models\":\"Tesla-T4\""), &r) == 0);
+    model_charge_gpus t = {0};
+    model_charge_gpus_add(&t, a100, &r);
+    model_charge_gpus_add(&t, h100, &r);
+    CHECK_INT(t.n, 0);
+    CHECK_INT(model_charge_request_gpus(&r, &t, &c), 0);   /* none here: the caller takes the catalog's rule */
+    CHECK_INT(c.memory_mib, 0);
+    model_charge_gpus_add(&t, t4, &r);
+    CHECK_INT(model_charge_request_gpus(&r, &t, &c), 1);
+    CHECK_INT(c.memory_mib, 15360);   /* a T4's, in any mode a node could offer it (the catalog's rule, per product) */
+    model_node_free(a100);
+    model_node_free(t4);
+    model_node_free(h100);
+}
+
+/* What a pod declared is read as ResourceQuota counts it: the effective request (the app containers' sum, or an
+ * init container's if larger), each unit on its own; request and limit must agree, as for any extended resource. */
+TEST(charge_declared_is_read_from_the_pods_requests) {
+    model_request r;
+    CHECK(parse(POD("\"nvidia.com/gpu\":\"1\"", ""), &r) == 0);
+    CHECK(!r.charge_declared);
+    const char *pod = "{\"spec\":{\"initContainers\":[{\"resources\":{\"requests\":{\"tessera.io/gpu-memory-mib\":\"90000\"}}}],"
+                      "\"containers\":[{\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\",\"tessera.io/gpu-milli\":\"1000\","
+                      "\"tessera.io/gpu-memory-mib\":\"81920\"}}},{\"resources\":{\"requests\":{\"tessera.io/gpu-milli\":\"500\"}}}]}}";
+    CHECK(parse(pod, &r) == 0);
+    CHECK(r.charge_declared);
+    CHECK_INT(r.declared_milli, 1500);   /* 1000 + 500 */
+    CHECK_INT(r.declared_mib, 90000);    /* the init container's, larger than 81920 */
+    CHECK(parse(POD("\"nvidia.com/gpu\":\"1\",\"tessera.io/gpu-milli\":\"1000\"", ""), &r) == 0);
+    CHECK(r.charge_declared && r.declared_milli == 1000 && r.declared_mib == -1);
+    model_request same;
+    CHECK(parse(POD("\"nvidia.com/gpu\":\"1\",\"tessera.io/gpu-milli\":\"999\"", ""), &same) == 0);
+    CHECK(!model_request_same(&r, &same));   /* a different declaration is a different request (answer cache) */
+    char err[300];
+    const char *unequal = "{\"spec\":{\"containers\":[{\"resources\":{\"requests\":{\"tessera.io/gpu-milli\":\"500\"},"
+                          "\"limits\":{\"tessera.io/gpu-milli\":\"1000\"}}}]}}";
+    CHECK(model_request_from_pod_json(unequal, strlen(unequal), &r, err, sizeof err) != 0);
+    CHECK(strstr(err, "tessera.io/gpu-milli request (500) and limit (1000) must be equal") != NULL);
 }
