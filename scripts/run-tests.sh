@@ -1,20 +1,25 @@
 #!/bin/sh
 # Runs every test suite and prints their combined "N passed, N failed" as the last line:
-#   1. the C unit and end-to-end tests (the binary given as $1),
-#   2. the deployment manifest checks (tests/deploy/check_manifests.py; skipped without python3).
+#   1. the C unit and end-to-end tests (the binary given as $1), several at once: each in a process of its own,
+#      its output printed whole when it ends (tests/unit/main.c, -j);
+#   2. the deployment manifest checks (tests/deploy/check_manifests.py; skipped without python3), beside them.
+# With a FILTER (sh scripts/run-tests.sh BINARY FILTER) only the C tests whose name or file contains it run.
+# TEST_JOBS sets how many C tests run at once (default: 3 per CPU; 1 runs them one after another in one process).
 # Exits non-zero when any suite fails or does not end with its summary line.
 set -u
 bin=$1
+filter=${2-}
+jobs=${TEST_JOBS:-$((3 * $(nproc 2>/dev/null || echo 2)))}
 passed=0 failed=0 rc=0
 out=$(mktemp) || exit 1
-trap 'rm -f "$out"' EXIT
+pyout=$(mktemp) || exit 1
+pypid=
+trap 'rm -f "$out" "$out.status" "$pyout"; [ -z "$pypid" ] || kill "$pypid" 2>/dev/null' EXIT
 
-run_suite() {
-    name=$1; shift
-    "$@" >"$out" 2>&1
-    status=$?
-    cat "$out"
-    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$out" | tail -n 1)
+# Add a suite's summary line (the last line of its output, in file) to the totals.
+count_suite() {
+    name=$1 file=$2 status=$3
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$file" | tail -n 1)
     if [ -z "$line" ]; then
         echo "not ok - $name ended without a summary line (exit status $status)"
         failed=$((failed + 1)); rc=1; return
@@ -25,11 +30,28 @@ run_suite() {
     [ "$status" -eq 0 ] || rc=1
 }
 
-run_suite "unit tests" "$bin"
-if command -v python3 >/dev/null 2>&1; then
-    run_suite "deploy manifest checks" python3 tests/deploy/check_manifests.py
-else
-    echo "# SKIP deploy manifest checks: python3 is not installed"
+if [ -z "$filter" ]; then
+    if command -v python3 >/dev/null 2>&1; then
+        python3 tests/deploy/check_manifests.py >"$pyout" 2>&1 &
+        pypid=$!
+    else
+        echo "# SKIP deploy manifest checks: python3 is not installed" >"$pyout"
+    fi
+fi
+
+# The C tests' lines as they come (each test's once it has ended), and its exit status through a file: a pipe
+# would give tee's.
+{ "$bin" -j "$jobs" ${filter:+"$filter"} 2>&1; echo $? >"$out.status"; } | tee "$out"
+count_suite "unit tests" "$out" "$(cat "$out.status" 2>/dev/null || echo 1)"
+
+if [ -n "$pypid" ]; then
+    wait "$pypid"
+    status=$?
+    pypid=
+    cat "$pyout"
+    count_suite "deploy manifest checks" "$pyout" "$status"
+elif [ -s "$pyout" ]; then
+    cat "$pyout"
 fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] || rc=1
