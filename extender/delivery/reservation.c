@@ -38,6 +38,7 @@ typedef struct rpod {
                                         * crash loop's back-off message (~140 characters) and its last exit */
     bool deleting;
     uint32_t gen;
+    uint64_t rv;              /* metadata.resourceVersion of the version the table holds; 0 if not a number */
     int64_t created_wall_ms;  /* metadata.creationTimestamp (ms since the epoch), 0 if unknown */
     int64_t first_ms;         /* when this controller first saw it (age) */
     int64_t tenantless_ms;    /* since when it has had no tenant; 0: it has tenants */
@@ -55,6 +56,7 @@ typedef struct spod {
     bool started;             /* a container (init or app) ran: it cannot be moved any more */
     int refusals;             /* EXT_RSV_ANN_REFUSALS: reservations refused under it so far (survives restarts) */
     uint32_t gen;
+    uint64_t rv;              /* metadata.resourceVersion of the version the table holds; 0 if not a number */
     char ev_pending_for[NAME_LEN + 96], ev_refused_for[NAME_LEN];
     char cm_written[1024];    /* the UUIDs of the ConfigMap last ensured */
     bool ev_delivered, ev_nomut, ev_unavail, ev_lost, ev_foreign;
@@ -70,7 +72,8 @@ typedef struct unit_mem {
     uint32_t seen_pass;
 } unit_mem;
 
-/* A reservation this controller deleted, kept a while so that no late event makes it live again. */
+/* A pod of the tables that was deleted (by this controller, or as the watch showed), kept a while so that no
+ * late copy of it (a stale event, the reply to our own earlier write) puts it back. */
 typedef struct tomb {
     int64_t ms;
     char uid[MODEL_UID_LEN];
@@ -98,7 +101,7 @@ struct ext_rsv {
     ext_map *rpods;           /* name -> rpod */
     ext_map *spods;           /* uid -> spod */
     ext_map *units;           /* key -> unit_mem (worker only) */
-    ext_map *tombs;           /* uid -> tomb: reservations this controller deleted; no late event revives one */
+    ext_map *tombs;           /* uid -> tomb: pods of the tables that were deleted; no late copy revives one */
     uint32_t gen;
     bool synced, dirty, stop, started;
     pthread_t thr;
@@ -172,14 +175,44 @@ static int64_t wall_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* metadata.resourceVersion as a number; 0 when it is not one. The API server's are etcd revisions: decimal,
+ * and larger for a later version of an object (client-go's MutationCache orders them the same way). */
+static uint64_t meta_rv(const cJSON *meta) {
+    const char *s = jstr(meta, "resourceVersion", NULL);
+    char *end = NULL;
+    unsigned long long v = s && *s >= '0' && *s <= '9' ? strtoull(s, &end, 10) : 0;
+    return end && !*end ? (uint64_t)v : 0;
+}
+
+/* A copy older than the one the table holds. The table learns a pod from two sources: the watch, and the
+ * replies to this controller's own writes (table_learn). On a loaded machine a reply can come after the watch
+ * has already shown later changes (the kubelet admitted a reservation and tessera-reserve published its UUID);
+ * taking the reply's copy then would hide them until the pod changes again, which it may never do. */
+static bool stale(uint64_t held, uint64_t rv) { return held && rv && rv < held; }
+
+/* Caller holds mu. */
+static void tomb_add(ext_rsv *r, const char *uid) {
+    if (!uid || !uid[0] || strlen(uid) >= MODEL_UID_LEN || ext_map_get(r->tombs, uid)) return;
+    tomb *t = calloc(1, sizeof *t);
+    if (!t) return;
+    t->ms = ext_now_ms();
+    cpy(t->uid, sizeof t->uid, uid);
+    if (ext_map_put(r->tombs, t->uid, t) != 0) free(t);
+}
+
 static void rpod_update(ext_rsv *r, const cJSON *obj) {
     const cJSON *meta = model_json_get(obj, "metadata");
     const char *name = jstr(meta, "name", NULL), *uid = jstr(meta, "uid", NULL);
     if (!name || strlen(name) >= NAME_LEN) return;
     rpod *p = ext_map_get(r->rpods, name);
-    /* We deleted it: an event that was on its way (or a stale relist) must not make it live again. */
+    /* Deleted: an event that was on its way, a stale relist or a late reply must not make it live again. */
     bool gone = uid && ext_map_get(r->tombs, uid) != NULL;
     if (!p && gone) return;
+    uint64_t rv = meta_rv(meta);
+    if (p && !strcmp(p->uid, uid ? uid : "") && stale(p->rv, rv)) {
+        p->gen = r->gen;   /* a relist that mentions it: still there */
+        return;
+    }
     if (!p) {
         if (!(p = calloc(1, sizeof *p))) return;
         cpy(p->name, sizeof p->name, name);
@@ -216,6 +249,7 @@ static void rpod_update(ext_rsv *r, const cJSON *obj) {
     p->created_wall_ms = rfc3339_ms(jstr(meta, "creationTimestamp", NULL));
     p->deleting = jstr(meta, "deletionTimestamp", NULL) != NULL || gone;
     p->gen = r->gen;
+    p->rv = rv;
 }
 
 /* A container ran: an init container counts (it saw the delivered environment too), and so does one
@@ -241,6 +275,12 @@ static void spod_update(ext_rsv *r, const cJSON *obj) {
     if (!uid || !uid[0] || strlen(uid) >= MODEL_UID_LEN || !name || strlen(name) >= NAME_LEN) return;
     if (!ns) ns = "default";
     spod *s = ext_map_get(r->spods, uid);
+    if (!s && ext_map_get(r->tombs, uid)) return;   /* deleted: see rpod_update */
+    uint64_t rv = meta_rv(meta);
+    if (s && stale(s->rv, rv)) {
+        s->gen = r->gen;
+        return;
+    }
     const char *phase = jstr(obj, "status", "phase"), *node = jstr(obj, "spec", "nodeName");
     const char *ann = jstr(meta, "annotations", EXT_ANN_ASSIGNMENT);
     model_request req;
@@ -275,6 +315,7 @@ static void spod_update(ext_rsv *r, const cJSON *obj) {
     s->refusals = rf ? atoi(rf) : 0;
     if (s->refusals < 0) s->refusals = 0;
     s->gen = r->gen;
+    s->rv = rv;
 }
 
 static void kick_locked(ext_rsv *r) {
@@ -318,11 +359,18 @@ void ext_rsv_on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const c
             const cJSON *meta = model_json_get(obj, "metadata");
             if (is_reservation(r, meta)) {
                 const char *name = jstr(meta, "name", NULL);
-                if (ev == EXT_KUBE_DELETED) { if (name) free(ext_map_del(r->rpods, name)); }
-                else rpod_update(r, obj);
+                if (ev == EXT_KUBE_DELETED) {
+                    rpod *p = name ? ext_map_del(r->rpods, name) : NULL;
+                    if (p) tomb_add(r, p->uid);
+                    free(p);
+                } else {
+                    rpod_update(r, obj);
+                }
             } else if (ev == EXT_KUBE_DELETED) {
                 const char *uid = jstr(meta, "uid", NULL);
-                if (uid) spod_free(ext_map_del(r->spods, uid));
+                spod *s = uid ? ext_map_del(r->spods, uid) : NULL;
+                if (s) tomb_add(r, s->uid);
+                spod_free(s);
             } else {
                 spod_update(r, obj);
             }
@@ -758,7 +806,8 @@ static unit_mem *unit_mem_get(ext_rsv *r, const char *node, int gpu, const char 
     return m;
 }
 
-/* Record a pod we wrote in the table at once (the watch will say the same later). */
+/* Record a pod we wrote in the table at once (the watch will say the same later), unless the watch has shown a
+ * later version of it already, or its deletion (rpod_update, spod_update). */
 static void table_learn(ext_rsv *r, const char *resp) {
     cJSON *o = resp ? cJSON_Parse(resp) : NULL;
     if (cJSON_IsObject(o)) {
@@ -775,14 +824,7 @@ static void table_forget_rpod(ext_rsv *r, const char *name, const char *uid) {
     pthread_mutex_lock(&r->mu);
     rpod *p = ext_map_get(r->rpods, name);
     if (p) p->deleting = true;   /* the watch removes it; until then it is releasing, not live */
-    if (uid && uid[0] && strlen(uid) < MODEL_UID_LEN && !ext_map_get(r->tombs, uid)) {
-        tomb *t = calloc(1, sizeof *t);
-        if (t) {
-            t->ms = ext_now_ms();
-            cpy(t->uid, sizeof t->uid, uid);
-            if (ext_map_put(r->tombs, t->uid, t) != 0) free(t);
-        }
-    }
+    tomb_add(r, uid);
     pthread_mutex_unlock(&r->mu);
 }
 
