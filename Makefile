@@ -38,11 +38,20 @@ BENCH_SRC  := $(wildcard tests/bench/*.c)
 # protowire.c) and the holdings record; the tests, benches and fuzzers link it. It links neither extender/ nor model/.
 AGENT_LIB_SRC := $(filter-out agent/main.c,$(wildcard agent/*.c))
 # reserve/: tessera-reserve, the node-side program of a reservation pod; device.c is pure and unit-tested.
-RESERVE_LIB_SRC := reserve/device.c
-# tests/support/fake_nvml.c is not part of the tests' binary: it is the fake libnvidia-ml.so.1 (below).
-SUPPORT_SRC := $(filter-out tests/support/fake_nvml.c,$(wildcard tests/support/*.c))
+RESERVE_LIB_SRC := reserve/device.c reserve/install.c
+# mps.c: --mps, the GPU's MPS control daemon (a child process; tests run it against the fake daemon).
+RESERVE_LIB_SRC += reserve/mps.c
+# shim/: libtessera-cuda.so, the library preloaded into a soft share's processes (shim/shim.c). Its own layer: it
+# links only libc and libdl. The tests link its ledger and allocation table too, to test them in-process.
+SHIM_SRC := $(wildcard shim/*.c) shim/dlsym.S
+SHIM_TESTED_SRC := shim/ledger.c shim/track.c
+# Not part of the tests' binary: the fake libnvidia-ml.so.1 and libcuda.so.1, the CUDA probe and the RTLD_NEXT
+# test library, the fake nvidia-cuda-mps-control (below).
+SUPPORT_NOT_LINKED := tests/support/fake_nvml.c tests/support/fake_cuda.c tests/support/cuda_probe.c \
+                      tests/support/preload_wrap.c tests/support/fake_mps_control.c
+SUPPORT_SRC := $(filter-out $(SUPPORT_NOT_LINKED),$(wildcard tests/support/*.c))
 # tests/fuzz/fuzz_targets.c: the fuzz target bodies, replayed over their corpora by the unit tests.
-TEST_SRC   := $(wildcard tests/unit/*.c) $(SUPPORT_SRC) $(RESERVE_LIB_SRC) $(AGENT_LIB_SRC) \
+TEST_SRC   := $(wildcard tests/unit/*.c) $(SUPPORT_SRC) $(RESERVE_LIB_SRC) $(AGENT_LIB_SRC) $(SHIM_TESTED_SRC) \
               tests/fuzz/fuzz_targets.c
 GEN_SRC    := $(BUILD)/gen/catalog_data.c
 
@@ -64,11 +73,19 @@ RESERVE_BIN := $(BUILD)/tessera-reserve
 AGENT_BIN := $(BUILD)/tessera-node-agent
 # The fake NVML the agent's tests put on LD_LIBRARY_PATH, in a directory of its own so nothing else is found there.
 FAKE_NVML := $(BUILD)/fake-nvml/libnvidia-ml.so.1
+SHIM_LIB := $(BUILD)/libtessera-cuda.so
+# The fake driver, the CUDA probe (two builds: the driver dlopen'ed, and linked) and the RTLD_NEXT test library,
+# in a directory of their own: tests put it on LD_LIBRARY_PATH and find nothing else there.
+FAKE_CUDA_DIR := $(BUILD)/fake-cuda
+FAKE_CUDA := $(FAKE_CUDA_DIR)/libcuda.so.1
+CUDA_PROBE := $(FAKE_CUDA_DIR)/tessera-cuda-probe
+PRELOAD_WRAP := $(FAKE_CUDA_DIR)/libwrap-uname.so
+FAKE_CUDA_ALL := $(FAKE_CUDA) $(CUDA_PROBE) $(CUDA_PROBE)-linked $(PRELOAD_WRAP)
 TEST_BIN := $(BUILD)/tessera-tests
 BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 .PHONY: all run sim test asan asan-build test-stress asan-stress bench clean deps fuzz fuzz-build
-all: $(EXT_BIN) $(RESERVE_BIN) $(AGENT_BIN) $(SIM_BIN) $(TEST_BIN) $(FAKE_NVML)
+all: $(EXT_BIN) $(RESERVE_BIN) $(AGENT_BIN) $(SIM_BIN) $(TEST_BIN) $(FAKE_NVML) $(SHIM_LIB) $(FAKE_CUDA_ALL)
 
 deps: $(BUILD)/.deps
 $(BUILD)/.deps: scripts/deps.sh
@@ -143,10 +160,52 @@ $(AGENT_BIN): $(AGENT_OBJ)
 	$(Q)$(CC) $(CFLAGS) -o $@ $(AGENT_OBJ) $(LDLIBS) -ldl
 
 # Built without the sanitizers: it is loaded into the agent with dlopen, and the agent's own build decides those.
-$(FAKE_NVML): tests/support/fake_nvml.c $(BUILD)/.deps
+# It models memory in use on the fake driver's node with the shim's ledger (tests/support/fake_gpu.h).
+$(FAKE_NVML): tests/support/fake_nvml.c tests/support/fake_gpu.h shim/ledger.c shim/ledger.h $(BUILD)/.deps
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $@")
-	$(Q)$(CC) $(CSTD) $(WARN) -O2 -g -fPIC -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $<
+	$(Q)$(CC) $(CSTD) $(WARN) -O2 -g -I. -fPIC -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $< shim/ledger.c
+
+# libtessera-cuda.so: never with the sanitizers (it is preloaded into other programs), and needing only a C compiler
+# (no dependency check: tests/gpu/run.sh builds it on GPU machines that have nothing else). -fvisibility=hidden: it
+# exports only its hooks and dlsym; -Bsymbolic-functions: its own references to its hooks are its own, whatever
+# else is preloaded; libdl.so.2 named explicitly: before glibc 2.34 dlopen/dlsym live there, and a program that
+# does not link it would leave the shim's references unresolved (tests/unit/test_shim.c checks the versions).
+$(SHIM_LIB): $(SHIM_SRC) $(wildcard shim/*.h)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CSTD) $(WARN) -O2 -g -I. -fPIC -shared -fvisibility=hidden -Wl,-Bsymbolic-functions \
+	    -Wl,-soname,libtessera-cuda.so -o $@ $(SHIM_SRC) -Wl,--no-as-needed -l:libdl.so.2
+
+# The fake driver (tests/support/fake_cuda.c): -Bsymbolic-functions as the real driver, whose cuGetProcAddress hands
+# out its own functions even when an interposer exports the same names.
+$(FAKE_CUDA): tests/support/fake_cuda.c tests/support/fake_gpu.h shim/ledger.c $(wildcard shim/*.h) $(BUILD)/.deps
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CSTD) $(WARN) -O2 -g -I. -fPIC -shared -Wl,-Bsymbolic-functions -Wl,-soname,libcuda.so.1 -o $@ \
+	    $< shim/ledger.c -lpthread
+$(CUDA_PROBE): tests/support/cuda_probe.c $(wildcard shim/*.h) $(BUILD)/.deps
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CSTD) $(WARN) -O2 -g -I. -o $@ $< -ldl -Wl,-rpath,'$$ORIGIN'
+$(CUDA_PROBE)-linked: tests/support/cuda_probe.c $(FAKE_CUDA) $(wildcard shim/*.h)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CSTD) $(WARN) -O2 -g -I. -DPROBE_LINKED -o $@ $< -L$(FAKE_CUDA_DIR) -l:libcuda.so.1 -ldl \
+	    -Wl,-rpath,'$$ORIGIN'
+$(PRELOAD_WRAP): tests/support/preload_wrap.c $(BUILD)/.deps
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CSTD) $(WARN) -O2 -g -fPIC -shared -o $@ $< -ldl
+
+# The fake NVIDIA MPS control daemon: tests put $(BUILD)/fake-cuda/bin on PATH, where tessera-reserve --mps finds it
+# as it finds the real one the NVIDIA container runtime mounts. Built with the build's own flags (sanitizers
+# included): it is a program, not a library loaded into another.
+FAKE_MPS := $(BUILD)/fake-cuda/bin/nvidia-cuda-mps-control
+all: $(FAKE_MPS)
+$(FAKE_MPS): $(BUILD)/tests/support/fake_mps_control.o
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) -o $@ $<
 
 # libyaml: the tests read deploy/'s manifests themselves (tests/support/yaml_json.c), to start tessera as
 # deploy/ runs it. libnghttp2: the fake kubelet Pod Resources gRPC server (tests/support/fake_podresources.c).
@@ -196,7 +255,8 @@ bench: $(BENCH_BIN)
 # The restart test runs the real extender binary, and test_reserve the real tessera-reserve, built next to the tests;
 # the manifest checks run tessera-sim's sweep Job; the node agent's tests run tessera-node-agent on the fake NVML.
 # Several tests run at once (TEST_JOBS, default 3 per CPU; scripts/run-tests.sh); TEST_JOBS=1 runs them one by one.
-TEST_PROGRAMS := $(TEST_BIN) $(EXT_BIN) $(RESERVE_BIN) $(AGENT_BIN) $(FAKE_NVML) $(SIM_BIN)
+TEST_PROGRAMS := $(TEST_BIN) $(EXT_BIN) $(RESERVE_BIN) $(AGENT_BIN) $(FAKE_NVML) $(SIM_BIN) $(SHIM_LIB) \
+                 $(FAKE_CUDA_ALL) $(FAKE_MPS)
 test: $(TEST_PROGRAMS)
 	@sh scripts/run-tests.sh $(TEST_BIN)
 
@@ -205,7 +265,10 @@ asan-build:
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g" \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	    build-asan/tessera-tests build-asan/tessera-extender build-asan/tessera-reserve \
-	    build-asan/tessera-node-agent build-asan/fake-nvml/libnvidia-ml.so.1
+	    build-asan/tessera-node-agent build-asan/fake-nvml/libnvidia-ml.so.1 build-asan/libtessera-cuda.so \
+	    build-asan/fake-cuda/libcuda.so.1 build-asan/fake-cuda/tessera-cuda-probe \
+	    build-asan/fake-cuda/tessera-cuda-probe-linked build-asan/fake-cuda/libwrap-uname.so \
+	    build-asan/fake-cuda/bin/nvidia-cuda-mps-control
 asan: asan-build
 	@$(ASAN_ENV) sh scripts/run-tests.sh build-asan/tessera-tests
 

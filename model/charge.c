@@ -155,8 +155,9 @@ static void take_product(unit_max *u, const model_request *r, const model_gpu_pr
         int fm = model_fraction_memory(r, cap);
         if (fm > cap) break;
         int share = memory_share(fm, cap);
-        if (iso_in(iso, MODEL_ISO_DEFAULT, MODEL_ISO_ANY, MODEL_ISO_ANY))
-            take(u, r->compute_permille > share ? r->compute_permille : share, fm);
+        /* an MPS share naming only memory is charged compute in proportion (model_fraction_compute) */
+        int soft = model_fraction_compute(r, cap);
+        if (iso_in(iso, MODEL_ISO_DEFAULT, MODEL_ISO_ANY, MODEL_ISO_ANY)) take(u, soft > share ? soft : share, fm);
         if (iso_in(iso, MODEL_ISO_ANY, MODEL_ISO_TIMESLICE, MODEL_ISO_MPS)) take_replicas(u, p, r->compute_permille, fm);
         /* Onto MIG the fraction takes an instance that holds it, and an idle one of any size
          * may be the one it gets: the largest that holds it is its most. */

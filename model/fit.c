@@ -125,6 +125,16 @@ static route_plan route_plan_for(const model_node *n, const model_request *r, ch
         }
         break;
     case MODEL_REQ_FRACTION:
+        if (r->compute_sharing == MODEL_COMPUTE_MPS) {
+            /* an MPS share of an unshared GPU, served by tessera's reservation (request.c refuses any isolation) */
+            p.soft = true;
+            if (n->sharing != MODEL_GPU_WHOLE || n->mig_strategy != MODEL_MIG_NONE)
+                snprintf(hint, hintlen, "an MPS share (tessera.io/compute-sharing: mps) takes an unshared GPU, and the "
+                         "GPUs here are %s", n->mig_strategy != MODEL_MIG_NONE ? "MIG-enabled"
+                                             : n->sharing == MODEL_GPU_MPS ? "MPS replicas of the device plugin"
+                                                                           : "time-sliced replicas of the device plugin");
+            break;
+        }
         p.soft = iso == MODEL_ISO_DEFAULT || iso == MODEL_ISO_ANY;
         p.timeslice = iso == MODEL_ISO_ANY || iso == MODEL_ISO_TIMESLICE;
         p.mps = !r->no_mps && (iso == MODEL_ISO_ANY || iso == MODEL_ISO_MPS);
@@ -134,8 +144,9 @@ static route_plan route_plan_for(const model_node *n, const model_request *r, ch
         p.mig_rep_mps = !r->no_mps && (iso == MODEL_ISO_ANY || iso == MODEL_ISO_MPS);
         if (r->no_mps && (iso == MODEL_ISO_MPS || (iso == MODEL_ISO_ANY && n->sharing == MODEL_GPU_MPS)))
             snprintf(hint, hintlen,
-                     "tessera's reservations cannot deliver a fraction on an MPS replica (MPS clients need "
-                     "the device plugin's daemon mounts): ask nvidia.com/gpu.shared, or --soft-share-delivery=none");
+                     "tessera's reservations cannot deliver a fraction on a device-plugin MPS replica (its clients "
+                     "need the plugin's daemon mounts): write tessera.io/compute-sharing: mps instead, or run "
+                     "--soft-share-delivery=none");
         break;
     case MODEL_REQ_MIG:
         if (n->mig_strategy == MODEL_MIG_SINGLE) {
@@ -245,6 +256,8 @@ typedef struct fit_stats {
     int best_free_mem, best_free_compute, best_gpu;
     int idle_instances;   /* MIG: idle instances of a usable profile */
     int profile_missing;  /* MIG: GPUs whose product lacks the profile */
+    int mode_refused;     /* soft shares: GPUs with room whose soft-share mode (or uid) turned the share away */
+    char mode_why[224];   /* ... the first of them, in words */
 } fit_stats;
 
 typedef struct fit_run {
@@ -308,6 +321,42 @@ static void note_room(fit_run *f, const model_gpu *g) {
         f->st.best_free_compute = comp;
         f->st.best_gpu = g->index;
     }
+}
+
+/* Whether a soft share of r may join GPU g's soft shares: one mode per GPU, one uid per MPS server,
+ * MPS only with per-client limits (compute capability 7.0) and within the server's client cap.
+ * NULL when it may, else why not (written into buf). */
+static const char *soft_mode_refusal(const model_gpu *g, const model_request *r, char *buf, size_t len) {
+    if (r->compute_sharing != MODEL_COMPUTE_MPS) {
+        if (!g->mps_clients) return NULL;
+        snprintf(buf, len, "GPU %d serves MPS clients (uid %d); a time-sliced share never joins them", g->index,
+                 (int)g->mps_uid);
+        return buf;
+    }
+    if (!model_gpu_mps_capable(g)) {
+        if (g->product->cc_major > 0)
+            snprintf(buf, len, "GPU %d (%s) has compute capability %d.%d; MPS shares need 7.0 (Volta) or later for "
+                     "per-client limits", g->index, g->product->product, g->product->cc_major, g->product->cc_minor);
+        else
+            snprintf(buf, len, "GPU %d (%s): compute capability unknown (not in the catalog, no "
+                     "nvidia.com/gpu.compute.major label); MPS shares need 7.0 (Volta) or later", g->index,
+                     g->product->product);
+        return buf;
+    }
+    if (model_gpu_timeslice_shares(g) > 0) {
+        snprintf(buf, len, "GPU %d carries time-sliced soft shares; an MPS share never joins them", g->index);
+        return buf;
+    }
+    if (g->mps_clients && g->mps_uid != r->run_as_uid) {
+        snprintf(buf, len, "GPU %d runs MPS clients as uid %d; this pod runs as uid %lld (MPS serves one user at a time)",
+                 g->index, (int)g->mps_uid, (long long)r->run_as_uid);
+        return buf;
+    }
+    if (g->mps_clients >= g->product->mps_max_clients) {
+        snprintf(buf, len, "GPU %d serves %d MPS clients, the most its MPS server takes", g->index, g->mps_clients);
+        return buf;
+    }
+    return NULL;
 }
 
 /* MIG candidates on one GPU: idle instances of a usable profile, then (dynamic GPUs)
@@ -409,10 +458,17 @@ static void gen_candidates(fit_run *f, const route_plan *p) {
             }
             if (p->soft && g->exclusive_holder < 0) {
                 int mem = model_fraction_memory(r, g->memory_mib);
-                if (mem <= model_gpu_free_memory(g) && r->compute_permille <= model_gpu_free_compute(g)) {
+                int comp = model_fraction_compute(r, model_mps_capacity(g->product, g->memory_mib));
+                char mwhy[sizeof f->st.mode_why];
+                const char *refused;
+                if (mem > model_gpu_free_memory(g) || comp > model_gpu_free_compute(g)) {
+                } else if ((refused = soft_mode_refusal(g, r, mwhy, sizeof mwhy))) {
+                    if (!f->st.mode_refused++) snprintf(f->st.mode_why, sizeof f->st.mode_why, "%s", refused);
+                } else {
                     model_grant c = grant_blank(gi);
                     c.memory_mib = mem;
-                    c.compute_permille = r->compute_permille;
+                    c.compute_permille = (int16_t)comp;
+                    c.mps = r->compute_sharing == MODEL_COMPUTE_MPS;
                     add_candidate(f, c);
                     made++;
                 }
@@ -583,6 +639,12 @@ static void explain(const fit_run *f, const route_plan *p, const char *hint, cha
         snprintf(why, len, "MIG profile %s does not exist on %s", r->mig_profile, n->gpus[0].product->product);
         return;
     }
+    if (s->gpus_with_room < r->count && s->mode_refused) {
+        /* room enough, but the GPU's soft shares are of another mode or uid: that is the reason */
+        snprintf(why, len, "needs %s; %s%s", req, s->mode_why,
+                 s->mode_refused > 1 ? " (and so on for the other GPUs with room)" : "");
+        return;
+    }
     if (s->gpus_with_room < r->count) {
         if (r->kind == MODEL_REQ_WHOLE && !p->mig && !p->timeslice && !p->mps)
             snprintf(why, len, "needs %d whole GPU%s, %d of %d free", r->count, r->count > 1 ? "s" : "",
@@ -647,6 +709,7 @@ static int fit_count(const model_node *n, const model_request *r, uint32_t only,
     }
     model_assignment base;
     memset(&base, 0, sizeof base);
+    if (r->compute_sharing == MODEL_COMPUTE_MPS) base.mps_uid = r->run_as_uid;
     if (n->track_host) {
         base.cpu_milli = r->cpu_milli;
         base.memory_mib = host_memory_mib(r);
@@ -728,9 +791,12 @@ const model_alloc *model_node_find(const model_node *n, const char *uid) {
 
 /* Check one grant against the GPU as it is now and apply it; the GPU is a scratch
  * copy, so a refusal half-way leaves the node untouched. */
-static int apply_grant(model_gpu *gpus, int ngpus, int holder, const model_grant *gr, char *err, size_t errlen) {
+static int apply_grant(model_gpu *gpus, int ngpus, int holder, const model_grant *gr, int64_t mps_uid, char *err,
+                       size_t errlen) {
     if (gr->gpu < 0 || gr->gpu >= ngpus) REFUSE("grant names GPU %d, node has %d", gr->gpu, ngpus);
     model_gpu *g = &gpus[gr->gpu];
+    if (gr->mps && (gr->mig_profile >= 0 || gr->exclusive || gr->replica >= 0))
+        REFUSE("GPU %d: an MPS share is a soft share of an unshared GPU, not a whole GPU, replica or MIG instance", g->index);
     if (gr->mig_profile >= 0) {
         if (g->mode != MODEL_GPU_MIG) REFUSE("GPU %d is not in MIG mode", g->index);
         if (gr->mig_profile >= g->product->nprofiles) REFUSE("GPU %d has no MIG profile #%d", g->index, gr->mig_profile);
@@ -803,6 +869,18 @@ static int apply_grant(model_gpu *gpus, int ngpus, int holder, const model_grant
         if (g->mode != MODEL_GPU_WHOLE) REFUSE("GPU %d is %s; shares go on unshared GPUs", g->index, model_gpu_mode_name(g->mode));
         if (g->exclusive_holder >= 0) REFUSE("GPU %d is held whole", g->index);
         if (gr->memory_mib == 0 && gr->compute_permille == 0) REFUSE("share on GPU %d charges nothing", g->index);
+        if (gr->mps) {
+            /* the rules soft_mode_refusal gives model_fit, for assignments from anywhere */
+            if (mps_uid < 0 || mps_uid > INT32_MAX) REFUSE("MPS share on GPU %d has no valid uid (%lld)", g->index, (long long)mps_uid);
+            if (gr->compute_permille <= 0) REFUSE("MPS share on GPU %d charges no compute, its SM cap", g->index);
+            model_request probe = {.kind = MODEL_REQ_FRACTION, .compute_sharing = MODEL_COMPUTE_MPS, .run_as_uid = mps_uid};
+            char why[224];
+            if (soft_mode_refusal(g, &probe, why, sizeof why)) REFUSE("%s", why);
+            g->mps_clients++;
+            g->mps_uid = (int32_t)mps_uid;
+        } else if (g->mps_clients) {
+            REFUSE("GPU %d serves MPS clients (uid %d); a time-sliced share never joins them", g->index, (int)g->mps_uid);
+        }
     }
     if (g->memory_used_mib + gr->memory_mib > g->memory_mib)
         REFUSE("GPU %d has %d MiB free, grant needs %d", g->index, g->memory_mib - g->memory_used_mib, gr->memory_mib);
@@ -837,7 +915,7 @@ int model_assign(model_node *n, const char *uid, const model_assignment *a, char
     model_gpu scratch[MODEL_MAX_GPUS];
     memcpy(scratch, n->gpus, (size_t)n->ngpus * sizeof *scratch);
     for (int k = 0; k < a->ngrants; k++)
-        if (apply_grant(scratch, n->ngpus, slot, &a->grant[k], err, errlen) < 0) return -1;
+        if (apply_grant(scratch, n->ngpus, slot, &a->grant[k], a->mps_uid, err, errlen) < 0) return -1;
 
     memcpy(n->gpus, scratch, (size_t)n->ngpus * sizeof *scratch);
     model_alloc *al = &n->allocs[slot];
@@ -877,6 +955,7 @@ int model_release(model_node *n, const char *uid) {
             continue;
         }
         if (gr->exclusive) g->exclusive_holder = -1;
+        if (gr->mps && --g->mps_clients == 0) g->mps_uid = -1;   /* the GPU's MPS uid leaves with its last client */
         if (gr->replica >= 0) {
             g->replica_used[gr->replica / 64] &= ~(1ull << (gr->replica % 64));
             g->replicas_used--;
@@ -932,6 +1011,7 @@ int model_regrant(const model_node *n, const model_assignment *from, int from_gp
         moved.grant[moved.ngrants++] = *g;
     }
     if (moved.ngrants == 0) REFUSE("assignment has no grant on GPU %d", n->gpus[from_gpu].index);
+    moved.mps_uid = from->mps_uid;   /* MPS shares keep their uid (and to's MPS clients must have it) */
     /* Only the moved grants are checked: the others are still held by the pod on n. */
     model_node *c = model_node_clone(n);
     if (!c) REFUSE("out of memory");
@@ -994,11 +1074,23 @@ void model_assignment_format(const model_node *n, const model_assignment *a, cha
         } else if (gr->replica >= 0) {
             w = snprintf(buf + off, len - off, "%sGPU %d replica %d (%d MiB, %d percent SMs)", sep, gr->gpu, gr->replica,
                          gr->memory_mib, gr->compute_permille / 10);
+        } else if (gr->mps) {
+            w = snprintf(buf + off, len - off, "%sGPU %d MPS share (%d MiB, %d percent SMs, uid %lld)", sep, gr->gpu,
+                         gr->memory_mib, gr->compute_permille / 10, (long long)a->mps_uid);
         } else {
             w = snprintf(buf + off, len - off, "%sGPU %d share (%d MiB, %d percent SMs)", sep, gr->gpu, gr->memory_mib,
                          gr->compute_permille / 10);
         }
         if (w < 0) break;
         off += (size_t)w;
+    }
+}
+
+void model_assignment_set_sharing(model_assignment *a, const model_request *r) {
+    bool mps = r->compute_sharing == MODEL_COMPUTE_MPS;
+    a->mps_uid = mps ? r->run_as_uid : 0;
+    for (int k = 0; k < a->ngrants && k < MODEL_MAX_GPUS; k++) {
+        model_grant *gr = &a->grant[k];
+        gr->mps = mps && !gr->exclusive && gr->replica < 0 && gr->mig_profile < 0;
     }
 }

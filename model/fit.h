@@ -49,6 +49,33 @@ static inline int model_fraction_memory(const model_request *r, int capacity) {
     return 0;
 }
 
+/* Compute (permille of the GPU's SMs) a fraction is charged on a GPU: compute_permille; but an MPS share
+ * that names only memory is charged compute in the memory's proportion, since MPS caps a client's SMs at
+ * its charge (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) and a share charged no compute would run on 1 percent of
+ * them: memory_permille, or memory_mib over capacity rounded up. capacity is model_mps_capacity's, the
+ * same memory model/charge.c divides by, so the quota a pod declares at admission (over the catalog's
+ * memory) is never less than what its bind holds. A time-sliced share naming only memory is charged no
+ * compute: it competes for time, not for SMs. */
+static inline int model_fraction_compute(const model_request *r, int capacity) {
+    if (r->compute_permille > 0 || r->compute_sharing != MODEL_COMPUTE_MPS) return r->compute_permille;
+    if (r->memory_permille > 0) return r->memory_permille;
+    if (capacity <= 0 || r->memory_mib <= 0) return 0;
+    long long c = ((long long)r->memory_mib * 1000 + capacity - 1) / capacity;
+    return c < 1 ? 1 : c > 1000 ? 1000 : (int)c;
+}
+/* The memory an MPS share's compute charge is proportioned to: the GPU's, or its catalog entry's when
+ * larger (model/charge.h's cap). */
+static inline int model_mps_capacity(const model_gpu_product *p, int gpu_memory_mib) {
+    return p && p->memory_mib > gpu_memory_mib ? p->memory_mib : gpu_memory_mib;
+}
+
+/* Mark an assignment's soft shares (grants that are neither whole GPUs, replicas nor MIG instances)
+ * with the request's compute sharing, and the assignment with its uid: what model_fit writes into
+ * its own assignments, for an assignment read back from elsewhere (the tessera.io/assignment
+ * annotation), which names GPUs and amounts but not how the pod shares compute -- the pod says
+ * that (model_request_from_pod), and the GPU's soft-share mode follows from its holders. */
+void model_assignment_set_sharing(model_assignment *a, const model_request *r);
+
 /* Memory (MiB) of a MIG instance of profile pr on a GPU of product p with gpu_memory_mib:
  * the catalog's observed size, else its share of memory slices. What fit charges a MIG
  * grant, and what model/charge.h declares for one at admission. */

@@ -101,6 +101,8 @@ bool model_gpu_idle(const model_gpu *g) { return g->nholders == 0; }
 /* Usage recomputed from the allocations alone. */
 typedef struct {
     int memory, compute, replicas, holders, exclusive_holder;
+    int mps, mps_uid_conflict;   /* MPS soft shares; set when two of them name different uids */
+    int64_t mps_uid;
     uint64_t replica_bits[2];
 } gpu_usage;
 
@@ -135,6 +137,13 @@ bool model_node_check(const model_node *n, char *why, size_t whylen) {
             const model_gpu *g = &n->gpus[gr->gpu];
             gpu_usage *u = &use[gr->gpu];
             u->holders++;
+            if (gr->mps) {
+                if (gr->mig_profile >= 0 || gr->exclusive || gr->replica >= 0)
+                    FAIL("pod %s: MPS grant on GPU %d is not a soft share", al->uid, g->index);
+                if (u->mps && u->mps_uid != al->a.mps_uid) u->mps_uid_conflict = 1;
+                u->mps_uid = al->a.mps_uid;
+                u->mps++;
+            }
             if (gr->mig_profile >= 0 && gr->replica >= 0) {
                 int ii = find_instance(g, gr->mig_start);
                 if (ii < 0 || g->inst[ii].profile != gr->mig_profile || g->inst[ii].replicas < 2 ||
@@ -191,6 +200,20 @@ bool model_node_check(const model_node *n, char *why, size_t whylen) {
         if (g->replicas_used > g->replicas) FAIL("GPU %d replicas over-committed: %d of %d", g->index, g->replicas_used, g->replicas);
         if (g->exclusive_holder >= 0 && g->nholders != 1) FAIL("GPU %d held whole but shared by %d grants", g->index, g->nholders);
         if (g->mode != MODEL_GPU_MIG && g->ninst) FAIL("GPU %d has MIG instances but is in %s mode", g->index, model_gpu_mode_name(g->mode));
+        /* MPS soft shares: counted right, on an unshared GPU that takes MPS clients, never next to time-sliced
+         * shares, one uid, within the server's client cap */
+        if (g->mps_clients != u->mps) FAIL("GPU %d mps_clients %d, MPS grants %d", g->index, g->mps_clients, u->mps);
+        if (u->mps) {
+            if (g->mode != MODEL_GPU_WHOLE) FAIL("GPU %d is %s but carries MPS shares", g->index, model_gpu_mode_name(g->mode));
+            if (!model_gpu_mps_capable(g)) FAIL("GPU %d carries MPS shares but has compute capability %d.%d", g->index,
+                                                g->product->cc_major, g->product->cc_minor);
+            if (u->holders != u->mps) FAIL("GPU %d mixes %d MPS shares with %d other grants", g->index, u->mps, u->holders - u->mps);
+            if (u->mps_uid_conflict) FAIL("GPU %d carries MPS shares of different uids", g->index);
+            if (g->mps_uid != u->mps_uid) FAIL("GPU %d mps_uid %d, its MPS shares run as %lld", g->index, (int)g->mps_uid,
+                                               (long long)u->mps_uid);
+            if (u->mps > g->product->mps_max_clients)
+                FAIL("GPU %d has %d MPS clients, more than %d", g->index, u->mps, g->product->mps_max_clients);
+        }
         if (g->mode == MODEL_GPU_MIG) {
             model_mig_layout l = {.n = g->ninst};
             for (int k = 0; k < g->ninst; k++) {

@@ -86,6 +86,7 @@ model_gpu *model_node_add_gpu(model_node *n, const model_gpu_product *p, model_g
     }
     g->numa_node = -1;
     g->exclusive_holder = -1;
+    g->mps_uid = -1;
     for (int i = 0; i < MODEL_MIG_MAX_INSTANCES; i++) {
         g->inst[i].profile = -1;
         g->inst[i].start = -1;
@@ -1301,6 +1302,14 @@ static int read_gpus(model_node *n, node_in *in) {
             return node_fail(n, "GPU model %s is not in the catalog and %s is missing, so its memory is unknown",
                              in->pl.base, LBL "gpu.memory");
         model_product_init_generic(&n->local_product, in->pl.base, (int)in->memory_label, 0);
+        /* GFD labels the compute capability; MPS shares need to know it (model_gpu_mps_capable). Only a
+         * well-formed value counts: a broken label leaves it unknown (no MPS) rather than failing the node. */
+        const char *maj = label(in, LBL "gpu.compute.major"), *min = label(in, LBL "gpu.compute.minor");
+        if (maj && min && *maj && *min && strlen(maj) <= 3 && strlen(min) <= 3 && strspn(maj, "0123456789") == strlen(maj) &&
+            strspn(min, "0123456789") == strlen(min)) {
+            n->local_product.cc_major = atoi(maj);
+            n->local_product.cc_minor = atoi(min);
+        }
         in->product = &n->local_product;
     }
     if (single) return setup_mig_single(n, in);

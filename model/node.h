@@ -66,6 +66,9 @@ typedef struct model_gpu {
      * padding after mig_dynamic), fgd's cold path costs no extra line per GPU (it did, 2 % -> 12 %). */
     bool dra;                           /* published in a ResourceSlice (model/dra.h): claims can get it */
     bool dra_only;                      /* ... and only there: the device plugin does not hand it out */
+    uint8_t mps_clients;                /* usage, WHOLE mode: soft shares that are MPS clients (grant.mps); the
+                                         * GPU's soft shares are then all MPS clients, of uid mps_uid. In the
+                                         * last byte of the first cache line: the policies' soft-share walk reads it */
     int mps_memory_limit_mib;           /* MPS: memory_mib / replicas (device plugin's pinned limit) */
     int mps_thread_permille;            /* MPS: 10 * (100 / replicas), the active thread share */
     model_mig_instance inst[MODEL_MIG_MAX_INSTANCES];
@@ -77,6 +80,8 @@ typedef struct model_gpu {
     int numa_node;                      /* -1 unknown */
     uint32_t nvlink_peers;              /* bit i: NVLink to the GPU with index i */
     char uuid[48];                      /* "" when only labels are known */
+    int32_t mps_uid;                    /* usage: the uid of the MPS clients while mps_clients > 0 (an MPS server
+                                         * serves one uid at a time); in the struct's tail padding */
 } __attribute__((aligned(64))) model_gpu;
 
 /* What one GPU gives one pod. */
@@ -91,6 +96,8 @@ typedef struct model_grant {
                              * the shared MIG instance at mig_start); -1 otherwise */
     int32_t memory_mib;     /* memory charged */
     int16_t compute_permille; /* compute charged */
+    bool mps;               /* a soft share served as an MPS client (tessera.io/compute-sharing: mps), its
+                             * SMs capped at compute_permille; the assignment's mps_uid is its uid */
 } model_grant;
 
 typedef struct model_assignment {
@@ -98,6 +105,8 @@ typedef struct model_assignment {
     model_grant grant[MODEL_MAX_GPUS];
     int64_t cpu_milli;      /* host CPU charged (only when the node tracks host resources) */
     int64_t memory_mib;     /* host memory charged */
+    int64_t mps_uid;        /* the uid the pod's MPS grants run as (request's run_as_uid); read only when a
+                             * grant has mps */
 } model_assignment;
 
 typedef struct model_alloc {
@@ -192,9 +201,24 @@ int model_gpu_free_memory(const model_gpu *g);
 int model_gpu_free_compute(const model_gpu *g);   /* permille */
 int model_gpu_free_replicas(const model_gpu *g);
 bool model_gpu_idle(const model_gpu *g);          /* no grant at all */
+/* Whether a product can serve MPS shares with per-client limits: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and
+ * the pinned memory limit per client came with Volta, so compute capability 7.0 or later, as the
+ * catalog (or, for a model it does not know, GFD's nvidia.com/gpu.compute.major/minor labels) says;
+ * unknown is no. */
+static inline bool model_product_mps_capable(const model_gpu_product *p) {
+    return p && p->mps_capable && p->cc_major >= 7;
+}
+static inline bool model_gpu_mps_capable(const model_gpu *g) { return model_product_mps_capable(g->product); }
+/* Time-sliced soft shares on a WHOLE-mode GPU: holders other than a whole-GPU holder and its MPS
+ * clients (the soft-share mode follows from the holders). */
+static inline int model_gpu_timeslice_shares(const model_gpu *g) {
+    return g->exclusive_holder >= 0 ? 0 : g->nholders - g->mps_clients;
+}
 
 /* Check every accounting invariant (usage == sum of live grants, nothing over
- * capacity, MIG layout valid, holders consistent). false + why on a violation. */
+ * capacity, MIG layout valid, holders consistent, MPS soft shares only on unshared GPUs of
+ * compute capability 7.0 or later, at most mps_max_clients of them, never next to time-sliced
+ * soft shares, all of one uid). false + why on a violation. */
 bool model_node_check(const model_node *n, char *why, size_t whylen);
 
 const char *model_gpu_mode_name(model_gpu_mode m);

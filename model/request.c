@@ -21,6 +21,12 @@
 #define ANN_MODELS "tessera.io/gpu-models"
 #define ANN_ISOLATION "tessera.io/isolation"
 #define ANN_TOPOLOGY "tessera.io/topology"
+#define ANN_COMPUTE "tessera.io/compute-sharing"
+#define ANN_COMPUTE_FIELD "metadata.annotations[\"" ANN_COMPUTE "\"]"
+/* The init container tessera's webhook adds to every soft share (round4 contract): it copies
+ * libtessera-cuda.so into the pod as uid 65532 and runs no CUDA, so its uid is not the pod's. */
+#define SHIM_INIT_NAME "tessera-cuda-shim"
+#define SHIM_INIT_FLAG "--install-shim"
 #define RES_MIG_PREFIX "nvidia.com/mig-"
 
 /* The resources tessera reads; everything else in requests/limits is only type-checked. */
@@ -226,6 +232,137 @@ static int req_containers(req_ctx *c, const cJSON *spec, int64_t eff[RES_N]) {
     for (int r = 0; r < RES_N; r++) {
         if (req_add(c, &app[r], sidecars[r], r) != 0) return -1;
         eff[r] = app[r] > init_max[r] ? app[r] : init_max[r];
+    }
+    return 0;
+}
+
+/* The uids the pod's containers run as (securityContext.runAsUser), for an MPS share. */
+typedef struct req_uids {
+    int64_t uid;              /* the first container's uid; MODEL_UID_UNKNOWN when it sets none */
+    bool unset, differ;       /* some container runs as the image's user; two containers differ */
+    char first[64], other[64];/* the first container counted; the one that is unset or differs */
+    int64_t other_uid;
+} req_uids;
+
+/* A securityContext's runAsUser into *uid (unchanged when absent). The API server takes an int64 in
+ * 0..2147483647; so does this. */
+static int req_run_as_user(req_ctx *c, const cJSON *holder, const char *path, int64_t *uid) {
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(holder, "securityContext");
+    if (!sc || cJSON_IsNull(sc)) return 0;
+    if (!cJSON_IsObject(sc)) return req_fail(c, "%s.securityContext: expected an object", path);
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(sc, "runAsUser");
+    if (!u || cJSON_IsNull(u)) return 0;
+    /* range before the cast: converting an out-of-range double is undefined */
+    if (!cJSON_IsNumber(u) || !(u->valuedouble >= 0 && u->valuedouble <= 2147483647.0) ||
+        u->valuedouble != (double)(int64_t)u->valuedouble)
+        return req_fail(c, "%s.securityContext.runAsUser: expected a uid, a whole number in 0..2147483647", path);
+    *uid = (int64_t)u->valuedouble;
+    return 0;
+}
+
+static bool req_is_shim_init(const cJSON *ctr) {
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(ctr, "name");
+    const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(ctr, "command");
+    const cJSON *flag = cJSON_IsArray(cmd) ? cJSON_GetArrayItem(cmd, 1) : NULL;
+    return cJSON_IsString(name) && !strcmp(name->valuestring, SHIM_INIT_NAME) && cJSON_IsString(flag) &&
+           !strcmp(flag->valuestring, SHIM_INIT_FLAG);
+}
+
+/* Every container's effective uid (its own runAsUser, else the pod's), init containers included:
+ * an MPS share's processes may run in any of them. Only the type of each value is checked here;
+ * whether the pod needs one uid is req_mps_uid's question. */
+static int req_uids_of(req_ctx *c, const cJSON *spec, req_uids *u) {
+    int64_t pod_uid = MODEL_UID_UNKNOWN;
+    memset(u, 0, sizeof *u);
+    u->uid = MODEL_UID_UNKNOWN;
+    if (req_run_as_user(c, spec, "spec", &pod_uid) != 0) return -1;
+    static const char *const lists[] = {"initContainers", "containers"};
+    bool first = true;
+    for (int l = 0; l < 2; l++) {
+        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(spec, lists[l]), *ctr;
+        if (!cJSON_IsArray(arr)) continue;   /* req_containers already refused what is not an array */
+        int i = 0;
+        cJSON_ArrayForEach(ctr, arr) {
+            char path[64];
+            snprintf(path, sizeof path, "spec.%s[%d]", lists[l], i++);
+            int64_t uid = pod_uid;
+            if (req_run_as_user(c, ctr, path, &uid) != 0) return -1;
+            if (l == 0 && req_is_shim_init(ctr)) continue;
+            if (first) {
+                u->uid = uid;
+                snprintf(u->first, sizeof u->first, "%s", path);
+                first = false;
+            }
+            if (uid == MODEL_UID_UNKNOWN && !u->unset && !u->differ) {
+                u->unset = true;
+                snprintf(u->other, sizeof u->other, "%s", path);
+            } else if (uid != u->uid && uid != MODEL_UID_UNKNOWN && u->uid != MODEL_UID_UNKNOWN && !u->unset &&
+                       !u->differ) {
+                u->differ = true;
+                u->other_uid = uid;
+                snprintf(u->other, sizeof u->other, "%s", path);
+            }
+        }
+    }
+    return 0;
+}
+
+/* An MPS share's one uid, or the refusal that says why it needs one. */
+static int req_mps_uid(req_ctx *c, const req_uids *u) {
+    static const char why[] =
+        "an MPS control daemon runs one server per Unix user, and a client of another uid waits until the running "
+        "server's clients are all gone (nvidia-cuda-mps-control(1)), so tessera keeps MPS shares of different uids on "
+        "different GPUs and must know this pod's";
+    if (u->differ)
+        return req_fail(c, ANN_COMPUTE_FIELD ": mps needs one uid for the whole pod: %s runs as uid %lld and %s as uid %lld; %s",
+                        u->first, (long long)u->uid, u->other, (long long)u->other_uid, why);
+    if (u->unset)
+        return req_fail(c, ANN_COMPUTE_FIELD ": mps needs the uid the pod's CUDA processes run as, and %s sets none: set "
+                        "spec.securityContext.runAsUser (or runAsUser on every container, init containers too); %s",
+                        u->other, why);
+    return 0;
+}
+
+static int req_compute_sharing(req_ctx *c, const char *s, uint8_t *out) {
+    if (!strcmp(s, "timeslice")) *out = MODEL_COMPUTE_TIMESLICE;
+    else if (!strcmp(s, "mps")) *out = MODEL_COMPUTE_MPS;
+    else return req_fail(c, ANN_COMPUTE_FIELD ": \"%.64s\" is not one of mps, timeslice", s);
+    return 0;
+}
+
+/* tessera.io/compute-sharing says how a soft share shares compute: it needs a soft share (a
+ * fraction that fit maps onto an unshared GPU), and an isolation that names another route
+ * contradicts it. */
+static int req_compute_rules(req_ctx *c, const char *value, model_request *out) {
+    bool mps = out->compute_sharing == MODEL_COMPUTE_MPS;
+    if (out->kind != MODEL_REQ_FRACTION) {
+        char what[160];
+        model_request_format(out, what, sizeof what);
+        return req_fail(c, ANN_COMPUTE_FIELD ": applies to a share of one GPU (" ANN_FRACTION ", " ANN_KAI_FRACTION
+                        ", " ANN_KAI_MEMORY ", nvidia.com/gpumem, gpumem-percentage or gpucores), and this pod asks "
+                        "for %s", what);
+    }
+    switch (out->isolation) {
+    case MODEL_ISO_DEFAULT: return 0;
+    case MODEL_ISO_MIG:
+        return req_fail(c, ANN_COMPUTE_FIELD " cannot be combined with " ANN_ISOLATION ": mig: the share becomes a MIG "
+                        "instance, whose SMs are its own and shared with nobody; drop one of them");
+    case MODEL_ISO_TIMESLICE:
+        if (!mps) return 0;
+        return req_fail(c, ANN_COMPUTE_FIELD ": mps contradicts " ANN_ISOLATION ": timeslice (a time-slice replica); "
+                        "drop " ANN_ISOLATION " for an MPS share of an unshared GPU");
+    case MODEL_ISO_MPS:
+        if (mps)
+            return req_fail(c, ANN_COMPUTE_FIELD ": mps and " ANN_ISOLATION ": mps ask for different things: the "
+                            "isolation a replica of the device plugin's MPS daemon, compute-sharing a share of an "
+                            "unshared GPU served by the MPS daemon of tessera's reservation; drop " ANN_ISOLATION);
+        return req_fail(c, ANN_COMPUTE_FIELD ": %s contradicts " ANN_ISOLATION ": mps (a replica of the device "
+                        "plugin's MPS daemon)", value);
+    case MODEL_ISO_ANY:
+        if (!mps) return 0;
+        return req_fail(c, ANN_COMPUTE_FIELD ": mps cannot be combined with " ANN_ISOLATION ": any, which lets the "
+                        "share land on a MIG instance or a device-plugin replica, where it is no client of tessera's "
+                        "MPS daemon; drop " ANN_ISOLATION " for an MPS share of an unshared GPU");
     }
     return 0;
 }
@@ -509,18 +646,28 @@ int model_request_from_pod(const cJSON *pod, model_request *out, char *err, size
     /* bytes round up, as Quantity.Value() does */
     out->memory_bytes = eff[RES_MEMORY] / 1000 + (eff[RES_MEMORY] % 1000 != 0);
 
-    const char *tfrac, *kfrac, *kmem, *models, *iso, *topo;
+    req_uids uids;
+    if (req_uids_of(&c, spec, &uids) != 0) return -1;
+    out->run_as_uid = uids.unset || uids.differ ? MODEL_UID_UNKNOWN : uids.uid;
+
+    const char *tfrac, *kfrac, *kmem, *models, *iso, *topo, *compute;
     if (req_annotation(&c, anns, ANN_FRACTION, &tfrac) || req_annotation(&c, anns, ANN_KAI_FRACTION, &kfrac) ||
         req_annotation(&c, anns, ANN_KAI_MEMORY, &kmem) || req_annotation(&c, anns, ANN_MODELS, &models) ||
-        req_annotation(&c, anns, ANN_ISOLATION, &iso) || req_annotation(&c, anns, ANN_TOPOLOGY, &topo))
+        req_annotation(&c, anns, ANN_ISOLATION, &iso) || req_annotation(&c, anns, ANN_TOPOLOGY, &topo) ||
+        req_annotation(&c, anns, ANN_COMPUTE, &compute))
         return -1;
     if (tfrac && kfrac)
         return req_fail(&c, ANN_FRACTION " and " ANN_KAI_FRACTION " both give the share of the GPU; give one of them");
     if (models && req_models(&c, models, out) != 0) return -1;
     if (iso && req_isolation(&c, iso, &out->isolation) != 0) return -1;
     if (topo && req_topology(&c, topo, &out->topology) != 0) return -1;
-    return req_reconcile(&c, eff, tfrac ? ANN_FRACTION : kfrac ? ANN_KAI_FRACTION : NULL, tfrac ? tfrac : kfrac,
-                         kmem, out);
+    if (compute && req_compute_sharing(&c, compute, &out->compute_sharing) != 0) return -1;
+    if (req_reconcile(&c, eff, tfrac ? ANN_FRACTION : kfrac ? ANN_KAI_FRACTION : NULL, tfrac ? tfrac : kfrac, kmem,
+                      out) != 0)
+        return -1;
+    if (compute && req_compute_rules(&c, compute, out) != 0) return -1;
+    if (out->compute_sharing == MODEL_COMPUTE_MPS) return req_mps_uid(&c, &uids);
+    return 0;
 }
 
 int model_request_from_pod_json(const char *json, size_t len, model_request *out, char *err, size_t errlen) {
@@ -588,6 +735,7 @@ void model_request_format(const model_request *r, char *buf, size_t len) {
     for (int i = 0; i < r->nmodels; i++) req_appendf(buf, len, &off, "%s%s", i ? "," : " models=", r->models[i]);
     if (r->isolation != MODEL_ISO_DEFAULT)
         req_appendf(buf, len, &off, " isolation=%s", model_isolation_name(r->isolation));
+    if (r->compute_sharing == MODEL_COMPUTE_MPS) req_appendf(buf, len, &off, " mps uid=%lld", (long long)r->run_as_uid);
     for (int i = 0; i < r->dra_nconstraints && i < MODEL_DRA_MAX_CONSTRAINTS; i++)
         req_appendf(buf, len, &off, " %s=%s", r->dra_constraint[i].distinct ? "distinctAttribute" : "matchAttribute",
                     r->dra_constraint[i].attr);
@@ -613,7 +761,8 @@ const char *model_isolation_name(model_isolation iso) {
 bool model_request_same(const model_request *a, const model_request *b) {
     if (a->kind != b->kind || a->count != b->count || a->memory_mib != b->memory_mib ||
         a->memory_permille != b->memory_permille || a->compute_permille != b->compute_permille ||
-        a->isolation != b->isolation || a->topology != b->topology || a->nmodels != b->nmodels || a->cpu_milli != b->cpu_milli ||
+        a->isolation != b->isolation || a->topology != b->topology || a->compute_sharing != b->compute_sharing ||
+        a->run_as_uid != b->run_as_uid || a->nmodels != b->nmodels || a->cpu_milli != b->cpu_milli ||
         a->memory_bytes != b->memory_bytes || a->priority != b->priority || a->no_mps != b->no_mps ||
         a->mig_replica != b->mig_replica || a->via_dra != b->via_dra || a->dra_min_memory_mib != b->dra_min_memory_mib ||
         a->dra_nconstraints != b->dra_nconstraints || strncmp(a->mig_profile, b->mig_profile, sizeof a->mig_profile))

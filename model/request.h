@@ -17,6 +17,12 @@
  *   annotation gpu-memory (KAI): MiB of one GPU
  *   annotation tessera.io/gpu-models: comma list of allowed products
  *   annotation tessera.io/isolation: mig | mps | timeslice | any
+ *   annotation tessera.io/compute-sharing: mps | timeslice   how a soft share (a fraction on an unshared
+ *                                    GPU) shares compute: time-sliced with the GPU's other shares
+ *                                    (default), or as an MPS client capped at its charged SM share;
+ *                                    fractions only, never with tessera.io/isolation
+ *   spec.securityContext.runAsUser, each container's overriding (init containers too): the uid
+ *                                    the pod's CUDA processes run as, required by an MPS share
  *   annotation tessera.io/topology: nvlink | numa | any   how aligned the GPUs of a request of 2 or
  *                                    more must be (topo.h); any (default) prefers, never requires
  * A request that breaks a rule gets an error naming the field and the rule.
@@ -60,6 +66,16 @@ typedef enum model_isolation {
     MODEL_ISO_TIMESLICE    /* only time-slice replicas */
 } model_isolation;
 
+/* How a soft share shares its GPU's compute (tessera.io/compute-sharing). A GPU's soft shares all
+ * use one mode, and its MPS shares one uid (node.h). */
+typedef enum model_compute_sharing {
+    MODEL_COMPUTE_TIMESLICE = 0, /* CUDA time-slicing with the GPU's other shares (default) */
+    MODEL_COMPUTE_MPS            /* a client of the MPS control daemon tessera's reservation runs for the GPU,
+                                  * its SMs capped at its charge (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) */
+} model_compute_sharing;
+
+#define MODEL_UID_UNKNOWN (-1)
+
 typedef struct model_request {
     model_req_kind kind;
     int count;               /* GPUs, replicas or instances; >= 1 unless kind is NONE */
@@ -72,15 +88,21 @@ typedef struct model_request {
     uint8_t topology;        /* tessera.io/topology, a model_align (topo.h): the least alignment the
                               * GPU set must have (NUMA or NVLINK); MODEL_ALIGN_UNKNOWN (0) = any,
                               * nothing required. Matters only for requests on 2 or more GPUs */
+    uint8_t compute_sharing; /* a model_compute_sharing; MODEL_COMPUTE_MPS only on a FRACTION with the
+                              * default isolation (model_request_from_pod refuses the rest) */
     int nmodels;             /* tessera.io/gpu-models; 0 = any product */
     char models[MODEL_MAX_MODELS][64];
     int64_t cpu_milli;       /* host CPU, effective request */
     int64_t memory_bytes;    /* host memory, effective request */
+    int64_t run_as_uid;      /* the uid every container (init containers too) runs as, from runAsUser;
+                              * MODEL_UID_UNKNOWN when some container's is not set or they differ.
+                              * Known for every MPS share (an MPS server serves one uid at a time) */
     int32_t priority;        /* spec.priority */
-    bool no_mps;             /* a fraction whose delivery cannot hand it an MPS replica (tessera's
-                              * reservations: an MPS client needs the device plugin's daemon mounts):
-                              * fit never maps it onto MPS. Set by model_request_for_reservation_delivery,
-                              * not by the pod. */
+    bool no_mps;             /* a fraction whose delivery cannot hand it a device-plugin MPS replica
+                              * (tessera's reservations: such a client needs the plugin's daemon mounts):
+                              * fit never maps it onto one. tessera's own MPS shares (compute_sharing)
+                              * are not replicas and stay allowed. Set by
+                              * model_request_for_reservation_delivery, not by the pod. */
     bool via_dra;            /* asked through a ResourceClaim (model/dra.h): only GPUs DRA publishes qualify,
                               * and whole GPUs are whole devices. Set by model_dra_request, not by pods. */
     int32_t dra_min_memory_mib;  /* via_dra: a device's memory capacity must be at least this (CEL selector) */
@@ -108,7 +130,8 @@ bool model_request_same(const model_request *a, const model_request *b);
 /* A soft share delivered by a reservation (tessera-extender's --soft-share-delivery=reservation,
  * its default in a cluster; tessera-sim's default too): the reservation pod asks the device
  * plugin for a whole GPU, a MIG instance or a time-slice replica, never an MPS client, so a
- * fraction must not map onto an MPS replica (sets no_mps). Other kinds are unchanged. */
+ * fraction must not map onto a device-plugin MPS replica (sets no_mps; an MPS share,
+ * compute_sharing, runs under the reservation's own daemon instead). Other kinds are unchanged. */
 void model_request_for_reservation_delivery(model_request *r);
 
 /* Human-readable one-line summary, e.g. "1 x fraction (8192 MiB, 30 percent SMs)": never a '%' sign, as no

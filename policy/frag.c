@@ -214,7 +214,7 @@ int pv_mig_after(const pv_gpu *g, const model_grant *gr, uint16_t *room, uint8_t
 }
 
 int16_t pv_eff(const pv_gpu *g, int R) {
-    if (g->mode != MODEL_GPU_WHOLE) return -1;
+    if (g->mode != MODEL_GPU_WHOLE || g->mps_clients) return -1;
     if (g->idle) return 1001;
     return (int16_t)(R > 999 ? 999 : R);
 }
@@ -233,7 +233,7 @@ void pv_build(pv_node *v, const model_node *n, bool detail) {
         int R = detail && g->mode == MODEL_GPU_MIG ? 0 : policy_gpu_free(g);
         v->R[i] = (int16_t)R;
         if (g->mode == MODEL_GPU_WHOLE) {
-            v->E[i] = g->nholders == 0 ? 1001 : (int16_t)(R > 999 ? 999 : R);
+            v->E[i] = g->nholders == 0 ? 1001 : g->mps_clients ? -1 : (int16_t)(R > 999 ? 999 : R);
         } else {
             v->E[i] = -1;
             v->all_whole = false;
@@ -246,6 +246,9 @@ void pv_build(pv_node *v, const model_node *n, bool detail) {
         pg->dyn = g->mig_dynamic;
         pg->mem_cap = g->memory_mib;
         pg->replicas = g->replicas;
+        pg->mps_clients = g->mps_clients;
+        pg->mps_uid = g->mps_uid;
+        pg->ts_shares = g->mode == MODEL_GPU_WHOLE && model_gpu_timeslice_shares(g) > 0;
         if (g->mode == MODEL_GPU_MIG) {
             pg->free_rep = 0;
         } else {
@@ -328,6 +331,9 @@ void pv_gpu_apply(pv_gpu *g, int16_t *Rp, int16_t *Ep, const model_grant *gr, bo
         R -= gr->compute_permille;
         g->free_mem -= gr->memory_mib;
         if (R < 0) R = 0;
+        /* the soft-share mode follows; an MPS share's uid is the assignment's, set by the caller */
+        if (gr->mps) g->mps_clients++;
+        else g->ts_shares = true;
     }
     g->idle = false;
     *Rp = (int16_t)R;
@@ -351,10 +357,21 @@ static bool room_generic(const policy_workload *w, const frag_state *st, int ti,
         if (g->mode == MODEL_GPU_WHOLE) return r->isolation != MODEL_ISO_MIG && g->idle;
         return replica_mode && iso_takes_replica(r->isolation, g->mode) && g->free_rep >= 1;
     case MODEL_REQ_FRACTION:
+        if (r->compute_sharing == MODEL_COMPUTE_MPS) {
+            /* fit.c's soft_mode_refusal: an unshared GPU that takes MPS clients, no time-sliced shares there,
+             * the server's uid and client cap, then room */
+            if (g->mode != MODEL_GPU_WHOLE || g->excl || g->ts_shares || !model_product_mps_capable(g->product) ||
+                g->mps_clients >= g->product->mps_max_clients ||
+                (g->mps_clients && g->mps_uid != r->run_as_uid))
+                return false;
+            return R >= model_fraction_compute(r, model_mps_capacity(g->product, g->mem_cap)) &&
+                   g->free_mem >= model_fraction_memory(r, g->mem_cap);
+        }
         if (g->mode == MODEL_GPU_WHOLE && (r->isolation == MODEL_ISO_DEFAULT || r->isolation == MODEL_ISO_ANY)) {
             int need = r->memory_mib > 0 ? r->memory_mib
                        : r->memory_permille > 0 ? (int)((long long)r->memory_permille * g->mem_cap / 1000)
                                                 : 0;
+            if (g->mps_clients) return false;   /* a time-sliced share never joins MPS clients */
             return !g->excl && R >= t->demand_permille && g->free_mem >= need;
         }
         if (r->no_mps && g->mode == MODEL_GPU_MPS) return false;   /* fit would not place it there either */

@@ -45,6 +45,9 @@ typedef struct pv_gpu {
     int free_mem, mem_cap;      /* whole mode */
     int free_rep, replicas;     /* time-slice / MPS */
     const model_gpu_product *product;
+    uint8_t mps_clients;        /* whole mode: MPS soft shares (node.h), of uid mps_uid */
+    bool ts_shares;             /* whole mode: time-sliced soft shares (no MPS share may join) */
+    int32_t mps_uid;
     model_mig_layout layout;    /* MIG: every instance */
     uint8_t held;               /* MIG: bit i set = layout.inst[i] held by a pod (shared: every replica taken) */
     uint8_t shared;             /* MIG: bit i set = layout.inst[i] carries replicas (layered sharing) */
@@ -58,7 +61,8 @@ typedef struct pv_gpu {
 } pv_gpu;
 
 /* R: free milli-GPU (policy_gpu_free). E: R folded with "can a FAST type use it":
- * 1001 idle whole-mode GPU, min(R, 999) busy whole-mode GPU, -1 not whole mode. */
+ * 1001 idle whole-mode GPU, min(R, 999) busy whole-mode GPU, -1 not whole mode or serving MPS
+ * shares (FAST types are whole GPUs and time-sliced shares, which never join MPS clients). */
 typedef struct pv_node {
     const model_node *n;
     int ngpus;

@@ -729,6 +729,7 @@ static bool fast_eligible(const scorer *s) {
     if (!all_reachable(s)) return false;   /* which GPUs qualify depends on the path: model_fit knows */
     if (r->dra_nconstraints > 0) return false;   /* which GPUs go together: a claim's constraints (model_fit) */
     if (!s->v.all_whole || r->isolation != MODEL_ISO_DEFAULT) return false;
+    if (r->compute_sharing == MODEL_COMPUTE_MPS) return false;   /* mode, uid and client cap: model_fit's rules */
     if (s->w && !frag_workload_fast(s->w)) return false;
     if (r->nmodels > 0) {   /* per-GPU model check: fast only on a single-product node */
         for (int i = 1; i < s->n->ngpus; i++)
@@ -847,8 +848,9 @@ static inline __attribute__((always_inline)) int fast_fraction_loop(scorer *s, c
     t.idle_instance = false;
     for (int i = 0; i < s->v.ngpus; i++) {
         const model_gpu *g = &s->n->gpus[i];
-        /* fit.c's soft share: no exclusive holder, compute and the fraction's memory free */
-        if (g->exclusive_holder >= 0 || s->v.R[i] < d ||
+        /* fit.c's soft share: no exclusive holder, no MPS clients (a time-sliced share never joins them),
+         * compute and the fraction's memory free */
+        if (g->exclusive_holder >= 0 || g->mps_clients || s->v.R[i] < d ||
             model_fraction_memory(s->r, g->memory_mib) > g->memory_mib - g->memory_used_mib)
             continue;
         /* random draws per candidate by its index: the generic path's (model_fit's
@@ -920,6 +922,7 @@ static void generic_cand(const scorer *s, const model_assignment *a, cand *c, pv
             c->c.gpu[c->c.ngpus++] = gr->gpu;
         }
         pv_gpu_apply(&ga[k], &c->R1[k], &c->E1[k], gr, room);
+        if (gr->mps) ga[k].mps_uid = (int32_t)a->mps_uid;
         c->mem1[k] = ga[k].mem_cap - ga[k].free_mem;
         if (gr->mig_profile >= 0 && c->c.mig_profile < 0) {
             c->c.mig_profile = gr->mig_profile;
@@ -1228,6 +1231,8 @@ static uint64_t gpu_sig(const pv_node *v, int i) {
     uint64_t h = policy_hash64(((uint64_t)(uint16_t)v->R[i] << 16) ^ (uint16_t)v->E[i] ^ ((uint64_t)g->mode << 40) ^
                                ((uint64_t)g->held << 48) ^ ((uint64_t)(uint32_t)g->free_mem << 20));
     h = policy_hash64(h ^ (uint64_t)(uintptr_t)g->product ^ ((uint64_t)g->free_rep << 56));
+    if (g->mps_clients)   /* who may join depends on the MPS clients and their uid (without them: on R, E, holders) */
+        h = policy_hash64(h ^ ((uint64_t)g->mps_clients << 32) ^ (uint32_t)g->mps_uid);
     for (int k = 0; k < g->layout.n; k++)
         h = policy_hash64(h ^ ((uint64_t)(uint8_t)g->layout.inst[k].profile << 8) ^ (uint8_t)g->layout.inst[k].start ^
                           ((g->shared >> k) & 1u ? (uint64_t)g->rep_free[k] << 24 | 1ull << 40 : 0));

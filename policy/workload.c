@@ -33,6 +33,9 @@ static void shape_of(const model_request *r, policy_task_type *t) {
     t->req.mig_replica = r->kind == MODEL_REQ_MIG && r->mig_replica;
     t->req.isolation = r->isolation;
     t->req.no_mps = r->no_mps;   /* where its delivery lets it go is part of the shape */
+    /* an MPS share's room depends on its uid (one per MPS server); a time-sliced share's does not */
+    t->req.compute_sharing = r->compute_sharing;
+    t->req.run_as_uid = r->compute_sharing == MODEL_COMPUTE_MPS ? r->run_as_uid : 0;
     t->req.nmodels = r->nmodels;
     for (int i = 0; i < r->nmodels && i < MODEL_MAX_MODELS; i++)
         snprintf(t->req.models[i], sizeof t->req.models[i], "%s", r->models[i]);
@@ -59,6 +62,8 @@ static int shape_cmp(const policy_task_type *a, const policy_task_type *b) {
     CMP(a->req.nmodels, b->req.nmodels);
     CMP(a->req.mig_replica, b->req.mig_replica);
     CMP(a->req.no_mps, b->req.no_mps);
+    CMP(a->req.compute_sharing, b->req.compute_sharing);
+    CMP(a->req.run_as_uid, b->req.run_as_uid);
 #undef CMP
     int c = strcmp(a->req.mig_profile, b->req.mig_profile);
     for (int i = 0; !c && i < a->req.nmodels; i++) c = strcmp(a->req.models[i], b->req.models[i]);
@@ -150,7 +155,7 @@ void tt_hot_of(const policy_task_type *t, tt_hot *h) {
         h->cls = TT_FAST;
         h->d_eff = 1001;
     } else if (t->kind == MODEL_REQ_FRACTION && plain && t->req.memory_mib == 0 && t->req.memory_permille == 0 &&
-               t->demand_permille > 0) {
+               t->demand_permille > 0 && t->req.compute_sharing == MODEL_COMPUTE_TIMESLICE) {
         h->cls = TT_FAST;
         h->d_eff = (int16_t)t->demand_permille;
     } else {

@@ -1,11 +1,14 @@
 /* main.c -- tessera-reserve, the program of a reservation pod: it finds the device the NVIDIA device
  * plugin handed its container (reserve/device.h), publishes the UUID on its own pod as the annotation
  * tessera.io/gpu-uuid (or tessera.io/reserve-error with the reason, which tessera treats as refused),
- * then holds the device by simply staying alive until SIGTERM/SIGINT, like pause.
+ * then holds the device by simply staying alive until SIGTERM/SIGINT, like pause. With --mps it first starts
+ * the GPU's MPS control daemon and publishes only once it answers (reserve/mps.h).
  */
 #include "extender/mirror/kube.h"
 #include "extender/log.h"
 #include "reserve/device.h"
+#include "reserve/install.h"
+#include "reserve/mps.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -46,16 +49,39 @@ ANN_ERROR " with the reason) and waits for SIGTERM. tessera-extender creates the
 "  --devices-dir DIR           volume-mounts device list (default " RESERVE_DEVICES_DIR ")\n"
 "  --proc-root DIR             NVIDIA driver proc tree (default " RESERVE_PROC_ROOT ")\n"
 "  --dev-root DIR              device nodes (default " RESERVE_DEV_ROOT ")\n"
+"  --install-shim DIR          install libtessera-cuda.so for a soft share into DIR (the pod's emptyDir:\n"
+"                              DIR/lib/, DIR/ld.so.preload, DIR/state/) and exit: the init container\n"
+"                              tessera-cuda-shim runs this (reserve/install.h)\n"
+"  --shim-source FILE          the library to install (default " RESERVE_SHIM_SOURCE ")\n"
+"\n"
+"MPS (a reservation of a GPU whose shares ask tessera.io/compute-sharing: mps):\n"
+"  --mps                       run the GPU's MPS control daemon (" RESERVE_MPS_PROGRAM " -f, found on\n"
+"                              PATH: the NVIDIA container runtime mounts it when NVIDIA_DRIVER_CAPABILITIES\n"
+"                              include compute) with CUDA_VISIBLE_DEVICES=<UUID>, CUDA_MPS_PIPE_DIRECTORY=\n"
+"                              <root>/<UUID>/pipe and CUDA_MPS_LOG_DIRECTORY=<root>/<UUID>/log (made mode 1777;\n"
+"                              a previous run's pipe directory removed, its log kept as log.previous); publish\n"
+"                              the UUID, plus " RESERVE_ANN_MPS_PIPE " and\n"
+"                              " RESERVE_ANN_MPS_LOG ", only once the daemon answers. A daemon that\n"
+"                              does not start or dies later: " ANN_ERROR " with the reason and\n"
+"                              the last lines of its control.log. SIGTERM: quit to the daemon, then exit.\n"
+"                              Needs exactly one whole GPU and uid 0 (the daemon starts servers as its\n"
+"                              clients' uids).\n"
+"  --mps-root DIR              host directory of the pipe and log directories (default " RESERVE_MPS_ROOT ")\n"
+"  --mps-shm DIR               the shared-memory directory MPS uses, made mode 1777 (default <root>/shm, the\n"
+"                              host directory that the reservation and share pods mount as /dev/shm)\n"
+"  --mps-timeout SECONDS       how long the daemon may take to answer (default 30)\n"
 "  --help                      this text\n"
 "\n"
-"Environment: POD_NAME, POD_NAMESPACE (downward API; required unless --once or --no-annotate),\n"
-"NVIDIA_VISIBLE_DEVICES (set by the device plugin).\n"
-"Exit status: 0 after SIGTERM/SIGINT (or --once with a device), 1 --once without a device, 2 bad flags,\n"
+"Environment: POD_NAME, POD_NAMESPACE (downward API; required unless --once, --no-annotate or --install-shim),\n"
+"NVIDIA_VISIBLE_DEVICES (set by the device plugin), PATH (--mps).\n"
+"Exit status: 0 after SIGTERM/SIGINT (or --once with a device, or --install-shim done), 1 --once without a\n"
+"device or a failed --install-shim, 2 bad flags,\n"
 "POD_NAME/POD_NAMESPACE missing or no API configuration.\n";
 
 /* {"metadata":{"annotations":{"<set>": value, "<other>": null}}}: null removes a stale key a previous
- * run of the container left behind (a JSON merge patch deletes null members). */
-static char *patch_body(const char *uuids, const char *why) {
+ * run of the container left behind (a JSON merge patch deletes null members). With --mps (mps_mode) the
+ * daemon's directories go with the UUID (from mps), and are removed with an error. */
+static char *patch_body(const char *uuids, const char *why, bool mps_mode, const reserve_mps *mps) {
     cJSON *root = cJSON_CreateObject();
     cJSON *meta = cJSON_AddObjectToObject(root, "metadata");
     cJSON *ann = cJSON_AddObjectToObject(meta, "annotations");
@@ -65,6 +91,13 @@ static char *patch_body(const char *uuids, const char *why) {
     } else {
         cJSON_AddStringToObject(ann, ANN_ERROR, why);
         cJSON_AddNullToObject(ann, ANN_UUID);
+    }
+    if (mps_mode && uuids && mps) {
+        cJSON_AddStringToObject(ann, RESERVE_ANN_MPS_PIPE, reserve_mps_pipe_dir(mps));
+        cJSON_AddStringToObject(ann, RESERVE_ANN_MPS_LOG, reserve_mps_log_dir(mps));
+    } else if (mps_mode) {
+        cJSON_AddNullToObject(ann, RESERVE_ANN_MPS_PIPE);
+        cJSON_AddNullToObject(ann, RESERVE_ANN_MPS_LOG);
     }
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
@@ -104,27 +137,64 @@ static bool publish(ext_kube *k, const char *ns, const char *name, const char *b
     }
 }
 
+/* Hold the device until SIGTERM/SIGINT (returned). With a daemon (*mps): a daemon that dies is reported on the pod
+ * (k NULL: --no-annotate, only logged) and forgotten; the device stays held, so the pod shows what happened until
+ * tessera deletes it. */
+static int reserve_hold(const sigset_t *stop, reserve_mps **mps, ext_kube *k, const char *ns, const char *name) {
+    for (;;) {
+        /* SIGCHLD is blocked too (main), so a dying daemon wakes this at once; the timeout is a safety net */
+        sigset_t wake = *stop;
+        sigaddset(&wake, SIGCHLD);
+        struct timespec ts = {1, 0};
+        int sig = sigtimedwait(&wake, NULL, &ts);
+        if (sig == SIGTERM || sig == SIGINT) return sig;
+        char why[2048];
+        if (!*mps || reserve_mps_alive(*mps, why, sizeof why)) continue;
+        ext_log(EXT_LOG_ERROR, "event=mps-died reason=\"%s\"", why);
+        reserve_mps_stop(*mps);
+        *mps = NULL;
+        if (!k) continue;
+        char *body = patch_body(NULL, why, true, NULL);
+        if (!body) continue;
+        ext_log(EXT_LOG_INFO, "event=publishing pod=%s/%s annotation=%s", ns, name, ANN_ERROR);
+        bool stopped = publish(k, ns, name, body, stop);
+        cJSON_free(body);
+        if (stopped) return SIGTERM;
+    }
+}
+
 int main(int argc, char **argv) {
     /* Blocked from the start (and in any thread libcurl may make): taken only by sigtimedwait/sigwaitinfo. */
     sigset_t stop;
     sigemptyset(&stop);
     sigaddset(&stop, SIGTERM);
     sigaddset(&stop, SIGINT);
-    sigprocmask(SIG_BLOCK, &stop, NULL);
+    sigset_t blocked = stop;
+    sigaddset(&blocked, SIGCHLD); /* taken by reserve_hold's sigtimedwait: the MPS daemon exited */
+    sigprocmask(SIG_BLOCK, &blocked, NULL);
 
-    enum { O_HELP = 1, O_ONCE, O_ANN, O_NOANN, O_API, O_TOKEN, O_CA, O_INSECURE, O_DEVS, O_PROC, O_DEV };
+    enum { O_HELP = 1, O_ONCE, O_ANN, O_NOANN, O_API, O_TOKEN, O_CA, O_INSECURE, O_DEVS, O_PROC, O_DEV, O_MPS,
+           O_MPS_ROOT, O_MPS_SHM, O_MPS_TIMEOUT, O_INSTALL, O_SHIMSRC };
     static const struct option opts[] = {
         {"help", no_argument, 0, O_HELP}, {"once", no_argument, 0, O_ONCE},
         {"annotate", no_argument, 0, O_ANN}, {"no-annotate", no_argument, 0, O_NOANN},
         {"kube-api", required_argument, 0, O_API}, {"token-file", required_argument, 0, O_TOKEN},
         {"ca-file", required_argument, 0, O_CA}, {"insecure-skip-tls-verify", no_argument, 0, O_INSECURE},
         {"devices-dir", required_argument, 0, O_DEVS}, {"proc-root", required_argument, 0, O_PROC},
-        {"dev-root", required_argument, 0, O_DEV}, {0, 0, 0, 0}};
+        {"dev-root", required_argument, 0, O_DEV}, {"mps", no_argument, 0, O_MPS},
+        {"mps-root", required_argument, 0, O_MPS_ROOT}, {"mps-shm", required_argument, 0, O_MPS_SHM},
+        {"mps-timeout", required_argument, 0, O_MPS_TIMEOUT}, {"install-shim", required_argument, 0, O_INSTALL},
+        {"shim-source", required_argument, 0, O_SHIMSRC}, {0, 0, 0, 0}};
     ext_kube_config kc;
     ext_kube_config_defaults(&kc);
     reserve_env env;
     reserve_env_from_process(&env);
-    bool once = false, annotate = true, api_given = false;
+    reserve_mps_config mcfg;
+    reserve_mps_config_defaults(&mcfg);
+    bool once = false, annotate = true, api_given = false, mps_mode = false;
+    char *end = NULL;
+    long secs;
+    const char *install_dir = NULL, *shim_source = RESERVE_SHIM_SOURCE;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -139,6 +209,19 @@ int main(int argc, char **argv) {
         case O_DEVS: env.devices_dir = optarg; break;
         case O_PROC: env.proc_root = optarg; break;
         case O_DEV: env.dev_root = optarg; break;
+        case O_MPS: mps_mode = true; break;
+        case O_MPS_ROOT: mcfg.root = optarg; break;
+        case O_MPS_SHM: mcfg.shm_dir = optarg; break;
+        case O_MPS_TIMEOUT:
+            secs = strtol(optarg, &end, 10);
+            if (!*optarg || *end || secs < 1 || secs > 3600) {
+                fprintf(stderr, "--mps-timeout: \"%s\" is not a whole number of seconds from 1 to 3600\n", optarg);
+                return 2;
+            }
+            mcfg.timeout_ms = (int)secs * 1000;
+            break;
+        case O_INSTALL: install_dir = optarg; break;
+        case O_SHIMSRC: shim_source = optarg; break;
         default: fputs(usage, stderr); return 2;
         }
     }
@@ -146,8 +229,20 @@ int main(int argc, char **argv) {
         fprintf(stderr, "unexpected argument: %s\n%s", argv[optind], usage);
         return 2;
     }
+    if (once && mps_mode) {
+        fputs("--once and --mps do not go together: --once only prints the device and exits\n", stderr);
+        return 2;
+    }
 
     char uuids[4096], why[2048];
+    if (install_dir) {
+        if (reserve_install_shim(install_dir, shim_source, why, sizeof why) < 0) {
+            fprintf(stderr, "tessera-reserve --install-shim: %s\n", why);
+            return 1;
+        }
+        printf("installed %s into %s\n", shim_source, install_dir);
+        return 0;
+    }
     int method = reserve_find_devices(&env, uuids, sizeof uuids, why, sizeof why);
     if (once) {
         if (method < 0) {
@@ -159,40 +254,58 @@ int main(int argc, char **argv) {
     }
     if (method > 0) ext_log(EXT_LOG_INFO, "event=device method=%s uuid=%s", reserve_method_name(method), uuids);
     else ext_log(EXT_LOG_ERROR, "event=no-device reason=\"%s\"", why);
+    reserve_mps *mps = NULL;
+    if (mps_mode && method > 0) {
+        ext_log(EXT_LOG_INFO, "event=mps-starting uuid=%s root=%s program=%s", uuids, mcfg.root, mcfg.program);
+        if ((mps = reserve_mps_start(&mcfg, uuids, why, sizeof why))) {
+            ext_log(EXT_LOG_INFO, "event=mps-ready pid=%ld pipe_dir=%s log_dir=%s", (long)reserve_mps_pid(mps),
+                    reserve_mps_pipe_dir(mps), reserve_mps_log_dir(mps));
+        } else {
+            ext_log(EXT_LOG_ERROR, "event=mps-failed reason=\"%s\"", why);
+            method = RESERVE_FAILED;
+        }
+    }
 
+    const char *ns = getenv("POD_NAMESPACE"), *name = getenv("POD_NAME");
+    ext_kube *k = NULL;
     if (annotate) {
-        const char *ns = getenv("POD_NAMESPACE"), *name = getenv("POD_NAME");
         char err[512];
         if (!ns || !*ns || !name || !*name) {
             ext_log(EXT_LOG_ERROR, "event=config-error reason=\"POD_NAME and POD_NAMESPACE must be set (downward "
                                    "API), or run with --no-annotate\"");
+            reserve_mps_stop(mps);
             return 2;
         }
         if (!api_given && ext_kube_config_in_cluster(&kc, err, sizeof err) < 0) {
             ext_log(EXT_LOG_ERROR, "event=config-error reason=\"%s; give --kube-api URL\"", err);
+            reserve_mps_stop(mps);
             return 2;
         }
-        ext_kube *k = ext_kube_new(&kc, err, sizeof err);
-        char *body = k ? patch_body(method > 0 ? uuids : NULL, why) : NULL;
+        k = ext_kube_new(&kc, err, sizeof err);
+        char *body = k ? patch_body(method > 0 ? uuids : NULL, why, mps_mode, mps) : NULL;
         if (!k || !body) {
             ext_log(EXT_LOG_ERROR, "event=config-error reason=\"API client: %s\"", k ? "out of memory" : err);
             ext_kube_free(k);
+            reserve_mps_stop(mps);
             return 2;
         }
         ext_log(EXT_LOG_INFO, "event=publishing pod=%s/%s annotation=%s api=%s", ns, name,
                 method > 0 ? ANN_UUID : ANN_ERROR, kc.api_url);
         bool stopped = publish(k, ns, name, body, &stop);
         cJSON_free(body);
-        ext_kube_free(k);
         if (stopped) {
             ext_log(EXT_LOG_INFO, "event=stopped before publishing");
+            reserve_mps_stop(mps);
+            ext_kube_free(k);
             return 0;
         }
     }
 
     ext_log(EXT_LOG_INFO, "event=waiting reason=\"holding the device until SIGTERM\"");
-    int sig;
-    while ((sig = sigwaitinfo(&stop, NULL)) < 0 && errno == EINTR) {}
+    int sig = reserve_hold(&stop, &mps, k, ns, name);
     ext_log(EXT_LOG_INFO, "event=exit signal=%d", sig);
+    if (mps) ext_log(EXT_LOG_INFO, "event=mps-quit pid=%ld", (long)reserve_mps_pid(mps));
+    reserve_mps_stop(mps);
+    ext_kube_free(k);
     return 0;
 }

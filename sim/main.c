@@ -43,20 +43,22 @@ static void usage(FILE *f) {
             "  replay [--cluster FILE] [--trace FILE] [--policies a,b,..] [--seed N] [--samples N]\n"
             "         [--no-frag] [--soft-share-delivery reservation|none] [--json | --csv] [-o FILE]\n"
             "         [--svg FILE] [--alloc-svg FILE] [--quota SPEC ...] [--tenant-namespace T=NS,...]\n"
-"         [--quota-mode M] [--comm-share C]\n"
+"         [--quota-mode M] [--comm-share C] [--compute-sharing M]\n"
             "                            replay the trace per policy: waits, slowdown, allocation,\n"
             "                            fragmentation, GPU-hours (default: the bundled demo; policies\n"
             "                            " DEFAULT_POLICIES ", seed 42, 100 samples)\n"
             "  plan [--cluster FILE] [--trace FILE] --target METRIC<=VALUE ... [--policies a,b,..]\n"
             "       [--sharing-options whole,timeslice:4,...] [--seed N] [--json | --csv] [-o FILE]\n"
-            "       [--soft-share-delivery reservation|none] [--svg FILE]\n"
+            "       [--soft-share-delivery reservation|none] [--compute-sharing M] [--svg FILE]\n"
             "                            the smallest node count per group (and sharing) meeting the\n"
             "                            targets, e.g. --target \"wait.p95.inference<=30s\" or, per\n"
             "                            tenant, \"wait.p95.tenant:team-7<=2h\"; policies\n"
             "                            default fgd,bestfit,binpack; sharing options are whole,\n"
             "                            timeslice:N, mps:N, mig:<layout>, mig:<layout>+timeslice:N\n"
-            "                            (layered), mig:on-demand; exit status 3: no cluster tried\n"
-            "                            meets the targets\n"
+            "                            (layered), mig:on-demand, and soft:timeslice, soft:mps,\n"
+            "                            soft:mps:tenant (every shared group whole, the trace's soft\n"
+            "                            shares time-sliced or MPS; compared only); exit status 3: no\n"
+            "                            cluster tried meets the targets\n"
             "  fgd-paper ...             the FGD paper's experiment (tessera-sim fgd-paper --help)\n"
             "  sweep ... / merge DIR     that experiment over a grid, locally or as a Kubernetes Indexed Job\n"
             "  convert openb ...         openb CSVs to a cluster and a trace (tessera-sim convert --help)\n"
@@ -73,6 +75,11 @@ static void usage(FILE *f) {
             "                            when its GPUs are NVLink-connected (0..1, default 0.05); a slower\n"
             "                            set stretches it by the bandwidth ratio (sim/slowdown.h); a trace\n"
             "                            workload's \"commShare\" overrides it\n"
+            "  --compute-sharing M       replay, plan: how the trace's soft shares share a GPU's compute:\n"
+            "                            trace (default: as each pod's tessera.io/compute-sharing says),\n"
+            "                            timeslice (all time-sliced), mps (all MPS shares, one uid),\n"
+            "                            mps:tenant (all MPS shares, a uid per tenant); an MPS share is\n"
+            "                            capped at its SMs, never time-sliced (sim/slowdown.h)\n"
             "  --soft-share-delivery M   replay, plan: as tessera-extender's flag. reservation (default):\n"
             "                            a fraction never goes onto an MPS replica, which its\n"
             "                            reservation cannot hold; none: it may\n"
@@ -92,6 +99,7 @@ typedef struct common {
     bool frag;
     sim_quotas quotas;    /* --quota, --tenant-namespace, --quota-mode */
     sim_comm_model comm;  /* --comm-share */
+    sim_compute compute;  /* --compute-sharing */
 } common;
 
 static int need_arg(int argc, char **argv, int i, const char *cmd) {
@@ -169,6 +177,15 @@ static int common_opt(int argc, char **argv, int *i, common *c, const char *cmd)
         c->comm.share = x;
         return 1;
     }
+    if (!strcmp(a, "--compute-sharing")) {
+        char err[160];
+        if (need_arg(argc, argv, *i, cmd)) return -1;
+        if (sim_compute_parse(argv[++*i], &c->compute, err, sizeof err) != 0) {
+            fprintf(stderr, "tessera-sim %s: --compute-sharing: %s\n", cmd, err);
+            return -1;
+        }
+        return 1;
+    }
     if (!strcmp(a, "--json")) return c->fmt = SIM_FMT_JSON, 1;
     if (!strcmp(a, "--csv")) return c->fmt = SIM_FMT_CSV, 1;
     if (!strcmp(a, "--no-frag")) return c->frag = false, 1;
@@ -203,6 +220,11 @@ static int load_inputs(const common *c, sim_cluster **cl, sim_trace **tr, const 
     *tr = c->trace ? sim_trace_from_file(c->trace, err, sizeof err)
                    : sim_trace_from_json((const char *)sim_demo_sim_trace_json, sim_demo_sim_trace_json_len, err,
                                          sizeof err);
+    if (*tr && c->compute != SIM_COMPUTE_TRACE) {
+        sim_trace *as = sim_trace_compute_sharing(*tr, c->compute, err, sizeof err);
+        sim_trace_free(*tr);
+        *tr = as;
+    }
     if (!*tr) {
         fprintf(stderr, "tessera-sim %s: %s\n", cmd, err);
         sim_cluster_free(*cl);
@@ -398,7 +420,8 @@ static int parse_sharing_list(const char *s, sim_plan_opts *o) {
             fprintf(stderr, "tessera-sim plan: at most %d --sharing-options\n", SIM_PLAN_MAX_SHARING);
             return -1;
         }
-        if (sim_sharing_parse(tok, &o->sharing[o->nsharing++], err, sizeof err) != 0) {
+        int k = o->nsharing++, soft = sim_plan_soft_parse(tok, &o->soft[k], err, sizeof err);
+        if (soft < 0 || sim_sharing_parse(soft ? "whole" : tok, &o->sharing[k], err, sizeof err) != 0) {
             fprintf(stderr, "tessera-sim plan: --sharing-options: %s\n", err);
             return -1;
         }

@@ -205,7 +205,8 @@ static int choose_sharing(search *s, sim_cluster *c, int g, int limit) {
     if (best_count >= 0) best = c->groups[g];
     for (int k = 0; k < s->o->nsharing; k++) {
         sim_group saved = c->groups[g];
-        if (sim_group_can_share(&c->groups[g], &s->o->sharing[k], NULL)) {   /* else skip the option */
+        if (s->o->soft[k] == SIM_COMPUTE_TRACE && sim_group_can_share(&c->groups[g], &s->o->sharing[k], NULL)) {
+            /* (a soft: option rewrites the workloads, not a group: compared only, plan.h) */
             c->groups[g].sharing = s->o->sharing[k];
             int n = smallest(s, c, g, limit);
             if (n == -1) return -1;
@@ -257,6 +258,7 @@ int sim_plan(const sim_cluster *base, const sim_trace *t, const char *policy, co
      * never gets there, try each sharing option on every group that can take it. */
     int rc = upper_bound(&s, c, limit, scale);
     for (int k = 0; rc == 0 && k < o->nsharing; k++) {
+        if (o->soft[k] != SIM_COMPUTE_TRACE) continue;
         sim_cluster *alt = sim_cluster_clone(base);
         for (int g = 0; g < alt->ngroups; g++) {
             if (sim_group_can_share(&alt->groups[g], &o->sharing[k], NULL)) alt->groups[g].sharing = o->sharing[k];
@@ -312,14 +314,15 @@ fail:
 /* The comparison of plan.h: option k on every shared group that can take it
  * (sim_cluster_apply_sharing), then the search without options. GPUs of the result, -1
  * never met, -2 no group took it. */
-static int compare_option(search *s, const sim_cluster *base, const sim_sharing *opt, int scale) {
+static int compare_option(search *s, const sim_cluster *base, const sim_sharing *opt, bool soft, int scale) {
     sim_cluster *c = sim_cluster_clone(base);
     int *limit = malloc((size_t)c->ngroups * sizeof *limit), rc = -1;
     for (int g = 0; g < c->ngroups; g++) {
         limit[g] = (c->groups[g].count ? c->groups[g].count : 1) * scale;
         if (c->groups[g].count == 0) c->groups[g].count = 1;
     }
-    if (sim_cluster_apply_sharing(c, opt, NULL) == 0) {
+    /* a soft: option runs on unshared GPUs whether or not some group was shared */
+    if (sim_cluster_apply_sharing(c, opt, NULL) == 0 && !soft) {
         rc = -2;
         goto out;
     }
@@ -351,9 +354,18 @@ int sim_plan_compare_options(const sim_cluster *base, const sim_trace *t, const 
     int scale = o->max_scale > 0 ? o->max_scale : 64;
     out->nopt = o->nsharing;
     for (int k = 0; k < o->nsharing; k++) {
-        sim_sharing_format(&o->sharing[k], out->opt[k], sizeof out->opt[k]);
+        sim_trace *soft = NULL;
+        if (o->soft[k] != SIM_COMPUTE_TRACE) {
+            snprintf(out->opt[k], sizeof out->opt[k], "soft:%s", sim_compute_name(o->soft[k]));
+            if (!(soft = sim_trace_compute_sharing(t, o->soft[k], err, errlen))) return -1;
+            s.t = soft;
+        } else {
+            sim_sharing_format(&o->sharing[k], out->opt[k], sizeof out->opt[k]);
+        }
         err[0] = 0;
-        out->opt_gpus[k] = compare_option(&s, base, &o->sharing[k], scale);
+        out->opt_gpus[k] = compare_option(&s, base, &o->sharing[k], soft != NULL, scale);
+        s.t = t;
+        sim_trace_free(soft);
         if (out->opt_gpus[k] == -1 && err[0]) return -1;
     }
     out->evaluations += s.evaluations;
@@ -368,6 +380,27 @@ void sim_plan_layering(const sim_plan_result *p, int *layered, int *mig_only, in
         int *slot = mig && strstr(p->opt[k], "+timeslice:") ? layered : mig ? mig_only : ts ? ts_only : NULL;
         if (slot && (*slot < 0 || p->opt_gpus[k] < p->opt_gpus[*slot])) *slot = k;
     }
+}
+
+void sim_plan_soft(const sim_plan_result *p, int *timeslice, int *mps) {
+    *timeslice = *mps = -1;
+    for (int k = 0; k < p->nopt; k++) {
+        if (!strcmp(p->opt[k], "soft:timeslice")) *timeslice = k;
+        /* a soft:mps option that met the targets with the fewest GPUs, else the first one */
+        else if (!strncmp(p->opt[k], "soft:mps", 8) &&
+                 (*mps < 0 || (p->opt_gpus[k] >= 0 && (p->opt_gpus[*mps] < 0 || p->opt_gpus[k] < p->opt_gpus[*mps]))))
+            *mps = k;
+    }
+}
+
+int sim_plan_soft_parse(const char *s, sim_compute *out, char *err, size_t errlen) {
+    if (strncmp(s, "soft:", 5) != 0) return 0;
+    if (sim_compute_parse(s + 5, out, err, errlen) != 0 || *out == SIM_COMPUTE_TRACE) {
+        snprintf(err, errlen, "\"%s\": expected soft:timeslice, soft:mps or soft:mps:tenant (tessera's soft shares on "
+                 "unshared GPUs, time-sliced or MPS)", s);
+        return -1;
+    }
+    return 1;
 }
 
 void sim_plan_result_free(sim_plan_result *p) {

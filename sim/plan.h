@@ -24,6 +24,13 @@
  * the others keep theirs, and the same search finds the smallest cluster. That is how
  * the report can say whether layered sharing (mig:<layout>+timeslice:N) needs fewer GPUs
  * than MIG alone or time-slicing alone for the same targets.
+ *
+ * A sharing option may instead be "soft:timeslice", "soft:mps" or "soft:mps:tenant": tessera's
+ * soft shares on unshared GPUs, time-sliced or MPS (sim_trace_compute_sharing rewrites the
+ * trace's soft shares so; mps:tenant gives each tenant its own uid). It is compared the same
+ * way, with every shared group set to whole, but takes no part in the per-group search (it
+ * changes the workloads, not a group): that is how the report can say whether MPS shares need
+ * fewer GPUs than time-sliced ones for the same targets.
  */
 #ifndef SIM_PLAN_H
 #define SIM_PLAN_H
@@ -57,6 +64,7 @@ typedef struct sim_plan_opts {
     sim_target targets[SIM_PLAN_MAX_TARGETS];
     int nsharing;                        /* 0: keep each group's sharing */
     sim_sharing sharing[SIM_PLAN_MAX_SHARING];
+    sim_compute soft[SIM_PLAN_MAX_SHARING];   /* != SIM_COMPUTE_TRACE: option k is "soft:<mode>" (sharing[k] whole) */
     uint64_t seed;
     bool soft_share_delivery_none;       /* sim_replay_opts' */
     int max_scale;                       /* upper bound: counts x this (0: 64) */
@@ -82,6 +90,14 @@ typedef struct sim_plan_result {
 /* Of the compared options, the layered one needing the fewest GPUs and the best plain-MIG
  * and time-slicing-only options (indices into opt, -1 when absent or never met). */
 void sim_plan_layering(const sim_plan_result *p, int *layered, int *mig_only, int *ts_only);
+
+/* Of the compared options, soft:timeslice and the soft:mps option needing the fewest GPUs (the first
+ * soft:mps one when none met the targets); indices into opt, -1 when absent. */
+void sim_plan_soft(const sim_plan_result *p, int *timeslice, int *mps);
+
+/* "soft:timeslice", "soft:mps", "soft:mps:tenant" into *out (1), 0 when s is no soft option, -1 with err
+ * for a "soft:" spelling that is not one. */
+int sim_plan_soft_parse(const char *s, sim_compute *out, char *err, size_t errlen);
 
 /* Plan for one policy. 0 and out filled (free with sim_plan_result_free), -1 with err. */
 int sim_plan(const sim_cluster *base, const sim_trace *t, const char *policy, const sim_plan_opts *o,

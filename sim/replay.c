@@ -200,6 +200,30 @@ static double instance_others(const state *s, const model_node *n, int self, con
     return sum;
 }
 
+/* A workload's memory-bandwidth share alone (slowdown.h): the trace's memBandwidth, else its utilisation. */
+static double mem_bw(const state *s, int w) {
+    const sim_workload *x = &s->t->w[w];
+    return x->bw_given ? x->mem_bw : x->util;
+}
+
+/* The memory-bandwidth load of the MPS clients on GPU gpu of node n (sim_mps_load summed): what an MPS
+ * client's rate is divided by when it exceeds 1. */
+static double mps_load(const state *s, const model_node *n, int gpu) {
+    double sum = 0;
+    for (int i = 0; i < n->nallocs; i++) {
+        const model_alloc *al = &n->allocs[i];
+        if (!al->uid[0]) continue;
+        for (int g = 0; g < al->a.ngrants; g++) {
+            const model_grant *gr = &al->a.grant[g];
+            double share = gr->gpu == gpu ? sim_mps_share(&n->gpus[gpu], gr) : 0;
+            if (share <= 0) continue;
+            int w = uid_workload(al->uid);
+            sum += sim_mps_load(s->t->w[w].util, mem_bw(s, w), share);
+        }
+    }
+    return sum;
+}
+
 /* Re-rate every tenant of node k holding a non-exclusive grant on a GPU in mask. */
 static void rerate(state *s, int k, uint32_t mask) {
     const model_node *n = s->nodes[k];
@@ -214,9 +238,14 @@ static void rerate(state *s, int k, uint32_t mask) {
         double u = s->t->w[w].util, rate = 1.0;
         for (int g = 0; g < al->a.ngrants; g++) {
             const model_grant *gr = &al->a.grant[g];
-            double others = gr->mig_profile >= 0 && gr->replica >= 0 ? instance_others(s, n, i, gr)
-                                                                     : util[gr->gpu] - (gr->exclusive ? 0 : u);
-            double r = sim_rate_grant(&n->gpus[gr->gpu], gr, u, others > 1e-9 ? others : 0);
+            double share = sim_mps_share(&n->gpus[gr->gpu], gr), r;
+            if (share > 0) {   /* an MPS client: capped at its SM share, contending only for memory bandwidth */
+                r = sim_rate_mps(u, share, mps_load(s, n, gr->gpu));
+            } else {
+                double others = gr->mig_profile >= 0 && gr->replica >= 0 ? instance_others(s, n, i, gr)
+                                                                         : util[gr->gpu] - (gr->exclusive ? 0 : u);
+                r = sim_rate_grant(&n->gpus[gr->gpu], gr, u, others > 1e-9 ? others : 0);
+            }
             if (r < rate) rate = r;
         }
         set_rate(s, w, rate / s->r[w].comm_factor);

@@ -288,6 +288,20 @@ void sim_report_plan(FILE *f, sim_format fmt, const sim_plan_result *p, int n) {
             else fprintf(f, "  %s %s", p[i].opt[k], p[i].opt_gpus[k] == -1 ? "never" : "n/a");
         }
         fputc('\n', f);
+        int sts, smps;
+        sim_plan_soft(&p[i], &sts, &smps);
+        if (sts >= 0 && smps >= 0) {
+            int M = p[i].opt_gpus[smps], T = p[i].opt_gpus[sts];
+            if (M >= 0 && T >= 0)
+                fprintf(f, "  %-12s  MPS shares (%s) need %d GPUs, %s time-sliced shares (soft:timeslice, %d)\n", "",
+                        p[i].opt[smps], M, M < T ? "fewer than" : M == T ? "as many as" : "more than", T);
+            else if (M >= 0 || T >= 0)
+                fprintf(f, "  %-12s  %s meet the targets (%d GPUs), %s never do\n", "",
+                        M >= 0 ? "MPS shares" : "time-sliced shares", M >= 0 ? M : T,
+                        M >= 0 ? "time-sliced shares" : "MPS shares");
+            else
+                fprintf(f, "  %-12s  neither MPS nor time-sliced shares meet the targets\n", "");
+        }
         int lay, mig, ts;
         sim_plan_layering(&p[i], &lay, &mig, &ts);
         if (lay < 0) continue;

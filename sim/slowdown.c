@@ -33,13 +33,33 @@ double sim_rate_mig_timeslice(double u, double others, double share) {
     return sim_rate_timeslice(u / share, others / share);
 }
 
+double sim_mps_share(const model_gpu *g, const model_grant *gr) {
+    if (gr->mps) {
+        int pct = (gr->compute_permille + 9) / 10;   /* the percentage the share's client is given */
+        return (pct < 1 ? 1 : pct > 100 ? 100 : pct) / 100.0;
+    }
+    if (g->mode == MODEL_GPU_MPS && gr->replica >= 0 && gr->mig_profile < 0) return g->mps_thread_permille / 1000.0;
+    return 0;
+}
+
+double sim_mps_load(double u, double m, double share) {
+    if (m <= 0) return 0;
+    return u > share && u > 0 ? m * share / u : m;
+}
+
+double sim_rate_mps(double u, double share, double load) {
+    double r = sim_rate_share(u, share);
+    return load > 1.0 ? r / load : r;
+}
+
 double sim_rate_grant(const model_gpu *g, const model_grant *gr, double u, double others) {
     if (gr->exclusive) return 1.0;
+    if (gr->mps) return sim_rate_mps(u, sim_mps_share(g, gr), 0);
     switch (g->mode) {
     case MODEL_GPU_MIG:
         if (gr->replica >= 0) return sim_rate_mig_timeslice(u, others, sim_mig_sm_share(g->product, gr->mig_profile));
         return sim_rate_share(u, sim_mig_sm_share(g->product, gr->mig_profile));
-    case MODEL_GPU_MPS: return sim_rate_share(u, g->mps_thread_permille / 1000.0);
+    case MODEL_GPU_MPS: return sim_rate_mps(u, sim_mps_share(g, gr), 0);
     case MODEL_GPU_TIMESLICE:
     case MODEL_GPU_WHOLE: break;
     }

@@ -22,9 +22,23 @@
  *                   is the MIG rate min(1, s/u). No measurement of time-slicing inside a MIG
  *                   instance was found (data/sharing-costs.md section 7 derives it): the
  *                   mechanism is the same CUDA time-slicing, on fewer SMs.
- *   MPS             the active-thread share p = 1/replicas the device plugin sets:
- *                   min(1, p / u). Memory-bandwidth contention is not modelled (the
- *                   sources give no number).
+ *   MPS             an MPS client runs on at most its active-thread share p of the SMs,
+ *                   concurrently with the other clients (no context switching, so no
+ *                   time-slicing loss): compute-capped rate min(1, p / u). p is 1/replicas
+ *                   for a device-plugin replica (the plugin's 100/replicas percent), and for
+ *                   a tessera MPS share (tessera.io/compute-sharing: mps) its charged compute
+ *                   rounded up to a whole percent, at least 1 (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE).
+ *                   MPS gives no memory-bandwidth QoS (MIG User Guide, "CUDA Concurrency
+ *                   Mechanisms"): a client at that rate uses m * min(1, p / u) of the GPU's
+ *                   bandwidth, m its bandwidth share alone (the trace's memBandwidth, default
+ *                   its gpuUtil); when the GPU's clients together ask more than 1 (load L),
+ *                   each runs at its compute-capped rate / L (bandwidth shared in proportion
+ *                   to demand). Assumptions, not measurements: no source gives MPS
+ *                   interference numbers (data/sharing-costs.md sections 3 and 7). With the
+ *                   default m = u the load is sum min(u, p) <= sum p <= 1 (tessera never
+ *                   charges a GPU more than its SMs), so contention needs a memBandwidth.
+ *                   Unlike time-slicing, MPS is not work-conserving: a client never uses the
+ *                   SMs an idle neighbour leaves free.
  * A workload on several GPUs runs at its slowest GPU's rate.
  *
  * Multi-GPU communication (data/sharing-costs.md, "Multi-GPU communication"): a workload
@@ -57,9 +71,20 @@ double sim_mig_sm_share(const model_gpu_product *p, int prof);
 /* Rate of a tenant of a time-sliced MIG instance with SM share s (layered sharing). */
 double sim_rate_mig_timeslice(double u, double others, double share);
 
+/* The SM share an MPS client runs on (see MPS above): a device-plugin replica's 1/replicas as the
+ * plugin rounds it, a tessera MPS share's charged compute rounded up to a percent; 0 for a grant that
+ * is no MPS client. */
+double sim_mps_share(const model_gpu *g, const model_grant *gr);
+/* The share of the GPU's memory bandwidth an MPS client uses: m x min(1, share / u), m its share alone. */
+double sim_mps_load(double u, double m, double share);
+/* Rate of an MPS client with SM share `share`, on a GPU whose MPS clients' loads (sim_mps_load, its own
+ * included) sum to load: min(1, share / u) / max(1, load). */
+double sim_rate_mps(double u, double share, double load);
+
 /* Rate of one grant: g is the GPU, u the workload's utilisation, others the summed
  * utilisation of the other tenants -- of the GPU, or for a replica of a time-sliced MIG
- * instance of that instance (ignored for exclusive, plain MIG and MPS grants). */
+ * instance of that instance (ignored for exclusive, plain MIG and MPS grants; an MPS
+ * client's bandwidth contention needs its GPU's load: sim_rate_mps). */
 double sim_rate_grant(const model_gpu *g, const model_grant *gr, double u, double others);
 
 /* The multi-GPU communication model's parameters, all in one place. Bandwidths in GB/s per

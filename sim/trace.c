@@ -91,17 +91,20 @@ static int claim_request(const cJSON *claim, model_request *req, char *err, size
 /* The Pod the extender would see for a trace's pod part. */
 static cJSON *as_pod(const cJSON *part, char *err, size_t errlen) {
     if (cJSON_GetObjectItemCaseSensitive(part, "spec")) return cJSON_Duplicate(part, true);
-    static const char *const keys[] = {"resources", "annotations", "claim", NULL};
+    static const char *const keys[] = {"resources", "annotations", "securityContext", "claim", NULL};
     if (sim_json_known_keys(part, "pod", keys, err, errlen) != 0) return NULL;
     const cJSON *res = cJSON_GetObjectItemCaseSensitive(part, "resources");
     const cJSON *ann = cJSON_GetObjectItemCaseSensitive(part, "annotations");
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(part, "securityContext");
     cJSON *pod = cJSON_CreateObject();
     cJSON *meta = cJSON_AddObjectToObject(pod, "metadata");
     if (ann) cJSON_AddItemToObject(meta, "annotations", cJSON_Duplicate(ann, true));
     cJSON *c = cJSON_CreateObject();
     cJSON_AddStringToObject(c, "name", "main");
     if (res) cJSON_AddItemToObject(c, "resources", cJSON_Duplicate(res, true));
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(cJSON_AddObjectToObject(pod, "spec"), "containers"), c);
+    cJSON *spec = cJSON_AddObjectToObject(pod, "spec");
+    if (sc) cJSON_AddItemToObject(spec, "securityContext", cJSON_Duplicate(sc, true));   /* the pod's, as in a Pod */
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "containers"), c);
     return pod;
 }
 
@@ -183,7 +186,7 @@ const char *sim_trace_id(const sim_trace *t, int i) { return t->ids + t->w[i].id
 
 static int read_workload(sim_trace *t, const cJSON *o, int i, char *err, size_t errlen) {
     static const char *const keys[] = {"id", "kind", "arrival", "duration", "priority", "tenant", "gpuUtil", "commShare",
-                                       "pod", NULL};
+                                       "memBandwidth", "pod", NULL};
     char where[48], e2[400];
     snprintf(where, sizeof where, "workloads[%d]", i);
     if (!cJSON_IsObject(o)) {
@@ -222,6 +225,11 @@ static int read_workload(sim_trace *t, const cJSON *o, int i, char *err, size_t 
     if (rc < 0) return -1;
     w.comm_given = rc == 0;   /* 1: absent */
     w.comm_share = w.comm_given ? (float)comm : 0;
+    double bw;
+    rc = sim_json_num(o, where, "memBandwidth", false, 0, 1, &bw, err, errlen);
+    if (rc < 0) return -1;
+    w.bw_given = rc == 0;
+    w.mem_bw = w.bw_given ? (float)bw : 0;
     int ti = sim_trace_tenant(t, tenant);
     if (ti < 0) {
         snprintf(err, errlen, "%s.tenant: more than 65535 tenants", where);
@@ -377,8 +385,114 @@ int sim_trace_write(const sim_trace *t, FILE *f) {
         put_string(f, t->tenants[w->tenant]);
         fprintf(f, ", \"gpuUtil\": %.3f", (double)w->util);
         if (w->comm_given) fprintf(f, ", \"commShare\": %.3f", (double)w->comm_share);
+        if (w->bw_given) fprintf(f, ", \"memBandwidth\": %.3f", (double)w->mem_bw);
         fprintf(f, ", \"pod\": %s}%s\n", t->shapes[w->shape].pod_json, i + 1 < t->n ? "," : "");
     }
     fputs("]}\n", f);
     return ferror(f) ? -1 : 0;
+}
+
+/* ------------------------------------------------------------ compute sharing */
+
+static const char *const compute_names[] = {"trace", "timeslice", "mps", "mps:tenant"};
+
+int sim_compute_parse(const char *s, sim_compute *out, char *err, size_t errlen) {
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(s, compute_names[i])) {
+            *out = (sim_compute)i;
+            return 0;
+        }
+    snprintf(err, errlen, "\"%s\" is not one of trace, timeslice, mps, mps:tenant", s);
+    return -1;
+}
+
+const char *sim_compute_name(sim_compute c) { return c >= SIM_COMPUTE_TRACE && c <= SIM_COMPUTE_MPS_TENANT ? compute_names[c] : "?"; }
+
+/* runAsUser = uid on the pod and on every container that sets its own (which would override it). */
+static void set_uid(cJSON *spec, int64_t uid) {
+    cJSON *sc = cJSON_GetObjectItemCaseSensitive(spec, "securityContext");
+    if (!cJSON_IsObject(sc)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(spec, "securityContext");
+        sc = cJSON_AddObjectToObject(spec, "securityContext");
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(sc, "runAsUser");
+    cJSON_AddNumberToObject(sc, "runAsUser", (double)uid);
+    static const char *const lists[] = {"initContainers", "containers"};
+    for (int l = 0; l < 2; l++) {
+        cJSON *ctr;
+        cJSON_ArrayForEach(ctr, cJSON_GetObjectItemCaseSensitive(spec, lists[l])) {
+            cJSON *csc = cJSON_GetObjectItemCaseSensitive(ctr, "securityContext");
+            if (cJSON_GetObjectItemCaseSensitive(csc, "runAsUser")) cJSON_ReplaceItemInObjectCaseSensitive(csc, "runAsUser", cJSON_CreateNumber((double)uid));
+        }
+    }
+}
+
+/* The pod part of one workload rewritten for compute sharing c (a new tree), or NULL when it stays as is. */
+static cJSON *rewrite_part(const sim_shape *sh, sim_compute c, int tenant) {
+    const model_request *r = &sh->req;
+    if (r->kind != MODEL_REQ_FRACTION || r->via_dra) return NULL;
+    bool mps = c == SIM_COMPUTE_MPS || c == SIM_COMPUTE_MPS_TENANT;
+    if (mps && r->isolation != MODEL_ISO_DEFAULT && r->isolation != MODEL_ISO_ANY) return NULL;   /* no soft share */
+    if (!mps && r->compute_sharing == MODEL_COMPUTE_TIMESLICE) return NULL;
+    cJSON *part = cJSON_Parse(sh->pod_json);
+    if (!part) return NULL;
+    cJSON *spec = cJSON_GetObjectItemCaseSensitive(part, "spec");
+    cJSON *holder = spec ? cJSON_GetObjectItemCaseSensitive(part, "metadata") : part;
+    if (spec && !holder) holder = cJSON_AddObjectToObject(part, "metadata");
+    cJSON *ann = cJSON_GetObjectItemCaseSensitive(holder, "annotations");
+    if (!cJSON_IsObject(ann)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(holder, "annotations");
+        ann = cJSON_AddObjectToObject(holder, "annotations");
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(ann, "tessera.io/compute-sharing");
+    if (mps) {
+        cJSON_DeleteItemFromObjectCaseSensitive(ann, "tessera.io/isolation");
+        cJSON_AddStringToObject(ann, "tessera.io/compute-sharing", "mps");
+        set_uid(spec ? spec : part, SIM_MPS_UID + (c == SIM_COMPUTE_MPS_TENANT ? tenant : 0));
+    }
+    return part;
+}
+
+sim_trace *sim_trace_compute_sharing(const sim_trace *t, sim_compute c, char *err, size_t errlen) {
+    sim_trace *o = sim_trace_new();
+    if (!o) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < t->ntenants; i++) sim_trace_tenant(o, t->tenants[i]);   /* same indices */
+    int *memo = calloc((size_t)(t->nshapes ? t->nshapes : 1), sizeof *memo);   /* shape + 1, unless per tenant */
+    for (int i = 0; memo && i < t->n; i++) {
+        sim_workload w = t->w[i];
+        const sim_shape *sh = &t->shapes[w.shape];
+        int shape = c != SIM_COMPUTE_MPS_TENANT ? memo[w.shape] - 1 : -1;
+        if (shape < 0) {
+            cJSON *part = c == SIM_COMPUTE_TRACE ? NULL : rewrite_part(sh, c, w.tenant);
+            cJSON *orig = part ? NULL : cJSON_Parse(sh->pod_json);
+            char e2[400];
+            shape = sim_trace_shape(o, part ? part : orig, e2, sizeof e2);
+            cJSON_Delete(part);
+            cJSON_Delete(orig);
+            if (shape < 0) {
+                snprintf(err, errlen, "workloads[%d] (%s) as %s: %s", i, sim_trace_id(t, i), sim_compute_name(c), e2);
+                free(memo);
+                sim_trace_free(o);
+                return NULL;
+            }
+            if (c != SIM_COMPUTE_MPS_TENANT) memo[w.shape] = shape + 1;
+        }
+        w.shape = shape;
+        if (sim_trace_add(o, &w, sim_trace_id(t, i)) != 0) {
+            snprintf(err, errlen, "out of memory");
+            free(memo);
+            sim_trace_free(o);
+            return NULL;
+        }
+    }
+    if (!memo) {
+        snprintf(err, errlen, "out of memory");
+        sim_trace_free(o);
+        return NULL;
+    }
+    free(memo);
+    return o;
 }

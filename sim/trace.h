@@ -9,9 +9,12 @@
  * stretches it by the sharing slowdown); gpuUtil: mean GPU utilisation in [0, 1] when
  * running alone; commShare (optional, 0..1): for a pod on several GPUs, the share of a step
  * spent communicating when its GPUs are NVLink-connected (sim/slowdown.h; default the
- * replay's --comm-share). The pod part is a container's resources plus the pod's annotations (or
- * a whole Pod object with "spec"); it becomes a Pod and is read by model_request_from_pod,
- * exactly as the extender reads pods. Schema: sim/schema/trace.schema.json.
+ * replay's --comm-share); memBandwidth (optional, 0..1): the share of the GPU's memory bandwidth it
+ * uses alone, which MPS clients contend for (sim/slowdown.h; default gpuUtil). The pod part is a
+ * container's resources plus the pod's annotations and securityContext (or a whole Pod object
+ * with "spec"); it becomes a Pod and is read by model_request_from_pod, exactly as the extender
+ * reads pods: an MPS share is "annotations": {"tessera.io/compute-sharing": "mps", ...} with
+ * "securityContext": {"runAsUser": 1000}. Schema: sim/schema/trace.schema.json.
  *
  * A pod part may carry "claim": the spec of a ResourceClaim (DRA), e.g.
  *   "claim": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "mig.nvidia.com",
@@ -53,6 +56,8 @@ typedef struct sim_workload {
     uint8_t kind;            /* sim_kind */
     bool comm_given;         /* "commShare" given: comm_share overrides the replay's default */
     float comm_share;        /* multi-GPU communication share of a step at NVLink speed (slowdown.h) */
+    bool bw_given;           /* "memBandwidth" given; else the replay takes util for it */
+    float mem_bw;            /* memory-bandwidth share alone, 0..1 (slowdown.h, MPS) */
 } sim_workload;
 
 typedef struct sim_trace {
@@ -86,5 +91,26 @@ sim_trace *sim_trace_from_file(const char *path, char *err, size_t errlen);
 
 /* Write as trace JSON (one workload per line). 0, or -1 on a write error. */
 int sim_trace_write(const sim_trace *t, FILE *f);
+
+/* How the replay runs the trace's soft shares (replay and plan --compute-sharing, plan's soft:
+ * sharing options). */
+typedef enum sim_compute {
+    SIM_COMPUTE_TRACE = 0,   /* as each workload's pod says */
+    SIM_COMPUTE_TIMESLICE,   /* every soft share time-sliced (tessera.io/compute-sharing removed) */
+    SIM_COMPUTE_MPS,         /* every soft share an MPS share, all of one uid (SIM_MPS_UID) */
+    SIM_COMPUTE_MPS_TENANT   /* every soft share an MPS share of its tenant's own uid (SIM_MPS_UID + tenant) */
+} sim_compute;
+#define SIM_MPS_UID 1000
+
+/* "trace", "timeslice", "mps", "mps:tenant"; -1 with err otherwise. */
+int sim_compute_parse(const char *s, sim_compute *out, char *err, size_t errlen);
+const char *sim_compute_name(sim_compute c);
+
+/* A copy of t whose soft shares use compute sharing c: every workload whose request is a fraction
+ * that model_fit may place as a soft share (default isolation, or any) gets tessera.io/compute-
+ * sharing: mps with its uid in securityContext.runAsUser and loses tessera.io/isolation (an MPS
+ * share has that one route), or (timeslice) loses tessera.io/compute-sharing. The pods are read
+ * again by model_request_from_pod. NULL with err on a pod that cannot be rewritten. */
+sim_trace *sim_trace_compute_sharing(const sim_trace *t, sim_compute c, char *err, size_t errlen);
 
 #endif

@@ -395,8 +395,10 @@ static bool pod_apply(ext_state *st, ext_node *n, pod_priv *pp, const model_assi
         return true;
     }
     model_assignment a;
-    bool ann_ok = pp->ann && ext_ann_decode(n->m, pp->ann, &a, err, sizeof err) == 0 &&
-                  model_assign(n->m, p->uid, &a, err, sizeof err) == 0;
+    bool ann_ok = pp->ann && ext_ann_decode(n->m, pp->ann, &a, err, sizeof err) == 0;
+    /* the annotation names GPUs and amounts; how the share uses compute (MPS or time-slicing, its uid) the pod says */
+    if (ann_ok) model_assignment_set_sharing(&a, &p->req);
+    ann_ok = ann_ok && model_assign(n->m, p->uid, &a, err, sizeof err) == 0;
     if (ann_ok) {
         p->a = a;
         p->holds = true;
@@ -1032,6 +1034,7 @@ int ext_state_reassign(ext_state *st, const char *uid, const char *ann, char *er
     }
     model_assignment a;
     if (ext_ann_decode(n->m, ann, &a, err, errlen) != 0) return -1;
+    model_assignment_set_sharing(&a, &pp->pub.req);
     char *text = strdup(ann);
     if (!text) {
         snprintf(err, errlen, "out of memory");

@@ -21,6 +21,14 @@ must make kube-scheduler call the extender under kube-scheduler's own rule (HTTP
 and deploy/scheduler-config.yaml's managedResources; so must the README's instruction for clusters
 without the webhook; a CPU-only pod must not.
 
+It also checks issue 28's "everything deploy/ ships is admitted by the cluster it is installed in": every pod
+deploy/ makes (the Deployment's, the node agent DaemonSet's, the sweep Job's, the examples, and the reservation
+pods the extender creates at run time, taken from the real code by build/tessera-tests
+deployed_pods_for_admission) against the Pod Security level of the namespace it lands in, with the API server's
+own rules (tests/deploy/pod_security.py); every share pod the webhook changes against the level it met before;
+and the cheap admission rules beside Pod Security (ServiceAccount, PriorityClass, RuntimeClass, ResourceQuota,
+the RBAC the reservation pods need where they land).
+
 What "consistent" means is spelled out in the constants below: when the extender gains
 or renames a flag, a metric or an API permission, change them here together with deploy/.
 """
@@ -40,6 +48,9 @@ except ImportError:
           "(Debian/Ubuntu: apt-get install python3-yaml)")
     print("0 passed, 0 failed")
     sys.exit(0)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pod_security as pss  # noqa: E402  (the API server's Pod Security checks, beside this script)
 
 ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
                        os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
@@ -108,6 +119,9 @@ WEBHOOK_NAME = "pods.tessera.io"
 WEBHOOK_SERVICE = "tessera-extender"
 WEBHOOK_PATH = "/webhook/mutate"
 DELIVERY_MODES = ("reservation", "none")
+# tessera-extender flags that change what its webhook adds to a pod (extender/main.c --help, "Admission webhook" and
+# "Soft-share delivery"): the webhook checks below run the extender with the Deployment's values of these.
+WEBHOOK_MUTATION_FLAGS = ("soft-share-delivery", "webhook-runtime-class", "scheduler-name")
 MARKER = "tessera.io/share"              # the marker extended resource of annotation-only soft shares
 # Leader election, in the tessera namespace: (apiGroup, resource, resourceName|None) -> verbs.
 LEADER_LEASES = ("tessera-scheduler", "tessera-extender")
@@ -126,7 +140,8 @@ NAMESPACE_EXCEPTIONS = {
     ("RoleBinding", "tessera-scheduler-extension-apiserver-authentication-reader"): "kube-system",
 }
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "MutatingWebhookConfiguration",
-                  "CustomResourceDefinition", "StorageClass"}
+                  "CustomResourceDefinition", "StorageClass", "RuntimeClass", "ValidatingAdmissionPolicy",
+                  "ValidatingAdmissionPolicyBinding"}
 
 ACCOUNTING = ("tessera.io/gpu-milli", "tessera.io/gpu-memory-mib")   # model/charge.h
 # Request forms (model/request.h). ignoredByScheduler must be true exactly where nodes
@@ -1226,7 +1241,10 @@ else:
     import urllib.error
     import urllib.request
     import base64
-    proc = subprocess.Popen([EXT_BIN, "--demo", "--listen", "127.0.0.1:0", "--log-level", "error"],
+    # The webhook mutates as deploy/'s Deployment configures it: the flags that change what it adds to a pod are
+    # the Deployment's own (a standalone extender's default delivery is "none", which adds no delivery at all).
+    hook_flags = ["--%s=%s" % (f_, xf[f_]) for f_ in WEBHOOK_MUTATION_FLAGS if f_ in xf]
+    proc = subprocess.Popen([EXT_BIN, "--demo", "--listen", "127.0.0.1:0", "--log-level", "error"] + hook_flags,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     hook_base, first = None, []
 
@@ -1356,6 +1374,52 @@ else:
                   "%d ops" % len(ops))
         except ValueError as e:
             check("the webhook answers a pod of another scheduler", False, str(e))
+
+        # Pod Security (issue 28): what the webhook adds to a share must keep it at the level it met, or a share
+        # that a namespace admits without tessera would be refused with it. Every request form is sent in two
+        # dresses, each with an init container (the webhook may touch init containers too):
+        #   restricted: every container restricted-clean, runAsNonRoot and seccomp set once on the pod, as a user
+        #     of a namespace that enforces restricted writes it;
+        #   baseline: no securityContext at all (root, the runtime's capabilities), as deploy/examples writes it.
+        # Whatever the webhook adds (volumes, init containers, mounts, environment, resources), the patched pod is
+        # judged at the same level by the API server's rules; a share the webhook refuses, with a reason, is fine.
+        def dress(p_, level):
+            q_ = json.loads(json.dumps(p_))
+            spec_ = q_["spec"]
+            spec_["initContainers"] = [{"name": "fetch", "image": "busybox:1.36", "command": ["true"]}]
+            if level == "restricted":
+                spec_["securityContext"] = {"runAsNonRoot": True, "runAsUser": 1000,
+                                            "seccompProfile": {"type": "RuntimeDefault"}}
+                for c_ in spec_["initContainers"] + spec_["containers"]:
+                    c_["securityContext"] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+            return q_
+        kept, lost, refused_pss = 0, [], 0
+        for i, (label, p_, _) in enumerate(form_pods):
+            for level in ("restricted", "baseline"):
+                q_ = dress(p_, level)
+                before = pss.evaluate(q_["metadata"], q_["spec"], level)
+                if before:   # the test's own pod: must be clean, or the check below proves nothing
+                    lost.append("%s (%s): the pod sent is not %s-clean: %s" % (label, level, level,
+                                                                             pss.forbidden_detail(before)))
+                    continue
+                try:
+                    got_, ops, msg = mutate(q_, "pss-%s-%d" % (level, i))
+                except ValueError as e:
+                    lost.append("%s (%s): %s" % (label, level, e))
+                    continue
+                if got_ is None:
+                    refused_pss += 1
+                    continue
+                after = pss.evaluate(got_.get("metadata") or {}, got_.get("spec") or {}, level)
+                if after:
+                    lost.append("%s, a %s-clean share: the webhook's patch (%s) makes it %s"
+                                % (label, level, ", ".join("%s %s" % (o.get("op"), o.get("path")) for o in ops),
+                                   pss.message(q_["metadata"]["name"], level, after)))
+                else:
+                    kept += 1
+        check("the webhook keeps every share at the Pod Security level it met (%d restricted-clean and baseline-clean "
+              "shares of every request form stay so; %d refused at admission with a reason)" % (kept, refused_pss),
+              kept > 0 and not lost, "; ".join(lost[:5]) + (" (and %d more)" % (len(lost) - 5) if len(lost) > 5 else ""))
     proc.terminate()
     try:
         proc.wait(timeout=10)
@@ -1475,6 +1539,9 @@ except OSError as e:
 # admission policy with the agent's identity and the two annotations agent/ writes.
 AGENT_COMPONENTS = ("node-agent", "node-agent-policy")
 AGENT_SA = "tessera-node-agent"
+# The agent needs hostPath and uid 0, which Pod Security baseline and restricted refuse: it lives in a namespace of
+# its own, Pod Security privileged (deploy/namespace.yaml says why; deploy/README.md, "Pod Security").
+AGENT_NAMESPACE = "tessera-node"
 KUBELET_POD_RESOURCES = "/var/lib/kubelet/pod-resources"
 
 
@@ -1502,7 +1569,12 @@ def agent_find(kind, name=None):
 
 
 ds = agent_find("DaemonSet", "tessera-node-agent") or {"metadata": {}, "spec": {"template": {"spec": {}}}}
-check("DaemonSet tessera-node-agent in namespace %s" % NAMESPACE, ds["metadata"].get("namespace") == NAMESPACE)
+check("DaemonSet tessera-node-agent in namespace %s" % AGENT_NAMESPACE,
+      ds["metadata"].get("namespace") == AGENT_NAMESPACE)
+misplaced = ["%s/%s in %r" % (o.get("kind"), o["metadata"].get("name"), o["metadata"].get("namespace"))
+             for o in agent_objs if o.get("kind") not in CLUSTER_SCOPED and o["metadata"].get("namespace") != AGENT_NAMESPACE]
+check("every namespaced object of the node agent's components is in namespace %s" % AGENT_NAMESPACE, not misplaced,
+      "; ".join(misplaced))
 apod = ds["spec"].get("template", {}).get("spec", {})
 actrs = apod.get("containers") or []
 agent = actrs[0] if len(actrs) == 1 else {}
@@ -1585,19 +1657,24 @@ check("agent/kube.c makes GET and PATCH calls on Nodes (what the RBAC below must
 check("ClusterRole tessera-node-agent grants exactly nodes %s" % ",".join(sorted(calls)),
       grants(acr, True) == {("", "nodes", None): calls}, fmt_grants(grants(acr, True)))
 acrb = agent_find("ClusterRoleBinding", "tessera-node-agent") or {}
-check("ClusterRoleBinding tessera-node-agent binds that role to ServiceAccount %s/%s" % (NAMESPACE, AGENT_SA),
+check("ClusterRoleBinding tessera-node-agent binds that role to ServiceAccount %s/%s" % (AGENT_NAMESPACE, AGENT_SA),
       (acrb.get("roleRef") or {}).get("name") == "tessera-node-agent"
-      and (acrb.get("subjects") or []) == [{"kind": "ServiceAccount", "name": AGENT_SA, "namespace": NAMESPACE}]
+      and (acrb.get("subjects") or []) == [{"kind": "ServiceAccount", "name": AGENT_SA, "namespace": AGENT_NAMESPACE}]
       and agent_find("ServiceAccount", AGENT_SA) is not None
-      and agent_find("ServiceAccount", AGENT_SA)["metadata"].get("namespace") == NAMESPACE)
+      and agent_find("ServiceAccount", AGENT_SA)["metadata"].get("namespace") == AGENT_NAMESPACE)
 
 # The admission policy: the agent's identity and the annotations agent/ writes.
 vap = agent_find("ValidatingAdmissionPolicy", "tessera-node-agent") or {}
 vapb = agent_find("ValidatingAdmissionPolicyBinding", "tessera-node-agent") or {}
-user = "system:serviceaccount:%s:%s" % (NAMESPACE, AGENT_SA)
+user = "system:serviceaccount:%s:%s" % (AGENT_NAMESPACE, AGENT_SA)
 vspec = vap.get("spec") or {}
-check("the admission policy applies to the agent's ServiceAccount only (%s)" % user,
-      any(user in (c.get("expression") or "") for c in vspec.get("matchConditions") or []))
+# The identity a bound token of the agent's pod carries: system:serviceaccount:<its namespace>:<its ServiceAccount>.
+named = [m_ for c in vspec.get("matchConditions") or []
+         for m_ in re.findall(r"request\.userInfo\.username\s*==\s*'([^']*)'", c.get("expression") or "")]
+check("the admission policy applies to the agent's ServiceAccount only (%s, the DaemonSet's namespace and "
+      "ServiceAccount)" % user,
+      named == [user] and user == "system:serviceaccount:%s:%s" % (ds["metadata"].get("namespace"),
+                                                                  apod.get("serviceAccountName")), str(named))
 check("the admission policy covers UPDATE of core/v1 nodes (a PATCH is admitted as UPDATE)",
       any(r.get("resources") == ["nodes"] and "UPDATE" in (r.get("operations") or []) and r.get("apiGroups") == [""]
           for r in (vspec.get("matchConstraints") or {}).get("resourceRules") or []))
@@ -1621,6 +1698,416 @@ try:
 except OSError:
     dreadme = ""
 check("deploy/README.md has a \"Node agent\" section", re.search(r"^#+ Node agent", dreadme, re.M) is not None)
+
+# ---- admission: what the cluster deploy/ is installed in admits (issue 28) ------------------------------
+# A Deployment, DaemonSet or Job is stored whatever its template says; its controller's pods are judged later,
+# one by one, where nobody looks (the DaemonSet shows 0 pods and a FailedCreate event). So every pod deploy/
+# makes is judged here as the API server judges it at creation:
+#   - Pod Security (tests/deploy/pod_security.py: the Pod Security Standards as the checks of
+#     k8s.io/pod-security-admission implement them) at the enforce level of the namespace it lands in;
+#   - the admission plugins and authorization a pod meets besides, where the rule is short (each says its source).
+# The pods: every pod template of deploy/ and of its components (the Deployment, the node agent's DaemonSet), the
+# sweep Job tessera-sim prints (its section, below), the examples, and the pods tessera makes at run time, which
+# no manifest shows: the reservation pods the extender POSTs and the shares its webhook patches, taken from the
+# real code by build/tessera-tests deployed_pods_for_admission (tests/unit/test_deployed_admission.c).
+
+# -- the evaluator itself, on pods that break each rule once (the fields and allowed values of the Pod Security
+# Standards' tables: kubernetes.io/docs/concepts/security/pod-security-standards/) and pods that do not.
+RC = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}   # a restricted-clean container
+
+
+def restricted_pod():
+    return {"metadata": {"name": "p"},
+            "spec": {"securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                     "containers": [{"name": "app", "image": "example/app:1", "securityContext": dict(RC)}]}}
+
+
+def with_(change):
+    """A restricted-clean pod changed by change(meta, spec, app_container)."""
+    p_ = json.loads(json.dumps(restricted_pod()))
+    change(p_["metadata"], p_["spec"], p_["spec"]["containers"][0])
+    return p_
+
+
+def sc_(c_, **kv):
+    c_.setdefault("securityContext", {}).update(kv)
+
+
+def add_(spec_, key, item):
+    spec_.setdefault(key, []).append(item)
+
+
+B_, R_ = "baseline", "restricted"
+PSS_CASES = [
+    # (what, pod, {level: [reasons]}, {level: detail of the first reason} or {})
+    ("a restricted-clean pod", restricted_pod(), {B_: [], R_: []}, {}),
+    ("a pod with no securityContext (the default pod)", {"metadata": {"name": "p"}, "spec": {"containers": [
+        {"name": "app", "image": "example/app:1"}]}},
+     {B_: [], R_: ["allowPrivilegeEscalation != false", "unrestricted capabilities", "runAsNonRoot != true",
+                   "seccompProfile"]},
+     {R_: 'container "app" must set securityContext.allowPrivilegeEscalation=false'}),
+    # baseline: host namespaces
+    ("hostNetwork", with_(lambda m, s, c: s.update(hostNetwork=True)), {B_: ["host namespaces"], R_: ["host namespaces"]},
+     {B_: "hostNetwork=true"}),
+    ("hostPID and hostIPC", with_(lambda m, s, c: s.update(hostPID=True, hostIPC=True)),
+     {B_: ["host namespaces"], R_: ["host namespaces"]}, {B_: "hostPID=true, hostIPC=true"}),
+    ("hostNetwork: false", with_(lambda m, s, c: s.update(hostNetwork=False)), {B_: [], R_: []}, {}),
+    # privileged, in an init container and in an ephemeral container (visitor.go visits all three kinds)
+    ("a privileged init container", with_(lambda m, s, c: add_(s, "initContainers", {
+        "name": "init", "image": "x", "securityContext": dict(RC, privileged=True)})),
+     {B_: ["privileged"], R_: ["privileged"]}, {B_: 'container "init" must not set securityContext.privileged=true'}),
+    ("a privileged ephemeral container", with_(lambda m, s, c: add_(s, "ephemeralContainers", {
+        "name": "debug", "image": "x", "securityContext": dict(RC, privileged=True)})),
+     {B_: ["privileged"], R_: ["privileged"]}, {}),
+    # capabilities
+    ("capabilities.add NET_RAW", with_(lambda m, s, c: sc_(c, capabilities={"drop": ["ALL"], "add": ["NET_RAW"]})),
+     {B_: ["non-default capabilities"], R_: ["unrestricted capabilities"]},
+     {B_: 'container "app" must not include "NET_RAW" in securityContext.capabilities.add',
+      R_: 'container "app" must not include "NET_RAW" in securityContext.capabilities.add'}),
+    ("capabilities.add CHOWN (the runtime's default set)",
+     with_(lambda m, s, c: sc_(c, capabilities={"drop": ["ALL"], "add": ["CHOWN"]})),
+     {B_: [], R_: ["unrestricted capabilities"]}, {}),
+    ("capabilities.add NET_BIND_SERVICE with drop ALL",
+     with_(lambda m, s, c: sc_(c, capabilities={"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]})), {B_: [], R_: []}, {}),
+    ("capabilities without drop ALL", with_(lambda m, s, c: sc_(c, capabilities={"drop": ["NET_RAW"]})),
+     {B_: [], R_: ["unrestricted capabilities"]}, {R_: 'container "app" must set securityContext.capabilities.drop=["ALL"]'}),
+    # volumes
+    ("a hostPath volume", with_(lambda m, s, c: add_(s, "volumes", {"name": "host", "hostPath": {"path": "/var"}})),
+     {B_: ["hostPath volumes"], R_: ["restricted volume types"]},
+     {B_: 'volume "host"', R_: 'volume "host" uses restricted volume type "hostPath"'}),
+    ("an nfs volume", with_(lambda m, s, c: add_(s, "volumes", {"name": "data", "nfs": {"server": "n", "path": "/"}})),
+     {B_: [], R_: ["restricted volume types"]}, {R_: 'volume "data" uses restricted volume type "nfs"'}),
+    ("every volume type restricted allows", with_(lambda m, s, c: s.update(volumes=[
+        {"name": k, k: {}} for k in pss.RESTRICTED_VOLUME_OK])), {B_: [], R_: []}, {}),
+    # host ports
+    ("a hostPort", with_(lambda m, s, c: c.update(ports=[{"containerPort": 80, "hostPort": 8080}])),
+     {B_: ["hostPort"], R_: ["hostPort"]}, {B_: 'container "app" uses hostPort 8080'}),
+    ("hostPort 0", with_(lambda m, s, c: c.update(ports=[{"containerPort": 80, "hostPort": 0}])), {B_: [], R_: []}, {}),
+    # AppArmor: the field and the annotation
+    ("appArmorProfile Unconfined", with_(lambda m, s, c: sc_(c, appArmorProfile={"type": "Unconfined"})),
+     {B_: ["forbidden AppArmor profile"], R_: ["forbidden AppArmor profile"]},
+     {B_: 'container "app" must not set AppArmor profile type to "Unconfined"'}),
+    ("appArmorProfile Localhost", with_(lambda m, s, c: sc_(c, appArmorProfile={"type": "Localhost",
+                                                                                "localhostProfile": "k8s"})),
+     {B_: [], R_: []}, {}),
+    ("the AppArmor annotation unconfined", with_(lambda m, s, c: m.update(annotations={
+        "container.apparmor.security.beta.kubernetes.io/app": "unconfined"})),
+     {B_: ["forbidden AppArmor profile"], R_: ["forbidden AppArmor profile"]}, {}),
+    ("the AppArmor annotation runtime/default", with_(lambda m, s, c: m.update(annotations={
+        "container.apparmor.security.beta.kubernetes.io/app": "runtime/default"})), {B_: [], R_: []}, {}),
+    # SELinux
+    ("seLinuxOptions type spc_t on the pod", with_(lambda m, s, c: s["securityContext"].update(
+        seLinuxOptions={"type": "spc_t"})), {B_: ["seLinuxOptions"], R_: ["seLinuxOptions"]},
+     {B_: 'pod set forbidden securityContext.seLinuxOptions: type "spc_t"'}),
+    ("seLinuxOptions user", with_(lambda m, s, c: sc_(c, seLinuxOptions={"user": "system_u"})),
+     {B_: ["seLinuxOptions"], R_: ["seLinuxOptions"]}, {}),
+    ("seLinuxOptions type container_t", with_(lambda m, s, c: sc_(c, seLinuxOptions={"type": "container_t"})),
+     {B_: [], R_: []}, {}),
+    # /proc mount, and the user-namespace relaxation that baseline has and restricted has not
+    ("procMount Unmasked", with_(lambda m, s, c: sc_(c, procMount="Unmasked")), {B_: ["procMount"], R_: ["procMount"]},
+     {B_: 'container "app" must not set securityContext.procMount to "Unmasked"'}),
+    ("procMount Unmasked in a user namespace (hostUsers: false)",
+     with_(lambda m, s, c: (sc_(c, procMount="Unmasked"), s.update(hostUsers=False))), {B_: [], R_: ["procMount"]}, {}),
+    # seccomp, pod level and container level
+    ("seccomp Unconfined on the pod", with_(lambda m, s, c: s["securityContext"].update(
+        seccompProfile={"type": "Unconfined"})), {B_: ["seccompProfile"], R_: ["seccompProfile"]},
+     {B_: 'pod must not set securityContext.seccompProfile.type to "Unconfined"'}),
+    ("seccomp RuntimeDefault on the pod, Unconfined on a container",
+     with_(lambda m, s, c: sc_(c, seccompProfile={"type": "Unconfined"})), {B_: ["seccompProfile"], R_: ["seccompProfile"]},
+     {R_: 'container "app" must not set securityContext.seccompProfile.type to "Unconfined"'}),
+    ("no seccomp anywhere", with_(lambda m, s, c: s["securityContext"].pop("seccompProfile")),
+     {B_: [], R_: ["seccompProfile"]},
+     {R_: 'pod or container "app" must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost"'}),
+    ("seccomp on the container only", with_(lambda m, s, c: (s["securityContext"].pop("seccompProfile"),
+                                                             sc_(c, seccompProfile={"type": "Localhost"}))),
+     {B_: [], R_: []}, {}),
+    # sysctls
+    ("an unsafe sysctl", with_(lambda m, s, c: s["securityContext"].update(sysctls=[{"name": "kernel.msgmax", "value": "1"}])),
+     {B_: ["forbidden sysctls"], R_: ["forbidden sysctls"]}, {B_: "kernel.msgmax"}),
+    ("a safe sysctl (1.32's tcp_rmem)", with_(lambda m, s, c: s["securityContext"].update(
+        sysctls=[{"name": "net.ipv4.tcp_rmem", "value": "4096 87380 6291456"}])), {B_: [], R_: []}, {}),
+    # probe and lifecycle hosts (policy 1.34)
+    ("a probe with a host", with_(lambda m, s, c: c.update(livenessProbe={"httpGet": {"host": "10.0.0.1", "port": 80}})),
+     {B_: ["probe or lifecycle host"], R_: ["probe or lifecycle host"]},
+     {B_: 'container "app" uses probe or lifecycle host "10.0.0.1"'}),
+    # Windows host process
+    ("windowsOptions.hostProcess", with_(lambda m, s, c: s["securityContext"].update(
+        windowsOptions={"hostProcess": True})), {B_: ["hostProcess"], R_: ["hostProcess"]}, {}),
+    # restricted: privilege escalation, non-root, uid 0, and inheritance from the pod
+    ("allowPrivilegeEscalation unset on an init container", with_(lambda m, s, c: add_(s, "initContainers", {
+        "name": "init", "image": "x", "securityContext": {"capabilities": {"drop": ["ALL"]}}})),
+     {B_: [], R_: ["allowPrivilegeEscalation != false"]},
+     {R_: 'container "init" must set securityContext.allowPrivilegeEscalation=false'}),
+    ("runAsNonRoot unset", with_(lambda m, s, c: s["securityContext"].pop("runAsNonRoot")),
+     {B_: [], R_: ["runAsNonRoot != true"]}, {R_: 'pod or container "app" must set securityContext.runAsNonRoot=true'}),
+    ("runAsNonRoot on the container only", with_(lambda m, s, c: (s["securityContext"].pop("runAsNonRoot"),
+                                                                   sc_(c, runAsNonRoot=True))), {B_: [], R_: []}, {}),
+    ("runAsNonRoot true on the pod, false on a container", with_(lambda m, s, c: sc_(c, runAsNonRoot=False)),
+     {B_: [], R_: ["runAsNonRoot != true"]}, {R_: 'container "app" must not set securityContext.runAsNonRoot=false'}),
+    ("runAsUser 0 on a container", with_(lambda m, s, c: sc_(c, runAsUser=0)), {B_: [], R_: ["runAsUser=0"]},
+     {R_: 'container "app" must not set runAsUser=0'}),
+    ("runAsUser 1000", with_(lambda m, s, c: sc_(c, runAsUser=1000)), {B_: [], R_: []}, {}),
+    ("root in a user namespace (hostUsers: false, runAsUser 0, no runAsNonRoot)",
+     with_(lambda m, s, c: (s.update(hostUsers=False), s["securityContext"].pop("runAsNonRoot"),
+                            s["securityContext"].update(runAsUser=0))), {B_: [], R_: []}, {}),
+    ("an ephemeral container without securityContext (kubectl debug): runAsNonRoot and seccomp come from the pod",
+     with_(lambda m, s, c: add_(s, "ephemeralContainers", {"name": "debug", "image": "x"})),
+     {B_: [], R_: ["allowPrivilegeEscalation != false", "unrestricted capabilities"]}, {}),
+    ("a native sidecar (restartPolicy Always) is an init container like any other",
+     with_(lambda m, s, c: add_(s, "initContainers", {"name": "side", "image": "x", "restartPolicy": "Always"})),
+     {B_: [], R_: ["allowPrivilegeEscalation != false", "unrestricted capabilities"]}, {}),
+    ("a Windows pod is exempt from allowPrivilegeEscalation, capabilities and seccomp",
+     {"metadata": {"name": "p"}, "spec": {"os": {"name": "windows"}, "securityContext": {"runAsNonRoot": True},
+                                          "containers": [{"name": "app", "image": "x"}]}}, {B_: [], R_: []}, {}),
+]
+for what, p_, want, detail in PSS_CASES:
+    got = {lvl: pss.evaluate(p_["metadata"], p_["spec"], lvl) for lvl in (B_, R_)}
+    ok_ = all([r for r, _ in got[lvl]] == want[lvl] for lvl in (B_, R_))
+    ok_ = ok_ and all(got[lvl] and got[lvl][0][1] == d for lvl, d in detail.items())
+    ok_ = ok_ and pss.evaluate(p_["metadata"], p_["spec"], "privileged") == []
+    check("Pod Security evaluator: %s: baseline %s, restricted %s" % (
+        what, ", ".join(want[B_]) or "admitted", ", ".join(want[R_]) or "admitted"), ok_,
+          "got baseline: %s; restricted: %s" % (pss.forbidden_detail(got[B_]) or "admitted",
+                                                 pss.forbidden_detail(got[R_]) or "admitted"))
+
+# The pod a real v1.36 API server refused (issue 28): deploy/node-agent's DaemonSet as it was, in tessera. The
+# server said `violates PodSecurity "restricted:latest": restricted volume types (volume "pod-resources" uses
+# restricted volume type "hostPath"), runAsNonRoot != true, runAsUser=0`.
+ISSUE_28_POD = {"securityContext": {"runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False,
+                                    "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [{"name": "tessera-node-agent", "image": "tessera-extender",
+                                "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                                    "capabilities": {"drop": ["ALL"]}},
+                                "volumeMounts": [{"name": "pod-resources",
+                                                  "mountPath": "/var/lib/kubelet/pod-resources", "readOnly": True}]}],
+                "volumes": [{"name": "pod-resources",
+                             "hostPath": {"path": "/var/lib/kubelet/pod-resources", "type": "Directory"}}]}
+issue_res = pss.evaluate({}, ISSUE_28_POD, "restricted")
+check("Pod Security evaluator: the node agent's pod of issue 28 is refused in restricted with the API server's reasons "
+      "(restricted volume types, runAsNonRoot != true, runAsUser=0) and message",
+      ", ".join(r for r, _ in issue_res) == "restricted volume types, runAsNonRoot != true, runAsUser=0"
+      and pss.message("tessera-node-agent-x7k2p", "restricted", issue_res) ==
+      'pods "tessera-node-agent-x7k2p" is forbidden: violates PodSecurity "restricted:latest": restricted volume types '
+      '(volume "pod-resources" uses restricted volume type "hostPath"), runAsNonRoot != true (pod must not set '
+      'securityContext.runAsNonRoot=false), runAsUser=0 (pod must not set runAsUser=0)',
+      pss.message("tessera-node-agent-x7k2p", "restricted", issue_res))
+check("Pod Security evaluator: ... and admitted in baseline only but for its hostPath volume",
+      [r for r, _ in pss.evaluate({}, ISSUE_28_POD, "baseline")] == ["hostPath volumes"])
+try:
+    pss.namespace_policy({"metadata": {"labels": {pss.LABEL_PREFIX + "enforce": "strict"}}})
+    bad_label = False
+except ValueError:
+    bad_label = True
+check("Pod Security evaluator: a namespace's enforce label gives the level (none: the API server's default, "
+      "privileged; a value that is no level is an error)",
+      pss.namespace_policy({"metadata": {"labels": {pss.LABEL_PREFIX + "enforce": "baseline"}}}) == ("baseline", "latest")
+      and pss.namespace_policy({"metadata": {"name": "x"}}) == ("privileged", "latest") and bad_label)
+
+# -- the namespaces deploy/ creates, and their levels
+all_objs = [o for _, o in objects] + agent_objs
+example_objs = [o for p_ in example_files for o in docs[p_]]
+ns_objs = {o["metadata"]["name"]: o for o in all_objs + example_objs if o.get("kind") == "Namespace"}
+ns_policy = {}
+for n_, o in sorted(ns_objs.items()):
+    try:
+        ns_policy[n_] = pss.namespace_policy(o)
+    except ValueError as e:
+        check("Namespace %s has a valid Pod Security level" % n_, False, str(e))
+NS_LEVELS = {NAMESPACE: "restricted", AGENT_NAMESPACE: "privileged"}
+for n_, want_level in NS_LEVELS.items():
+    labels_ = (ns_objs.get(n_, {}).get("metadata") or {}).get("labels") or {}
+    modes = {m_: (labels_.get(pss.LABEL_PREFIX + m_), labels_.get(pss.LABEL_PREFIX + m_ + "-version"))
+             for m_ in ("enforce", "warn")}
+    check("namespace.yaml creates namespace %s enforcing Pod Security %s:latest, and warns at the same level (enforce "
+          "judges only pods; warn makes `kubectl apply` of a Deployment or DaemonSet say what its pods would meet)"
+          % (n_, want_level), any(o is ns_objs.get(n_) for _, o in objects)
+          and modes == {"enforce": (want_level, "latest"), "warn": (want_level, "latest")}, str(modes))
+
+# -- every pod: its namespace's level, and the admission rules beside Pod Security
+# A privileged namespace allows anything; what tessera puts in one must still meet baseline but for what the
+# namespace is privileged for (deploy/namespace.yaml says what and why).
+PRIVILEGED_FOR = {AGENT_NAMESPACE: {"hostPath volumes"}}
+SYSTEM_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
+priority_classes = {o["metadata"]["name"] for o in all_objs if o.get("kind") == "PriorityClass"}
+runtime_classes = {o["metadata"]["name"] for o in all_objs if o.get("kind") == "RuntimeClass"}
+service_accounts = {(o["metadata"].get("namespace"), o["metadata"]["name"]) for o in all_objs + example_objs
+                    if o.get("kind") == "ServiceAccount"}
+quotas = [o for o in all_objs + example_objs if o.get("kind") == "ResourceQuota"]
+LEVEL_ORDER = {lvl: i for i, lvl in enumerate(pss.LEVELS)}
+
+
+def quota_selects(q, spec_):
+    """Does ResourceQuota q count this pod: its scopeSelector's PriorityClass expressions (the only scope deploy/
+    uses; another scope is taken to match, the stricter reading)."""
+    for e in ((q.get("spec") or {}).get("scopeSelector") or {}).get("matchExpressions") or []:
+        if e.get("scopeName") != "PriorityClass":
+            continue
+        pc_, op_, vals = spec_.get("priorityClassName"), e.get("operator"), e.get("values") or []
+        if not ((op_ == "In" and pc_ in vals) or (op_ == "NotIn" and pc_ not in vals)
+                or (op_ == "Exists" and pc_) or (op_ == "DoesNotExist" and not pc_)):
+            return False
+    return True
+
+
+def admission_problems(ns, spec_):
+    """What the API server's other admission plugins would refuse about a pod with this spec in namespace ns, in
+    their own words."""
+    out = []
+    sa = spec_.get("serviceAccountName") or "default"
+    # ServiceAccount admission (plugin/pkg/admission/serviceaccount): the account must exist in the pod's
+    # namespace; "default" is created with every namespace.
+    if sa != "default" and (ns, sa) not in service_accounts:
+        out.append('error looking up service account %s/%s: serviceaccount "%s" not found (deploy/ defines none '
+                   'there)' % (ns, sa, sa))
+    # Priority admission (plugin/pkg/admission/priority): the class must exist; system-* are built in.
+    pc_ = spec_.get("priorityClassName")
+    if pc_ and pc_ not in SYSTEM_PRIORITY_CLASSES and pc_ not in priority_classes:
+        out.append("no PriorityClass with name %s was found (deploy/ defines %s)" % (pc_, sorted(priority_classes)))
+    # ResourceQuota: providers that limit the critical classes (an AdmissionConfiguration's limitedResources, as
+    # kubernetes.io/docs/concepts/policy/resource-quotas/ "Limit Priority Class consumption by default" shows for
+    # them) admit such a pod only where a quota selects its class.
+    if pc_ in SYSTEM_PRIORITY_CLASSES and not any(
+            q["metadata"].get("namespace") == ns and any(
+                e.get("scopeName") == "PriorityClass" and e.get("operator") == "In" and pc_ in (e.get("values") or [])
+                for e in (((q.get("spec") or {}).get("scopeSelector") or {}).get("matchExpressions") or []))
+            for q in quotas):
+        out.append("insufficient quota to match these scopes: [{PriorityClass In [%s]}] (no ResourceQuota in %s "
+                   "selects it; resourcequota.yaml says why one is needed)" % (pc_, ns))
+    # ResourceQuota: a quota on cpu or memory makes every pod it counts state them (resource-quotas, "Compute
+    # Resource Quota": "users must specify requests or limits for those values").
+    for q in quotas:
+        if q["metadata"].get("namespace") != ns or not quota_selects(q, spec_):
+            continue
+        for key in (q.get("spec") or {}).get("hard") or {}:
+            sect, _, res = key.rpartition(".")
+            if res not in ("cpu", "memory") or sect not in ("", "requests", "limits"):
+                continue
+            lacking = [c_.get("name", "") for c_ in (spec_.get("initContainers") or []) + (spec_.get("containers") or [])
+                       if not any(res in (((c_.get("resources") or {}).get(s_)) or {})
+                                  for s_ in (("limits",) if sect == "limits" else ("requests", "limits")))]
+            if lacking:
+                out.append("failed quota: %s: must specify %s for: %s" % (q["metadata"]["name"], key, ",".join(lacking)))
+    # RuntimeClass admission (plugin/pkg/admission/runtimeclass): the class must exist, or the pod is refused. A
+    # class deploy/ does not create is a prerequisite, and deploy/README.md must name it with that refusal.
+    rc_ = spec_.get("runtimeClassName")
+    if rc_ and rc_ not in runtime_classes and ('pod rejected: RuntimeClass "%s" not found' % rc_) not in dreadme:
+        out.append('pod rejected: RuntimeClass "%s" not found (deploy/ creates no such RuntimeClass, and '
+                   'deploy/README.md does not say it is a prerequisite and what its absence looks like)' % rc_)
+    return out
+
+
+def admit(what, meta, spec_, ns, pod_name, floor=None):
+    """Check that a pod with this metadata and spec is admitted in namespace ns. floor: the least level to hold it
+    to where its namespace is not deploy/'s (the examples: a user's namespace)."""
+    meta, spec_ = meta or {}, spec_ or {}
+    if ns not in ns_policy and floor is None:
+        check("%s: lands in a namespace deploy/ creates" % what, False,
+              "namespace %r; deploy/ creates %s" % (ns, sorted(ns_policy)))
+        return
+    level, version = ns_policy.get(ns, pss.DEFAULT_POLICY)
+    why = ""
+    if floor and LEVEL_ORDER[floor] > LEVEL_ORDER[level]:
+        level, why = floor, ", as a namespace of a cluster that enforces at least %s" % floor
+    res = pss.evaluate(meta, spec_, level)
+    check("%s: admitted in namespace %s (Pod Security %s:%s%s)" % (what, ns, level, version, why), not res,
+          pss.message(pod_name, level, res, version))
+    if ns in PRIVILEGED_FOR:
+        extra = [(r, d) for r, d in pss.evaluate(meta, spec_, "baseline") if r not in PRIVILEGED_FOR[ns]]
+        check("%s: nothing beyond baseline in %s but %s" % (what, ns, ", ".join(sorted(PRIVILEGED_FOR[ns]))),
+              not extra, pss.forbidden_detail(extra))
+    probs = admission_problems(ns, spec_)
+    check("%s: no other admission plugin refuses it (ServiceAccount, Priority, ResourceQuota, RuntimeClass)" % what,
+          not probs, 'pods "%s" is forbidden: %s' % (pod_name, "; ".join(probs)))
+
+
+def pod_templates(objs):
+    """(kind/name, namespace, template) of every object that makes pods from a template."""
+    for o in objs:
+        spec_ = o.get("spec") or {}
+        tmpl_ = spec_.get("template") or ((spec_.get("jobTemplate") or {}).get("spec") or {}).get("template")
+        if isinstance(tmpl_, dict) and isinstance(tmpl_.get("spec"), dict):
+            yield "%s/%s" % (o.get("kind"), o["metadata"].get("name")), o["metadata"].get("namespace"), tmpl_
+
+
+templates = list(pod_templates(all_objs))
+check("the pod templates of deploy/ and its components include the Deployment's and the node agent DaemonSet's",
+      {"DaemonSet/tessera-node-agent", "Deployment/tessera-scheduler"} <= {w for w, _, _ in templates},
+      str([w for w, _, _ in templates]))
+for what, ns, tmpl_ in templates:
+    admit("pods of %s" % what, tmpl_.get("metadata"), tmpl_.get("spec"), ns,
+          "%s-%s" % (what.split("/", 1)[1], "7c9f5d8b6d-q4x2n" if what.startswith("Deployment/") else "x7k2p"))
+for path, o in example_pods:
+    admit("%s (%s)" % (rel(path), o["metadata"]["name"]),
+          o.get("metadata"), o.get("spec"), o["metadata"].get("namespace") or "default", o["metadata"]["name"],
+          floor="baseline")
+
+# -- the pods tessera makes at run time, from the real code
+TEST_BIN = os.path.join(ROOT, "build", "tessera-tests")
+if not os.access(TEST_BIN, os.X_OK):
+    print("# SKIP the reservation pods and webhook-patched shares of a deployed tessera: build/tessera-tests is not "
+          "built (run make)")
+else:
+    made = tempfile.mkdtemp(prefix="tessera-admission-")
+    try:
+        run_ = subprocess.run([TEST_BIN, "deployed_pods_for_admission"], capture_output=True, text=True,
+                              env=dict(os.environ, TESSERA_ADMISSION_OBJECTS=made), timeout=120)
+        seen = {}
+        for f_ in sorted(os.listdir(made)):
+            with open(os.path.join(made, f_)) as fh:
+                seen[f_] = json.load(fh)
+        want_files = {"reservation-pod.json"} | {"share-%s-%s.json" % (k, s) for k in (R_, B_)
+                                                  for s in ("submitted", "admitted")}
+        check("build/tessera-tests deployed_pods_for_admission runs tessera as deploy/ does through two soft shares' "
+              "life and writes the pods it made", run_.returncode == 0 and want_files <= set(seen),
+              (run_.stdout + run_.stderr).strip()[-400:] + " files: %s" % sorted(seen))
+        # reservation*.json: every reservation pod the test captured (one per kind of reservation it makes)
+        for rsv in [seen[f_] for f_ in sorted(seen) if f_.startswith("reservation")]:
+            rmeta, rspec = rsv.get("metadata") or {}, rsv.get("spec") or {}
+            rns = rmeta.get("namespace")
+            admit("a reservation pod as the extender creates it (extender/delivery/reservation.c)", rmeta, rspec, rns,
+                  rmeta.get("name", "tessera-rsv"))
+            # Authorization: the extender creates it, with its own ServiceAccount (the Deployment's), and
+            # tessera-reserve inside reads and annotates it with the pod's (RBAC: an allowed verb is granted by a
+            # Role of that namespace or a ClusterRole, through a binding to that ServiceAccount).
+            def can(sa_ns, sa, verb, resource, ns):
+                for b_ in all_objs:
+                    if b_.get("kind") not in ("RoleBinding", "ClusterRoleBinding"):
+                        continue
+                    if b_.get("kind") == "RoleBinding" and b_["metadata"].get("namespace") != ns:
+                        continue
+                    if {"kind": "ServiceAccount", "name": sa, "namespace": sa_ns} not in (b_.get("subjects") or []):
+                        continue
+                    ref = b_.get("roleRef") or {}
+                    for r_ in all_objs:
+                        if r_.get("kind") == ref.get("kind") and r_["metadata"].get("name") == ref.get("name") and (
+                                r_.get("kind") == "ClusterRole" or r_["metadata"].get("namespace") == ns):
+                            if verb in grants(r_, False).get(("", resource), set()):
+                                return True
+                return False
+            xsa, xns = pod.get("serviceAccountName"), dep["metadata"].get("namespace")
+            check("the extender's ServiceAccount %s/%s may create pods in %s, where its reservation pods go" %
+                  (xns, xsa, rns), can(xns, xsa, "create", "pods", rns),
+                  'pods is forbidden: User "system:serviceaccount:%s:%s" cannot create resource "pods" in API group "" '
+                  'in the namespace "%s"' % (xns, xsa, rns))
+            rsa = rspec.get("serviceAccountName") or "default"
+            check("the reservation pod's ServiceAccount %s/%s may get and patch pods in %s (tessera-reserve annotates "
+                  "its own pod)" % (rns, rsa, rns),
+                  can(rns, rsa, "get", "pods", rns) and can(rns, rsa, "patch", "pods", rns))
+        for kind_ in (R_, B_):
+            sub, adm = seen.get("share-%s-submitted.json" % kind_), seen.get("share-%s-admitted.json" % kind_)
+            if not (sub and adm):
+                continue
+            before = pss.evaluate(sub.get("metadata"), sub.get("spec"), kind_)
+            after = pss.evaluate(adm.get("metadata"), adm.get("spec"), kind_)
+            check("a %s-clean share stays %s-clean through the webhook of a deployed tessera (as stored)" % (kind_, kind_),
+                  not before and not after,
+                  "the test's pod: %s; after the webhook: %s" % (
+                      pss.forbidden_detail(before) or "clean",
+                      pss.message(adm["metadata"].get("name", "share"), kind_, after) if after else "clean"))
+    except (OSError, ValueError, subprocess.TimeoutExpired) as e:
+        check("build/tessera-tests deployed_pods_for_admission writes the pods tessera made", False, str(e))
+    finally:
+        shutil.rmtree(made, ignore_errors=True)
 
 # ---- tessera-sim sweep --emit-job: the Indexed Job that runs a sweep on the cluster -------
 # What an Indexed Job is: batch/v1 JobSpec.completionMode "Indexed" gives each pod an index
@@ -1674,6 +2161,8 @@ else:
               and csc.get("allowPrivilegeEscalation") is False and csc.get("readOnlyRootFilesystem") is True, str((psc, csc)))
         req = c0.get("resources", {}).get("requests", {})
         check("sweep Job: CPU and memory requested", "cpu" in req and "memory" in req, str(req))
+        admit("pods of the sweep Job (tessera-sim sweep --emit-job)", spec.get("template", {}).get("metadata"), tmpl,
+              job.get("metadata", {}).get("namespace"), "%s-0-x7k2p" % job.get("metadata", {}).get("name", "sweep"))
         check("sweep Job: runs %s sweep on its shard (--shards %d --shard-index env) with --data %s"
               % (SIM_BIN, SHARDS, OPENB_IN_IMAGE),
               cmd[:2] == [SIM_BIN, "sweep"] and argval("--shards") == str(SHARDS) and argval("--shard-index") == "env"

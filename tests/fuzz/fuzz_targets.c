@@ -404,11 +404,21 @@ void fuzz_request_one(const uint8_t *data, size_t len) {
     char *json = copy_exact(data, len);
     model_request r;
     char err[256];
-    if (model_request_from_pod_json(json, len, &r, err, sizeof err) == 0 && r.kind != MODEL_REQ_NONE) {
+    int rc = model_request_from_pod_json(json, len, &r, err, sizeof err);
+    if (rc == 0)
+        FUZZ_REQUIRE(r.run_as_uid >= MODEL_UID_UNKNOWN && r.run_as_uid <= INT32_MAX, "uid %lld", (long long)r.run_as_uid);
+    if (rc == 0 && r.kind != MODEL_REQ_NONE) {
         FUZZ_REQUIRE(r.count >= 1, "request kind %d with count %d", (int)r.kind, r.count);
         FUZZ_REQUIRE(r.memory_permille >= 0 && r.memory_permille <= 1000, "memory_permille %d", r.memory_permille);
         FUZZ_REQUIRE(r.compute_permille >= 0 && r.compute_permille <= 1000, "compute_permille %d", r.compute_permille);
         FUZZ_REQUIRE(r.memory_mib >= 0, "memory_mib %d", r.memory_mib);
+        /* an MPS share is a fraction with the default isolation and one known uid (request.h) */
+        FUZZ_REQUIRE(r.compute_sharing == MODEL_COMPUTE_TIMESLICE || r.compute_sharing == MODEL_COMPUTE_MPS,
+                     "compute_sharing %d", r.compute_sharing);
+        if (r.compute_sharing == MODEL_COMPUTE_MPS)
+            FUZZ_REQUIRE(r.kind == MODEL_REQ_FRACTION && r.isolation == MODEL_ISO_DEFAULT && r.run_as_uid >= 0 &&
+                         r.run_as_uid <= INT32_MAX, "MPS share kind %d isolation %d uid %lld", (int)r.kind,
+                         (int)r.isolation, (long long)r.run_as_uid);
     }
     free(json);
 }

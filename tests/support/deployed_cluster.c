@@ -7,11 +7,38 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "extender/delivery/delivery.h"
 #include "tests/support/wait.h"
 
 const char *const deployed_cluster_pods[2] = {"tessera-scheduler-7c9f5d8b6d-q4x2n", "tessera-scheduler-7c9f5d8b6d-h8m5t"};
+
+int64_t deployed_cluster_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void deployed_cluster_nap(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+
+bool deployed_cluster_deploy_dir(char *out, size_t len) {
+    char self[512];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0 || len == 0) return false;
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    if (!slash) return false;
+    *slash = 0;
+    int w = snprintf(out, len, "%s/../deploy", self);
+    char probe[640];
+    snprintf(probe, sizeof probe, "%s/kustomization.yaml", out);
+    return w > 0 && (size_t)w < len && access(probe, R_OK) == 0;
+}
 
 static const cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 

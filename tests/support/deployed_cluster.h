@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <cjson/cJSON.h>
 
 #include "tests/support/deployed.h"
@@ -37,6 +38,13 @@ typedef struct deployed_cluster_config {
                                    (comma-joined paths), e.g. an image built without tessera-reserve */
     const cJSON *pod0;          /* NULL, or the Pod the API shows for the first replica instead of deploy/'s */
 } deployed_cluster_config;
+
+/* deploy/ of this tree, beside the build directory that holds the running test binary (build/../deploy, with a
+ * kustomization.yaml): false when there is none. */
+bool deployed_cluster_deploy_dir(char *out, size_t len);
+/* CLOCK_MONOTONIC in milliseconds, and a sleep of ms milliseconds: the tests' waiting loops. */
+int64_t deployed_cluster_now_ms(void);
+void deployed_cluster_nap(int ms);
 
 /* The names of the two replicas' Pods, as a ReplicaSet names them. */
 extern const char *const deployed_cluster_pods[2];

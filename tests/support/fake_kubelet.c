@@ -1,17 +1,23 @@
 /* fake_kubelet.c -- the kubelet + device plugin of fake_kubelet.h: one polling thread, one mutex over its state.
  * Lock order: the kubelet's mutex, then the fake API server's (taken inside fake_api_*), never the reverse. */
 #include "tests/support/fake_kubelet.h"
+#include "tests/support/fake_runtime.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #define FK_POLL_MS 10
+#define FK_GRACE_CAP_MS 3000 /* exec mode: terminationGracePeriodSeconds, at most this in tests */
+#define FK_RESTART_MS 1000   /* exec mode: a restart after 1 s, whatever back-off the status message names */
 
 /* One device-plugin resource of one node. */
 typedef struct fk_res {
@@ -31,7 +37,8 @@ typedef struct fk_image {
 /* An image pulled (or being pulled) on a node. */
 typedef struct fk_pulled { char node[256], image[256]; int64_t done_ms; } fk_pulled;
 
-typedef enum fk_cstate { FK_PULLING = 0, FK_PULL_FAILED, FK_NO_BINARY, FK_CONFIG, FK_RUNNING, FK_DONE } fk_cstate;
+/* FK_EXITED (exec mode): the process ended; restarts after next_ms when `restart`, else terminated for good. */
+typedef enum fk_cstate { FK_PULLING = 0, FK_PULL_FAILED, FK_NO_BINARY, FK_CONFIG, FK_RUNNING, FK_DONE, FK_EXITED } fk_cstate;
 
 /* One container of an admitted pod, on its way to running. */
 typedef struct fk_ctr {
@@ -45,6 +52,11 @@ typedef struct fk_ctr {
     int64_t started_ms;
     cJSON *env;             /* the environment it started with (RUNNING), name -> value */
     cJSON *def;             /* its spec (owned copy) */
+    /* exec mode */
+    pid_t pid;              /* the running process (its process group too), 0 when none */
+    bool restart;           /* FK_EXITED: it will be started again */
+    int exit_code;          /* the last run's, -1 before one ended */
+    char started_at[32], finished_at[32], last_started_at[32];
 } fk_ctr;
 
 /* A pod the kubelet has decided about (admitted or refused), by uid. */
@@ -60,7 +72,21 @@ typedef struct fk_pod {
     int nctrs;
     bool status_dirty;
     char phase[16];   /* what it last wrote */
+    /* exec mode */
+    bool exec;        /* its node runs containers for real */
+    bool volumes_ready;
+    int64_t mount_next_ms; /* a failed mount's next try */
+    char marker[160]; /* FAKE_KUBELET_POD_UID of its processes */
+    char restart_policy[16];
+    int grace_ms;
+    cJSON *obj;       /* the pod as admitted (owned): volumes, securityContext, fieldRef sources */
 } fk_pod;
+
+/* A node in exec mode. */
+typedef struct fk_exec_node { char node[256]; fk_rt_node rt; } fk_exec_node;
+
+/* A process of a pod that was deleted (or of a container stopped with its pod): SIGTERM sent, SIGKILL at deadline. */
+typedef struct fk_dying { pid_t pid; int64_t deadline_ms; char marker[160]; } fk_dying;
 
 struct fake_kubelet {
     fake_api *f;
@@ -81,7 +107,16 @@ struct fake_kubelet {
     size_t nimages;
     fk_pulled *pulled;
     size_t npulled;
+    fk_exec_node *exec;
+    size_t nexec;
+    fk_rt_prog *progs;
+    size_t nprogs;
+    fk_dying *dying;
+    size_t ndying;
+    unsigned serial;  /* this kubelet's number in the process: part of its pods' markers */
 };
+
+static atomic_uint fk_serials;
 
 static void *fk_xcalloc(size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size ? size : 1);
@@ -250,6 +285,28 @@ static void fk_env_set(cJSON *env, const char *name, const char *value) {
     else cJSON_AddStringToObject(env, name, value);
 }
 
+/* The value of a downward-API fieldRef (the paths the API server accepts for env), NULL for another. */
+static const char *fk_field_ref(const fk_pod *p, const char *path, char *buf, size_t len) {
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(p->obj, "metadata");
+    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(p->obj, "spec");
+    if (!strcmp(path, "metadata.name")) return p->name;
+    if (!strcmp(path, "metadata.namespace")) return p->ns;
+    if (!strcmp(path, "metadata.uid")) return p->uid;
+    if (!strcmp(path, "spec.nodeName")) return p->node;
+    if (!strcmp(path, "spec.serviceAccountName")) return fk_str(spec, "serviceAccountName", NULL);
+    if (!strcmp(path, "status.podIP") || !strcmp(path, "status.hostIP")) return "127.0.0.1";
+    static const char *const maps[2] = {"metadata.labels['", "metadata.annotations['"};
+    for (int i = 0; i < 2; i++) {
+        size_t pl = strlen(maps[i]), l = strlen(path);
+        if (strncmp(path, maps[i], pl) || l < pl + 2 || strcmp(path + l - 2, "']")) continue;
+        snprintf(buf, len, "%.*s", (int)(l - pl - 2), path + pl);
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(meta, i ? "annotations" : "labels"), buf);
+        return cJSON_IsString(v) ? v->valuestring : "";
+    }
+    return NULL;
+}
+
 /* makeEnvironmentVariables: the device plugin's variables, then envFrom, then env (later wins). A
  * ConfigMap that is not there and not optional stops the container (CreateContainerConfigError), message as
  * the kubelet writes it. NULL with msg. */
@@ -279,9 +336,25 @@ static cJSON *fk_make_env(fake_kubelet *k, const fk_pod *p, const fk_ctr *c, cha
     cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(c->def, "env")) {
         const char *name = fk_str(e, "name", NULL), *value = NULL;
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, "value");
-        const cJSON *ref = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "valueFrom"), "configMapKeyRef");
+        const cJSON *from = cJSON_GetObjectItemCaseSensitive(e, "valueFrom");
+        const cJSON *ref = cJSON_GetObjectItemCaseSensitive(from, "configMapKeyRef");
+        const cJSON *field = cJSON_GetObjectItemCaseSensitive(from, "fieldRef");
         if (!name) continue;
         if (cJSON_IsString(v)) value = v->valuestring;
+        char fbuf[256];
+        if (field && !(value = fk_field_ref(p, fk_str(field, "fieldPath", NULL), fbuf, sizeof fbuf)) && p->exec) {
+            /* a process would run without it: say so rather than start it wrong */
+            snprintf(msg, msglen, "fake kubelet exec mode: fieldRef %s of variable %s is not played",
+                     fk_str(field, "fieldPath", NULL), name);
+            cJSON_Delete(env);
+            return NULL;
+        }
+        if (from && !ref && !field && p->exec) {
+            snprintf(msg, msglen, "fake kubelet exec mode: valueFrom of variable %s is not played (configMapKeyRef "
+                     "and fieldRef only)", name);
+            cJSON_Delete(env);
+            return NULL;
+        }
         cJSON *data = NULL;
         if (ref) {
             const char *cm = fk_str(ref, "name", NULL), *key = fk_str(ref, "key", NULL);
@@ -302,9 +375,144 @@ static cJSON *fk_make_env(fake_kubelet *k, const fk_pod *p, const fk_ctr *c, cha
     return env;
 }
 
+/* ---- exec mode: containers as processes (fake_runtime.h) ---------------------------------------------------- */
+
+static fk_exec_node *fk_exec_find(fake_kubelet *k, const char *node) {
+    for (size_t i = 0; i < k->nexec; i++)
+        if (!strcmp(k->exec[i].node, node)) return &k->exec[i];
+    return NULL;
+}
+
+static void fk_rfc3339(char *buf, size_t len) {
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static cJSON *fk_cm_lookup(void *user, const char *ns, const char *name) {
+    return fk_configmap_data(user, ns, name);
+}
+
+/* Caller holds mu. SIGTERM now, SIGKILL to its process group at the deadline (fk_reap_dying). */
+static void fk_terminate(fake_kubelet *k, pid_t pid, int grace_ms, const char *marker) {
+    if (pid <= 0) return;
+    kill(pid, SIGTERM);
+    k->dying = fk_xrealloc(k->dying, (k->ndying + 1) * sizeof *k->dying);
+    fk_dying *d = &k->dying[k->ndying++];
+    d->pid = pid;
+    d->deadline_ms = fk_now_ms() + grace_ms;
+    snprintf(d->marker, sizeof d->marker, "%s", marker);
+}
+
+/* Caller holds mu. Reap what ended, kill what outlived its grace; the last process of a pod gone takes anything
+ * still carrying the pod's marker with it (the pod's cgroup going). wait: block until all are gone. */
+static void fk_reap_dying(fake_kubelet *k, bool wait) {
+    do {
+        int64_t now = fk_now_ms();
+        for (size_t i = 0; i < k->ndying;) {
+            fk_dying *d = &k->dying[i];
+            int st;
+            pid_t r = waitpid(d->pid, &st, WNOHANG);
+            if (r == 0 && now < d->deadline_ms) { i++; continue; }
+            kill(-d->pid, SIGKILL);
+            if (r == 0) while (waitpid(d->pid, &st, 0) < 0 && errno == EINTR) {}
+            char marker[sizeof d->marker];
+            snprintf(marker, sizeof marker, "%s", d->marker);
+            k->dying[i] = k->dying[--k->ndying];
+            bool more = false;
+            for (size_t j = 0; j < k->ndying && !more; j++) more = !strcmp(k->dying[j].marker, marker);
+            if (!more) fk_rt_kill_pod(marker);
+        }
+        if (wait && k->ndying) {
+            struct timespec nap = {0, 10 * 1000000L};
+            nanosleep(&nap, NULL);
+        }
+    } while (wait && k->ndying);
+}
+
+/* Caller holds mu. Every process of the pod goes (deleted, terminal, or the kubelet stops). */
+static void fk_exec_stop_pod(fake_kubelet *k, fk_pod *p) {
+    for (int i = 0; i < p->nctrs; i++) {
+        fk_ctr *c = &p->ctrs[i];
+        if (c->pid > 0) fk_terminate(k, c->pid, p->grace_ms, p->marker);
+        c->pid = 0;
+    }
+}
+
+static bool fk_exec_start(fake_kubelet *k, fk_pod *p, fk_ctr *c, int64_t now) {
+    const fk_exec_node *x = fk_exec_find(k, p->node);
+    char msg[1024] = "fake kubelet exec mode: the node is not in exec mode";
+    pid_t pid = x ? fk_rt_start(&x->rt, k->progs, k->nprogs, p->obj, c->def, c->env, p->marker, msg, sizeof msg) : -1;
+    if (pid < 0) {   /* as a command the image lacks: RunContainerError, then the crash loop */
+        fk_set(c, FK_NO_BINARY, "RunContainerError", msg);
+        c->next_ms = now + FK_RESTART_MS;
+        return true;
+    }
+    c->pid = pid;
+    fk_rfc3339(c->started_at, sizeof c->started_at);
+    fk_set(c, FK_RUNNING, "", "");
+    return true;
+}
+
+/* Caller holds mu. Has the container's process ended? Then its exit is recorded as the kubelet records it and the
+ * restart policy decides (a native sidecar always restarts; an init container unless Never; an app container by
+ * the pod's policy). True when the status changed. */
+static bool fk_exec_reap(fk_pod *p, fk_ctr *c, int64_t now) {
+    int st;
+    if (c->st != FK_RUNNING || c->pid <= 0 || waitpid(c->pid, &st, WNOHANG) != c->pid) return false;
+    kill(-c->pid, SIGKILL); /* the rest of the container's processes: its PID namespace goes */
+    c->pid = 0;
+    c->exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    fk_rfc3339(c->finished_at, sizeof c->finished_at);
+    snprintf(c->last_started_at, sizeof c->last_started_at, "%s", c->started_at);
+    bool ok = c->exit_code == 0;
+    if (c->init && !c->sidecar && ok) {
+        fk_set(c, FK_DONE, "", "");
+        return true;
+    }
+    const char *pol = p->restart_policy;
+    c->restart = c->sidecar || (c->init ? strcmp(pol, "Never") != 0
+                                        : !strcmp(pol, "Always") || (!strcmp(pol, "OnFailure") && !ok));
+    if (!c->restart) {
+        fk_set(c, FK_EXITED, ok ? "Completed" : "Error", "");
+        return true;
+    }
+    char msg[1024];   /* the kubelet's back-off message (kuberuntime_manager.go doBackOff) */
+    snprintf(msg, sizeof msg, "back-off %ds restarting failed container=%s pod=%s_%s(%s)",
+             c->restarts < 5 ? 10 << c->restarts : 300, c->name, p->name, p->ns, p->uid);
+    fk_set(c, FK_EXITED, "CrashLoopBackOff", msg);
+    c->next_ms = now + FK_RESTART_MS;
+    return true;
+}
+
+/* Exec mode's phase: Failed once an init container failed for good; Succeeded/Failed once every app container
+ * ended for good (Succeeded when all exited 0); Running once an app container started; else Pending. */
+static const char *fk_exec_phase(const fk_pod *p) {
+    int apps = 0, ended = 0, failed = 0;
+    bool started = false;
+    for (int i = 0; i < p->nctrs; i++) {
+        const fk_ctr *c = &p->ctrs[i];
+        bool over = c->st == FK_EXITED && !c->restart;
+        if (c->init && !c->sidecar && over) return "Failed";
+        if (c->init) continue;
+        apps++;
+        started |= c->st == FK_RUNNING || c->st == FK_EXITED || c->restarts > 0;
+        ended += over;
+        failed += over && c->exit_code != 0;
+    }
+    if (apps && ended == apps) return failed ? "Failed" : "Succeeded";
+    return started ? "Running" : "Pending";
+}
+
 /* One step of one container; true when what the API shows of it changed. */
 static bool fk_ctr_step(fake_kubelet *k, fk_pod *p, fk_ctr *c, int64_t now) {
     if (c->st == FK_RUNNING || c->st == FK_DONE || now < c->next_ms) return false;
+    if (c->st == FK_EXITED) {   /* exec mode: started again (with a fresh environment) or never */
+        if (!c->restart) return false;
+        c->restarts++;
+        c->st = FK_CONFIG;
+    }
     fk_image *im = fk_find_image(k, c->image);
     if (c->st == FK_PULLING || c->st == FK_PULL_FAILED) {
         int64_t done = fk_pull_done(k, p->node, c->image, now);
@@ -367,6 +575,7 @@ static bool fk_ctr_step(fake_kubelet *k, fk_pod *p, fk_ctr *c, int64_t now) {
     cJSON_Delete(c->env);
     c->env = env;
     c->started_ms = now;
+    if (p->exec) return fk_exec_start(k, p, c, now);
     fk_set(c, c->init && !c->sidecar ? FK_DONE : FK_RUNNING, "", "");
     return true;
 }
@@ -374,11 +583,39 @@ static bool fk_ctr_step(fake_kubelet *k, fk_pod *p, fk_ctr *c, int64_t now) {
 /* Caller holds mu. Init containers one after another (a native sidecar must be running, an ordinary one must
  * have completed, before the next starts), then the app containers together. */
 static void fk_pod_step(fake_kubelet *k, fk_pod *p, int64_t now) {
+    if (p->exec) {
+        for (int i = 0; i < p->nctrs; i++)
+            if (fk_exec_reap(p, &p->ctrs[i], now)) p->status_dirty = true;
+        if (strcmp(fk_exec_phase(p), "Running") && strcmp(fk_exec_phase(p), "Pending")) return;
+        /* the pod's volumes before any container: a failed mount holds them all in ContainerCreating */
+        if (!p->volumes_ready && now < p->mount_next_ms) return;
+        if (!p->volumes_ready) {
+            const fk_exec_node *x = fk_exec_find(k, p->node);
+            char msg[1024];
+            if (x && fk_rt_pod_setup(&x->rt, p->obj, fk_cm_lookup, k, msg, sizeof msg) != 0) {
+                for (int i = 0; i < p->nctrs; i++) fk_set(&p->ctrs[i], FK_PULLING, "ContainerCreating", msg);
+                p->mount_next_ms = now + FK_RESTART_MS;
+                p->status_dirty = true;
+                return;
+            }
+            p->volumes_ready = true;
+        }
+    }
     for (int i = 0; i < p->nctrs; i++) {
         fk_ctr *c = &p->ctrs[i];
         if (fk_ctr_step(k, p, c, now)) p->status_dirty = true;
-        if (c->init && c->st != FK_RUNNING && c->st != FK_DONE) return;
+        /* the next init container waits for this one: completed, or (a native sidecar) running */
+        if (c->init && c->st != FK_DONE && !(c->sidecar && c->st == FK_RUNNING)) return;
     }
+}
+
+/* A terminated state (exec mode: the run that ended). */
+static void fk_add_terminated(cJSON *parent, const fk_ctr *c, const char *reason) {
+    cJSON *t = cJSON_AddObjectToObject(parent, "terminated");
+    cJSON_AddNumberToObject(t, "exitCode", c->exit_code < 0 ? 0 : c->exit_code);
+    cJSON_AddStringToObject(t, "reason", reason);
+    if (c->last_started_at[0]) cJSON_AddStringToObject(t, "startedAt", c->last_started_at);
+    if (c->finished_at[0]) cJSON_AddStringToObject(t, "finishedAt", c->finished_at);
 }
 
 static cJSON *fk_ctr_status(const fk_ctr *c) {
@@ -388,19 +625,28 @@ static cJSON *fk_ctr_status(const fk_ctr *c) {
     cJSON_AddBoolToObject(s, "ready", c->st == FK_RUNNING);
     cJSON_AddBoolToObject(s, "started", c->st == FK_RUNNING);
     cJSON_AddNumberToObject(s, "restartCount", c->restarts);
+    const char *last_reason = c->exit_code == 0 ? "Completed" : "Error";
     if (c->st == FK_RUNNING) {
-        cJSON_AddStringToObject(cJSON_AddObjectToObject(state, "running"), "startedAt", "2026-01-01T00:00:00Z");
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(state, "running"), "startedAt",
+                                c->started_at[0] ? c->started_at : "2026-01-01T00:00:00Z");
+    } else if (c->st == FK_DONE && c->exit_code >= 0) {
+        fk_add_terminated(state, c, "Completed");
     } else if (c->st == FK_DONE) {
         cJSON *t = cJSON_AddObjectToObject(state, "terminated");
         cJSON_AddStringToObject(t, "reason", "Completed");
         cJSON_AddNumberToObject(t, "exitCode", 0);
+    } else if (c->st == FK_EXITED && !c->restart) {
+        fk_add_terminated(state, c, last_reason);
     } else {
         cJSON *w = cJSON_AddObjectToObject(state, "waiting");
         cJSON_AddStringToObject(w, "reason", c->reason[0] ? c->reason : "PodInitializing");
         if (c->message[0]) cJSON_AddStringToObject(w, "message", c->message);
     }
     cJSON_AddItemToObject(s, "state", state);
-    if (c->st == FK_NO_BINARY && c->restarts > 0) {   /* the crash loop's last exit */
+    if (c->exit_code >= 0 && c->st != FK_DONE && !(c->st == FK_EXITED && !c->restart)) {
+        /* exec mode: the run before this one (a restart, or the back-off before it) */
+        fk_add_terminated(cJSON_AddObjectToObject(s, "lastState"), c, last_reason);
+    } else if (c->st == FK_NO_BINARY && c->restarts > 0) {   /* the crash loop's last exit */
         cJSON *t = cJSON_AddObjectToObject(cJSON_AddObjectToObject(s, "lastState"), "terminated");
         cJSON_AddStringToObject(t, "reason", "StartError");
         cJSON_AddStringToObject(t, "message", c->last_exit);
@@ -420,7 +666,9 @@ static void fk_write_status(fake_kubelet *k, fk_pod *p) {
         cJSON_AddItemToArray(p->ctrs[i].init ? ics : cs, fk_ctr_status(&p->ctrs[i]));
         running |= !p->ctrs[i].init && p->ctrs[i].st == FK_RUNNING;
     }
-    snprintf(p->phase, sizeof p->phase, "%s", running ? "Running" : "Pending");
+    snprintf(p->phase, sizeof p->phase, "%s", p->exec ? fk_exec_phase(p) : running ? "Running" : "Pending");
+    /* a pod that is over keeps no process (its native sidecars are stopped too) */
+    if (p->exec && (!strcmp(p->phase, "Succeeded") || !strcmp(p->phase, "Failed"))) fk_exec_stop_pod(k, p);
     cJSON_AddStringToObject(st, "phase", p->phase);
     if (cJSON_GetArraySize(ics)) cJSON_AddItemToObject(st, "initContainerStatuses", ics);
     else cJSON_Delete(ics);
@@ -431,6 +679,7 @@ static void fk_write_status(fake_kubelet *k, fk_pod *p) {
     cJSON_Delete(patch);
 }
 
+static void fk_free_pod(fk_pod *p);
 static void fk_free_ctrs(fk_pod *p) {
     for (int i = 0; i < p->nctrs; i++) {
         cJSON_Delete(p->ctrs[i].env);
@@ -439,6 +688,13 @@ static void fk_free_ctrs(fk_pod *p) {
     free(p->ctrs);
     p->ctrs = NULL;
     p->nctrs = 0;
+}
+
+static void fk_free_pod(fk_pod *p) {
+    free(p->devices);
+    fk_free_ctrs(p);
+    cJSON_Delete(p->obj);
+    p->obj = NULL;
 }
 
 static void fk_make_ctrs(fk_pod *p, const cJSON *pod) {
@@ -456,6 +712,7 @@ static void fk_make_ctrs(fk_pod *p, const cJSON *pod) {
             x->init = l == 0;
             x->sidecar = x->init && !strcmp(fk_str(c, "restartPolicy", NULL), "Always");
             x->def = cJSON_Duplicate(c, 1);
+            x->exit_code = -1;
         }
     }
     p->status_dirty = true;
@@ -511,6 +768,7 @@ static void fk_admit(fake_kubelet *k, const cJSON *pod, const char *uid, const c
     snprintf(p->node, sizeof p->node, "%s", node);
     p->seen = true;
     p->devices = fk_strdup("");
+    p->obj = cJSON_Duplicate(pod, 1);
     if (!ok) {
         fk_refuse(k, ns, name, reason, msg);
         return;
@@ -539,6 +797,15 @@ static void fk_admit(fake_kubelet *k, const cJSON *pod, const char *uid, const c
     p->admitted_ms = fk_now_ms();
     const char *label = fk_str(cJSON_GetObjectItemCaseSensitive(pod, "metadata"), "labels", "tessera.io/reservation");
     p->reservation = strcmp(label, "true") == 0;
+    if ((p->exec = fk_exec_find(k, node) != NULL)) {
+        snprintf(p->marker, sizeof p->marker, "k%u-%s", k->serial, uid);
+        const char *pol = fk_str(pod, "spec", "restartPolicy");
+        snprintf(p->restart_policy, sizeof p->restart_policy, "%s", *pol ? pol : "Always");
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "spec"),
+                                                          "terminationGracePeriodSeconds");
+        long long grace = cJSON_IsNumber(g) ? (long long)g->valuedouble * 1000 : 30000;
+        p->grace_ms = grace < FK_GRACE_CAP_MS ? (int)grace : FK_GRACE_CAP_MS;
+    }
     fk_make_ctrs(p, pod);   /* the containers start in the passes that follow */
     k->admitted++;
 }
@@ -601,29 +868,34 @@ static void fk_pass(fake_kubelet *k) {
             if (!*phase || !strcmp(phase, "Pending")) fk_admit(k, pod, uid, node);
             continue;
         }
-        if (p->live && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))) fk_release(k, p);
+        if (p->live && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))) {
+            fk_exec_stop_pod(k, p);
+            fk_release(k, p);
+        }
     }
-    /* pods gone from the list free their devices and are forgotten */
+    /* pods gone from the list stop their processes, free their devices and are forgotten */
     size_t keep = 0;
     for (size_t i = 0; i < k->npods; i++) {
         if (k->pods[i].seen) { k->pods[keep++] = k->pods[i]; continue; }
+        fk_exec_stop_pod(k, &k->pods[i]);
         fk_release(k, &k->pods[i]);
-        free(k->pods[i].devices);
-        fk_free_ctrs(&k->pods[i]);
+        fk_free_pod(&k->pods[i]);
     }
     k->npods = keep;
     int64_t now = fk_now_ms();
     for (size_t i = 0; i < k->npods; i++) {
         fk_pod *p = &k->pods[i];
         if (p->live) fk_pod_step(k, p, now);
-        /* tessera-reserve runs in the reservation's app container: it reports once that container runs */
+        /* tessera-reserve runs in the reservation's app container: it reports once that container runs (in exec
+         * mode the real one does) */
         const fk_ctr *app = p->nctrs ? &p->ctrs[p->nctrs - 1] : NULL;
-        if (p->live && p->reservation && !p->reported && !k->silent && app && app->st == FK_RUNNING &&
+        if (p->live && p->reservation && !p->exec && !p->reported && !k->silent && app && app->st == FK_RUNNING &&
             now - app->started_ms >= k->reserve_delay_ms)
             fk_report(k, p);
         fk_write_status(k, p);
     }
     fk_check_doubles(k);
+    fk_reap_dying(k, false);
     pthread_mutex_unlock(&k->mu);
     cJSON_Delete(pods);
 }
@@ -635,12 +907,19 @@ static void *fk_main(void *arg) {
         struct timespec nap = {0, FK_POLL_MS * 1000000L};
         nanosleep(&nap, NULL);
     }
+    /* Exec mode: every process goes, each with its pod's grace, before this thread ends (its processes' parent-death
+     * signal is this thread's end: without this they would get SIGKILL with no SIGTERM first). */
+    pthread_mutex_lock(&k->mu);
+    for (size_t i = 0; i < k->npods; i++) fk_exec_stop_pod(k, &k->pods[i]);
+    fk_reap_dying(k, true);
+    pthread_mutex_unlock(&k->mu);
     return NULL;
 }
 
 fake_kubelet *fake_kubelet_start(fake_api *f) {
     fake_kubelet *k = fk_xcalloc(1, sizeof *k);
     k->f = f;
+    k->serial = atomic_fetch_add(&fk_serials, 1) + 1;
     k->rng = 0x9e3779b97f4a7c15u;
     pthread_mutex_init(&k->mu, NULL);
     atomic_init(&k->stop, false);
@@ -657,13 +936,17 @@ void fake_kubelet_stop(fake_kubelet *k) {
         free(k->res[i].holder);
     }
     free(k->res);
-    for (size_t i = 0; i < k->npods; i++) {
-        free(k->pods[i].devices);
-        fk_free_ctrs(&k->pods[i]);
-    }
+    for (size_t i = 0; i < k->npods; i++) fk_free_pod(&k->pods[i]);
     free(k->pods);
     free(k->images);
     free(k->pulled);
+    free(k->exec);
+    for (size_t i = 0; i < k->nprogs; i++) {
+        for (char **a = k->progs[i].extra_args; a && *a; a++) free(*a);
+        free(k->progs[i].extra_args);
+    }
+    free(k->progs);
+    free(k->dying);
     for (size_t i = 0; i < k->ndoubled; i++) free(k->doubled[i]);
     free(k->doubled);
     pthread_mutex_destroy(&k->mu);
@@ -794,4 +1077,88 @@ bool fake_kubelet_running(fake_kubelet *k, const char *pod_uid, const char *cont
     bool r = c && c->st == FK_RUNNING;
     pthread_mutex_unlock(&k->mu);
     return r;
+}
+
+/* ---- exec mode ---------------------------------------------------------------------------------------------- */
+
+void fake_kubelet_set_exec(fake_kubelet *k, const char *node, const fake_kubelet_exec *x) {
+    if (!node || !x || !x->node_root) return;
+    pthread_mutex_lock(&k->mu);
+    fk_exec_node *e = fk_exec_find(k, node);
+    if (!e) {
+        k->exec = fk_xrealloc(k->exec, (k->nexec + 1) * sizeof *k->exec);
+        e = &k->exec[k->nexec++];
+    }
+    memset(e, 0, sizeof *e);
+    snprintf(e->node, sizeof e->node, "%s", node);
+    snprintf(e->rt.node_root, sizeof e->rt.node_root, "%s", x->node_root);
+    if (x->host_root) snprintf(e->rt.host_root, sizeof e->rt.host_root, "%s", x->host_root);
+    else snprintf(e->rt.host_root, sizeof e->rt.host_root, "%s/host", x->node_root);
+    snprintf(e->rt.fake_cuda_dir, sizeof e->rt.fake_cuda_dir, "%s", x->fake_cuda_dir ? x->fake_cuda_dir : "");
+    snprintf(e->rt.cuda_devices, sizeof e->rt.cuda_devices, "%s", x->cuda_devices ? x->cuda_devices : "");
+    if (x->cuda_state) snprintf(e->rt.cuda_state, sizeof e->rt.cuda_state, "%s", x->cuda_state);
+    else snprintf(e->rt.cuda_state, sizeof e->rt.cuda_state, "%s/fake-cuda-state", x->node_root);
+    pthread_mutex_unlock(&k->mu);
+}
+
+void fake_kubelet_add_program(fake_kubelet *k, const char *image_path, const char *host_path,
+                              const char *const *extra_args) {
+    if (!image_path || !host_path) return;
+    pthread_mutex_lock(&k->mu);
+    fk_rt_prog *pr = NULL;
+    for (size_t i = 0; i < k->nprogs && !pr; i++)
+        if (!strcmp(k->progs[i].image_path, image_path)) pr = &k->progs[i];
+    if (pr) {
+        for (char **a = pr->extra_args; a && *a; a++) free(*a);
+        free(pr->extra_args);
+    } else {
+        k->progs = fk_xrealloc(k->progs, (k->nprogs + 1) * sizeof *k->progs);
+        pr = &k->progs[k->nprogs++];
+    }
+    memset(pr, 0, sizeof *pr);
+    snprintf(pr->image_path, sizeof pr->image_path, "%s", image_path);
+    snprintf(pr->host_path, sizeof pr->host_path, "%s", host_path);
+    size_t n = 0;
+    while (extra_args && extra_args[n]) n++;
+    pr->extra_args = fk_xcalloc(n + 1, sizeof *pr->extra_args);
+    for (size_t i = 0; i < n; i++) pr->extra_args[i] = fk_strdup(extra_args[i]);
+    pthread_mutex_unlock(&k->mu);
+}
+
+char *fake_kubelet_log(fake_kubelet *k, const char *pod_uid, const char *container, int stream) {
+    char *out = NULL;
+    pthread_mutex_lock(&k->mu);
+    for (size_t i = 0; i < k->nexec && !out && pod_uid && container; i++) {
+        char path[1200];
+        fk_rt_log_path(&k->exec[i].rt, pod_uid, container, stream, path, sizeof path);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t len = 0, cap = 4096;
+        out = fk_xcalloc(cap, 1);
+        size_t n;
+        while ((n = fread(out + len, 1, cap - len - 1, f)) > 0) {
+            len += n;
+            if (cap - len - 1 == 0) out = fk_xrealloc(out, cap *= 2);
+        }
+        out[len] = 0;
+        fclose(f);
+    }
+    pthread_mutex_unlock(&k->mu);
+    return out;
+}
+
+int fake_kubelet_exit_code(fake_kubelet *k, const char *pod_uid, const char *container) {
+    pthread_mutex_lock(&k->mu);
+    const fk_ctr *c = fk_find_ctr(k, pod_uid, container);
+    int code = c ? c->exit_code : -1;
+    pthread_mutex_unlock(&k->mu);
+    return code;
+}
+
+int fake_kubelet_pid(fake_kubelet *k, const char *pod_uid, const char *container) {
+    pthread_mutex_lock(&k->mu);
+    const fk_ctr *c = fk_find_ctr(k, pod_uid, container);
+    int pid = c && c->st == FK_RUNNING ? (int)c->pid : 0;
+    pthread_mutex_unlock(&k->mu);
+    return pid;
 }

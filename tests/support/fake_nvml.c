@@ -20,20 +20,24 @@
  *   FAKE_NVML_STATE_FILE=PATH lines "FAIL=..." and "MIG=..." in that file, read at every nvmlInit_v2, override
  *                             the two above: a test changes the machine while the agent runs (a MIG
  *                             reconfiguration, the driver going away and coming back)
+ *
+ * The node of the fake driver instead (tests/support/fake_gpu.h): with FAKE_CUDA_DEVICES set, NVML shows those GPUs
+ * (filtered by NVIDIA_VISIBLE_DEVICES, as in a container) with their UUIDs, no NVLink, no MIG, and memory in use as
+ * the fake driver's processes on the node hold it (FAKE_CUDA_STATE): what libtessera-cuda.so's NVML hooks rewrite.
+ *
+ * Memory: nvmlDeviceGetMemoryInfo and nvmlDeviceGetMemoryInfo_v2 (nvmlMemory_v2 in the version field, else
+ * NVML_ERROR_ARGUMENT_VERSION_MISMATCH); the reference servers report nothing in use.
  * Every device call before nvmlInit_v2 (or after nvmlShutdown) answers NVML_ERROR_UNINITIALIZED, as NVML does.
  */
+#include "shim/cuda_abi.h"
+#include "shim/ledger.h"
+#include "tests/support/fake_gpu.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef int nvmlReturn_t;
-#define NVML_SUCCESS 0
-#define NVML_ERROR_UNINITIALIZED 1
-#define NVML_ERROR_INVALID_ARGUMENT 2
-#define NVML_ERROR_NOT_SUPPORTED 3
 #define NVML_ERROR_DRIVER_NOT_LOADED 9
-#define NVML_ERROR_INSUFFICIENT_SIZE 7
-#define NVML_ERROR_UNKNOWN 999
 typedef struct nvmlPciInfo_st {
     char busIdLegacy[16];
     unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
@@ -41,8 +45,6 @@ typedef struct nvmlPciInfo_st {
 } nvmlPciInfo_t;
 
 /* Exported with nvml.h's names; the prototypes keep -Wmissing-prototypes quiet. */
-struct fake_dev;
-typedef struct fake_dev *nvmlDevice_t;
 nvmlReturn_t nvmlInit_v2(void);
 nvmlReturn_t nvmlShutdown(void);
 const char *nvmlErrorString(nvmlReturn_t result);
@@ -55,11 +57,13 @@ nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, in
 nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link, int *pNvLinkDeviceType);
 nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci);
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode);
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory);
 
 enum { SINGLE = 10, MULTIPLE = 20, NODE = 40, SYSTEM = 50 };
 enum { LINK_NONE, LINK_SWITCH, LINK_PAIR }; /* what a GPU's NVLinks reach */
 
-struct fake_dev {
+struct nvmlDevice_st {
     int index;
     unsigned bus;
 };
@@ -67,20 +71,27 @@ struct fake_dev {
 typedef struct fake_server {
     const char *name, *uuid_tag;
     int n;
-    unsigned bus[8];
+    unsigned bus[FAKE_GPU_MAX];
     int links;      /* NVLinks per GPU */
     int link_kind;
     int mig_capable;
+    unsigned long long mib; /* memory per GPU */
 } fake_server;
 
 static const fake_server servers[] = {
-    {"dgx-a100", "d9a10000", 8, {0x07, 0x0F, 0x47, 0x4E, 0x87, 0x90, 0xB7, 0xBD}, 12, LINK_SWITCH, 1},
-    {"pcie8-nvlink-pairs", "9c1e0000", 8, {0x1B, 0x1C, 0x1D, 0x1E, 0x9B, 0x9C, 0x9D, 0x9E}, 12, LINK_PAIR, 1},
-    {"2socket-4gpu", "2a40c000", 4, {0x17, 0x65, 0xCA, 0xE3}, 0, LINK_NONE, 0},
+    {"dgx-a100", "d9a10000", 8, {0x07, 0x0F, 0x47, 0x4E, 0x87, 0x90, 0xB7, 0xBD}, 12, LINK_SWITCH, 1, 81920},
+    {"pcie8-nvlink-pairs", "9c1e0000", 8, {0x1B, 0x1C, 0x1D, 0x1E, 0x9B, 0x9C, 0x9D, 0x9E}, 12, LINK_PAIR, 1, 81920},
+    {"2socket-4gpu", "2a40c000", 4, {0x17, 0x65, 0xCA, 0xE3}, 0, LINK_NONE, 0, 46068},
 };
 
+/* FAKE_CUDA_DEVICES: the fake driver's node, as a server of its own */
+static fake_server gpu_server;
+static fake_gpu gpu[FAKE_GPU_MAX];
+static ledger node = {-1, NULL, -1};
+static int node_dev[FAKE_GPU_MAX];
+
 static const fake_server *srv;
-static struct fake_dev devs[8];
+static struct nvmlDevice_st devs[FAKE_GPU_MAX];
 static int fail_topology;
 static int mig_on[8];
 
@@ -118,7 +129,24 @@ nvmlReturn_t nvmlInit_v2(void) {
     const char *name = getenv("FAKE_NVML_SERVER");
     if (!name || !*name) name = "dgx-a100";
     srv = NULL;
-    for (size_t i = 0; i < sizeof servers / sizeof servers[0]; i++)
+    if (getenv("FAKE_CUDA_DEVICES")) {
+        char why[300];
+        int n = fake_gpus(gpu, why, sizeof why);
+        if (n < 0) {
+            fprintf(stderr, "fake NVML: %s\n", why);
+            return NVML_ERROR_UNKNOWN;
+        }
+        gpu_server = (fake_server){"fake-cuda", "", n, {0}, 0, LINK_NONE, 0, 0};
+        for (int i = 0; i < n; i++) gpu_server.bus[i] = 0x10u + (unsigned)gpu[i].node_index;
+        const char *state = getenv("FAKE_CUDA_STATE");
+        if (node.fd < 0 && state && *state && ledger_open(&node, state, why, sizeof why) < 0) {
+            fprintf(stderr, "fake NVML: %s\n", why);
+            return NVML_ERROR_UNKNOWN;
+        }
+        for (int i = 0; i < n; i++) node_dev[i] = node.fd >= 0 ? ledger_device(&node, gpu[i].uuid) : -1;
+        srv = &gpu_server;
+    }
+    for (size_t i = 0; !srv && i < sizeof servers / sizeof servers[0]; i++)
         if (!strcmp(servers[i].name, name)) srv = &servers[i];
     if (!srv) {
         fprintf(stderr, "fake NVML: unknown FAKE_NVML_SERVER=%s\n", name);
@@ -134,7 +162,7 @@ nvmlReturn_t nvmlInit_v2(void) {
         if (i >= 0 && i < 8) mig_on[i] = 1;
         p = *end == ',' ? end + 1 : end;
     }
-    for (int i = 0; i < srv->n; i++) devs[i] = (struct fake_dev){i, srv->bus[i]};
+    for (int i = 0; i < srv->n; i++) devs[i] = (struct nvmlDevice_st){i, srv->bus[i]};
     return NVML_SUCCESS;
 }
 
@@ -189,7 +217,8 @@ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned int length) 
     if (rc) return rc;
     if (!uuid) return NVML_ERROR_INVALID_ARGUMENT;
     char buf[96];
-    int n = snprintf(buf, sizeof buf, "GPU-%s-0000-4000-8000-%012d", srv->uuid_tag, d->index);
+    int n = srv == &gpu_server ? snprintf(buf, sizeof buf, "%s", gpu[d->index].uuid)
+                               : snprintf(buf, sizeof buf, "GPU-%s-0000-4000-8000-%012d", srv->uuid_tag, d->index);
     if ((unsigned)n + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
     memcpy(uuid, buf, (size_t)n + 1);
     return NVML_SUCCESS;
@@ -253,5 +282,38 @@ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *cur, unsigned in
     if (!srv->mig_capable) return NVML_ERROR_NOT_SUPPORTED;
     if (!cur || !pending) return NVML_ERROR_INVALID_ARGUMENT;
     *cur = *pending = (unsigned)mig_on[d->index];
+    return NVML_SUCCESS;
+}
+
+/* total and used of GPU d: the fake driver's node memory, or the reference server's product with nothing in use */
+static void memory_of(nvmlDevice_t d, unsigned long long *total, unsigned long long *used) {
+    const unsigned long long mib = 1024ull * 1024ull;
+    *used = 0;
+    if (srv != &gpu_server) {
+        *total = srv->mib * mib;
+        return;
+    }
+    *total = gpu[d->index].mib * mib;
+    if (node.fd >= 0 && node_dev[d->index] >= 0) *used = ledger_used(&node, node_dev[d->index]).used;
+    if (*used > *total) *used = *total;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m) {
+    nvmlReturn_t rc = check(d);
+    if (rc) return rc;
+    if (!m) return NVML_ERROR_INVALID_ARGUMENT;
+    memory_of(d, &m->total, &m->used);
+    m->free = m->total - m->used;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m) {
+    nvmlReturn_t rc = check(d);
+    if (rc) return rc;
+    if (!m) return NVML_ERROR_INVALID_ARGUMENT;
+    if (m->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    memory_of(d, &m->total, &m->used);
+    m->reserved = 0;
+    m->free = m->total - m->used;
     return NVML_SUCCESS;
 }

@@ -88,11 +88,15 @@ static void random_pod(char *buf, size_t len) {
     case 7: snprintf(ann, sizeof ann, "\"tessera.io/gpu-fraction\":\"0.%03u\"", 1 + rnd(999)); break;
     default: snprintf(ann, sizeof ann, "\"gpu-memory\":\"%u\"", 500 + rnd(80000)); break;
     }
+    /* an MPS share (charged compute in proportion when it names only memory); it takes no isolation */
+    bool mps = rnd(3) == 0;
+    if (mps) iso = "";
     size_t o = strlen(ann);
     if (iso[0]) o += snprintf(ann + o, sizeof ann - o, "%s\"tessera.io/isolation\":\"%s\"", o ? "," : "", iso);
-    if (model[0]) snprintf(ann + o, sizeof ann - o, "%s\"tessera.io/gpu-models\":\"%s\"", o ? "," : "", model);
-    snprintf(buf, len, "{\"metadata\":{\"annotations\":{%s}},\"spec\":{\"containers\":[{\"resources\":{\"limits\":{%s}}}]}}",
-             ann, res);
+    if (model[0]) o += snprintf(ann + o, sizeof ann - o, "%s\"tessera.io/gpu-models\":\"%s\"", o ? "," : "", model);
+    if (mps) snprintf(ann + o, sizeof ann - o, "%s\"tessera.io/compute-sharing\":\"mps\"", o ? "," : "");
+    snprintf(buf, len, "{\"metadata\":{\"annotations\":{%s}},\"spec\":{%s\"containers\":[{\"resources\":{\"limits\":{%s}}}]}}",
+             ann, mps ? "\"securityContext\":{\"runAsUser\":1000}," : "", res);
 }
 
 /* Whether every GPU of the node is a product the catalog knows: the declaration is sized from
@@ -136,9 +140,9 @@ TEST(charge_declared_at_admission_covers_every_bind) {
     const char *env = getenv("TESSERA_SEED");
     rng = env ? strtoull(env, NULL, 10) : 20261127;
     static model_assignment as[64];
-    int pods = 0, binds = 0, half_used = 0;
+    int pods = 0, binds = 0, half_used = 0, mps_binds = 0;
     char pod[600], err[300], why[256];
-    for (int step = 0; step < 12000; step++) {
+    for (int step = 0; step < 16000; step++) {
         random_pod(pod, sizeof pod);
         model_request r;
         if (model_request_from_pod_json(pod, strlen(pod), &r, err, sizeof err) != 0) continue;
@@ -162,6 +166,7 @@ TEST(charge_declared_at_admission_covers_every_bind) {
         for (int i = 0; i < k && i < 64; i++) {
             model_charge c = model_charge_assignment(m, &as[i]);
             binds++;
+            mps_binds += as[i].ngrants > 0 && as[i].grant[0].mps;
             if (c.gpu_milli > decl.gpu_milli || c.memory_mib > decl.memory_mib || c.gpu_milli <= 0) {
                 char a[256];
                 model_assignment_format(m, &as[i], a, sizeof a);
@@ -175,6 +180,6 @@ TEST(charge_declared_at_admission_covers_every_bind) {
         model_node_free(m);
     }
     for (int j = 0; j < nn; j++) model_node_free(nodes[j]);
-    CHECK_MSG(pods > 3000 && binds > 3000 && half_used > 150, "too few cases: %d pods, %d binds, %d part-used nodes",
-              pods, binds, half_used);
+    CHECK_MSG(pods > 3000 && binds > 3000 && half_used > 150 && mps_binds > 150,
+              "too few cases: %d pods, %d binds (%d MPS), %d part-used nodes", pods, binds, mps_binds, half_used);
 }

@@ -271,3 +271,84 @@ TEST(ext_state_assumption_expires_unless_confirmed) {
     CHECK_INT(ga2, ga);               /* the confirmed pod kept exactly its GPU */
     CHECK_INT(gb2, -1);
 }
+
+/* A pod with a quarter share, bound to n1 with annotation ann; uid_of_pod < 0: no runAsUser; mps: the
+ * compute-sharing annotation. */
+static char *share_pod(const char *name, const char *uid, bool mps, int uid_of_pod, const char *ann) {
+    char *base = pod_json(name, uid, 0, "\"tessera.io/share\":\"1\"",
+                          mps ? "\"tessera.io/gpu-fraction\":\"0.25\",\"tessera.io/compute-sharing\":\"mps\""
+                              : "\"tessera.io/gpu-fraction\":\"0.25\"", "n1");
+    cJSON *o = cJSON_Parse(base);
+    free(base);
+    cJSON *anns = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "metadata"), "annotations");
+    if (ann) cJSON_AddStringToObject(anns, EXT_ANN_ASSIGNMENT, ann);
+    if (uid_of_pod >= 0)
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(cJSON_GetObjectItem(o, "spec"), "securityContext"), "runAsUser",
+                                uid_of_pod);
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+/* After a restart the cache is rebuilt from the pods alone: the tessera.io/assignment annotation names
+ * GPUs and amounts, the pod says how it shares compute and as which uid. MPS shares come back as MPS
+ * clients of their uid, so a time-sliced share or another uid's MPS share is still kept off their GPU,
+ * and the GPU's mode leaves with its last client. */
+TEST(ext_state_rebuilds_mps_shares_from_the_pods) {
+    /* the annotations a first extender wrote: model_fit on the same node, encoded */
+    model_node *m = NULL;
+    char err[256];
+    {
+        cJSON *node = a100_with("n1", 8);
+        m = model_node_from_json(node, NULL, err, sizeof err);
+        cJSON_Delete(node);
+    }
+    CHECK(m);
+    model_request r;
+    char *p1 = share_pod("m1", "uid-m1", true, 1000, NULL);
+    CHECK_MSG(model_request_from_pod_json(p1, strlen(p1), &r, err, sizeof err) == 0, "%s", err);
+    free(p1);
+    model_assignment a1, a2;
+    CHECK(model_fit(m, &r, &a1, 1, err, sizeof err) > 0 && model_assign(m, "uid-m1", &a1, err, sizeof err) == 0);
+    CHECK(model_fit(m, &r, &a2, 1, err, sizeof err) > 0 && model_assign(m, "uid-m2", &a2, err, sizeof err) == 0);
+    CHECK_INT(a1.grant[0].gpu, a2.grant[0].gpu);   /* one GPU, two clients of uid 1000 */
+    char *ann1 = ext_ann_encode(m, &a1, "binpack"), *ann2 = ext_ann_encode(m, &a2, "binpack");
+    int gpu = a1.grant[0].gpu;
+    model_node_free(m);
+
+    ext_state *st = cluster_state(0);
+    ev(st, EXT_KUBE_NODE, EXT_KUBE_RELIST, NULL);
+    ev_node(st, EXT_KUBE_ADDED, a100_with("n1", 8));
+    ev(st, EXT_KUBE_NODE, EXT_KUBE_SYNCED, NULL);
+    ev(st, EXT_KUBE_POD, EXT_KUBE_RELIST, NULL);
+    ev_pod(st, EXT_KUBE_ADDED, share_pod("m1", "uid-m1", true, 1000, ann1));
+    ev_pod(st, EXT_KUBE_ADDED, share_pod("m2", "uid-m2", true, 1000, ann2));
+    ev(st, EXT_KUBE_POD, EXT_KUBE_SYNCED, NULL);
+    /* a time-sliced share and another uid's MPS share, written (by hand) onto the same GPU: refused there */
+    ev_pod(st, EXT_KUBE_ADDED, share_pod("t", "uid-t", false, -1, ann1));
+    ev_pod(st, EXT_KUBE_ADDED, share_pod("o", "uid-o", true, 2000, ann1));
+    ext_state_lock(st);
+    const ext_node *n = ext_state_node(st, "n1");
+    int clients = n->m->gpus[gpu].mps_clients, mps_uid = n->m->gpus[gpu].mps_uid;
+    const ext_pod *t = ext_state_pod(st, "uid-t"), *o = ext_state_pod(st, "uid-o");
+    int t_gpu = t && t->holds ? t->a.grant[0].gpu : -1, o_gpu = o && o->holds ? o->a.grant[0].gpu : -1;
+    bool t_mps = t && t->holds && t->a.grant[0].mps, o_mps = o && o->holds && o->a.grant[0].mps;
+    char why[256];
+    bool consistent = model_node_check(n->m, why, sizeof why);
+    ext_state_unlock(st);
+    /* the last client leaves: the GPU is nobody's MPS GPU any more */
+    ev_pod(st, EXT_KUBE_DELETED, share_pod("m1", "uid-m1", true, 1000, ann1));
+    ev_pod(st, EXT_KUBE_DELETED, share_pod("m2", "uid-m2", true, 1000, ann2));
+    ext_state_lock(st);
+    int after = n->m->gpus[gpu].mps_clients;
+    ext_state_unlock(st);
+    ext_state_free(st);
+    free(ann1);
+    free(ann2);
+    CHECK_INT(clients, 2);
+    CHECK_INT(mps_uid, 1000);
+    CHECK_MSG(consistent, "%s", why);
+    CHECK(t_gpu >= 0 && t_gpu != gpu && !t_mps);   /* re-derived elsewhere, time-sliced */
+    CHECK(o_gpu >= 0 && o_gpu != gpu && o_mps);     /* re-derived elsewhere, an MPS client of uid 2000 */
+    CHECK_INT(after, 0);
+}

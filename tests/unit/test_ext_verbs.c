@@ -428,7 +428,8 @@ TEST(ext_verbs_annotation_decode_rejects_foreign_values) {
 
 /* With soft shares delivered by reservations, a fraction never maps onto an MPS replica: an
  * MPS client needs the device plugin's daemon mounts, which a reservation cannot hand over.
- * isolation: mps is refused with a reason that says so; isolation: any skips the MPS node
+ * isolation: mps is refused with a reason that says so and points to tessera.io/compute-sharing: mps
+ * (an MPS share of an unshared GPU, which tessera's reservation serves); isolation: any skips the MPS node
  * but still takes a time-slice replica. Without the flag (delivery none) both fit there. */
 TEST(ext_verbs_reservation_delivery_keeps_fractions_off_mps) {
     const char *names[] = {"gpu-h100-mps", "gpu-t4-timeslice"};
@@ -460,7 +461,8 @@ TEST(ext_verbs_reservation_delivery_keeps_fractions_off_mps) {
                 if (!strcmp(it->valuestring, "gpu-t4-timeslice")) ts_ok = true;
             }
             bool says_why = cJSON_IsString(mps_why) && strstr(mps_why->valuestring, "MPS");
-            bool names_flag = cJSON_IsString(mps_why) && strstr(mps_why->valuestring, "--soft-share-delivery=none");
+            bool names_flag = cJSON_IsString(mps_why) && strstr(mps_why->valuestring, "--soft-share-delivery=none") &&
+                              strstr(mps_why->valuestring, "tessera.io/compute-sharing: mps");   /* what tessera delivers */
             cJSON_Delete(r);
             ext_state_free(st);
             CHECK_INT(status, 200);

@@ -419,3 +419,362 @@ static void containers_as_the_kubelet(env *e) {
 }
 
 TEST(fake_kubelet_starts_containers_as_the_kubelet_does) { RUN(containers_as_the_kubelet); }
+
+/* ---- exec mode: containers as real processes --------------------------------------------------------------- */
+
+#include "ext_proc.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Node n1 with two GPUs (GPU-n1-0, GPU-n1-1) in exec mode under a fresh temporary directory (root: node_root;
+ * root/host: host_root). */
+static void exec_node(env *e, const char *fake_cuda_dir, char *root, size_t len) {
+    const char *node = "n1";
+    fake_kubelet_add_node(e->k, node, "nvidia.com/gpu", 2, "GPU-n1");
+    snprintf(root, len, "/tmp/tessera-fk-XXXXXX");
+    if (!mkdtemp(root)) abort();
+    char host[600];
+    snprintf(host, sizeof host, "%s/host", root);
+    fake_kubelet_set_exec(e->k, node, &(fake_kubelet_exec){.node_root = root, .host_root = host,
+                                                           .fake_cuda_dir = fake_cuda_dir,
+                                                           .cuda_devices = "GPU-n1-0:81920,GPU-n1-1:81920"});
+}
+
+static void rm_root(const char *root) {
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", root);
+}
+
+static cJSON *pod_obj(env *e, const char *ns, const char *name) {
+    char *s = fake_api_get(e->f, "pods", ns, name);
+    cJSON *o = s ? cJSON_Parse(s) : NULL;
+    free(s);
+    return o;
+}
+
+static const char *fk_jstr(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* The status of container ctr (in status.<list>) of a pod object. */
+static const cJSON *ctr_of(const cJSON *pod, const char *list, const char *ctr) {
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "status"), list))
+        if (!strcmp(fk_jstr(c, "name"), ctr)) return c;
+    return NULL;
+}
+
+/* state.<key>.<field> (key: running / terminated / waiting), or lastState.terminated.<field> with key "last". */
+static const cJSON *state_of(const cJSON *status, const char *key, const char *field) {
+    const cJSON *st = !strcmp(key, "last")
+                          ? cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(status, "lastState"),
+                                                             "terminated")
+                          : cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(status, "state"), key);
+    return field ? cJSON_GetObjectItemCaseSensitive(st, field) : st;
+}
+
+/* Wait (ms) until container ctr of ns/name shows state key (running / terminated / waiting with reason want, when
+ * want is given); the pod object then (caller deletes), or NULL. */
+static cJSON *wait_state(env *e, const char *ns, const char *name, const char *list, const char *ctr, const char *key,
+                         const char *want, int ms) {
+    for (int t = 0; t <= ms; t += 10) {
+        cJSON *o = pod_obj(e, ns, name);
+        const cJSON *st = state_of(ctr_of(o, list, ctr), key, NULL);
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(st, "reason");
+        if (st && (!want || (cJSON_IsString(r) && !strcmp(r->valuestring, want)))) return o;
+        cJSON_Delete(o);
+        nap_ms(10);
+    }
+    return NULL;
+}
+
+static bool gone(int pid, int ms) {
+    for (int t = 0; t <= ms; t += 10) {
+        if (pid > 0 && kill(pid, 0) != 0) return true;
+        char path[64], *stat_line = NULL;
+        snprintf(path, sizeof path, "/proc/%d/stat", pid);
+        FILE *f = fopen(path, "r");
+        char buf[512] = "";
+        if (f) {
+            if (!fgets(buf, sizeof buf, f)) buf[0] = 0;
+            fclose(f);
+        }
+        stat_line = strrchr(buf, ')');
+        if (stat_line && stat_line[1] == ' ' && stat_line[2] == 'Z') return true; /* exited, not reaped by init yet */
+        nap_ms(10);
+    }
+    return false;
+}
+
+/* The phase once the pod is over (Succeeded / Failed) within 5 s, else the last one seen. */
+static char *wait_over(env *e, const char *name) {
+    char *ph = NULL;
+    for (int t = 0; t < 500; t++) {
+        free(ph);
+        ph = pod_field(e, name, "status", "phase");
+        if (ph && (!strcmp(ph, "Succeeded") || !strcmp(ph, "Failed"))) break;
+        nap_ms(10);
+    }
+    return ph;
+}
+
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    char *buf = calloc(1, 65536);
+    size_t n = fread(buf, 1, 65535, f);
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+/* An init container writes into an emptyDir and completes; the app container sees its file, its environment
+ * (fieldRef, envFrom, env, $(VAR) in args), a configMap volume and a hostPath directory, paths rewritten to the
+ * node's directories; stdout/stderr are kept per container; deleting the pod ends the process. */
+static void exec_runs_containers(env *e) {
+    char root[256];
+    exec_node(e, NULL, root, sizeof root);
+    fake_api_put(e->f, "configmaps", "{\"metadata\":{\"name\":\"cm\",\"namespace\":\"default\"},"
+                 "\"data\":{\"GREETING\":\"hello\",\"key1\":\"from-the-configmap\\n\"}}");
+    fake_api_put(e->f, "pods",
+        "{\"metadata\":{\"name\":\"x\",\"namespace\":\"default\",\"labels\":{\"app\":\"demo\"}},"
+        "\"spec\":{\"nodeName\":\"n1\",\"terminationGracePeriodSeconds\":1,"
+        "\"securityContext\":{\"runAsUser\":1000},"
+        "\"volumes\":[{\"name\":\"work\",\"emptyDir\":{}},{\"name\":\"cfg\",\"configMap\":{\"name\":\"cm\"}},"
+        "{\"name\":\"mps\",\"hostPath\":{\"path\":\"/run/tessera/mps\",\"type\":\"DirectoryOrCreate\"}}],"
+        "\"initContainers\":[{\"name\":\"prep\",\"command\":[\"/bin/sh\",\"-c\","
+        "\"echo made > \\\"$1\\\"; echo init-out; echo init-err >&2\",\"sh\",\"/work/file\"],"
+        "\"volumeMounts\":[{\"name\":\"work\",\"mountPath\":\"/work\"}]}],"
+        "\"containers\":[{\"name\":\"app\",\"command\":[\"/bin/sh\",\"-c\"],"
+        "\"args\":[\"cat \\\"$1\\\"; cat \\\"$2\\\"; echo \\\"$3 $POD_NAME $APP $MINE $FAKE_CUDA_UID\\\"; "
+        "echo \\\"$DIR\\\"; pwd; echo \\\"$4\\\"; exec sleep 30\","
+        "\"sh\",\"/work/file\",\"/etc/cfg/key1\",\"$(GREETING)-$(MINE)\",\"--mps=/run/tessera/mps\"],"
+        "\"envFrom\":[{\"configMapRef\":{\"name\":\"cm\"}}],"
+        "\"env\":[{\"name\":\"POD_NAME\",\"valueFrom\":{\"fieldRef\":{\"fieldPath\":\"metadata.name\"}}},"
+        "{\"name\":\"APP\",\"valueFrom\":{\"fieldRef\":{\"fieldPath\":\"metadata.labels['app']\"}}},"
+        "{\"name\":\"MINE\",\"value\":\"mine\"},{\"name\":\"DIR\",\"value\":\"/work/sub\"}],"
+        "\"volumeMounts\":[{\"name\":\"work\",\"mountPath\":\"/work\"},{\"name\":\"cfg\",\"mountPath\":\"/etc/cfg\"},"
+        "{\"name\":\"mps\",\"mountPath\":\"/run/tessera/mps\"}]}]}}");
+    cJSON *o = wait_state(e, "default", "x", "containerStatuses", "app", "running", NULL, 5000);
+    char *uid = pod_uid(e, "x");
+    const cJSON *init_code = state_of(ctr_of(o, "initContainerStatuses", "prep"), "terminated", "exitCode");
+    const cJSON *init_reason = state_of(ctr_of(o, "initContainerStatuses", "prep"), "terminated", "reason");
+    char *phase = pod_field(e, "x", "status", "phase");
+    int pid = uid ? fake_kubelet_pid(e->k, uid, "app") : 0;
+    char *out = NULL;
+    for (int t = 0; t < 300 && uid && (!out || !strstr(out, "--mps=")); t++) {
+        free(out);
+        out = fake_kubelet_log(e->k, uid, "app", 1);
+        nap_ms(10);
+    }
+    char *init_out = uid ? fake_kubelet_log(e->k, uid, "prep", 1) : NULL;
+    char *init_err = uid ? fake_kubelet_log(e->k, uid, "prep", 2) : NULL;
+    char want[1600];
+    snprintf(want, sizeof want, "made\nfrom-the-configmap\nhello-mine x demo mine 1000\n"
+             "%s/pods/%s/volumes/kubernetes.io~empty-dir/work/sub\n%s/pods/%s\n--mps=%s/host/run/tessera/mps\n",
+             root, uid ? uid : "", root, uid ? uid : "", root);
+    char hostdir[600];
+    snprintf(hostdir, sizeof hostdir, "%s/host/run/tessera/mps", root);
+    struct stat st;
+    bool made = stat(hostdir, &st) == 0 && S_ISDIR(st.st_mode);
+    fake_api_delete(e->f, "pods", "default", "x");
+    bool ended = pid > 0 && gone(pid, 3000);
+    char *out_after = uid ? fake_kubelet_log(e->k, uid, "app", 1) : NULL; /* kept after the pod is gone */
+    rm_root(root);
+    CHECK(o != NULL);
+    CHECK_INT(cJSON_IsNumber(init_code) ? init_code->valueint : -1, 0);
+    CHECK(cJSON_IsString(init_reason) && !strcmp(init_reason->valuestring, "Completed"));
+    cJSON_Delete(o);
+    CHECK_OWNED_STR(phase, "Running");
+    CHECK(pid > 0);
+    CHECK_STR(out, want);
+    free(out);
+    CHECK_OWNED_STR(init_out, "init-out\n");
+    CHECK_OWNED_STR(init_err, "init-err\n");
+    CHECK(made);
+    CHECK(ended);
+    CHECK(out_after != NULL);
+    free(out_after);
+    free(uid);
+}
+
+TEST(fake_kubelet_exec_runs_containers_with_env_volumes_and_logs) { RUN(exec_runs_containers); }
+
+/* Exit codes and restarts as the kubelet writes them: an init container that fails under restartPolicy Never fails
+ * the pod; under Always it loops (CrashLoopBackOff, lastState, restartCount); app containers' exits decide
+ * Succeeded / Failed under Never (a signal is 128 + its number; "$$$$" is the kubelet's escape for "$$"); a command
+ * that is not there is RunContainerError. */
+static void exec_exit_codes(env *e) {
+    char root[256];
+    exec_node(e, NULL, root, sizeof root);
+    static const char *const pods[] = {
+        "{\"metadata\":{\"name\":\"init-never\",\"namespace\":\"default\"},\"spec\":{\"nodeName\":\"n1\","
+        "\"restartPolicy\":\"Never\",\"initContainers\":[{\"name\":\"i\",\"command\":[\"/bin/sh\",\"-c\",\"exit 3\"]}],"
+        "\"containers\":[{\"name\":\"app\",\"command\":[\"/bin/sh\",\"-c\",\"echo never > /dev/stderr\"]}]}}",
+        "{\"metadata\":{\"name\":\"init-loop\",\"namespace\":\"default\"},\"spec\":{\"nodeName\":\"n1\","
+        "\"initContainers\":[{\"name\":\"i\",\"command\":[\"/bin/sh\",\"-c\",\"echo try; exit 4\"]}],"
+        "\"containers\":[{\"name\":\"app\",\"command\":[\"/bin/sh\",\"-c\",\"sleep 30\"]}]}}",
+        "{\"metadata\":{\"name\":\"ok\",\"namespace\":\"default\"},\"spec\":{\"nodeName\":\"n1\","
+        "\"restartPolicy\":\"Never\",\"containers\":[{\"name\":\"a\",\"command\":[\"/bin/true\"]},"
+        "{\"name\":\"b\",\"command\":[\"/bin/sh\",\"-c\",\"exit 0\"]}]}}",
+        "{\"metadata\":{\"name\":\"bad\",\"namespace\":\"default\"},\"spec\":{\"nodeName\":\"n1\","
+        "\"restartPolicy\":\"Never\",\"containers\":[{\"name\":\"a\",\"command\":[\"/bin/sh\",\"-c\",\"kill -9 $$$$\"]},"
+        "{\"name\":\"b\",\"command\":[\"/bin/sh\",\"-c\",\"exit 7\"]}]}}",
+        "{\"metadata\":{\"name\":\"missing\",\"namespace\":\"default\"},\"spec\":{\"nodeName\":\"n1\","
+        "\"containers\":[{\"name\":\"a\",\"command\":[\"no-such-program\"]}]}}"};
+    for (size_t i = 0; i < sizeof pods / sizeof *pods; i++) fake_api_put(e->f, "pods", pods[i]);
+    char *ph_never = wait_over(e, "init-never");
+    cJSON *never = pod_obj(e, "default", "init-never");
+    const cJSON *never_code = state_of(ctr_of(never, "initContainerStatuses", "i"), "terminated", "exitCode");
+    const cJSON *never_app = state_of(ctr_of(never, "containerStatuses", "app"), "running", NULL);
+    cJSON *loop = wait_state(e, "default", "init-loop", "initContainerStatuses", "i", "waiting", "CrashLoopBackOff",
+                             5000);
+    const cJSON *loop_st = ctr_of(loop, "initContainerStatuses", "i");
+    const cJSON *loop_last = state_of(loop_st, "last", "exitCode");
+    const cJSON *loop_msg = state_of(loop_st, "waiting", "message");
+    char *ph_loop = pod_field(e, "init-loop", "status", "phase");
+    /* it runs again after the back-off */
+    cJSON *again = NULL;
+    for (int t = 0; t < 500 && !again; t++) {
+        cJSON *o = pod_obj(e, "default", "init-loop");
+        const cJSON *rc = cJSON_GetObjectItemCaseSensitive(ctr_of(o, "initContainerStatuses", "i"), "restartCount");
+        if (cJSON_IsNumber(rc) && rc->valueint >= 1) again = o;
+        else cJSON_Delete(o), nap_ms(10);
+    }
+    char *loop_uid = pod_uid(e, "init-loop");
+    char *tries = NULL;
+    for (int t = 0; t < 300 && loop_uid && (!tries || strncmp(tries, "try\ntry\n", 8)); t++) {
+        free(tries);
+        tries = fake_kubelet_log(e->k, loop_uid, "i", 1);
+        nap_ms(10);
+    }
+    char *ph_ok = wait_over(e, "ok"), *ph_bad = wait_over(e, "bad");
+    cJSON *bad = pod_obj(e, "default", "bad");
+    const cJSON *bad_a = state_of(ctr_of(bad, "containerStatuses", "a"), "terminated", "exitCode");
+    const cJSON *bad_b = state_of(ctr_of(bad, "containerStatuses", "b"), "terminated", "exitCode");
+    const cJSON *bad_reason = state_of(ctr_of(bad, "containerStatuses", "b"), "terminated", "reason");
+    cJSON *missing = wait_state(e, "default", "missing", "containerStatuses", "a", "waiting", "CrashLoopBackOff", 5000);
+    const cJSON *missing_last = state_of(ctr_of(missing, "containerStatuses", "a"), "last", "message");
+    rm_root(root);
+    CHECK_OWNED_STR(ph_never, "Failed");
+    CHECK(cJSON_IsNumber(never_code) && never_code->valueint == 3);
+    CHECK(never_app == NULL); /* the app container never ran */
+    cJSON_Delete(never);
+    CHECK(loop != NULL);
+    CHECK(cJSON_IsNumber(loop_last) && loop_last->valueint == 4);
+    CHECK(cJSON_IsString(loop_msg) && strstr(loop_msg->valuestring, "back-off 10s restarting failed container=i pod="
+                                                                    "init-loop_default("));
+    cJSON_Delete(loop);
+    CHECK_OWNED_STR(ph_loop, "Pending");
+    CHECK(again != NULL);
+    cJSON_Delete(again);
+    CHECK(tries && !strncmp(tries, "try\ntry\n", 8)); /* each run's output appended */
+    free(tries);
+    free(loop_uid);
+    CHECK_OWNED_STR(ph_ok, "Succeeded");
+    CHECK_OWNED_STR(ph_bad, "Failed");
+    CHECK(cJSON_IsNumber(bad_a) && bad_a->valueint == 137);
+    CHECK(cJSON_IsNumber(bad_b) && bad_b->valueint == 7);
+    CHECK(cJSON_IsString(bad_reason) && !strcmp(bad_reason->valuestring, "Error"));
+    cJSON_Delete(bad);
+    CHECK(missing != NULL);
+    CHECK(cJSON_IsString(missing_last) &&
+          strstr(missing_last->valuestring, "exec: \"no-such-program\": executable file not found in $PATH"));
+    cJSON_Delete(missing);
+}
+
+TEST(fake_kubelet_exec_exit_codes_restarts_and_phases) { RUN(exec_exit_codes); }
+
+/* The NVIDIA runtime's stand-ins: a container given a GPU gets the fake driver's directory on LD_LIBRARY_PATH and
+ * its bin/ first on PATH (with compute), FAKE_CUDA_DEVICES/STATE, FAKE_CUDA_UID from runAsUser; utility-only gets
+ * no libraries; no GPU, nothing. A file mounted at /etc/ld.so.preload (written by an init container into an
+ * emptyDir, as tessera's shim installer does) becomes LD_PRELOAD, its path rewritten; a missing one is a start
+ * error as runc reports it. */
+static void exec_gpu_stand_ins(env *e) {
+    char root[256];
+    exec_node(e, "/opt/fake-cuda", root, sizeof root);
+    const char *show = "\"command\":[\"/bin/sh\",\"-c\",\"echo \\\"$LD_LIBRARY_PATH|${PATH%%:*}|$FAKE_CUDA_DEVICES|"
+                       "$NVIDIA_VISIBLE_DEVICES|$FAKE_CUDA_UID|$LD_PRELOAD\\\"\"]";
+    char pod[4096];
+    snprintf(pod, sizeof pod,
+             "{\"metadata\":{\"name\":\"gpu\",\"namespace\":\"default\"},\"spec\":{\"nodeName\":\"n1\","
+             "\"restartPolicy\":\"Never\",\"volumes\":[{\"name\":\"tessera-cuda\",\"emptyDir\":{}}],"
+             "\"initContainers\":[{\"name\":\"shim\",\"command\":[\"/bin/sh\",\"-c\","
+             "\"mkdir -p \\\"$1/lib\\\" && echo /opt/tessera/lib/libtessera-cuda.so > \\\"$1/ld.so.preload\\\"\","
+             "\"sh\",\"/opt/tessera\"],\"volumeMounts\":[{\"name\":\"tessera-cuda\",\"mountPath\":\"/opt/tessera\"}]}],"
+             "\"containers\":[{\"name\":\"app\",%s,\"securityContext\":{\"runAsUser\":2000},"
+             "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}},"
+             "\"volumeMounts\":[{\"name\":\"tessera-cuda\",\"mountPath\":\"/opt/tessera\"},"
+             "{\"name\":\"tessera-cuda\",\"mountPath\":\"/etc/ld.so.preload\",\"subPath\":\"ld.so.preload\","
+             "\"readOnly\":true}]},"
+             "{\"name\":\"util\",%s,\"env\":[{\"name\":\"NVIDIA_VISIBLE_DEVICES\",\"value\":\"GPU-n1-1\"},"
+             "{\"name\":\"NVIDIA_DRIVER_CAPABILITIES\",\"value\":\"utility\"}]},"
+             "{\"name\":\"cpu\",%s}]}}", show, show, show);
+    fake_api_put(e->f, "pods", pod);
+    fake_api_put(e->f, "pods",
+                 "{\"metadata\":{\"name\":\"nopreload\",\"namespace\":\"default\"},\"spec\":{\"nodeName\":\"n1\","
+                 "\"volumes\":[{\"name\":\"v\",\"emptyDir\":{}}],\"containers\":[{\"name\":\"app\","
+                 "\"command\":[\"/bin/true\"],\"volumeMounts\":[{\"name\":\"v\",\"mountPath\":\"/etc/ld.so.preload\","
+                 "\"subPath\":\"ld.so.preload\"}]}]}}");
+    char *ph = wait_over(e, "gpu");
+    char *uid = pod_uid(e, "gpu");
+    char *app = uid ? fake_kubelet_log(e->k, uid, "app", 1) : NULL;
+    char *util = uid ? fake_kubelet_log(e->k, uid, "util", 1) : NULL;
+    char *cpu = uid ? fake_kubelet_log(e->k, uid, "cpu", 1) : NULL;
+    char want_app[1200];
+    snprintf(want_app, sizeof want_app, "/opt/fake-cuda|/opt/fake-cuda/bin|GPU-n1-0:81920,GPU-n1-1:81920|GPU-n1-0|2000|"
+             "%s/pods/%s/volumes/kubernetes.io~empty-dir/tessera-cuda/lib/libtessera-cuda.so\n", root, uid ? uid : "");
+    cJSON *np = wait_state(e, "default", "nopreload", "containerStatuses", "app", "waiting", "CrashLoopBackOff", 5000);
+    const cJSON *np_last = state_of(ctr_of(np, "containerStatuses", "app"), "last", "message");
+    rm_root(root);
+    CHECK_OWNED_STR(ph, "Succeeded");
+    CHECK_STR(app, want_app);
+    CHECK_OWNED_STR(util, "|/usr/local/sbin|GPU-n1-0:81920,GPU-n1-1:81920|GPU-n1-1|0|\n");
+    CHECK_OWNED_STR(cpu, "|/usr/local/sbin|||0|\n");
+    free(app);
+    free(uid);
+    CHECK(cJSON_IsString(np_last) && strstr(np_last->valuestring, "to rootfs at \"/etc/ld.so.preload\": not a directory"));
+    cJSON_Delete(np);
+}
+
+TEST(fake_kubelet_exec_nvidia_runtime_and_preload_stand_ins) { RUN(exec_gpu_stand_ins); }
+
+/* A process that ignores SIGTERM and one that left the container's process group (setsid) are both gone after
+ * the kubelet stops: the grace period, then SIGKILL to the group, then the pod's marker. */
+static void exec_stop_kills_everything(env *e) {
+    char root[256];
+    exec_node(e, NULL, root, sizeof root);
+    fake_api_put(e->f, "pods",
+                 "{\"metadata\":{\"name\":\"stubborn\",\"namespace\":\"default\"},\"spec\":{\"nodeName\":\"n1\","
+                 "\"terminationGracePeriodSeconds\":1,\"volumes\":[{\"name\":\"v\",\"emptyDir\":{}}],"
+                 "\"containers\":[{\"name\":\"app\",\"command\":[\"/bin/sh\",\"-c\","
+                 "\"trap '' TERM; setsid sleep 60 & echo $! > \\\"$1\\\"; while :; do sleep 1; done\","
+                 "\"sh\",\"/v/escaped.pid\"],\"volumeMounts\":[{\"name\":\"v\",\"mountPath\":\"/v\"}]}]}}");
+    cJSON *o = wait_state(e, "default", "stubborn", "containerStatuses", "app", "running", NULL, 5000);
+    cJSON_Delete(o);
+    char *uid = pod_uid(e, "stubborn");
+    int pid = uid ? fake_kubelet_pid(e->k, uid, "app") : 0;
+    char path[700];
+    snprintf(path, sizeof path, "%s/pods/%s/volumes/kubernetes.io~empty-dir/v/escaped.pid", root, uid ? uid : "");
+    char *text = NULL;
+    for (int t = 0; t < 300 && !(text = read_text(path)); t++) nap_ms(10);
+    int escaped = text ? atoi(text) : 0;
+    free(text);
+    bool escaped_ran = escaped > 0 && kill(escaped, 0) == 0;
+    fake_kubelet_stop(e->k);
+    e->k = NULL;
+    bool main_gone = pid > 0 && gone(pid, 100), escaped_gone = escaped > 0 && gone(escaped, 2000);
+    if (!escaped_gone && escaped > 0) kill(escaped, SIGKILL);
+    rm_root(root);
+    free(uid);
+    CHECK(pid > 0);
+    CHECK(escaped_ran);
+    CHECK(main_gone);
+    CHECK(escaped_gone);
+}
+
+TEST(fake_kubelet_exec_stop_leaves_no_process) { RUN(exec_stop_kills_everything); }

@@ -750,3 +750,153 @@ TEST(request_share_marker_alone_asks_for_no_gpu) {
     CHECK(!model_request_wants_gpu(&r));
     CHECK_INT(r.cpu_milli, 100);
 }
+
+/* ---- tessera.io/compute-sharing and the pod's uid (MPS shares) ---- */
+
+/* A pod with a fraction annotation, the given extra annotations, a pod-level securityContext and
+ * (when init is not "") an init container before the one app container. */
+static int parse_mps(const char *anns, const char *pod_sc, const char *init, const char *ctr_sc, model_request *r,
+                     char *err, size_t errlen) {
+    char pod[4096];
+    snprintf(pod, sizeof pod,
+             "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'0.25'%s%s}},"
+             "'spec':{%s%s'initContainers':[%s],"
+             "'containers':[{'name':'app'%s%s,'resources':{'requests':{'tessera.io/share':'1'}}}]}}",
+             anns[0] ? "," : "", anns, pod_sc, pod_sc[0] ? "," : "", init, ctr_sc[0] ? "," : "", ctr_sc);
+    return parse_q(pod, r, err, errlen);
+}
+
+/* The init container tessera's webhook puts first on every soft share (round-4 contract): uid 65532. */
+#define SHIM_INIT "{'name':'tessera-cuda-shim','image':'tessera','command':['/usr/local/bin/tessera-reserve','--install-shim','/opt/tessera']," \
+                  "'securityContext':{'runAsNonRoot':true,'runAsUser':65532,'allowPrivilegeEscalation':false}}"
+
+TEST(request_compute_sharing_mps_and_the_pods_uid) {
+    model_request r;
+    char err[512];
+    /* default: time-sliced, and the uid is recorded whatever the mode */
+    CHECK_OK(parse_mps("", "'securityContext':{'runAsUser':1000}", "", "", &r, err, sizeof err));
+    CHECK_INT(r.compute_sharing, MODEL_COMPUTE_TIMESLICE);
+    CHECK_INT(r.run_as_uid, 1000);
+    CHECK_OK(parse_mps("'tessera.io/compute-sharing':'timeslice'", "", "", "", &r, err, sizeof err));
+    CHECK_INT(r.compute_sharing, MODEL_COMPUTE_TIMESLICE);
+    CHECK_INT(r.run_as_uid, MODEL_UID_UNKNOWN);
+    /* mps with the pod's uid; a container's own runAsUser overrides the pod's */
+    CHECK_OK(parse_mps("'tessera.io/compute-sharing':'mps'", "'securityContext':{'runAsUser':1000}", "", "", &r, err,
+                       sizeof err));
+    CHECK_INT(r.kind, MODEL_REQ_FRACTION);
+    CHECK_INT(r.compute_sharing, MODEL_COMPUTE_MPS);
+    CHECK_INT(r.run_as_uid, 1000);
+    CHECK_FORMAT(r, "1 x fraction (25 percent memory, 25 percent SMs) mps uid=1000");
+    CHECK_OK(parse_mps("'tessera.io/compute-sharing':'mps'", "'securityContext':{'runAsUser':1000}", "",
+                       "'securityContext':{'runAsUser':2000}", &r, err, sizeof err));
+    CHECK_INT(r.run_as_uid, 2000);
+    CHECK_OK(parse_mps("'tessera.io/compute-sharing':'mps'", "", "", "'securityContext':{'runAsUser':0}", &r, err,
+                       sizeof err));
+    CHECK_INT(r.run_as_uid, 0);   /* root is a uid like any other */
+    /* the webhook's shim installer runs as 65532 and no CUDA: it does not count */
+    CHECK_OK(parse_mps("'tessera.io/compute-sharing':'mps'", "'securityContext':{'runAsUser':1000}", SHIM_INIT, "", &r,
+                       err, sizeof err));
+    CHECK_INT(r.run_as_uid, 1000);
+    /* ... but a user's init container of another uid does */
+    CHECK_REJECT(parse_mps("'tessera.io/compute-sharing':'mps'", "'securityContext':{'runAsUser':1000}",
+                           "{'name':'setup','securityContext':{'runAsUser':3000}}", "", &r, err, sizeof err),
+                 "spec.initContainers[0] runs as uid 3000 and spec.containers[0] as uid 1000");
+    CHECK_CONTAINS(err, "nvidia-cuda-mps-control(1)");
+    CHECK_CONTAINS(err, "metadata.annotations[\"tessera.io/compute-sharing\"]");
+    /* the same pod time-sliced is fine: its uid is just unknown */
+    CHECK_OK(parse_mps("", "'securityContext':{'runAsUser':1000}", "{'name':'setup','securityContext':{'runAsUser':3000}}",
+                       "", &r, err, sizeof err));
+    CHECK_INT(r.run_as_uid, MODEL_UID_UNKNOWN);
+    /* no uid anywhere: the image's USER, which tessera cannot see */
+    CHECK_REJECT(parse_mps("'tessera.io/compute-sharing':'mps'", "", "", "", &r, err, sizeof err),
+                 "mps needs the uid the pod's CUDA processes run as, and spec.containers[0] sets none");
+    CHECK_CONTAINS(err, "spec.securityContext.runAsUser");
+    CHECK_CONTAINS(err, "a client of another uid waits until the running server's clients are all gone");
+    CHECK(!strchr(err, '%'));
+}
+
+TEST(request_compute_sharing_refusals_name_the_field_and_rule) {
+    model_request r;
+    char err[512];
+    const char *uid = "'securityContext':{'runAsUser':1000}";
+    CHECK_REJECT(parse_mps("'tessera.io/compute-sharing':'MPS'", uid, "", "", &r, err, sizeof err),
+                 "metadata.annotations[\"tessera.io/compute-sharing\"]: \"MPS\" is not one of mps, timeslice");
+    CHECK_REJECT(parse_mps("'tessera.io/compute-sharing':'mps','tessera.io/isolation':'mig'", uid, "", "", &r, err,
+                           sizeof err),
+                 "cannot be combined with tessera.io/isolation: mig");
+    CHECK_REJECT(parse_mps("'tessera.io/compute-sharing':'timeslice','tessera.io/isolation':'mig'", uid, "", "", &r, err,
+                           sizeof err),
+                 "cannot be combined with tessera.io/isolation: mig");
+    CHECK_REJECT(parse_mps("'tessera.io/compute-sharing':'mps','tessera.io/isolation':'timeslice'", uid, "", "", &r, err,
+                           sizeof err),
+                 "mps contradicts tessera.io/isolation: timeslice");
+    CHECK_REJECT(parse_mps("'tessera.io/compute-sharing':'mps','tessera.io/isolation':'mps'", uid, "", "", &r, err,
+                           sizeof err),
+                 "ask for different things");
+    CHECK_REJECT(parse_mps("'tessera.io/compute-sharing':'timeslice','tessera.io/isolation':'mps'", uid, "", "", &r, err,
+                           sizeof err),
+                 "timeslice contradicts tessera.io/isolation: mps");
+    CHECK_REJECT(parse_mps("'tessera.io/compute-sharing':'mps','tessera.io/isolation':'any'", uid, "", "", &r, err,
+                           sizeof err),
+                 "cannot be combined with tessera.io/isolation: any");
+    /* timeslice says what isolation timeslice/any already allow */
+    CHECK_OK(parse_mps("'tessera.io/compute-sharing':'timeslice','tessera.io/isolation':'any'", uid, "", "", &r, err,
+                       sizeof err));
+    CHECK_OK(parse_mps("'tessera.io/compute-sharing':'timeslice','tessera.io/isolation':'timeslice'", uid, "", "", &r,
+                       err, sizeof err));
+    /* other request kinds */
+    CHECK_REJECT(parse_pod("'tessera.io/compute-sharing':'mps'", "'nvidia.com/gpu':'2'", &r, err, sizeof err),
+                 "applies to a share of one GPU");
+    CHECK_CONTAINS(err, "this pod asks for 2 x whole GPU");
+    CHECK_REJECT(parse_pod("'tessera.io/compute-sharing':'timeslice'", "'nvidia.com/gpu.shared':'1'", &r, err, sizeof err),
+                 "this pod asks for 1 x replica");
+    CHECK_REJECT(parse_pod("'tessera.io/compute-sharing':'mps'", "'nvidia.com/mig-1g.10gb':'1'", &r, err, sizeof err),
+                 "this pod asks for 1 x mig 1g.10gb");
+    CHECK_REJECT(parse_pod("'tessera.io/compute-sharing':'mps'", "'cpu':'1'", &r, err, sizeof err),
+                 "this pod asks for no GPU");
+    /* every fraction form takes it (the HAMi forms, KAI's memory) */
+    const char *sc = "'securityContext':{'runAsUser':7}";
+    char pod[1024];
+    const char *forms[][2] = {{"", "'nvidia.com/gpumem':'8192'"}, {"", "'nvidia.com/gpumem-percentage':'30'"},
+                              {"", "'nvidia.com/gpucores':'30'"}, {"'gpu-memory':'8192',", "'cpu':'1'"},
+                              {"'gpu-fraction':'0.5',", "'cpu':'1'"}, {"", "'nvidia.com/gpu':'2','nvidia.com/gpumem':'8192'"}};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        snprintf(pod, sizeof pod,
+                 "{'metadata':{'annotations':{%s'tessera.io/compute-sharing':'mps'}},'spec':{%s,'containers':[{'name':'c',"
+                 "'resources':{'requests':{%s}}}]}}", forms[i][0], sc, forms[i][1]);
+        CHECK_OK(parse_q(pod, &r, err, sizeof err));
+        CHECK_INT(r.kind, MODEL_REQ_FRACTION);
+        CHECK_INT(r.compute_sharing, MODEL_COMPUTE_MPS);
+        CHECK_INT(r.run_as_uid, 7);
+    }
+    /* runAsUser is read strictly, MPS or not, as the API server validates it */
+    CHECK_REJECT(parse_mps("", "'securityContext':{'runAsUser':'1000'}", "", "", &r, err, sizeof err),
+                 "spec.securityContext.runAsUser: expected a uid, a whole number in 0..2147483647");
+    CHECK_REJECT(parse_mps("", "", "", "'securityContext':{'runAsUser':-1}", &r, err, sizeof err),
+                 "spec.containers[0].securityContext.runAsUser: expected a uid");
+    CHECK_REJECT(parse_mps("", "", "", "'securityContext':{'runAsUser':2147483648}", &r, err, sizeof err),
+                 "expected a uid");
+    CHECK_REJECT(parse_mps("", "", "", "'securityContext':{'runAsUser':1.5}", &r, err, sizeof err), "expected a uid");
+    CHECK_REJECT(parse_mps("", "'securityContext':[]", "", "", &r, err, sizeof err),
+                 "spec.securityContext: expected an object");
+    CHECK_OK(parse_mps("", "'securityContext':{'runAsUser':null}", "", "'securityContext':null", &r, err, sizeof err));
+    CHECK_REJECT(parse_pod("'tessera.io/compute-sharing':7", "'cpu':'1'", &r, err, sizeof err),
+                 "metadata.annotations[\"tessera.io/compute-sharing\"]: expected a string");
+}
+
+TEST(request_compute_sharing_is_part_of_the_request) {
+    model_request a, b;
+    char err[512];
+    CHECK_OK(parse_mps("'tessera.io/compute-sharing':'mps'", "'securityContext':{'runAsUser':1000}", "", "", &a, err,
+                       sizeof err));
+    CHECK_OK(parse_mps("'tessera.io/compute-sharing':'mps'", "'securityContext':{'runAsUser':1001}", "", "", &b, err,
+                       sizeof err));
+    CHECK(!model_request_same(&a, &b));   /* another uid is another request */
+    CHECK_OK(parse_mps("", "'securityContext':{'runAsUser':1000}", "", "", &b, err, sizeof err));
+    CHECK(!model_request_same(&a, &b));   /* time-sliced */
+    b = a;
+    CHECK(model_request_same(&a, &b));
+    /* reservation delivery forbids device-plugin MPS replicas, not tessera's MPS shares */
+    model_request_for_reservation_delivery(&b);
+    CHECK_INT(b.compute_sharing, MODEL_COMPUTE_MPS);
+}

@@ -160,3 +160,57 @@ TEST(sim_plan_compares_layered_sharing_on_the_demo) {
     sim_cluster_free(c);
     sim_trace_free(t);
 }
+
+/* soft:timeslice against soft:mps. Eight inference pods of half a GPU each, needing that half (gpuUtil
+ * 0.5), and a slowdown target of 1.05: time-sliced two to a GPU they pay part of the switching cost
+ * (1 - 0.38 x 0.25: 1.105x), so each needs a GPU of its own -- 8 GPUs under spread, never under binpack,
+ * which packs them two to a GPU however many GPUs there are; as MPS shares two share a GPU at full
+ * speed: 4 GPUs under both. The options take no part in the per-group search. */
+TEST(sim_plan_compares_mps_and_time_sliced_soft_shares) {
+    char json[4096] = "{\"workloads\": [", err[512];
+    for (int i = 0; i < 8; i++)
+        snprintf(json + strlen(json), sizeof json - strlen(json),
+                 "%s{\"id\": \"i%d\", \"kind\": \"inference\", \"arrival\": 0, \"duration\": 600, \"gpuUtil\": 0.5,"
+                 " \"pod\": {\"annotations\": {\"tessera.io/gpu-fraction\": \"0.5\"}}}", i ? "," : "", i);
+    strcat(json, "]}");
+    sim_trace *t = trace_of(json, err, sizeof err);
+    sim_cluster *c = one_group("NVIDIA-A100-SXM4-80GB", 2, 4, "whole");
+    CHECK_MSG(t && c, "%s", err);
+    sim_plan_opts o = {0};
+    add_target(&o, "slowdown.p95.inference<=1.05");
+    add_target(&o, "wait.max.all<=0");
+    add_target(&o, "unschedulable==0");
+    const char *opts[] = {"soft:timeslice", "soft:mps", "whole"};
+    for (int k = 0; k < 3; k++) {
+        int soft = sim_plan_soft_parse(opts[k], &o.soft[k], err, sizeof err);
+        CHECK(soft >= 0 && sim_sharing_parse(soft ? "whole" : opts[k], &o.sharing[k], err, sizeof err) == 0);
+    }
+    o.nsharing = 3;
+    o.max_scale = 8;
+    const char *pols[] = {"spread", "binpack"};
+    int want_ts[] = {8, -1};
+    for (int i = 0; i < 2; i++) {
+        sim_plan_result p;
+        CHECK_MSG(sim_plan(c, t, pols[i], &o, &p, err, sizeof err) == 0, "%s", err);
+        CHECK_STR(p.opt[0], "soft:timeslice");
+        CHECK_STR(p.opt[1], "soft:mps");
+        CHECK_MSG(p.opt_gpus[0] == want_ts[i] && p.opt_gpus[1] == 4, "%s: time-sliced %d GPUs, MPS %d", pols[i],
+                  p.opt_gpus[0], p.opt_gpus[1]);
+        CHECK_INT(p.opt_gpus[2], -2);  /* whole: no shared group to set */
+        int ts, mps;
+        sim_plan_soft(&p, &ts, &mps);
+        CHECK_INT(ts, 0);
+        CHECK_INT(mps, 1);
+        /* the plan itself ran the trace as given (time-sliced) */
+        CHECK_INT(p.met, want_ts[i] > 0);
+        sim_plan_result_free(&p);
+    }
+    sim_compute m;
+    CHECK_INT(sim_plan_soft_parse("soft:mps:tenant", &m, err, sizeof err), 1);
+    CHECK_INT(m, SIM_COMPUTE_MPS_TENANT);
+    CHECK_INT(sim_plan_soft_parse("timeslice:4", &m, err, sizeof err), 0);
+    CHECK_INT(sim_plan_soft_parse("soft:trace", &m, err, sizeof err), -1);
+    CHECK_CONTAINS(err, "expected soft:timeslice, soft:mps or soft:mps:tenant");
+    sim_cluster_free(c);
+    sim_trace_free(t);
+}

@@ -238,3 +238,94 @@ TEST(sim_replay_layered_cluster_every_policy_consistent) {
     sim_trace_free(t);
     sim_cluster_free(c);
 }
+
+#define MPS_HALF(uid) "\"pod\": {\"annotations\": {\"tessera.io/gpu-fraction\": \"0.5\", \"tessera.io/compute-sharing\": \"mps\"}, " \
+                      "\"securityContext\": {\"runAsUser\": " #uid "}}"
+#define TS_HALF "\"pod\": {\"annotations\": {\"tessera.io/gpu-fraction\": \"0.5\"}}"
+
+/* Two busy workloads on halves of one GPU, 100 s of work each: as MPS shares each runs at its half
+ * (0.5: 200 s), time-sliced at (1/2)(1 - 0.38) = 0.31 (322.6 s). A second GPU is there, and an MPS share
+ * of another uid takes it rather than join. */
+TEST(sim_replay_mps_shares_run_at_their_thread_share) {
+    sim_cluster *c = one_group("NVIDIA-A100-SXM4-80GB", 1, 2, "whole");
+    char err[256];
+    const char *forms[] = {MPS_HALF(1000), TS_HALF};
+    double want[] = {100 / 0.5, 100 / 0.31};
+    for (int k = 0; k < 2; k++) {
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{\"workloads\": [{\"id\": \"a\", \"kind\": \"inference\", \"arrival\": 0, \"duration\": 100, %s},"
+                 "{\"id\": \"b\", \"kind\": \"inference\", \"arrival\": 0, \"duration\": 100, %s}]}", forms[k], forms[k]);
+        sim_trace *t = trace_of(json, err, sizeof err);
+        CHECK_MSG(c && t, "%s", err);
+        sim_replay_result r;
+        CHECK(run(c, t, "binpack", &r) == 0);   /* binpack: both on GPU 0 */
+        CHECK_NEAR(r.end[0], want[k], 1e-6);
+        CHECK_NEAR(r.end[1], want[k], 1e-6);
+        CHECK_NEAR(r.kind[SIM_INFERENCE].slow_mean, want[k] / 100, 1e-6);
+        sim_replay_result_free(&r);
+        sim_trace_free(t);
+    }
+    /* another uid: its own GPU, so both run alone at their cap (0.5: 200 s) */
+    sim_trace *t = trace_of("{\"workloads\": [{\"id\": \"a\", \"kind\": \"inference\", \"arrival\": 0, \"duration\": 100, "
+                            MPS_HALF(1000) "}, {\"id\": \"b\", \"kind\": \"inference\", \"arrival\": 0, \"duration\": 100, "
+                            MPS_HALF(2000) "}, {\"id\": \"c\", \"kind\": \"inference\", \"arrival\": 0, \"duration\": 100, "
+                            MPS_HALF(3000) "}]}", err, sizeof err);
+    CHECK_MSG(t, "%s", err);
+    sim_replay_result r;
+    CHECK(run(c, t, "binpack", &r) == 0);
+    CHECK_NEAR(r.end[0], 200, 1e-6);
+    CHECK_NEAR(r.end[1], 200, 1e-6);
+    CHECK_NEAR(r.start[2], 200, 1e-6);   /* uid 3000 waited for a GPU of its own */
+    sim_replay_result_free(&r);
+    sim_trace_free(t);
+    sim_cluster_free(c);
+}
+
+/* memBandwidth: MPS clients contend for memory bandwidth (no QoS). Two clients on halves, each needing
+ * 0.5 of the SMs and 0.8 of the bandwidth alone, ask 1.6: each runs at 1/1.6. Time-sliced, memBandwidth
+ * changes nothing (one context runs at a time). */
+TEST(sim_replay_mps_clients_share_memory_bandwidth) {
+    sim_cluster *c = one_group("NVIDIA-A100-SXM4-80GB", 1, 1, "whole");
+    char err[256];
+    const char *forms[] = {MPS_HALF(1000), TS_HALF};
+    double want[] = {100 * 1.6, 100 / (1 - 0.38 * 0.25)};
+    for (int k = 0; k < 2; k++) {
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{\"workloads\": [{\"id\": \"a\", \"kind\": \"inference\", \"arrival\": 0, \"duration\": 100, "
+                 "\"gpuUtil\": 0.5, \"memBandwidth\": 0.8, %s},"
+                 "{\"id\": \"b\", \"kind\": \"inference\", \"arrival\": 0, \"duration\": 100, \"gpuUtil\": 0.5, "
+                 "\"memBandwidth\": 0.8, %s}]}", forms[k], forms[k]);
+        sim_trace *t = trace_of(json, err, sizeof err);
+        CHECK_MSG(c && t, "%s", err);
+        sim_replay_result r;
+        CHECK(run(c, t, "binpack", &r) == 0);
+        CHECK_NEAR(r.end[0], want[k], 1e-4);   /* (memBandwidth is kept as a float) */
+        sim_replay_result_free(&r);
+        sim_trace_free(t);
+    }
+    sim_cluster_free(c);
+}
+
+/* The demo trace with every soft share an MPS share, of one uid and of a uid per tenant, replays under
+ * every policy with model_node_check after every change (run() sets check). */
+TEST(sim_replay_demo_as_mps_shares_every_policy_consistent) {
+    sim_cluster *c;
+    sim_trace *t;
+    CHECK(load_demo(&c, &t));
+    char err[512];
+    for (int mode = SIM_COMPUTE_MPS; mode <= SIM_COMPUTE_MPS_TENANT; mode++) {
+        sim_trace *m = sim_trace_compute_sharing(t, (sim_compute)mode, err, sizeof err);
+        CHECK_MSG(m, "%s", err);
+        for (int i = 0; i < policy_count(); i++) {
+            sim_replay_result r;
+            CHECK_MSG(run(c, m, policy_name(policy_at(i)), &r) == 0, "%s", policy_name(policy_at(i)));
+            CHECK_INT(r.placed + r.unschedulable, m->n);
+            sim_replay_result_free(&r);
+        }
+        sim_trace_free(m);
+    }
+    sim_trace_free(t);
+    sim_cluster_free(c);
+}

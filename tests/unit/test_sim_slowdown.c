@@ -61,3 +61,43 @@ TEST(sim_slowdown_layered_mig) {
     /* more co-tenants never help */
     CHECK(sim_rate_mig_timeslice(0.3, 0.6, s) < sim_rate_mig_timeslice(0.3, 0.2, s));
 }
+
+/* An MPS share (tessera.io/compute-sharing: mps) is capped at its thread share and never time-sliced: it
+ * is not the time-slice rate (data/sharing-costs.md section 7). */
+TEST(sim_slowdown_mps_share_is_capped_not_time_sliced) {
+    const model_gpu_product *a100 = model_catalog_find(model_catalog_default(), "NVIDIA-A100-SXM4-80GB");
+    model_node *n = model_node_new("x");
+    model_gpu *g = model_node_add_gpu(n, a100, MODEL_GPU_WHOLE, 1, 0);
+    model_grant mps = {.gpu = 0, .mig_inst = -1, .mig_profile = -1, .mig_start = -1, .replica = -1,
+                       .compute_permille = 500, .memory_mib = 40960, .mps = true};
+    model_grant ts = mps;
+    ts.mps = false;
+    /* the thread share: the charge rounded up to a whole percent, at least 1 */
+    CHECK_NEAR(sim_mps_share(g, &mps), 0.5, 1e-12);
+    mps.compute_permille = 333;
+    CHECK_NEAR(sim_mps_share(g, &mps), 0.34, 1e-12);
+    mps.compute_permille = 1;
+    CHECK_NEAR(sim_mps_share(g, &mps), 0.01, 1e-12);
+    mps.compute_permille = 500;
+    CHECK_NEAR(sim_mps_share(g, &ts), 0, 1e-12);   /* a time-sliced share is no MPS client */
+    /* two busy tenants on half a GPU each: MPS 0.5 each (their halves, side by side), time-slicing 0.31 */
+    CHECK_NEAR(sim_rate_mps(1.0, 0.5, sim_mps_load(1.0, 1.0, 0.5) * 2), 0.5, 1e-12);
+    CHECK_NEAR(sim_rate_grant(g, &mps, 1.0, 1.0), 0.5, 1e-12);
+    CHECK_NEAR(sim_rate_grant(g, &ts, 1.0, 1.0), 0.31, 1e-12);
+    /* two tenants that need their half: MPS full speed, time-slicing pays part of the switching cost */
+    CHECK_NEAR(sim_rate_grant(g, &mps, 0.5, 0.5), 1.0, 1e-12);
+    CHECK_NEAR(sim_rate_grant(g, &ts, 0.5, 0.5), 1 - 0.38 * 0.25, 1e-12);
+    /* but MPS is not work-conserving: alone, a tenant needing 0.9 stays at its half; time-sliced it runs free */
+    CHECK_NEAR(sim_rate_grant(g, &mps, 0.9, 0.0), 0.5 / 0.9, 1e-12);
+    CHECK_NEAR(sim_rate_grant(g, &ts, 0.9, 0.0), 1.0, 1e-12);
+    /* memory bandwidth: no QoS under MPS. Two clients each capped at half the SMs but using 0.8 of the
+     * bandwidth alone ask 2 x 0.8 = 1.6 of it: each runs at 1 / 1.6 */
+    double load = 2 * sim_mps_load(0.5, 0.8, 0.5);
+    CHECK_NEAR(load, 1.6, 1e-12);
+    CHECK_NEAR(sim_rate_mps(0.5, 0.5, load), 1 / 1.6, 1e-12);
+    /* a client held below its demand by its cap uses bandwidth at that rate only */
+    CHECK_NEAR(sim_mps_load(1.0, 0.8, 0.25), 0.2, 1e-12);
+    CHECK_NEAR(sim_mps_load(0.0, 0.3, 0.25), 0.3, 1e-12);
+    CHECK_NEAR(sim_rate_mps(0.3, 0.5, 0.9), 1.0, 1e-12);   /* under 1: no contention */
+    model_node_free(n);
+}
