@@ -7,7 +7,8 @@
  *
  * A test that bounds how long something took does so only where the bound is the product's promise (a grace
  * period, a renew deadline): "not before" holds on any machine as it stands; "not much after" gets its slack
- * times test_load_factor(), so a busy machine stretches the slack and an idle one keeps it tight.
+ * times test_load_factor(), so a busy machine stretches the slack and an idle one keeps it tight. A test that sets
+ * the product's durations itself (a 1 s Lease) may instead scale them all by test_load_scale().
  */
 #ifndef TEST_WAIT_H
 #define TEST_WAIT_H
@@ -15,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,6 +53,30 @@ static inline __attribute__((unused)) double test_load_factor(void) {
 /* slack_ms stretched by the machine's load (test_load_factor). */
 static inline __attribute__((unused)) int64_t test_slack_ms(int64_t slack_ms) {
     return (int64_t)((double)slack_ms * test_load_factor());
+}
+
+/* test_load_factor as a whole number from 1 to 10, read once (per process, so per test under `tessera-tests -j`):
+ * for a test that scales all its own durations (a Lease, a write interval, and the windows it acts or looks
+ * within) by one factor, so that a loaded machine's delays stay as small beside them as an idle machine's. */
+static inline __attribute__((unused)) int test_load_scale(void) {
+    static int scale;
+    if (!scale) {
+        double f = test_load_factor();
+        scale = f >= 10 ? 10 : (int)f + (f > (int)f);
+    }
+    return scale;
+}
+
+/* Process pid has exited: gone, or a zombie its parent (maybe not this process) has not reaped yet. */
+static inline __attribute__((unused)) bool test_pid_gone(long pid) {
+    char path[64], buf[512] = "";
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return true;
+    if (!fgets(buf, sizeof buf, f)) buf[0] = 0;
+    fclose(f);
+    const char *paren = strrchr(buf, ')');
+    return paren && paren[1] == ' ' && paren[2] == 'Z';
 }
 
 #define WAIT_FOR(cond)                                                                  \
