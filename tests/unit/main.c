@@ -8,6 +8,8 @@
  * whole with its "ok"/"FAIL" line, so the output of tests that ran at once is never interleaved, and a crash or
  * a hang fails that test alone (a test still running after --timeout seconds is killed with everything it
  * started). Tests registered with TEST_SERIAL run alone, before the others: they cannot share the machine.
+ * The others start longest first, by the durations of the last -j run (kept in test-times beside the binary;
+ * tests it does not know start first), so that no long test starts last and keeps the run waiting for it.
  */
 #include "harness.h"
 
@@ -21,7 +23,12 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct { const char *name, *file; test_fn fn; bool serial; } test_case;
+typedef struct {
+    const char *name, *file;
+    test_fn fn;
+    bool serial;
+    int64_t last_ms;   /* -j: how long it took last time (test-times beside the binary); -1 unknown */
+} test_case;
 
 static test_case *cases;
 static int ncases, capcases;
@@ -33,7 +40,7 @@ void test_register_as(const char *name, const char *file, test_fn fn, bool seria
         cases = realloc(cases, (size_t)capcases * sizeof *cases);
         if (!cases) abort();
     }
-    cases[ncases++] = (test_case){name, file, fn, serial};
+    cases[ncases++] = (test_case){name, file, fn, serial, -1};
 }
 
 void test_register(const char *name, const char *file, test_fn fn) { test_register_as(name, file, fn, false); }
@@ -71,6 +78,60 @@ static int by_file_then_name(const void *a, const void *b) {
     const test_case *x = a, *y = b;
     int c = strcmp(x->file, y->file);
     return c ? c : strcmp(x->name, y->name);
+}
+
+/* ---- the durations of the last run (-j), to start the longest tests first ---- */
+
+static void times_path(char *buf, size_t len) {
+    const char *env = getenv("TESSERA_TEST_TIMES");
+    char self[1024];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = 0;
+    char *slash = strrchr(self, '/');
+    if (slash) *slash = 0;
+    if (env && env[0]) snprintf(buf, len, "%s", env);
+    else snprintf(buf, len, "%s/test-times", slash ? self : ".");
+}
+
+static test_case *case_named(const char *name) {
+    for (int i = 0; i < ncases; i++)
+        if (!strcmp(cases[i].name, name)) return &cases[i];
+    return NULL;
+}
+
+/* Lines "<ms> <name>"; a missing or odd file only means that the order is the files' order. */
+static void times_load(void) {
+    char path[1100], line[512];
+    times_path(path, sizeof path);
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    while (fgets(line, sizeof line, f)) {
+        long long ms;
+        char name[400];
+        if (sscanf(line, "%lld %399s", &ms, name) != 2 || ms < 0) continue;
+        test_case *c = case_named(name);
+        if (c) c->last_ms = ms;
+    }
+    fclose(f);
+}
+
+static void times_save(void) {
+    char path[1100], tmp[1200];
+    times_path(path, sizeof path);
+    snprintf(tmp, sizeof tmp, "%s.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) return;   /* a read-only build directory: the next run keeps the files' order */
+    for (int i = 0; i < ncases; i++)
+        if (cases[i].last_ms >= 0) fprintf(f, "%lld %s\n", (long long)cases[i].last_ms, cases[i].name);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) unlink(tmp);
+}
+
+/* Unknown first (a new test may be long), then the longest; the files' order among equals. */
+static int by_last_duration(const void *a, const void *b) {
+    const test_case *x = *(const test_case *const *)a, *y = *(const test_case *const *)b;
+    int64_t dx = x->last_ms < 0 ? INT64_MAX : x->last_ms, dy = y->last_ms < 0 ? INT64_MAX : y->last_ms;
+    if (dx != dy) return dx > dy ? -1 : 1;
+    return by_file_then_name(x, y);
 }
 
 static int64_t mono_ms(void) {
@@ -184,6 +245,7 @@ static bool finish_child(slot *s, int status, bool timed_out, int timeout_s) {
         if (WIFEXITED(status) && WEXITSTATUS(status) > 1) snprintf(why, sizeof why, "exit status %d", WEXITSTATUS(status));
     }
     result_line(s->c, failed, ms, why);
+    ((test_case *)s->c)->last_ms = ms;
     s->pid = 0;
     return !failed;
 }
@@ -229,6 +291,8 @@ static slot *free_slot(void) {
 }
 
 static void run_forked(const test_case **sel, int nsel, int jobs, int timeout_s, int *passed, int *failed) {
+    times_load();
+    qsort(sel, (size_t)nsel, sizeof *sel, by_last_duration);
     nslots = jobs;
     slots = calloc((size_t)jobs, sizeof *slots);
     if (!slots) abort();
@@ -247,6 +311,7 @@ static void run_forked(const test_case **sel, int nsel, int jobs, int timeout_s,
     free(slots);
     slots = NULL;
     nslots = 0;
+    times_save();
 }
 
 static void usage(FILE *f) {
