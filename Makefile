@@ -32,10 +32,14 @@ MODEL_SRC  := $(wildcard model/*.c)
 POLICY_SRC := $(wildcard policy/*.c)
 SIM_SRC    := $(filter-out sim/main.c,$(wildcard sim/*.c))
 EXT_SRC    := $(filter-out extender/main.c,$(wildcard extender/*.c extender/*/*.c))
+# kube/: the Kubernetes client layer under the extender, the node agent and tessera-reserve (kube/README.md):
+# configuration and credentials, the HTTP client, list+watch, PATCH, Leases, the log line. Linked into all three.
+KUBE_SRC   := $(wildcard kube/*.c)
 BENCH_SRC  := $(wildcard tests/bench/*.c)
 # agent/: tessera-node-agent, the node-side program that publishes a GPU node's topology and holdings. Its library
 # (all but main.c): NVML, the topology annotation, the Node client, the kubelet Pod Resources client (podresources.c,
-# protowire.c) and the holdings record; the tests, benches and fuzzers link it. It links neither extender/ nor model/.
+# protowire.c) and the holdings record; the tests, benches and fuzzers link it. It links kube/ (the API client and
+# the log line), neither extender/ nor model/.
 AGENT_LIB_SRC := $(filter-out agent/main.c,$(wildcard agent/*.c))
 # reserve/: tessera-reserve, the node-side program of a reservation pod; device.c is pure and unit-tested.
 RESERVE_LIB_SRC := reserve/device.c reserve/install.c
@@ -65,6 +69,7 @@ DEMO_OBJ += $(BUILD)/gen/openb_nodes_data.o $(BUILD)/gen/openb_default_data.o
 DEMO_OBJ += $(BUILD)/gen/sim_demo_cluster_data.o $(BUILD)/gen/sim_demo_trace_data.o
 SIM_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(SIM_SRC))
 EXT_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(EXT_SRC))
+KUBE_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(KUBE_SRC))
 TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
 
 SIM_BIN  := $(BUILD)/tessera-sim
@@ -141,20 +146,18 @@ $(SIM_BIN): $(BUILD)/sim/main.o $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
 	$(Q)$(CC) $(CFLAGS) -o $@ $(BUILD)/sim/main.o $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
 
 # The extender carries only the demo cluster (deploy/Containerfile copies just that data).
-$(EXT_BIN): $(BUILD)/extender/main.o $(EXT_OBJ) $(EXT_DATA_OBJ) $(BUILD)/libtessera.a
+$(EXT_BIN): $(BUILD)/extender/main.o $(EXT_OBJ) $(KUBE_OBJ) $(EXT_DATA_OBJ) $(BUILD)/libtessera.a
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $(BUILD)/extender/main.o $(EXT_OBJ) $(EXT_DATA_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $(BUILD)/extender/main.o $(EXT_OBJ) $(KUBE_OBJ) $(EXT_DATA_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
 
-# tessera-reserve needs only the API client (kube.c, one PATCH; it reports to health.c) and the log line format
-# of the extender.
-RESERVE_OBJ := $(BUILD)/reserve/main.o $(patsubst %.c,$(BUILD)/%.o,$(RESERVE_LIB_SRC)) \
-               $(BUILD)/extender/mirror/kube.o $(BUILD)/extender/health.o $(BUILD)/extender/log.o
+# tessera-reserve needs only kube/ (one PATCH, the log line).
+RESERVE_OBJ := $(BUILD)/reserve/main.o $(patsubst %.c,$(BUILD)/%.o,$(RESERVE_LIB_SRC)) $(KUBE_OBJ)
 $(RESERVE_BIN): $(RESERVE_OBJ)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $(RESERVE_OBJ) $(LDLIBS)
 
 # tessera-node-agent: libcurl, cJSON and libmicrohttpd; NVML is dlopen'ed at run time (agent/nvml.h), hence -ldl.
-AGENT_OBJ := $(BUILD)/agent/main.o $(patsubst %.c,$(BUILD)/%.o,$(AGENT_LIB_SRC))
+AGENT_OBJ := $(BUILD)/agent/main.o $(patsubst %.c,$(BUILD)/%.o,$(AGENT_LIB_SRC)) $(KUBE_OBJ)
 $(AGENT_BIN): $(AGENT_OBJ)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $(AGENT_OBJ) $(LDLIBS) -ldl
@@ -214,17 +217,17 @@ TEST_LIBS = $(shell pkg-config --libs yaml-0.1 2>/dev/null || echo -lyaml) \
             $(shell pkg-config --libs libnghttp2 2>/dev/null || echo -lnghttp2)
 
 # The unit tests link every library object (model, policy, extender, sim) but no main().
-$(TEST_BIN): $(TEST_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
+$(TEST_BIN): $(TEST_OBJ) $(EXT_OBJ) $(KUBE_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS) $(TEST_LIBS) -ldl
+	$(Q)$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(EXT_OBJ) $(KUBE_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS) $(TEST_LIBS) -ldl
 
 # Each tests/bench/NAME.c is a program of its own; `make bench` builds and runs them all.
 # Benches may use the fake API server (tests/support); bench_extender runs the real binary.
 BENCH_SUPPORT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(SUPPORT_SRC) $(AGENT_LIB_SRC))
-$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BENCH_SUPPORT_OBJ) $(BUILD)/libtessera.a
+$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(EXT_OBJ) $(KUBE_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BENCH_SUPPORT_OBJ) $(BUILD)/libtessera.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BENCH_SUPPORT_OBJ) $(BUILD)/libtessera.a $(LDLIBS) $(TEST_LIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(EXT_OBJ) $(KUBE_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BENCH_SUPPORT_OBJ) $(BUILD)/libtessera.a $(LDLIBS) $(TEST_LIBS)
 $(BUILD)/bench/bench_extender: $(EXT_BIN)
 
 # The main job: the extender on the embedded demo cluster, until Ctrl-C.
@@ -251,7 +254,8 @@ sim: $(SIM_BIN)
 bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
 
-# Unit and end-to-end tests, then the deployment manifest checks; the last line sums both.
+# Unit and end-to-end tests, then the deployment manifest checks and the layer check (scripts/check-layers.py:
+# every #include points down a layer, no include circle); the last line sums them all.
 # The restart test runs the real extender binary, and test_reserve the real tessera-reserve, built next to the tests;
 # the manifest checks run tessera-sim's sweep Job; the node agent's tests run tessera-node-agent on the fake NVML.
 # Several tests run at once (TEST_JOBS, default 3 per CPU; scripts/run-tests.sh); TEST_JOBS=1 runs them one by one.
@@ -289,10 +293,10 @@ FUZZ_SECONDS ?= 10
 FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(filter-out tests/fuzz/fuzz_targets.c,$(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_BIN := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 FUZZ_LIB_OBJ := $(BUILD)/tests/fuzz/fuzz_targets.o $(patsubst %.c,$(BUILD)/%.o,$(RESERVE_LIB_SRC) $(AGENT_LIB_SRC))
-$(BUILD)/fuzz/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJ) $(EXT_OBJ) $(KUBE_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJ) $(EXT_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJ) $(EXT_OBJ) $(KUBE_OBJ) $(SIM_OBJ) $(DEMO_OBJ) $(BUILD)/libtessera.a $(LDLIBS)
 fuzz-build: $(FUZZ_BIN)
 # keep the wrappers' objects (intermediates of the pattern rule above) so a rebuild is a no-op
 .SECONDARY: $(patsubst %,$(BUILD)/tests/fuzz/fuzz_%.o,$(FUZZ_TARGETS))

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "agent/podresources.h"
+#include "kube/json.h"
 
 int agent_holdings_keeps(const char *resource) {
     static const char prefix[] = "nvidia.com/";
@@ -43,24 +44,10 @@ static void sb_lit(sbuf *b, const char *s) {
     sb_add(b, s, strlen(s));
 }
 
-/* A JSON string: quotes, backslashes and control characters escaped; the rest (UTF-8, as the decoder checked)
- * as it is. */
-static void sb_json_string(sbuf *b, const char *s) {
-    sb_add(b, "\"", 1);
-    const char *run = s;
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
-        sb_add(b, run, (size_t)(s - run));
-        char esc[8];
-        if (c == '"' || c == '\\') snprintf(esc, sizeof esc, "\\%c", c);
-        else snprintf(esc, sizeof esc, "\\u%04x", c);
-        sb_lit(b, esc);
-        run = s + 1;
-    }
-    sb_add(b, run, (size_t)(s - run));
-    sb_add(b, "\"", 1);
-}
+static void sb_put(void *b, const char *s, size_t len) { sb_add(b, s, len); }
+
+/* A JSON string (kube/json.h; UTF-8, as the decoder checked). */
+static void sb_json_string(sbuf *b, const char *s) { kube_json_quote(sb_put, b, s); }
 
 static char *sb_finish(sbuf *b) {
     if (b->oom) {

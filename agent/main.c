@@ -14,8 +14,9 @@
  * 5 minutes: the request rate stays bounded while the API fails, and nothing is lost when it recovers.
  */
 #include "agent/holdings.h"
-#include "agent/kube.h"
-#include "agent/log.h"
+#include "kube/client.h"
+#include "kube/log.h"
+#include "kube/pod.h"
 #include "agent/nvml.h"
 #include "agent/podresources.h"
 #include "agent/status.h"
@@ -86,7 +87,8 @@ static const char usage[] =
 typedef struct agent_cfg {
     const char *node, *socket, *sysfs, *metrics_listen;
     int poll_ms, topo_ms, min_write_ms;
-    agent_kube kube;
+    kube_config kube;
+    kube_client *api;       /* made from kube once the flags are read */
 } agent_cfg;
 
 typedef struct agent_state {
@@ -109,7 +111,7 @@ static uint64_t now_ms(void) {
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* "500ms", "5s", "10m", "1h", or seconds; -1 when malformed or not positive. extender/leader.c's
+/* "500ms", "5s", "10m", "1h", or seconds; -1 when malformed or not positive. extender/base/leader.c's
  * ext_leader_parse_duration reads the same units (but no "h", capped at 1 h for lease timing); this copy stays
  * because the agent does not link extender/, and --topology-interval wants hours. */
 static int parse_duration_ms(const char *s) {
@@ -166,7 +168,7 @@ static void check_allocatable(const agent_cfg *c, agent_state *a) {
     else if (unknown)
         snprintf(note, sizeof note, "the kubelet offers %d device(s) on GPUs NVML does not list (e.g. %s)", unknown, first);
     if (remember(&a->alloc_note, note[0] ? note : NULL) && note[0])
-        agent_log(AGENT_LOG_WARN, "event=allocatable-mismatch reason=\"%s\"", note);
+        kube_log(KUBE_LOG_WARN, "event=allocatable-mismatch reason=\"%s\"", note);
 }
 
 static void read_topology(const agent_cfg *c, agent_state *a, uint64_t now) {
@@ -176,13 +178,13 @@ static void read_topology(const agent_cfg *c, agent_state *a, uint64_t now) {
         a->topo_check = false; /* nothing to compare; the Node keeps what it has */
         agent_status_fail(AGENT_NVML, err);
         if (remember(&a->nvml_err, err))
-            agent_log(AGENT_LOG_ERROR, "event=nvml-failed reason=\"%s\" effect=\"no topology is written; holdings "
-                      "still are\" retry_in_ms=%d", err, c->topo_ms < NVML_RETRY_MAX_MS ? c->topo_ms : NVML_RETRY_MAX_MS);
+            kube_log(KUBE_LOG_ERROR, "event=nvml-failed reason=\"%s\" effect=\"no topology is written; holdings "
+                     "still are\" retry_in_ms=%d", err, c->topo_ms < NVML_RETRY_MAX_MS ? c->topo_ms : NVML_RETRY_MAX_MS);
         a->next_topo = now + (uint64_t)(c->topo_ms < NVML_RETRY_MAX_MS ? c->topo_ms : NVML_RETRY_MAX_MS);
         return;
     }
     if (remember(&a->nvml_err, NULL) || !a->gpus_ok)
-        agent_log(AGENT_LOG_INFO, "event=nvml-read gpus=%d", a->gpus.n);
+        kube_log(KUBE_LOG_INFO, "event=nvml-read gpus=%d", a->gpus.n);
     agent_status_ok(AGENT_NVML);
     a->gpus_ok = true;
     a->topo_check = true;
@@ -202,10 +204,10 @@ static void poll_holdings(const agent_cfg *c, agent_state *a) {
     }
     if (!h) {
         agent_status_fail(AGENT_PODRES, err);
-        if (remember(&a->pr_err, err)) agent_log(AGENT_LOG_ERROR, "event=pod-resources-failed reason=\"%s\"", err);
+        if (remember(&a->pr_err, err)) kube_log(KUBE_LOG_ERROR, "event=pod-resources-failed reason=\"%s\"", err);
         return;
     }
-    if (remember(&a->pr_err, NULL)) agent_log(AGENT_LOG_INFO, "event=pod-resources-ok");
+    if (remember(&a->pr_err, NULL)) kube_log(KUBE_LOG_INFO, "event=pod-resources-ok");
     agent_status_ok(AGENT_PODRES);
     if (a->holdings_written && !strcmp(h, a->holdings_written)) {
         free(a->holdings_pending); /* changed and changed back before it was written: nothing to write */
@@ -214,8 +216,8 @@ static void poll_holdings(const agent_cfg *c, agent_state *a) {
     } else if (a->holdings_pending && !strcmp(h, a->holdings_pending)) {
         free(h);
     } else {
-        agent_log(AGENT_LOG_DEBUG, "event=holdings-changed bytes=%zu%s", strlen(h),
-                  a->holdings_pending ? " coalesced=true" : "");
+        kube_log(KUBE_LOG_DEBUG, "event=holdings-changed bytes=%zu%s", strlen(h),
+                 a->holdings_pending ? " coalesced=true" : "");
         free(a->holdings_pending);
         a->holdings_pending = h;
     }
@@ -237,17 +239,32 @@ static void write_failed(const agent_cfg *c, agent_state *a, uint64_t now, const
     snprintf(why, sizeof why, "%s node %s: %s", what, c->node, err);
     agent_status_fail(AGENT_API, why);
     agent_status_write_failed();
-    agent_log(AGENT_LOG_WARN, "event=write-failed op=%s node=%s status=%d attempt=%d retry_in_ms=%llu err=\"%s\"%s",
-              what, c->node, status, a->failures, (unsigned long long)delay, err,
-              status == 403 ? " hint=\"the ClusterRole tessera-node-agent must grant get and patch on nodes (and "
-                              "node-agent-policy allows only this Node and its two annotations)\""
-              : status == 404 ? " hint=\"no Node of this name: NODE_NAME comes from the pod's spec.nodeName\"" : "");
+    kube_log(KUBE_LOG_WARN, "event=write-failed op=%s node=%s status=%d attempt=%d retry_in_ms=%llu err=\"%s\"%s",
+             what, c->node, status, a->failures, (unsigned long long)delay, err,
+             status == 403 ? " hint=\"the ClusterRole tessera-node-agent must grant get and patch on nodes (and "
+                             "node-agent-policy allows only this Node and its two annotations)\""
+             : status == 404 ? " hint=\"no Node of this name: NODE_NAME comes from the pod's spec.nodeName\"" : "");
+}
+
+/* The agent's only API calls: "GET" or (merge) "PATCH" of its own Node (the RBAC grants no more; the manifest checks
+ * read the methods from the calls below). The HTTP status, or KUBE_UNREACHABLE / KUBE_TIMEOUT / KUBE_NO_REQUEST;
+ * err says why for any other than 2xx, an answer's as "HTTP <status>: <the API's message>". */
+static int node_call(const agent_cfg *c, const char *method, const char *body, char **resp, char *err, size_t errlen) {
+    char path[300];
+    snprintf(path, sizeof path, "/api/v1/nodes/%s", c->node);   /* a DNS subdomain: nothing to escape */
+    int st = kube_request(c->api, method, path, body, 0, resp, err, errlen);
+    if (st > 0 && (st < 200 || st > 299) && strncmp(err, "HTTP ", 5) != 0) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", err);
+        snprintf(err, errlen, "HTTP %d: %s", st, msg);
+    }
+    return st;
 }
 
 /* One write attempt: GET the Node, compare, PATCH what differs. */
 static void write_node(const agent_cfg *c, agent_state *a, uint64_t now) {
     char err[1024], *body = NULL;
-    int st = agent_kube_get_node(&c->kube, c->node, &body, err, sizeof err);
+    int st = node_call(c, "GET", NULL, &body, err, sizeof err);
     cJSON *node = st == 200 ? cJSON_Parse(body) : NULL;
     free(body);
     if (!node) {
@@ -262,11 +279,11 @@ static void write_node(const agent_cfg *c, agent_state *a, uint64_t now) {
         gpus = agent_topology_json(&a->gpus, c->sysfs, cur, err, sizeof err);
         if (!gpus) {
             agent_status_fail(AGENT_TOPOLOGY, err);
-            if (remember(&a->topo_refused, err)) agent_log(AGENT_LOG_ERROR, "event=topology-refused reason=\"%s\"", err);
+            if (remember(&a->topo_refused, err)) kube_log(KUBE_LOG_ERROR, "event=topology-refused reason=\"%s\"", err);
             a->topo_check = false;
         } else {
             agent_status_ok(AGENT_TOPOLOGY);
-            if (remember(&a->topo_refused, NULL)) agent_log(AGENT_LOG_INFO, "event=topology-accepted");
+            if (remember(&a->topo_refused, NULL)) kube_log(KUBE_LOG_INFO, "event=topology-accepted");
             if (cur && !strcmp(cur, gpus)) a->topo_check = false;
             else { keys[n] = AGENT_ANN_GPUS; vals[n++] = gpus; }
         }
@@ -287,7 +304,10 @@ static void write_node(const agent_cfg *c, agent_state *a, uint64_t now) {
         return;
     }
     uint64_t t0 = now_ms();
-    st = agent_kube_patch_annotations(&c->kube, c->node, keys, vals, n, err, sizeof err);
+    char *patch = kube_annotations_patch(keys, vals, n);
+    st = patch ? node_call(c, "PATCH", patch, NULL, err, sizeof err) : KUBE_NO_REQUEST;
+    if (!patch) snprintf(err, sizeof err, "out of memory");
+    cJSON_free(patch);
     if (st < 200 || st > 299) {
         write_failed(c, a, now, "patch", st, err);
         free(gpus);
@@ -296,8 +316,8 @@ static void write_node(const agent_cfg *c, agent_state *a, uint64_t now) {
     agent_status_ok(AGENT_API);
     agent_status_written(keys, n);
     for (int i = 0; i < n; i++)
-        agent_log(AGENT_LOG_INFO, "event=written node=%s annotation=%s bytes=%zu attempt=%d patch_ms=%llu", c->node,
-                  keys[i], strlen(vals[i]), a->failures + 1, (unsigned long long)(now_ms() - t0));
+        kube_log(KUBE_LOG_INFO, "event=written node=%s annotation=%s bytes=%zu attempt=%d patch_ms=%llu", c->node,
+                 keys[i], strlen(vals[i]), a->failures + 1, (unsigned long long)(now_ms() - t0));
     if (gpus) a->topo_check = false;
     if (a->holdings_pending) {
         free(a->holdings_written);
@@ -318,7 +338,7 @@ static bool wait_until(const sigset_t *stop, uint64_t deadline) {
     for (;;) {
         int sig = sigtimedwait(stop, NULL, &ts);
         if (sig > 0) {
-            agent_log(AGENT_LOG_INFO, "event=exit signal=%d", sig);
+            kube_log(KUBE_LOG_INFO, "event=exit signal=%d", sig);
             return true;
         }
         if (errno != EINTR) return false;
@@ -375,29 +395,28 @@ static int once(const agent_cfg *c) {
 int main(int argc, char **argv) {
     /* blocked from the start, so libcurl's and libmicrohttpd's threads inherit it: taken only by sigtimedwait */
     sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGINT);
-    sigprocmask(SIG_BLOCK, &stop, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    kube_pod_block_stop_signals(&stop);
 
-    enum { O_HELP = 1, O_NODE, O_SOCK, O_SYSFS, O_POLL, O_TOPO, O_MINW, O_METRICS, O_API, O_TOKEN, O_CA, O_CCERT,
-           O_CKEY, O_INSECURE, O_ONCE, O_LOG };
+    enum { O_HELP = 1, O_NODE, O_SOCK, O_SYSFS, O_POLL, O_TOPO, O_MINW, O_METRICS, O_ONCE, O_LOG };
     static const struct option opts[] = {
         {"help", no_argument, 0, O_HELP}, {"node-name", required_argument, 0, O_NODE},
         {"pod-resources-socket", required_argument, 0, O_SOCK}, {"sysfs-root", required_argument, 0, O_SYSFS},
         {"poll-interval", required_argument, 0, O_POLL}, {"topology-interval", required_argument, 0, O_TOPO},
         {"min-write-interval", required_argument, 0, O_MINW}, {"metrics-listen", required_argument, 0, O_METRICS},
-        {"kube-api", required_argument, 0, O_API}, {"token-file", required_argument, 0, O_TOKEN},
-        {"ca-file", required_argument, 0, O_CA}, {"client-cert", required_argument, 0, O_CCERT},
-        {"client-key", required_argument, 0, O_CKEY}, {"insecure-skip-tls-verify", no_argument, 0, O_INSECURE},
+        KUBE_OPTIONS,
         {"once", no_argument, 0, O_ONCE}, {"log-level", required_argument, 0, O_LOG}, {0, 0, 0, 0}};
     agent_cfg c = {.node = getenv("NODE_NAME"), .socket = AGENT_PR_SOCKET, .sysfs = "/sys",
                    .metrics_listen = "0.0.0.0:9090", .poll_ms = 5000, .topo_ms = 600000, .min_write_ms = 10000};
-    agent_kube_defaults(&c.kube);
+    kube_config_defaults(&c.kube);
+    snprintf(c.kube.user_agent, sizeof c.kube.user_agent, "tessera-node-agent");
+    c.kube.max_answer = 8u << 20;   /* a Node with big annotations and images lists stays far below */
     bool api_given = false, do_once = false;
     int opt;
     while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (kube_config_option(&c.kube, opt, optarg)) {
+            api_given |= opt == KUBE_OPT_API;
+            continue;
+        }
         int *dur = opt == O_POLL ? &c.poll_ms : opt == O_TOPO ? &c.topo_ms : opt == O_MINW ? &c.min_write_ms : NULL;
         if (dur) {
             if ((*dur = parse_duration_ms(optarg)) < 0) {
@@ -414,20 +433,14 @@ int main(int argc, char **argv) {
         case O_SOCK: c.socket = optarg; break;
         case O_SYSFS: c.sysfs = optarg; break;
         case O_METRICS: c.metrics_listen = optarg; break;
-        case O_API: snprintf(c.kube.api_url, sizeof c.kube.api_url, "%s", optarg); api_given = true; break;
-        case O_TOKEN: snprintf(c.kube.token_file, sizeof c.kube.token_file, "%s", optarg); break;
-        case O_CA: snprintf(c.kube.ca_file, sizeof c.kube.ca_file, "%s", optarg); break;
-        case O_CCERT: snprintf(c.kube.cert_file, sizeof c.kube.cert_file, "%s", optarg); break;
-        case O_CKEY: snprintf(c.kube.key_file, sizeof c.kube.key_file, "%s", optarg); break;
-        case O_INSECURE: c.kube.insecure = true; break;
         case O_ONCE: do_once = true; break;
         case O_LOG: {
-            int lv = agent_log_parse_level(optarg);
+            int lv = kube_log_parse_level(optarg);
             if (lv < 0) {
                 fprintf(stderr, "--log-level %s: one of debug, info, warn, error, off\n", optarg);
                 return 2;
             }
-            agent_log_set_level((agent_log_level)lv);
+            kube_log_set_level((kube_log_level)lv);
             break;
         }
         default: fputs(usage, stderr); return 2;
@@ -437,8 +450,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "unexpected argument: %s\n%s", argv[optind], usage);
         return 2;
     }
-    if (agent_kube_global_init() < 0) {
-        fprintf(stderr, "libcurl could not be initialised\n");
+    char err[512];
+    if (kube_init(err, sizeof err) < 0) {
+        fprintf(stderr, "libcurl could not be initialised: %s\n", err);
         return 2;
     }
     if (do_once) return once(&c);
@@ -447,13 +461,16 @@ int main(int argc, char **argv) {
                         "downward API) or give --node-name\n");
         return 2;
     }
-    char err[512];
-    if (!agent_kube_node_name_ok(c.node, err, sizeof err)) {
+    if (!kube_name_ok("node name", c.node, err, sizeof err)) {
         fprintf(stderr, "--node-name/NODE_NAME: %s\n", err);
         return 2;
     }
-    if (!api_given && agent_kube_in_cluster(&c.kube, err, sizeof err) < 0) {
+    if (!api_given && kube_config_in_cluster(&c.kube, err, sizeof err) < 0) {
         fprintf(stderr, "no in-cluster configuration (%s): give --kube-api URL\n", err);
+        return 2;
+    }
+    if (!(c.api = kube_new(&c.kube, err, sizeof err))) {
+        fprintf(stderr, "--kube-api: %s\n", err);
         return 2;
     }
     if (c.metrics_listen[0]) {
@@ -464,11 +481,12 @@ int main(int argc, char **argv) {
             fprintf(stderr, "--metrics-listen: %s\n", err);
             return 2;
         }
-        agent_log(AGENT_LOG_INFO, "event=serving-ops listen=%s port=%d", c.metrics_listen, port);
+        kube_log(KUBE_LOG_INFO, "event=serving-ops listen=%s port=%d", c.metrics_listen, port);
     }
-    agent_log(AGENT_LOG_INFO, "event=start node=%s api=%s socket=%s sysfs=%s poll_ms=%d topology_ms=%d "
-              "min_write_ms=%d", c.node, c.kube.api_url, c.socket, c.sysfs, c.poll_ms, c.topo_ms, c.min_write_ms);
+    kube_log(KUBE_LOG_INFO, "event=start node=%s api=%s socket=%s sysfs=%s poll_ms=%d topology_ms=%d "
+             "min_write_ms=%d", c.node, c.kube.api_url, c.socket, c.sysfs, c.poll_ms, c.topo_ms, c.min_write_ms);
     int rc = run(&c, &stop);
     agent_status_stop();
+    kube_free(c.api);
     return rc;
 }

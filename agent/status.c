@@ -13,6 +13,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "kube/pod.h"
+
 #define MAX_ANNOTATIONS 4
 
 static const char *const comp_names[AGENT_NCOMP] = {"nvml", "pod-resources", "api", "topology"};
@@ -178,39 +180,14 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     return ret;
 }
 
-/* "HOST:PORT" or "[V6]:PORT"; HOST empty means every address. extender/http.c parses its --listen the same
- * way; this copy stays because the agent does not link extender/ (Makefile, agent/); it differs on
- * one point: the host must be numeric (AI_NUMERICHOST), no DNS lookup before the probes are served. */
-static int parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *sl, char *err, size_t errlen) {
-    char host[256];
-    const char *colon = strrchr(s, ':');
-    if (!colon) goto bad;
-    size_t hl = (size_t)(colon - s);
-    if (hl >= sizeof host) goto bad;
-    memcpy(host, s, hl);
-    host[hl] = 0;
-    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
-        memmove(host, host + 1, hl - 2);
-        host[hl - 2] = 0;
-    }
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (!colon[1] || *end || port < 0 || port > 65535) goto bad;
-    struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_PASSIVE, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-    if (getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &ai) != 0 || !ai) goto bad;
-    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-    *sl = ai->ai_addrlen;
-    freeaddrinfo(ai);
-    return 0;
-bad:
-    snprintf(err, errlen, "listen address \"%s\" is not HOST:PORT with a numeric host (e.g. 0.0.0.0:9090)", s);
-    return -1;
-}
-
 int agent_status_serve(const char *listen, int stall_ms, char *err, size_t errlen) {
     struct sockaddr_storage ss;
     socklen_t sl;
-    if (parse_listen(listen, &ss, &sl, err, errlen) < 0) return -1;
+    /* numeric: no DNS lookup before the probes are served */
+    if (kube_pod_listen_addr(listen, true, &ss, &sl, NULL, 0) < 0) {
+        snprintf(err, errlen, "listen address \"%s\" is not HOST:PORT with a numeric host (e.g. 0.0.0.0:9090)", listen);
+        return -1;
+    }
     stall_limit_ms = stall_ms;
     agent_status_tick();
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;

@@ -16,8 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "extender/health.h"
-#include "extender/log.h"
+#include "extender/base/health.h"
+#include "kube/log.h"
+#include "kube/pod.h"
 
 /* Client-certificate verification calls GnuTLS directly (libmicrohttpd only asks the
  * client for a certificate); built when the Makefile links gnutls and defines this. */
@@ -162,7 +163,7 @@ static enum MHD_Result serve_get(ext_http *h, struct MHD_Connection *c, route r)
         return send_error(c, 503, msg, NULL);
     }
     case R_METRICS: {
-        ext_kube_stats ks, *ksp = NULL;
+        kube_stats ks, *ksp = NULL;
         if (h->cfg.kube_stats) {
             memset(&ks, 0, sizeof ks);
             h->cfg.kube_stats(h->cfg.kube_user, &ks);
@@ -201,7 +202,7 @@ static bool client_trusted(ext_http *h, struct MHD_Connection *c) {
 static void observe(ext_http *h, ext_verb vb, req_ctx *rc, const ext_reply *rep) {
     ext_metrics_observe(&h->metrics, vb, elapsed_ns(&rc->t0), rep->status);
     if (rep->status != 200)
-        ext_log(EXT_LOG_INFO, "http=%s status=%d body=%.300s", ext_verb_name(vb), rep->status, rep->body ? rep->body : "");
+        kube_log(KUBE_LOG_INFO, "http=%s status=%d body=%.300s", ext_verb_name(vb), rep->status, rep->body ? rep->body : "");
 }
 
 static void run_bind(req_ctx *rc) {
@@ -242,7 +243,7 @@ static enum MHD_Result serve_bind(ext_http *h, struct MHD_Connection *c, req_ctx
     int err = pthread_create(&t, &attr, bind_thread, rc);
     pthread_attr_destroy(&attr);
     if (err != 0) {   /* no thread to be had: bind here (this polling thread waits), then answer */
-        ext_log(EXT_LOG_WARN, "http=bind why=\"cannot start a bind thread (errno %d); binding inline\"", err);
+        kube_log(KUBE_LOG_WARN, "http=bind why=\"cannot start a bind thread (errno %d); binding inline\"", err);
         bind_thread(rc);
     }
     return MHD_YES;
@@ -269,7 +270,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             return MHD_YES;
         }
         if (!client_trusted(h, c)) {
-            ext_log(EXT_LOG_WARN, "http=refused why=\"no trusted client certificate\"");
+            kube_log(KUBE_LOG_WARN, "http=refused why=\"no trusted client certificate\"");
             return send_error(c, 403, "a client certificate signed by the --tls-client-ca CA is required", NULL);
         }
         /* A declared length over the limit is refused before a byte of it is read. */
@@ -365,9 +366,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (rc->r == R_WEBHOOK) {
         ext_webhook_mutate(h->cfg.webhook, body, rc->len, &rep);
         if (rep.status != 200)
-            ext_log(EXT_LOG_INFO, "http=webhook status=%d body=%.300s", rep.status, rep.body ? rep.body : "");
+            kube_log(KUBE_LOG_INFO, "http=webhook status=%d body=%.300s", rep.status, rep.body ? rep.body : "");
         else if (rep.body && strstr(rep.body, "\"allowed\":false"))
-            ext_log(EXT_LOG_INFO, "http=webhook refused=%.400s", rep.body);
+            kube_log(KUBE_LOG_INFO, "http=webhook refused=%.400s", rep.body);
         return send_reply(c, &rep, NULL);
     }
     if (rc->r == R_BIND) return serve_bind(h, c, rc);
@@ -385,7 +386,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     req_ctx *rc = *con_cls;
     if (!rc) return;
     if (toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED)
-        ext_log(EXT_LOG_WARN, "http=timeout route=%d received=%zu", (int)rc->r, rc->len);
+        kube_log(KUBE_LOG_WARN, "http=timeout route=%d received=%zu", (int)rc->r, rc->len);
     body_give(rc->h, rc->cap);
     free(rc->buf);
     ext_reply_free(&rc->rep);
@@ -423,7 +424,7 @@ static rlim_t raise_nofile(void) {
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
     char buf[512];
     vsnprintf(buf, sizeof buf, fmt, ap);
-    ext_log(EXT_LOG_WARN, "http-server=\"%s\"", buf);
+    kube_log(KUBE_LOG_WARN, "http-server=\"%s\"", buf);
 }
 
 static char *slurp(const char *path, char *err, size_t errlen) {
@@ -450,35 +451,16 @@ static char *slurp(const char *path, char *err, size_t errlen) {
     return buf;
 }
 
-/* "127.0.0.1:8888", "[::1]:8888", "localhost:8888" -> a socket address. */
+/* "127.0.0.1:8888", "[::1]:8888", "localhost:8888" -> a socket address (kube/pod.h). */
 static int parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *sl, char *err, size_t errlen) {
-    char host[128];
-    const char *colon;
-    if (s[0] == '[') {
-        const char *rb = strchr(s, ']');
-        if (!rb || rb[1] != ':') goto bad;
-        snprintf(host, sizeof host, "%.*s", (int)(rb - s - 1), s + 1);
-        colon = rb + 1;
-    } else {
-        colon = strrchr(s, ':');
-        if (!colon) goto bad;
-        snprintf(host, sizeof host, "%.*s", (int)(colon - s), s);
-    }
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end || port < 0 || port > 65535 || colon[1] == 0) goto bad;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
-    if (getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &ai) != 0 || !ai) {
+    char host[256];
+    int rc = kube_pod_listen_addr(s, false, ss, sl, host, sizeof host);
+    if (rc == KUBE_POD_LISTEN_UNRESOLVED) {
         snprintf(err, errlen, "--listen %s: cannot resolve host %s", s, host);
-        return -1;
+    } else if (rc < 0) {
+        snprintf(err, errlen, "--listen %s: expected HOST:PORT", s);
     }
-    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-    *sl = ai->ai_addrlen;
-    freeaddrinfo(ai);
-    return 0;
-bad:
-    snprintf(err, errlen, "--listen %s: expected HOST:PORT", s);
-    return -1;
+    return rc < 0 ? -1 : 0;
 }
 
 ext_http *ext_http_start(const ext_http_config *cfg, char *err, size_t errlen) {

@@ -36,7 +36,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "extender/mirror/kube.h"
+#include "kube/client.h"
 #include "extender/metrics.h"
 #include "extender/verbs.h"
 #include "extender/webhook.h"
@@ -69,7 +69,7 @@ typedef struct ext_http_config {
     bool health;                 /* /readyz also needs every dependency that blocks readiness to work (health.h;
                                   * cluster mode) and names the failing ones */
     /* Watch statistics for /metrics (cluster mode); NULL in standalone mode. */
-    void (*kube_stats)(void *user, ext_kube_stats *out);
+    void (*kube_stats)(void *user, kube_stats *out);
     void *kube_user;
 } ext_http_config;
 

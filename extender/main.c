@@ -12,12 +12,13 @@
 #include <time.h>
 
 #include "extender/delivery/delivery.h"
-#include "extender/events.h"
-#include "extender/health.h"
+#include "extender/base/events.h"
+#include "extender/base/health.h"
 #include "extender/http.h"
-#include "extender/mirror/kube.h"
-#include "extender/leader.h"
-#include "extender/log.h"
+#include "kube/client.h"
+#include "extender/base/leader.h"
+#include "kube/log.h"
+#include "kube/pod.h"
 #include "extender/delivery/reservation.h"
 #include "extender/mirror/state.h"
 #include "extender/verbs.h"
@@ -206,20 +207,20 @@ static char *slurp(const char *path, size_t *len) {
     return buf;
 }
 
-static int kube_bind(void *user, const char *ns, const char *name, const char *uid, const char *node,
+static int bind_via_kube(void *user, const char *ns, const char *name, const char *uid, const char *node,
                      const cJSON *annotations, char *err, size_t errlen) {
-    int code = ext_kube_bind(user, ns, name, uid, node, annotations, err, errlen);
+    int code = kube_bind(user, ns, name, uid, node, annotations, err, errlen);
     if (code == 200 || code == 201) return 0;
     if (code > 0 && !err[0]) snprintf(err, errlen, "API server answered %d", code);
     return -1;
 }
 
-static void kube_stats(void *user, ext_kube_stats *out) { ext_kube_get_stats(user, out); }
+static void kube_stats_of(void *user, kube_stats *out) { kube_get_stats(user, out); }
 
 /* The pod watch feeds both the cache and the reservation controller, in that order: the controller
  * reads the node models the cache has just updated. */
 typedef struct watch_users { ext_state *st; ext_rsv *rsv; } watch_users;
-static void on_watch_event(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj) {
+static void on_watch_event(void *user, kube_kind kind, kube_event ev, const cJSON *obj) {
     watch_users *w = user;
     ext_state_on_event(w->st, kind, ev, obj);
     if (w->rsv) ext_rsv_on_event(w->rsv, kind, ev, obj);
@@ -267,7 +268,7 @@ static void print_demo_help(const char *listen, int port, const char *prefix, co
 }
 
 int main(int argc, char **argv) {
-    enum { O_LISTEN = 1000, O_PREFIX, O_POLICY, O_CLUSTER, O_DEMO, O_API, O_TOKEN, O_CA, O_CCERT, O_CKEY, O_INSECURE,
+    enum { O_LISTEN = 1000, O_PREFIX, O_POLICY, O_CLUSTER, O_DEMO,
            O_TCERT, O_TKEY, O_TCA, O_MAXBODY, O_TTL, O_CONNTO, O_LOG, O_HELP, O_WORKLOAD, O_ONLINE, O_ONLINE_HL, O_BINDTO, O_MLISTEN,
            O_LE, O_LE_NS, O_LE_NAME, O_LE_LEASE, O_LE_RENEW, O_LE_RETRY, O_LE_SCHED,
            /* admission webhook */
@@ -277,10 +278,7 @@ int main(int argc, char **argv) {
     static const struct option opts[] = {
         {"listen", required_argument, 0, O_LISTEN}, {"url-prefix", required_argument, 0, O_PREFIX},
         {"policy", required_argument, 0, O_POLICY}, {"cluster", required_argument, 0, O_CLUSTER},
-        {"demo", no_argument, 0, O_DEMO}, {"kube-api", required_argument, 0, O_API},
-        {"token-file", required_argument, 0, O_TOKEN}, {"ca-file", required_argument, 0, O_CA},
-        {"client-cert", required_argument, 0, O_CCERT}, {"client-key", required_argument, 0, O_CKEY},
-        {"insecure-skip-tls-verify", no_argument, 0, O_INSECURE}, {"tls-cert", required_argument, 0, O_TCERT},
+        {"demo", no_argument, 0, O_DEMO}, KUBE_OPTIONS, {"tls-cert", required_argument, 0, O_TCERT},
         {"tls-key", required_argument, 0, O_TKEY}, {"tls-client-ca", required_argument, 0, O_TCA},
         {"max-body-bytes", required_argument, 0, O_MAXBODY}, {"assume-ttl", required_argument, 0, O_TTL},
         {"conn-timeout", required_argument, 0, O_CONNTO}, {"log-level", required_argument, 0, O_LOG},
@@ -308,9 +306,12 @@ int main(int argc, char **argv) {
     memset(&hc, 0, sizeof hc);
     snprintf(hc.listen, sizeof hc.listen, "127.0.0.1:8888");
     snprintf(hc.prefix, sizeof hc.prefix, "/tessera");
-    ext_kube_config kc;
-    ext_kube_config_defaults(&kc);
+    kube_config kc;
+    kube_config_defaults(&kc);
     kc.dra = true;   /* Dynamic Resource Allocation: watched unless --dra=off (a cluster without it answers 404) */
+    snprintf(kc.rbac, sizeof kc.rbac, "%s", EXT_KUBE_RBAC);
+    snprintf(kc.user_agent, sizeof kc.user_agent, "tessera-extender");
+    kc.report = ext_health_kube_report;   /* the client's dependencies are in /readyz and /metrics */
     const char *policy_arg = "binpack", *cluster = NULL, *workload_file = NULL, *metrics_listen = NULL;
     bool online_workload = false;
     double online_half_life = POLICY_ONLINE_HALF_LIFE;
@@ -331,6 +332,10 @@ int main(int argc, char **argv) {
     ext_rsv_config_defaults(&rsvc);
     int delivery_mode = -1; /* -1: the mode's default (reservation in cluster mode, none standalone) */
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (kube_config_option(&kc, c, optarg)) {   /* --kube-api, --token-file, ... (kube/client.h) */
+            api_given |= c == KUBE_OPT_API;
+            continue;
+        }
         switch (c) {
         case O_LISTEN: snprintf(hc.listen, sizeof hc.listen, "%s", optarg); break;
         case O_PREFIX:
@@ -340,12 +345,6 @@ int main(int argc, char **argv) {
         case O_POLICY: policy_arg = optarg; break;
         case O_CLUSTER: cluster = optarg; break;
         case O_DEMO: demo = true; break;
-        case O_API: snprintf(kc.api_url, sizeof kc.api_url, "%s", optarg); api_given = true; break;
-        case O_TOKEN: snprintf(kc.token_file, sizeof kc.token_file, "%s", optarg); break;
-        case O_CA: snprintf(kc.ca_file, sizeof kc.ca_file, "%s", optarg); break;
-        case O_CCERT: snprintf(kc.cert_file, sizeof kc.cert_file, "%s", optarg); break;
-        case O_CKEY: snprintf(kc.key_file, sizeof kc.key_file, "%s", optarg); break;
-        case O_INSECURE: kc.insecure = true; break;
         case O_TCERT: hc.tls_cert_file = optarg; break;
         case O_TKEY: hc.tls_key_file = optarg; break;
         case O_TCA: hc.tls_client_ca_file = optarg; break;
@@ -363,9 +362,9 @@ int main(int argc, char **argv) {
             if (parse_seconds(optarg, &hc.conn_timeout_s) < 0) { fprintf(stderr, "--conn-timeout: seconds, 1..86400\n"); return 2; }
             break;
         case O_LOG: {
-            int l = ext_log_parse_level(optarg);
+            int l = kube_log_parse_level(optarg);
             if (l < 0) { fprintf(stderr, "--log-level: debug, info, warn, error or off\n"); return 2; }
-            ext_log_set_level((ext_log_level)l);
+            kube_log_set_level((kube_log_level)l);
             break;
         }
         case O_WORKLOAD: workload_file = optarg; break;
@@ -520,11 +519,7 @@ int main(int argc, char **argv) {
     /* Signals are taken synchronously by the main thread; every thread started after this
      * inherits the mask, so none of them is interrupted. */
     sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    kube_pod_block_stop_signals(&sigs);
 
     char err[512];
     ext_state_config sc = {.cat = NULL, .standalone = standalone, .assume_ttl_ms = ttl_s * 1000, .dra = kc.dra && !standalone};
@@ -533,7 +528,7 @@ int main(int argc, char **argv) {
     if (!st) { fprintf(stderr, "out of memory\n"); return 1; }
     /* Everything startup makes, NULL until made: a failure below frees what exists at `fail`. */
     int exit_code = 2;   /* a bad flag or input; 1 once the problem is at run time */
-    ext_kube *kube = NULL;
+    kube_client *kube = NULL;
     ext_leader *leader = NULL;
     ext_events *events = NULL;
     ext_rsv *rsv = NULL;
@@ -560,14 +555,14 @@ int main(int argc, char **argv) {
             goto fail;
         }
         ext_state_lock(st);
-        ext_log(EXT_LOG_INFO, "event=standalone nodes=%d source=%s", ext_state_node_count(st), demo ? "demo" : cluster);
+        kube_log(KUBE_LOG_INFO, "event=standalone nodes=%d source=%s", ext_state_node_count(st), demo ? "demo" : cluster);
         ext_state_unlock(st);
     } else {
-        if (!api_given && ext_kube_config_in_cluster(&kc, err, sizeof err) < 0) {
+        if (!api_given && kube_config_in_cluster(&kc, err, sizeof err) < 0) {
             fprintf(stderr, "no in-cluster configuration (%s): give --kube-api URL, or --cluster FILE for standalone mode\n", err);
             goto fail;
         }
-        if (!(kube = ext_kube_new(&kc, err, sizeof err))) {
+        if (!(kube = kube_new(&kc, err, sizeof err))) {
             fprintf(stderr, "API client: %s\n", err);
             goto fail;
         }
@@ -592,7 +587,7 @@ int main(int argc, char **argv) {
     }
     watch_users wu = {st, rsv};
     ext_verbs verbs;
-    ext_verbs_init(&verbs, st, pol, kube ? kube_bind : NULL, kube);
+    ext_verbs_init(&verbs, st, pol, kube ? bind_via_kube : NULL, kube);
     verbs.events = events;
     verbs.rsv = rsv;
     verbs.fraction_no_mps = delivery_mode == EXT_DELIVERY_RESERVATION;
@@ -607,7 +602,7 @@ int main(int argc, char **argv) {
     hc.verbs = &verbs;
     hc.webhook = &wc;
     if (kube) {
-        hc.kube_stats = kube_stats;
+        hc.kube_stats = kube_stats_of;
         hc.kube_user = kube;
         hc.health = true;   /* /readyz: not ready while a dependency it cannot answer correctly without fails */
         static const ext_dep used[] = {EXT_DEP_API_NODES, EXT_DEP_API_PODS, EXT_DEP_BIND, EXT_DEP_LISTEN, EXT_DEP_EVENTS};
@@ -658,11 +653,11 @@ int main(int argc, char **argv) {
             fprintf(stderr, "--metrics-listen: %s\n", err);
             goto fail;
         }
-        ext_log(EXT_LOG_INFO, "event=serving-ops listen=%s port=%d", metrics_listen, ext_http_port(ops));
+        kube_log(KUBE_LOG_INFO, "event=serving-ops listen=%s port=%d", metrics_listen, ext_http_port(ops));
     }
-    ext_log(EXT_LOG_INFO, "event=serving listen=%s port=%d prefix=%s policy=%s mode=%s tls=%s", hc.listen,
-            ext_http_port(http), hc.prefix, policy_name(pol), standalone ? "standalone" : "cluster",
-            hc.tls_cert_file ? "on" : "off");
+    kube_log(KUBE_LOG_INFO, "event=serving listen=%s port=%d prefix=%s policy=%s mode=%s tls=%s", hc.listen,
+             ext_http_port(http), hc.prefix, policy_name(pol), standalone ? "standalone" : "cluster",
+             hc.tls_cert_file ? "on" : "off");
     /* The webhook's TLS listener: from files, or from the Secret tessera keeps (restarted on renewal). */
     ext_http *whf = NULL;
     ext_webhook_tls *wtls = NULL;
@@ -686,15 +681,15 @@ int main(int argc, char **argv) {
             goto fail;
         }
         if (whf)
-            ext_log(EXT_LOG_INFO, "event=serving-webhook listen=%s port=%d cert=%s", webhook_listen, ext_http_port(whf),
-                    webhook_cert);
+            kube_log(KUBE_LOG_INFO, "event=serving-webhook listen=%s port=%d cert=%s", webhook_listen, ext_http_port(whf),
+                     webhook_cert);
     }
-    ext_log(EXT_LOG_INFO, "event=webhook schedulers=%d delivery=%s runtime_class=%s listen=%s", wc.nschedulers ? wc.nschedulers : 1,
-            ext_delivery_mode_name(wc.delivery), wc.runtime_class[0] ? wc.runtime_class : "-",
-            webhook_listen[0] ? webhook_listen : "-");
+    kube_log(KUBE_LOG_INFO, "event=webhook schedulers=%d delivery=%s runtime_class=%s listen=%s", wc.nschedulers ? wc.nschedulers : 1,
+             ext_delivery_mode_name(wc.delivery), wc.runtime_class[0] ? wc.runtime_class : "-",
+             webhook_listen[0] ? webhook_listen : "-");
     if (standalone) print_demo_help(hc.listen, ext_http_port(http), hc.prefix, &wc);
     exit_code = 0;
-    if ((kube && ext_kube_start(kube, on_watch_event, &wu, err, sizeof err) < 0) ||
+    if ((kube && kube_start(kube, on_watch_event, &wu, err, sizeof err) < 0) ||
         (leader && ext_leader_start(leader, err, sizeof err) < 0) || (rsv && ext_rsv_start(rsv, err, sizeof err) < 0)) {
         fprintf(stderr, "API client: %s\n", err);
         /* Torn down below in the shutdown order: the webhook's certificate thread and listeners
@@ -706,7 +701,7 @@ int main(int argc, char **argv) {
         struct timespec tick = {1, 0};
         int sig = sigtimedwait(&sigs, NULL, &tick);
         if (sig == SIGTERM || sig == SIGINT) {
-            ext_log(EXT_LOG_INFO, "event=shutdown signal=%s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            kube_log(KUBE_LOG_INFO, "event=shutdown signal=%s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
             break;
         }
         ext_state_lock(st);
@@ -726,12 +721,12 @@ int main(int argc, char **argv) {
     ext_rsv_stop(rsv);   /* before the leader, the Events queue and the client it uses */
     ext_leader_free(leader);
     ext_events_stop(events);
-    ext_kube_free(kube);
+    kube_free(kube);
     ext_rsv_free(rsv);   /* after the client: its watch threads feed the controller's tables */
     ext_state_free(st);
     policy_workload_free(workload);
     policy_online_free(verbs.online);   /* after the servers: nothing prioritizes any more */
-    if (!exit_code) ext_log(EXT_LOG_INFO, "event=stopped");
+    if (!exit_code) kube_log(KUBE_LOG_INFO, "event=stopped");
     return exit_code;
 
 fail:   /* startup failed before anything ran: free what was made, newest first */
@@ -741,7 +736,7 @@ fail:   /* startup failed before anything ran: free what was made, newest first 
     ext_rsv_free(rsv);
     ext_events_stop(events);
     ext_leader_free(leader);
-    ext_kube_free(kube);
+    kube_free(kube);
     ext_state_free(st);
     return exit_code;
 }

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "extender/events.h"
-#include "extender/health.h"
+#include "extender/base/events.h"
+#include "extender/base/health.h"
 #include "extender/delivery/reservation.h"
 #include "extender/mirror/holdings.h"
 #include "extender/mirror/state.h"
@@ -215,7 +215,7 @@ static void cluster_gauges(sb *b, ext_verbs *v, ext_state *st) {
     free(nodes);
 }
 
-char *ext_metrics_render(ext_metrics *m, ext_verbs *v, const ext_kube_stats *ks, size_t *len) {
+char *ext_metrics_render(ext_metrics *m, ext_verbs *v, const kube_stats *ks, size_t *len) {
     sb b = {malloc(65536), 0, 65536, false};
     if (!b.p) return NULL;
     b.p[0] = 0;

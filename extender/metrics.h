@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "extender/mirror/kube.h"
+#include "kube/client.h"
 #include "extender/verbs.h"
 
 typedef enum ext_verb { EXT_VERB_FILTER = 0, EXT_VERB_PRIORITIZE, EXT_VERB_BIND, EXT_VERB_PREEMPT, EXT_VERB_N } ext_verb;
@@ -34,6 +34,6 @@ const char *ext_verb_name(ext_verb v);
 void ext_metrics_observe(ext_metrics *m, ext_verb v, uint64_t ns, int status);
 
 /* The full exposition text (malloc'd, *len set). ks may be NULL (standalone mode). */
-char *ext_metrics_render(ext_metrics *m, ext_verbs *v, const ext_kube_stats *ks, size_t *len);
+char *ext_metrics_render(ext_metrics *m, ext_verbs *v, const kube_stats *ks, size_t *len);
 
 #endif

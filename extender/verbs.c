@@ -17,13 +17,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "extender/annotation.h"
+#include "extender/base/annotation.h"
 #include "extender/jscan.h"
-#include "extender/health.h"
-#include "extender/log.h"
-#include "extender/map.h"
+#include "extender/base/health.h"
+#include "kube/json.h"
+#include "kube/log.h"
+#include "extender/base/map.h"
 #include "extender/delivery/reservation.h"
-#include "extender/text.h"
+#include "extender/base/text.h"
 
 /* The answer before the first sync, with what keeps tessera from syncing when health.h knows (the API
  * server unreachable, a 403 on list pods...): kube-scheduler puts it in the pod's FailedScheduling event. */
@@ -114,23 +115,10 @@ static void jb_reserve(jbuf *b, size_t n) {
     b->cap = b->len + n + 1;
 }
 
-/* s as a JSON string: quotes, backslashes and control characters escaped. */
-static void jb_str(jbuf *b, const char *s) {
-    jb_raw(b, "\"", 1);
-    const char *run = s;
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
-        jb_raw(b, run, (size_t)(s - run));
-        char esc[8];
-        if (c == '"' || c == '\\') snprintf(esc, sizeof esc, "\\%c", c);
-        else snprintf(esc, sizeof esc, "\\u%04x", c);
-        jb_lit(b, esc);
-        run = s + 1;
-    }
-    jb_raw(b, run, (size_t)(s - run));
-    jb_raw(b, "\"", 1);
-}
+static void jb_put(void *b, const char *s, size_t n) { jb_raw(b, s, n); }
+
+/* s as a JSON string (kube/json.h): quotes, backslashes and control characters escaped. */
+static void jb_str(jbuf *b, const char *s) { kube_json_quote(jb_put, b, s); }
 
 /* One "node":"reason" member of FailedNodes or FailedAndUnresolvableNodes; commas are the
  * buffer's business. kube-scheduler puts the reason in its FailedScheduling Event as a format
@@ -796,7 +784,7 @@ static model_dra_verdict dra_request(ext_verbs *v, const ext_args *a, model_requ
 
 static void dra_log(const ext_args *a, const char *verb, model_dra_verdict vd, const char *why) {
     if (vd == MODEL_DRA_UNJUDGED)
-        ext_log(EXT_LOG_INFO, "verb=%s pod=%s/%s dra=not-judged score=neutral why=\"%s\"", verb, a->ns, a->name, why);
+        kube_log(KUBE_LOG_INFO, "verb=%s pod=%s/%s dra=not-judged score=neutral why=\"%s\"", verb, a->ns, a->name, why);
 }
 
 /* The claim's request is judged on each node as any request is (filter_range, the answer cache), by
@@ -898,7 +886,7 @@ void ext_verb_filter(ext_verbs *v, const char *body, size_t len, ext_reply *out)
     jb_lit(&b, ",\"FailedAndUnresolvableNodes\":");
     put_members(&b, j.unres);
     jb_lit(&b, ",\"Error\":\"\"}");
-    ext_log(EXT_LOG_DEBUG, "verb=filter pod=%s/%s candidates=%d feasible=%d", a.ns, a.name, a.n, npass);
+    kube_log(KUBE_LOG_DEBUG, "verb=filter pod=%s/%s candidates=%d feasible=%d", a.ns, a.name, a.n, npass);
     args_free(&a);
     reply_jbuf(out, 200, &b);
 }
@@ -1095,8 +1083,8 @@ static int dra_settle(ext_verbs *v, const char *ns, const char *name, const char
     }
     int timeout = v->dra_bind_wait_ms > 0 ? v->dra_bind_wait_ms * 2 : 2000;
     if (ext_dra_record_from_api(v->kube, ns, name, uid, want_extended, timeout, text, missing, mlen) == 1) {
-        ext_log(EXT_LOG_INFO, "verb=bind pod=%s/%s dra-record=api waited_ms=%d why=\"the watch had not shown %s\"", ns,
-                name, waited, first);
+        kube_log(KUBE_LOG_INFO, "verb=bind pod=%s/%s dra-record=api waited_ms=%d why=\"the watch had not shown %s\"", ns,
+                 name, waited, first);
         return 0;
     }
     snprintf(err, errlen, "pod %s/%s: waited %d ms on the watch for %s, then read the API: %s; not bound, so that the "
@@ -1135,7 +1123,7 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     ext_leader_note_call(v->leader);
     if (!ext_leader_may_bind(v->leader, -1, err, sizeof err)) {
         /* a follower never posts: only the Lease holder's view of the cluster is known to be current */
-        ext_log(EXT_LOG_INFO, "verb=bind outcome=not_leader pod=%s/%s node=%s why=\"%s\"", ns, name, node, err);
+        kube_log(KUBE_LOG_INFO, "verb=bind outcome=not_leader pod=%s/%s node=%s why=\"%s\"", ns, name, node, err);
         bind_reply(v, out, EXT_BIND_NOT_LEADER, 200, err);
         cJSON_Delete(root);
         return;
@@ -1201,7 +1189,7 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
             reserved = true;
             ann = ext_ann_encode(en->m, &a, policy_name(v->pol));
             model_assignment_format(en->m, &a, granted, sizeof granted);
-            ext_log(EXT_LOG_DEBUG, "verb=bind pod=%s/%s node=%s reserve=\"%s\"", ns, name, node, granted);
+            kube_log(KUBE_LOG_DEBUG, "verb=bind pod=%s/%s node=%s reserve=\"%s\"", ns, name, node, granted);
         }
     }
     ext_state_unlock(v->st);
@@ -1214,8 +1202,8 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
         return;
     }
     if (oc != EXT_BIND_OK) {
-        ext_log(EXT_LOG_WARN, "verb=bind outcome=%s pod=%s/%s node=%s err=\"%s\"", ext_bind_outcome_name(oc), ns, name,
-                node, err);
+        kube_log(KUBE_LOG_WARN, "verb=bind outcome=%s pod=%s/%s node=%s err=\"%s\"", ext_bind_outcome_name(oc), ns, name,
+                 node, err);
         cJSON_Delete(root);
         free(dra_alloc);
         bind_reply(v, out, oc, 200, err);
@@ -1251,13 +1239,13 @@ void ext_verb_bind(ext_verbs *v, const char *body, size_t len, ext_reply *out) {
     if (rc != 0) {
         char *msg = str_printf("binding %s/%s to %s failed: %s", ns, name, node, err[0] ? err : "API error");
         /* while binding itself is failing (health.h logged it once at warn), one line per retried pod is noise */
-        ext_log(ext_health_failing(EXT_DEP_BIND, NULL, 0) ? EXT_LOG_DEBUG : EXT_LOG_WARN,
-                "verb=bind outcome=api_error pod=%s/%s node=%s err=\"%s\"", ns, name, node, err);
+        kube_log(ext_health_failing(EXT_DEP_BIND, NULL, 0) ? KUBE_LOG_DEBUG : KUBE_LOG_WARN,
+                 "verb=bind outcome=api_error pod=%s/%s node=%s err=\"%s\"", ns, name, node, err);
         bind_reply(v, out, EXT_BIND_API_ERROR, 200, msg ? msg : err);
         free(msg);
     } else {
-        ext_log(EXT_LOG_INFO, "verb=bind outcome=ok pod=%s/%s node=%s assignment=%s", ns, name, node,
-                ann ? ann : dra_alloc ? dra_alloc : "none");
+        kube_log(KUBE_LOG_INFO, "verb=bind outcome=ok pod=%s/%s node=%s assignment=%s", ns, name, node,
+                 ann ? ann : dra_alloc ? dra_alloc : "none");
         bind_reply(v, out, EXT_BIND_OK, 200, "");
     }
     free(ann);
@@ -1409,7 +1397,7 @@ void ext_verb_preempt(ext_verbs *v, const char *body, size_t len, ext_reply *out
         }
         if (!a.req_ok) continue;   /* an invalid request fits nowhere: no victim set helps */
         if (ours && preempt_node(v->st, ext_state_node(v->st, ent->string), &a.req, vs, n) < 0) {
-            ext_log(EXT_LOG_DEBUG, "verb=preempt pod=%s/%s node=%s dropped", a.ns, a.name, ent->string);
+            kube_log(KUBE_LOG_DEBUG, "verb=preempt pod=%s/%s node=%s dropped", a.ns, a.name, ent->string);
             continue;
         }
         if (n == 0) continue;   /* kube-scheduler rejects a node with no victims */
@@ -1425,7 +1413,7 @@ void ext_verb_preempt(ext_verbs *v, const char *body, size_t len, ext_reply *out
         kept_nodes++;
     }
     if (ours) ext_state_unlock(v->st);
-    ext_log(EXT_LOG_INFO, "verb=preempt pod=%s/%s nodes_in=%d nodes_kept=%d", a.ns, a.name, in_nodes, kept_nodes);
+    kube_log(KUBE_LOG_INFO, "verb=preempt pod=%s/%s nodes_in=%d nodes_kept=%d", a.ns, a.name, in_nodes, kept_nodes);
     free(vs);
     args_free(&a);
     reply_json(out, 200, res);

@@ -20,14 +20,14 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 
-#include "extender/events.h"
-#include "extender/leader.h"
+#include "extender/base/events.h"
+#include "extender/base/leader.h"
 #include "extender/mirror/state.h"
 #include "policy/policy.h"
 
 #define EXT_DRA_BIND_WAIT_MS 1000
 
-/* Posts the Binding (ext_kube_bind in cluster mode). 0 on success (HTTP 201), -1 with err. */
+/* Posts the Binding (kube_bind in cluster mode). 0 on success (HTTP 201), -1 with err. */
 typedef int (*ext_bind_fn)(void *user, const char *ns, const char *name, const char *uid, const char *node,
                            const cJSON *annotations, char *err, size_t errlen);
 
@@ -67,7 +67,7 @@ typedef struct ext_verbs {
     int online_next;
     ext_bind_fn bind;            /* NULL: standalone, binds are recorded in memory only */
     void *bind_user;
-    ext_kube *kube;              /* reads the API when the watch is behind (a DRA pod's claims at bind); NULL:
+    kube_client *kube;              /* reads the API when the watch is behind (a DRA pod's claims at bind); NULL:
                                   * standalone, nothing to read */
     int dra_bind_wait_ms;        /* how long bind waits on the watch for a claim's allocation before it reads
                                   * the API (default EXT_DRA_BIND_WAIT_MS) */

@@ -15,7 +15,7 @@
 
 #include "extender/base64.h"
 #include "extender/mirror/dra.h"
-#include "extender/map.h"
+#include "extender/base/map.h"
 #include "extender/mirror/state.h"
 #include "model/charge.h"
 #include "model/request.h"

@@ -11,16 +11,16 @@
 #include <cjson/cJSON.h>
 
 #include "extender/base64.h"
-#include "extender/mirror/kube.h"
-#include "extender/health.h"
-#include "extender/log.h"
+#include "kube/client.h"
+#include "extender/base/health.h"
+#include "kube/log.h"
 
 #define MWC_PATH "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/"
 #define TRIES 4
 
 int ext_webhook_tls_kube_request(void *kube, const char *method, const char *path, const char *body, int timeout_ms,
                                  char **resp, char *err, size_t errlen) {
-    return ext_kube_request(kube, method, path, body, timeout_ms, resp, err, errlen);
+    return kube_request(kube, method, path, body, timeout_ms, resp, err, errlen);
 }
 
 void ext_webhook_tls_config_defaults(ext_webhook_tls_config *cfg) {
@@ -299,7 +299,7 @@ static bool set_ca_bundle(const ext_webhook_tls_config *cfg, ext_webhook_tls_req
         code = body ? req(user, "PUT", path, body, 0, NULL, err, sizeof err) : -1;
         free(body);
         if (code == 200) {
-            ext_log(EXT_LOG_INFO, "webhook-tls=ca-bundle-set config=%s", cfg->webhook_config);
+            kube_log(KUBE_LOG_INFO, "webhook-tls=ca-bundle-set config=%s", cfg->webhook_config);
             ok = true;
             ext_health_ok(EXT_DEP_WEBHOOK_CONFIG);
             break;
@@ -329,16 +329,16 @@ static int check_external(const tls_secret *s, const char *name, int64_t now, ch
         return -1;
     }
     if (now > na)
-        ext_log(EXT_LOG_WARN, "webhook-tls=external-expired secret=%s renew_by=\"%s\" message=\"tls.crt expired; tessera "
-                "does not renew a Secret without ca.key: renew it there, or delete the Secret and tessera makes its own\"",
-                name, who);
+        kube_log(KUBE_LOG_WARN, "webhook-tls=external-expired secret=%s renew_by=\"%s\" message=\"tls.crt expired; tessera "
+                 "does not renew a Secret without ca.key: renew it there, or delete the Secret and tessera makes its own\"",
+                 name, who);
     else if (ext_certs_due(nb, na, now))
-        ext_log(EXT_LOG_WARN, "webhook-tls=external-due secret=%s renew_by=\"%s\" expires_in_s=%lld message=\"2/3 of "
-                "tls.crt's lifetime has passed; tessera does not renew a Secret without ca.key: renew it there\"",
-                name, who, (long long)(na - now));
+        kube_log(KUBE_LOG_WARN, "webhook-tls=external-due secret=%s renew_by=\"%s\" expires_in_s=%lld message=\"2/3 of "
+                 "tls.crt's lifetime has passed; tessera does not renew a Secret without ca.key: renew it there\"",
+                 name, who, (long long)(na - now));
     if (!s->ca)
-        ext_log(EXT_LOG_WARN, "webhook-tls=external-no-ca secret=%s message=\"no ca.crt: the caBundle is left as it is; "
-                "%s must set it\"", name, who);
+        kube_log(KUBE_LOG_WARN, "webhook-tls=external-no-ca secret=%s message=\"no ca.crt: the caBundle is left as it is; "
+                 "%s must set it\"", name, who);
     return 0;
 }
 
@@ -418,9 +418,9 @@ static int tls_sync(const ext_webhook_tls_config *cfg, ext_webhook_tls_request_f
         code = body ? req(user, create ? "POST" : "PUT", create ? cpath : path, body, 0, NULL, aerr, sizeof aerr) : -1;
         free(body);
         if (code == 200 || code == 201) {
-            ext_log(EXT_LOG_INFO, "webhook-tls=%s secret=%s why=\"%s\"%s", create ? "created" : plan == S_RENEW_SERVING
-                    ? "renewed" : plan == S_DROP_PREV ? "previous-ca-dropped" : "replaced", name, why,
-                    plan == S_RENEW_ALL && s.prev_ca ? " previous_ca=kept-in-ca-bundle" : "");
+            kube_log(KUBE_LOG_INFO, "webhook-tls=%s secret=%s why=\"%s\"%s", create ? "created" : plan == S_RENEW_SERVING
+                     ? "renewed" : plan == S_DROP_PREV ? "previous-ca-dropped" : "replaced", name, why,
+                     plan == S_RENEW_ALL && s.prev_ca ? " previous_ca=kept-in-ca-bundle" : "");
             got = true;
             break;
         }
@@ -473,8 +473,8 @@ static int tls_pass(ext_webhook_tls *t) {
     tls_last_code = 0;
     if (tls_sync(&t->cfg, t->req, t->req_user, (int64_t)time(NULL), &pem, NULL, &bundle_ok, err, sizeof err) < 0) {
         /* health.h logs it at warn once, then rate-limited; each retry at debug */
-        ext_log(EXT_LOG_DEBUG, "webhook-tls=error secret=%s/%s error=\"%s\" retry_s=%d", t->cfg.secret_ns,
-                t->cfg.secret_name, err, t->cfg.retry_interval_s);
+        kube_log(KUBE_LOG_DEBUG, "webhook-tls=error secret=%s/%s error=\"%s\" retry_s=%d", t->cfg.secret_ns,
+                 t->cfg.secret_name, err, t->cfg.retry_interval_s);
         ext_health_fail(EXT_DEP_WEBHOOK_SECRET, tls_last_code,
                         tls_last_code ? ext_health_reason_of(tls_last_code) : EXT_REASON_TLS, err);
         return t->cfg.retry_interval_s;
@@ -484,9 +484,9 @@ static int tls_pass(ext_webhook_tls *t) {
     if (t->last_cert && strcmp(t->last_cert, pem.cert) && !bundle_ok) {
         /* The API server may not trust the new certificate's CA yet: keep serving the one it
          * trusts until the caBundle could be set. */
-        ext_log(EXT_LOG_WARN, "webhook-tls=new-cert-held secret=%s/%s retry_s=%d message=\"the caBundle could not be set, "
-                "so the current certificate is served until it is\"", t->cfg.secret_ns, t->cfg.secret_name,
-                t->cfg.retry_interval_s);
+        kube_log(KUBE_LOG_WARN, "webhook-tls=new-cert-held secret=%s/%s retry_s=%d message=\"the caBundle could not be set, "
+                 "so the current certificate is served until it is\"", t->cfg.secret_ns, t->cfg.secret_name,
+                 t->cfg.retry_interval_s);
         wait_s = t->cfg.retry_interval_s;
     } else if (!t->last_cert || strcmp(t->last_cert, pem.cert)) {
         free(t->last_cert);
@@ -596,7 +596,7 @@ int ext_webhook_listener_on_pem(void *listener, const ext_cert_pem *serving) {
     l->cfg.tls_cert_pem = l->cfg.tls_key_pem = NULL;
     int rc = 0;
     if (l->h) {
-        ext_log(EXT_LOG_INFO, "event=serving-webhook listen=%s port=%d cert=secret", l->cfg.listen, ext_http_port(l->h));
+        kube_log(KUBE_LOG_INFO, "event=serving-webhook listen=%s port=%d cert=secret", l->cfg.listen, ext_http_port(l->h));
         ext_health_ok(EXT_DEP_WEBHOOK_LISTEN);
     } else {
         char down[768];   /* /readyz shows it (health.h: the webhook's listener blocks readiness) */

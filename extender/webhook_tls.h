@@ -35,8 +35,8 @@
 #include "extender/certs.h"
 #include "extender/http.h"
 
-/* The API call: ext_kube_request's contract with the client as user (ext_webhook_tls_kube_request
- * adapts an ext_kube *). Tests pass an in-memory fake. */
+/* The API call: kube_request's contract with the client as user (ext_webhook_tls_kube_request
+ * adapts an kube_client *). Tests pass an in-memory fake. */
 typedef int (*ext_webhook_tls_request_fn)(void *user, const char *method, const char *path, const char *body,
                                           int timeout_ms, char **resp, char *err, size_t errlen);
 int ext_webhook_tls_kube_request(void *kube, const char *method, const char *path, const char *body, int timeout_ms,

@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/fit.h"
 #include "model/json.h"
 #include "model/quantity.h"
 #include "model/topo.h"
@@ -410,56 +409,6 @@ static void node_attrs_record(model_node *n, int gpu, const model_dra_device *gd
 
 /* ------------------------------------------------------------ topology ---- */
 
-int model_dra_links_read(model_node *n, const cJSON *node) {
-    const char *ann = model_json_str(model_json_get(model_json_get(node, "metadata"), "annotations"), "tessera.io/gpus");
-    cJSON *arr = ann ? cJSON_Parse(ann) : NULL;
-    int total = cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : 0;
-    model_dra_links *l = total > 0 && total <= MODEL_MAX_GPUS ? calloc(1, sizeof *l) : NULL;
-    const char *bad = NULL;
-    int i = 0;
-    const cJSON *g, *list = l ? arr : NULL;
-    cJSON_ArrayForEach(g, list) {
-        const char *uuid = model_json_str(g, "uuid");
-        const cJSON *row = model_json_get(g, "topo");
-        if (!row) {   /* no matrix (numa/nvlink at most): nothing finer than the PCIe roots */
-            bad = "";
-            break;
-        }
-        if (!uuid || !*uuid || strlen(uuid) >= sizeof l->uuid[0] || cJSON_GetArraySize(row) != total) {
-            bad = "every GPU needs a uuid and a topo row as long as the list";
-            break;
-        }
-        cpy(l->uuid[i], sizeof l->uuid[i], uuid);
-        int j = 0;
-        const cJSON *e;
-        cJSON_ArrayForEach(e, row) {
-            model_link lk;
-            int nv;
-            if (!cJSON_IsString(e) || !model_link_parse(e->valuestring, &lk, &nv) || (lk == MODEL_LINK_UNKNOWN) != (i == j)) {
-                bad = "a topo entry is not a link name (X only on the diagonal)";
-                break;
-            }
-            l->link[i][j] = (uint8_t)lk;
-            l->nvlinks[i][j++] = (uint8_t)nv;
-        }
-        if (bad) break;
-        i++;
-    }
-    for (int a = 0; l && !bad && a < total; a++)
-        for (int b = 0; b < total && !bad; b++)
-            if (l->link[a][b] != l->link[b][a] || l->nvlinks[a][b] != l->nvlinks[b][a]) bad = "the topo matrix is not symmetric";
-    cJSON_Delete(arr);
-    if (!l || bad) {
-        if (bad && *bad) note(n, "tessera.io/gpus topo left out for the GPUs DRA publishes: %s", bad);
-        free(l);
-        return 0;
-    }
-    l->n = total;
-    free(n->dra_links);
-    n->dra_links = l;
-    return 1;
-}
-
 /* The rule of dra.h ("topology of the GPUs DRA publishes") on the GPUs of n: the agent's matrix by UUID where it
  * knows a pair, then PHB for pairs under one PCIe root that nothing else describes. */
 static void dra_topology(model_node *n) {
@@ -720,35 +669,6 @@ oom:
     free(all);
     free(held);
     return -1;
-}
-
-int model_dra_account_claim(model_node *m, const char *uid, const model_dra_result *res, int nres,
-                            model_dra_device_fn find, void *user, char *err, size_t errlen) {
-    model_assignment a;
-    memset(&a, 0, sizeof a);
-    int missing = 0;
-    if (err && errlen) err[0] = 0;
-    for (int i = 0; i < nres; i++) {
-        const model_dra_result *r = &res[i];
-        if (r->admin || strcmp(r->driver, MODEL_DRA_DRIVER) != 0) continue;   /* admin access holds nothing */
-        bool here = false;
-        const model_dra_device *dev = find(user, r, &here);
-        if (!dev) {
-            /* the rest of the claim still holds its devices: dropping it whole would show them free */
-            if (!missing++) snprintf(err, errlen, "device %s of pool %s is not published", r->device, r->pool);
-            continue;
-        }
-        if (!here || a.ngrants >= MODEL_MAX_GPUS) continue;
-        if (model_dra_grant(m, dev, &a.grant[a.ngrants], err, errlen) != 0) return -1;
-        a.ngrants++;
-    }
-    if (a.ngrants == 0) return missing ? -1 : 0;
-    char aerr[256];
-    if (model_assign(m, uid, &a, aerr, sizeof aerr) != 0) {
-        snprintf(err, errlen, "%s", aerr);
-        return -1;
-    }
-    return 1;
 }
 
 int model_dra_grant(const model_node *n, const model_dra_device *d, model_grant *g, char *err, size_t errlen) {
@@ -1196,58 +1116,3 @@ bool model_dra_extended_request(const model_request *class_req, const model_requ
     return true;
 }
 
-bool model_dra_could_fit(const model_node *n, const model_request *r, char *why, size_t whylen) {
-    int have = 0, dra = 0;
-    bool whole[MODEL_MAX_GPUS] = {false};   /* GPUs a whole-GPU claim could get, for its constraints */
-    for (int i = 0; i < n->ngpus; i++) {
-        const model_gpu *g = &n->gpus[i];
-        if (!g->dra) continue;
-        dra++;
-        if (!model_fit_gpu_allowed(n, g, r)) continue;
-        if (r->kind == MODEL_REQ_WHOLE) {
-            whole[i] = g->mode == MODEL_GPU_WHOLE || (g->mode == MODEL_GPU_MIG && g->mig_dynamic);
-            have += whole[i];
-        } else if (r->kind == MODEL_REQ_MIG && g->mode == MODEL_GPU_MIG) {
-            int pi = model_product_profile_index(g->product, r->mig_profile);
-            if (pi < 0) continue;
-            if (g->mig_dynamic) { have += g->product->profiles[pi].max_instances; continue; }
-            for (int k = 0; k < g->ninst; k++) have += g->inst[k].profile == pi;
-        }
-    }
-    if (have >= r->count && r->dra_nconstraints > 0 && r->kind == MODEL_REQ_WHOLE) {
-        /* the claim's devices must also meet its constraints together (model_dra_request judges them on whole
-         * GPUs only) */
-        model_dra_groups gr;
-        model_dra_groups_of(n, r, &gr);
-        if (model_dra_groups_largest(&gr, whole, n->ngpus, r->count) < r->count) {
-            model_dra_groups_why(&gr, r, whole, n->ngpus, "", why, whylen);
-            return false;
-        }
-    }
-    int need = model_request_required_align(r);
-    if (have >= r->count && need > MODEL_ALIGN_UNKNOWN && r->kind == MODEL_REQ_WHOLE) {
-        /* the pod requires an aligned set (tessera.io/topology): some set of the published devices must be one */
-        const char *want = model_align_name((model_align)need);
-        int8_t set[MODEL_MAX_GPUS];
-        /* any set that meets it will do: the first one found (the best is sought only to name it in the reason) */
-        if (n->topo && model_topo_first_set(n, whole, r->count, (model_align)need, set) >= need) return true;
-        if (!why) return false;
-        int al = n->topo ? model_topo_best_set(n, whole, r->count, set) : MODEL_ALIGN_UNKNOWN;
-        if (!n->topo)
-            snprintf(why, whylen, "tessera.io/topology: %s needs the GPU topology, and this node's is unknown (no two "
-                     "of its DRA devices share a resource.kubernetes.io/pcieRoot, and the tessera node agent's "
-                     "tessera.io/gpus annotation has no topo)", want);
-        else
-            snprintf(why, whylen, "tessera.io/topology: %s: no %d GPUs DRA publishes here are %s-aligned (the best set "
-                     "is %s)", want, r->count, want, model_align_name((model_align)(al < 0 ? 0 : al)));
-        return false;
-    }
-    if (have >= r->count) return true;
-    char rb[160];
-    model_request_format(r, rb, sizeof rb);
-    if (why) {
-        if (!dra) snprintf(why, whylen, "no GPU published through DRA (%s) on this node", MODEL_DRA_DRIVER);
-        else snprintf(why, whylen, "DRA publishes %d matching device%s here, the claim asks %s", have, have == 1 ? "" : "s", rb);
-    }
-    return false;
-}

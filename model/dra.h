@@ -100,19 +100,6 @@ const char *model_dra_node_attr(const model_node *n, int gpu, const char *qualif
  *      a set of them is NUMA-aligned (topo.h), which is all the attribute can say;
  *   3. GPUs under different roots, or without the attribute, stay unknown (NODE or SYS, it cannot tell). */
 
-/* The node agent's matrix by GPU UUID. */
-typedef struct model_dra_links {
-    int n;
-    char uuid[MODEL_MAX_GPUS][48];
-    uint8_t link[MODEL_MAX_GPUS][MODEL_MAX_GPUS];      /* model_link */
-    uint8_t nvlinks[MODEL_MAX_GPUS][MODEL_MAX_GPUS];
-} model_dra_links;
-
-/* Keep the matrix of the Node object's tessera.io/gpus annotation (every GPU with "uuid" and "topo") in
- * n->dra_links, for a node whose GPUs DRA alone publishes (n->plugin_idle). A malformed matrix is left out and
- * n->dra_note says why (the node still takes pods; its topology is then the PCIe roots'). 1 kept, 0 none. */
-int model_dra_links_read(model_node *n, const cJSON *node);
-
 /* Of one node's slices, the generation of (driver, pool) that counts: the newest among them (an older one is
  * being replaced, and the scheduler's allocator ignores it too). have: that generation's slices among them;
  * want: its spec.pool.resourceSliceCount. INT64_MIN when no slice is of that pool. */
@@ -153,15 +140,6 @@ int model_dra_grant(const model_node *n, const model_dra_device *d, model_grant 
 /* Where a claim's result is: its device (NULL: not published) and whether that device is on the node being
  * accounted. */
 typedef const model_dra_device *(*model_dra_device_fn)(void *user, const model_dra_result *r, bool *on_node);
-
-/* Account an allocated claim (its results) on node m: every result of NVIDIA's driver that is not admin access
- * (which holds nothing) and whose device is on m takes that device's grant (model_dra_grant); the grants are
- * assigned to uid, once however many pods share the claim. A device published nowhere is skipped, the rest still
- * held (err names it; dropping the claim whole would show its other devices free). 1 assigned (err "" or the
- * first device skipped), 0 nothing of it on m, -1 with err (only unpublished devices, a grant or the assignment
- * refused); m is unchanged unless 1. */
-int model_dra_account_claim(model_node *m, const char *uid, const model_dra_result *res, int nres,
-                            model_dra_device_fn find, void *user, char *err, size_t errlen);
 
 /* What a claim asks for. */
 typedef enum model_dra_verdict {
@@ -229,11 +207,5 @@ int model_dra_groups_largest(const model_dra_groups *gr, const bool *cand, int n
  * (matchAttribute); the largest group is 2"); what qualifies the GPUs ("free ", or ""). */
 void model_dra_groups_why(const model_dra_groups *gr, const model_request *r, const bool *cand, int ngpus,
                           const char *what, char *why, size_t whylen);
-
-/* Whether n publishes enough devices for a judged claim request r (via_dra) if none were taken: the only
- * grounds on which tessera's filter refuses a node for a claim, because DynamicResources refuses it too.
- * Usage is not looked at (a claim tessera has not seen deallocated yet must not cost a node). why says what
- * is missing. */
-bool model_dra_could_fit(const model_node *n, const model_request *r, char *why, size_t whylen);
 
 #endif

@@ -1094,3 +1094,90 @@ void model_assignment_set_sharing(model_assignment *a, const model_request *r) {
         gr->mps = mps && !gr->exclusive && gr->replica < 0 && gr->mig_profile < 0;
     }
 }
+
+/* ---- claims (Dynamic Resource Allocation) ------------------------------------------------------------ */
+
+int model_dra_account_claim(model_node *m, const char *uid, const model_dra_result *res, int nres,
+                            model_dra_device_fn find, void *user, char *err, size_t errlen) {
+    model_assignment a;
+    memset(&a, 0, sizeof a);
+    int missing = 0;
+    if (err && errlen) err[0] = 0;
+    for (int i = 0; i < nres; i++) {
+        const model_dra_result *r = &res[i];
+        if (r->admin || strcmp(r->driver, MODEL_DRA_DRIVER) != 0) continue;   /* admin access holds nothing */
+        bool here = false;
+        const model_dra_device *dev = find(user, r, &here);
+        if (!dev) {
+            /* the rest of the claim still holds its devices: dropping it whole would show them free */
+            if (!missing++) snprintf(err, errlen, "device %s of pool %s is not published", r->device, r->pool);
+            continue;
+        }
+        if (!here || a.ngrants >= MODEL_MAX_GPUS) continue;
+        if (model_dra_grant(m, dev, &a.grant[a.ngrants], err, errlen) != 0) return -1;
+        a.ngrants++;
+    }
+    if (a.ngrants == 0) return missing ? -1 : 0;
+    char aerr[256];
+    if (model_assign(m, uid, &a, aerr, sizeof aerr) != 0) {
+        snprintf(err, errlen, "%s", aerr);
+        return -1;
+    }
+    return 1;
+}
+
+bool model_dra_could_fit(const model_node *n, const model_request *r, char *why, size_t whylen) {
+    int have = 0, dra = 0;
+    bool whole[MODEL_MAX_GPUS] = {false};   /* GPUs a whole-GPU claim could get, for its constraints */
+    for (int i = 0; i < n->ngpus; i++) {
+        const model_gpu *g = &n->gpus[i];
+        if (!g->dra) continue;
+        dra++;
+        if (!model_fit_gpu_allowed(n, g, r)) continue;
+        if (r->kind == MODEL_REQ_WHOLE) {
+            whole[i] = g->mode == MODEL_GPU_WHOLE || (g->mode == MODEL_GPU_MIG && g->mig_dynamic);
+            have += whole[i];
+        } else if (r->kind == MODEL_REQ_MIG && g->mode == MODEL_GPU_MIG) {
+            int pi = model_product_profile_index(g->product, r->mig_profile);
+            if (pi < 0) continue;
+            if (g->mig_dynamic) { have += g->product->profiles[pi].max_instances; continue; }
+            for (int k = 0; k < g->ninst; k++) have += g->inst[k].profile == pi;
+        }
+    }
+    if (have >= r->count && r->dra_nconstraints > 0 && r->kind == MODEL_REQ_WHOLE) {
+        /* the claim's devices must also meet its constraints together (model_dra_request judges them on whole
+         * GPUs only) */
+        model_dra_groups gr;
+        model_dra_groups_of(n, r, &gr);
+        if (model_dra_groups_largest(&gr, whole, n->ngpus, r->count) < r->count) {
+            model_dra_groups_why(&gr, r, whole, n->ngpus, "", why, whylen);
+            return false;
+        }
+    }
+    int need = model_request_required_align(r);
+    if (have >= r->count && need > MODEL_ALIGN_UNKNOWN && r->kind == MODEL_REQ_WHOLE) {
+        /* the pod requires an aligned set (tessera.io/topology): some set of the published devices must be one */
+        const char *want = model_align_name((model_align)need);
+        int8_t set[MODEL_MAX_GPUS];
+        /* any set that meets it will do: the first one found (the best is sought only to name it in the reason) */
+        if (n->topo && model_topo_first_set(n, whole, r->count, (model_align)need, set) >= need) return true;
+        if (!why) return false;
+        int al = n->topo ? model_topo_best_set(n, whole, r->count, set) : MODEL_ALIGN_UNKNOWN;
+        if (!n->topo)
+            snprintf(why, whylen, "tessera.io/topology: %s needs the GPU topology, and this node's is unknown (no two "
+                     "of its DRA devices share a resource.kubernetes.io/pcieRoot, and the tessera node agent's "
+                     "tessera.io/gpus annotation has no topo)", want);
+        else
+            snprintf(why, whylen, "tessera.io/topology: %s: no %d GPUs DRA publishes here are %s-aligned (the best set "
+                     "is %s)", want, r->count, want, model_align_name((model_align)(al < 0 ? 0 : al)));
+        return false;
+    }
+    if (have >= r->count) return true;
+    char rb[160];
+    model_request_format(r, rb, sizeof rb);
+    if (why) {
+        if (!dra) snprintf(why, whylen, "no GPU published through DRA (%s) on this node", MODEL_DRA_DRIVER);
+        else snprintf(why, whylen, "DRA publishes %d matching device%s here, the claim asks %s", have, have == 1 ? "" : "s", rb);
+    }
+    return false;
+}

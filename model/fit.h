@@ -9,6 +9,7 @@
 #ifndef MODEL_FIT_H
 #define MODEL_FIT_H
 
+#include "dra.h"
 #include "node.h"
 #include "request.h"
 
@@ -118,5 +119,22 @@ int model_regrant_group(const model_node *n, int ntenants, const char *const *ui
 
 /* "GPU 2 exclusive; GPU 3 mig 3g.40gb@4" */
 void model_assignment_format(const model_node *n, const model_assignment *a, char *buf, size_t len);
+
+/* ---- claims (Dynamic Resource Allocation): fit's rules on the devices model/dra.h reads ---- */
+
+/* Account an allocated claim (its results) on node m: every result of NVIDIA's driver that is not admin access
+ * (which holds nothing) and whose device is on m takes that device's grant (model_dra_grant); the grants are
+ * assigned to uid, once however many pods share the claim. A device published nowhere is skipped, the rest still
+ * held (err names it; dropping the claim whole would show its other devices free). 1 assigned (err "" or the
+ * first device skipped), 0 nothing of it on m, -1 with err (only unpublished devices, a grant or the assignment
+ * refused); m is unchanged unless 1. */
+int model_dra_account_claim(model_node *m, const char *uid, const model_dra_result *res, int nres,
+                            model_dra_device_fn find, void *user, char *err, size_t errlen);
+
+/* Whether n publishes enough devices for a judged claim request r (via_dra) if none were taken: the only
+ * grounds on which tessera's filter refuses a node for a claim, because DynamicResources refuses it too.
+ * Usage is not looked at (a claim tessera has not seen deallocated yet must not cost a node). why says what
+ * is missing. */
+bool model_dra_could_fit(const model_node *n, const model_request *r, char *why, size_t whylen);
 
 #endif

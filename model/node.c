@@ -19,8 +19,8 @@
 
 #include "model/mig.h"
 #include "model/quantity.h"
-#include "model/dra.h"
-#include "model/topo.h"
+#include "model/json.h"
+#include "model/link.h"
 
 /* ------------------------------------------------------------ by hand ---- */
 
@@ -631,7 +631,7 @@ static int annotated_topology(model_node *n, const ann_gpus *a) {
         for (int j = i + 1; j < a->n; j++) {
             int nv;
             model_link l = ann_link(a, i, j, &nv);
-            if (l != MODEL_LINK_UNKNOWN && model_topo_set(n, i, j, l, nv) != 0)
+            if (l != MODEL_LINK_UNKNOWN && model_link_set(&n->topo, i, j, l, nv) != 0)
                 return node_fail(n, "out of memory for the GPU topology");
         }
     return 0;
@@ -1317,6 +1317,62 @@ static int read_gpus(model_node *n, node_in *in) {
     return setup_full(n, in);
 }
 
+/* Keep the matrix of the Node object's tessera.io/gpus annotation (every GPU with "uuid" and "topo") in
+ * n->dra_links, for a node whose GPUs DRA alone publishes (n->plugin_idle): model_dra_merge_slices matches it to
+ * the devices by UUID (model/dra.h, "topology of the GPUs DRA publishes"). Reading the Node object is this
+ * module's; what DRA makes of it is dra.c's. A malformed matrix is left out and n->dra_note says why (the node
+ * still takes pods; its topology is then the PCIe roots'). 1 kept, 0 none. */
+static int dra_links_read(model_node *n, const cJSON *node) {
+    const char *ann = model_json_str(model_json_get(model_json_get(node, "metadata"), "annotations"), "tessera.io/gpus");
+    cJSON *arr = ann ? cJSON_Parse(ann) : NULL;
+    int total = cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : 0;
+    model_dra_links *l = total > 0 && total <= MODEL_MAX_GPUS ? calloc(1, sizeof *l) : NULL;
+    const char *bad = NULL;
+    int i = 0;
+    const cJSON *g, *list = l ? arr : NULL;
+    cJSON_ArrayForEach(g, list) {
+        const char *uuid = model_json_str(g, "uuid");
+        const cJSON *row = model_json_get(g, "topo");
+        if (!row) {   /* no matrix (numa/nvlink at most): nothing finer than the PCIe roots */
+            bad = "";
+            break;
+        }
+        if (!uuid || !*uuid || strlen(uuid) >= sizeof l->uuid[0] || cJSON_GetArraySize(row) != total) {
+            bad = "every GPU needs a uuid and a topo row as long as the list";
+            break;
+        }
+        snprintf(l->uuid[i], sizeof l->uuid[i], "%s", uuid);   /* its length is checked above */
+        int j = 0;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, row) {
+            model_link lk;
+            int nv;
+            if (!cJSON_IsString(e) || !model_link_parse(e->valuestring, &lk, &nv) || (lk == MODEL_LINK_UNKNOWN) != (i == j)) {
+                bad = "a topo entry is not a link name (X only on the diagonal)";
+                break;
+            }
+            l->link[i][j] = (uint8_t)lk;
+            l->nvlinks[i][j++] = (uint8_t)nv;
+        }
+        if (bad) break;
+        i++;
+    }
+    for (int a = 0; l && !bad && a < total; a++)
+        for (int b = 0; b < total && !bad; b++)
+            if (l->link[a][b] != l->link[b][a] || l->nvlinks[a][b] != l->nvlinks[b][a]) bad = "the topo matrix is not symmetric";
+    cJSON_Delete(arr);
+    if (!l || bad) {
+        if (bad && *bad && !n->dra_note[0])   /* the first disagreement is the one worth reading */
+            snprintf(n->dra_note, sizeof n->dra_note, "tessera.io/gpus topo left out for the GPUs DRA publishes: %s", bad);
+        free(l);
+        return 0;
+    }
+    l->n = total;
+    free(n->dra_links);
+    n->dra_links = l;
+    return 1;
+}
+
 model_node *model_node_from_json(const cJSON *node, const model_catalog *cat, char *err, size_t errlen) {
     if (!cJSON_IsObject(node)) {
         if (err) snprintf(err, errlen, "Node is not a JSON object");
@@ -1355,7 +1411,7 @@ model_node *model_node_from_json(const cJSON *node, const model_catalog *cat, ch
         n->topo = NULL;
     }
     /* GPUs DRA alone publishes come later (model_dra_merge_slices): keep the agent's matrix for them by UUID */
-    if (n->plugin_idle) model_dra_links_read(n, node);
+    if (n->plugin_idle) dra_links_read(n, node);
     return n;
 }
 

@@ -20,12 +20,21 @@
 #include "catalog.h"
 #include "mig.h"
 #include "request.h"
-#include "topo.h"
+#include "link.h"
 
-#define MODEL_MAX_GPUS 16          /* per node */
 #define MODEL_MAX_REPLICAS 128     /* time-slice/MPS replicas per GPU */
 #define MODEL_MIG_MAX_REPLICAS 32  /* replicas per MIG instance (a bit mask per instance) */
 #define MODEL_REASON_LEN 256
+_Static_assert(MODEL_LINK_MAX_GPUS == MODEL_MAX_GPUS, "a node's link matrix covers its GPUs");
+
+/* The node agent's topology matrix by GPU UUID (tessera.io/gpus "topo"), kept for a node whose GPUs DRA alone
+ * publishes: model_node_from_json reads it, model_dra_merge_slices (model/dra.h) applies it. */
+typedef struct model_dra_links {
+    int n;
+    char uuid[MODEL_MAX_GPUS][48];
+    uint8_t link[MODEL_MAX_GPUS][MODEL_MAX_GPUS];      /* model_link */
+    uint8_t nvlinks[MODEL_MAX_GPUS][MODEL_MAX_GPUS];
+} model_dra_links;
 
 typedef enum model_gpu_mode {
     MODEL_GPU_WHOLE = 0,   /* unshared: one pod whole, or soft fractions */

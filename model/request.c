@@ -3,7 +3,7 @@
  * into one kind; a combination that cannot mean one thing is an error naming the field.
  */
 #include "model/request.h"
-#include "model/topo.h"
+#include "model/link.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,7 +12,6 @@
 
 #include "model/catalog.h"
 #include "model/mig.h"
-#include "model/node.h"
 #include "model/quantity.h"
 
 #define ANN_FRACTION "tessera.io/gpu-fraction"

@@ -34,10 +34,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cjson/cJSON.h>
-#include "topo.h"
+#include "link.h"
 
 #define MODEL_UID_LEN 64
 #define MODEL_MAX_MODELS 8
+#define MODEL_MAX_GPUS 16            /* per node (node.h), so also the most one request can get */
 #define MODEL_DRA_MAX_CONSTRAINTS 2  /* constraints of one claim tessera judges (more: not judged; each costs
                                       * every request 101 bytes, and pods keep theirs) */
 #define MODEL_DRA_ATTR_LEN 100       /* a fully qualified attribute name: domain (63) "/" identifier (32) */

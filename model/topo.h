@@ -27,48 +27,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "link.h"
+
 struct model_node;
-
-/* The link between two GPUs, worst to best (the order is used: larger is better). */
-typedef enum model_link {
-    MODEL_LINK_UNKNOWN = 0,
-    MODEL_LINK_SYS,     /* across the CPU interconnect between sockets (SMP, UPI, xGMI) */
-    MODEL_LINK_NODE,    /* within one NUMA node, across PCIe host bridges */
-    MODEL_LINK_PHB,     /* through one PCIe host bridge (the CPU's root complex) */
-    MODEL_LINK_PXB,     /* through several PCIe bridges, no host bridge */
-    MODEL_LINK_PIX,     /* through at most one PCIe bridge: one switch */
-    MODEL_LINK_NVLINK   /* NVLink, with a count of links (NV12: 12) */
-} model_link;
-
-typedef enum model_align {
-    MODEL_ALIGN_UNKNOWN = 0,  /* the node's topology is not known */
-    MODEL_ALIGN_NONE,
-    MODEL_ALIGN_NUMA,
-    MODEL_ALIGN_PCIE,
-    MODEL_ALIGN_NVLINK
-} model_align;
-
-/* The matrix. Allocated only for nodes whose topology is known (most nodes of a big
- * cluster carry none, and the extender keeps thousands of nodes). */
-typedef struct model_topo {
-    uint8_t link[16][16];     /* model_link of (a, b), symmetric; the diagonal unused */
-    uint8_t nvlinks[16][16];  /* NVLink count of (a, b) when link is MODEL_LINK_NVLINK */
-    /* adj[L][a] bit b: a and b link at alignment L or better; kept by model_topo_set so that a
-     * policy scoring the node copies the masks (model_topo_graph_of) instead of rebuilding them
-     * from the matrix on every decision. */
-    uint16_t adj[MODEL_ALIGN_NVLINK + 1][16];
-} model_topo;
-
-/* Names as nvidia-smi prints them: "SYS", "NODE", "PHB", "PXB", "PIX", "NV12"; parse
- * accepts those (NV1..NV63) and "X" for the diagonal (returns MODEL_LINK_UNKNOWN with
- * *nvlinks 0 and true). false on anything else. */
-bool model_link_parse(const char *s, model_link *out, int *nvlinks);
-/* Writes the nvidia-smi name ("NV12" needs nvlinks). */
-void model_link_format(model_link l, int nvlinks, char *buf, size_t len);
-
-const char *model_align_name(model_align a);   /* "nvlink", "pcie", "numa", "none", "unknown" */
-/* The alignment a set whose worst pair has this link gets. */
-model_align model_align_of_link(model_link l);
 
 /* Set the link between GPUs a and b of the node (both directions), allocating n->topo on
  * first use. -1 when a or b is out of range, equal, or out of memory. */

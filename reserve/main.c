@@ -4,14 +4,16 @@
  * then holds the device by simply staying alive until SIGTERM/SIGINT, like pause. With --mps it first starts
  * the GPU's MPS control daemon and publishes only once it answers (reserve/mps.h).
  */
-#include "extender/mirror/kube.h"
-#include "extender/log.h"
+#include "kube/client.h"
+#include "kube/log.h"
+#include "kube/pod.h"
 #include "reserve/device.h"
 #include "reserve/install.h"
 #include "reserve/mps.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -45,6 +47,10 @@ ANN_ERROR " with the reason) and waits for SIGTERM. tessera-extender creates the
 "  --token-file FILE           bearer token file (default in a cluster: the service account's)\n"
 "  --ca-file FILE              CA bundle for the API server's certificate (default in a cluster:\n"
 "                              the service account's ca.crt)\n"
+"  --client-cert FILE          client certificate for the API server\n"
+"  --client-key FILE           key for --client-cert\n"
+"  --client-cert FILE          client certificate for the API server\n"
+"  --client-key FILE           key for --client-cert\n"
 "  --insecure-skip-tls-verify  do not verify the API server's certificate (tests only)\n"
 "  --devices-dir DIR           volume-mounts device list (default " RESERVE_DEVICES_DIR ")\n"
 "  --proc-root DIR             NVIDIA driver proc tree (default " RESERVE_PROC_ROOT ")\n"
@@ -117,21 +123,21 @@ static bool wait_signal(const sigset_t *set, int ms) {
 /* PATCH until it succeeds. Transient failures (no answer, 5xx, 429) back off 1 s, 2 s, ... 30 s; any
  * other refusal (403 without RBAC, 404 for a wrong POD_NAME) will not mend by itself, so it waits the cap
  * between tries and says so. Returns true if a signal asked us to stop meanwhile. */
-static bool publish(ext_kube *k, const char *ns, const char *name, const char *body, const sigset_t *set) {
+static bool publish(kube_client *k, const char *ns, const char *name, const char *body, const sigset_t *set) {
     char path[700], err[512];
     snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ns, name);
     int delay = BACKOFF_FIRST_MS;
     for (int attempt = 1;; attempt++) {
-        int st = ext_kube_request(k, "PATCH", path, body, 0, NULL, err, sizeof err);
+        int st = kube_request(k, "PATCH", path, body, 0, NULL, err, sizeof err);
         if (st >= 200 && st < 300) {
-            ext_log(EXT_LOG_INFO, "event=published pod=%s/%s status=%d attempt=%d", ns, name, st, attempt);
+            kube_log(KUBE_LOG_INFO, "event=published pod=%s/%s status=%d attempt=%d", ns, name, st, attempt);
             return false;
         }
         bool transient = st < 0 || st >= 500 || st == 429;
         int wait = transient ? delay : BACKOFF_MAX_MS;
-        ext_log(transient ? EXT_LOG_WARN : EXT_LOG_ERROR,
-                "event=patch-failed pod=%s/%s status=%d attempt=%d retry_in_s=%d transient=%s err=\"%s\"", ns, name,
-                st, attempt, wait / 1000, transient ? "true" : "false", err);
+        kube_log(transient ? KUBE_LOG_WARN : KUBE_LOG_ERROR,
+                 "event=patch-failed pod=%s/%s status=%d attempt=%d retry_in_s=%d transient=%s err=\"%s\"", ns, name,
+                 st, attempt, wait / 1000, transient ? "true" : "false", err);
         if (wait_signal(set, wait)) return true;
         if (transient) delay = delay * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : delay * 2;
     }
@@ -140,7 +146,7 @@ static bool publish(ext_kube *k, const char *ns, const char *name, const char *b
 /* Hold the device until SIGTERM/SIGINT (returned). With a daemon (*mps): a daemon that dies is reported on the pod
  * (k NULL: --no-annotate, only logged) and forgotten; the device stays held, so the pod shows what happened until
  * tessera deletes it. */
-static int reserve_hold(const sigset_t *stop, reserve_mps **mps, ext_kube *k, const char *ns, const char *name) {
+static int reserve_hold(const sigset_t *stop, reserve_mps **mps, kube_client *k, const char *ns, const char *name) {
     for (;;) {
         /* SIGCHLD is blocked too (main), so a dying daemon wakes this at once; the timeout is a safety net */
         sigset_t wake = *stop;
@@ -150,13 +156,13 @@ static int reserve_hold(const sigset_t *stop, reserve_mps **mps, ext_kube *k, co
         if (sig == SIGTERM || sig == SIGINT) return sig;
         char why[2048];
         if (!*mps || reserve_mps_alive(*mps, why, sizeof why)) continue;
-        ext_log(EXT_LOG_ERROR, "event=mps-died reason=\"%s\"", why);
+        kube_log(KUBE_LOG_ERROR, "event=mps-died reason=\"%s\"", why);
         reserve_mps_stop(*mps);
         *mps = NULL;
         if (!k) continue;
         char *body = patch_body(NULL, why, true, NULL);
         if (!body) continue;
-        ext_log(EXT_LOG_INFO, "event=publishing pod=%s/%s annotation=%s", ns, name, ANN_ERROR);
+        kube_log(KUBE_LOG_INFO, "event=publishing pod=%s/%s annotation=%s", ns, name, ANN_ERROR);
         bool stopped = publish(k, ns, name, body, stop);
         cJSON_free(body);
         if (stopped) return SIGTERM;
@@ -166,27 +172,25 @@ static int reserve_hold(const sigset_t *stop, reserve_mps **mps, ext_kube *k, co
 int main(int argc, char **argv) {
     /* Blocked from the start (and in any thread libcurl may make): taken only by sigtimedwait/sigwaitinfo. */
     sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGINT);
-    sigset_t blocked = stop;
-    sigaddset(&blocked, SIGCHLD); /* taken by reserve_hold's sigtimedwait: the MPS daemon exited */
-    sigprocmask(SIG_BLOCK, &blocked, NULL);
+    kube_pod_block_stop_signals(&stop);
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD); /* taken by reserve_hold's sigtimedwait: the MPS daemon exited */
+    pthread_sigmask(SIG_BLOCK, &chld, NULL);
 
-    enum { O_HELP = 1, O_ONCE, O_ANN, O_NOANN, O_API, O_TOKEN, O_CA, O_INSECURE, O_DEVS, O_PROC, O_DEV, O_MPS,
+    enum { O_HELP = 1, O_ONCE, O_ANN, O_NOANN, O_DEVS, O_PROC, O_DEV, O_MPS,
            O_MPS_ROOT, O_MPS_SHM, O_MPS_TIMEOUT, O_INSTALL, O_SHIMSRC };
     static const struct option opts[] = {
         {"help", no_argument, 0, O_HELP}, {"once", no_argument, 0, O_ONCE},
-        {"annotate", no_argument, 0, O_ANN}, {"no-annotate", no_argument, 0, O_NOANN},
-        {"kube-api", required_argument, 0, O_API}, {"token-file", required_argument, 0, O_TOKEN},
-        {"ca-file", required_argument, 0, O_CA}, {"insecure-skip-tls-verify", no_argument, 0, O_INSECURE},
+        {"annotate", no_argument, 0, O_ANN}, {"no-annotate", no_argument, 0, O_NOANN}, KUBE_OPTIONS,
         {"devices-dir", required_argument, 0, O_DEVS}, {"proc-root", required_argument, 0, O_PROC},
         {"dev-root", required_argument, 0, O_DEV}, {"mps", no_argument, 0, O_MPS},
         {"mps-root", required_argument, 0, O_MPS_ROOT}, {"mps-shm", required_argument, 0, O_MPS_SHM},
         {"mps-timeout", required_argument, 0, O_MPS_TIMEOUT}, {"install-shim", required_argument, 0, O_INSTALL},
         {"shim-source", required_argument, 0, O_SHIMSRC}, {0, 0, 0, 0}};
-    ext_kube_config kc;
-    ext_kube_config_defaults(&kc);
+    kube_config kc;
+    kube_config_defaults(&kc);
+    snprintf(kc.user_agent, sizeof kc.user_agent, "tessera-reserve");
     reserve_env env;
     reserve_env_from_process(&env);
     reserve_mps_config mcfg;
@@ -197,15 +201,15 @@ int main(int argc, char **argv) {
     const char *install_dir = NULL, *shim_source = RESERVE_SHIM_SOURCE;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (kube_config_option(&kc, c, optarg)) {
+            api_given |= c == KUBE_OPT_API;
+            continue;
+        }
         switch (c) {
         case O_HELP: fputs(usage, stdout); return 0;
         case O_ONCE: once = true; break;
         case O_ANN: annotate = true; break;
         case O_NOANN: annotate = false; break;
-        case O_API: snprintf(kc.api_url, sizeof kc.api_url, "%s", optarg); api_given = true; break;
-        case O_TOKEN: snprintf(kc.token_file, sizeof kc.token_file, "%s", optarg); break;
-        case O_CA: snprintf(kc.ca_file, sizeof kc.ca_file, "%s", optarg); break;
-        case O_INSECURE: kc.insecure = true; break;
         case O_DEVS: env.devices_dir = optarg; break;
         case O_PROC: env.proc_root = optarg; break;
         case O_DEV: env.dev_root = optarg; break;
@@ -252,60 +256,60 @@ int main(int argc, char **argv) {
         printf("%s\n", uuids);
         return 0;
     }
-    if (method > 0) ext_log(EXT_LOG_INFO, "event=device method=%s uuid=%s", reserve_method_name(method), uuids);
-    else ext_log(EXT_LOG_ERROR, "event=no-device reason=\"%s\"", why);
+    if (method > 0) kube_log(KUBE_LOG_INFO, "event=device method=%s uuid=%s", reserve_method_name(method), uuids);
+    else kube_log(KUBE_LOG_ERROR, "event=no-device reason=\"%s\"", why);
     reserve_mps *mps = NULL;
     if (mps_mode && method > 0) {
-        ext_log(EXT_LOG_INFO, "event=mps-starting uuid=%s root=%s program=%s", uuids, mcfg.root, mcfg.program);
+        kube_log(KUBE_LOG_INFO, "event=mps-starting uuid=%s root=%s program=%s", uuids, mcfg.root, mcfg.program);
         if ((mps = reserve_mps_start(&mcfg, uuids, why, sizeof why))) {
-            ext_log(EXT_LOG_INFO, "event=mps-ready pid=%ld pipe_dir=%s log_dir=%s", (long)reserve_mps_pid(mps),
+            kube_log(KUBE_LOG_INFO, "event=mps-ready pid=%ld pipe_dir=%s log_dir=%s", (long)reserve_mps_pid(mps),
                     reserve_mps_pipe_dir(mps), reserve_mps_log_dir(mps));
         } else {
-            ext_log(EXT_LOG_ERROR, "event=mps-failed reason=\"%s\"", why);
+            kube_log(KUBE_LOG_ERROR, "event=mps-failed reason=\"%s\"", why);
             method = RESERVE_FAILED;
         }
     }
 
     const char *ns = getenv("POD_NAMESPACE"), *name = getenv("POD_NAME");
-    ext_kube *k = NULL;
+    kube_client *k = NULL;
     if (annotate) {
         char err[512];
         if (!ns || !*ns || !name || !*name) {
-            ext_log(EXT_LOG_ERROR, "event=config-error reason=\"POD_NAME and POD_NAMESPACE must be set (downward "
+            kube_log(KUBE_LOG_ERROR, "event=config-error reason=\"POD_NAME and POD_NAMESPACE must be set (downward "
                                    "API), or run with --no-annotate\"");
             reserve_mps_stop(mps);
             return 2;
         }
-        if (!api_given && ext_kube_config_in_cluster(&kc, err, sizeof err) < 0) {
-            ext_log(EXT_LOG_ERROR, "event=config-error reason=\"%s; give --kube-api URL\"", err);
+        if (!api_given && kube_config_in_cluster(&kc, err, sizeof err) < 0) {
+            kube_log(KUBE_LOG_ERROR, "event=config-error reason=\"%s; give --kube-api URL\"", err);
             reserve_mps_stop(mps);
             return 2;
         }
-        k = ext_kube_new(&kc, err, sizeof err);
+        k = kube_new(&kc, err, sizeof err);
         char *body = k ? patch_body(method > 0 ? uuids : NULL, why, mps_mode, mps) : NULL;
         if (!k || !body) {
-            ext_log(EXT_LOG_ERROR, "event=config-error reason=\"API client: %s\"", k ? "out of memory" : err);
-            ext_kube_free(k);
+            kube_log(KUBE_LOG_ERROR, "event=config-error reason=\"API client: %s\"", k ? "out of memory" : err);
+            kube_free(k);
             reserve_mps_stop(mps);
             return 2;
         }
-        ext_log(EXT_LOG_INFO, "event=publishing pod=%s/%s annotation=%s api=%s", ns, name,
-                method > 0 ? ANN_UUID : ANN_ERROR, kc.api_url);
+        kube_log(KUBE_LOG_INFO, "event=publishing pod=%s/%s annotation=%s api=%s", ns, name,
+                 method > 0 ? ANN_UUID : ANN_ERROR, kc.api_url);
         bool stopped = publish(k, ns, name, body, &stop);
         cJSON_free(body);
         if (stopped) {
-            ext_log(EXT_LOG_INFO, "event=stopped before publishing");
+            kube_log(KUBE_LOG_INFO, "event=stopped before publishing");
             reserve_mps_stop(mps);
-            ext_kube_free(k);
+            kube_free(k);
             return 0;
         }
     }
 
-    ext_log(EXT_LOG_INFO, "event=waiting reason=\"holding the device until SIGTERM\"");
+    kube_log(KUBE_LOG_INFO, "event=waiting reason=\"holding the device until SIGTERM\"");
     int sig = reserve_hold(&stop, &mps, k, ns, name);
-    ext_log(EXT_LOG_INFO, "event=exit signal=%d", sig);
-    if (mps) ext_log(EXT_LOG_INFO, "event=mps-quit pid=%ld", (long)reserve_mps_pid(mps));
+    kube_log(KUBE_LOG_INFO, "event=exit signal=%d", sig);
+    if (mps) kube_log(KUBE_LOG_INFO, "event=mps-quit pid=%ld", (long)reserve_mps_pid(mps));
     reserve_mps_stop(mps);
-    ext_kube_free(k);
+    kube_free(k);
     return 0;
 }

@@ -11,7 +11,7 @@
 #include "shim/resolve.h"
 
 #include "shim/cuda_api.h"
-#include "shim/shim.h"
+#include "shim/share.h"
 
 #include <dlfcn.h>
 #include <stdio.h>

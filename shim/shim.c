@@ -68,11 +68,11 @@
  * tests/bench/bench_shim.c measures both.
  */
 #include "shim/glibc.h"
-#include "shim/shim.h"
 
 #include "shim/cuda_api.h"
 #include "shim/ledger.h"
 #include "shim/resolve.h"
+#include "shim/share.h"
 #include "shim/track.h"
 
 #include <dlfcn.h>
@@ -87,56 +87,6 @@
 #define EXPORT __attribute__((visibility("default")))
 #define MIB (1024ull * 1024ull)
 #define MAX_ORDINALS 64
-
-/* ---- mode: read once from the environment ---------------------------------------------------------------- */
-
-enum { MODE_UNKNOWN, MODE_PASS, MODE_ENFORCE };
-static int mode;                        /* atomic */
-static unsigned long long share_mib;    /* valid when env_error is empty */
-static char env_error[200];
-
-static void read_mode(void) {
-    const char *v = getenv("TESSERA_GPU_MEMORY_MIB");
-    if (!v) {
-        __atomic_store_n(&mode, MODE_PASS, __ATOMIC_RELEASE);
-        return;
-    }
-    unsigned long long n = 0;
-    const char *p = v;
-    /* digits only, no sign, no unit: what the ConfigMap writes; at most 2^30 MiB (1 PiB) */
-    while (*p >= '0' && *p <= '9' && n <= (1ull << 30)) n = n * 10 + (unsigned long long)(*p++ - '0');
-    if (p == v || *p || n == 0 || n > (1ull << 30))
-        snprintf(env_error, sizeof env_error, "TESSERA_GPU_MEMORY_MIB=\"%.40s\" is not a whole number of MiB "
-                                              "between 1 and 1073741824", v);
-    else
-        share_mib = n;
-    __atomic_store_n(&mode, MODE_ENFORCE, __ATOMIC_RELEASE);
-}
-
-bool shim_enforcing(void) {
-    int m = __atomic_load_n(&mode, __ATOMIC_ACQUIRE);
-    if (m == MODE_UNKNOWN) {
-        read_mode();
-        m = __atomic_load_n(&mode, __ATOMIC_ACQUIRE);
-    }
-    return m == MODE_ENFORCE;
-}
-
-unsigned long long shim_share_mib(void) { return shim_enforcing() ? share_mib : 0; }
-
-void shim_say(const char *fmt, ...) {
-    char line[768];
-    int n = snprintf(line, sizeof line, "tessera: ");
-    va_list ap;
-    va_start(ap, fmt);
-    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
-    va_end(ap);
-    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
-    if (len > sizeof line - 2) len = sizeof line - 2;
-    line[len++] = '\n';
-    ssize_t w = write(2, line, len);
-    (void)w;
-}
 
 /* ---- enforcement state ------------------------------------------------------------------------------------ */
 
@@ -184,8 +134,8 @@ static void mark_broken(const char *why) {
 }
 
 static void start_locked(void) {
-    if (env_error[0]) {
-        mark_broken(env_error);
+    if (shim_share_error()[0]) {
+        mark_broken(shim_share_error());
         return;
     }
     char path[PATH_MAX + 32], why[PATH_MAX + 200];
@@ -309,7 +259,7 @@ static CUresult reserve(const char *fn, CUdevice d, bool current, unsigned long 
     if (dev < 0) return rc;
     ledger_usage seen = {0, 0};
     pthread_mutex_lock(&mu);
-    bool ok = state > 0 && ledger_reserve(&led, dev, bytes, share_mib * MIB, &seen);
+    bool ok = state > 0 && ledger_reserve(&led, dev, bytes, shim_share_mib() * MIB, &seen);
     pthread_mutex_unlock(&mu);
     if (ok) {
         *ldev = dev;
@@ -321,7 +271,7 @@ static CUresult reserve(const char *fn, CUdevice d, bool current, unsigned long 
         shim_say("%s of %s refused on %s: this pod's memory ledger could not be locked", fn, want, uuid);
     else
         shim_say("%s of %s refused on %s: this pod's share is %llu MiB, %llu MiB in use by %d process%s", fn, want,
-                 uuid, share_mib, (unsigned long long)((seen.used + MIB - 1) / MIB), seen.procs,
+                 uuid, shim_share_mib(), (unsigned long long)((seen.used + MIB - 1) / MIB), seen.procs,
                  seen.procs == 1 ? "" : "es");
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -393,7 +343,7 @@ static CUresult freed(CUresult rc, int kind, unsigned long long key, taken t) {
 /* What the device reports: total = the share (or the device, if smaller), free = the smaller of the device's free
  * memory and what the share has left. */
 static void share_view(unsigned long long used, unsigned long long *free, unsigned long long *total) {
-    unsigned long long share = share_mib * MIB;
+    unsigned long long share = shim_share_mib() * MIB;
     unsigned long long t = *total < share ? *total : share;
     unsigned long long left = t > used ? t - used : 0;
     *total = t;
@@ -688,8 +638,8 @@ EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
     CUresult (*f)(size_t *, CUdevice) = REAL(cuDeviceTotalMem_v2, CUresult (*)(size_t *, CUdevice));
     if (!f) return NO_DRIVER;
     CUresult rc = f(bytes, dev);
-    if (rc == CUDA_SUCCESS && bytes && shim_enforcing() && share_mib && *bytes > share_mib * MIB)
-        *bytes = (size_t)(share_mib * MIB);
+    if (rc == CUDA_SUCCESS && bytes && shim_enforcing() && shim_share_mib() && *bytes > shim_share_mib() * MIB)
+        *bytes = (size_t)(shim_share_mib() * MIB);
     return rc;
 }
 

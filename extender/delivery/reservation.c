@@ -15,11 +15,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "extender/annotation.h"
+#include "extender/base/annotation.h"
 #include "extender/delivery/delivery.h"
-#include "extender/health.h"
-#include "extender/log.h"
-#include "extender/map.h"
+#include "extender/base/health.h"
+#include "kube/log.h"
+#include "extender/base/map.h"
 #include "model/fit.h"
 #include "model/json.h"
 #include "model/request.h"
@@ -92,7 +92,7 @@ typedef struct view {
 struct ext_rsv {
     ext_rsv_config cfg;
     ext_state *st;
-    ext_kube *k;
+    kube_client *k;
     ext_events *ev;
     ext_leader *leader;
 
@@ -323,14 +323,14 @@ static void kick_locked(ext_rsv *r) {
     pthread_cond_signal(&r->cv);
 }
 
-void ext_rsv_on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj) {
+void ext_rsv_on_event(void *user, kube_kind kind, kube_event ev, const cJSON *obj) {
     ext_rsv *r = user;
     if (!r) return;
     pthread_mutex_lock(&r->mu);
-    if (kind == EXT_KUBE_POD) {
+    if (kind == KUBE_POD) {
         switch (ev) {
-        case EXT_KUBE_RELIST: r->gen++; break;
-        case EXT_KUBE_SYNCED: {
+        case KUBE_RELIST: r->gen++; break;
+        case KUBE_SYNCED: {
             /* Drop what the list did not mention (deleted while we were not watching). */
             size_t it = 0;
             rpod *p;
@@ -352,21 +352,21 @@ void ext_rsv_on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const c
             r->synced = true;
             break;
         }
-        case EXT_KUBE_ADDED:
-        case EXT_KUBE_MODIFIED:
-        case EXT_KUBE_DELETED: {
+        case KUBE_ADDED:
+        case KUBE_MODIFIED:
+        case KUBE_DELETED: {
             if (!cJSON_IsObject(obj)) break;
             const cJSON *meta = model_json_get(obj, "metadata");
             if (is_reservation(r, meta)) {
                 const char *name = jstr(meta, "name", NULL);
-                if (ev == EXT_KUBE_DELETED) {
+                if (ev == KUBE_DELETED) {
                     rpod *p = name ? ext_map_del(r->rpods, name) : NULL;
                     if (p) tomb_add(r, p->uid);
                     free(p);
                 } else {
                     rpod_update(r, obj);
                 }
-            } else if (ev == EXT_KUBE_DELETED) {
+            } else if (ev == KUBE_DELETED) {
                 const char *uid = jstr(meta, "uid", NULL);
                 spod *s = uid ? ext_map_del(r->spods, uid) : NULL;
                 if (s) tomb_add(r, s->uid);
@@ -379,7 +379,7 @@ void ext_rsv_on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const c
         }
     }
     /* Node changes move models (idle GPUs, renames): worth a look too. */
-    if (ev != EXT_KUBE_RELIST) kick_locked(r);
+    if (ev != KUBE_RELIST) kick_locked(r);
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -518,7 +518,7 @@ static void freeze(plan *p, const char *node, const char *why) {
         p->frozen_cap = cap;
     }
     cpy(p->frozen[p->nfrozen++], NAME_LEN, node);
-    ext_log(EXT_LOG_DEBUG, "event=reservations-frozen node=%s why=\"%s\"", node, why);
+    kube_log(KUBE_LOG_DEBUG, "event=reservations-frozen node=%s why=\"%s\"", node, why);
 }
 
 static int snapshot(ext_rsv *r, plan *p) {
@@ -625,23 +625,23 @@ static int call(ext_rsv *r, const char *method, const char *path, const char *bo
     char err[512] = "";
     bool write = strcmp(method, "GET") != 0;
     if (write && !ext_leader_act_begin(r->leader)) {
-        ext_log(EXT_LOG_DEBUG, "event=reservation-write-skipped what=\"%s\" why=\"not the leader any more\"", what);
+        kube_log(KUBE_LOG_DEBUG, "event=reservation-write-skipped what=\"%s\" why=\"not the leader any more\"", what);
         return CALL_NOT_LEADER;
     }
-    int code = ext_kube_request(r->k, method, path, body, r->cfg.request_timeout_ms, resp, err, sizeof err);
+    int code = kube_request(r->k, method, path, body, r->cfg.request_timeout_ms, resp, err, sizeof err);
     if (write) ext_leader_act_end(r->leader);
     if (code < 200 || code >= 300) {
         if (!(code == 409 && !strcmp(method, "POST")) && !(code == 404 && !strcmp(method, "DELETE"))) {
-            ext_log(EXT_LOG_WARN, "event=reservation-api-error what=\"%s\" method=%s path=%s code=%d err=\"%s\"", what,
-                    method, path, code, err);
+            kube_log(KUBE_LOG_WARN, "event=reservation-api-error what=\"%s\" method=%s path=%s code=%d err=\"%s\"", what,
+                     method, path, code, err);
             /* health.h: the verb, resource and namespace, which a 403 must name ("/api/v1/namespaces/NS/RES[/NAME]") */
             char ns[128] = "", res[64] = "", name[256] = "", msg[700];
             sscanf(path, "/api/v1/namespaces/%127[^/]/%63[^/]/%255[^/?]", ns, res, name);
             const char *verb = !strcmp(method, "GET") ? "get" : !strcmp(method, "POST") ? "create"
                              : !strcmp(method, "PUT") ? "update" : !strcmp(method, "PATCH") ? "patch" : "delete";
             bool own = !strcmp(ns, r->cfg.ns) && !strcmp(res, "pods") && (!strcmp(verb, "create") || !strcmp(verb, "delete"));
-            ext_health_api_msg(msg, sizeof msg, code, verb, res[0] ? res : path, NULL, ns, name,
-                               own ? "tessera-extender Role" : "tessera-extender ClusterRole", err);
+            kube_api_msg(msg, sizeof msg, code, verb, res[0] ? res : path, NULL, ns, name,
+                         own ? "tessera-extender Role" : "tessera-extender ClusterRole", err);
             ext_health_fail(EXT_DEP_RESERVATIONS, code, ext_health_reason_of(code), msg);
         }
     } else {
@@ -674,8 +674,8 @@ static void image_unknown(ext_rsv *r, const char *why, const cJSON *pod) {
     pthread_mutex_lock(&r->mu);
     cpy(r->image_why, sizeof r->image_why, why);
     pthread_mutex_unlock(&r->mu);
-    ext_log(EXT_LOG_ERROR, "event=reserve-image-unknown why=\"%s\" effect=\"no reservation pod can be created: soft "
-            "shares wait\" hint=\"--reserve-image IMAGE\"", why);
+    kube_log(KUBE_LOG_ERROR, "event=reserve-image-unknown why=\"%s\" effect=\"no reservation pod can be created: soft "
+             "shares wait\" hint=\"--reserve-image IMAGE\"", why);
     ext_health_fail(EXT_DEP_RESERVE_IMAGE, 0, EXT_REASON_REJECTED, why);
     const cJSON *meta = model_json_get(pod, "metadata");
     if (pod && jstr(meta, "name", NULL) && jstr(meta, "uid", NULL))
@@ -710,8 +710,8 @@ static void resolve_image(ext_rsv *r) {
         r->image_why[0] = 0;
         pthread_mutex_unlock(&r->mu);
         ext_health_ok(EXT_DEP_RESERVE_IMAGE);
-        ext_log(EXT_LOG_INFO, "event=reserve-image image=%s from=pod/%s/%s container=%s", img, ns, name,
-                EXT_RSV_SELF_CONTAINER);
+        kube_log(KUBE_LOG_INFO, "event=reserve-image image=%s from=pod/%s/%s container=%s", img, ns, name,
+                 EXT_RSV_SELF_CONTAINER);
     } else if (pod) {
         snprintf(why, sizeof why, "pod %s/%s has no container named %s (looked in spec.initContainers and "
                  "spec.containers), so tessera does not know the image that holds tessera-reserve", ns, name,
@@ -834,7 +834,7 @@ static bool create_reservation(ext_rsv *r, plan *p, unit *u) {
         char msg[2048];
         snprintf(msg, sizeof msg, "no reservation can be created for GPU %d on node %s: %s", u->gpu, u->node,
                  r->image_why[0] ? r->image_why : "the tessera-reserve image is not known yet");
-        ext_log(EXT_LOG_WARN, "event=reservation-skipped node=%s gpu=%d unit=%s why=\"%s\"", u->node, u->gpu, u->unit, msg);
+        kube_log(KUBE_LOG_WARN, "event=reservation-skipped node=%s gpu=%d unit=%s why=\"%s\"", u->node, u->gpu, u->unit, msg);
         for (int i = 0; i < u->nt; i++) {
             spod *s = &p->sp[u->t[i].s];
             if (r->image_why[0] && strcmp(s->ev_pending_for, "|no-image") != 0) {
@@ -869,8 +869,8 @@ static bool create_reservation(ext_rsv *r, plan *p, unit *u) {
     }
     if (resp) table_learn(r, resp);
     free(resp);
-    if (ok) ext_log(EXT_LOG_INFO, "event=reservation-created name=%s/%s node=%s gpu=%d unit=%s resource=%s%s", r->cfg.ns,
-                    name, u->node, u->gpu, u->unit, u->resource, code == 409 ? " existed=true" : "");
+    if (ok) kube_log(KUBE_LOG_INFO, "event=reservation-created name=%s/%s node=%s gpu=%d unit=%s resource=%s%s", r->cfg.ns,
+                     name, u->node, u->gpu, u->unit, u->resource, code == 409 ? " existed=true" : "");
     /* Tell the waiting shares where they wait. */
     for (int i = 0; ok && i < u->nt; i++) {
         spod *s = &p->sp[u->t[i].s];
@@ -973,10 +973,10 @@ static bool drop_cm(ext_rsv *r, const spod *s) {
     char path[512], *resp = NULL, body[256];
     snprintf(path, sizeof path, "/api/v1/namespaces/%s/configmaps/%s", s->ns, s->delivery);
     char err[256] = "";
-    int code = ext_kube_request(r->k, "GET", path, NULL, r->cfg.request_timeout_ms, &resp, err, sizeof err);
+    int code = kube_request(r->k, "GET", path, NULL, r->cfg.request_timeout_ms, &resp, err, sizeof err);
     if (code == 404) { free(resp); return true; }   /* the usual case: not written yet */
     if (code != 200)
-        ext_log(EXT_LOG_WARN, "event=reservation-api-error what=\"read delivery ConfigMap before a move\" path=%s code=%d "
+        kube_log(KUBE_LOG_WARN, "event=reservation-api-error what=\"read delivery ConfigMap before a move\" path=%s code=%d "
                               "err=\"%s\"", path, code, err);
     cJSON *cur = code == 200 && resp ? cJSON_Parse(resp) : NULL;
     free(resp);
@@ -1033,8 +1033,8 @@ static void give_up(ext_rsv *r, plan *p, unit *u, const char *why, bool *errors)
                  s->owned ? "deleted for re-scheduling" : "left pending; tessera tries again later");
         emit(r, s, "Warning", EXT_DLV_EV_UNAVAILABLE, msg);
         s->ev_unavail = true;
-        ext_log(EXT_LOG_WARN, "event=share-unavailable pod=%s/%s node=%s gpu=%d why=\"%s\" action=%s", s->ns, s->name,
-                u->node, u->gpu, why, s->owned ? "delete" : "leave");
+        kube_log(KUBE_LOG_WARN, "event=share-unavailable pod=%s/%s node=%s gpu=%d why=\"%s\" action=%s", s->ns, s->name,
+                 u->node, u->gpu, why, s->owned ? "delete" : "leave");
         if (s->owned && !delete_pod(r, s->ns, s->name, s->uid, "delete unavailable share")) {
             s->ev_unavail = false;   /* try again next pass */
             *errors = true;
@@ -1051,8 +1051,8 @@ static void reject_share(ext_rsv *r, spod *s, bool *ev, const char *reason, cons
              s->owned ? "deleted so that its controller re-creates it" : "left as it is; delete and re-create it");
     emit(r, s, "Warning", reason, msg);
     *ev = true;
-    ext_log(EXT_LOG_WARN, "event=share-rejected pod=%s/%s reason=%s why=\"%s\" action=%s", s->ns, s->name, reason, what,
-            s->owned ? "delete" : "leave");
+    kube_log(KUBE_LOG_WARN, "event=share-rejected pod=%s/%s reason=%s why=\"%s\" action=%s", s->ns, s->name, reason, what,
+             s->owned ? "delete" : "leave");
     if (s->owned && !delete_pod(r, s->ns, s->name, s->uid, "delete share tessera cannot deliver")) {
         *ev = false;
         *errors = true;
@@ -1132,7 +1132,7 @@ static bool move_tenants(ext_rsv *r, plan *p, unit *u, int refusals, bool *error
             newann[i] = ext_ann_encode(n, &to[i], pol[i]);
             oldann[i] = strdup(s->ann);
             if (!newann[i] || ext_state_reassign(r->st, s->uid, newann[i], err, sizeof err) != 0) {
-                ext_log(EXT_LOG_WARN, "event=move-refused pod=%s/%s why=\"%s\"", s->ns, s->name, newann[i] ? err : "oom");
+                kube_log(KUBE_LOG_WARN, "event=move-refused pod=%s/%s why=\"%s\"", s->ns, s->name, newann[i] ? err : "oom");
                 free(newann[i]);
                 newann[i] = NULL;
             }
@@ -1169,14 +1169,14 @@ static bool move_tenants(ext_rsv *r, plan *p, unit *u, int refusals, bool *error
         if (ok) {
             any = true;
             table_learn(r, resp);
-            ext_log(EXT_LOG_INFO, "event=share-moved pod=%s/%s node=%s from_gpu=%d to_gpu=%d refusals=%d%s", s->ns,
-                    s->name, u->node, u->gpu, to_index, refusals, reused >= 0 ? " onto=held-reservation" : "");
+            kube_log(KUBE_LOG_INFO, "event=share-moved pod=%s/%s node=%s from_gpu=%d to_gpu=%d refusals=%d%s", s->ns,
+                     s->name, u->node, u->gpu, to_index, refusals, reused >= 0 ? " onto=held-reservation" : "");
         } else {
             *errors = true;
             char err[256];
             ext_state_lock(r->st);   /* the API still says the old GPU: so must the cache */
             if (ext_state_reassign(r->st, s->uid, oldann[i], err, sizeof err) != 0)
-                ext_log(EXT_LOG_WARN, "event=move-undo-failed pod=%s/%s why=\"%s\"", s->ns, s->name, err);
+                kube_log(KUBE_LOG_WARN, "event=move-undo-failed pod=%s/%s why=\"%s\"", s->ns, s->name, err);
             ext_state_unlock(r->st);
         }
         free(resp);
@@ -1295,8 +1295,8 @@ static int64_t run_pass(ext_rsv *r) {
         bool b_better = sb > sa || (sb == sa && b->attempt >= 0 && (a->attempt < 0 || b->attempt < a->attempt));
         rpod *drop = b_better ? a : b;
         if (b_better) u->live = i;
-        ext_log(EXT_LOG_WARN, "event=reservation-duplicate name=%s node=%s gpu=%d unit=%s action=delete", drop->name,
-                drop->node, drop->gpu, drop->unit);
+        kube_log(KUBE_LOG_WARN, "event=reservation-duplicate name=%s node=%s gpu=%d unit=%s action=delete", drop->name,
+                 drop->node, drop->gpu, drop->unit);
         if (delete_pod(r, r->cfg.ns, drop->name, drop->uid, "delete duplicate reservation")) table_forget_rpod(r, drop->name, drop->uid);
         else errors = true;
         drop->deleting = true;
@@ -1372,8 +1372,8 @@ static int64_t run_pass(ext_rsv *r) {
                 }
                 moved = move_tenants(r, &p, u, n, &errors, mwhy, sizeof mwhy);
             }
-            ext_log(EXT_LOG_WARN, "event=reservation-refused name=%s node=%s gpu=%d unit=%s why=\"%s\" refusals=%d action=%s",
-                    rf->name, u->node, u->gpu, u->unit, rwhy, n, moved ? "moved" : "give-up");
+            kube_log(KUBE_LOG_WARN, "event=reservation-refused name=%s node=%s gpu=%d unit=%s why=\"%s\" refusals=%d action=%s",
+                     rf->name, u->node, u->gpu, u->unit, rwhy, n, moved ? "moved" : "give-up");
             if (!moved) {
                 char gwhy[1800], lim[64];
                 snprintf(lim, sizeof lim, "%d reservations refused", n);
@@ -1450,8 +1450,8 @@ static int64_t run_pass(ext_rsv *r) {
                     snprintf(msg, sizeof msg, "%s via ConfigMap %s", uuids, s->delivery);
                     if (fresh) emit(r, s, "Normal", EXT_DLV_EV_DELIVERED, msg);
                     s->ev_delivered = true;
-                    ext_log(EXT_LOG_INFO, "event=share-delivered pod=%s/%s uuid=%s configmap=%s written=%s", s->ns,
-                            s->name, uuids, s->delivery, fresh ? "yes" : "already");
+                    kube_log(KUBE_LOG_INFO, "event=share-delivered pod=%s/%s uuid=%s configmap=%s written=%s", s->ns,
+                             s->name, uuids, s->delivery, fresh ? "yes" : "already");
                 }
             } else if (rc < 0) {
                 char what[768];
@@ -1491,8 +1491,8 @@ static int64_t run_pass(ext_rsv *r) {
         if (rpod_refused(rp) || now >= due) {
             /* A bind since this pass's snapshot may have put a share on the unit: the cache knows at once. */
             if (!rpod_refused(rp) && unit_in_use(r, rp)) continue;
-            ext_log(EXT_LOG_INFO, "event=reservation-released name=%s node=%s gpu=%d unit=%s why=%s", rp->name, rp->node,
-                    rp->gpu, rp->unit, rpod_refused(rp) ? "refused-without-tenants" : "no-tenants");
+            kube_log(KUBE_LOG_INFO, "event=reservation-released name=%s node=%s gpu=%d unit=%s why=%s", rp->name, rp->node,
+                     rp->gpu, rp->unit, rpod_refused(rp) ? "refused-without-tenants" : "no-tenants");
             if (delete_pod(r, r->cfg.ns, rp->name, rp->uid, "release reservation")) table_forget_rpod(r, rp->name, rp->uid);
             else errors = true;
             rp->deleting = true;
@@ -1601,7 +1601,7 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-ext_rsv *ext_rsv_new(const ext_rsv_config *cfg, ext_state *st, ext_kube *k, ext_events *ev, ext_leader *l, char *err,
+ext_rsv *ext_rsv_new(const ext_rsv_config *cfg, ext_state *st, kube_client *k, ext_events *ev, ext_leader *l, char *err,
                      size_t errlen) {
     if (!st || !k) {
         snprintf(err, errlen, "the reservation controller needs the cache and the API client");
@@ -1656,8 +1656,8 @@ int ext_rsv_start(ext_rsv *r, char *err, size_t errlen) {
         return -1;
     }
     r->started = true;
-    ext_log(EXT_LOG_INFO, "event=reservations-started namespace=%s grace_ms=%d timeout_ms=%d image=%s", r->cfg.ns,
-            r->cfg.grace_ms, r->cfg.timeout_ms, r->cfg.image[0] ? r->cfg.image : "(own pod's)");
+    kube_log(KUBE_LOG_INFO, "event=reservations-started namespace=%s grace_ms=%d timeout_ms=%d image=%s", r->cfg.ns,
+             r->cfg.grace_ms, r->cfg.timeout_ms, r->cfg.image[0] ? r->cfg.image : "(own pod's)");
     return 0;
 }
 

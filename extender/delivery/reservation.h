@@ -33,9 +33,9 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 
-#include "extender/events.h"
-#include "extender/mirror/kube.h"
-#include "extender/leader.h"
+#include "extender/base/events.h"
+#include "kube/client.h"
+#include "extender/base/leader.h"
 #include "extender/mirror/state.h"
 
 typedef struct ext_rsv_config {
@@ -62,7 +62,7 @@ void ext_rsv_config_defaults(ext_rsv_config *cfg);
 typedef struct ext_rsv ext_rsv;
 
 /* st, k (not owned) must outlive ext_rsv_free; ev and l may be NULL (no Events; no election). */
-ext_rsv *ext_rsv_new(const ext_rsv_config *cfg, ext_state *st, ext_kube *k, ext_events *ev, ext_leader *l, char *err,
+ext_rsv *ext_rsv_new(const ext_rsv_config *cfg, ext_state *st, kube_client *k, ext_events *ev, ext_leader *l, char *err,
                      size_t errlen);
 /* Start the worker thread. */
 int ext_rsv_start(ext_rsv *r, char *err, size_t errlen);
@@ -73,9 +73,9 @@ void ext_rsv_stop(ext_rsv *r);
 /* ext_rsv_stop, then free. NULL is fine. */
 void ext_rsv_free(ext_rsv *r);
 
-/* The ext_kube handler (user is the ext_rsv), called after ext_state_on_event with the same events:
+/* The kube_client handler (user is the ext_rsv), called after ext_state_on_event with the same events:
  * keeps the tables of reservation pods and share pods and wakes the worker. */
-void ext_rsv_on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj);
+void ext_rsv_on_event(void *user, kube_kind kind, kube_event ev, const cJSON *obj);
 
 /* /debug/state: adds "reservations": [{node, gpu, unit, name, uuid, tenants: ["ns/name"], state:
  * pending|ready|refused|releasing, age_s, waiting}] (waiting: why a pending one has no UUID yet, its

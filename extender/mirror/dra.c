@@ -10,12 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "extender/log.h"
-#include "extender/map.h"
+#include "kube/log.h"
+#include "extender/base/map.h"
 #include "model/fit.h"
 #include "model/json.h"
 
-#define NDRA 3   /* the DRA kinds, from EXT_KUBE_RESOURCESLICE on */
+#define NDRA 3   /* the DRA kinds, from KUBE_RESOURCESLICE on */
 
 typedef struct dslice {
     char key[256];                    /* metadata.name */
@@ -295,14 +295,14 @@ static void claim_drop(ext_dra *d, dclaim *c, ext_dra_touch_fn touch, void *user
     claim_free(c);
 }
 
-static void slice_event(ext_dra *d, ext_kube_event ev, const cJSON *obj, ext_dra_touch_fn touch, void *user) {
+static void slice_event(ext_dra *d, kube_event ev, const cJSON *obj, ext_dra_touch_fn touch, void *user) {
     const char *name = model_json_str(model_json_get(obj, "metadata"), "name");
     if (!name || !name[0] || strlen(name) >= sizeof((dslice *)0)->key) {
-        ext_log(EXT_LOG_WARN, "event=bad-object kind=ResourceSlice why=\"no usable metadata.name\"");
+        kube_log(KUBE_LOG_WARN, "event=bad-object kind=ResourceSlice why=\"no usable metadata.name\"");
         return;
     }
     dslice *old = ext_map_get(d->slices, name);
-    if (ev == EXT_KUBE_DELETED) {
+    if (ev == KUBE_DELETED) {
         if (old) slice_drop(d, old, touch, user);
         return;
     }
@@ -311,7 +311,7 @@ static void slice_event(ext_dra *d, ext_kube_event ev, const cJSON *obj, ext_dra
     dslice *s = calloc(1, sizeof *s);
     char err[256];
     if (!s || model_dra_slice_parse(obj, &s->s, err, sizeof err) != 0) {
-        if (s) ext_log(EXT_LOG_WARN, "event=bad-object kind=ResourceSlice name=%s why=\"%s\"", name, err);
+        if (s) kube_log(KUBE_LOG_WARN, "event=bad-object kind=ResourceSlice name=%s why=\"%s\"", name, err);
         free(s);
         return;
     }
@@ -339,17 +339,17 @@ static void slice_event(ext_dra *d, ext_kube_event ev, const cJSON *obj, ext_dra
         }
 }
 
-static void claim_event(ext_dra *d, ext_kube_event ev, const cJSON *obj, ext_dra_touch_fn touch, void *user) {
+static void claim_event(ext_dra *d, kube_event ev, const cJSON *obj, ext_dra_touch_fn touch, void *user) {
     const cJSON *meta = model_json_get(obj, "metadata");
     const char *ns = model_json_str(meta, "namespace"), *name = model_json_str(meta, "name");
     const char *uid = model_json_str(meta, "uid");
     char key[400];
     if (!name || !name[0] || snprintf(key, sizeof key, "%s/%s", ns ? ns : "default", name) >= (int)sizeof key) {
-        ext_log(EXT_LOG_WARN, "event=bad-object kind=ResourceClaim why=\"no usable metadata.name\"");
+        kube_log(KUBE_LOG_WARN, "event=bad-object kind=ResourceClaim why=\"no usable metadata.name\"");
         return;
     }
     dclaim *old = ext_map_get(d->claims, key);
-    if (ev == EXT_KUBE_DELETED) {
+    if (ev == KUBE_DELETED) {
         if (old) claim_drop(d, old, touch, user);
         return;
     }
@@ -390,11 +390,11 @@ static void claim_event(ext_dra *d, ext_kube_event ev, const cJSON *obj, ext_dra
     if (strcmp(oldnode, c->node) != 0) touch_node(touch, user, c->node);
 }
 
-static void class_event(ext_dra *d, ext_kube_event ev, const cJSON *obj) {
+static void class_event(ext_dra *d, kube_event ev, const cJSON *obj) {
     const char *name = model_json_str(model_json_get(obj, "metadata"), "name");
     if (!name || !name[0] || strlen(name) >= sizeof((dclass *)0)->key) return;
     dclass *old = ext_map_get(d->classes, name);
-    if (ev == EXT_KUBE_DELETED) {
+    if (ev == KUBE_DELETED) {
         if (old) {
             ext_map_del(d->classes, name);
             class_free(old);
@@ -438,18 +438,18 @@ static void sweep(ext_dra *d, int i, ext_dra_touch_fn touch, void *user) {
     }
 }
 
-void ext_dra_event(ext_dra *d, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj, ext_dra_touch_fn touch,
+void ext_dra_event(ext_dra *d, kube_kind kind, kube_event ev, const cJSON *obj, ext_dra_touch_fn touch,
                    void *user) {
-    int i = (int)kind - EXT_KUBE_RESOURCESLICE;
+    int i = (int)kind - KUBE_RESOURCESLICE;
     if (!d || i < 0 || i >= NDRA) return;
     switch (ev) {
-    case EXT_KUBE_RELIST:
+    case KUBE_RELIST:
         d->gen[i]++;
         return;
-    case EXT_KUBE_SYNCED:
+    case KUBE_SYNCED:
         sweep(d, i, touch, user);
         if (i == 2) extended_refresh(d);
-        if (!d->synced[i]) ext_log(EXT_LOG_INFO, "event=synced kind=%s", ext_kube_kind_name(kind));
+        if (!d->synced[i]) kube_log(KUBE_LOG_INFO, "event=synced kind=%s", kube_kind_name(kind));
         d->synced[i] = true;
         return;
     default:
@@ -475,7 +475,7 @@ void ext_dra_merge(const ext_dra *d, model_node *m, const model_catalog *cat) {
     const dnode *dn = d && m ? dnode_find(d, m->name) : NULL;
     const model_dra_slice **sl = slice_ptrs(dn);
     if (sl && model_dra_merge_slices(m, sl, dn->nsl, cat) < 0)
-        ext_log(EXT_LOG_WARN, "event=dra-merge-failed node=%s why=\"out of memory\"", m->name);
+        kube_log(KUBE_LOG_WARN, "event=dra-merge-failed node=%s why=\"out of memory\"", m->name);
     free(sl);
 }
 
@@ -504,11 +504,11 @@ int ext_dra_apply_claims(const ext_dra *d, model_node *m) {
         if (rc >= 0) {
             applied += rc;
             if (rc == 1 && err[0])
-                ext_log(EXT_LOG_INFO, "event=claim-partly-published claim=%s node=%s why=\"%s\" action=held-the-rest",
-                        c->key, m->name, err);
+                kube_log(KUBE_LOG_INFO, "event=claim-partly-published claim=%s node=%s why=\"%s\" action=held-the-rest",
+                         c->key, m->name, err);
             continue;
         }
-        ext_log(EXT_LOG_WARN, "event=claim-unaccounted claim=%s node=%s why=\"%s\"", c->key, m->name, err);
+        kube_log(KUBE_LOG_WARN, "event=claim-unaccounted claim=%s node=%s why=\"%s\"", c->key, m->name, err);
         if (!m->dra_note[0])
             snprintf(m->dra_note, sizeof m->dra_note, "claim %.100s could not be accounted: %.100s", c->key, err);
     }
@@ -646,8 +646,8 @@ static void extended_refresh(ext_dra *d) {
     char why[256];
     d->xok = model_dra_request(spec, class_fn, d, &d->xbase, why, sizeof why) == MODEL_DRA_JUDGED;
     cJSON_Delete(spec);
-    if (!d->xok) ext_log(EXT_LOG_INFO, "event=extended-resource-not-judged class=%s resource=%s why=\"%s\"", cls,
-                         EXT_DRA_GPU_RESOURCE, why);
+    if (!d->xok) kube_log(KUBE_LOG_INFO, "event=extended-resource-not-judged class=%s resource=%s why=\"%s\"", cls,
+                          EXT_DRA_GPU_RESOURCE, why);
 }
 
 bool ext_dra_extended_request(const ext_dra *d, const model_request *pod_req, model_request *out) {
@@ -817,9 +817,9 @@ int ext_dra_bind_record(const ext_dra *d, const char *ns, const char *pod_uid, b
 }
 
 /* GET path into a parsed object; NULL with why. */
-static cJSON *api_get(ext_kube *k, const char *path, int timeout_ms, char *why, size_t whylen) {
+static cJSON *api_get(kube_client *k, const char *path, int timeout_ms, char *why, size_t whylen) {
     char *resp = NULL, err[512] = "";
-    int code = ext_kube_request(k, "GET", path, NULL, timeout_ms, &resp, err, sizeof err);
+    int code = kube_request(k, "GET", path, NULL, timeout_ms, &resp, err, sizeof err);
     cJSON *o = code == 200 && resp ? cJSON_Parse(resp) : NULL;
     free(resp);
     if (!o) {
@@ -830,7 +830,7 @@ static cJSON *api_get(ext_kube *k, const char *path, int timeout_ms, char *why, 
     return o;
 }
 
-int ext_dra_record_from_api(ext_kube *k, const char *ns, const char *name, const char *pod_uid, bool want_extended,
+int ext_dra_record_from_api(kube_client *k, const char *ns, const char *name, const char *pod_uid, bool want_extended,
                             int timeout_ms, char **text, char *missing, size_t mlen) {
     *text = NULL;
     char path[1200];

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <cjson/cJSON.h>
 
-#include "extender/mirror/kube.h"
+#include "kube/client.h"
 #include "model/catalog.h"
 #include "model/dra.h"
 #include "model/node.h"
@@ -33,7 +33,7 @@ void ext_dra_free(ext_dra *d);
 typedef void (*ext_dra_touch_fn)(void *user, const char *node);
 
 /* One event of a DRA kind (RELIST/SYNCED included: what a relist does not mention is dropped at SYNCED). */
-void ext_dra_event(ext_dra *d, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj, ext_dra_touch_fn touch,
+void ext_dra_event(ext_dra *d, kube_kind kind, kube_event ev, const cJSON *obj, ext_dra_touch_fn touch,
                    void *user);
 
 /* Whether the first list of every DRA kind has been delivered (or answered 404). */
@@ -120,7 +120,7 @@ int ext_dra_bind_record(const ext_dra *d, const char *ns, const char *pod_uid, b
 /* The same from the API: GET the pod (its claims' names, the extended-resource claim's from its status), then
  * each claim. 1 with *text, or -1 with missing saying what was not there (a claim not allocated in the API
  * either, the pod replaced, an API error). No lock needed: it reads no cache. */
-int ext_dra_record_from_api(ext_kube *k, const char *ns, const char *name, const char *pod_uid, bool want_extended,
+int ext_dra_record_from_api(kube_client *k, const char *ns, const char *name, const char *pod_uid, bool want_extended,
                             int timeout_ms, char **text, char *missing, size_t mlen);
 
 /* For /debug/state: slices, pools, claims and what each holds. */

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "extender/log.h"
-#include "extender/map.h"
+#include "kube/log.h"
+#include "extender/base/map.h"
 #include "model/fit.h"
 #include "model/holdings.h"
 
@@ -192,16 +192,16 @@ bool ext_holdings_read(ext_holdings **hp, const char *node, const cJSON *node_ob
         if (!h) return false;
         if (ann) {   /* said once: the record is dropped with it, so the next such event finds none */
             stats->malformed++;
-            ext_log(EXT_LOG_WARN, "event=holdings-malformed node=%s why=\"the annotation is not a string\" "
-                    "action=ignored", node);
+            kube_log(KUBE_LOG_WARN, "event=holdings-malformed node=%s why=\"the annotation is not a string\" "
+                     "action=ignored", node);
         }
-        ext_log(EXT_LOG_INFO, "event=holdings-gone node=%s", node);   /* the agent stopped, or was removed */
+        kube_log(KUBE_LOG_INFO, "event=holdings-gone node=%s", node);   /* the agent stopped, or was removed */
         ext_holdings_free(h);
         *hp = NULL;
         return true;
     }
     if (!h && !(h = *hp = calloc(1, sizeof *h))) {
-        ext_log(EXT_LOG_ERROR, "event=oom node=%s", node);
+        kube_log(KUBE_LOG_ERROR, "event=oom node=%s", node);
         return false;
     }
     h->seen_ms = now_ms;
@@ -216,8 +216,8 @@ bool ext_holdings_read(ext_holdings **hp, const char *node, const cJSON *node_ob
         if (h->bad_hash != th) {   /* once per node and content */
             h->bad_hash = th;
             stats->malformed++;
-            ext_log(EXT_LOG_WARN, "event=holdings-malformed node=%s why=\"%s\" action=ignored%s", node, why,
-                    h->rec.e || h->changed_ms ? " (the record seen before stays in use)" : "");
+            kube_log(KUBE_LOG_WARN, "event=holdings-malformed node=%s why=\"%s\" action=ignored%s", node, why,
+                     h->rec.e || h->changed_ms ? " (the record seen before stays in use)" : "");
         }
         return false;
     }
@@ -258,7 +258,7 @@ static void said_format(const said *s, char *buf, size_t len) {
 }
 
 /* The findings of one reconcile; grown on demand (usually none). */
-typedef struct flist { finding *f; int n, cap; bool oom; } flist;
+typedef struct flist { finding *f; int n, cap; bool oom; int64_t now_ms; } flist;
 
 static finding *flist_add(flist *l) {
     if (l->n == l->cap) {
@@ -297,17 +297,17 @@ static void found(ext_holdings *h, flist *out, const hold_entry *e, int kind, sa
     said_format(&kubelet, f->kubelet, sizeof f->kubelet);
     snprintf(f->devices, sizeof f->devices, "%s", e->devices);
     snprintf(f->why, sizeof f->why, "%s", why);
-    f->since_ms = ext_now_ms();
+    f->since_ms = out->now_ms;
     if (kind < EXT_HOLD_NKINDS) {
         stats->mismatches[kind]++;
-        ext_log(EXT_LOG_WARN, "event=holdings-mismatch node=%s pod=%s model=\"%s\" kubelet=\"%s\" devices=\"%s\" "
-                "action=%s%s%s%s", node, e->key, f->model, f->kubelet, e->devices,
-                kind == F_APPLIED ? "applied" : "kept-model", why[0] ? " why=\"" : "", why, why[0] ? "\"" : "");
+        kube_log(KUBE_LOG_WARN, "event=holdings-mismatch node=%s pod=%s model=\"%s\" kubelet=\"%s\" devices=\"%s\" "
+                 "action=%s%s%s%s", node, e->key, f->model, f->kubelet, e->devices,
+                 kind == F_APPLIED ? "applied" : "kept-model", why[0] ? " why=\"" : "", why, why[0] ? "\"" : "");
     } else {
         stats->ignored[kind - EXT_HOLD_NKINDS]++;
         /* an unknown pod is mostly one deleted a moment ago (the record lags): not worth an info line each */
-        ext_log(kind == F_UNKNOWN_POD ? EXT_LOG_DEBUG : EXT_LOG_INFO,
-                "event=holdings-ignored node=%s pod=%s devices=\"%s\" why=\"%s\"", node, e->key, e->devices, why);
+        kube_log(kind == F_UNKNOWN_POD ? KUBE_LOG_DEBUG : KUBE_LOG_INFO,
+                 "event=holdings-ignored node=%s pod=%s devices=\"%s\" why=\"%s\"", node, e->key, e->devices, why);
     }
 }
 
@@ -364,7 +364,7 @@ static uint64_t inputs_sig(const ext_holdings *h, const ext_node *n, uint64_t rs
 }
 
 bool ext_holdings_reconcile(ext_holdings *h, ext_node *n, ext_holdings_rsv_fn rsv, void *user, uint64_t rsv_version,
-                            ext_holdings_stats *stats) {
+                            int64_t now_ms, ext_holdings_stats *stats) {
     if (!h || !n->m) return false;
     uint64_t sig = inputs_sig(h, n, rsv_version);
     if (sig == h->sig && ext_holdings_disagreements(h) == 0) return false;
@@ -378,10 +378,10 @@ bool ext_holdings_reconcile(ext_holdings *h, ext_node *n, ext_holdings_rsv_fn rs
     ext_pod **pods = malloc(cap * sizeof *pods);
     if (!hold || !res || !who || !pods) {
         free(hold), free(res), free(who), free(pods);
-        ext_log(EXT_LOG_ERROR, "event=oom node=%s", n->name);
+        kube_log(KUBE_LOG_ERROR, "event=oom node=%s", n->name);
         return false;
     }
-    flist out = {0};
+    flist out = {.now_ms = now_ms};
     int k = 0;
     h->mapped = 0;
     char why[MODEL_REASON_LEN];
@@ -414,7 +414,7 @@ bool ext_holdings_reconcile(ext_holdings *h, ext_node *n, ext_holdings_rsv_fn rs
     }
     bool changed = false;
     if (k > 0 && model_holdings_judge(n->m, k, hold, res) < 0) {
-        ext_log(EXT_LOG_ERROR, "event=oom node=%s", n->name);
+        kube_log(KUBE_LOG_ERROR, "event=oom node=%s", n->name);
         k = 0;
     }
     bool any_moved = false;
@@ -425,7 +425,7 @@ bool ext_holdings_reconcile(ext_holdings *h, ext_node *n, ext_holdings_rsv_fn rs
         for (int i = 0; was && i < k; i++) was[i] = pods[i]->a;
         if (!was || model_holdings_apply(n->m, k, hold, res, err, sizeof err) != 0) {
             /* judged on this very model an instant ago: only an inconsistency (or no memory) gets here */
-            ext_log(EXT_LOG_ERROR, "event=holdings-apply-failed node=%s why=\"%s\"", n->name, was ? err : "out of memory");
+            kube_log(KUBE_LOG_ERROR, "event=holdings-apply-failed node=%s why=\"%s\"", n->name, was ? err : "out of memory");
             for (int i = 0; i < k; i++)
                 if (res[i].verdict == MODEL_HOLD_MOVED) {
                     res[i].verdict = MODEL_HOLD_REFUSED;
@@ -460,7 +460,7 @@ bool ext_holdings_reconcile(ext_holdings *h, ext_node *n, ext_holdings_rsv_fn rs
             break;
         }
     }
-    if (out.oom) ext_log(EXT_LOG_ERROR, "event=oom node=%s what=holdings-findings", n->name);
+    if (out.oom) kube_log(KUBE_LOG_ERROR, "event=oom node=%s what=holdings-findings", n->name);
     free(h->f);
     h->f = out.f;
     h->nf = out.n;

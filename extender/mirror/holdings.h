@@ -30,7 +30,7 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 
-#include "extender/mirror/state.h"
+#include "extender/mirror/objects.h"
 
 #define EXT_HOLDINGS_ANN "tessera.io/holdings"
 
@@ -66,9 +66,10 @@ typedef const char *(*ext_holdings_rsv_fn)(void *user, const char *key, int *gpu
 
 /* Set the record against node n's model and pods, apply the kubelet's word, report what is new. rsv_version
  * changes whenever what rsv answers may have. true when n->m or a pod's assignment changed (the caller bumps the
- * node's version). Skipped (false) when none of its inputs changed since the last call and nothing disagrees. */
+ * node's version). Skipped (false) when none of its inputs changed since the last call and nothing disagrees.
+ * now_ms (ext_now_ms): when a new disagreement is seen. */
 bool ext_holdings_reconcile(ext_holdings *h, ext_node *n, ext_holdings_rsv_fn rsv, void *user, uint64_t rsv_version,
-                            ext_holdings_stats *stats);
+                            int64_t now_ms, ext_holdings_stats *stats);
 
 /* Disagreements standing now (refused and reservation ones): the gauge. */
 int ext_holdings_disagreements(const ext_holdings *h);
@@ -78,8 +79,5 @@ int ext_holdings_disagreements(const ext_holdings *h);
 cJSON *ext_holdings_debug(const ext_holdings *h, int64_t now_ms);
 
 void ext_holdings_free(ext_holdings *h);
-
-/* The state's counters (state.c keeps them beside the cache; lock held). */
-const ext_holdings_stats *ext_state_holdings_stats(const ext_state *st);
 
 #endif

@@ -11,12 +11,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "extender/annotation.h"
+#include "extender/base/annotation.h"
 #include "extender/delivery/delivery.h"
 #include "extender/mirror/dra.h"
 #include "extender/mirror/holdings.h"
-#include "extender/log.h"
-#include "extender/map.h"
+#include "kube/log.h"
+#include "extender/base/map.h"
 
 #define MEMO_CAP 4096
 
@@ -161,7 +161,7 @@ void ext_state_unlock(ext_state *st) { pthread_mutex_unlock(&st->mu); }
 
 bool ext_state_ready(ext_state *st) {
     pthread_mutex_lock(&st->mu);
-    bool r = st->synced[EXT_KUBE_NODE] && st->synced[EXT_KUBE_POD] && (!st->cfg.dra || ext_dra_synced(st->dra));
+    bool r = st->synced[KUBE_NODE] && st->synced[KUBE_POD] && (!st->cfg.dra || ext_dra_synced(st->dra));
     pthread_mutex_unlock(&st->mu);
     return r;
 }
@@ -374,7 +374,7 @@ typedef enum apply_mode {
     APPLY_FACTS     /* facts only; false when a guess is needed (the caller comes back later) */
 } apply_mode;
 
-static apply_mode relist_mode(const ext_state *st) { return st->relisting[EXT_KUBE_POD] ? APPLY_DEFER : APPLY_DERIVE; }
+static apply_mode relist_mode(const ext_state *st) { return st->relisting[KUBE_POD] ? APPLY_DEFER : APPLY_DERIVE; }
 
 /* Give pod p its GPUs on node n: the assignment it held before (hint), else our
  * annotation, else the first assignment model_fit lists. Pods the default scheduler
@@ -414,8 +414,8 @@ static bool pod_apply(ext_state *st, ext_node *n, pod_priv *pp, const model_assi
     }
     pp->deferred = false;
     if (pp->ann)
-        ext_log(EXT_LOG_WARN, "event=annotation-invalid pod=%s/%s node=%s err=\"%s\" action=re-derive", p->ns, p->name,
-                n->name, err);
+        kube_log(KUBE_LOG_WARN, "event=annotation-invalid pod=%s/%s node=%s err=\"%s\" action=re-derive", p->ns, p->name,
+                 n->name, err);
     model_request r = p->req;
     int nf = model_fit(n->m, &r, &a, 1, err, sizeof err);
     if (nf == 0 && r.kind == MODEL_REQ_WHOLE && r.isolation == MODEL_ISO_DEFAULT) {
@@ -431,7 +431,7 @@ static bool pod_apply(ext_state *st, ext_node *n, pod_priv *pp, const model_assi
         return true;
     }
     p->overcommitted = true;
-    ext_log(EXT_LOG_WARN, "event=overcommitted pod=%s/%s uid=%s node=%s why=\"%s\"", p->ns, p->name, p->uid, n->name, err);
+    kube_log(KUBE_LOG_WARN, "event=overcommitted pod=%s/%s uid=%s node=%s why=\"%s\"", p->ns, p->name, p->uid, n->name, err);
     return true;
 }
 
@@ -526,13 +526,13 @@ static void pod_remove(ext_state *st, pod_priv *pp) {
 static void node_install(ext_state *st, model_node *m) {
     ext_node *n = node_get_or_create(st, m->name);
     if (!n) {
-        ext_log(EXT_LOG_ERROR, "event=oom node=%s", m->name);
+        kube_log(KUBE_LOG_ERROR, "event=oom node=%s", m->name);
         model_node_free(m);
         return;
     }
     model_node *old = n->m;
     n->m = m;
-    n->gen = st->gen[EXT_KUBE_NODE];
+    n->gen = st->gen[KUBE_NODE];
     node_touch(st, n);
     ext_dra_apply_claims(st->dra, m);   /* claims hold their devices before any pod is put back */
     if (!old && n->npods == 0) return;
@@ -587,11 +587,11 @@ static void node_install_view(ext_state *st, ext_node *n, model_node *base) {
     }
     model_node *m = model_node_clone(n->base);
     if (!m) {
-        ext_log(EXT_LOG_ERROR, "event=oom node=%s", n->name);
+        kube_log(KUBE_LOG_ERROR, "event=oom node=%s", n->name);
         return;
     }
     ext_dra_merge(st->dra, m, st->cfg.cat);
-    if (m->dra_note[0]) ext_log(EXT_LOG_DEBUG, "event=dra-note node=%s why=\"%s\"", n->name, m->dra_note);
+    if (m->dra_note[0]) kube_log(KUBE_LOG_DEBUG, "event=dra-note node=%s why=\"%s\"", n->name, m->dra_note);
     node_install(st, compacted(m));
 }
 
@@ -599,7 +599,7 @@ static void node_install_view(ext_state *st, ext_node *n, model_node *base) {
 static void node_install_base(ext_state *st, model_node *base) {
     ext_node *n = node_get_or_create(st, base->name);
     if (!n) {
-        ext_log(EXT_LOG_ERROR, "event=oom node=%s", base->name);
+        kube_log(KUBE_LOG_ERROR, "event=oom node=%s", base->name);
         model_node_free(base);
         return;
     }
@@ -627,7 +627,7 @@ static void dra_touch(void *user, const char *node) {
     model_node *base = n->base;
     if (!base && !ext_dra_node_has_slices(st->dra, node)) return;   /* a claim's change: nothing held here */
     if (!base && !(base = node_base_of(n))) {
-        ext_log(EXT_LOG_ERROR, "event=oom node=%s", n->name);
+        kube_log(KUBE_LOG_ERROR, "event=oom node=%s", n->name);
         return;
     }
     uint32_t g = n->gen;   /* a DRA change is no sighting of the Node object (node relist sweep) */
@@ -658,25 +658,25 @@ static const char *obj_str(const cJSON *o, const char *a, const char *b) {
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-static void node_event(ext_state *st, ext_kube_event ev, const cJSON *obj) {
+static void node_event(ext_state *st, kube_event ev, const cJSON *obj) {
     const char *name = obj_str(obj, "metadata", "name");
     if (!name || !name[0]) {
-        ext_log(EXT_LOG_WARN, "event=bad-object kind=Node why=\"no metadata.name\"");
+        kube_log(KUBE_LOG_WARN, "event=bad-object kind=Node why=\"no metadata.name\"");
         return;
     }
-    if (ev == EXT_KUBE_DELETED) {
+    if (ev == KUBE_DELETED) {
         ext_node *n = ext_map_get(st->nodes, name);
         if (n && n->m) node_delete(st, n);
-        ext_log(EXT_LOG_INFO, "event=node-deleted node=%s", name);
+        kube_log(KUBE_LOG_INFO, "event=node-deleted node=%s", name);
         return;
     }
     char err[256];
     model_node *m = model_node_from_json(obj, st->cfg.cat, err, sizeof err);
     if (!m) {
-        ext_log(EXT_LOG_WARN, "event=bad-object kind=Node node=%s why=\"%s\"", name, err);
+        kube_log(KUBE_LOG_WARN, "event=bad-object kind=Node node=%s why=\"%s\"", name, err);
         return;
     }
-    if (m->reason[0]) ext_log(EXT_LOG_DEBUG, "event=node-unusable node=%s why=\"%s\"", name, m->reason);
+    if (m->reason[0]) kube_log(KUBE_LOG_DEBUG, "event=node-unusable node=%s why=\"%s\"", name, m->reason);
     node_install_base(st, m);
     ext_node *n = ext_map_get(st->nodes, name);
     if (n) {
@@ -689,8 +689,9 @@ static void node_event(ext_state *st, ext_kube_event ev, const cJSON *obj) {
  * a record entry for a pod the cache has not listed yet is no finding (holdings.h). */
 static void holdings_touch(ext_state *st, ext_node *n) {
     if (!n || !n->holdings || !n->m) return;
-    if (st->relisting[EXT_KUBE_POD] || !st->synced[EXT_KUBE_POD]) return;
-    if (ext_holdings_reconcile(n->holdings, n, rsv_lookup, st, st->rsv_version, &st->hstats)) node_touch(st, n);
+    if (st->relisting[KUBE_POD] || !st->synced[KUBE_POD]) return;
+    if (ext_holdings_reconcile(n->holdings, n, rsv_lookup, st, st->rsv_version, ext_now_ms(), &st->hstats))
+        node_touch(st, n);
 }
 
 /* At the pod relist's end every node with a record, not only those an event touched meanwhile: the sweep, the
@@ -736,13 +737,13 @@ static bool rsv_note(ext_state *st, const char *ns, const char *name, const cJSO
 
 /* ------------------------------------------------------------ pod objects */
 
-static void pod_event_apply(ext_state *st, ext_kube_event ev, const cJSON *obj);
+static void pod_event_apply(ext_state *st, kube_event ev, const cJSON *obj);
 
 /* A pod's change can make the node's holdings record say something else of it (placed, moved, gone, a GPU
  * freed for a pod whose move was refused): the nodes it left and reached are compared again. Only when the
  * event changed the node (its version: every change to its model or pod list bumps it): most pod events are
  * status updates of a pod that stays where it is, and the record is not compared for them. */
-static void pod_event(ext_state *st, ext_kube_event ev, const cJSON *obj) {
+static void pod_event(ext_state *st, kube_event ev, const cJSON *obj) {
     const char *uid = obj_str(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "uid", NULL);
     pod_priv *before = uid ? ext_map_get(st->pods, uid) : NULL;
     char old[256] = "";
@@ -760,17 +761,17 @@ static void pod_event(ext_state *st, ext_kube_event ev, const cJSON *obj) {
     if (after && after->pub.node && strcmp(after->pub.node, old)) holdings_touch(st, ext_map_get(st->nodes, after->pub.node));
 }
 
-static void pod_event_apply(ext_state *st, ext_kube_event ev, const cJSON *obj) {
+static void pod_event_apply(ext_state *st, kube_event ev, const cJSON *obj) {
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
     const char *uid = obj_str(meta, "uid", NULL), *ns = obj_str(meta, "namespace", NULL);
     const char *name = obj_str(meta, "name", NULL);
     if (!uid || !uid[0] || strlen(uid) >= MODEL_UID_LEN || !name) {
-        ext_log(EXT_LOG_WARN, "event=bad-object kind=Pod why=\"no metadata.uid/name\"");
+        kube_log(KUBE_LOG_WARN, "event=bad-object kind=Pod why=\"no metadata.uid/name\"");
         return;
     }
     if (!ns) ns = "default";
     pod_priv *pp = ext_map_get(st->pods, uid);
-    if (ev == EXT_KUBE_DELETED) {
+    if (ev == KUBE_DELETED) {
         if (pp) pod_remove(st, pp);
         if (!strcmp(ns, st->cfg.reservation_ns)) rsv_note(st, ns, name, meta, true);
         return;
@@ -814,7 +815,7 @@ static void pod_event_apply(ext_state *st, ext_kube_event ev, const cJSON *obj) 
     ext_pod *p = &pp->pub;
     p->req = req;
     p->from_api = true;
-    p->gen = st->gen[EXT_KUBE_POD];
+    p->gen = st->gen[KUBE_POD];
     /* A bound pod whose assignment changed (the reservation controller moved it to another GPU) is
      * placed again from the new text. A bind being confirmed is not: its annotation is what it holds. */
     bool reapply = false;
@@ -832,7 +833,7 @@ static void pod_event_apply(ext_state *st, ext_kube_event ev, const cJSON *obj) 
     }
     if (p->node && strcmp(p->node, node) == 0) {
         if (p->phase != EXT_POD_BOUND)
-            ext_log(EXT_LOG_DEBUG, "event=bind-confirmed pod=%s/%s node=%s", p->ns, p->name, node);
+            kube_log(KUBE_LOG_DEBUG, "event=bind-confirmed pod=%s/%s node=%s", p->ns, p->name, node);
         p->phase = EXT_POD_BOUND;
         if (!p->holds || reapply) {   /* over-committed before, its node was unknown, or moved: try again */
             ext_node *n = ext_map_get(st->nodes, node);
@@ -842,21 +843,21 @@ static void pod_event_apply(ext_state *st, ext_kube_event ev, const cJSON *obj) 
         return;
     }
     if (p->node)
-        ext_log(EXT_LOG_WARN, "event=pod-moved pod=%s/%s from=%s to=%s", p->ns, p->name, p->node, node);
+        kube_log(KUBE_LOG_WARN, "event=pod-moved pod=%s/%s from=%s to=%s", p->ns, p->name, p->node, node);
     pod_unplace(st, pp);
     p->phase = EXT_POD_BOUND;
-    if (pod_place(st, pp, node, NULL) != 0) ext_log(EXT_LOG_ERROR, "event=oom pod=%s/%s", p->ns, p->name);
+    if (pod_place(st, pp, node, NULL) != 0) kube_log(KUBE_LOG_ERROR, "event=oom pod=%s/%s", p->ns, p->name);
 }
 
 /* ------------------------------------------------------------ events */
 
-static void sweep(ext_state *st, ext_kube_kind kind) {
+static void sweep(ext_state *st, kube_kind kind) {
     uint32_t g = st->gen[kind];
-    if (kind == EXT_KUBE_NODE) {
+    if (kind == KUBE_NODE) {
         for (int i = st->nn - 1; i >= 0; i--) {
             ext_node *n = st->narr[i];
             if (n->m && n->gen != g) {
-                ext_log(EXT_LOG_INFO, "event=node-swept node=%s", n->name);
+                kube_log(KUBE_LOG_INFO, "event=node-swept node=%s", n->name);
                 node_delete(st, n);
                 st->st.sweeps[kind]++;
             }
@@ -883,50 +884,50 @@ static void sweep(ext_state *st, ext_kube_kind kind) {
         if (gone) gone[cnt++] = pp;
     }
     for (size_t i = 0; i < cnt; i++) {
-        ext_log(EXT_LOG_INFO, "event=pod-swept pod=%s/%s", gone[i]->pub.ns, gone[i]->pub.name);
+        kube_log(KUBE_LOG_INFO, "event=pod-swept pod=%s/%s", gone[i]->pub.ns, gone[i]->pub.name);
         pod_remove(st, gone[i]);
         st->st.sweeps[kind]++;
     }
     free(gone);
 }
 
-void ext_state_apply(ext_state *st, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj) {
+void ext_state_apply(ext_state *st, kube_kind kind, kube_event ev, const cJSON *obj) {
     ext_state_on_event(st, kind, ev, obj);
 }
 
-void ext_state_on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj) {
+void ext_state_on_event(void *user, kube_kind kind, kube_event ev, const cJSON *obj) {
     ext_state *st = user;
-    if (kind >= EXT_KUBE_RESOURCESLICE && kind < EXT_KUBE_NKINDS) {
+    if (kind >= KUBE_RESOURCESLICE && kind < KUBE_NKINDS) {
         pthread_mutex_lock(&st->mu);
         ext_dra_event(st->dra, kind, ev, obj, dra_touch, st);
         pthread_mutex_unlock(&st->mu);
         return;
     }
-    if (kind != EXT_KUBE_NODE && kind != EXT_KUBE_POD) return;
+    if (kind != KUBE_NODE && kind != KUBE_POD) return;
     pthread_mutex_lock(&st->mu);
     st->st.events[kind]++;
     switch (ev) {
-    case EXT_KUBE_RELIST:
+    case KUBE_RELIST:
         st->gen[kind]++;
         st->st.relists[kind]++;
         st->relisting[kind] = true;
-        if (kind == EXT_KUBE_POD) rsv_clear(st);   /* the list names every reservation pod again */
-        ext_log(EXT_LOG_INFO, "event=relist kind=%s", kind == EXT_KUBE_NODE ? "Node" : "Pod");
+        if (kind == KUBE_POD) rsv_clear(st);   /* the list names every reservation pod again */
+        kube_log(KUBE_LOG_INFO, "event=relist kind=%s", kind == KUBE_NODE ? "Node" : "Pod");
         break;
-    case EXT_KUBE_SYNCED:
+    case KUBE_SYNCED:
         sweep(st, kind);   /* first: what the list no longer names frees its GPUs before any guess */
         st->relisting[kind] = false;
-        if (kind == EXT_KUBE_POD) derive_deferred(st);
+        if (kind == KUBE_POD) derive_deferred(st);
         if (!st->synced[kind])
-            ext_log(EXT_LOG_INFO, "event=synced kind=%s", kind == EXT_KUBE_NODE ? "Node" : "Pod");
+            kube_log(KUBE_LOG_INFO, "event=synced kind=%s", kind == KUBE_NODE ? "Node" : "Pod");
         st->synced[kind] = true;
-        if (kind == EXT_KUBE_POD) holdings_touch_all(st);   /* after synced: holdings_touch waits for it */
+        if (kind == KUBE_POD) holdings_touch_all(st);   /* after synced: holdings_touch waits for it */
         break;
-    case EXT_KUBE_ADDED:
-    case EXT_KUBE_MODIFIED:
-    case EXT_KUBE_DELETED:
+    case KUBE_ADDED:
+    case KUBE_MODIFIED:
+    case KUBE_DELETED:
         if (!cJSON_IsObject(obj)) break;
-        if (kind == EXT_KUBE_NODE) node_event(st, ev, obj);
+        if (kind == KUBE_NODE) node_event(st, ev, obj);
         else pod_event(st, ev, obj);
         break;
     }
@@ -965,10 +966,10 @@ int ext_state_load_cluster(ext_state *st, const char *json, size_t len, char *er
     }
     cJSON_Delete(root);
     pthread_mutex_lock(&st->mu);
-    st->gen[EXT_KUBE_NODE]++;   /* a relist of nodes: what the file does not name is dropped */
+    st->gen[KUBE_NODE]++;   /* a relist of nodes: what the file does not name is dropped */
     for (int k = 0; k < n; k++) node_install_base(st, ms[k]);
-    sweep(st, EXT_KUBE_NODE);
-    st->synced[EXT_KUBE_NODE] = st->synced[EXT_KUBE_POD] = true;
+    sweep(st, KUBE_NODE);
+    st->synced[KUBE_NODE] = st->synced[KUBE_POD] = true;
     pthread_mutex_unlock(&st->mu);
     free(ms);
     return 0;
@@ -997,7 +998,7 @@ int ext_state_reserve(ext_state *st, const char *uid, const char *ns, const char
             pod_free(pp);
             goto oom;
         }
-        pp->pub.gen = st->gen[EXT_KUBE_POD];
+        pp->pub.gen = st->gen[KUBE_POD];
         created = true;
     }
     if (model_assign(n->m, uid, a, err, errlen) != 0) goto undo;
@@ -1093,8 +1094,8 @@ int ext_state_expire(ext_state *st, int64_t now_ms) {
     }
     for (size_t i = 0; i < cnt; i++) {
         pod_priv *v = gone[i];
-        ext_log(EXT_LOG_WARN, "event=assumption-expired pod=%s/%s node=%s", v->pub.ns, v->pub.name,
-                v->pub.node ? v->pub.node : "-");
+        kube_log(KUBE_LOG_WARN, "event=assumption-expired pod=%s/%s node=%s", v->pub.ns, v->pub.name,
+                 v->pub.node ? v->pub.node : "-");
         pod_unplace(st, v);
         if (v->pub.from_api) v->pub.phase = EXT_POD_PENDING;
         else pod_remove(st, v);

@@ -25,44 +25,13 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 
-#include "extender/mirror/kube.h"
+#include "kube/client.h"
 #include "model/catalog.h"
 #include "model/fit.h"
 #include "model/node.h"
 #include "model/request.h"
-
-typedef enum ext_pod_phase { EXT_POD_PENDING = 0, EXT_POD_BINDING, EXT_POD_ASSUMED, EXT_POD_BOUND } ext_pod_phase;
-
-typedef struct ext_pod {
-    char uid[MODEL_UID_LEN];
-    char *ns, *name;
-    char *node;              /* NULL while pending */
-    model_request req;
-    ext_pod_phase phase;
-    bool holds;              /* a is applied on the node's model */
-    bool overcommitted;      /* on a node, but its GPUs do not fit there */
-    bool derived;            /* a came from model_fit, not from our annotation */
-    bool from_api;           /* seen in a list or watch (not only through a bind) */
-    int64_t expires_ms;      /* ASSUMED: monotonic deadline */
-    uint32_t gen;            /* relist mark */
-    model_assignment a;      /* valid when holds */
-} ext_pod;
-
-typedef struct ext_node {
-    char *name;
-    model_node *m;           /* NULL: pods reference the node but no Node object is known */
-    model_node *base;        /* the model of the Node object alone; m = base + its DRA devices and the
-                              * claims that hold them (dra.h) + pods. NULL when m is */
-    ext_pod **pods;          /* pods placed on it (BINDING, ASSUMED, BOUND) */
-    int npods, cap;
-    int idx;                 /* position in the state's node array */
-    uint32_t gen;
-    uint64_t version;        /* changes with every change to the model or the pod list; drawn
-                              * from one counter, so an equal version means the same node in
-                              * the same state (what the verbs' answer cache keys on) */
-    struct ext_node_memo *memo;   /* verbs.c's cached answers for this node; freed with it */
-    struct ext_holdings *holdings;  /* the node agent's tessera.io/holdings record (holdings.h); NULL: none */
-} ext_node;
+#include "extender/mirror/holdings.h"
+#include "extender/mirror/objects.h"
 
 typedef struct ext_state ext_state;
 
@@ -82,8 +51,8 @@ void ext_state_free(ext_state *st);
  * node set; marks the state ready. -1 with err on malformed input (nothing changed). */
 int ext_state_load_cluster(ext_state *st, const char *json, size_t len, char *err, size_t errlen);
 
-/* The ext_kube handler: user is the ext_state. Takes the lock itself. */
-void ext_state_on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj);
+/* The kube_client handler: user is the ext_state. Takes the lock itself. */
+void ext_state_on_event(void *user, kube_kind kind, kube_event ev, const cJSON *obj);
 
 /* The DRA object cache (dra.h); lock held. Never NULL after ext_state_new. */
 struct ext_dra *ext_state_dra(const ext_state *st);
@@ -156,10 +125,13 @@ int ext_state_expire(ext_state *st, int64_t now_ms);
 /* Monotonic clock in ms (the clock deadlines use). */
 int64_t ext_now_ms(void);
 
+/* The holdings counters (holdings.h) state.c keeps beside the cache; lock held. */
+const ext_holdings_stats *ext_state_holdings_stats(const ext_state *st);
+
 /* ------------------------------------------------- API objects (lock taken inside) */
 
 /* Apply one Node or Pod object as the watch would (ADDED/MODIFIED/DELETED). Exposed for
  * tests and standalone tooling; the kube handler goes through ext_state_on_event. */
-void ext_state_apply(ext_state *st, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj);
+void ext_state_apply(ext_state *st, kube_kind kind, kube_event ev, const cJSON *obj);
 
 #endif

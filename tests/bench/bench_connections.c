@@ -24,7 +24,7 @@
 #include <dirent.h>
 
 #include "extender/http.h"
-#include "extender/log.h"
+#include "kube/log.h"
 #include "extender/mirror/state.h"
 #include "extender/verbs.h"
 #include "tests/unit/ext_proc.h"
@@ -116,7 +116,7 @@ static double pct(double *v, int n, double p) {
 }
 
 static void child(int cap, int wfd) {
-    ext_log_set_level(EXT_LOG_OFF);
+    kube_log_set_level(KUBE_LOG_OFF);
     ext_state_config sc = {.standalone = true};
     ext_state *st = ext_state_new(&sc);
     char err[256];

@@ -29,9 +29,9 @@
 #include <cjson/cJSON.h>
 
 #include "extender/delivery/delivery.h"
-#include "extender/events.h"
-#include "extender/mirror/kube.h"
-#include "extender/log.h"
+#include "extender/base/events.h"
+#include "kube/client.h"
+#include "kube/log.h"
 #include "extender/delivery/reservation.h"
 #include "extender/mirror/state.h"
 #include "extender/verbs.h"
@@ -70,13 +70,13 @@ typedef struct env {
     fake_api *api;
     fake_kubelet *kl;
     ext_state *st;
-    ext_kube *k;
+    kube_client *k;
     ext_events *ev;
     ext_rsv *rsv;
     ext_verbs v;
 } env;
 
-static void on_event(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj) {
+static void on_event(void *user, kube_kind kind, kube_event ev, const cJSON *obj) {
     env *e = user;
     ext_state_on_event(e->st, kind, ev, obj);
     ext_rsv_on_event(e->rsv, kind, ev, obj);
@@ -109,10 +109,10 @@ static int env_up(env *e, int nodes) {
     ext_state_config sc = {.standalone = false};
     snprintf(sc.reservation_ns, sizeof sc.reservation_ns, NS_RSV);
     e->st = ext_state_new(&sc);
-    ext_kube_config kc;
-    ext_kube_config_defaults(&kc);
+    kube_config kc;
+    kube_config_defaults(&kc);
     snprintf(kc.api_url, sizeof kc.api_url, "%s", url);
-    if (!e->st || !(e->k = ext_kube_new(&kc, err, sizeof err))) { fprintf(stderr, "client: %s\n", err); return -1; }
+    if (!e->st || !(e->k = kube_new(&kc, err, sizeof err))) { fprintf(stderr, "client: %s\n", err); return -1; }
     ext_events_config ec;
     ext_events_config_defaults(&ec);
     e->ev = ext_events_start(e->k, &ec, err, sizeof err);
@@ -126,7 +126,7 @@ static int env_up(env *e, int nodes) {
     e->v.events = e->ev;
     e->v.rsv = e->rsv;
     e->v.fraction_no_mps = true;
-    if (ext_kube_start(e->k, on_event, e, err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); return -1; }
+    if (kube_start(e->k, on_event, e, err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); return -1; }
     for (int i = 0; i < 1000 && !ext_state_ready(e->st); i++) nap_us(10000);
     if (!ext_state_ready(e->st)) { fprintf(stderr, "never synced\n"); return -1; }
     return ext_rsv_start(e->rsv, err, sizeof err);
@@ -135,7 +135,7 @@ static int env_up(env *e, int nodes) {
 static void env_down(env *e) {
     ext_rsv_stop(e->rsv);
     ext_events_stop(e->ev);
-    ext_kube_free(e->k);
+    kube_free(e->k);
     ext_rsv_free(e->rsv);
     ext_state_free(e->st);
     fake_kubelet_stop(e->kl);
@@ -369,7 +369,7 @@ static int bench_idle(int rounds) {
 }
 
 int main(void) {
-    ext_log_set_level(EXT_LOG_ERROR);
+    kube_log_set_level(KUBE_LOG_ERROR);
     const char *s = getenv("BENCH_SAMPLES");
     int samples = s && atoi(s) > 0 ? atoi(s) : 200;
     double *bind = calloc((size_t)samples, sizeof *bind), *deliver = calloc((size_t)samples, sizeof *deliver);

@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <time.h>
 
-#include "extender/log.h"
+#include "kube/log.h"
 #include "extender/mirror/state.h"
 #include "extender/verbs.h"
 #include "policy/policy.h"
@@ -30,9 +30,9 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static void apply(ext_state *st, ext_kube_kind kind, const char *json) {
+static void apply(ext_state *st, kube_kind kind, const char *json) {
     cJSON *o = cJSON_Parse(json);
-    ext_state_apply(st, kind, EXT_KUBE_ADDED, o);
+    ext_state_apply(st, kind, KUBE_ADDED, o);
     cJSON_Delete(o);
 }
 
@@ -50,12 +50,12 @@ static const char *GPU_CLASS =
 static ext_state *dra_cluster(int n, double *ts, double *tc) {
     ext_state_config cfg = {.standalone = true};
     ext_state *st = ext_state_new(&cfg);
-    apply(st, EXT_KUBE_DEVICECLASS, GPU_CLASS);
+    apply(st, KUBE_DEVICECLASS, GPU_CLASS);
     char *buf = malloc(1 << 16);
     for (int i = 0; i < n; i++) {
         snprintf(buf, 1 << 16, "{\"metadata\":{\"name\":\"dra-%d\",\"labels\":{\"nvidia.com/gpu.present\":\"true\"}},"
                  "\"status\":{\"allocatable\":{\"cpu\":\"64\",\"memory\":\"512Gi\"}}}", i);
-        apply(st, EXT_KUBE_NODE, buf);
+        apply(st, KUBE_NODE, buf);
     }
     double t0 = now_ms();
     for (int i = 0; i < n; i++) {
@@ -67,7 +67,7 @@ static ext_state *dra_cluster(int n, double *ts, double *tc) {
                                     "\"uuid\":{\"string\":\"GPU-%d-%d\"},\"productName\":{\"string\":\"NVIDIA A100-SXM4-40GB\"}},"
                                     "\"capacity\":{\"memory\":{\"value\":\"40Gi\"}}}", g ? "," : "", g, i, g);
         snprintf(buf + off, (1 << 16) - off, "]}}");
-        apply(st, EXT_KUBE_RESOURCESLICE, buf);
+        apply(st, KUBE_RESOURCESLICE, buf);
     }
     double t1 = now_ms();
     for (int i = 0; i < n; i++)
@@ -76,13 +76,13 @@ static ext_state *dra_cluster(int n, double *ts, double *tc) {
                      "{\"devices\":{\"requests\":[{\"name\":\"g\",\"exactly\":{\"deviceClassName\":\"gpu.nvidia.com\"}}]}},"
                      "\"status\":{\"allocation\":{\"devices\":{\"results\":[{\"request\":\"g\",\"driver\":\"gpu.nvidia.com\","
                      "\"pool\":\"dra-%d\",\"device\":\"gpu-%d\"}]}}}}", i, c, i, c, i, (i + c) % 8);
-            apply(st, EXT_KUBE_RESOURCECLAIM, buf);
+            apply(st, KUBE_RESOURCECLAIM, buf);
         }
     double t2 = now_ms();
     if (ts) *ts = t1 - t0;
     if (tc) *tc = t2 - t1;
     /* the benchmarked pod's claim, made from its template and pending */
-    apply(st, EXT_KUBE_RESOURCECLAIM,
+    apply(st, KUBE_RESOURCECLAIM,
           "{\"metadata\":{\"name\":\"p-gpu\",\"namespace\":\"ml\",\"uid\":\"u-p\"},\"spec\":{\"devices\":{\"requests\":"
           "[{\"name\":\"g\",\"exactly\":{\"deviceClassName\":\"gpu.nvidia.com\",\"count\":2}}]}}}");
     free(buf);
@@ -99,12 +99,12 @@ static ext_state *plugin_cluster(int n) {
                  "\"nvidia.com/gpu.product\":\"NVIDIA-A100-SXM4-40GB\",\"nvidia.com/gpu.count\":\"8\",\"nvidia.com/gpu.memory\":"
                  "\"40960\",\"nvidia.com/gpu.replicas\":\"1\"}},\"status\":{\"allocatable\":{\"cpu\":\"64\",\"memory\":\"512Gi\","
                  "\"nvidia.com/gpu\":\"8\"}}}", i);
-        apply(st, EXT_KUBE_NODE, buf);
+        apply(st, KUBE_NODE, buf);
         for (int c = 0; c < 4; c++) {
             snprintf(buf, 1 << 16, "{\"metadata\":{\"name\":\"q-%d-%d\",\"namespace\":\"ml\",\"uid\":\"q-%d-%d\"},\"spec\":"
                      "{\"nodeName\":\"dra-%d\",\"containers\":[{\"name\":\"m\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]},"
                      "\"status\":{\"phase\":\"Running\"}}", i, c, i, c, i);
-            apply(st, EXT_KUBE_POD, buf);
+            apply(st, KUBE_POD, buf);
         }
     }
     free(buf);
@@ -209,7 +209,7 @@ static void bench_b(void) {
 }
 
 int main(void) {
-    ext_log_set_level(EXT_LOG_OFF);
+    kube_log_set_level(KUBE_LOG_OFF);
     const char *env = getenv("BENCH_DRA_NODES");
     int n = env ? atoi(env) : 1000;
     if (n < 1) n = 1000;

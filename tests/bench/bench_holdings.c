@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "extender/log.h"
+#include "kube/log.h"
 #include "extender/mirror/state.h"
 
 #define NGPU 8
@@ -33,7 +33,7 @@ static double now_ns(void) {
     return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
-static void ev(ext_state *st, ext_kube_kind k, ext_kube_event e, const char *json) {
+static void ev(ext_state *st, kube_kind k, kube_event e, const char *json) {
     cJSON *o = json ? cJSON_Parse(json) : NULL;
     ext_state_on_event(st, k, e, o);
     cJSON_Delete(o);
@@ -61,10 +61,10 @@ static void cell_init(cell *c, int mode) {
     cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(c->node, "metadata"), "annotations");
     cJSON_AddStringToObject(ann, "tessera.io/gpus", gpus);
     if (mode) cJSON_AddStringToObject(ann, "tessera.io/holdings", rec);
-    ev(c->st, EXT_KUBE_NODE, EXT_KUBE_RELIST, NULL);
-    ext_state_on_event(c->st, EXT_KUBE_NODE, EXT_KUBE_ADDED, c->node);
-    ev(c->st, EXT_KUBE_NODE, EXT_KUBE_SYNCED, NULL);
-    ev(c->st, EXT_KUBE_POD, EXT_KUBE_RELIST, NULL);
+    ev(c->st, KUBE_NODE, KUBE_RELIST, NULL);
+    ext_state_on_event(c->st, KUBE_NODE, KUBE_ADDED, c->node);
+    ev(c->st, KUBE_NODE, KUBE_SYNCED, NULL);
+    ev(c->st, KUBE_POD, KUBE_RELIST, NULL);
     for (int i = 0; i < NGPU; i++) {
         char p[1024];
         snprintf(p, sizeof p,
@@ -74,9 +74,9 @@ static void cell_init(cell *c, int mode) {
                  "\"n1\",\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]},"
                  "\"status\":{\"phase\":\"Running\"}}",
                  i, i, i);
-        ev(c->st, EXT_KUBE_POD, EXT_KUBE_ADDED, p);
+        ev(c->st, KUBE_POD, KUBE_ADDED, p);
     }
-    ev(c->st, EXT_KUBE_POD, EXT_KUBE_SYNCED, NULL);
+    ev(c->st, KUBE_POD, KUBE_SYNCED, NULL);
 }
 
 static void cell_events(cell *c, int n) {
@@ -85,7 +85,7 @@ static void cell_events(cell *c, int n) {
         char t[16];
         snprintf(t, sizeof t, "%d", ++c->tick);
         cJSON_ReplaceItemInObject(labels, "tick", cJSON_CreateString(t));
-        ext_state_on_event(c->st, EXT_KUBE_NODE, EXT_KUBE_MODIFIED, c->node);
+        ext_state_on_event(c->st, KUBE_NODE, KUBE_MODIFIED, c->node);
     }
 }
 
@@ -109,7 +109,7 @@ static int cmp(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    ext_log_set_level(EXT_LOG_OFF);
+    kube_log_set_level(KUBE_LOG_OFF);
     if (argc >= 2) {   /* one cell, for callgrind */
         int mode = -1;
         for (int m = 0; m < 3; m++)

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "extender/log.h"
+#include "kube/log.h"
 #include "tests/support/soak.h"
 
 static int env_int(const char *k, int dflt) {
@@ -19,7 +19,7 @@ static int env_int(const char *k, int dflt) {
 }
 
 int main(void) {
-    ext_log_set_level(EXT_LOG_OFF);
+    kube_log_set_level(KUBE_LOG_OFF);
     soak_config c = {.seconds = env_int("SOAK_SECONDS", 600), .nodes = env_int("SOAK_NODES", 24),
                      .pods = env_int("SOAK_PODS", 120), .slow_min_ms = 1000, .slow_max_ms = 5000,
                      .fault_every_ms = 1000, .seed = (unsigned)env_int("SOAK_SEED", 1), .verbose = true};

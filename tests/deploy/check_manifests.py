@@ -559,7 +559,7 @@ ld, rd, rp = (duration(le_cfg.get(k)) for k in ("leaseDuration", "renewDeadline"
 check("leaderElection timings are valid (leaseDuration > renewDeadline > 1.2 x retryPeriod > 0)",
       None not in (ld, rd, rp) and ld > rd > 1.2 * rp > 0, "%s/%s/%s" % (ld, rd, rp))
 
-# The extender's own leader election (extender/leader.h): on, on a Lease the Role allows, with valid timings,
+# The extender's own leader election (extender/base/leader.h): on, on a Lease the Role allows, with valid timings,
 # and an identity from the downward API.
 xle = xf.get("leader-elect", "true")
 check("extender leader election is on (--leader-elect absent, bare or =true)", xle in ("", "true"), repr(xle))
@@ -578,7 +578,7 @@ check("extender Lease %r is one the Role allows, and not kube-scheduler's %r" % 
       x_name in LEADER_LEASES and x_name != le_cfg.get("resourceName"))
 check("extender identity comes from POD_NAME = metadata.name (downward API)", field_ref("POD_NAME") == "metadata.name",
       repr(field_ref("POD_NAME")))
-# The extender follows kube-scheduler's own Lease (extender/leader.h, "Who campaigns"): --scheduler-lease must
+# The extender follows kube-scheduler's own Lease (extender/base/leader.h, "Who campaigns"): --scheduler-lease must
 # name exactly the Lease of scheduler-config.yaml, or the extender's Lease (and the background work it carries)
 # would not follow the active kube-scheduler.
 x_sched = xf.get("scheduler-lease", (x_ns or NAMESPACE) + "/tessera-scheduler")
@@ -1535,7 +1535,7 @@ except OSError as e:
 # ---- the node agent: deploy/node-agent (and deploy/node-agent-policy), optional components --------
 # Off by default (deploy/README.md, "Node agent", says why); checked here as `components: [node-agent,
 # node-agent-policy]` would add them. What must agree: the flags with `tessera-node-agent --help`, the socket
-# path with the hostPath mount, the probes with --metrics-listen, the RBAC with the calls agent/kube.c makes, the
+# path with the hostPath mount, the probes with --metrics-listen, the RBAC with the calls agent/main.c makes, the
 # admission policy with the agent's identity and the two annotations agent/ writes.
 AGENT_COMPONENTS = ("node-agent", "node-agent-policy")
 AGENT_SA = "tessera-node-agent"
@@ -1644,15 +1644,21 @@ for probe, path_ in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz"
     check("the agent's %s is GET %s on --metrics-listen's port" % (probe, path_),
           hg.get("path") == path_ and port_number(agent, hg.get("port")) == amport, str(hg))
 
-# RBAC: exactly the calls agent/kube.c makes on Nodes.
+# RBAC: exactly the calls agent/main.c makes on Nodes (node_call, its one way to the API: kube/client.h's kube_request
+# appears once in agent/).
 try:
-    with open(os.path.join(ROOT, "agent", "kube.c")) as fh:
-        kube_src = fh.read()
-    calls = {m.lower() for m in re.findall(r'request\(k, "([A-Z]+)", path', kube_src)}
+    agent_src = ""
+    for f in sorted(os.listdir(os.path.join(ROOT, "agent"))):
+        if f.endswith(".c"):
+            with open(os.path.join(ROOT, "agent", f)) as fh:
+                agent_src += fh.read()
+    calls = {m.lower() for m in re.findall(r'node_call\(c, "([A-Z]+)",', agent_src)}
+    if agent_src.count("kube_request(") != 1:
+        calls.add("kube_request outside node_call")
 except OSError:
     calls = set()
 acr = agent_find("ClusterRole", "tessera-node-agent") or {}
-check("agent/kube.c makes GET and PATCH calls on Nodes (what the RBAC below must grant)", calls == {"get", "patch"},
+check("agent/ makes GET and PATCH calls on Nodes only (what the RBAC below must grant)", calls == {"get", "patch"},
       str(calls))
 check("ClusterRole tessera-node-agent grants exactly nodes %s" % ",".join(sorted(calls)),
       grants(acr, True) == {("", "nodes", None): calls}, fmt_grants(grants(acr, True)))

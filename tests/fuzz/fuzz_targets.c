@@ -15,7 +15,7 @@
 
 #include "agent/holdings.h"
 #include "agent/protowire.h"
-#include "extender/annotation.h"
+#include "extender/base/annotation.h"
 #include "extender/base64.h"
 #include "extender/mirror/dra.h"
 #include "extender/mirror/state.h"
@@ -309,13 +309,13 @@ static void check_nodes(ext_state *st, const char *what, int step) {
     ext_state_unlock(st);
 }
 
-/* A watch event's "type" as ext_kube delivers it, or -1 for one it does not know. */
+/* A watch event's "type" as kube_client delivers it, or -1 for one it does not know. */
 static int watch_event_type(const char *t) {
-    return !strcmp(t, "ADDED")      ? (int)EXT_KUBE_ADDED
-           : !strcmp(t, "MODIFIED") ? (int)EXT_KUBE_MODIFIED
-           : !strcmp(t, "DELETED")  ? (int)EXT_KUBE_DELETED
-           : !strcmp(t, "RELIST")   ? (int)EXT_KUBE_RELIST
-           : !strcmp(t, "SYNCED")   ? (int)EXT_KUBE_SYNCED
+    return !strcmp(t, "ADDED")      ? (int)KUBE_ADDED
+           : !strcmp(t, "MODIFIED") ? (int)KUBE_MODIFIED
+           : !strcmp(t, "DELETED")  ? (int)KUBE_DELETED
+           : !strcmp(t, "RELIST")   ? (int)KUBE_RELIST
+           : !strcmp(t, "SYNCED")   ? (int)KUBE_SYNCED
                                     : -1;
 }
 
@@ -341,9 +341,9 @@ void fuzz_watch_one(const uint8_t *data, size_t len) {
         const cJSON *kind = cJSON_GetObjectItemCaseSensitive(obj, "kind");
         if (!cJSON_IsString(type) || !cJSON_IsString(kind)) continue;
         int ev = watch_event_type(type->valuestring);
-        if (ev < 0 || ev == EXT_KUBE_RELIST || ev == EXT_KUBE_SYNCED) continue;   /* this stream has no relists */
-        ext_kube_kind k = !strcmp(kind->valuestring, "Node") ? EXT_KUBE_NODE : EXT_KUBE_POD;
-        ext_state_apply(st, k, (ext_kube_event)ev, obj);
+        if (ev < 0 || ev == KUBE_RELIST || ev == KUBE_SYNCED) continue;   /* this stream has no relists */
+        kube_kind k = !strcmp(kind->valuestring, "Node") ? KUBE_NODE : KUBE_POD;
+        ext_state_apply(st, k, (kube_event)ev, obj);
         check_nodes(st, "event", i);
     }
     ext_state_free(st);
@@ -364,10 +364,10 @@ void fuzz_holdings_one(const uint8_t *data, size_t len) {
         "\"[{\\\"uuid\\\":\\\"GPU-h-0\\\"},{\\\"uuid\\\":\\\"GPU-h-1\\\"},{\\\"uuid\\\":\\\"GPU-h-2\\\"}]\"}},"
         "\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"3\"}}}");
     FUZZ_REQUIRE(node != NULL, "the fixed node does not parse");
-    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_RELIST, NULL);
-    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, node);
-    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_SYNCED, NULL);
-    ext_state_apply(st, EXT_KUBE_POD, EXT_KUBE_RELIST, NULL);
+    ext_state_apply(st, KUBE_NODE, KUBE_RELIST, NULL);
+    ext_state_apply(st, KUBE_NODE, KUBE_ADDED, node);
+    ext_state_apply(st, KUBE_NODE, KUBE_SYNCED, NULL);
+    ext_state_apply(st, KUBE_POD, KUBE_RELIST, NULL);
     static const char *const assignment[3] = {
         "\"annotations\":{\"tessera.io/assignment\":\"{\\\"version\\\":1,\\\"node\\\":\\\"h1\\\",\\\"grants\\\":[{"
         "\\\"gpu\\\":0,\\\"whole\\\":true,\\\"memoryMiB\\\":81920,\\\"computePermille\\\":1000}]}\"},",
@@ -383,14 +383,14 @@ void fuzz_holdings_one(const uint8_t *data, size_t len) {
                  assignment[i], i, i);
         cJSON *p = cJSON_Parse(pod);
         FUZZ_REQUIRE(p != NULL, "pod %d does not parse", i);
-        ext_state_apply(st, EXT_KUBE_POD, EXT_KUBE_ADDED, p);
+        ext_state_apply(st, KUBE_POD, KUBE_ADDED, p);
         cJSON_Delete(p);
     }
-    ext_state_apply(st, EXT_KUBE_POD, EXT_KUBE_SYNCED, NULL);
+    ext_state_apply(st, KUBE_POD, KUBE_SYNCED, NULL);
     cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(node, "metadata"), "annotations");
     cJSON_AddStringToObject(ann, "tessera.io/holdings", text);
     for (int round = 0; round < 2; round++) {
-        ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_MODIFIED, node);
+        ext_state_apply(st, KUBE_NODE, KUBE_MODIFIED, node);
         check_nodes(st, "holdings", round);
     }
     ext_state_free(st);
@@ -736,7 +736,7 @@ void fuzz_reserve_visible_one(const uint8_t *data, size_t len) {
 
 typedef struct dra_fx {
     const char *file;
-    ext_kube_kind kind;
+    kube_kind kind;
     cJSON *obj;
 } dra_fx;
 
@@ -744,10 +744,10 @@ typedef struct dra_fx {
  * with DRA only, "both" where the device plugin hands out the GPUs DRA publishes too) and
  * their slices. */
 static dra_fx dra_fxs[] = {
-    {"deviceclass-gpu.json", EXT_KUBE_DEVICECLASS, NULL}, {"deviceclass-mig.json", EXT_KUBE_DEVICECLASS, NULL},
-    {"node-dra-a.json", EXT_KUBE_NODE, NULL},             {"node-dra-b.json", EXT_KUBE_NODE, NULL},
-    {"node-both.json", EXT_KUBE_NODE, NULL},              {"slice-dra-a.json", EXT_KUBE_RESOURCESLICE, NULL},
-    {"slice-dra-b-mig.json", EXT_KUBE_RESOURCESLICE, NULL}, {"slice-both.json", EXT_KUBE_RESOURCESLICE, NULL},
+    {"deviceclass-gpu.json", KUBE_DEVICECLASS, NULL}, {"deviceclass-mig.json", KUBE_DEVICECLASS, NULL},
+    {"node-dra-a.json", KUBE_NODE, NULL},             {"node-dra-b.json", KUBE_NODE, NULL},
+    {"node-both.json", KUBE_NODE, NULL},              {"slice-dra-a.json", KUBE_RESOURCESLICE, NULL},
+    {"slice-dra-b-mig.json", KUBE_RESOURCESLICE, NULL}, {"slice-both.json", KUBE_RESOURCESLICE, NULL},
 };
 #define DRA_NFX ((int)(sizeof dra_fxs / sizeof dra_fxs[0]))
 
@@ -779,7 +779,7 @@ static void dra_init(void) {
     for (int i = 0; i < DRA_NFX; i++) dra_fxs[i].obj = dra_load(dra_fxs[i].file);
     int nb = 0;
     for (int i = 0; i < DRA_NFX; i++) {
-        if (dra_fxs[i].kind != EXT_KUBE_NODE) continue;
+        if (dra_fxs[i].kind != KUBE_NODE) continue;
         char err[256];
         dra_base[nb] = model_node_from_json(dra_fxs[i].obj, model_catalog_default(), err, sizeof err);
         FUZZ_REQUIRE(dra_base[nb] != NULL, "%s: %s", dra_fxs[i].file, err);
@@ -792,7 +792,7 @@ static const cJSON *dra_class(void *user, const char *name) {
     for (int i = 0; i < DRA_NFX; i++) {
         const cJSON *md = cJSON_GetObjectItemCaseSensitive(dra_fxs[i].obj, "metadata");
         const cJSON *nm = cJSON_GetObjectItemCaseSensitive(md, "name");
-        if (dra_fxs[i].kind == EXT_KUBE_DEVICECLASS && cJSON_IsString(nm) && !strcmp(nm->valuestring, name))
+        if (dra_fxs[i].kind == KUBE_DEVICECLASS && cJSON_IsString(nm) && !strcmp(nm->valuestring, name))
             return dra_fxs[i].obj;
     }
     return NULL;
@@ -816,9 +816,9 @@ static ext_state *dra_state(void) {
     ext_state_config cfg = {.standalone = true};
     ext_state *st = ext_state_new(&cfg);
     FUZZ_REQUIRE(st != NULL, "ext_state_new");
-    for (int i = 0; i < DRA_NFX; i++) ext_state_apply(st, dra_fxs[i].kind, EXT_KUBE_ADDED, dra_fxs[i].obj);
+    for (int i = 0; i < DRA_NFX; i++) ext_state_apply(st, dra_fxs[i].kind, KUBE_ADDED, dra_fxs[i].obj);
     cJSON *pod = cJSON_Parse(dra_dp_pod);
-    ext_state_apply(st, EXT_KUBE_POD, EXT_KUBE_ADDED, pod);
+    ext_state_apply(st, KUBE_POD, KUBE_ADDED, pod);
     cJSON_Delete(pod);
     ext_state_lock(st);
     const ext_node *both = ext_state_node(st, "both");
@@ -892,7 +892,7 @@ void fuzz_dra_claim_one(const uint8_t *data, size_t len) {
     int nres = model_dra_claim_results(claim, res, MODEL_DRA_MAX_RESULTS);
     FUZZ_REQUIRE(nres >= -1 && nres <= MODEL_DRA_MAX_RESULTS, "claim results %d", nres);
 
-    ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, claim);
+    ext_state_apply(st, KUBE_RESOURCECLAIM, KUBE_ADDED, claim);
     check_nodes(st, "claim added", 0);
 
     /* a pod naming the claim, as ext_dra_pod_request sees it in filter */
@@ -934,13 +934,13 @@ void fuzz_dra_claim_one(const uint8_t *data, size_t len) {
         cJSON_DeleteItemFromObjectCaseSensitive(tmd, "uid");
         cJSON_AddStringToObject(tmd, "name", "fuzz-twin");
         cJSON_AddStringToObject(tmd, "uid", "uid-fuzz-twin");
-        ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, twin);
+        ext_state_apply(st, KUBE_RESOURCECLAIM, KUBE_ADDED, twin);
         check_nodes(st, "twin claim added", 1);
-        ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_DELETED, twin);
+        ext_state_apply(st, KUBE_RESOURCECLAIM, KUBE_DELETED, twin);
         check_nodes(st, "twin claim deleted", 2);
     }
     cJSON_Delete(twin);
-    ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_DELETED, claim);
+    ext_state_apply(st, KUBE_RESOURCECLAIM, KUBE_DELETED, claim);
     check_nodes(st, "claim deleted", 3);
     ext_state_lock(st);
     for (int n = 0; n < ext_state_node_count(st); n++) {
@@ -975,17 +975,17 @@ void fuzz_dra_watch_one(const uint8_t *data, size_t len) {
         if (!cJSON_IsString(type)) continue;
         int t = watch_event_type(type->valuestring);
         if (t < 0 || !cJSON_IsString(kind)) continue;
-        ext_kube_event ev = (ext_kube_event)t;
+        kube_event ev = (kube_event)t;
         const char *k = kind->valuestring;
-        ext_kube_kind kk = !strcmp(k, "Node")            ? EXT_KUBE_NODE
-                           : !strcmp(k, "Pod")           ? EXT_KUBE_POD
-                           : !strcmp(k, "ResourceSlice") ? EXT_KUBE_RESOURCESLICE
-                           : !strcmp(k, "ResourceClaim") ? EXT_KUBE_RESOURCECLAIM
-                           : !strcmp(k, "DeviceClass")   ? EXT_KUBE_DEVICECLASS
-                                                         : EXT_KUBE_NKINDS;
-        if (kk == EXT_KUBE_NKINDS) continue;
-        /* RELIST and SYNCED carry no object, as ext_kube delivers them */
-        ext_state_apply(st, kk, ev, ev == EXT_KUBE_RELIST || ev == EXT_KUBE_SYNCED ? NULL : obj);
+        kube_kind kk = !strcmp(k, "Node")            ? KUBE_NODE
+                           : !strcmp(k, "Pod")           ? KUBE_POD
+                           : !strcmp(k, "ResourceSlice") ? KUBE_RESOURCESLICE
+                           : !strcmp(k, "ResourceClaim") ? KUBE_RESOURCECLAIM
+                           : !strcmp(k, "DeviceClass")   ? KUBE_DEVICECLASS
+                                                         : KUBE_NKINDS;
+        if (kk == KUBE_NKINDS) continue;
+        /* RELIST and SYNCED carry no object, as kube_client delivers them */
+        ext_state_apply(st, kk, ev, ev == KUBE_RELIST || ev == KUBE_SYNCED ? NULL : obj);
         check_nodes(st, "event", i);
     }
     ext_state_lock(st);

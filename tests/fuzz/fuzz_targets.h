@@ -44,12 +44,12 @@ typedef struct fuzz_target {
 extern const fuzz_target fuzz_targets[];
 
 /* The libFuzzer entry points for one target (fuzz_<target>.c is just this line): the log is off, since a
- * rejected input is not news and findings abort. Needs extender/log.h. */
+ * rejected input is not news and findings abort. Needs kube/log.h. */
 #define FUZZ_LIBFUZZER_TARGET(one)                                  \
     int LLVMFuzzerInitialize(int *argc, char ***argv);              \
     int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);    \
     int LLVMFuzzerInitialize(int *argc, char ***argv) {             \
-        ext_log_set_level(EXT_LOG_OFF);                             \
+        kube_log_set_level(KUBE_LOG_OFF);                             \
         return 0;                                                   \
     }                                                               \
     int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len) {   \

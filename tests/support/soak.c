@@ -13,8 +13,9 @@
 #include <unistd.h>
 #include <cjson/cJSON.h>
 
-#include "extender/mirror/kube.h"
-#include "extender/leader.h"
+#include "extender/base/health.h"
+#include "kube/client.h"
+#include "extender/base/leader.h"
 #include "extender/mirror/state.h"
 #include "extender/verbs.h"
 #include "model/fit.h"
@@ -51,7 +52,7 @@ static const form forms[] = {
 #define NFORMS ((int)(sizeof forms / sizeof forms[0]))
 
 typedef struct inst {
-    ext_kube *k;
+    kube_client *k;
     ext_state *st;
     ext_verbs v;
     ext_leader *l;
@@ -113,7 +114,7 @@ static void proc_sample(long *rss_kb, int *fds) {
 
 static int bind_fn(void *user, const char *ns, const char *name, const char *uid, const char *node,
                    const cJSON *annotations, char *err, size_t errlen) {
-    int code = ext_kube_bind(user, ns, name, uid, node, annotations, err, errlen);
+    int code = kube_bind(user, ns, name, uid, node, annotations, err, errlen);
     return code == 200 || code == 201 ? 0 : -1;
 }
 
@@ -141,13 +142,14 @@ static int inst_start(soak *s, inst *in, const char *id, char *err, size_t errle
     snprintf(in->id, sizeof in->id, "%s", id);
     ext_state_config sc = {.standalone = false, .assume_ttl_ms = s->cfg.assume_ttl_ms};
     if (!(in->st = ext_state_new(&sc))) return snprintf(err, errlen, "out of memory"), -1;
-    ext_kube_config kc;
-    ext_kube_config_defaults(&kc);
+    kube_config kc;
+    kube_config_defaults(&kc);
     fake_api_url(s->api, kc.api_url, sizeof kc.api_url);
     kc.backoff_max_ms = 500;
     kc.watch_timeout_s = 20;
-    if (!(in->k = ext_kube_new(&kc, err, errlen))) return -1;
-    if (ext_kube_start(in->k, ext_state_on_event, in->st, err, errlen) != 0) return -1;
+    kc.report = ext_health_kube_report;   /* as main.c wires it */
+    if (!(in->k = kube_new(&kc, err, errlen))) return -1;
+    if (kube_start(in->k, ext_state_on_event, in->st, err, errlen) != 0) return -1;
     ext_verbs_init(&in->v, in->st, NULL, bind_fn, in->k);
     if (!(in->l = new_leader(s, in, err, errlen))) return -1;
     in->v.leader = in->l;
@@ -156,7 +158,7 @@ static int inst_start(soak *s, inst *in, const char *id, char *err, size_t errle
 
 static void inst_stop(inst *in) {
     ext_leader_free(in->l);
-    ext_kube_free(in->k);
+    kube_free(in->k);
     ext_state_free(in->st);
 }
 
@@ -225,12 +227,12 @@ static char *node_text(const ext_state *st, const ext_node *n) {
     return out;
 }
 
-static void feed(ext_state *st, ext_kube_kind kind, const char *list_json) {
+static void feed(ext_state *st, kube_kind kind, const char *list_json) {
     cJSON *arr = cJSON_Parse(list_json);
-    ext_state_on_event(st, kind, EXT_KUBE_RELIST, NULL);
+    ext_state_on_event(st, kind, KUBE_RELIST, NULL);
     const cJSON *it;
-    cJSON_ArrayForEach(it, arr) ext_state_on_event(st, kind, EXT_KUBE_ADDED, it);
-    ext_state_on_event(st, kind, EXT_KUBE_SYNCED, NULL);
+    cJSON_ArrayForEach(it, arr) ext_state_on_event(st, kind, KUBE_ADDED, it);
+    ext_state_on_event(st, kind, KUBE_SYNCED, NULL);
     cJSON_Delete(arr);
 }
 
@@ -239,8 +241,8 @@ static ext_state *fresh_state(soak *s) {
     ext_state_config sc = {.standalone = false};
     ext_state *st = ext_state_new(&sc);
     char *nodes = fake_api_list(s->api, "nodes"), *pods = fake_api_list(s->api, "pods");
-    feed(st, EXT_KUBE_NODE, nodes);
-    feed(st, EXT_KUBE_POD, pods);
+    feed(st, KUBE_NODE, nodes);
+    feed(st, KUBE_POD, pods);
     free(nodes);
     free(pods);
     return st;

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 
-#include "extender/log.h"
+#include "kube/log.h"
 #include "extender/mirror/state.h"
 #include "extender/verbs.h"
 #include "harness.h"
@@ -21,8 +21,8 @@
 /* Keep test output to the harness's lines; EXT_TEST_LOG=debug shows the extender's. */
 __attribute__((constructor)) static void ext_test_quiet(void) {
     const char *l = getenv("EXT_TEST_LOG");
-    int lv = l ? ext_log_parse_level(l) : -1;
-    ext_log_set_level(lv >= 0 ? (ext_log_level)lv : EXT_LOG_OFF);
+    int lv = l ? kube_log_parse_level(l) : -1;
+    kube_log_set_level(lv >= 0 ? (kube_log_level)lv : KUBE_LOG_OFF);
 }
 
 /* The demo cluster (realistic GFD-labelled nodes), as a NodeList object. */

@@ -24,7 +24,7 @@
 #include <unistd.h>
 #include <cjson/cJSON.h>
 
-#include "extender/mirror/kube.h"
+#include "kube/client.h"
 #include "tests/support/http_client.h"
 #include "tests/support/wait.h"
 
@@ -141,11 +141,11 @@ EXT_PROC_HELPER int loopback_connect(int port, int timeout_s, bool nodelay) {
     return fd;
 }
 
-/* main.c's kube_bind, for in-process verbs wired to a real ext_kube (user): 0 on 200/201, else -1 with the
+/* main.c's kube_bind, for in-process verbs wired to a real kube_client (user): 0 on 200/201, else -1 with the
  * API client's message. */
 EXT_PROC_HELPER int kube_bind_fn(void *user, const char *ns, const char *name, const char *uid, const char *node,
                                  const cJSON *annotations, char *err, size_t errlen) {
-    int code = ext_kube_bind(user, ns, name, uid, node, annotations, err, errlen);
+    int code = kube_bind(user, ns, name, uid, node, annotations, err, errlen);
     if (code == 200 || code == 201) return 0;
     if (code > 0 && !err[0]) snprintf(err, errlen, "API server answered %d", code);
     return -1;

@@ -1,4 +1,4 @@
-/* log_capture.h -- capture the extender's log lines (ext_log_set_hook) in a test, to check
+/* log_capture.h -- capture the extender's log lines (kube_log_set_hook) in a test, to check
  * what an operator would read: that a failure is logged once at warn, and its recovery at info.
  * Static functions, so each test file stands alone.
  */
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "extender/log.h"
+#include "kube/log.h"
 
 #define LOG_CAPTURE static __attribute__((unused))
 
@@ -18,12 +18,12 @@ typedef struct log_capture {
     pthread_mutex_t mu;
     char *text;              /* every captured line, each ending in '\n' */
     size_t len, cap;
-    ext_log_level saved;
+    kube_log_level saved;
 } log_capture;
 
 static log_capture g_logcap = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static void logcap_hook(void *user, ext_log_level lvl, const char *line) {
+static void logcap_hook(void *user, kube_log_level lvl, const char *line) {
     (void)user;
     (void)lvl;
     size_t n = strlen(line);
@@ -45,19 +45,19 @@ static void logcap_hook(void *user, ext_log_level lvl, const char *line) {
 }
 
 /* Capture lines at level and above (info shows recoveries) until logcap_stop. */
-LOG_CAPTURE void logcap_start(ext_log_level level) {
+LOG_CAPTURE void logcap_start(kube_log_level level) {
     pthread_mutex_lock(&g_logcap.mu);
     g_logcap.len = 0;
     if (g_logcap.text) g_logcap.text[0] = 0;
     pthread_mutex_unlock(&g_logcap.mu);
-    g_logcap.saved = ext_log_get_level();
-    ext_log_set_level(level);
-    ext_log_set_hook(logcap_hook, NULL);
+    g_logcap.saved = kube_log_get_level();
+    kube_log_set_level(level);
+    kube_log_set_hook(logcap_hook, NULL);
 }
 
 LOG_CAPTURE void logcap_stop(void) {
-    ext_log_set_hook(NULL, NULL);
-    ext_log_set_level(g_logcap.saved);
+    kube_log_set_hook(NULL, NULL);
+    kube_log_set_level(g_logcap.saved);
     pthread_mutex_lock(&g_logcap.mu);
     free(g_logcap.text);
     g_logcap.text = NULL;

@@ -13,7 +13,7 @@
 #include "agent/protowire.h"
 #include "ext_proc.h"
 #include "ext_helpers.h"
-#include "extender/annotation.h"
+#include "extender/base/annotation.h"
 #include "tests/support/deployed_cluster.h"
 #include "tests/support/fake_podresources.h"
 

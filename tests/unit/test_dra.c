@@ -13,7 +13,7 @@
 
 #include "extender/base64.h"
 #include "extender/mirror/dra.h"
-#include "extender/mirror/kube.h"
+#include "kube/client.h"
 #include "extender/mirror/state.h"
 #include "extender/verbs.h"
 #include "extender/webhook.h"
@@ -422,7 +422,7 @@ TEST(dra_claim_requests_judged_or_said_why_not) {
 
 /* ------------------------------------------------------------ the extender's cache ---- */
 
-static void apply_fx(ext_state *st, ext_kube_kind kind, ext_kube_event ev, const char *name) {
+static void apply_fx(ext_state *st, kube_kind kind, kube_event ev, const char *name) {
     cJSON *o = fx(name);
     ext_state_apply(st, kind, ev, o);
     cJSON_Delete(o);
@@ -441,12 +441,12 @@ static void holder_of(ext_state *st, const char *node, const char *uuid, char *o
 static ext_state *dra_state(void) {
     ext_state_config cfg = {.standalone = true};
     ext_state *st = ext_state_new(&cfg);
-    apply_fx(st, EXT_KUBE_DEVICECLASS, EXT_KUBE_ADDED, "deviceclass-gpu.json");
-    apply_fx(st, EXT_KUBE_DEVICECLASS, EXT_KUBE_ADDED, "deviceclass-mig.json");
-    apply_fx(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, "node-dra-a.json");
-    apply_fx(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, "node-dra-b.json");
-    apply_fx(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, "slice-dra-a.json");
-    apply_fx(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, "slice-dra-b-mig.json");
+    apply_fx(st, KUBE_DEVICECLASS, KUBE_ADDED, "deviceclass-gpu.json");
+    apply_fx(st, KUBE_DEVICECLASS, KUBE_ADDED, "deviceclass-mig.json");
+    apply_fx(st, KUBE_NODE, KUBE_ADDED, "node-dra-a.json");
+    apply_fx(st, KUBE_NODE, KUBE_ADDED, "node-dra-b.json");
+    apply_fx(st, KUBE_RESOURCESLICE, KUBE_ADDED, "slice-dra-a.json");
+    apply_fx(st, KUBE_RESOURCESLICE, KUBE_ADDED, "slice-dra-b-mig.json");
     return st;
 }
 
@@ -459,15 +459,15 @@ TEST(dra_usage_from_claims_shared_once_admin_nothing) {
     holder_of(st, "dra-a", UA1, h, sizeof h);
     CHECK_STR(h, "");
     /* allocated: held whether or not its pod runs */
-    apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-allocated.json");
+    apply_fx(st, KUBE_RESOURCECLAIM, KUBE_ADDED, "claim-allocated.json");
     holder_of(st, "dra-a", UA1, h, sizeof h);
     CHECK_STR(h, "claim:c0a1b2c3-0000-4000-8000-00000000000a");
     /* admin access on gpu-0: holds nothing */
-    apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-admin.json");
+    apply_fx(st, KUBE_RESOURCECLAIM, KUBE_ADDED, "claim-admin.json");
     holder_of(st, "dra-a", UA0, h, sizeof h);
     CHECK_STR(h, "");
     /* a claim two pods share: gpu-0 held once */
-    apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-shared.json");
+    apply_fx(st, KUBE_RESOURCECLAIM, KUBE_ADDED, "claim-shared.json");
     holder_of(st, "dra-a", UA0, h, sizeof h);
     CHECK_STR(h, "claim:c0a1b2c3-0000-4000-8000-00000000000d");
     ext_state_lock(st);
@@ -477,7 +477,7 @@ TEST(dra_usage_from_claims_shared_once_admin_nothing) {
     CHECK_MSG(model_node_check(n->m, why, sizeof why), "%s", why);
     ext_state_unlock(st);
     /* a MIG claim holds its instance */
-    apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-mig.json");
+    apply_fx(st, KUBE_RESOURCECLAIM, KUBE_ADDED, "claim-mig.json");
     ext_state_lock(st);
     const ext_node *b = ext_state_node(st, "dra-b");
     const model_gpu *mg = gpu_uuid(b->m, "GPU-2d4f6a8c-0e1b-4c3d-9e5f-7a9b1c3d5e03");
@@ -489,11 +489,11 @@ TEST(dra_usage_from_claims_shared_once_admin_nothing) {
     /* deallocation (status cleared) and deletion release */
     cJSON *c = fx("claim-allocated.json");
     cJSON_DeleteItemFromObject(c, "status");
-    ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_MODIFIED, c);
+    ext_state_apply(st, KUBE_RESOURCECLAIM, KUBE_MODIFIED, c);
     cJSON_Delete(c);
     holder_of(st, "dra-a", UA1, h, sizeof h);
     CHECK_STR(h, "");
-    apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_DELETED, "claim-shared.json");
+    apply_fx(st, KUBE_RESOURCECLAIM, KUBE_DELETED, "claim-shared.json");
     holder_of(st, "dra-a", UA0, h, sizeof h);
     CHECK_STR(h, "");
     ext_state_free(st);
@@ -501,7 +501,7 @@ TEST(dra_usage_from_claims_shared_once_admin_nothing) {
 
 TEST(dra_generation_change_replaces_the_pool) {
     ext_state *st = dra_state();
-    apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-allocated.json");   /* holds gpu-1 */
+    apply_fx(st, KUBE_RESOURCECLAIM, KUBE_ADDED, "claim-allocated.json");   /* holds gpu-1 */
     /* generation 2 split over two slices: first only gpu-0 arrives; the pool is incomplete until gpu-1's slice does */
     cJSON *s2 = fx("slice-dra-a.json");
     cJSON *spec = cJSON_GetObjectItem(s2, "spec"), *pool = cJSON_GetObjectItem(spec, "pool");
@@ -510,7 +510,7 @@ TEST(dra_generation_change_replaces_the_pool) {
     cJSON *devs = cJSON_GetObjectItem(spec, "devices");
     cJSON *gpu1 = cJSON_DetachItemFromArray(devs, 1);
     cJSON_ReplaceItemInObject(cJSON_GetObjectItem(s2, "metadata"), "name", cJSON_CreateString("dra-a-gen2-a"));
-    ext_state_apply(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, s2);
+    ext_state_apply(st, KUBE_RESOURCESLICE, KUBE_ADDED, s2);
     ext_state_lock(st);
     const ext_node *n = ext_state_node(st, "dra-a");
     CHECK_INT(n->m->ngpus, 2);   /* gpu-1 is still in generation 1's slice */
@@ -530,8 +530,8 @@ TEST(dra_generation_change_replaces_the_pool) {
     cJSON *d3 = cJSON_GetObjectItem(cJSON_GetObjectItem(s3, "spec"), "devices");
     cJSON_DeleteItemFromArray(d3, 0);
     cJSON_AddItemToArray(d3, gpu1);
-    ext_state_apply(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, s3);
-    apply_fx(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_DELETED, "slice-dra-a.json");   /* the driver drops gen 1 */
+    ext_state_apply(st, KUBE_RESOURCESLICE, KUBE_ADDED, s3);
+    apply_fx(st, KUBE_RESOURCESLICE, KUBE_DELETED, "slice-dra-a.json");   /* the driver drops gen 1 */
     holder_of(st, "dra-a", UA1, h, sizeof h);
     CHECK_STR(h, "claim:c0a1b2c3-0000-4000-8000-00000000000a");
     ext_state_lock(st);
@@ -547,24 +547,24 @@ TEST(dra_generation_change_replaces_the_pool) {
 
 /* ------------------------------------------------------------ restart over the fake API ---- */
 
-typedef struct dra_run { ext_state *st; ext_kube *k; } dra_run;
+typedef struct dra_run { ext_state *st; kube_client *k; } dra_run;
 
 static bool dra_start(dra_run *r, const char *url) {
     ext_state_config sc = {.dra = true};
     r->st = ext_state_new(&sc);
-    ext_kube_config kc;
-    ext_kube_config_defaults(&kc);
+    kube_config kc;
+    kube_config_defaults(&kc);
     kc.dra = true;
     kc.backoff_max_ms = 400;
     snprintf(kc.api_url, sizeof kc.api_url, "%s", url);
     char err[256];
-    r->k = ext_kube_new(&kc, err, sizeof err);
-    if (!r->k || ext_kube_start(r->k, ext_state_on_event, r->st, err, sizeof err) != 0) return false;
+    r->k = kube_new(&kc, err, sizeof err);
+    if (!r->k || kube_start(r->k, ext_state_on_event, r->st, err, sizeof err) != 0) return false;
     return WAIT_FOR(ext_state_ready(r->st));
 }
 
 static void dra_stop(dra_run *r) {
-    ext_kube_free(r->k);
+    kube_free(r->k);
     ext_state_free(r->st);
 }
 
@@ -686,10 +686,10 @@ TEST(dra_older_cluster_without_the_api_carries_on) {
     free(nj);
     dra_run a;
     CHECK(dra_start(&a, url));   /* ready although resource.k8s.io/v1 answers 404 */
-    ext_kube_stats ks;
-    ext_kube_get_stats(a.k, &ks);
-    CHECK(ks.absent[EXT_KUBE_RESOURCESLICE] && ks.absent[EXT_KUBE_RESOURCECLAIM] && ks.absent[EXT_KUBE_DEVICECLASS]);
-    CHECK(!ks.absent[EXT_KUBE_NODE]);
+    kube_stats ks;
+    kube_get_stats(a.k, &ks);
+    CHECK(ks.absent[KUBE_RESOURCESLICE] && ks.absent[KUBE_RESOURCECLAIM] && ks.absent[KUBE_DEVICECLASS]);
+    CHECK(!ks.absent[KUBE_NODE]);
     /* and the device-plugin path works as before */
     ext_verbs v;
     ext_verbs_init(&v, a.st, NULL, NULL, NULL);
@@ -704,15 +704,15 @@ TEST(dra_older_cluster_without_the_api_carries_on) {
     /* asked again quietly: a later list that works brings DRA in */
     fake_api_clear_injections(api);
     put_fx(api, "deviceclasses", "deviceclass-gpu.json");
-    bool seen = WAIT_FOR((ext_kube_get_stats(a.k, &ks), !ks.absent[EXT_KUBE_DEVICECLASS]));
+    bool seen = WAIT_FOR((kube_get_stats(a.k, &ks), !ks.absent[KUBE_DEVICECLASS]));
     CHECK(seen);
     dra_stop(&a);
     /* RBAC without resource.k8s.io (403) must not keep the extender from ever being ready either */
     fake_api_inject(api, "/apis/resource.k8s.io/v1/resourceclaims", 403, 1000000);
     dra_run b;
     CHECK(dra_start(&b, url));
-    ext_kube_get_stats(b.k, &ks);
-    CHECK(ks.absent[EXT_KUBE_RESOURCECLAIM] && !ks.absent[EXT_KUBE_RESOURCESLICE]);
+    kube_get_stats(b.k, &ks);
+    CHECK(ks.absent[KUBE_RESOURCECLAIM] && !ks.absent[KUBE_RESOURCESLICE]);
     dra_stop(&b);
     fake_api_free(api);
 }
@@ -779,8 +779,8 @@ static cJSON *dra_c_slice(void) {
 
 static void add_dra_c(ext_state *st) {
     cJSON *nc = dra_c_node(), *sc = dra_c_slice();
-    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, nc);
-    ext_state_apply(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, sc);
+    ext_state_apply(st, KUBE_NODE, KUBE_ADDED, nc);
+    ext_state_apply(st, KUBE_RESOURCESLICE, KUBE_ADDED, sc);
     cJSON_Delete(nc);
     cJSON_Delete(sc);
 }
@@ -790,10 +790,10 @@ TEST(dra_pod_with_claim_template_filter_prioritize_bind) {
     add_dra_c(st);
     /* a plain node without any GPU: DynamicResources refuses it too */
     cJSON *cpu = demo_node_as("cpu-only", "cpu-1");
-    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, cpu);
+    ext_state_apply(st, KUBE_NODE, KUBE_ADDED, cpu);
     cJSON_Delete(cpu);
-    apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-allocated.json");   /* dra-a: gpu-1 taken */
-    apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-pending.json");     /* the pod's own claim */
+    apply_fx(st, KUBE_RESOURCECLAIM, KUBE_ADDED, "claim-allocated.json");   /* dra-a: gpu-1 taken */
+    apply_fx(st, KUBE_RESOURCECLAIM, KUBE_ADDED, "claim-pending.json");     /* the pod's own claim */
 
     ext_verbs v;
     char posted[POSTED_LEN] = "";
@@ -857,7 +857,7 @@ TEST(dra_pod_with_claim_template_filter_prioritize_bind) {
     cJSON_AddItemToObject(status, "allocation", alloc);
     cJSON_AddItemToObject(status, "reservedFor",
                           cJSON_Parse("[{\"resource\":\"pods\",\"name\":\"train-1\",\"uid\":\"p0a1b2c3-0000-4000-8000-00000000000b\"}]"));
-    ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_MODIFIED, claim);   /* DynamicResources' PreBind */
+    ext_state_apply(st, KUBE_RESOURCECLAIM, KUBE_MODIFIED, claim);   /* DynamicResources' PreBind */
     cJSON_Delete(claim);
     char berr[512];
     char body[512];
@@ -887,10 +887,10 @@ TEST(dra_unjudged_claim_is_neutral_and_debug_says_so) {
     cJSON *rq = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(c, "spec"), "devices"), "requests"), 0);
     cJSON_AddItemToObject(cJSON_GetObjectItem(rq, "exactly"), "selectors",
                           cJSON_Parse("[{\"cel\":{\"expression\":\"device.attributes['gpu.nvidia.com'].brand.startsWith('Nv')\"}}]"));
-    ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, c);
+    ext_state_apply(st, KUBE_RESOURCECLAIM, KUBE_ADDED, c);
     cJSON_Delete(c);
     cJSON *cpu = demo_node_as("cpu-only", "cpu-1");
-    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, cpu);
+    ext_state_apply(st, KUBE_NODE, KUBE_ADDED, cpu);
     cJSON_Delete(cpu);
     ext_verbs v;
     ext_verbs_init(&v, st, policy_find("binpack"), NULL, NULL);
@@ -958,9 +958,9 @@ TEST(dra_randomized_both_paths_never_overcommitted) {
     for (int round = 0; round < 40; round++) {
         ext_state_config cfg = {.standalone = true};
         ext_state *st = ext_state_new(&cfg);
-        apply_fx(st, EXT_KUBE_DEVICECLASS, EXT_KUBE_ADDED, "deviceclass-gpu.json");
-        apply_fx(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, "node-both.json");
-        apply_fx(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, "slice-both.json");
+        apply_fx(st, KUBE_DEVICECLASS, KUBE_ADDED, "deviceclass-gpu.json");
+        apply_fx(st, KUBE_NODE, KUBE_ADDED, "node-both.json");
+        apply_fx(st, KUBE_RESOURCESLICE, KUBE_ADDED, "slice-both.json");
         ext_verbs v;
         ext_verbs_init(&v, st, policy_find("binpack"), NULL, NULL);
         for (int step = 0; step < 30; step++) {
@@ -983,7 +983,7 @@ TEST(dra_randomized_both_paths_never_overcommitted) {
                          "{\"allocation\":{\"devices\":{\"results\":[{\"request\":\"g\",\"driver\":\"gpu.nvidia.com\","
                          "\"pool\":\"both\",\"device\":\"gpu-%d\"}]}}}}", name, uid, rand_r(&seed) % 2);
                 cJSON *o = cJSON_Parse(c);
-                ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, o);
+                ext_state_apply(st, KUBE_RESOURCECLAIM, KUBE_ADDED, o);
                 cJSON_Delete(o);
             } else if (op == 2) {
                 /* something leaves: a random pod or claim of this round */
@@ -993,20 +993,20 @@ TEST(dra_randomized_both_paths_never_overcommitted) {
                 snprintf(victim, sizeof victim,
                          "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ml\"}}", vname);
                 cJSON *o = cJSON_Parse(victim);
-                ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_DELETED, o);
+                ext_state_apply(st, KUBE_RESOURCECLAIM, KUBE_DELETED, o);
                 cJSON_Delete(o);
                 char pj[128];
                 snprintf(pj, sizeof pj, "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"default\",\"uid\":\"uid-%d-%d\"}}",
                          vname, round, s);
                 o = cJSON_Parse(pj);
-                ext_state_apply(st, EXT_KUBE_POD, EXT_KUBE_DELETED, o);
+                ext_state_apply(st, KUBE_POD, KUBE_DELETED, o);
                 cJSON_Delete(o);
             } else {
                 /* the slice is republished (new generation): the node is rebuilt with everyone put back */
                 cJSON *o = fx("slice-both.json");
                 cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "spec"), "pool"), "generation",
                                           cJSON_CreateNumber(2 + step));
-                ext_state_apply(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_MODIFIED, o);
+                ext_state_apply(st, KUBE_RESOURCESLICE, KUBE_MODIFIED, o);
                 cJSON_Delete(o);
             }
             char why[256] = "";
@@ -1157,7 +1157,7 @@ static void *apply_late(void *arg) {
     late_claim *l = arg;
     usleep((useconds_t)l->after_ms * 1000);
     cJSON *o = cJSON_Parse(l->text);
-    ext_state_apply(l->st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_MODIFIED, o);
+    ext_state_apply(l->st, KUBE_RESOURCECLAIM, KUBE_MODIFIED, o);
     cJSON_Delete(o);
     return NULL;
 }
@@ -1170,11 +1170,11 @@ TEST(dra_bind_records_an_allocation_written_just_before_bind) {
     put_fx(api, "pods", "pod-claim-template.json");
     /* the cache (fed by hand: no watch) has the claim as the resourceclaim controller made it */
     ext_state *st = dra_state();
-    apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-pending.json");
-    ext_kube_config kc;
-    ext_kube_config_defaults(&kc);
+    apply_fx(st, KUBE_RESOURCECLAIM, KUBE_ADDED, "claim-pending.json");
+    kube_config kc;
+    kube_config_defaults(&kc);
     snprintf(kc.api_url, sizeof kc.api_url, "%s", url);
-    ext_kube *k = ext_kube_new(&kc, err, sizeof err);
+    kube_client *k = kube_new(&kc, err, sizeof err);
     CHECK_MSG(k, "%s", err);
     ext_verbs v;
     char posted[POSTED_LEN] = "";
@@ -1209,7 +1209,7 @@ TEST(dra_bind_records_an_allocation_written_just_before_bind) {
     CHECK_INT(fake_api_requests(api, CLAIM_GET), 1);
 
     /* 3. not allocated anywhere: no Binding, and the error says what bind waited for */
-    apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_MODIFIED, "claim-pending.json");
+    apply_fx(st, KUBE_RESOURCECLAIM, KUBE_MODIFIED, "claim-pending.json");
     put_fx(api, "resourceclaims", "claim-pending.json");
     posted[0] = 0;
     v.dra_bind_wait_ms = 50;
@@ -1229,7 +1229,7 @@ TEST(dra_bind_records_an_allocation_written_just_before_bind) {
     free(two);
     free(args);
     free(pod);
-    ext_kube_free(k);
+    kube_free(k);
     ext_state_free(st);
     fake_api_free(api);
 }
@@ -1243,7 +1243,7 @@ TEST(dra_bind_records_eight_devices_with_long_names_whole) {
     memcpy(pool, "node-", 5);
     char *eight = claim_allocated_text(pool, "gpu-%d-mig-1g10gb-19-6", 8);
     cJSON *o = cJSON_Parse(eight);
-    ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, o);
+    ext_state_apply(st, KUBE_RESOURCECLAIM, KUBE_ADDED, o);
     cJSON_Delete(o);
     ext_verbs v;
     char posted[POSTED_LEN] = "";
@@ -1314,18 +1314,18 @@ TEST(dra_claim_pod_scores_as_the_device_plugin_pod_for_fgd_and_fgd_pack) {
     for (int i = 0; i < 2; i++) {
         cJSON *n = fx("node-both.json");
         cJSON_ReplaceItemInObject(cJSON_GetObjectItem(n, "metadata"), "name", cJSON_CreateString(pn[i]));
-        ext_state_apply(sp, EXT_KUBE_NODE, EXT_KUBE_ADDED, n);
+        ext_state_apply(sp, KUBE_NODE, KUBE_ADDED, n);
         cJSON_Delete(n);
     }
     char *held = pod_json("held", "uid-held", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "dra-a");
     cJSON *ho = cJSON_Parse(held);
-    ext_state_apply(sp, EXT_KUBE_POD, EXT_KUBE_ADDED, ho);
+    ext_state_apply(sp, KUBE_POD, KUBE_ADDED, ho);
     cJSON_Delete(ho);
     free(held);
     ext_state *sd = dra_state();
     add_dra_c(sd);
-    apply_fx(sd, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-allocated.json");   /* dra-a: gpu-1 taken */
-    apply_fx(sd, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-pending.json");
+    apply_fx(sd, KUBE_RESOURCECLAIM, KUBE_ADDED, "claim-allocated.json");   /* dra-a: gpu-1 taken */
+    apply_fx(sd, KUBE_RESOURCECLAIM, KUBE_ADDED, "claim-pending.json");
     ext_state_lock(sp);
     ext_state_lock(sd);
     CHECK_INT(ext_state_node(sp, "dra-a")->m->nlive, 1);
@@ -1416,7 +1416,7 @@ static void put_obj(fake_api *api, const char *kind, cJSON *o) {
 
 static int api_bind(void *user, const char *ns, const char *name, const char *uid, const char *node,
                     const cJSON *annotations, char *err, size_t errlen) {
-    int code = ext_kube_bind(user, ns, name, uid, node, annotations, err, errlen);
+    int code = kube_bind(user, ns, name, uid, node, annotations, err, errlen);
     return code == 200 || code == 201 ? 0 : -1;
 }
 
@@ -1429,7 +1429,7 @@ static bool ext_settled(void *p) {
     const ext_pod *pod = ext_state_pod(st, "uid-ext-1");
     ext_state_stats ss;
     ext_state_get_stats(st, &ss);
-    bool ok = n && n->m && n->m->nlive == 2 && ss.events[EXT_KUBE_POD] >= settle_pod_events && ss.overcommitted == 0 &&
+    bool ok = n && n->m && n->m->nlive == 2 && ss.events[KUBE_POD] >= settle_pod_events && ss.overcommitted == 0 &&
               !(pod && pod->holds);
     ext_state_unlock(st);
     return ok;
@@ -1535,7 +1535,7 @@ TEST(dra_lean_scoring_paths_agree_with_model_fit_on_dra_nodes) {
      * give what the generic path over model_fit gives, for every policy, on a used and a free node */
     ext_state *st = dra_state();
     add_dra_c(st);
-    apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-allocated.json");
+    apply_fx(st, KUBE_RESOURCECLAIM, KUBE_ADDED, "claim-allocated.json");
     policy_workload *wl = policy_workload_new();
     model_request two = {.kind = MODEL_REQ_WHOLE, .count = 2}, one = {.kind = MODEL_REQ_WHOLE, .count = 1};
     char err[256];
@@ -1545,7 +1545,7 @@ TEST(dra_lean_scoring_paths_agree_with_model_fit_on_dra_nodes) {
     model_request reqs[3] = {{.kind = MODEL_REQ_WHOLE, .count = 1, .via_dra = true, .cpu_milli = 1000},
                              {.kind = MODEL_REQ_WHOLE, .count = 2, .via_dra = true},
                              {.kind = MODEL_REQ_MIG, .count = 1, .via_dra = true, .mig_profile = "1g.5gb"}};
-    apply_fx(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, "claim-mig.json");   /* dra-b: the 1g.5gb@6 taken */
+    apply_fx(st, KUBE_RESOURCECLAIM, KUBE_ADDED, "claim-mig.json");   /* dra-b: the 1g.5gb@6 taken */
     ext_state_lock(st);
     const char *nodes[] = {"dra-a", "dra-c", "dra-b"};
     for (size_t p = 0; p < sizeof pols / sizeof pols[0]; p++)
@@ -1587,7 +1587,7 @@ TEST(dra_extended_resource_follows_the_device_class) {
     /* the chart without the mapping (before Kubernetes 1.34): the device plugin's path, which DRA-only GPUs refuse */
     cJSON *cls = fx("deviceclass-gpu.json");
     cJSON_DeleteItemFromObject(cJSON_GetObjectItem(cls, "spec"), "extendedResourceName");
-    ext_state_apply(st, EXT_KUBE_DEVICECLASS, EXT_KUBE_MODIFIED, cls);
+    ext_state_apply(st, KUBE_DEVICECLASS, KUBE_MODIFIED, cls);
     f = call_verb(&v, ext_verb_filter, args, NULL);
     CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(f, "NodeNames")), 0);
     why = cJSON_GetObjectItem(cJSON_GetObjectItem(f, "FailedAndUnresolvableNodes"), "dra-a");
@@ -1615,7 +1615,7 @@ static void p8_hold(ext_state *st, const char *pool, int minor) {
     cJSON_ReplaceItemInObject(r0, "pool", cJSON_CreateString(pool));
     snprintf(s, sizeof s, "gpu-%d", minor);
     cJSON_ReplaceItemInObject(r0, "device", cJSON_CreateString(s));
-    ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_ADDED, c);
+    ext_state_apply(st, KUBE_RESOURCECLAIM, KUBE_ADDED, c);
     cJSON_Delete(c);
 }
 
@@ -1627,7 +1627,7 @@ static void p8_claim_as(ext_state *st, int count, bool plain) {
     cJSON_ReplaceItemInObject(ex, "count", cJSON_CreateNumber(count));
     if (!plain)
         cJSON_AddItemToObject(devs, "constraints", cJSON_Parse("[{\"matchAttribute\":\"resource.kubernetes.io/pcieRoot\"}]"));
-    ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_MODIFIED, c);
+    ext_state_apply(st, KUBE_RESOURCECLAIM, KUBE_MODIFIED, c);
     cJSON_Delete(c);
 }
 
@@ -1637,16 +1637,16 @@ static void p8_claim(ext_state *st, int count) { p8_claim_as(st, count, false); 
  * taken, dra-p8b (the same Node and slice renamed) with gpu-1 and gpu-5 taken. */
 static ext_state *p8_state(void) {
     ext_state *st = dra_state();
-    apply_fx(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, "node-dra-p8.json");
-    apply_fx(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, "slice-dra-p8.json");
+    apply_fx(st, KUBE_NODE, KUBE_ADDED, "node-dra-p8.json");
+    apply_fx(st, KUBE_RESOURCESLICE, KUBE_ADDED, "slice-dra-p8.json");
     cJSON *nb = fx("node-dra-p8.json"), *sb = fx("slice-dra-p8.json");
     cJSON_ReplaceItemInObject(cJSON_GetObjectItem(nb, "metadata"), "name", cJSON_CreateString("dra-p8b"));
     cJSON_ReplaceItemInObject(cJSON_GetObjectItem(sb, "metadata"), "name", cJSON_CreateString("dra-p8b-slice"));
     cJSON *spec = cJSON_GetObjectItem(sb, "spec");
     cJSON_ReplaceItemInObject(spec, "nodeName", cJSON_CreateString("dra-p8b"));
     cJSON_ReplaceItemInObject(cJSON_GetObjectItem(spec, "pool"), "name", cJSON_CreateString("dra-p8b"));
-    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, nb);
-    ext_state_apply(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, sb);
+    ext_state_apply(st, KUBE_NODE, KUBE_ADDED, nb);
+    ext_state_apply(st, KUBE_RESOURCESLICE, KUBE_ADDED, sb);
     cJSON_Delete(nb);
     cJSON_Delete(sb);
     p8_hold(st, "dra-p8", 1);
@@ -1703,7 +1703,7 @@ TEST(dra_match_attribute_claim_filter_prioritize_bind) {
     cJSON_AddItemToObject(cJSON_AddObjectToObject(alloc, "devices"), "results", res);
     cJSON_AddItemToObject(status, "reservedFor",
                           cJSON_Parse("[{\"resource\":\"pods\",\"name\":\"train-1\",\"uid\":\"p0a1b2c3-0000-4000-8000-00000000000b\"}]"));
-    ext_state_apply(st, EXT_KUBE_RESOURCECLAIM, EXT_KUBE_MODIFIED, claim);
+    ext_state_apply(st, KUBE_RESOURCECLAIM, KUBE_MODIFIED, claim);
     cJSON_Delete(claim);
     cJSON *b = call_verb(&v, ext_verb_bind, "{\"PodName\":\"train-1\",\"PodNamespace\":\"ml\",\"PodUID\":"
                                             "\"p0a1b2c3-0000-4000-8000-00000000000b\",\"Node\":\"dra-p8\"}", NULL);
@@ -1750,7 +1750,7 @@ TEST(dra_claim_pod_scores_as_the_device_plugin_pod_with_the_agents_topology) {
     const char *nodes[] = {"dra-p8", "dra-p8b"};
     ext_state_config cfg = {.standalone = true};
     ext_state *sp = ext_state_new(&cfg), *sd = ext_state_new(&cfg);
-    apply_fx(sd, EXT_KUBE_DEVICECLASS, EXT_KUBE_ADDED, "deviceclass-gpu.json");
+    apply_fx(sd, KUBE_DEVICECLASS, KUBE_ADDED, "deviceclass-gpu.json");
     char *t = test_fixture("nodes/topo-pcie8-nvlink-pairs.json", NULL);
     cJSON *agent = cJSON_Parse(t);
     free(t);
@@ -1767,9 +1767,9 @@ TEST(dra_claim_pod_scores_as_the_device_plugin_pod_with_the_agents_topology) {
         cJSON *spec = cJSON_GetObjectItem(sl, "spec");
         cJSON_ReplaceItemInObject(spec, "nodeName", cJSON_CreateString(nodes[i]));
         cJSON_ReplaceItemInObject(cJSON_GetObjectItem(spec, "pool"), "name", cJSON_CreateString(nodes[i]));
-        ext_state_apply(sp, EXT_KUBE_NODE, EXT_KUBE_ADDED, pn);
-        ext_state_apply(sd, EXT_KUBE_NODE, EXT_KUBE_ADDED, dn);
-        ext_state_apply(sd, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, sl);
+        ext_state_apply(sp, KUBE_NODE, KUBE_ADDED, pn);
+        ext_state_apply(sd, KUBE_NODE, KUBE_ADDED, dn);
+        ext_state_apply(sd, KUBE_RESOURCESLICE, KUBE_ADDED, sl);
         cJSON_Delete(pn);
         cJSON_Delete(dn);
         cJSON_Delete(sl);
@@ -1779,7 +1779,7 @@ TEST(dra_claim_pod_scores_as_the_device_plugin_pod_with_the_agents_topology) {
             snprintf(uid, sizeof uid, "uid-held-%d-%d", i, k);
             char *held = pod_json(name, uid, 0, "\"nvidia.com/gpu\":\"1\"", NULL, nodes[i]);
             cJSON *ho = cJSON_Parse(held);
-            ext_state_apply(sp, EXT_KUBE_POD, EXT_KUBE_ADDED, ho);
+            ext_state_apply(sp, KUBE_POD, KUBE_ADDED, ho);
             cJSON_Delete(ho);
             free(held);
         }

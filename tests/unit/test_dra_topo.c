@@ -11,6 +11,7 @@
 #include "model/dra.h"
 #include "model/fit.h"
 #include "model/node.h"
+#include "model/topo.h"
 #include "policy/policy.h"
 
 static cJSON *fx(const char *name) { return dra_fixture(name); }

@@ -177,14 +177,14 @@ TEST(ext_cache_pod_and_node_events_change_the_answer) {
     /* Eight whole GPUs taken by a pod the default scheduler placed. */
     char *other = pod_json("foreign", "uid-foreign", 0, "\"nvidia.com/gpu\":\"8\"", NULL, "a-0");
     cJSON *o = cJSON_Parse(other);
-    ext_state_apply(st, EXT_KUBE_POD, EXT_KUBE_ADDED, o);
+    ext_state_apply(st, KUBE_POD, KUBE_ADDED, o);
     cJSON *r3 = call_verb(&v, ext_verb_filter, args, &status);
-    ext_state_apply(st, EXT_KUBE_POD, EXT_KUBE_DELETED, o);
+    ext_state_apply(st, KUBE_POD, KUBE_DELETED, o);
     cJSON *r4 = call_verb(&v, ext_verb_filter, args, &status);   /* room again */
 
     /* The node relabelled as a 16 GB T4: 40,000 MiB no longer fits any GPU. */
     cJSON *t4 = demo_node_as("gpu-t4-timeslice", "a-0");
-    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_MODIFIED, t4);
+    ext_state_apply(st, KUBE_NODE, KUBE_MODIFIED, t4);
     cJSON *r5 = call_verb(&v, ext_verb_filter, args, &status);
 
     bool pass1 = cJSON_GetArraySize(cJSON_GetObjectItem(r1, "NodeNames")) == 1;

@@ -9,12 +9,12 @@
 
 #include "../support/fake_apiserver.h"
 #include "ext_helpers.h"
-#include "extender/annotation.h"
-#include "extender/mirror/kube.h"
+#include "extender/base/annotation.h"
+#include "kube/client.h"
 
 static int kube_bind_fn(void *user, const char *ns, const char *name, const char *uid, const char *node,
                         const cJSON *annotations, char *err, size_t errlen) {
-    int code = ext_kube_bind(user, ns, name, uid, node, annotations, err, errlen);
+    int code = kube_bind(user, ns, name, uid, node, annotations, err, errlen);
     return code == 200 || code == 201 ? 0 : -1;
 }
 
@@ -29,21 +29,21 @@ static bool pod_bound(void *st) {
     return b;
 }
 
-typedef struct ext_run { ext_state *st; ext_kube *k; } ext_run;
+typedef struct ext_run { ext_state *st; kube_client *k; } ext_run;
 
 static bool run_start(ext_run *r, const char *url) {
     ext_state_config sc = {.standalone = false};
     r->st = ext_state_new(&sc);
-    ext_kube_config kc;
-    ext_kube_config_defaults(&kc);
+    kube_config kc;
+    kube_config_defaults(&kc);
     snprintf(kc.api_url, sizeof kc.api_url, "%s", url);
     char err[256];
-    r->k = ext_kube_new(&kc, err, sizeof err);
-    return r->k && ext_kube_start(r->k, ext_state_on_event, r->st, err, sizeof err) == 0 && wait_for(is_ready, r->st);
+    r->k = kube_new(&kc, err, sizeof err);
+    return r->k && kube_start(r->k, ext_state_on_event, r->st, err, sizeof err) == 0 && wait_for(is_ready, r->st);
 }
 
 static void run_stop(ext_run *r) {
-    ext_kube_free(r->k);
+    kube_free(r->k);
     ext_state_free(r->st);
 }
 

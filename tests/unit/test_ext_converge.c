@@ -8,10 +8,10 @@
 #include <string.h>
 
 #include "ext_helpers.h"
-#include "extender/annotation.h"
+#include "extender/base/annotation.h"
 #include "extender/mirror/state.h"
 
-static void apply_text(ext_state *st, ext_kube_kind kind, ext_kube_event ev, const char *json) {
+static void apply_text(ext_state *st, kube_kind kind, kube_event ev, const char *json) {
     cJSON *o = cJSON_Parse(json);
     ext_state_apply(st, kind, ev, o);
     cJSON_Delete(o);
@@ -23,11 +23,11 @@ static ext_state *cluster_state(void) {
     cJSON *n = demo_node_as("gpu-a100-whole", "n1");
     char *nj = cJSON_PrintUnformatted(n);
     cJSON_Delete(n);
-    ext_state_on_event(st, EXT_KUBE_NODE, EXT_KUBE_RELIST, NULL);
-    apply_text(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, nj);
-    ext_state_on_event(st, EXT_KUBE_NODE, EXT_KUBE_SYNCED, NULL);
-    ext_state_on_event(st, EXT_KUBE_POD, EXT_KUBE_RELIST, NULL);
-    ext_state_on_event(st, EXT_KUBE_POD, EXT_KUBE_SYNCED, NULL);
+    ext_state_on_event(st, KUBE_NODE, KUBE_RELIST, NULL);
+    apply_text(st, KUBE_NODE, KUBE_ADDED, nj);
+    ext_state_on_event(st, KUBE_NODE, KUBE_SYNCED, NULL);
+    ext_state_on_event(st, KUBE_POD, KUBE_RELIST, NULL);
+    ext_state_on_event(st, KUBE_POD, KUBE_SYNCED, NULL);
     free(nj);
     return st;
 }
@@ -40,13 +40,13 @@ TEST(ext_converge_annotation_wins_once_the_colliding_holding_is_gone) {
     /* a holds GPU 2 (in a real cluster: a stale assumption, or a pod deleted while the watch was away) */
     char *a = pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"1\"", ANN_GPU2, "n1");
     char *b = pod_json("b", "uid-b", 0, "\"nvidia.com/gpu\":\"1\"", ANN_GPU2, "n1");
-    apply_text(st, EXT_KUBE_POD, EXT_KUBE_ADDED, a);
-    apply_text(st, EXT_KUBE_POD, EXT_KUBE_ADDED, b);   /* b's annotation collides: b is derived elsewhere */
+    apply_text(st, KUBE_POD, KUBE_ADDED, a);
+    apply_text(st, KUBE_POD, KUBE_ADDED, b);   /* b's annotation collides: b is derived elsewhere */
     ext_state_lock(st);
     const ext_pod *pb = ext_state_pod(st, "uid-b");
     bool derived_before = pb && pb->holds && pb->derived && pb->a.grant[0].gpu != 2;
     ext_state_unlock(st);
-    apply_text(st, EXT_KUBE_POD, EXT_KUBE_DELETED, a);
+    apply_text(st, KUBE_POD, KUBE_DELETED, a);
     ext_state_lock(st);
     pb = ext_state_pod(st, "uid-b");
     bool holds = pb && pb->holds, derived = pb && pb->derived;
@@ -71,7 +71,7 @@ TEST(ext_converge_annotation_wins_once_the_colliding_holding_is_gone) {
 TEST(ext_converge_assumed_pod_missing_from_a_relist_goes_when_it_expires) {
     ext_state *st = cluster_state();
     char *p = pod_json("p", "uid-p", 0, "\"nvidia.com/gpu\":\"1\"", NULL, NULL);
-    apply_text(st, EXT_KUBE_POD, EXT_KUBE_ADDED, p);
+    apply_text(st, KUBE_POD, KUBE_ADDED, p);
     free(p);
     /* our bind: reserve, the POST succeeds, the watch has not confirmed it */
     ext_state_lock(st);
@@ -85,8 +85,8 @@ TEST(ext_converge_assumed_pod_missing_from_a_relist_goes_when_it_expires) {
     if (rc == 0) ext_state_bind_done(st, "uid-p", true);
     ext_state_unlock(st);
     /* the pod is deleted while the watch is away; the relist does not show it */
-    ext_state_on_event(st, EXT_KUBE_POD, EXT_KUBE_RELIST, NULL);
-    ext_state_on_event(st, EXT_KUBE_POD, EXT_KUBE_SYNCED, NULL);
+    ext_state_on_event(st, KUBE_POD, KUBE_RELIST, NULL);
+    ext_state_on_event(st, KUBE_POD, KUBE_SYNCED, NULL);
     ext_state_lock(st);
     const ext_pod *pp = ext_state_pod(st, "uid-p");
     bool held_after_relist = pp && pp->holds && pp->phase == EXT_POD_ASSUMED;   /* the list may predate the bind */

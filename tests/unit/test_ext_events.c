@@ -10,13 +10,13 @@
 #include "../support/fake_apiserver.h"
 #include "ext_helpers.h"
 #include "ext_proc.h"
-#include "extender/events.h"
-#include "extender/mirror/kube.h"
+#include "extender/base/events.h"
+#include "kube/client.h"
 
 typedef struct ev_run {
     fake_api *api;
     ext_state *st;
-    ext_kube *k;
+    kube_client *k;
     ext_events *ev;
     ext_verbs v;
     bool ok;
@@ -46,11 +46,11 @@ static void ev_start(ev_run *r, const char *const *names, int n, int queue_max, 
     }
     ext_state_config sc = {.standalone = false};
     r->st = ext_state_new(&sc);
-    ext_kube_config kc;
-    ext_kube_config_defaults(&kc);
+    kube_config kc;
+    kube_config_defaults(&kc);
     snprintf(kc.api_url, sizeof kc.api_url, "%s", url);
-    r->k = ext_kube_new(&kc, err, sizeof err);
-    if (!r->k || ext_kube_start(r->k, ext_state_on_event, r->st, err, sizeof err) != 0 || !ev_ready(r)) return;
+    r->k = kube_new(&kc, err, sizeof err);
+    if (!r->k || kube_start(r->k, ext_state_on_event, r->st, err, sizeof err) != 0 || !ev_ready(r)) return;
     ext_events_config ec;
     ext_events_config_defaults(&ec);
     ec.queue_max = queue_max;
@@ -71,7 +71,7 @@ static void ev_stop_events(ev_run *r) {
 
 static void ev_stop(ev_run *r) {
     ev_stop_events(r);
-    ext_kube_free(r->k);
+    kube_free(r->k);
     ext_state_free(r->st);
     fake_api_free(r->api);
 }

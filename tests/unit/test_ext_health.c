@@ -19,10 +19,10 @@
 #include "ext_helpers.h"
 #include "ext_proc.h"
 #include "extender/certs.h"
-#include "extender/health.h"
+#include "extender/base/health.h"
 #include "extender/http.h"
-#include "extender/mirror/kube.h"
-#include "extender/leader.h"
+#include "kube/client.h"
+#include "extender/base/leader.h"
 #include "log_capture.h"
 #include "policy/policy.h"
 
@@ -34,7 +34,7 @@
 typedef struct hx {
     fake_api *api;
     ext_state *st;
-    ext_kube *k;
+    kube_client *k;
     ext_leader *l;
     ext_verbs v;
     ext_http *h;
@@ -52,7 +52,7 @@ static void hx_nap(int ms) {
     nanosleep(&ts, NULL);
 }
 
-static void hx_kube_stats(void *user, ext_kube_stats *out) { ext_kube_get_stats(user, out); }
+static void hx_kube_stats(void *user, kube_stats *out) { kube_get_stats(user, out); }
 
 /* The fake API (over HTTPS with cert/key, else HTTP) with one A100 node and one pending GPU pod default/p1;
  * faults go in before hx_run. */
@@ -80,15 +80,17 @@ static bool hx_run(hx *x, const char *token_file, bool leader) {
     fake_api_url(x->api, url, sizeof url);
     ext_state_config sc = {.standalone = false, .dra = x->dra};
     x->st = ext_state_new(&sc);
-    ext_kube_config kc;
-    ext_kube_config_defaults(&kc);
+    kube_config kc;
+    kube_config_defaults(&kc);
     snprintf(kc.api_url, sizeof kc.api_url, "%s", url);
     if (token_file) snprintf(kc.token_file, sizeof kc.token_file, "%s", token_file);
     if (x->ca_file) snprintf(kc.ca_file, sizeof kc.ca_file, "%s", x->ca_file);
     kc.dra = x->dra;
+    snprintf(kc.rbac, sizeof kc.rbac, "%s", EXT_KUBE_RBAC);   /* as main.c wires it */
+    kc.report = ext_health_kube_report;
     kc.backoff_max_ms = 300;
     kc.request_timeout_ms = TEST_PATIENCE_MS;   /* no test here times a request out: a loaded machine is slow */
-    if (!(x->k = ext_kube_new(&kc, err, sizeof err))) return false;
+    if (!(x->k = kube_new(&kc, err, sizeof err))) return false;
     if (leader) {
         ext_leader_config lc;
         ext_leader_config_defaults(&lc);
@@ -120,7 +122,7 @@ static bool hx_run(hx *x, const char *token_file, bool leader) {
     hc.kube_user = x->k;
     if (!(x->h = ext_http_start(&hc, err, sizeof err))) return false;
     x->port = ext_http_port(x->h);
-    if (ext_kube_start(x->k, ext_state_on_event, x->st, err, sizeof err) != 0) return false;
+    if (kube_start(x->k, ext_state_on_event, x->st, err, sizeof err) != 0) return false;
     return !x->l || ext_leader_start(x->l, err, sizeof err) == 0;
 }
 
@@ -128,7 +130,7 @@ static void hx_stop(hx *x) {
     ext_http_stop(x->h);
     ext_leader_free(x->l);
     ext_events_stop(x->ev);
-    ext_kube_free(x->k);
+    kube_free(x->k);
     ext_state_free(x->st);
     fake_api_free(x->api);
     ext_health_reset();
@@ -224,7 +226,7 @@ static void hx_filter_error(hx *x, char *err, size_t len) {
 TEST(ext_health_lease_in_a_missing_namespace_is_logged_shown_counted_and_told) {
     hx x;
     CHECK(hx_api(&x));
-    logcap_start(EXT_LOG_INFO);
+    logcap_start(KUBE_LOG_INFO);
     fake_api_inject_msg(x.api, "POST /apis/coordination.k8s.io/v1/namespaces/tessera/leases", 404, "NotFound",
                         HX_NS_MISSING, 100000);
     bool run = hx_run(&x, NULL, true), synced = run && hx_wait_synced(&x);
@@ -272,7 +274,7 @@ TEST(ext_health_lease_in_a_missing_namespace_is_logged_shown_counted_and_told) {
 TEST(ext_health_lease_failure_is_forgotten_when_the_replica_goes_idle) {
     hx x;
     CHECK(hx_api(&x));
-    logcap_start(EXT_LOG_INFO);
+    logcap_start(KUBE_LOG_INFO);
     fake_api_inject_msg(x.api, "POST /apis/coordination.k8s.io/v1/namespaces/tessera/leases", 404, "NotFound",
                         HX_NS_MISSING, 100000);
     x.on_calls = true;
@@ -298,7 +300,7 @@ TEST(ext_health_lease_failure_is_forgotten_when_the_replica_goes_idle) {
 TEST(ext_health_bind_forbidden_names_what_rbac_lacks) {
     hx x;
     CHECK(hx_api(&x));
-    logcap_start(EXT_LOG_INFO);
+    logcap_start(KUBE_LOG_INFO);
     /* the API server's wording for an RBAC denial: "User %q cannot %s resource %q in API group %q in the namespace
      * %q" (forbiddenMessage, k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/errors.go), after
      * "<resource> \"<name>\" is forbidden: " */
@@ -341,7 +343,7 @@ TEST(ext_health_bind_forbidden_names_what_rbac_lacks) {
 TEST(ext_health_list_and_watch_500s_are_shown_until_they_stop) {
     hx x;
     CHECK(hx_api(&x));
-    logcap_start(EXT_LOG_INFO);
+    logcap_start(KUBE_LOG_INFO);
     fake_api_inject(x.api, "LIST /api/v1/pods", 500, 100000);
     bool run = hx_run(&x, NULL, false);
     bool warned = hx_wait_log("level=warn event=dependency-failing dependency=api-pods reason=server_error code=500",
@@ -389,7 +391,7 @@ TEST(ext_health_list_and_watch_500s_are_shown_until_they_stop) {
 TEST(ext_health_api_server_down_is_shown_and_clears_when_it_is_back) {
     hx x;
     CHECK(hx_api(&x));
-    logcap_start(EXT_LOG_INFO);
+    logcap_start(KUBE_LOG_INFO);
     bool run = hx_run(&x, NULL, false), synced = run && hx_wait_synced(&x);
     fake_api_down(x.api);
     bool warned = hx_wait_log("level=warn event=dependency-failing dependency=api-pods reason=unreachable",
@@ -436,7 +438,7 @@ TEST(ext_health_events_forbidden_degrade_but_do_not_block) {
         fake_api_put(x.api, "pods", pod);
         free(pod);
     }
-    logcap_start(EXT_LOG_INFO);
+    logcap_start(KUBE_LOG_INFO);
     fake_api_inject_msg(x.api, "POST /api/v1/namespaces/default/events", 403, "Forbidden",
                         "events is forbidden: User \"system:serviceaccount:tessera:tessera-scheduler\" cannot create "
                         "resource \"events\" in API group \"\" in the namespace \"default\"", 2);
@@ -477,7 +479,7 @@ TEST(ext_health_token_file_missing_or_empty_is_shown_until_it_is_there) {
     unlink(path);
     hx x;
     CHECK(hx_api(&x));
-    logcap_start(EXT_LOG_INFO);
+    logcap_start(KUBE_LOG_INFO);
     fake_api_require_token(x.api, "s3cret");
     bool run = hx_run(&x, path, false);
     char want[256];
@@ -549,7 +551,7 @@ TEST(ext_health_ca_file_missing_or_wrong_is_shown_until_it_is_right) {
         CHECK(api);
     }
     x.ca_file = path;
-    logcap_start(EXT_LOG_INFO);
+    logcap_start(KUBE_LOG_INFO);
     bool run = hx_run(&x, NULL, false);
     /* missing: the CA file itself is the dependency that fails */
     bool warned = hx_wait_log("level=warn event=dependency-failing dependency=ca-file", path, 1);
@@ -600,7 +602,7 @@ TEST(ext_health_dra_claims_that_cannot_be_listed_block_readiness_until_they_can)
     CHECK(hx_api(&x));
     x.dra = true;
     fake_api_inject(x.api, "LIST /apis/resource.k8s.io/v1/resourceclaims", 500, 100000);
-    logcap_start(EXT_LOG_INFO);
+    logcap_start(KUBE_LOG_INFO);
     bool run = hx_run(&x, NULL, false);
     bool warned = hx_wait_log("level=warn event=dependency-failing dependency=api-resourceclaims", "cannot list resourceclaims",
                               1);
@@ -628,19 +630,19 @@ TEST(ext_health_dra_claims_that_cannot_be_listed_block_readiness_until_they_can)
 /* The words for each status, which the tests above see only in part. */
 TEST(ext_health_api_messages) {
     char m[512];
-    ext_health_api_msg(m, sizeof m, 403, "create", "leases", "Lease", "tessera", "tessera-extender",
+    kube_api_msg(m, sizeof m, 403, "create", "leases", "Lease", "tessera", "tessera-extender",
                        "tessera-leader-election Role", "leases is forbidden");
     CHECK_STR(m, "forbidden: cannot create leases in namespace tessera: check the tessera-leader-election Role "
                  "(leases is forbidden)");
-    ext_health_api_msg(m, sizeof m, 403, "list", "nodes", NULL, NULL, NULL, "tessera-extender ClusterRole", "x");
+    kube_api_msg(m, sizeof m, 403, "list", "nodes", NULL, NULL, NULL, "tessera-extender ClusterRole", "x");
     CHECK_STR(m, "forbidden: cannot list nodes cluster-wide: check the tessera-extender ClusterRole (x)");
-    ext_health_api_msg(m, sizeof m, 401, "list", "pods", NULL, NULL, NULL, "r", "Unauthorized");
+    kube_api_msg(m, sizeof m, 401, "list", "pods", NULL, NULL, NULL, "r", "Unauthorized");
     CHECK_CONTAINS(m, "unauthorized: the API server did not accept tessera's service account token (cannot list pods)");
-    ext_health_api_msg(m, sizeof m, 404, "create", "leases", "Lease", "tessera", "tessera-extender", "r", HX_NS_MISSING);
+    kube_api_msg(m, sizeof m, 404, "create", "leases", "Lease", "tessera", "tessera-extender", "r", HX_NS_MISSING);
     CHECK_STR(m, "cannot create Lease tessera/tessera-extender: " HX_NS_MISSING);
-    ext_health_api_msg(m, sizeof m, EXT_KUBE_TIMEOUT, "get", "leases", "Lease", "tessera", "t", "r", "no answer");
+    kube_api_msg(m, sizeof m, KUBE_TIMEOUT, "get", "leases", "Lease", "tessera", "t", "r", "no answer");
     CHECK_CONTAINS(m, "did not answer in time");
-    CHECK_INT(ext_health_reason_of(EXT_KUBE_UNREACHABLE), EXT_REASON_UNREACHABLE);
+    CHECK_INT(ext_health_reason_of(KUBE_UNREACHABLE), EXT_REASON_UNREACHABLE);
     CHECK_INT(ext_health_reason_of(429), EXT_REASON_THROTTLED);
     CHECK_INT(ext_health_reason_of(503), EXT_REASON_SERVER_ERROR);
     CHECK_INT(ext_health_reason_of(422), EXT_REASON_REJECTED);

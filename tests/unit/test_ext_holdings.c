@@ -33,38 +33,38 @@ static cJSON *hnode(const char *holdings) {
     return n;
 }
 
-static void node_ev(ext_state *st, ext_kube_event e, const char *holdings) {
+static void node_ev(ext_state *st, kube_event e, const char *holdings) {
     cJSON *n = hnode(holdings);
-    ext_state_on_event(st, EXT_KUBE_NODE, e, n);
+    ext_state_on_event(st, KUBE_NODE, e, n);
     cJSON_Delete(n);
 }
 
-static void raw_ev(ext_state *st, ext_kube_kind k, ext_kube_event e, const char *json) {
+static void raw_ev(ext_state *st, kube_kind k, kube_event e, const char *json) {
     cJSON *o = json ? cJSON_Parse(json) : NULL;
     ext_state_on_event(st, k, e, o);
     cJSON_Delete(o);
 }
 
 /* A whole-GPU pod bound to n1 by tessera (its assignment annotation names gpu). */
-static void pod_ev(ext_state *st, ext_kube_event e, const char *name, const char *uid, int gpu) {
+static void pod_ev(ext_state *st, kube_event e, const char *name, const char *uid, int gpu) {
     char ann[512];
     snprintf(ann, sizeof ann,
              "\"tessera.io/assignment\":\"{\\\"version\\\":1,\\\"node\\\":\\\"n1\\\",\\\"grants\\\":[{\\\"gpu\\\":%d,"
              "\\\"whole\\\":true,\\\"memoryMiB\\\":81920,\\\"computePermille\\\":1000}]}\"",
              gpu);
     char *p = pod_json(name, uid, 0, "\"nvidia.com/gpu\":\"1\"", ann, "n1");
-    raw_ev(st, EXT_KUBE_POD, e, p);
+    raw_ev(st, KUBE_POD, e, p);
     free(p);
 }
 
 static ext_state *synced_state(const char *holdings) {
     ext_state_config cfg = {.standalone = false};
     ext_state *st = ext_state_new(&cfg);
-    raw_ev(st, EXT_KUBE_NODE, EXT_KUBE_RELIST, NULL);
-    node_ev(st, EXT_KUBE_ADDED, holdings);
-    raw_ev(st, EXT_KUBE_NODE, EXT_KUBE_SYNCED, NULL);
-    raw_ev(st, EXT_KUBE_POD, EXT_KUBE_RELIST, NULL);
-    raw_ev(st, EXT_KUBE_POD, EXT_KUBE_SYNCED, NULL);
+    raw_ev(st, KUBE_NODE, KUBE_RELIST, NULL);
+    node_ev(st, KUBE_ADDED, holdings);
+    raw_ev(st, KUBE_NODE, KUBE_SYNCED, NULL);
+    raw_ev(st, KUBE_POD, KUBE_RELIST, NULL);
+    raw_ev(st, KUBE_POD, KUBE_SYNCED, NULL);
     return st;
 }
 
@@ -112,18 +112,18 @@ static const char *agent_rec(const char *spec) {
 #define SWAPPED agent_rec("default/b app nvidia.com/gpu " UUID0 "\ndefault/a app nvidia.com/gpu " UUID1 "\n")
 
 TEST(ext_holdings_swap_is_applied_and_reported_once) {
-    logcap_start(EXT_LOG_INFO);
+    logcap_start(KUBE_LOG_INFO);
     ext_state *st = synced_state(NULL);
-    pod_ev(st, EXT_KUBE_ADDED, "a", "uid-a", 0);
-    pod_ev(st, EXT_KUBE_ADDED, "b", "uid-b", 1);
+    pod_ev(st, KUBE_ADDED, "a", "uid-a", 0);
+    pod_ev(st, KUBE_ADDED, "b", "uid-b", 1);
     CHECK_INT(gpu_of(st, "uid-a"), 0);
     CHECK_INT(gpu_of(st, "uid-b"), 1);
-    node_ev(st, EXT_KUBE_MODIFIED, SWAPPED);
+    node_ev(st, KUBE_MODIFIED, SWAPPED);
     CHECK_INT(gpu_of(st, "uid-a"), 1);
     CHECK_INT(gpu_of(st, "uid-b"), 0);
     /* more watch events: the same Node again, pods modified, a relabel that rebuilds the model */
-    for (int i = 0; i < 3; i++) node_ev(st, EXT_KUBE_MODIFIED, SWAPPED);
-    pod_ev(st, EXT_KUBE_MODIFIED, "a", "uid-a", 0);
+    for (int i = 0; i < 3; i++) node_ev(st, KUBE_MODIFIED, SWAPPED);
+    pod_ev(st, KUBE_MODIFIED, "a", "uid-a", 0);
     CHECK_INT(gpu_of(st, "uid-a"), 1);
     CHECK_INT(gpu_of(st, "uid-b"), 0);
     CHECK_INT(logcap_count("event=holdings-mismatch", "pod=default/a", "action=applied"), 1);
@@ -151,14 +151,14 @@ TEST(ext_holdings_swap_is_applied_and_reported_once) {
 }
 
 TEST(ext_holdings_overcommitting_word_is_refused_until_the_gpu_frees) {
-    logcap_start(EXT_LOG_INFO);
+    logcap_start(KUBE_LOG_INFO);
     ext_state *st = synced_state(NULL);
-    pod_ev(st, EXT_KUBE_ADDED, "a", "uid-a", 0);
-    pod_ev(st, EXT_KUBE_ADDED, "b", "uid-b", 1);
-    pod_ev(st, EXT_KUBE_ADDED, "c", "uid-c", 2);
+    pod_ev(st, KUBE_ADDED, "a", "uid-a", 0);
+    pod_ev(st, KUBE_ADDED, "b", "uid-b", 1);
+    pod_ev(st, KUBE_ADDED, "c", "uid-c", 2);
     /* the kubelet says b holds GPU 2, which c holds in the model (c's own entry lags) */
-    node_ev(st, EXT_KUBE_MODIFIED, agent_rec("default/b app nvidia.com/gpu " UUID2 "\n"));
-    node_ev(st, EXT_KUBE_MODIFIED, agent_rec("default/b app nvidia.com/gpu " UUID2 "\n"));
+    node_ev(st, KUBE_MODIFIED, agent_rec("default/b app nvidia.com/gpu " UUID2 "\n"));
+    node_ev(st, KUBE_MODIFIED, agent_rec("default/b app nvidia.com/gpu " UUID2 "\n"));
     CHECK_INT(gpu_of(st, "uid-b"), 1);
     CHECK_INT(gpu_of(st, "uid-c"), 2);
     CHECK_INT(hstats(st).mismatches[EXT_HOLD_REFUSED], 1);
@@ -173,7 +173,7 @@ TEST(ext_holdings_overcommitting_word_is_refused_until_the_gpu_frees) {
     cJSON_Delete(d);
     /* c goes: GPU 2 is free, and the kubelet's word applies now */
     char *c = pod_json("c", "uid-c", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1");
-    raw_ev(st, EXT_KUBE_POD, EXT_KUBE_DELETED, c);
+    raw_ev(st, KUBE_POD, KUBE_DELETED, c);
     free(c);
     CHECK_INT(gpu_of(st, "uid-b"), 2);
     CHECK_INT(hstats(st).mismatches[EXT_HOLD_APPLIED], 1);
@@ -187,9 +187,9 @@ TEST(ext_holdings_overcommitting_word_is_refused_until_the_gpu_frees) {
 }
 
 TEST(ext_holdings_malformed_record_is_ignored_once_per_content) {
-    logcap_start(EXT_LOG_INFO);
+    logcap_start(KUBE_LOG_INFO);
     ext_state *st = synced_state(NULL);
-    pod_ev(st, EXT_KUBE_ADDED, "a", "uid-a", 0);
+    pod_ev(st, KUBE_ADDED, "a", "uid-a", 0);
     const char *bad[] = {
         "not json", "{\"v\":2,\"pods\":{}}", "{\"v\":1}", "{\"v\":1,\"pods\":{},\"extra\":1}",
         "{\"v\":1,\"pods\":{\"noslash\":{\"nvidia.com/gpu\":[\"x\"]}}}",
@@ -201,8 +201,8 @@ TEST(ext_holdings_malformed_record_is_ignored_once_per_content) {
     };
     int nbad = (int)(sizeof bad / sizeof bad[0]);
     for (int i = 0; i < nbad; i++) {
-        node_ev(st, EXT_KUBE_MODIFIED, bad[i]);
-        node_ev(st, EXT_KUBE_MODIFIED, bad[i]);   /* the same content again: not said again */
+        node_ev(st, KUBE_MODIFIED, bad[i]);
+        node_ev(st, KUBE_MODIFIED, bad[i]);   /* the same content again: not said again */
     }
     CHECK_INT(logcap_count("event=holdings-malformed", "action=ignored", NULL), nbad);
     CHECK_INT(hstats(st).malformed, nbad);
@@ -214,22 +214,22 @@ TEST(ext_holdings_malformed_record_is_ignored_once_per_content) {
               cJSON_GetObjectItem(d, "malformed")->valuestring);
     cJSON_Delete(d);
     /* a valid record after them is used */
-    node_ev(st, EXT_KUBE_MODIFIED, agent_rec("default/a app nvidia.com/gpu " UUID2 "\n"));
+    node_ev(st, KUBE_MODIFIED, agent_rec("default/a app nvidia.com/gpu " UUID2 "\n"));
     CHECK_INT(gpu_of(st, "uid-a"), 2);
     ext_state_free(st);
     logcap_stop();
 }
 
 TEST(ext_holdings_unknown_pods_unmapped_ids_and_lag) {
-    logcap_start(EXT_LOG_INFO);
+    logcap_start(KUBE_LOG_INFO);
     ext_state *st = synced_state(NULL);
-    pod_ev(st, EXT_KUBE_ADDED, "a", "uid-a", 0);
-    pod_ev(st, EXT_KUBE_ADDED, "b", "uid-b", 1);   /* bound, but not in the record yet: no finding */
+    pod_ev(st, KUBE_ADDED, "a", "uid-a", 0);
+    pod_ev(st, KUBE_ADDED, "b", "uid-b", 1);   /* bound, but not in the record yet: no finding */
     char rec[1024];
     snprintf(rec, sizeof rec, "%s", agent_rec("other/ghost app nvidia.com/gpu " UUID2 "\n"
                                               "default/a app nvidia.com/mig-1g.10gb MIG-aaaa\n"));
-    node_ev(st, EXT_KUBE_MODIFIED, rec);
-    node_ev(st, EXT_KUBE_MODIFIED, rec);
+    node_ev(st, KUBE_MODIFIED, rec);
+    node_ev(st, KUBE_MODIFIED, rec);
     ext_holdings_stats s = hstats(st);
     CHECK_INT(s.ignored[EXT_HOLD_IGN_UNMAPPED], 1);
     CHECK_INT(s.ignored[EXT_HOLD_IGN_UNKNOWN_POD], 1);
@@ -246,16 +246,16 @@ TEST(ext_holdings_unknown_pods_unmapped_ids_and_lag) {
 }
 
 TEST(ext_holdings_record_before_the_pod_list_waits_for_it) {
-    logcap_start(EXT_LOG_INFO);
+    logcap_start(KUBE_LOG_INFO);
     ext_state_config cfg = {.standalone = false};
     ext_state *st = ext_state_new(&cfg);
-    raw_ev(st, EXT_KUBE_NODE, EXT_KUBE_RELIST, NULL);
-    node_ev(st, EXT_KUBE_ADDED, SWAPPED);
-    raw_ev(st, EXT_KUBE_NODE, EXT_KUBE_SYNCED, NULL);
-    raw_ev(st, EXT_KUBE_POD, EXT_KUBE_RELIST, NULL);
-    pod_ev(st, EXT_KUBE_ADDED, "a", "uid-a", 0);   /* a restart: both annotations say the bind's GPUs */
-    pod_ev(st, EXT_KUBE_ADDED, "b", "uid-b", 1);
-    raw_ev(st, EXT_KUBE_POD, EXT_KUBE_SYNCED, NULL);
+    raw_ev(st, KUBE_NODE, KUBE_RELIST, NULL);
+    node_ev(st, KUBE_ADDED, SWAPPED);
+    raw_ev(st, KUBE_NODE, KUBE_SYNCED, NULL);
+    raw_ev(st, KUBE_POD, KUBE_RELIST, NULL);
+    pod_ev(st, KUBE_ADDED, "a", "uid-a", 0);   /* a restart: both annotations say the bind's GPUs */
+    pod_ev(st, KUBE_ADDED, "b", "uid-b", 1);
+    raw_ev(st, KUBE_POD, KUBE_SYNCED, NULL);
     CHECK_INT(gpu_of(st, "uid-a"), 1);
     CHECK_INT(gpu_of(st, "uid-b"), 0);
     CHECK_INT(hstats(st).ignored[EXT_HOLD_IGN_UNKNOWN_POD], 0);   /* no entry judged before its pod was listed */
@@ -264,7 +264,7 @@ TEST(ext_holdings_record_before_the_pod_list_waits_for_it) {
 }
 
 TEST(ext_holdings_reservation_pods_compare_the_published_uuid) {
-    logcap_start(EXT_LOG_INFO);
+    logcap_start(KUBE_LOG_INFO);
     ext_state *st = synced_state(NULL);
     const char *rsv = "{\"metadata\":{\"name\":\"tessera-rsv-n1-g0-0\",\"namespace\":\"tessera\",\"uid\":\"uid-r\","
                       "\"labels\":{\"tessera.io/reservation\":\"true\"},\"annotations\":{\"tessera.io/reservation-gpu\":\"0\","
@@ -272,18 +272,18 @@ TEST(ext_holdings_reservation_pods_compare_the_published_uuid) {
                       "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]},\"status\":{\"phase\":\"Running\"}}";
     char buf[1024];
     snprintf(buf, sizeof buf, rsv, "");   /* not published yet: lag, nothing said */
-    raw_ev(st, EXT_KUBE_POD, EXT_KUBE_ADDED, buf);
+    raw_ev(st, KUBE_POD, KUBE_ADDED, buf);
     char rec[1024];
     snprintf(rec, sizeof rec, "%s", agent_rec("tessera/tessera-rsv-n1-g0-0 reserve nvidia.com/gpu " UUID2 "\n"));
-    node_ev(st, EXT_KUBE_MODIFIED, rec);
+    node_ev(st, KUBE_MODIFIED, rec);
     ext_holdings_stats s = hstats(st);
     CHECK_INT(s.mismatches[EXT_HOLD_RESERVATION] + s.ignored[EXT_HOLD_IGN_UNKNOWN_POD], 0);
     snprintf(buf, sizeof buf, rsv, UUID2);   /* published what the kubelet says: agreement */
-    raw_ev(st, EXT_KUBE_POD, EXT_KUBE_MODIFIED, buf);
+    raw_ev(st, KUBE_POD, KUBE_MODIFIED, buf);
     CHECK_INT(hstats(st).mismatches[EXT_HOLD_RESERVATION], 0);
     snprintf(buf, sizeof buf, rsv, UUID1);   /* published another: reported, not applied */
-    raw_ev(st, EXT_KUBE_POD, EXT_KUBE_MODIFIED, buf);
-    node_ev(st, EXT_KUBE_MODIFIED, rec);
+    raw_ev(st, KUBE_POD, KUBE_MODIFIED, buf);
+    node_ev(st, KUBE_MODIFIED, rec);
     CHECK_INT(hstats(st).mismatches[EXT_HOLD_RESERVATION], 1);
     CHECK_INT(logcap_count("event=holdings-mismatch", "pod=tessera/tessera-rsv-n1-g0-0", "action=kept-model"), 1);
     int standing;
@@ -297,18 +297,18 @@ TEST(ext_holdings_reservation_pods_compare_the_published_uuid) {
 /* A pod relist that no longer names a pod frees its GPU at the relist's end (the sweep), with no event of its own:
  * a move the kubelet's word asked for, refused while that pod held the GPU, is applied then. */
 TEST(ext_holdings_refused_word_applies_after_a_relist_sweeps_the_holder) {
-    logcap_start(EXT_LOG_INFO);
+    logcap_start(KUBE_LOG_INFO);
     ext_state *st = synced_state(NULL);
-    pod_ev(st, EXT_KUBE_ADDED, "a", "uid-a", 0);
-    pod_ev(st, EXT_KUBE_ADDED, "b", "uid-b", 1);
-    pod_ev(st, EXT_KUBE_ADDED, "c", "uid-c", 2);
-    node_ev(st, EXT_KUBE_MODIFIED, agent_rec("default/b app nvidia.com/gpu " UUID2 "\n"));
+    pod_ev(st, KUBE_ADDED, "a", "uid-a", 0);
+    pod_ev(st, KUBE_ADDED, "b", "uid-b", 1);
+    pod_ev(st, KUBE_ADDED, "c", "uid-c", 2);
+    node_ev(st, KUBE_MODIFIED, agent_rec("default/b app nvidia.com/gpu " UUID2 "\n"));
     CHECK_INT(gpu_of(st, "uid-b"), 1);
     CHECK_INT(hstats(st).mismatches[EXT_HOLD_REFUSED], 1);
-    raw_ev(st, EXT_KUBE_POD, EXT_KUBE_RELIST, NULL);   /* c was deleted while the watch was down */
-    pod_ev(st, EXT_KUBE_ADDED, "a", "uid-a", 0);
-    pod_ev(st, EXT_KUBE_ADDED, "b", "uid-b", 1);
-    raw_ev(st, EXT_KUBE_POD, EXT_KUBE_SYNCED, NULL);
+    raw_ev(st, KUBE_POD, KUBE_RELIST, NULL);   /* c was deleted while the watch was down */
+    pod_ev(st, KUBE_ADDED, "a", "uid-a", 0);
+    pod_ev(st, KUBE_ADDED, "b", "uid-b", 1);
+    raw_ev(st, KUBE_POD, KUBE_SYNCED, NULL);
     CHECK_INT(gpu_of(st, "uid-c"), -1);
     CHECK_INT(gpu_of(st, "uid-b"), 2);
     CHECK_INT(hstats(st).mismatches[EXT_HOLD_APPLIED], 1);

@@ -250,10 +250,10 @@ TEST(ext_http_not_ready_until_synced) {
     free(got);
     long p = req(&s, "POST", "/tessera/prioritize", body, strlen(body), false, NULL, NULL);
     free(body);
-    ext_state_on_event(s.st, EXT_KUBE_NODE, EXT_KUBE_RELIST, NULL);
-    ext_state_on_event(s.st, EXT_KUBE_NODE, EXT_KUBE_SYNCED, NULL);
-    ext_state_on_event(s.st, EXT_KUBE_POD, EXT_KUBE_RELIST, NULL);
-    ext_state_on_event(s.st, EXT_KUBE_POD, EXT_KUBE_SYNCED, NULL);
+    ext_state_on_event(s.st, KUBE_NODE, KUBE_RELIST, NULL);
+    ext_state_on_event(s.st, KUBE_NODE, KUBE_SYNCED, NULL);
+    ext_state_on_event(s.st, KUBE_POD, KUBE_RELIST, NULL);
+    ext_state_on_event(s.st, KUBE_POD, KUBE_SYNCED, NULL);
     long ready2 = req(&s, "GET", "/readyz", NULL, 0, false, NULL, NULL);
     srv_stop(&s);
     CHECK_INT(ready, 503);

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "ext_helpers.h"
-#include "extender/annotation.h"
+#include "extender/base/annotation.h"
 #include "extender/delivery/delivery.h"
 #include "extender/metrics.h"
 
@@ -174,7 +174,7 @@ TEST(ext_layered_bind_annotation_and_restart) {
     free(txt);
     cJSON_AddStringToObject(cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "metadata"), "annotations"), EXT_ANN_ASSIGNMENT,
                             rec.ann);
-    ext_state_apply(st2, EXT_KUBE_POD, EXT_KUBE_ADDED, pod);
+    ext_state_apply(st2, KUBE_POD, KUBE_ADDED, pod);
     cJSON_Delete(pod);
     ext_state_lock(st2);
     const ext_pod *rb = ext_state_pod(st2, "uid-b");
@@ -297,7 +297,7 @@ TEST(ext_layered_reservation_resource_names) {
 TEST(ext_layered_prioritize_and_bad_annotations) {
     ext_state *st = demo_state();
     cJSON *copy = demo_node_as(LAYERED, LAYERED "-b");
-    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, copy);
+    ext_state_apply(st, KUBE_NODE, KUBE_ADDED, copy);
     cJSON_Delete(copy);
     ext_verbs v;
     ext_verbs_init(&v, st, policy_find("binpack"), NULL, NULL);

@@ -8,13 +8,13 @@
  * cluster's nodes, filling the nodes as it binds so that "no room" reasons come up too. The check is
  * generic: every string (key or value) anywhere in every reply, so a reason added later is covered
  * without touching this file. A second test holds model/ and policy/ to their own wording (no '%'
- * even before extender/text.h rewrites what leaves tessera).
+ * even before extender/base/text.h rewrites what leaves tessera).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "ext_helpers.h"
-#include "extender/text.h"
+#include "extender/base/text.h"
 #include "model/fit.h"
 #include "model/request.h"
 

@@ -21,7 +21,7 @@ static void add_pod(ext_state *st, const char *ns, const char *name, const char 
              name, ns, ns, name, anns, node ? ",\"nodeName\":\"" : "", node ? node : "", node ? "\"" : "", res,
              node ? "Running" : "Pending");
     cJSON *pod = cJSON_Parse(txt);
-    ext_state_apply(st, EXT_KUBE_POD, EXT_KUBE_ADDED, pod);
+    ext_state_apply(st, KUBE_POD, KUBE_ADDED, pod);
     cJSON_Delete(pod);
 }
 

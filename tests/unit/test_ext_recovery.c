@@ -13,8 +13,8 @@
 
 #include "../support/fake_apiserver.h"
 #include "ext_helpers.h"
-#include "extender/annotation.h"
-#include "extender/mirror/kube.h"
+#include "extender/base/annotation.h"
+#include "kube/client.h"
 #include "log_capture.h"
 
 #define RC_NODE "gpu-a100-whole"   /* 8 x A100 80GB, whole GPUs */
@@ -96,19 +96,19 @@ TEST(ext_recovery_list_places_valid_assignments_before_guesses_any_order) {
             free(pod);
         }
         fake_api_url(api, url, sizeof url);
-        logcap_start(EXT_LOG_INFO);
+        logcap_start(KUBE_LOG_INFO);
         ext_state_config sc = {.standalone = false};
         ext_state *st = ext_state_new(&sc);
-        ext_kube_config kc;
-        ext_kube_config_defaults(&kc);
+        kube_config kc;
+        kube_config_defaults(&kc);
         snprintf(kc.api_url, sizeof kc.api_url, "%s", url);
-        ext_kube *k = ext_kube_new(&kc, err, sizeof err);
-        bool started = k && ext_kube_start(k, ext_state_on_event, st, err, sizeof err) == 0;
+        kube_client *k = kube_new(&kc, err, sizeof err);
+        bool started = k && kube_start(k, ext_state_on_event, st, err, sizeof err) == 0;
         bool ready = started && rc_ready(st);
         char why[256];
         rc_verify(st, why, sizeof why);
         int invalid = logcap_count("annotation-invalid", NULL, NULL), over = logcap_count("event=overcommitted", NULL, NULL);
-        ext_kube_free(k);
+        kube_free(k);
         ext_state_free(st);
         logcap_stop();
         fake_api_free(api);
@@ -124,24 +124,24 @@ TEST(ext_recovery_node_after_pods_places_valid_assignments_first) {
     for (int synced_first = 0; synced_first < 2; synced_first++) {
         ext_state_config sc = {.standalone = false};
         ext_state *st = ext_state_new(&sc);
-        logcap_start(EXT_LOG_INFO);
-        ext_state_on_event(st, EXT_KUBE_POD, EXT_KUBE_RELIST, NULL);
+        logcap_start(KUBE_LOG_INFO);
+        ext_state_on_event(st, KUBE_POD, KUBE_RELIST, NULL);
         for (int k = 0; k < RC_PODS; k++) {   /* foreign pods first */
             char name[32];
             snprintf(name, sizeof name, "p%02d", k);
             char *pod = rc_pod((k + RC_ANNOTATED) % RC_PODS, name);
             cJSON *o = cJSON_Parse(pod);
-            ext_state_on_event(st, EXT_KUBE_POD, EXT_KUBE_ADDED, o);
+            ext_state_on_event(st, KUBE_POD, KUBE_ADDED, o);
             cJSON_Delete(o);
             free(pod);
         }
-        if (synced_first) ext_state_on_event(st, EXT_KUBE_POD, EXT_KUBE_SYNCED, NULL);
+        if (synced_first) ext_state_on_event(st, KUBE_POD, KUBE_SYNCED, NULL);
         cJSON *node = demo_node_as(RC_NODE, RC_NODE);
-        ext_state_on_event(st, EXT_KUBE_NODE, EXT_KUBE_RELIST, NULL);
-        ext_state_on_event(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, node);
-        ext_state_on_event(st, EXT_KUBE_NODE, EXT_KUBE_SYNCED, NULL);
+        ext_state_on_event(st, KUBE_NODE, KUBE_RELIST, NULL);
+        ext_state_on_event(st, KUBE_NODE, KUBE_ADDED, node);
+        ext_state_on_event(st, KUBE_NODE, KUBE_SYNCED, NULL);
         cJSON_Delete(node);
-        if (!synced_first) ext_state_on_event(st, EXT_KUBE_POD, EXT_KUBE_SYNCED, NULL);
+        if (!synced_first) ext_state_on_event(st, KUBE_POD, KUBE_SYNCED, NULL);
         char why[256];
         rc_verify(st, why, sizeof why);
         int invalid = logcap_count("annotation-invalid", NULL, NULL), over = logcap_count("event=overcommitted", NULL, NULL);
@@ -159,15 +159,15 @@ TEST(ext_recovery_watch_guesses_at_once) {
     ext_state_config sc = {.standalone = false};
     ext_state *st = ext_state_new(&sc);
     cJSON *node = demo_node_as(RC_NODE, RC_NODE);
-    ext_state_on_event(st, EXT_KUBE_NODE, EXT_KUBE_RELIST, NULL);
-    ext_state_on_event(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, node);
-    ext_state_on_event(st, EXT_KUBE_NODE, EXT_KUBE_SYNCED, NULL);
+    ext_state_on_event(st, KUBE_NODE, KUBE_RELIST, NULL);
+    ext_state_on_event(st, KUBE_NODE, KUBE_ADDED, node);
+    ext_state_on_event(st, KUBE_NODE, KUBE_SYNCED, NULL);
     cJSON_Delete(node);
-    ext_state_on_event(st, EXT_KUBE_POD, EXT_KUBE_RELIST, NULL);
-    ext_state_on_event(st, EXT_KUBE_POD, EXT_KUBE_SYNCED, NULL);
+    ext_state_on_event(st, KUBE_POD, KUBE_RELIST, NULL);
+    ext_state_on_event(st, KUBE_POD, KUBE_SYNCED, NULL);
     char *pod = rc_pod(RC_PODS - 1, "late");
     cJSON *o = cJSON_Parse(pod);
-    ext_state_on_event(st, EXT_KUBE_POD, EXT_KUBE_ADDED, o);
+    ext_state_on_event(st, KUBE_POD, KUBE_ADDED, o);
     cJSON_Delete(o);
     free(pod);
     ext_state_lock(st);

@@ -15,8 +15,8 @@
 #include "ext_proc.h"
 #include "tests/support/wait.h"
 #include "extender/delivery/delivery.h"
-#include "extender/events.h"
-#include "extender/mirror/kube.h"
+#include "extender/base/events.h"
+#include "kube/client.h"
 #include "extender/metrics.h"
 #include "extender/delivery/reservation.h"
 
@@ -26,7 +26,7 @@ typedef struct rt {
     fake_api *api;
     fake_kubelet *kl;
     ext_state *st;
-    ext_kube *k;
+    kube_client *k;
     ext_events *ev;
     ext_rsv *rsv;
     ext_verbs v;
@@ -54,15 +54,15 @@ static void seen(rt *r, long long rv) {
 }
 
 /* main.c's on_watch_event: the cache first, then the controller. */
-static void rt_handler(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj) {
+static void rt_handler(void *user, kube_kind kind, kube_event ev, const cJSON *obj) {
     rt *r = user;
     ext_state_on_event(r->st, kind, ev, obj);
     ext_rsv_on_event(r->rsv, kind, ev, obj);
     const cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(obj, "metadata"), "annotations");
-    if (kind == EXT_KUBE_POD && cJSON_IsString(cJSON_GetObjectItem(ann, EXT_RSV_ANN_UUID))) r->uuid_events++;
+    if (kind == KUBE_POD && cJSON_IsString(cJSON_GetObjectItem(ann, EXT_RSV_ANN_UUID))) r->uuid_events++;
     const cJSON *rv = cJSON_GetObjectItem(cJSON_GetObjectItem(obj, "metadata"), "resourceVersion");
-    if (kind == EXT_KUBE_POD && cJSON_IsString(rv)) r->pod_rv = atoll(rv->valuestring);
-    if (kind == EXT_KUBE_POD && ev == EXT_KUBE_DELETED) r->pod_deletions++;
+    if (kind == KUBE_POD && cJSON_IsString(rv)) r->pod_rv = atoll(rv->valuestring);
+    if (kind == KUBE_POD && ev == KUBE_DELETED) r->pod_deletions++;
 }
 
 /* The demo's whole A100 node, renamed n1, with ngpus GPUs. */
@@ -89,10 +89,10 @@ static void rt_up(rt *r) {
     ext_state_config sc = {.standalone = false};
     snprintf(sc.reservation_ns, sizeof sc.reservation_ns, RNS);
     r->st = ext_state_new(&sc);
-    ext_kube_config kc;
-    ext_kube_config_defaults(&kc);
+    kube_config kc;
+    kube_config_defaults(&kc);
     snprintf(kc.api_url, sizeof kc.api_url, "%s", url);
-    r->k = ext_kube_new(&kc, err, sizeof err);
+    r->k = kube_new(&kc, err, sizeof err);
     if (!r->st || !r->k) return;
     ext_events_config ec;
     ext_events_config_defaults(&ec);
@@ -112,7 +112,7 @@ static void rt_up(rt *r) {
     ext_verbs_init(&r->v, r->st, NULL, kube_bind_fn, r->k);
     r->v.events = r->ev;
     r->v.rsv = r->rsv;
-    if (!r->ev || !r->rsv || ext_kube_start(r->k, rt_handler, r, err, sizeof err) != 0) return;
+    if (!r->ev || !r->rsv || kube_start(r->k, rt_handler, r, err, sizeof err) != 0) return;
     if (!WAIT_FOR(ext_state_ready(r->st))) return;
     r->ok = ext_rsv_start(r->rsv, err, sizeof err) == 0;
 }
@@ -121,7 +121,7 @@ static void rt_up(rt *r) {
 static void rt_down(rt *r) {
     ext_rsv_stop(r->rsv);
     ext_events_stop(r->ev);
-    ext_kube_free(r->k);
+    kube_free(r->k);
     ext_rsv_free(r->rsv);
     ext_state_free(r->st);
     r->rsv = NULL;
@@ -495,14 +495,14 @@ TEST(ext_rsv_state_ignores_reservations_and_follows_a_moved_assignment) {
     snprintf(sc.reservation_ns, sizeof sc.reservation_ns, RNS);
     ext_state *st = ext_state_new(&sc);
     cJSON *node = demo_node_as("gpu-a100-whole", "n1");
-    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, node);
+    ext_state_apply(st, KUBE_NODE, KUBE_ADDED, node);
     cJSON_Delete(node);
     const char *rsv = "{\"metadata\":{\"name\":\"tessera-rsv-x\",\"namespace\":\"" RNS "\",\"uid\":\"uid-r\","
                       "\"labels\":{\"tessera.io/reservation\":\"true\"}},\"spec\":{\"nodeName\":\"n1\",\"containers\":"
                       "[{\"name\":\"reserve\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]},"
                       "\"status\":{\"phase\":\"Running\"}}";
     cJSON *ro = cJSON_Parse(rsv);
-    ext_state_apply(st, EXT_KUBE_POD, EXT_KUBE_ADDED, ro);
+    ext_state_apply(st, KUBE_POD, KUBE_ADDED, ro);
     cJSON_Delete(ro);
     const char *a0 = "{\"version\":1,\"node\":\"n1\",\"policy\":\"binpack\",\"grants\":[{\"gpu\":0,\"memoryMiB\":8000,"
                      "\"computePermille\":98}]}";
@@ -510,13 +510,13 @@ TEST(ext_rsv_state_ignores_reservations_and_follows_a_moved_assignment) {
                      "\"computePermille\":98}]}";
     char *p0 = share_json("s1", 8000, false, true, a0), *p3 = share_json("s1", 8000, false, true, a3);
     cJSON *o0 = cJSON_Parse(p0), *o3 = cJSON_Parse(p3);
-    ext_state_apply(st, EXT_KUBE_POD, EXT_KUBE_ADDED, o0);
+    ext_state_apply(st, KUBE_POD, KUBE_ADDED, o0);
     ext_state_lock(st);
     bool ignored = ext_state_pod(st, "uid-r") == NULL;
     const ext_pod *p = ext_state_pod(st, "uid-s1");
     int before = p && p->holds ? p->a.grant[0].gpu : -1;
     ext_state_unlock(st);
-    ext_state_apply(st, EXT_KUBE_POD, EXT_KUBE_MODIFIED, o3);
+    ext_state_apply(st, KUBE_POD, KUBE_MODIFIED, o3);
     ext_state_lock(st);
     p = ext_state_pod(st, "uid-s1");
     int after = p && p->holds ? p->a.grant[0].gpu : -1;
@@ -1481,7 +1481,7 @@ TEST(ext_rsv_late_event_does_not_revive_a_deleted_reservation) {
              free(h);
              f;
          }));
-    if (o) ext_rsv_on_event(r.rsv, EXT_KUBE_POD, EXT_KUBE_MODIFIED, o);   /* late, stale */
+    if (o) ext_rsv_on_event(r.rsv, KUBE_POD, KUBE_MODIFIED, o);   /* late, stale */
     cJSON_Delete(o);
     if (r.ok) bind_share(&r, "s2", 8000, false, true, err2, sizeof err2);
     bool made = WAIT_FOR(count_reservations(&r) == 1);

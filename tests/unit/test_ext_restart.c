@@ -23,7 +23,7 @@
 
 #include "ext_helpers.h"
 #include "ext_proc.h"
-#include "extender/annotation.h"
+#include "extender/base/annotation.h"
 #include "tests/support/fake_apiserver.h"
 
 #define R_NODES 4

@@ -14,7 +14,7 @@
 #include "ext_helpers.h"
 #include "ext_proc.h"
 #include "tests/support/wait.h"
-#include "extender/annotation.h"
+#include "extender/base/annotation.h"
 #include "extender/delivery/delivery.h"
 #include "tests/support/fake_apiserver.h"
 #include "tests/support/fake_kubelet.h"

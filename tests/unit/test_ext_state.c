@@ -6,26 +6,26 @@
 #include <string.h>
 
 #include "ext_helpers.h"
-#include "extender/annotation.h"
+#include "extender/base/annotation.h"
 
 static ext_state *cluster_state(int ttl_ms) {
     ext_state_config cfg = {.standalone = false, .assume_ttl_ms = ttl_ms};
     return ext_state_new(&cfg);
 }
 
-static void ev(ext_state *st, ext_kube_kind k, ext_kube_event e, const char *json) {
+static void ev(ext_state *st, kube_kind k, kube_event e, const char *json) {
     cJSON *o = json ? cJSON_Parse(json) : NULL;
     ext_state_on_event(st, k, e, o);
     cJSON_Delete(o);
 }
 
-static void ev_node(ext_state *st, ext_kube_event e, cJSON *node) {
-    ext_state_on_event(st, EXT_KUBE_NODE, e, node);
+static void ev_node(ext_state *st, kube_event e, cJSON *node) {
+    ext_state_on_event(st, KUBE_NODE, e, node);
     cJSON_Delete(node);
 }
 
-static void ev_pod(ext_state *st, ext_kube_event e, char *pod) {
-    ev(st, EXT_KUBE_POD, e, pod);
+static void ev_pod(ext_state *st, kube_event e, char *pod) {
+    ev(st, KUBE_POD, e, pod);
     free(pod);
 }
 
@@ -43,11 +43,11 @@ static cJSON *a100_with(const char *name, int n) {
 }
 
 static void sync_all(ext_state *st) {
-    ev(st, EXT_KUBE_NODE, EXT_KUBE_RELIST, NULL);
-    ev_node(st, EXT_KUBE_ADDED, a100_with("n1", 8));
-    ev(st, EXT_KUBE_NODE, EXT_KUBE_SYNCED, NULL);
-    ev(st, EXT_KUBE_POD, EXT_KUBE_RELIST, NULL);
-    ev(st, EXT_KUBE_POD, EXT_KUBE_SYNCED, NULL);
+    ev(st, KUBE_NODE, KUBE_RELIST, NULL);
+    ev_node(st, KUBE_ADDED, a100_with("n1", 8));
+    ev(st, KUBE_NODE, KUBE_SYNCED, NULL);
+    ev(st, KUBE_POD, KUBE_RELIST, NULL);
+    ev(st, KUBE_POD, KUBE_SYNCED, NULL);
 }
 
 /* Which GPU (array index) pod uid holds first on node, -1 if none; *oc = overcommitted. */
@@ -73,12 +73,12 @@ TEST(ext_state_ready_only_after_both_kinds_sync) {
     const cJSON *e = cJSON_GetObjectItem(r, "Error");
     bool err_set = cJSON_IsString(e) && strstr(e->valuestring, "not synced");
     cJSON_Delete(r);
-    ev(st, EXT_KUBE_NODE, EXT_KUBE_RELIST, NULL);
-    ev_node(st, EXT_KUBE_ADDED, a100_with("n1", 8));
-    ev(st, EXT_KUBE_NODE, EXT_KUBE_SYNCED, NULL);
+    ev(st, KUBE_NODE, KUBE_RELIST, NULL);
+    ev_node(st, KUBE_ADDED, a100_with("n1", 8));
+    ev(st, KUBE_NODE, KUBE_SYNCED, NULL);
     bool half = ext_state_ready(st);
-    ev(st, EXT_KUBE_POD, EXT_KUBE_RELIST, NULL);
-    ev(st, EXT_KUBE_POD, EXT_KUBE_SYNCED, NULL);
+    ev(st, KUBE_POD, KUBE_RELIST, NULL);
+    ev(st, KUBE_POD, KUBE_SYNCED, NULL);
     bool full = ext_state_ready(st);
     r = call_verb(&v, ext_verb_filter, args, &status);
     int npass = cJSON_GetArraySize(cJSON_GetObjectItem(r, "NodeNames"));
@@ -98,12 +98,12 @@ TEST(ext_state_foreign_pods_and_our_annotation) {
     sync_all(st);
     /* Placed by the default scheduler: no annotation, so the first fit stands in for the
      * device plugin's unknown choice. */
-    ev_pod(st, EXT_KUBE_ADDED, pod_json("foreign", "uid-f", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
+    ev_pod(st, KUBE_ADDED, pod_json("foreign", "uid-f", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
     const char *ann = "\"tessera.io/assignment\":\"{\\\"version\\\":1,\\\"node\\\":\\\"n1\\\",\\\"grants\\\":[{\\\"gpu\\\":5,"
                       "\\\"whole\\\":true,\\\"memoryMiB\\\":81920,\\\"computePermille\\\":1000}]}\"";
-    ev_pod(st, EXT_KUBE_ADDED, pod_json("ours", "uid-o", 0, "\"nvidia.com/gpu\":\"1\"", ann, "n1"));
+    ev_pod(st, KUBE_ADDED, pod_json("ours", "uid-o", 0, "\"nvidia.com/gpu\":\"1\"", ann, "n1"));
     /* A broken annotation is not trusted: re-derived. */
-    ev_pod(st, EXT_KUBE_ADDED, pod_json("odd", "uid-x", 0, "\"nvidia.com/gpu\":\"1\"", "\"tessera.io/assignment\":\"{oops\"", "n1"));
+    ev_pod(st, KUBE_ADDED, pod_json("odd", "uid-x", 0, "\"nvidia.com/gpu\":\"1\"", "\"tessera.io/assignment\":\"{oops\"", "n1"));
     bool oc;
     int gf = held_gpu(st, "uid-f", &oc), go = held_gpu(st, "uid-o", NULL), gx = held_gpu(st, "uid-x", NULL);
     ext_state_lock(st);
@@ -123,9 +123,9 @@ TEST(ext_state_foreign_pods_and_our_annotation) {
 TEST(ext_state_node_shrink_overcommits_and_recovers) {
     ext_state *st = cluster_state(0);
     sync_all(st);
-    ev_pod(st, EXT_KUBE_ADDED, pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
-    ev_pod(st, EXT_KUBE_ADDED, pod_json("b", "uid-b", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
-    ev_node(st, EXT_KUBE_MODIFIED, a100_with("n1", 1));
+    ev_pod(st, KUBE_ADDED, pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
+    ev_pod(st, KUBE_ADDED, pod_json("b", "uid-b", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
+    ev_node(st, KUBE_MODIFIED, a100_with("n1", 1));
     bool oca, ocb;
     int ga = held_gpu(st, "uid-a", &oca), gb = held_gpu(st, "uid-b", &ocb);
     ext_state_lock(st);
@@ -134,7 +134,7 @@ TEST(ext_state_node_shrink_overcommits_and_recovers) {
     ext_state_unlock(st);
     char why[256];
     bool consistent = all_nodes_consistent(st, why, sizeof why);
-    ev_node(st, EXT_KUBE_MODIFIED, a100_with("n1", 8));
+    ev_node(st, KUBE_MODIFIED, a100_with("n1", 8));
     bool oc2;
     int gb2 = held_gpu(st, "uid-b", &oc2);
     ext_state_free(st);
@@ -152,21 +152,21 @@ TEST(ext_state_node_shrink_overcommits_and_recovers) {
 TEST(ext_state_finished_deleted_and_terminating_pods) {
     ext_state *st = cluster_state(0);
     sync_all(st);
-    ev_pod(st, EXT_KUBE_ADDED, pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
-    ev_pod(st, EXT_KUBE_ADDED, pod_json("b", "uid-b", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
+    ev_pod(st, KUBE_ADDED, pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
+    ev_pod(st, KUBE_ADDED, pod_json("b", "uid-b", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
     /* terminating: deletionTimestamp set, still running -> still holds */
     char *t = pod_json("b", "uid-b", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1");
     cJSON *o = cJSON_Parse(t);
     free(t);
     cJSON_AddStringToObject(cJSON_GetObjectItem(o, "metadata"), "deletionTimestamp", "2026-01-01T00:00:00Z");
-    ext_state_on_event(st, EXT_KUBE_POD, EXT_KUBE_MODIFIED, o);
+    ext_state_on_event(st, KUBE_POD, KUBE_MODIFIED, o);
     int gb = held_gpu(st, "uid-b", NULL);
     /* finished: phase Succeeded releases */
     cJSON_ReplaceItemInObject(cJSON_GetObjectItem(o, "status"), "phase", cJSON_CreateString("Succeeded"));
-    ext_state_on_event(st, EXT_KUBE_POD, EXT_KUBE_MODIFIED, o);
+    ext_state_on_event(st, KUBE_POD, KUBE_MODIFIED, o);
     cJSON_Delete(o);
     int gb2 = held_gpu(st, "uid-b", NULL);
-    ev_pod(st, EXT_KUBE_DELETED, pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
+    ev_pod(st, KUBE_DELETED, pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
     ext_state_lock(st);
     size_t left = ext_state_pod_count(st);
     const ext_node *n = ext_state_node(st, "n1");
@@ -183,17 +183,17 @@ TEST(ext_state_finished_deleted_and_terminating_pods) {
 TEST(ext_state_relist_marks_and_sweeps) {
     ext_state *st = cluster_state(0);
     sync_all(st);
-    ev_node(st, EXT_KUBE_ADDED, a100_with("n2", 8));
-    ev_pod(st, EXT_KUBE_ADDED, pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
-    ev_pod(st, EXT_KUBE_ADDED, pod_json("b", "uid-b", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
-    ev_pod(st, EXT_KUBE_ADDED, pod_json("c", "uid-c", 0, "\"cpu\":\"1\"", NULL, "n1"));   /* no GPU: not cached */
+    ev_node(st, KUBE_ADDED, a100_with("n2", 8));
+    ev_pod(st, KUBE_ADDED, pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
+    ev_pod(st, KUBE_ADDED, pod_json("b", "uid-b", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
+    ev_pod(st, KUBE_ADDED, pod_json("c", "uid-c", 0, "\"cpu\":\"1\"", NULL, "n1"));   /* no GPU: not cached */
     /* A relist (after 410 Gone) that no longer has pod b nor node n2: deletes we missed. */
-    ev(st, EXT_KUBE_POD, EXT_KUBE_RELIST, NULL);
-    ev_pod(st, EXT_KUBE_ADDED, pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
-    ev(st, EXT_KUBE_POD, EXT_KUBE_SYNCED, NULL);
-    ev(st, EXT_KUBE_NODE, EXT_KUBE_RELIST, NULL);
-    ev_node(st, EXT_KUBE_ADDED, a100_with("n1", 8));
-    ev(st, EXT_KUBE_NODE, EXT_KUBE_SYNCED, NULL);
+    ev(st, KUBE_POD, KUBE_RELIST, NULL);
+    ev_pod(st, KUBE_ADDED, pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "n1"));
+    ev(st, KUBE_POD, KUBE_SYNCED, NULL);
+    ev(st, KUBE_NODE, KUBE_RELIST, NULL);
+    ev_node(st, KUBE_ADDED, a100_with("n1", 8));
+    ev(st, KUBE_NODE, KUBE_SYNCED, NULL);
     ext_state_lock(st);
     size_t pods = ext_state_pod_count(st);
     bool b_gone = ext_state_pod(st, "uid-b") == NULL, n2_gone = ext_state_node(st, "n2") == NULL;
@@ -210,11 +210,11 @@ TEST(ext_state_relist_marks_and_sweeps) {
 
 TEST(ext_state_pod_before_its_node) {
     ext_state *st = cluster_state(0);
-    ev_pod(st, EXT_KUBE_ADDED, pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"2\"", NULL, "late"));
+    ev_pod(st, KUBE_ADDED, pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"2\"", NULL, "late"));
     int before = held_gpu(st, "uid-a", NULL);
-    ev_node(st, EXT_KUBE_ADDED, a100_with("late", 8));
+    ev_node(st, KUBE_ADDED, a100_with("late", 8));
     int after = held_gpu(st, "uid-a", NULL);
-    ev_node(st, EXT_KUBE_DELETED, a100_with("late", 8));
+    ev_node(st, KUBE_DELETED, a100_with("late", 8));
     int gone = held_gpu(st, "uid-a", NULL);
     ext_state_free(st);
     CHECK_INT(before, -1);
@@ -236,8 +236,8 @@ TEST(ext_state_assumption_expires_unless_confirmed) {
     ext_verbs v;
     ext_verbs_init(&v, st, NULL, ok_bind, ann);
     /* The pending pods come from the watch. */
-    ev_pod(st, EXT_KUBE_ADDED, pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"1\"", NULL, NULL));
-    ev_pod(st, EXT_KUBE_ADDED, pod_json("b", "uid-b", 0, "\"nvidia.com/gpu\":\"1\"", NULL, NULL));
+    ev_pod(st, KUBE_ADDED, pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"1\"", NULL, NULL));
+    ev_pod(st, KUBE_ADDED, pod_json("b", "uid-b", 0, "\"nvidia.com/gpu\":\"1\"", NULL, NULL));
     char err[512];
     bind_pod(&v, "a", "uid-a", "n1", err, sizeof err);
     CHECK_STR(err, "");
@@ -255,7 +255,7 @@ TEST(ext_state_assumption_expires_unless_confirmed) {
     *q = 0;
     char annkv[1400];
     snprintf(annkv, sizeof annkv, "\"tessera.io/assignment\":\"%s\"", inner);
-    ev_pod(st, EXT_KUBE_MODIFIED, pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"1\"", annkv, "n1"));
+    ev_pod(st, KUBE_MODIFIED, pod_json("a", "uid-a", 0, "\"nvidia.com/gpu\":\"1\"", annkv, "n1"));
     ext_state_lock(st);
     int early = ext_state_expire(st, ext_now_ms());
     int late = ext_state_expire(st, ext_now_ms() + 5000);
@@ -317,16 +317,16 @@ TEST(ext_state_rebuilds_mps_shares_from_the_pods) {
     model_node_free(m);
 
     ext_state *st = cluster_state(0);
-    ev(st, EXT_KUBE_NODE, EXT_KUBE_RELIST, NULL);
-    ev_node(st, EXT_KUBE_ADDED, a100_with("n1", 8));
-    ev(st, EXT_KUBE_NODE, EXT_KUBE_SYNCED, NULL);
-    ev(st, EXT_KUBE_POD, EXT_KUBE_RELIST, NULL);
-    ev_pod(st, EXT_KUBE_ADDED, share_pod("m1", "uid-m1", true, 1000, ann1));
-    ev_pod(st, EXT_KUBE_ADDED, share_pod("m2", "uid-m2", true, 1000, ann2));
-    ev(st, EXT_KUBE_POD, EXT_KUBE_SYNCED, NULL);
+    ev(st, KUBE_NODE, KUBE_RELIST, NULL);
+    ev_node(st, KUBE_ADDED, a100_with("n1", 8));
+    ev(st, KUBE_NODE, KUBE_SYNCED, NULL);
+    ev(st, KUBE_POD, KUBE_RELIST, NULL);
+    ev_pod(st, KUBE_ADDED, share_pod("m1", "uid-m1", true, 1000, ann1));
+    ev_pod(st, KUBE_ADDED, share_pod("m2", "uid-m2", true, 1000, ann2));
+    ev(st, KUBE_POD, KUBE_SYNCED, NULL);
     /* a time-sliced share and another uid's MPS share, written (by hand) onto the same GPU: refused there */
-    ev_pod(st, EXT_KUBE_ADDED, share_pod("t", "uid-t", false, -1, ann1));
-    ev_pod(st, EXT_KUBE_ADDED, share_pod("o", "uid-o", true, 2000, ann1));
+    ev_pod(st, KUBE_ADDED, share_pod("t", "uid-t", false, -1, ann1));
+    ev_pod(st, KUBE_ADDED, share_pod("o", "uid-o", true, 2000, ann1));
     ext_state_lock(st);
     const ext_node *n = ext_state_node(st, "n1");
     int clients = n->m->gpus[gpu].mps_clients, mps_uid = n->m->gpus[gpu].mps_uid;
@@ -337,8 +337,8 @@ TEST(ext_state_rebuilds_mps_shares_from_the_pods) {
     bool consistent = model_node_check(n->m, why, sizeof why);
     ext_state_unlock(st);
     /* the last client leaves: the GPU is nobody's MPS GPU any more */
-    ev_pod(st, EXT_KUBE_DELETED, share_pod("m1", "uid-m1", true, 1000, ann1));
-    ev_pod(st, EXT_KUBE_DELETED, share_pod("m2", "uid-m2", true, 1000, ann2));
+    ev_pod(st, KUBE_DELETED, share_pod("m1", "uid-m1", true, 1000, ann1));
+    ev_pod(st, KUBE_DELETED, share_pod("m2", "uid-m2", true, 1000, ann2));
     ext_state_lock(st);
     int after = n->m->gpus[gpu].mps_clients;
     ext_state_unlock(st);

@@ -15,7 +15,7 @@
 #include "model/node.h"
 #include "policy/policy.h"
 
-static void apply_text(ext_state *st, ext_kube_kind kind, ext_kube_event ev, const char *json) {
+static void apply_text(ext_state *st, kube_kind kind, kube_event ev, const char *json) {
     cJSON *o = cJSON_Parse(json);
     ext_state_apply(st, kind, ev, o);
     cJSON_Delete(o);
@@ -58,7 +58,7 @@ static void layout(const model_node *m, char *out, size_t len) {
 TEST(ext_state_node_without_slices_keeps_one_model_and_recovers_its_base) {
     ext_state_config cfg = {.standalone = true};
     ext_state *st = ext_state_new(&cfg);
-    apply_text(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, DYN_NODE);
+    apply_text(st, KUBE_NODE, KUBE_ADDED, DYN_NODE);
     ext_verbs v;
     ext_verbs_init(&v, st, policy_find("binpack"), NULL, NULL);
     char err[512], lay[512], why[256];
@@ -77,7 +77,7 @@ TEST(ext_state_node_without_slices_keeps_one_model_and_recovers_its_base) {
     ext_state_unlock(st);
 
     /* A Node event without slices: still one model, pods hold what they held */
-    apply_text(st, EXT_KUBE_NODE, EXT_KUBE_MODIFIED, DYN_NODE);
+    apply_text(st, KUBE_NODE, KUBE_MODIFIED, DYN_NODE);
     ext_state_lock(st);
     n = ext_state_node(st, "dyn");
     CHECK(n->m && !n->base);
@@ -86,7 +86,7 @@ TEST(ext_state_node_without_slices_keeps_one_model_and_recovers_its_base) {
     ext_state_unlock(st);
 
     /* The first slice: base comes back as the Node object's model, pods are put back as they were */
-    apply_text(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, DYN_SLICE);
+    apply_text(st, KUBE_RESOURCESLICE, KUBE_ADDED, DYN_SLICE);
     ext_state_lock(st);
     n = ext_state_node(st, "dyn");
     CHECK(n->m && n->base);
@@ -108,7 +108,7 @@ TEST(ext_state_node_without_slices_keeps_one_model_and_recovers_its_base) {
     ext_state_unlock(st);
 
     /* A Node event while a slice names the node: base replaced, the view merged again */
-    apply_text(st, EXT_KUBE_NODE, EXT_KUBE_MODIFIED, DYN_NODE);
+    apply_text(st, KUBE_NODE, KUBE_MODIFIED, DYN_NODE);
     ext_state_lock(st);
     n = ext_state_node(st, "dyn");
     CHECK(n->base && n->m->has_dra);
@@ -117,7 +117,7 @@ TEST(ext_state_node_without_slices_keeps_one_model_and_recovers_its_base) {
     ext_state_unlock(st);
 
     /* The slice goes: one model again, without DRA, pods still in place */
-    apply_text(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_DELETED, DYN_SLICE);
+    apply_text(st, KUBE_RESOURCESLICE, KUBE_DELETED, DYN_SLICE);
     ext_state_lock(st);
     n = ext_state_node(st, "dyn");
     CHECK(n->m && !n->base && !n->m->has_dra);
@@ -126,8 +126,8 @@ TEST(ext_state_node_without_slices_keeps_one_model_and_recovers_its_base) {
     ext_state_unlock(st);
 
     /* The pods leave: the node is what its Node object says */
-    apply_text(st, EXT_KUBE_POD, EXT_KUBE_DELETED, "{\"metadata\":{\"name\":\"small\",\"namespace\":\"default\",\"uid\":\"uid-small\"}}");
-    apply_text(st, EXT_KUBE_POD, EXT_KUBE_DELETED, "{\"metadata\":{\"name\":\"whole\",\"namespace\":\"default\",\"uid\":\"uid-whole\"}}");
+    apply_text(st, KUBE_POD, KUBE_DELETED, "{\"metadata\":{\"name\":\"small\",\"namespace\":\"default\",\"uid\":\"uid-small\"}}");
+    apply_text(st, KUBE_POD, KUBE_DELETED, "{\"metadata\":{\"name\":\"whole\",\"namespace\":\"default\",\"uid\":\"uid-whole\"}}");
     ext_state_lock(st);
     n = ext_state_node(st, "dyn");
     layout(n->m, lay, sizeof lay);
@@ -143,16 +143,16 @@ TEST(ext_state_slice_before_its_node_and_node_deleted_with_slices) {
     ext_state_config cfg = {.standalone = true};
     ext_state *st = ext_state_new(&cfg);
     /* the slice first: nothing to install yet */
-    apply_text(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, DYN_SLICE);
+    apply_text(st, KUBE_RESOURCESLICE, KUBE_ADDED, DYN_SLICE);
     ext_state_lock(st);
     CHECK(!ext_state_node(st, "dyn") || !ext_state_node(st, "dyn")->m);
     ext_state_unlock(st);
-    apply_text(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, DYN_NODE);
+    apply_text(st, KUBE_NODE, KUBE_ADDED, DYN_NODE);
     ext_state_lock(st);
     const ext_node *n = ext_state_node(st, "dyn");
     CHECK(n && n->m && n->base && n->m->has_dra && n->m->gpus[1].dra && !n->base->has_dra);
     ext_state_unlock(st);
-    apply_text(st, EXT_KUBE_NODE, EXT_KUBE_DELETED, DYN_NODE);
+    apply_text(st, KUBE_NODE, KUBE_DELETED, DYN_NODE);
     ext_state_lock(st);
     n = ext_state_node(st, "dyn");
     CHECK(!n || (!n->m && !n->base));

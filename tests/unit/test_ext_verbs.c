@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "ext_helpers.h"
-#include "extender/annotation.h"
+#include "extender/base/annotation.h"
 
 #define WHOLE1 "\"nvidia.com/gpu\":\"1\""
 

@@ -82,7 +82,7 @@ TEST(ext_workload_from_state_follows_the_cache) {
     char *pod = pod_json("w", "uid-w", 0, "\"nvidia.com/gpu\":\"1\"", NULL, "gpu-a100-whole");
     cJSON *obj = cJSON_Parse(pod);
     free(pod);
-    ext_state_apply(st, EXT_KUBE_POD, EXT_KUBE_ADDED, obj);
+    ext_state_apply(st, KUBE_POD, KUBE_ADDED, obj);
     cJSON_Delete(obj);
     ext_state_lock(st);
     policy_workload *w = ext_workload_from_state(st, false);

@@ -1,5 +1,5 @@
 /* test_fake_api_crud.c -- the fake API server's object verbs, over HTTP through tessera's own client
- * (ext_kube_request): pods created (generateName, 409, namespace mismatch) and deleted with the ConfigMaps they
+ * (kube_request): pods created (generateName, 409, namespace mismatch) and deleted with the ConfigMaps they
  * own, JSON merge patches (null deletes, 415 for other patch types, a pod's spec and status kept), ConfigMap PUT
  * with a stale resourceVersion (409 Conflict), Secrets, MutatingWebhookConfigurations, and watchers seeing it all.
  * Each test body runs between env_init and env_free, so a failed CHECK still frees the server. */
@@ -8,12 +8,12 @@
 #include <string.h>
 
 #include "../support/fake_apiserver.h"
-#include "extender/mirror/kube.h"
+#include "kube/client.h"
 #include "harness.h"
 
 typedef struct env {
     fake_api *f;
-    ext_kube *k;
+    kube_client *k;
     char url[128];
 } env;
 
@@ -22,15 +22,15 @@ static bool env_init(env *e) {
     char err[256];
     if (!(e->f = fake_api_start(0, err, sizeof err))) return false;
     fake_api_url(e->f, e->url, sizeof e->url);
-    ext_kube_config kc;
-    ext_kube_config_defaults(&kc);
+    kube_config kc;
+    kube_config_defaults(&kc);
     snprintf(kc.api_url, sizeof kc.api_url, "%s", e->url);
-    e->k = ext_kube_new(&kc, err, sizeof err);
+    e->k = kube_new(&kc, err, sizeof err);
     return e->k != NULL;
 }
 
 static void env_free(env *e) {
-    ext_kube_free(e->k);
+    kube_free(e->k);
     fake_api_free(e->f);
 }
 
@@ -45,7 +45,7 @@ static void env_free(env *e) {
 /* One request; the parsed answer (or NULL) in *out, the HTTP status returned. */
 static int req(env *e, const char *method, const char *path, const char *body, cJSON **out) {
     char err[512], *resp = NULL;
-    int code = ext_kube_request(e->k, method, path, body, 2000, &resp, err, sizeof err);
+    int code = kube_request(e->k, method, path, body, 2000, &resp, err, sizeof err);
     if (out) *out = resp ? cJSON_Parse(resp) : NULL;
     free(resp);
     return code;
@@ -66,7 +66,7 @@ static const cJSON *jget(const cJSON *o, const char *a, const char *b) {
     return b ? cJSON_GetObjectItemCaseSensitive(o, b) : o;
 }
 
-/* A request with an arbitrary Content-Type, which ext_kube_request does not let one choose. */
+/* A request with an arbitrary Content-Type, which kube_request does not let one choose. */
 static int raw_request(env *e, const char *method, const char *path, const char *ctype, const char *body) {
     CURL *h = curl_easy_init();
     if (!h) return -1;

@@ -13,7 +13,7 @@
 
 #include "../support/fake_apiserver.h"
 #include "../support/fake_kubelet.h"
-#include "extender/mirror/kube.h"
+#include "kube/client.h"
 #include "harness.h"
 
 typedef struct env {
@@ -237,18 +237,18 @@ static void reservation_annotated(env *e) {
     /* created over HTTP, as the reservation controller will */
     char err[256], url[128], *resp = NULL;
     fake_api_url(e->f, url, sizeof url);
-    ext_kube_config kc;
-    ext_kube_config_defaults(&kc);
+    kube_config kc;
+    kube_config_defaults(&kc);
     snprintf(kc.api_url, sizeof kc.api_url, "%s", url);
-    ext_kube *k = ext_kube_new(&kc, err, sizeof err);
+    kube_client *k = kube_new(&kc, err, sizeof err);
     CHECK(k != NULL);
-    int code = ext_kube_request(k, "POST", "/api/v1/namespaces/default/pods",
+    int code = kube_request(k, "POST", "/api/v1/namespaces/default/pods",
                                 "{\"metadata\":{\"name\":\"rsv\",\"labels\":{\"tessera.io/reservation\":\"true\"}},"
                                 "\"spec\":{\"nodeName\":\"n1\",\"containers\":[{\"name\":\"reserve\",\"resources\":"
                                 "{\"requests\":{\"nvidia.com/mig-1g.10gb\":\"1\"},\"limits\":"
                                 "{\"nvidia.com/mig-1g.10gb\":\"1\"}}}]}}", 2000, &resp, err, sizeof err);
     free(resp);
-    ext_kube_free(k);
+    kube_free(k);
     CHECK_INT(code, 201);
     CHECK_PHASE(e, "rsv", "Running");
     CHECK_OWNED_STR(wait_annotation(e, "rsv", "tessera.io/gpu-uuid", TEST_PATIENCE_MS), "MIG-n1-0");

@@ -134,11 +134,11 @@ TEST(fuzz_finding_dra_slice_without_devices_merges_cleanly) {
     ext_state *st = ext_state_new(&cfg);
     char *node = test_fixture("dra/node-both.json", NULL);
     cJSON *no = cJSON_Parse(node);
-    ext_state_apply(st, EXT_KUBE_NODE, EXT_KUBE_ADDED, no);
+    ext_state_apply(st, KUBE_NODE, KUBE_ADDED, no);
     cJSON *sl = cJSON_Parse("{\"kind\":\"ResourceSlice\",\"metadata\":{\"name\":\"both-empty\"},\"spec\":{\"driver\":"
                             "\"gpu.nvidia.com\",\"nodeName\":\"both\",\"pool\":{\"name\":\"both\",\"generation\":1,"
                             "\"resourceSliceCount\":1}}}");
-    ext_state_apply(st, EXT_KUBE_RESOURCESLICE, EXT_KUBE_ADDED, sl);
+    ext_state_apply(st, KUBE_RESOURCESLICE, KUBE_ADDED, sl);
     ext_state_lock(st);
     const ext_node *n = ext_state_node(st, "both");
     CHECK(n && n->m);

@@ -1,9 +1,9 @@
-/* test_kube.c -- the Kubernetes API client (extender/mirror/kube.c) against the fake API server on loopback:
+/* test_kube.c -- the Kubernetes API client (kube/client.c) against the fake API server on loopback:
  * list, watch, relist on 410, backoff and recovery after errors, binding, tokens, shutdown.
  * Waits poll with a deadline (never a fixed sleep), so a loaded machine makes them slower, not flaky. */
 #include "harness.h"
 
-#include "extender/mirror/kube.h"
+#include "kube/client.h"
 #include "tests/support/fake_apiserver.h"
 
 #include <pthread.h>
@@ -43,7 +43,7 @@ static void obj_key(int kind, const cJSON *obj, char *key, size_t len) {
     const cJSON *ns = cJSON_GetObjectItemCaseSensitive(meta, "namespace");
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(meta, "name");
     const char *n = cJSON_IsString(name) ? name->valuestring : "?";
-    if (kind == EXT_KUBE_POD) snprintf(key, len, "%s/%s", cJSON_IsString(ns) ? ns->valuestring : "?", n);
+    if (kind == KUBE_POD) snprintf(key, len, "%s/%s", cJSON_IsString(ns) ? ns->valuestring : "?", n);
     else snprintf(key, len, "%s", n);
 }
 
@@ -59,7 +59,7 @@ static mirror_obj *mirror_find(recorder *r, int kind, const char *key) {
     return NULL;
 }
 
-static void rec_handler(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj) {
+static void rec_handler(void *user, kube_kind kind, kube_event ev, const cJSON *obj) {
     recorder *r = user;
     pthread_mutex_lock(&r->mu);
     if (r->n == r->cap) {
@@ -85,13 +85,13 @@ static void rec_handler(void *user, ext_kube_kind kind, ext_kube_event ev, const
     int k = (int)kind;
     mirror_obj *mo = obj ? mirror_find(r, k, e->key) : NULL;
     switch (ev) {
-    case EXT_KUBE_RELIST:
+    case KUBE_RELIST:
         r->relists[k]++;
         r->in_relist[k] = true;
         for (size_t i = 0; i < r->mn[k]; i++) r->m[k][i].seen = false;
         break;
-    case EXT_KUBE_ADDED:
-    case EXT_KUBE_MODIFIED:
+    case KUBE_ADDED:
+    case KUBE_MODIFIED:
         if (!obj) { r->bad_order = true; break; }
         if (!mo) {
             if (r->mn[k] == r->mcap[k]) {
@@ -105,11 +105,11 @@ static void rec_handler(void *user, ext_kube_kind kind, ext_kube_event ev, const
         mo->rv = e->rv;
         mo->seen = true;
         break;
-    case EXT_KUBE_DELETED:
+    case KUBE_DELETED:
         if (!obj) { r->bad_order = true; break; }
         if (mo) *mo = r->m[k][--r->mn[k]];
         break;
-    case EXT_KUBE_SYNCED:
+    case KUBE_SYNCED:
         if (!r->in_relist[k]) r->bad_order = true;
         for (size_t i = 0; i < r->mn[k];) {
             if (!r->m[k][i].seen) r->m[k][i] = r->m[k][--r->mn[k]];
@@ -126,9 +126,9 @@ static void rec_handler(void *user, ext_kube_kind kind, ext_kube_event ev, const
 
 typedef struct env {
     fake_api *f;
-    ext_kube *k;
+    kube_client *k;
     recorder r;
-    ext_kube_config cfg;
+    kube_config cfg;
 } env;
 
 static void sleep_ms(int ms) {
@@ -149,7 +149,7 @@ static bool env_init(env *e, const char *token_file) {
     char err[256];
     e->f = fake_api_start(0, err, sizeof err);
     if (!e->f) { test_fail(__FILE__, __LINE__, "%s", err); return false; }
-    ext_kube_config_defaults(&e->cfg);
+    kube_config_defaults(&e->cfg);
     fake_api_url(e->f, e->cfg.api_url, sizeof e->cfg.api_url);
     if (token_file) snprintf(e->cfg.token_file, sizeof e->cfg.token_file, "%s", token_file);
     e->cfg.backoff_max_ms = 50;
@@ -160,8 +160,8 @@ static bool env_init(env *e, const char *token_file) {
 
 static bool env_start(env *e) {
     char err[256];
-    e->k = ext_kube_new(&e->cfg, err, sizeof err);
-    if (!e->k || ext_kube_start(e->k, rec_handler, &e->r, err, sizeof err) != 0) {
+    e->k = kube_new(&e->cfg, err, sizeof err);
+    if (!e->k || kube_start(e->k, rec_handler, &e->r, err, sizeof err) != 0) {
         test_fail(__FILE__, __LINE__, "client: %s", err);
         return false;
     }
@@ -169,7 +169,7 @@ static bool env_start(env *e) {
 }
 
 static void env_free(env *e) {
-    ext_kube_free(e->k); /* first: its threads call into the recorder */
+    kube_free(e->k); /* first: its threads call into the recorder */
     fake_api_free(e->f);
     free(e->r.log);
     free(e->r.m[0]);
@@ -205,9 +205,9 @@ static bool wait_for(env *e, pred_fn p, const void *arg) {
     return true;
 }
 
-static ext_kube_stats stats(env *e) {
-    ext_kube_stats s;
-    ext_kube_get_stats(e->k, &s);
+static kube_stats stats(env *e) {
+    kube_stats s;
+    kube_get_stats(e->k, &s);
     return s;
 }
 
@@ -253,7 +253,7 @@ enum { ST_LISTS, ST_RESTARTS, ST_GONE, ST_ERRORS };
 
 static bool p_stat(env *e, const void *arg) {
     const stat_at_least *a = arg;
-    ext_kube_stats s = stats(e);
+    kube_stats s = stats(e);
     const uint64_t *v = a->which == ST_LISTS ? s.lists : a->which == ST_RESTARTS ? s.watch_restarts
                       : a->which == ST_GONE  ? s.gone  : s.errors;
     return v[a->kind] >= a->n;
@@ -303,9 +303,9 @@ KUBE_TEST(kube_initial_list_relist_added_synced, NULL) {
             if (ev->kind != k) continue;
             const char *w = j < 5 ? want[k][j] : NULL;
             if (!w) { ok = false; break; }
-            if (ev->ev == EXT_KUBE_RELIST) ok = ok && strcmp(w, "R") == 0;
-            else if (ev->ev == EXT_KUBE_SYNCED) ok = ok && strcmp(w, "S") == 0;
-            else ok = ok && ev->ev == EXT_KUBE_ADDED && strcmp(w, ev->key) == 0 && ev->rv > 0;
+            if (ev->ev == KUBE_RELIST) ok = ok && strcmp(w, "R") == 0;
+            else if (ev->ev == KUBE_SYNCED) ok = ok && strcmp(w, "S") == 0;
+            else ok = ok && ev->ev == KUBE_ADDED && strcmp(w, ev->key) == 0 && ev->rv > 0;
             j++;
         }
         ok = ok && (j == 5 || !want[k][j]);
@@ -314,10 +314,10 @@ KUBE_TEST(kube_initial_list_relist_added_synced, NULL) {
     pthread_mutex_unlock(&e->r.mu);
     CHECK_MSG(ok, "unexpected initial event sequence");
     CHECK(!bad);
-    ext_kube_stats s = stats(e);
-    CHECK_INT(s.lists[EXT_KUBE_NODE], 1);
-    CHECK_INT(s.lists[EXT_KUBE_POD], 1);
-    CHECK(s.synced[EXT_KUBE_NODE] && s.synced[EXT_KUBE_POD]);
+    kube_stats s = stats(e);
+    CHECK_INT(s.lists[KUBE_NODE], 1);
+    CHECK_INT(s.lists[KUBE_POD], 1);
+    CHECK(s.synced[KUBE_NODE] && s.synced[KUBE_POD]);
     CHECK_INT(s.errors[0] + s.errors[1] + s.gone[0] + s.gone[1], 0);
     CHECK(p_mirror(e, NULL));
 }
@@ -331,8 +331,8 @@ KUBE_TEST(kube_watch_delivers_added_modified_deleted_in_order, NULL) {
     put_pod(e, "ml", "w", "n1");
     CHECK_INT(fake_api_delete(e->f, "pods", "ml", "w"), 0);
     put_node(e, "n2");
-    rec_event del = {.kind = EXT_KUBE_POD, .ev = EXT_KUBE_DELETED, .key = "ml/w"};
-    rec_event add = {.kind = EXT_KUBE_NODE, .ev = EXT_KUBE_ADDED, .key = "n2"};
+    rec_event del = {.kind = KUBE_POD, .ev = KUBE_DELETED, .key = "ml/w"};
+    rec_event add = {.kind = KUBE_NODE, .ev = KUBE_ADDED, .key = "n2"};
     WAIT(p_event, &del);
     WAIT(p_event, &add);
     pthread_mutex_lock(&e->r.mu);
@@ -349,13 +349,13 @@ KUBE_TEST(kube_watch_delivers_added_modified_deleted_in_order, NULL) {
     }
     pthread_mutex_unlock(&e->r.mu);
     CHECK_INT(n, 3);
-    CHECK_INT(seq[0], EXT_KUBE_ADDED);
-    CHECK_INT(seq[1], EXT_KUBE_MODIFIED);
-    CHECK_INT(seq[2], EXT_KUBE_DELETED);
+    CHECK_INT(seq[0], KUBE_ADDED);
+    CHECK_INT(seq[1], KUBE_MODIFIED);
+    CHECK_INT(seq[2], KUBE_DELETED);
     CHECK(rv_up);
     CHECK(node_ok);
     CHECK(p_mirror(e, NULL));
-    CHECK_INT(stats(e).lists[EXT_KUBE_POD], 1); /* events came through the watch, not a relist */
+    CHECK_INT(stats(e).lists[KUBE_POD], 1); /* events came through the watch, not a relist */
 }
 
 KUBE_TEST(kube_pagination_over_500_pods, NULL) {
@@ -370,9 +370,9 @@ KUBE_TEST(kube_pagination_over_500_pods, NULL) {
     pthread_mutex_lock(&e->r.mu);
     int added = 0, relists = 0;
     for (size_t i = 0; i < e->r.n; i++) {
-        if (e->r.log[i].kind != EXT_KUBE_POD) continue;
-        added += e->r.log[i].ev == EXT_KUBE_ADDED;
-        relists += e->r.log[i].ev == EXT_KUBE_RELIST;
+        if (e->r.log[i].kind != KUBE_POD) continue;
+        added += e->r.log[i].ev == KUBE_ADDED;
+        relists += e->r.log[i].ev == KUBE_RELIST;
     }
     pthread_mutex_unlock(&e->r.mu);
     CHECK_INT(added, 1234);
@@ -399,11 +399,11 @@ KUBE_TEST(kube_expired_watch_relists_current_objects, NULL) {
     int two = 2;
     WAIT(p_synced, &two);
     WAIT(p_mirror, NULL);
-    ext_kube_stats s = stats(e);
-    CHECK(s.gone[EXT_KUBE_POD] >= 1);
-    CHECK(s.gone[EXT_KUBE_NODE] >= 1);
-    CHECK(s.lists[EXT_KUBE_POD] >= 2);
-    CHECK_INT(s.errors[EXT_KUBE_POD], 0); /* 410 is routine, not an error */
+    kube_stats s = stats(e);
+    CHECK(s.gone[KUBE_POD] >= 1);
+    CHECK(s.gone[KUBE_NODE] >= 1);
+    CHECK(s.lists[KUBE_POD] >= 2);
+    CHECK_INT(s.errors[KUBE_POD], 0); /* 410 is routine, not an error */
     pthread_mutex_lock(&e->r.mu);
     bool bad = e->r.bad_order;
     pthread_mutex_unlock(&e->r.mu);
@@ -419,11 +419,11 @@ KUBE_TEST(kube_compacted_resource_version_gets_410_then_relists, NULL) {
     /* a pod change moves the global version past what the node watch has seen; compaction makes that old */
     put_pod(e, "ml", "x", NULL);
     fake_api_compact(e->f);
-    stat_at_least gone = {ST_GONE, EXT_KUBE_NODE, 1}, relisted = {ST_LISTS, EXT_KUBE_NODE, 2};
+    stat_at_least gone = {ST_GONE, KUBE_NODE, 1}, relisted = {ST_LISTS, KUBE_NODE, 2};
     WAIT(p_stat, &gone);
     WAIT(p_stat, &relisted);
     WAIT(p_mirror, NULL);
-    CHECK(stats(e).watch_restarts[EXT_KUBE_NODE] >= 1);
+    CHECK(stats(e).watch_restarts[KUBE_NODE] >= 1);
 }
 
 KUBE_TEST(kube_watch_http_410_and_gone_event_relist, NULL) {
@@ -436,16 +436,16 @@ KUBE_TEST(kube_watch_http_410_and_gone_event_relist, NULL) {
     fake_api_inject(e->f, "WATCH /api/v1/nodes", 410, 1);
     fake_api_inject(e->f, "WATCH /api/v1/pods", FAKE_API_GONE_EVENT, 1);
     fake_api_end_watches(e->f);
-    stat_at_least gn = {ST_GONE, EXT_KUBE_NODE, 1}, gp = {ST_GONE, EXT_KUBE_POD, 1};
-    stat_at_least ln = {ST_LISTS, EXT_KUBE_NODE, 2}, lp = {ST_LISTS, EXT_KUBE_POD, 2};
+    stat_at_least gn = {ST_GONE, KUBE_NODE, 1}, gp = {ST_GONE, KUBE_POD, 1};
+    stat_at_least ln = {ST_LISTS, KUBE_NODE, 2}, lp = {ST_LISTS, KUBE_POD, 2};
     WAIT(p_stat, &gn);
     WAIT(p_stat, &gp);
     WAIT(p_stat, &ln);
     WAIT(p_stat, &lp);
     put_pod(e, "ml", "b", NULL);
     WAIT(p_mirror, NULL);
-    ext_kube_stats s = stats(e);
-    CHECK_INT(s.errors[EXT_KUBE_NODE] + s.errors[EXT_KUBE_POD], 0);
+    kube_stats s = stats(e);
+    CHECK_INT(s.errors[KUBE_NODE] + s.errors[KUBE_POD], 0);
 }
 
 KUBE_TEST(kube_bookmark_keeps_watch_version_fresh, NULL) {
@@ -458,15 +458,15 @@ KUBE_TEST(kube_bookmark_keeps_watch_version_fresh, NULL) {
     fake_api_bookmark(e->f, "nodes");
     fake_api_compact(e->f);
     fake_api_end_watches(e->f);
-    stat_at_least restarted = {ST_RESTARTS, EXT_KUBE_NODE, 1};
+    stat_at_least restarted = {ST_RESTARTS, KUBE_NODE, 1};
     WAIT(p_stat, &restarted);
     WAIT(p_watching, NULL);
     put_node(e, "n2");
     WAIT(p_mirror, NULL);
-    ext_kube_stats s = stats(e);
-    CHECK_INT(s.gone[EXT_KUBE_NODE], 0);
-    CHECK_INT(s.lists[EXT_KUBE_NODE], 1);
-    CHECK_INT(s.errors[EXT_KUBE_NODE], 0);
+    kube_stats s = stats(e);
+    CHECK_INT(s.gone[KUBE_NODE], 0);
+    CHECK_INT(s.lists[KUBE_NODE], 1);
+    CHECK_INT(s.errors[KUBE_NODE], 0);
 }
 
 KUBE_TEST(kube_watch_end_reopens_from_last_version, NULL) {
@@ -476,13 +476,13 @@ KUBE_TEST(kube_watch_end_reopens_from_last_version, NULL) {
     WAIT(p_watching, NULL);
     put_pod(e, "ml", "a", NULL);
     fake_api_end_watches(e->f);
-    stat_at_least rn = {ST_RESTARTS, EXT_KUBE_NODE, 1}, rp = {ST_RESTARTS, EXT_KUBE_POD, 1};
+    stat_at_least rn = {ST_RESTARTS, KUBE_NODE, 1}, rp = {ST_RESTARTS, KUBE_POD, 1};
     WAIT(p_stat, &rn);
     WAIT(p_stat, &rp);
     put_pod(e, "ml", "b", NULL);
     WAIT(p_mirror, NULL);
     CHECK_INT(fake_api_requests(e->f, "LIST "), 2); /* no relist: a normal end resumes from the version */
-    CHECK_INT(stats(e).errors[EXT_KUBE_POD], 0);
+    CHECK_INT(stats(e).errors[KUBE_POD], 0);
     pthread_mutex_lock(&e->r.mu);
     int adds_a = 0;
     for (size_t i = 0; i < e->r.n; i++) adds_a += strcmp(e->r.log[i].key, "ml/a") == 0;
@@ -499,13 +499,13 @@ KUBE_TEST(kube_list_errors_back_off_then_succeed, NULL) {
     fake_api_inject(e->f, "LIST /api/v1/nodes", FAKE_API_GARBAGE, 1);
     CHECK(env_start(e));
     WAIT(p_synced, NULL);
-    ext_kube_stats s = stats(e);
-    CHECK_INT(s.errors[EXT_KUBE_POD], 2);
-    CHECK_INT(s.errors[EXT_KUBE_NODE], 1);
+    kube_stats s = stats(e);
+    CHECK_INT(s.errors[KUBE_POD], 2);
+    CHECK_INT(s.errors[KUBE_NODE], 1);
     CHECK_INT(fake_api_requests(e->f, "LIST /api/v1/pods"), 3);
-    CHECK_INT(s.lists[EXT_KUBE_POD], 1);
+    CHECK_INT(s.lists[KUBE_POD], 1);
     pthread_mutex_lock(&e->r.mu);
-    int relists = e->r.relists[EXT_KUBE_POD];
+    int relists = e->r.relists[KUBE_POD];
     pthread_mutex_unlock(&e->r.mu);
     CHECK_INT(relists, 1); /* failed lists announce nothing */
     CHECK(p_mirror(e, NULL));
@@ -523,13 +523,13 @@ KUBE_TEST(kube_list_410_on_continue_restarts_the_list, NULL) {
     CHECK(env_start(e));
     WAIT(p_synced, NULL);
     WAIT(p_mirror, NULL);
-    ext_kube_stats s = stats(e);
-    CHECK_INT(s.gone[EXT_KUBE_POD], 1);
-    CHECK_INT(s.errors[EXT_KUBE_POD], 0);
-    CHECK_INT(s.lists[EXT_KUBE_POD], 1);
+    kube_stats s = stats(e);
+    CHECK_INT(s.gone[KUBE_POD], 1);
+    CHECK_INT(s.errors[KUBE_POD], 0);
+    CHECK_INT(s.lists[KUBE_POD], 1);
     CHECK_INT(fake_api_requests(e->f, "LIST /api/v1/pods"), 4);
     pthread_mutex_lock(&e->r.mu);
-    int relists = e->r.relists[EXT_KUBE_POD], syncs = e->r.syncs[EXT_KUBE_POD];
+    int relists = e->r.relists[KUBE_POD], syncs = e->r.syncs[KUBE_POD];
     pthread_mutex_unlock(&e->r.mu);
     CHECK_INT(relists, 2);
     CHECK_INT(syncs, 1);
@@ -552,28 +552,28 @@ KUBE_TEST(kube_watch_error_status_and_malformed_events_relist, NULL) {
     WAIT(p_synced, NULL);
     WAIT_POD_WATCH(1);
     fake_api_watch_raw(e->f, "pods", "{\"type\":\"ADDED\",\"object\":{\"metadata\":");
-    stat_at_least err1 = {ST_ERRORS, EXT_KUBE_POD, 1}, list2 = {ST_LISTS, EXT_KUBE_POD, 2};
+    stat_at_least err1 = {ST_ERRORS, KUBE_POD, 1}, list2 = {ST_LISTS, KUBE_POD, 2};
     WAIT(p_stat, &err1);
     WAIT(p_stat, &list2);
     /* an ERROR event other than 410 */
     WAIT_POD_WATCH(2);
     fake_api_watch_raw(e->f, "pods", "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":500}}");
-    stat_at_least err2 = {ST_ERRORS, EXT_KUBE_POD, 2}, list3 = {ST_LISTS, EXT_KUBE_POD, 3};
+    stat_at_least err2 = {ST_ERRORS, KUBE_POD, 2}, list3 = {ST_LISTS, KUBE_POD, 3};
     WAIT(p_stat, &err2);
     WAIT(p_stat, &list3);
     /* a watch answered with HTTP 500 */
     WAIT_POD_WATCH(3);
     fake_api_inject(e->f, "WATCH /api/v1/pods", 500, 1);
     fake_api_end_watches(e->f);
-    stat_at_least err3 = {ST_ERRORS, EXT_KUBE_POD, 3}, list4 = {ST_LISTS, EXT_KUBE_POD, 4};
+    stat_at_least err3 = {ST_ERRORS, KUBE_POD, 3}, list4 = {ST_LISTS, KUBE_POD, 4};
     WAIT(p_stat, &err3);
     WAIT(p_stat, &list4);
     put_pod(e, "ml", "b", NULL);
     WAIT(p_mirror, NULL);
-    ext_kube_stats s = stats(e);
-    CHECK_INT(s.errors[EXT_KUBE_POD], 3);
-    CHECK_INT(s.errors[EXT_KUBE_NODE], 0);
-    CHECK_INT(s.gone[EXT_KUBE_POD], 0);
+    kube_stats s = stats(e);
+    CHECK_INT(s.errors[KUBE_POD], 3);
+    CHECK_INT(s.errors[KUBE_NODE], 0);
+    CHECK_INT(s.gone[KUBE_POD], 0);
 }
 
 KUBE_TEST(kube_watch_long_lines_and_oversized_line, NULL) {
@@ -591,7 +591,7 @@ KUBE_TEST(kube_watch_long_lines_and_oversized_line, NULL) {
     long long rv = fake_api_put(e->f, "pods", j);
     free(j);
     CHECK(rv > 0);
-    rec_event add = {.kind = EXT_KUBE_POD, .ev = EXT_KUBE_ADDED, .key = "ml/big"};
+    rec_event add = {.kind = KUBE_POD, .ev = KUBE_ADDED, .key = "ml/big"};
     WAIT(p_event, &add);
     pthread_mutex_lock(&e->r.mu);
     size_t got = 0;
@@ -599,7 +599,7 @@ KUBE_TEST(kube_watch_long_lines_and_oversized_line, NULL) {
         if (strcmp(e->r.log[i].key, "ml/big") == 0) got = e->r.log[i].ann_len;
     pthread_mutex_unlock(&e->r.mu);
     CHECK_INT(got, big);
-    CHECK_INT(stats(e).errors[EXT_KUBE_POD], 0);
+    CHECK_INT(stats(e).errors[KUBE_POD], 0);
     /* a line over the 16 MiB limit is an error, not an unbounded buffer */
     size_t huge = (16u << 20) + 100;
     char *h = malloc(huge + 1);
@@ -609,7 +609,7 @@ KUBE_TEST(kube_watch_long_lines_and_oversized_line, NULL) {
     WAIT_POD_WATCH(1);
     fake_api_watch_raw(e->f, "pods", h);
     free(h);
-    stat_at_least err = {ST_ERRORS, EXT_KUBE_POD, 1}, relisted = {ST_LISTS, EXT_KUBE_POD, 2};
+    stat_at_least err = {ST_ERRORS, KUBE_POD, 1}, relisted = {ST_LISTS, KUBE_POD, 2};
     WAIT(p_stat, &err);
     WAIT(p_stat, &relisted);
     WAIT(p_mirror, NULL);
@@ -629,7 +629,7 @@ KUBE_TEST(kube_dropped_watch_reconnects_without_losing_events, NULL) {
     put_pod(e, "ml", "c", NULL);
     put_node(e, "n2");
     WAIT(p_mirror, NULL);
-    stat_at_least ep = {ST_ERRORS, EXT_KUBE_POD, 1}, en = {ST_ERRORS, EXT_KUBE_NODE, 1};
+    stat_at_least ep = {ST_ERRORS, KUBE_POD, 1}, en = {ST_ERRORS, KUBE_NODE, 1};
     WAIT(p_stat, &ep);
     WAIT(p_stat, &en);
     /* and the new watch works */
@@ -644,7 +644,7 @@ KUBE_TEST(kube_api_server_down_then_back_recovers, NULL) {
     CHECK(env_start(e));
     WAIT(p_synced, NULL);
     fake_api_down(e->f);
-    stat_at_least ep = {ST_ERRORS, EXT_KUBE_POD, 3};
+    stat_at_least ep = {ST_ERRORS, KUBE_POD, 3};
     WAIT(p_stat, &ep); /* connection refused, repeatedly */
     put_pod(e, "ml", "b", NULL);
     CHECK_INT(fake_api_delete(e->f, "pods", "ml", "a"), 0);
@@ -652,9 +652,9 @@ KUBE_TEST(kube_api_server_down_then_back_recovers, NULL) {
     char err[256];
     CHECK_MSG(fake_api_up(e->f, err, sizeof err) == 0, "%s", err);
     WAIT(p_mirror, NULL);
-    ext_kube_stats s = stats(e);
-    CHECK(s.synced[EXT_KUBE_POD] && s.synced[EXT_KUBE_NODE]);
-    CHECK(s.lists[EXT_KUBE_POD] >= 2);
+    kube_stats s = stats(e);
+    CHECK(s.synced[KUBE_POD] && s.synced[KUBE_NODE]);
+    CHECK(s.lists[KUBE_POD] >= 2);
     pthread_mutex_lock(&e->r.mu);
     bool bad = e->r.bad_order;
     pthread_mutex_unlock(&e->r.mu);
@@ -684,7 +684,7 @@ KUBE_TEST(kube_bind_sets_node_and_annotations, NULL) {
     cJSON *ann = cJSON_CreateObject();
     cJSON_AddStringToObject(ann, "tessera.io/assignment", "{\"gpus\":[\"GPU-1\"],\"memMiB\":10240}");
     char err[256] = "x";
-    int rc = ext_kube_bind(e->k, "ml", "p", uid, "n1", ann, err, sizeof err);
+    int rc = kube_bind(e->k, "ml", "p", uid, "n1", ann, err, sizeof err);
     cJSON_Delete(ann);
     free(uid);
     CHECK_INT(rc, 201);
@@ -712,7 +712,7 @@ KUBE_TEST(kube_bind_sets_node_and_annotations, NULL) {
     cJSON_Delete(b);
     CHECK(body_ok);
     /* the watch confirms the bind */
-    rec_event mod = {.kind = EXT_KUBE_POD, .ev = EXT_KUBE_MODIFIED, .key = "ml/p", .node = "n1"};
+    rec_event mod = {.kind = KUBE_POD, .ev = KUBE_MODIFIED, .key = "ml/p", .node = "n1"};
     WAIT(p_event, &mod);
 }
 
@@ -721,39 +721,39 @@ KUBE_TEST(kube_bind_failures_carry_the_api_message, NULL) {
     put_pod(e, "ml", "bound", "n0");
     CHECK(env_start(e));
     char err[512];
-    int rc = ext_kube_bind(e->k, "ml", "p", "not-the-uid", "n1", NULL, err, sizeof err);
+    int rc = kube_bind(e->k, "ml", "p", "not-the-uid", "n1", NULL, err, sizeof err);
     CHECK_INT(rc, 409);
     CHECK_CONTAINS(err, "UID in precondition");
-    rc = ext_kube_bind(e->k, "ml", "gone", NULL, "n1", NULL, err, sizeof err);
+    rc = kube_bind(e->k, "ml", "gone", NULL, "n1", NULL, err, sizeof err);
     CHECK_INT(rc, 404);
     CHECK_CONTAINS(err, "pods \"gone\" not found");
     char *uid = pod_uid(e, "ml", "bound");
-    rc = ext_kube_bind(e->k, "ml", "bound", uid, "n1", NULL, err, sizeof err);
+    rc = kube_bind(e->k, "ml", "bound", uid, "n1", NULL, err, sizeof err);
     free(uid);
     CHECK_INT(rc, 409);
     CHECK_CONTAINS(err, "already assigned");
     fake_api_inject(e->f, "POST /api/v1/namespaces/", 500, 1);
     uid = pod_uid(e, "ml", "p");
-    rc = ext_kube_bind(e->k, "ml", "p", uid, "n1", NULL, err, sizeof err);
+    rc = kube_bind(e->k, "ml", "p", uid, "n1", NULL, err, sizeof err);
     CHECK_INT(rc, 500);
     CHECK_CONTAINS(err, "injected 500");
     /* names are escaped into the URL, not spliced */
-    rc = ext_kube_bind(e->k, "ml", "a b?c", NULL, "n1", NULL, err, sizeof err);
+    rc = kube_bind(e->k, "ml", "a b?c", NULL, "n1", NULL, err, sizeof err);
     CHECK_INT(rc, 404);
     CHECK_CONTAINS(err, "a b?c");
     /* nothing was bound by the failures; a retry with the right uid works */
-    rc = ext_kube_bind(e->k, "ml", "p", uid, "n1", NULL, err, sizeof err);
+    rc = kube_bind(e->k, "ml", "p", uid, "n1", NULL, err, sizeof err);
     free(uid);
     CHECK_INT(rc, 201);
     CHECK_INT(fake_api_bindings(e->f), 6);
     /* requests that cannot be made */
     cJSON *bad = cJSON_CreateObject();
     cJSON_AddNumberToObject(bad, "tessera.io/assignment", 3);
-    rc = ext_kube_bind(e->k, "ml", "p", NULL, "n1", bad, err, sizeof err);
+    rc = kube_bind(e->k, "ml", "p", NULL, "n1", bad, err, sizeof err);
     cJSON_Delete(bad);
     CHECK_INT(rc, -1);
     CHECK_CONTAINS(err, "not a string");
-    CHECK_INT(ext_kube_bind(e->k, "ml", "", NULL, "n1", NULL, err, sizeof err), -1);
+    CHECK_INT(kube_bind(e->k, "ml", "", NULL, "n1", NULL, err, sizeof err), -1);
     CHECK_INT(fake_api_bindings(e->f), 6);
 }
 
@@ -761,14 +761,14 @@ KUBE_TEST(kube_bind_while_server_down_returns_minus_one, NULL) {
     put_pod(e, "ml", "p", NULL);
     e->k = NULL;
     char err[256];
-    e->k = ext_kube_new(&e->cfg, err, sizeof err); /* bind needs no started threads */
+    e->k = kube_new(&e->cfg, err, sizeof err); /* bind needs no started threads */
     CHECK(e->k);
     fake_api_down(e->f);
-    int rc = ext_kube_bind(e->k, "ml", "p", NULL, "n1", NULL, err, sizeof err);
+    int rc = kube_bind(e->k, "ml", "p", NULL, "n1", NULL, err, sizeof err);
     CHECK_INT(rc, -1);
     CHECK(err[0] != 0);
     CHECK(fake_api_up(e->f, err, sizeof err) == 0);
-    CHECK_INT(ext_kube_bind(e->k, "ml", "p", NULL, "n1", NULL, err, sizeof err), 201);
+    CHECK_INT(kube_bind(e->k, "ml", "p", NULL, "n1", NULL, err, sizeof err), 201);
 }
 
 /* ---- credentials, configuration, shutdown ------------------------------------------------------------ */
@@ -802,10 +802,10 @@ static void token_body(env *e) {
     free(a);
     char err[256];
     put_pod(e, "ml", "p", NULL);
-    CHECK_INT(ext_kube_bind(e->k, "ml", "p", NULL, "n1", NULL, err, sizeof err), 201);
+    CHECK_INT(kube_bind(e->k, "ml", "p", NULL, "n1", NULL, err, sizeof err), 201);
     /* a wrong token is a 401 with the API's message */
     fake_api_require_token(e->f, "tok-3");
-    CHECK_INT(ext_kube_bind(e->k, "ml", "p", NULL, "n1", NULL, err, sizeof err), 401);
+    CHECK_INT(kube_bind(e->k, "ml", "p", NULL, "n1", NULL, err, sizeof err), 401);
     CHECK_CONTAINS(err, "Unauthorized");
 }
 
@@ -823,11 +823,11 @@ TEST(kube_token_file_is_sent_and_reread) {
 
 KUBE_TEST(kube_missing_token_file_is_an_error_not_anonymous, "/nonexistent/tessera/token") {
     CHECK(env_start(e));
-    stat_at_least err = {ST_ERRORS, EXT_KUBE_POD, 1};
+    stat_at_least err = {ST_ERRORS, KUBE_POD, 1};
     WAIT(p_stat, &err);
     CHECK_INT(fake_api_requests(e->f, ""), 0);
     char msg[256];
-    CHECK_INT(ext_kube_bind(e->k, "ml", "p", NULL, "n1", NULL, msg, sizeof msg), -1);
+    CHECK_INT(kube_bind(e->k, "ml", "p", NULL, "n1", NULL, msg, sizeof msg), -1);
     CHECK_CONTAINS(msg, "token");
 }
 
@@ -839,10 +839,10 @@ KUBE_TEST(kube_free_returns_quickly_with_open_watch, NULL) {
     WAIT(p_watching, NULL);
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    ext_kube_free(e->k);
+    kube_free(e->k);
     e->k = NULL;
     double ms = ms_since(&t0);
-    CHECK_MSG(ms < 2000, "ext_kube_free took %.0f ms", ms);
+    CHECK_MSG(ms < 2000, "kube_free took %.0f ms", ms);
 }
 
 KUBE_TEST(kube_free_returns_quickly_during_backoff, NULL) {
@@ -851,36 +851,36 @@ KUBE_TEST(kube_free_returns_quickly_during_backoff, NULL) {
     CHECK(env_start(e));
     /* four failures: now sleeping 1.6 s (+-20 percent), long enough beside what freeing takes on a loaded machine
      * to tell an interrupted sleep from one waited out */
-    stat_at_least err = {ST_ERRORS, EXT_KUBE_POD, 4};
+    stat_at_least err = {ST_ERRORS, KUBE_POD, 4};
     WAIT(p_stat, &err);
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    ext_kube_free(e->k);
+    kube_free(e->k);
     e->k = NULL;
     double ms = ms_since(&t0);
-    CHECK_MSG(ms < 1000, "ext_kube_free took %.0f ms: it waited out the back-off", ms);
+    CHECK_MSG(ms < 1000, "kube_free took %.0f ms: it waited out the back-off", ms);
 }
 
 TEST(kube_config_defaults_and_validation) {
-    ext_kube_config c;
-    ext_kube_config_defaults(&c);
+    kube_config c;
+    kube_config_defaults(&c);
     CHECK_INT(c.request_timeout_ms, 10000);
     CHECK_INT(c.watch_timeout_s, 300);
     CHECK_INT(c.backoff_max_ms, 30000);
     CHECK_STR(c.api_url, "");
     char err[256];
-    CHECK(ext_kube_new(&c, err, sizeof err) == NULL);
+    CHECK(kube_new(&c, err, sizeof err) == NULL);
     CHECK_CONTAINS(err, "http");
     snprintf(c.api_url, sizeof c.api_url, "ftp://127.0.0.1:1");
-    CHECK(ext_kube_new(&c, err, sizeof err) == NULL);
+    CHECK(kube_new(&c, err, sizeof err) == NULL);
     snprintf(c.api_url, sizeof c.api_url, "http://127.0.0.1:1/");
-    ext_kube *k = ext_kube_new(&c, err, sizeof err);
+    kube_client *k = kube_new(&c, err, sizeof err);
     CHECK(k);
-    ext_kube_free(k); /* never started */
+    kube_free(k); /* never started */
     char *host = getenv("KUBERNETES_SERVICE_HOST");
     char *saved = host ? strdup(host) : NULL;
     unsetenv("KUBERNETES_SERVICE_HOST");
-    int rc = ext_kube_config_in_cluster(&c, err, sizeof err);
+    int rc = kube_config_in_cluster(&c, err, sizeof err);
     if (saved) { setenv("KUBERNETES_SERVICE_HOST", saved, 1); free(saved); }
     CHECK_INT(rc, -1);
     CHECK_CONTAINS(err, "KUBERNETES_SERVICE_HOST");

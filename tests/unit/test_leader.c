@@ -1,4 +1,4 @@
-/* test_leader.c -- leader election (extender/leader.c) against the fake API server's Leases: acquire, renew,
+/* test_leader.c -- leader election (extender/base/leader.c) against the fake API server's Leases: acquire, renew,
  * a Lease taken over after expiry, a conflict on renew, API outages and stalls (step down after the renew
  * deadline), release on shutdown, two candidates never leading at once, and the bind fence in the verbs
  * (a follower refuses without posting; a new leader relists pods before it binds; a replica whose kube-scheduler
@@ -14,8 +14,8 @@
 
 #include "../support/fake_apiserver.h"
 #include "ext_helpers.h"
-#include "extender/mirror/kube.h"
-#include "extender/leader.h"
+#include "kube/client.h"
+#include "extender/base/leader.h"
 #include "extender/metrics.h"
 
 #define LEASE_PATH "/apis/coordination.k8s.io/v1/namespaces/tessera/leases/tessera-extender"
@@ -89,7 +89,7 @@ static void put_sched_lease(fake_api *f, const char *holder, int secs) {
 
 typedef struct env {
     fake_api *f;
-    ext_kube *k;
+    kube_client *k;
 } env;
 
 static bool env_init(env *e) {
@@ -97,16 +97,16 @@ static bool env_init(env *e) {
     char err[256], url[128];
     if (!(e->f = fake_api_start(0, err, sizeof err))) return false;
     fake_api_url(e->f, url, sizeof url);
-    ext_kube_config kc;
-    ext_kube_config_defaults(&kc);
+    kube_config kc;
+    kube_config_defaults(&kc);
     snprintf(kc.api_url, sizeof kc.api_url, "%s", url);
     kc.backoff_max_ms = 200;
-    e->k = ext_kube_new(&kc, err, sizeof err);
+    e->k = kube_new(&kc, err, sizeof err);
     return e->k != NULL;
 }
 
 static void env_free(env *e) {
-    ext_kube_free(e->k);
+    kube_free(e->k);
     fake_api_free(e->f);
 }
 
@@ -278,7 +278,7 @@ TEST(leader_api_outage_steps_down_after_renew_deadline_and_recovers) {
     CHECK_INT((long long)st.transitions, 2);
 }
 
-static void ignore_events(void *user, ext_kube_kind kind, ext_kube_event ev, const cJSON *obj) {}
+static void ignore_events(void *user, kube_kind kind, kube_event ev, const cJSON *obj) {}
 
 TEST(leader_refuses_binds_that_could_outlive_the_lease) {
     env e;
@@ -299,7 +299,7 @@ TEST(leader_refuses_binds_that_could_outlive_the_lease) {
     ext_leader *a = ext_leader_new(&c, e.k, err, sizeof err);
     bool started = a && ext_leader_start(a, err, sizeof err) == 0;
     bool led = started && wait_leader(a, true, TEST_PATIENCE_MS) >= 0;
-    bool watching = ext_kube_start(e.k, ignore_events, NULL, err, sizeof err) == 0;   /* for the relist */
+    bool watching = kube_start(e.k, ignore_events, NULL, err, sizeof err) == 0;   /* for the relist */
     bool may = watching && ext_leader_may_bind(a, TEST_PATIENCE_MS, why, sizeof why);
     fake_api_down(e.f);
     int64_t t0 = now_ms();
@@ -428,7 +428,7 @@ TEST(leader_two_candidates_never_both_lead) {
 
 static int kube_bind_fn(void *user, const char *ns, const char *name, const char *uid, const char *node,
                         const cJSON *annotations, char *err, size_t errlen) {
-    int code = ext_kube_bind(user, ns, name, uid, node, annotations, err, errlen);
+    int code = kube_bind(user, ns, name, uid, node, annotations, err, errlen);
     return code == 200 || code == 201 ? 0 : -1;
 }
 
@@ -446,7 +446,7 @@ TEST(leader_fences_binds_and_relists_after_taking_over) {
     ext_state_config sc = {.standalone = false};
     ext_state *st = ext_state_new(&sc);
     char err[256];
-    bool started = ext_kube_start(e.k, ext_state_on_event, st, err, sizeof err) == 0;
+    bool started = kube_start(e.k, ext_state_on_event, st, err, sizeof err) == 0;
     if (started) WAIT_FOR(ext_state_ready(st));
     /* as deployed: another pod's kube-scheduler is active, so this replica only watches the Leases ... */
     put_sched_lease(e.f, "pod-z_6d1c0e7e-kube", 3600);
@@ -477,8 +477,8 @@ TEST(leader_fences_binds_and_relists_after_taking_over) {
     char dbg_holder[64];
     snprintf(dbg_holder, sizeof dbg_holder, "%s", cJSON_IsString(dh) ? dh->valuestring : "(none)");
     cJSON_Delete(dj);
-    ext_kube_stats ks0, ks1;
-    ext_kube_get_stats(e.k, &ks0);
+    kube_stats ks0, ks1;
+    kube_get_stats(e.k, &ks0);
     put_lease(e.f, "", 1, 0);             /* the other replica released it (its kube-scheduler stopped) */
     char berr2[512] = "?";
     int retries_refused = 0;              /* until the Lease is ours and pods are relisted: as many as it takes */
@@ -488,7 +488,7 @@ TEST(leader_fences_binds_and_relists_after_taking_over) {
         if (berr2[0]) nap_ms(50);
         !berr2[0];
     }));
-    ext_kube_get_stats(e.k, &ks1);
+    kube_get_stats(e.k, &ks1);
     int posted = fake_api_bindings(e.f);
     static ext_metrics m;   /* zeroed */
     size_t mlen = 0;
@@ -512,7 +512,7 @@ TEST(leader_fences_binds_and_relists_after_taking_over) {
     CHECK_STR(dbg_holder, "pod-z_9");   /* /debug/state names the leader */
     CHECK_STR(berr2, "");
     CHECK_INT(posted, 1);
-    CHECK_MSG(ks1.lists[EXT_KUBE_POD] > ks0.lists[EXT_KUBE_POD], "no pod relist after taking over");
+    CHECK_MSG(ks1.lists[KUBE_POD] > ks0.lists[KUBE_POD], "no pod relist after taking over");
     CHECK_STR(lv.holder, "");
     CHECK(!leader_after_idle);
     CHECK_CONTAINS(metrics, "\ntessera_leader 1\n");

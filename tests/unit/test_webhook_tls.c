@@ -20,9 +20,9 @@
 #include "extender/base64.h"
 #include "extender/certs.h"
 #include "extender/http.h"
-#include "extender/mirror/kube.h"
-#include "extender/log.h"
-#include "extender/health.h"
+#include "kube/client.h"
+#include "kube/log.h"
+#include "extender/base/health.h"
 #include "extender/webhook_tls.h"
 #include "tests/support/fake_apiserver.h"
 
@@ -422,10 +422,10 @@ static char *capture_warnings(void (*f)(void *), void *arg) {
     fflush(stderr);
     int saved = dup(2);
     dup2(fd, 2);
-    ext_log_level lv = ext_log_get_level();
-    ext_log_set_level(EXT_LOG_WARN);
+    kube_log_level lv = kube_log_get_level();
+    kube_log_set_level(KUBE_LOG_WARN);
     f(arg);
-    ext_log_set_level(lv);
+    kube_log_set_level(lv);
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
@@ -714,10 +714,10 @@ TEST(webhook_tls_against_fake_apiserver) {
     if (put < 0) fake_api_free(f);
     CHECK_MSG(put >= 0, "the fake API server refused a MutatingWebhookConfiguration");
     fake_api_url(f, url, sizeof url);
-    ext_kube_config kc;
-    ext_kube_config_defaults(&kc);
+    kube_config kc;
+    kube_config_defaults(&kc);
     snprintf(kc.api_url, sizeof kc.api_url, "%s", url);
-    ext_kube *k = ext_kube_new(&kc, err, sizeof err);
+    kube_client *k = kube_new(&kc, err, sizeof err);
     CHECK_MSG(k != NULL, "%s", err);
     ext_webhook_tls_config c = tls_cfg();
     ext_cert_pem sv;
@@ -741,7 +741,7 @@ TEST(webhook_tls_against_fake_apiserver) {
     free(mwc);
     free(ca);
     if (rc == 0) ext_cert_pem_free(&sv);
-    ext_kube_free(k);
+    kube_free(k);
     fake_api_free(f);
     CHECK_MSG(rc == 0, "%s", err);
     CHECK(secret_ok);

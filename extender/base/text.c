@@ -1,5 +1,5 @@
 /* text.c -- printf-safe text for kube-scheduler and Events (text.h). */
-#include "extender/text.h"
+#include "extender/base/text.h"
 
 #include <stdbool.h>
 #include <stdlib.h>

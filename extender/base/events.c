@@ -4,7 +4,7 @@
  * pointer. The worker pops one event at a time, builds its JSON and POSTs it without the lock,
  * so a slow API server delays later Events, never a bind.
  */
-#include "extender/events.h"
+#include "extender/base/events.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -14,10 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "extender/health.h"
-#include "extender/log.h"
-#include "extender/mirror/state.h"   /* ext_now_ms */
-#include "extender/text.h"
+#include "extender/base/health.h"
+#include "kube/log.h"
+#include "extender/base/text.h"
 
 #define EV_MSG_MAX 1024   /* message buffer; the apiserver allows more, but describe output stays readable */
 
@@ -29,14 +28,14 @@ typedef struct ev_item {
 } ev_item;
 
 struct ext_events {
-    ext_kube *kube;
+    kube_client *kube;
     ext_events_config cfg;
     pthread_mutex_t mu;
     pthread_cond_t cv;         /* signalled on push and on stop */
     ev_item **ring;
     int head, count;
     bool stopping;
-    int64_t drain_deadline_ms; /* ext_now_ms() clock */
+    int64_t drain_deadline_ms; /* mono_ms() clock */
     pthread_t thread;
     uint64_t last_name_ns;     /* worker only: keeps generated names unique */
 };
@@ -59,13 +58,21 @@ void ext_events_get_stats(ext_events_stats *out) {
     out->dropped = atomic_load(&g_dropped);
 }
 
+
+/* The drain deadline's clock (monotonic: a wall-clock step must not cut the drain short). */
+static int64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* First one and every EXT_EVENTS_LOG_EVERY-th at warn, the rest at debug: a broken events
  * endpoint costs one log line per hundred binds, not one per bind. */
 static void count_and_log(_Atomic uint64_t *ctr, const char *what, const ev_item *it, const char *why) {
     uint64_t n = atomic_fetch_add(ctr, 1) + 1;
-    ext_log(n == 1 || n % EXT_EVENTS_LOG_EVERY == 0 ? EXT_LOG_WARN : EXT_LOG_DEBUG,
-            "event=k8s-event-%s total=%llu pod=%s/%s reason=%s why=\"%s\"", what, (unsigned long long)n,
-            it ? it->ns : "", it ? it->name : "", it ? it->reason : "", why);
+    kube_log(n == 1 || n % EXT_EVENTS_LOG_EVERY == 0 ? KUBE_LOG_WARN : KUBE_LOG_DEBUG,
+             "event=k8s-event-%s total=%llu pod=%s/%s reason=%s why=\"%s\"", what, (unsigned long long)n,
+             it ? it->ns : "", it ? it->name : "", it ? it->reason : "", why);
 }
 
 static void item_free(ev_item *it) {
@@ -193,8 +200,8 @@ static void post(ext_events *e, const ev_item *it, int timeout_ms, bool may_retr
     }
     int code = 0;
     for (int attempt = 0; attempt < 2; attempt++) {
-        code = ext_kube_request(e->kube, "POST", path, body, timeout_ms, NULL, err, sizeof err);
-        bool transient = code == EXT_KUBE_UNREACHABLE || code == 429 || code >= 500;
+        code = kube_request(e->kube, "POST", path, body, timeout_ms, NULL, err, sizeof err);
+        bool transient = code == KUBE_UNREACHABLE || code == 429 || code >= 500;
         if ((code >= 200 && code <= 299) || !transient || !may_retry) break;
     }
     free(body);
@@ -207,7 +214,7 @@ static void post(ext_events *e, const ev_item *it, int timeout_ms, bool may_retr
     if (code > 0) snprintf(why, sizeof why, "API server answered %d: %s", code, err);
     else snprintf(why, sizeof why, "%s", err[0] ? err : "no answer");
     char hmsg[700];
-    ext_health_api_msg(hmsg, sizeof hmsg, code, "create", "events", NULL, it->ns, "", "tessera-extender ClusterRole", err);
+    kube_api_msg(hmsg, sizeof hmsg, code, "create", "events", NULL, it->ns, "", "tessera-extender ClusterRole", err);
     ext_health_fail(EXT_DEP_EVENTS, code, ext_health_reason_of(code), hmsg);
     count_and_log(&g_failed, "failed", it, why);
 }
@@ -221,7 +228,7 @@ static void *worker(void *arg) {
         int timeout = e->cfg.post_timeout_ms;
         bool retry = true;
         if (e->stopping) {      /* draining: whatever is left at the deadline is dropped */
-            int64_t left = e->drain_deadline_ms - ext_now_ms();
+            int64_t left = e->drain_deadline_ms - mono_ms();
             if (left <= 0) break;
             if (left < timeout) timeout = (int)left;
             retry = false;
@@ -245,7 +252,7 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-ext_events *ext_events_start(ext_kube *k, const ext_events_config *cfg, char *err, size_t errlen) {
+ext_events *ext_events_start(kube_client *k, const ext_events_config *cfg, char *err, size_t errlen) {
     ext_events_config d;
     if (!cfg) {
         ext_events_config_defaults(&d);
@@ -282,7 +289,7 @@ void ext_events_stop(ext_events *e) {
     if (!e) return;
     pthread_mutex_lock(&e->mu);
     e->stopping = true;
-    e->drain_deadline_ms = ext_now_ms() + e->cfg.drain_ms;
+    e->drain_deadline_ms = mono_ms() + e->cfg.drain_ms;
     pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);
     pthread_join(e->thread, NULL);

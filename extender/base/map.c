@@ -1,7 +1,7 @@
 /* map.c -- chained hash table keyed by strings owned by the values (see map.h). Grows at
  * load factor 1 so lookups stay O(1) with 5,000 nodes and 40,000 pods.
  */
-#include "map.h"
+#include "extender/base/map.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * strict about types: a hand-edited or foreign value is rejected, and the cache then
  * re-derives the pod's placement instead of trusting it.
  */
-#include "annotation.h"
+#include "extender/base/annotation.h"
 
 #include <math.h>
 #include <stdio.h>

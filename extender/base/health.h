@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kube/client.h"
+
 #define EXT_HEALTH_FAIL_AFTER 2        /* consecutive failed attempts before a dependency is failing */
 #define EXT_HEALTH_RELOG_MS   60000    /* a failing dependency is logged at warn again after this long */
 
@@ -52,19 +54,20 @@ typedef enum ext_dep {
     EXT_DEP_N
 } ext_dep;
 
+/* The API client's reasons (kube/client.h, same numbers), and the extender's own. */
 typedef enum ext_dep_reason {
-    EXT_REASON_UNREACHABLE = 0,  /* no connection, or it broke */
-    EXT_REASON_TIMEOUT,          /* no answer in time */
-    EXT_REASON_UNAUTHORIZED,     /* 401: the token was not accepted */
-    EXT_REASON_FORBIDDEN,        /* 403: RBAC */
-    EXT_REASON_NOT_FOUND,        /* 404: e.g. the namespace does not exist */
-    EXT_REASON_THROTTLED,        /* 429 */
-    EXT_REASON_SERVER_ERROR,     /* 5xx */
-    EXT_REASON_REJECTED,         /* any other 4xx */
-    EXT_REASON_BAD_RESPONSE,     /* an answer that is not what the API sends (malformed JSON) */
-    EXT_REASON_FILE,             /* a file tessera needs is missing or unreadable */
-    EXT_REASON_TLS,              /* TLS setup or verification */
-    EXT_REASON_LISTEN,           /* cannot listen on the address */
+    EXT_REASON_UNREACHABLE = KUBE_REASON_UNREACHABLE,
+    EXT_REASON_TIMEOUT = KUBE_REASON_TIMEOUT,
+    EXT_REASON_UNAUTHORIZED = KUBE_REASON_UNAUTHORIZED,
+    EXT_REASON_FORBIDDEN = KUBE_REASON_FORBIDDEN,
+    EXT_REASON_NOT_FOUND = KUBE_REASON_NOT_FOUND,
+    EXT_REASON_THROTTLED = KUBE_REASON_THROTTLED,
+    EXT_REASON_SERVER_ERROR = KUBE_REASON_SERVER_ERROR,
+    EXT_REASON_REJECTED = KUBE_REASON_REJECTED,
+    EXT_REASON_BAD_RESPONSE = KUBE_REASON_BAD_RESPONSE,
+    EXT_REASON_FILE = KUBE_REASON_FILE,
+    EXT_REASON_TLS = KUBE_REASON_TLS,
+    EXT_REASON_LISTEN = KUBE_REASON_N,   /* cannot listen on the address */
     EXT_REASON_N
 } ext_dep_reason;
 
@@ -72,26 +75,24 @@ const char *ext_dep_name(ext_dep d);               /* "api-nodes", "lease", ... 
 const char *ext_dep_reason_name(ext_dep_reason r); /* "not_found", "forbidden", ... (the metric label) */
 bool ext_dep_blocks_ready(ext_dep d);
 
-/* The reason for ext_kube_request's / ext_kube_bind's status (EXT_KUBE_UNREACHABLE, EXT_KUBE_TIMEOUT,
- * EXT_KUBE_NO_REQUEST, or an HTTP status outside 2xx). */
+/* kube_reason_of (kube/client.h) for the calls the extender makes itself (Events, Leases, reservations). */
 ext_dep_reason ext_health_reason_of(int code);
 
-/* A message for a failed API call that says what was being done and, for 401/403, what the token or
- * the RBAC rules lack: "forbidden: cannot create leases in namespace tessera: check the
- * tessera-leader-election Role: <API message>", "cannot create Lease tessera/tessera-extender:
- * namespaces \"tessera\" not found". verb: get/list/watch/create/update/patch/delete; resource: the
- * plural ("leases", "pods/binding"); kind: "Lease" (for the object's name); ns "" for cluster-wide;
- * name "" for a collection; rbac: which role grants it ("tessera-leader-election Role"); api_msg: the
- * API's message or the transport error. */
-void ext_health_api_msg(char *out, size_t len, int code, const char *verb, const char *resource, const char *kind,
-                        const char *ns, const char *name, const char *rbac, const char *api_msg);
+/* Where deploy/rbac.yaml grants the API client's list+watch of nodes and pods and pods/binding
+ * (kube_config.rbac). */
+#define EXT_KUBE_RBAC "tessera-extender ClusterRole"
+
+/* The API client's reporter (kube_config.report; user unused): its list+watch kinds, binds, token file and CA
+ * file are the dependencies api-nodes ... api-deviceclasses, bind, token-file and ca-file. */
+void ext_health_kube_report(void *user, kube_dep dep, kube_kind kind, bool ok, int code, kube_reason reason,
+                            const char *msg);
 
 /* This process uses the dependency: /metrics shows it (ok until it fails). */
 void ext_health_register(ext_dep d);
 /* An attempt worked: clears a failure (logged at info if it was failing). Registers d. */
 void ext_health_ok(ext_dep d);
-/* An attempt failed: code is the HTTP status or EXT_KUBE_* (0 when there is none), msg says what
- * failed in words an operator can act on (ext_health_api_msg). Registers d. */
+/* An attempt failed: code is the HTTP status or KUBE_* (0 when there is none), msg says what
+ * failed in words an operator can act on (kube_api_msg). Registers d. */
 void ext_health_fail(ext_dep d, int code, ext_dep_reason reason, const char *msg);
 
 /* d is not in use for now (the leader election of a replica whose kube-scheduler is idle stops calling the

@@ -50,7 +50,7 @@
  * The first bind after a change waits up to the retry period for the acquisition.
  *
  * Acting also needs a current cache: after acquiring a Lease that someone else wrote since we last held it,
- * ext_leader_may_bind and ext_leader_may_act stay false until a fresh list of pods (ext_kube_relist) has been
+ * ext_leader_may_bind and ext_leader_may_act stay false until a fresh list of pods (kube_relist) has been
  * applied, which holds every pod the previous leader bound and every reservation it made.
  *
  * Thread-safe. One background thread talks to the API; the queries below only read its results.
@@ -62,10 +62,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "extender/mirror/kube.h"
+#include "kube/client.h"
 
 typedef struct ext_leader_config {
-    char ns[64];              /* the Lease's namespace (default: tessera's own, ext_kube_own_namespace: $POD_NAMESPACE,
+    char ns[64];              /* the Lease's namespace (default: tessera's own, kube_own_namespace: $POD_NAMESPACE,
                                  else the service account's namespace file, else "tessera") */
     char name[128];           /* the Lease's name (default "tessera-extender") */
     char identity[192];       /* holderIdentity (default: $POD_NAME or the host name, "_", a random suffix) */
@@ -93,7 +93,7 @@ int ext_leader_parse_duration(const char *s, int *ms);
 typedef struct ext_leader ext_leader;
 
 /* The client k (not owned) carries the Lease calls and, when started, the relist after an acquisition. */
-ext_leader *ext_leader_new(const ext_leader_config *cfg, ext_kube *k, char *err, size_t errlen);
+ext_leader *ext_leader_new(const ext_leader_config *cfg, kube_client *k, char *err, size_t errlen);
 int ext_leader_start(ext_leader *l, char *err, size_t errlen);
 /* Stop binding at once (ext_leader_may_bind turns false); the Lease is kept until ext_leader_free, so binds in
  * flight can finish under it. */

@@ -3,7 +3,7 @@
  *
  * Events are best-effort and must never slow down or fail a bind: the bind path only copies a
  * few strings into a bounded queue (dropping, and counting, when it is full) and returns; ONE
- * worker thread posts them with ext_kube_request and a short timeout. A failed post is retried
+ * worker thread posts them with kube_request and a short timeout. A failed post is retried
  * once when the API server could not be reached or answered 429/5xx (a timeout is not retried:
  * a stalled API server would otherwise hold the queue twice as long), then counted and dropped.
  * Failures are logged at warn for the first one and every EXT_EVENTS_LOG_EVERY-th after, at
@@ -13,7 +13,7 @@
  * granted, or Warning TesseraBindFailed with the API server's error, after each Binding POST.
  *
  * Lifecycle: ext_events_start after the API client exists; ext_events_stop after the HTTP
- * server has stopped (no more binds enqueue) and before ext_kube_free (the worker uses it).
+ * server has stopped (no more binds enqueue) and before kube_free (the worker uses it).
  * Stop refuses new events, posts what is queued until the drain deadline, drops the rest
  * (counted), and joins the worker. A post already in flight is not interrupted, so stop takes
  * at most max(drain_ms, post_timeout_ms).
@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "extender/mirror/kube.h"
+#include "kube/client.h"
 
 #define EXT_EVENTS_COMPONENT "tessera-extender"  /* source.component and reportingComponent */
 #define EXT_EVENTS_LOG_EVERY 100                 /* failures between two warn lines */
@@ -43,7 +43,7 @@ void ext_events_config_defaults(ext_events_config *cfg);
 typedef struct ext_events ext_events;
 
 /* Start the worker that posts through k (which must outlive ext_events_stop). NULL with err. */
-ext_events *ext_events_start(ext_kube *k, const ext_events_config *cfg, char *err, size_t errlen);
+ext_events *ext_events_start(kube_client *k, const ext_events_config *cfg, char *err, size_t errlen);
 
 /* Stop accepting, drain until the deadline, join the worker, free. NULL is fine. */
 void ext_events_stop(ext_events *e);

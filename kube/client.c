@@ -1,7 +1,7 @@
-/* kube.c -- the Kubernetes API client of kube.h: list+watch of nodes and pods, and pod binding, over libcurl.
+/* client.c -- the Kubernetes API client of client.h: list+watch of nodes and pods, and pod binding, over libcurl.
  * Any failure we cannot explain (connection error, 5xx, malformed JSON) ends in a fresh list after a backoff,
  * never in resuming a watch: a cache rebuilt from a list cannot drift from the API, a patched-up one can. */
-#include "extender/mirror/kube.h"
+#include "kube/client.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -14,13 +14,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "extender/health.h"
-#include "extender/log.h"
+#include "kube/log.h"
 
 #define KUBE_PAGE_LIMIT     500
 #define KUBE_MAX_LINE       (16u << 20)  /* one watch event; a Node with huge annotations stays far below */
 #define KUBE_MAX_BODY       (512u << 20) /* one list page of 500 objects */
-#define KUBE_MAX_ERR_BODY   (64u << 10)
+#define KUBE_MAX_ERR_BODY   (64u << 10)  /* an error answer; and kube_request's answers unless cfg.max_answer */
 #define KUBE_MAX_TOKEN      (64u << 10)
 #define KUBE_BACKOFF_MIN_MS 200
 #define KUBE_HEALTHY_MS     5000         /* a watch that lived this long resets the backoff */
@@ -29,61 +28,56 @@
 
 enum { OUT_OK = 0, OUT_ENDED, OUT_GONE, OUT_ERROR, OUT_STOP, OUT_RELIST, OUT_ABSENT };
 
-/* optional: only with cfg.dra, and a 404 means "not served here" (kube.h). dep: the health.h dependency the
- * kind's list+watch reports to (the DRA kinds' do not block readiness: health.c). */
-static const struct { const char *path, *name, *resource; bool optional; int dep; } kube_kinds[EXT_KUBE_NKINDS] = {
-    {"/api/v1/nodes", "Node", "nodes", false, EXT_DEP_API_NODES},
-    {"/api/v1/pods", "Pod", "pods", false, EXT_DEP_API_PODS},
-    {"/apis/resource.k8s.io/v1/resourceslices", "ResourceSlice", "resourceslices", true, EXT_DEP_API_SLICES},
-    {"/apis/resource.k8s.io/v1/resourceclaims", "ResourceClaim", "resourceclaims", true, EXT_DEP_API_CLAIMS},
-    {"/apis/resource.k8s.io/v1/deviceclasses", "DeviceClass", "deviceclasses", true, EXT_DEP_API_CLASSES},
+/* optional: only with cfg.dra, and a 404 means "not served here" (client.h). */
+static const struct { const char *path, *name, *resource; bool optional; } kube_kinds[KUBE_NKINDS] = {
+    {"/api/v1/nodes", "Node", "nodes", false},
+    {"/api/v1/pods", "Pod", "pods", false},
+    {"/apis/resource.k8s.io/v1/resourceslices", "ResourceSlice", "resourceslices", true},
+    {"/apis/resource.k8s.io/v1/resourceclaims", "ResourceClaim", "resourceclaims", true},
+    {"/apis/resource.k8s.io/v1/deviceclasses", "DeviceClass", "deviceclasses", true},
 };
 #define kube_path(kind) (kube_kinds[kind].path)
 #define kube_resource(kind) (kube_kinds[kind].resource)
-/* where deploy/rbac.yaml grants list+watch of nodes and pods, and pods/binding */
-#define KUBE_RBAC "tessera-extender ClusterRole"
 
-const char *ext_kube_kind_name(ext_kube_kind kind) {
-    return kind >= 0 && kind < EXT_KUBE_NKINDS ? kube_kinds[kind].name : "?";
+const char *kube_kind_name(kube_kind kind) {
+    return kind >= 0 && kind < KUBE_NKINDS ? kube_kinds[kind].name : "?";
 }
 
-static void kind_health_ok(int kind) {
-    if (kube_kinds[kind].dep >= 0) ext_health_ok((ext_dep)kube_kinds[kind].dep);
-}
-
-static void kind_health_fail(int kind, int code, ext_dep_reason reason, const char *msg) {
-    if (kube_kinds[kind].dep >= 0) ext_health_fail((ext_dep)kube_kinds[kind].dep, code, reason, msg);
-}
-
-/* Why a list or watch failed, for health.h: the HTTP status (or EXT_KUBE_*), and the API's message or the
+/* Why a list or watch failed, for the reporter: the HTTP status (or KUBE_*), and the API's message or the
  * transport's error. */
-typedef struct kube_fail { int code; ext_dep_reason reason; char msg[512]; } kube_fail;
+typedef struct kube_fail { int code; kube_reason reason; char msg[512]; } kube_fail;
 
-static bool kind_on(const ext_kube *k, int kind);
+static bool kind_on(const kube_client *k, int kind);
 
-struct ext_kube {
-    ext_kube_config cfg;
+struct kube_client {
+    kube_config cfg;
     char base[512]; /* api_url without the trailing '/' */
-    ext_kube_handler handler;
+    kube_handler handler;
     void *user;
-    pthread_t thr[EXT_KUBE_NKINDS];
-    bool running[EXT_KUBE_NKINDS];
-    CURLM *multi[EXT_KUBE_NKINDS]; /* one per thread: curl_multi_wakeup lets ext_kube_free interrupt a watch at once */
+    pthread_t thr[KUBE_NKINDS];
+    bool running[KUBE_NKINDS];
+    CURLM *multi[KUBE_NKINDS]; /* one per thread: curl_multi_wakeup lets kube_free interrupt a watch at once */
     bool started;
     atomic_bool stop;
     pthread_mutex_t mu; /* stats, and the condition backoff sleeps wait on */
     pthread_cond_t cv;  /* CLOCK_MONOTONIC */
-    ext_kube_stats st;
+    kube_stats st;
     pthread_mutex_t pool_mu;
     CURL *pool[KUBE_POOL];
     int npool;
-    /* ext_kube_relist: tickets asked for, the ticket each thread's current list serves (that thread only),
+    /* kube_relist: tickets asked for, the ticket each thread's current list serves (that thread only),
      * and the latest ticket a completed list served (under mu). */
-    _Atomic uint64_t relist_req[EXT_KUBE_NKINDS];
-    uint64_t relist_served[EXT_KUBE_NKINDS];
-    uint64_t relist_done[EXT_KUBE_NKINDS];
-    int absent_code[EXT_KUBE_NKINDS];   /* the 404 or 403 an optional kind's list got (that thread only) */
+    _Atomic uint64_t relist_req[KUBE_NKINDS];
+    uint64_t relist_served[KUBE_NKINDS];
+    uint64_t relist_done[KUBE_NKINDS];
+    int absent_code[KUBE_NKINDS];   /* the 404 or 403 an optional kind's list got (that thread only) */
 };
+
+/* Tell the configured reporter (client.h) how a dependency fared; msg NULL for a success. */
+static void report(const kube_client *k, kube_dep dep, int kind, int code, kube_reason reason, const char *msg) {
+    if (k->cfg.report) k->cfg.report(k->cfg.report_user, dep, (kube_kind)kind, msg == NULL, code, reason, msg);
+}
+#define report_ok(k, dep, kind) report(k, dep, kind, 0, KUBE_REASON_UNREACHABLE, NULL)
 
 /* over: max was reached; truncate: then drop the rest quietly (error bodies) instead of failing the transfer */
 typedef struct kube_buf { char *p; size_t n, cap, max; bool over, truncate; } kube_buf;
@@ -94,14 +88,15 @@ static void kube_global_init(void) { kube_global_rc = curl_global_init(CURL_GLOB
 
 /* ---- configuration ----------------------------------------------------------------------------------- */
 
-void ext_kube_config_defaults(ext_kube_config *cfg) {
+void kube_config_defaults(kube_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     cfg->request_timeout_ms = 10000;
     cfg->watch_timeout_s = 300;
     cfg->backoff_max_ms = 30000;
+    snprintf(cfg->user_agent, sizeof cfg->user_agent, "tessera");
 }
 
-int ext_kube_config_in_cluster(ext_kube_config *cfg, char *err, size_t errlen) {
+int kube_config_in_cluster(kube_config *cfg, char *err, size_t errlen) {
     const char *host = getenv("KUBERNETES_SERVICE_HOST"), *port = getenv("KUBERNETES_SERVICE_PORT");
     if (!host || !*host || !port || !*port) {
         snprintf(err, errlen, "not running in a cluster: KUBERNETES_SERVICE_HOST/PORT are not set");
@@ -121,7 +116,7 @@ int ext_kube_config_in_cluster(ext_kube_config *cfg, char *err, size_t errlen) {
     return 0;
 }
 
-void ext_kube_own_namespace(char *buf, size_t len, const char *fallback) {
+void kube_own_namespace(char *buf, size_t len, const char *fallback) {
     const char *env = getenv("POD_NAMESPACE");
     if (env && *env) {
         snprintf(buf, len, "%s", env);
@@ -136,6 +131,51 @@ void ext_kube_own_namespace(char *buf, size_t len, const char *fallback) {
     size_t n = strlen(ns);
     while (n && isspace((unsigned char)ns[n - 1])) ns[--n] = 0;
     snprintf(buf, len, "%s", n ? ns : fallback);
+}
+
+/* ---- what failed, in words --------------------------------------------------------------------------- */
+
+kube_reason kube_reason_of(int code) {
+    if (code == KUBE_TIMEOUT) return KUBE_REASON_TIMEOUT;
+    if (code == KUBE_NO_REQUEST) return KUBE_REASON_FILE;   /* in practice: the token file */
+    if (code <= 0) return KUBE_REASON_UNREACHABLE;
+    if (code == 401) return KUBE_REASON_UNAUTHORIZED;
+    if (code == 403) return KUBE_REASON_FORBIDDEN;
+    if (code == 404) return KUBE_REASON_NOT_FOUND;
+    if (code == 429) return KUBE_REASON_THROTTLED;
+    if (code >= 500) return KUBE_REASON_SERVER_ERROR;
+    return KUBE_REASON_REJECTED;
+}
+
+void kube_api_msg(char *out, size_t len, int code, const char *verb, const char *resource, const char *kind,
+                  const char *ns, const char *name, const char *rbac, const char *api_msg) {
+    if (!len) return;
+    ns = ns ? ns : "";
+    name = name ? name : "";
+    api_msg = api_msg && *api_msg ? api_msg : "no message";
+    char what[400];   /* "Lease tessera/tessera-extender" or "pods in namespace x" or "nodes" */
+    if (*name)
+        snprintf(what, sizeof what, "%s %s%s%s", kind && *kind ? kind : resource, ns, *ns ? "/" : "", name);
+    else
+        snprintf(what, sizeof what, "%s%s%s", resource, *ns ? " in namespace " : "", ns);
+    if (code == 403) {
+        /* RBAC grants verb x resource x namespace: name exactly those, and where the rule lives */
+        snprintf(out, len, "forbidden: cannot %s %s %s%s: check the %s (%s)", verb, resource,
+                 *ns ? "in namespace " : "cluster-wide", ns, rbac && *rbac ? rbac : "RBAC rules", api_msg);
+    } else if (code == 401) {
+        snprintf(out, len, "unauthorized: the API server did not accept tessera's service account token "
+                 "(cannot %s %s): check --token-file or the pod's service account (%s)", verb, what, api_msg);
+    } else if (code == KUBE_NO_REQUEST) {
+        snprintf(out, len, "cannot %s %s: %s", verb, what, api_msg);
+    } else if (code == KUBE_TIMEOUT) {
+        snprintf(out, len, "cannot %s %s: the API server did not answer in time (%s)", verb, what, api_msg);
+    } else if (code <= 0) {
+        snprintf(out, len, "cannot %s %s: API server unreachable: %s", verb, what, api_msg);
+    } else if (code >= 500 || code == 429) {
+        snprintf(out, len, "cannot %s %s: the API server answered %d: %s", verb, what, code, api_msg);
+    } else {
+        snprintf(out, len, "cannot %s %s: %s", verb, what, api_msg);
+    }
 }
 
 /* ---- small helpers ----------------------------------------------------------------------------------- */
@@ -164,8 +204,8 @@ static uint64_t now_ms(void) {
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* Interruptible sleep: ext_kube_free must not wait out a 30 s backoff. */
-static void kube_sleep(ext_kube *k, int ms) {
+/* Interruptible sleep: kube_free must not wait out a 30 s backoff. */
+static void kube_sleep(kube_client *k, int ms) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_sec += ms / 1000;
@@ -178,22 +218,22 @@ static void kube_sleep(ext_kube *k, int ms) {
     pthread_mutex_unlock(&k->mu);
 }
 
-/* Aborts any transfer once ext_kube_free has been called; curl calls this at least once a second even when
+/* Aborts any transfer once kube_free has been called; curl calls this at least once a second even when
  * the connection is idle, which bounds how long a blocked watch delays shutdown. */
 static int kube_xferinfo(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
-    return atomic_load(&((ext_kube *)ud)->stop) ? 1 : 0;
+    return atomic_load(&((kube_client *)ud)->stop) ? 1 : 0;
 }
 
 /* Headers for one request; the token is re-read each time because projected service-account tokens rotate.
  * NULL with err when the token file is unusable: sending no token would only earn a confusing 401. */
 /* content_type: the body's media type, NULL for a request without a body. */
-static struct curl_slist *kube_headers(ext_kube *k, const char *content_type, char *err, size_t errlen) {
+static struct curl_slist *kube_headers(kube_client *k, const char *content_type, char *err, size_t errlen) {
     struct curl_slist *h = NULL, *t;
     if (k->cfg.token_file[0]) {
         FILE *fp = fopen(k->cfg.token_file, "rb");
         if (!fp) {
             snprintf(err, errlen, "cannot read token file %s: %s", k->cfg.token_file, strerror(errno));
-            ext_health_fail(EXT_DEP_TOKEN_FILE, 0, EXT_REASON_FILE, err);
+            report(k, KUBE_DEP_TOKEN_FILE, 0, 0, KUBE_REASON_FILE, err);
             return NULL;
         }
         char *tok = malloc(KUBE_MAX_TOKEN + 1);
@@ -202,7 +242,7 @@ static struct curl_slist *kube_headers(ext_kube *k, const char *content_type, ch
         if (!tok || n > KUBE_MAX_TOKEN) {
             free(tok);
             snprintf(err, errlen, tok ? "token file %s is too big" : "out of memory reading token file %s", k->cfg.token_file);
-            ext_health_fail(EXT_DEP_TOKEN_FILE, 0, EXT_REASON_FILE, err);
+            report(k, KUBE_DEP_TOKEN_FILE, 0, 0, KUBE_REASON_FILE, err);
             return NULL;
         }
         while (n && isspace((unsigned char)tok[n - 1])) n--;
@@ -213,10 +253,10 @@ static struct curl_slist *kube_headers(ext_kube *k, const char *content_type, ch
         if (!ok) {
             free(tok);
             snprintf(err, errlen, "token file %s is empty or not a token", k->cfg.token_file);
-            ext_health_fail(EXT_DEP_TOKEN_FILE, 0, EXT_REASON_FILE, err);
+            report(k, KUBE_DEP_TOKEN_FILE, 0, 0, KUBE_REASON_FILE, err);
             return NULL;
         }
-        ext_health_ok(EXT_DEP_TOKEN_FILE);
+        report_ok(k, KUBE_DEP_TOKEN_FILE, 0);
         /* in place: the token can be 64 KiB, too much for the stack of a verb-server thread calling bind */
         static const char pre[] = "Authorization: Bearer ";
         char *line = malloc(sizeof pre + (n - s));
@@ -248,13 +288,13 @@ oom:
     return NULL;
 }
 
-static void kube_setup(ext_kube *k, CURL *h, const char *url, struct curl_slist *hdrs, char *errbuf) {
+static void kube_setup(kube_client *k, CURL *h, const char *url, struct curl_slist *hdrs, char *errbuf) {
     curl_easy_reset(h); /* keeps the connection cache: keep-alive survives between requests */
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, "tessera-extender");
+    curl_easy_setopt(h, CURLOPT_USERAGENT, k->cfg.user_agent);
 #if LIBCURL_VERSION_NUM >= 0x075500
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
 #else
@@ -287,33 +327,33 @@ static void kube_status_msg(const kube_buf *b, long code, char *err, size_t errl
 
 /* A transfer that got no usable answer (rc != CURLE_OK): which dependency reason it is. A CA file curl
  * cannot use is reported against the CA file as well. */
-static void kube_transport_fail(ext_kube *k, CURLcode rc, const char *errbuf, kube_fail *f) {
+static void kube_transport_fail(kube_client *k, CURLcode rc, const char *errbuf, kube_fail *f) {
     const char *why = errbuf && errbuf[0] ? errbuf : curl_easy_strerror(rc);
-    f->code = rc == CURLE_OPERATION_TIMEDOUT ? EXT_KUBE_TIMEOUT : EXT_KUBE_UNREACHABLE;
-    f->reason = rc == CURLE_OPERATION_TIMEDOUT ? EXT_REASON_TIMEOUT : EXT_REASON_UNREACHABLE;
+    f->code = rc == CURLE_OPERATION_TIMEDOUT ? KUBE_TIMEOUT : KUBE_UNREACHABLE;
+    f->reason = rc == CURLE_OPERATION_TIMEDOUT ? KUBE_REASON_TIMEOUT : KUBE_REASON_UNREACHABLE;
     snprintf(f->msg, sizeof f->msg, "%s", why);
     if (rc == CURLE_SSL_CACERT_BADFILE || rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CONNECT_ERROR ||
         rc == CURLE_SSL_CERTPROBLEM) {
-        f->reason = EXT_REASON_TLS;
+        f->reason = KUBE_REASON_TLS;
         snprintf(f->msg, sizeof f->msg, "TLS with the API server failed (CA file %.200s): %.250s",
                  k->cfg.ca_file[0] ? k->cfg.ca_file : "system CAs", why);
     }
     if (rc == CURLE_SSL_CACERT_BADFILE) {
         char m[700];
         snprintf(m, sizeof m, "cannot use CA file %s: %s", k->cfg.ca_file, why);
-        ext_health_fail(EXT_DEP_CA_FILE, 0, EXT_REASON_FILE, m);
+        report(k, KUBE_DEP_CA_FILE, 0, 0, KUBE_REASON_FILE, m);
     }
 }
 
-/* curl_easy_perform through the thread's multi handle, so ext_kube_free can wake it instead of waiting for
+/* curl_easy_perform through the thread's multi handle, so kube_free can wake it instead of waiting for
  * the next progress callback (up to a second on an idle watch). */
-static bool relist_wanted(ext_kube *k, int kind) {
+static bool relist_wanted(kube_client *k, int kind) {
     return atomic_load(&k->relist_req[kind]) != k->relist_served[kind];
 }
 
 /* opened (a watch; NULL for a list) turns true as soon as the answer's status is 200: the watch works, even
  * if no event comes for minutes. */
-static CURLcode kube_perform(ext_kube *k, int kind, CURL *h, bool *opened) {
+static CURLcode kube_perform(kube_client *k, int kind, CURL *h, bool *opened) {
     CURLM *m = k->multi[kind];
     if (curl_multi_add_handle(m, h) != CURLM_OK) return CURLE_FAILED_INIT;
     CURLcode res = CURLE_ABORTED_BY_CALLBACK;
@@ -325,7 +365,7 @@ static CURLcode kube_perform(ext_kube *k, int kind, CURL *h, bool *opened) {
             curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
             if (code == 200) {
                 *opened = true;
-                kind_health_ok(kind);
+                report_ok(k, KUBE_DEP_KIND, kind);
             }
         }
         bool done = false;
@@ -356,7 +396,7 @@ static void set_rv(char **rv, const char *v) {
 
 /* All pages of one kind; RELIST goes out with the first page and SYNCED after the last, so a list that fails
  * half-way leaves the caller between RELIST and SYNCED, and the next list starts again with RELIST. */
-static int kube_list(ext_kube *k, CURL *h, int kind, char **rv, kube_fail *f) {
+static int kube_list(kube_client *k, CURL *h, int kind, char **rv, kube_fail *f) {
     char *cont = NULL, url[2048], errbuf[CURL_ERROR_SIZE], err[256];
     bool announced = false;
     int out = OUT_ERROR;
@@ -370,13 +410,13 @@ static int kube_list(ext_kube *k, CURL *h, int kind, char **rv, kube_fail *f) {
             n = snprintf(url, sizeof url, "%s%s?limit=%d", k->base, kube_path(kind), KUBE_PAGE_LIMIT);
         }
         if (n < 0 || (size_t)n >= sizeof url) {
-            *f = (kube_fail){0, EXT_REASON_BAD_RESPONSE, "the continue token makes the URL too long"};
+            *f = (kube_fail){0, KUBE_REASON_BAD_RESPONSE, "the continue token makes the URL too long"};
             break;
         }
         struct curl_slist *hdrs = kube_headers(k, NULL, err, sizeof err);
         if (!hdrs) {
             f->code = 0;
-            f->reason = EXT_REASON_FILE;
+            f->reason = KUBE_REASON_FILE;
             snprintf(f->msg, sizeof f->msg, "%s", err);
             break;
         }
@@ -396,7 +436,7 @@ static int kube_list(ext_kube *k, CURL *h, int kind, char **rv, kube_fail *f) {
                 kube_transport_fail(k, rc, errbuf, f);
             } else {
                 f->code = (int)code;
-                f->reason = ext_health_reason_of((int)code);
+                f->reason = kube_reason_of((int)code);
                 kube_status_msg(&b, code, f->msg, sizeof f->msg);
             }
             free(b.p);
@@ -412,7 +452,7 @@ static int kube_list(ext_kube *k, CURL *h, int kind, char **rv, kube_fail *f) {
         const cJSON *items = cJSON_GetObjectItemCaseSensitive(root, "items");
         const char *lrv = meta_str(root, "resourceVersion"), *next = meta_str(root, "continue");
         if (!cJSON_IsObject(root) || !(cJSON_IsArray(items) || cJSON_IsNull(items)) || !lrv || !*lrv) {
-            *f = (kube_fail){200, EXT_REASON_BAD_RESPONSE, ""};
+            *f = (kube_fail){200, KUBE_REASON_BAD_RESPONSE, ""};
             snprintf(f->msg, sizeof f->msg, "the API server's answer is not a %s list (malformed JSON, no items or "
                      "no resourceVersion)", kube_kinds[kind].name);
             cJSON_Delete(root);
@@ -422,22 +462,22 @@ static int kube_list(ext_kube *k, CURL *h, int kind, char **rv, kube_fail *f) {
             pthread_mutex_lock(&k->mu);
             k->st.synced[kind] = false;
             pthread_mutex_unlock(&k->mu);
-            k->handler(k->user, (ext_kube_kind)kind, EXT_KUBE_RELIST, NULL);
+            k->handler(k->user, (kube_kind)kind, KUBE_RELIST, NULL);
             announced = true;
         }
         const cJSON *it;
         cJSON_ArrayForEach(it, items)
-            if (cJSON_IsObject(it)) k->handler(k->user, (ext_kube_kind)kind, EXT_KUBE_ADDED, it);
+            if (cJSON_IsObject(it)) k->handler(k->user, (kube_kind)kind, KUBE_ADDED, it);
         set_rv(rv, lrv);
         free(cont);
         cont = next && *next ? strdup(next) : NULL;
         cJSON_Delete(root);
         if (!cont) {
             if (next && *next) { /* strdup failed: retry the whole list later */
-                *f = (kube_fail){0, EXT_REASON_BAD_RESPONSE, "out of memory"};
+                *f = (kube_fail){0, KUBE_REASON_BAD_RESPONSE, "out of memory"};
                 break;
             }
-            k->handler(k->user, (ext_kube_kind)kind, EXT_KUBE_SYNCED, NULL);
+            k->handler(k->user, (kube_kind)kind, KUBE_SYNCED, NULL);
             pthread_mutex_lock(&k->mu);
             k->st.lists[kind]++;
             k->st.synced[kind] = true;
@@ -453,7 +493,7 @@ static int kube_list(ext_kube *k, CURL *h, int kind, char **rv, kube_fail *f) {
 /* ---- watch ------------------------------------------------------------------------------------------- */
 
 typedef struct kube_stream {
-    ext_kube *k;
+    kube_client *k;
     CURL *h;
     int kind;
     long http;
@@ -475,22 +515,22 @@ static int watch_line(kube_stream *w, const char *s, size_t n) {
     int out = 0;
     if (!cJSON_IsObject(ev) || !cJSON_IsString(type) || !cJSON_IsObject(obj)) {
         out = OUT_ERROR;
-        *w->fail = (kube_fail){200, EXT_REASON_BAD_RESPONSE, "a watch event that is not valid JSON with type and object"};
+        *w->fail = (kube_fail){200, KUBE_REASON_BAD_RESPONSE, "a watch event that is not valid JSON with type and object"};
     } else if (strcmp(type->valuestring, "ERROR") == 0) {
         const cJSON *code = cJSON_GetObjectItemCaseSensitive(obj, "code");
         const cJSON *m = cJSON_GetObjectItemCaseSensitive(obj, "message");
         out = cJSON_IsNumber(code) && code->valueint == 410 ? OUT_GONE : OUT_ERROR;
         w->fail->code = cJSON_IsNumber(code) ? code->valueint : 500;
-        w->fail->reason = ext_health_reason_of(w->fail->code);
+        w->fail->reason = kube_reason_of(w->fail->code);
         snprintf(w->fail->msg, sizeof w->fail->msg, "watch ERROR event: %s",
                  cJSON_IsString(m) ? m->valuestring : "no message");
     } else {
-        ext_kube_event e = strcmp(type->valuestring, "ADDED") == 0      ? EXT_KUBE_ADDED
-                         : strcmp(type->valuestring, "MODIFIED") == 0   ? EXT_KUBE_MODIFIED
-                         : strcmp(type->valuestring, "DELETED") == 0    ? EXT_KUBE_DELETED
-                                                                        : EXT_KUBE_RELIST; /* = not for the handler */
+        kube_event e = strcmp(type->valuestring, "ADDED") == 0      ? KUBE_ADDED
+                         : strcmp(type->valuestring, "MODIFIED") == 0   ? KUBE_MODIFIED
+                         : strcmp(type->valuestring, "DELETED") == 0    ? KUBE_DELETED
+                                                                        : KUBE_RELIST; /* = not for the handler */
         /* deliver first, then advance: a crash in between replays the event rather than losing it */
-        if (e != EXT_KUBE_RELIST) w->k->handler(w->k->user, (ext_kube_kind)w->kind, e, obj);
+        if (e != KUBE_RELIST) w->k->handler(w->k->user, (kube_kind)w->kind, e, obj);
         set_rv(w->rv, meta_str(obj, "resourceVersion")); /* BOOKMARK and unknown types only move rv */
         w->events++;
     }
@@ -510,7 +550,7 @@ static size_t watch_write(char *p, size_t size, size_t nmemb, void *ud) {
         const char *nl = memchr(p + i, '\n', n - i);
         size_t seg = nl ? (size_t)(nl - (p + i)) : n - i;
         if (w->line.n + seg > KUBE_MAX_LINE) {
-            *w->fail = (kube_fail){200, EXT_REASON_BAD_RESPONSE, "a watch event longer than 16 MiB"};
+            *w->fail = (kube_fail){200, KUBE_REASON_BAD_RESPONSE, "a watch event longer than 16 MiB"};
             w->outcome = OUT_ERROR;
             return 0;
         }
@@ -532,7 +572,7 @@ static size_t watch_write(char *p, size_t size, size_t nmemb, void *ud) {
     return n;
 }
 
-static int kube_watch(ext_kube *k, CURL *h, int kind, char **rv, int *events, kube_fail *f, bool *opened) {
+static int kube_watch(kube_client *k, CURL *h, int kind, char **rv, int *events, kube_fail *f, bool *opened) {
     char url[2048], errbuf[CURL_ERROR_SIZE], err[256];
     char *esc = curl_easy_escape(h, *rv ? *rv : "", 0);
     int n = esc ? snprintf(url, sizeof url, "%s%s?watch=1&resourceVersion=%s&allowWatchBookmarks=true&timeoutSeconds=%d",
@@ -540,13 +580,13 @@ static int kube_watch(ext_kube *k, CURL *h, int kind, char **rv, int *events, ku
     curl_free(esc);
     *events = 0;
     if (n < 0 || (size_t)n >= sizeof url) {
-        *f = (kube_fail){0, EXT_REASON_BAD_RESPONSE, "the resourceVersion makes the URL too long"};
+        *f = (kube_fail){0, KUBE_REASON_BAD_RESPONSE, "the resourceVersion makes the URL too long"};
         return OUT_ERROR;
     }
     struct curl_slist *hdrs = kube_headers(k, NULL, err, sizeof err);
     if (!hdrs) {
         f->code = 0;
-        f->reason = EXT_REASON_FILE;
+        f->reason = KUBE_REASON_FILE;
         snprintf(f->msg, sizeof f->msg, "%s", err);
         return OUT_ERROR;
     }
@@ -572,7 +612,7 @@ static int kube_watch(ext_kube *k, CURL *h, int kind, char **rv, int *events, ku
     else if (code != 200) {
         out = OUT_ERROR;
         f->code = (int)code;
-        f->reason = ext_health_reason_of((int)code);
+        f->reason = kube_reason_of((int)code);
         kube_status_msg(&w.errbody, code, f->msg, sizeof f->msg);
     }
     else if (w.line.n) out = watch_line(&w, w.line.p, w.line.n) ? OUT_ERROR : OUT_ENDED; /* no final newline */
@@ -585,9 +625,9 @@ static int kube_watch(ext_kube *k, CURL *h, int kind, char **rv, int *events, ku
 
 /* ---- the list+watch thread --------------------------------------------------------------------------- */
 
-typedef struct kube_thread_arg { ext_kube *k; int kind; } kube_thread_arg;
+typedef struct kube_thread_arg { kube_client *k; int kind; } kube_thread_arg;
 
-static void count(ext_kube *k, uint64_t *field) {
+static void count(kube_client *k, uint64_t *field) {
     pthread_mutex_lock(&k->mu);
     (*field)++;
     pthread_mutex_unlock(&k->mu);
@@ -601,7 +641,7 @@ static int jitter(unsigned *seed, int ms) {
 static void *kube_thread(void *arg) {
     kube_thread_arg a = *(kube_thread_arg *)arg;
     free(arg);
-    ext_kube *k = a.k;
+    kube_client *k = a.k;
     const int kind = a.kind;
     unsigned seed = (unsigned)now_ms() ^ ((unsigned)kind * 7919u) ^ (unsigned)(uintptr_t)k;
     const int bmax = k->cfg.backoff_max_ms;
@@ -622,15 +662,15 @@ static void *kube_thread(void *arg) {
         }
         int out, events = 0;
         uint64_t t0 = now_ms();
-        kube_fail fail = {0, EXT_REASON_UNREACHABLE, "unknown error"};
+        kube_fail fail = {0, KUBE_REASON_UNREACHABLE, "unknown error"};
         bool listing = need_list || relist_wanted(k, kind);
         if (relist_wanted(k, kind)) need_list = true;
         if (need_list) {
             k->relist_served[kind] = atomic_load(&k->relist_req[kind]);
             out = kube_list(k, h, kind, &rv, &fail);
             if (out == OUT_OK) {
-                if (!watch_fails) kind_health_ok(kind);
-                if (k->cfg.ca_file[0] && !strncmp(k->base, "https://", 8)) ext_health_ok(EXT_DEP_CA_FILE);
+                if (!watch_fails) report_ok(k, KUBE_DEP_KIND, kind);
+                if (k->cfg.ca_file[0] && !strncmp(k->base, "https://", 8)) report_ok(k, KUBE_DEP_CA_FILE, 0);
                 need_list = false;
                 pthread_mutex_lock(&k->mu);
                 k->st.absent[kind] = false;
@@ -671,12 +711,12 @@ static void *kube_thread(void *arg) {
         case OUT_ERROR: {
             char msg[700];
             const char *verb = listing ? "list" : "watch";
-            if (fail.reason == EXT_REASON_FILE || fail.reason == EXT_REASON_TLS || fail.reason == EXT_REASON_BAD_RESPONSE)
+            if (fail.reason == KUBE_REASON_FILE || fail.reason == KUBE_REASON_TLS || fail.reason == KUBE_REASON_BAD_RESPONSE)
                 snprintf(msg, sizeof msg, "cannot %s %s: %s", verb, kube_resource(kind), fail.msg);
             else
-                ext_health_api_msg(msg, sizeof msg, fail.code, verb, kube_resource(kind), NULL, NULL, NULL, KUBE_RBAC,
+                kube_api_msg(msg, sizeof msg, fail.code, verb, kube_resource(kind), NULL, NULL, NULL, k->cfg.rbac,
                                    fail.msg);
-            kind_health_fail(kind, fail.code, fail.reason, msg);
+            report(k, KUBE_DEP_KIND, kind, fail.code, fail.reason, msg);
             count(k, &k->st.errors[kind]);
             need_list = true;
             kube_sleep(k, jitter(&seed, backoff));
@@ -687,23 +727,23 @@ static void *kube_thread(void *arg) {
             /* An older cluster: the kind is simply not there. Said once; the caller sees an empty list (so it
              * drops what an earlier list had and counts as synced); asked again quietly, in case it appears. */
             if (!absent_said && k->absent_code[kind] == 403)
-                ext_log(EXT_LOG_WARN, "event=api-absent kind=%s path=%s why=\"403: tessera's ServiceAccount may not list "
-                        "it (deploy/rbac.yaml grants get/list/watch on resource.k8s.io); tessera carries on without it, "
-                        "so GPUs held through claims are not accounted\"", kube_kinds[kind].name, kube_path(kind));
+                kube_log(KUBE_LOG_WARN, "event=api-absent kind=%s path=%s why=\"403: tessera's ServiceAccount may not list "
+                         "it (deploy/rbac.yaml grants get/list/watch on resource.k8s.io); tessera carries on without it, "
+                         "so GPUs held through claims are not accounted\"", kube_kinds[kind].name, kube_path(kind));
             else if (!absent_said)
-                ext_log(EXT_LOG_WARN, "event=api-absent kind=%s path=%s why=\"404: this API server does not serve "
-                        "it (resource.k8s.io/v1 needs Kubernetes 1.34+ with DRA on); tessera carries on without it\"",
-                        kube_kinds[kind].name, kube_path(kind));
+                kube_log(KUBE_LOG_WARN, "event=api-absent kind=%s path=%s why=\"404: this API server does not serve "
+                         "it (resource.k8s.io/v1 needs Kubernetes 1.34+ with DRA on); tessera carries on without it\"",
+                         kube_kinds[kind].name, kube_path(kind));
             absent_said = true;
             if (k->absent_code[kind] == 403) {
                 char m[300];
-                snprintf(m, sizeof m, "forbidden: cannot list %s: check the %s", kube_resource(kind), KUBE_RBAC);
-                kind_health_fail(kind, 403, EXT_REASON_FORBIDDEN, m);
+                snprintf(m, sizeof m, "forbidden: cannot list %s: check the %s", kube_resource(kind), k->cfg.rbac[0] ? k->cfg.rbac : "RBAC rules");
+                report(k, KUBE_DEP_KIND, kind, 403, KUBE_REASON_FORBIDDEN, m);
             } else {
-                kind_health_ok(kind);   /* not served by this API server: nothing to fail */
+                report_ok(k, KUBE_DEP_KIND, kind);   /* not served by this API server: nothing to fail */
             }
-            k->handler(k->user, (ext_kube_kind)kind, EXT_KUBE_RELIST, NULL);
-            k->handler(k->user, (ext_kube_kind)kind, EXT_KUBE_SYNCED, NULL);
+            k->handler(k->user, (kube_kind)kind, KUBE_RELIST, NULL);
+            k->handler(k->user, (kube_kind)kind, KUBE_SYNCED, NULL);
             pthread_mutex_lock(&k->mu);
             k->st.synced[kind] = k->st.absent[kind] = true;
             k->relist_done[kind] = k->relist_served[kind];
@@ -722,22 +762,27 @@ static void *kube_thread(void *arg) {
 
 /* ---- public API -------------------------------------------------------------------------------------- */
 
-ext_kube *ext_kube_new(const ext_kube_config *cfg, char *err, size_t errlen) {
+int kube_init(char *err, size_t errlen) {
     pthread_once(&kube_once, kube_global_init);
-    if (kube_global_rc != CURLE_OK) {
-        snprintf(err, errlen, "curl_global_init: %s", curl_easy_strerror(kube_global_rc));
-        return NULL;
-    }
+    if (kube_global_rc == CURLE_OK) return 0;
+    snprintf(err, errlen, "curl_global_init: %s", curl_easy_strerror(kube_global_rc));
+    return -1;
+}
+
+kube_client *kube_new(const kube_config *cfg, char *err, size_t errlen) {
+    if (kube_init(err, errlen) < 0) return NULL;
     if (!cfg || (strncmp(cfg->api_url, "http://", 7) != 0 && strncmp(cfg->api_url, "https://", 8) != 0)) {
         snprintf(err, errlen, "API server URL must start with http:// or https:// (got \"%s\")", cfg ? cfg->api_url : "");
         return NULL;
     }
-    ext_kube *k = calloc(1, sizeof *k);
+    kube_client *k = calloc(1, sizeof *k);
     if (!k) { snprintf(err, errlen, "out of memory"); return NULL; }
     k->cfg = *cfg;
     if (k->cfg.request_timeout_ms <= 0) k->cfg.request_timeout_ms = 10000;
     if (k->cfg.watch_timeout_s <= 0) k->cfg.watch_timeout_s = 300;
     if (k->cfg.backoff_max_ms <= 0) k->cfg.backoff_max_ms = 30000;
+    if (k->cfg.max_answer == 0) k->cfg.max_answer = KUBE_MAX_ERR_BODY;
+    if (!k->cfg.user_agent[0]) snprintf(k->cfg.user_agent, sizeof k->cfg.user_agent, "tessera");
     snprintf(k->base, sizeof k->base, "%s", cfg->api_url);
     size_t n = strlen(k->base);
     while (n > 0 && k->base[n - 1] == '/') k->base[--n] = 0;
@@ -752,20 +797,20 @@ ext_kube *ext_kube_new(const ext_kube_config *cfg, char *err, size_t errlen) {
     return k;
 }
 
-static bool kind_on(const ext_kube *k, int kind) { return !kube_kinds[kind].optional || k->cfg.dra; }
+static bool kind_on(const kube_client *k, int kind) { return !kube_kinds[kind].optional || k->cfg.dra; }
 
-int ext_kube_start(ext_kube *k, ext_kube_handler handler, void *user, char *err, size_t errlen) {
+int kube_start(kube_client *k, kube_handler handler, void *user, char *err, size_t errlen) {
     if (!k || !handler) { snprintf(err, errlen, "no client or handler"); return -1; }
     if (k->started) { snprintf(err, errlen, "already started"); return -1; }
     k->handler = handler;
     k->user = user;
-    for (int i = 0; i < EXT_KUBE_NKINDS; i++) {
+    for (int i = 0; i < KUBE_NKINDS; i++) {
         if (kind_on(k, i) && !k->multi[i] && !(k->multi[i] = curl_multi_init())) {
             snprintf(err, errlen, "curl_multi_init failed");
             return -1;
         }
     }
-    for (int i = 0; i < EXT_KUBE_NKINDS; i++) {
+    for (int i = 0; i < KUBE_NKINDS; i++) {
         if (!kind_on(k, i)) continue;
         kube_thread_arg *a = malloc(sizeof *a);
         if (a) *a = (kube_thread_arg){k, i};
@@ -784,17 +829,17 @@ int ext_kube_start(ext_kube *k, ext_kube_handler handler, void *user, char *err,
     return 0;
 }
 
-void ext_kube_free(ext_kube *k) {
+void kube_free(kube_client *k) {
     if (!k) return;
     pthread_mutex_lock(&k->mu);
     atomic_store(&k->stop, true);
     pthread_cond_broadcast(&k->cv);
     pthread_mutex_unlock(&k->mu);
-    for (int i = 0; i < EXT_KUBE_NKINDS; i++)
+    for (int i = 0; i < KUBE_NKINDS; i++)
         if (k->multi[i]) curl_multi_wakeup(k->multi[i]);
-    for (int i = 0; k->started && i < EXT_KUBE_NKINDS; i++)
+    for (int i = 0; k->started && i < KUBE_NKINDS; i++)
         if (k->running[i]) pthread_join(k->thr[i], NULL);
-    for (int i = 0; i < EXT_KUBE_NKINDS; i++)
+    for (int i = 0; i < KUBE_NKINDS; i++)
         if (k->multi[i]) curl_multi_cleanup(k->multi[i]);
     for (int i = 0; i < k->npool; i++) curl_easy_cleanup(k->pool[i]);
     pthread_cond_destroy(&k->cv);
@@ -803,14 +848,14 @@ void ext_kube_free(ext_kube *k) {
     free(k);
 }
 
-void ext_kube_get_stats(ext_kube *k, ext_kube_stats *out) {
+void kube_get_stats(kube_client *k, kube_stats *out) {
     pthread_mutex_lock(&k->mu);
     *out = k->st;
     pthread_mutex_unlock(&k->mu);
 }
 
 /* Bind handles are pooled so consecutive binds reuse a kept-alive (TLS) connection. */
-static CURL *pool_get(ext_kube *k) {
+static CURL *pool_get(kube_client *k) {
     CURL *h = NULL;
     pthread_mutex_lock(&k->pool_mu);
     if (k->npool > 0) h = k->pool[--k->npool];
@@ -818,14 +863,14 @@ static CURL *pool_get(ext_kube *k) {
     return h ? h : curl_easy_init();
 }
 
-static void pool_put(ext_kube *k, CURL *h) {
+static void pool_put(kube_client *k, CURL *h) {
     pthread_mutex_lock(&k->pool_mu);
     if (k->npool < KUBE_POOL) { k->pool[k->npool++] = h; h = NULL; }
     pthread_mutex_unlock(&k->pool_mu);
     if (h) curl_easy_cleanup(h);
 }
 
-int ext_kube_bind(ext_kube *k, const char *ns, const char *name, const char *uid, const char *node,
+int kube_bind(kube_client *k, const char *ns, const char *name, const char *uid, const char *node,
                   const cJSON *annotations, char *err, size_t errlen) {
     if (errlen) err[0] = 0;
     if (!k || !ns || !*ns || !name || !*name || !node || !*node) {
@@ -893,8 +938,8 @@ int ext_kube_bind(ext_kube *k, const char *ns, const char *name, const char *uid
         kube_fail f;
         kube_transport_fail(k, rc, errbuf, &f);
         int c = f.code;
-        ext_health_api_msg(err, errlen, c, "create", "pods/binding", "Binding for pod", ns, name, KUBE_RBAC, f.msg);
-        ext_health_fail(EXT_DEP_BIND, c, f.reason, err);
+        kube_api_msg(err, errlen, c, "create", "pods/binding", "Binding for pod", ns, name, k->cfg.rbac, f.msg);
+        report(k, KUBE_DEP_BIND, 0, c, f.reason, err);
         ret = -1;
     } else {
         if (code < 200 || code > 299) kube_status_msg(&resp, code, err, errlen);
@@ -903,10 +948,10 @@ int ext_kube_bind(ext_kube *k, const char *ns, const char *name, const char *uid
         if (code == 401 || code == 403 || code == 429 || code >= 500) {
             char api[512];
             snprintf(api, sizeof api, "%s", err);
-            ext_health_api_msg(err, errlen, (int)code, "create", "pods/binding", "Binding for pod", ns, name, KUBE_RBAC, api);
-            ext_health_fail(EXT_DEP_BIND, (int)code, ext_health_reason_of((int)code), err);
+            kube_api_msg(err, errlen, (int)code, "create", "pods/binding", "Binding for pod", ns, name, k->cfg.rbac, api);
+            report(k, KUBE_DEP_BIND, 0, (int)code, kube_reason_of((int)code), err);
         } else {
-            ext_health_ok(EXT_DEP_BIND);
+            report_ok(k, KUBE_DEP_BIND, 0);
         }
         ret = (int)code;
     }
@@ -918,13 +963,13 @@ int ext_kube_bind(ext_kube *k, const char *ns, const char *name, const char *uid
 
 /* ---- other requests, and forced relists --------------------------------------------------------------- */
 
-int ext_kube_request(ext_kube *k, const char *method, const char *path, const char *body, int timeout_ms,
+int kube_request(kube_client *k, const char *method, const char *path, const char *body, int timeout_ms,
                      char **resp, char *err, size_t errlen) {
     if (errlen) err[0] = 0;
     if (resp) *resp = NULL;
     if (!k || !method || !path || path[0] != '/') {
         snprintf(err, errlen, "request: method and an absolute path are required");
-        return EXT_KUBE_UNREACHABLE;
+        return KUBE_UNREACHABLE;
     }
     char url[2048], errbuf[CURL_ERROR_SIZE];
     int n = snprintf(url, sizeof url, "%s%s", k->base, path);
@@ -933,16 +978,17 @@ int ext_kube_request(ext_kube *k, const char *method, const char *path, const ch
     if (!hdrs) {
         if (!err[0]) snprintf(err, errlen, h ? "out of memory" : "request: path too long or out of memory");
         if (h) pool_put(k, h);
-        return EXT_KUBE_NO_REQUEST;   /* not the API server's fault: say so (health.h) */
+        return KUBE_NO_REQUEST;   /* not the API server's fault: say so (client.h) */
     }
-    kube_buf b = {.max = KUBE_MAX_ERR_BODY};
+    kube_buf b = {.max = k->cfg.max_answer};
     kube_setup(k, h, url, hdrs, errbuf);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     if (body) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
     }
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(timeout_ms > 0 ? timeout_ms : k->cfg.request_timeout_ms));
+    if (timeout_ms <= 0) timeout_ms = k->cfg.request_timeout_ms;
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, buf_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
     CURLcode rc = curl_easy_perform(h);
@@ -952,11 +998,11 @@ int ext_kube_request(ext_kube *k, const char *method, const char *path, const ch
     int ret;
     if (rc == CURLE_OPERATION_TIMEDOUT) {
         snprintf(err, errlen, "%s %s: no answer within %d ms", method, path, timeout_ms);
-        ret = EXT_KUBE_TIMEOUT;
+        ret = KUBE_TIMEOUT;
     } else if (rc != CURLE_OK || code == 0 || b.over) {
         snprintf(err, errlen, "%s %s: %s", method, path,
                  b.over ? "answer too large" : errbuf[0] ? errbuf : curl_easy_strerror(rc));
-        ret = EXT_KUBE_UNREACHABLE;
+        ret = KUBE_UNREACHABLE;
     } else {
         if (code < 200 || code > 299) kube_status_msg(&b, code, err, errlen);
         if (resp) { *resp = b.p; b.p = NULL; }
@@ -967,15 +1013,50 @@ int ext_kube_request(ext_kube *k, const char *method, const char *path, const ch
     return ret;
 }
 
-uint64_t ext_kube_relist(ext_kube *k, ext_kube_kind kind) {
+uint64_t kube_relist(kube_client *k, kube_kind kind) {
     uint64_t t = atomic_fetch_add(&k->relist_req[kind], 1) + 1;
     if (k->multi[kind]) curl_multi_wakeup(k->multi[kind]); /* an idle watch notices at once */
     return t;
 }
 
-bool ext_kube_relisted(ext_kube *k, ext_kube_kind kind, uint64_t ticket) {
+bool kube_relisted(kube_client *k, kube_kind kind, uint64_t ticket) {
     pthread_mutex_lock(&k->mu);
     bool done = k->relist_done[kind] >= ticket;
     pthread_mutex_unlock(&k->mu);
     return done;
+}
+
+/* ---- helpers for the callers' requests ---------------------------------------------------------------- */
+
+bool kube_name_ok(const char *what, const char *name, char *err, size_t errlen) {
+    size_t n = name ? strlen(name) : 0;
+    bool ok = n > 0 && n <= 253;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = islower((unsigned char)name[i]) || isdigit((unsigned char)name[i]) || name[i] == '-' || name[i] == '.';
+    if (!ok) snprintf(err, errlen, "%s \"%.300s\" is not a DNS subdomain", what, name ? name : "");
+    return ok;
+}
+
+char *kube_annotations_patch(const char *const *keys, const char *const *values, int n) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(root, "metadata");
+    cJSON *ann = cJSON_AddObjectToObject(meta, "annotations");
+    bool ok = ann != NULL;
+    for (int i = 0; ok && i < n; i++)
+        ok = (values[i] ? cJSON_AddStringToObject(ann, keys[i], values[i]) : cJSON_AddNullToObject(ann, keys[i])) != NULL;
+    char *body = ok ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    return body;
+}
+
+bool kube_config_option(kube_config *cfg, int opt, const char *arg) {
+    switch (opt) {
+    case KUBE_OPT_API: snprintf(cfg->api_url, sizeof cfg->api_url, "%s", arg); return true;
+    case KUBE_OPT_TOKEN: snprintf(cfg->token_file, sizeof cfg->token_file, "%s", arg); return true;
+    case KUBE_OPT_CA: snprintf(cfg->ca_file, sizeof cfg->ca_file, "%s", arg); return true;
+    case KUBE_OPT_CERT: snprintf(cfg->cert_file, sizeof cfg->cert_file, "%s", arg); return true;
+    case KUBE_OPT_KEY: snprintf(cfg->key_file, sizeof cfg->key_file, "%s", arg); return true;
+    case KUBE_OPT_INSECURE: cfg->insecure = true; return true;
+    default: return false;
+    }
 }

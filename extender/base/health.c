@@ -1,15 +1,15 @@
 /* health.c -- the dependency registry of health.h: one mutex over a fixed table (a dozen entries), the
  * warn-once / rate-limited / recovered-at-info logging, and the words for a failed API call.
  */
-#include "extender/health.h"
+#include "extender/base/health.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-#include "extender/mirror/kube.h"
-#include "extender/log.h"
+#include "kube/client.h"
+#include "kube/log.h"
 
 typedef struct dep_entry {
     ext_dep_status s;
@@ -60,47 +60,28 @@ static int fail_after(ext_dep d) {
            d == EXT_DEP_RESERVE_IMAGE || d == EXT_DEP_LISTEN ? 1 : EXT_HEALTH_FAIL_AFTER;
 }
 
-ext_dep_reason ext_health_reason_of(int code) {
-    if (code == EXT_KUBE_TIMEOUT) return EXT_REASON_TIMEOUT;
-    if (code == EXT_KUBE_NO_REQUEST) return EXT_REASON_FILE;   /* in practice: the token file */
-    if (code <= 0) return EXT_REASON_UNREACHABLE;
-    if (code == 401) return EXT_REASON_UNAUTHORIZED;
-    if (code == 403) return EXT_REASON_FORBIDDEN;
-    if (code == 404) return EXT_REASON_NOT_FOUND;
-    if (code == 429) return EXT_REASON_THROTTLED;
-    if (code >= 500) return EXT_REASON_SERVER_ERROR;
-    return EXT_REASON_REJECTED;
-}
+ext_dep_reason ext_health_reason_of(int code) { return (ext_dep_reason)kube_reason_of(code); }
 
-void ext_health_api_msg(char *out, size_t len, int code, const char *verb, const char *resource, const char *kind,
-                        const char *ns, const char *name, const char *rbac, const char *api_msg) {
-    if (!len) return;
-    ns = ns ? ns : "";
-    name = name ? name : "";
-    api_msg = api_msg && *api_msg ? api_msg : "no message";
-    char what[400];   /* "Lease tessera/tessera-extender" or "pods in namespace x" or "nodes" */
-    if (*name)
-        snprintf(what, sizeof what, "%s %s%s%s", kind && *kind ? kind : resource, ns, *ns ? "/" : "", name);
-    else
-        snprintf(what, sizeof what, "%s%s%s", resource, *ns ? " in namespace " : "", ns);
-    if (code == 403) {
-        /* RBAC grants verb x resource x namespace: name exactly those, and where the rule lives */
-        snprintf(out, len, "forbidden: cannot %s %s %s%s: check the %s (%s)", verb, resource,
-                 *ns ? "in namespace " : "cluster-wide", ns, rbac && *rbac ? rbac : "RBAC rules", api_msg);
-    } else if (code == 401) {
-        snprintf(out, len, "unauthorized: the API server did not accept tessera's service account token "
-                 "(cannot %s %s): check --token-file or the pod's service account (%s)", verb, what, api_msg);
-    } else if (code == EXT_KUBE_NO_REQUEST) {
-        snprintf(out, len, "cannot %s %s: %s", verb, what, api_msg);
-    } else if (code == EXT_KUBE_TIMEOUT) {
-        snprintf(out, len, "cannot %s %s: the API server did not answer in time (%s)", verb, what, api_msg);
-    } else if (code <= 0) {
-        snprintf(out, len, "cannot %s %s: API server unreachable: %s", verb, what, api_msg);
-    } else if (code >= 500 || code == 429) {
-        snprintf(out, len, "cannot %s %s: the API server answered %d: %s", verb, what, code, api_msg);
-    } else {
-        snprintf(out, len, "cannot %s %s: %s", verb, what, api_msg);
+void ext_health_kube_report(void *user, kube_dep dep, kube_kind kind, bool ok, int code, kube_reason reason,
+                            const char *msg) {
+    /* the DRA kinds' dependencies block readiness as nodes and pods do (ext_dep_blocks_ready) */
+    static const ext_dep kinds[KUBE_NKINDS] = {[KUBE_NODE] = EXT_DEP_API_NODES, [KUBE_POD] = EXT_DEP_API_PODS,
+                                               [KUBE_RESOURCESLICE] = EXT_DEP_API_SLICES,
+                                               [KUBE_RESOURCECLAIM] = EXT_DEP_API_CLAIMS,
+                                               [KUBE_DEVICECLASS] = EXT_DEP_API_CLASSES};
+    ext_dep d;
+    switch (dep) {
+    case KUBE_DEP_KIND:
+        if (kind < 0 || kind >= KUBE_NKINDS) return;
+        d = kinds[kind];
+        break;
+    case KUBE_DEP_BIND: d = EXT_DEP_BIND; break;
+    case KUBE_DEP_TOKEN_FILE: d = EXT_DEP_TOKEN_FILE; break;
+    case KUBE_DEP_CA_FILE: d = EXT_DEP_CA_FILE; break;
+    default: return;
     }
+    if (ok) ext_health_ok(d);
+    else ext_health_fail(d, code, (ext_dep_reason)reason, msg);
 }
 
 void ext_health_register(ext_dep d) {
@@ -116,8 +97,8 @@ void ext_health_ok(ext_dep d) {
     dep_entry *e = &g_dep[d];
     e->s.registered = true;
     if (e->s.failing)
-        ext_log(EXT_LOG_INFO, "event=dependency-recovered dependency=%s after_s=%lld failures=%d", ext_dep_name(d),
-                (long long)((mono_ms() - e->s.since_ms) / 1000), e->s.consecutive);
+        kube_log(KUBE_LOG_INFO, "event=dependency-recovered dependency=%s after_s=%lld failures=%d", ext_dep_name(d),
+                 (long long)((mono_ms() - e->s.since_ms) / 1000), e->s.consecutive);
     e->s.failing = false;
     e->s.consecutive = 0;
     pthread_mutex_unlock(&g_mu);
@@ -127,8 +108,8 @@ void ext_health_ok(ext_dep d) {
 static void idle_locked(ext_dep d, const char *why) {
     dep_entry *e = &g_dep[d];
     if (e->s.failing)
-        ext_log(EXT_LOG_INFO, "event=dependency-idle dependency=%s why=\"%s; its failure is no longer known\" "
-                "failures=%d", ext_dep_name(d), why, e->s.consecutive);
+        kube_log(KUBE_LOG_INFO, "event=dependency-idle dependency=%s why=\"%s; its failure is no longer known\" "
+                 "failures=%d", ext_dep_name(d), why, e->s.consecutive);
     e->s.failing = false;
     e->s.consecutive = 0;
 }
@@ -175,17 +156,17 @@ void ext_health_fail(ext_dep d, int code, ext_dep_reason reason, const char *msg
         e->s.failing = true;
         e->last_log_ms = now;
         e->unlogged = 0;
-        ext_log(EXT_LOG_WARN, "event=dependency-failing dependency=%s reason=%s code=%d blocks_ready=%s err=\"%s\"",
-                name, rname, code, ext_dep_blocks_ready(d) ? "yes" : "no", msg);
+        kube_log(KUBE_LOG_WARN, "event=dependency-failing dependency=%s reason=%s code=%d blocks_ready=%s err=\"%s\"",
+                 name, rname, code, ext_dep_blocks_ready(d) ? "yes" : "no", msg);
     } else if (e->s.failing && (changed || now - e->last_log_ms >= EXT_HEALTH_RELOG_MS)) {
-        ext_log(EXT_LOG_WARN, "event=dependency-still-failing dependency=%s reason=%s code=%d failures=%llu for_s=%lld "
-                "err=\"%s\"", name, rname, code, (unsigned long long)e->unlogged + 1,
-                (long long)((now - e->s.since_ms) / 1000), msg);
+        kube_log(KUBE_LOG_WARN, "event=dependency-still-failing dependency=%s reason=%s code=%d failures=%llu for_s=%lld "
+                 "err=\"%s\"", name, rname, code, (unsigned long long)e->unlogged + 1,
+                 (long long)((now - e->s.since_ms) / 1000), msg);
         e->last_log_ms = now;
         e->unlogged = 0;
     } else {
         e->unlogged++;
-        ext_log(EXT_LOG_DEBUG, "event=dependency-error dependency=%s reason=%s code=%d err=\"%s\"", name, rname, code, msg);
+        kube_log(KUBE_LOG_DEBUG, "event=dependency-error dependency=%s reason=%s code=%d err=\"%s\"", name, rname, code, msg);
     }
     pthread_mutex_unlock(&g_mu);
 }

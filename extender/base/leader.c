@@ -1,8 +1,8 @@
 /* leader.c -- the Lease-based leader election of leader.h: one thread that reads and writes the Lease through
- * ext_kube_request, and lock-protected answers for the verbs. Timings follow client-go's leaderelection
+ * kube/lease.h, and lock-protected answers for the verbs. Timings follow client-go's leaderelection
  * package (tryAcquireOrRenew, observedTime, ReleaseOnCancel); see leader.h for the rules.
  */
-#include "extender/leader.h"
+#include "extender/base/leader.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -14,19 +14,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "extender/health.h"
-#include "extender/log.h"
-#include "model/json.h"
+#include "extender/base/health.h"
+#include "kube/lease.h"
+#include "kube/log.h"
 
 /* where deploy/rbac.yaml grants the Lease verbs */
 #define LEADER_RBAC "tessera-leader-election Role"
 
 struct ext_leader {
     ext_leader_config cfg;
-    ext_kube *k;
+    kube_client *k;
     char host[64];             /* gethostname(): kube-scheduler's identity starts with it, also in a pod whose host
                                   name is not its name (hostNetwork, spec.hostname) */
-    char path[256];            /* /apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME */
     char sched_path[256];      /* kube-scheduler's Lease, "" when none is followed */
     pthread_t thr;
     bool started;
@@ -88,17 +87,6 @@ static int64_t mono_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Kubernetes MicroTime: "2006-01-02T15:04:05.000000Z". */
-static void micro_time(char *buf, size_t len) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    char s[32];
-    strftime(s, sizeof s, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf, len, "%.19s.%06dZ", s, (int)(ts.tv_nsec / 1000) % 1000000);
-}
-
 static void cond_wait_ms(ext_leader *l, int ms) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -119,7 +107,7 @@ static void lease_failed(ext_leader *l, int code, const char *verb, const char *
     if (code == 200 || code == 201)
         snprintf(msg, sizeof msg, "cannot %s Lease %s/%s: the answer is not a Lease", verb, l->cfg.ns, l->cfg.name);
     else
-        ext_health_api_msg(msg, sizeof msg, code, verb, "leases", "Lease", l->cfg.ns, l->cfg.name, LEADER_RBAC, api_msg);
+        kube_api_msg(msg, sizeof msg, code, verb, "leases", "Lease", l->cfg.ns, l->cfg.name, LEADER_RBAC, api_msg);
     ext_health_fail(EXT_DEP_LEASE, code, code == 200 || code == 201 ? EXT_REASON_BAD_RESPONSE : ext_health_reason_of(code),
                     msg);
     pthread_mutex_lock(&l->mu);
@@ -137,8 +125,8 @@ static void lease_ok(ext_leader *l) {
 
 static void count_error(ext_leader *l, int code) {
     ext_lease_error e = code == 409                 ? EXT_LEASE_ERR_CONFLICT
-                      : code == EXT_KUBE_TIMEOUT    ? EXT_LEASE_ERR_TIMEOUT
-                      : code == EXT_KUBE_UNREACHABLE || code == EXT_KUBE_NO_REQUEST ? EXT_LEASE_ERR_UNREACHABLE
+                      : code == KUBE_TIMEOUT    ? EXT_LEASE_ERR_TIMEOUT
+                      : code == KUBE_UNREACHABLE || code == KUBE_NO_REQUEST ? EXT_LEASE_ERR_UNREACHABLE
                       : code >= 500                 ? EXT_LEASE_ERR_SERVER
                       : code == 401 || code == 403  ? EXT_LEASE_ERR_DENIED
                                                     : EXT_LEASE_ERR_OTHER;
@@ -164,7 +152,7 @@ static void random_suffix(char *buf, size_t len) {
 void ext_leader_config_defaults(ext_leader_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     const char *pod = getenv("POD_NAME");
-    ext_kube_own_namespace(cfg->ns, sizeof cfg->ns, "tessera");
+    kube_own_namespace(cfg->ns, sizeof cfg->ns, "tessera");
     snprintf(cfg->name, sizeof cfg->name, "tessera-extender");
     char host[128] = "", sfx[20];
     if (pod && *pod) snprintf(host, sizeof host, "%s", pod);
@@ -245,73 +233,33 @@ int ext_leader_config_check(const ext_leader_config *c, char *err, size_t errlen
 
 /* ---- the Lease --------------------------------------------------------------------------------------- */
 
-typedef struct lease_rec {
-    char holder[192], rv[64], acquire[40], renew[40], wanted[256];
-    int secs, transitions;
-} lease_rec;
-
 /* The annotation a replica that receives scheduling calls but does not hold the Lease writes on it, so that a
  * holder that campaigns only because kube-scheduler's Lease is missing or unreadable (rule (b)) gives way. */
 #define LEASE_WANTED_ANN "tessera.io/wanted-by"
 
-/* "" rather than NULL for a missing string: the lease fields are copied as they are. */
-static const char *jstr(const cJSON *o, const char *k) {
-    const char *v = model_json_str(o, k);
-    return v ? v : "";
+/* Our Lease as we write it: holder, duration, times, transitions; rv "" for a create; note a wanted-by note. */
+static kube_lease lease_rec_of(const char *rv, const char *holder, int secs, const char *acquire, const char *renew,
+                               int transitions, const char *note) {
+    kube_lease r = {.secs = secs, .transitions = transitions};
+    snprintf(r.rv, sizeof r.rv, "%s", rv);
+    snprintf(r.holder, sizeof r.holder, "%s", holder);
+    snprintf(r.acquire, sizeof r.acquire, "%s", acquire);
+    snprintf(r.renew, sizeof r.renew, "%s", renew);
+    snprintf(r.note, sizeof r.note, "%s", note ? note : "");
+    return r;
 }
 
-static int parse_lease(const char *body, lease_rec *r) {
-    memset(r, 0, sizeof *r);
-    cJSON *o = body ? cJSON_Parse(body) : NULL;
-    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(o, "metadata");
-    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(o, "spec");
-    int rc = -1;
-    if (cJSON_IsObject(o) && *jstr(meta, "resourceVersion")) {
-        snprintf(r->rv, sizeof r->rv, "%s", jstr(meta, "resourceVersion"));
-        snprintf(r->holder, sizeof r->holder, "%s", jstr(spec, "holderIdentity"));
-        snprintf(r->acquire, sizeof r->acquire, "%s", jstr(spec, "acquireTime"));
-        snprintf(r->renew, sizeof r->renew, "%s", jstr(spec, "renewTime"));
-        snprintf(r->wanted, sizeof r->wanted, "%s", jstr(model_json_get(meta, "annotations"), LEASE_WANTED_ANN));
-        const cJSON *d = cJSON_GetObjectItemCaseSensitive(spec, "leaseDurationSeconds");
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(spec, "leaseTransitions");
-        r->secs = cJSON_IsNumber(d) && d->valuedouble >= 1 ? (int)d->valuedouble : 1;
-        r->transitions = cJSON_IsNumber(t) && t->valuedouble >= 0 ? (int)t->valuedouble : 0;
-        rc = 0;
-    }
-    cJSON_Delete(o);
-    return rc;
-}
-
-/* The Lease body to write; rv "" for a create. */
-static char *lease_body_noted(ext_leader *l, const char *rv, const char *holder, int secs, const char *acquire,
-                              const char *renew, int transitions, const char *wanted) {
-    cJSON *o = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(o, "metadata"),
-          *spec = cJSON_AddObjectToObject(o, "spec");
-    cJSON_AddStringToObject(o, "apiVersion", "coordination.k8s.io/v1");
-    cJSON_AddStringToObject(o, "kind", "Lease");
-    cJSON_AddStringToObject(meta, "name", l->cfg.name);
-    cJSON_AddStringToObject(meta, "namespace", l->cfg.ns);
-    if (rv && *rv) cJSON_AddStringToObject(meta, "resourceVersion", rv); /* optimistic concurrency */
-    if (wanted) cJSON_AddStringToObject(cJSON_AddObjectToObject(meta, "annotations"), LEASE_WANTED_ANN, wanted);
-    cJSON_AddStringToObject(spec, "holderIdentity", holder);
-    cJSON_AddNumberToObject(spec, "leaseDurationSeconds", secs);
-    cJSON_AddStringToObject(spec, "acquireTime", acquire);
-    cJSON_AddStringToObject(spec, "renewTime", renew);
-    cJSON_AddNumberToObject(spec, "leaseTransitions", transitions);
-    char *s = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return s;
-}
-
-static char *lease_body(ext_leader *l, const char *rv, const char *holder, int secs, const char *acquire,
-                        const char *renew, int transitions) {
-    return lease_body_noted(l, rv, holder, secs, acquire, renew, transitions, NULL);
-}
+/* Write rec as our Lease (kube_lease_write), the answer into *out. */
+static int lease_write(ext_leader *l, const kube_lease *rec, kube_lease *out, char *err, size_t errlen);
 
 static int req_timeout(const ext_leader *l) { return l->cfg.renew_ms / 2 > 100 ? l->cfg.renew_ms / 2 : 100; }
 
+static int lease_write(ext_leader *l, const kube_lease *rec, kube_lease *out, char *err, size_t errlen) {
+    return kube_lease_write(l->k, l->cfg.ns, l->cfg.name, rec, LEASE_WANTED_ANN, req_timeout(l), out, err, errlen);
+}
+
 /* Remember what the API holds now (lock held); a changed record restarts the expiry clock. */
-static void observe(ext_leader *l, const lease_rec *r, int64_t now) {
+static void observe(ext_leader *l, const kube_lease *r, int64_t now) {
     char spec[512];
     snprintf(spec, sizeof spec, "%s|%s|%s|%d|%d", r->holder, r->acquire, r->renew, r->secs, r->transitions);
     if (strcmp(spec, l->seen_spec) != 0) {
@@ -319,10 +267,10 @@ static void observe(ext_leader *l, const lease_rec *r, int64_t now) {
         l->seen_at = now;
     }
     snprintf(l->seen_rv, sizeof l->seen_rv, "%s", r->rv);
-    if (r->wanted[0] && strcmp(r->wanted, l->wanted_by) != 0) {
-        snprintf(l->wanted_by, sizeof l->wanted_by, "%s", r->wanted);
+    if (r->note[0] && strcmp(r->note, l->wanted_by) != 0) {
+        snprintf(l->wanted_by, sizeof l->wanted_by, "%s", r->note);
         size_t n = strlen(l->cfg.identity);   /* our own note is not a request */
-        l->wanted_at = strncmp(r->wanted, l->cfg.identity, n) == 0 && r->wanted[n] == ' ' ? 0 : now;
+        l->wanted_at = strncmp(r->note, l->cfg.identity, n) == 0 && r->note[n] == ' ' ? 0 : now;
     }
     snprintf(l->holder, sizeof l->holder, "%s", r->holder);
     l->seen_secs = r->secs;
@@ -334,18 +282,18 @@ static void observe(ext_leader *l, const lease_rec *r, int64_t now) {
 static void step_down(ext_leader *l, const char *why) {
     if (!l->leading) return;
     l->leading = false;
-    ext_log(strcmp(why, "released") ? EXT_LOG_WARN : EXT_LOG_INFO,
-            "event=leader-stepped-down lease=%s/%s identity=%s why=\"%s\"", l->cfg.ns, l->cfg.name,
-            l->cfg.identity, why);
+    kube_log(strcmp(why, "released") ? KUBE_LOG_WARN : KUBE_LOG_INFO,
+             "event=leader-stepped-down lease=%s/%s identity=%s why=\"%s\"", l->cfg.ns, l->cfg.name,
+             l->cfg.identity, why);
 }
 
-/* A write of ours succeeded (lock held): t0 is when it was sent, prior_rv the record it replaced. */
-static void won(ext_leader *l, const char *body, const char *prior_rv, int64_t t0) {
-    lease_rec r;
-    if (parse_lease(body, &r) != 0) return; /* treated as not written; the next round re-reads */
-    observe(l, &r, mono_ms());
+/* A write of ours succeeded (lock held): r is the Lease as written, t0 when it was sent, prior_rv the record it
+ * replaced. */
+static void won(ext_leader *l, const kube_lease *r, const char *prior_rv, int64_t t0) {
+    if (!r->rv[0]) return; /* the answer is not a Lease: treated as not written; the next round re-reads */
+    observe(l, r, mono_ms());
     bool from_other = !l->written_rv[0] || strcmp(prior_rv, l->written_rv) != 0;
-    snprintf(l->written_rv, sizeof l->written_rv, "%s", r.rv);
+    snprintf(l->written_rv, sizeof l->written_rv, "%s", r->rv);
     l->renewed_at = t0;
     if (l->leading) return;
     l->leading = true;
@@ -353,17 +301,17 @@ static void won(ext_leader *l, const char *body, const char *prior_rv, int64_t t
     if (from_other) {
         /* the previous holder's bindings must be in our cache before we bind: relist pods */
         l->need_relist = true;
-        l->relist_ticket = ext_kube_relist(l->k, EXT_KUBE_POD);
+        l->relist_ticket = kube_relist(l->k, KUBE_POD);
     }
-    ext_log(EXT_LOG_INFO, "event=leader-acquired lease=%s/%s identity=%s relist=%s", l->cfg.ns, l->cfg.name,
-            l->cfg.identity, from_other ? "yes" : "no");
+    kube_log(KUBE_LOG_INFO, "event=leader-acquired lease=%s/%s identity=%s relist=%s", l->cfg.ns, l->cfg.name,
+             l->cfg.identity, from_other ? "yes" : "no");
 }
 
 /* One round of client-go's tryAcquireOrRenew. */
 static void try_acquire_or_renew(ext_leader *l) {
     int64_t t0 = mono_ms();
-    char now[40], err[256], *resp = NULL, *body = NULL;
-    micro_time(now, sizeof now);
+    char now[40], err[256];
+    kube_lease_now(now, sizeof now);
     pthread_mutex_lock(&l->mu);
     if (l->leading && t0 >= l->renewed_at + l->cfg.renew_ms) step_down(l, "no renewal within the renew deadline");
     bool leading = l->leading;
@@ -373,54 +321,42 @@ static void try_acquire_or_renew(ext_leader *l) {
     int trans = l->transitions_rec, secs = (l->cfg.lease_ms + 999) / 1000;
     pthread_mutex_unlock(&l->mu);
 
+    kube_lease got;
     if (leading) { /* fast path: renew the record we wrote; a 409 means it changed under us */
-        body = lease_body(l, rv, l->cfg.identity, secs, acquire, now, trans);
-        int code = body ? ext_kube_request(l->k, "PUT", l->path, body, req_timeout(l), &resp, err, sizeof err) : -1;
-        free(body);
+        kube_lease rec = lease_rec_of(rv, l->cfg.identity, secs, acquire, now, trans, NULL);
+        int code = lease_write(l, &rec, &got, err, sizeof err);
         if (code == 200) {
             lease_ok(l);
             pthread_mutex_lock(&l->mu);
-            won(l, resp, rv, t0);
+            won(l, &got, rv, t0);
             pthread_mutex_unlock(&l->mu);
-            free(resp);
             return;
         }
-        free(resp);
-        resp = NULL;
         count_error(l, code);
         if (code != 409) {
             lease_failed(l, code, "update", err);
             return;
         }
     }
-    int code = ext_kube_request(l->k, "GET", l->path, NULL, req_timeout(l), &resp, err, sizeof err);
+    kube_lease r;
+    int code = kube_lease_get(l->k, l->cfg.ns, l->cfg.name, LEASE_WANTED_ANN, req_timeout(l), &r, err, sizeof err);
     if (code == 404) {
-        free(resp);
-        resp = NULL;
-        char create[300];
-        snprintf(create, sizeof create, "/apis/coordination.k8s.io/v1/namespaces/%s/leases", l->cfg.ns);
-        body = lease_body(l, "", l->cfg.identity, secs, now, now, 0);
-        code = body ? ext_kube_request(l->k, "POST", create, body, req_timeout(l), &resp, err, sizeof err) : -1;
-        free(body);
+        kube_lease rec = lease_rec_of("", l->cfg.identity, secs, now, now, 0, NULL);
+        code = lease_write(l, &rec, &got, err, sizeof err);
         pthread_mutex_lock(&l->mu);
-        if (code == 201 || code == 200) won(l, resp, "", t0);
+        if (code == 201 || code == 200) won(l, &got, "", t0);
         pthread_mutex_unlock(&l->mu);
         if (code != 201 && code != 200) count_error(l, code); /* 409: another candidate created it first */
         /* the create is where a missing namespace or a missing "create leases" rule shows */
         if (code == 201 || code == 200 || code == 409) lease_ok(l);
         else lease_failed(l, code, "create", err);
-        free(resp);
         return;
     }
-    lease_rec r;
-    if (code != 200 || parse_lease(resp, &r) != 0) {
+    if (code != 200 || !r.rv[0]) {
         count_error(l, code == 200 ? 0 : code);
         lease_failed(l, code, "get", err);
-        free(resp);
         return;
     }
-    free(resp);
-    resp = NULL;
     lease_ok(l);   /* the Lease reads fine; whoever holds it */
     int64_t now_ms = mono_ms();
     pthread_mutex_lock(&l->mu);
@@ -440,26 +376,21 @@ static void try_acquire_or_renew(ext_leader *l) {
     }
     pthread_mutex_unlock(&l->mu);
     if (note) {
-        body = lease_body_noted(l, r.rv, r.holder, r.secs, r.acquire, r.renew, r.transitions, wanted);
-        code = body ? ext_kube_request(l->k, "PUT", l->path, body, req_timeout(l), &resp, err, sizeof err) : -1;
-        free(body);
-        free(resp);
-        resp = NULL;
+        kube_lease rec = lease_rec_of(r.rv, r.holder, r.secs, r.acquire, r.renew, r.transitions, wanted);
+        code = lease_write(l, &rec, NULL, err, sizeof err);
         if (code != 200) count_error(l, code);   /* 409: the holder renewed first; the next round tries again */
     }
     if (!mine && valid) return; /* someone else leads */
-    body = lease_body(l, r.rv, l->cfg.identity, secs, mine && r.acquire[0] ? r.acquire : now, now,
-                      mine ? r.transitions : r.transitions + 1);
-    code = body ? ext_kube_request(l->k, "PUT", l->path, body, req_timeout(l), &resp, err, sizeof err) : -1;
-    free(body);
+    kube_lease rec = lease_rec_of(r.rv, l->cfg.identity, secs, mine && r.acquire[0] ? r.acquire : now, now,
+                                  mine ? r.transitions : r.transitions + 1, NULL);
+    code = lease_write(l, &rec, &got, err, sizeof err);
     pthread_mutex_lock(&l->mu);
-    if (code == 200) won(l, resp, r.rv, t0);
+    if (code == 200) won(l, &got, r.rv, t0);
     else if (code == 409) step_down(l, "conflict: another candidate wrote the Lease first");
     pthread_mutex_unlock(&l->mu);
     if (code != 200) count_error(l, code);
     if (code == 200 || code == 409) lease_ok(l);
     else lease_failed(l, code, "update", err);
-    free(resp);
 }
 
 /* Give the Lease up if we hold it: holder "", 1 s, as client-go's release. */
@@ -477,28 +408,25 @@ static void release(ext_leader *l) {
     int trans = l->transitions_rec;
     pthread_mutex_unlock(&l->mu);
     if (!held || !rv[0]) return;
-    char now[40], err[256], *resp = NULL;
-    micro_time(now, sizeof now);
-    char *body = lease_body(l, rv, "", 1, now, now, trans);
-    int code = body ? ext_kube_request(l->k, "PUT", l->path, body, req_timeout(l), &resp, err, sizeof err) : -1;
-    free(body);
+    char now[40], err[256];
+    kube_lease_now(now, sizeof now);
+    kube_lease rec = lease_rec_of(rv, "", 1, now, now, trans, NULL), r;
+    int code = lease_write(l, &rec, &r, err, sizeof err);
     pthread_mutex_lock(&l->mu);
     if (code == 200) {
-        lease_rec r;
-        if (parse_lease(resp, &r) == 0) {
+        if (r.rv[0]) {
             observe(l, &r, mono_ms());
             snprintf(l->written_rv, sizeof l->written_rv, "%s", r.rv);
         }
-        ext_log(EXT_LOG_INFO, "event=leader-released lease=%s/%s identity=%s", l->cfg.ns, l->cfg.name, l->cfg.identity);
+        kube_log(KUBE_LOG_INFO, "event=leader-released lease=%s/%s identity=%s", l->cfg.ns, l->cfg.name, l->cfg.identity);
     }
     if (code == 409) l->holder[0] = 0; /* someone else wrote it since: it is not ours to release any more */
     pthread_mutex_unlock(&l->mu);
     if (code != 200) {
         count_error(l, code);
-        ext_log(EXT_LOG_WARN, "event=lease-release-failed lease=%s/%s code=%d err=\"%s\"", l->cfg.ns, l->cfg.name,
-                code, err);
+        kube_log(KUBE_LOG_WARN, "event=lease-release-failed lease=%s/%s code=%d err=\"%s\"", l->cfg.ns, l->cfg.name,
+                 code, err);
     }
-    free(resp);
 }
 
 /* ---- following kube-scheduler's Lease (leader.h, "Who campaigns") ------------------------------------------ */
@@ -506,13 +434,13 @@ static void release(ext_leader *l) {
 /* Read kube-scheduler's Lease once and judge it on our clock, as we judge our own. */
 static void poll_scheduler(ext_leader *l) {
     if (!l->sched_path[0]) return;
-    char err[256], *resp = NULL;
+    char err[256];
     /* a short timeout: a slow answer here must not eat into the time the holder has to renew its own Lease */
     int timeout = l->cfg.retry_ms / 2 > 100 ? l->cfg.retry_ms / 2 : 100;
-    int code = ext_kube_request(l->k, "GET", l->sched_path, NULL, timeout, &resp, err, sizeof err);
-    lease_rec r;
-    bool parsed = code == 200 && parse_lease(resp, &r) == 0;
-    free(resp);
+    kube_lease r;
+    int code = kube_lease_get(l->k, l->cfg.sched_ns[0] ? l->cfg.sched_ns : l->cfg.ns, l->cfg.sched_name, NULL,
+                              timeout, &r, err, sizeof err);
+    bool parsed = code == 200 && r.rv[0];
     int64_t now = mono_ms();
     pthread_mutex_lock(&l->mu);
     int before = l->sched_state;
@@ -523,10 +451,10 @@ static void poll_scheduler(ext_leader *l) {
         l->sched_state = KS_UNKNOWN;
         if (now - l->sched_warned_at >= 60000 || before != KS_UNKNOWN) {
             l->sched_warned_at = now;
-            ext_log(EXT_LOG_WARN, "event=scheduler-lease-unreadable lease=%s code=%d err=\"%s\" effect=\"campaigning for "
-                    "%s/%s regardless, so background work goes on; the replica whose kube-scheduler is active takes "
-                    "the Lease only when its binds are refused: give tessera get on that Lease (deploy/rbac.yaml)\"",
-                    l->sched_path, code, code == 200 ? "not a Lease" : err, l->cfg.ns, l->cfg.name);
+            kube_log(KUBE_LOG_WARN, "event=scheduler-lease-unreadable lease=%s code=%d err=\"%s\" effect=\"campaigning for "
+                     "%s/%s regardless, so background work goes on; the replica whose kube-scheduler is active takes "
+                     "the Lease only when its binds are refused: give tessera get on that Lease (deploy/rbac.yaml)\"",
+                     l->sched_path, code, code == 200 ? "not a Lease" : err, l->cfg.ns, l->cfg.name);
         }
     } else {
         if (strcmp(r.rv, l->sched_rv) != 0) {
@@ -540,8 +468,8 @@ static void poll_scheduler(ext_leader *l) {
         l->sched_state = !valid ? KS_NO_HOLDER : mine ? KS_MINE : KS_OTHER;
     }
     if (l->sched_state != before)
-        ext_log(EXT_LOG_INFO, "event=scheduler-lease lease=%s state=%s holder=%s", l->sched_path,
-                sched_state_name(l->sched_state), l->sched_holder[0] ? l->sched_holder : "-");
+        kube_log(KUBE_LOG_INFO, "event=scheduler-lease lease=%s state=%s holder=%s", l->sched_path,
+                 sched_state_name(l->sched_state), l->sched_holder[0] ? l->sched_holder : "-");
     /* our kube-scheduler lost its Lease to another: calls it made before no longer count (rule (c)); a replica
      * that never saw its own kube-scheduler lead counts every call */
     if (l->sched_state == KS_OTHER && before == KS_MINE) l->other_since = now;
@@ -550,11 +478,11 @@ static void poll_scheduler(ext_leader *l) {
     /* kube-scheduler renews its Lease every few seconds: none for long means --scheduler-lease names another one */
     if (l->sched_none_since && now - l->sched_none_since >= 4LL * l->cfg.lease_ms && now - l->sched_warned_at >= 600000) {
         l->sched_warned_at = now;
-        ext_log(EXT_LOG_WARN, "event=scheduler-lease-missing lease=%s for_s=%lld effect=\"no kube-scheduler is seen "
-                "leading; every replica campaigns, and the one whose kube-scheduler is active takes the Lease only when "
-                "its binds are refused\" hint=\"--scheduler-lease must name kube-scheduler's leaderElection "
-                "resourceNamespace/resourceName; \\\"\\\" if it runs without leader election\"", l->sched_path,
-                (long long)((now - l->sched_none_since) / 1000));
+        kube_log(KUBE_LOG_WARN, "event=scheduler-lease-missing lease=%s for_s=%lld effect=\"no kube-scheduler is seen "
+                 "leading; every replica campaigns, and the one whose kube-scheduler is active takes the Lease only when "
+                 "its binds are refused\" hint=\"--scheduler-lease must name kube-scheduler's leaderElection "
+                 "resourceNamespace/resourceName; \\\"\\\" if it runs without leader election\"", l->sched_path,
+                 (long long)((now - l->sched_none_since) / 1000));
     }
     pthread_mutex_unlock(&l->mu);
 }
@@ -562,15 +490,14 @@ static void poll_scheduler(ext_leader *l) {
 /* Not campaigning: still read our Lease, so a holder that dies is replaced leaseDuration after its last
  * renewal rather than leaseDuration after we started to look. */
 static void observe_only(ext_leader *l) {
-    char err[256], *resp = NULL;
-    int code = ext_kube_request(l->k, "GET", l->path, NULL, req_timeout(l), &resp, err, sizeof err);
-    lease_rec r;
-    if (code == 200 && parse_lease(resp, &r) == 0) {
+    char err[256];
+    kube_lease r;
+    int code = kube_lease_get(l->k, l->cfg.ns, l->cfg.name, LEASE_WANTED_ANN, req_timeout(l), &r, err, sizeof err);
+    if (code == 200 && r.rv[0]) {
         pthread_mutex_lock(&l->mu);
         observe(l, &r, mono_ms());
         pthread_mutex_unlock(&l->mu);
     }
-    free(resp);
 }
 
 /* ---- the thread ---------------------------------------------------------------------------------------- */
@@ -655,7 +582,7 @@ static void *leader_thread(void *arg) {
 
 /* ---- public API -------------------------------------------------------------------------------------- */
 
-ext_leader *ext_leader_new(const ext_leader_config *cfg, ext_kube *k, char *err, size_t errlen) {
+ext_leader *ext_leader_new(const ext_leader_config *cfg, kube_client *k, char *err, size_t errlen) {
     if (!cfg || !k) { snprintf(err, errlen, "leader election: no configuration or API client"); return NULL; }
     if (ext_leader_config_check(cfg, err, errlen) != 0) return NULL;
     ext_leader *l = calloc(1, sizeof *l);
@@ -663,10 +590,8 @@ ext_leader *ext_leader_new(const ext_leader_config *cfg, ext_kube *k, char *err,
     l->cfg = *cfg;
     if (gethostname(l->host, sizeof l->host - 1) != 0) l->host[0] = 0;
     l->k = k;
-    snprintf(l->path, sizeof l->path, "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", cfg->ns, cfg->name);
     if (cfg->sched_name[0])
-        snprintf(l->sched_path, sizeof l->sched_path, "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s",
-                 cfg->sched_ns[0] ? cfg->sched_ns : cfg->ns, cfg->sched_name);
+        kube_lease_path(l->sched_path, sizeof l->sched_path, cfg->sched_ns[0] ? cfg->sched_ns : cfg->ns, cfg->sched_name);
     l->sched_state = cfg->sched_name[0] ? KS_UNKNOWN : KS_NOT_FOLLOWED;
     atomic_init(&l->last_call, INT64_MIN / 2);
     pthread_mutex_init(&l->mu, NULL);
@@ -683,9 +608,9 @@ int ext_leader_start(ext_leader *l, char *err, size_t errlen) {
     int rc = pthread_create(&l->thr, NULL, leader_thread, l);
     if (rc != 0) { snprintf(err, errlen, "cannot start the leader election thread: %s", strerror(rc)); return -1; }
     l->started = true;
-    ext_log(EXT_LOG_INFO, "event=leader-election lease=%s/%s identity=%s lease_ms=%d renew_ms=%d retry_ms=%d "
-            "follows=%s scheduler_identity=%s_*", l->cfg.ns, l->cfg.name, l->cfg.identity, l->cfg.lease_ms,
-            l->cfg.renew_ms, l->cfg.retry_ms, l->sched_path[0] ? l->sched_path : "-(campaigns always)", l->cfg.pod_host);
+    kube_log(KUBE_LOG_INFO, "event=leader-election lease=%s/%s identity=%s lease_ms=%d renew_ms=%d retry_ms=%d "
+             "follows=%s scheduler_identity=%s_*", l->cfg.ns, l->cfg.name, l->cfg.identity, l->cfg.lease_ms,
+             l->cfg.renew_ms, l->cfg.retry_ms, l->sched_path[0] ? l->sched_path : "-(campaigns always)", l->cfg.pod_host);
     return 0;
 }
 
@@ -747,7 +672,7 @@ bool ext_leader_may_bind(ext_leader *l, int wait_ms, char *why, size_t whylen) {
         } else if (l->cfg.bind_budget_ms && mono_ms() + l->cfg.bind_budget_ms >= l->renewed_at + l->cfg.lease_ms) {
             snprintf(why, whylen, "the tessera leader last renewed its Lease too long ago to finish a bind before "
                      "the Lease could pass on (API server slow?); kube-scheduler will retry");
-        } else if (l->need_relist && !ext_kube_relisted(l->k, EXT_KUBE_POD, l->relist_ticket)) {
+        } else if (l->need_relist && !kube_relisted(l->k, KUBE_POD, l->relist_ticket)) {
             snprintf(why, whylen, "tessera became the leader and is re-reading pods from the API server before it "
                      "binds; kube-scheduler will retry");
         } else {
@@ -765,7 +690,7 @@ bool ext_leader_may_bind(ext_leader *l, int wait_ms, char *why, size_t whylen) {
 /* Lock held. */
 static bool may_act_locked(ext_leader *l) {
     return !l->stopping && !l->releasing && valid_locked(l) &&
-           (!l->need_relist || ext_kube_relisted(l->k, EXT_KUBE_POD, l->relist_ticket));
+           (!l->need_relist || kube_relisted(l->k, KUBE_POD, l->relist_ticket));
 }
 
 bool ext_leader_may_act(ext_leader *l) {
