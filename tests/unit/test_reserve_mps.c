@@ -823,10 +823,7 @@ TEST(reserve_mps_in_a_reservation_pod_under_the_fake_kubelet) {
         "\"volumeMounts\":[{\"name\":\"mps\",\"mountPath\":\"/run/tessera/mps\"},"
         "{\"name\":\"mps-shm\",\"mountPath\":\"/dev/shm\"}]}]}}");
     char *uuid = NULL;
-    for (int i = 0; i < 1000 && !uuid; i++) {
-        uuid = pod_annotation(f, MPS_NS, MPS_POD, "tessera.io/gpu-uuid");
-        if (!uuid) nap_ms(10);
-    }
+    WAIT_FOR((uuid = pod_annotation(f, MPS_NS, MPS_POD, "tessera.io/gpu-uuid")) != NULL);
     char *pipe_ann = pod_annotation(f, MPS_NS, MPS_POD, RESERVE_ANN_MPS_PIPE);
     char pipe_dir[600], log_dir[600], shm[600];
     snprintf(pipe_dir, sizeof pipe_dir, "%s/run/tessera/mps/GPU-n1-0/pipe", host);
@@ -847,7 +844,7 @@ TEST(reserve_mps_in_a_reservation_pod_under_the_fake_kubelet) {
         "{\"name\":\"CUDA_MPS_LOG_DIRECTORY\",\"value\":\"/run/tessera/mps/GPU-n1-0/log\"}],"
         "\"volumeMounts\":[{\"name\":\"mps\",\"mountPath\":\"/run/tessera/mps\"}]}]}}");
     char *share_out = NULL;
-    for (int i = 0; i < 500; i++) {
+    for (int64_t end = test_now_ms() + TEST_PATIENCE_MS; test_now_ms() < end;) {
         cJSON *o = pod_of(f, "default", "share");
         const char *ph = str_at(o, "status", "phase"), *uid = str_at(o, "metadata", "uid");
         bool done = ph && !strcmp(ph, "Succeeded");
