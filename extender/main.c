@@ -11,7 +11,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "extender/delivery/delivery.h"
+#include "extender/base/delivery.h"
+#include "extender/delivery/podsecurity.h"
 #include "extender/base/events.h"
 #include "extender/base/health.h"
 #include "extender/http.h"
@@ -152,15 +153,21 @@ static void usage(FILE *f) {
 "                              the shares through per-pod ConfigMaps; none: accounting only (the node\n"
 "                              side delivers shares another way, e.g. HAMi's device plugin)\n"
 "  --reservation-namespace NS  where reservation pods live (default $POD_NAMESPACE, else tessera)\n"
+"  --mps-reservation-namespace NS  where the reservations of GPUs whose shares use MPS\n"
+"                              (tessera.io/compute-sharing: mps) live: they run the GPU's MPS\n"
+"                              control daemon as root with host directories, which needs Pod\n"
+"                              Security privileged there (default tessera-node)\n"
 "  --reservation-grace SECONDS a reservation whose last share ended is deleted after this long\n"
 "                              (default 30)\n"
 "  --reservation-timeout SECONDS  a reservation that has not reported its GPU's UUID this long\n"
 "                              after its creation (image not pulled, tessera-reserve crashing)\n"
 "                              counts as refused: its shares move or are given up (default 300)\n"
-"  --reserve-image IMAGE       image of the reservation pods (default: the image of the container\n"
-"                              named tessera-extender, in initContainers or containers, of its own\n"
-"                              Pod $POD_NAMESPACE/$POD_NAME, read at start; outside a pod give it,\n"
-"                              or no reservation is created and /readyz says why)\n"
+"  --reserve-image IMAGE       image of the reservation pods and of the tessera-cuda-shim init\n"
+"                              container the webhook adds to soft shares (default: the image of\n"
+"                              the container named tessera-extender, in initContainers or\n"
+"                              containers, of its own Pod $POD_NAMESPACE/$POD_NAME, read at start;\n"
+"                              outside a pod give it, or no reservation is created, soft shares\n"
+"                              are refused admission, and /readyz says why)\n"
 "\n"
 "Dynamic Resource Allocation (cluster mode; see README, DRA):\n"
 "  --dra on|off                list and watch ResourceSlices, ResourceClaims and DeviceClasses\n"
@@ -216,6 +223,10 @@ static int bind_via_kube(void *user, const char *ns, const char *name, const cha
 }
 
 static void kube_stats_of(void *user, kube_stats *out) { kube_get_stats(user, out); }
+
+static bool rsv_image(void *user, char *buf, size_t len, char *why, size_t whylen) {
+    return ext_rsv_image(user, buf, len, why, whylen);
+}
 
 /* The pod watch feeds both the cache and the reservation controller, in that order: the controller
  * reads the node models the cache has just updated. */
@@ -274,7 +285,7 @@ int main(int argc, char **argv) {
            /* admission webhook */
            O_WH_LISTEN, O_WH_CERT, O_WH_KEY, O_WH_SECRET, O_WH_CONFIG, O_WH_RUNTIME, O_SCHED_NAME,
            /* soft-share delivery */
-           O_DELIVERY, O_RSV_GRACE, O_RSV_NS, O_RSV_IMAGE, O_RSV_TIMEOUT, O_DRA };
+           O_DELIVERY, O_RSV_GRACE, O_RSV_NS, O_RSV_MPS_NS, O_RSV_IMAGE, O_RSV_TIMEOUT, O_DRA };
     static const struct option opts[] = {
         {"listen", required_argument, 0, O_LISTEN}, {"url-prefix", required_argument, 0, O_PREFIX},
         {"policy", required_argument, 0, O_POLICY}, {"cluster", required_argument, 0, O_CLUSTER},
@@ -299,6 +310,7 @@ int main(int argc, char **argv) {
         /* soft-share delivery */
         {"soft-share-delivery", required_argument, 0, O_DELIVERY}, {"reservation-grace", required_argument, 0, O_RSV_GRACE},
         {"reservation-namespace", required_argument, 0, O_RSV_NS}, {"reserve-image", required_argument, 0, O_RSV_IMAGE},
+        {"mps-reservation-namespace", required_argument, 0, O_RSV_MPS_NS},
         {"reservation-timeout", required_argument, 0, O_RSV_TIMEOUT},
         {"dra", required_argument, 0, O_DRA},
         {0, 0, 0, 0}};
@@ -440,6 +452,13 @@ int main(int argc, char **argv) {
             rsvc.timeout_ms = secs * 1000;
             break;
         }
+        case O_RSV_MPS_NS:
+            if (!optarg[0] || strlen(optarg) >= sizeof rsvc.mps_ns) {
+                fprintf(stderr, "--mps-reservation-namespace: a namespace name\n");
+                return 2;
+            }
+            snprintf(rsvc.mps_ns, sizeof rsvc.mps_ns, "%s", optarg);
+            break;
         case O_RSV_NS:
             if (!optarg[0] || strlen(optarg) >= sizeof rsvc.ns) { fprintf(stderr, "--reservation-namespace: a namespace name\n"); return 2; }
             snprintf(rsvc.ns, sizeof rsvc.ns, "%s", optarg);
@@ -524,6 +543,7 @@ int main(int argc, char **argv) {
     char err[512];
     ext_state_config sc = {.cat = NULL, .standalone = standalone, .assume_ttl_ms = ttl_s * 1000, .dra = kc.dra && !standalone};
     snprintf(sc.reservation_ns, sizeof sc.reservation_ns, "%s", rsvc.ns);
+    snprintf(sc.mps_reservation_ns, sizeof sc.mps_reservation_ns, "%s", rsvc.mps_ns);
     ext_state *st = ext_state_new(&sc);
     if (!st) { fprintf(stderr, "out of memory\n"); return 1; }
     /* Everything startup makes, NULL until made: a failure below frees what exists at `fail`. */
@@ -532,6 +552,7 @@ int main(int argc, char **argv) {
     ext_leader *leader = NULL;
     ext_events *events = NULL;
     ext_rsv *rsv = NULL;
+    ext_pss *pss = NULL;
     ext_webhook_listener *whl = NULL;
     ext_http *http = NULL, *ops = NULL;
     if (standalone) {
@@ -586,6 +607,19 @@ int main(int argc, char **argv) {
         goto fail;
     }
     watch_users wu = {st, rsv};
+    /* The webhook's tessera-cuda-shim runs the reservation pods' image: the controller's once it knows it
+     * (from --reserve-image or our own Pod), the flag alone without a controller (standalone). */
+    if (rsv) {
+        wc.image_fn = rsv_image;
+        wc.image_user = rsv;
+    } else {
+        snprintf(wc.image, sizeof wc.image, "%s", rsvc.image);
+    }
+    if (kube && delivery_mode == EXT_DELIVERY_RESERVATION) {
+        if (!(pss = ext_pss_new(kube, 0))) { fprintf(stderr, "out of memory\n"); goto fail; }
+        wc.ns_level_fn = ext_pss_level;
+        wc.ns_level_user = pss;
+    }
     ext_verbs verbs;
     ext_verbs_init(&verbs, st, pol, kube ? bind_via_kube : NULL, kube);
     verbs.events = events;
@@ -718,6 +752,7 @@ int main(int argc, char **argv) {
     ext_webhook_listener_free(whl);
     ext_http_stop(ops);
     ext_http_stop(http);
+    ext_pss_free(pss);   /* after every listener that serves the webhook, before the client it reads with */
     ext_rsv_stop(rsv);   /* before the leader, the Events queue and the client it uses */
     ext_leader_free(leader);
     ext_events_stop(events);
@@ -734,6 +769,7 @@ fail:   /* startup failed before anything ran: free what was made, newest first 
     ext_http_stop(http);
     ext_webhook_listener_free(whl);
     ext_rsv_free(rsv);
+    ext_pss_free(pss);
     ext_events_stop(events);
     ext_leader_free(leader);
     kube_free(kube);

@@ -198,26 +198,285 @@ static void patch_resources(cJSON *ops, const cJSON *ctr, const want_res *w) {
     }
 }
 
-/* The container (app or init) that sets NVIDIA_VISIBLE_DEVICES in env itself, or NULL: its
- * value would win over the delivered one (env beats envFrom), so the share would see
- * whatever it names. */
-static const char *sets_visible_devices(const cJSON *spec, const char **list) {
+/* Variables the delivery ConfigMap sets and the enforcement reads (the runtime, libtessera-cuda, the MPS
+ * client, HAMi-core): an env entry of the container's own beats envFrom, so one of these there would
+ * override the share's device or limits. The hints (XLA_PYTHON_CLIENT_MEM_FRACTION, TF_FORCE_GPU_ALLOW_GROWTH,
+ * NVIDIA_DRIVER_CAPABILITIES) are the program's to change and are not refused. */
+static bool enforced_var(const char *v) {
+    static const char *const exact[] = {EXT_DLV_ENV_VISIBLE, EXT_DLV_ENV_ENFORCEMENT, EXT_DLV_ENV_HAMI_MEMORY,
+                                        EXT_DLV_ENV_HAMI_SM};
+    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
+        if (!strcmp(v, exact[i])) return true;
+    return !strncmp(v, "TESSERA_GPU_", 12) || !strncmp(v, "CUDA_MPS_", 9);
+}
+
+/* The first container (app or init) that sets such a variable in env itself, or NULL; *list and *var say
+ * where and which. tessera's own shim container is not looked at (it is replaced when it differs). */
+static const char *overrides_delivery(const cJSON *spec, const char **list, const char **var) {
     static const char *const lists[2] = {"initContainers", "containers"};
     for (int l = 0; l < 2; l++) {
         const cJSON *c;
         cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(spec, lists[l])) {
+            const cJSON *cn = cJSON_GetObjectItemCaseSensitive(c, "name");
+            if (l == 0 && cJSON_IsString(cn) && !strcmp(cn->valuestring, EXT_DLV_SHIM_CONTAINER)) continue;
             const cJSON *e;
             cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(c, "env")) {
                 const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "name");
-                if (cJSON_IsString(n) && !strcmp(n->valuestring, "NVIDIA_VISIBLE_DEVICES")) {
-                    const cJSON *cn = cJSON_GetObjectItemCaseSensitive(c, "name");
+                if (cJSON_IsString(n) && enforced_var(n->valuestring)) {
                     *list = lists[l];
+                    *var = n->valuestring;
                     return cJSON_IsString(cn) ? cn->valuestring : "(unnamed)";
                 }
             }
         }
     }
     return NULL;
+}
+
+/* ------------------------------------------------------------------ what enforces a share (round 4) */
+
+static bool is_shim_ctr(const cJSON *c) {
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(c, "name");
+    return cJSON_IsString(n) && !strcmp(n->valuestring, EXT_DLV_SHIM_CONTAINER);
+}
+
+/* A volume tessera adds: name, and its source (the "emptyDir" or "hostPath" member). */
+typedef struct want_vol {
+    const char *name;
+    const char *host;   /* NULL: emptyDir {} */
+} want_vol;
+
+static cJSON *vol_json(const want_vol *v) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", v->name);
+    if (!v->host) {
+        cJSON_AddObjectToObject(o, "emptyDir");
+    } else {
+        cJSON *hp = cJSON_AddObjectToObject(o, "hostPath");
+        cJSON_AddStringToObject(hp, "path", v->host);
+        /* Directory, not DirectoryOrCreate: the share starts only after its reservation's daemon answered,
+         * which made them; a node without them is a node whose daemon is gone, and the pod should say so. */
+        cJSON_AddStringToObject(hp, "type", "Directory");
+    }
+    return o;
+}
+
+/* The same volume as ours (what a replay or a copied template holds)? */
+static bool vol_is(const cJSON *have, const want_vol *v) {
+    const cJSON *ed = cJSON_GetObjectItemCaseSensitive(have, "emptyDir"), *hp = cJSON_GetObjectItemCaseSensitive(have, "hostPath");
+    if (!v->host) return cJSON_IsObject(ed) && !hp && cJSON_GetArraySize(ed) == 0;
+    const cJSON *path = cJSON_GetObjectItemCaseSensitive(hp, "path"), *type = cJSON_GetObjectItemCaseSensitive(hp, "type");
+    return !ed && cJSON_IsString(path) && !strcmp(path->valuestring, v->host) && cJSON_IsString(type) &&
+           !strcmp(type->valuestring, "Directory");
+}
+
+/* A mount tessera adds to every container but the shim's. */
+typedef struct want_mount {
+    const char *vol, *path, *sub;   /* sub: subPath or NULL */
+    bool ro;
+} want_mount;
+
+static cJSON *mount_json(const want_mount *m) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", m->vol);
+    cJSON_AddStringToObject(o, "mountPath", m->path);
+    if (m->sub) cJSON_AddStringToObject(o, "subPath", m->sub);
+    if (m->ro) cJSON_AddBoolToObject(o, "readOnly", true);
+    return o;
+}
+
+static bool mount_is(const cJSON *have, const want_mount *m) {
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(have, "name"), *sp = cJSON_GetObjectItemCaseSensitive(have, "subPath");
+    bool sub_ok = m->sub ? cJSON_IsString(sp) && !strcmp(sp->valuestring, m->sub)
+                         : !sp || cJSON_IsNull(sp) || (cJSON_IsString(sp) && !sp->valuestring[0]);
+    return cJSON_IsString(n) && !strcmp(n->valuestring, m->vol) && sub_ok;
+}
+
+typedef struct wants {
+    want_vol vol[3];
+    int nvol;
+    want_mount mnt[4];
+    int nmnt;
+} wants;
+
+static void wants_for(bool mps, wants *w) {
+    memset(w, 0, sizeof *w);
+    w->vol[w->nvol++] = (want_vol){EXT_DLV_SHIM_VOLUME, NULL};
+    /* read-write: every process of the pod records its allocations in the state directory there */
+    w->mnt[w->nmnt++] = (want_mount){EXT_DLV_SHIM_VOLUME, EXT_DLV_SHIM_DIR, NULL, false};
+    w->mnt[w->nmnt++] = (want_mount){EXT_DLV_SHIM_VOLUME, EXT_DLV_SHIM_PRELOAD, EXT_DLV_SHIM_PRELOAD_SUB, true};
+    if (mps) {
+        w->vol[w->nvol++] = (want_vol){EXT_DLV_MPS_VOLUME, EXT_DLV_MPS_ROOT};
+        w->vol[w->nvol++] = (want_vol){EXT_DLV_MPS_SHM_VOLUME, EXT_DLV_MPS_SHM};
+        w->mnt[w->nmnt++] = (want_mount){EXT_DLV_MPS_VOLUME, EXT_DLV_MPS_ROOT, NULL, false};
+        w->mnt[w->nmnt++] = (want_mount){EXT_DLV_MPS_SHM_VOLUME, EXT_DLV_DEV_SHM, NULL, false};
+    }
+}
+
+/* What the pod already has that tessera's additions would collide with: a volume of one of tessera's names
+ * that is something else, a container mounting something else at one of tessera's paths (the API server
+ * refuses two mounts at one path; /dev/shm is the usual one, an emptyDir for data loaders, and an MPS
+ * client's must be its daemon's). 0, or -1 with why. */
+static int collisions(const cJSON *spec, const wants *w, char *why, size_t whylen) {
+    const cJSON *v;
+    cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(spec, "volumes")) {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(v, "name");
+        for (int i = 0; cJSON_IsString(n) && i < w->nvol; i++)
+            if (!strcmp(n->valuestring, w->vol[i].name) && !vol_is(v, &w->vol[i])) {
+                snprintf(why, whylen, "spec.volumes: the pod has a volume named \"%s\", which is tessera's name for "
+                         "the share's %s: rename yours", w->vol[i].name,
+                         w->vol[i].host ? "MPS directory" : "GPU memory interposer (libtessera-cuda)");
+                return -1;
+            }
+    }
+    static const char *const lists[2] = {"initContainers", "containers"};
+    for (int l = 0; l < 2; l++) {
+        const cJSON *c;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(spec, lists[l])) {
+            if (l == 0 && is_shim_ctr(c)) continue;
+            const cJSON *m, *cn = cJSON_GetObjectItemCaseSensitive(c, "name");
+            cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(c, "volumeMounts")) {
+                const cJSON *mp = cJSON_GetObjectItemCaseSensitive(m, "mountPath");
+                for (int i = 0; cJSON_IsString(mp) && i < w->nmnt; i++) {
+                    if (strcmp(mp->valuestring, w->mnt[i].path) != 0 || mount_is(m, &w->mnt[i])) continue;
+                    const char *what = !strcmp(w->mnt[i].path, EXT_DLV_DEV_SHM)
+                                           ? "an MPS client's /dev/shm must be its daemon's shared memory "
+                                             "(/run/tessera/mps/shm): remove your /dev/shm volume"
+                                           : "tessera mounts what enforces the share's limits there: move yours";
+                    snprintf(why, whylen, "%s \"%.100s\" mounts something else at %s; %s",
+                             l ? "container" : "init container", cJSON_IsString(cn) ? cn->valuestring : "(unnamed)",
+                             w->mnt[i].path, what);
+                    return -1;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* Does array arr hold an object whose member key is the string val? */
+static bool has_item(const cJSON *arr, const char *key, const char *val) {
+    const cJSON *x;
+    cJSON_ArrayForEach(x, arr) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(x, key);
+        if (cJSON_IsString(v) && !strcmp(v->valuestring, val)) return true;
+    }
+    return false;
+}
+
+/* Add items (taken) to the array at path, which is arr in the pod: created whole when the pod has none. */
+static void add_items(cJSON *ops, const cJSON *arr, const char *path, cJSON *items) {
+    if (cJSON_GetArraySize(items) == 0) {
+        cJSON_Delete(items);
+    } else if (!cJSON_IsArray(arr)) {
+        op_add(ops, path, items);
+    } else {
+        char end[160];
+        snprintf(end, sizeof end, "%s/-", path);
+        cJSON *v;
+        while ((v = cJSON_DetachItemFromArray(items, 0))) op_add(ops, end, v);
+        cJSON_Delete(items);
+    }
+}
+
+/* What is there already is tessera's own: collisions() refused anything else of those names and paths. */
+static void patch_volumes(cJSON *ops, const cJSON *spec, const wants *w) {
+    const cJSON *vols = cJSON_GetObjectItemCaseSensitive(spec, "volumes");
+    cJSON *missing = cJSON_CreateArray();
+    for (int i = 0; i < w->nvol; i++)
+        if (!has_item(vols, "name", w->vol[i].name)) cJSON_AddItemToArray(missing, vol_json(&w->vol[i]));
+    add_items(ops, vols, "/spec/volumes", missing);
+}
+
+static void patch_mounts(cJSON *ops, const cJSON *ctr, const char *list, int i, const wants *w) {
+    const cJSON *have = cJSON_GetObjectItemCaseSensitive(ctr, "volumeMounts");
+    cJSON *missing = cJSON_CreateArray();
+    for (int k = 0; k < w->nmnt; k++)
+        if (!has_item(have, "mountPath", w->mnt[k].path)) cJSON_AddItemToArray(missing, mount_json(&w->mnt[k]));
+    char path[128];
+    snprintf(path, sizeof path, "/spec/%s/%d/volumeMounts", list, i);
+    add_items(ops, have, path, missing);
+}
+
+/* The tessera-cuda-shim init container, as tessera adds it. */
+static cJSON *shim_ctr_json(const char *image) {
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "name", EXT_DLV_SHIM_CONTAINER);
+    cJSON_AddStringToObject(c, "image", image);
+    cJSON *cmd = cJSON_AddArrayToObject(c, "command");
+    cJSON_AddItemToArray(cmd, cJSON_CreateString(EXT_RSV_COMMAND));
+    cJSON_AddItemToArray(cmd, cJSON_CreateString(EXT_DLV_SHIM_INSTALL));
+    cJSON_AddItemToArray(cmd, cJSON_CreateString(EXT_DLV_SHIM_DIR));
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "name", EXT_DLV_SHIM_VOLUME);
+    cJSON_AddStringToObject(m, "mountPath", EXT_DLV_SHIM_DIR);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(c, "volumeMounts"), m);
+    cJSON *res = cJSON_AddObjectToObject(c, "resources");
+    for (int k = 0; k < 2; k++) {
+        cJSON *l = cJSON_AddObjectToObject(res, k ? "limits" : "requests");
+        cJSON_AddStringToObject(l, "cpu", "10m");
+        cJSON_AddStringToObject(l, "memory", "16Mi");
+    }
+    /* Restricted-clean, so it never changes the pod's Pod Security level. */
+    cJSON *sc = cJSON_AddObjectToObject(c, "securityContext");
+    cJSON_AddBoolToObject(sc, "runAsNonRoot", true);
+    cJSON_AddNumberToObject(sc, "runAsUser", EXT_DLV_SHIM_UID);
+    cJSON_AddBoolToObject(sc, "allowPrivilegeEscalation", false);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(cJSON_AddObjectToObject(sc, "capabilities"), "drop"),
+                         cJSON_CreateString("ALL"));
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(sc, "seccompProfile"), "type", "RuntimeDefault");
+    cJSON_AddBoolToObject(sc, "readOnlyRootFilesystem", true);
+    /* tessera-reserve's message on stderr becomes the termination message when it fails: the reservation
+     * controller's TesseraGPUEnforcementFailed Event and `kubectl describe pod` show it. */
+    cJSON_AddStringToObject(c, "terminationMessagePolicy", "FallbackToLogsOnError");
+    return c;
+}
+
+/* Does the pod's container hold exactly what tessera would add? Every member tessera sets must be equal, and
+ * the only others allowed are the ones the API server defaults (a copied container with an extra member, an
+ * env or a capability added, is not tessera's and is made again). */
+static bool shim_ctr_is(const cJSON *have, const cJSON *want) {
+    if (!cJSON_IsObject(have)) return false;
+    const cJSON *w, *h;
+    cJSON_ArrayForEach(w, want)
+        if (!cJSON_Compare(cJSON_GetObjectItemCaseSensitive(have, w->string), w, true)) return false;
+    cJSON_ArrayForEach(h, have)
+        if (!cJSON_GetObjectItemCaseSensitive(want, h->string) && strcmp(h->string, "imagePullPolicy") != 0 &&
+            strcmp(h->string, "terminationMessagePath") != 0)
+            return false;
+    return true;
+}
+
+/* The shim container first in spec.initContainers, exactly as tessera makes it. Called after every other
+ * op on the init containers (they name their original indices). */
+static void patch_shim_ctr(cJSON *ops, const cJSON *spec, const char *image) {
+    const cJSON *inits = cJSON_GetObjectItemCaseSensitive(spec, "initContainers");
+    cJSON *want = shim_ctr_json(image);
+    int at = -1, i = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, inits) {
+        if (is_shim_ctr(c) && at < 0) at = i;
+        i++;
+    }
+    if (at == 0 && shim_ctr_is(cJSON_GetArrayItem(inits, 0), want)) {
+        cJSON_Delete(want);
+        return;
+    }
+    if (!cJSON_IsArray(inits) || i == 0) {
+        cJSON *arr = cJSON_CreateArray();
+        cJSON_AddItemToArray(arr, want);
+        op_add(ops, "/spec/initContainers", arr);
+        return;
+    }
+    if (at >= 0) {   /* misplaced or not ours any more (another image, changed by hand): made again, first */
+        char path[64];
+        snprintf(path, sizeof path, "/spec/initContainers/%d", at);
+        cJSON *op = cJSON_CreateObject();
+        cJSON_AddStringToObject(op, "op", "remove");
+        cJSON_AddStringToObject(op, "path", path);
+        cJSON_AddItemToArray(ops, op);
+    }
+    op_add(ops, "/spec/initContainers/0", want);
 }
 
 /* Delivery names this process issued lately. The apiserver may call the webhook again for the same
@@ -257,7 +516,8 @@ static bool issued_lately(const char *name) {
 }
 
 /* The patch for a soft share (an empty array when it has everything), or NULL with why. */
-static cJSON *share_patch(const ext_webhook_config *cfg, const cJSON *pod, const char *uid, char *why, size_t whylen) {
+static cJSON *share_patch(const ext_webhook_config *cfg, const cJSON *pod, const char *uid, bool mps, const char *image,
+                          char *why, size_t whylen) {
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
     const cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
     cJSON *ops = cJSON_CreateArray();
@@ -295,17 +555,28 @@ static cJSON *share_patch(const ext_webhook_config *cfg, const cJSON *pod, const
                 op_add(ops, path, v);
             }
         }
+        wants w;
+        wants_for(mps, &w);
+        if (collisions(spec, &w, why, whylen) < 0) {
+            cJSON_Delete(ops);
+            return NULL;
+        }
         static const char *const lists[2] = {"initContainers", "containers"};
         for (int l = 0; l < 2; l++) {
             int i = 0;
             const cJSON *c;
             cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(spec, lists[l])) {
-                if (patch_env_from(ops, c, lists[l], i++, cm, stale, why, whylen) < 0) {
+                int at = i++;
+                if (l == 0 && is_shim_ctr(c)) continue;   /* no envFrom, no preload: made again if it has them */
+                if (patch_env_from(ops, c, lists[l], at, cm, stale, why, whylen) < 0) {
                     cJSON_Delete(ops);
                     return NULL;
                 }
+                patch_mounts(ops, c, lists[l], at, &w);
             }
         }
+        patch_volumes(ops, spec, &w);
+        patch_shim_ctr(ops, spec, image);
     }
     const cJSON *rc = cJSON_GetObjectItemCaseSensitive(spec, "runtimeClassName");
     if (cfg->runtime_class[0] && (!rc || cJSON_IsNull(rc)))
@@ -321,7 +592,7 @@ static const char *str_field(const cJSON *o, const char *k) {
 void ext_webhook_mutate(const ext_webhook_config *cfg, const char *body, size_t len, ext_reply *out) {
     memset(out, 0, sizeof *out);
     size_t max = cfg->max_body ? cfg->max_body : 8u << 20;
-    char msg[600];
+    char msg[1200];
     if (len > max) {
         snprintf(msg, sizeof msg, "AdmissionReview of %zu bytes is larger than the limit of %zu bytes", len, max);
         ext_reply_error(out, 400, msg);
@@ -407,30 +678,77 @@ void ext_webhook_mutate(const ext_webhook_config *cfg, const char *body, size_t 
         return;
     }
     bool share = r.kind == MODEL_REQ_FRACTION;
+    bool mps = share && r.compute_sharing == MODEL_COMPUTE_MPS;
+    char image[512] = "", warning[700] = "";
     if (cfg->delivery == EXT_DELIVERY_RESERVATION && share) {
-        const char *list = NULL, *ctr = NULL;
+        const char *list = NULL, *ctr = NULL, *var = NULL;
         if (r.isolation == MODEL_ISO_MPS) {
             reply_denied(uid,
-                         "tessera: a GPU fraction with tessera.io/isolation: mps cannot be delivered by a reservation: "
-                         "MPS clients need the MPS daemon's pipe and shm mounts and CUDA_MPS_* settings that only the "
-                         "device plugin gives; ask for nvidia.com/gpu.shared with tessera.io/isolation: mps instead, "
-                         "or run tessera with --soft-share-delivery=none", out);
+                         "tessera: a GPU fraction with tessera.io/isolation: mps would be a replica of the device "
+                         "plugin's MPS daemon, which tessera's reservations cannot hand over; for a fraction whose SMs "
+                         "MPS caps, use the annotation tessera.io/compute-sharing: mps (with runAsUser) instead, ask for "
+                         "nvidia.com/gpu.shared with tessera.io/isolation: mps, or run tessera with "
+                         "--soft-share-delivery=none", out);
             cJSON_Delete(root);
             return;
         }
-        if ((ctr = sets_visible_devices(spec, &list))) {
+        if ((ctr = overrides_delivery(spec, &list, &var))) {
             snprintf(msg, sizeof msg,
-                     "tessera: %s \"%.100s\" sets NVIDIA_VISIBLE_DEVICES in env; tessera delivers a GPU share's device "
+                     "tessera: %s \"%.100s\" sets %.60s in env; tessera delivers a GPU share's device and limits "
                      "through that variable (from the pod's delivery ConfigMap) and an env entry would override it: "
-                     "remove it", !strcmp(list, "containers") ? "container" : "init container", ctr);
+                     "remove it", !strcmp(list, "containers") ? "container" : "init container", ctr, var);
             reply_denied(uid, msg, out);
             cJSON_Delete(root);
             return;
         }
+        if (mps && r.count > 1) {
+            snprintf(msg, sizeof msg, "tessera: an MPS share (tessera.io/compute-sharing: mps) is a client of one GPU's "
+                     "MPS control daemon (CUDA_MPS_PIPE_DIRECTORY names one), and this pod asks for shares of %d GPUs: "
+                     "run one pod per GPU, or drop the annotation for time-sliced shares", r.count);
+            reply_denied(uid, msg, out);
+            cJSON_Delete(root);
+            return;
+        }
+        /* The shim's image is tessera's own: a share admitted without it would run with no memory limit. */
+        char why[700] = "";
+        bool known = cfg->image_fn ? cfg->image_fn(cfg->image_user, image, sizeof image, why, sizeof why)
+                                   : (snprintf(image, sizeof image, "%s", cfg->image), image[0] != 0);
+        if (!known) {
+            snprintf(msg, sizeof msg, "tessera: a GPU share is admitted only with its memory limit, whose init container "
+                     "%s runs tessera's own image, and tessera does not know that image yet: %.400s; try again in a "
+                     "moment (or give tessera --reserve-image)", EXT_DLV_SHIM_CONTAINER,
+                     why[0] ? why : "no --reserve-image");
+            reply_denied(uid, msg, out);
+            cJSON_Delete(root);
+            return;
+        }
+        /* An MPS client mounts its daemon's host directories; Pod Security baseline and restricted forbid
+         * hostPath, so the API server would refuse the pod after this webhook anyway, with a message that does
+         * not say why tessera added them. The namespace's label says it first. */
+        const char *ns = str_field(req, "namespace");
+        if (!ns || !ns[0]) ns = str_field(cJSON_GetObjectItemCaseSensitive(pod, "metadata"), "namespace");
+        if (mps && cfg->ns_level_fn && ns && ns[0]) {
+            char level[64] = "";
+            if (cfg->ns_level_fn(cfg->ns_level_user, ns, level, sizeof level, why, sizeof why) < 0) {
+                snprintf(warning, sizeof warning, "tessera could not read namespace %.100s (%.300s): an MPS share mounts "
+                         "hostPath volumes (/run/tessera/mps), which Pod Security baseline and restricted refuse",
+                         ns, why);
+            } else if (!strcmp(level, "baseline") || !strcmp(level, "restricted")) {
+                snprintf(msg, sizeof msg,
+                         "tessera: namespace %.100s enforces Pod Security \"%s\" (label pod-security.kubernetes.io/"
+                         "enforce), which forbids hostPath volumes; an MPS share (tessera.io/compute-sharing: mps) "
+                         "mounts its MPS daemon's directories from the node (/run/tessera/mps and its shm) as "
+                         "hostPath: run it in a namespace whose level is privileged, or drop the annotation for a "
+                         "time-sliced share (memory still enforced, compute not capped)", ns, level);
+                reply_denied(uid, msg, out);
+                cJSON_Delete(root);
+                return;
+            }
+        }
     }
     /* whole GPUs, replicas, MIG: the device plugin's; only the accounting resources are added */
     const cJSON *ctr0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(spec, "containers"), 0);
-    cJSON *ops = share ? share_patch(cfg, pod, uid, perr, sizeof perr) : cJSON_CreateArray();
+    cJSON *ops = share ? share_patch(cfg, pod, uid, mps, image, perr, sizeof perr) : cJSON_CreateArray();
     want_res w = {0};
     if (share || claims_only) want(&w, EXT_DLV_MARKER_RESOURCE, 1, false);
     if (!claims_only) {
@@ -445,6 +763,7 @@ void ext_webhook_mutate(const ext_webhook_config *cfg, const char *body, size_t 
         return;
     }
     cJSON *resp = response_for(uid, true);
+    if (warning[0]) cJSON_AddItemToArray(cJSON_AddArrayToObject(resp, "warnings"), cJSON_CreateString(warning));
     if (cJSON_GetArraySize(ops) > 0) {
         char *text = cJSON_PrintUnformatted(ops);
         char *b64 = text ? ext_base64_encode(text, strlen(text), NULL) : NULL;

@@ -50,7 +50,7 @@ if [ "${1:-}" = "--undo" ]; then
 fi
 [ $# -eq 5 ] || { echo "usage: $0 WHOLE_NODE TIMESLICE_NODE MPS_NODE MIG_NODE LAYERED_NODE | --undo NODE..." >&2; exit 2; }
 
-# pod-whole-gpus, pod-gpumem, pod-gpu-fraction, pod-gpu-models, pod-soft-share-check, quota-team-a: two unshared A100 80GB
+# pod-whole-gpus, pod-gpumem, pod-gpu-fraction, pod-gpu-fraction-mps, pod-isolated-fraction, pod-gpu-models, pod-soft-share-check, quota-team-a: two unshared A100 80GB
 fake "$1" NVIDIA-A100-SXM4-80GB 2 81920 none 1 "" nvidia.com/gpu=2
 # pod-timeslice: two T4s time-sliced 4 ways, renamed to nvidia.com/gpu.shared
 fake "$2" Tesla-T4 2 15360 time-slicing 4 "" nvidia.com/gpu=0 nvidia.com/gpu.shared=8

@@ -16,7 +16,7 @@
 #include <time.h>
 
 #include "extender/base/annotation.h"
-#include "extender/delivery/delivery.h"
+#include "extender/base/delivery.h"
 #include "extender/base/health.h"
 #include "kube/log.h"
 #include "extender/base/map.h"
@@ -30,6 +30,10 @@
 /* A reservation pod as the API shows it. The tail (tenantless_ms, first_ms) is the worker's memory. */
 typedef struct rpod {
     char name[NAME_LEN], uid[MODEL_UID_LEN], node[NAME_LEN], unit[UNIT_LEN];
+    char ns[64];              /* the reservation namespace, or the MPS one */
+    char key[64 + NAME_LEN + 2];   /* "ns/name": the table's key (names are unique per namespace only) */
+    bool mps;                 /* tessera.io/reservation-mps: runs the GPU's MPS control daemon */
+    char mps_pipe[512], mps_log[512];  /* what tessera-reserve --mps published with the UUID ("" when not) */
     int gpu;                  /* model_gpu.index from the annotation; -1 when missing */
     int attempt;              /* from the name; -1 when it does not end in one */
     char phase[32], reason[128], message[256];
@@ -38,7 +42,7 @@ typedef struct rpod {
                                         * crash loop's back-off message (~140 characters) and its last exit */
     bool deleting;
     uint32_t gen;
-    uint64_t rv;              /* metadata.resourceVersion of the version the table holds; 0 if not a number */
+    uint64_t rv;              /* metadata.resourceVersion of what the table holds (0 unknown) */
     int64_t created_wall_ms;  /* metadata.creationTimestamp (ms since the epoch), 0 if unknown */
     int64_t first_ms;         /* when this controller first saw it (age) */
     int64_t tenantless_ms;    /* since when it has had no tenant; 0: it has tenants */
@@ -54,11 +58,17 @@ typedef struct spod {
     char delivery[NAME_LEN];  /* tessera.io/delivery: the ConfigMap's name; "" if not mutated */
     bool owned;               /* an ownerReference with controller: true */
     bool started;             /* a container (init or app) ran: it cannot be moved any more */
+    bool mps;                 /* tessera.io/compute-sharing: mps */
+    int64_t run_as_uid;       /* an MPS share's uid (MODEL_UID_UNKNOWN otherwise) */
+    bool shim, mps_mounts;    /* what the webhook gave it (ext_delivery_share) */
+    char shim_fail[768];      /* why its tessera-cuda-shim init container does not succeed; "" when it does */
     int refusals;             /* EXT_RSV_ANN_REFUSALS: reservations refused under it so far (survives restarts) */
     uint32_t gen;
-    uint64_t rv;              /* metadata.resourceVersion of the version the table holds; 0 if not a number */
+    uint64_t rv;              /* metadata.resourceVersion of what the table holds (0 unknown) */
     char ev_pending_for[NAME_LEN + 96], ev_refused_for[NAME_LEN];
     char cm_written[1024];    /* the UUIDs of the ConfigMap last ensured */
+    char enforcement[600];    /* the enforcement line of that ConfigMap ("" before) */
+    char ev_enforce_for[160]; /* the shim failure already told (its reason family) */
     bool ev_delivered, ev_nomut, ev_unavail, ev_lost, ev_foreign;
     int64_t retry_ms;         /* given up and left pending: try again from then (0: not given up) */
     int retry_backoff_ms;
@@ -80,9 +90,18 @@ typedef struct tomb {
 } tomb;
 #define TOMB_MS 600000
 
+/* A share as /debug/state shows it: the last pass's view. */
+typedef struct sview {
+    char pod[NAME_LEN + 70], node[NAME_LEN], configmap[NAME_LEN], uuids[1024], enforcement[600], problem[900];
+    bool mps;
+    int64_t uid;
+    const char *state;        /* waiting | delivered | failed | not-mutated */
+} sview;
+
 /* What /debug/state and the gauge show: the last pass's view. */
 typedef struct view {
-    char node[NAME_LEN], unit[UNIT_LEN], name[NAME_LEN], uuid[512], waiting[1100];
+    char node[NAME_LEN], unit[UNIT_LEN], name[NAME_LEN], ns[64], uuid[512], waiting[1100];
+    bool mps;
     int gpu;
     ext_rsv_state state;
     int64_t first_ms;
@@ -107,6 +126,8 @@ struct ext_rsv {
     pthread_t thr;
     view *views;
     int nviews;
+    sview *sviews;
+    int nsviews;
 
     int64_t image_next_ms;    /* next try to read our own image */
     int image_backoff_ms;
@@ -126,6 +147,7 @@ void ext_rsv_config_defaults(ext_rsv_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     const char *ns = getenv("POD_NAMESPACE");
     snprintf(cfg->ns, sizeof cfg->ns, "%s", ns && ns[0] ? ns : EXT_RSV_DEFAULT_NS);
+    snprintf(cfg->mps_ns, sizeof cfg->mps_ns, "%s", EXT_RSV_DEFAULT_MPS_NS);
     cfg->grace_ms = 30000;
     cfg->timeout_ms = 300000;
     cfg->retry_ms = 30000;
@@ -152,9 +174,12 @@ static void spod_free(spod *s) {
     free(s);
 }
 
+/* Reservations live in two namespaces: tessera's own (restricted) and the MPS one (privileged). A pod with
+ * the label elsewhere is nobody's reservation: whoever can create pods there could otherwise make tessera
+ * take it for one. */
 static bool is_reservation(ext_rsv *r, const cJSON *meta) {
     const char *ns = jstr(meta, "namespace", NULL), *l = jstr(meta, "labels", EXT_RSV_LABEL);
-    return ns && l && !strcmp(ns, r->cfg.ns) && !strcmp(l, "true");
+    return ns && l && (!strcmp(ns, r->cfg.ns) || !strcmp(ns, r->cfg.mps_ns)) && !strcmp(l, "true");
 }
 
 /* RFC 3339 "2026-11-25T16:30:33Z" -> ms since the epoch; 0 when it is not one. */
@@ -175,20 +200,25 @@ static int64_t wall_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* metadata.resourceVersion as a number; 0 when it is not one. The API server's are etcd revisions: decimal,
- * and larger for a later version of an object (client-go's MutationCache orders them the same way). */
-static uint64_t meta_rv(const cJSON *meta) {
-    const char *s = jstr(meta, "resourceVersion", NULL);
+/* metadata.resourceVersion as a number, 0 when it is not one. The API server's are etcd revisions; the table
+ * compares them only to keep an API answer (a create's or a patch's) that arrives after the watch showed a later
+ * state of the same object from overwriting it: the watch would not tell that state again. */
+static uint64_t rv_of(const cJSON *meta) {
+    const char *v = jstr(meta, "resourceVersion", NULL);
     char *end = NULL;
-    unsigned long long v = s && *s >= '0' && *s <= '9' ? strtoull(s, &end, 10) : 0;
-    return end && !*end ? (uint64_t)v : 0;
+    unsigned long long n = v && *v ? strtoull(v, &end, 10) : 0;
+    return end && !*end ? (uint64_t)n : 0;
 }
 
-/* A copy older than the one the table holds. The table learns a pod from two sources: the watch, and the
- * replies to this controller's own writes (table_learn). On a loaded machine a reply can come after the watch
- * has already shown later changes (the kubelet admitted a reservation and tessera-reserve published its UUID);
- * taking the reply's copy then would hide them until the pod changes again, which it may never do. */
-static bool stale(uint64_t held, uint64_t rv) { return held && rv && rv < held; }
+/* An older state than the table holds: a stale answer, ignored. */
+static bool stale(uint64_t have, const cJSON *meta) {
+    uint64_t rv = rv_of(meta);
+    return have && rv && rv < have;
+}
+
+static void rpod_key(const cJSON *meta, char *buf, size_t len) {
+    snprintf(buf, len, "%s/%s", jstr(meta, "namespace", NULL), jstr(meta, "name", NULL));
+}
 
 /* Caller holds mu. */
 static void tomb_add(ext_rsv *r, const char *uid) {
@@ -203,24 +233,28 @@ static void tomb_add(ext_rsv *r, const char *uid) {
 static void rpod_update(ext_rsv *r, const cJSON *obj) {
     const cJSON *meta = model_json_get(obj, "metadata");
     const char *name = jstr(meta, "name", NULL), *uid = jstr(meta, "uid", NULL);
-    if (!name || strlen(name) >= NAME_LEN) return;
-    rpod *p = ext_map_get(r->rpods, name);
+    if (!name || strlen(name) >= NAME_LEN) return;   /* is_reservation: the namespace is one of ours */
+    char key[sizeof ((rpod *)0)->key];
+    rpod_key(meta, key, sizeof key);
+    rpod *p = ext_map_get(r->rpods, key);
+    if (p && stale(p->rv, meta)) { p->gen = r->gen; return; }
     /* Deleted: an event that was on its way, a stale relist or a late reply must not make it live again. */
     bool gone = uid && ext_map_get(r->tombs, uid) != NULL;
     if (!p && gone) return;
-    uint64_t rv = meta_rv(meta);
-    if (p && !strcmp(p->uid, uid ? uid : "") && stale(p->rv, rv)) {
-        p->gen = r->gen;   /* a relist that mentions it: still there */
-        return;
-    }
     if (!p) {
         if (!(p = calloc(1, sizeof *p))) return;
         cpy(p->name, sizeof p->name, name);
-        if (ext_map_put(r->rpods, p->name, p) != 0) { free(p); return; }
+        cpy(p->key, sizeof p->key, key);
+        if (ext_map_put(r->rpods, p->key, p) != 0) { free(p); return; }
         p->first_ms = ext_now_ms();
     }
     const cJSON *ann = model_json_get(meta, "annotations");
     cpy(p->uid, sizeof p->uid, jstr(meta, "uid", NULL));
+    cpy(p->ns, sizeof p->ns, jstr(meta, "namespace", NULL));
+    const char *mps = jstr(ann, EXT_RSV_ANN_MPS, NULL);
+    p->mps = mps && !strcmp(mps, "true");
+    cpy(p->mps_pipe, sizeof p->mps_pipe, jstr(ann, EXT_RSV_ANN_MPS_PIPE, NULL));
+    cpy(p->mps_log, sizeof p->mps_log, jstr(ann, EXT_RSV_ANN_MPS_LOG, NULL));
     cpy(p->node, sizeof p->node, jstr(ann, EXT_RSV_ANN_NODE, NULL));
     cpy(p->unit, sizeof p->unit, jstr(ann, EXT_RSV_ANN_UNIT, NULL));
     const char *g = jstr(ann, EXT_RSV_ANN_GPU, NULL);
@@ -249,16 +283,19 @@ static void rpod_update(ext_rsv *r, const cJSON *obj) {
     p->created_wall_ms = rfc3339_ms(jstr(meta, "creationTimestamp", NULL));
     p->deleting = jstr(meta, "deletionTimestamp", NULL) != NULL || gone;
     p->gen = r->gen;
-    p->rv = rv;
+    p->rv = rv_of(meta);
 }
 
 /* A container ran: an init container counts (it saw the delivered environment too), and so does one
- * that already terminated. */
+ * that already terminated. Not tessera-cuda-shim: it reads no delivered environment and runs at once,
+ * before the ConfigMap exists, so a share whose shim is installed can still move to another GPU. */
 static bool pod_started(const cJSON *obj) {
     static const char *const lists[2] = {"initContainerStatuses", "containerStatuses"};
     for (int l = 0; l < 2; l++) {
         const cJSON *c;
         cJSON_ArrayForEach(c, model_json_get(model_json_get(obj, "status"), lists[l])) {
+            const char *cn = jstr(c, "name", NULL);
+            if (l == 0 && cn && !strcmp(cn, EXT_DLV_SHIM_CONTAINER)) continue;
             const cJSON *state = model_json_get(c, "state");
             if (model_json_get(state, "running") || model_json_get(state, "terminated")) return true;
             const cJSON *rc = model_json_get(c, "restartCount");
@@ -266,6 +303,75 @@ static bool pod_started(const cJSON *obj) {
         }
     }
     return false;
+}
+
+/* Does container c mount volume vol at path (subPath sub, or none)? */
+static bool mounts(const cJSON *c, const char *vol, const char *path, const char *sub) {
+    const cJSON *m;
+    cJSON_ArrayForEach(m, model_json_get(c, "volumeMounts")) {
+        const char *n = jstr(m, "name", NULL), *mp = jstr(m, "mountPath", NULL), *sp = jstr(m, "subPath", NULL);
+        if (n && mp && !strcmp(n, vol) && !strcmp(mp, path) && (sub ? sp && !strcmp(sp, sub) : !sp || !sp[0])) return true;
+    }
+    return false;
+}
+
+/* Every container and init container but the shim's own mounts vol at path: what makes it a client. */
+static bool all_mount(const cJSON *obj, const char *vol, const char *path, const char *sub) {
+    static const char *const lists[2] = {"initContainers", "containers"};
+    int n = 0;
+    for (int l = 0; l < 2; l++) {
+        const cJSON *c;
+        cJSON_ArrayForEach(c, model_json_get(model_json_get(obj, "spec"), lists[l])) {
+            const char *cn = jstr(c, "name", NULL);
+            if (l == 0 && cn && !strcmp(cn, EXT_DLV_SHIM_CONTAINER)) continue;
+            if (!mounts(c, vol, path, sub)) return false;
+            n++;
+        }
+    }
+    return n > 0;
+}
+
+/* The webhook installed the interposer: its init container comes first, and every other container reads
+ * /etc/ld.so.preload from the pod's tessera-cuda volume. */
+static bool has_shim(const cJSON *obj) {
+    const cJSON *first = cJSON_GetArrayItem(model_json_get(model_json_get(obj, "spec"), "initContainers"), 0);
+    const char *fn = jstr(first, "name", NULL);
+    return fn && !strcmp(fn, EXT_DLV_SHIM_CONTAINER) &&
+           all_mount(obj, EXT_DLV_SHIM_VOLUME, EXT_DLV_SHIM_PRELOAD, EXT_DLV_SHIM_PRELOAD_SUB);
+}
+
+static bool has_mps_mounts(const cJSON *obj) {
+    return all_mount(obj, EXT_DLV_MPS_VOLUME, EXT_DLV_MPS_ROOT, NULL) &&
+           all_mount(obj, EXT_DLV_MPS_SHM_VOLUME, EXT_DLV_DEV_SHM, NULL);
+}
+
+/* Why the share's tessera-cuda-shim init container does not install the interposer, into buf ("" when it
+ * did or has not had its chance yet): it exited non-zero (the message tessera-reserve --install-shim wrote,
+ * kept by the kubelet as the termination message), or waits for good (tessera's image cannot be pulled in
+ * the pod's namespace, ...). The pod's other containers never start then: nothing runs unenforced. */
+static void shim_failure(const cJSON *obj, char *buf, size_t len) {
+    buf[0] = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, model_json_get(model_json_get(obj, "status"), "initContainerStatuses")) {
+        const char *cn = jstr(c, "name", NULL);
+        if (!cn || strcmp(cn, EXT_DLV_SHIM_CONTAINER) != 0) continue;
+        const cJSON *st = model_json_get(c, "state");
+        const cJSON *t = model_json_get(st, "terminated");
+        if (!t) t = model_json_get(model_json_get(c, "lastState"), "terminated");
+        const cJSON *code = model_json_get(t, "exitCode");
+        const cJSON *w = model_json_get(st, "waiting");
+        const char *wr = jstr(w, "reason", NULL);
+        if (cJSON_IsNumber(code) && code->valuedouble != 0) {
+            const char *tm = jstr(t, "message", NULL), *tr = jstr(t, "reason", NULL);
+            snprintf(buf, len, "exit code %d%s%s%s%s", code->valueint, tr ? " (" : "", tr ? tr : "", tr ? ")" : "",
+                     tm && tm[0] ? ": " : "");
+            if (tm && tm[0]) snprintf(buf + strlen(buf), len - strlen(buf), "%.500s", tm);
+        } else if (wr && strcmp(wr, "ContainerCreating") != 0 && strcmp(wr, "PodInitializing") != 0) {
+            const char *wm = jstr(w, "message", NULL);
+            snprintf(buf, len, "%s%s%.500s", wr, wm && wm[0] ? ": " : "", wm ? wm : "");
+        }
+        return;
+    }
 }
 
 /* A share pod, or removed from the table when it is not (any more) one. */
@@ -276,11 +382,7 @@ static void spod_update(ext_rsv *r, const cJSON *obj) {
     if (!ns) ns = "default";
     spod *s = ext_map_get(r->spods, uid);
     if (!s && ext_map_get(r->tombs, uid)) return;   /* deleted: see rpod_update */
-    uint64_t rv = meta_rv(meta);
-    if (s && stale(s->rv, rv)) {
-        s->gen = r->gen;
-        return;
-    }
+    if (s && stale(s->rv, meta)) { s->gen = r->gen; return; }
     const char *phase = jstr(obj, "status", "phase"), *node = jstr(obj, "spec", "nodeName");
     const char *ann = jstr(meta, "annotations", EXT_ANN_ASSIGNMENT);
     model_request req;
@@ -311,11 +413,16 @@ static void spod_update(ext_rsv *r, const cJSON *obj) {
     cJSON_ArrayForEach(o, model_json_get(meta, "ownerReferences"))
         if (cJSON_IsTrue(model_json_get(o, "controller"))) s->owned = true;
     s->started = pod_started(obj);
+    s->mps = req.compute_sharing == MODEL_COMPUTE_MPS;
+    s->run_as_uid = s->mps ? req.run_as_uid : MODEL_UID_UNKNOWN;
+    s->shim = has_shim(obj);
+    s->mps_mounts = s->mps && has_mps_mounts(obj);
+    shim_failure(obj, s->shim_fail, sizeof s->shim_fail);
     const char *rf = jstr(meta, "annotations", EXT_RSV_ANN_REFUSALS);
     s->refusals = rf ? atoi(rf) : 0;
     if (s->refusals < 0) s->refusals = 0;
     s->gen = r->gen;
-    s->rv = rv;
+    s->rv = rv_of(meta);
 }
 
 static void kick_locked(ext_rsv *r) {
@@ -339,7 +446,7 @@ void ext_rsv_on_event(void *user, kube_kind kind, kube_event ev, const cJSON *ob
                 bool again = false;
                 it = 0;
                 while ((p = ext_map_next(r->rpods, &it)))
-                    if (p->gen != r->gen) { free(ext_map_del(r->rpods, p->name)); again = true; break; }
+                    if (p->gen != r->gen) { free(ext_map_del(r->rpods, p->key)); again = true; break; }
                 if (!again) break;
             }
             for (;;) {
@@ -358,9 +465,10 @@ void ext_rsv_on_event(void *user, kube_kind kind, kube_event ev, const cJSON *ob
             if (!cJSON_IsObject(obj)) break;
             const cJSON *meta = model_json_get(obj, "metadata");
             if (is_reservation(r, meta)) {
-                const char *name = jstr(meta, "name", NULL);
+                char key[sizeof ((rpod *)0)->key];
+                rpod_key(meta, key, sizeof key);
                 if (ev == KUBE_DELETED) {
-                    rpod *p = name ? ext_map_del(r->rpods, name) : NULL;
+                    rpod *p = jstr(meta, "name", NULL) ? ext_map_del(r->rpods, key) : NULL;
                     if (p) tomb_add(r, p->uid);
                     free(p);
                 } else {
@@ -394,6 +502,7 @@ typedef struct tenant {
 
 typedef struct unit {
     char node[NAME_LEN], unit[UNIT_LEN], resource[64], why[256];   /* why: not deliverable */
+    bool mps;                 /* its shares are MPS clients: its reservation runs the GPU's MPS daemon */
     int gpu, gpu_slot;
     tenant *t;
     int nt, cap;
@@ -584,6 +693,19 @@ static void plan_units(ext_rsv *r, plan *p) {
                 ui = p->nu++;
             }
             unit *x = &p->u[ui];
+            if (x->nt == 0) x->mps = s->mps;
+            /* The model never mixes MPS and time-sliced shares on one GPU, nor puts an MPS share anywhere but on
+             * one whole unshared GPU (an MPS client talks to one daemon). Should it ever, nothing is delivered
+             * there, loudly (give_up), rather than a share served by a daemon of the wrong kind. */
+            const char *bad = x->mps != s->mps ? "MPS and time-sliced shares on one GPU"
+                              : s->mps && strcmp(u, "gpu") != 0 ? "an MPS share on a MIG instance or a replica"
+                              : s->mps && a.ngrants > 1 ? "an MPS share on more than one GPU" : NULL;
+            if (bad && x->resource[0]) {
+                snprintf(x->why, sizeof x->why, "%s cannot be delivered (the model should never place this)", bad);
+                x->resource[0] = 0;
+                kube_log(KUBE_LOG_ERROR, "event=share-mode-conflict node=%s gpu=%d unit=%s pod=%s/%s why=\"%s\"", s->node,
+                         g->index, u, s->ns, s->name, bad);
+            }
             if (x->nt == x->cap) {
                 int cap = x->cap ? 2 * x->cap : 4;
                 tenant *nt = realloc(x->t, (size_t)cap * sizeof *nt);
@@ -639,7 +761,8 @@ static int call(ext_rsv *r, const char *method, const char *path, const char *bo
             sscanf(path, "/api/v1/namespaces/%127[^/]/%63[^/]/%255[^/?]", ns, res, name);
             const char *verb = !strcmp(method, "GET") ? "get" : !strcmp(method, "POST") ? "create"
                              : !strcmp(method, "PUT") ? "update" : !strcmp(method, "PATCH") ? "patch" : "delete";
-            bool own = !strcmp(ns, r->cfg.ns) && !strcmp(res, "pods") && (!strcmp(verb, "create") || !strcmp(verb, "delete"));
+            bool own = (!strcmp(ns, r->cfg.ns) || !strcmp(ns, r->cfg.mps_ns)) && !strcmp(res, "pods") &&
+                       (!strcmp(verb, "create") || !strcmp(verb, "delete"));
             kube_api_msg(msg, sizeof msg, code, verb, res[0] ? res : path, NULL, ns, name,
                          own ? "tessera-extender Role" : "tessera-extender ClusterRole", err);
             ext_health_fail(EXT_DEP_RESERVATIONS, code, ext_health_reason_of(code), msg);
@@ -735,13 +858,42 @@ static bool reserve_image(ext_rsv *r, char *buf, size_t len) {
     return buf[0] != 0;
 }
 
+bool ext_rsv_image(ext_rsv *r, char *buf, size_t len, char *why, size_t whylen) {
+    if (!r) {
+        snprintf(why, whylen, "no reservation controller");
+        return false;
+    }
+    pthread_mutex_lock(&r->mu);
+    cpy(buf, len, r->cfg.image);
+    if (!buf[0])
+        snprintf(why, whylen, "%s", r->image_why[0] ? r->image_why : "tessera has not read its own Pod yet (it does "
+                 "so at start, to learn its image)");
+    pthread_mutex_unlock(&r->mu);
+    return buf[0] != 0;
+}
+
+static const char *rsv_ns(const ext_rsv *r, bool mps) { return mps ? r->cfg.mps_ns : r->cfg.ns; }
+
+static void add_host_volume(cJSON *vols, cJSON *mnts, const char *name, const char *host, const char *at) {
+    cJSON *v = cJSON_CreateObject();
+    cJSON_AddStringToObject(v, "name", name);
+    cJSON *hp = cJSON_AddObjectToObject(v, "hostPath");
+    cJSON_AddStringToObject(hp, "path", host);
+    cJSON_AddStringToObject(hp, "type", "DirectoryOrCreate");
+    cJSON_AddItemToArray(vols, v);
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "name", name);
+    cJSON_AddStringToObject(m, "mountPath", at);
+    cJSON_AddItemToArray(mnts, m);
+}
+
 static cJSON *reservation_body(ext_rsv *r, const unit *u, const char *name, const char *image) {
     cJSON *pod = cJSON_CreateObject();
     cJSON_AddStringToObject(pod, "apiVersion", "v1");
     cJSON_AddStringToObject(pod, "kind", "Pod");
     cJSON *meta = cJSON_AddObjectToObject(pod, "metadata");
     cJSON_AddStringToObject(meta, "name", name);
-    cJSON_AddStringToObject(meta, "namespace", r->cfg.ns);
+    cJSON_AddStringToObject(meta, "namespace", rsv_ns(r, u->mps));
     cJSON *labels = cJSON_AddObjectToObject(meta, "labels");
     cJSON_AddStringToObject(labels, EXT_RSV_LABEL_APP, EXT_RSV_APP);
     cJSON_AddStringToObject(labels, EXT_DLV_LABEL_PART_OF, EXT_DLV_PART_OF);
@@ -752,6 +904,7 @@ static cJSON *reservation_body(ext_rsv *r, const unit *u, const char *name, cons
     cJSON_AddStringToObject(ann, EXT_RSV_ANN_NODE, u->node);
     cJSON_AddStringToObject(ann, EXT_RSV_ANN_GPU, gpu);
     cJSON_AddStringToObject(ann, EXT_RSV_ANN_UNIT, u->unit);
+    if (u->mps) cJSON_AddStringToObject(ann, EXT_RSV_ANN_MPS, "true");
     cJSON *spec = cJSON_AddObjectToObject(pod, "spec");
     cJSON_AddStringToObject(spec, "nodeName", u->node);
     cJSON_AddStringToObject(spec, "priorityClassName", EXT_RSV_PRIORITY_CLASS);
@@ -765,7 +918,14 @@ static cJSON *reservation_body(ext_rsv *r, const unit *u, const char *name, cons
     cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "containers"), c);
     cJSON_AddStringToObject(c, "name", EXT_RSV_CONTAINER);
     cJSON_AddStringToObject(c, "image", image);
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(c, "command"), cJSON_CreateString(EXT_RSV_COMMAND));
+    cJSON *cmd = cJSON_AddArrayToObject(c, "command");
+    cJSON_AddItemToArray(cmd, cJSON_CreateString(EXT_RSV_COMMAND));
+    if (u->mps) {
+        /* The directory it mounts, said on the command line too: the daemon's pipe, log and shm directories and the
+         * ones the shares' ConfigMaps name can only agree when both follow the pod spec. */
+        cJSON_AddItemToArray(cmd, cJSON_CreateString(EXT_RSV_MPS_FLAG));
+        cJSON_AddItemToArray(cmd, cJSON_CreateString("--mps-root=" EXT_DLV_MPS_ROOT));
+    }
     cJSON *env = cJSON_AddArrayToObject(c, "env");
     const char *vars[2][2] = {{"POD_NAME", "metadata.name"}, {"POD_NAMESPACE", "metadata.namespace"}};
     for (int i = 0; i < 2; i++) {
@@ -773,6 +933,14 @@ static cJSON *reservation_body(ext_rsv *r, const unit *u, const char *name, cons
         cJSON_AddStringToObject(e, "name", vars[i][0]);
         cJSON *fr = cJSON_AddObjectToObject(cJSON_AddObjectToObject(e, "valueFrom"), "fieldRef");
         cJSON_AddStringToObject(fr, "fieldPath", vars[i][1]);
+        cJSON_AddItemToArray(env, e);
+    }
+    if (u->mps) {
+        /* The NVIDIA runtime mounts nvidia-cuda-mps-control and -server with the compute capability: said
+         * outright rather than left to the toolkit's default. */
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", EXT_DLV_ENV_CAPS);
+        cJSON_AddStringToObject(e, "value", EXT_DLV_CAPS_VALUE);
         cJSON_AddItemToArray(env, e);
     }
     cJSON *res = cJSON_AddObjectToObject(c, "resources");
@@ -783,15 +951,39 @@ static cJSON *reservation_body(ext_rsv *r, const unit *u, const char *name, cons
     cJSON_AddStringToObject(lim, "memory", "32Mi");
     cJSON_AddStringToObject(lim, u->resource, "1");
     cJSON *sc = cJSON_AddObjectToObject(c, "securityContext");
-    cJSON_AddBoolToObject(sc, "runAsNonRoot", true);
-    cJSON_AddNumberToObject(sc, "runAsUser", 65532);
     cJSON_AddBoolToObject(sc, "allowPrivilegeEscalation", false);
     cJSON_AddBoolToObject(sc, "readOnlyRootFilesystem", true);
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(cJSON_AddObjectToObject(sc, "capabilities"), "drop"),
-                         cJSON_CreateString("ALL"));
+    cJSON *caps = cJSON_AddObjectToObject(sc, "capabilities");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(caps, "drop"), cJSON_CreateString("ALL"));
     /* The tessera namespace enforces Pod Security "restricted" (deploy/namespace.yaml), which also wants a
-     * seccomp profile: without it the API server refuses the pod. */
+     * seccomp profile: without it the API server refuses the pod. tessera-node is privileged, but nothing
+     * here needs more than the runtime's default profile. */
     cJSON_AddStringToObject(cJSON_AddObjectToObject(sc, "seccompProfile"), "type", "RuntimeDefault");
+    if (!u->mps) {
+        cJSON_AddBoolToObject(sc, "runAsNonRoot", true);
+        cJSON_AddNumberToObject(sc, "runAsUser", 65532);
+        return pod;
+    }
+    /* The GPU's MPS control daemon (tessera-reserve --mps runs nvidia-cuda-mps-control -f). It starts each MPS
+     * server as the uid of its clients, and manages servers and files of other uids, so it runs as root and keeps
+     * what that takes, the file and process part of the runtime's default set:
+     *   SETUID, SETGID          start a server under its clients' uid and gid;
+     *   CHOWN, FOWNER,          hand a server its files in the pipe and log directories, and reach and remove
+     *   DAC_OVERRIDE            what a server of another uid made there (its sockets, a previous run's pipes);
+     *   KILL                    stop a server of another uid once its clients are gone (the next uid's turn).
+     * The rest of the default set (NET_RAW, NET_BIND_SERVICE, MKNOD, SYS_CHROOT, SETPCAP, SETFCAP, FSETID,
+     * AUDIT_WRITE) is dropped, and nothing beyond it is added: no SYS_ADMIN (nothing is mounted: the host's /run
+     * is a tmpfs already), no privileged container, no host namespaces, no privilege escalation. Its pipe, log
+     * and shared-memory directories are host directories under /run/tessera/mps, where the GPU's clients (other
+     * pods) find them: hostPath, which only a privileged namespace admits. */
+    cJSON_AddBoolToObject(sc, "runAsNonRoot", false);
+    cJSON_AddNumberToObject(sc, "runAsUser", 0);
+    cJSON *add = cJSON_AddArrayToObject(caps, "add");
+    static const char *const keep[] = {"CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID"};
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) cJSON_AddItemToArray(add, cJSON_CreateString(keep[i]));
+    cJSON *vols = cJSON_AddArrayToObject(spec, "volumes"), *mnts = cJSON_AddArrayToObject(c, "volumeMounts");
+    add_host_volume(vols, mnts, EXT_DLV_MPS_VOLUME, EXT_DLV_MPS_ROOT, EXT_DLV_MPS_ROOT);
+    add_host_volume(vols, mnts, EXT_DLV_MPS_SHM_VOLUME, EXT_DLV_MPS_SHM, EXT_DLV_DEV_SHM);
     return pod;
 }
 
@@ -820,9 +1012,9 @@ static void table_learn(ext_rsv *r, const char *resp) {
     cJSON_Delete(o);
 }
 
-static void table_forget_rpod(ext_rsv *r, const char *name, const char *uid) {
+static void table_forget_rpod(ext_rsv *r, const char *key, const char *uid) {
     pthread_mutex_lock(&r->mu);
-    rpod *p = ext_map_get(r->rpods, name);
+    rpod *p = ext_map_get(r->rpods, key);
     if (p) p->deleting = true;   /* the watch removes it; until then it is releasing, not live */
     tomb_add(r, uid);
     pthread_mutex_unlock(&r->mu);
@@ -854,7 +1046,8 @@ static bool create_reservation(ext_rsv *r, plan *p, unit *u) {
     cJSON *body = reservation_body(r, u, name, image);
     char *text = cJSON_PrintUnformatted(body), path[512], *resp = NULL;
     cJSON_Delete(body);
-    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods", r->cfg.ns);
+    const char *ns = rsv_ns(r, u->mps);
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods", ns);
     int code = text ? call(r, "POST", path, text, &resp, "create reservation") : -1;
     free(text);
     bool ok = code == 201 || code == 200 || code == 409;
@@ -864,18 +1057,19 @@ static bool create_reservation(ext_rsv *r, plan *p, unit *u) {
     if (code == 409) {   /* someone made it (another replica, or our own earlier POST): learn it now */
         free(resp);
         resp = NULL;
-        snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", r->cfg.ns, name);
+        snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ns, name);
         if (call(r, "GET", path, NULL, &resp, "read existing reservation") != 200) { free(resp); resp = NULL; }
     }
     if (resp) table_learn(r, resp);
     free(resp);
-    if (ok) kube_log(KUBE_LOG_INFO, "event=reservation-created name=%s/%s node=%s gpu=%d unit=%s resource=%s%s", r->cfg.ns,
-                     name, u->node, u->gpu, u->unit, u->resource, code == 409 ? " existed=true" : "");
+    if (ok) kube_log(KUBE_LOG_INFO, "event=reservation-created name=%s/%s node=%s gpu=%d unit=%s resource=%s mps=%s%s", ns,
+                     name, u->node, u->gpu, u->unit, u->resource, u->mps ? "true" : "false", code == 409 ? " existed=true" : "");
     /* Tell the waiting shares where they wait. */
     for (int i = 0; ok && i < u->nt; i++) {
         spod *s = &p->sp[u->t[i].s];
         char msg[768];
-        snprintf(msg, sizeof msg, "waiting for reservation %s/%s of GPU %d on node %s", r->cfg.ns, name, u->gpu, u->node);
+        snprintf(msg, sizeof msg, "waiting for reservation %s/%s of GPU %d on node %s%s", ns, name, u->gpu, u->node,
+                 u->mps ? " (it starts the GPU's MPS control daemon)" : "");
         if (strcmp(s->ev_pending_for, name) != 0) {
             emit(r, s, "Normal", EXT_DLV_EV_PENDING, msg);
             cpy(s->ev_pending_for, sizeof s->ev_pending_for, name);
@@ -892,6 +1086,15 @@ static bool delete_pod(ext_rsv *r, const char *ns, const char *name, const char 
     int code = call(r, "DELETE", path, uid && uid[0] ? body : NULL, NULL, what);
     bool ok = (code >= 200 && code < 300) || code == 404;
     op_count(r, EXT_RSV_OP_DELETE, ok);
+    return ok;
+}
+
+/* Delete a reservation (in its own namespace) and mark it releasing in the table at once. false: the API
+ * call failed (the next pass tries again). */
+static bool drop_rpod(ext_rsv *r, rpod *rp, const char *what) {
+    bool ok = delete_pod(r, rp->ns, rp->name, rp->uid, what);
+    if (ok) table_forget_rpod(r, rp->key, rp->uid);
+    rp->deleting = true;
     return ok;
 }
 
@@ -1004,6 +1207,8 @@ static void share_memory_back(ext_rsv *r, const plan *p) {
         memcpy(s->ev_pending_for, p->sp[i].ev_pending_for, sizeof s->ev_pending_for);
         memcpy(s->ev_refused_for, p->sp[i].ev_refused_for, sizeof s->ev_refused_for);
         memcpy(s->cm_written, p->sp[i].cm_written, sizeof s->cm_written);
+        memcpy(s->enforcement, p->sp[i].enforcement, sizeof s->enforcement);
+        memcpy(s->ev_enforce_for, p->sp[i].ev_enforce_for, sizeof s->ev_enforce_for);
         s->ev_delivered = p->sp[i].ev_delivered;
         s->ev_nomut = p->sp[i].ev_nomut;
         s->ev_unavail = p->sp[i].ev_unavail;
@@ -1067,10 +1272,10 @@ static void ann_policy(const char *ann, char *buf, size_t len) {
     cJSON_Delete(o);
 }
 
-/* How GPU g (index) of u's node can take u's tenants: 2 = a live reservation of the same unit kind waits
- * there without tenants (its grace period): the GPU is physically held for tessera already, take it
- * first; 1 = no reservation there; 0 = not a candidate (one with tenants, or one still terminating: the
- * kubelet counts its device until it is gone). */
+/* How GPU g (index) of u's node can take u's tenants: 2 = a live reservation of the same unit kind and
+ * compute-sharing mode waits there without tenants (its grace period): the GPU is physically held for
+ * tessera already, take it first; 1 = no reservation there; 0 = not a candidate (one with tenants, one of
+ * another kind or mode, or one still terminating: the kubelet counts its device until it is gone). */
 static int candidate_kind(plan *p, const unit *u, int g, int *reuse) {
     int kind = 1;
     *reuse = -1;
@@ -1080,7 +1285,9 @@ static int candidate_kind(plan *p, const unit *u, int g, int *reuse) {
         if (x->deleting) return 0;
         if (!rpod_live(x)) continue;   /* refused: it is deleted; it holds no device */
         bool tenants = (p->rp_unit[k] >= 0 && p->u[p->rp_unit[k]].nt > 0) || x->claimed;
-        if (tenants || strcmp(x->unit, u->unit) != 0) return 0;
+        /* A held reservation serves only shares of its own kind and mode: an MPS daemon never serves
+         * time-sliced shares, nor a plain reservation MPS clients. */
+        if (tenants || strcmp(x->unit, u->unit) != 0 || x->mps != u->mps) return 0;
         kind = 2;
         *reuse = k;
     }
@@ -1186,7 +1393,36 @@ static bool move_tenants(ext_rsv *r, plan *p, unit *u, int refusals, bool *error
     return any;
 }
 
+/* The share's tessera-cuda-shim init container fails (shim_failure): its other containers never start, so
+ * nothing runs unenforced, but nothing runs at all: a Warning once per cause, naming it. Its GPU stays
+ * its own while the pod exists, like any pod's that cannot start, and is released with it. */
+static void shim_failed(ext_rsv *r, spod *s) {
+    char head[sizeof s->ev_enforce_for], fam[sizeof s->ev_enforce_for];
+    /* "exit code N ..." or a waiting reason: one Event per cause, not per retry of a crash loop */
+    size_t k = strcspn(s->shim_fail, ":( ");
+    if (!strncmp(s->shim_fail, "exit code", 9)) k = strcspn(s->shim_fail, ":(");
+    snprintf(head, sizeof head, "%.*s", (int)(k < sizeof head - 1 ? k : sizeof head - 1), s->shim_fail);
+    snprintf(fam, sizeof fam, "%s", reason_family(head));
+    if (!strcmp(s->ev_enforce_for, fam)) return;
+    char msg[1400];
+    snprintf(msg, sizeof msg, "init container %s cannot install libtessera-cuda.so (%s): the pod's containers do not "
+             "start, so none runs without its GPU memory limit; fix the cause (its image is tessera's own: a private "
+             "registry needs its pull secret in this namespace too) or delete the pod", EXT_DLV_SHIM_CONTAINER,
+             s->shim_fail);
+    emit(r, s, "Warning", EXT_DLV_EV_ENFORCEMENT, msg);
+    cpy(s->ev_enforce_for, sizeof s->ev_enforce_for, fam);
+    kube_log(KUBE_LOG_WARN, "event=share-enforcement-failed pod=%s/%s why=\"%s\"", s->ns, s->name, s->shim_fail);
+}
+
 /* ------------------------------------------------------------------ the pass */
+
+/* What the share's units are, for its enforcement line: ready ones carry their UUID, the others "". */
+static ext_delivery_unit unit_as_delivered(const plan *p, const unit *u, const tenant *t) {
+    const rpod *lv = u->live >= 0 ? &p->rp[u->live] : NULL;
+    return (ext_delivery_unit){lv ? lv->uuid : "", t->memory_mib, t->compute_permille, t->device_memory_mib,
+                               !strncmp(u->unit, "mig:", 4), !strncmp(u->unit, "replica:", 8) || strstr(u->unit, "/r") != NULL,
+                               lv && lv->mps_pipe[0] ? lv->mps_pipe : NULL, lv && lv->mps_log[0] ? lv->mps_log : NULL};
+}
 
 static bool tenant_units_ready(const plan *p, int s, ext_delivery_unit *du, int *ndu, int max) {
     *ndu = 0;
@@ -1195,11 +1431,23 @@ static bool tenant_units_ready(const plan *p, int s, ext_delivery_unit *du, int 
         for (int i = 0; i < u->nt; i++) {
             if (u->t[i].s != s) continue;
             if (u->live < 0 || !p->rp[u->live].uuid[0] || *ndu >= max) return false;
-            du[(*ndu)++] = (ext_delivery_unit){p->rp[u->live].uuid, u->t[i].memory_mib, u->t[i].compute_permille,
-                                               u->t[i].device_memory_mib};
+            du[(*ndu)++] = unit_as_delivered(p, u, &u->t[i]);
         }
     }
     return *ndu > 0;
+}
+
+/* The share's units whatever their state (for /debug/state before delivery). */
+static int tenant_units(const plan *p, int s, ext_delivery_unit *du, int max) {
+    int n = 0;
+    for (int ui = 0; ui < p->nu; ui++)
+        for (int i = 0; i < p->u[ui].nt && n < max; i++)
+            if (p->u[ui].t[i].s == s) du[n++] = unit_as_delivered(p, &p->u[ui], &p->u[ui].t[i]);
+    return n;
+}
+
+static ext_delivery_share share_of(const spod *s) {
+    return (ext_delivery_share){s->mps, s->shim, s->mps_mounts};
 }
 
 /* The CUDA base images set ENV NVIDIA_VISIBLE_DEVICES all (their "# nvidia-container-runtime" block, as copied
@@ -1221,6 +1469,7 @@ static bool unit_in_use(ext_rsv *r, const rpod *rp) {
         /* Only soft shares are tenants: a whole-GPU pod the model put on that index gets its own device. */
         const ext_pod *ep = ext_state_pod(r->st, al->uid);
         if (!ep || ep->req.kind != MODEL_REQ_FRACTION) continue;
+        if ((ep->req.compute_sharing == MODEL_COMPUTE_MPS) != rp->mps) continue;   /* it cannot serve that one */
         for (int k = 0; k < al->a.ngrants && !used; k++) {
             const model_grant *gr = &al->a.grant[k];
             if (gr->gpu < 0 || gr->gpu >= n->ngpus || n->gpus[gr->gpu].index != rp->gpu) continue;
@@ -1261,6 +1510,43 @@ static int keep_score(ext_rsv *r, plan *p, const unit *u, const rpod *rp) {
     return 1;
 }
 
+/* Every share as this pass left it, for /debug/state (NULL when out of memory: none shown). */
+static sview *share_views(const plan *p) {
+    sview *vs = calloc((size_t)p->nsp + 1, sizeof *vs);
+    for (int i = 0; vs && i < p->nsp; i++) {
+        const spod *s = &p->sp[i];
+        sview *v = &vs[i];
+        snprintf(v->pod, sizeof v->pod, "%s/%s", s->ns, s->name);
+        cpy(v->node, sizeof v->node, s->node);
+        cpy(v->configmap, sizeof v->configmap, s->delivery);
+        cpy(v->uuids, sizeof v->uuids, s->cm_written);
+        v->mps = s->mps;
+        v->uid = s->run_as_uid;
+        if (s->enforcement[0]) {
+            cpy(v->enforcement, sizeof v->enforcement, s->enforcement);
+        } else {   /* not delivered yet: what it will be */
+            ext_delivery_unit du[MODEL_MAX_GPUS];
+            ext_delivery_share sh = share_of(s);
+            ext_delivery_enforcement(du, tenant_units(p, i, du, MODEL_MAX_GPUS), &sh, v->enforcement, sizeof v->enforcement);
+        }
+        v->state = !s->delivery[0] ? "not-mutated" : s->shim_fail[0] || s->ev_unavail || s->ev_lost || s->ev_foreign ? "failed"
+                   : s->cm_written[0] ? "delivered" : "waiting";
+        if (s->shim_fail[0])
+            snprintf(v->problem, sizeof v->problem, "init container %s: %s", EXT_DLV_SHIM_CONTAINER, s->shim_fail);
+        else if (s->ev_unavail)
+            snprintf(v->problem, sizeof v->problem, "no GPU could be reserved for it (Event %s)", EXT_DLV_EV_UNAVAILABLE);
+        else if (s->ev_lost)
+            snprintf(v->problem, sizeof v->problem, "its reservation is gone while it runs (Event %s)", EXT_DLV_EV_LOST);
+        else if (s->ev_foreign)
+            snprintf(v->problem, sizeof v->problem, "its ConfigMap belongs to another pod (Event %s)", EXT_DLV_EV_CONFLICT);
+        else if (!s->delivery[0])
+            snprintf(v->problem, sizeof v->problem, "not mutated by tessera's webhook (Event %s)", EXT_DLV_EV_NOT_MUTATED);
+        else if (strstr(v->enforcement, "not enforced") || strstr(v->enforcement, "not capped (the pod"))
+            snprintf(v->problem, sizeof v->problem, "admitted without what enforces it: re-create the pod");
+    }
+    return vs;
+}
+
 static int64_t run_pass(ext_rsv *r) {
     int64_t now = ext_now_ms(), next = now + r->cfg.tick_ms;
     bool errors = false;
@@ -1284,6 +1570,17 @@ static int64_t run_pass(ext_rsv *r) {
         int ui = p.rp_unit[i];
         if (ui < 0) continue;
         unit *u = &p.u[ui];
+        /* Kept through its grace period for shares of the other mode (the GPU's last MPS share left and a
+         * time-sliced one came, or the reverse): it cannot serve them. It goes now, and the unit gets one
+         * of its mode once it is gone (the kubelet counts its device until then). */
+        if (p.rp[i].mps != u->mps && !p.rp[i].deleting && !node_frozen(&p, u->node)) {
+            kube_log(KUBE_LOG_INFO, "event=reservation-wrong-mode name=%s/%s node=%s gpu=%d unit=%s mps=%s shares_mps=%s "
+                     "action=delete", p.rp[i].ns, p.rp[i].name, u->node, u->gpu, u->unit, p.rp[i].mps ? "true" : "false",
+                     u->mps ? "true" : "false");
+            if (!drop_rpod(r, &p.rp[i], "delete reservation of the other compute-sharing mode")) errors = true;
+            continue;
+        }
+        if (p.rp[i].mps != u->mps) continue;
         if (rpod_refused(&p.rp[i])) {
             if (u->refused < 0) u->refused = i;
             continue;
@@ -1297,9 +1594,7 @@ static int64_t run_pass(ext_rsv *r) {
         if (b_better) u->live = i;
         kube_log(KUBE_LOG_WARN, "event=reservation-duplicate name=%s node=%s gpu=%d unit=%s action=delete", drop->name,
                  drop->node, drop->gpu, drop->unit);
-        if (delete_pod(r, r->cfg.ns, drop->name, drop->uid, "delete duplicate reservation")) table_forget_rpod(r, drop->name, drop->uid);
-        else errors = true;
-        drop->deleting = true;
+        if (!drop_rpod(r, drop, "delete duplicate reservation")) errors = true;
     }
 
     for (int ui = 0; ui < p.nu; ui++) {
@@ -1311,6 +1606,7 @@ static int64_t run_pass(ext_rsv *r) {
          * NVIDIA_VISIBLE_DEVICES=all, as the nvidia/cuda images do, sees every GPU of the node). */
         for (int i = 0; i < u->nt; i++) {
             spod *s = &p.sp[u->t[i].s];
+            if (s->shim_fail[0]) shim_failed(r, s);
             if (s->delivery[0]) continue;
             if (s->owned) {
                 reject_share(r, s, &s->ev_nomut, EXT_DLV_EV_NOT_MUTATED, NOMUT_WHY, &errors);
@@ -1355,8 +1651,10 @@ static int64_t run_pass(ext_rsv *r) {
             for (int i = 0; i < u->nt; i++)
                 if (!p.sp[u->t[i].s].started && p.sp[u->t[i].s].refusals + 1 > n) n = p.sp[u->t[i].s].refusals + 1;
             /* tessera-reserve could not tell which GPU it got: the node's device-plugin setup (e.g. index IDs
-             * under CDI), the same on every GPU of the node: moving would only repeat it. */
-            bool setup = rf->rerr[0] != 0;
+             * under CDI), the same on every GPU of the node: moving would only repeat it. An MPS reservation's
+             * error is mostly its daemon's, which a GPU of its own can cause (another MPS daemon or a compute
+             * mode set on it): its shares move like a refusal's, as many times as refusals allow. */
+            bool setup = rf->rerr[0] != 0 && !rf->mps;
             bool exhausted = setup || n >= r->cfg.max_attempts;
             char mwhy[256] = "";
             bool moved = false;
@@ -1366,7 +1664,7 @@ static int64_t run_pass(ext_rsv *r) {
                     if (s->started || s->ev_unavail || !strcmp(s->ev_refused_for, rf->name)) continue;
                     char msg[3072];
                     snprintf(msg, sizeof msg, "the kubelet refused reservation %s/%s of GPU %d on node %s (%s); tessera "
-                                              "tries another GPU of the node", r->cfg.ns, rf->name, u->gpu, u->node, rwhy);
+                                              "tries another GPU of the node", rf->ns, rf->name, u->gpu, u->node, rwhy);
                     emit(r, s, "Warning", EXT_DLV_EV_REFUSED, msg);
                     cpy(s->ev_refused_for, sizeof s->ev_refused_for, rf->name);
                 }
@@ -1381,16 +1679,12 @@ static int64_t run_pass(ext_rsv *r) {
                          setup ? "a node setup problem, not this GPU's" : exhausted ? lim : mwhy);
                 give_up(r, &p, u, gwhy, &errors);
             }
-            if (delete_pod(r, r->cfg.ns, rf->name, rf->uid, "delete refused reservation")) table_forget_rpod(r, rf->name, rf->uid);
-            else errors = true;
-            rf->deleting = true;
+            if (!drop_rpod(r, rf, "delete refused reservation")) errors = true;
             continue;   /* next pass sees the moved shares on their new unit */
         }
         if (u->refused >= 0) {   /* refused, but another reservation already serves the unit */
             rpod *rf = &p.rp[u->refused];
-            if (delete_pod(r, r->cfg.ns, rf->name, rf->uid, "delete refused reservation")) table_forget_rpod(r, rf->name, rf->uid);
-            else errors = true;
-            rf->deleting = true;
+            if (!drop_rpod(r, rf, "delete refused reservation")) errors = true;
         }
         if (u->live < 0) {
             /* One of the unit's reservations is still terminating: the kubelet counts its device until it is
@@ -1423,7 +1717,7 @@ static int64_t run_pass(ext_rsv *r) {
                     char msg[2048];
                     bool failing = container_failing(lv->wreason);
                     snprintf(msg, sizeof msg, "%s reservation %s/%s of GPU %d on node %s%s%s%s", failing ? "the kubelet cannot start"
-                             : "waiting for", r->cfg.ns, lv->name, u->gpu, u->node,
+                             : "waiting for", lv->ns, lv->name, u->gpu, u->node,
                              wt[0] ? (failing ? ": " : "; its container waits: ") : "", wt,
                              failing ? "; tessera gives up on it after --reservation-timeout" : "");
                     emit(r, s, failing ? "Warning" : "Normal", EXT_DLV_EV_PENDING, msg);
@@ -1439,19 +1733,28 @@ static int64_t run_pass(ext_rsv *r) {
             size_t off = 0;
             for (int k = 0; k < ndu && off < sizeof uuids; k++)
                 off += (size_t)snprintf(uuids + off, sizeof uuids - off, "%s%s", k ? "," : "", du[k].uuid);
-            if (!strcmp(s->cm_written, uuids)) continue;
-            cJSON *data = ext_delivery_data(du, ndu);
+            ext_delivery_share sh = share_of(s);
+            char enf[600];
+            ext_delivery_enforcement(du, ndu, &sh, enf, sizeof enf);
+            /* Written again when the UUIDs change (a move) or what enforces the share does (it cannot, for
+             * one pod, but a restart forgets what was written: then ensure_cm compares with the API). */
+            if (!strcmp(s->cm_written, uuids) && !strcmp(s->enforcement, enf)) continue;
+            cJSON *data = ext_delivery_data(du, ndu, &sh);
             bool fresh = false;
             int rc = data ? ensure_cm(r, s, data, &fresh) : 0;
             if (rc > 0) {
                 cpy(s->cm_written, sizeof s->cm_written, uuids);
+                cpy(s->enforcement, sizeof s->enforcement, enf);
                 if (fresh || !s->ev_delivered) {
                     char msg[1400];
-                    snprintf(msg, sizeof msg, "%s via ConfigMap %s", uuids, s->delivery);
-                    if (fresh) emit(r, s, "Normal", EXT_DLV_EV_DELIVERED, msg);
+                    /* What enforces the share goes with the device, so `kubectl describe pod` says both. A share
+                     * whose memory or compute is not enforced says so as a Warning. */
+                    bool weak = strstr(enf, "not enforced") || strstr(enf, "not capped (the pod");
+                    snprintf(msg, sizeof msg, "%s via ConfigMap %s; enforced by: %s", uuids, s->delivery, enf);
+                    if (fresh) emit(r, s, weak ? "Warning" : "Normal", EXT_DLV_EV_DELIVERED, msg);
                     s->ev_delivered = true;
-                    kube_log(KUBE_LOG_INFO, "event=share-delivered pod=%s/%s uuid=%s configmap=%s written=%s", s->ns,
-                             s->name, uuids, s->delivery, fresh ? "yes" : "already");
+                    kube_log(KUBE_LOG_INFO, "event=share-delivered pod=%s/%s uuid=%s configmap=%s written=%s enforcement=\"%s\"",
+                             s->ns, s->name, uuids, s->delivery, fresh ? "yes" : "already", enf);
                 }
             } else if (rc < 0) {
                 char what[768];
@@ -1471,7 +1774,7 @@ static int64_t run_pass(ext_rsv *r) {
      * pass has them already. */
     pthread_mutex_lock(&r->mu);
     for (int i = 0; i < p.nrp; i++) {
-        rpod *t = ext_map_get(r->rpods, p.rp[i].name);
+        rpod *t = ext_map_get(r->rpods, p.rp[i].key);
         if (!t) continue;
         bool has = (p.rp_unit[i] >= 0 && p.u[p.rp_unit[i]].nt > 0) || p.rp[i].claimed || node_frozen(&p, p.rp[i].node) ||
                    is_held(&p, p.rp[i].node, p.rp[i].gpu);
@@ -1493,9 +1796,7 @@ static int64_t run_pass(ext_rsv *r) {
             if (!rpod_refused(rp) && unit_in_use(r, rp)) continue;
             kube_log(KUBE_LOG_INFO, "event=reservation-released name=%s node=%s gpu=%d unit=%s why=%s", rp->name, rp->node,
                      rp->gpu, rp->unit, rpod_refused(rp) ? "refused-without-tenants" : "no-tenants");
-            if (delete_pod(r, r->cfg.ns, rp->name, rp->uid, "release reservation")) table_forget_rpod(r, rp->name, rp->uid);
-            else errors = true;
-            rp->deleting = true;
+            if (!drop_rpod(r, rp, "release reservation")) errors = true;
         } else if (due < next) {
             next = due;
         }
@@ -1534,6 +1835,8 @@ static int64_t run_pass(ext_rsv *r) {
         cpy(v->node, sizeof v->node, rp->node);
         cpy(v->unit, sizeof v->unit, rp->unit);
         cpy(v->name, sizeof v->name, rp->name);
+        cpy(v->ns, sizeof v->ns, rp->ns);
+        v->mps = rp->mps;
         cpy(v->uuid, sizeof v->uuid, rp->uuid);
         waiting_text(rp, v->waiting, sizeof v->waiting);
         v->gpu = rp->gpu;
@@ -1555,11 +1858,15 @@ static int64_t run_pass(ext_rsv *r) {
         v->tenants = cJSON_PrintUnformatted(ts);
         cJSON_Delete(ts);
     }
+    sview *svs = share_views(&p);
     pthread_mutex_lock(&r->mu);
     for (int i = 0; i < r->nviews; i++) free(r->views[i].tenants);
     free(r->views);
     r->views = vs;
     r->nviews = vs ? nv : 0;
+    free(r->sviews);
+    r->sviews = svs;
+    r->nsviews = svs ? p.nsp : 0;
     pthread_mutex_unlock(&r->mu);
 
     plan_free(&p);
@@ -1615,6 +1922,7 @@ ext_rsv *ext_rsv_new(const ext_rsv_config *cfg, ext_state *st, kube_client *k, e
         ext_rsv_config d;
         ext_rsv_config_defaults(&d);
         if (!r->cfg.ns[0]) memcpy(r->cfg.ns, d.ns, sizeof d.ns);
+        if (!r->cfg.mps_ns[0]) memcpy(r->cfg.mps_ns, d.mps_ns, sizeof d.mps_ns);
         if (r->cfg.grace_ms < 0) r->cfg.grace_ms = d.grace_ms;
         if (r->cfg.max_attempts <= 0) r->cfg.max_attempts = d.max_attempts;
         if (r->cfg.timeout_ms <= 0) r->cfg.timeout_ms = d.timeout_ms;
@@ -1656,8 +1964,8 @@ int ext_rsv_start(ext_rsv *r, char *err, size_t errlen) {
         return -1;
     }
     r->started = true;
-    kube_log(KUBE_LOG_INFO, "event=reservations-started namespace=%s grace_ms=%d timeout_ms=%d image=%s", r->cfg.ns,
-             r->cfg.grace_ms, r->cfg.timeout_ms, r->cfg.image[0] ? r->cfg.image : "(own pod's)");
+    kube_log(KUBE_LOG_INFO, "event=reservations-started namespace=%s mps_namespace=%s grace_ms=%d timeout_ms=%d image=%s",
+             r->cfg.ns, r->cfg.mps_ns, r->cfg.grace_ms, r->cfg.timeout_ms, r->cfg.image[0] ? r->cfg.image : "(own pod's)");
     return 0;
 }
 
@@ -1689,6 +1997,7 @@ void ext_rsv_free(ext_rsv *r) {
     ext_map_free(r->tombs);
     for (int i = 0; i < r->nviews; i++) free(r->views[i].tenants);
     free(r->views);
+    free(r->sviews);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     free(r);
@@ -1711,6 +2020,8 @@ void ext_rsv_debug(ext_rsv *r, cJSON *out) {
         cJSON_AddNumberToObject(j, "gpu", v->gpu);
         cJSON_AddStringToObject(j, "unit", v->unit);
         cJSON_AddStringToObject(j, "name", v->name);
+        cJSON_AddStringToObject(j, "namespace", v->ns);
+        cJSON_AddBoolToObject(j, "mps", v->mps);
         cJSON_AddStringToObject(j, "uuid", v->uuid);
         cJSON *t = v->tenants ? cJSON_Parse(v->tenants) : NULL;
         cJSON_AddItemToObject(j, "tenants", t ? t : cJSON_CreateArray());
@@ -1718,6 +2029,21 @@ void ext_rsv_debug(ext_rsv *r, cJSON *out) {
         cJSON_AddNumberToObject(j, "age_s", (double)((now - v->first_ms) / 1000));
         cJSON_AddStringToObject(j, "waiting", v->waiting);
         cJSON_AddItemToArray(arr, j);
+    }
+    cJSON *sh = cJSON_AddArrayToObject(out, "shares");
+    for (int i = 0; i < r->nsviews; i++) {
+        const sview *v = &r->sviews[i];
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "pod", v->pod);
+        cJSON_AddStringToObject(j, "node", v->node);
+        cJSON_AddStringToObject(j, "compute_sharing", v->mps ? "mps" : "timeslice");
+        if (v->mps) cJSON_AddNumberToObject(j, "uid", (double)v->uid);
+        cJSON_AddStringToObject(j, "configmap", v->configmap);
+        cJSON_AddStringToObject(j, "uuids", v->uuids);
+        cJSON_AddStringToObject(j, "state", v->state);
+        cJSON_AddStringToObject(j, "enforcement", v->enforcement);
+        cJSON_AddStringToObject(j, "problem", v->problem);
+        cJSON_AddItemToArray(sh, j);
     }
     pthread_mutex_unlock(&r->mu);
 }

@@ -40,6 +40,8 @@
 
 typedef struct ext_rsv_config {
     char ns[64];          /* the reservation namespace (default $POD_NAMESPACE, else "tessera") */
+    char mps_ns[64];      /* where the reservations of MPS GPUs live, which run the GPU's MPS control daemon as
+                           * root with host directories (default "tessera-node", Pod Security privileged) */
     char image[512];      /* tessera-reserve's image; "" = the extender's own, read from its Pod at start
                            * ($POD_NAMESPACE/$POD_NAME: the container named tessera-extender, in
                            * spec.initContainers (deploy/'s native sidecar) or spec.containers; never another
@@ -64,6 +66,12 @@ typedef struct ext_rsv ext_rsv;
 /* st, k (not owned) must outlive ext_rsv_free; ev and l may be NULL (no Events; no election). */
 ext_rsv *ext_rsv_new(const ext_rsv_config *cfg, ext_state *st, kube_client *k, ext_events *ev, ext_leader *l, char *err,
                      size_t errlen);
+/* The image of tessera's own container, for the webhook's tessera-cuda-shim init container: the one the
+ * reservation pods run (cfg.image, or read from our own Pod at start). false with why while it is not
+ * known (before the first read of our Pod answered, or when it cannot be known: why says which). Any
+ * thread. */
+bool ext_rsv_image(ext_rsv *r, char *buf, size_t len, char *why, size_t whylen);
+
 /* Start the worker thread. */
 int ext_rsv_start(ext_rsv *r, char *err, size_t errlen);
 /* Stop the worker (an API call in flight finishes first); the tables still take events, so this comes
@@ -77,11 +85,13 @@ void ext_rsv_free(ext_rsv *r);
  * keeps the tables of reservation pods and share pods and wakes the worker. */
 void ext_rsv_on_event(void *user, kube_kind kind, kube_event ev, const cJSON *obj);
 
-/* /debug/state: adds "reservations": [{node, gpu, unit, name, uuid, tenants: ["ns/name"], state:
- * pending|ready|refused|releasing, age_s, waiting}] (waiting: why a pending one has no UUID yet, its
+/* /debug/state: adds "reservations": [{node, gpu, unit, name, namespace, mps, uuid, tenants: ["ns/name"],
+ * state: pending|ready|refused|releasing, age_s, waiting}] (waiting: why a pending one has no UUID yet, its
  * container's "reason: message", e.g. ImagePullBackOff, with the last exit of a crash loop; "" when none;
- * the view of this replica's last pass) and "reservation_controller": {active, reserve_image,
- * reserve_image_problem}. */
+ * the view of this replica's last pass), "shares": [{pod: "ns/name", node, compute_sharing: timeslice|mps,
+ * uid (mps), configmap, uuids, state: waiting|delivered|failed|not-mutated, enforcement (the line of its
+ * ConfigMap, or what it will be), problem ("" or why it is not enforced)}] and "reservation_controller":
+ * {active, reserve_image, reserve_image_problem}. */
 void ext_rsv_debug(ext_rsv *r, cJSON *out);
 
 typedef enum ext_rsv_state { EXT_RSV_PENDING = 0, EXT_RSV_READY, EXT_RSV_REFUSED, EXT_RSV_RELEASING, EXT_RSV_NSTATES } ext_rsv_state;

@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "extender/base/annotation.h"
-#include "extender/delivery/delivery.h"
+#include "extender/base/delivery.h"
 #include "extender/mirror/dra.h"
 #include "extender/mirror/holdings.h"
 #include "kube/log.h"
@@ -72,6 +72,8 @@ ext_state *ext_state_new(const ext_state_config *cfg) {
     if (cfg) st->cfg = *cfg;
     if (!st->cfg.cat) st->cfg.cat = model_catalog_default();
     if (!st->cfg.reservation_ns[0]) snprintf(st->cfg.reservation_ns, sizeof st->cfg.reservation_ns, "tessera");
+    if (!st->cfg.mps_reservation_ns[0])
+        snprintf(st->cfg.mps_reservation_ns, sizeof st->cfg.mps_reservation_ns, "%s", EXT_RSV_DEFAULT_MPS_NS);
     if (st->cfg.assume_ttl_ms <= 0) st->cfg.assume_ttl_ms = 30000;
     st->nodes = ext_map_new();
     st->pods = ext_map_new();
@@ -761,6 +763,11 @@ static void pod_event(ext_state *st, kube_event ev, const cJSON *obj) {
     if (after && after->pub.node && strcmp(after->pub.node, old)) holdings_touch(st, ext_map_get(st->nodes, after->pub.node));
 }
 
+/* One of the namespaces tessera's reservation pods live in (reservation.h: the MPS ones have their own). */
+static bool rsv_ns(const ext_state *st, const char *ns) {
+    return !strcmp(ns, st->cfg.reservation_ns) || !strcmp(ns, st->cfg.mps_reservation_ns);
+}
+
 static void pod_event_apply(ext_state *st, kube_event ev, const cJSON *obj) {
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
     const char *uid = obj_str(meta, "uid", NULL), *ns = obj_str(meta, "namespace", NULL);
@@ -773,11 +780,11 @@ static void pod_event_apply(ext_state *st, kube_event ev, const cJSON *obj) {
     pod_priv *pp = ext_map_get(st->pods, uid);
     if (ev == KUBE_DELETED) {
         if (pp) pod_remove(st, pp);
-        if (!strcmp(ns, st->cfg.reservation_ns)) rsv_note(st, ns, name, meta, true);
+        if (rsv_ns(st, ns)) rsv_note(st, ns, name, meta, true);
         return;
     }
     const char *rlabel = obj_str(meta, "labels", EXT_RSV_LABEL);
-    if (rlabel && !strcmp(rlabel, "true") && !strcmp(ns, st->cfg.reservation_ns)) {
+    if (rlabel && !strcmp(rlabel, "true") && rsv_ns(st, ns)) {
         const char *rnode = obj_str(obj, "spec", "nodeName");   /* what it published is compared there */
         if (rsv_note(st, ns, name, meta, false) && rnode) holdings_touch(st, ext_map_get(st->nodes, rnode));
         /* A reservation pod (reservation.h) holds a physical GPU through the device plugin, but the logical

@@ -41,6 +41,7 @@ typedef struct ext_state_config {
     int assume_ttl_ms;          /* default 30000 */
     char reservation_ns[64];    /* where tessera's reservation pods live ("" = "tessera"): they are not
                                  * accounted (their tenants are), see pod_event */
+    char mps_reservation_ns[64];/* where the reservations of MPS GPUs live ("" = "tessera-node"): the same */
     bool dra;                   /* the DRA kinds are watched: ready also waits for their first lists */
 } ext_state_config;
 

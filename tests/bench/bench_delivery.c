@@ -28,7 +28,7 @@
 #include <time.h>
 #include <cjson/cJSON.h>
 
-#include "extender/delivery/delivery.h"
+#include "extender/base/delivery.h"
 #include "extender/base/events.h"
 #include "kube/client.h"
 #include "kube/log.h"

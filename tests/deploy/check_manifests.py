@@ -97,6 +97,7 @@ EXTENDER_CLUSTERROLE = {
     ("", "pods/binding", None): {"create"},
     ("", "events", None): {"create"},
     ("", "configmaps", None): {"create", "get", "update"},       # per-pod delivery ConfigMaps
+    ("", "namespaces", None): {"get"},                           # an MPS share's Pod Security level (webhook)
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", WEBHOOK_CONFIG): {"get", "update", "patch"},
     # DRA (--dra, default on): read only
     ("resource.k8s.io", "resourceslices", None): {"get", "list", "watch"},
@@ -109,6 +110,9 @@ EXTENDER_ROLE = {
     ("", "secrets", None): {"create"},
     ("", "secrets", WEBHOOK_TLS_SECRET): {"get", "update"},
 }
+# What tessera-extender may do in the MPS reservations' namespace (Role tessera-extender there, issue 27).
+MPS_NAMESPACE = "tessera-node"
+EXTENDER_MPS_ROLE = {("", "pods", None): {"create", "delete"}}
 # Reservation pods (deploy/reservation.yaml, plan of issue 11).
 RESERVE_SA = "tessera-reserve"
 RESERVE_ROLE = {("", "pods", None): {"get", "patch"}}
@@ -139,6 +143,10 @@ NAMESPACE_EXCEPTIONS = {
     # next to the built-in Role it binds
     ("RoleBinding", "tessera-scheduler-extension-apiserver-authentication-reader"): "kube-system",
 }
+# Objects that exist in the tessera namespace and again, for the MPS reservations (privileged: root and hostPath
+# for the GPU's MPS control daemon), in MPS_NAMESPACE.
+MPS_NAMESPACE_OBJECTS = {("Role", "tessera-extender"), ("RoleBinding", "tessera-extender"),
+                         ("ServiceAccount", RESERVE_SA), ("Role", RESERVE_SA), ("RoleBinding", RESERVE_SA)}
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "MutatingWebhookConfiguration",
                   "CustomResourceDefinition", "StorageClass", "RuntimeClass", "ValidatingAdmissionPolicy",
                   "ValidatingAdmissionPolicyBinding"}
@@ -223,12 +231,14 @@ for path in top_manifests + example_files:
 objects = [(p, o) for p in top_manifests for o in docs[p]]
 
 
-def find(kind, name=None):
-    return [o for _, o in objects if o.get("kind") == kind and (name is None or o["metadata"].get("name") == name)]
+def find(kind, name=None, ns=None):
+    """Objects of kind (and name; and namespace ns, when given: some names exist in two namespaces)."""
+    return [o for _, o in objects if o.get("kind") == kind and (name is None or o["metadata"].get("name") == name)
+            and (ns is None or o["metadata"].get("namespace") == ns)]
 
 
-def one(kind, name=None):
-    found = find(kind, name)
+def one(kind, name=None, ns=None):
+    found = find(kind, name, ns)
     return found[0] if len(found) == 1 else None
 
 
@@ -243,8 +253,14 @@ for p, o in objects:
             wrong.append("%s/%s is cluster-scoped but names a namespace" % (kind, meta.get("name")))
         continue
     want = NAMESPACE_EXCEPTIONS.get((kind, meta.get("name")), NAMESPACE)
+    if (kind, meta.get("name")) in MPS_NAMESPACE_OBJECTS and meta.get("namespace") == MPS_NAMESPACE:
+        want = MPS_NAMESPACE
     if meta.get("namespace") != want:
         wrong.append("%s/%s in %r, want %r" % (kind, meta.get("name"), meta.get("namespace"), want))
+missing_mps = sorted("%s/%s" % k for k in MPS_NAMESPACE_OBJECTS if not one(k[0], k[1], MPS_NAMESPACE))
+check("the MPS reservations' namespace %s has the extender's Role and tessera-reserve's identity (%s)"
+      % (MPS_NAMESPACE, ", ".join(sorted("%s/%s" % k for k in MPS_NAMESPACE_OBJECTS))), not missing_mps,
+      "missing " + ", ".join(missing_mps))
 check("namespaced objects are in namespace %s (exceptions: %s)" %
       (NAMESPACE, ", ".join("%s/%s" % k for k in NAMESPACE_EXCEPTIONS)), not wrong, "; ".join(wrong))
 
@@ -394,7 +410,7 @@ for c in inits + containers:
 check("pod runs as uid %d like the image's USER" % RUNTIME_UID, psc.get("runAsUser") == RUNTIME_UID)
 
 # ---- RBAC ------------------------------------------------------------------------------
-sa_names = sorted(o["metadata"]["name"] for o in find("ServiceAccount"))
+sa_names = sorted(o["metadata"]["name"] for o in find("ServiceAccount", ns=NAMESPACE))
 sa_name = pod.get("serviceAccountName")
 check("two ServiceAccounts: the Deployment's and %s for reservation pods" % RESERVE_SA,
       len(sa_names) == 2 and sa_name in sa_names and RESERVE_SA in sa_names and sa_name != RESERVE_SA,
@@ -432,16 +448,21 @@ cr = one("ClusterRole", "tessera-extender") or {}
 got = grants(cr, True)
 check("ClusterRole tessera-extender grants exactly %s" % fmt_grants(EXTENDER_CLUSTERROLE),
       got == EXTENDER_CLUSTERROLE, "grants " + fmt_grants(got))
-xr = one("Role", "tessera-extender") or {}
+xr = one("Role", "tessera-extender", NAMESPACE) or {}
 got = grants(xr, True)
 check("Role tessera-extender (namespace %s) grants exactly %s" % (NAMESPACE, fmt_grants(EXTENDER_ROLE)),
       got == EXTENDER_ROLE and xr.get("metadata", {}).get("namespace") == NAMESPACE, "grants " + fmt_grants(got))
 check("no ClusterRole grants secrets (the webhook's Secret is reached through the Role only)",
       all(("", "secrets") not in grants(o, False) for o in find("ClusterRole")))
-rr = one("Role", RESERVE_SA) or {}
-got = grants(rr, True)
-check("Role %s (namespace %s) grants exactly pods get, patch" % (RESERVE_SA, NAMESPACE),
-      got == RESERVE_ROLE and rr.get("metadata", {}).get("namespace") == NAMESPACE, "grants " + fmt_grants(got))
+xm = one("Role", "tessera-extender", MPS_NAMESPACE) or {}
+got = grants(xm, True)
+check("Role tessera-extender (namespace %s) grants exactly %s" % (MPS_NAMESPACE, fmt_grants(EXTENDER_MPS_ROLE)),
+      got == EXTENDER_MPS_ROLE, "grants " + fmt_grants(got))
+for ns_ in (NAMESPACE, MPS_NAMESPACE):
+    rr = one("Role", RESERVE_SA, ns_) or {}
+    got = grants(rr, True)
+    check("Role %s (namespace %s) grants exactly pods get, patch" % (RESERVE_SA, ns_), got == RESERVE_ROLE,
+          "grants " + fmt_grants(got))
 check("nothing binds %s to a ClusterRole" % RESERVE_SA,
       not [b for b in find("ClusterRoleBinding") if any(x.get("name") == RESERVE_SA for x in b.get("subjects") or [])])
 
@@ -482,7 +503,9 @@ for b in bindings:
     name = b["metadata"]["name"]
     subs = b.get("subjects") or []
     want_sa = RESERVE_SA if (b.get("roleRef") or {}).get("name") == RESERVE_SA else sa_name
-    if subs != [{"kind": "ServiceAccount", "name": want_sa, "namespace": NAMESPACE}]:
+    # tessera-reserve's own binding names the ServiceAccount of its namespace; the extender's, tessera's
+    want_ns = b["metadata"].get("namespace") if want_sa == RESERVE_SA else NAMESPACE
+    if subs != [{"kind": "ServiceAccount", "name": want_sa, "namespace": want_ns}]:
         bad.append("%s subjects %s" % (name, subs))
     ref = b.get("roleRef") or {}
     ns = b["metadata"].get("namespace") if ref.get("kind") == "Role" else None
@@ -786,8 +809,8 @@ check("PriorityClass %s: value %d, preemptionPolicy Never, not the global defaul
       (RESERVE_PRIORITY_CLASS, RESERVE_PRIORITY),
       pcls.get("value") == RESERVE_PRIORITY and pcls.get("preemptionPolicy") == "Never"
       and pcls.get("globalDefault") in (False, None) and bool(pcls.get("description")), str(pcls))
-check("ServiceAccount %s is in namespace %s" % (RESERVE_SA, NAMESPACE),
-      (one("ServiceAccount", RESERVE_SA) or {}).get("metadata", {}).get("namespace") == NAMESPACE)
+check("ServiceAccount %s is in namespace %s (and %s, for MPS reservations)" % (RESERVE_SA, NAMESPACE, MPS_NAMESPACE),
+      one("ServiceAccount", RESERVE_SA, NAMESPACE) is not None and one("ServiceAccount", RESERVE_SA, MPS_NAMESPACE) is not None)
 
 # ---- examples ----------------------------------------------------------------------------
 
@@ -1244,6 +1267,13 @@ else:
     # The webhook mutates as deploy/'s Deployment configures it: the flags that change what it adds to a pod are
     # the Deployment's own (a standalone extender's default delivery is "none", which adds no delivery at all).
     hook_flags = ["--%s=%s" % (f_, xf[f_]) for f_ in WEBHOOK_MUTATION_FLAGS if f_ in xf]
+    # Under reservation delivery a soft share is admitted only with its tessera-cuda-shim init container, which runs
+    # tessera's own image: in a cluster the extender reads it from its own Pod; standalone it is given, as
+    # kustomization.yaml maps it.
+    own_image = next(("%s:%s" % (i["newName"], i.get("newTag", "latest")) for i in kust.get("images") or []
+                      if i.get("name") == EXTENDER_IMAGE and i.get("newName")), None)
+    if own_image and not xf.get("reserve-image"):
+        hook_flags.append("--reserve-image=" + own_image)
     proc = subprocess.Popen([EXT_BIN, "--demo", "--listen", "127.0.0.1:0", "--log-level", "error"] + hook_flags,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     hook_base, first = None, []
@@ -1411,6 +1441,14 @@ else:
                     refused_pss += 1
                     continue
                 after = pss.evaluate(got_.get("metadata") or {}, got_.get("spec") or {}, level)
+                # An MPS share mounts its daemon's host directories, which baseline and restricted forbid: in a
+                # cluster the webhook reads the namespace's level and refuses it there, saying why (test_webhook.c);
+                # this standalone webhook cannot read namespaces. Nothing else it adds may break the level.
+                mps_ = (q_["metadata"].get("annotations") or {}).get("tessera.io/compute-sharing") == "mps"
+                if mps_ and after and all(r_ in ("hostPath volumes", "restricted volume types") and "tessera-mps" in d_
+                                          for r_, d_ in after):
+                    refused_pss += 1
+                    continue
                 if after:
                     lost.append("%s, a %s-clean share: the webhook's patch (%s) makes it %s"
                                 % (label, level, ", ".join("%s %s" % (o.get("op"), o.get("path")) for o in ops),
@@ -2061,7 +2099,7 @@ else:
         for f_ in sorted(os.listdir(made)):
             with open(os.path.join(made, f_)) as fh:
                 seen[f_] = json.load(fh)
-        want_files = {"reservation-pod.json"} | {"share-%s-%s.json" % (k, s) for k in (R_, B_)
+        want_files = {"reservation-pod.json", "reservation-mps-pod.json"} | {"share-%s-%s.json" % (k, s) for k in (R_, B_)
                                                   for s in ("submitted", "admitted")}
         check("build/tessera-tests deployed_pods_for_admission runs tessera as deploy/ does through two soft shares' "
               "life and writes the pods it made", run_.returncode == 0 and want_files <= set(seen),

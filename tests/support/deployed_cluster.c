@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "extender/delivery/delivery.h"
+#include "extender/base/delivery.h"
 #include "tests/support/wait.h"
 
 const char *const deployed_cluster_pods[2] = {"tessera-scheduler-7c9f5d8b6d-q4x2n", "tessera-scheduler-7c9f5d8b6d-h8m5t"};

@@ -26,8 +26,8 @@
 /* Kinds. Nodes, pods and the resource.k8s.io/v1 kinds are listed and watched over HTTP (what tessera's client
  * watches); the others are reached by name (and created on their collection). */
 enum { FA_NODES = 0, FA_PODS, FA_LEASES, FA_CONFIGMAPS, FA_SECRETS, FA_MWCS, FA_RSLICES, FA_RCLAIMS, FA_DCLASSES,
-       FA_NKINDS };
-#define FA_WATCHED(k) ((k) == FA_NODES || (k) == FA_PODS || (k) >= FA_RSLICES)
+       FA_NAMESPACES, FA_NKINDS };
+#define FA_WATCHED(k) ((k) == FA_NODES || (k) == FA_PODS || ((k) >= FA_RSLICES && (k) <= FA_DCLASSES))
 
 typedef struct fa_kind_info {
     const char *plural;   /* the C API's kind and the URL's resource */
@@ -54,6 +54,8 @@ static const fa_kind_info fa_kinds[FA_NKINDS] = {
      "resource.k8s.io", true},
     {"deviceclasses", "DeviceClass", "resource.k8s.io/v1", "/apis/resource.k8s.io/v1", "deviceclasses.resource.k8s.io",
      "resource.k8s.io", false},
+    /* last: /api/v1/namespaces/NS/<plural> is a namespaced kind's path, tried first; /api/v1/namespaces/NAME is this */
+    {"namespaces", "Namespace", "v1", "/api/v1", "namespaces", "", false},
 };
 
 typedef struct fa_obj { char *key; cJSON *json; } fa_obj;

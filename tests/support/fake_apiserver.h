@@ -41,6 +41,8 @@
  *                                             PATCH as for pods. DELETE 200 + Status Success naming it; 404.
  *   POST, GET, PUT, PATCH, DELETE /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations[/NAME]
  *                                             the same, cluster-scoped.
+ *   GET /api/v1/namespaces/NAME               one Namespace (tessera's webhook reads an MPS share's Pod Security
+ *                                             label), stored with fake_api_put(f, "namespaces", json).
  *   POST /api/v1/namespaces/NS/pods/NAME/binding
  *                                             201 + Status Success: sets spec.nodeName, merges
  *                                             metadata.annotations, emits MODIFIED. 404 if the pod is missing,

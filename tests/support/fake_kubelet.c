@@ -4,6 +4,7 @@
 #include "tests/support/fake_runtime.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -25,6 +26,18 @@ typedef struct fk_res {
     int count;
     char **holder; /* per device: the holding pod's uid, NULL when free */
 } fk_res;
+
+/* Device d's ID: "<prefix>-<d>"; a prefix that is a GPU UUID but for its last two hex digits (GPU-8-4-4-4-10, 38
+ * characters) gets them as d in hex instead, so its devices are UUIDs as NVIDIA's device plugin names them (what the
+ * fake driver, tests/support/fake_gpu.h, accepts). */
+static void fk_device_id(const fk_res *r, int d, char *buf, size_t len) {
+    size_t n = strlen(r->prefix);
+    bool uuid = n == 38 && !strncmp(r->prefix, "GPU-", 4);
+    for (size_t i = 4; uuid && i < n; i++)
+        uuid = (i == 12 || i == 17 || i == 22 || i == 27) ? r->prefix[i] == '-' : isxdigit((unsigned char)r->prefix[i]) != 0;
+    if (uuid && d < 256) snprintf(buf, len, "%s%02x", r->prefix, (unsigned)d);
+    else snprintf(buf, len, "%s-%d", r->prefix, d);
+}
 
 /* An image as the node's container runtime knows it. */
 typedef struct fk_image {
@@ -113,7 +126,7 @@ struct fake_kubelet {
     size_t nprogs;
     fk_dying *dying;
     size_t ndying;
-    unsigned serial;  /* this kubelet's number in the process: part of its pods' markers */
+    unsigned serial;  /* this kubelet's number in the process: with the process id, part of its pods' markers */
 };
 
 static atomic_uint fk_serials;
@@ -788,7 +801,7 @@ static void fk_admit(fake_kubelet *k, const cJSON *pod, const char *uid, const c
             }
             r->holder[d] = fk_strdup(uid);
             char id[200];
-            snprintf(id, sizeof id, "%s-%d", r->prefix, d);
+            fk_device_id(r, d, id, sizeof id);
             p->devices = fk_xrealloc(p->devices, len + strlen(id) + 2);
             len += (size_t)sprintf(p->devices + len, "%s%s", len ? "," : "", id);
         }
@@ -798,7 +811,9 @@ static void fk_admit(fake_kubelet *k, const cJSON *pod, const char *uid, const c
     const char *label = fk_str(cJSON_GetObjectItemCaseSensitive(pod, "metadata"), "labels", "tessera.io/reservation");
     p->reservation = strcmp(label, "true") == 0;
     if ((p->exec = fk_exec_find(k, node) != NULL)) {
-        snprintf(p->marker, sizeof p->marker, "k%u-%s", k->serial, uid);
+        /* the process id too: tests run side by side, each in a process of its own whose fake API server hands out
+         * the same pod UIDs, and a marker names what a pod's end kills, in every process of the machine */
+        snprintf(p->marker, sizeof p->marker, "k%d.%u-%s", (int)getpid(), k->serial, uid);
         const char *pol = fk_str(pod, "spec", "restartPolicy");
         snprintf(p->restart_policy, sizeof p->restart_policy, "%s", *pol ? pol : "Always");
         const cJSON *g = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "spec"),
@@ -859,10 +874,24 @@ static void fk_pass(fake_kubelet *k) {
     for (size_t i = 0; i < k->npods; i++) k->pods[i].seen = false;
     const cJSON *pod;
     cJSON_ArrayForEach(pod, pods) {
+        fk_pod *p = fk_find_pod(k, fk_str(pod, "metadata", "uid"));
+        if (p) p->seen = true;
+    }
+    /* pods gone from the list free their devices and are forgotten, before anything new is admitted: the device
+     * manager drops the devices of pods no longer active before it allocates (UpdateAllocatedDevices); their
+     * processes stop */
+    size_t keep = 0;
+    for (size_t i = 0; i < k->npods; i++) {
+        if (k->pods[i].seen) { k->pods[keep++] = k->pods[i]; continue; }
+        fk_exec_stop_pod(k, &k->pods[i]);
+        fk_release(k, &k->pods[i]);
+        fk_free_pod(&k->pods[i]);
+    }
+    k->npods = keep;
+    cJSON_ArrayForEach(pod, pods) {
         const char *uid = fk_str(pod, "metadata", "uid"), *node = fk_str(pod, "spec", "nodeName");
         const char *phase = fk_str(pod, "status", "phase");
         fk_pod *p = fk_find_pod(k, uid);
-        if (p) p->seen = true;
         if (!*uid || !fk_node_known(k, node)) continue;
         if (!p) {
             if (!*phase || !strcmp(phase, "Pending")) fk_admit(k, pod, uid, node);
@@ -873,15 +902,6 @@ static void fk_pass(fake_kubelet *k) {
             fk_release(k, p);
         }
     }
-    /* pods gone from the list stop their processes, free their devices and are forgotten */
-    size_t keep = 0;
-    for (size_t i = 0; i < k->npods; i++) {
-        if (k->pods[i].seen) { k->pods[keep++] = k->pods[i]; continue; }
-        fk_exec_stop_pod(k, &k->pods[i]);
-        fk_release(k, &k->pods[i]);
-        fk_free_pod(&k->pods[i]);
-    }
-    k->npods = keep;
     int64_t now = fk_now_ms();
     for (size_t i = 0; i < k->npods; i++) {
         fk_pod *p = &k->pods[i];
@@ -999,12 +1019,12 @@ char *fake_kubelet_holder(fake_kubelet *k, const char *node, const char *device_
     pthread_mutex_lock(&k->mu);
     for (size_t i = 0; i < k->nres && !out; i++) {
         fk_res *r = &k->res[i];
-        size_t pl = strlen(r->prefix);
-        if (strcmp(r->node, node) || strncmp(device_id, r->prefix, pl) || device_id[pl] != '-') continue;
-        char *end = NULL;
-        long d = strtol(device_id + pl + 1, &end, 10);
-        if (end && !*end && end != device_id + pl + 1 && d >= 0 && d < r->count && r->holder[d])
-            out = fk_strdup(r->holder[d]);
+        if (strcmp(r->node, node) != 0) continue;
+        for (int d = 0; d < r->count && !out; d++) {
+            char id[200];
+            fk_device_id(r, d, id, sizeof id);
+            if (!strcmp(id, device_id) && r->holder[d]) out = fk_strdup(r->holder[d]);
+        }
     }
     pthread_mutex_unlock(&k->mu);
     return out;

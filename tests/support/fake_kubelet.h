@@ -124,8 +124,10 @@ fake_kubelet *fake_kubelet_start(fake_api *f);
 void fake_kubelet_stop(fake_kubelet *k);
 
 /* A device plugin on node_name registers `resource` ("nvidia.com/gpu", "nvidia.com/mig-1g.10gb"...) with `count`
- * devices whose IDs are "<uuid_prefix>-<i>", i from 0 ("GPU-n1" -> "GPU-n1-0", "GPU-n1-1"...). Call once per
- * node and resource; a node may have several resources. */
+ * devices whose IDs are "<uuid_prefix>-<i>", i from 0 ("GPU-n1" -> "GPU-n1-0", "GPU-n1-1"...); a uuid_prefix that
+ * is a GPU UUID without its last two hex digits ("GPU-8c0a1b2c-3d4e-5f60-7182-93a4b5c6d7") ends them with i in two
+ * hex digits instead ("...d700", "...d701"): real UUIDs, as the fake driver wants them. Call once per node and
+ * resource; a node may have several resources. */
 void fake_kubelet_add_node(fake_kubelet *k, const char *node_name, const char *resource, int count,
                            const char *uuid_prefix);
 

@@ -1,6 +1,7 @@
-/* json_patch.c -- RFC 6902 "add" operations (json_patch.h). */
+/* json_patch.c -- RFC 6902 "add" and "remove" operations (json_patch.h). */
 #include "tests/support/json_patch.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,9 @@ int json_patch_apply(cJSON *doc, const cJSON *ops) {
     cJSON_ArrayForEach(op, ops) {
         const cJSON *o = cJSON_GetObjectItemCaseSensitive(op, "op"), *p = cJSON_GetObjectItemCaseSensitive(op, "path");
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(op, "value");
-        if (!cJSON_IsString(o) || strcmp(o->valuestring, "add") || !cJSON_IsString(p) || !v || p->valuestring[0] != '/')
+        bool remove = cJSON_IsString(o) && !strcmp(o->valuestring, "remove");
+        if (!cJSON_IsString(o) || (strcmp(o->valuestring, "add") && !remove) || !cJSON_IsString(p) || (!v && !remove) ||
+            p->valuestring[0] != '/')
             return -1;
         char path[512];
         if (strlen(p->valuestring) >= sizeof path) return -1;
@@ -45,6 +48,18 @@ int json_patch_apply(cJSON *doc, const cJSON *ops) {
         for (int i = 0; i < n - 1; i++) {
             cur = cJSON_IsArray(cur) ? cJSON_GetArrayItem(cur, atoi(toks[i])) : cJSON_GetObjectItemCaseSensitive(cur, toks[i]);
             if (!cur) return -1;   /* RFC 6902: the parent must exist */
+        }
+        if (remove) {
+            cJSON *gone = NULL;
+            if (cJSON_IsArray(cur)) {
+                int at = atoi(toks[n - 1]);
+                if (at >= 0 && at < cJSON_GetArraySize(cur)) gone = cJSON_DetachItemFromArray(cur, at);
+            } else if (cJSON_IsObject(cur)) {
+                gone = cJSON_DetachItemFromObjectCaseSensitive(cur, toks[n - 1]);
+            }
+            if (!gone) return -1;   /* RFC 6902: the target must exist */
+            cJSON_Delete(gone);
+            continue;
         }
         cJSON *val = cJSON_Duplicate(v, 1);
         if (cJSON_IsArray(cur)) {

@@ -17,6 +17,9 @@
  *                                API server sets, uid, resourceVersion, creationTimestamp, left out);
  *                                check_manifests.py judges every reservation*.json, so another kind of
  *                                reservation (MPS) is covered by writing its own file here
+ *   reservation-mps-pod.json     the same for the reservation of an MPS share's GPU (a third share, "mps":
+ *                                tessera.io/compute-sharing: mps, uid 1000), which runs the GPU's MPS daemon in
+ *                                tessera-node
  * check_manifests.py runs `build/tessera-tests deployed_pods_for_admission` with that variable and evaluates
  * them: the reservation pod at the level of the namespace it names, each admitted share at the level its
  * submitted form met. Without the variable the test checks only that tessera made them.
@@ -26,7 +29,7 @@
 
 #include "ext_proc.h"
 #include "ext_helpers.h"
-#include "extender/delivery/delivery.h"
+#include "extender/base/delivery.h"
 #include "tests/support/deployed_cluster.h"
 
 #define GPU_NODE "gpu-1"
@@ -53,6 +56,30 @@ static const char *const BASELINE_SHARE =
     "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"share-baseline\",\"namespace\":\"default\","
     "\"annotations\":{\"tessera.io/gpu-fraction\":\"0.25\"}},"
     "\"spec\":{\"schedulerName\":\"%s\",\"containers\":[{\"name\":\"app\",\"image\":\"busybox:1.36\"}]}}";
+
+/* An MPS share (issue 27): its GPU's reservation runs the MPS control daemon, in namespace tessera-node. */
+static const char *const MPS_SHARE =
+    "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"share-mps\",\"namespace\":\"default\","
+    "\"annotations\":{\"tessera.io/gpu-fraction\":\"0.25\",\"tessera.io/compute-sharing\":\"mps\"}},"
+    "\"spec\":{\"schedulerName\":\"%s\",\"securityContext\":{\"runAsUser\":1000},"
+    "\"containers\":[{\"name\":\"app\",\"image\":\"nvidia/cuda:12.4.1-base-ubuntu22.04\"}]}}";
+
+/* A reservation pod (detached from the cluster's list; caller deletes) of the MPS kind or not, NULL when none yet. */
+static cJSON *reservation_of_kind(deployed_cluster *c, bool mps) {
+    cJSON *rs = deployed_cluster_reservations(c), *x, *out = NULL;
+    int i = 0;
+    cJSON_ArrayForEach(x, rs) {
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(x, "metadata"), "annotations"), EXT_RSV_ANN_MPS);
+        if ((cJSON_IsString(m) && !strcmp(m->valuestring, "true")) == mps) {
+            out = cJSON_DetachItemFromArray(rs, i);
+            break;
+        }
+        i++;
+    }
+    cJSON_Delete(rs);
+    return out;
+}
 
 /* Write o to dir/name; false with err. */
 static bool write_json(const char *dir, const char *name, const cJSON *o, char *err, size_t errlen) {
@@ -90,7 +117,7 @@ TEST(deployed_pods_for_admission_checks) {
     free(nj);
     static const char *const kinds[2] = {"restricted", "baseline"};
     const char *const forms[2] = {RESTRICTED_SHARE, BASELINE_SHARE};
-    cJSON *submitted[2] = {NULL, NULL}, *admitted[2] = {NULL, NULL}, *rsv = NULL;
+    cJSON *submitted[2] = {NULL, NULL}, *admitted[2] = {NULL, NULL}, *rsv = NULL, *mrsv = NULL;
     for (int i = 0; up && i < 2; i++) {
         char pod[2048];
         snprintf(pod, sizeof pod, forms[i], c.d->scheduler_name);
@@ -106,17 +133,23 @@ TEST(deployed_pods_for_admission_checks) {
         if (!bound) deployed_cluster_nap(20);
     }
     for (t0 = deployed_cluster_now_ms(); bound && !rsv && deployed_cluster_now_ms() - t0 < TEST_PATIENCE_MS;
-         deployed_cluster_nap(20)) {
-        cJSON *rs = deployed_cluster_reservations(&c);
-        if (cJSON_GetArraySize(rs) > 0) rsv = cJSON_DetachItemFromArray(rs, 0);
-        cJSON_Delete(rs);
-    }
+         deployed_cluster_nap(20))
+        rsv = reservation_of_kind(&c, false);
     if (rsv) as_created(rsv);
+    /* the MPS share goes to a GPU of its own (the other two are time-sliced), reserved in tessera-node */
+    char mps[1024];
+    snprintf(mps, sizeof mps, MPS_SHARE, up ? c.d->scheduler_name : "");
+    cJSON *madm = rsv ? deployed_create_pod(c.api, &c.rep[0], mps, c.err, sizeof c.err) : NULL;
+    for (t0 = deployed_cluster_now_ms(); madm && !mrsv && deployed_cluster_now_ms() - t0 < 15000; deployed_cluster_nap(20))
+        mrsv = reservation_of_kind(&c, true);
+    cJSON_Delete(madm);
+    if (mrsv) as_created(mrsv);
     const char *out = getenv(OUT_ENV);
     bool written = true;
     if (out && out[0] && rsv) {
         written = (mkdir(out, 0755) == 0 || errno == EEXIST) &&
-                  write_json(out, "reservation-pod.json", rsv, err, sizeof err);
+                  write_json(out, "reservation-pod.json", rsv, err, sizeof err) &&
+                  (!mrsv || write_json(out, "reservation-mps-pod.json", mrsv, err, sizeof err));
         for (int i = 0; written && i < 2; i++) {
             char name[64];
             snprintf(name, sizeof name, "share-%s-submitted.json", kinds[i]);
@@ -135,7 +168,11 @@ TEST(deployed_pods_for_admission_checks) {
         cJSON_Delete(submitted[i]);
         cJSON_Delete(admitted[i]);
     }
+    const cJSON *mns = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(mrsv, "metadata"), "namespace");
+    char mps_ns[64];
+    snprintf(mps_ns, sizeof mps_ns, "%s", cJSON_IsString(mns) ? mns->valuestring : "");
     cJSON_Delete(rsv);
+    cJSON_Delete(mrsv);
     deployed_cluster_stop(&c);
     CHECK_MSG(paths, "no build/tessera-extender or deploy/ next to the test binary");
     CHECK_MSG(up, "%s", c.err);
@@ -144,4 +181,6 @@ TEST(deployed_pods_for_admission_checks) {
     CHECK_MSG(on_node, "the reservation pod is not on %s", GPU_NODE);
     CHECK_MSG(patched, "the webhook did not mark the restricted share for delivery (no %s)", EXT_DLV_ANN_DELIVERY);
     CHECK_MSG(written, "%s", err);
+    CHECK_MSG(mps_ns[0], "no reservation pod was created for the MPS share (%s)", c.err);
+    CHECK_STR(mps_ns, EXT_RSV_DEFAULT_MPS_NS);
 }

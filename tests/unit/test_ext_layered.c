@@ -9,7 +9,7 @@
 
 #include "ext_helpers.h"
 #include "extender/base/annotation.h"
-#include "extender/delivery/delivery.h"
+#include "extender/base/delivery.h"
 #include "extender/metrics.h"
 
 #define LAYERED "gpu-a100-layered"

@@ -13,8 +13,7 @@
 #include "../support/fake_kubelet.h"
 #include "ext_helpers.h"
 #include "ext_proc.h"
-#include "tests/support/wait.h"
-#include "extender/delivery/delivery.h"
+#include "extender/base/delivery.h"
 #include "extender/base/events.h"
 #include "kube/client.h"
 #include "extender/metrics.h"
@@ -151,6 +150,31 @@ static void rt_stop(rt *r) {
     fake_api_free(r->api);
 }
 
+/* What the webhook adds for the interposer (webhook.h): the volume, the shim init container first, the
+ * mounts on the app container c. */
+static void add_shim(cJSON *spec, cJSON *c) {
+    cJSON *v = cJSON_CreateObject();
+    cJSON_AddStringToObject(v, "name", EXT_DLV_SHIM_VOLUME);
+    cJSON_AddObjectToObject(v, "emptyDir");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "volumes"), v);
+    cJSON *sh = cJSON_CreateObject();
+    cJSON_AddStringToObject(sh, "name", EXT_DLV_SHIM_CONTAINER);
+    cJSON_AddStringToObject(sh, "image", "registry.example/tessera:test");
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "name", EXT_DLV_SHIM_VOLUME);
+    cJSON_AddStringToObject(m, "mountPath", EXT_DLV_SHIM_DIR);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(sh, "volumeMounts"), m);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "initContainers"), sh);
+    cJSON *mounts = cJSON_AddArrayToObject(c, "volumeMounts");
+    cJSON_AddItemToArray(mounts, cJSON_Duplicate(m, 1));
+    m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "name", EXT_DLV_SHIM_VOLUME);
+    cJSON_AddStringToObject(m, "mountPath", EXT_DLV_SHIM_PRELOAD);
+    cJSON_AddStringToObject(m, "subPath", EXT_DLV_SHIM_PRELOAD_SUB);
+    cJSON_AddBoolToObject(m, "readOnly", true);
+    cJSON_AddItemToArray(mounts, m);
+}
+
 /* A share pod asking mib of GPU memory, waiting to be scheduled (or, with ann, already bound to n1 with that
  * assignment annotation, as a previous leader left it). owned: a ReplicaSet controls it; mutated: the webhook
  * gave it its delivery annotation. */
@@ -194,6 +218,7 @@ static char *share_json(const char *name, int mib, bool owned, bool mutated, con
         cJSON *from = cJSON_CreateObject();
         cJSON_AddStringToObject(cJSON_AddObjectToObject(from, "configMapRef"), "name", cm);
         cJSON_AddItemToArray(cJSON_AddArrayToObject(c, "envFrom"), from);
+        add_shim(spec, c);
     }
     cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "containers"), c);
     cJSON_AddNumberToObject(spec, "priority", 0);
@@ -204,10 +229,15 @@ static char *share_json(const char *name, int mib, bool owned, bool mutated, con
 }
 
 /* Put a pending share and bind it through filter + bind as kube-scheduler would. err "" on success. */
+static void bind_share_text(rt *r, const char *name, char *p, char *err, size_t errlen);
 static void bind_share(rt *r, const char *name, int mib, bool owned, bool mutated, char *err, size_t errlen) {
+    bind_share_text(r, name, share_json(name, mib, owned, mutated, NULL), err, errlen);
+}
+
+/* The same with the pod's JSON (taken). */
+static void bind_share_text(rt *r, const char *name, char *p, char *err, size_t errlen) {
     char uid[128];
     snprintf(uid, sizeof uid, "uid-%s", name);
-    char *p = share_json(name, mib, owned, mutated, NULL);
     fake_api_put(r->api, "pods", p);
     WAIT_FOR(({
              ext_state_lock(r->st);
@@ -375,23 +405,25 @@ TEST(ext_rsv_names_and_delivery_data) {
     char cm[128];
     ext_delivery_cm_name("ABC-def", cm, sizeof cm);
     CHECK_STR(cm, "tessera-gpu-abc-def");
-    ext_delivery_unit u = {"GPU-1234", 20480, 250, 81920};
-    cJSON *d = ext_delivery_data(&u, 1);
+    ext_delivery_unit u = {.uuid = "GPU-1234", .memory_mib = 20480, .compute_permille = 250, .device_memory_mib = 81920};
+    cJSON *d = ext_delivery_data(&u, 1, NULL);
     char *t = cJSON_PrintUnformatted(d);
     CHECK_STR(t, "{\"NVIDIA_VISIBLE_DEVICES\":\"GPU-1234\",\"NVIDIA_DRIVER_CAPABILITIES\":\"compute,utility\","
                  "\"TESSERA_GPU_UUID\":\"GPU-1234\",\"TESSERA_GPU_MEMORY_MIB\":\"20480\",\"TESSERA_GPU_COMPUTE_PERCENT\":\"25\","
+                 "\"TESSERA_ENFORCEMENT\":\"memory=libtessera-cuda compute=time-slicing (not capped)\","
                  "\"CUDA_DEVICE_MEMORY_LIMIT\":\"20480m\",\"CUDA_DEVICE_SM_LIMIT\":\"25\","
                  "\"XLA_PYTHON_CLIENT_MEM_FRACTION\":\"0.25\",\"TF_FORCE_GPU_ALLOW_GROWTH\":\"true\"}");
     free(t);
     cJSON_Delete(d);
-    ext_delivery_unit two[2] = {{"GPU-a", 8000, 98, 81920}, {"GPU-b", 8000, 98, 81920}};
-    d = ext_delivery_data(two, 2);
+    ext_delivery_unit two[2] = {{.uuid = "GPU-a", .memory_mib = 8000, .compute_permille = 98, .device_memory_mib = 81920},
+                                {.uuid = "GPU-b", .memory_mib = 8000, .compute_permille = 98, .device_memory_mib = 81920}};
+    d = ext_delivery_data(two, 2, NULL);
     CHECK_STR(jpath(d, EXT_DLV_ENV_VISIBLE, NULL, NULL), "GPU-a,GPU-b");
     CHECK_STR(jpath(d, EXT_DLV_ENV_COMPUTE, NULL, NULL), "10");   /* 9.8 % rounded up */
     CHECK_STR(jpath(d, EXT_DLV_ENV_XLA_FRACTION, NULL, NULL), "0.09");   /* 0.0976 rounded down */
     cJSON_Delete(d);
-    ext_delivery_unit none = {NULL, 1, 1, 1};
-    CHECK(ext_delivery_data(&none, 1) == NULL);
+    ext_delivery_unit none = {.memory_mib = 1, .compute_permille = 1, .device_memory_mib = 1};
+    CHECK(ext_delivery_data(&none, 1, NULL) == NULL);
 }
 
 TEST(ext_rsv_regrant_moves_only_the_grants_of_one_gpu) {
@@ -539,8 +571,8 @@ TEST(ext_rsv_state_ignores_reservations_and_follows_a_moved_assignment) {
 
 TEST(ext_rsv_share_without_webhook_gets_a_warning_once) {
     rt r;
-    /* No kubelet: with no envFrom to wait for, a kubelet may start the share before the controller's first pass,
-     * and a share that already runs gets no reservation (nothing new would reach its containers). */
+    /* No fake kubelet: it would start the unmutated share's container at once (nothing holds it back), and a share
+     * that started before the controller's first look gets no reservation (nothing could reach it): a race. */
     rt_start(&r, 1, false, 30000);
     if (r.ok) put_bound_share(&r, "plain", 8000, 0, false, false);
     bool warned = r.ok && WAIT_FOR(count_events(&r, EXT_DLV_EV_NOT_MUTATED, "plain") == 1);
@@ -595,8 +627,9 @@ TEST(ext_rsv_first_share_makes_one_reservation_and_its_uuid_reaches_the_configma
     cJSON *ann = cJSON_Parse(jpath(sp, "metadata", "annotations", "tessera.io/assignment"));
     const cJSON *g0 = cJSON_GetArrayItem(cJSON_GetObjectItem(ann, "grants"), 0);
     int permille = cJSON_GetObjectItem(g0, "computePermille") ? cJSON_GetObjectItem(g0, "computePermille")->valueint : -1;
-    ext_delivery_unit du = {devs ? devs : "?", 8000, permille, 81920};
-    cJSON *want_data = ext_delivery_data(&du, 1);
+    ext_delivery_unit du = {.uuid = devs ? devs : "?", .memory_mib = 8000, .compute_permille = permille,
+                            .device_memory_mib = 81920};
+    cJSON *want_data = ext_delivery_data(&du, 1, NULL);
     bool data_exact = cm && cJSON_Compare(cJSON_GetObjectItem(cm, "data"), want_data, true);
     char pct[16];
     snprintf(pct, sizeof pct, "%d", (permille + 9) / 10);
@@ -728,26 +761,38 @@ TEST(ext_rsv_late_move_reply_does_not_bring_back_a_deleted_share) {
     CHECK_MSG(left == 0, "%d reservations for a share that was deleted", left);
 }
 
-TEST(ext_rsv_refused_reservation_is_replaced_and_waiting_shares_move) {
-    rt r;
-    rt_start(&r, 2, false, 30000);   /* the test plays the kubelet */
-    char err[512] = "?", first[256], second[256];
-    rsv_name(0, 1, first, sizeof first);
-    rsv_name(1, 1, second, sizeof second);
-    if (r.ok) bind_share(&r, "s1", 8000, true, true, err, sizeof err);
-    bool created = r.ok && WAIT_FOR(pod_exists(&r, RNS, first));
-    bool pending_ev = WAIT_FOR(count_events(&r, EXT_DLV_EV_PENDING, "s1") >= 1);
-    refuse(&r, first);
-    bool replaced = WAIT_FOR(pod_exists(&r, RNS, second) && !pod_exists(&r, RNS, first));
-    /* The share's assignment now names GPU 1, and the cache follows. */
-    char *sp = fake_api_get(r.api, "pods", "default", "s1");
+/* Node n1 with 2 GPUs whose kubelet the test plays, an owned share s1 bound and its first reservation (named in
+ * first; a second one would be named second) created: true. */
+/* The GPU the first grant of share default/name's tessera.io/assignment names, or -1. */
+static int assigned_gpu(rt *r, const char *name) {
+    char *sp = fake_api_get(r->api, "pods", "default", name);
     cJSON *so = sp ? cJSON_Parse(sp) : NULL;
     free(sp);
     cJSON *ann = cJSON_Parse(jpath(so, "metadata", "annotations", "tessera.io/assignment"));
     const cJSON *g = cJSON_GetArrayItem(cJSON_GetObjectItem(ann, "grants"), 0);
-    int ann_gpu = g && cJSON_GetObjectItem(g, "gpu") ? cJSON_GetObjectItem(g, "gpu")->valueint : -1;
+    int gpu = g && cJSON_GetObjectItem(g, "gpu") ? cJSON_GetObjectItem(g, "gpu")->valueint : -1;
     cJSON_Delete(ann);
     cJSON_Delete(so);
+    return gpu;
+}
+
+static bool one_share_two_gpus(rt *r, char *err, size_t errlen, char *first, char *second) {
+    rt_start(r, 2, false, 30000);
+    rsv_name(0, 1, first, 256);
+    rsv_name(1, 1, second, 256);
+    if (r->ok) bind_share(r, "s1", 8000, true, true, err, errlen);
+    return r->ok && WAIT_FOR(pod_exists(r, RNS, first));
+}
+
+TEST(ext_rsv_refused_reservation_is_replaced_and_waiting_shares_move) {
+    rt r;
+    char err[512] = "?", first[256], second[256];
+    bool created = one_share_two_gpus(&r, err, sizeof err, first, second);
+    bool pending_ev = WAIT_FOR(count_events(&r, EXT_DLV_EV_PENDING, "s1") >= 1);
+    refuse(&r, first);
+    bool replaced = WAIT_FOR(pod_exists(&r, RNS, second) && !pod_exists(&r, RNS, first));
+    /* The share's assignment now names GPU 1, and the cache follows. */
+    int ann_gpu = assigned_gpu(&r, "s1");
     bool cache_follows = WAIT_FOR(({
                                   ext_state_lock(r.st);
                                   const ext_pod *p = ext_state_pod(r.st, "uid-s1");
@@ -1535,8 +1580,8 @@ TEST(ext_rsv_duplicate_kept_is_the_one_the_started_share_uses) {
         put_rsv(&r, 0, 2, "GPU-b");
         put_bound_share(&r, "s1", 8000, 0, false, true);
         mark_started(&r, "s1", false);
-        ext_delivery_unit du = {"GPU-b", 8000, 98, 81920};
-        cJSON *data = ext_delivery_data(&du, 1);
+        ext_delivery_unit du = {.uuid = "GPU-b", .memory_mib = 8000, .compute_permille = 98, .device_memory_mib = 81920};
+        cJSON *data = ext_delivery_data(&du, 1, NULL);
         cJSON *cm = cJSON_CreateObject();
         cJSON *meta = cJSON_AddObjectToObject(cm, "metadata");
         cJSON_AddStringToObject(meta, "name", EXT_DLV_CM_PREFIX "s1");
@@ -1595,4 +1640,426 @@ TEST(ext_rsv_share_whose_gpu_left_the_labels_keeps_its_reservation) {
     CHECK(shrunk);
     CHECK_MSG(kept, "the reservation of a running share was released when its GPU left the labels");
     CHECK(other);
+}
+
+/* ------------------------------------------------------------------ what enforces a share (issue 27) */
+
+/* An MPS share's ConfigMap: the client's pipe and log directories (tessera-reserve's, when it published valid
+ * ones), its thread percentage (the charged compute, rounded up, at least 1; a memory-only share's memory share) and
+ * its pinned limit in NVIDIA's "<ordinal>=<limit>" syntax; and the enforcement line of every kind of unit. */
+TEST(ext_delivery_mps_data_and_enforcement_lines) {
+    ext_delivery_share mps = {.mps = true, .shim = true, .mps_mounts = true};
+    ext_delivery_unit q = {.uuid = "GPU-8c0a", .memory_mib = 20480, .compute_permille = 250, .device_memory_mib = 81920};
+    cJSON *d = ext_delivery_data(&q, 1, &mps);
+    char pipe[128], logd[128], thr[16], pin[32], enf[256];
+    snprintf(pipe, sizeof pipe, "%s", jpath(d, EXT_DLV_ENV_MPS_PIPE, NULL, NULL));
+    snprintf(logd, sizeof logd, "%s", jpath(d, EXT_DLV_ENV_MPS_LOG, NULL, NULL));
+    snprintf(thr, sizeof thr, "%s", jpath(d, EXT_DLV_ENV_MPS_THREADS, NULL, NULL));
+    snprintf(pin, sizeof pin, "%s", jpath(d, EXT_DLV_ENV_MPS_PINNED, NULL, NULL));
+    snprintf(enf, sizeof enf, "%s", jpath(d, EXT_DLV_ENV_ENFORCEMENT, NULL, NULL));
+    cJSON_Delete(d);
+    CHECK_STR(pipe, "/run/tessera/mps/GPU-8c0a/pipe");
+    CHECK_STR(logd, "/run/tessera/mps/GPU-8c0a/log");
+    CHECK_STR(thr, "25");
+    CHECK_STR(pin, "0=20480M");
+    CHECK_STR(enf, "memory=mps-pinned-limit+libtessera-cuda compute=mps-active-threads");
+    /* memory only (gpumem 20000 of 81920): charged 24.4 percent of the GPU -> 25 threads; a tiny compute -> 1 */
+    ext_delivery_unit m = {.uuid = "GPU-8c0a", .memory_mib = 20000, .compute_permille = 0, .device_memory_mib = 81920};
+    d = ext_delivery_data(&m, 1, &mps);
+    snprintf(thr, sizeof thr, "%s", jpath(d, EXT_DLV_ENV_MPS_THREADS, NULL, NULL));
+    cJSON_Delete(d);
+    CHECK_STR(thr, "25");
+    ext_delivery_unit t = {.uuid = "GPU-8c0a", .memory_mib = 100, .compute_permille = 1, .device_memory_mib = 81920};
+    d = ext_delivery_data(&t, 1, &mps);
+    snprintf(thr, sizeof thr, "%s", jpath(d, EXT_DLV_ENV_MPS_THREADS, NULL, NULL));
+    cJSON_Delete(d);
+    CHECK_STR(thr, "1");
+    /* the directories tessera-reserve --mps published, when a share pod can reach them */
+    ext_delivery_unit a = q;
+    a.mps_pipe = "/run/tessera/mps/GPU-8c0a/pipe-2";
+    a.mps_log = "/run/tessera/mps/../../etc";
+    d = ext_delivery_data(&a, 1, &mps);
+    snprintf(pipe, sizeof pipe, "%s", jpath(d, EXT_DLV_ENV_MPS_PIPE, NULL, NULL));
+    snprintf(logd, sizeof logd, "%s", jpath(d, EXT_DLV_ENV_MPS_LOG, NULL, NULL));
+    cJSON_Delete(d);
+    CHECK_STR(pipe, "/run/tessera/mps/GPU-8c0a/pipe-2");
+    CHECK_STR(logd, "/run/tessera/mps/GPU-8c0a/log");
+    /* a time-sliced share has no CUDA_MPS_*; an MPS client talks to one daemon: never two units */
+    d = ext_delivery_data(&q, 1, NULL);
+    bool no_mps = d && !cJSON_GetObjectItem(d, EXT_DLV_ENV_MPS_THREADS) && !cJSON_GetObjectItem(d, EXT_DLV_ENV_MPS_PIPE);
+    cJSON_Delete(d);
+    CHECK(no_mps);
+    ext_delivery_unit two[2] = {q, q};
+    CHECK(ext_delivery_data(two, 2, &mps) == NULL);
+    /* the enforcement line of each kind of unit and pod */
+    static const struct { ext_delivery_unit u; ext_delivery_share s; const char *want; } lines[] = {
+        {{.uuid = "g"}, {.shim = true}, "memory=libtessera-cuda compute=time-slicing (not capped)"},
+        {{.uuid = "g"}, {.shim = false}, "memory=not enforced (the pod has no tessera-cuda-shim init container: it was "
+                                         "admitted by a tessera without it; re-create it) compute=time-slicing (not capped)"},
+        {{.uuid = "MIG-1", .mig = true}, {.shim = true}, "memory=mig-instance+libtessera-cuda compute=mig-instance"},
+        {{.uuid = "MIG-1", .mig = true, .replica = true}, {.shim = true},
+         "memory=mig-instance+libtessera-cuda compute=time-slicing within the mig-instance (not capped)"},
+        {{.uuid = "g", .replica = true}, {.shim = true}, "memory=libtessera-cuda compute=time-slicing (not capped)"},
+        {{.uuid = "g"}, {.mps = true, .shim = true, .mps_mounts = false},
+         "memory=libtessera-cuda compute=not capped (the pod has no MPS volumes: it was admitted by a tessera without "
+         "them; re-create it)"},
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        char line[600];
+        ext_delivery_enforcement(&lines[i].u, 1, &lines[i].s, line, sizeof line);
+        CHECK_STR(line, lines[i].want);
+        CHECK_MSG(!strchr(line, '%'), "a '%%' in %s", line);
+    }
+}
+
+/* The type and message of the last Event reason on pod ("" when none). */
+static void event_of(rt *r, const char *reason, const char *pod, char *type, size_t tlen, char *msg, size_t mlen) {
+    char *all = fake_api_events(r->api);
+    cJSON *arr = cJSON_Parse(all), *e;
+    free(all);
+    type[0] = msg[0] = 0;
+    cJSON_ArrayForEach(e, arr) if (!strcmp(jpath(e, "reason", NULL, NULL), reason) &&
+                                   !strcmp(jpath(e, "involvedObject", "name", NULL), pod)) {
+        snprintf(type, tlen, "%s", jpath(e, "type", NULL, NULL));
+        snprintf(msg, mlen, "%s", jpath(e, "message", NULL, NULL));
+    }
+    cJSON_Delete(arr);
+}
+
+/* /debug/state's entry of share pod (default/name) in "shares", as text "state|enforcement|problem". */
+static void debug_share(rt *r, const char *name, char *buf, size_t len) {
+    cJSON *o = cJSON_CreateObject(), *x;
+    ext_rsv_debug(r->rsv, o);
+    char pod[128];
+    snprintf(pod, sizeof pod, "default/%s", name);
+    buf[0] = 0;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItem(o, "shares")) if (!strcmp(jpath(x, "pod", NULL, NULL), pod))
+        snprintf(buf, len, "%s|%s|%s", jpath(x, "state", NULL, NULL), jpath(x, "enforcement", NULL, NULL),
+                 jpath(x, "problem", NULL, NULL));
+    cJSON_Delete(o);
+}
+
+/* A share as an older tessera's webhook left it: the delivery ConfigMap wired in, no interposer. */
+static char *share_without_shim(const char *name, int mib) {
+    char *t = share_json(name, mib, false, true, NULL);
+    cJSON *p = cJSON_Parse(t);
+    free(t);
+    cJSON *spec = cJSON_GetObjectItem(p, "spec");
+    cJSON_DeleteItemFromObject(spec, "initContainers");
+    cJSON_DeleteItemFromObject(spec, "volumes");
+    cJSON_DeleteItemFromObject(cJSON_GetArrayItem(cJSON_GetObjectItem(spec, "containers"), 0), "volumeMounts");
+    t = cJSON_PrintUnformatted(p);
+    cJSON_Delete(p);
+    return t;
+}
+
+/* The ConfigMap, the TesseraGPUDelivered Event and /debug/state say what enforces each share: the interposer for a
+ * share the webhook gave it; "not enforced", as a Warning, for one admitted without it. */
+TEST(ext_rsv_delivery_says_what_enforces_each_share) {
+    rt r;
+    rt_start(&r, 2, true, 30000);
+    char err[512] = "?", err2[512] = "?";
+    if (r.ok) {
+        bind_share(&r, "s1", 8000, false, true, err, sizeof err);
+        bind_share_text(&r, "old", share_without_shim("old", 8000), err2, sizeof err2);
+    }
+    bool cms = r.ok && WAIT_FOR(has_cm(&r, "s1") && has_cm(&r, "old"));
+    bool evs = WAIT_FOR(count_events(&r, EXT_DLV_EV_DELIVERED, "s1") == 1 && count_events(&r, EXT_DLV_EV_DELIVERED, "old") == 1);
+    cJSON *c1 = cm_of(&r, "s1"), *c2 = cm_of(&r, "old");
+    char enf1[256], enf2[512], t1[32], m1[1024], t2[32], m2[1024], d1[1024] = "", d2[1024] = "";
+    snprintf(enf1, sizeof enf1, "%s", jpath(c1, "data", EXT_DLV_ENV_ENFORCEMENT, NULL));
+    snprintf(enf2, sizeof enf2, "%s", jpath(c2, "data", EXT_DLV_ENV_ENFORCEMENT, NULL));
+    cJSON_Delete(c1);
+    cJSON_Delete(c2);
+    event_of(&r, EXT_DLV_EV_DELIVERED, "s1", t1, sizeof t1, m1, sizeof m1);
+    event_of(&r, EXT_DLV_EV_DELIVERED, "old", t2, sizeof t2, m2, sizeof m2);
+    WAIT_FOR((debug_share(&r, "old", d2, sizeof d2), !strncmp(d2, "delivered|", 10)));
+    debug_share(&r, "s1", d1, sizeof d1);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK_STR(err, "");
+    CHECK_STR(err2, "");
+    CHECK(cms);
+    CHECK(evs);
+    CHECK_STR(enf1, "memory=libtessera-cuda compute=time-slicing (not capped)");
+    CHECK_STR(t1, "Normal");
+    CHECK_CONTAINS(m1, "enforced by: memory=libtessera-cuda compute=time-slicing (not capped)");
+    CHECK_STR(d1, "delivered|memory=libtessera-cuda compute=time-slicing (not capped)|");
+    CHECK_CONTAINS(enf2, "memory=not enforced (the pod has no tessera-cuda-shim init container");
+    CHECK_STR(t2, "Warning");
+    CHECK_CONTAINS(m2, "memory=not enforced");
+    CHECK_CONTAINS(d2, "re-create the pod");
+}
+
+/* The share's tessera-cuda-shim runs as soon as the pod is admitted, before the ConfigMap exists: that does not make
+ * the share "started" (it still moves when its reservation is refused). When the shim fails, a Warning says why,
+ * once per cause (not per retry of the crash loop), and /debug/state shows it. */
+TEST(ext_rsv_shim_container_neither_pins_a_share_nor_fails_quietly) {
+    rt r;
+    char err[512] = "?", first[256], second[256];
+    bool created = one_share_two_gpus(&r, err, sizeof err, first, second);
+    seen(&r, fake_api_patch(r.api, "pods", "default", "s1",
+                   "{\"status\":{\"phase\":\"Pending\",\"initContainerStatuses\":[{\"name\":\"" EXT_DLV_SHIM_CONTAINER "\","
+                   "\"state\":{\"terminated\":{\"exitCode\":0,\"reason\":\"Completed\"}}}],\"containerStatuses\":[{\"name\":"
+                   "\"main\",\"state\":{\"waiting\":{\"reason\":\"CreateContainerConfigError\"}}}]}}"));   /* known to the controller */
+    refuse(&r, first);
+    bool moved = WAIT_FOR(pod_exists(&r, RNS, second) && !pod_exists(&r, RNS, first));
+    /* the installer fails, and goes on failing in a crash loop */
+    static const char *const loop[] = {
+        "{\"status\":{\"initContainerStatuses\":[{\"name\":\"" EXT_DLV_SHIM_CONTAINER "\",\"restartCount\":1,\"state\":"
+        "{\"waiting\":{\"reason\":\"CrashLoopBackOff\",\"message\":\"back-off 10s restarting failed container\"}},"
+        "\"lastState\":{\"terminated\":{\"exitCode\":1,\"reason\":\"Error\",\"message\":\"tessera-reserve: --install-shim: "
+        "cannot write /opt/tessera/lib: Read-only file system\"}}}]}}",
+        "{\"status\":{\"initContainerStatuses\":[{\"name\":\"" EXT_DLV_SHIM_CONTAINER "\",\"restartCount\":2,\"state\":"
+        "{\"running\":{}},\"lastState\":{\"terminated\":{\"exitCode\":1,\"reason\":\"Error\",\"message\":\"tessera-reserve: "
+        "--install-shim: cannot write /opt/tessera/lib: Read-only file system\"}}}]}}",
+    };
+    fake_api_patch(r.api, "pods", "default", "s1", loop[0]);
+    bool warned = WAIT_FOR(count_events(&r, EXT_DLV_EV_ENFORCEMENT, "s1") == 1);
+    seen(&r, fake_api_patch(r.api, "pods", "default", "s1", loop[1]));   /* the retry: no second Warning */
+    int nwarn = count_events(&r, EXT_DLV_EV_ENFORCEMENT, "s1");
+    char t[32], m[1400], d[1400];
+    event_of(&r, EXT_DLV_EV_ENFORCEMENT, "s1", t, sizeof t, m, sizeof m);
+    debug_share(&r, "s1", d, sizeof d);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK_STR(err, "");
+    CHECK(created);
+    CHECK_MSG(moved, "a share whose only finished container is tessera-cuda-shim did not move");
+    CHECK(warned);
+    CHECK_INT(nwarn, 1);
+    CHECK_STR(t, "Warning");
+    CHECK_CONTAINS(m, "Read-only file system");
+    CHECK_CONTAINS(m, "do not start");
+    CHECK_MSG(!strncmp(d, "failed|", 7), "%s", d);
+    CHECK_CONTAINS(d, "init container tessera-cuda-shim: exit code 1");
+}
+
+/* ------------------------------------------------------------------ MPS reservations (issue 27) */
+
+#define MNS EXT_RSV_DEFAULT_MPS_NS
+
+/* A share as the webhook leaves one that asks tessera.io/compute-sharing: mps and runs as uid: share_json's,
+ * with the annotation, the pod's runAsUser and the daemon's two host directories on its container. */
+static char *mps_share_json(const char *name, int mib, int uid) {
+    char *t = share_json(name, mib, false, true, NULL);
+    cJSON *p = cJSON_Parse(t);
+    free(t);
+    cJSON_AddStringToObject(cJSON_GetObjectItem(cJSON_GetObjectItem(p, "metadata"), "annotations"),
+                            "tessera.io/compute-sharing", "mps");
+    cJSON *spec = cJSON_GetObjectItem(p, "spec");
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(spec, "securityContext"), "runAsUser", uid);
+    cJSON *mounts = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(spec, "containers"), 0), "volumeMounts");
+    static const char *const v[2][3] = {{EXT_DLV_MPS_VOLUME, EXT_DLV_MPS_ROOT, EXT_DLV_MPS_ROOT},
+                                        {EXT_DLV_MPS_SHM_VOLUME, EXT_DLV_MPS_SHM, EXT_DLV_DEV_SHM}};
+    for (int i = 0; i < 2; i++) {
+        cJSON *vol = cJSON_CreateObject();
+        cJSON_AddStringToObject(vol, "name", v[i][0]);
+        cJSON *hp = cJSON_AddObjectToObject(vol, "hostPath");
+        cJSON_AddStringToObject(hp, "path", v[i][1]);
+        cJSON_AddStringToObject(hp, "type", "Directory");
+        cJSON_AddItemToArray(cJSON_GetObjectItem(spec, "volumes"), vol);
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "name", v[i][0]);
+        cJSON_AddStringToObject(m, "mountPath", v[i][2]);
+        cJSON_AddItemToArray(mounts, m);
+    }
+    t = cJSON_PrintUnformatted(p);
+    cJSON_Delete(p);
+    return t;
+}
+
+/* Reservation pods (labelled) in namespace ns. */
+static int count_in(rt *r, const char *ns) {
+    char *all = fake_api_list(r->api, "pods");
+    cJSON *arr = cJSON_Parse(all), *it;
+    free(all);
+    int n = 0;
+    cJSON_ArrayForEach(it, arr) n += !strcmp(jpath(it, "metadata", "labels", EXT_RSV_LABEL), "true") &&
+                                     !strcmp(jpath(it, "metadata", "namespace", NULL), ns);
+    cJSON_Delete(arr);
+    return n;
+}
+
+/* The reservation pod ns/name (caller deletes), or NULL. */
+static cJSON *rsv_pod(rt *r, const char *ns, const char *name) {
+    char *t = fake_api_get(r->api, "pods", ns, name);
+    cJSON *o = t ? cJSON_Parse(t) : NULL;
+    free(t);
+    return o;
+}
+
+/* The GPU of an MPS share is reserved by a pod in tessera-node that runs tessera-reserve --mps as root with only the
+ * capabilities its daemon needs and the node's MPS directories; the share's ConfigMap makes it that daemon's client
+ * with its limits, and the Event says the driver caps its SMs. */
+TEST(ext_rsv_mps_share_is_served_by_an_mps_reservation_in_tessera_node) {
+    rt r;
+    rt_start(&r, 2, true, 30000);
+    char err[512] = "?", name[256];
+    rsv_name(0, 1, name, sizeof name);
+    if (r.ok) bind_share_text(&r, "m1", mps_share_json("m1", 20480, 1000), err, sizeof err);
+    bool made = r.ok && WAIT_FOR(pod_exists(&r, MNS, name));
+    bool none_plain = !pod_exists(&r, RNS, name);
+    cJSON *rp = rsv_pod(&r, MNS, name);
+    const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(rp, "spec"), "containers"), 0);
+    char body[2048] = "";
+    const cJSON *x;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItem(c0, "command"))
+        snprintf(body + strlen(body), sizeof body - strlen(body), "%s ", x->valuestring);
+    const cJSON *sc = cJSON_GetObjectItem(c0, "securityContext");
+    char *caps = cJSON_PrintUnformatted(cJSON_GetObjectItem(sc, "capabilities"));
+    snprintf(body + strlen(body), sizeof body - strlen(body), "| uid %d nonroot %d esc %d ro %d | %s |",
+             cJSON_GetObjectItem(sc, "runAsUser") ? cJSON_GetObjectItem(sc, "runAsUser")->valueint : -1,
+             cJSON_IsTrue(cJSON_GetObjectItem(sc, "runAsNonRoot")), cJSON_IsTrue(cJSON_GetObjectItem(sc, "allowPrivilegeEscalation")),
+             cJSON_IsTrue(cJSON_GetObjectItem(sc, "readOnlyRootFilesystem")), caps ? caps : "");
+    free(caps);
+    cJSON_ArrayForEach(x, cJSON_GetObjectItem(c0, "volumeMounts")) {
+        const char *vn = jpath(x, "name", NULL, NULL);
+        const cJSON *v;
+        cJSON_ArrayForEach(v, cJSON_GetObjectItem(cJSON_GetObjectItem(rp, "spec"), "volumes"))
+            if (!strcmp(jpath(v, "name", NULL, NULL), vn))
+                snprintf(body + strlen(body), sizeof body - strlen(body), " %s:%s", jpath(v, "hostPath", "path", NULL),
+                         jpath(x, "mountPath", NULL, NULL));
+    }
+    char mps_ann[16], sa[64];
+    snprintf(mps_ann, sizeof mps_ann, "%s", jpath(rp, "metadata", "annotations", EXT_RSV_ANN_MPS));
+    snprintf(sa, sizeof sa, "%s", jpath(rp, "spec", "serviceAccountName", NULL));
+    cJSON_Delete(rp);
+    bool cm = WAIT_FOR(has_cm(&r, "m1"));
+    cJSON *o = cm_of(&r, "m1");
+    char uuid[64], pipe[128], thr[16], pin[32], enf[256], want_pipe[160];
+    snprintf(uuid, sizeof uuid, "%s", jpath(o, "data", EXT_DLV_ENV_UUID, NULL));
+    snprintf(pipe, sizeof pipe, "%s", jpath(o, "data", EXT_DLV_ENV_MPS_PIPE, NULL));
+    snprintf(thr, sizeof thr, "%s", jpath(o, "data", EXT_DLV_ENV_MPS_THREADS, NULL));
+    snprintf(pin, sizeof pin, "%s", jpath(o, "data", EXT_DLV_ENV_MPS_PINNED, NULL));
+    snprintf(enf, sizeof enf, "%s", jpath(o, "data", EXT_DLV_ENV_ENFORCEMENT, NULL));
+    cJSON_Delete(o);
+    snprintf(want_pipe, sizeof want_pipe, "/run/tessera/mps/%s/pipe", uuid);
+    bool ev = WAIT_FOR(count_events(&r, EXT_DLV_EV_DELIVERED, "m1") == 1);
+    char t[32], m[1024], d[1024];
+    event_of(&r, EXT_DLV_EV_DELIVERED, "m1", t, sizeof t, m, sizeof m);
+    debug_share(&r, "m1", d, sizeof d);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK_STR(err, "");
+    CHECK(made);
+    CHECK(none_plain);
+    CHECK_STR(mps_ann, "true");
+    CHECK_STR(sa, EXT_RSV_SERVICE_ACCOUNT);
+    CHECK_STR(body, "/usr/local/bin/tessera-reserve --mps --mps-root=/run/tessera/mps | uid 0 nonroot 0 esc 0 ro 1 | "
+                    "{\"drop\":[\"ALL\"],\"add\":[\"CHOWN\",\"DAC_OVERRIDE\",\"FOWNER\",\"KILL\",\"SETGID\",\"SETUID\"]} |"
+                    " /run/tessera/mps:/run/tessera/mps /run/tessera/mps/shm:/dev/shm");
+    CHECK(cm);
+    CHECK_STR(pipe, want_pipe);
+    CHECK_STR(thr, "25");   /* 20480 of 81920 MiB, memory only: charged its memory's share of the SMs */
+    CHECK_STR(pin, "0=20480M");
+    CHECK_STR(enf, "memory=mps-pinned-limit+libtessera-cuda compute=mps-active-threads");
+    CHECK(ev);
+    CHECK_STR(t, "Normal");
+    CHECK_CONTAINS(m, "compute=mps-active-threads");
+    CHECK_MSG(!strncmp(d, "delivered|memory=mps-pinned-limit", 33), "%s", d);
+}
+
+/* A reservation kept in its grace period serves only shares of its own mode: the GPU's last MPS share leaves, a
+ * time-sliced share lands on that GPU, and the MPS reservation goes before a plain one is made for it (the share
+ * is never handed the MPS daemon's GPU without its reservation being of its kind). */
+TEST(ext_rsv_reservation_in_its_grace_serves_only_its_own_mode) {
+    rt r;
+    rt_start(&r, 1, true, 30000);
+    char err[512] = "?", err2[512] = "?", first[256];
+    rsv_name(0, 1, first, sizeof first);
+    if (r.ok) bind_share_text(&r, "m1", mps_share_json("m1", 20480, 1000), err, sizeof err);
+    bool mps_ready = r.ok && WAIT_FOR(has_cm(&r, "m1"));
+    fake_api_delete(r.api, "pods", "default", "m1");
+    bool idle = WAIT_FOR(({
+                         ext_state_lock(r.st);
+                         const ext_node *n = ext_state_node(r.st, "n1");
+                         bool y = n && n->m && model_gpu_idle(&n->m->gpus[0]);
+                         ext_state_unlock(r.st);
+                         y;
+                     }));
+    bool kept = idle && pod_exists(&r, MNS, first);   /* its grace period */
+    if (kept) bind_share(&r, "t1", 8000, false, true, err2, sizeof err2);
+    bool replaced = kept && WAIT_FOR(count_in(&r, MNS) == 0 && count_in(&r, RNS) == 1);
+    bool cm = WAIT_FOR(has_cm(&r, "t1"));
+    cJSON *o = cm_of(&r, "t1");
+    bool plain = o && !cJSON_GetObjectItem(cJSON_GetObjectItem(o, "data"), EXT_DLV_ENV_MPS_PIPE);
+    cJSON_Delete(o);
+    int doubles = fake_kubelet_double_holds(r.kl);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK_STR(err, "");
+    CHECK(mps_ready);
+    CHECK(idle);
+    CHECK_MSG(kept, "the MPS reservation did not wait out its grace period");
+    CHECK_STR(err2, "");
+    CHECK_MSG(replaced, "the time-sliced share was not given a reservation of its own kind");
+    CHECK(cm);
+    CHECK(plain);
+    CHECK_INT(doubles, 0);
+}
+
+/* An MPS reservation whose daemon does not start (tessera.io/reserve-error with the daemon's last log lines) is
+ * refused like one the kubelet refused: deleted, so its GPU is free again, and its waiting share moves to another
+ * GPU of the node, with a Warning that quotes the daemon. */
+TEST(ext_rsv_mps_daemon_that_fails_frees_the_gpu_and_moves_the_share) {
+    rt r;
+    rt_start(&r, 2, false, 30000);   /* the test plays the kubelet */
+    char err[512] = "?", first[256], second[256];
+    rsv_name(0, 1, first, sizeof first);
+    rsv_name(1, 1, second, sizeof second);
+    if (r.ok) bind_share_text(&r, "m1", mps_share_json("m1", 20480, 1000), err, sizeof err);
+    bool made = r.ok && WAIT_FOR(pod_exists(&r, MNS, first));
+    fake_api_patch(r.api, "pods", MNS, first,
+                   "{\"metadata\":{\"annotations\":{\"" EXT_RSV_ANN_ERROR "\":\"nvidia-cuda-mps-control exited with status 1: "
+                   "[2026-12-04 15:00:00.000 Control 42] Failed to start: the GPU is in exclusive-process mode\"}},"
+                   "\"status\":{\"phase\":\"Running\"}}");
+    bool moved = WAIT_FOR(!pod_exists(&r, MNS, first) && pod_exists(&r, MNS, second));
+    int gpu = assigned_gpu(&r, "m1");
+    char t[32], m[2048];
+    event_of(&r, EXT_DLV_EV_REFUSED, "m1", t, sizeof t, m, sizeof m);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK_STR(err, "");
+    CHECK(made);
+    CHECK_MSG(moved, "the share did not move off the GPU whose daemon failed");
+    CHECK_INT(gpu, 1);
+    CHECK_STR(t, "Warning");
+    CHECK_CONTAINS(m, "exclusive-process mode");
+}
+
+/* An API answer that arrives after the watch showed a later state of the same pod (a create's answer processed after
+ * the watch's MODIFIED that carried the UUID, with a fake kubelet that publishes at once) must not overwrite it: the
+ * watch does not tell that state again, and the share would wait for a UUID the table had lost. */
+TEST(ext_rsv_an_older_state_never_overwrites_a_newer_one) {
+    rt r;
+    rt_start(&r, 1, false, 30000);
+    char name[256];
+    rsv_name(0, 1, name, sizeof name);
+    char newer[1024], older[1024];
+    static const char *const fmt =
+        "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"" RNS "\",\"uid\":\"uid-r1\",\"resourceVersion\":\"%s\","
+        "\"labels\":{\"" EXT_RSV_LABEL "\":\"true\"},\"annotations\":{\"" EXT_RSV_ANN_NODE "\":\"n1\",\"" EXT_RSV_ANN_GPU
+        "\":\"0\",\"" EXT_RSV_ANN_UNIT "\":\"gpu\"%s}},\"spec\":{\"nodeName\":\"n1\"},\"status\":{\"phase\":\"%s\"}}";
+    snprintf(newer, sizeof newer, fmt, name, "120", ",\"" EXT_RSV_ANN_UUID "\":\"GPU-n1-0\"", "Running");
+    snprintf(older, sizeof older, fmt, name, "100", "", "Pending");
+    cJSON *n = cJSON_Parse(newer), *o = cJSON_Parse(older);
+    if (r.ok) {
+        ext_rsv_on_event(r.rsv, KUBE_POD, KUBE_MODIFIED, n);
+        ext_rsv_on_event(r.rsv, KUBE_POD, KUBE_MODIFIED, o);
+    }
+    char uuid[64] = "";
+    WAIT_FOR(({
+             cJSON *d = cJSON_CreateObject();
+             ext_rsv_debug(r.rsv, d);
+             snprintf(uuid, sizeof uuid, "%s", jpath(cJSON_GetArrayItem(cJSON_GetObjectItem(d, "reservations"), 0), "uuid",
+                                                    NULL, NULL));
+             cJSON_Delete(d);
+             uuid[0] != 0;
+         }));
+    cJSON_Delete(n);
+    cJSON_Delete(o);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK_STR(uuid, "GPU-n1-0");
 }

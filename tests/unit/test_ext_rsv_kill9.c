@@ -15,33 +15,31 @@
 #include "ext_proc.h"
 #include "tests/support/wait.h"
 #include "extender/base/annotation.h"
-#include "extender/delivery/delivery.h"
+#include "extender/base/delivery.h"
 #include "tests/support/fake_apiserver.h"
 #include "tests/support/fake_kubelet.h"
 
 #define K_SHARES 24
 #define K_MIB 30000   /* two per 81920 MiB A100: 16 fit on the node's 8 GPUs */
 
-/* A share as the API server stores it after tessera's webhook: the delivery annotation, the marker resource and
- * the envFrom of its delivery ConfigMap, which holds its containers back until the ConfigMap exists. (Without the
- * envFrom the fake kubelet starts a share at once, and a share that runs with no reservation is judged as one
- * whose reservation went away: TesseraGPULost, never delivered.) */
+/* A share as the webhook leaves it: its delivery annotation and envFrom of that ConfigMap, so the kubelet holds its
+ * container until tessera writes it (a share without envFrom starts at once, before its reservation exists). */
 static char *k_share(int i) {
-    char name[16], uid[24], ann[128], cm[32];
+    char name[16], uid[24], ann[128], cm[48];
     snprintf(name, sizeof name, "k%d", i);
     snprintf(uid, sizeof uid, "uid-k%d", i);
     snprintf(cm, sizeof cm, EXT_DLV_CM_PREFIX "k%d", i);
     snprintf(ann, sizeof ann, "\"" EXT_DLV_ANN_DELIVERY "\":\"%s\"", cm);
-    char *text = pod_json(name, uid, 0, "\"nvidia.com/gpumem\":\"30000\",\"" EXT_DLV_MARKER_RESOURCE "\":\"1\"", ann, NULL);
-    cJSON *pod = cJSON_Parse(text);
-    free(text);
-    cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), "containers"), 0);
+    char *t = pod_json(name, uid, 0, "\"nvidia.com/gpumem\":\"30000\"", ann, NULL);
+    cJSON *p = cJSON_Parse(t);
+    free(t);
     cJSON *from = cJSON_CreateObject();
     cJSON_AddStringToObject(cJSON_AddObjectToObject(from, "configMapRef"), "name", cm);
+    cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(p, "spec"), "containers"), 0);
     cJSON_AddItemToArray(cJSON_AddArrayToObject(c0, "envFrom"), from);
-    text = cJSON_PrintUnformatted(pod);
-    cJSON_Delete(pod);
-    return text;
+    t = cJSON_PrintUnformatted(p);
+    cJSON_Delete(p);
+    return t;
 }
 
 /* Filter and bind the pending shares (at most max), as kube-scheduler would. */

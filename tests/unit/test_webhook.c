@@ -50,10 +50,13 @@ static char *review(const char *uid, const char *op, const char *kind, const cha
     "'containers':[{'name':'main','image':'cuda','resources':{'requests':{'cpu':'1'}}}," \
     "{'name':'side','image':'busybox','envFrom':[{'secretRef':{'name':'creds'}}]}]}}"
 
+#define SHIM_IMAGE "registry.example/tessera-extender:1.2.3"
+
 static ext_webhook_config cfg_with(ext_delivery_mode d) {
     ext_webhook_config c;
     ext_webhook_config_defaults(&c);
     c.delivery = d;
+    snprintf(c.image, sizeof c.image, SHIM_IMAGE);
     return c;
 }
 
@@ -135,8 +138,9 @@ TEST(webhook_fraction_pod_gets_delivery_envfrom_and_marker) {
     const cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
     const cJSON *ctrs = cJSON_GetObjectItemCaseSensitive(spec, "containers");
     const cJSON *inits = cJSON_GetObjectItemCaseSensitive(spec, "initContainers");
+    /* initContainers[0] is tessera-cuda-shim now (webhook_share_gets_the_interposer): the pod's own is [1] */
     bool env_ok = has_cm_ref(cJSON_GetArrayItem(ctrs, 0), cm) && has_cm_ref(cJSON_GetArrayItem(ctrs, 1), cm) &&
-                  has_cm_ref(cJSON_GetArrayItem(inits, 0), cm);
+                  has_cm_ref(cJSON_GetArrayItem(inits, 1), cm) && !has_cm_ref(cJSON_GetArrayItem(inits, 0), cm);
     /* the side car's own envFrom is kept, the ConfigMap appended after it */
     const cJSON *side_ef = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ctrs, 1), "envFrom");
     bool kept = cJSON_GetArraySize(side_ef) == 2 && cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(side_ef, 0), "secretRef");
@@ -218,7 +222,7 @@ TEST(webhook_copied_delivery_annotation_is_replaced) {
     cJSON *pod = patched_pod(pod_sq, rep);
     const cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
     const cJSON *ctr = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(spec, "containers"), 0);
-    const cJSON *init = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(spec, "initContainers"), 0);
+    const cJSON *init = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(spec, "initContainers"), 1);
     const char *ann = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "metadata"), "annotations"), "tessera.io/delivery"));
     char annv[128];
@@ -380,9 +384,413 @@ TEST(webhook_refuses_mps_fraction_under_reservation_delivery) {
     CHECK_CONTAINS(msg, "nvidia.com/gpu.shared");
     CHECK_CONTAINS(msg, "--soft-share-delivery=none");
     CHECK_CONTAINS(msg, "MPS");
+    CHECK_CONTAINS(msg, "tessera.io/compute-sharing: mps");   /* what the pod probably meant */
     free(msg);
     CHECK(ok_none);
     CHECK(msg2 == NULL);
+}
+
+/* The pod the API server stores after the webhook's patch of a review of pod_sq with request uid (caller
+ * deletes), NULL when refused or not applicable. */
+static cJSON *admit(const ext_webhook_config *c, const char *uid, const char *pod_sq) {
+    char *body = review(uid, "CREATE", "Pod", pod_sq);
+    int st;
+    cJSON *rep = mutate(c, body, &st, NULL);
+    free(body);
+    cJSON *pod = st == 200 ? patched_pod(pod_sq, rep) : NULL;
+    cJSON_Delete(rep);
+    return pod;
+}
+
+/* ------------------------------------------------------------------ the interposer (issue 27) */
+
+static const cJSON *ctr_named(const cJSON *spec, const char *list, const char *name) {
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(spec, list)) {
+        const char *n = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "name"));
+        if (n && !strcmp(n, name)) return c;
+    }
+    return NULL;
+}
+
+/* The container's mount at path: "name|subPath|ro" ("" when none). */
+static void mount_at(const cJSON *ctr, const char *path, char *buf, size_t len) {
+    buf[0] = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(ctr, "volumeMounts")) {
+        const char *mp = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "mountPath"));
+        if (!mp || strcmp(mp, path)) continue;
+        const char *sp = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "subPath"));
+        snprintf(buf, len, "%s|%s|%s", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "name")), sp ? sp : "",
+                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "readOnly")) ? "ro" : "rw");
+    }
+}
+
+static const char *sc_str(const cJSON *ctr, const char *a, const char *b) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ctr, "securityContext"), a);
+    if (b) v = cJSON_GetObjectItemCaseSensitive(v, b);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+static int sc_flag(const cJSON *ctr, const char *a) {   /* 1 true, 0 false, -1 absent */
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ctr, "securityContext"), a);
+    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : -1;
+}
+
+/* Every soft share gets the interposer (round4.md, "What the webhook adds"): the emptyDir, tessera-cuda-shim
+ * FIRST among the init containers (tessera's image, the installer's command, restricted-clean, 10m/16Mi, no
+ * envFrom and no preload of its own), and on every other container and init container the volume at
+ * /opt/tessera (read-write) and its ld.so.preload at /etc/ld.so.preload (read-only). */
+TEST(webhook_share_gets_the_interposer) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+    cJSON *pod = admit(&c, "uid-shim", FRACTION_POD);
+    CHECK(pod != NULL);
+    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
+    const cJSON *inits = cJSON_GetObjectItemCaseSensitive(spec, "initContainers");
+    const cJSON *shim = cJSON_GetArrayItem(inits, 0);
+    char first[64], cmd[256] = "", vol[128] = "", m[5][128];
+    snprintf(first, sizeof first, "%s", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(shim, "name")));
+    const cJSON *a;
+    cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(shim, "command"))
+        snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), "%s%s", cmd[0] ? " " : "", a->valuestring);
+    const cJSON *v;
+    cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(spec, "volumes"))
+        if (!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "name")), "tessera-cuda"))
+            snprintf(vol, sizeof vol, "%s", cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(v, "emptyDir")) &&
+                                            cJSON_GetArraySize(v) == 2 ? "emptyDir" : "other");
+    mount_at(shim, "/opt/tessera", m[0], sizeof m[0]);
+    mount_at(shim, "/etc/ld.so.preload", m[1], sizeof m[1]);
+    const char *img = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(shim, "image"));
+    char image[128];
+    snprintf(image, sizeof image, "%s", img ? img : "");
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(shim, "resources");
+    char *restext = cJSON_PrintUnformatted(res);
+    bool no_env = !cJSON_GetObjectItemCaseSensitive(shim, "envFrom") && !cJSON_GetObjectItemCaseSensitive(shim, "env");
+    /* restricted-clean (Pod Security "restricted": runAsNonRoot, no escalation, drop ALL, RuntimeDefault) */
+    const cJSON *drop = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(shim, "securityContext"), "capabilities"), "drop");
+    bool restricted = sc_flag(shim, "runAsNonRoot") == 1 && sc_flag(shim, "allowPrivilegeEscalation") == 0 &&
+                      sc_flag(shim, "readOnlyRootFilesystem") == 1 && cJSON_GetArraySize(drop) == 1 &&
+                      !strcmp(cJSON_GetArrayItem(drop, 0)->valuestring, "ALL") &&
+                      !strcmp(sc_str(shim, "seccompProfile", "type"), "RuntimeDefault") &&
+                      cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(
+                          cJSON_GetObjectItemCaseSensitive(shim, "securityContext"), "runAsUser")) == 65532;
+    /* every other container: both mounts */
+    const cJSON *others[3] = {ctr_named(spec, "initContainers", "init"), ctr_named(spec, "containers", "main"),
+                              ctr_named(spec, "containers", "side")};
+    bool all = true;
+    for (int i = 0; i < 3; i++) {
+        mount_at(others[i], "/opt/tessera", m[2], sizeof m[2]);
+        mount_at(others[i], "/etc/ld.so.preload", m[3], sizeof m[3]);
+        all &= !strcmp(m[2], "tessera-cuda||rw") && !strcmp(m[3], "tessera-cuda|ld.so.preload|ro");
+    }
+    int ninit = cJSON_GetArraySize(inits);
+    cJSON_Delete(pod);
+    CHECK_STR(first, "tessera-cuda-shim");
+    CHECK_INT(ninit, 2);
+    CHECK_STR(image, SHIM_IMAGE);
+    CHECK_STR(cmd, "/usr/local/bin/tessera-reserve --install-shim /opt/tessera");
+    CHECK_STR(vol, "emptyDir");
+    CHECK_STR(m[0], "tessera-cuda||rw");
+    CHECK_STR(m[1], "");   /* the installer itself runs without the preload */
+    CHECK_STR(restext, "{\"requests\":{\"cpu\":\"10m\",\"memory\":\"16Mi\"},\"limits\":{\"cpu\":\"10m\",\"memory\":\"16Mi\"}}");
+    free(restext);
+    CHECK(no_env);
+    CHECK(restricted);
+    CHECK(all);
+}
+
+/* A tessera-cuda-shim the pod already has that is not first (another webhook put an init container before it)
+ * or not what tessera makes (an older image, copied with `kubectl get pod -o yaml`; an env added by hand) is
+ * removed and made again, first; the result is admitted again with no patch. */
+TEST(webhook_shim_container_not_first_or_not_ours_is_made_again_first) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+    static const char *const stale[] = {
+        /* second, otherwise exactly tessera's */
+        "{'name':'tessera-cuda-shim','image':'" SHIM_IMAGE "','command':['/usr/local/bin/tessera-reserve',"
+        "'--install-shim','/opt/tessera'],'volumeMounts':[{'name':'tessera-cuda','mountPath':'/opt/tessera'}],"
+        "'resources':{'requests':{'cpu':'10m','memory':'16Mi'},'limits':{'cpu':'10m','memory':'16Mi'}},"
+        "'securityContext':{'runAsNonRoot':true,'runAsUser':65532,'allowPrivilegeEscalation':false,"
+        "'capabilities':{'drop':['ALL']},'seccompProfile':{'type':'RuntimeDefault'},'readOnlyRootFilesystem':true},"
+        "'terminationMessagePolicy':'FallbackToLogsOnError'}",
+        /* an older image */
+        "{'name':'tessera-cuda-shim','image':'registry.example/tessera-extender:0.9','command':['x']}",
+    };
+    for (int k = 0; k < 2; k++) {
+        char pod_sq[2048];
+        snprintf(pod_sq, sizeof pod_sq,
+                 "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'0.5'}},'spec':{'schedulerName':"
+                 "'tessera-scheduler','initContainers':[{'name':'first'},%s],'containers':[{'name':'c'}]}}", stale[k]);
+        cJSON *pod = admit(&c, "uid-stale", pod_sq);
+        CHECK_MSG(pod != NULL, "case %d: the patch does not apply", k);
+        const cJSON *inits = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "spec"), "initContainers");
+        int n = cJSON_GetArraySize(inits), shims = 0;
+        const cJSON *x;
+        cJSON_ArrayForEach(x, inits) shims += !strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(x, "name")),
+                                                      "tessera-cuda-shim");
+        const cJSON *s0 = cJSON_GetArrayItem(inits, 0);
+        bool first_ok = !strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s0, "name")), "tessera-cuda-shim") &&
+                        !strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s0, "image")), SHIM_IMAGE);
+        char mp[128];
+        mount_at(cJSON_GetArrayItem(inits, 1), "/etc/ld.so.preload", mp, sizeof mp);
+        char *ptxt = pod_text(pod);
+        int st;
+        char *body = review("uid-stale-2", "CREATE", "Pod", ptxt);
+        cJSON *rep = mutate(&c, body, &st, NULL);
+        bool no_patch = rep && !cJSON_GetObjectItemCaseSensitive(resp_of(rep), "patch");
+        free(body);
+        free(ptxt);
+        cJSON_Delete(rep);
+        cJSON_Delete(pod);
+        CHECK_INT(n, 2);
+        CHECK_INT(shims, 1);
+        CHECK_MSG(first_ok, "case %d: tessera-cuda-shim is not first with tessera's image", k);
+        CHECK_STR(mp, "tessera-cuda|ld.so.preload|ro");   /* the pod's own init container, now second */
+        CHECK_MSG(no_patch, "case %d: the mutated pod gets a patch again", k);
+    }
+}
+
+/* env beats envFrom: a variable the ConfigMap delivers and the enforcement reads, set by a container itself,
+ * would override the share's device or limits. The hints a program may tune are not refused. */
+TEST(webhook_refuses_env_that_overrides_what_enforces_the_share) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+    static const struct { const char *var; bool refused; } cases[] = {
+        {"NVIDIA_VISIBLE_DEVICES", true}, {"TESSERA_GPU_MEMORY_MIB", true}, {"TESSERA_GPU_UUID", true},
+        {"TESSERA_ENFORCEMENT", true}, {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", true},
+        {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", true}, {"CUDA_MPS_PIPE_DIRECTORY", true},
+        {"CUDA_DEVICE_MEMORY_LIMIT", true}, {"CUDA_DEVICE_SM_LIMIT", true},
+        {"XLA_PYTHON_CLIENT_MEM_FRACTION", false}, {"TF_FORCE_GPU_ALLOW_GROWTH", false},
+        {"NVIDIA_DRIVER_CAPABILITIES", false}, {"CUDA_VISIBLE_DEVICES", false}, {"LD_PRELOAD", false}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char pod[512];
+        snprintf(pod, sizeof pod, "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'0.5'}},"
+                                  "'spec':{'schedulerName':'tessera-scheduler','initContainers':[{'name':'prep',"
+                                  "'env':[{'name':'%s','value':'x'}]}],'containers':[{'name':'main'}]}}", cases[i].var);
+        int st;
+        char *msg = denial(&c, pod, &st);
+        if (!cases[i].refused) {
+            CHECK_MSG(msg == NULL, "%s refused: %s", cases[i].var, msg);
+            continue;
+        }
+        CHECK_MSG(msg != NULL, "%s not refused", cases[i].var);
+        CHECK_CONTAINS(msg, "init container \"prep\"");
+        CHECK_CONTAINS(msg, cases[i].var);
+        free(msg);
+    }
+    /* Delivery none: tessera delivers nothing, so nothing is overridden. */
+    ext_webhook_config none = cfg_with(EXT_DELIVERY_NONE);
+    int st;
+    char *msg = denial(&none, "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'0.5'}},'spec':{"
+                              "'schedulerName':'tessera-scheduler','containers':[{'name':'m','env':[{'name':"
+                              "'CUDA_DEVICE_MEMORY_LIMIT','value':'1g'}]}]}}", &st);
+    CHECK(msg == NULL);
+}
+
+static bool image_answer(void *user, char *buf, size_t len, char *why, size_t whylen) {
+    const char *img = user;
+    if (!img) {
+        snprintf(why, whylen, "cannot read pod tessera/tessera-scheduler-0 to learn the tessera-reserve image (API status 503)");
+        return false;
+    }
+    snprintf(buf, len, "%s", img);
+    return true;
+}
+
+/* A share is admitted only with its interposer, whose image is tessera's own: until tessera knows it, soft
+ * shares are refused with why (the API server's client retries); other GPU pods are not affected. Once known,
+ * that image is what the shim container runs. */
+TEST(webhook_refuses_soft_shares_until_its_own_image_is_known) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+    c.image_fn = image_answer;
+    c.image_user = NULL;
+    int st;
+    char *msg = denial(&c, FRACTION_POD, &st);
+    CHECK_MSG(msg != NULL, "admitted without knowing the shim's image");
+    CHECK_CONTAINS(msg, "tessera-cuda-shim");
+    CHECK_CONTAINS(msg, "API status 503");
+    CHECK_CONTAINS(msg, "try again");
+    free(msg);
+    char *whole = denial(&c, "{'metadata':{'name':'w'},'spec':{'schedulerName':'tessera-scheduler','containers':[{"
+                             "'name':'c','resources':{'limits':{'nvidia.com/gpu':'1'}}}]}}", &st);
+    CHECK(whole == NULL);
+    c.image_user = (void *)"registry.example/own:7";
+    cJSON *pod = admit(&c, "uid-img", FRACTION_POD);
+    const cJSON *shim = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "spec"),
+                                                                            "initContainers"), 0);
+    char img[64];
+    snprintf(img, sizeof img, "%s", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(shim, "image")));
+    cJSON_Delete(pod);
+    CHECK_STR(img, "registry.example/own:7");
+}
+
+/* What tessera adds must not silently change what the pod has: a volume of tessera's name that is something
+ * else, or another mount at one of tessera's paths, is refused with a message that names it. */
+TEST(webhook_refuses_what_would_collide_with_the_interposer) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+    int st;
+    char *msg = denial(&c, "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'0.5'}},'spec':{"
+                           "'schedulerName':'tessera-scheduler','volumes':[{'name':'tessera-cuda','hostPath':{'path':'/x'}}],"
+                           "'containers':[{'name':'m'}]}}", &st);
+    CHECK_MSG(msg != NULL, "a foreign tessera-cuda volume was not refused");
+    CHECK_CONTAINS(msg, "\"tessera-cuda\"");
+    free(msg);
+    msg = denial(&c, "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'0.5'}},'spec':{"
+                     "'schedulerName':'tessera-scheduler','volumes':[{'name':'mine','emptyDir':{}}],"
+                     "'containers':[{'name':'m','volumeMounts':[{'name':'mine','mountPath':'/etc/ld.so.preload'}]}]}}", &st);
+    CHECK_MSG(msg != NULL, "a foreign mount at /etc/ld.so.preload was not refused");
+    CHECK_CONTAINS(msg, "container \"m\"");
+    CHECK_CONTAINS(msg, "/etc/ld.so.preload");
+    free(msg);
+    /* a time-sliced share may keep its own /dev/shm (only MPS clients need the daemon's) */
+    msg = denial(&c, "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'0.5'}},'spec':{"
+                     "'schedulerName':'tessera-scheduler','volumes':[{'name':'shm','emptyDir':{'medium':'Memory'}}],"
+                     "'containers':[{'name':'m','volumeMounts':[{'name':'shm','mountPath':'/dev/shm'}]}]}}", &st);
+    CHECK_MSG(msg == NULL, "refused: %s", msg);
+}
+
+/* ------------------------------------------------------------------ MPS shares */
+
+#define MPS_POD \
+    "{'metadata':{'name':'mps','namespace':'ml','annotations':{'tessera.io/gpu-fraction':'0.25'," \
+    "'tessera.io/compute-sharing':'mps'}},'spec':{'schedulerName':'tessera-scheduler'," \
+    "'securityContext':{'runAsUser':1000}," \
+    "'initContainers':[{'name':'prep','image':'busybox'}],'containers':[{'name':'main','image':'cuda'}]}}"
+
+typedef struct ns_answer { const char *level; int rc; int calls; char asked[64]; } ns_answer;
+
+static int ns_level(void *user, const char *ns, char *level, size_t len, char *why, size_t whylen) {
+    ns_answer *a = user;
+    a->calls++;
+    snprintf(a->asked, sizeof a->asked, "%s", ns);
+    if (a->rc < 0) {
+        snprintf(why, whylen, "403: tessera-extender may not get namespaces");
+        return -1;
+    }
+    snprintf(level, len, "%s", a->level);
+    return 0;
+}
+
+/* An MPS share is its GPU's MPS daemon's client: besides the interposer, every container but the shim mounts the
+ * node's /run/tessera/mps (at the same path) and its shm (at /dev/shm), as hostPath volumes of type Directory; a
+ * time-sliced share gets neither. The namespace is read (the review's), and the mutated pod gets no patch again. */
+TEST(webhook_mps_share_gets_its_daemons_directories) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+    ns_answer a = {.level = "privileged"};
+    c.ns_level_fn = ns_level;
+    c.ns_level_user = &a;
+    cJSON *pod = admit(&c, "uid-mps", MPS_POD);
+    CHECK(pod != NULL);
+    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
+    char vols[512] = "";
+    const cJSON *v;
+    cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(spec, "volumes")) {
+        const cJSON *hp = cJSON_GetObjectItemCaseSensitive(v, "hostPath");
+        snprintf(vols + strlen(vols), sizeof vols - strlen(vols), "%s=%s:%s;",
+                 cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "name")),
+                 hp ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(hp, "path")) : "emptyDir",
+                 hp ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(hp, "type")) : "");
+    }
+    char m[4][128];
+    const cJSON *main_c = ctr_named(spec, "containers", "main"), *prep = ctr_named(spec, "initContainers", "prep");
+    const cJSON *shim = ctr_named(spec, "initContainers", "tessera-cuda-shim");
+    mount_at(main_c, "/run/tessera/mps", m[0], sizeof m[0]);
+    mount_at(prep, "/dev/shm", m[1], sizeof m[1]);
+    mount_at(shim, "/run/tessera/mps", m[2], sizeof m[2]);
+    mount_at(main_c, "/etc/ld.so.preload", m[3], sizeof m[3]);
+    char *ptxt = pod_text(pod);
+    cJSON_Delete(pod);
+    char *body = review("uid-mps-again", "CREATE", "Pod", ptxt);
+    free(ptxt);
+    int st;
+    cJSON *rep = mutate(&c, body, &st, NULL);
+    free(body);
+    bool no_patch = rep && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp_of(rep), "allowed")) &&
+                    !cJSON_GetObjectItemCaseSensitive(resp_of(rep), "patch");
+    cJSON_Delete(rep);
+    CHECK_STR(vols, "tessera-cuda=emptyDir:;tessera-mps=/run/tessera/mps:Directory;"
+                    "tessera-mps-shm=/run/tessera/mps/shm:Directory;");
+    CHECK_STR(m[0], "tessera-mps||rw");
+    CHECK_STR(m[1], "tessera-mps-shm||rw");
+    CHECK_STR(m[2], "");
+    CHECK_STR(m[3], "tessera-cuda|ld.so.preload|ro");
+    CHECK_STR(a.asked, "ml");
+    CHECK(no_patch);
+    /* a time-sliced share: no MPS volume, and its namespace is not read */
+    a.calls = 0;
+    cJSON *ts = admit(&c, "uid-ts", FRACTION_POD);
+    char *tst = ts ? pod_text(ts) : NULL;
+    bool none = tst && !strstr(tst, "tessera-mps") && !strstr(tst, "/dev/shm");
+    free(tst);
+    cJSON_Delete(ts);
+    CHECK(none);
+    CHECK_INT(a.calls, 0);
+}
+
+/* hostPath is forbidden by Pod Security baseline and restricted: the webhook says so itself, naming the namespace,
+ * its level and what to do. A namespace it cannot read is admitted with a warning (the API server's own Pod
+ * Security admission still decides); one without the label (the cluster's default) or privileged is admitted. */
+TEST(webhook_mps_share_is_refused_where_pod_security_forbids_hostpath) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+    ns_answer a = {0};
+    c.ns_level_fn = ns_level;
+    c.ns_level_user = &a;
+    static const char *const forbid[] = {"baseline", "restricted"};
+    for (int i = 0; i < 2; i++) {
+        a.level = forbid[i];
+        int st;
+        char *msg = denial(&c, MPS_POD, &st);
+        CHECK_MSG(msg != NULL, "an MPS share admitted in a %s namespace", forbid[i]);
+        CHECK_CONTAINS(msg, "namespace ml enforces Pod Security");
+        CHECK_CONTAINS(msg, forbid[i]);
+        CHECK_CONTAINS(msg, "hostPath");
+        CHECK_CONTAINS(msg, "privileged");
+        free(msg);
+    }
+    static const char *const allow[] = {"privileged", ""};
+    for (int i = 0; i < 2; i++) {
+        a.level = allow[i];
+        int st;
+        char *msg = denial(&c, MPS_POD, &st);
+        CHECK_MSG(msg == NULL, "refused with level \"%s\": %s", allow[i], msg);
+    }
+    a.rc = -1;
+    char *body = review("uid-ns-unknown", "CREATE", "Pod", MPS_POD);
+    int st;
+    cJSON *rep = mutate(&c, body, &st, NULL);
+    free(body);
+    const cJSON *w = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(resp_of(rep), "warnings"), 0);
+    char warn[700];
+    snprintf(warn, sizeof warn, "%s", cJSON_IsString(w) ? w->valuestring : "");
+    bool allowed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp_of(rep), "allowed"));
+    cJSON_Delete(rep);
+    CHECK(allowed);
+    CHECK_CONTAINS(warn, "could not read namespace ml");
+    CHECK_CONTAINS(warn, "403");
+}
+
+/* An MPS client's /dev/shm must be its daemon's; an MPS share is the client of one GPU's daemon, so it asks for one
+ * GPU; and it must state its uid (the model's rule, its message passed on). */
+TEST(webhook_mps_share_refuses_what_its_daemon_cannot_serve) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+    int st;
+    char *msg = denial(&c, "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'0.25','tessera.io/compute-"
+                           "sharing':'mps'}},'spec':{'schedulerName':'tessera-scheduler','securityContext':{'runAsUser':1000},"
+                           "'volumes':[{'name':'dshm','emptyDir':{'medium':'Memory'}}],'containers':[{'name':'m',"
+                           "'volumeMounts':[{'name':'dshm','mountPath':'/dev/shm'}]}]}}", &st);
+    CHECK_MSG(msg != NULL, "an MPS share with its own /dev/shm admitted");
+    CHECK_CONTAINS(msg, "/dev/shm");
+    CHECK_CONTAINS(msg, "container \"m\"");
+    free(msg);
+    msg = denial(&c, "{'metadata':{'name':'p','annotations':{'tessera.io/compute-sharing':'mps'}},'spec':{"
+                     "'schedulerName':'tessera-scheduler','securityContext':{'runAsUser':1000},'containers':[{'name':'m',"
+                     "'resources':{'limits':{'nvidia.com/gpu':'2','nvidia.com/gpumem':'8000'}}}]}}", &st);
+    CHECK_MSG(msg != NULL, "an MPS share of two GPUs admitted");
+    CHECK_CONTAINS(msg, "2 GPUs");
+    free(msg);
+    msg = denial(&c, "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'0.25','tessera.io/compute-"
+                     "sharing':'mps'}},'spec':{'schedulerName':'tessera-scheduler','containers':[{'name':'m'}]}}", &st);
+    CHECK_MSG(msg != NULL, "an MPS share without a uid admitted");
+    CHECK_CONTAINS(msg, "runAsUser");
+    free(msg);
 }
 
 TEST(webhook_refuses_invalid_gpu_request_with_the_parsers_message) {
@@ -663,12 +1071,7 @@ static const char *res_of(const cJSON *ctr, const char *part, const char *name) 
 
 /* The pod after the webhook's patch (caller frees; NULL when there is none), its first container in *c0. */
 static cJSON *admitted(const ext_webhook_config *c, const char *pod_sq, const cJSON **c0) {
-    char *body = review("u-quota", "CREATE", "Pod", pod_sq);
-    int st;
-    cJSON *rep = mutate(c, body, &st, NULL);
-    free(body);
-    cJSON *pod = st == 200 ? patched_pod(pod_sq, rep) : NULL;
-    cJSON_Delete(rep);
+    cJSON *pod = admit(c, "u-quota", pod_sq);
     *c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "spec"), "containers"), 0);
     return pod;
 }

@@ -1,7 +1,7 @@
 /* delivery.c -- the fixed names of soft-share delivery (delivery.h) and the data of a delivery
  * ConfigMap. Pure string work: no API calls, no state.
  */
-#include "extender/delivery/delivery.h"
+#include "extender/base/delivery.h"
 
 #include <ctype.h>
 #include <stdint.h>
@@ -31,8 +31,54 @@ void ext_delivery_cm_name(const char *admission_uid, char *buf, size_t len) {
     buf[o] = 0;
 }
 
-cJSON *ext_delivery_data(const ext_delivery_unit *u, int n) {
+void ext_delivery_mps_dir(const char *uuid, bool log, char *buf, size_t len) {
+    snprintf(buf, len, EXT_DLV_MPS_ROOT "/%s/%s", uuid ? uuid : "", log ? "log" : "pipe");
+}
+
+bool ext_delivery_mps_dir_ok(const char *path) {
+    size_t rl = strlen(EXT_DLV_MPS_ROOT);
+    return path && !strncmp(path, EXT_DLV_MPS_ROOT "/", rl + 1) && path[rl + 1] && !strstr(path, "..") &&
+           strlen(path) < 512;
+}
+
+void ext_delivery_enforcement(const ext_delivery_unit *u, int n, const ext_delivery_share *s, char *buf, size_t len) {
+    static const ext_delivery_share dflt = {.shim = true};
+    if (!s) s = &dflt;
+    bool mig = false, replica = false;
+    for (int i = 0; u && i < n; i++) {
+        mig |= u[i].mig;
+        replica |= u[i].replica;
+    }
+    /* Memory: the interposer in every process of the pod; MPS adds the driver's own pinned limit per client
+     * process; a MIG instance is fenced by the hardware besides. Compute: only MPS caps it per client; a MIG
+     * instance has its own SMs; time-slicing gives each context the whole GPU (or instance) in turn. */
+    char mem[256], comp[160];
+    const char *hw = mig ? "mig-instance+" : "";
+    if (s->mps && s->mps_mounts)
+        snprintf(mem, sizeof mem, "%smps-pinned-limit%s", hw, s->shim ? "+libtessera-cuda" : "");
+    else if (s->shim)
+        snprintf(mem, sizeof mem, "%slibtessera-cuda", hw);
+    else if (mig && !replica)
+        snprintf(mem, sizeof mem, "mig-instance (the share within it not enforced: the pod has no %s init "
+                 "container; re-create it)", EXT_DLV_SHIM_CONTAINER);
+    else
+        snprintf(mem, sizeof mem, "not enforced (the pod has no %s init container: it was admitted by a tessera "
+                 "without it; re-create it)", EXT_DLV_SHIM_CONTAINER);
+    if (s->mps && s->mps_mounts)
+        snprintf(comp, sizeof comp, "%smps-active-threads", mig ? "mig-instance+" : "");
+    else if (s->mps)
+        snprintf(comp, sizeof comp, "not capped (the pod has no MPS volumes: it was admitted by a tessera without "
+                 "them; re-create it)");
+    else if (mig && !replica)
+        snprintf(comp, sizeof comp, "mig-instance");
+    else
+        snprintf(comp, sizeof comp, "time-slicing%s (not capped)", mig ? " within the mig-instance" : "");
+    snprintf(buf, len, "memory=%s compute=%s", mem, comp);
+}
+
+cJSON *ext_delivery_data(const ext_delivery_unit *u, int n, const ext_delivery_share *s) {
     if (!u || n < 1) return NULL;
+    if (s && s->mps && n != 1) return NULL;   /* one daemon per GPU, and a client talks to one */
     char uuids[1024] = "";
     size_t off = 0;
     int mem = -1, comp = -1, dev = -1;
@@ -53,20 +99,51 @@ cJSON *ext_delivery_data(const ext_delivery_unit *u, int n) {
     long hundredths = dev > 0 ? (long)mem * 100 / dev : 100;
     if (hundredths < 1) hundredths = 1;
     if (hundredths > 100) hundredths = 100;
-    char b_mem[32], b_pct[32], b_hmem[32], b_frac[32];
+    char b_mem[32], b_pct[32], b_hmem[32], b_frac[32], enf[600];
     snprintf(b_mem, sizeof b_mem, "%d", mem);
     snprintf(b_pct, sizeof b_pct, "%d", pct);
     snprintf(b_hmem, sizeof b_hmem, "%dm", mem);
     snprintf(b_frac, sizeof b_frac, "%ld.%02ld", hundredths / 100, hundredths % 100);
+    ext_delivery_enforcement(u, n, s, enf, sizeof enf);
     cJSON *d = cJSON_CreateObject();
     if (!d) return NULL;
+    /* The HAMi-core variables stay: libtessera-cuda does not read them and HAMi-core is not loaded unless an
+     * image preloads it itself, so they change nothing for other images, and an image built around HAMi-core
+     * keeps the SM throttling that time-sliced shares otherwise lack. */
     if (!cJSON_AddStringToObject(d, EXT_DLV_ENV_VISIBLE, uuids) || !cJSON_AddStringToObject(d, EXT_DLV_ENV_CAPS, EXT_DLV_CAPS_VALUE) ||
         !cJSON_AddStringToObject(d, EXT_DLV_ENV_UUID, uuids) || !cJSON_AddStringToObject(d, EXT_DLV_ENV_MEMORY, b_mem) ||
-        !cJSON_AddStringToObject(d, EXT_DLV_ENV_COMPUTE, b_pct) || !cJSON_AddStringToObject(d, EXT_DLV_ENV_HAMI_MEMORY, b_hmem) ||
+        !cJSON_AddStringToObject(d, EXT_DLV_ENV_COMPUTE, b_pct) || !cJSON_AddStringToObject(d, EXT_DLV_ENV_ENFORCEMENT, enf) ||
+        !cJSON_AddStringToObject(d, EXT_DLV_ENV_HAMI_MEMORY, b_hmem) ||
         !cJSON_AddStringToObject(d, EXT_DLV_ENV_HAMI_SM, b_pct) || !cJSON_AddStringToObject(d, EXT_DLV_ENV_XLA_FRACTION, b_frac) ||
         !cJSON_AddStringToObject(d, EXT_DLV_ENV_TF_GROWTH, "true")) {
         cJSON_Delete(d);
         return NULL;
+    }
+    if (s && s->mps) {
+        /* The thread percentage is the compute the share is charged; a share that asked only for memory is
+         * charged (tessera.io/gpu-milli) its memory's share of the GPU, and gets that many threads. Rounded up
+         * and at least 1: the driver takes whole percents, and 0 is not a limit it accepts. */
+        int permille = comp > 0 ? comp : dev > 0 ? (int)(((long)mem * 1000 + dev - 1) / dev) : 1000;
+        int threads = (permille + 9) / 10;
+        if (threads < 1) threads = 1;
+        if (threads > 100) threads = 100;
+        char pipe[600], logd[600], b_thr[16], b_pin[48];
+        /* Where tessera-reserve --mps says its daemon listens; the contract's path otherwise (and for a path a
+         * share pod could not reach: the webhook mounts /run/tessera/mps only). */
+        if (ext_delivery_mps_dir_ok(u[0].mps_pipe)) snprintf(pipe, sizeof pipe, "%s", u[0].mps_pipe);
+        else ext_delivery_mps_dir(u[0].uuid, false, pipe, sizeof pipe);
+        if (ext_delivery_mps_dir_ok(u[0].mps_log)) snprintf(logd, sizeof logd, "%s", u[0].mps_log);
+        else ext_delivery_mps_dir(u[0].uuid, true, logd, sizeof logd);
+        snprintf(b_thr, sizeof b_thr, "%d", threads);
+        /* "<device ordinal>=<limit>": the client sees one device (ordinal 0). M as NVIDIA's examples write it;
+         * should the driver read M as 10^6 bytes, the limit is 4.6 percent below the charge, never above. */
+        snprintf(b_pin, sizeof b_pin, "0=%dM", mem);
+        if (!cJSON_AddStringToObject(d, EXT_DLV_ENV_MPS_PIPE, pipe) || !cJSON_AddStringToObject(d, EXT_DLV_ENV_MPS_LOG, logd) ||
+            !cJSON_AddStringToObject(d, EXT_DLV_ENV_MPS_THREADS, b_thr) ||
+            !cJSON_AddStringToObject(d, EXT_DLV_ENV_MPS_PINNED, b_pin)) {
+            cJSON_Delete(d);
+            return NULL;
+        }
     }
     return d;
 }
