@@ -1,6 +1,7 @@
 # tessera build. `make` builds everything; `make run` runs the demo; `make test` runs every
 # test and ends with "N passed, N failed"; `make asan` runs the same tests under
-# AddressSanitizer and UBSan. Missing Debian packages are installed when run as root.
+# AddressSanitizer and UBSan; `make test-stress N=20 LOAD=4` runs the suite 20 times beside 4
+# busy CPU hogs and counts failures per test. Missing Debian packages are installed when run as root.
 
 CC      ?= gcc
 PKGS    := libmicrohttpd libcjson libcurl
@@ -88,7 +89,7 @@ FAKE_CUDA_ALL := $(FAKE_CUDA) $(CUDA_PROBE) $(CUDA_PROBE)-linked $(PRELOAD_WRAP)
 TEST_BIN := $(BUILD)/tessera-tests
 BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all run sim test asan bench clean deps fuzz fuzz-build
+.PHONY: all run sim test asan asan-build test-stress asan-stress bench clean deps fuzz fuzz-build
 all: $(EXT_BIN) $(RESERVE_BIN) $(AGENT_BIN) $(SIM_BIN) $(TEST_BIN) $(FAKE_NVML) $(SHIM_LIB) $(FAKE_CUDA_ALL)
 
 deps: $(BUILD)/.deps
@@ -257,11 +258,14 @@ bench: $(BENCH_BIN)
 # every #include points down a layer, no include circle); the last line sums them all.
 # The restart test runs the real extender binary, and test_reserve the real tessera-reserve, built next to the tests;
 # the manifest checks run tessera-sim's sweep Job; the node agent's tests run tessera-node-agent on the fake NVML.
-test: $(TEST_BIN) $(EXT_BIN) $(RESERVE_BIN) $(AGENT_BIN) $(FAKE_NVML) $(SIM_BIN) $(SHIM_LIB) $(FAKE_CUDA_ALL)
+# Several tests run at once (TEST_JOBS, default 3 per CPU; scripts/run-tests.sh); TEST_JOBS=1 runs them one by one.
+TEST_PROGRAMS := $(TEST_BIN) $(EXT_BIN) $(RESERVE_BIN) $(AGENT_BIN) $(FAKE_NVML) $(SIM_BIN) $(SHIM_LIB) \
+                 $(FAKE_CUDA_ALL) $(FAKE_MPS)
+test: $(TEST_PROGRAMS)
 	@sh scripts/run-tests.sh $(TEST_BIN)
-test: $(FAKE_MPS)
 
-asan:
+ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
+asan-build:
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g" \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	    build-asan/tessera-tests build-asan/tessera-extender build-asan/tessera-reserve \
@@ -269,7 +273,18 @@ asan:
 	    build-asan/fake-cuda/libcuda.so.1 build-asan/fake-cuda/tessera-cuda-probe \
 	    build-asan/fake-cuda/tessera-cuda-probe-linked build-asan/fake-cuda/libwrap-uname.so \
 	    build-asan/fake-cuda/bin/nvidia-cuda-mps-control
-	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 sh scripts/run-tests.sh build-asan/tessera-tests
+asan: asan-build
+	@$(ASAN_ENV) sh scripts/run-tests.sh build-asan/tessera-tests
+
+# The suite N times with LOAD CPU hogs beside it (default twice the CPUs), then a table of failures per test
+# and the wall time (scripts/stress.sh): `make test-stress N=20 LOAD=4`; FILTER=NAME runs only those C tests.
+# Each run's output is kept in build/stress/ (build-asan/stress/ for asan-stress).
+N ?= 20
+stress_args = -n $(N) $(if $(LOAD),-l $(LOAD)) $(if $(FILTER),-f '$(FILTER)')
+test-stress: $(TEST_PROGRAMS)
+	@sh scripts/stress.sh $(stress_args) $(TEST_BIN)
+asan-stress: asan-build
+	@$(ASAN_ENV) sh scripts/stress.sh $(stress_args) build-asan/tessera-tests
 
 # Fuzzing (tests/fuzz/README.md): libFuzzer binaries built with clang, ASan and UBSan into
 # build-fuzz/, each run for FUZZ_SECONDS. Only this target needs clang (scripts/fuzz.sh

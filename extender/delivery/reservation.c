@@ -82,7 +82,8 @@ typedef struct unit_mem {
     uint32_t seen_pass;
 } unit_mem;
 
-/* A reservation this controller deleted, kept a while so that no late event makes it live again. */
+/* A pod of the tables that was deleted (by this controller, or as the watch showed), kept a while so that no
+ * late copy of it (a stale event, the reply to our own earlier write) puts it back. */
 typedef struct tomb {
     int64_t ms;
     char uid[MODEL_UID_LEN];
@@ -119,7 +120,7 @@ struct ext_rsv {
     ext_map *rpods;           /* name -> rpod */
     ext_map *spods;           /* uid -> spod */
     ext_map *units;           /* key -> unit_mem (worker only) */
-    ext_map *tombs;           /* uid -> tomb: reservations this controller deleted; no late event revives one */
+    ext_map *tombs;           /* uid -> tomb: pods of the tables that were deleted; no late copy revives one */
     uint32_t gen;
     bool synced, dirty, stop, started;
     pthread_t thr;
@@ -219,6 +220,16 @@ static void rpod_key(const cJSON *meta, char *buf, size_t len) {
     snprintf(buf, len, "%s/%s", jstr(meta, "namespace", NULL), jstr(meta, "name", NULL));
 }
 
+/* Caller holds mu. */
+static void tomb_add(ext_rsv *r, const char *uid) {
+    if (!uid || !uid[0] || strlen(uid) >= MODEL_UID_LEN || ext_map_get(r->tombs, uid)) return;
+    tomb *t = calloc(1, sizeof *t);
+    if (!t) return;
+    t->ms = ext_now_ms();
+    cpy(t->uid, sizeof t->uid, uid);
+    if (ext_map_put(r->tombs, t->uid, t) != 0) free(t);
+}
+
 static void rpod_update(ext_rsv *r, const cJSON *obj) {
     const cJSON *meta = model_json_get(obj, "metadata");
     const char *name = jstr(meta, "name", NULL), *uid = jstr(meta, "uid", NULL);
@@ -227,7 +238,7 @@ static void rpod_update(ext_rsv *r, const cJSON *obj) {
     rpod_key(meta, key, sizeof key);
     rpod *p = ext_map_get(r->rpods, key);
     if (p && stale(p->rv, meta)) { p->gen = r->gen; return; }
-    /* We deleted it: an event that was on its way (or a stale relist) must not make it live again. */
+    /* Deleted: an event that was on its way, a stale relist or a late reply must not make it live again. */
     bool gone = uid && ext_map_get(r->tombs, uid) != NULL;
     if (!p && gone) return;
     if (!p) {
@@ -370,6 +381,7 @@ static void spod_update(ext_rsv *r, const cJSON *obj) {
     if (!uid || !uid[0] || strlen(uid) >= MODEL_UID_LEN || !name || strlen(name) >= NAME_LEN) return;
     if (!ns) ns = "default";
     spod *s = ext_map_get(r->spods, uid);
+    if (!s && ext_map_get(r->tombs, uid)) return;   /* deleted: see rpod_update */
     if (s && stale(s->rv, meta)) { s->gen = r->gen; return; }
     const char *phase = jstr(obj, "status", "phase"), *node = jstr(obj, "spec", "nodeName");
     const char *ann = jstr(meta, "annotations", EXT_ANN_ASSIGNMENT);
@@ -455,11 +467,18 @@ void ext_rsv_on_event(void *user, kube_kind kind, kube_event ev, const cJSON *ob
             if (is_reservation(r, meta)) {
                 char key[sizeof ((rpod *)0)->key];
                 rpod_key(meta, key, sizeof key);
-                if (ev == KUBE_DELETED) { if (jstr(meta, "name", NULL)) free(ext_map_del(r->rpods, key)); }
-                else rpod_update(r, obj);
+                if (ev == KUBE_DELETED) {
+                    rpod *p = jstr(meta, "name", NULL) ? ext_map_del(r->rpods, key) : NULL;
+                    if (p) tomb_add(r, p->uid);
+                    free(p);
+                } else {
+                    rpod_update(r, obj);
+                }
             } else if (ev == KUBE_DELETED) {
                 const char *uid = jstr(meta, "uid", NULL);
-                if (uid) spod_free(ext_map_del(r->spods, uid));
+                spod *s = uid ? ext_map_del(r->spods, uid) : NULL;
+                if (s) tomb_add(r, s->uid);
+                spod_free(s);
             } else {
                 spod_update(r, obj);
             }
@@ -979,7 +998,8 @@ static unit_mem *unit_mem_get(ext_rsv *r, const char *node, int gpu, const char 
     return m;
 }
 
-/* Record a pod we wrote in the table at once (the watch will say the same later). */
+/* Record a pod we wrote in the table at once (the watch will say the same later), unless the watch has shown a
+ * later version of it already, or its deletion (rpod_update, spod_update). */
 static void table_learn(ext_rsv *r, const char *resp) {
     cJSON *o = resp ? cJSON_Parse(resp) : NULL;
     if (cJSON_IsObject(o)) {
@@ -996,14 +1016,7 @@ static void table_forget_rpod(ext_rsv *r, const char *key, const char *uid) {
     pthread_mutex_lock(&r->mu);
     rpod *p = ext_map_get(r->rpods, key);
     if (p) p->deleting = true;   /* the watch removes it; until then it is releasing, not live */
-    if (uid && uid[0] && strlen(uid) < MODEL_UID_LEN && !ext_map_get(r->tombs, uid)) {
-        tomb *t = calloc(1, sizeof *t);
-        if (t) {
-            t->ms = ext_now_ms();
-            cpy(t->uid, sizeof t->uid, uid);
-            if (ext_map_put(r->tombs, t->uid, t) != 0) free(t);
-        }
-    }
+    tomb_add(r, uid);
     pthread_mutex_unlock(&r->mu);
 }
 

@@ -14,6 +14,7 @@
 #include "extender/base64.h"
 #include "tests/support/http_client.h"
 #include "tests/support/json_patch.h"
+#include "tests/support/wait.h"
 #include "tests/support/yaml_json.h"
 
 #define EXTENDER_CONTAINER "tessera-extender"
@@ -591,7 +592,7 @@ cJSON *deployed_create_pod(fake_api *api, const deployed_replica *r, const char 
     cJSON_Delete(review);
     snprintf(url, sizeof url, "http://127.0.0.1:%d/webhook/mutate", r->verbs_port);
     long code;
-    char *answer = http_call(url, text, 10, &code);
+    char *answer = http_call(url, text, TEST_PATIENCE_MS / 1000, &code);   /* a loaded machine answers late */
     free(text);
     cJSON *reply = code == 200 && answer ? cJSON_Parse(answer) : NULL;
     free(answer);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "extender/base/delivery.h"
+#include "tests/support/wait.h"
 
 const char *const deployed_cluster_pods[2] = {"tessera-scheduler-7c9f5d8b6d-q4x2n", "tessera-scheduler-7c9f5d8b6d-h8m5t"};
 
@@ -41,14 +42,8 @@ bool deployed_cluster_deploy_dir(char *out, size_t len) {
 
 static const cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
-/* GET port/readyz until 200 (10 s at most). */
-static bool wait_ready(int port) {
-    for (int i = 0; i < 1000; i++) {
-        if (deployed_http_ok(port, "/readyz")) return true;
-        deployed_cluster_nap(10);
-    }
-    return false;
-}
+/* GET port/readyz until 200 (wait.h's patience). */
+static bool wait_ready(int port) { return WAIT_FOR(deployed_http_ok(port, "/readyz")); }
 
 int deployed_cluster_start(deployed_cluster *c, const deployed_cluster_config *cfg) {
     memset(c, 0, sizeof *c);
@@ -92,8 +87,7 @@ int deployed_cluster_start(deployed_cluster *c, const deployed_cluster_config *c
             return -1;
         }
     for (int i = 0; i < 2; i++) c->ks[i] = fake_scheduler_start(c->api, c->d, c->rep[i].pod_name, c->rep[i].verbs_port);
-    for (int64_t t0 = deployed_cluster_now_ms(); deployed_cluster_now_ms() - t0 < 10000; deployed_cluster_nap(20))
-        if (fake_scheduler_leading(c->ks[0]) || fake_scheduler_leading(c->ks[1])) return 0;
+    if (WAIT_FOR(fake_scheduler_leading(c->ks[0]) || fake_scheduler_leading(c->ks[1]))) return 0;
     snprintf(c->err, sizeof c->err, "no kube-scheduler leads");
     return -1;
 }

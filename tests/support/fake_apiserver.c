@@ -70,7 +70,8 @@ typedef struct fa_event {
     char *line; /* ends with '\n' */
 } fa_event;
 
-typedef struct fa_rule { char target[256]; int status, count, stall_ms; char msg[256], reason[64]; } fa_rule;
+/* late: the request takes effect, its answer waits for fake_api_release_replies */
+typedef struct fa_rule { char target[256]; int status, count, stall_ms; bool late; char msg[256], reason[64]; } fa_rule;
 
 struct fake_api {
     pthread_mutex_t mu;
@@ -80,7 +81,7 @@ struct fake_api {
     int port;
     bool stopping;
     uint64_t rv, compacted_rv, seq, uid_seq;
-    uint64_t drop_gen, end_gen, expire_gen;
+    uint64_t drop_gen, end_gen, expire_gen, release_gen;
     fa_store store[FA_NKINDS];
     fa_event *ev;
     size_t nev, capev;
@@ -417,6 +418,7 @@ void fake_api_inject(fake_api *f, const char *target, int status, int count) {
     pthread_mutex_lock(&f->mu);
     if (f->nrules < FA_MAX_RULES && target && count > 0) {
         fa_rule *r = &f->rules[f->nrules++];
+        memset(r, 0, sizeof *r);
         snprintf(r->target, sizeof r->target, "%s", target);
         r->status = status;
         r->count = count;
@@ -431,6 +433,7 @@ void fake_api_inject_msg(fake_api *f, const char *target, int status, const char
     pthread_mutex_lock(&f->mu);
     if (f->nrules < FA_MAX_RULES && target && count > 0 && status >= 400 && status <= 599) {
         fa_rule *r = &f->rules[f->nrules++];
+        memset(r, 0, sizeof *r);
         snprintf(r->target, sizeof r->target, "%s", target);
         r->status = status;
         r->count = count;
@@ -445,12 +448,32 @@ void fake_api_inject_stall(fake_api *f, const char *target, int ms, int count) {
     pthread_mutex_lock(&f->mu);
     if (f->nrules < FA_MAX_RULES && target && count > 0 && ms > 0) {
         fa_rule *r = &f->rules[f->nrules++];
+        memset(r, 0, sizeof *r);
         snprintf(r->target, sizeof r->target, "%s", target);
         r->status = 0;
         r->count = count;
         r->stall_ms = ms;
         r->msg[0] = r->reason[0] = 0;
     }
+    pthread_mutex_unlock(&f->mu);
+}
+
+void fake_api_inject_late_reply(fake_api *f, const char *target, int count) {
+    pthread_mutex_lock(&f->mu);
+    if (f->nrules < FA_MAX_RULES && target && count > 0) {
+        fa_rule *r = &f->rules[f->nrules++];
+        memset(r, 0, sizeof *r);
+        snprintf(r->target, sizeof r->target, "%s", target);
+        r->count = count;
+        r->late = true;
+    }
+    pthread_mutex_unlock(&f->mu);
+}
+
+void fake_api_release_replies(fake_api *f) {
+    pthread_mutex_lock(&f->mu);
+    f->release_gen++;
+    pthread_cond_broadcast(&f->cv);
     pthread_mutex_unlock(&f->mu);
 }
 
@@ -1240,11 +1263,13 @@ static enum MHD_Result fa_handle(void *cls, struct MHD_Connection *c, const char
     char want[600];
     if (f->token) snprintf(want, sizeof want, "Bearer %s", f->token);
     int inject = 0, stall_ms = 0;
+    bool late = false;
     char inj_msg[256] = "", inj_reason[64] = "";
     for (int i = 0; i < f->nrules; i++) {
         if (f->rules[i].count > 0 && fa_matches(f->rules[i].target, key)) {
             inject = f->rules[i].status;
             stall_ms = f->rules[i].stall_ms;
+            late = f->rules[i].late;
             snprintf(inj_msg, sizeof inj_msg, "%s", f->rules[i].msg);
             snprintf(inj_reason, sizeof inj_reason, "%s", f->rules[i].reason);
             f->rules[i].count--;
@@ -1301,6 +1326,16 @@ static enum MHD_Result fa_handle(void *cls, struct MHD_Connection *c, const char
         ret = fa_send_status(c, 405, "MethodNotAllowed", "method not allowed");
     } else {
         ret = fa_send_status(c, 404, "NotFound", "the server could not find the requested resource");
+    }
+    /* A late reply: the request took effect (watches already have its events), the answer is queued, and MHD
+     * sends it only once this handler returns: after fake_api_release_replies (at most a minute). */
+    struct timespec late_end;
+    fa_now_plus(&late_end, 60000);
+    for (uint64_t gen = f->release_gen; late && gen == f->release_gen && !f->stopping;) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (!fa_before(&now, &late_end)) break;
+        pthread_cond_timedwait(&f->cv, &f->mu, &late_end);
     }
     pthread_mutex_unlock(&f->mu);
     return ret;

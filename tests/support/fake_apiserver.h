@@ -131,6 +131,11 @@ void fake_api_inject_msg(fake_api *f, const char *target, int status, const char
 /* The next `count` requests matching target are held for ms milliseconds (the client sees a stalled server),
  * then answered normally. Shares the rules of fake_api_inject. */
 void fake_api_inject_stall(fake_api *f, const char *target, int ms, int count);
+/* The next `count` requests matching target take effect at once (the object is stored, watchers get its event)
+ * but their answers are held until fake_api_release_replies (or a minute): a client whose reply comes after the
+ * watch already showed later changes, as on a loaded machine. Shares the rules of fake_api_inject. */
+void fake_api_inject_late_reply(fake_api *f, const char *target, int count);
+void fake_api_release_replies(fake_api *f);
 void fake_api_clear_injections(fake_api *f);
 
 /* Open watches: cut them mid-stream (the client sees a broken transfer), end them normally (as if

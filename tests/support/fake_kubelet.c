@@ -126,7 +126,7 @@ struct fake_kubelet {
     size_t nprogs;
     fk_dying *dying;
     size_t ndying;
-    unsigned serial;  /* this kubelet's number in the process: part of its pods' markers */
+    unsigned serial;  /* this kubelet's number in the process: with the process id, part of its pods' markers */
 };
 
 static atomic_uint fk_serials;
@@ -811,7 +811,9 @@ static void fk_admit(fake_kubelet *k, const cJSON *pod, const char *uid, const c
     const char *label = fk_str(cJSON_GetObjectItemCaseSensitive(pod, "metadata"), "labels", "tessera.io/reservation");
     p->reservation = strcmp(label, "true") == 0;
     if ((p->exec = fk_exec_find(k, node) != NULL)) {
-        snprintf(p->marker, sizeof p->marker, "k%u-%s", k->serial, uid);
+        /* the process id too: tests run side by side, each in a process of its own whose fake API server hands out
+         * the same pod UIDs, and a marker names what a pod's end kills, in every process of the machine */
+        snprintf(p->marker, sizeof p->marker, "k%d.%u-%s", (int)getpid(), k->serial, uid);
         const char *pol = fk_str(pod, "spec", "restartPolicy");
         snprintf(p->restart_policy, sizeof p->restart_policy, "%s", *pol ? pol : "Always");
         const cJSON *g = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "spec"),

@@ -20,6 +20,7 @@
 #include "extender/verbs.h"
 #include "model/fit.h"
 #include "tests/support/fake_apiserver.h"
+#include "tests/support/wait.h"
 
 extern const unsigned char sim_demo_cluster_json[];   /* data/demo-cluster.json, compiled in */
 
@@ -554,7 +555,7 @@ static void leader_change(soak *s) {
     cur->l = NULL;
     cur->v.leader = NULL;
     pthread_mutex_unlock(&s->mu);
-    for (int64_t dl = now_ms() + 10000; now_ms() < dl && !ext_leader_is_leader(other->l);) nap_ms(20);
+    for (int64_t dl = now_ms() + TEST_PATIENCE_MS; now_ms() < dl && !ext_leader_is_leader(other->l);) nap_ms(20);
     char err[256];
     ext_leader *l = new_leader(s, cur, err, sizeof err);
     pthread_mutex_lock(&s->mu);
@@ -601,10 +602,10 @@ int soak_run(const soak_config *cfg_in, soak_report *r, char *err, size_t errlen
     for (int i = 0; i < c->pods / 2; i++) pod_create(s);
     if (inst_start(s, &s->in[0], "soak-a", err, errlen) != 0 || inst_start(s, &s->in[1], "soak-b", err, errlen) != 0)
         goto out;
-    for (int64_t dl = now_ms() + 10000; now_ms() < dl && !(ext_state_ready(s->in[0].st) && ext_state_ready(s->in[1].st));)
+    for (int64_t dl = now_ms() + TEST_PATIENCE_MS; now_ms() < dl && !(ext_state_ready(s->in[0].st) && ext_state_ready(s->in[1].st));)
         nap_ms(10);
     if (!ext_state_ready(s->in[0].st) || !ext_state_ready(s->in[1].st)) {
-        snprintf(err, errlen, "the caches did not sync with the fake API server within 10 s");
+        snprintf(err, errlen, "the caches did not sync with the fake API server within %d s", TEST_PATIENCE_MS / 1000);
         goto out;
     }
     proc_sample(&r->rss_kb[0], &r->fds[0]);
@@ -659,7 +660,7 @@ int soak_run(const soak_config *cfg_in, soak_report *r, char *err, size_t errlen
     /* an assumption the watch can never confirm (its pod was deleted while the watch was away) is held for the
      * TTL: the deadline leaves room for it */
     int ttl = c->assume_ttl_ms > 0 ? c->assume_ttl_ms : 30000;
-    for (int64_t dl = s0 + ttl + 30000; bad && now_ms() < dl;) {
+    for (int64_t dl = s0 + ttl + TEST_PATIENCE_MS; bad && now_ms() < dl;) {
         ext_state *fresh = fresh_state(s);
         r->diff[0] = 0;
         bad = compare(s->in[0].st, fresh, "instance soak-a", r->diff, sizeof r->diff) +

@@ -26,6 +26,7 @@
 
 #include "kube/client.h"
 #include "tests/support/http_client.h"
+#include "tests/support/wait.h"
 
 #define EXT_PROC_HELPER static __attribute__((unused))
 
@@ -150,14 +151,13 @@ EXT_PROC_HELPER int kube_bind_fn(void *user, const char *ns, const char *name, c
     return -1;
 }
 
+/* /readyz answers 200 (wait.h: a deadline that only ends a hang). */
 EXT_PROC_HELPER bool wait_ready(int port) {
-    for (int i = 0; i < 1000; i++) {
+    return WAIT_FOR(({
         long code;
         cJSON_Delete(http(port, "/readyz", NULL, &code));
-        if (code == 200) return true;
-        usleep(10000);
-    }
-    return false;
+        code == 200;
+    }));
 }
 
 #endif

@@ -3,6 +3,12 @@
  * Every test file includes this; tests register themselves at start-up, so adding a
  * test means writing it, nothing else. The runner (main.c) prints failures and ends
  * with the line "N passed, N failed".
+ *
+ * `make test` runs several tests at once, each in a process of its own (main.c, -j), so a test
+ * shares the machine with others: it must not depend on the machine being idle or fast (wait on
+ * events, wait.h), and keeps its files and ports to itself (mkstemp/mkdtemp, port 0). A test that
+ * cannot share the machine (it takes a fixed port, or thousands of sockets at once) is declared
+ * with TEST_SERIAL instead of TEST: it runs alone.
  */
 #ifndef TEST_HARNESS_H
 #define TEST_HARNESS_H
@@ -12,8 +18,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tests/support/wait.h"
+
 typedef void (*test_fn)(void);
 void test_register(const char *name, const char *file, test_fn fn);
+void test_register_as(const char *name, const char *file, test_fn fn, bool serial);
 void test_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 bool test_failed(void);
 
@@ -25,6 +34,14 @@ char *test_fixture(const char *rel, size_t *len);
     static void name(void);                                                             \
     __attribute__((constructor)) static void name##_register(void) {                    \
         test_register(#name, __FILE__, name);                                           \
+    }                                                                                   \
+    static void name(void)
+
+/* A test that runs alone (see above). */
+#define TEST_SERIAL(name)                                                               \
+    static void name(void);                                                             \
+    __attribute__((constructor)) static void name##_register(void) {                    \
+        test_register_as(#name, __FILE__, name, true);                                  \
     }                                                                                   \
     static void name(void)
 

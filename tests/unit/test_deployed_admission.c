@@ -128,11 +128,11 @@ TEST(deployed_pods_for_admission_checks) {
     /* bound by the fake kube-scheduler through the extender, then reserved by the background work */
     bool bound = false;
     int64_t t0 = deployed_cluster_now_ms();
-    while (admitted[0] && admitted[1] && !bound && deployed_cluster_now_ms() - t0 < 15000) {
+    while (admitted[0] && admitted[1] && !bound && deployed_cluster_now_ms() - t0 < TEST_PATIENCE_MS) {
         bound = deployed_cluster_bound(&c, "share-restricted") && deployed_cluster_bound(&c, "share-baseline");
         if (!bound) deployed_cluster_nap(20);
     }
-    for (t0 = deployed_cluster_now_ms(); bound && !rsv && deployed_cluster_now_ms() - t0 < 10000;
+    for (t0 = deployed_cluster_now_ms(); bound && !rsv && deployed_cluster_now_ms() - t0 < TEST_PATIENCE_MS;
          deployed_cluster_nap(20))
         rsv = reservation_of_kind(&c, false);
     if (rsv) as_created(rsv);

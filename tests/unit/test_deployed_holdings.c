@@ -59,7 +59,7 @@ static bool create_whole(deployed_cluster *c, const char *name) {
     cJSON *stored = deployed_create_pod(c->api, &c->rep[0], pod, c->err, sizeof c->err);
     if (!stored) return false;
     cJSON_Delete(stored);
-    for (int64_t t0 = mono_ms(); mono_ms() - t0 < 20000; pause_ms(20))
+    for (int64_t t0 = mono_ms(); mono_ms() - t0 < TEST_PATIENCE_MS; pause_ms(20))
         if (deployed_cluster_bound(c, name)) return true;
     snprintf(c->err, sizeof c->err, "pod %s never bound", name);
     return false;
@@ -96,11 +96,11 @@ static void debug_assignment(deployed_cluster *c, int r, const char *name, char 
     cJSON_Delete(d);
 }
 
-/* Until replica r's /debug/state shows pod name on "GPU <gpu> whole" (false after 10 s). */
+/* Until replica r's /debug/state shows pod name on "GPU <gpu> whole" (false after wait.h's patience). */
 static bool wait_assignment(deployed_cluster *c, int r, const char *name, int gpu) {
     char want[64], got[256] = "";
     snprintf(want, sizeof want, "GPU %d whole", gpu);
-    for (int64_t t0 = mono_ms(); mono_ms() - t0 < 10000; pause_ms(20)) {
+    for (int64_t t0 = mono_ms(); mono_ms() - t0 < TEST_PATIENCE_MS; pause_ms(20)) {
         debug_assignment(c, r, name, got, sizeof got);
         if (!strcmp(got, want)) return true;
     }
@@ -185,9 +185,9 @@ static int kubelet_gpu(deployed_cluster *c, const char *name) {
     return g;
 }
 
-/* Until the fake kubelet has handed the pod a device (false after 10 s). */
+/* Until the fake kubelet has handed the pod a device (false after wait.h's patience). */
 static bool wait_admitted(deployed_cluster *c, const char *name) {
-    for (int64_t t0 = mono_ms(); mono_ms() - t0 < 10000; pause_ms(20))
+    for (int64_t t0 = mono_ms(); mono_ms() - t0 < TEST_PATIENCE_MS; pause_ms(20))
         if (kubelet_gpu(c, name) >= 0) return true;
     snprintf(c->err, sizeof c->err, "the kubelet never gave %s a device", name);
     return false;
@@ -241,7 +241,7 @@ TEST(deployed_holdings_model_follows_the_kubelets_real_choices) {
         snprintf(luid, sizeof luid, "%s", u ? u : "");
         cJSON_Delete(lp);
         fake_api_delete(c.api, "pods", "default", names[leaver]);
-        for (int64_t t0 = mono_ms(); mono_ms() - t0 < 10000; pause_ms(20)) {
+        for (int64_t t0 = mono_ms(); mono_ms() - t0 < TEST_PATIENCE_MS; pause_ms(20)) {
             char *held = fake_kubelet_devices(c.kl, luid);
             free(held);
             if (!held) break;

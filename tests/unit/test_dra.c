@@ -560,8 +560,7 @@ static bool dra_start(dra_run *r, const char *url) {
     char err[256];
     r->k = kube_new(&kc, err, sizeof err);
     if (!r->k || kube_start(r->k, ext_state_on_event, r->st, err, sizeof err) != 0) return false;
-    for (int i = 0; i < 500 && !ext_state_ready(r->st); i++) usleep(10000);
-    return ext_state_ready(r->st);
+    return WAIT_FOR(ext_state_ready(r->st));
 }
 
 static void dra_stop(dra_run *r) {
@@ -604,13 +603,7 @@ static bool holds_three(void *p) {
     return n == 3;
 }
 
-static bool wait_until(bool (*pred)(void *), void *arg, int ms) {
-    for (int i = 0; i < ms / 10; i++) {
-        if (pred(arg)) return true;
-        usleep(10000);
-    }
-    return pred(arg);
-}
+static bool wait_until(bool (*pred)(void *), void *arg) { return WAIT_FOR(pred(arg)); }
 
 TEST(dra_restart_rebuilds_usage_from_the_api) {
     char err[256], url[128];
@@ -630,7 +623,7 @@ TEST(dra_restart_rebuilds_usage_from_the_api) {
     CHECK(dra_start(&a, url));
     /* a claim allocated while we watch shows up through the watch */
     put_fx(api, "resourceclaims", "claim-mig.json");
-    CHECK(wait_until(holds_three, a.st, 5000));
+    CHECK(wait_until(holds_three, a.st));
     char h1[1024], h2[1024];
     dra_holdings(a.st, h1, sizeof h1);
     CHECK(strstr(h1, "dra-a/" UA1 "=claim:c0a1b2c3-0000-4000-8000-00000000000a") != NULL);
@@ -640,7 +633,7 @@ TEST(dra_restart_rebuilds_usage_from_the_api) {
     /* a new process rebuilds exactly that from lists alone */
     dra_run b;
     CHECK(dra_start(&b, url));
-    CHECK(wait_until(holds_three, b.st, 5000));
+    CHECK(wait_until(holds_three, b.st));
     dra_holdings(b.st, h2, sizeof h2);
     CHECK_STR(h2, h1);
     /* the claim deleted while nobody watched... */
@@ -661,18 +654,17 @@ TEST(dra_restart_rebuilds_usage_from_the_api) {
     fake_api_put(api, "resourceslices", s2t);
     free(s2t);
     fake_api_delete(api, "resourceslices", NULL, "dra-a-gpu.nvidia.com-k7x2p");
-    bool gen2 = false;
-    for (int i = 0; i < 500 && !gen2; i++) {
+    bool gen2 = WAIT_FOR(({
         ext_state_lock(c.st);
         const ext_node *n = ext_state_node(c.st, "dra-a");
         cJSON *dbg = ext_dra_debug(ext_state_dra(c.st));
         char *dt = cJSON_PrintUnformatted(dbg);
-        gen2 = n && n->m && n->m->ngpus == 2 && dt && !strstr(dt, "k7x2p") && strstr(dt, "gen2");
+        bool y = n && n->m && n->m->ngpus == 2 && dt && !strstr(dt, "k7x2p") && strstr(dt, "gen2");
         free(dt);
         cJSON_Delete(dbg);
         ext_state_unlock(c.st);
-        if (!gen2) usleep(10000);
-    }
+        y;
+    }));
     CHECK(gen2);
     char h4[1024];
     dra_holdings(c.st, h4, sizeof h4);
@@ -712,12 +704,7 @@ TEST(dra_older_cluster_without_the_api_carries_on) {
     /* asked again quietly: a later list that works brings DRA in */
     fake_api_clear_injections(api);
     put_fx(api, "deviceclasses", "deviceclass-gpu.json");
-    bool seen = false;
-    for (int i = 0; i < 300 && !seen; i++) {
-        kube_get_stats(a.k, &ks);
-        seen = !ks.absent[KUBE_DEVICECLASS];
-        usleep(10000);
-    }
+    bool seen = WAIT_FOR((kube_get_stats(a.k, &ks), !ks.absent[KUBE_DEVICECLASS]));
     CHECK(seen);
     dra_stop(&a);
     /* RBAC without resource.k8s.io (403) must not keep the extender from ever being ready either */
@@ -1211,7 +1198,7 @@ TEST(dra_bind_records_an_allocation_written_just_before_bind) {
 
     /* 2. the event arrives while bind waits on the watch: recorded from the cache, no read of the API */
     posted[0] = 0;
-    v.dra_bind_wait_ms = 3000;
+    v.dra_bind_wait_ms = TEST_PATIENCE_MS;   /* the wait ends with the event, however late a loaded machine brings it */
     late_claim l = {st, two, 40};
     pthread_t th;
     CHECK(pthread_create(&th, NULL, apply_late, &l) == 0);
@@ -1517,7 +1504,7 @@ TEST(dra_extended_resource_pod_placed_accounted_once_and_recovered) {
     /* accounted once: the claim holds gpu-0, the pod holds nothing and is not over-committed (once the watch has
      * shown the pod added, given its status, and bound) */
     settle_pod_events = 3;
-    CHECK(wait_until(ext_settled, a.st, 5000));
+    CHECK(wait_until(ext_settled, a.st));
     char h1[1024];
     dra_holdings(a.st, h1, sizeof h1);
     CHECK_CONTAINS(h1, "dra-a/" UA0 "=claim:c0a1b2c3-0000-4000-8000-0000000000e1");
@@ -1533,7 +1520,7 @@ TEST(dra_extended_resource_pod_placed_accounted_once_and_recovered) {
     dra_run r;
     CHECK(dra_start(&r, url));
     settle_pod_events = 1;
-    CHECK(wait_until(ext_settled, r.st, 5000));
+    CHECK(wait_until(ext_settled, r.st));
     char h2[1024];
     dra_holdings(r.st, h2, sizeof h2);
     CHECK_STR(h2, h1);

@@ -18,14 +18,7 @@ static int kube_bind_fn(void *user, const char *ns, const char *name, const char
     return code == 200 || code == 201 ? 0 : -1;
 }
 
-static bool wait_for(bool (*cond)(void *), void *arg, int ms) {
-    for (int i = 0; i < ms / 10; i++) {
-        if (cond(arg)) return true;
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    return cond(arg);
-}
+static bool wait_for(bool (*cond)(void *), void *arg) { return WAIT_FOR(cond(arg)); }
 
 static bool is_ready(void *st) { return ext_state_ready(st); }
 static bool pod_bound(void *st) {
@@ -46,7 +39,7 @@ static bool run_start(ext_run *r, const char *url) {
     snprintf(kc.api_url, sizeof kc.api_url, "%s", url);
     char err[256];
     r->k = kube_new(&kc, err, sizeof err);
-    return r->k && kube_start(r->k, ext_state_on_event, r->st, err, sizeof err) == 0 && wait_for(is_ready, r->st, 5000);
+    return r->k && kube_start(r->k, ext_state_on_event, r->st, err, sizeof err) == 0 && wait_for(is_ready, r->st);
 }
 
 static void run_stop(ext_run *r) {
@@ -93,7 +86,7 @@ TEST(ext_cluster_bind_through_api_and_rebuild_after_restart) {
     free(args);
     char berr[512] = "?";
     if (started) bind_pod(&v, "c1", "uid-c1", "n1", berr, sizeof berr);
-    bool confirmed = started && wait_for(pod_bound, a.st, 5000);
+    bool confirmed = started && wait_for(pod_bound, a.st);
     char *stored = fake_api_get(api, "pods", "default", "c1");
     cJSON *sp = stored ? cJSON_Parse(stored) : NULL;
     free(stored);

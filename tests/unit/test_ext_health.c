@@ -89,7 +89,7 @@ static bool hx_run(hx *x, const char *token_file, bool leader) {
     snprintf(kc.rbac, sizeof kc.rbac, "%s", EXT_KUBE_RBAC);   /* as main.c wires it */
     kc.report = ext_health_kube_report;
     kc.backoff_max_ms = 300;
-    kc.request_timeout_ms = 2000;
+    kc.request_timeout_ms = TEST_PATIENCE_MS;   /* no test here times a request out: a loaded machine is slow */
     if (!(x->k = kube_new(&kc, err, sizeof err))) return false;
     if (leader) {
         ext_leader_config lc;
@@ -159,7 +159,7 @@ static long hx_get(hx *x, const char *path, char **body) {
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, hx_sink);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &out);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)TEST_PATIENCE_MS);
     long code = 0;
     if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
     curl_easy_cleanup(c);
@@ -179,12 +179,8 @@ static long hx_readyz(hx *x, char *why, size_t len) {
     return code;
 }
 
-static bool hx_wait_readyz(hx *x, long want, char *why, size_t len, int ms) {
-    for (int t = 0; t < ms; t += 20) {
-        if (hx_readyz(x, why, len) == want) return true;
-        hx_nap(20);
-    }
-    return hx_readyz(x, why, len) == want;
+static bool hx_wait_readyz(hx *x, long want, char *why, size_t len) {
+    return WAIT_FOR(hx_readyz(x, why, len) == want);
 }
 
 /* Whether /metrics has a line that starts with prefix. */
@@ -201,18 +197,9 @@ static bool hx_metric(hx *x, const char *prefix) {
     return found;
 }
 
-static bool hx_wait_log(const char *a, const char *b, int count, int ms) {
-    for (int t = 0; t < ms; t += 10) {
-        if (logcap_count(a, b, NULL) >= count) return true;
-        hx_nap(10);
-    }
-    return logcap_count(a, b, NULL) >= count;
-}
+static bool hx_wait_log(const char *a, const char *b, int count) { return WAIT_FOR(logcap_count(a, b, NULL) >= count); }
 
-static bool hx_wait_synced(hx *x, int ms) {
-    for (int t = 0; t < ms && !ext_state_ready(x->st); t += 10) hx_nap(10);
-    return ext_state_ready(x->st);
-}
+static bool hx_wait_synced(hx *x) { return WAIT_FOR(ext_state_ready(x->st)); }
 
 /* One scheduling attempt for p1 as kube-scheduler makes it, a retry included: filter, then
  * bind to the node the filter let through. */
@@ -242,10 +229,10 @@ TEST(ext_health_lease_in_a_missing_namespace_is_logged_shown_counted_and_told) {
     logcap_start(KUBE_LOG_INFO);
     fake_api_inject_msg(x.api, "POST /apis/coordination.k8s.io/v1/namespaces/tessera/leases", 404, "NotFound",
                         HX_NS_MISSING, 100000);
-    bool run = hx_run(&x, NULL, true), synced = run && hx_wait_synced(&x, 5000);
-    bool warned = hx_wait_log("event=dependency-failing dependency=lease", NULL, 1, 5000);
+    bool run = hx_run(&x, NULL, true), synced = run && hx_wait_synced(&x);
+    bool warned = hx_wait_log("event=dependency-failing dependency=lease", NULL, 1);
     /* many more attempts (every 100 ms), still one warn line */
-    for (int t = 0; t < 3000 && fake_api_requests(x.api, "POST /apis/coordination.k8s.io/") < 8; t += 10) hx_nap(10);
+    WAIT_FOR(fake_api_requests(x.api, "POST /apis/coordination.k8s.io/") >= 8);
     int posts = fake_api_requests(x.api, "POST /apis/coordination.k8s.io/");
     int warns = logcap_count("event=dependency-failing dependency=lease", NULL, NULL);
     int warn_text = logcap_count("level=warn event=dependency-failing dependency=lease reason=not_found code=404",
@@ -258,13 +245,14 @@ TEST(ext_health_lease_in_a_missing_namespace_is_logged_shown_counted_and_told) {
     /* cured: the namespace exists now */
     fake_api_clear_injections(x.api);
     char why2[2048], berr2[1024] = "?";
-    bool ready2 = hx_wait_readyz(&x, 200, why2, sizeof why2, 5000);
-    bool recovered = hx_wait_log("level=info event=dependency-recovered dependency=lease", NULL, 1, 2000);
+    bool ready2 = hx_wait_readyz(&x, 200, why2, sizeof why2);
+    bool recovered = hx_wait_log("level=info event=dependency-recovered dependency=lease", NULL, 1);
     bool m_ok1 = hx_metric(&x, "tessera_dependency_ok{dependency=\"lease\"} 1");
-    for (int t = 0; t < 3000 && berr2[0]; t += 50) {   /* the new leader relists pods before it binds */
+    WAIT_FOR(({   /* the new leader relists pods before it binds */
         hx_bind_p1(&x, berr2, sizeof berr2);
         if (berr2[0]) hx_nap(50);
-    }
+        !berr2[0];
+    }));
     char *log = logcap_text();
     hx_stop(&x);
     logcap_stop();
@@ -290,12 +278,14 @@ TEST(ext_health_lease_failure_is_forgotten_when_the_replica_goes_idle) {
     fake_api_inject_msg(x.api, "POST /apis/coordination.k8s.io/v1/namespaces/tessera/leases", 404, "NotFound",
                         HX_NS_MISSING, 100000);
     x.on_calls = true;
-    bool run = hx_run(&x, NULL, true), synced = run && hx_wait_synced(&x, 5000);
+    bool run = hx_run(&x, NULL, true), synced = run && hx_wait_synced(&x);
     char why[2048], why2[2048];
-    ext_leader_note_call(x.l);   /* a filter call: campaign for the next lease duration (1.5 s) */
-    bool warned = hx_wait_log("level=warn event=dependency-failing dependency=lease", NULL, 1, 3000);
-    long rz = hx_readyz(&x, why, sizeof why);
-    bool idle = hx_wait_log("level=info event=dependency-idle dependency=lease", NULL, 1, 5000);
+    /* filter calls: each makes it campaign for the next lease duration (1.5 s); they go on until /readyz has shown
+     * the failure, however long a loaded machine takes, and then stop */
+    long rz = 0;
+    WAIT_FOR((ext_leader_note_call(x.l), (rz = hx_readyz(&x, why, sizeof why)) == 503));
+    bool warned = hx_wait_log("level=warn event=dependency-failing dependency=lease", NULL, 1);
+    bool idle = hx_wait_log("level=info event=dependency-idle dependency=lease", NULL, 1);
     long rz2 = hx_readyz(&x, why2, sizeof why2);
     hx_stop(&x);
     logcap_stop();
@@ -317,7 +307,7 @@ TEST(ext_health_bind_forbidden_names_what_rbac_lacks) {
     fake_api_inject_msg(x.api, "POST /api/v1/namespaces/default/pods/p1/binding", 403, "Forbidden",
                         "pods \"p1\" is forbidden: User \"system:serviceaccount:tessera:tessera-scheduler\" cannot create "
                         "resource \"pods/binding\" in API group \"\" in the namespace \"default\"", 2);
-    bool run = hx_run(&x, NULL, false), synced = run && hx_wait_synced(&x, 5000);
+    bool run = hx_run(&x, NULL, false), synced = run && hx_wait_synced(&x);
     char e1[1024], e2[1024], e3[1024], why[2048], why3[2048];
     hx_bind_p1(&x, e1, sizeof e1);
     int warns1 = logcap_count("event=dependency-failing dependency=bind", NULL, NULL);   /* one failure: a blip */
@@ -357,25 +347,25 @@ TEST(ext_health_list_and_watch_500s_are_shown_until_they_stop) {
     fake_api_inject(x.api, "LIST /api/v1/pods", 500, 100000);
     bool run = hx_run(&x, NULL, false);
     bool warned = hx_wait_log("level=warn event=dependency-failing dependency=api-pods reason=server_error code=500",
-                              "cannot list pods: the API server answered 500: injected 500", 1, 5000);
+                              "cannot list pods: the API server answered 500: injected 500", 1);
     char why[2048], ferr[2048], why2[2048];
     long rz = hx_readyz(&x, why, sizeof why);
     bool m_ok0 = hx_metric(&x, "tessera_dependency_ok{dependency=\"api-pods\"} 0");
     bool m_fail = hx_metric(&x, "tessera_dependency_failures_total{dependency=\"api-pods\",reason=\"server_error\"} ");
     hx_filter_error(&x, ferr, sizeof ferr);
     fake_api_clear_injections(x.api);
-    bool ready = hx_wait_readyz(&x, 200, why2, sizeof why2, 5000);
-    bool recovered = hx_wait_log("level=info event=dependency-recovered dependency=api-pods", NULL, 1, 2000);
+    bool ready = hx_wait_readyz(&x, 200, why2, sizeof why2);
+    bool recovered = hx_wait_log("level=info event=dependency-recovered dependency=api-pods", NULL, 1);
     /* the watch fails, every relist works: still failing, for the watch */
     fake_api_inject(x.api, "WATCH /api/v1/pods", 500, 100000);
     fake_api_drop_watches(x.api);
     bool warned2 = hx_wait_log("event=dependency-failing dependency=api-pods", "cannot watch pods: the API server "
-                               "answered 500", 1, 5000);
+                               "answered 500", 1);
     char why3[2048], why4[2048];
     long rz3 = hx_readyz(&x, why3, sizeof why3);
     fake_api_clear_injections(x.api);
-    bool ready4 = hx_wait_readyz(&x, 200, why4, sizeof why4, 5000);
-    bool recovered2 = hx_wait_log("event=dependency-recovered dependency=api-pods", NULL, 2, 2000);
+    bool ready4 = hx_wait_readyz(&x, 200, why4, sizeof why4);
+    bool recovered2 = hx_wait_log("event=dependency-recovered dependency=api-pods", NULL, 2);
     bool m_ok1 = hx_metric(&x, "tessera_dependency_ok{dependency=\"api-pods\"} 1");
     char *log = logcap_text();
     hx_stop(&x);
@@ -402,21 +392,21 @@ TEST(ext_health_api_server_down_is_shown_and_clears_when_it_is_back) {
     hx x;
     CHECK(hx_api(&x));
     logcap_start(KUBE_LOG_INFO);
-    bool run = hx_run(&x, NULL, false), synced = run && hx_wait_synced(&x, 5000);
+    bool run = hx_run(&x, NULL, false), synced = run && hx_wait_synced(&x);
     fake_api_down(x.api);
     bool warned = hx_wait_log("level=warn event=dependency-failing dependency=api-pods reason=unreachable",
-                              "cannot list pods: API server unreachable", 1, 5000) &&
+                              "cannot list pods: API server unreachable", 1) &&
                   hx_wait_log("level=warn event=dependency-failing dependency=api-nodes reason=unreachable",
-                              "cannot list nodes: API server unreachable", 1, 5000);
+                              "cannot list nodes: API server unreachable", 1);
     char why[2048], berr[1024], why2[2048], berr2[1024], err[256];
     long rz = hx_readyz(&x, why, sizeof why);
     bool m_ok0 = hx_metric(&x, "tessera_dependency_ok{dependency=\"api-nodes\"} 0");
     bool m_fail = hx_metric(&x, "tessera_dependency_failures_total{dependency=\"api-pods\",reason=\"unreachable\"} ");
     hx_bind_p1(&x, berr, sizeof berr);
     bool up = fake_api_up(x.api, err, sizeof err) == 0;
-    bool ready = hx_wait_readyz(&x, 200, why2, sizeof why2, 5000);
-    bool recovered = hx_wait_log("level=info event=dependency-recovered dependency=api-pods", NULL, 1, 2000) &&
-                     hx_wait_log("level=info event=dependency-recovered dependency=api-nodes", NULL, 1, 2000);
+    bool ready = hx_wait_readyz(&x, 200, why2, sizeof why2);
+    bool recovered = hx_wait_log("level=info event=dependency-recovered dependency=api-pods", NULL, 1) &&
+                     hx_wait_log("level=info event=dependency-recovered dependency=api-nodes", NULL, 1);
     bool m_ok1 = hx_metric(&x, "tessera_dependency_ok{dependency=\"api-pods\"} 1");
     hx_bind_p1(&x, berr2, sizeof berr2);
     hx_stop(&x);
@@ -453,18 +443,18 @@ TEST(ext_health_events_forbidden_degrade_but_do_not_block) {
                         "events is forbidden: User \"system:serviceaccount:tessera:tessera-scheduler\" cannot create "
                         "resource \"events\" in API group \"\" in the namespace \"default\"", 2);
     x.with_events = true;
-    bool run = hx_run(&x, NULL, false), synced = run && hx_wait_synced(&x, 5000);
+    bool run = hx_run(&x, NULL, false), synced = run && hx_wait_synced(&x);
     char e1[1024], e2[1024], e3[1024], why[2048], why3[2048];
     bind_pod(&x.v, "p1", "uid-p1", HX_NODE, e1, sizeof e1);
     bind_pod(&x.v, "p2", "uid-p2", HX_NODE, e2, sizeof e2);
     bool warned = hx_wait_log("level=warn event=dependency-failing dependency=events reason=forbidden code=403",
                               "forbidden: cannot create events in namespace default: check the tessera-extender "
-                              "ClusterRole", 1, 5000);
+                              "ClusterRole", 1);
     long rz = hx_readyz(&x, why, sizeof why);
     bool m_ok0 = hx_metric(&x, "tessera_dependency_ok{dependency=\"events\"} 0");
     bool m_fail = hx_metric(&x, "tessera_dependency_failures_total{dependency=\"events\",reason=\"forbidden\"} 2");
     bind_pod(&x.v, "p3", "uid-p3", HX_NODE, e3, sizeof e3);
-    bool recovered = hx_wait_log("level=info event=dependency-recovered dependency=events", NULL, 1, 5000);
+    bool recovered = hx_wait_log("level=info event=dependency-recovered dependency=events", NULL, 1);
     long rz3 = hx_readyz(&x, why3, sizeof why3);
     hx_stop(&x);
     logcap_stop();
@@ -494,7 +484,7 @@ TEST(ext_health_token_file_missing_or_empty_is_shown_until_it_is_there) {
     bool run = hx_run(&x, path, false);
     char want[256];
     snprintf(want, sizeof want, "cannot read token file %s: No such file or directory", path);
-    bool warned = hx_wait_log("level=warn event=dependency-failing dependency=token-file reason=file", want, 1, 5000);
+    bool warned = hx_wait_log("level=warn event=dependency-failing dependency=token-file reason=file", want, 1);
     char why[2048], ferr[2048], why2[2048];
     long rz = hx_readyz(&x, why, sizeof why);
     bool m_ok0 = hx_metric(&x, "tessera_dependency_ok{dependency=\"token-file\"} 0");
@@ -503,27 +493,24 @@ TEST(ext_health_token_file_missing_or_empty_is_shown_until_it_is_there) {
     FILE *f = fopen(path, "w");   /* empty: a changed message is logged again at once */
     if (f) fclose(f);
     bool changed = hx_wait_log("level=warn event=dependency-still-failing dependency=token-file", "is empty or not a token",
-                               1, 5000);
+                               1);
     f = fopen(path, "w");   /* a token the API server does not accept: 401 */
     if (f) {
         fputs("wrong\n", f);
         fclose(f);
     }
-    bool recovered = hx_wait_log("level=info event=dependency-recovered dependency=token-file", NULL, 1, 5000);
+    bool recovered = hx_wait_log("level=info event=dependency-recovered dependency=token-file", NULL, 1);
     char why401[2048];
     bool said401 = false;
-    for (int t = 0; t < 5000 && !said401; t += 20) {
-        hx_readyz(&x, why401, sizeof why401);
-        said401 = strstr(why401, "api-pods: unauthorized: the API server did not accept tessera's service account "
-                         "token (cannot list pods)") != NULL;
-        if (!said401) hx_nap(20);
-    }
+    said401 = WAIT_FOR((hx_readyz(&x, why401, sizeof why401),
+                        strstr(why401, "api-pods: unauthorized: the API server did not accept tessera's service account "
+                               "token (cannot list pods)") != NULL));
     f = fopen(path, "w");
     if (f) {
         fputs("s3cret\n", f);
         fclose(f);
     }
-    bool ready = hx_wait_readyz(&x, 200, why2, sizeof why2, 5000);
+    bool ready = hx_wait_readyz(&x, 200, why2, sizeof why2);
     bool m_ok1 = hx_metric(&x, "tessera_dependency_ok{dependency=\"token-file\"} 1");
     hx_stop(&x);
     logcap_stop();
@@ -567,14 +554,10 @@ TEST(ext_health_ca_file_missing_or_wrong_is_shown_until_it_is_right) {
     logcap_start(KUBE_LOG_INFO);
     bool run = hx_run(&x, NULL, false);
     /* missing: the CA file itself is the dependency that fails */
-    bool warned = hx_wait_log("level=warn event=dependency-failing dependency=ca-file", path, 1, 5000);
+    bool warned = hx_wait_log("level=warn event=dependency-failing dependency=ca-file", path, 1);
     char why[2048] = "", ferr[2048] = "", why2[2048] = "", why3[2048] = "";
     bool said = false;
-    for (int t = 0; t < 5000 && !said; t += 20) {
-        hx_readyz(&x, why, sizeof why);
-        said = strstr(why, "ca-file: ") != NULL;
-        if (!said) hx_nap(20);
-    }
+    said = WAIT_FOR((hx_readyz(&x, why, sizeof why), strstr(why, "ca-file: ") != NULL));
     bool m_fail = hx_metric(&x, "tessera_dependency_ok{dependency=\"ca-file\"} 0");
     hx_filter_error(&x, ferr, sizeof ferr);
     /* the wrong CA: the API server's certificate does not verify */
@@ -584,19 +567,15 @@ TEST(ext_health_ca_file_missing_or_wrong_is_shown_until_it_is_right) {
         fclose(f);
     }
     bool tls_said = false;
-    for (int t = 0; t < 5000 && !tls_said; t += 20) {
-        hx_readyz(&x, why2, sizeof why2);
-        tls_said = strstr(why2, "TLS with the API server failed") != NULL;
-        if (!tls_said) hx_nap(20);
-    }
+    tls_said = WAIT_FOR((hx_readyz(&x, why2, sizeof why2), strstr(why2, "TLS with the API server failed") != NULL));
     /* the right CA */
     f = fopen(path, "w");
     if (f) {
         fputs(ca.cert, f);
         fclose(f);
     }
-    bool ready = hx_wait_readyz(&x, 200, why3, sizeof why3, 8000);
-    bool recovered = hx_wait_log("level=info event=dependency-recovered dependency=ca-file", NULL, 1, 5000);
+    bool ready = hx_wait_readyz(&x, 200, why3, sizeof why3);
+    bool recovered = hx_wait_log("level=info event=dependency-recovered dependency=ca-file", NULL, 1);
     bool m_ok = hx_metric(&x, "tessera_dependency_ok{dependency=\"ca-file\"} 1");
     hx_stop(&x);
     logcap_stop();
@@ -626,20 +605,17 @@ TEST(ext_health_dra_claims_that_cannot_be_listed_block_readiness_until_they_can)
     logcap_start(KUBE_LOG_INFO);
     bool run = hx_run(&x, NULL, false);
     bool warned = hx_wait_log("level=warn event=dependency-failing dependency=api-resourceclaims", "cannot list resourceclaims",
-                              1, 8000);
+                              1);
     char why[2048] = "", why2[2048] = "", ferr[2048] = "";
     bool said = false;
     long rz = 0;
-    for (int t = 0; t < 5000 && !said; t += 20) {
-        rz = hx_readyz(&x, why, sizeof why);
-        said = rz == 503 && strstr(why, "api-resourceclaims: cannot list resourceclaims") != NULL;
-        if (!said) hx_nap(20);
-    }
+    said = WAIT_FOR(((rz = hx_readyz(&x, why, sizeof why)) == 503 &&
+                     strstr(why, "api-resourceclaims: cannot list resourceclaims") != NULL));
     bool m_fail = hx_metric(&x, "tessera_dependency_ok{dependency=\"api-resourceclaims\"} 0");
     hx_filter_error(&x, ferr, sizeof ferr);
     fake_api_clear_injections(x.api);
-    bool recovered = hx_wait_log("level=info event=dependency-recovered dependency=api-resourceclaims", NULL, 1, 8000);
-    bool ready = hx_wait_readyz(&x, 200, why2, sizeof why2, 8000);
+    bool recovered = hx_wait_log("level=info event=dependency-recovered dependency=api-resourceclaims", NULL, 1);
+    bool ready = hx_wait_readyz(&x, 200, why2, sizeof why2);
     hx_stop(&x);
     logcap_stop();
     CHECK(run);

@@ -19,6 +19,7 @@
 #include "ext_helpers.h"
 #include "ext_proc.h"
 #include "extender/http.h"
+#include "tests/support/wait.h"
 
 static double now_s(void) {
     struct timespec t;
@@ -26,7 +27,8 @@ static double now_s(void) {
     return (double)t.tv_sec + t.tv_nsec / 1e9;
 }
 
-static int conn_open(int port) { return loopback_connect(port, 10, false); }
+/* Reads wait as long as a test may (wait.h): on a loaded machine an answer can take seconds. */
+static int conn_open(int port) { return loopback_connect(port, TEST_PATIENCE_MS / 1000, false); }
 
 static bool send_req(int fd, const char *method, const char *path, const char *body) {
     char head[512];
@@ -99,7 +101,8 @@ static void raise_fd_limit(void) {
 
 #define NCONN 1500
 
-TEST(ext_http_serves_more_than_1024_connections_at_once) {
+/* Serial: 3,000 sockets and a burst of 1,500 requests, which would starve the tests beside it. */
+TEST_SERIAL(ext_http_serves_more_than_1024_connections_at_once) {
     raise_fd_limit();
     struct rlimit rl;
     getrlimit(RLIMIT_NOFILE, &rl);
@@ -110,7 +113,8 @@ TEST(ext_http_serves_more_than_1024_connections_at_once) {
     ext_state *st = demo_state();
     ext_verbs v;
     ext_verbs_init(&v, st, NULL, NULL, NULL);
-    ext_http *h = start(&v, 0, 30, 2, 0);
+    /* the idle timeout is not under test here: longer than any wait, so no connection is cut while it waits */
+    ext_http *h = start(&v, 0, 2 * TEST_PATIENCE_MS / 1000, 2, 0);
     CHECK(h);
     char *body = test_fixture("extender-samples/node-cache/01-filter.request.raw.json", NULL);
     static int fds[NCONN];
@@ -159,7 +163,7 @@ TEST(ext_http_over_the_connection_cap_gets_503_with_retry_after) {
     ext_state *st = demo_state();
     ext_verbs v;
     ext_verbs_init(&v, st, NULL, NULL, NULL);
-    ext_http *h = start(&v, 8, 30, 2, 0);
+    ext_http *h = start(&v, 8, 2 * TEST_PATIENCE_MS / 1000, 2, 0);
     CHECK(h);
     char *body = test_fixture("extender-samples/node-cache/01-filter.request.raw.json", NULL);
     int fds[8], served = 0;
@@ -193,7 +197,7 @@ TEST(ext_http_over_the_connection_cap_gets_503_with_retry_after) {
     /* one closes: a new connection is served again (the server notices the close asynchronously) */
     close(fds[7]);
     int after = 0;
-    for (double dl = now_s() + 5; now_s() < dl && after != 200;) {
+    for (double dl = now_s() + TEST_PATIENCE_MS / 1000; now_s() < dl && after != 200;) {
         int z = conn_open(ext_http_port(h));
         resp r;
         if (z >= 0 && send_req(z, "POST", "/tessera/filter", body)) read_resp(z, &r);
@@ -234,27 +238,29 @@ TEST(ext_http_idle_connection_is_closed_after_the_timeout) {
     CHECK(h);
     int fd = conn_open(ext_http_port(h));
     resp r;
+    /* The server's last activity on the connection (its answer) comes after t0: the close cannot come less than
+     * the timeout after t0. How late it may come depends on the machine's load: it must come, that is all. */
+    double t0 = now_s();
     if (fd >= 0 && send_req(fd, "GET", "/healthz", NULL)) read_resp(fd, &r);
     else r.status = 0, r.body = NULL;
     long long during = atomic_load(&ext_http_metrics(h)->http_connections);
-    double t0 = now_s();
     ssize_t k = wait_closed(fd);   /* idle from now on */
     double idle = now_s() - t0;
     close(fd);
     long long left = -1;
-    for (double dl = now_s() + 2; now_s() < dl && left != 0; usleep(10000))
-        left = atomic_load(&ext_http_metrics(h)->http_connections);
+    WAIT_FOR((left = atomic_load(&ext_http_metrics(h)->http_connections)) == 0);
     ext_http_stop(h);
     ext_state_free(st);
     free(r.body);
     CHECK_INT(r.status, 200);
     CHECK_INT(during, 1);
     CHECK_INT(k, 0);
-    CHECK_MSG(idle > 0.5 && idle < 3.0, "idle connection closed after %.2f s, expected about 1 s", idle);
+    CHECK_MSG(idle >= 0.9, "idle connection closed %.2f s after its request, before the 1 s timeout", idle);
     CHECK_INT(left, 0);
 }
 
-/* A Binding POST that stalls until the test lets it go, as against a slow API server. */
+/* A Binding POST that stalls until the test lets it go, as against a slow API server (and at the latest after
+ * twice the test's patience, so that a filter held up behind it times out first). */
 typedef struct stall {
     _Atomic int entered;
     _Atomic bool release;
@@ -264,7 +270,7 @@ static int stalled_bind(void *user, const char *ns, const char *name, const char
                         const cJSON *annotations, char *err, size_t errlen) {
     stall *s = user;
     atomic_fetch_add(&s->entered, 1);
-    for (double dl = now_s() + 10; !atomic_load(&s->release) && now_s() < dl;) usleep(5000);
+    for (double dl = now_s() + 2 * TEST_PATIENCE_MS / 1000; !atomic_load(&s->release) && now_s() < dl;) usleep(5000);
     return 0;
 }
 
@@ -274,7 +280,7 @@ TEST(ext_http_slow_binds_do_not_hold_up_filter) {
     ext_verbs v;
     ext_verbs_init(&v, st, NULL, stalled_bind, &s);
     /* two polling threads, three binds allowed: the binds outnumber the threads */
-    ext_http *h = start(&v, 0, 30, 2, 3);
+    ext_http *h = start(&v, 0, 2 * TEST_PATIENCE_MS / 1000, 2, 3);
     CHECK(h);
     char bodies[4][512], uids[4][64];
     for (int i = 0; i < 4; i++) {   /* teach the memo each pod's request, as kube-scheduler's filter would */
@@ -296,14 +302,15 @@ TEST(ext_http_slow_binds_do_not_hold_up_filter) {
         bfd[i] = conn_open(ext_http_port(h));
         if (bfd[i] >= 0) send_req(bfd[i], "POST", "/tessera/bind", bodies[i]);
     }
-    for (double dl = now_s() + 5; atomic_load(&s.entered) < 3 && now_s() < dl;) usleep(2000);
+    WAIT_FOR(atomic_load(&s.entered) >= 3);
     int entered = atomic_load(&s.entered);
     /* a fourth bind while three wait: over the bind cap */
     bfd[3] = conn_open(ext_http_port(h));
     resp r4;
     if (bfd[3] >= 0 && send_req(bfd[3], "POST", "/tessera/bind", bodies[3])) read_resp(bfd[3], &r4);
     else r4.status = 0, r4.body = NULL;
-    /* filter calls meanwhile, on a connection of their own: answered at once */
+    /* filter calls meanwhile, on a connection of their own: all answered while the binds still wait (one held up
+     * behind them would time out before they are let go); how fast depends on the machine's load */
     char *fbody = test_fixture("extender-samples/node-cache/01-filter.request.raw.json", NULL);
     int f = conn_open(ext_http_port(h)), fok = 0;
     double worst = 0;
@@ -341,7 +348,6 @@ TEST(ext_http_slow_binds_do_not_hold_up_filter) {
     CHECK_CONTAINS(r4.body, "too many binds");
     CHECK_INT(fok, 20);
     CHECK(still_waiting);
-    CHECK_MSG(worst < 1.0, "a filter took %.2f s while binds stalled", worst);
     CHECK_INT(bok, 3);
     CHECK_MSG(consistent, "%s", why);
     free(r4.body);

@@ -69,13 +69,7 @@ static void rc_verify(ext_state *st, char *why, size_t len) {
     ext_state_unlock(st);
 }
 
-static bool rc_ready(ext_state *st, int ms) {
-    for (int i = 0; i < ms / 10 && !ext_state_ready(st); i++) {
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    return ext_state_ready(st);
-}
+static bool rc_ready(ext_state *st) { return WAIT_FOR(ext_state_ready(st)); }
 
 /* The real list path: the client lists the fake API's pods in the shuffled order. */
 TEST(ext_recovery_list_places_valid_assignments_before_guesses_any_order) {
@@ -110,7 +104,7 @@ TEST(ext_recovery_list_places_valid_assignments_before_guesses_any_order) {
         snprintf(kc.api_url, sizeof kc.api_url, "%s", url);
         kube_client *k = kube_new(&kc, err, sizeof err);
         bool started = k && kube_start(k, ext_state_on_event, st, err, sizeof err) == 0;
-        bool ready = started && rc_ready(st, 5000);
+        bool ready = started && rc_ready(st);
         char why[256];
         rc_verify(st, why, sizeof why);
         int invalid = logcap_count("annotation-invalid", NULL, NULL), over = logcap_count("event=overcommitted", NULL, NULL);

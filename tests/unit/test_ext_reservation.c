@@ -32,26 +32,36 @@ typedef struct rt {
     int grace_ms;
     int timeout_ms, retry_ms;   /* 0: the controller's defaults */
     bool ok;
+    _Atomic int uuid_events;    /* watch events that showed a reservation with its UUID, as the controller got them */
+    _Atomic long long pod_rv;   /* the resourceVersion of the last pod event the controller got */
+    _Atomic int pod_deletions;  /* DELETED pod events the controller got */
 } rt;
 
-static void nap_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+/* Two whole passes of the controller have run since this call: what it was going to do, it did. A
+ * test that checks that nothing more happens waits on the controller's own passes, not on the clock. */
+static void settle(rt *r) {
+    ext_rsv_stats st;
+    ext_rsv_get_stats(r->rsv, &st);
+    uint64_t from = st.passes;
+    WAIT_FOR((ext_rsv_get_stats(r->rsv, &st), st.passes >= from + 3));
 }
 
-#define WAIT(cond, ms)                                                          \
-    ({                                                                          \
-        int64_t d_ = ext_now_ms() + (ms);                                       \
-        bool ok_;                                                               \
-        while (!(ok_ = (cond)) && ext_now_ms() < d_) nap_ms(5);                 \
-        ok_;                                                                    \
-    })
+/* The controller got the pod change that made resourceVersion rv (fake_api_patch's), and passed over it. */
+static void seen(rt *r, long long rv) {
+    WAIT_FOR(r->pod_rv >= rv);
+    settle(r);
+}
 
 /* main.c's on_watch_event: the cache first, then the controller. */
 static void rt_handler(void *user, kube_kind kind, kube_event ev, const cJSON *obj) {
     rt *r = user;
     ext_state_on_event(r->st, kind, ev, obj);
     ext_rsv_on_event(r->rsv, kind, ev, obj);
+    const cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(obj, "metadata"), "annotations");
+    if (kind == KUBE_POD && cJSON_IsString(cJSON_GetObjectItem(ann, EXT_RSV_ANN_UUID))) r->uuid_events++;
+    const cJSON *rv = cJSON_GetObjectItem(cJSON_GetObjectItem(obj, "metadata"), "resourceVersion");
+    if (kind == KUBE_POD && cJSON_IsString(rv)) r->pod_rv = atoll(rv->valuestring);
+    if (kind == KUBE_POD && ev == KUBE_DELETED) r->pod_deletions++;
 }
 
 /* The demo's whole A100 node, renamed n1, with ngpus GPUs. */
@@ -86,6 +96,7 @@ static void rt_up(rt *r) {
     ext_events_config ec;
     ext_events_config_defaults(&ec);
     ec.drain_ms = 200;
+    ec.post_timeout_ms = TEST_PATIENCE_MS;   /* a loaded machine's API server may take seconds: the tests count Events */
     snprintf(ec.instance, sizeof ec.instance, "tessera-test-0");
     r->ev = ext_events_start(r->k, &ec, err, sizeof err);
     ext_rsv_config rc;
@@ -101,7 +112,7 @@ static void rt_up(rt *r) {
     r->v.events = r->ev;
     r->v.rsv = r->rsv;
     if (!r->ev || !r->rsv || kube_start(r->k, rt_handler, r, err, sizeof err) != 0) return;
-    if (!WAIT(ext_state_ready(r->st), 5000)) return;
+    if (!WAIT_FOR(ext_state_ready(r->st))) return;
     r->ok = ext_rsv_start(r->rsv, err, sizeof err) == 0;
 }
 
@@ -228,13 +239,12 @@ static void bind_share_text(rt *r, const char *name, char *p, char *err, size_t 
     char uid[128];
     snprintf(uid, sizeof uid, "uid-%s", name);
     fake_api_put(r->api, "pods", p);
-    WAIT(({
+    WAIT_FOR(({
              ext_state_lock(r->st);
              bool seen = ext_state_pod(r->st, uid) != NULL;
              ext_state_unlock(r->st);
              seen;
-         }),
-         2000);
+         }));
     place_pod(&r->v, p, name, uid, "n1", err, errlen);
     free(p);
 }
@@ -311,6 +321,19 @@ static void cm_uuid(rt *r, const char *name, char *buf, size_t len) {
     cJSON *o = cm_of(r, name);
     snprintf(buf, len, "%s", jpath(o, "data", EXT_DLV_ENV_VISIBLE, NULL));
     cJSON_Delete(o);
+}
+
+/* The controller's last pass shows reservation `name` in state (pending, ready, refused, releasing): /debug/state. */
+static bool rsv_state_is(rt *r, const char *name, const char *state) {
+    ext_reply dbg = {0};
+    ext_debug_state(&r->v, NULL, &dbg);
+    cJSON *dj = dbg.body ? cJSON_Parse(dbg.body) : NULL, *x;
+    ext_reply_free(&dbg);
+    bool y = false;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItem(dj, "reservations"))
+        y |= !strcmp(jpath(x, "name", NULL, NULL), name) && !strcmp(jpath(x, "state", NULL, NULL), state);
+    cJSON_Delete(dj);
+    return y;
 }
 
 static int count_events(rt *r, const char *reason, const char *pod) {
@@ -552,9 +575,9 @@ TEST(ext_rsv_share_without_webhook_gets_a_warning_once) {
      * that started before the controller's first look gets no reservation (nothing could reach it): a race. */
     rt_start(&r, 1, false, 30000);
     if (r.ok) put_bound_share(&r, "plain", 8000, 0, false, false);
-    bool warned = r.ok && WAIT(count_events(&r, EXT_DLV_EV_NOT_MUTATED, "plain") == 1, 3000);
-    bool reserved = WAIT(count_reservations(&r) == 1, 1000);
-    nap_ms(300);
+    bool warned = r.ok && WAIT_FOR(count_events(&r, EXT_DLV_EV_NOT_MUTATED, "plain") == 1);
+    bool reserved = WAIT_FOR(count_reservations(&r) == 1);
+    settle(&r);
     int n = count_events(&r, EXT_DLV_EV_NOT_MUTATED, "plain");
     rt_stop(&r);
     CHECK(r.ok);
@@ -570,7 +593,7 @@ TEST(ext_rsv_first_share_makes_one_reservation_and_its_uuid_reaches_the_configma
     rt_start(&r, 2, true, 30000);
     char err[512] = "?", err2[512] = "?";
     if (r.ok) bind_share(&r, "s1", 8000, true, true, err, sizeof err);
-    bool cm1 = r.ok && WAIT(has_cm(&r, "s1"), 5000);
+    bool cm1 = r.ok && WAIT_FOR(has_cm(&r, "s1"));
     int n1 = count_reservations(&r);
     cJSON *rs = reservations(&r);
     cJSON *rv = cJSON_GetArrayItem(rs, 0);
@@ -623,14 +646,14 @@ TEST(ext_rsv_first_share_makes_one_reservation_and_its_uuid_reaches_the_configma
     cJSON_Delete(ann);
     cJSON_Delete(sp);
     cJSON_Delete(cm);
-    bool delivered = WAIT(count_events(&r, EXT_DLV_EV_DELIVERED, "s1") == 1, 2000);
+    bool delivered = WAIT_FOR(count_events(&r, EXT_DLV_EV_DELIVERED, "s1") == 1);
     /* A second share on that GPU reuses the reservation. */
     if (r.ok) bind_share(&r, "s2", 8000, true, true, err2, sizeof err2);
-    bool cm2 = r.ok && WAIT(has_cm(&r, "s2"), 5000);
+    bool cm2 = r.ok && WAIT_FOR(has_cm(&r, "s2"));
     char u1[128], u2[128];
     cm_uuid(&r, "s1", u1, sizeof u1);
     cm_uuid(&r, "s2", u2, sizeof u2);
-    nap_ms(150);   /* a pass or so: nothing else may appear */
+    settle(&r);   /* nothing else may appear */
     int n2 = count_reservations(&r);
     /* Visible: /debug/state and metrics. */
     ext_reply dbg = {0};
@@ -689,6 +712,55 @@ TEST(ext_rsv_first_share_makes_one_reservation_and_its_uuid_reaches_the_configma
     CHECK(two_holds);
 }
 
+/* Found under load (issue 29): the reply to the reservation's POST came after the watch had shown the pod
+ * admitted and its UUID published (the API server, or the controller's thread, was slow). The reply's older
+ * copy replaced what the watch had shown, and since nothing changed the pod again the share never got its
+ * ConfigMap. Here the fake API server holds that reply until the watch has delivered the UUID. */
+TEST(ext_rsv_late_create_reply_does_not_hide_the_published_uuid) {
+    rt r;
+    rt_start(&r, 1, true, 30000);
+    char uuid[64] = "";
+    if (r.ok) fake_api_inject_late_reply(r.api, "POST /api/v1/namespaces/" RNS "/pods", 1);
+    if (r.ok) put_bound_share(&r, "s1", 8000, 0, false, true);
+    bool shown = r.ok && WAIT_FOR(r.uuid_events > 0);
+    if (r.api) fake_api_release_replies(r.api);
+    bool cm = WAIT_FOR(has_cm(&r, "s1"));
+    cm_uuid(&r, "s1", uuid, sizeof uuid);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK_MSG(shown, "the watch never showed the reservation's UUID");
+    CHECK_MSG(cm, "no ConfigMap: the late reply hid the UUID the watch had shown");
+    CHECK_STR(uuid, "GPU-n1-0");
+}
+
+/* The same race on a share: the reply to the PATCH that moves it to another GPU comes after the watch showed
+ * the share deleted. Taking the reply's copy would bring the deleted share back into the controller's table for
+ * good: a reservation for nobody, never released. */
+TEST(ext_rsv_late_move_reply_does_not_bring_back_a_deleted_share) {
+    rt r;
+    rt_start(&r, 2, false, 30000);   /* the test plays the kubelet */
+    char first[256];
+    rsv_name(0, 1, first, sizeof first);
+    if (r.ok) put_bound_share(&r, "s1", 8000, 0, true, true);
+    bool created = r.ok && WAIT_FOR(pod_exists(&r, RNS, first));
+    if (r.ok) fake_api_inject_late_reply(r.api, "PATCH /api/v1/namespaces/default/pods/s1", 1);
+    refuse(&r, first);   /* the controller moves s1 to GPU 1: its PATCH takes effect, the reply waits */
+    bool moved = WAIT_FOR(fake_api_requests(r.api, "PATCH /api/v1/namespaces/default/pods/s1") == 1);
+    int before = r.pod_deletions;
+    fake_api_delete(r.api, "pods", "default", "s1");
+    bool gone = WAIT_FOR(r.pod_deletions > before);
+    fake_api_release_replies(r.api);
+    WAIT_FOR(!pod_exists(&r, RNS, first));
+    settle(&r);
+    int left = count_reservations(&r);
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK(created);
+    CHECK(moved);
+    CHECK(gone);
+    CHECK_MSG(left == 0, "%d reservations for a share that was deleted", left);
+}
+
 /* Node n1 with 2 GPUs whose kubelet the test plays, an owned share s1 bound and its first reservation (named in
  * first; a second one would be named second) created: true. */
 /* The GPU the first grant of share default/name's tessera.io/assignment names, or -1. */
@@ -709,19 +781,19 @@ static bool one_share_two_gpus(rt *r, char *err, size_t errlen, char *first, cha
     rsv_name(0, 1, first, 256);
     rsv_name(1, 1, second, 256);
     if (r->ok) bind_share(r, "s1", 8000, true, true, err, errlen);
-    return r->ok && WAIT(pod_exists(r, RNS, first), 3000);
+    return r->ok && WAIT_FOR(pod_exists(r, RNS, first));
 }
 
 TEST(ext_rsv_refused_reservation_is_replaced_and_waiting_shares_move) {
     rt r;
     char err[512] = "?", first[256], second[256];
     bool created = one_share_two_gpus(&r, err, sizeof err, first, second);
-    bool pending_ev = WAIT(count_events(&r, EXT_DLV_EV_PENDING, "s1") >= 1, 2000);
+    bool pending_ev = WAIT_FOR(count_events(&r, EXT_DLV_EV_PENDING, "s1") >= 1);
     refuse(&r, first);
-    bool replaced = WAIT(pod_exists(&r, RNS, second) && !pod_exists(&r, RNS, first), 3000);
+    bool replaced = WAIT_FOR(pod_exists(&r, RNS, second) && !pod_exists(&r, RNS, first));
     /* The share's assignment now names GPU 1, and the cache follows. */
     int ann_gpu = assigned_gpu(&r, "s1");
-    bool cache_follows = WAIT(({
+    bool cache_follows = WAIT_FOR(({
                                   ext_state_lock(r.st);
                                   const ext_pod *p = ext_state_pod(r.st, "uid-s1");
                                   const ext_node *n = ext_state_node(r.st, "n1");
@@ -729,14 +801,15 @@ TEST(ext_rsv_refused_reservation_is_replaced_and_waiting_shares_move) {
                                            model_gpu_idle(&n->m->gpus[0]);
                                   ext_state_unlock(r.st);
                                   y;
-                              }),
-                              2000);
+                              }));
     char why[256] = "";
     bool consistent = all_nodes_consistent(r.st, why, sizeof why);
     report_uuid(&r, second, "GPU-test-1");
-    bool cm = WAIT(has_cm(&r, "s1"), 3000);
+    bool cm = WAIT_FOR(has_cm(&r, "s1"));
     char uuid[64];
     cm_uuid(&r, "s1", uuid, sizeof uuid);
+    WAIT_FOR(count_events(&r, EXT_DLV_EV_REFUSED, "s1") >= 1);   /* Events are posted by a thread of their own */
+    settle(&r);
     int refused_ev = count_events(&r, EXT_DLV_EV_REFUSED, "s1");
     int nres = count_reservations(&r);
     ext_rsv_stats rst;
@@ -771,12 +844,12 @@ TEST(ext_rsv_no_gpu_left_warns_deletes_owned_share_and_leaves_bare_one) {
     }
     char first[256];
     rsv_name(0, 1, first, sizeof first);
-    bool created = r.ok && WAIT(pod_exists(&r, RNS, first), 3000);
+    bool created = r.ok && WAIT_FOR(pod_exists(&r, RNS, first));
     refuse(&r, first);
-    bool deleted = WAIT(!pod_exists(&r, "default", "owned"), 3000);
-    bool warned = WAIT(count_events(&r, EXT_DLV_EV_UNAVAILABLE, "owned") == 1 &&
-                       count_events(&r, EXT_DLV_EV_UNAVAILABLE, "bare") == 1, 2000);
-    nap_ms(300);   /* a few passes: nothing more happens */
+    bool deleted = WAIT_FOR(!pod_exists(&r, "default", "owned"));
+    bool warned = WAIT_FOR(count_events(&r, EXT_DLV_EV_UNAVAILABLE, "owned") == 1 &&
+                       count_events(&r, EXT_DLV_EV_UNAVAILABLE, "bare") == 1);
+    settle(&r);   /* nothing more happens */
     bool bare_left = pod_exists(&r, "default", "bare");
     int bare_warn = count_events(&r, EXT_DLV_EV_UNAVAILABLE, "bare");
     int refused = count_events(&r, EXT_DLV_EV_REFUSED, "bare");
@@ -797,43 +870,50 @@ TEST(ext_rsv_no_gpu_left_warns_deletes_owned_share_and_leaves_bare_one) {
 
 TEST(ext_rsv_last_share_leaving_releases_after_grace) {
     rt r;
-    rt_start(&r, 1, true, 300);
+    /* The grace is long enough that "a share comes back within it" holds on a loaded machine too: between the
+     * two there is only a pass or two of the controller. */
+    rt_start(&r, 1, true, 3000);
     char err[512] = "?", name[256];
     rsv_name(0, 1, name, sizeof name);
     if (r.ok) bind_share(&r, "s1", 8000, false, true, err, sizeof err);
-    bool cm = r.ok && WAIT(has_cm(&r, "s1"), 5000);
+    bool cm = r.ok && WAIT_FOR(has_cm(&r, "s1"));
     /* The share leaves; another arrives within the grace: the reservation is kept. */
+    int64_t t_left = test_now_ms();
     fake_api_delete(r.api, "pods", "default", "s1");
-    nap_ms(100);
+    bool grace = WAIT_FOR(rsv_state_is(&r, name, "releasing"));
     bool kept_during_grace = pod_exists(&r, RNS, name);
     put_bound_share(&r, "s2", 8000, 0, false, true);
-    bool cm2 = WAIT(has_cm(&r, "s2"), 3000);
-    nap_ms(600);   /* twice the grace */
+    bool cm2 = WAIT_FOR(has_cm(&r, "s2"));
+    /* the grace that s1's leaving started is over, and passes have seen it: s2 holds the reservation */
+    int64_t over = t_left + r.grace_ms - test_now_ms();
+    if (over > 0) test_nap_ms((int)over);
+    settle(&r);
     bool kept = pod_exists(&r, RNS, name);
     char u2[64];
     cm_uuid(&r, "s2", u2, sizeof u2);
-    /* The last share leaves: released after the grace, not before. */
-    int64_t t0 = ext_now_ms();
+    /* The last share leaves: released after the grace, not before (the controller starts counting when it sees
+     * the share gone, which is after t0). */
+    int64_t t0 = test_now_ms();
     fake_api_delete(r.api, "pods", "default", "s2");
-    bool released = WAIT(!pod_exists(&r, RNS, name), 3000);
-    int64_t took = ext_now_ms() - t0;
-    bool device_free = WAIT(({
+    bool released = WAIT_FOR(!pod_exists(&r, RNS, name));
+    int64_t took = test_now_ms() - t0;
+    bool device_free = WAIT_FOR(({
                                 char *h = fake_kubelet_holder(r.kl, "n1", "GPU-n1-0");
                                 bool f = h == NULL;
                                 free(h);
                                 f;
-                            }),
-                            2000);
+                            }));
     rt_stop(&r);
     CHECK(r.ok);
     CHECK_STR(err, "");
     CHECK(cm);
+    CHECK(grace);
     CHECK(kept_during_grace);
     CHECK(cm2);
     CHECK(kept);
     CHECK_STR(u2, "GPU-n1-0");
     CHECK(released);
-    CHECK_MSG(took >= 250, "released after %lld ms", (long long)took);
+    CHECK_MSG(took >= r.grace_ms, "released %lld ms after its last share left (grace %d ms)", (long long)took, r.grace_ms);
     CHECK(device_free);
 }
 
@@ -874,34 +954,34 @@ TEST(ext_rsv_restart_at_each_step_rebuilds_from_the_api) {
     if (ok) bind_share(&r, "s1", 8000, false, true, err, sizeof err);
     rt_down(&r);
     rt_up(&r);
-    ok &= r.ok && WAIT(converged(&r, shares, 2, why, sizeof why) && has_cm(&r, "s1"), 5000);
+    ok &= r.ok && WAIT_FOR(converged(&r, shares, 2, why, sizeof why) && has_cm(&r, "s1"));
     /* Step 2: die while the second share's ConfigMap may be in flight. */
     if (ok) put_bound_share(&r, "s2", 8000, 0, false, true);
-    nap_ms(20);
+    test_nap_ms(20);   /* any moment will do: a kill point */
     rt_down(&r);
     ok &= count_reservations(&r) == 1 && no_unit_twice(&r);
     rt_up(&r);
-    ok &= r.ok && WAIT(converged(&r, shares, 2, why, sizeof why) && has_cm(&r, "s2"), 5000);
+    ok &= r.ok && WAIT_FOR(converged(&r, shares, 2, why, sizeof why) && has_cm(&r, "s2"));
     /* Step 3: a ConfigMap lost while we were down is written again. */
     rt_down(&r);
     fake_api_delete(r.api, "configmaps", "default", EXT_DLV_CM_PREFIX "s1");
     rt_up(&r);
-    ok &= r.ok && WAIT(has_cm(&r, "s1") && converged(&r, shares, 2, why, sizeof why), 5000);
+    ok &= r.ok && WAIT_FOR(has_cm(&r, "s1") && converged(&r, shares, 2, why, sizeof why));
     /* Step 4: the shares leave while we are down; the orphan is released one grace after the restart. */
     rt_down(&r);
     fake_api_delete(r.api, "pods", "default", "s1");
     fake_api_delete(r.api, "pods", "default", "s2");
     int before = count_reservations(&r);
     rt_up(&r);
-    ok &= r.ok && WAIT(count_reservations(&r) == 0, 5000);
+    ok &= r.ok && WAIT_FOR(count_reservations(&r) == 0);
     /* Step 5: die during the grace of a fresh reservation; it is still released. */
     if (ok) bind_share(&r, "s3", 8000, false, true, err, sizeof err);
-    ok &= WAIT(has_cm(&r, "s3"), 5000);
+    ok &= WAIT_FOR(has_cm(&r, "s3"));
     fake_api_delete(r.api, "pods", "default", "s3");
-    nap_ms(50);
+    test_nap_ms(50);   /* any moment will do: a kill point */
     rt_down(&r);
     rt_up(&r);
-    ok &= r.ok && WAIT(count_reservations(&r) == 0, 5000);
+    ok &= r.ok && WAIT_FOR(count_reservations(&r) == 0);
     int doubles = fake_kubelet_double_holds(r.kl);
     rt_stop(&r);
     CHECK_MSG(ok, "%s", why);
@@ -923,7 +1003,7 @@ static void *burst_whole(void *arg) {
     for (int i = 0; i < b->n; i++) {
         char name[32];
         snprintf(name, sizeof name, "w%d", i);
-        nap_ms(2);   /* interleaved with the shares' binds */
+        test_nap_ms(2);   /* interleaved with the shares' binds */
         put_whole(b->r, name);
     }
     return NULL;
@@ -954,14 +1034,13 @@ TEST(ext_rsv_mixed_burst_never_double_holds_a_device) {
         fake_api_put(r.api, "pods", p);
         free(p);
     }
-    if (r.ok) WAIT(({
+    if (r.ok) WAIT_FOR(({
                        ext_state_stats ss;
                        ext_state_lock(r.st);
                        ext_state_get_stats(r.st, &ss);
                        ext_state_unlock(r.st);
                        ss.pending == bs.n;
-                   }),
-                   3000);
+                   }));
     if (r.ok) {
         pthread_t a, b;
         pthread_create(&a, NULL, burst_whole, &bw);
@@ -972,7 +1051,7 @@ TEST(ext_rsv_mixed_burst_never_double_holds_a_device) {
     /* Every bound share ends with its GPU (a ConfigMap naming exactly its reservation's device) or with the
      * Unavailable event (and, being owned, deleted). */
     char why[512] = "";
-    bool settled = r.ok && WAIT(({
+    bool settled = r.ok && WAIT_FOR(({
                                     bool all = true;
                                     for (int i = 0; i < bs.n && all; i++) {
                                         char name[32];
@@ -982,8 +1061,7 @@ TEST(ext_rsv_mixed_burst_never_double_holds_a_device) {
                                         all = unavailable || has_cm(&r, name);
                                     }
                                     all;
-                                }),
-                                8000);
+                                }));
     int bound = 0, delivered = 0, unavailable = 0;
     bool exact = true;
     cJSON *rs = reservations(&r), *x;
@@ -1025,9 +1103,9 @@ TEST(ext_rsv_mixed_burst_never_double_holds_a_device) {
 
 /* ------------------------------------------------------------------ review of issue 11 */
 
-/* The share's containers ran (an init container that finished counts too). */
-static void mark_started(rt *r, const char *name, bool init_only) {
-    fake_api_patch(r->api, "pods", "default", name,
+/* The share's containers ran (an init container that finished counts too). The patch's resourceVersion. */
+static long long mark_started(rt *r, const char *name, bool init_only) {
+    return fake_api_patch(r->api, "pods", "default", name,
                    init_only ? "{\"status\":{\"phase\":\"Pending\",\"initContainerStatuses\":[{\"name\":\"init\",\"state\":"
                                "{\"terminated\":{\"exitCode\":0}}}],\"containerStatuses\":[{\"name\":\"main\",\"state\":"
                                "{\"waiting\":{\"reason\":\"PodInitializing\"}}}]}}"
@@ -1052,17 +1130,19 @@ TEST(ext_rsv_node_losing_its_gpu_inventory_keeps_the_reservations) {
     char err[512] = "?", name[256], before[64] = "", after[64] = "";
     rsv_name(0, 1, name, sizeof name);
     if (r.ok) bind_share(&r, "s1", 8000, true, true, err, sizeof err);
-    bool cm = r.ok && WAIT(has_cm(&r, "s1"), 5000);
+    bool cm = r.ok && WAIT_FOR(has_cm(&r, "s1"));
     cm_uuid(&r, "s1", before, sizeof before);
     mark_started(&r, "s1", false);
     fake_api_patch(r.api, "nodes", NULL, "n1", "{\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"0\"}}}");
-    bool reason = WAIT(node_has_reason(&r), 2000);
-    nap_ms(800);   /* four grace periods */
+    bool reason = WAIT_FOR(node_has_reason(&r));
+    test_nap_ms(4 * r.grace_ms);   /* four grace periods, and passes that saw them: a release would be due */
+    settle(&r);
     bool kept = pod_exists(&r, RNS, name), share = pod_exists(&r, "default", "s1");
     int bad = count_events(&r, EXT_DLV_EV_UNAVAILABLE, "s1") + count_events(&r, EXT_DLV_EV_LOST, "s1");
     put_node(r.api, 1);
-    bool back = WAIT(!node_has_reason(&r), 2000);
-    nap_ms(500);
+    bool back = WAIT_FOR(!node_has_reason(&r));
+    test_nap_ms(2 * r.grace_ms);
+    settle(&r);
     bool kept2 = pod_exists(&r, RNS, name) && count_reservations(&r) == 1;
     cm_uuid(&r, "s1", after, sizeof after);
     rt_stop(&r);
@@ -1079,11 +1159,11 @@ TEST(ext_rsv_node_losing_its_gpu_inventory_keeps_the_reservations) {
 }
 
 /* Play a kubelet that refuses every reservation (with reserve_error: tessera-reserve reports that it cannot
- * tell its GPU) until the share is gone or ms pass. The number of reservations it saw. */
-static int refuse_all(rt *r, const char *share, bool reserve_error, int ms) {
-    int64_t end = ext_now_ms() + ms;
+ * tell its GPU) until the share is gone (or the test's patience ends). The number of reservations it saw. */
+static int refuse_all(rt *r, const char *share, bool reserve_error) {
+    int64_t end = test_now_ms() + TEST_PATIENCE_MS;
     int seen = 0;
-    while (ext_now_ms() < end && pod_exists(r, "default", share)) {
+    while (test_now_ms() < end && pod_exists(r, "default", share)) {
         cJSON *rs = reservations(r), *x;
         cJSON_ArrayForEach(x, rs) {
             if (!strcmp(jpath(x, "status", "phase", NULL), "Failed") ||
@@ -1099,7 +1179,7 @@ static int refuse_all(rt *r, const char *share, bool reserve_error, int ms) {
                 refuse(r, n);
         }
         cJSON_Delete(rs);
-        nap_ms(5);
+        test_nap_ms(5);
     }
     return seen;
 }
@@ -1110,10 +1190,10 @@ TEST(ext_rsv_reserve_error_gives_up_at_once) {
     rt r;
     rt_start(&r, 2, false, 30000);
     if (r.ok) put_bound_share(&r, "s1", 8000, 0, true, true);
-    int seen = r.ok ? refuse_all(&r, "s1", true, 3000) : -1;
+    int seen = r.ok ? refuse_all(&r, "s1", true) : -1;
     bool deleted = !pod_exists(&r, "default", "s1");
-    bool warned = WAIT(count_events(&r, EXT_DLV_EV_UNAVAILABLE, "s1") == 1, 2000);
-    nap_ms(300);
+    bool warned = WAIT_FOR(count_events(&r, EXT_DLV_EV_UNAVAILABLE, "s1") == 1);
+    settle(&r);
     int unavail = count_events(&r, EXT_DLV_EV_UNAVAILABLE, "s1"), refused = count_events(&r, EXT_DLV_EV_REFUSED, "s1");
     ext_rsv_stats st;
     ext_rsv_get_stats(r.rsv, &st);
@@ -1136,10 +1216,10 @@ TEST(ext_rsv_repeated_refusals_are_bounded_per_share) {
     rt r;
     rt_start(&r, 2, false, 30000);
     if (r.ok) put_bound_share(&r, "s1", 8000, 0, true, true);
-    int seen = r.ok ? refuse_all(&r, "s1", false, 4000) : -1;
+    int seen = r.ok ? refuse_all(&r, "s1", false) : -1;
     bool deleted = !pod_exists(&r, "default", "s1");
-    bool warned = WAIT(count_events(&r, EXT_DLV_EV_UNAVAILABLE, "s1") == 1, 2000);
-    nap_ms(300);
+    bool warned = WAIT_FOR(count_events(&r, EXT_DLV_EV_UNAVAILABLE, "s1") == 1);
+    settle(&r);
     int unavail = count_events(&r, EXT_DLV_EV_UNAVAILABLE, "s1");
     ext_rsv_stats st;
     ext_rsv_get_stats(r.rsv, &st);
@@ -1163,15 +1243,14 @@ TEST(ext_rsv_lost_reservation_of_started_shares_warns_and_does_not_rehome) {
     rsv_name(0, 1, name, sizeof name);
     if (r.ok) bind_share(&r, "own", 8000, true, true, err, sizeof err);
     if (r.ok) bind_share(&r, "bare", 8000, false, true, err2, sizeof err2);
-    bool cms = r.ok && WAIT(has_cm(&r, "own") && has_cm(&r, "bare"), 5000);
+    bool cms = r.ok && WAIT_FOR(has_cm(&r, "own") && has_cm(&r, "bare"));
     cm_uuid(&r, "bare", before, sizeof before);
     mark_started(&r, "own", false);
-    mark_started(&r, "bare", true);
-    nap_ms(150);   /* the controller sees them started */
+    seen(&r, mark_started(&r, "bare", true));   /* the controller knows they started */
     fake_api_delete(r.api, "pods", RNS, name);
-    bool deleted = WAIT(!pod_exists(&r, "default", "own"), 3000);
-    bool warned = WAIT(count_events(&r, EXT_DLV_EV_LOST, "own") == 1 && count_events(&r, EXT_DLV_EV_LOST, "bare") == 1, 2000);
-    nap_ms(400);
+    bool deleted = WAIT_FOR(!pod_exists(&r, "default", "own"));
+    bool warned = WAIT_FOR(count_events(&r, EXT_DLV_EV_LOST, "own") == 1 && count_events(&r, EXT_DLV_EV_LOST, "bare") == 1);
+    settle(&r);
     int lost_bare = count_events(&r, EXT_DLV_EV_LOST, "bare");
     bool bare_left = pod_exists(&r, "default", "bare");
     cm_uuid(&r, "bare", after, sizeof after);
@@ -1199,23 +1278,24 @@ TEST(ext_rsv_move_reuses_a_reservation_in_its_grace_period) {
     rsv_name(1, 1, g1, sizeof g1);
     rsv_name(1, 2, g1b, sizeof g1b);
     if (r.ok) put_bound_share(&r, "old", 8000, 1, false, true);
-    bool held = r.ok && WAIT(pod_exists(&r, RNS, g1), 3000);
+    bool held = r.ok && WAIT_FOR(pod_exists(&r, RNS, g1));
     report_uuid(&r, g1, "GPU-test-1");
-    bool cm_old = WAIT(has_cm(&r, "old"), 3000);
+    bool cm_old = WAIT_FOR(has_cm(&r, "old"));
     fake_api_delete(r.api, "pods", "default", "old");   /* GPU 1's reservation is now in its grace */
-    nap_ms(150);
+    bool grace = WAIT_FOR(rsv_state_is(&r, g1, "releasing"));
     put_bound_share(&r, "s1", 8000, 0, true, true);
-    bool created = WAIT(pod_exists(&r, RNS, g0), 3000);
+    bool created = WAIT_FOR(pod_exists(&r, RNS, g0));
     refuse(&r, g0);
-    bool cm = WAIT(has_cm(&r, "s1"), 3000);
+    bool cm = WAIT_FOR(has_cm(&r, "s1"));
     cm_uuid(&r, "s1", uuid, sizeof uuid);
-    nap_ms(200);
+    settle(&r);
     bool reused = pod_exists(&r, RNS, g1) && !pod_exists(&r, RNS, g1b);
     int unavail = count_events(&r, EXT_DLV_EV_UNAVAILABLE, "s1");
     rt_stop(&r);
     CHECK(r.ok);
     CHECK(held);
     CHECK(cm_old);
+    CHECK(grace);
     CHECK(created);
     CHECK(cm);
     CHECK_STR(uuid, "GPU-test-1");
@@ -1232,30 +1312,27 @@ TEST(ext_rsv_no_new_reservation_while_the_old_one_terminates) {
     rsv_name(0, 1, first, sizeof first);
     rsv_name(0, 2, second, sizeof second);
     if (r.ok) bind_share(&r, "s1", 8000, true, true, err, sizeof err);
-    bool cm = r.ok && WAIT(has_cm(&r, "s1"), 5000);
-    fake_api_patch(r.api, "pods", RNS, first, "{\"metadata\":{\"deletionTimestamp\":\"2026-01-01T00:00:00Z\"}}");
-    nap_ms(400);
+    bool cm = r.ok && WAIT_FOR(has_cm(&r, "s1"));
+    seen(&r, fake_api_patch(r.api, "pods", RNS, first, "{\"metadata\":{\"deletionTimestamp\":\"2026-01-01T00:00:00Z\"}}"));
     bool waited = !pod_exists(&r, RNS, second);
     /* The kubelet stops the container and lets go of the device, then the pod object goes (that order). */
     fake_api_patch(r.api, "pods", RNS, first, "{\"status\":{\"phase\":\"Succeeded\"}}");
-    WAIT(({
+    WAIT_FOR(({
              char *h = fake_kubelet_holder(r.kl, "n1", "GPU-n1-0");
              bool f = h == NULL;
              free(h);
              f;
-         }),
-         2000);
+         }));
     fake_api_delete(r.api, "pods", RNS, first);
-    bool made = WAIT(pod_exists(&r, RNS, second), 3000);
-    bool delivered = WAIT(({
+    bool made = WAIT_FOR(pod_exists(&r, RNS, second));
+    bool delivered = WAIT_FOR(({
                               cm_uuid(&r, "s1", uuid, sizeof uuid);
                               cJSON *rs = reservations(&r);
                               const char *u = jpath(cJSON_GetArrayItem(rs, 0), "metadata", "annotations", EXT_RSV_ANN_UUID);
                               bool y = u[0] && !strcmp(u, uuid);
                               cJSON_Delete(rs);
                               y;
-                          }),
-                          3000);
+                          }));
     int refused = fake_kubelet_refused(r.kl);
     rt_stop(&r);
     CHECK(r.ok);
@@ -1273,8 +1350,8 @@ TEST(ext_rsv_unmutated_owned_share_is_deleted) {
     rt r;
     rt_start(&r, 1, true, 30000);
     if (r.ok) put_bound_share(&r, "plain", 8000, 0, true, false);
-    bool deleted = r.ok && WAIT(!pod_exists(&r, "default", "plain"), 3000);
-    bool warned = WAIT(count_events(&r, EXT_DLV_EV_NOT_MUTATED, "plain") == 1, 2000);
+    bool deleted = r.ok && WAIT_FOR(!pod_exists(&r, "default", "plain"));
+    bool warned = WAIT_FOR(count_events(&r, EXT_DLV_EV_NOT_MUTATED, "plain") == 1);
     rt_stop(&r);
     CHECK(r.ok);
     CHECK(deleted);
@@ -1295,17 +1372,24 @@ static void put_foreign_cm(rt *r, const char *share) {
  * over (its data and owner stay); a Warning, and the owned share is deleted. */
 TEST(ext_rsv_never_takes_over_another_pods_configmap) {
     rt r;
-    rt_start(&r, 1, true, 30000);
+    /* The test plays the kubelet, and starts no share: with their ConfigMaps there, a kubelet would start them,
+     * maybe before the controller's first pass, and a share that runs with no reservation is judged as one whose
+     * reservation went away (ext_rsv_lost_reservation_of_started_shares_warns_and_does_not_rehome). */
+    rt_start(&r, 1, false, 30000);
+    char g0[256];
+    rsv_name(0, 1, g0, sizeof g0);
     if (r.ok) {
         put_foreign_cm(&r, "bare");
         put_foreign_cm(&r, "own");
         put_bound_share(&r, "bare", 4000, 0, false, true);
         put_bound_share(&r, "own", 4000, 0, true, true);
     }
-    bool warned = r.ok && WAIT(count_events(&r, EXT_DLV_EV_CONFLICT, "bare") == 1 &&
-                                   count_events(&r, EXT_DLV_EV_CONFLICT, "own") == 1, 3000);
-    bool deleted = WAIT(!pod_exists(&r, "default", "own"), 2000);
-    nap_ms(300);
+    bool created = r.ok && WAIT_FOR(pod_exists(&r, RNS, g0));
+    report_uuid(&r, g0, "GPU-test-0");
+    bool warned = r.ok && WAIT_FOR(count_events(&r, EXT_DLV_EV_CONFLICT, "bare") == 1 &&
+                                   count_events(&r, EXT_DLV_EV_CONFLICT, "own") == 1);
+    bool deleted = WAIT_FOR(!pod_exists(&r, "default", "own"));
+    settle(&r);
     cJSON *cm = cm_of(&r, "bare");
     char data[64], owner[64];
     snprintf(data, sizeof data, "%s", jpath(cm, "data", EXT_DLV_ENV_VISIBLE, NULL));
@@ -1315,6 +1399,7 @@ TEST(ext_rsv_never_takes_over_another_pods_configmap) {
     int n = count_events(&r, EXT_DLV_EV_CONFLICT, "bare");
     rt_stop(&r);
     CHECK(r.ok);
+    CHECK(created);
     CHECK(warned);
     CHECK(deleted);
     CHECK_STR(data, "GPU-of-other");
@@ -1336,12 +1421,12 @@ TEST(ext_rsv_given_up_bare_share_is_retried) {
     rsv_name(0, 2, second, sizeof second);
     if (r.ok) put_bound_share(&r, "bare", 8000, 0, false, true);
     /* deadlines, not sleeps: generous, since a loaded machine once took 3.2 s over a 3 s one */
-    bool created = r.ok && WAIT(pod_exists(&r, RNS, first), 10000);
+    bool created = r.ok && WAIT_FOR(pod_exists(&r, RNS, first));
     refuse(&r, first);
-    bool warned = WAIT(count_events(&r, EXT_DLV_EV_UNAVAILABLE, "bare") == 1, 10000);
-    bool retried = WAIT(pod_exists(&r, RNS, second), 10000);
+    bool warned = WAIT_FOR(count_events(&r, EXT_DLV_EV_UNAVAILABLE, "bare") == 1);
+    bool retried = WAIT_FOR(pod_exists(&r, RNS, second));
     report_uuid(&r, second, "GPU-later");
-    bool cm = WAIT(has_cm(&r, "bare"), 10000);
+    bool cm = WAIT_FOR(has_cm(&r, "bare"));
     cm_uuid(&r, "bare", uuid, sizeof uuid);
     int n = count_events(&r, EXT_DLV_EV_UNAVAILABLE, "bare");
     rt_stop(&r);
@@ -1355,58 +1440,61 @@ TEST(ext_rsv_given_up_bare_share_is_retried) {
 }
 
 /* Review 12: a reservation whose container cannot start says why in the share's Pending Event and in
- * /debug/state, and after --reservation-timeout it counts as refused (here: the only GPU, so given up). */
+ * /debug/state, and after --reservation-timeout it counts as refused (here: the only GPU, so given up). The
+ * timeout runs from the pod's creationTimestamp, so a restart does not reset it: the first controller (default
+ * timeout, 5 minutes) says why, a second one with a 2 s timeout gives up, and never before the pod is that old. */
 TEST(ext_rsv_stuck_reservation_says_why_and_times_out) {
     rt r;
-    memset(&r, 0, sizeof r);
     rt_start(&r, 1, false, 30000);
-    rt_down(&r);
-    r.timeout_ms = 2000;   /* creationTimestamp has whole seconds: it may trip up to 1 s early */
-    rt_up(&r);
     char first[256], waiting[256] = "";
     rsv_name(0, 1, first, sizeof first);
+    int64_t t_put = test_now_ms();
     if (r.ok) put_bound_share(&r, "s1", 8000, 0, true, true);
-    bool created = r.ok && WAIT(pod_exists(&r, RNS, first), 3000);
+    bool created = r.ok && WAIT_FOR(pod_exists(&r, RNS, first));
     fake_api_patch(r.api, "pods", RNS, first,
                    "{\"status\":{\"phase\":\"Pending\",\"containerStatuses\":[{\"name\":\"reserve\",\"state\":{\"waiting\":"
                    "{\"reason\":\"ImagePullBackOff\",\"message\":\"Back-off pulling image \\\"registry.example/tessera:test\\\"\"}}}]}}");
-    bool said = WAIT(({
+    bool said = WAIT_FOR(({
                          char *all = fake_api_events(r.api);
                          /* a pull that fails is a Warning at once, not only at --reservation-timeout */
                          bool y = all && strstr(all, "the kubelet cannot start reservation") &&
                                   strstr(all, ": ImagePullBackOff: Back-off pulling image") && strstr(all, "\"Warning\"");
                          free(all);
                          y;
-                     }),
-                     1000);
+                     }));
     ext_reply dbg = {0};
-    WAIT(({
+    WAIT_FOR(({
              ext_reply_free(&dbg);
              memset(&dbg, 0, sizeof dbg);
              ext_debug_state(&r.v, NULL, &dbg);
              dbg.body && strstr(dbg.body, "ImagePullBackOff");
-         }),
-         1000);
+         }));
     cJSON *dj = dbg.body ? cJSON_Parse(dbg.body) : NULL;
     ext_reply_free(&dbg);
     snprintf(waiting, sizeof waiting, "%s", jpath(cJSON_GetArrayItem(cJSON_GetObjectItem(dj, "reservations"), 0), "waiting", NULL, NULL));
     cJSON_Delete(dj);
-    bool early = pod_exists(&r, "default", "s1");
-    bool gave_up = WAIT(!pod_exists(&r, "default", "s1"), 4000);
-    bool why = WAIT(({
+    bool waits = pod_exists(&r, "default", "s1");
+    rt_down(&r);
+    r.timeout_ms = 2000;
+    rt_up(&r);
+    bool gave_up = r.ok && WAIT_FOR(!pod_exists(&r, "default", "s1"));
+    /* creationTimestamp has whole seconds, so the pod may count as up to 1 s older than it is */
+    int64_t took = test_now_ms() - t_put;
+    bool why = WAIT_FOR(({
                         char *all = fake_api_events(r.api);
                         bool y = all && strstr(all, "no GPU UUID 2 s after its creation (its container waits: ImagePullBackOff");
                         free(all);
                         y;
-                    }),
-                    2000);
+                    }));
     rt_stop(&r);
     CHECK(r.ok);
     CHECK(created);
     CHECK(said);
     CHECK_CONTAINS(waiting, "ImagePullBackOff: Back-off pulling image");
-    CHECK(early);
+    CHECK_MSG(waits, "given up within the default 5-minute timeout");
     CHECK(gave_up);
+    CHECK_MSG(took >= r.timeout_ms - 1000, "given up %lld ms after the share came, before the 2 s timeout",
+              (long long)took);
     CHECK(why);
 }
 
@@ -1418,33 +1506,31 @@ TEST(ext_rsv_late_event_does_not_revive_a_deleted_reservation) {
     char err[512] = "?", err2[512] = "?", first[256], olduid[128] = "", uuid[64] = "";
     rsv_name(0, 1, first, sizeof first);
     if (r.ok) bind_share(&r, "s1", 8000, false, true, err, sizeof err);
-    bool cm = r.ok && WAIT(has_cm(&r, "s1"), 5000);
+    bool cm = r.ok && WAIT_FOR(has_cm(&r, "s1"));
     char *old = fake_api_get(r.api, "pods", RNS, first);
     cJSON *o = old ? cJSON_Parse(old) : NULL;
     free(old);
     snprintf(olduid, sizeof olduid, "%s", jpath(o, "metadata", "uid", NULL));
     fake_api_delete(r.api, "pods", "default", "s1");
-    bool released = WAIT(!pod_exists(&r, RNS, first), 3000);
-    bool forgotten = WAIT(({
+    bool released = WAIT_FOR(!pod_exists(&r, RNS, first));
+    bool forgotten = WAIT_FOR(({
                               ext_reply d = {0};
                               ext_debug_state(&r.v, NULL, &d);
                               bool y = d.body && !strstr(d.body, first);
                               ext_reply_free(&d);
                               y;
-                          }),
-                          2000);
-    WAIT(({
+                          }));
+    WAIT_FOR(({
              char *h = fake_kubelet_holder(r.kl, "n1", "GPU-n1-0");
              bool f = h == NULL;
              free(h);
              f;
-         }),
-         2000);
+         }));
     if (o) ext_rsv_on_event(r.rsv, KUBE_POD, KUBE_MODIFIED, o);   /* late, stale */
     cJSON_Delete(o);
     if (r.ok) bind_share(&r, "s2", 8000, false, true, err2, sizeof err2);
-    bool made = WAIT(count_reservations(&r) == 1, 3000);
-    bool cm2 = WAIT(has_cm(&r, "s2"), 3000);
+    bool made = WAIT_FOR(count_reservations(&r) == 1);
+    bool cm2 = WAIT_FOR(has_cm(&r, "s2"));
     cm_uuid(&r, "s2", uuid, sizeof uuid);
     cJSON *rs = reservations(&r);
     const char *nu = jpath(cJSON_GetArrayItem(rs, 0), "metadata", "uid", NULL);
@@ -1513,8 +1599,8 @@ TEST(ext_rsv_duplicate_kept_is_the_one_the_started_share_uses) {
         cJSON_Delete(cm);
         rt_up(&r);
     }
-    bool one = r.ok && WAIT(count_reservations(&r) == 1, 3000);
-    nap_ms(200);
+    bool one = r.ok && WAIT_FOR(count_reservations(&r) == 1);
+    settle(&r);
     bool kept = pod_exists(&r, RNS, a2) && !pod_exists(&r, RNS, a1);
     cm_uuid(&r, "s1", uuid, sizeof uuid);
     rt_stop(&r);
@@ -1533,21 +1619,21 @@ TEST(ext_rsv_share_whose_gpu_left_the_labels_keeps_its_reservation) {
     rsv_name(1, 1, g1, sizeof g1);
     rsv_name(0, 1, g0, sizeof g0);
     if (r.ok) put_bound_share(&r, "s1", 8000, 1, false, true);
-    bool cm = r.ok && WAIT(has_cm(&r, "s1"), 5000);
+    bool cm = r.ok && WAIT_FOR(has_cm(&r, "s1"));
     mark_started(&r, "s1", false);
     put_node(r.api, 1);
-    bool shrunk = WAIT(({
+    bool shrunk = WAIT_FOR(({
                            ext_state_lock(r.st);
                            const ext_node *n = ext_state_node(r.st, "n1");
                            bool y = n && n->m && n->m->ngpus == 1 && !n->m->reason[0];
                            ext_state_unlock(r.st);
                            y;
-                       }),
-                       2000);
-    nap_ms(800);   /* four grace periods */
+                       }));
+    test_nap_ms(4 * r.grace_ms);   /* four grace periods, and passes that saw them: a release would be due */
+    settle(&r);
     bool kept = pod_exists(&r, RNS, g1);
     put_bound_share(&r, "s2", 8000, 0, false, true);   /* the node still serves others */
-    bool other = WAIT(has_cm(&r, "s2") && pod_exists(&r, RNS, g0), 3000);
+    bool other = WAIT_FOR(has_cm(&r, "s2") && pod_exists(&r, RNS, g0));
     rt_stop(&r);
     CHECK(r.ok);
     CHECK(cm);
@@ -1677,9 +1763,8 @@ TEST(ext_rsv_delivery_says_what_enforces_each_share) {
         bind_share(&r, "s1", 8000, false, true, err, sizeof err);
         bind_share_text(&r, "old", share_without_shim("old", 8000), err2, sizeof err2);
     }
-    bool cms = r.ok && WAIT(has_cm(&r, "s1") && has_cm(&r, "old"), 5000);
-    bool evs = WAIT(count_events(&r, EXT_DLV_EV_DELIVERED, "s1") == 1 && count_events(&r, EXT_DLV_EV_DELIVERED, "old") == 1,
-                    3000);
+    bool cms = r.ok && WAIT_FOR(has_cm(&r, "s1") && has_cm(&r, "old"));
+    bool evs = WAIT_FOR(count_events(&r, EXT_DLV_EV_DELIVERED, "s1") == 1 && count_events(&r, EXT_DLV_EV_DELIVERED, "old") == 1);
     cJSON *c1 = cm_of(&r, "s1"), *c2 = cm_of(&r, "old");
     char enf1[256], enf2[512], t1[32], m1[1024], t2[32], m2[1024], d1[1024] = "", d2[1024] = "";
     snprintf(enf1, sizeof enf1, "%s", jpath(c1, "data", EXT_DLV_ENV_ENFORCEMENT, NULL));
@@ -1688,7 +1773,7 @@ TEST(ext_rsv_delivery_says_what_enforces_each_share) {
     cJSON_Delete(c2);
     event_of(&r, EXT_DLV_EV_DELIVERED, "s1", t1, sizeof t1, m1, sizeof m1);
     event_of(&r, EXT_DLV_EV_DELIVERED, "old", t2, sizeof t2, m2, sizeof m2);
-    WAIT((debug_share(&r, "old", d2, sizeof d2), !strncmp(d2, "delivered|", 10)), 2000);
+    WAIT_FOR((debug_share(&r, "old", d2, sizeof d2), !strncmp(d2, "delivered|", 10)));
     debug_share(&r, "s1", d1, sizeof d1);
     rt_stop(&r);
     CHECK(r.ok);
@@ -1713,13 +1798,12 @@ TEST(ext_rsv_shim_container_neither_pins_a_share_nor_fails_quietly) {
     rt r;
     char err[512] = "?", first[256], second[256];
     bool created = one_share_two_gpus(&r, err, sizeof err, first, second);
-    fake_api_patch(r.api, "pods", "default", "s1",
+    seen(&r, fake_api_patch(r.api, "pods", "default", "s1",
                    "{\"status\":{\"phase\":\"Pending\",\"initContainerStatuses\":[{\"name\":\"" EXT_DLV_SHIM_CONTAINER "\","
                    "\"state\":{\"terminated\":{\"exitCode\":0,\"reason\":\"Completed\"}}}],\"containerStatuses\":[{\"name\":"
-                   "\"main\",\"state\":{\"waiting\":{\"reason\":\"CreateContainerConfigError\"}}}]}}");
-    nap_ms(300);
+                   "\"main\",\"state\":{\"waiting\":{\"reason\":\"CreateContainerConfigError\"}}}]}}"));   /* known to the controller */
     refuse(&r, first);
-    bool moved = WAIT(pod_exists(&r, RNS, second) && !pod_exists(&r, RNS, first), 3000);
+    bool moved = WAIT_FOR(pod_exists(&r, RNS, second) && !pod_exists(&r, RNS, first));
     /* the installer fails, and goes on failing in a crash loop */
     static const char *const loop[] = {
         "{\"status\":{\"initContainerStatuses\":[{\"name\":\"" EXT_DLV_SHIM_CONTAINER "\",\"restartCount\":1,\"state\":"
@@ -1731,9 +1815,8 @@ TEST(ext_rsv_shim_container_neither_pins_a_share_nor_fails_quietly) {
         "--install-shim: cannot write /opt/tessera/lib: Read-only file system\"}}}]}}",
     };
     fake_api_patch(r.api, "pods", "default", "s1", loop[0]);
-    bool warned = WAIT(count_events(&r, EXT_DLV_EV_ENFORCEMENT, "s1") == 1, 3000);
-    fake_api_patch(r.api, "pods", "default", "s1", loop[1]);
-    nap_ms(400);
+    bool warned = WAIT_FOR(count_events(&r, EXT_DLV_EV_ENFORCEMENT, "s1") == 1);
+    seen(&r, fake_api_patch(r.api, "pods", "default", "s1", loop[1]));   /* the retry: no second Warning */
     int nwarn = count_events(&r, EXT_DLV_EV_ENFORCEMENT, "s1");
     char t[32], m[1400], d[1400];
     event_of(&r, EXT_DLV_EV_ENFORCEMENT, "s1", t, sizeof t, m, sizeof m);
@@ -1815,7 +1898,7 @@ TEST(ext_rsv_mps_share_is_served_by_an_mps_reservation_in_tessera_node) {
     char err[512] = "?", name[256];
     rsv_name(0, 1, name, sizeof name);
     if (r.ok) bind_share_text(&r, "m1", mps_share_json("m1", 20480, 1000), err, sizeof err);
-    bool made = r.ok && WAIT(pod_exists(&r, MNS, name), 3000);
+    bool made = r.ok && WAIT_FOR(pod_exists(&r, MNS, name));
     bool none_plain = !pod_exists(&r, RNS, name);
     cJSON *rp = rsv_pod(&r, MNS, name);
     const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(rp, "spec"), "containers"), 0);
@@ -1842,7 +1925,7 @@ TEST(ext_rsv_mps_share_is_served_by_an_mps_reservation_in_tessera_node) {
     snprintf(mps_ann, sizeof mps_ann, "%s", jpath(rp, "metadata", "annotations", EXT_RSV_ANN_MPS));
     snprintf(sa, sizeof sa, "%s", jpath(rp, "spec", "serviceAccountName", NULL));
     cJSON_Delete(rp);
-    bool cm = WAIT(has_cm(&r, "m1"), 5000);
+    bool cm = WAIT_FOR(has_cm(&r, "m1"));
     cJSON *o = cm_of(&r, "m1");
     char uuid[64], pipe[128], thr[16], pin[32], enf[256], want_pipe[160];
     snprintf(uuid, sizeof uuid, "%s", jpath(o, "data", EXT_DLV_ENV_UUID, NULL));
@@ -1852,7 +1935,7 @@ TEST(ext_rsv_mps_share_is_served_by_an_mps_reservation_in_tessera_node) {
     snprintf(enf, sizeof enf, "%s", jpath(o, "data", EXT_DLV_ENV_ENFORCEMENT, NULL));
     cJSON_Delete(o);
     snprintf(want_pipe, sizeof want_pipe, "/run/tessera/mps/%s/pipe", uuid);
-    bool ev = WAIT(count_events(&r, EXT_DLV_EV_DELIVERED, "m1") == 1, 2000);
+    bool ev = WAIT_FOR(count_events(&r, EXT_DLV_EV_DELIVERED, "m1") == 1);
     char t[32], m[1024], d[1024];
     event_of(&r, EXT_DLV_EV_DELIVERED, "m1", t, sizeof t, m, sizeof m);
     debug_share(&r, "m1", d, sizeof d);
@@ -1886,20 +1969,19 @@ TEST(ext_rsv_reservation_in_its_grace_serves_only_its_own_mode) {
     char err[512] = "?", err2[512] = "?", first[256];
     rsv_name(0, 1, first, sizeof first);
     if (r.ok) bind_share_text(&r, "m1", mps_share_json("m1", 20480, 1000), err, sizeof err);
-    bool mps_ready = r.ok && WAIT(has_cm(&r, "m1"), 5000);
+    bool mps_ready = r.ok && WAIT_FOR(has_cm(&r, "m1"));
     fake_api_delete(r.api, "pods", "default", "m1");
-    bool idle = WAIT(({
+    bool idle = WAIT_FOR(({
                          ext_state_lock(r.st);
                          const ext_node *n = ext_state_node(r.st, "n1");
                          bool y = n && n->m && model_gpu_idle(&n->m->gpus[0]);
                          ext_state_unlock(r.st);
                          y;
-                     }),
-                     2000);
+                     }));
     bool kept = idle && pod_exists(&r, MNS, first);   /* its grace period */
     if (kept) bind_share(&r, "t1", 8000, false, true, err2, sizeof err2);
-    bool replaced = kept && WAIT(count_in(&r, MNS) == 0 && count_in(&r, RNS) == 1, 5000);
-    bool cm = WAIT(has_cm(&r, "t1"), 5000);
+    bool replaced = kept && WAIT_FOR(count_in(&r, MNS) == 0 && count_in(&r, RNS) == 1);
+    bool cm = WAIT_FOR(has_cm(&r, "t1"));
     cJSON *o = cm_of(&r, "t1");
     bool plain = o && !cJSON_GetObjectItem(cJSON_GetObjectItem(o, "data"), EXT_DLV_ENV_MPS_PIPE);
     cJSON_Delete(o);
@@ -1927,12 +2009,12 @@ TEST(ext_rsv_mps_daemon_that_fails_frees_the_gpu_and_moves_the_share) {
     rsv_name(0, 1, first, sizeof first);
     rsv_name(1, 1, second, sizeof second);
     if (r.ok) bind_share_text(&r, "m1", mps_share_json("m1", 20480, 1000), err, sizeof err);
-    bool made = r.ok && WAIT(pod_exists(&r, MNS, first), 3000);
+    bool made = r.ok && WAIT_FOR(pod_exists(&r, MNS, first));
     fake_api_patch(r.api, "pods", MNS, first,
                    "{\"metadata\":{\"annotations\":{\"" EXT_RSV_ANN_ERROR "\":\"nvidia-cuda-mps-control exited with status 1: "
                    "[2026-12-04 15:00:00.000 Control 42] Failed to start: the GPU is in exclusive-process mode\"}},"
                    "\"status\":{\"phase\":\"Running\"}}");
-    bool moved = WAIT(!pod_exists(&r, MNS, first) && pod_exists(&r, MNS, second), 5000);
+    bool moved = WAIT_FOR(!pod_exists(&r, MNS, first) && pod_exists(&r, MNS, second));
     int gpu = assigned_gpu(&r, "m1");
     char t[32], m[2048];
     event_of(&r, EXT_DLV_EV_REFUSED, "m1", t, sizeof t, m, sizeof m);
@@ -1967,15 +2049,14 @@ TEST(ext_rsv_an_older_state_never_overwrites_a_newer_one) {
         ext_rsv_on_event(r.rsv, KUBE_POD, KUBE_MODIFIED, o);
     }
     char uuid[64] = "";
-    WAIT(({
+    WAIT_FOR(({
              cJSON *d = cJSON_CreateObject();
              ext_rsv_debug(r.rsv, d);
              snprintf(uuid, sizeof uuid, "%s", jpath(cJSON_GetArrayItem(cJSON_GetObjectItem(d, "reservations"), 0), "uuid",
                                                     NULL, NULL));
              cJSON_Delete(d);
              uuid[0] != 0;
-         }),
-         2000);
+         }));
     cJSON_Delete(n);
     cJSON_Delete(o);
     rt_stop(&r);

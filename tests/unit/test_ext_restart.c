@@ -175,7 +175,7 @@ TEST(ext_restart_after_sigkill_mid_burst_rebuilds_the_api_state) {
 
     /* Then it finishes the job: rounds until the API shows every pod bound. */
     api_view after = before;
-    for (int round = 0; up2 && round < 20 && after.bound < R_PODS; round++) {
+    for (int64_t end = test_now_ms() + TEST_PATIENCE_MS; up2 && test_now_ms() < end && after.bound < R_PODS;) {
         schedule_round(api, p2.port, threads, &nthreads, 0);
         for (int i = 0; i < nthreads; i++) pthread_join(threads[i], NULL);
         nthreads = 0;

@@ -80,7 +80,7 @@ static int raw_request(env *e, const char *method, const char *path, const char 
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hs);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, devnull);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 2000L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)TEST_PATIENCE_MS);
     long code = -1;
     if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
     if (devnull) fclose(devnull);
@@ -111,7 +111,7 @@ static char *watch_pods_1s(env *e, long long rv) {
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sbuf_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 5000L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)TEST_PATIENCE_MS);
     curl_easy_perform(h);
     curl_easy_cleanup(h);
     return b.p;

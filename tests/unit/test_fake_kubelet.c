@@ -82,24 +82,21 @@ static char *annotation(env *e, const char *name, const char *key) {
     return out;
 }
 
-/* Waits up to 3 s for the pod's status.phase to be set; returns it (malloc'd) or NULL. */
+/* Waits (wait.h's patience) for the pod's status.phase to be set; returns it (malloc'd) or NULL. */
 static char *wait_phase(env *e, const char *name) {
-    for (int i = 0; i < 300; i++) {
-        char *p = pod_field(e, name, "status", "phase");
-        if (p && strcmp(p, "Pending") != 0) return p;
-        free(p);
-        nap_ms(10);
-    }
-    return NULL;
+    char *p = NULL;
+    bool set = WAIT_FOR((free(p), p = pod_field(e, name, "status", "phase"), p && strcmp(p, "Pending") != 0));
+    if (!set) { free(p); p = NULL; }
+    return p;
 }
 
+/* The annotation once it is there, or NULL after ms: TEST_PATIENCE_MS to wait for it, a short time to see that it
+ * does not come. */
 static char *wait_annotation(env *e, const char *name, const char *key, int ms) {
-    for (int t = 0; t <= ms; t += 10) {
+    for (int64_t end = test_now_ms() + ms;; nap_ms(10)) {
         char *a = annotation(e, name, key);
-        if (a) return a;
-        nap_ms(10);
+        if (a || test_now_ms() > end) return a;
     }
-    return NULL;
 }
 
 static char *pod_uid(env *e, const char *name) { return pod_field(e, name, "metadata", "uid"); }
@@ -161,7 +158,7 @@ static void admits_until_full(env *e) {
 
     /* deleting p1 frees GPU-n1-0, which the next pod gets */
     fake_api_delete(e->f, "pods", "default", "p1");
-    for (int i = 0; i < 300 && (h0 = fake_kubelet_holder(e->k, "n1", "GPU-n1-0")); i++) { free(h0); nap_ms(10); }
+    WAIT_FOR(!(h0 = fake_kubelet_holder(e->k, "n1", "GPU-n1-0")) || (free(h0), false));
     CHECK(fake_kubelet_devices(e->k, u1) == NULL);
     free(u1);
     put_pod(e, "p4", "n1", "nvidia.com/gpu", 1, false, NULL);
@@ -189,7 +186,7 @@ static void frees_on_terminal_phase(env *e) {
     CHECK_PHASE(e, "done", "Running");
     CHECK(fake_api_patch(e->f, "pods", "default", "done", "{\"status\":{\"phase\":\"Succeeded\"}}") > 0);
     char *h = NULL;
-    for (int i = 0; i < 300 && (h = fake_kubelet_holder(e->k, "n1", "GPU-n1-0")); i++) { free(h); h = NULL; nap_ms(10); }
+    WAIT_FOR(!(h = fake_kubelet_holder(e->k, "n1", "GPU-n1-0")) || (free(h), h = NULL, false));
     CHECK(h == NULL);
     put_pod(e, "next", "n1", "nvidia.com/gpu", 1, false, NULL);
     CHECK_PHASE(e, "next", "Running");
@@ -254,14 +251,14 @@ static void reservation_annotated(env *e) {
     kube_free(k);
     CHECK_INT(code, 201);
     CHECK_PHASE(e, "rsv", "Running");
-    CHECK_OWNED_STR(wait_annotation(e, "rsv", "tessera.io/gpu-uuid", 3000), "MIG-n1-0");
+    CHECK_OWNED_STR(wait_annotation(e, "rsv", "tessera.io/gpu-uuid", TEST_PATIENCE_MS), "MIG-n1-0");
 
     /* later */
     fake_kubelet_set_reserve_delay_ms(e->k, 500);
     put_pod(e, "late", "n1", "nvidia.com/gpu", 2, false, RSV);
     CHECK_PHASE(e, "late", "Running");
     CHECK_NO_STR(annotation(e, "late", "tessera.io/gpu-uuid"));
-    CHECK_OWNED_STR(wait_annotation(e, "late", "tessera.io/gpu-uuid", 3000), "GPU-n1-0,GPU-n1-1");
+    CHECK_OWNED_STR(wait_annotation(e, "late", "tessera.io/gpu-uuid", TEST_PATIENCE_MS), "GPU-n1-0,GPU-n1-1");
 
     /* never */
     fake_kubelet_set_reserve_silent(e->k, true);
@@ -275,7 +272,7 @@ static void reservation_annotated(env *e) {
     CHECK_PHASE(e, "plain", "Running");
     CHECK_NO_STR(wait_annotation(e, "plain", "tessera.io/gpu-uuid", 100));
     /* the silent one speaks once the switch is off */
-    CHECK_OWNED_STR(wait_annotation(e, "mute", "tessera.io/gpu-uuid", 3000), "MIG-n1-1");
+    CHECK_OWNED_STR(wait_annotation(e, "mute", "tessera.io/gpu-uuid", TEST_PATIENCE_MS), "MIG-n1-1");
     CHECK_INT(fake_kubelet_double_holds(e->k), 0);
 }
 
@@ -359,8 +356,8 @@ static void containers_as_the_kubelet(env *e) {
                  "\"containers\":[{\"name\":\"c\",\"image\":\"reg/app:1\",\"command\":[\"/usr/local/bin/tessera-reserve\"]}]}}");
     char r[64], m[512], side_r[64], side_m[512], app_r[64] = "", app_m[512] = "", pull_r[64] = "", pull_m[512];
     char nocmd_r[64] = "", nocmd_m[512];
-    for (int i = 0; i < 300 && (strcmp(app_r, "CreateContainerConfigError") || strcmp(pull_r, "ImagePullBackOff") ||
-                                strcmp(nocmd_r, "CrashLoopBackOff")); i++) {
+    for (int64_t end = test_now_ms() + TEST_PATIENCE_MS; test_now_ms() < end && (strcmp(app_r, "CreateContainerConfigError") ||
+                                strcmp(pull_r, "ImagePullBackOff") || strcmp(nocmd_r, "CrashLoopBackOff"));) {
         nap_ms(10);
         ctr_state(e, "cfg", "containerStatuses", "c", app_r, sizeof app_r, app_m, sizeof app_m);
         ctr_state(e, "pull", "containerStatuses", "c", pull_r, sizeof pull_r, pull_m, sizeof pull_m);
@@ -389,7 +386,7 @@ static void containers_as_the_kubelet(env *e) {
     const cJSON *u = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "metadata"), "uid");
     uid = cJSON_IsString(u) ? strdup(u->valuestring) : NULL;
     cJSON_Delete(o);
-    for (int i = 0; i < 300 && uid && !env_a; i++) {   /* the next retry is 1-2 s away */
+    for (int64_t end = test_now_ms() + TEST_PATIENCE_MS; test_now_ms() < end && uid && !env_a;) {   /* at the next retry */
         nap_ms(10);
         env_a = fake_kubelet_env(e->k, uid, "c", "A");
     }
@@ -481,7 +478,7 @@ static const cJSON *state_of(const cJSON *status, const char *key, const char *f
  * want is given); the pod object then (caller deletes), or NULL. */
 static cJSON *wait_state(env *e, const char *ns, const char *name, const char *list, const char *ctr, const char *key,
                          const char *want, int ms) {
-    for (int t = 0; t <= ms; t += 10) {
+    for (int64_t end = test_now_ms() + ms; test_now_ms() <= end;) {
         cJSON *o = pod_obj(e, ns, name);
         const cJSON *st = state_of(ctr_of(o, list, ctr), key, NULL);
         const cJSON *r = cJSON_GetObjectItemCaseSensitive(st, "reason");
@@ -493,7 +490,7 @@ static cJSON *wait_state(env *e, const char *ns, const char *name, const char *l
 }
 
 static bool gone(int pid, int ms) {
-    for (int t = 0; t <= ms; t += 10) {
+    for (int64_t end = test_now_ms() + ms; test_now_ms() <= end;) {
         if (pid > 0 && kill(pid, 0) != 0) return true;
         char path[64], *stat_line = NULL;
         snprintf(path, sizeof path, "/proc/%d/stat", pid);
@@ -510,10 +507,10 @@ static bool gone(int pid, int ms) {
     return false;
 }
 
-/* The phase once the pod is over (Succeeded / Failed) within 5 s, else the last one seen. */
+/* The phase once the pod is over (Succeeded / Failed), else (after wait.h's patience) the last one seen. */
 static char *wait_over(env *e, const char *name) {
     char *ph = NULL;
-    for (int t = 0; t < 500; t++) {
+    for (int64_t end = test_now_ms() + TEST_PATIENCE_MS; test_now_ms() < end;) {
         free(ph);
         ph = pod_field(e, name, "status", "phase");
         if (ph && (!strcmp(ph, "Succeeded") || !strcmp(ph, "Failed"))) break;
@@ -559,14 +556,14 @@ static void exec_runs_containers(env *e) {
         "{\"name\":\"MINE\",\"value\":\"mine\"},{\"name\":\"DIR\",\"value\":\"/work/sub\"}],"
         "\"volumeMounts\":[{\"name\":\"work\",\"mountPath\":\"/work\"},{\"name\":\"cfg\",\"mountPath\":\"/etc/cfg\"},"
         "{\"name\":\"mps\",\"mountPath\":\"/run/tessera/mps\"}]}]}}");
-    cJSON *o = wait_state(e, "default", "x", "containerStatuses", "app", "running", NULL, 5000);
+    cJSON *o = wait_state(e, "default", "x", "containerStatuses", "app", "running", NULL, TEST_PATIENCE_MS);
     char *uid = pod_uid(e, "x");
     const cJSON *init_code = state_of(ctr_of(o, "initContainerStatuses", "prep"), "terminated", "exitCode");
     const cJSON *init_reason = state_of(ctr_of(o, "initContainerStatuses", "prep"), "terminated", "reason");
     char *phase = pod_field(e, "x", "status", "phase");
     int pid = uid ? fake_kubelet_pid(e->k, uid, "app") : 0;
     char *out = NULL;
-    for (int t = 0; t < 300 && uid && (!out || !strstr(out, "--mps=")); t++) {
+    for (int64_t end = test_now_ms() + TEST_PATIENCE_MS; test_now_ms() < end && uid && (!out || !strstr(out, "--mps="));) {
         free(out);
         out = fake_kubelet_log(e->k, uid, "app", 1);
         nap_ms(10);
@@ -582,7 +579,7 @@ static void exec_runs_containers(env *e) {
     struct stat st;
     bool made = stat(hostdir, &st) == 0 && S_ISDIR(st.st_mode);
     fake_api_delete(e->f, "pods", "default", "x");
-    bool ended = pid > 0 && gone(pid, 3000);
+    bool ended = pid > 0 && gone(pid, TEST_PATIENCE_MS);
     char *out_after = uid ? fake_kubelet_log(e->k, uid, "app", 1) : NULL; /* kept after the pod is gone */
     rm_root(root);
     CHECK(o != NULL);
@@ -632,14 +629,14 @@ static void exec_exit_codes(env *e) {
     const cJSON *never_code = state_of(ctr_of(never, "initContainerStatuses", "i"), "terminated", "exitCode");
     const cJSON *never_app = state_of(ctr_of(never, "containerStatuses", "app"), "running", NULL);
     cJSON *loop = wait_state(e, "default", "init-loop", "initContainerStatuses", "i", "waiting", "CrashLoopBackOff",
-                             5000);
+                             TEST_PATIENCE_MS);
     const cJSON *loop_st = ctr_of(loop, "initContainerStatuses", "i");
     const cJSON *loop_last = state_of(loop_st, "last", "exitCode");
     const cJSON *loop_msg = state_of(loop_st, "waiting", "message");
     char *ph_loop = pod_field(e, "init-loop", "status", "phase");
     /* it runs again after the back-off */
     cJSON *again = NULL;
-    for (int t = 0; t < 500 && !again; t++) {
+    for (int64_t end = test_now_ms() + TEST_PATIENCE_MS; test_now_ms() < end && !again;) {
         cJSON *o = pod_obj(e, "default", "init-loop");
         const cJSON *rc = cJSON_GetObjectItemCaseSensitive(ctr_of(o, "initContainerStatuses", "i"), "restartCount");
         if (cJSON_IsNumber(rc) && rc->valueint >= 1) again = o;
@@ -647,7 +644,7 @@ static void exec_exit_codes(env *e) {
     }
     char *loop_uid = pod_uid(e, "init-loop");
     char *tries = NULL;
-    for (int t = 0; t < 300 && loop_uid && (!tries || strncmp(tries, "try\ntry\n", 8)); t++) {
+    for (int64_t end = test_now_ms() + TEST_PATIENCE_MS; test_now_ms() < end && loop_uid && (!tries || strncmp(tries, "try\ntry\n", 8));) {
         free(tries);
         tries = fake_kubelet_log(e->k, loop_uid, "i", 1);
         nap_ms(10);
@@ -657,7 +654,7 @@ static void exec_exit_codes(env *e) {
     const cJSON *bad_a = state_of(ctr_of(bad, "containerStatuses", "a"), "terminated", "exitCode");
     const cJSON *bad_b = state_of(ctr_of(bad, "containerStatuses", "b"), "terminated", "exitCode");
     const cJSON *bad_reason = state_of(ctr_of(bad, "containerStatuses", "b"), "terminated", "reason");
-    cJSON *missing = wait_state(e, "default", "missing", "containerStatuses", "a", "waiting", "CrashLoopBackOff", 5000);
+    cJSON *missing = wait_state(e, "default", "missing", "containerStatuses", "a", "waiting", "CrashLoopBackOff", TEST_PATIENCE_MS);
     const cJSON *missing_last = state_of(ctr_of(missing, "containerStatuses", "a"), "last", "message");
     rm_root(root);
     CHECK_OWNED_STR(ph_never, "Failed");
@@ -728,7 +725,7 @@ static void exec_gpu_stand_ins(env *e) {
     char want_app[1200];
     snprintf(want_app, sizeof want_app, "/opt/fake-cuda|/opt/fake-cuda/bin|GPU-n1-0:81920,GPU-n1-1:81920|GPU-n1-0|2000|"
              "%s/pods/%s/volumes/kubernetes.io~empty-dir/tessera-cuda/lib/libtessera-cuda.so\n", root, uid ? uid : "");
-    cJSON *np = wait_state(e, "default", "nopreload", "containerStatuses", "app", "waiting", "CrashLoopBackOff", 5000);
+    cJSON *np = wait_state(e, "default", "nopreload", "containerStatuses", "app", "waiting", "CrashLoopBackOff", TEST_PATIENCE_MS);
     const cJSON *np_last = state_of(ctr_of(np, "containerStatuses", "app"), "last", "message");
     rm_root(root);
     CHECK_OWNED_STR(ph, "Succeeded");
@@ -754,20 +751,20 @@ static void exec_stop_kills_everything(env *e) {
                  "\"containers\":[{\"name\":\"app\",\"command\":[\"/bin/sh\",\"-c\","
                  "\"trap '' TERM; setsid sleep 60 & echo $! > \\\"$1\\\"; while :; do sleep 1; done\","
                  "\"sh\",\"/v/escaped.pid\"],\"volumeMounts\":[{\"name\":\"v\",\"mountPath\":\"/v\"}]}]}}");
-    cJSON *o = wait_state(e, "default", "stubborn", "containerStatuses", "app", "running", NULL, 5000);
+    cJSON *o = wait_state(e, "default", "stubborn", "containerStatuses", "app", "running", NULL, TEST_PATIENCE_MS);
     cJSON_Delete(o);
     char *uid = pod_uid(e, "stubborn");
     int pid = uid ? fake_kubelet_pid(e->k, uid, "app") : 0;
     char path[700];
     snprintf(path, sizeof path, "%s/pods/%s/volumes/kubernetes.io~empty-dir/v/escaped.pid", root, uid ? uid : "");
     char *text = NULL;
-    for (int t = 0; t < 300 && !(text = read_text(path)); t++) nap_ms(10);
+    WAIT_FOR((text = read_text(path)) != NULL);
     int escaped = text ? atoi(text) : 0;
     free(text);
     bool escaped_ran = escaped > 0 && kill(escaped, 0) == 0;
     fake_kubelet_stop(e->k);
     e->k = NULL;
-    bool main_gone = pid > 0 && gone(pid, 100), escaped_gone = escaped > 0 && gone(escaped, 2000);
+    bool main_gone = pid > 0 && gone(pid, TEST_PATIENCE_MS), escaped_gone = escaped > 0 && gone(escaped, TEST_PATIENCE_MS);
     if (!escaped_gone && escaped > 0) kill(escaped, SIGKILL);
     rm_root(root);
     free(uid);

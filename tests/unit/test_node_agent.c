@@ -28,7 +28,17 @@
 #include <unistd.h>
 
 #define NODE "gpu-node-1"
-#define WAIT_MS 15000
+#define WAIT_MS TEST_PATIENCE_MS
+
+/* The agent's intervals these tests set (--poll-interval, --min-write-interval...) and the windows the tests act or
+ * look within, times the machine's load (wait.h's test_load_scale): 1 on an idle machine. The DaemonSet's own
+ * timing is never scaled. */
+#define S(ms) ((ms) * test_load_scale())
+/* "<ms>ms", scaled, in buf. */
+static const char *dur(char *buf, size_t len, int ms) {
+    snprintf(buf, len, "%dms", S(ms));
+    return buf;
+}
 
 /* ---- the reference servers (README.md, "Reference servers"), written out by hand ------------- */
 
@@ -446,7 +456,9 @@ TEST(node_agent_without_nvml_still_publishes_holdings) {
 
 /* Changes within --min-write-interval coalesce into one write of the newest holdings. */
 TEST(node_agent_coalesces_holdings_changes) {
-    static const char *const timing[] = {"--poll-interval", "100ms", "--min-write-interval", "2s", NULL};
+    char poll[16], minw[16];
+    const char *const timing[] = {"--poll-interval", dur(poll, sizeof poll, 100), "--min-write-interval",
+                                  dur(minw, sizeof minw, 2000), NULL};
     rig r;
     char err[512];
     rig_opts o = {.server = "2socket-4gpu", .pods = PODS_A, .timing = timing};
@@ -456,18 +468,20 @@ TEST(node_agent_coalesces_holdings_changes) {
     uint64_t first = now_ms();
     CHECK_INT(PATCHES(&r), 1);
     CHECK(fake_pr_set_pods(r.pr, PODS_B, err, sizeof err) == 0);
-    nap(500); /* several polls see B */
+    nap(S(500)); /* several polls see B */
     CHECK(fake_pr_set_pods(r.pr, PODS_C, err, sizeof err) == 0);
     uint64_t changed = now_ms();
     CHECK(wait_annotation(&r, "tessera.io/holdings", HOLD_C, WAIT_MS) >= 0);
     uint64_t written = now_ms();
     /* B was never written: one PATCH since the first, and not before the interval was over */
     CHECK_INT(PATCHES(&r), 2);
-    CHECK_MSG(written - first >= 1900, "second write %llu ms after the first", (unsigned long long)(written - first));
+    /* not before the interval: less the ms by which the test may have seen the first write late, stretched by load */
+    CHECK_MSG(written - first >= (uint64_t)(S(2000) - test_slack_ms(100)), "second write %llu ms after the first (interval %d ms)",
+              (unsigned long long)(written - first), S(2000));
     fprintf(stderr, "# coalesced: 2 changes, 1 write, %llu ms after the last change, %llu ms after the previous write\n",
             (unsigned long long)(written - changed), (unsigned long long)(written - first));
     /* nothing changes: no more writes */
-    nap(2500);
+    nap(S(2500));
     CHECK_INT(PATCHES(&r), 2);
     CHECK_INT(deployed_agent_stop(&r.a, SIGTERM), 0);
     rig_down(&r);
@@ -476,7 +490,9 @@ TEST(node_agent_coalesces_holdings_changes) {
 /* The API fails: retried with back-off (the request rate stays bounded), and the newest value lands once it
  * recovers. */
 TEST(node_agent_api_errors_then_recovery_loses_nothing) {
-    static const char *const timing[] = {"--poll-interval", "100ms", "--min-write-interval", "300ms", NULL};
+    char poll[16], minw[16];   /* the back-off (3 x the interval) is the window in which /readyz must say 503 */
+    const char *const timing[] = {"--poll-interval", dur(poll, sizeof poll, 100), "--min-write-interval",
+                                  dur(minw, sizeof minw, 300), NULL};
     rig r;
     char err[512];
     rig_opts o = {.server = "2socket-4gpu", .pods = PODS_A, .timing = timing};
@@ -492,7 +508,7 @@ TEST(node_agent_api_errors_then_recovery_loses_nothing) {
     CHECK_MSG(code == 503 && ready && strstr(ready, "api: patch node " NODE ": HTTP 500"), "/readyz %ld: %s", code,
               ready ? ready : "");
     free(ready);
-    nap(200);
+    nap(S(200));
     CHECK(fake_pr_set_pods(r.pr, PODS_C, err, sizeof err) == 0); /* changes keep coming while it fails */
     uint64_t t0 = now_ms();
     CHECK(wait_annotation(&r, "tessera.io/holdings", HOLD_C, WAIT_MS) >= 0);
@@ -526,10 +542,12 @@ TEST(node_agent_daemonset_timing) {
     CHECK(wait_annotation(&r, "tessera.io/holdings", HOLD_A, WAIT_MS) >= 0);
     uint64_t first = now_ms();
     CHECK(fake_pr_set_pods(r.pr, PODS_B, err, sizeof err) == 0);
-    long ms = wait_annotation(&r, "tessera.io/holdings", HOLD_B, 20000);
+    long ms = wait_annotation(&r, "tessera.io/holdings", HOLD_B, 15000 + WAIT_MS);
     CHECK(ms >= 0);
     uint64_t gap = now_ms() - first;
-    CHECK_MSG(gap >= 9500 && gap <= 16000, "second write %llu ms after the first", (unsigned long long)gap);
+    /* at most interval + a poll + 1 s; the slack on either side is the time the test may have seen a write late */
+    CHECK_MSG(gap >= (uint64_t)(10000 - test_slack_ms(500)) && gap <= (uint64_t)(16000 + test_slack_ms(1000)),
+              "second write %llu ms after the first", (unsigned long long)gap);
     fprintf(stderr, "# DaemonSet timing: change -> annotation %ld ms (10 s write interval, 5 s polls)\n", ms);
     CHECK_INT(PATCHES(&r), 2);
     CHECK_INT(deployed_agent_stop(&r.a, SIGTERM), 0);
@@ -540,8 +558,9 @@ TEST(node_agent_daemonset_timing) {
  * (the Node keeps its last good annotation), the operator's list makes it whole again (and since the Node then
  * says what the agent would write, nothing is written); the driver going away and coming back. */
 TEST(node_agent_rereads_topology) {
-    static const char *const timing[] = {"--poll-interval", "100ms", "--min-write-interval", "300ms",
-                                         "--topology-interval", "300ms", NULL};
+    char poll[16], minw[16], topo[16];
+    const char *const timing[] = {"--poll-interval", dur(poll, sizeof poll, 100), "--min-write-interval",
+                                  dur(minw, sizeof minw, 300), "--topology-interval", dur(topo, sizeof topo, 300), NULL};
     rig r;
     char err[512];
     rig_opts o = {.server = "dgx-a100", .pods = PODS_A, .timing = timing};
@@ -568,7 +587,7 @@ TEST(node_agent_rereads_topology) {
     CHECK(fake_api_patch(r.api, "nodes", "", NODE, ps) > 0);
     free(ps);
     CHECK(wait_log(&r, "event=topology-accepted", WAIT_MS));
-    nap(700);
+    nap(S(700));
     g = annotation(&r, "tessera.io/gpus");
     bool kept = g && !strcmp(g, ws);
     free(g);
@@ -581,11 +600,11 @@ TEST(node_agent_rereads_topology) {
     CHECK(wait_log(&r, "event=write-failed op=get", WAIT_MS));
     rig_machine(&r, "MIG=2\nFAIL=init\n");
     CHECK(wait_log(&r, "event=nvml-failed reason=\"nvmlInit_v2: Driver Not Loaded", WAIT_MS));
-    nap(1500); /* the back-off (300 + 600 ms) is over */
+    nap(S(1500)); /* the back-off (300 + 600 ms) is over */
     int before = fake_api_requests(r.api, "");
-    nap(1500);
+    nap(S(1500));
     int calls = fake_api_requests(r.api, "") - before;
-    CHECK_MSG(calls <= 2, "%d API calls in 1.5 s with nothing to write", calls);
+    CHECK_MSG(calls <= 2, "%d API calls in %d ms with nothing to write", calls, S(1500));
     long code;
     char *ready = get_text(r.a.ops_port, "/readyz", &code);
     CHECK_MSG(code == 503 && ready && strstr(ready, "nvml: nvmlInit_v2: Driver Not Loaded"), "/readyz %ld: %s", code,
@@ -599,7 +618,9 @@ TEST(node_agent_rereads_topology) {
 
 /* A restarted agent finds the Node already saying what it would write: no PATCH. */
 TEST(node_agent_restart_writes_nothing_unchanged) {
-    static const char *const timing[] = {"--poll-interval", "100ms", "--min-write-interval", "300ms", NULL};
+    char poll[16], minw[16];
+    const char *const timing[] = {"--poll-interval", dur(poll, sizeof poll, 100), "--min-write-interval",
+                                  dur(minw, sizeof minw, 300), NULL};
     rig r;
     char err[512];
     rig_opts o = {.server = "pcie8-nvlink-pairs", .pods = PODS_B, .timing = timing};
@@ -612,7 +633,7 @@ TEST(node_agent_restart_writes_nothing_unchanged) {
     up = rig_start_agent(&r, err, sizeof err);
     CHECK_MSG(up, "%s", err);
     CHECK(agent_ready(&r)); /* it has read both and compared them with the Node */
-    nap(600);
+    nap(S(600));
     CHECK_INT(PATCHES(&r), 1);
     CHECK(fake_api_requests(r.api, "GET /api/v1/nodes/" NODE) >= 2);
     CHECK_INT(deployed_agent_stop(&r.a, SIGTERM), 0);

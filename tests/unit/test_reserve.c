@@ -262,13 +262,13 @@ TEST(reserve_e2e_once_prints_uuid) {
     char *argv[] = {bin, "--once", "--dev-root", t.dev, "--proc-root", t.proc, "--devices-dir", t.devices, NULL};
     char *envp[] = {"NVIDIA_VISIBLE_DEVICES=" UUID_M, NULL};
     pid_t pid = spawn(argv, envp, out, err);
-    CHECK_INT(wait_exit(pid, 5000), 0);
+    CHECK_INT(wait_exit(pid, TEST_PATIENCE_MS), 0);
     char *text = slurp(out);
     CHECK_STR(text, UUID_M "\n");
     free(text);
     char *envp2[] = {"NVIDIA_VISIBLE_DEVICES=void", NULL};
     pid = spawn(argv, envp2, out, err);
-    CHECK_INT(wait_exit(pid, 5000), 1);
+    CHECK_INT(wait_exit(pid, TEST_PATIENCE_MS), 1);
     text = slurp(err);
     CHECK_CONTAINS(text, "no GPU was handed");
     free(text);
@@ -299,7 +299,7 @@ static void e2e_publish(const char *visible, const char *key, const char *want) 
     pid_t pid = spawn(argv, envp, out, err);
 
     const char *marks[] = {"event=published"};
-    int seen = wait_log(err, marks, 1, 5000);
+    int seen = wait_log(err, marks, 1, TEST_PATIENCE_MS);
     bool ok = seen == 0;
     if (ok) {
         char *got = pod_annotation(f, "tessera", "tessera-rsv-n1-g0-1", key);
@@ -310,10 +310,10 @@ static void e2e_publish(const char *visible, const char *key, const char *want) 
         char *auth = fake_api_last_auth(f);
         ok = ok && auth && strcmp(auth, "Bearer s3cret") == 0;
         free(auth);
-        ok = ok && wait_log(err, (const char *[]){"event=waiting"}, 1, 2000) == 0;
+        ok = ok && wait_log(err, (const char *[]){"event=waiting"}, 1, TEST_PATIENCE_MS) == 0;
     }
     kill(pid, SIGTERM);
-    int rc = wait_exit(pid, 3000);
+    int rc = wait_exit(pid, TEST_PATIENCE_MS);
     if (rc < 0) kill(pid, SIGKILL), waitpid(pid, NULL, 0);
     char *log = slurp(err);
     if (!ok || rc != 0) fprintf(stdout, "    tessera-reserve log:\n%s", log);
@@ -341,9 +341,9 @@ TEST(reserve_e2e_backoff_then_sigterm) {
     char *argv[] = {bin, "--kube-api", "http://127.0.0.1:1", NULL};
     char *envp[] = {"NVIDIA_VISIBLE_DEVICES=" UUID_A, "POD_NAME=p", "POD_NAMESPACE=tessera", NULL};
     pid_t pid = spawn(argv, envp, out, err);
-    int seen = wait_log(err, (const char *[]){"retry_in_s=2"}, 1, 5000); /* 1 s, then 2 s */
+    int seen = wait_log(err, (const char *[]){"retry_in_s=2"}, 1, TEST_PATIENCE_MS); /* 1 s, then 2 s */
     kill(pid, SIGTERM);
-    int rc = wait_exit(pid, 2000);
+    int rc = wait_exit(pid, 2000);   /* at once: not after the 2 s back-off it sleeps in */
     if (rc < 0) kill(pid, SIGKILL), waitpid(pid, NULL, 0);
     char *log = slurp(err);
     int attempts = 0;

@@ -123,7 +123,7 @@ static int mps_run(const char *pipe_dir, const char *log_dir, const char *arg, c
     size_t got = 0;
     for (;;) {
         struct pollfd p = {.fd = op[0], .events = POLLIN};
-        if (poll(&p, 1, 10000) <= 0) break;
+        if (poll(&p, 1, TEST_PATIENCE_MS) <= 0) break;
         ssize_t n = read(op[0], out + got, outlen - 1 - got);
         if (n <= 0) break;
         got += (size_t)n;
@@ -131,7 +131,7 @@ static int mps_run(const char *pipe_dir, const char *log_dir, const char *arg, c
     }
     out[got] = 0;
     close(op[0]);
-    return wait_exit(pid, 10000);
+    return wait_exit(pid, TEST_PATIENCE_MS);
 }
 
 /* A CUDA client's socket to the daemon of pipe_dir, its CLIENT line sent. -1 when nothing listens. */
@@ -192,7 +192,7 @@ static bool log_lines_shaped(const char *text, const char *who) {
 
 /* Gone, or a zombie (a -d daemon's parent has exited: whoever adopted it may reap it late). */
 static bool pid_gone(long pid, int ms) {
-    for (int waited = 0; waited <= ms; waited += 20) {
+    for (int64_t end = test_now_ms() + ms; test_now_ms() <= end;) {
         if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return true;
         char path[64];
         snprintf(path, sizeof path, "/proc/%ld/stat", pid);
@@ -229,7 +229,7 @@ TEST(mps_fake_daemon_files_commands_and_logs) {
                          "get_server_list\nbogus\n", NULL, out, sizeof out);
     char *expect_out = strdup(out);
     int rc_quit = mps_run(t.pipe, t.log, NULL, "quit", NULL, out, sizeof out); /* no newline, as Go's client writes */
-    bool gone = pid_gone(pid, 3000);
+    bool gone = pid_gone(pid, TEST_PATIENCE_MS);
     int rc_none = mps_run(t.pipe, t.log, NULL, "get_server_list\n", NULL, out, sizeof out);
     char *log = read_in(t.log, "control.log");
     bool pid_left = exists_in(t.pipe, "nvidia-cuda-mps-control.pid"), sock_left = exists_in(t.pipe, "control");
@@ -260,7 +260,7 @@ TEST(mps_fake_one_server_uid_at_a_time) {
     mtree_new(&t);
     CHECK_INT(mps_run(t.pipe, t.log, "-d", NULL, NULL, out, sizeof out), 0);
     int a = mps_client(t.pipe, 101, 1000), b = mps_client(t.pipe, 102, 1000), c = -1;
-    bool ok_a = read_line(a, first, sizeof first, 3000), ok_b = read_line(b, line, sizeof line, 3000);
+    bool ok_a = read_line(a, first, sizeof first, TEST_PATIENCE_MS), ok_b = read_line(b, line, sizeof line, TEST_PATIENCE_MS);
     long spid = 0;
     double pct = 0;
     char lim[64] = "";
@@ -268,7 +268,7 @@ TEST(mps_fake_one_server_uid_at_a_time) {
     bool same = strcmp(first, line) == 0;
     c = mps_client(t.pipe, 201, 2000);
     char wait_line[256], clients[256], later[256], ready2[256];
-    bool ok_c = read_line(c, wait_line, sizeof wait_line, 3000);
+    bool ok_c = read_line(c, wait_line, sizeof wait_line, TEST_PATIENCE_MS);
     mps_run(t.pipe, t.log, NULL, "get_client_list 0\n", NULL, out, sizeof out); /* a pid that is no server */
     bool none_for_other = out[0] == 0;
     char cmd[64];
@@ -277,10 +277,10 @@ TEST(mps_fake_one_server_uid_at_a_time) {
     close(a);
     bool still_waiting = !read_line(c, later, sizeof later, 300); /* 102 of uid 1000 still runs */
     close(b);
-    bool ok_r2 = read_line(c, ready2, sizeof ready2, 3000);
+    bool ok_r2 = read_line(c, ready2, sizeof ready2, TEST_PATIENCE_MS);
     long spid2 = 0;
     sscanf(ready2, "READY %ld", &spid2);
-    bool old_gone = pid_gone(spid, 2000);
+    bool old_gone = pid_gone(spid, TEST_PATIENCE_MS);
     mps_run(t.pipe, t.log, NULL, "get_server_list\n", NULL, out, sizeof out);
     char *list = strdup(out);
     close(c);
@@ -325,18 +325,18 @@ TEST(mps_fake_client_cap_and_defaults_at_server_start) {
     mtree_new(&t);
     CHECK_INT(mps_run(t.pipe, t.log, "-d", NULL, "FAKE_MPS_MAX_CLIENTS=2", out, sizeof out), 0);
     int a = mps_client(t.pipe, 11, 500), b = mps_client(t.pipe, 12, 500);
-    read_line(a, l1, sizeof l1, 3000);
-    read_line(b, l2, sizeof l2, 3000);
+    read_line(a, l1, sizeof l1, TEST_PATIENCE_MS);
+    read_line(b, l2, sizeof l2, TEST_PATIENCE_MS);
     mps_run(t.pipe, t.log, NULL, "set_default_active_thread_percentage 25\nset_default_device_pinned_mem_limit 0 3G\n",
             NULL, out, sizeof out);
     int c = mps_client(t.pipe, 13, 500);
-    bool got3 = read_line(c, l3, sizeof l3, 3000);
-    bool closed3 = !read_line(c, out, sizeof out, 3000);
+    bool got3 = read_line(c, l3, sizeof l3, TEST_PATIENCE_MS);
+    bool closed3 = !read_line(c, out, sizeof out, TEST_PATIENCE_MS);
     close(c);
     close(a);
     close(b);
     int d = mps_client(t.pipe, 21, 600); /* another uid on an idle server: a new server at once, new defaults */
-    read_line(d, l4, sizeof l4, 3000);
+    read_line(d, l4, sizeof l4, TEST_PATIENCE_MS);
     close(d);
     mps_run(t.pipe, t.log, NULL, "quit\n", NULL, out, sizeof out);
     mtree_free(&t);
@@ -355,13 +355,13 @@ TEST(mps_fake_quit_ends_clients_and_waiters) {
     mtree_new(&t);
     CHECK_INT(mps_run(t.pipe, t.log, "-d", NULL, NULL, out, sizeof out), 0);
     int a = mps_client(t.pipe, 31, 1), w = mps_client(t.pipe, 32, 2);
-    read_line(a, line, sizeof line, 3000);
-    read_line(w, line, sizeof line, 3000);
+    read_line(a, line, sizeof line, TEST_PATIENCE_MS);
+    read_line(w, line, sizeof line, TEST_PATIENCE_MS);
     bool waited = !strncmp(line, "WAIT ", 5);
     mps_run(t.pipe, t.log, NULL, "quit\n", NULL, out, sizeof out);
     char ra[128], rw[128];
-    bool a_eof = !read_line(a, ra, sizeof ra, 3000) && !strcmp(ra, "EOF");
-    read_line(w, rw, sizeof rw, 3000);
+    bool a_eof = !read_line(a, ra, sizeof ra, TEST_PATIENCE_MS) && !strcmp(ra, "EOF");
+    read_line(w, rw, sizeof rw, TEST_PATIENCE_MS);
     close(a);
     close(w);
     mtree_free(&t);
@@ -434,12 +434,13 @@ static bool rsv_start(rsv *r, const mtree *t, const char *path_env, const char *
     return r->pid > 0;
 }
 
-/* SIGTERM; its exit status (-1: it did not exit within 5 s, then killed). The log is printed when asked. */
+/* SIGTERM; its exit status (-1: it did not exit within wait.h's patience, then killed). The log is printed when
+ * asked. */
 static int rsv_stop(rsv *r, bool show_log) {
     int rc = -1;
     if (r->pid > 0) {
         kill(r->pid, SIGTERM);
-        rc = wait_exit(r->pid, 5000);
+        rc = wait_exit(r->pid, TEST_PATIENCE_MS);
         if (rc < 0) kill(r->pid, SIGKILL), waitpid(r->pid, NULL, 0);
     }
     if (show_log || rc != 0) {
@@ -454,7 +455,7 @@ static int rsv_stop(rsv *r, bool show_log) {
 
 /* The annotation once it is there (within ms), else NULL. */
 static char *wait_annotation(rsv *r, const char *key, int ms) {
-    for (int waited = 0; waited <= ms; waited += 20) {
+    for (int64_t end = test_now_ms() + ms; test_now_ms() <= end;) {
         char *v = pod_annotation(r->f, MPS_NS, MPS_POD, key);
         if (v) return v;
         struct timespec ts = {0, 20 * 1000000L};
@@ -473,7 +474,7 @@ TEST(reserve_mps_publishes_once_the_daemon_answers_and_quits_on_sigterm) {
     rsv r;
     const char *env[] = {"FAKE_MPS_START_DELAY_MS=500", NULL};
     CHECK_MSG(rsv_start(&r, &t, NULL, env, NULL), "tessera-reserve or the fake daemon is not built (run make)");
-    char *uuid = wait_annotation(&r, "tessera.io/gpu-uuid", 10000);
+    char *uuid = wait_annotation(&r, "tessera.io/gpu-uuid", TEST_PATIENCE_MS);
     /* at the moment the UUID is visible, a client can already reach the daemon */
     char out[256];
     int rc_answer = mps_run(t.rpipe, t.rlog, NULL, "get_default_active_thread_percentage\n", NULL, out, sizeof out);
@@ -501,7 +502,7 @@ TEST(reserve_mps_publishes_once_the_daemon_answers_and_quits_on_sigterm) {
     if (ef) fclose(ef);
     unsigned pipe_mode = mode_of(t.rpipe), log_mode = mode_of(t.rlog), shm_mode = mode_of(t.shm);
     int rc = rsv_stop(&r, false);
-    bool daemon_gone = pid_gone(dpid, 3000);
+    bool daemon_gone = pid_gone(dpid, TEST_PATIENCE_MS);
     bool sock_left = exists_in(t.rpipe, "control");
     char *clog = read_in(t.rlog, "control.log");
     char *rlog = slurp(r.err);
@@ -538,7 +539,7 @@ TEST(reserve_mps_daemon_that_fails_to_start_is_a_reserve_error) {
     rsv r;
     const char *env[] = {"FAKE_MPS_FAIL_START=MPS is only supported on 64-bit Linux platforms", NULL};
     CHECK_MSG(rsv_start(&r, &t, NULL, env, NULL), "tessera-reserve or the fake daemon is not built (run make)");
-    char *err = wait_annotation(&r, "tessera.io/reserve-error", 10000);
+    char *err = wait_annotation(&r, "tessera.io/reserve-error", TEST_PATIENCE_MS);
     char *uuid = pod_annotation(r.f, MPS_NS, MPS_POD, "tessera.io/gpu-uuid");
     bool alive = wait_exit(r.pid, 300) < 0;
     int rc = rsv_stop(&r, false);
@@ -559,7 +560,7 @@ TEST(reserve_mps_without_the_program_on_path_names_the_capability) {
     rsv r;
     const char *env[] = {"NVIDIA_DRIVER_CAPABILITIES=utility", NULL};
     CHECK_MSG(rsv_start(&r, &t, "/usr/bin:/bin", env, NULL), "tessera-reserve is not built (run make)");
-    char *err = wait_annotation(&r, "tessera.io/reserve-error", 10000);
+    char *err = wait_annotation(&r, "tessera.io/reserve-error", TEST_PATIENCE_MS);
     int rc = rsv_stop(&r, false);
     mtree_free(&t);
     CHECK_CONTAINS(err, "nvidia-cuda-mps-control was not found on PATH (/usr/bin:/bin)");
@@ -574,10 +575,10 @@ TEST(reserve_mps_daemon_that_dies_later_is_a_reserve_error) {
     mtree_new(&t);
     rsv r;
     CHECK_MSG(rsv_start(&r, &t, NULL, NULL, NULL), "tessera-reserve or the fake daemon is not built (run make)");
-    char *uuid = wait_annotation(&r, "tessera.io/gpu-uuid", 10000);
+    char *uuid = wait_annotation(&r, "tessera.io/gpu-uuid", TEST_PATIENCE_MS);
     long dpid = read_pid_file(t.rpipe);
     if (dpid > 0) kill((pid_t)dpid, SIGKILL);
-    char *err = wait_annotation(&r, "tessera.io/reserve-error", 10000);
+    char *err = wait_annotation(&r, "tessera.io/reserve-error", TEST_PATIENCE_MS);
     char *uuid_after = pod_annotation(r.f, MPS_NS, MPS_POD, "tessera.io/gpu-uuid");
     char *pipe_after = pod_annotation(r.f, MPS_NS, MPS_POD, RESERVE_ANN_MPS_PIPE);
     bool alive = wait_exit(r.pid, 300) < 0;
@@ -615,7 +616,7 @@ TEST(reserve_mps_cleans_a_previous_runs_directories) {
     put_file(p, "[2026-01-01 00:00:00.000 Control 1] the previous run\n");
     rsv r;
     CHECK_MSG(rsv_start(&r, &t, NULL, NULL, NULL), "tessera-reserve or the fake daemon is not built (run make)");
-    char *uuid = wait_annotation(&r, "tessera.io/gpu-uuid", 10000);
+    char *uuid = wait_annotation(&r, "tessera.io/gpu-uuid", TEST_PATIENCE_MS);
     bool leftover = exists_in(t.rpipe, "leftover");
     long dpid = read_pid_file(t.rpipe);
     char prev[500];
@@ -650,11 +651,11 @@ TEST(reserve_mps_refuses_a_daemon_it_did_not_start) {
     long other = read_pid_file(t.rpipe);
     rsv r;
     bool ok = rsv_start(&r, &t, NULL, NULL, NULL);
-    char *err = ok ? wait_annotation(&r, "tessera.io/reserve-error", 10000) : NULL;
+    char *err = ok ? wait_annotation(&r, "tessera.io/reserve-error", TEST_PATIENCE_MS) : NULL;
     int rc = ok ? rsv_stop(&r, false) : -1;
     int still = mps_run(t.rpipe, t.log, NULL, "get_default_active_thread_percentage\n", NULL, out, sizeof out);
     mps_run(t.rpipe, t.log, NULL, "quit\n", NULL, out, sizeof out);
-    pid_gone(other, 3000);
+    pid_gone(other, TEST_PATIENCE_MS);
     mtree_free(&t);
     CHECK_INT(started, 0);
     CHECK_MSG(ok, "tessera-reserve or the fake daemon is not built (run make)");
@@ -684,11 +685,11 @@ TEST(reserve_mps_daemon_that_never_answers_times_out) {
     rsv r;
     const char *args[] = {"--mps-timeout", "1", NULL};
     CHECK_MSG(rsv_start(&r, &t, path, NULL, args), "tessera-reserve is not built (run make)");
-    char *err = wait_annotation(&r, "tessera.io/reserve-error", 10000);
+    char *err = wait_annotation(&r, "tessera.io/reserve-error", TEST_PATIENCE_MS);
     long hung = 0;
     const char *at = err ? strstr(err, "pid ") : NULL;
     if (at) hung = strtol(at + 4, NULL, 10);
-    bool killed = hung > 0 && pid_gone(hung, 3000);
+    bool killed = hung > 0 && pid_gone(hung, TEST_PATIENCE_MS);
     int rc = rsv_stop(&r, false);
     mtree_free(&t);
     CHECK_CONTAINS(err, "did not answer get_default_active_thread_percentage within 1 s");
@@ -706,13 +707,13 @@ TEST(reserve_mps_flags_are_checked) {
     snprintf(errp, sizeof errp, "%s/err", t.root);
     char *envp[] = {"NVIDIA_VISIBLE_DEVICES=" MPS_UUID, NULL};
     char *a1[] = {bin, "--once", "--mps", NULL};
-    int rc1 = wait_exit(spawn(a1, envp, out, errp), 5000);
+    int rc1 = wait_exit(spawn(a1, envp, out, errp), TEST_PATIENCE_MS);
     char *e1 = slurp(errp);
     char *a2[] = {bin, "--mps", "--mps-timeout", "0", NULL};
-    int rc2 = wait_exit(spawn(a2, envp, out, errp), 5000);
+    int rc2 = wait_exit(spawn(a2, envp, out, errp), TEST_PATIENCE_MS);
     char *e2 = slurp(errp);
     char *a3[] = {bin, "--help", NULL};
-    int rc3 = wait_exit(spawn(a3, envp, out, errp), 5000);
+    int rc3 = wait_exit(spawn(a3, envp, out, errp), TEST_PATIENCE_MS);
     char *help = slurp(out);
     mtree_free(&t);
     CHECK_INT(rc1, 2);
@@ -822,10 +823,7 @@ TEST(reserve_mps_in_a_reservation_pod_under_the_fake_kubelet) {
         "\"volumeMounts\":[{\"name\":\"mps\",\"mountPath\":\"/run/tessera/mps\"},"
         "{\"name\":\"mps-shm\",\"mountPath\":\"/dev/shm\"}]}]}}");
     char *uuid = NULL;
-    for (int i = 0; i < 1000 && !uuid; i++) {
-        uuid = pod_annotation(f, MPS_NS, MPS_POD, "tessera.io/gpu-uuid");
-        if (!uuid) nap_ms(10);
-    }
+    WAIT_FOR((uuid = pod_annotation(f, MPS_NS, MPS_POD, "tessera.io/gpu-uuid")) != NULL);
     char *pipe_ann = pod_annotation(f, MPS_NS, MPS_POD, RESERVE_ANN_MPS_PIPE);
     char pipe_dir[600], log_dir[600], shm[600];
     snprintf(pipe_dir, sizeof pipe_dir, "%s/run/tessera/mps/GPU-n1-0/pipe", host);
@@ -846,7 +844,7 @@ TEST(reserve_mps_in_a_reservation_pod_under_the_fake_kubelet) {
         "{\"name\":\"CUDA_MPS_LOG_DIRECTORY\",\"value\":\"/run/tessera/mps/GPU-n1-0/log\"}],"
         "\"volumeMounts\":[{\"name\":\"mps\",\"mountPath\":\"/run/tessera/mps\"}]}]}}");
     char *share_out = NULL;
-    for (int i = 0; i < 500; i++) {
+    for (int64_t end = test_now_ms() + TEST_PATIENCE_MS; test_now_ms() < end;) {
         cJSON *o = pod_of(f, "default", "share");
         const char *ph = str_at(o, "status", "phase"), *uid = str_at(o, "metadata", "uid");
         bool done = ph && !strcmp(ph, "Succeeded");
@@ -857,7 +855,7 @@ TEST(reserve_mps_in_a_reservation_pod_under_the_fake_kubelet) {
     }
 
     fake_api_delete(f, "pods", MPS_NS, MPS_POD);
-    bool quit = dpid > 0 && pid_gone(dpid, 5000);
+    bool quit = dpid > 0 && pid_gone(dpid, TEST_PATIENCE_MS);
     char *clog = read_in(log_dir, "control.log");
     fake_kubelet_stop(k);
     fake_api_free(f);

@@ -349,7 +349,8 @@ TEST(shim_fork_child_inherits_nothing) {
     const char *quick[] = {"alloc", "3000", "fork-hold", "0", "hold", "60", NULL};
     CHECK(probe_start(&a, &n, pod, "4096", NULL, quick));
     CHECK(probe_wait_line(&a, "fork-hold", line, sizeof line));
-    usleep(200000);
+    int quick_child = atoi(line + strlen("fork-hold "));
+    CHECK(quick_child > 0 && WAIT_FOR(test_pid_gone(quick_child)));   /* the child has exited */
     const char *probe2[] = {"alloc", "2000", NULL};
     CHECK_INT(probe_run(&n, pod, "4096", NULL, probe2, out, sizeof out, err, sizeof err), 1);
     CHECK_CONTAINS(err, "3000 MiB in use by 1 process");

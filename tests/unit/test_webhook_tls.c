@@ -583,12 +583,12 @@ TEST(webhook_tls_background_check_delivers_the_certificate) {
     ext_webhook_tls *t = ext_webhook_tls_start(&c, mock_req, &m, on_pem, &seen, err, sizeof err);
     CHECK_MSG(t != NULL, "%s", err);
     int calls = 0;
-    for (int i = 0; i < 500 && calls == 0; i++) {
-        usleep(10000);
+    WAIT_FOR(({
         pthread_mutex_lock(&seen.mu);
         calls = seen.calls;
         pthread_mutex_unlock(&seen.mu);
-    }
+        calls > 0;
+    }));
     ext_webhook_tls_stop(t);
     char *crt = secret_key(m.secret, "tls.crt");
     bool same = crt && seen.cert && !strcmp(crt, seen.cert);
@@ -630,7 +630,7 @@ static long get(const char *url, bool tls, char body[1024]) {
     CURL *c = curl_easy_init();
     long code = -1;
     curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 3000L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)TEST_PATIENCE_MS);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
     if (tls) {   /* the test's own CA: trust is checked by ext_certs_verify elsewhere */
@@ -644,8 +644,10 @@ static long get(const char *url, bool tls, char body[1024]) {
 
 /* Review finding 4: the webhook's listener cannot start (its port is taken). The certificate
  * check hands the certificate over again every retry_interval_s, /readyz (the health registry's
- * webhook-listen dependency) says why meanwhile, and once the port is free the listener serves and /readyz is 200. */
-TEST(webhook_tls_listener_that_fails_to_start_is_retried_and_readyz_says_why) {
+ * webhook-listen dependency) says why meanwhile, and once the port is free the listener serves and /readyz is 200.
+ * Serial: between the test freeing its port and the listener's retry taking it, a test beside it could be given
+ * that port. */
+TEST_SERIAL(webhook_tls_listener_that_fails_to_start_is_retried_and_readyz_says_why) {
     if (!ext_certs_available()) return;
     int port = 0, fd = hold_port(&port);
     CHECK(fd >= 0);
@@ -674,21 +676,13 @@ TEST(webhook_tls_listener_that_fails_to_start_is_retried_and_readyz_says_why) {
     long before = get(url, false, body);   /* no certificate yet: nothing is down */
     ext_webhook_tls *t = ext_webhook_tls_start(&c, mock_req, &m, ext_webhook_listener_on_pem, l, err, sizeof err);
     CHECK_MSG(t != NULL, "%s", err);
-    bool down = false;
-    for (int i = 0; i < 500 && !down; i++) {
-        usleep(10000);
-        down = !ext_health_ready(why, sizeof why);
-    }
+    bool down = WAIT_FOR(!ext_health_ready(why, sizeof why));
     long while_down = get(url, false, body);
     bool says = strstr(body, "webhook's TLS listener") && strstr(body, hc.listen) && strstr(body, "address in use");
     char down_body[1024];
     snprintf(down_body, sizeof down_body, "%s", body);
     close(fd);   /* the port is free: the next retry (within 1 s) takes it */
-    bool up = false;
-    for (int i = 0; i < 500 && !up; i++) {
-        usleep(10000);
-        up = ext_webhook_listener_port(l) == port;
-    }
+    bool up = WAIT_FOR(ext_webhook_listener_port(l) == port);
     long after = get(url, false, body);
     char hz[128];
     snprintf(hz, sizeof hz, "https://127.0.0.1:%d/healthz", port);
