@@ -2,7 +2,7 @@
  * plugin handed its container (reserve/device.h), publishes the UUID on its own pod as the annotation
  * tessera.io/gpu-uuid (or tessera.io/reserve-error with the reason, which tessera treats as refused),
  * then holds the device by simply staying alive until SIGTERM/SIGINT, like pause. With --mps it first starts
- * the GPU's MPS control daemon and publishes only once it answers (reserve/mps.h).
+ * the GPU's MPS control daemon and publishes only once it answers, and starts it again if it dies (reserve/mps.h).
  */
 #include "kube/client.h"
 #include "kube/log.h"
@@ -49,8 +49,6 @@ ANN_ERROR " with the reason) and waits for SIGTERM. tessera-extender creates the
 "                              the service account's ca.crt)\n"
 "  --client-cert FILE          client certificate for the API server\n"
 "  --client-key FILE           key for --client-cert\n"
-"  --client-cert FILE          client certificate for the API server\n"
-"  --client-key FILE           key for --client-cert\n"
 "  --insecure-skip-tls-verify  do not verify the API server's certificate (tests only)\n"
 "  --devices-dir DIR           volume-mounts device list (default " RESERVE_DEVICES_DIR ")\n"
 "  --proc-root DIR             NVIDIA driver proc tree (default " RESERVE_PROC_ROOT ")\n"
@@ -68,14 +66,21 @@ ANN_ERROR " with the reason) and waits for SIGTERM. tessera-extender creates the
 "                              a previous run's pipe directory removed, its log kept as log.previous); publish\n"
 "                              the UUID, plus " RESERVE_ANN_MPS_PIPE " and\n"
 "                              " RESERVE_ANN_MPS_LOG ", only once the daemon answers. A daemon that\n"
-"                              does not start or dies later: " ANN_ERROR " with the reason and\n"
-"                              the last lines of its control.log. SIGTERM: quit to the daemon, then exit.\n"
+"                              does not start: " ANN_ERROR " with the reason and the last\n"
+"                              lines of its control.log. A daemon that dies later is started again in the\n"
+"                              same directories after 1, 2, 4 ... 16 s (logged as event=mps-daemon-restarted\n"
+"                              with why and its control.log tail): CUDA processes that were its clients have\n"
+"                              lost their contexts (CUDA's behaviour), new ones reach the new daemon. When\n"
+"                              --mps-restarts are spent: " ANN_ERROR " beside the UUID (the\n"
+"                              device stays held). SIGTERM: quit to the daemon, then exit.\n"
 "                              Needs exactly one whole GPU and uid 0 (the daemon starts servers as its\n"
 "                              clients' uids).\n"
 "  --mps-root DIR              host directory of the pipe and log directories (default " RESERVE_MPS_ROOT ")\n"
 "  --mps-shm DIR               the shared-memory directory MPS uses, made mode 1777 (default <root>/shm, the\n"
 "                              host directory that the reservation and share pods mount as /dev/shm)\n"
 "  --mps-timeout SECONDS       how long the daemon may take to answer (default 30)\n"
+"  --mps-restarts N            restarts in a row of a daemon that died before giving up (default 5, 0: never;\n"
+"                              a daemon that ran 10 minutes starts the count again)\n"
 "  --help                      this text\n"
 "\n"
 "Environment: POD_NAME, POD_NAMESPACE (downward API; required unless --once, --no-annotate or --install-shim),\n"
@@ -85,20 +90,19 @@ ANN_ERROR " with the reason) and waits for SIGTERM. tessera-extender creates the
 "POD_NAME/POD_NAMESPACE missing or no API configuration.\n";
 
 /* {"metadata":{"annotations":{"<set>": value, "<other>": null}}}: null removes a stale key a previous
- * run of the container left behind (a JSON merge patch deletes null members). With --mps (mps_mode) the
- * daemon's directories go with the UUID (from mps), and are removed with an error. */
+ * run of the container left behind (a JSON merge patch deletes null members). The UUID (uuids) or the error
+ * (why); both when an MPS daemon died for good under a published UUID: the pod still holds that device, and
+ * the shares that run on it still use it, so the UUID stays beside the error. With --mps (mps_mode) the daemon's
+ * directories go with a working daemon (mps), and are removed with an error. */
 static char *patch_body(const char *uuids, const char *why, bool mps_mode, const reserve_mps *mps) {
     cJSON *root = cJSON_CreateObject();
     cJSON *meta = cJSON_AddObjectToObject(root, "metadata");
     cJSON *ann = cJSON_AddObjectToObject(meta, "annotations");
-    if (uuids) {
-        cJSON_AddStringToObject(ann, ANN_UUID, uuids);
-        cJSON_AddNullToObject(ann, ANN_ERROR);
-    } else {
-        cJSON_AddStringToObject(ann, ANN_ERROR, why);
-        cJSON_AddNullToObject(ann, ANN_UUID);
-    }
-    if (mps_mode && uuids && mps) {
+    if (uuids) cJSON_AddStringToObject(ann, ANN_UUID, uuids);
+    else cJSON_AddNullToObject(ann, ANN_UUID);
+    if (why) cJSON_AddStringToObject(ann, ANN_ERROR, why);
+    else cJSON_AddNullToObject(ann, ANN_ERROR);
+    if (mps_mode && uuids && !why && mps) {
         cJSON_AddStringToObject(ann, RESERVE_ANN_MPS_PIPE, reserve_mps_pipe_dir(mps));
         cJSON_AddStringToObject(ann, RESERVE_ANN_MPS_LOG, reserve_mps_log_dir(mps));
     } else if (mps_mode) {
@@ -143,10 +147,26 @@ static bool publish(kube_client *k, const char *ns, const char *name, const char
     }
 }
 
-/* Hold the device until SIGTERM/SIGINT (returned). With a daemon (*mps): a daemon that dies is reported on the pod
- * (k NULL: --no-annotate, only logged) and forgotten; the device stays held, so the pod shows what happened until
- * tessera deletes it. */
-static int reserve_hold(const sigset_t *stop, reserve_mps **mps, kube_client *k, const char *ns, const char *name) {
+/* A daemon that ran this long before it died was healthy: its death starts the restart count again. */
+#define MPS_HEALTHY_MS     600000
+#define MPS_BACKOFF_MS     1000
+#define MPS_BACKOFF_MAX_MS 16000
+
+static long long mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Hold the device until SIGTERM/SIGINT (returned). With a daemon (*mps) that dies: it is started again
+ * (reserve_mps_restart) after a back-off, at most max_restarts times in a row (reserve/mps.h says why and what the
+ * shares see meanwhile); when they are spent, the death is reported on the pod beside the UUID (k NULL:
+ * --no-annotate, only logged) and the daemon forgotten; the device stays held, so the pod shows what happened
+ * and its shares keep their GPU until tessera deletes it. */
+static int reserve_hold(const sigset_t *stop, reserve_mps **mps, int max_restarts, kube_client *k, const char *ns,
+                        const char *name, const char *uuids) {
+    int restarts = 0;                  /* in a row: since the last daemon that ran MPS_HEALTHY_MS */
+    long long started_ms = mono_ms();  /* when the running daemon answered */
     for (;;) {
         /* SIGCHLD is blocked too (main), so a dying daemon wakes this at once; the timeout is a safety net */
         sigset_t wake = *stop;
@@ -156,11 +176,43 @@ static int reserve_hold(const sigset_t *stop, reserve_mps **mps, kube_client *k,
         if (sig == SIGTERM || sig == SIGINT) return sig;
         char why[2048];
         if (!*mps || reserve_mps_alive(*mps, why, sizeof why)) continue;
-        kube_log(KUBE_LOG_ERROR, "event=mps-died reason=\"%s\"", why);
+        long long ran_ms = mono_ms() - started_ms;
+        if (ran_ms >= MPS_HEALTHY_MS) restarts = 0;
+        kube_log(KUBE_LOG_ERROR, "event=mps-died ran_s=%lld restarts=%d max_restarts=%d reason=\"%s\"", ran_ms / 1000,
+                 restarts, max_restarts, why);
+        bool back = false;
+        while (restarts < max_restarts) {
+            int delay = MPS_BACKOFF_MS << (restarts < 4 ? restarts : 4);
+            if (delay > MPS_BACKOFF_MAX_MS) delay = MPS_BACKOFF_MAX_MS;
+            restarts++;
+            kube_log(KUBE_LOG_WARN, "event=mps-restarting attempt=%d max_restarts=%d in_ms=%d", restarts, max_restarts,
+                     delay);
+            if (wait_signal(stop, delay)) return SIGTERM;
+            char rwhy[2048];
+            if (reserve_mps_restart(*mps, rwhy, sizeof rwhy) == 0) {
+                /* the clients of the dead daemon lost their contexts (CUDA's behaviour); new ones reach this one */
+                kube_log(KUBE_LOG_WARN, "event=mps-daemon-restarted pid=%ld attempt=%d max_restarts=%d why=\"%s\"",
+                         (long)reserve_mps_pid(*mps), restarts, max_restarts, why);
+                started_ms = mono_ms();
+                back = true;
+                break;
+            }
+            kube_log(KUBE_LOG_ERROR, "event=mps-restart-failed attempt=%d max_restarts=%d reason=\"%s\"", restarts,
+                     max_restarts, rwhy);
+            snprintf(why, sizeof why, "%s", rwhy);
+        }
+        if (back) continue;
+        size_t used = strlen(why);
+        if (max_restarts == 0)
+            snprintf(why + used, sizeof why - used, " (not restarted: --mps-restarts 0)");
+        else
+            snprintf(why + used, sizeof why - used, " (restarted %d time%s in a row, at most %d: given up)", restarts,
+                     restarts == 1 ? "" : "s", max_restarts);
+        kube_log(KUBE_LOG_ERROR, "event=mps-given-up restarts=%d reason=\"%s\"", restarts, why);
         reserve_mps_stop(*mps);
         *mps = NULL;
         if (!k) continue;
-        char *body = patch_body(NULL, why, true, NULL);
+        char *body = patch_body(uuids, why, true, NULL);
         if (!body) continue;
         kube_log(KUBE_LOG_INFO, "event=publishing pod=%s/%s annotation=%s", ns, name, ANN_ERROR);
         bool stopped = publish(k, ns, name, body, stop);
@@ -179,14 +231,15 @@ int main(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &chld, NULL);
 
     enum { O_HELP = 1, O_ONCE, O_ANN, O_NOANN, O_DEVS, O_PROC, O_DEV, O_MPS,
-           O_MPS_ROOT, O_MPS_SHM, O_MPS_TIMEOUT, O_INSTALL, O_SHIMSRC };
+           O_MPS_ROOT, O_MPS_SHM, O_MPS_TIMEOUT, O_MPS_RESTARTS, O_INSTALL, O_SHIMSRC };
     static const struct option opts[] = {
         {"help", no_argument, 0, O_HELP}, {"once", no_argument, 0, O_ONCE},
         {"annotate", no_argument, 0, O_ANN}, {"no-annotate", no_argument, 0, O_NOANN}, KUBE_OPTIONS,
         {"devices-dir", required_argument, 0, O_DEVS}, {"proc-root", required_argument, 0, O_PROC},
         {"dev-root", required_argument, 0, O_DEV}, {"mps", no_argument, 0, O_MPS},
         {"mps-root", required_argument, 0, O_MPS_ROOT}, {"mps-shm", required_argument, 0, O_MPS_SHM},
-        {"mps-timeout", required_argument, 0, O_MPS_TIMEOUT}, {"install-shim", required_argument, 0, O_INSTALL},
+        {"mps-timeout", required_argument, 0, O_MPS_TIMEOUT},
+        {"mps-restarts", required_argument, 0, O_MPS_RESTARTS}, {"install-shim", required_argument, 0, O_INSTALL},
         {"shim-source", required_argument, 0, O_SHIMSRC}, {0, 0, 0, 0}};
     kube_config kc;
     kube_config_defaults(&kc);
@@ -196,6 +249,7 @@ int main(int argc, char **argv) {
     reserve_mps_config mcfg;
     reserve_mps_config_defaults(&mcfg);
     bool once = false, annotate = true, api_given = false, mps_mode = false;
+    int mps_restarts = RESERVE_MPS_RESTARTS;
     char *end = NULL;
     long secs;
     const char *install_dir = NULL, *shim_source = RESERVE_SHIM_SOURCE;
@@ -223,6 +277,14 @@ int main(int argc, char **argv) {
                 return 2;
             }
             mcfg.timeout_ms = (int)secs * 1000;
+            break;
+        case O_MPS_RESTARTS:
+            secs = strtol(optarg, &end, 10);
+            if (!*optarg || *end || secs < 0 || secs > 100) {
+                fprintf(stderr, "--mps-restarts: \"%s\" is not a whole number from 0 to 100\n", optarg);
+                return 2;
+            }
+            mps_restarts = (int)secs;
             break;
         case O_INSTALL: install_dir = optarg; break;
         case O_SHIMSRC: shim_source = optarg; break;
@@ -286,7 +348,7 @@ int main(int argc, char **argv) {
             return 2;
         }
         k = kube_new(&kc, err, sizeof err);
-        char *body = k ? patch_body(method > 0 ? uuids : NULL, why, mps_mode, mps) : NULL;
+        char *body = k ? patch_body(method > 0 ? uuids : NULL, method > 0 ? NULL : why, mps_mode, mps) : NULL;
         if (!k || !body) {
             kube_log(KUBE_LOG_ERROR, "event=config-error reason=\"API client: %s\"", k ? "out of memory" : err);
             kube_free(k);
@@ -306,7 +368,7 @@ int main(int argc, char **argv) {
     }
 
     kube_log(KUBE_LOG_INFO, "event=waiting reason=\"holding the device until SIGTERM\"");
-    int sig = reserve_hold(&stop, &mps, k, ns, name);
+    int sig = reserve_hold(&stop, &mps, mps_restarts, k, ns, name, uuids);
     kube_log(KUBE_LOG_INFO, "event=exit signal=%d", sig);
     if (mps) kube_log(KUBE_LOG_INFO, "event=mps-quit pid=%ld", (long)reserve_mps_pid(mps));
     reserve_mps_stop(mps);

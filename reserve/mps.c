@@ -28,6 +28,7 @@ struct reserve_mps {
     char pipe_dir[PATH_MAX], log_dir[PATH_MAX];
     char program[PATH_MAX];
     pid_t pid;      /* the daemon; 0 once reaped */
+    int timeout_ms; /* how long a (re)started daemon may take to answer */
     char **envp;    /* the daemon's (and client mode's) environment */
 };
 
@@ -359,6 +360,38 @@ static void mps_free(reserve_mps *m) {
     free(m);
 }
 
+/* Step 3: until the daemon (just spawned) answers get_default_active_thread_percentage, exits, or timeout_ms is up.
+ * 0, or -1 with why (the daemon reaped or killed: m->pid is 0). */
+static int await_answer(reserve_mps *m, char *why, size_t whylen) {
+    for (long long end = now_ms() + m->timeout_ms;;) {
+        int st;
+        pid_t r = waitpid(m->pid, &st, WNOHANG);
+        if (r == m->pid) {
+            char how[128];
+            status_text(st, how, sizeof how);
+            snprintf(why, whylen, "the MPS control daemon (%s -f, pid %ld) %s before it answered", m->program,
+                     (long)m->pid, how);
+            add_tail(m, why, whylen);
+            m->pid = 0;
+            return -1;
+        }
+        char out[64], *end_num;
+        if (run_command(m->program, m->envp, "get_default_active_thread_percentage", out, sizeof out, PROBE_MS) == 0) {
+            double pct = strtod(out, &end_num);
+            if (end_num != out && pct > 0) return 0;
+        }
+        if (now_ms() >= end) {
+            snprintf(why, whylen, "the MPS control daemon (%s -f, pid %ld) did not answer "
+                     "get_default_active_thread_percentage within %d s", m->program, (long)m->pid,
+                     (m->timeout_ms + 999) / 1000);
+            add_tail(m, why, whylen);
+            reap_or_kill(m);
+            return -1;
+        }
+        nap_ms(POLL_MS);
+    }
+}
+
 reserve_mps *reserve_mps_start(const reserve_mps_config *cfg, const char *uuids, char *why, size_t whylen) {
     if (!uuids || strchr(uuids, ',')) {
         snprintf(why, whylen, "--mps runs the MPS control daemon of exactly one GPU, and the device plugin gave this "
@@ -389,40 +422,29 @@ reserve_mps *reserve_mps_start(const reserve_mps_config *cfg, const char *uuids,
         mps_free(m);
         return NULL;
     }
-    if (prepare_dirs(cfg, m, why, whylen) != 0 || spawn_daemon(m, why, whylen) != 0) {
+    m->timeout_ms = cfg->timeout_ms;
+    if (prepare_dirs(cfg, m, why, whylen) != 0 || spawn_daemon(m, why, whylen) != 0 || await_answer(m, why, whylen) != 0) {
         mps_free(m);
         return NULL;
     }
-    /* Step 3: until it answers, exits, or the time is up. */
-    for (long long end = now_ms() + cfg->timeout_ms;;) {
-        int st;
-        pid_t r = waitpid(m->pid, &st, WNOHANG);
-        if (r == m->pid) {
-            char how[128];
-            status_text(st, how, sizeof how);
-            snprintf(why, whylen, "the MPS control daemon (%s -f, pid %ld) %s before it answered", m->program,
-                     (long)m->pid, how);
-            add_tail(m, why, whylen);
-            m->pid = 0;
-            mps_free(m);
-            return NULL;
+    return m;
+}
+
+int reserve_mps_restart(reserve_mps *m, char *why, size_t whylen) {
+    if (m->pid) return 0;
+    /* The dead daemon's socket and pid file (ours: reserve_mps_alive reaped it); its log stays, so control.log tells the
+     * whole story. A new daemon would refuse to start over a pid file that looks like another instance's. */
+    static const char *const stale[] = {"control", "control_lock", "nvidia-cuda-mps-control.pid"};
+    for (size_t i = 0; i < sizeof stale / sizeof stale[0]; i++) {
+        char path[PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/%s", m->pipe_dir, stale[i]);
+        if (unlink(path) != 0 && errno != ENOENT) {
+            snprintf(why, whylen, "cannot remove the dead MPS control daemon's %s: %s", path, strerror(errno));
+            return -1;
         }
-        char out[64], *end_num;
-        if (run_command(m->program, m->envp, "get_default_active_thread_percentage", out, sizeof out, PROBE_MS) == 0) {
-            double pct = strtod(out, &end_num);
-            if (end_num != out && pct > 0) return m;
-        }
-        if (now_ms() >= end) {
-            snprintf(why, whylen, "the MPS control daemon (%s -f, pid %ld) did not answer "
-                     "get_default_active_thread_percentage within %d s", m->program, (long)m->pid,
-                     (cfg->timeout_ms + 999) / 1000);
-            add_tail(m, why, whylen);
-            reap_or_kill(m);
-            mps_free(m);
-            return NULL;
-        }
-        nap_ms(POLL_MS);
     }
+    if (spawn_daemon(m, why, whylen) != 0) return -1;
+    return await_answer(m, why, whylen);
 }
 
 bool reserve_mps_alive(reserve_mps *m, char *why, size_t whylen) {

@@ -21,10 +21,19 @@
  *      tessera.io/gpu-uuid, together with tessera.io/mps-pipe-directory and tessera.io/mps-log-directory (the
  *      directories as the share pods see them: the controller copies them into the share's ConfigMap as
  *      CUDA_MPS_PIPE_DIRECTORY and CUDA_MPS_LOG_DIRECTORY, so it never has to guess --mps-root).
- * A daemon that does not start (not on PATH, exits, never answers) or that dies later: tessera-reserve publishes
- * tessera.io/reserve-error with the reason and the last lines of control.log (the controller treats the reservation
- * as refused, so the GPU is not lost) and keeps holding the device until SIGTERM, so the pod says what happened. On
- * SIGTERM: `quit` to the daemon, wait for it (SIGKILL after 3 s), exit 0.
+ * A daemon that does not start (not on PATH, exits, never answers): tessera-reserve publishes tessera.io/reserve-error
+ * with the reason and the last lines of control.log (the controller treats the reservation as refused, so the GPU is
+ * not lost) and keeps holding the device until SIGTERM, so the pod says what happened.
+ * A daemon that dies later, under running shares: tessera-reserve starts it again (reserve_mps_restart) in the same
+ * directories, after a back-off of 1 s, 2 s, 4 s ... (at most 16 s), logging event=mps-daemon-restarted with why it
+ * died and its control.log tail; the UUID stays published, so the shares' ConfigMaps stay right and their new CUDA
+ * processes reach the new daemon. Their processes that were clients of the dead one have lost their contexts (CUDA's
+ * behaviour when the MPS server goes: their next calls fail), and a process that starts while no daemon answers runs
+ * without MPS (the driver's documented fallback), so without its compute cap, until it restarts. At most --mps-restarts
+ * restarts (default 5; the count starts again after a daemon ran 10 minutes): then tessera.io/reserve-error is
+ * published as for a daemon that does not start, but the UUID stays beside it, because the pod still holds that
+ * device and its started shares still run on it (the controller keeps the reservation until they end).
+ * On SIGTERM: `quit` to the daemon, wait for it (SIGKILL after 3 s), exit 0.
  *
  * The daemon must be able to start servers as its clients' uids: the reservation pod runs as root (uid 0), which
  * the tessera-node namespace's Pod Security level (privileged) allows.
@@ -39,6 +48,7 @@
 #define RESERVE_MPS_ROOT    "/run/tessera/mps"
 #define RESERVE_MPS_PROGRAM "nvidia-cuda-mps-control"
 #define RESERVE_MPS_TIMEOUT_MS 30000
+#define RESERVE_MPS_RESTARTS   5      /* --mps-restarts: restarts of a daemon that died before giving up */
 
 /* The annotations published beside tessera.io/gpu-uuid. */
 #define RESERVE_ANN_MPS_PIPE "tessera.io/mps-pipe-directory"
@@ -68,6 +78,11 @@ pid_t reserve_mps_pid(const reserve_mps *m);
 
 /* false once the daemon has exited (reaped here), with why: its exit status and the last lines of control.log. */
 bool reserve_mps_alive(reserve_mps *m, char *why, size_t whylen);
+
+/* After reserve_mps_alive said false: start the daemon again in the same pipe and log directories (the dead one's
+ * socket and pid file removed, its control.log kept and appended to) and wait until it answers, at most the
+ * configured timeout. 0, or -1 with why (the new daemon is then reaped or killed: call it again later). */
+int reserve_mps_restart(reserve_mps *m, char *why, size_t whylen);
 
 /* `quit`, wait for the daemon (SIGKILL after 3 s), free. NULL is fine. */
 void reserve_mps_stop(reserve_mps *m);

@@ -4,6 +4,9 @@
  * API with no lock held. What a pass learns about its own writes (a pod it created, an assignment it
  * patched) goes into the tables at once, so the next pass never repeats a write the watch has not
  * shown yet.
+ * A refused reservation is deleted and its waiting shares moved, except one that still holds the device its started
+ * shares run on (an MPS daemon dead for good under them: holds_started): it is kept until they end, so the device
+ * stays held, and they get a TesseraGPUEnforcementFailed Warning.
  */
 #include "extender/delivery/reservation.h"
 
@@ -69,6 +72,7 @@ typedef struct spod {
     char cm_written[1024];    /* the UUIDs of the ConfigMap last ensured */
     char enforcement[600];    /* the enforcement line of that ConfigMap ("" before) */
     char ev_enforce_for[160]; /* the shim failure already told (its reason family) */
+    char ev_mps_for[NAME_LEN];/* the reservation whose MPS daemon's failure was told (mps_daemon_failed) */
     bool ev_delivered, ev_nomut, ev_unavail, ev_lost, ev_foreign;
     int64_t retry_ms;         /* given up and left pending: try again from then (0: not given up) */
     int retry_backoff_ms;
@@ -1209,6 +1213,7 @@ static void share_memory_back(ext_rsv *r, const plan *p) {
         memcpy(s->cm_written, p->sp[i].cm_written, sizeof s->cm_written);
         memcpy(s->enforcement, p->sp[i].enforcement, sizeof s->enforcement);
         memcpy(s->ev_enforce_for, p->sp[i].ev_enforce_for, sizeof s->ev_enforce_for);
+        memcpy(s->ev_mps_for, p->sp[i].ev_mps_for, sizeof s->ev_mps_for);
         s->ev_delivered = p->sp[i].ev_delivered;
         s->ev_nomut = p->sp[i].ev_nomut;
         s->ev_unavail = p->sp[i].ev_unavail;
@@ -1510,6 +1515,36 @@ static int keep_score(ext_rsv *r, plan *p, const unit *u, const rpod *rp) {
     return 1;
 }
 
+/* Does refused reservation rf still hold the device that started shares of u run on? Its pod has not ended (the
+ * kubelet frees the device of a Failed or Succeeded pod, not of a running one) and a started share's ConfigMap names
+ * the UUID it published. tessera-reserve --mps keeps its UUID beside tessera.io/reserve-error when its MPS daemon dies
+ * for good (reserve/mps.h): deleting that reservation would free the device in the kubelet's and the scheduler's
+ * counts while the shares still use it, and another pod could be given it. */
+static bool holds_started(ext_rsv *r, const plan *p, const unit *u, const rpod *rf) {
+    if (!rf->uuid[0] || rf->deleting || !strcmp(rf->phase, "Failed") || !strcmp(rf->phase, "Succeeded")) return false;
+    for (int i = 0; i < u->nt; i++) {
+        const spod *s = &p->sp[u->t[i].s];
+        if (s->started && s->delivery[0] && cm_names(r, s, rf->uuid)) return true;
+    }
+    return false;
+}
+
+/* A started share whose reservation's MPS control daemon failed for good (holds_started): a Warning once per
+ * reservation. The share is not deleted and its reservation is kept (its GPU stays held) until it ends. */
+static void mps_daemon_failed(ext_rsv *r, spod *s, const unit *u, const rpod *rf) {
+    if (!strcmp(s->ev_mps_for, rf->name)) return;
+    char msg[2048];
+    snprintf(msg, sizeof msg, "the MPS control daemon of GPU %d on node %s failed (reservation %s/%s: %s): this pod's "
+             "CUDA processes that were its clients lost their contexts, and those it starts now run without MPS, so "
+             "their compute is not capped (memory stays limited by libtessera-cuda); tessera keeps the reservation, so "
+             "the GPU stays held for this pod until it ends; re-create the pod to get a working MPS daemon",
+             u->gpu, u->node, rf->ns, rf->name, rf->rerr[0] ? rf->rerr : "no reason given");
+    emit(r, s, "Warning", EXT_DLV_EV_ENFORCEMENT, msg);
+    cpy(s->ev_mps_for, sizeof s->ev_mps_for, rf->name);
+    kube_log(KUBE_LOG_WARN, "event=share-mps-daemon-failed pod=%s/%s reservation=%s/%s node=%s gpu=%d action=keep "
+             "why=\"%s\"", s->ns, s->name, rf->ns, rf->name, u->node, u->gpu, rf->rerr);
+}
+
 /* Every share as this pass left it, for /debug/state (NULL when out of memory: none shown). */
 static sview *share_views(const plan *p) {
     sview *vs = calloc((size_t)p->nsp + 1, sizeof *vs);
@@ -1529,7 +1564,8 @@ static sview *share_views(const plan *p) {
             ext_delivery_share sh = share_of(s);
             ext_delivery_enforcement(du, tenant_units(p, i, du, MODEL_MAX_GPUS), &sh, v->enforcement, sizeof v->enforcement);
         }
-        v->state = !s->delivery[0] ? "not-mutated" : s->shim_fail[0] || s->ev_unavail || s->ev_lost || s->ev_foreign ? "failed"
+        v->state = !s->delivery[0] ? "not-mutated"
+                   : s->shim_fail[0] || s->ev_unavail || s->ev_lost || s->ev_foreign || s->ev_mps_for[0] ? "failed"
                    : s->cm_written[0] ? "delivered" : "waiting";
         if (s->shim_fail[0])
             snprintf(v->problem, sizeof v->problem, "init container %s: %s", EXT_DLV_SHIM_CONTAINER, s->shim_fail);
@@ -1537,6 +1573,9 @@ static sview *share_views(const plan *p) {
             snprintf(v->problem, sizeof v->problem, "no GPU could be reserved for it (Event %s)", EXT_DLV_EV_UNAVAILABLE);
         else if (s->ev_lost)
             snprintf(v->problem, sizeof v->problem, "its reservation is gone while it runs (Event %s)", EXT_DLV_EV_LOST);
+        else if (s->ev_mps_for[0])
+            snprintf(v->problem, sizeof v->problem, "the MPS control daemon of its reservation %s failed: compute not "
+                     "capped (Event %s)", s->ev_mps_for, EXT_DLV_EV_ENFORCEMENT);
         else if (s->ev_foreign)
             snprintf(v->problem, sizeof v->problem, "its ConfigMap belongs to another pod (Event %s)", EXT_DLV_EV_CONFLICT);
         else if (!s->delivery[0])
@@ -1582,7 +1621,8 @@ static int64_t run_pass(ext_rsv *r) {
         }
         if (p.rp[i].mps != u->mps) continue;
         if (rpod_refused(&p.rp[i])) {
-            if (u->refused < 0) u->refused = i;
+            /* one that published a UUID first: it may hold the device its started shares run on (holds_started) */
+            if (u->refused < 0 || (!p.rp[u->refused].uuid[0] && p.rp[i].uuid[0])) u->refused = i;
             continue;
         }
         if (!rpod_live(&p.rp[i])) continue;
@@ -1620,6 +1660,10 @@ static int64_t run_pass(ext_rsv *r) {
             give_up(r, &p, u, u->why, &errors);
             continue;
         }
+        /* A refused reservation that still holds the device its started shares run on (an MPS daemon dead for
+         * good under them) is kept, and those shares are told; nothing is lost yet. */
+        rpod *kept = u->live < 0 && u->refused >= 0 && holds_started(r, &p, u, &p.rp[u->refused]) ? &p.rp[u->refused]
+                                                                                                    : NULL;
         /* No live reservation any more under shares that already run: it was deleted by hand or evicted.
          * Their containers keep the GPU they were given, which nothing reserves now; a new reservation
          * could get another one, so tessera does not quietly re-home them. */
@@ -1627,6 +1671,10 @@ static int64_t run_pass(ext_rsv *r) {
             for (int i = 0; i < u->nt; i++) {
                 spod *s = &p.sp[u->t[i].s];
                 if (!s->started || !s->delivery[0]) continue;
+                if (kept && cm_names(r, s, kept->uuid)) {
+                    mps_daemon_failed(r, s, u, kept);
+                    continue;
+                }
                 char what[768];
                 snprintf(what, sizeof what, "the reservation of GPU %d on node %s%s%s is gone (deleted or evicted) while "
                          "the pod runs: its containers keep a GPU that nothing reserves, which the kubelet may give to "
@@ -1658,13 +1706,31 @@ static int64_t run_pass(ext_rsv *r) {
             bool exhausted = setup || n >= r->cfg.max_attempts;
             char mwhy[256] = "";
             bool moved = false;
+            if (kept) {
+                /* Kept for its started shares: the others wait elsewhere. Only when one of them can act now (not
+                 * given up and waiting out its back-off), so a kept reservation is not re-judged every pass. */
+                bool act = false;
+                for (int i = 0; i < u->nt; i++) {
+                    const spod *s = &p.sp[u->t[i].s];
+                    if (s->started) continue;
+                    if (!s->ev_unavail || (!s->owned && s->retry_ms && now >= s->retry_ms)) act = true;
+                    else if (!s->owned && s->retry_ms && s->retry_ms < next) next = s->retry_ms;
+                }
+                for (int i = 0; i < p.nrp; i++)   /* another refused one of the unit goes as usual */
+                    if (p.rp_unit[i] == ui && &p.rp[i] != kept && rpod_refused(&p.rp[i]) &&
+                        !drop_rpod(r, &p.rp[i], "delete refused reservation"))
+                        errors = true;
+                if (!act) continue;
+            }
             if (!exhausted) {
                 for (int i = 0; i < u->nt; i++) {
                     spod *s = &p.sp[u->t[i].s];
                     if (s->started || s->ev_unavail || !strcmp(s->ev_refused_for, rf->name)) continue;
                     char msg[3072];
-                    snprintf(msg, sizeof msg, "the kubelet refused reservation %s/%s of GPU %d on node %s (%s); tessera "
-                                              "tries another GPU of the node", rf->ns, rf->name, u->gpu, u->node, rwhy);
+                    /* an MPS reservation's error is its daemon's: the kubelet admitted the pod */
+                    snprintf(msg, sizeof msg, "%s reservation %s/%s of GPU %d on node %s (%s); tessera tries another GPU "
+                             "of the node", rf->mps && rf->rerr[0] ? "the MPS control daemon failed in" : "the kubelet refused",
+                             rf->ns, rf->name, u->gpu, u->node, rwhy);
                     emit(r, s, "Warning", EXT_DLV_EV_REFUSED, msg);
                     cpy(s->ev_refused_for, sizeof s->ev_refused_for, rf->name);
                 }
@@ -1679,7 +1745,11 @@ static int64_t run_pass(ext_rsv *r) {
                          setup ? "a node setup problem, not this GPU's" : exhausted ? lim : mwhy);
                 give_up(r, &p, u, gwhy, &errors);
             }
-            if (!drop_rpod(r, rf, "delete refused reservation")) errors = true;
+            if (kept)
+                kube_log(KUBE_LOG_WARN, "event=reservation-kept name=%s/%s node=%s gpu=%d why=\"started shares run on its "
+                         "device\"", rf->ns, rf->name, u->node, u->gpu);
+            else if (!drop_rpod(r, rf, "delete refused reservation"))
+                errors = true;
             continue;   /* next pass sees the moved shares on their new unit */
         }
         if (u->refused >= 0) {   /* refused, but another reservation already serves the unit */

@@ -1839,10 +1839,9 @@ TEST(ext_rsv_shim_container_neither_pins_a_share_nor_fails_quietly) {
 
 #define MNS EXT_RSV_DEFAULT_MPS_NS
 
-/* A share as the webhook leaves one that asks tessera.io/compute-sharing: mps and runs as uid: share_json's,
- * with the annotation, the pod's runAsUser and the daemon's two host directories on its container. */
-static char *mps_share_json(const char *name, int mib, int uid) {
-    char *t = share_json(name, mib, false, true, NULL);
+/* A share as the webhook leaves one that asks tessera.io/compute-sharing: mps and runs as uid: share_json's t
+ * (taken), with the annotation, the pod's runAsUser and the daemon's two host directories on its container. */
+static char *mps_share_from(char *t, int uid) {
     cJSON *p = cJSON_Parse(t);
     free(t);
     cJSON_AddStringToObject(cJSON_GetObjectItem(cJSON_GetObjectItem(p, "metadata"), "annotations"),
@@ -1867,6 +1866,16 @@ static char *mps_share_json(const char *name, int mib, int uid) {
     t = cJSON_PrintUnformatted(p);
     cJSON_Delete(p);
     return t;
+}
+
+static char *mps_share_json(const char *name, int mib, int uid) {
+    char *t = share_json(name, mib, false, true, NULL);
+    return mps_share_from(t, uid);
+}
+
+/* The same for a share a controller owns (a ReplicaSet's): tessera would delete it to have it re-created. */
+static char *mps_owned_share_json(const char *name, int mib, int uid) {
+    return mps_share_from(share_json(name, mib, true, true, NULL), uid);
 }
 
 /* Reservation pods (labelled) in namespace ns. */
@@ -2000,8 +2009,8 @@ TEST(ext_rsv_reservation_in_its_grace_serves_only_its_own_mode) {
 }
 
 /* An MPS reservation whose daemon does not start (tessera.io/reserve-error with the daemon's last log lines) is
- * refused like one the kubelet refused: deleted, so its GPU is free again, and its waiting share moves to another
- * GPU of the node, with a Warning that quotes the daemon. */
+ * treated like a reservation the kubelet refused: deleted, so its GPU is free again, and its waiting share moves to
+ * another GPU of the node, with a Warning that quotes the daemon. */
 TEST(ext_rsv_mps_daemon_that_fails_frees_the_gpu_and_moves_the_share) {
     rt r;
     rt_start(&r, 2, false, 30000);   /* the test plays the kubelet */
@@ -2026,6 +2035,67 @@ TEST(ext_rsv_mps_daemon_that_fails_frees_the_gpu_and_moves_the_share) {
     CHECK_INT(gpu, 1);
     CHECK_STR(t, "Warning");
     CHECK_CONTAINS(m, "exclusive-process mode");
+}
+
+/* The MPS daemon of a reservation dies for good under a share that already runs (tessera-reserve --mps spent its
+ * restarts: tessera.io/reserve-error beside the UUID it keeps, the pod still Running, so the kubelet still holds the
+ * device). The reservation is not deleted (the GPU stays held while the share uses it), the share, though a
+ * controller owns it, is neither deleted nor told its GPU is lost: it gets one TesseraGPUEnforcementFailed Warning
+ * that quotes the daemon. Once the share ends, the reservation goes. */
+TEST(ext_rsv_mps_daemon_dead_under_a_started_share_keeps_the_reservation) {
+    rt r;
+    rt_start(&r, 2, false, 30000);   /* the test plays the kubelet */
+    char err[512] = "?", first[256], second[256];
+    rsv_name(0, 1, first, sizeof first);
+    rsv_name(1, 1, second, sizeof second);
+    if (r.ok) bind_share_text(&r, "m1", mps_owned_share_json("m1", 20480, 1000), err, sizeof err);
+    bool made = r.ok && WAIT_FOR(pod_exists(&r, MNS, first));
+    fake_api_patch(r.api, "pods", MNS, first,
+                   "{\"metadata\":{\"annotations\":{\"" EXT_RSV_ANN_UUID "\":\"GPU-n1-0\",\"" EXT_RSV_ANN_MPS_PIPE
+                   "\":\"/run/tessera/mps/GPU-n1-0/pipe\",\"" EXT_RSV_ANN_MPS_LOG "\":\"/run/tessera/mps/GPU-n1-0/log\"}},"
+                   "\"status\":{\"phase\":\"Running\"}}");
+    bool delivered = WAIT_FOR(has_cm(&r, "m1"));
+    seen(&r, mark_started(&r, "m1", false));
+    /* what tessera-reserve publishes when its restarts are spent: the error, the UUID kept, the directories gone */
+    long long rv = fake_api_patch(r.api, "pods", MNS, first,
+                   "{\"metadata\":{\"annotations\":{\"" EXT_RSV_ANN_ERROR "\":\"the MPS control daemon of GPU GPU-n1-0 "
+                   "(pid 4242) was killed by signal 9 (Killed): the MPS shares of this GPU lost their server; control.log: "
+                   "[2026-12-04 15:00:00.000 Control 4242] Accepting connection (restarted 5 times in a row, at most 5: "
+                   "given up)\",\"" EXT_RSV_ANN_MPS_PIPE "\":null,\"" EXT_RSV_ANN_MPS_LOG "\":null}}}");
+    bool warned = WAIT_FOR(count_events(&r, EXT_DLV_EV_ENFORCEMENT, "m1") >= 1);
+    seen(&r, rv);
+    settle(&r);
+    bool kept = pod_exists(&r, MNS, first), share_kept = pod_exists(&r, "default", "m1");
+    bool no_other = !pod_exists(&r, MNS, second) && count_in(&r, MNS) == 1;
+    int gpu = assigned_gpu(&r, "m1"), warnings = count_events(&r, EXT_DLV_EV_ENFORCEMENT, "m1");
+    int lost = count_events(&r, EXT_DLV_EV_LOST, "m1");
+    bool refused_view = rsv_state_is(&r, first, "refused");
+    char t[32], m[2048], d[1024];
+    event_of(&r, EXT_DLV_EV_ENFORCEMENT, "m1", t, sizeof t, m, sizeof m);
+    debug_share(&r, "m1", d, sizeof d);
+    /* the share ends: nothing uses the GPU any more, the reservation goes */
+    fake_api_delete(r.api, "pods", "default", "m1");
+    bool released = WAIT_FOR(!pod_exists(&r, MNS, first));
+    rt_stop(&r);
+    CHECK(r.ok);
+    CHECK_STR(err, "");
+    CHECK(made);
+    CHECK(delivered);
+    CHECK_MSG(warned, "no %s Warning for the started share", EXT_DLV_EV_ENFORCEMENT);
+    CHECK_MSG(kept, "the reservation whose daemon died was deleted while its share runs: its GPU is no longer held");
+    CHECK_MSG(share_kept, "the started share was deleted");
+    CHECK(no_other);
+    CHECK_INT(gpu, 0);
+    CHECK_INT(warnings, 1);
+    CHECK_INT(lost, 0);
+    CHECK(refused_view);
+    CHECK_STR(t, "Warning");
+    CHECK_CONTAINS(m, "the MPS control daemon of GPU 0 on node n1 failed (reservation " MNS "/");
+    CHECK_CONTAINS(m, "was killed by signal 9");
+    CHECK_CONTAINS(m, "compute is not capped");
+    CHECK_CONTAINS(m, "the GPU stays held for this pod until it ends");
+    CHECK_MSG(!strncmp(d, "failed|", 7) && strstr(d, "MPS control daemon"), "%s", d);
+    CHECK_MSG(released, "the reservation stayed after its last share ended");
 }
 
 /* An API answer that arrives after the watch showed a later state of the same pod (a create's answer processed after

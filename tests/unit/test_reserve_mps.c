@@ -4,7 +4,8 @@
  * commands and log lines as NVIDIA documents them, and the socket protocol the fake driver's MPS client side speaks
  * (one server uid at a time, the client cap, defaults taken when a server starts). Then the real build/tessera-reserve
  * --mps against the fake API server with the fake daemon on PATH: it publishes the UUID only once the daemon answers,
- * a daemon that does not start, never answers or dies later becomes tessera.io/reserve-error with its control.log,
+ * a daemon that does not start or never answers becomes tessera.io/reserve-error with its control.log, one that dies
+ * later is started again (and becomes the error beside the UUID once --mps-restarts are spent),
  * stale directories of a previous run are cleaned, and SIGTERM quits the daemon.
  */
 #include "harness.h"
@@ -569,12 +570,14 @@ TEST(reserve_mps_without_the_program_on_path_names_the_capability) {
     CHECK_INT(rc, 0);
 }
 
-/* Published, then the daemon is killed: the UUID and the directories give way to the error. */
+/* With --mps-restarts 0, a daemon killed after the UUID was published is not started again: the error is published
+ * beside the UUID (the pod still holds that device, and shares that run on it still use it), the directories go. */
 TEST(reserve_mps_daemon_that_dies_later_is_a_reserve_error) {
     mtree t;
     mtree_new(&t);
     rsv r;
-    CHECK_MSG(rsv_start(&r, &t, NULL, NULL, NULL), "tessera-reserve or the fake daemon is not built (run make)");
+    const char *args[] = {"--mps-restarts", "0", NULL};
+    CHECK_MSG(rsv_start(&r, &t, NULL, NULL, args), "tessera-reserve or the fake daemon is not built (run make)");
     char *uuid = wait_annotation(&r, "tessera.io/gpu-uuid", TEST_PATIENCE_MS);
     long dpid = read_pid_file(t.rpipe);
     if (dpid > 0) kill((pid_t)dpid, SIGKILL);
@@ -591,9 +594,77 @@ TEST(reserve_mps_daemon_that_dies_later_is_a_reserve_error) {
     snprintf(want, sizeof want, "the MPS control daemon of GPU " MPS_UUID " (pid %ld) was killed by signal 9", dpid);
     CHECK_CONTAINS(err, want);
     CHECK_CONTAINS(err, "control.log: [");
+    CHECK_CONTAINS(err, "(not restarted: --mps-restarts 0)");
     free(err);
-    CHECK(uuid_after == NULL && pipe_after == NULL);
+    CHECK_STR(uuid_after, MPS_UUID);
+    free(uuid_after);
+    CHECK(pipe_after == NULL);
     CHECK(alive);
+    CHECK_INT(rc, 0);
+}
+
+/* A daemon killed under a running client is started again in the same directories: the client of the dead one sees
+ * its connection end (its server is gone: CUDA's behaviour), a new client gets READY from the new daemon, the UUID and
+ * the pipe directory stay published with no error, and the restart is logged with why (signal 9, control.log). Once
+ * --mps-restarts (1 here) are spent, the next death is published as tessera.io/reserve-error, the UUID kept. */
+TEST(reserve_mps_restarts_a_daemon_that_dies_under_running_clients) {
+    mtree t;
+    mtree_new(&t);
+    rsv r;
+    const char *args[] = {"--mps-restarts", "1", NULL};
+    CHECK_MSG(rsv_start(&r, &t, NULL, NULL, args), "tessera-reserve or the fake daemon is not built (run make)");
+    char *uuid = wait_annotation(&r, "tessera.io/gpu-uuid", TEST_PATIENCE_MS);
+    char before[128] = "", lost[128] = "", after[128] = "";
+    int c1 = mps_client(t.rpipe, 4101, 1000);
+    bool ready1 = c1 >= 0 && read_line(c1, before, sizeof before, TEST_PATIENCE_MS);
+    long dpid = read_pid_file(t.rpipe);
+    if (dpid > 0) kill((pid_t)dpid, SIGKILL);
+    bool c1_lost = c1 >= 0 && !read_line(c1, lost, sizeof lost, TEST_PATIENCE_MS) && !strcmp(lost, "EOF");
+    if (c1 >= 0) close(c1);
+    const char *restarted[] = {"event=mps-daemon-restarted"};
+    bool logged = wait_log(r.err, restarted, 1, TEST_PATIENCE_MS) == 0;
+    long dpid2 = read_pid_file(t.rpipe);
+    int c2 = mps_client(t.rpipe, 4102, 1000);
+    bool ready2 = c2 >= 0 && read_line(c2, after, sizeof after, TEST_PATIENCE_MS);
+    if (c2 >= 0) close(c2);
+    char *err_mid = pod_annotation(r.f, MPS_NS, MPS_POD, "tessera.io/reserve-error");
+    char *uuid_mid = pod_annotation(r.f, MPS_NS, MPS_POD, "tessera.io/gpu-uuid");
+    char *pipe_mid = pod_annotation(r.f, MPS_NS, MPS_POD, RESERVE_ANN_MPS_PIPE);
+    char *log = slurp(r.err);
+    /* the restart is spent: the next death is final */
+    if (dpid2 > 0 && dpid2 != dpid) kill((pid_t)dpid2, SIGKILL);
+    char *err = wait_annotation(&r, "tessera.io/reserve-error", TEST_PATIENCE_MS);
+    char *uuid_end = pod_annotation(r.f, MPS_NS, MPS_POD, "tessera.io/gpu-uuid");
+    char *clog = read_in(t.rlog, "control.log");
+    int rc = rsv_stop(&r, false);
+    mtree_free(&t);
+    CHECK_STR(uuid, MPS_UUID);
+    free(uuid);
+    CHECK_MSG(ready1, "first client: \"%s\"", before);
+    CHECK(dpid > 0);
+    CHECK_MSG(c1_lost, "the dead daemon's client read \"%s\"", lost);
+    CHECK_MSG(logged, "no event=mps-daemon-restarted in the log:\n%s", log);
+    CHECK(dpid2 > 0 && dpid2 != dpid);
+    CHECK_MSG(ready2 && !strncmp(after, "READY ", 6), "a client after the restart: \"%s\"", after);
+    CHECK_MSG(err_mid == NULL, "an error while the daemon was restarted: %s", err_mid);
+    free(err_mid);
+    CHECK_STR(uuid_mid, MPS_UUID);
+    free(uuid_mid);
+    CHECK_STR(pipe_mid, t.rpipe);
+    free(pipe_mid);
+    char want[200];
+    snprintf(want, sizeof want, "(pid %ld) was killed by signal 9", dpid);
+    CHECK_CONTAINS(log, want);   /* the restart line says why */
+    CHECK_CONTAINS(log, "control.log: [");
+    free(log);
+    snprintf(want, sizeof want, "(pid %ld) was killed by signal 9", dpid2);
+    CHECK_CONTAINS(err, want);
+    CHECK_CONTAINS(err, "(restarted 1 time in a row, at most 1: given up)");
+    free(err);
+    CHECK_STR(uuid_end, MPS_UUID);
+    free(uuid_end);
+    CHECK_CONTAINS(clog, "Starting control daemon");   /* one log across both daemons: the history stays */
+    free(clog);
     CHECK_INT(rc, 0);
 }
 
@@ -712,6 +783,9 @@ TEST(reserve_mps_flags_are_checked) {
     char *a2[] = {bin, "--mps", "--mps-timeout", "0", NULL};
     int rc2 = wait_exit(spawn(a2, envp, out, errp), TEST_PATIENCE_MS);
     char *e2 = slurp(errp);
+    char *a4[] = {bin, "--mps", "--mps-restarts", "-1", NULL};
+    int rc4 = wait_exit(spawn(a4, envp, out, errp), TEST_PATIENCE_MS);
+    char *e4 = slurp(errp);
     char *a3[] = {bin, "--help", NULL};
     int rc3 = wait_exit(spawn(a3, envp, out, errp), TEST_PATIENCE_MS);
     char *help = slurp(out);
@@ -720,8 +794,12 @@ TEST(reserve_mps_flags_are_checked) {
     CHECK_CONTAINS(e1, "--once and --mps do not go together");
     CHECK_INT(rc2, 2);
     CHECK_CONTAINS(e2, "--mps-timeout: \"0\" is not a whole number of seconds from 1 to 3600");
+    CHECK_INT(rc4, 2);
+    CHECK_CONTAINS(e4, "--mps-restarts: \"-1\" is not a whole number from 0 to 100");
+    free(e4);
     CHECK_INT(rc3, 0);
     CHECK_CONTAINS(help, "--mps ");
+    CHECK_CONTAINS(help, "--mps-restarts N");
     CHECK_CONTAINS(help, "CUDA_MPS_PIPE_DIRECTORY=");
     CHECK_CONTAINS(help, RESERVE_ANN_MPS_PIPE);
     free(e1);
