@@ -2025,6 +2025,8 @@ TEST(ext_rsv_mps_daemon_that_fails_frees_the_gpu_and_moves_the_share) {
                    "\"status\":{\"phase\":\"Running\"}}");
     bool moved = WAIT_FOR(!pod_exists(&r, MNS, first) && pod_exists(&r, MNS, second));
     int gpu = assigned_gpu(&r, "m1");
+    /* The Event is posted by the events queue, after the move: wait for it. */
+    bool warned = WAIT_FOR(count_events(&r, EXT_DLV_EV_REFUSED, "m1") >= 1);
     char t[32], m[2048];
     event_of(&r, EXT_DLV_EV_REFUSED, "m1", t, sizeof t, m, sizeof m);
     rt_stop(&r);
@@ -2033,6 +2035,7 @@ TEST(ext_rsv_mps_daemon_that_fails_frees_the_gpu_and_moves_the_share) {
     CHECK(made);
     CHECK_MSG(moved, "the share did not move off the GPU whose daemon failed");
     CHECK_INT(gpu, 1);
+    CHECK_MSG(warned, "no TesseraGPURefused Event on the share that moved");
     CHECK_STR(t, "Warning");
     CHECK_CONTAINS(m, "exclusive-process mode");
 }

@@ -608,7 +608,9 @@ TEST(leader_slow_scheduler_lease_read_does_not_cost_the_renewal) {
     ext_leader *a = candidate(&e, "pod-a_1", MS(3000), MS(2000), MS(300), "pod-a");
     int up = wait_leader(a, true, TEST_PATIENCE_MS);
     fake_api_inject_stall(e.f, "GET /apis/coordination.k8s.io/v1/namespaces/tessera/leases/tessera-scheduler", MS(1100), 1000);
-    fake_api_inject_stall(e.f, "PUT /apis/coordination.k8s.io/v1/namespaces/tessera/leases/tessera-extender", MS(800), 1000);
+    /* Each renewal takes a quarter of the renew deadline: slow, yet half the request timeout (renew deadline / 2)
+     * away from failing, so a loaded machine's scheduling delays do not turn it into a timeout. */
+    fake_api_inject_stall(e.f, "PUT /apis/coordination.k8s.io/v1/namespaces/tessera/leases/tessera-extender", MS(500), 1000);
     int down = wait_leader(a, false, MS(6000));
     fake_api_clear_injections(e.f);
     ext_leader_free(a);
