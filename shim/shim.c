@@ -3,13 +3,24 @@
  *
  * WHAT IT DOES
  * A pod that holds a soft share gets TESSERA_GPU_MEMORY_MIB (its charged memory, per visible GPU) from its
- * ConfigMap, and this library preloaded into every process through /etc/ld.so.preload (tessera-reserve
- * --install-shim). Each allocation through the CUDA driver API is checked against the pod's total on that GPU,
+ * delivery ConfigMap, and this library preloaded into every process through /etc/ld.so.preload (tessera-reserve
+ * --install-shim; /opt/tessera and the preload file are mounted read-only in the application containers, so no
+ * process of the pod can swap the library for the others). Each allocation through the CUDA driver API is checked against the pod's total on that GPU,
  * summed over every process of every container of the pod: within the share it goes to the driver, past it the
  * call returns CUDA_ERROR_OUT_OF_MEMORY (2) with one line on stderr. cuMemGetInfo, cuDeviceTotalMem and NVML's
  * nvmlDeviceGetMemoryInfo/_v2 report the share as the device's total, so frameworks that size their pools from the
  * free memory (TensorFlow, JAX preallocation, PyTorch's caching allocator) size them to the share.
- * Without TESSERA_GPU_MEMORY_MIB the library is a pure pass-through: no lookup is mapped, no file opened.
+ * Without TESSERA_GPU_MEMORY_MIB the library is a pure pass-through: no lookup is mapped, no file opened but the
+ * configuration directory's listing, once.
+ *
+ * WHERE THE LIMIT COMES FROM (shim/share.h)
+ *   1. <libdir>/../config/TESSERA_GPU_MEMORY_MIB when that directory holds anything: in a pod, the delivery
+ *      ConfigMap that the webhook mounts read-only at /opt/tessera/config. Then the environment is not read at all:
+ *      `env -u TESSERA_GPU_MEMORY_MIB prog`, or a shell that unsets it, changes nothing.
+ *   2. Otherwise (the directory empty or absent: tests, the library used outside a pod) the environment's
+ *      TESSERA_GPU_MEMORY_MIB, which the same ConfigMap delivers to the containers through envFrom.
+ * Whoever may edit ConfigMaps in the pod's namespace can still change the share's ConfigMap; the kubelet then
+ * updates the mounted file, which a process reads once, at its first hooked call.
  *
  * MECHANISM, AND WHY THIS ONE
  * An interposer over the driver API (libcuda.so.1), as HAMi-core does, rather than MPS pinned-memory limits alone:
@@ -60,8 +71,9 @@
  *   - The CUDA 3.1 entry points with 32-bit sizes: looked up at run time they are refused as unknown variants;
  *     bound at link time, cuMemAlloc and cuMemAllocPitch are refused (CUDA_ERROR_NOT_SUPPORTED), cuArrayCreate and
  *     cuArray3DCreate are not seen.
- * The shim is a guard against frameworks that take the whole GPU, not a security boundary: a static binary or raw
- * ioctls on /dev/nvidia* bypass any preloaded library. Under MPS the driver's pinned-memory limit is the hard bound.
+ * The shim is a guard against frameworks that take the whole GPU, not a security boundary: a static binary, a
+ * program that loads its own copy of libcuda.so.1 under another name, or raw ioctls on /dev/nvidia* bypass any
+ * preloaded library, read-only mounts or not. Under MPS the driver's pinned-memory limit is the hard bound.
  *
  * COST
  * No constructor, no thread, no file until the first hooked call; the dlsym wrapper adds a compare and a jump.
