@@ -67,6 +67,11 @@ const char *shim_config(const char *name, char *buf, size_t len) {
     return buf;
 }
 
+bool shim_config_delivered(void) {
+    shim_enforcing();
+    return config[0] != 0;
+}
+
 const char *shim_config_source(void) {
     shim_enforcing();
     return config[0] ? config : "the environment";

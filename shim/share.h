@@ -16,6 +16,9 @@
  * when the source does not have it. */
 const char *shim_config(const char *name, char *buf, size_t len);
 
+/* Whether the source is the delivered configuration (a directory), not the environment. */
+bool shim_config_delivered(void);
+
 /* The source, for messages: the configuration directory's path, or "the environment". */
 const char *shim_config_source(void);
 

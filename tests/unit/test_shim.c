@@ -153,6 +153,39 @@ TEST(shim_delivered_limit_beats_the_environment) {
     node_free(&n);
 }
 
+/* A delivered MPS share: the driver takes its limits from the process's environment, so cuInit fails when the
+ * process dropped one (802, naming it) or when no MPS control daemon answers in its pipe directory (805): never a
+ * plain CUDA process with no compute limit. The deployed MPS test runs the same check against a daemon that answers. */
+TEST(shim_mps_share_without_its_daemon_or_limits_fails_cuinit) {
+    fake_node n;
+    char pod[300], out[OUT], err[OUT], pipe[400], env_pipe[440];
+    NODE_WITH_POD(n, NODE_80G, pod);
+    deliver(pod, "TESSERA_GPU_MEMORY_MIB", "4096");
+    deliver(pod, "CUDA_MPS_PIPE_DIRECTORY", "/run/tessera/mps/" GPU_A "/pipe");
+    deliver(pod, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25");
+    snprintf(pipe, sizeof pipe, "%s/no-mps", n.root);
+    snprintf(env_pipe, sizeof env_pipe, "CUDA_MPS_PIPE_DIRECTORY=%s", pipe);
+    const char *ops[] = {"alloc", "10", NULL};
+    /* the limit dropped from the environment */
+    const char *no_pct[] = {env_pipe, NULL};
+    CHECK_INT(probe_run(&n, pod, NULL, no_pct, ops, out, sizeof out, err, sizeof err), 3);
+    CHECK_CONTAINS(out, "init error 802\n");
+    CHECK_CONTAINS(err, "tessera: this pod's share is an MPS client whose CUDA_MPS_ACTIVE_THREAD_PERCENTAGE is \"25\"");
+    CHECK_CONTAINS(err, "and this process's is unset");
+    /* the limits there, no daemon in the pipe directory */
+    const char *pct[] = {env_pipe, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25", NULL};
+    CHECK_INT(probe_run(&n, pod, NULL, pct, ops, out, sizeof out, err, sizeof err), 3);
+    CHECK_CONTAINS(out, "init error 805\n");
+    CHECK_CONTAINS(err, "no MPS control daemon answers at ");
+    CHECK_CONTAINS(err, "/no-mps/control (No such file or directory); CUDA fails with CUDA_ERROR_MPS_CONNECTION_FAILED");
+    /* not an MPS share: the same process runs */
+    char path[400];
+    snprintf(path, sizeof path, "%s/config/CUDA_MPS_PIPE_DIRECTORY", pod);
+    CHECK(unlink(path) == 0);
+    CHECK_INT(probe_run(&n, pod, NULL, pct, ops, out, sizeof out, err, sizeof err), 0);
+    node_free(&n);
+}
+
 /* Within the share an allocation succeeds, past it CUDA_ERROR_OUT_OF_MEMORY with the contract's line; the device
  * reports the share through cuMemGetInfo, cuDeviceTotalMem and NVML (both structs), through every client path. */
 TEST(shim_every_client_path_enforces_and_reports_the_share) {
