@@ -830,6 +830,21 @@ void ext_webhook_mutate(const ext_webhook_config *cfg, const char *body, size_t 
             cJSON_Delete(root);
             return;
         }
+        /* A user namespace maps the pod's uids to others on the node: the MPS daemon (on the host's uids) would see
+         * a client uid that is not the runAsUser the model keeps apart per GPU, and files the client makes in the
+         * daemon's host directories would belong to an unmapped uid. */
+        const cJSON *hu = cJSON_GetObjectItemCaseSensitive(spec, "hostUsers");
+        if (mps && cJSON_IsFalse(hu)) {
+            reply_denied(uid,
+                         "tessera: an MPS share (tessera.io/compute-sharing: mps) cannot run in a user namespace "
+                         "(spec.hostUsers: false): the node would see its processes under another uid than its "
+                         "runAsUser, which is the uid its GPU's MPS control daemon must serve (one server per uid; a "
+                         "client of another uid waits for that server's clients to finish), and the daemon's host "
+                         "directories it mounts (/run/tessera/mps and its shm) are shared with the daemon by uid: "
+                         "remove hostUsers: false, or drop the annotation for a time-sliced share", out);
+            cJSON_Delete(root);
+            return;
+        }
         /* The shim's image is tessera's own: a share admitted without it would run with no memory limit. */
         char why[700] = "";
         bool known = cfg->image_fn ? cfg->image_fn(cfg->image_user, image, sizeof image, why, sizeof why)

@@ -916,6 +916,32 @@ TEST(webhook_mps_share_refuses_what_its_daemon_cannot_serve) {
     free(msg);
 }
 
+/* A user-namespaced pod (spec.hostUsers: false) runs under other uids on the node than its runAsUser: not the uid
+ * its MPS daemon serves, nor the owner the daemon's host directories expect. An MPS share so is refused with why;
+ * hostUsers true, and a time-sliced share in a user namespace, are admitted. */
+TEST(webhook_refuses_an_mps_share_in_a_user_namespace) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+    int st;
+    static const char fmt[] = "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'0.25'%s}},'spec':{"
+                              "'schedulerName':'tessera-scheduler','hostUsers':%s,'securityContext':{'runAsUser':1000},"
+                              "'containers':[{'name':'m'}]}}";
+    char pod[600];
+    snprintf(pod, sizeof pod, fmt, ",'tessera.io/compute-sharing':'mps'", "false");
+    char *msg = denial(&c, pod, &st);
+    CHECK_MSG(msg != NULL, "an MPS share with hostUsers: false admitted");
+    CHECK_CONTAINS(msg, "tessera: an MPS share (tessera.io/compute-sharing: mps) cannot run in a user namespace "
+                        "(spec.hostUsers: false)");
+    CHECK_CONTAINS(msg, "runAsUser");
+    CHECK_CONTAINS(msg, "remove hostUsers: false, or drop the annotation");
+    free(msg);
+    snprintf(pod, sizeof pod, fmt, ",'tessera.io/compute-sharing':'mps'", "true");
+    msg = denial(&c, pod, &st);
+    CHECK_MSG(msg == NULL, "hostUsers: true refused: %s", msg);
+    snprintf(pod, sizeof pod, fmt, "", "false");
+    msg = denial(&c, pod, &st);
+    CHECK_MSG(msg == NULL, "a time-sliced share in a user namespace refused: %s", msg);
+}
+
 TEST(webhook_refuses_invalid_gpu_request_with_the_parsers_message) {
     ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
     const char *pod = "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'1.5'}},"
