@@ -384,6 +384,19 @@ static int collisions(const cJSON *spec, const wants *w, char *why, size_t whyle
                              w->mnt[i].path, what);
                     return -1;
                 }
+                /* Beneath the read-only /opt/tessera the runtime cannot make a mount point (only state/ and
+                 * config/ exist there, made by the installer): the container would fail to start. */
+                size_t dl = strlen(EXT_DLV_SHIM_DIR);
+                bool ours = false;
+                for (int i = 0; cJSON_IsString(mp) && i < w->nmnt; i++) ours |= !strcmp(mp->valuestring, w->mnt[i].path);
+                if (cJSON_IsString(mp) && !ours && !strncmp(mp->valuestring, EXT_DLV_SHIM_DIR, dl) &&
+                    mp->valuestring[dl] == '/') {
+                    snprintf(why, whylen, "%s \"%.100s\" mounts a volume at %.100s, inside %s, which tessera mounts "
+                             "read-only for the share's memory limit: mount it elsewhere",
+                             l ? "container" : "init container", cJSON_IsString(cn) ? cn->valuestring : "(unnamed)",
+                             mp->valuestring, EXT_DLV_SHIM_DIR);
+                    return -1;
+                }
             }
         }
     }

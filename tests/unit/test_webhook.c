@@ -747,7 +747,8 @@ TEST(webhook_mends_a_writable_opt_tessera_and_a_copied_config_volume) {
 }
 
 /* The ledger's and the limits' volumes and mount points are tessera's too: another volume of those names, or a
- * mount of the pod's own at /opt/tessera/state or /opt/tessera/config, is refused with a message naming it. */
+ * mount of the pod's own at /opt/tessera/state or /opt/tessera/config, or anywhere else beneath the read-only
+ * /opt/tessera, is refused with a message naming it. */
 TEST(webhook_refuses_what_would_collide_with_the_ledger_or_the_limits) {
     ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
     int st;
@@ -756,6 +757,9 @@ TEST(webhook_refuses_what_would_collide_with_the_ledger_or_the_limits) {
         {"{'name':'tessera-cuda-config','emptyDir':{}}", "", "\"tessera-cuda-config\""},
         {"{'name':'mine','emptyDir':{}}", "{'name':'mine','mountPath':'/opt/tessera/state'}", "/opt/tessera/state"},
         {"{'name':'mine','emptyDir':{}}", "{'name':'mine','mountPath':'/opt/tessera/config'}", "/opt/tessera/config"},
+        /* beneath the read-only /opt/tessera no mount point can be made */
+        {"{'name':'mine','emptyDir':{}}", "{'name':'mine','mountPath':'/opt/tessera/models'}",
+         "mounts a volume at /opt/tessera/models, inside /opt/tessera, which tessera mounts read-only"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char pod[1024];
