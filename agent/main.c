@@ -68,9 +68,7 @@ static const char usage[] =
 "                              service account's token)\n"
 "  --ca-file FILE              CA bundle for the API server's certificate (default in a cluster: the\n"
 "                              service account's ca.crt; else the system CAs)\n"
-"  --client-cert FILE          client certificate for the API server\n"
-"  --client-key FILE           key for --client-cert\n"
-"  --insecure-skip-tls-verify  do not verify the API server's certificate (tests only)\n"
+KUBE_OPTIONS_TLS_HELP
 "  --once                      read both once, print them on stdout (\"<annotation> <value>\" lines) and\n"
 "                              exit without talking to the API server (1 if either could not be read): a\n"
 "                              check to run with kubectl exec\n"

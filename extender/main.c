@@ -91,9 +91,7 @@ static void usage(FILE *f) {
 "                              cluster: the service account's token)\n"
 "  --ca-file FILE              CA bundle for the API server's certificate (default in a\n"
 "                              cluster: the service account's ca.crt; else the system CAs)\n"
-"  --client-cert FILE          client certificate for the API server\n"
-"  --client-key FILE           key for --client-cert\n"
-"  --insecure-skip-tls-verify  do not verify the API server's certificate (tests only)\n"
+KUBE_OPTIONS_TLS_HELP
 "  --bind-timeout SECONDS      time limit of one Binding call to the API server (default 10);\n"
 "                              keep it below kube-scheduler's httpTimeout\n"
 "  --assume-ttl SECONDS        how long a bound pod is held as assumed until the watch\n"

@@ -242,16 +242,21 @@ static bool is_shim_ctr(const cJSON *c) {
     return cJSON_IsString(n) && !strcmp(n->valuestring, EXT_DLV_SHIM_CONTAINER);
 }
 
-/* A volume tessera adds: name, and its source (the "emptyDir" or "hostPath" member). */
+/* A volume tessera adds: name, and its source (the "emptyDir", "hostPath" or "configMap" member). */
 typedef struct want_vol {
     const char *name;
-    const char *host;   /* NULL: emptyDir {} */
+    const char *host;   /* a hostPath's path; NULL: emptyDir {} (or the configMap below) */
+    const char *cm;     /* a configMap's name (the pod's delivery ConfigMap); NULL: not a configMap */
+    const char *what;   /* what it is, for the message that refuses another volume of its name */
 } want_vol;
 
 static cJSON *vol_json(const want_vol *v) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", v->name);
-    if (!v->host) {
+    if (v->cm) {
+        /* not optional: a container must not start before its limits are there to read */
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(o, "configMap"), "name", v->cm);
+    } else if (!v->host) {
         cJSON_AddObjectToObject(o, "emptyDir");
     } else {
         cJSON *hp = cJSON_AddObjectToObject(o, "hostPath");
@@ -263,10 +268,27 @@ static cJSON *vol_json(const want_vol *v) {
     return o;
 }
 
+/* Is the pod's volume of our name ours (kind): the same source type? A configMap volume of our name that names
+ * another ConfigMap (a template copied from another share pod) is ours to replace, not a collision. */
+static bool vol_kind_is(const cJSON *have, const want_vol *v) {
+    const cJSON *ed = cJSON_GetObjectItemCaseSensitive(have, "emptyDir"), *hp = cJSON_GetObjectItemCaseSensitive(have, "hostPath");
+    const cJSON *cm = cJSON_GetObjectItemCaseSensitive(have, "configMap");
+    if (v->cm) return cJSON_IsObject(cm) && !ed && !hp;
+    return !cm && (v->host ? hp && !ed : ed && !hp);
+}
+
 /* The same volume as ours (what a replay or a copied template holds)? */
 static bool vol_is(const cJSON *have, const want_vol *v) {
     const cJSON *ed = cJSON_GetObjectItemCaseSensitive(have, "emptyDir"), *hp = cJSON_GetObjectItemCaseSensitive(have, "hostPath");
-    if (!v->host) return cJSON_IsObject(ed) && !hp && cJSON_GetArraySize(ed) == 0;
+    if (v->cm) {
+        /* the API server adds defaultMode 420; items or optional would change what the shim reads */
+        const cJSON *cm = cJSON_GetObjectItemCaseSensitive(have, "configMap");
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(cm, "name");
+        return vol_kind_is(have, v) && cJSON_IsString(n) && !strcmp(n->valuestring, v->cm) &&
+               !cJSON_GetObjectItemCaseSensitive(cm, "items") &&
+               !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cm, "optional"));
+    }
+    if (!v->host) return vol_kind_is(have, v) && cJSON_IsObject(ed) && cJSON_GetArraySize(ed) == 0;
     const cJSON *path = cJSON_GetObjectItemCaseSensitive(hp, "path"), *type = cJSON_GetObjectItemCaseSensitive(hp, "type");
     return !ed && cJSON_IsString(path) && !strcmp(path->valuestring, v->host) && cJSON_IsString(type) &&
            !strcmp(type->valuestring, "Directory");
@@ -287,6 +309,8 @@ static cJSON *mount_json(const want_mount *m) {
     return o;
 }
 
+/* Does the pod's mount at our path mount what we do (volume and subPath)? Otherwise it is the pod's own: a
+ * collision. Whether it is read-only is mount_exact's question (an older tessera's, replayed, is mended). */
 static bool mount_is(const cJSON *have, const want_mount *m) {
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(have, "name"), *sp = cJSON_GetObjectItemCaseSensitive(have, "subPath");
     bool sub_ok = m->sub ? cJSON_IsString(sp) && !strcmp(sp->valuestring, m->sub)
@@ -294,22 +318,32 @@ static bool mount_is(const cJSON *have, const want_mount *m) {
     return cJSON_IsString(n) && !strcmp(n->valuestring, m->vol) && sub_ok;
 }
 
+static bool mount_exact(const cJSON *have, const want_mount *m) {
+    return mount_is(have, m) && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(have, "readOnly")) == m->ro;
+}
+
 typedef struct wants {
-    want_vol vol[3];
+    want_vol vol[5];
     int nvol;
-    want_mount mnt[4];
+    want_mount mnt[6];
     int nmnt;
 } wants;
 
-static void wants_for(bool mps, wants *w) {
+static void wants_for(bool mps, const char *cm, wants *w) {
     memset(w, 0, sizeof *w);
-    w->vol[w->nvol++] = (want_vol){EXT_DLV_SHIM_VOLUME, NULL};
-    /* read-write: every process of the pod records its allocations in the state directory there */
-    w->mnt[w->nmnt++] = (want_mount){EXT_DLV_SHIM_VOLUME, EXT_DLV_SHIM_DIR, NULL, false};
+    static const char interposer[] = "GPU memory interposer (libtessera-cuda)";
+    w->vol[w->nvol++] = (want_vol){EXT_DLV_SHIM_VOLUME, NULL, NULL, interposer};
+    w->vol[w->nvol++] = (want_vol){EXT_DLV_SHIM_STATE_VOLUME, NULL, NULL, "GPU memory ledger (libtessera-cuda)"};
+    w->vol[w->nvol++] = (want_vol){EXT_DLV_SHIM_CONFIG_VOLUME, NULL, cm, "GPU limits (libtessera-cuda)"};
+    /* Read-only: a process of the pod must not be able to replace the library or ld.so.preload for the pod's
+     * other processes, nor the limits. Only the ledger is written, by every process of every container. */
+    w->mnt[w->nmnt++] = (want_mount){EXT_DLV_SHIM_VOLUME, EXT_DLV_SHIM_DIR, NULL, true};
     w->mnt[w->nmnt++] = (want_mount){EXT_DLV_SHIM_VOLUME, EXT_DLV_SHIM_PRELOAD, EXT_DLV_SHIM_PRELOAD_SUB, true};
+    w->mnt[w->nmnt++] = (want_mount){EXT_DLV_SHIM_STATE_VOLUME, EXT_DLV_SHIM_STATE_DIR, NULL, false};
+    w->mnt[w->nmnt++] = (want_mount){EXT_DLV_SHIM_CONFIG_VOLUME, EXT_DLV_SHIM_CONFIG_DIR, NULL, true};
     if (mps) {
-        w->vol[w->nvol++] = (want_vol){EXT_DLV_MPS_VOLUME, EXT_DLV_MPS_ROOT};
-        w->vol[w->nvol++] = (want_vol){EXT_DLV_MPS_SHM_VOLUME, EXT_DLV_MPS_SHM};
+        w->vol[w->nvol++] = (want_vol){EXT_DLV_MPS_VOLUME, EXT_DLV_MPS_ROOT, NULL, "MPS directory"};
+        w->vol[w->nvol++] = (want_vol){EXT_DLV_MPS_SHM_VOLUME, EXT_DLV_MPS_SHM, NULL, "MPS directory"};
         w->mnt[w->nmnt++] = (want_mount){EXT_DLV_MPS_VOLUME, EXT_DLV_MPS_ROOT, NULL, false};
         w->mnt[w->nmnt++] = (want_mount){EXT_DLV_MPS_SHM_VOLUME, EXT_DLV_DEV_SHM, NULL, false};
     }
@@ -324,10 +358,10 @@ static int collisions(const cJSON *spec, const wants *w, char *why, size_t whyle
     cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(spec, "volumes")) {
         const cJSON *n = cJSON_GetObjectItemCaseSensitive(v, "name");
         for (int i = 0; cJSON_IsString(n) && i < w->nvol; i++)
-            if (!strcmp(n->valuestring, w->vol[i].name) && !vol_is(v, &w->vol[i])) {
+            if (!strcmp(n->valuestring, w->vol[i].name) && !(w->vol[i].cm ? vol_kind_is(v, &w->vol[i])
+                                                                            : vol_is(v, &w->vol[i]))) {
                 snprintf(why, whylen, "spec.volumes: the pod has a volume named \"%s\", which is tessera's name for "
-                         "the share's %s: rename yours", w->vol[i].name,
-                         w->vol[i].host ? "MPS directory" : "GPU memory interposer (libtessera-cuda)");
+                         "the share's %s: rename yours", w->vol[i].name, w->vol[i].what);
                 return -1;
             }
     }
@@ -350,20 +384,23 @@ static int collisions(const cJSON *spec, const wants *w, char *why, size_t whyle
                              w->mnt[i].path, what);
                     return -1;
                 }
+                /* Beneath the read-only /opt/tessera the runtime cannot make a mount point (only state/ and
+                 * config/ exist there, made by the installer): the container would fail to start. */
+                size_t dl = strlen(EXT_DLV_SHIM_DIR);
+                bool ours = false;
+                for (int i = 0; cJSON_IsString(mp) && i < w->nmnt; i++) ours |= !strcmp(mp->valuestring, w->mnt[i].path);
+                if (cJSON_IsString(mp) && !ours && !strncmp(mp->valuestring, EXT_DLV_SHIM_DIR, dl) &&
+                    mp->valuestring[dl] == '/') {
+                    snprintf(why, whylen, "%s \"%.100s\" mounts a volume at %.100s, inside %s, which tessera mounts "
+                             "read-only for the share's memory limit: mount it elsewhere",
+                             l ? "container" : "init container", cJSON_IsString(cn) ? cn->valuestring : "(unnamed)",
+                             mp->valuestring, EXT_DLV_SHIM_DIR);
+                    return -1;
+                }
             }
         }
     }
     return 0;
-}
-
-/* Does array arr hold an object whose member key is the string val? */
-static bool has_item(const cJSON *arr, const char *key, const char *val) {
-    const cJSON *x;
-    cJSON_ArrayForEach(x, arr) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(x, key);
-        if (cJSON_IsString(v) && !strcmp(v->valuestring, val)) return true;
-    }
-    return false;
 }
 
 /* Add items (taken) to the array at path, which is arr in the pod: created whole when the pod has none. */
@@ -381,21 +418,67 @@ static void add_items(cJSON *ops, const cJSON *arr, const char *path, cJSON *ite
     }
 }
 
-/* What is there already is tessera's own: collisions() refused anything else of those names and paths. */
+/* The array item at path replaced by v (taken): "remove" then "add" at the same index, as patch_shim_ctr does
+ * (the two operations every JSON Patch reader of this project plays). */
+static void op_replace(cJSON *ops, const char *path, cJSON *v) {
+    cJSON *op = cJSON_CreateObject();
+    cJSON_AddStringToObject(op, "op", "remove");
+    cJSON_AddStringToObject(op, "path", path);
+    cJSON_AddItemToArray(ops, op);
+    op_add(ops, path, v);
+}
+
+/* The first object of array arr whose member key is the string val, its index in *at; NULL (*at -1) when none. */
+static const cJSON *find_item(const cJSON *arr, const char *key, const char *val, int *at) {
+    int i = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, arr) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(x, key);
+        if (cJSON_IsString(v) && !strcmp(v->valuestring, val)) {
+            *at = i;
+            return x;
+        }
+        i++;
+    }
+    *at = -1;
+    return NULL;
+}
+
+/* What is there already is tessera's own: collisions() refused anything else of those names and paths. Ours
+ * but not as tessera makes it now (the delivery ConfigMap of a copied template) is replaced. */
 static void patch_volumes(cJSON *ops, const cJSON *spec, const wants *w) {
     const cJSON *vols = cJSON_GetObjectItemCaseSensitive(spec, "volumes");
     cJSON *missing = cJSON_CreateArray();
-    for (int i = 0; i < w->nvol; i++)
-        if (!has_item(vols, "name", w->vol[i].name)) cJSON_AddItemToArray(missing, vol_json(&w->vol[i]));
+    for (int i = 0; i < w->nvol; i++) {
+        int found;
+        const cJSON *have = find_item(vols, "name", w->vol[i].name, &found);
+        if (!have) {
+            cJSON_AddItemToArray(missing, vol_json(&w->vol[i]));
+        } else if (!vol_is(have, &w->vol[i])) {
+            char path[64];
+            snprintf(path, sizeof path, "/spec/volumes/%d", found);
+            op_replace(ops, path, vol_json(&w->vol[i]));
+        }
+    }
     add_items(ops, vols, "/spec/volumes", missing);
 }
 
+/* Each of tessera's mounts on container i of list: added when missing, replaced when it is ours but not read-only
+ * as it should be (a pod admitted by an older tessera mounted /opt/tessera read-write). */
 static void patch_mounts(cJSON *ops, const cJSON *ctr, const char *list, int i, const wants *w) {
     const cJSON *have = cJSON_GetObjectItemCaseSensitive(ctr, "volumeMounts");
     cJSON *missing = cJSON_CreateArray();
-    for (int k = 0; k < w->nmnt; k++)
-        if (!has_item(have, "mountPath", w->mnt[k].path)) cJSON_AddItemToArray(missing, mount_json(&w->mnt[k]));
-    char path[128];
+    char path[160];
+    for (int k = 0; k < w->nmnt; k++) {
+        int found;
+        const cJSON *mine = find_item(have, "mountPath", w->mnt[k].path, &found);
+        if (!mine) {
+            cJSON_AddItemToArray(missing, mount_json(&w->mnt[k]));
+        } else if (!mount_exact(mine, &w->mnt[k])) {
+            snprintf(path, sizeof path, "/spec/%s/%d/volumeMounts/%d", list, i, found);
+            op_replace(ops, path, mount_json(&w->mnt[k]));
+        }
+    }
     snprintf(path, sizeof path, "/spec/%s/%d/volumeMounts", list, i);
     add_items(ops, have, path, missing);
 }
@@ -558,7 +641,7 @@ static cJSON *share_patch(const ext_webhook_config *cfg, const cJSON *pod, const
             }
         }
         wants w;
-        wants_for(mps, &w);
+        wants_for(mps, cm, &w);
         if (collisions(spec, &w, why, whylen) < 0) {
             cJSON_Delete(ops);
             return NULL;
@@ -757,6 +840,21 @@ void ext_webhook_mutate(const ext_webhook_config *cfg, const char *body, size_t 
                      "MPS control daemon (CUDA_MPS_PIPE_DIRECTORY names one), and this pod asks for shares of %d GPUs: "
                      "run one pod per GPU, or drop the annotation for time-sliced shares", r.count);
             reply_denied(uid, msg, out);
+            cJSON_Delete(root);
+            return;
+        }
+        /* A user namespace maps the pod's uids to others on the node: the MPS daemon (on the host's uids) would see
+         * a client uid that is not the runAsUser the model keeps apart per GPU, and files the client makes in the
+         * daemon's host directories would belong to an unmapped uid. */
+        const cJSON *hu = cJSON_GetObjectItemCaseSensitive(spec, "hostUsers");
+        if (mps && cJSON_IsFalse(hu)) {
+            reply_denied(uid,
+                         "tessera: an MPS share (tessera.io/compute-sharing: mps) cannot run in a user namespace "
+                         "(spec.hostUsers: false): the node would see its processes under another uid than its "
+                         "runAsUser, which is the uid its GPU's MPS control daemon must serve (one server per uid; a "
+                         "client of another uid waits for that server's clients to finish), and the daemon's host "
+                         "directories it mounts (/run/tessera/mps and its shm) are shared with the daemon by uid: "
+                         "remove hostUsers: false, or drop the annotation for a time-sliced share", out);
             cJSON_Delete(root);
             return;
         }

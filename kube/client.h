@@ -113,6 +113,12 @@ enum { KUBE_OPT_API = 0x4b00, KUBE_OPT_TOKEN, KUBE_OPT_CA, KUBE_OPT_CERT, KUBE_O
     {"kube-api", required_argument, 0, KUBE_OPT_API}, {"token-file", required_argument, 0, KUBE_OPT_TOKEN},          \
     {"ca-file", required_argument, 0, KUBE_OPT_CA}, {"client-cert", required_argument, 0, KUBE_OPT_CERT},            \
     {"client-key", required_argument, 0, KUBE_OPT_KEY}, {"insecure-skip-tls-verify", no_argument, 0, KUBE_OPT_INSECURE}
+/* The --help lines of the client's TLS flags, the same in every program (each program words --kube-api,
+ * --token-file and --ca-file for its own defaults). */
+#define KUBE_OPTIONS_TLS_HELP                                                                                        \
+    "  --client-cert FILE          client certificate for the API server\n"                                          \
+    "  --client-key FILE           key for --client-cert\n"                                                          \
+    "  --insecure-skip-tls-verify  do not verify the API server's certificate (tests only)\n"
 /* getopt_long's answer opt (with its optarg): set it in cfg and true, or false when opt is not one of these. */
 bool kube_config_option(kube_config *cfg, int opt, const char *arg);
 

@@ -47,6 +47,12 @@ static int write_file(const char *path, int fd_in, const char *text, mode_t mode
     if (rc == 0 && fchmod(fd, mode) < 0) rc = failed(why, len, "cannot set the mode of", tmp);
     if (rc == 0 && fsync(fd) < 0) rc = failed(why, len, "cannot sync", tmp);
     if (close(fd) < 0 && rc == 0) rc = failed(why, len, "cannot write", tmp);
+    /* A directory where the file goes: the kubelet makes one when it mounts a subPath that does not exist yet
+     * (ld.so.preload, mounted by a container that started before this one wrote it). An empty one is removed
+     * (rename cannot replace a directory with a file); one with something in it is not ours to remove. */
+    struct stat st;
+    if (rc == 0 && lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && rmdir(path) < 0)
+        rc = failed(why, len, "cannot remove the directory in the way of", path);
     if (rc == 0 && rename(tmp, path) < 0) rc = failed(why, len, "cannot rename into place", path);
     if (rc < 0) unlink(tmp);
     return rc;
@@ -70,7 +76,12 @@ int reserve_install_shim(const char *dir, const char *source, char *why, size_t 
     close(src);
     snprintf(file, sizeof file, "%s/ld.so.preload", dir);
     if (rc == 0) rc = write_file(file, -1, RESERVE_SHIM_PRELOAD "\n", 0444, why, whylen);
+    /* state/ and config/ are mount points in the application containers (the ledger's emptyDir, the delivery
+     * ConfigMap), inside this directory they mount read-only, where the runtime could not create them. state/
+     * is also the ledger itself where nothing is mounted over it (tests, a pod of an older webhook). */
     snprintf(file, sizeof file, "%s/state", dir);
     if (rc == 0) rc = make_dir(file, 01777, why, whylen);
+    snprintf(file, sizeof file, "%s/config", dir);
+    if (rc == 0) rc = make_dir(file, 0755, why, whylen);
     return rc;
 }

@@ -3,13 +3,24 @@
  *
  * WHAT IT DOES
  * A pod that holds a soft share gets TESSERA_GPU_MEMORY_MIB (its charged memory, per visible GPU) from its
- * ConfigMap, and this library preloaded into every process through /etc/ld.so.preload (tessera-reserve
- * --install-shim). Each allocation through the CUDA driver API is checked against the pod's total on that GPU,
+ * delivery ConfigMap, and this library preloaded into every process through /etc/ld.so.preload (tessera-reserve
+ * --install-shim; /opt/tessera and the preload file are mounted read-only in the application containers, so no
+ * process of the pod can swap the library for the others). Each allocation through the CUDA driver API is checked against the pod's total on that GPU,
  * summed over every process of every container of the pod: within the share it goes to the driver, past it the
  * call returns CUDA_ERROR_OUT_OF_MEMORY (2) with one line on stderr. cuMemGetInfo, cuDeviceTotalMem and NVML's
  * nvmlDeviceGetMemoryInfo/_v2 report the share as the device's total, so frameworks that size their pools from the
  * free memory (TensorFlow, JAX preallocation, PyTorch's caching allocator) size them to the share.
- * Without TESSERA_GPU_MEMORY_MIB the library is a pure pass-through: no lookup is mapped, no file opened.
+ * Without TESSERA_GPU_MEMORY_MIB the library is a pure pass-through: no lookup is mapped, no file opened but the
+ * configuration directory's listing, once.
+ *
+ * WHERE THE LIMIT COMES FROM (shim/share.h)
+ *   1. <libdir>/../config/TESSERA_GPU_MEMORY_MIB when that directory holds anything: in a pod, the delivery
+ *      ConfigMap that the webhook mounts read-only at /opt/tessera/config. Then the environment is not read at all:
+ *      `env -u TESSERA_GPU_MEMORY_MIB prog`, or a shell that unsets it, changes nothing.
+ *   2. Otherwise (the directory empty or absent: tests, the library used outside a pod) the environment's
+ *      TESSERA_GPU_MEMORY_MIB, which the same ConfigMap delivers to the containers through envFrom.
+ * Whoever may edit ConfigMaps in the pod's namespace can still change the share's ConfigMap; the kubelet then
+ * updates the mounted file, which a process reads once, at its first hooked call.
  *
  * MECHANISM, AND WHY THIS ONE
  * An interposer over the driver API (libcuda.so.1), as HAMi-core does, rather than MPS pinned-memory limits alone:
@@ -60,8 +71,9 @@
  *   - The CUDA 3.1 entry points with 32-bit sizes: looked up at run time they are refused as unknown variants;
  *     bound at link time, cuMemAlloc and cuMemAllocPitch are refused (CUDA_ERROR_NOT_SUPPORTED), cuArrayCreate and
  *     cuArray3DCreate are not seen.
- * The shim is a guard against frameworks that take the whole GPU, not a security boundary: a static binary or raw
- * ioctls on /dev/nvidia* bypass any preloaded library. Under MPS the driver's pinned-memory limit is the hard bound.
+ * The shim is a guard against frameworks that take the whole GPU, not a security boundary: a static binary, a
+ * program that loads its own copy of libcuda.so.1 under another name, or raw ioctls on /dev/nvidia* bypass any
+ * preloaded library, read-only mounts or not. Under MPS the driver's pinned-memory limit is the hard bound.
  *
  * COST
  * No constructor, no thread, no file until the first hooked call; the dlsym wrapper adds a compare and a jump.
@@ -76,12 +88,15 @@
 #include "shim/track.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -357,6 +372,48 @@ static unsigned long long pod_use(int dev) {
     return u.used;
 }
 
+/* ---- MPS shares ------------------------------------------------------------------------------------------- */
+
+/* An MPS share (the delivered configuration names CUDA_MPS_PIPE_DIRECTORY) is held to its compute and pinned-memory
+ * limits by the driver, which reads them from the process's environment, not from the shim's files: a process that
+ * dropped them, or finds no daemon, would run as a plain CUDA process with neither limit. cuInit fails then: 802
+ * when a variable differs from the delivered value, CUDA_ERROR_MPS_CONNECTION_FAILED (805) when nothing accepts a
+ * connection at $CUDA_MPS_PIPE_DIRECTORY/control (the control daemon's socket; the driver itself connects there to
+ * become a client). Only under a delivered configuration: from the environment alone nothing says what was
+ * delivered. The pipe directory itself is not compared with the delivered path (the fake kubelet rewrites paths in
+ * the environment, not in files); that a process may name another GPU's daemon is a known gap. */
+static CUresult mps_ready(void) {
+    char want[PATH_MAX], v[256];
+    if (!shim_config_delivered() || !shim_config("CUDA_MPS_PIPE_DIRECTORY", want, sizeof want)) return CUDA_SUCCESS;
+    static const char *const limits[] = {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"};
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+        if (!shim_config(limits[i], v, sizeof v)) continue;
+        const char *e = getenv(limits[i]);
+        if (e && !strcmp(e, v)) continue;
+        shim_say("this pod's share is an MPS client whose %s is \"%.60s\" (%s), and this process's is %s%.60s%s: the "
+                 "driver would not hold it to the share's limits; CUDA fails with CUDA_ERROR_SYSTEM_NOT_READY (802)",
+                 limits[i], v, shim_config_source(), e ? "\"" : "unset", e ? e : "", e ? "\"" : "");
+        return CUDA_ERROR_SYSTEM_NOT_READY;
+    }
+    const char *pipe = getenv("CUDA_MPS_PIPE_DIRECTORY");
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd = -1, ok = 0;
+    char why[128] = "CUDA_MPS_PIPE_DIRECTORY unset";
+    if (pipe && *pipe) {
+        errno = ENAMETOOLONG;
+        if ((size_t)snprintf(sa.sun_path, sizeof sa.sun_path, "%s/control", pipe) < sizeof sa.sun_path &&
+            (fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) >= 0)
+            ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+        snprintf(why, sizeof why, "%s", strerror(errno));
+    }
+    if (fd >= 0) close(fd);
+    if (ok) return CUDA_SUCCESS;
+    shim_say("this pod's share is an MPS client, and no MPS control daemon answers at %.200s/control (%s); CUDA fails "
+             "with CUDA_ERROR_MPS_CONNECTION_FAILED (805) rather than run outside MPS with no compute limit",
+             pipe && *pipe ? pipe : want, why);
+    return CUDA_ERROR_MPS_CONNECTION_FAILED;
+}
+
 /* ---- the hooks -------------------------------------------------------------------------------------------- */
 
 #define REAL(e, type) ((type)shim_real(R_##e))
@@ -366,6 +423,7 @@ EXPORT CUresult cuInit(unsigned int flags) {
     CUresult (*f)(unsigned int) = REAL(cuInit, CUresult (*)(unsigned int));
     if (shim_enforcing()) {
         CUresult rc = ready_cuda();
+        if (!rc) rc = mps_ready();
         if (rc) return rc;
     }
     return f ? f(flags) : NO_DRIVER;

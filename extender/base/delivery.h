@@ -54,12 +54,23 @@ const char *ext_delivery_mode_name(ext_delivery_mode m);
 /* ------------------------------------------------------------------ what the webhook adds to a share pod
  * (round 4, issue 27; deploy/README.md "What the container gets"). The interposer libtessera-cuda.so is
  * copied by the first init container into a per-pod emptyDir and named in /etc/ld.so.preload, which glibc
- * honours for every dynamically linked process, whatever the image's ENV or a shell does. */
-#define EXT_DLV_SHIM_VOLUME      "tessera-cuda"                 /* emptyDir {} */
+ * honours for every dynamically linked process, whatever the image's ENV or a shell does. The application
+ * containers mount that emptyDir READ-ONLY (a process of the pod must not replace the library or the preload
+ * list for the pod's other processes); what they write, the pod's memory ledger, is a second emptyDir mounted
+ * read-write over its state/ directory, and the share's limits come from the delivery ConfigMap mounted
+ * read-only over its config/ directory (a process can drop an environment variable, not a mounted file).
+ * tessera-reserve --install-shim makes both directories: the runtime cannot create a mount point inside a
+ * read-only mount. */
+#define EXT_DLV_SHIM_VOLUME      "tessera-cuda"                 /* emptyDir {}: the library, ld.so.preload */
 #define EXT_DLV_SHIM_CONTAINER   "tessera-cuda-shim"            /* first init container, tessera's own image */
-#define EXT_DLV_SHIM_DIR         "/opt/tessera"                 /* the emptyDir, in every container */
+#define EXT_DLV_SHIM_DIR         "/opt/tessera"                 /* the emptyDir: read-write in the shim container
+                                                                 * only, read-only in every other */
 #define EXT_DLV_SHIM_PRELOAD     "/etc/ld.so.preload"           /* subPath ld.so.preload of the emptyDir */
 #define EXT_DLV_SHIM_PRELOAD_SUB "ld.so.preload"
+#define EXT_DLV_SHIM_STATE_VOLUME "tessera-cuda-state"          /* emptyDir {}: the pod's memory ledger */
+#define EXT_DLV_SHIM_STATE_DIR   "/opt/tessera/state"           /* read-write, every container but the shim's */
+#define EXT_DLV_SHIM_CONFIG_VOLUME "tessera-cuda-config"        /* configMap: the pod's delivery ConfigMap */
+#define EXT_DLV_SHIM_CONFIG_DIR  "/opt/tessera/config"          /* read-only, every container but the shim's */
 #define EXT_DLV_SHIM_INSTALL     "--install-shim"               /* tessera-reserve --install-shim /opt/tessera */
 #define EXT_DLV_SHIM_UID         65532                          /* the image's nonroot user */
 /* MPS shares also get the node's MPS directory (the daemon's pipe and log directories, per GPU UUID, beneath

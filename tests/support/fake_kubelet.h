@@ -70,7 +70,9 @@
  *   - mounts: no mount namespace. A path the process is given is rewritten instead: a command argument that is a
  *     volume mount's mountPath or lies under it (the longest mountPath wins), or the VALUE of an argument
  *     "-...=VALUE" that does, or an environment variable's whole value that does, or workingDir, becomes the
- *     mount's host directory + the rest. Nothing else is rewritten: a path a program has compiled in (its
+ *     mount's host directory + the rest. A mount inside another's mountPath (the share's /opt/tessera/state) is
+ *     a symlink at that place in the outer mount's host directory, replacing the empty mount point there, so a
+ *     path a program derives itself (libtessera-cuda's <libdir>/../state) reaches it. Nothing else is rewritten: a path a program has compiled in (its
  *     defaults) or reads from a file is not, so pods run in exec mode must pass such paths as arguments (e.g.
  *     tessera-reserve --mps-root /run/tessera/mps). A path a program writes back to the API carries the host
  *     directory. The working directory is node_root/pods/<uid> unless workingDir says otherwise.

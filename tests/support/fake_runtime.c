@@ -181,6 +181,36 @@ static void rt_mounts_free(rt_mount *m, size_t n) {
     free(m);
 }
 
+/* A mount inside another's mountPath (the share's state/ and config/ under /opt/tessera): with no mount namespace,
+ * the directory at that place in the outer mount's host directory becomes a symlink to the inner mount's source,
+ * so that a path a program finds by itself under the outer mount (libtessera-cuda's <libdir>/../state) reaches what
+ * is mounted there. Only an empty directory (the mount point, as an init container made it) or a missing one is
+ * replaced; the pod's containers mount the same things there, so the symlink is the same for all of them. */
+static void rt_nest(const rt_mount *m, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const rt_mount *outer = NULL;
+        size_t ol = 0;
+        for (size_t j = 0; j < n; j++) {
+            size_t l = strlen(m[j].path);
+            if (j == i || l <= ol || strncmp(m[i].path, m[j].path, l) || m[i].path[l] != '/') continue;
+            outer = &m[j];
+            ol = l;
+        }
+        if (!outer) continue;
+        char *at = rt_printf("%s%s", outer->src, m[i].path + ol);
+        char target[4096];
+        ssize_t tl = readlink(at, target, sizeof target - 1);
+        if (tl >= 0) target[tl] = 0;
+        if (tl < 0 || strcmp(target, m[i].src)) {
+            if (tl >= 0) unlink(at);
+            else rmdir(at);   /* fails, and the symlink too, unless it was empty or missing */
+            int rc = symlink(m[i].src, at);   /* on failure left as it is: the program sees the outer's */
+            (void)rc;
+        }
+        free(at);
+    }
+}
+
 /* The container's volumeMounts as (mountPath, host source). NULL with msg for a mount the fake cannot play. */
 static rt_mount *rt_mounts(const fk_rt_node *n, const cJSON *pod, const cJSON *ctr, size_t *count, char *msg,
                            size_t len) {
@@ -217,6 +247,7 @@ static rt_mount *rt_mounts(const fk_rt_node *n, const cJSON *pod, const cJSON *c
         m[*count].src = src;
         (*count)++;
     }
+    rt_nest(m, *count);
     return m;
 }
 

@@ -215,15 +215,17 @@ static bool create_share(iso *t, const char *name, const char *anns, const char 
  * quarter of an 80 GB GPU: 20480 MiB) allocates 12288 MiB in one container and holds it; its second container
  * then asks for 12288 MiB more and is refused (24576 > 20480), with libtessera-cuda's line on stderr; pod "b"
  * (half the GPU: 40960 MiB), on the same GPU, allocates 32768 MiB meanwhile and succeeds: more than pod "a" may
- * have, so it is the share that refuses, not the GPU. */
+ * have, so it is the share that refuses, not the GPU. The second container runs the probe under `env -u
+ * TESSERA_GPU_MEMORY_MIB`: the limit is read from the delivery ConfigMap mounted at /opt/tessera/config, which a
+ * process cannot drop as it can a variable. */
 TEST(deployed_share_over_its_limit_gets_oom_while_its_neighbour_allocates) {
     iso t;
     bool up = iso_start(&t, false);
     char go[320], uid_a[128] = "", uid_b[128] = "";
     snprintf(go, sizeof go, "%s/go-a", t.root);
-    char second[600];
-    snprintf(second, sizeof second, "[\"/usr/local/bin/tessera-cuda-probe\",\"wait-file\",\"%s\",\"alloc\",\"12288\","
-             "\"meminfo\"]", go);
+    char second[1400];
+    snprintf(second, sizeof second, "[\"/usr/bin/env\",\"-u\",\"TESSERA_GPU_MEMORY_MIB\",\"%s\",\"wait-file\",\"%s\","
+             "\"alloc\",\"12288\",\"meminfo\"]", t.probe, go);
     const char *a_ctrs[] = {"first", "[\"/usr/local/bin/tessera-cuda-probe\",\"alloc\",\"12288\",\"meminfo\",\"hold\",\"120\"]",
                             "second", second};
     const char *b_ctrs[] = {"app", "[\"/usr/local/bin/tessera-cuda-probe\",\"alloc\",\"32768\",\"meminfo\",\"hold\",\"120\"]"};

@@ -55,6 +55,10 @@ TEST(shim_install_layout) {
     fclose(f);
     line[got] = 0;
     CHECK_STR(line, "/opt/tessera/lib/libtessera-cuda.so\n");
+    /* config/: the mount point of the delivery ConfigMap, empty (the shim then reads the environment) */
+    snprintf(path, sizeof path, "%s/config", pod);
+    CHECK(stat(path, &st) == 0 && S_ISDIR(st.st_mode));
+    CHECK_INT(st.st_mode & 07777, 0755);
     /* a missing source: exit 1 and the file named; nothing half-installed */
     char bin[600], out[512], err[512], dir[300];
     snprintf(bin, sizeof bin, "%s/tessera-reserve", n.build);
@@ -77,6 +81,109 @@ TEST(shim_install_into_a_file_fails_clearly) {
     CHECK_CONTAINS(why, "cannot create");
     CHECK_CONTAINS(why, "Not a directory");
     unlink(dir);
+}
+
+/* The kubelet mounts a subPath that does not exist yet as a directory: an EMPTY directory where ld.so.preload goes
+ * (a container that started before the installer ran, in a pod whose init containers run again) is replaced by the
+ * file; one with something in it is not removed, and the install fails saying so. */
+TEST(shim_install_replaces_an_empty_directory_at_ld_so_preload) {
+    char why[300], dir[] = "/tmp/tessera-install-XXXXXX", path[400], keep[450];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/ld.so.preload", dir);
+    CHECK(mkdir(path, 0755) == 0);
+    int rc = reserve_install_shim(dir, "/bin/sh", why, sizeof why);
+    CHECK_MSG(rc == 0, "%s", why);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && S_ISREG(st.st_mode));
+    /* a directory with something in it: not ours to remove */
+    CHECK(unlink(path) == 0 && mkdir(path, 0755) == 0);
+    snprintf(keep, sizeof keep, "%s/someone's", path);
+    FILE *f = fopen(keep, "w");
+    CHECK(f != NULL);
+    fclose(f);
+    CHECK_INT(reserve_install_shim(dir, "/bin/sh", why, sizeof why), -1);
+    CHECK_CONTAINS(why, "cannot remove the directory in the way of ");
+    CHECK_CONTAINS(why, "ld.so.preload: Directory not empty");
+    CHECK(access(keep, F_OK) == 0);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+}
+
+/* Write the delivery ConfigMap's key into pod/config/ as the kubelet projects it (a file per key). */
+static void deliver(const char *pod, const char *key, const char *value) {
+    char path[400];
+    snprintf(path, sizeof path, "%s/config/%s", pod, key);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(value, f);
+        fclose(f);
+    }
+}
+
+/* Where the ConfigMap is mounted over config/, the limit is the file's and the environment is not read: a process
+ * that drops or raises TESSERA_GPU_MEMORY_MIB (`env -u`) is held to the delivered share all the same. A delivered
+ * configuration without the key is a share without a limit, whatever the environment says. */
+TEST(shim_delivered_limit_beats_the_environment) {
+    fake_node n;
+    char pod[300], out[OUT], err[OUT];
+    NODE_WITH_POD(n, NODE_80G, pod);
+    deliver(pod, "TESSERA_GPU_UUID", GPU_A);
+    deliver(pod, "TESSERA_GPU_MEMORY_MIB", "4096");
+    const char *ops[] = {"alloc", "3000", "alloc", "2000", "meminfo", NULL};
+    static const char *const envs[] = {NULL, "81920", "1"};
+    for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
+        int rc = probe_run(&n, pod, envs[i], NULL, ops, out, sizeof out, err, sizeof err);
+        CHECK_MSG(rc == 1, "env %s: exit %d, stdout:\n%s\nstderr:\n%s", envs[i] ? envs[i] : "(unset)", rc, out, err);
+        CHECK_CONTAINS(out, "alloc 3000 ok\nalloc 2000 error 2\nmeminfo free=1096 total=4096\n");
+        CHECK_CONTAINS(err, "this pod's share is 4096 MiB");
+    }
+    /* a bad delivered value names its file */
+    deliver(pod, "TESSERA_GPU_MEMORY_MIB", "4Gi");
+    CHECK_INT(probe_run(&n, pod, "4096", NULL, ops, out, sizeof out, err, sizeof err), 3);
+    CHECK_CONTAINS(err, "TESSERA_GPU_MEMORY_MIB=\"4Gi\" (from ");
+    CHECK_CONTAINS(err, "/lib/../config) is not a whole number of MiB");
+    /* delivered without the key: no limit, the environment's ignored */
+    char path[400];
+    snprintf(path, sizeof path, "%s/config/TESSERA_GPU_MEMORY_MIB", pod);
+    CHECK(unlink(path) == 0);
+    const char *big[] = {"alloc", "8192", NULL};
+    CHECK_INT(probe_run(&n, pod, "4096", NULL, big, out, sizeof out, err, sizeof err), 0);
+    CHECK_CONTAINS(out, "alloc 8192 ok\n");
+    node_free(&n);
+}
+
+/* A delivered MPS share: the driver takes its limits from the process's environment, so cuInit fails when the
+ * process dropped one (802, naming it) or when no MPS control daemon answers in its pipe directory (805): never a
+ * plain CUDA process with no compute limit. The deployed MPS test runs the same check against a daemon that answers. */
+TEST(shim_mps_share_without_its_daemon_or_limits_fails_cuinit) {
+    fake_node n;
+    char pod[300], out[OUT], err[OUT], pipe[400], env_pipe[440];
+    NODE_WITH_POD(n, NODE_80G, pod);
+    deliver(pod, "TESSERA_GPU_MEMORY_MIB", "4096");
+    deliver(pod, "CUDA_MPS_PIPE_DIRECTORY", "/run/tessera/mps/" GPU_A "/pipe");
+    deliver(pod, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25");
+    snprintf(pipe, sizeof pipe, "%s/no-mps", n.root);
+    snprintf(env_pipe, sizeof env_pipe, "CUDA_MPS_PIPE_DIRECTORY=%s", pipe);
+    const char *ops[] = {"alloc", "10", NULL};
+    /* the limit dropped from the environment */
+    const char *no_pct[] = {env_pipe, NULL};
+    CHECK_INT(probe_run(&n, pod, NULL, no_pct, ops, out, sizeof out, err, sizeof err), 3);
+    CHECK_CONTAINS(out, "init error 802\n");
+    CHECK_CONTAINS(err, "tessera: this pod's share is an MPS client whose CUDA_MPS_ACTIVE_THREAD_PERCENTAGE is \"25\"");
+    CHECK_CONTAINS(err, "and this process's is unset");
+    /* the limits there, no daemon in the pipe directory */
+    const char *pct[] = {env_pipe, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25", NULL};
+    CHECK_INT(probe_run(&n, pod, NULL, pct, ops, out, sizeof out, err, sizeof err), 3);
+    CHECK_CONTAINS(out, "init error 805\n");
+    CHECK_CONTAINS(err, "no MPS control daemon answers at ");
+    CHECK_CONTAINS(err, "/no-mps/control (No such file or directory); CUDA fails with CUDA_ERROR_MPS_CONNECTION_FAILED");
+    /* not an MPS share: the same process runs */
+    char path[400];
+    snprintf(path, sizeof path, "%s/config/CUDA_MPS_PIPE_DIRECTORY", pod);
+    CHECK(unlink(path) == 0);
+    CHECK_INT(probe_run(&n, pod, NULL, pct, ops, out, sizeof out, err, sizeof err), 0);
+    node_free(&n);
 }
 
 /* Within the share an allocation succeeds, past it CUDA_ERROR_OUT_OF_MEMORY with the contract's line; the device
@@ -223,7 +330,8 @@ TEST(shim_fails_loudly_when_it_cannot_enforce) {
     CHECK(mkdir(path, 01777) == 0);
     CHECK_INT(probe_run(&n, pod, "20Gi", NULL, ops, out, sizeof out, err, sizeof err), 3);
     CHECK_CONTAINS(out, "init error 802\n");
-    CHECK_CONTAINS(err, "cannot be enforced: TESSERA_GPU_MEMORY_MIB=\"20Gi\" is not a whole number of MiB");
+    CHECK_CONTAINS(err, "cannot be enforced: TESSERA_GPU_MEMORY_MIB=\"20Gi\" (from the environment) is not a whole "
+                        "number of MiB");
     /* a ledger file of another size (not this version's): refused, not overwritten */
     snprintf(path, sizeof path, "%s/state/memory.v1", pod);
     FILE *f = fopen(path, "w");

@@ -438,8 +438,10 @@ static int sc_flag(const cJSON *ctr, const char *a) {   /* 1 true, 0 false, -1 a
 
 /* Every soft share gets the interposer (round4.md, "What the webhook adds"): the emptyDir, tessera-cuda-shim
  * FIRST among the init containers (tessera's image, the installer's command, restricted-clean, 10m/16Mi, no
- * envFrom and no preload of its own), and on every other container and init container the volume at
- * /opt/tessera (read-write) and its ld.so.preload at /etc/ld.so.preload (read-only). */
+ * envFrom and no preload of its own, the only one that mounts /opt/tessera read-write), and on every other
+ * container and init container the volume at /opt/tessera and its ld.so.preload at /etc/ld.so.preload, both
+ * READ-ONLY (no process of the pod may replace the library for the others), the ledger's own emptyDir
+ * read-write at /opt/tessera/state and the pod's delivery ConfigMap read-only at /opt/tessera/config. */
 TEST(webhook_share_gets_the_interposer) {
     ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
     cJSON *pod = admit(&c, "uid-shim", FRACTION_POD);
@@ -447,7 +449,7 @@ TEST(webhook_share_gets_the_interposer) {
     const cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
     const cJSON *inits = cJSON_GetObjectItemCaseSensitive(spec, "initContainers");
     const cJSON *shim = cJSON_GetArrayItem(inits, 0);
-    char first[64], cmd[256] = "", vol[128] = "", m[5][128];
+    char first[64], cmd[256] = "", vol[128] = "", vstate[128] = "", vconf[128] = "", m[5][128], sm[2][128];
     snprintf(first, sizeof first, "%s", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(shim, "name")));
     const cJSON *a;
     cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(shim, "command"))
@@ -457,6 +459,15 @@ TEST(webhook_share_gets_the_interposer) {
         if (!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "name")), "tessera-cuda"))
             snprintf(vol, sizeof vol, "%s", cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(v, "emptyDir")) &&
                                             cJSON_GetArraySize(v) == 2 ? "emptyDir" : "other");
+    cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(spec, "volumes")) {
+        const char *vn = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "name"));
+        char *t = cJSON_PrintUnformatted(v);
+        if (!strcmp(vn, "tessera-cuda-state")) snprintf(vstate, sizeof vstate, "%s", t);
+        if (!strcmp(vn, "tessera-cuda-config")) snprintf(vconf, sizeof vconf, "%s", t);
+        free(t);
+    }
+    mount_at(shim, "/opt/tessera/state", sm[0], sizeof sm[0]);
+    mount_at(shim, "/opt/tessera/config", sm[1], sizeof sm[1]);
     mount_at(shim, "/opt/tessera", m[0], sizeof m[0]);
     mount_at(shim, "/etc/ld.so.preload", m[1], sizeof m[1]);
     const char *img = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(shim, "image"));
@@ -481,7 +492,10 @@ TEST(webhook_share_gets_the_interposer) {
     for (int i = 0; i < 3; i++) {
         mount_at(others[i], "/opt/tessera", m[2], sizeof m[2]);
         mount_at(others[i], "/etc/ld.so.preload", m[3], sizeof m[3]);
-        all &= !strcmp(m[2], "tessera-cuda||rw") && !strcmp(m[3], "tessera-cuda|ld.so.preload|ro");
+        all &= !strcmp(m[2], "tessera-cuda||ro") && !strcmp(m[3], "tessera-cuda|ld.so.preload|ro");
+        mount_at(others[i], "/opt/tessera/state", m[2], sizeof m[2]);
+        mount_at(others[i], "/opt/tessera/config", m[3], sizeof m[3]);
+        all &= !strcmp(m[2], "tessera-cuda-state||rw") && !strcmp(m[3], "tessera-cuda-config||ro");
     }
     int ninit = cJSON_GetArraySize(inits);
     cJSON_Delete(pod);
@@ -490,7 +504,11 @@ TEST(webhook_share_gets_the_interposer) {
     CHECK_STR(image, SHIM_IMAGE);
     CHECK_STR(cmd, "/usr/local/bin/tessera-reserve --install-shim /opt/tessera");
     CHECK_STR(vol, "emptyDir");
-    CHECK_STR(m[0], "tessera-cuda||rw");
+    CHECK_STR(vstate, "{\"name\":\"tessera-cuda-state\",\"emptyDir\":{}}");
+    CHECK_STR(vconf, "{\"name\":\"tessera-cuda-config\",\"configMap\":{\"name\":\"tessera-gpu-uid-shim\"}}");
+    CHECK_STR(m[0], "tessera-cuda||rw");   /* the installer writes it; nobody else does */
+    CHECK_STR(sm[0], "");
+    CHECK_STR(sm[1], "");
     CHECK_STR(m[1], "");   /* the installer itself runs without the preload */
     CHECK_STR(restext, "{\"requests\":{\"cpu\":\"10m\",\"memory\":\"16Mi\"},\"limits\":{\"cpu\":\"10m\",\"memory\":\"16Mi\"}}");
     free(restext);
@@ -647,6 +665,114 @@ TEST(webhook_refuses_what_would_collide_with_the_interposer) {
     CHECK_MSG(msg == NULL, "refused: %s", msg);
 }
 
+/* Drop from a container's volumeMounts the mount at path; make the one at rw_path read-write. */
+static void old_layout_mounts(cJSON *ctr) {
+    cJSON *mounts = cJSON_GetObjectItemCaseSensitive(ctr, "volumeMounts");
+    for (int k = cJSON_GetArraySize(mounts) - 1; k >= 0; k--) {
+        cJSON *m = cJSON_GetArrayItem(mounts, k);
+        const char *mp = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "mountPath"));
+        if (!strcmp(mp, "/opt/tessera/state") || !strcmp(mp, "/opt/tessera/config")) cJSON_DeleteItemFromArray(mounts, k);
+        else if (!strcmp(mp, "/opt/tessera")) cJSON_DeleteItemFromObject(m, "readOnly");
+    }
+}
+
+/* A pod that an older tessera admitted (its containers mount /opt/tessera read-write, no ledger emptyDir, no
+ * ConfigMap volume), reviewed again, is mended: /opt/tessera becomes read-only, the two volumes and their mounts
+ * are added, and the result is admitted again with no patch. A template copied from another share pod keeps that
+ * pod's ConfigMap in its tessera-cuda-config volume: replaced by this pod's own, as its envFrom is. */
+TEST(webhook_mends_a_writable_opt_tessera_and_a_copied_config_volume) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+    cJSON *pod = admit(&c, "uid-old", FRACTION_POD);
+    CHECK(pod != NULL);
+    cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
+    cJSON *vols = cJSON_GetObjectItemCaseSensitive(spec, "volumes");
+    for (int k = cJSON_GetArraySize(vols) - 1; k >= 0; k--) {
+        const char *vn = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(vols, k), "name"));
+        if (strcmp(vn, "tessera-cuda") != 0) cJSON_DeleteItemFromArray(vols, k);
+    }
+    cJSON *ctr;
+    cJSON_ArrayForEach(ctr, cJSON_GetObjectItemCaseSensitive(spec, "containers")) old_layout_mounts(ctr);
+    old_layout_mounts((cJSON *)ctr_named(spec, "initContainers", "init"));
+    char *old = pod_text(pod);
+    cJSON_Delete(pod);
+    cJSON *mended = admit(&c, "uid-old", old);
+    free(old);
+    CHECK(mended != NULL);
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(mended, "spec");
+    char m[4][128];
+    mount_at(ctr_named(ms, "containers", "main"), "/opt/tessera", m[0], sizeof m[0]);
+    mount_at(ctr_named(ms, "initContainers", "init"), "/opt/tessera", m[1], sizeof m[1]);
+    mount_at(ctr_named(ms, "containers", "main"), "/opt/tessera/state", m[2], sizeof m[2]);
+    mount_at(ctr_named(ms, "containers", "main"), "/opt/tessera/config", m[3], sizeof m[3]);
+    int nmain = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(ctr_named(ms, "containers", "main"), "volumeMounts"));
+    char *mtext = pod_text(mended);
+    int st;
+    char *body = review("uid-old-again", "CREATE", "Pod", mtext);
+    cJSON *rep = mutate(&c, body, &st, NULL);
+    free(body);
+    bool no_patch = rep && !cJSON_GetObjectItemCaseSensitive(resp_of(rep), "patch");
+    cJSON_Delete(rep);
+    CHECK_STR(m[0], "tessera-cuda||ro");
+    CHECK_STR(m[1], "tessera-cuda||ro");
+    CHECK_STR(m[2], "tessera-cuda-state||rw");
+    CHECK_STR(m[3], "tessera-cuda-config||ro");
+    CHECK_INT(nmain, 4);   /* replaced in place, not added twice */
+    CHECK_MSG(no_patch, "the mended pod gets a patch again");
+
+    /* the same pod as a template for another one: it names another pod's ConfigMap (one this webhook did not
+     * issue lately) in its annotation, envFrom and ConfigMap volume */
+    char copied[8192] = "";
+    for (const char *p = mtext, *hit; *p; p = hit + strlen("tessera-gpu-uid-old")) {
+        hit = strstr(p, "tessera-gpu-uid-old");
+        if (!hit) hit = p + strlen(p);
+        snprintf(copied + strlen(copied), sizeof copied - strlen(copied), "%.*s%s", (int)(hit - p), p,
+                 *hit ? "tessera-gpu-elsewhere" : "");
+        if (!*hit) break;
+    }
+    free(mtext);
+    CHECK(strstr(copied, "tessera-gpu-elsewhere") != NULL);
+    cJSON *copy = admit(&c, "uid-copy", copied);
+    cJSON_Delete(mended);
+    CHECK(copy != NULL);
+    char cmname[128] = "";
+    const cJSON *v;
+    cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(copy, "spec"), "volumes"))
+        if (!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "name")), "tessera-cuda-config"))
+            snprintf(cmname, sizeof cmname, "%s", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                                                      cJSON_GetObjectItemCaseSensitive(v, "configMap"), "name")));
+    int nvols = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(copy, "spec"), "volumes"));
+    cJSON_Delete(copy);
+    CHECK_STR(cmname, "tessera-gpu-uid-copy");
+    CHECK_INT(nvols, 3);
+}
+
+/* The ledger's and the limits' volumes and mount points are tessera's too: another volume of those names, or a
+ * mount of the pod's own at /opt/tessera/state or /opt/tessera/config, or anywhere else beneath the read-only
+ * /opt/tessera, is refused with a message naming it. */
+TEST(webhook_refuses_what_would_collide_with_the_ledger_or_the_limits) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+    int st;
+    static const struct { const char *vols, *mounts, *want; } cases[] = {
+        {"{'name':'tessera-cuda-state','hostPath':{'path':'/x'}}", "", "\"tessera-cuda-state\""},
+        {"{'name':'tessera-cuda-config','emptyDir':{}}", "", "\"tessera-cuda-config\""},
+        {"{'name':'mine','emptyDir':{}}", "{'name':'mine','mountPath':'/opt/tessera/state'}", "/opt/tessera/state"},
+        {"{'name':'mine','emptyDir':{}}", "{'name':'mine','mountPath':'/opt/tessera/config'}", "/opt/tessera/config"},
+        /* beneath the read-only /opt/tessera no mount point can be made */
+        {"{'name':'mine','emptyDir':{}}", "{'name':'mine','mountPath':'/opt/tessera/models'}",
+         "mounts a volume at /opt/tessera/models, inside /opt/tessera, which tessera mounts read-only"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char pod[1024];
+        snprintf(pod, sizeof pod, "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'0.5'}},'spec':{"
+                 "'schedulerName':'tessera-scheduler','volumes':[%s],'containers':[{'name':'m','volumeMounts':[%s]}]}}",
+                 cases[i].vols, cases[i].mounts);
+        char *msg = denial(&c, pod, &st);
+        CHECK_MSG(msg != NULL, "case %zu not refused", i);
+        CHECK_CONTAINS(msg, cases[i].want);
+        free(msg);
+    }
+}
+
 /* ------------------------------------------------------------------ MPS shares */
 
 #define MPS_POD \
@@ -683,11 +809,12 @@ TEST(webhook_mps_share_gets_its_daemons_directories) {
     char vols[512] = "";
     const cJSON *v;
     cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(spec, "volumes")) {
-        const cJSON *hp = cJSON_GetObjectItemCaseSensitive(v, "hostPath");
+        const cJSON *hp = cJSON_GetObjectItemCaseSensitive(v, "hostPath"), *cm = cJSON_GetObjectItemCaseSensitive(v, "configMap");
         snprintf(vols + strlen(vols), sizeof vols - strlen(vols), "%s=%s:%s;",
                  cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "name")),
-                 hp ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(hp, "path")) : "emptyDir",
-                 hp ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(hp, "type")) : "");
+                 hp ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(hp, "path")) : cm ? "configMap" : "emptyDir",
+                 hp ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(hp, "type"))
+                 : cm ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cm, "name")) : "");
     }
     char m[4][128];
     const cJSON *main_c = ctr_named(spec, "containers", "main"), *prep = ctr_named(spec, "initContainers", "prep");
@@ -706,8 +833,8 @@ TEST(webhook_mps_share_gets_its_daemons_directories) {
     bool no_patch = rep && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp_of(rep), "allowed")) &&
                     !cJSON_GetObjectItemCaseSensitive(resp_of(rep), "patch");
     cJSON_Delete(rep);
-    CHECK_STR(vols, "tessera-cuda=emptyDir:;tessera-mps=/run/tessera/mps:Directory;"
-                    "tessera-mps-shm=/run/tessera/mps/shm:Directory;");
+    CHECK_STR(vols, "tessera-cuda=emptyDir:;tessera-cuda-state=emptyDir:;tessera-cuda-config=configMap:tessera-gpu-uid-mps;"
+                    "tessera-mps=/run/tessera/mps:Directory;tessera-mps-shm=/run/tessera/mps/shm:Directory;");
     CHECK_STR(m[0], "tessera-mps||rw");
     CHECK_STR(m[1], "tessera-mps-shm||rw");
     CHECK_STR(m[2], "");
@@ -791,6 +918,32 @@ TEST(webhook_mps_share_refuses_what_its_daemon_cannot_serve) {
     CHECK_MSG(msg != NULL, "an MPS share without a uid admitted");
     CHECK_CONTAINS(msg, "runAsUser");
     free(msg);
+}
+
+/* A user-namespaced pod (spec.hostUsers: false) runs under other uids on the node than its runAsUser: not the uid
+ * its MPS daemon serves, nor the owner the daemon's host directories expect. An MPS share so is refused with why;
+ * hostUsers true, and a time-sliced share in a user namespace, are admitted. */
+TEST(webhook_refuses_an_mps_share_in_a_user_namespace) {
+    ext_webhook_config c = cfg_with(EXT_DELIVERY_RESERVATION);
+    int st;
+    static const char fmt[] = "{'metadata':{'name':'p','annotations':{'tessera.io/gpu-fraction':'0.25'%s}},'spec':{"
+                              "'schedulerName':'tessera-scheduler','hostUsers':%s,'securityContext':{'runAsUser':1000},"
+                              "'containers':[{'name':'m'}]}}";
+    char pod[600];
+    snprintf(pod, sizeof pod, fmt, ",'tessera.io/compute-sharing':'mps'", "false");
+    char *msg = denial(&c, pod, &st);
+    CHECK_MSG(msg != NULL, "an MPS share with hostUsers: false admitted");
+    CHECK_CONTAINS(msg, "tessera: an MPS share (tessera.io/compute-sharing: mps) cannot run in a user namespace "
+                        "(spec.hostUsers: false)");
+    CHECK_CONTAINS(msg, "runAsUser");
+    CHECK_CONTAINS(msg, "remove hostUsers: false, or drop the annotation");
+    free(msg);
+    snprintf(pod, sizeof pod, fmt, ",'tessera.io/compute-sharing':'mps'", "true");
+    msg = denial(&c, pod, &st);
+    CHECK_MSG(msg == NULL, "hostUsers: true refused: %s", msg);
+    snprintf(pod, sizeof pod, fmt, "", "false");
+    msg = denial(&c, pod, &st);
+    CHECK_MSG(msg == NULL, "a time-sliced share in a user namespace refused: %s", msg);
 }
 
 TEST(webhook_refuses_invalid_gpu_request_with_the_parsers_message) {
