@@ -1816,7 +1816,7 @@ static int64_t run_pass(ext_rsv *r) {
                 cpy(s->cm_written, sizeof s->cm_written, uuids);
                 cpy(s->enforcement, sizeof s->enforcement, enf);
                 if (fresh || !s->ev_delivered) {
-                    char msg[1400];
+                    char msg[2048];   /* room for every UUID, the ConfigMap's name and enf whole */
                     /* What enforces the share goes with the device, so `kubectl describe pod` says both. A share
                      * whose memory or compute is not enforced says so as a Warning. */
                     bool weak = strstr(enf, "not enforced") || strstr(enf, "not capped (the pod");
