@@ -740,6 +740,14 @@ static void exec_gpu_stand_ins(env *e) {
 
 TEST(fake_kubelet_exec_nvidia_runtime_and_preload_stand_ins) { RUN(exec_gpu_stand_ins); }
 
+/* The pid on the first whole line of the file at path, or 0 (no file yet, or the line not written whole yet). */
+static int read_pid_line(const char *path) {
+    char *text = read_text(path);
+    int pid = text && strchr(text, '\n') ? atoi(text) : 0;
+    free(text);
+    return pid;
+}
+
 /* A process that ignores SIGTERM and one that left the container's process group (setsid) are both gone after
  * the kubelet stops: the grace period, then SIGKILL to the group, then the pod's marker. */
 static void exec_stop_kills_everything(env *e) {
@@ -757,10 +765,8 @@ static void exec_stop_kills_everything(env *e) {
     int pid = uid ? fake_kubelet_pid(e->k, uid, "app") : 0;
     char path[700];
     snprintf(path, sizeof path, "%s/pods/%s/volumes/kubernetes.io~empty-dir/v/escaped.pid", root, uid ? uid : "");
-    char *text = NULL;
-    WAIT_FOR((text = read_text(path)) != NULL);
-    int escaped = text ? atoi(text) : 0;
-    free(text);
+    int escaped = 0;   /* the file exists before the shell has written the pid and its newline into it */
+    WAIT_FOR((escaped = read_pid_line(path)) > 0);
     bool escaped_ran = escaped > 0 && kill(escaped, 0) == 0;
     fake_kubelet_stop(e->k);
     e->k = NULL;
