@@ -10,51 +10,11 @@
 #include <string.h>
 
 #include "agent/podresources.h"
-#include "kube/json.h"
+#include "kube/strbuf.h"
 
 int agent_holdings_keeps(const char *resource) {
     static const char prefix[] = "nvidia.com/";
     return resource && strncmp(resource, prefix, sizeof prefix - 1) == 0 && resource[sizeof prefix - 1] != '\0';
-}
-
-/* ---- a string builder; oom is sticky ---- */
-
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t len) {
-    if (b->oom) return;
-    if (b->n + len + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + len + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) { b->oom = true; return; }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, len);
-    b->n += len;
-    b->p[b->n] = '\0';
-}
-
-static void sb_lit(sbuf *b, const char *s) {
-    sb_add(b, s, strlen(s));
-}
-
-static void sb_put(void *b, const char *s, size_t len) { sb_add(b, s, len); }
-
-/* A JSON string (kube/json.h; UTF-8, as the decoder checked). */
-static void sb_json_string(sbuf *b, const char *s) { kube_json_quote(sb_put, b, s); }
-
-static char *sb_finish(sbuf *b) {
-    if (b->oom) {
-        free(b->p);
-        return NULL;
-    }
-    return b->p;
 }
 
 /* ---- (key, resource, id) triples, sorted and written as nested objects ---- */
@@ -105,22 +65,22 @@ static void tr_add_devices(triples *ts, const char *key, const agent_pr_devices 
 }
 
 /* {"res":["id",...],...} for the sorted run t[from..to), duplicates once. */
-static void sb_resources(sbuf *b, const triple *t, size_t from, size_t to) {
-    sb_add(b, "{", 1);
+static void write_resources(kube_strbuf *b, const triple *t, size_t from, size_t to) {
+    kube_strbuf_add(b, "{", 1);
     for (size_t i = from; i < to; i++) {
         bool new_res = i == from || strcmp(t[i].res, t[i - 1].res) != 0;
         if (!new_res && strcmp(t[i].id, t[i - 1].id) == 0) continue;
         if (new_res) {
-            if (i != from) sb_lit(b, "],");
-            sb_json_string(b, t[i].res);
-            sb_lit(b, ":[");
+            if (i != from) kube_strbuf_lit(b, "],");
+            kube_strbuf_json(b, t[i].res);
+            kube_strbuf_lit(b, ":[");
         } else {
-            sb_add(b, ",", 1);
+            kube_strbuf_add(b, ",", 1);
         }
-        sb_json_string(b, t[i].id);
+        kube_strbuf_json(b, t[i].id);
     }
-    if (to > from) sb_add(b, "]", 1);
-    sb_add(b, "}", 1);
+    if (to > from) kube_strbuf_add(b, "]", 1);
+    kube_strbuf_add(b, "}", 1);
 }
 
 char *agent_holdings_from_list(const agent_pr_list *l) {
@@ -140,19 +100,19 @@ char *agent_holdings_from_list(const agent_pr_list *l) {
     if (ts.oom) goto done;
     /* equal keys from two entries of the same pod merge here too, as containers do */
     if (ts.n) qsort(ts.t, ts.n, sizeof *ts.t, tr_cmp);
-    sbuf b = {0};
-    sb_lit(&b, "{\"v\":1,\"pods\":{");
+    kube_strbuf b = {0};
+    kube_strbuf_lit(&b, "{\"v\":1,\"pods\":{");
     for (size_t i = 0; i < ts.n;) {
         size_t j = i;
         while (j < ts.n && strcmp(ts.t[j].key, ts.t[i].key) == 0) j++;
-        if (i) sb_add(&b, ",", 1);
-        sb_json_string(&b, ts.t[i].key);
-        sb_add(&b, ":", 1);
-        sb_resources(&b, ts.t, i, j);
+        if (i) kube_strbuf_add(&b, ",", 1);
+        kube_strbuf_json(&b, ts.t[i].key);
+        kube_strbuf_add(&b, ":", 1);
+        write_resources(&b, ts.t, i, j);
         i = j;
     }
-    sb_lit(&b, "}}");
-    out = sb_finish(&b);
+    kube_strbuf_lit(&b, "}}");
+    out = kube_strbuf_finish(&b);
 done:
     for (size_t i = 0; i < l->npods; i++) free(keys[i]);
     free(keys);
@@ -168,10 +128,10 @@ char *agent_allocatable_from_reply(const agent_pr_allocatable *a) {
         return NULL;
     }
     if (ts.n) qsort(ts.t, ts.n, sizeof *ts.t, tr_cmp);
-    sbuf b = {0};
-    sb_resources(&b, ts.t, 0, ts.n);
+    kube_strbuf b = {0};
+    write_resources(&b, ts.t, 0, ts.n);
     free(ts.t);
-    return sb_finish(&b);
+    return kube_strbuf_finish(&b);
 }
 
 /* ---- the calls ---- */

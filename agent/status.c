@@ -4,7 +4,6 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +13,7 @@
 #include <time.h>
 
 #include "kube/pod.h"
+#include "kube/strbuf.h"
 
 #define MAX_ANNOTATIONS 4
 
@@ -84,95 +84,88 @@ void agent_status_tick(void) {
 
 /* ---- the server ---------------------------------------------------------------------------------------- */
 
-typedef struct text { char *p; size_t n, cap; } text;
-
-static void addf(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void addf(text *t, const char *fmt, ...) {
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int w = vsnprintf(t->p ? t->p + t->n : NULL, t->p ? t->cap - t->n : 0, fmt, ap);
-        va_end(ap);
-        if (w < 0) return;
-        if (t->p && t->n + (size_t)w < t->cap) { t->n += (size_t)w; return; }
-        size_t cap = t->cap ? t->cap * 2 : 4096;
-        while (cap < t->n + (size_t)w + 1) cap *= 2;
-        char *q = realloc(t->p, cap);
-        if (!q) return;
-        t->p = q;
-        t->cap = cap;
-    }
-}
-
-static int readyz(text *t) {
+static int readyz(kube_strbuf *t) {
     int bad = 0;
     for (int c = 0; c < AGENT_NCOMP; c++) {
         /* the topology is only judged once NVML answered; untried, it is nvml's line that says why */
         if (c == AGENT_TOPOLOGY && !st.tried[c]) continue;
         if (!st.tried[c] || st.degraded[c]) {
-            addf(t, "%s: %s\n", comp_names[c], st.tried[c] ? st.why[c] : "not tried yet");
+            kube_strbuf_printf(t, "%s: %s\n", comp_names[c], st.tried[c] ? st.why[c] : "not tried yet");
             bad++;
         }
     }
-    if (!bad) addf(t, "ok\n");
+    if (!bad) kube_strbuf_printf(t, "ok\n");
     return bad ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK;
 }
 
-static int healthz(text *t) {
+static int healthz(kube_strbuf *t) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     long long ms = (now.tv_sec - st.tick.tv_sec) * 1000LL + (now.tv_nsec - st.tick.tv_nsec) / 1000000;
     if (st.tick.tv_sec && ms > stall_limit_ms) {
-        addf(t, "main loop stalled for %lld ms\n", ms);
+        kube_strbuf_printf(t, "main loop stalled for %lld ms\n", ms);
         return MHD_HTTP_SERVICE_UNAVAILABLE;
     }
-    addf(t, "ok\n");
+    kube_strbuf_printf(t, "ok\n");
     return MHD_HTTP_OK;
 }
 
-static int metrics(text *t) {
-    addf(t, "# HELP tessera_node_agent_writes_total Node PATCHes that wrote the annotation.\n"
-            "# TYPE tessera_node_agent_writes_total counter\n");
+static int metrics(kube_strbuf *t) {
+    kube_strbuf_printf(t, "# HELP tessera_node_agent_writes_total Node PATCHes that wrote the annotation.\n"
+                          "# TYPE tessera_node_agent_writes_total counter\n");
     for (int i = 0; i < st.nann; i++)
-        addf(t, "tessera_node_agent_writes_total{annotation=\"%s\"} %llu\n", st.ann[i], (unsigned long long)st.writes[i]);
-    addf(t, "# HELP tessera_node_agent_write_errors_total Node PATCHes that failed (retried with back-off).\n"
-            "# TYPE tessera_node_agent_write_errors_total counter\n"
-            "tessera_node_agent_write_errors_total %llu\n", (unsigned long long)st.write_errors);
-    addf(t, "# HELP tessera_node_agent_errors_total Failures per component (nvml, pod-resources, api, topology).\n"
-            "# TYPE tessera_node_agent_errors_total counter\n");
+        kube_strbuf_printf(t, "tessera_node_agent_writes_total{annotation=\"%s\"} %llu\n", st.ann[i],
+                           (unsigned long long)st.writes[i]);
+    kube_strbuf_printf(t, "# HELP tessera_node_agent_write_errors_total Node PATCHes that failed (retried with "
+                          "back-off).\n"
+                          "# TYPE tessera_node_agent_write_errors_total counter\n"
+                          "tessera_node_agent_write_errors_total %llu\n", (unsigned long long)st.write_errors);
+    kube_strbuf_printf(t, "# HELP tessera_node_agent_errors_total Failures per component (nvml, pod-resources, api, "
+                          "topology).\n"
+                          "# TYPE tessera_node_agent_errors_total counter\n");
     for (int c = 0; c < AGENT_NCOMP; c++)
-        addf(t, "tessera_node_agent_errors_total{component=\"%s\"} %llu\n", comp_names[c], (unsigned long long)st.errors[c]);
-    addf(t, "# HELP tessera_node_agent_degraded 1 while the component is degraded or not tried yet (/readyz says why).\n"
-            "# TYPE tessera_node_agent_degraded gauge\n");
+        kube_strbuf_printf(t, "tessera_node_agent_errors_total{component=\"%s\"} %llu\n", comp_names[c],
+                           (unsigned long long)st.errors[c]);
+    kube_strbuf_printf(t, "# HELP tessera_node_agent_degraded 1 while the component is degraded or not tried yet "
+                          "(/readyz says why).\n"
+                          "# TYPE tessera_node_agent_degraded gauge\n");
     for (int c = 0; c < AGENT_NCOMP; c++)
-        addf(t, "tessera_node_agent_degraded{component=\"%s\"} %d\n", comp_names[c],
-             c == AGENT_TOPOLOGY ? st.degraded[c] : !st.tried[c] || st.degraded[c]);
-    addf(t, "# HELP tessera_node_agent_last_success_timestamp_seconds When the component last worked (0: never).\n"
-            "# TYPE tessera_node_agent_last_success_timestamp_seconds gauge\n");
+        kube_strbuf_printf(t, "tessera_node_agent_degraded{component=\"%s\"} %d\n", comp_names[c],
+                           c == AGENT_TOPOLOGY ? st.degraded[c] : !st.tried[c] || st.degraded[c]);
+    kube_strbuf_printf(t, "# HELP tessera_node_agent_last_success_timestamp_seconds When the component last worked "
+                          "(0: never).\n"
+                          "# TYPE tessera_node_agent_last_success_timestamp_seconds gauge\n");
     for (int c = 0; c < AGENT_NCOMP; c++)
-        addf(t, "tessera_node_agent_last_success_timestamp_seconds{component=\"%s\"} %.3f\n", comp_names[c], st.last_ok[c]);
+        kube_strbuf_printf(t, "tessera_node_agent_last_success_timestamp_seconds{component=\"%s\"} %.3f\n",
+                           comp_names[c], st.last_ok[c]);
     return MHD_HTTP_OK;
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     (void)cls; (void)version; (void)upload; (void)upload_size; (void)con_cls;
-    text t = {0};
+    kube_strbuf t = {0};
     int code;
     bool prom = false;
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
-        addf(&t, "method not allowed\n");
+        kube_strbuf_printf(&t, "method not allowed\n");
         code = MHD_HTTP_METHOD_NOT_ALLOWED;
     } else {
         pthread_mutex_lock(&mu);
         if (!strcmp(url, "/healthz")) code = healthz(&t);
         else if (!strcmp(url, "/readyz")) code = readyz(&t);
         else if (!strcmp(url, "/metrics")) { code = metrics(&t); prom = true; }
-        else { addf(&t, "not found: /healthz, /readyz, /metrics\n"); code = MHD_HTTP_NOT_FOUND; }
+        else { kube_strbuf_printf(&t, "not found: /healthz, /readyz, /metrics\n"); code = MHD_HTTP_NOT_FOUND; }
         pthread_mutex_unlock(&mu);
     }
-    struct MHD_Response *r = MHD_create_response_from_buffer(t.n, t.p ? t.p : (char *)"", MHD_RESPMEM_MUST_COPY);
-    free(t.p);
+    if (t.oom) {
+        kube_strbuf_free(&t);
+        kube_strbuf_printf(&t, "out of memory\n");
+        code = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        prom = false;
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(t.len, t.p ? t.p : (char *)"", MHD_RESPMEM_MUST_COPY);
+    kube_strbuf_free(&t);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", prom ? "text/plain; version=0.0.4" : "text/plain");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)code, r);

@@ -17,6 +17,7 @@
 #include "extender/mirror/state.h"
 #include "extender/webhook.h"
 #include "extender/workload.h"
+#include "kube/strbuf.h"
 #include "model/mig.h"
 
 static const double bounds[EXT_METRICS_NBUCKETS] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
@@ -38,24 +39,16 @@ void ext_metrics_observe(ext_metrics *m, ext_verb v, uint64_t ns, int status) {
     atomic_fetch_add(&m->status[v][cls >= 1 && cls <= 5 ? cls : 0], 1);
 }
 
-typedef struct sb { char *p; size_t len, cap; bool oom; } sb;
+/* The scrape is written into a kube_strbuf (kube/strbuf.h); sbf is its printf under a short name, as the metrics'
+ * help texts are long. */
+typedef kube_strbuf sb;
 
 static void sbf(sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void sbf(sb *b, const char *fmt, ...) {
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int w = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-        va_end(ap);
-        if (w < 0) return;
-        if ((size_t)w < b->cap - b->len) { b->len += (size_t)w; return; }
-        size_t nc = b->cap * 2 + (size_t)w + 1;
-        char *np = realloc(b->p, nc);
-        if (!np) { b->oom = true; return; }
-        b->p = np;
-        b->cap = nc;
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    kube_strbuf_vprintf(b, fmt, ap);
+    va_end(ap);
 }
 
 /* The node agent's holdings record set against the model (mirror/holdings.h). Lock held. */
@@ -217,9 +210,8 @@ static void cluster_gauges(sb *b, ext_verbs *v, ext_state *st) {
 }
 
 char *ext_metrics_render(ext_metrics *m, ext_verbs *v, const kube_stats *ks, size_t *len) {
-    sb b = {malloc(65536), 0, 65536, false};
-    if (!b.p) return NULL;
-    b.p[0] = 0;
+    sb b = {0};
+    kube_strbuf_reserve(&b, 65536);   /* a large cluster's scrape is tens of KiB: no doubling on the way there */
     sbf(&b, "# HELP tessera_request_duration_seconds Time to answer one extender verb.\n"
             "# TYPE tessera_request_duration_seconds histogram\n");
     for (int vb = 0; vb < EXT_VERB_N; vb++) {
@@ -376,7 +368,8 @@ char *ext_metrics_render(ext_metrics *m, ext_verbs *v, const kube_stats *ks, siz
     else b.oom = true;
     free(q);
     ext_state_unlock(st);
-    if (b.oom) { free(b.p); return NULL; }
-    *len = b.len;
-    return b.p;
+    size_t n = b.len;
+    char *text = kube_strbuf_finish(&b);
+    if (text) *len = n;
+    return text;
 }

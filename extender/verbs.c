@@ -21,8 +21,8 @@
 #include "extender/base/annotation.h"
 #include "extender/jscan.h"
 #include "extender/base/health.h"
-#include "kube/json.h"
 #include "kube/log.h"
+#include "kube/strbuf.h"
 #include "extender/base/map.h"
 #include "extender/delivery/reservation.h"
 #include "extender/base/text.h"
@@ -88,38 +88,14 @@ void ext_verbs_init(ext_verbs *v, ext_state *st, const policy *pol, ext_bind_fn 
 /* Filter and prioritize replies are written directly rather than built as cJSON trees:
  * with 5,000 candidates, cJSON's allocation per item and its printf+sscanf round trip for
  * every number cost as much as the scoring itself. */
-typedef struct jbuf { char *p; size_t len, cap; bool oom; int items; } jbuf;
+typedef struct jbuf {
+    kube_strbuf s;      /* kube/strbuf.h: its appends are inline */
+    int items;          /* members written, for the commas */
+} jbuf;
 
-static void jb_raw(jbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 4096;
-        while (nc < b->len + n + 1) nc *= 2;
-        char *np = realloc(b->p, nc);
-        if (!np) { b->oom = true; return; }
-        b->p = np;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
-static void jb_lit(jbuf *b, const char *s) { jb_raw(b, s, strlen(s)); }
-
-/* Room for n more bytes at once (a reply echoing megabytes of Node objects). */
-static void jb_reserve(jbuf *b, size_t n) {
-    if (b->oom || b->len + n + 1 <= b->cap) return;
-    char *np = realloc(b->p, b->len + n + 1);
-    if (!np) { b->oom = true; return; }
-    b->p = np;
-    b->cap = b->len + n + 1;
-}
-
-static void jb_put(void *b, const char *s, size_t n) { jb_raw(b, s, n); }
-
-/* s as a JSON string (kube/json.h): quotes, backslashes and control characters escaped. */
-static void jb_str(jbuf *b, const char *s) { kube_json_quote(jb_put, b, s); }
+static void jb_raw(jbuf *b, const char *s, size_t n) { kube_strbuf_add(&b->s, s, n); }
+static void jb_lit(jbuf *b, const char *s) { kube_strbuf_lit(&b->s, s); }
+static void jb_str(jbuf *b, const char *s) { kube_strbuf_json(&b->s, s); }   /* a JSON string (kube/json.h) */
 
 /* One "node":"reason" member of FailedNodes or FailedAndUnresolvableNodes; commas are the
  * buffer's business. kube-scheduler puts the reason in its FailedScheduling Event as a format
@@ -135,14 +111,15 @@ static void jb_member(jbuf *b, const char *key, const char *val) {
 }
 
 static void reply_jbuf(ext_reply *r, int status, jbuf *b) {
-    if (b->oom || !b->p) {
-        free(b->p);
+    size_t len = b->s.len;
+    char *body = kube_strbuf_finish(&b->s);
+    if (!body) {
         ext_reply_error(r, 500, "out of memory");
         return;
     }
     r->status = status;
-    r->body = b->p;
-    r->len = b->len;
+    r->body = body;
+    r->len = len;
 }
 
 /* ---------------------------------------------------------------- splitting work */
@@ -763,9 +740,9 @@ static void put_members(jbuf *out, jbuf parts[2]) {
     jb_raw(out, "{", 1);
     for (int k = 0; k < 2; k++) {
         if (k && parts[0].items && parts[1].items) jb_raw(out, ",", 1);
-        if (parts[k].p) jb_raw(out, parts[k].p, parts[k].len);
-        out->oom |= parts[k].oom;
-        free(parts[k].p);
+        if (parts[k].s.p) jb_raw(out, parts[k].s.p, parts[k].s.len);
+        out->s.oom |= parts[k].s.oom;
+        kube_strbuf_free(&parts[k].s);
     }
     jb_raw(out, "}", 1);
 }
@@ -867,7 +844,7 @@ void ext_verb_filter(ext_verbs *v, const char *body, size_t len, ext_reply *out)
         /* Echo the scheduler's own Node objects, as it sent them: it uses what we return as is. */
         size_t total = 4096;
         for (int i = 0; i < a.n; i++) total += j.pass[i] ? a.objs[i].len + 1 : 0;
-        jb_reserve(&b, total);
+        kube_strbuf_reserve(&b.s, total);   /* one allocation for megabytes of Node objects */
         jb_lit(&b, "{\"Nodes\":{\"metadata\":{},\"items\":[");
         for (int i = 0; i < a.n; i++)
             if (j.pass[i]) {

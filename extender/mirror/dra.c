@@ -5,12 +5,12 @@
  */
 #include "extender/mirror/dra.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kube/log.h"
+#include "kube/strbuf.h"
 #include "extender/base/map.h"
 #include "model/fit.h"
 #include "model/json.h"
@@ -662,52 +662,16 @@ bool ext_dra_pod_extended(const cJSON *pod) {
 
 /* ------------------------------------------------------------ bind's record ---- */
 
-/* A growing string: the record has no size limit but the API's (measure and allocate). */
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int w = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (w < 0 || b->oom) {
-        b->oom = true;
-        return;
-    }
-    if (b->len + (size_t)w + 1 > b->cap) {
-        size_t nc = (b->len + (size_t)w + 1) * 2;
-        char *g = realloc(b->p, nc);
-        if (!g) {
-            b->oom = true;
-            return;
-        }
-        b->p = g;
-        b->cap = nc;
-    }
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)w;
-}
-
 /* "<claim>:<pool>/<device>" per result. */
-static void rec_claim(sbuf *b, const char *claim, const model_dra_result *res, int n) {
-    for (int i = 0; i < n; i++) sb_printf(b, "%s%s:%s/%s", b->len ? "," : "", claim, res[i].pool, res[i].device);
+static void rec_claim(kube_strbuf *b, const char *claim, const model_dra_result *res, int n) {
+    for (int i = 0; i < n; i++)
+        kube_strbuf_printf(b, "%s%s:%s/%s", b->len ? "," : "", claim, res[i].pool, res[i].device);
 }
 
 /* The finished record into *text, or -1 (out of memory). */
-static int rec_done(sbuf *b, char **text, char *missing, size_t mlen) {
-    if (b->oom) {
-        free(b->p);
-        snprintf(missing, mlen, "memory for the record (out of memory)");
-        return -1;
-    }
-    *text = b->p ? b->p : strdup("");
+static int rec_done(kube_strbuf *b, char **text, char *missing, size_t mlen) {
+    *text = kube_strbuf_finish(b);
+    if (!*text) snprintf(missing, mlen, "memory for the record (out of memory)");
     return *text ? 1 : -1;
 }
 
@@ -787,14 +751,14 @@ int ext_dra_bind_record(const ext_dra *d, const char *ns, const char *pod_uid, b
         snprintf(missing, mlen, "which claims pod uid %s has (tessera saw it in no filter call)", pod_uid);
         return -1;
     }
-    sbuf b = {0};
+    kube_strbuf b = {0};
     for (int i = 0; i < note->n; i++) {
         char key[600];
         snprintf(key, sizeof key, "%s/%s", ns, note->names[i]);
         const dclaim *c = ext_map_get(d->claims, key);
         if (!c || c->nres < 0) {
             snprintf(missing, mlen, "the allocation of claim %s%s", key, c ? "" : " (the claim is not in tessera's cache)");
-            free(b.p);
+            kube_strbuf_free(&b);
             return 0;
         }
         rec_claim(&b, note->names[i], c->res, c->nres);
@@ -808,7 +772,7 @@ int ext_dra_bind_record(const ext_dra *d, const char *ns, const char *pod_uid, b
                 x = c;
         if (!x) {
             snprintf(missing, mlen, "the allocation of the claim kube-scheduler makes for the pod's extended resources");
-            free(b.p);
+            kube_strbuf_free(&b);
             return 0;
         }
         rec_claim(&b, x->key + pre + 1, x->res, x->nres);
@@ -849,7 +813,7 @@ int ext_dra_record_from_api(kube_client *k, const char *ns, const char *name, co
                  ns, name);
         n = -1;
     }
-    sbuf b = {0};
+    kube_strbuf b = {0};
     int rc = n < 0 ? -1 : 1;
     for (int i = 0; rc == 1 && i < n; i++) {
         snprintf(path, sizeof path, "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s", ns, names[i]);
@@ -863,7 +827,7 @@ int ext_dra_record_from_api(kube_client *k, const char *ns, const char *name, co
     }
     cJSON_Delete(pod);
     if (rc < 0) {
-        free(b.p);
+        kube_strbuf_free(&b);
         return -1;
     }
     return rec_done(&b, text, missing, mlen);
