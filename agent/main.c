@@ -109,20 +109,6 @@ static uint64_t now_ms(void) {
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* "500ms", "5s", "10m", "1h", or seconds; -1 when malformed or not positive. extender/base/leader.c's
- * ext_leader_parse_duration reads the same units (but no "h", capped at 1 h for lease timing); this copy stays
- * because the agent does not link extender/, and --topology-interval wants hours. */
-static int parse_duration_ms(const char *s) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || v <= 0) return -1;
-    double mult = !strcmp(end, "ms") ? 1 : (!*end || !strcmp(end, "s")) ? 1000 : !strcmp(end, "m") ? 60000
-                  : !strcmp(end, "h") ? 3600000 : -1;
-    if (mult < 0 || v * mult < 1 || v * mult > 86400000.0) return -1;
-    return (int)(v * mult);
-}
-
 /* Replace *slot with a copy of s when it differs; true when it changed (so the caller logs it once). */
 static bool remember(char **slot, const char *s) {
     if (*slot && s && !strcmp(*slot, s)) return false;
@@ -417,8 +403,8 @@ int main(int argc, char **argv) {
         }
         int *dur = opt == O_POLL ? &c.poll_ms : opt == O_TOPO ? &c.topo_ms : opt == O_MINW ? &c.min_write_ms : NULL;
         if (dur) {
-            if ((*dur = parse_duration_ms(optarg)) < 0) {
-                fprintf(stderr, "--%s %s: not a duration (500ms, 5s, 10m, 1h)\n",
+            if ((*dur = kube_pod_parse_duration(optarg, 86400000)) < 0) {   /* at most a day */
+                fprintf(stderr, "--%s %s: not a duration of 1ms to 24h (500ms, 5s, 10m, 1h)\n",
                         opt == O_POLL ? "poll-interval" : opt == O_TOPO ? "topology-interval" : "min-write-interval",
                         optarg);
                 return 2;

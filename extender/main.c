@@ -411,8 +411,8 @@ int main(int argc, char **argv) {
             break;
         case O_LE_LEASE: case O_LE_RENEW: case O_LE_RETRY: {
             int *dst = c == O_LE_LEASE ? &lc.lease_ms : c == O_LE_RENEW ? &lc.renew_ms : &lc.retry_ms;
-            if (ext_leader_parse_duration(optarg, dst) < 0) {
-                fprintf(stderr, "--%s: a duration such as 15s, 500ms or 1m\n", c == O_LE_LEASE ? "leader-elect-lease-duration"
+            if ((*dst = kube_pod_parse_duration(optarg, 3600000)) < 0) {   /* Lease timing: at most an hour */
+                fprintf(stderr, "--%s: a duration of 1ms to 1h, such as 15s, 500ms or 1m\n", c == O_LE_LEASE ? "leader-elect-lease-duration"
                         : c == O_LE_RENEW ? "leader-elect-renew-deadline" : "leader-elect-retry-period");
                 return 2;
             }

@@ -1,6 +1,7 @@
 /* pod.c -- see pod.h. */
 #include "kube/pod.h"
 
+#include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -40,4 +41,17 @@ int kube_pod_listen_addr(const char *s, bool numeric, struct sockaddr_storage *s
     *sl = ai->ai_addrlen;
     freeaddrinfo(ai);
     return 0;
+}
+
+int kube_pod_parse_duration(const char *s, int max_ms) {
+    if (!s || !*s) return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno) return -1;
+    double mult = !strcmp(end, "ms") ? 1 : (!*end || !strcmp(end, "s")) ? 1000 : !strcmp(end, "m") ? 60000
+                  : !strcmp(end, "h") ? 3600000 : -1;
+    double ms = v * mult;
+    if (mult < 0 || !(ms >= 1) || ms > max_ms) return -1;   /* !(>=) also refuses NaN */
+    return (int)(ms + 0.5);
 }

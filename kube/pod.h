@@ -1,7 +1,8 @@
 /* pod.h -- what a tessera program does because it runs as a container of a pod: it stops on the signal the
  * kubelet sends (SIGTERM, then SIGKILL after the pod's grace period; SIGINT too, for a terminal), taken
  * synchronously by the main thread (sigwaitinfo/sigtimedwait) so that no thread is ever interrupted; and it
- * listens where its flags say for the kubelet's probes and Prometheus (HOST:PORT).
+ * listens where its flags say for the kubelet's probes and Prometheus (HOST:PORT); its flags give durations the
+ * same way in every program.
  */
 #ifndef KUBE_POD_H
 #define KUBE_POD_H
@@ -25,5 +26,10 @@ void kube_pod_block_stop_signals(sigset_t *stop);
 #define KUBE_POD_LISTEN_UNRESOLVED (-2)
 int kube_pod_listen_addr(const char *s, bool numeric, struct sockaddr_storage *ss, socklen_t *sl, char *host,
                          size_t hostlen);
+
+/* A duration flag: "500ms", "5s", "10m", "1h", or a bare number of seconds ("2", "0.5"), rounded to the nearest
+ * millisecond; the milliseconds, or -1 when s is malformed or the duration is below 1 ms or above max_ms. The
+ * caller words the error for its flag. */
+int kube_pod_parse_duration(const char *s, int max_ms);
 
 #endif

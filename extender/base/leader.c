@@ -192,16 +192,6 @@ int ext_leader_parse_scheduler_lease(ext_leader_config *cfg, const char *s, char
     return 0;
 }
 
-int ext_leader_parse_duration(const char *s, int *ms) {
-    char *end;
-    if (!s || !*s) return -1;
-    double v = strtod(s, &end);
-    double mul = !strcmp(end, "ms") ? 1 : (!strcmp(end, "s") || !*end) ? 1000 : !strcmp(end, "m") ? 60000 : -1;
-    if (end == s || mul < 0 || !(v * mul >= 1) || v * mul > 3600000) return -1;
-    *ms = (int)(v * mul + 0.5);
-    return 0;
-}
-
 static bool name_ok(const char *s) {
     if (!*s || strlen(s) > 63) return false;
     for (const char *p = s; *p; p++)

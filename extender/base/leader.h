@@ -87,8 +87,6 @@ void ext_leader_config_defaults(ext_leader_config *cfg);
 int ext_leader_config_check(const ext_leader_config *cfg, char *err, size_t errlen);
 /* --scheduler-lease: "NS/NAME", "NAME" (in cfg->ns) or "" (none: campaign always) into cfg. -1 with err. */
 int ext_leader_parse_scheduler_lease(ext_leader_config *cfg, const char *s, char *err, size_t errlen);
-/* "15s", "1500ms", "2m", or a bare number of seconds -> ms in 1..3600000. -1 if malformed. */
-int ext_leader_parse_duration(const char *s, int *ms);
 
 typedef struct ext_leader ext_leader;
 

@@ -15,6 +15,7 @@
 #include "../support/fake_apiserver.h"
 #include "ext_helpers.h"
 #include "kube/client.h"
+#include "kube/pod.h"
 #include "extender/base/leader.h"
 #include "extender/metrics.h"
 
@@ -131,14 +132,21 @@ static ext_leader *candidate(env *e, const char *id, int lease, int renew, int r
 }
 
 TEST(leader_config_rules) {
-    int ms = 0;
-    CHECK(ext_leader_parse_duration("15s", &ms) == 0 && ms == 15000);
-    CHECK(ext_leader_parse_duration("500ms", &ms) == 0 && ms == 500);
-    CHECK(ext_leader_parse_duration("1m", &ms) == 0 && ms == 60000);
-    CHECK(ext_leader_parse_duration("2", &ms) == 0 && ms == 2000);
-    CHECK(ext_leader_parse_duration("", &ms) < 0);
-    CHECK(ext_leader_parse_duration("10x", &ms) < 0);
-    CHECK(ext_leader_parse_duration("-1s", &ms) < 0);
+    CHECK(kube_pod_parse_duration("15s", 3600000) == 15000);   /* the --leader-elect-* flags (extender/main.c) */
+    CHECK(kube_pod_parse_duration("500ms", 3600000) == 500);
+    CHECK(kube_pod_parse_duration("1m", 3600000) == 60000);
+    CHECK(kube_pod_parse_duration("2", 3600000) == 2000);
+    CHECK(kube_pod_parse_duration("1.5s", 3600000) == 1500);
+    CHECK(kube_pod_parse_duration("1h", 3600000) == 3600000);
+    CHECK(kube_pod_parse_duration("2h", 3600000) < 0);          /* above the cap */
+    CHECK(kube_pod_parse_duration("2h", 86400000) == 7200000);  /* the node agent's cap is a day */
+    CHECK(kube_pod_parse_duration("0.4ms", 3600000) < 0);       /* below a millisecond */
+    CHECK(kube_pod_parse_duration("", 3600000) < 0);
+    CHECK(kube_pod_parse_duration(NULL, 3600000) < 0);
+    CHECK(kube_pod_parse_duration("10x", 3600000) < 0);
+    CHECK(kube_pod_parse_duration("5 s", 3600000) < 0);
+    CHECK(kube_pod_parse_duration("-1s", 3600000) < 0);
+    CHECK(kube_pod_parse_duration("nan", 3600000) < 0);
     ext_leader_config c;
     ext_leader_config_defaults(&c);
     char err[256];
