@@ -136,6 +136,48 @@ TEST(ext_cache_binpack_warm_replies_equal_cold) { warm_equals_cold("binpack", PO
 TEST(ext_cache_bestfit_warm_replies_equal_cold) { warm_equals_cold("bestfit", POLICY_TIE_RANK); }
 TEST(ext_cache_migaware_random_tiebreak_warm_equals_cold) { warm_equals_cold("mig-aware", POLICY_TIE_RANDOM); }
 
+/* A call that finds half its candidates cached (every other node, asked about before) reads those on the
+ * caller's thread and computes the other half, over SPLIT_MIN of them: split with the helper. Its replies must
+ * be the cold ones, byte for byte and in the body's order: the nodes that fail (MIG and time-sliced nodes
+ * refuse a memory request) keep their reasons whether cached or computed. */
+TEST(ext_cache_half_cached_call_equals_cold) {
+    const int nnodes = 2400;
+    char **names, **names2;
+    ext_state *st = mixed_cluster(nnodes, &names), *twin = mixed_cluster(nnodes, &names2);
+    const char *odd[1200];
+    for (int i = 0; i < nnodes / 2; i++) odd[i] = names[2 * i + 1];
+    char *pod = pod_json("half", "uid-half", 0, "\"nvidia.com/gpumem\":\"20480\"", NULL, NULL);
+    char *some = args_names(pod, odd, nnodes / 2), *all = args_names(pod, (const char *const *)names, nnodes);
+    ext_verbs v, cold;
+    ext_verbs_init(&v, st, policy_find("binpack"), NULL, NULL);
+    ext_verbs_init(&cold, twin, v.pol, NULL, NULL);
+    free(reply_of(&v, ext_verb_filter, some));
+    free(reply_of(&v, ext_verb_prioritize, some));
+    unsigned long long h0 = v.cache_hits;
+    char *wf = reply_of(&v, ext_verb_filter, all), *cf = reply_of(&cold, ext_verb_filter, all);
+    unsigned long long h1 = v.cache_hits;
+    char *wp = reply_of(&v, ext_verb_prioritize, all), *cp = reply_of(&cold, ext_verb_prioritize, all);
+    unsigned long long h2 = v.cache_hits;
+    bool same_f = wf && cf && !strcmp(wf, cf), same_p = wp && cp && !strcmp(wp, cp);
+    cJSON *fr = wf ? cJSON_Parse(wf) : NULL;
+    int failed = fr ? cJSON_GetArraySize(cJSON_GetObjectItem(fr, "FailedAndUnresolvableNodes")) +
+                          cJSON_GetArraySize(cJSON_GetObjectItem(fr, "FailedNodes")) : -1;
+    cJSON_Delete(fr);
+    free(wf), free(cf), free(wp), free(cp), free(some), free(all), free(pod);
+    for (int i = 0; i < nnodes; i++) free(names[i]), free(names2[i]);
+    free(names);
+    free(names2);
+    ext_state_free(st);
+    ext_state_free(twin);
+    CHECK_MSG(same_f, "a half-cached filter reply differs from a cold one");
+    CHECK_MSG(same_p, "a half-cached prioritize reply differs from a cold one");
+    CHECK_MSG(h1 - h0 == (unsigned)nnodes / 2 && h2 - h1 == (unsigned)nnodes / 2,
+              "%llu filter and %llu prioritize answers came from the cache, not the %d asked about before",
+              h1 - h0, h2 - h1, nnodes / 2);
+    CHECK_MSG(failed > nnodes / 4, "only %d of %d nodes refused the pod: the reasons were not exercised", failed,
+              nnodes);
+}
+
 /* The random policy draws per pod: its scores are never served from the cache. */
 TEST(ext_cache_random_policy_is_not_cached) {
     char **names;
