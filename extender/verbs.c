@@ -135,7 +135,7 @@ static void reply_jbuf(ext_reply *r, int status, jbuf *b) {
  * cache lines its half moves between cores, so a warm call (every answer cached, the common
  * case: kube-scheduler asks about pod after pod of one shape) never wakes the helper: over
  * 5,000 names its filter and prioritize round trip went from 1.04 to 0.86 ms p50 (tests/bench
- * A), and its CPU no longer depends on where the kernel put the two threads (tests/bench H). */
+ * A, a quiet 2-core machine). */
 typedef void (*range_fn)(void *ctx, int from, int to);
 
 #define SPLIT_MIN 1024
