@@ -2,7 +2,7 @@
  * to the verbs and serves /healthz, /readyz, /metrics and /debug/state. keep-alive; bounded
  * bodies; an idle or slow connection is closed after a timeout.
  *
- * Connections: a pool of threads (8, or 2 per CPU), each polling its share of the connections with epoll,
+ * Connections: a pool of threads (8, or 2 per CPU), each polling its share of the connections with poll(),
  * so there is no descriptor ceiling (select() stops at FD_SETSIZE = 1024) and thousands of
  * kept-alive connections cost a little memory each, not a thread each. A bind, which waits
  * on the API server (and on the Lease), runs in a thread of its own while its connection is

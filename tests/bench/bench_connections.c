@@ -222,7 +222,7 @@ int main(void) {
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
 
-    printf("bench_connections: %d connections at once, server cap %d (MHD epoll, thread pool)\n", nconn, cap);
+    printf("bench_connections: %d connections at once, server cap %d (MHD poll, thread pool)\n", nconn, cap);
     printf("  storm: %d opened, a filter on each: %d answered 200, %d answered 503 + Retry-After, %d failed"
            " (dropped or reset), %.2f s\n", opened, ok, shed, failed, storm);
     printf("  held: %d kept-alive connections\n", held);

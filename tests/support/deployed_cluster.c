@@ -144,6 +144,9 @@ bool deployed_cluster_create_share(deployed_cluster *c, int r, const char *name,
     const cJSON *u = get(meta, "uid"), *d = get(get(meta, "annotations"), EXT_DLV_ANN_DELIVERY);
     snprintf(uid, uidlen, "%s", cJSON_IsString(u) ? u->valuestring : "");
     snprintf(cm, cmlen, "%s", cJSON_IsString(d) ? d->valuestring : "");
+    if (stored && !(uid[0] && cm[0]))
+        snprintf(c->err, sizeof c->err, "pod %s was admitted without a UID or the annotation " EXT_DLV_ANN_DELIVERY,
+                 name);
     cJSON_Delete(stored);
     return uid[0] && cm[0];
 }

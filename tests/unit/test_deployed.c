@@ -244,7 +244,7 @@ TEST(deployed_killed_background_replica_is_replaced_and_waiting_shares_delivered
     int64_t slack = test_slack_ms(1500);
     cluster_stop(&c);
     CHECK_MSG(up, "%s", c.err);
-    CHECK_INT(made, 4);
+    CHECK_MSG(made == 4, "%d of 4 shares created through the webhook: %s", made, c.err);
     CHECK_INT(nbound, 4);
     CHECK_INT(nres, 4);
     CHECK_MSG(victim >= 0, "no replica held the extender's Lease");
