@@ -136,6 +136,8 @@ struct ext_rsv {
     int64_t image_next_ms;    /* next try to read our own image */
     int image_backoff_ms;
     char image_why[768];      /* why it is unknown, as last reported ("" when known or not yet judged) */
+    bool image_pending;       /* the worker runs and has not yet tried to read our own image (under mu) */
+    pthread_cond_t image_cv;  /* broadcast when image_pending ends */
     int backoff_ms;
     uint32_t pass;
     _Atomic uint64_t ops[EXT_RSV_NOPS][2];
@@ -862,12 +864,23 @@ static bool reserve_image(ext_rsv *r, char *buf, size_t len) {
     return buf[0] != 0;
 }
 
+/* How long an admission review waits for the worker's first read of our own Pod: a replica that has just
+ * started gets reviews at once (the webhook's Service publishes pods that are not Ready), and refusing a
+ * share then would fail a user's `kubectl create` for a start-up race. Bounded well inside the webhook's
+ * timeoutSeconds (5, deploy/webhook.yaml); only the first reviews of a replica's life can wait. */
+#define IMAGE_FIRST_READ_WAIT_MS 3000
+
 bool ext_rsv_image(ext_rsv *r, char *buf, size_t len, char *why, size_t whylen) {
     if (!r) {
         snprintf(why, whylen, "no reservation controller");
         return false;
     }
     pthread_mutex_lock(&r->mu);
+    int64_t deadline = ext_now_ms() + IMAGE_FIRST_READ_WAIT_MS;
+    while (r->image_pending && !r->cfg.image[0] && ext_now_ms() < deadline) {
+        struct timespec ts = {(time_t)(deadline / 1000), (long)(deadline % 1000) * 1000000L};
+        pthread_cond_timedwait(&r->image_cv, &r->mu, &ts);
+    }
     cpy(buf, len, r->cfg.image);
     if (!buf[0])
         snprintf(why, whylen, "%s", r->image_why[0] ? r->image_why : "tessera has not read its own Pod yet (it does "
@@ -1969,6 +1982,12 @@ static void *worker(void *arg) {
         bool synced = r->synced;
         pthread_mutex_unlock(&r->mu);
         resolve_image(r);
+        pthread_mutex_lock(&r->mu);
+        if (r->image_pending) {   /* the first try has concluded, either way: reviews waiting on it go on */
+            r->image_pending = false;
+            pthread_cond_broadcast(&r->image_cv);
+        }
+        pthread_mutex_unlock(&r->mu);
         bool go = synced && ext_state_ready(r->st) && (!r->leader || ext_leader_may_act(r->leader));
         next = go ? run_pass(r) : ext_now_ms() + (r->cfg.tick_ms < 200 ? r->cfg.tick_ms : 200);
         backing_off = r->backoff_ms > 0;
@@ -2022,14 +2041,21 @@ ext_rsv *ext_rsv_new(const ext_rsv_config *cfg, ext_state *st, kube_client *k, e
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);   /* ext_now_ms's clock */
     pthread_cond_init(&r->cv, &ca);
+    pthread_cond_init(&r->image_cv, &ca);
     pthread_condattr_destroy(&ca);
     return r;
 }
 
 int ext_rsv_start(ext_rsv *r, char *err, size_t errlen) {
     if (r->started || r->stop) return r->started ? 0 : -1;
+    pthread_mutex_lock(&r->mu);
+    r->image_pending = !r->cfg.image[0];
+    pthread_mutex_unlock(&r->mu);
     int e = pthread_create(&r->thr, NULL, worker, r);
     if (e) {
+        pthread_mutex_lock(&r->mu);
+        r->image_pending = false;
+        pthread_mutex_unlock(&r->mu);
         snprintf(err, errlen, "reservation controller thread: %s", strerror(e));
         return -1;
     }
@@ -2043,7 +2069,9 @@ void ext_rsv_stop(ext_rsv *r) {
     if (!r || !r->started) return;
     pthread_mutex_lock(&r->mu);
     r->stop = true;
+    r->image_pending = false;
     pthread_cond_signal(&r->cv);
+    pthread_cond_broadcast(&r->image_cv);
     pthread_mutex_unlock(&r->mu);
     pthread_join(r->thr, NULL);
     r->started = false;
@@ -2070,6 +2098,7 @@ void ext_rsv_free(ext_rsv *r) {
     free(r->sviews);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
+    pthread_cond_destroy(&r->image_cv);
     free(r);
 }
 

@@ -67,9 +67,9 @@ typedef struct ext_rsv ext_rsv;
 ext_rsv *ext_rsv_new(const ext_rsv_config *cfg, ext_state *st, kube_client *k, ext_events *ev, ext_leader *l, char *err,
                      size_t errlen);
 /* The image of tessera's own container, for the webhook's tessera-cuda-shim init container: the one the
- * reservation pods run (cfg.image, or read from our own Pod at start). false with why while it is not
- * known (before the first read of our Pod answered, or when it cannot be known: why says which). Any
- * thread. */
+ * reservation pods run (cfg.image, or read from our own Pod at start). Until the started worker's first
+ * try to read our Pod concludes, waits for it (at most 3 s). false with why while it is not known (the
+ * first read failed or is still in flight, or it cannot be known: why says which). Any thread. */
 bool ext_rsv_image(ext_rsv *r, char *buf, size_t len, char *why, size_t whylen);
 
 /* Start the worker thread. */

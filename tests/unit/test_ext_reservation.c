@@ -32,6 +32,7 @@ typedef struct rt {
     int grace_ms;
     int timeout_ms, retry_ms;   /* 0: the controller's defaults */
     bool ok;
+    bool own_image;             /* no --reserve-image: the controller reads its own Pod ($POD_NAMESPACE/$POD_NAME) */
     _Atomic int uuid_events;    /* watch events that showed a reservation with its UUID, as the controller got them */
     _Atomic long long pod_rv;   /* the resourceVersion of the last pod event the controller got */
     _Atomic int pod_deletions;  /* DELETED pod events the controller got */
@@ -102,7 +103,7 @@ static void rt_up(rt *r) {
     ext_rsv_config rc;
     ext_rsv_config_defaults(&rc);
     snprintf(rc.ns, sizeof rc.ns, RNS);
-    snprintf(rc.image, sizeof rc.image, "registry.example/tessera:test");
+    if (!r->own_image) snprintf(rc.image, sizeof rc.image, "registry.example/tessera:test");
     rc.grace_ms = r->grace_ms;
     rc.timeout_ms = r->timeout_ms;
     rc.retry_ms = r->retry_ms;
@@ -567,6 +568,34 @@ TEST(ext_rsv_state_ignores_reservations_and_follows_a_moved_assignment) {
     CHECK_INT(after, 3);
     CHECK(gpu0_idle);
     CHECK_MSG(consistent, "%s", why);
+}
+
+/* A replica gets admission reviews the moment it starts (the webhook's Service publishes pods that are not
+ * Ready). A share reviewed before the controller's first read of its own Pod was refused ("tessera has not
+ * read its own Pod yet"): a flaky deployed test under load, a failed `kubectl create` in a rollout. Here the
+ * API server holds that read for 1.5 s; the review made at once waits for it and gets the image. */
+TEST(ext_rsv_image_first_reviews_wait_for_the_read_of_our_own_pod) {
+    rt r;
+    memset(&r, 0, sizeof r);
+    char err[256], img[256] = "", why[800] = "";
+    r.api = fake_api_start(0, err, sizeof err);
+    CHECK_MSG(r.api, "%s", err);
+    put_node(r.api, 1);
+    fake_api_put(r.api, "pods", "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"tessera-extender-0\","
+                                "\"namespace\":\"tessera\"},\"spec\":{\"containers\":[{\"name\":\"" EXT_RSV_SELF_CONTAINER "\","
+                                "\"image\":\"registry.example/tessera:own\"}]}}");
+    fake_api_inject_stall(r.api, "GET /api/v1/namespaces/tessera/pods/tessera-extender-0", 1500, 1);
+    setenv("POD_NAMESPACE", "tessera", 1);
+    setenv("POD_NAME", "tessera-extender-0", 1);
+    r.own_image = true;
+    rt_up(&r);
+    bool known = r.ok && ext_rsv_image(r.rsv, img, sizeof img, why, sizeof why);
+    rt_stop(&r);
+    unsetenv("POD_NAMESPACE");
+    unsetenv("POD_NAME");
+    CHECK(r.ok);
+    CHECK_MSG(known, "the first review was refused: %s", why);
+    CHECK_STR(img, "registry.example/tessera:own");
 }
 
 TEST(ext_rsv_share_without_webhook_gets_a_warning_once) {
